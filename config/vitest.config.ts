@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    root: '.',
+    include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
+    globalSetup: ['test/global-setup.ts'],
+    pool: 'forks',
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Two cores: running every file at once makes timing-sensitive integration tests flaky.
+    maxWorkers: 2,
+  },
+});

@@ -1,0 +1,105 @@
+import { z } from 'zod';
+
+const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+// Every key is documented in docs/configuration.md and shown in config/msgd.example.json.
+export const configSchema = z
+  .object({
+    dataDir: z.string().min(1).default('./data'),
+    server: z
+      .object({
+        host: z.string().min(1).default('127.0.0.1'),
+        port: z.number().int().min(0).max(65535).default(8080),
+        publicUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
+        trustProxy: z.boolean().default(false),
+        bodyLimitBytes: z.number().int().min(1024).max(50 * 1024 * 1024).default(1024 * 1024),
+      })
+      .strict()
+      .prefault({}),
+    log: z
+      .object({
+        level: logLevel.default('info'),
+        pretty: z.boolean().default(false),
+      })
+      .strict()
+      .prefault({}),
+    demo: z
+      .object({
+        enabled: z.boolean().default(true),
+      })
+      .strict()
+      .prefault({}),
+    jobs: z
+      .object({
+        concurrency: z.number().int().min(1).max(4096).default(256),
+        leaseSeconds: z.number().int().min(5).max(3600).default(300),
+        maxAttempts: z.number().int().min(1).max(100).default(12),
+        backoffBaseMs: z.number().int().min(10).default(1000),
+        backoffCapMs: z.number().int().min(1000).default(15 * 60_000),
+        lifelineIntervalSeconds: z.number().int().min(1).default(30),
+      })
+      .strict()
+      .prefault({}),
+    dispatch: z
+      .object({
+        timeoutMs: z.number().int().min(100).max(120_000).default(15_000),
+        connectionsPerOrigin: z.number().int().min(1).max(1024).default(64),
+        ratePerSecond: z
+          .object({
+            whatsapp_cloud: z.number().positive().default(80),
+            meta_messenger: z.number().positive().default(40),
+            meta_instagram: z.number().positive().default(40),
+            twilio: z.number().positive().default(1),
+            sendgrid: z.number().positive().default(100),
+            smtp: z.number().positive().default(20),
+            sandbox: z.number().positive().default(1000),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({}),
+    billing: z
+      .object({
+        refundOnProviderFailure: z.enum(['always', 'never']).default('always'),
+        balanceLowThreshold: z.string().regex(/^\d+(\.\d{1,6})?$/).nullable().default(null),
+      })
+      .strict()
+      .prefault({}),
+    idempotency: z
+      .object({
+        ttlHours: z.number().int().min(1).max(24 * 30).default(24),
+      })
+      .strict()
+      .prefault({}),
+    rateLimit: z
+      .object({
+        perMinute: z.number().int().min(1).default(600),
+      })
+      .strict()
+      .prefault({}),
+    webhooksIn: z
+      .object({
+        retentionDays: z.number().int().min(1).max(3650).default(30),
+        sendgridToleranceSeconds: z.number().int().min(1).default(600),
+        acceptLegacySha1: z.boolean().default(false),
+      })
+      .strict()
+      .prefault({}),
+    webhooksOut: z
+      .object({
+        timeoutMs: z.number().int().min(100).max(60_000).default(5000),
+        allowPrivateTargets: z.boolean().default(false),
+        caFile: z.string().nullable().default(null),
+        disableAfterHours: z.number().positive().default(5 * 24),
+        rotationGraceHours: z.number().positive().default(24),
+        concurrency: z.number().int().min(1).max(4096).default(128),
+        retentionDays: z.number().int().min(1).max(3650).default(30),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+export type Config = z.infer<typeof configSchema>;
+export type ConfigInput = z.input<typeof configSchema>;

@@ -1,0 +1,22 @@
+import type { Config } from '../config/schema.js';
+import type { Db } from '../db/open.js';
+
+/** What every core function receives: the store, the master key, config and a clock. */
+export interface CoreCtx {
+  db: Db;
+  masterKey: Buffer;
+  config: Config;
+  now(): number;
+}
+
+export type ChannelType = 'whatsapp' | 'messenger' | 'instagram' | 'sms' | 'email';
+export const CHANNEL_TYPES: readonly ChannelType[] = ['whatsapp', 'messenger', 'instagram', 'sms', 'email'];
+
+export type GatewayKind =
+  | 'whatsapp_cloud'
+  | 'meta_messenger'
+  | 'meta_instagram'
+  | 'twilio'
+  | 'sendgrid'
+  | 'smtp'
+  | 'sandbox';

@@ -1,0 +1,128 @@
+import { z } from 'zod';
+import type { ChannelType, GatewayKind } from './context.js';
+
+// The declarative shape of each provider account: which channels it can serve, which
+// non-secret settings it takes (validated here) and which secrets it needs. How each
+// provider is spoken to lives in src/providers/<kind>/.
+
+const url = z.url({ protocol: /^https?$/ });
+const version = z.string().regex(/^v\d+\.\d+$/, 'expected a Graph API version such as v21.0');
+const rate = z.number().positive().max(100_000).optional();
+
+export interface GatewayKindSpec {
+  kind: GatewayKind;
+  label: string;
+  channels: readonly ChannelType[];
+  settings: z.ZodObject<any>;
+  secrets: { required: readonly string[]; optional: readonly string[] };
+}
+
+export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
+  whatsapp_cloud: {
+    kind: 'whatsapp_cloud',
+    label: 'Meta WhatsApp Cloud API',
+    channels: ['whatsapp'],
+    settings: z
+      .object({
+        base_url: url.default('https://graph.facebook.com'),
+        api_version: version.default('v21.0'),
+        phone_number_id: z.string().regex(/^\d+$/, 'expected the numeric phone number id'),
+        waba_id: z.string().regex(/^\d+$/).optional(),
+        rate_per_second: rate,
+      })
+      .strict(),
+    secrets: { required: ['access_token'], optional: ['app_secret', 'verify_token'] },
+  },
+  meta_messenger: {
+    kind: 'meta_messenger',
+    label: 'Meta Messenger Send API',
+    channels: ['messenger'],
+    settings: z
+      .object({
+        base_url: url.default('https://graph.facebook.com'),
+        api_version: version.default('v21.0'),
+        page_id: z.string().regex(/^\d+$/, 'expected the numeric page id'),
+        messaging_type: z.enum(['RESPONSE', 'UPDATE', 'MESSAGE_TAG']).default('RESPONSE'),
+        tag: z.string().optional(),
+        rate_per_second: rate,
+      })
+      .strict(),
+    secrets: { required: ['page_access_token'], optional: ['app_secret', 'verify_token'] },
+  },
+  meta_instagram: {
+    kind: 'meta_instagram',
+    label: 'Meta Instagram Messaging',
+    channels: ['instagram'],
+    settings: z
+      .object({
+        base_url: url.default('https://graph.facebook.com'),
+        api_version: version.default('v21.0'),
+        ig_account_id: z.string().regex(/^\d+$/, 'expected the numeric Instagram account id'),
+        /** Facebook Login flow sends through the page; Instagram Login flow through the IG account. */
+        page_id: z.string().regex(/^\d+$/).optional(),
+        rate_per_second: rate,
+      })
+      .strict(),
+    secrets: { required: ['access_token'], optional: ['app_secret', 'verify_token'] },
+  },
+  twilio: {
+    kind: 'twilio',
+    label: 'Twilio Programmable Messaging',
+    channels: ['sms'],
+    settings: z
+      .object({
+        base_url: url.default('https://api.twilio.com'),
+        account_sid: z.string().regex(/^AC[0-9a-zA-Z]{1,64}$/, 'expected an account SID starting with AC'),
+        messaging_service_sid: z.string().regex(/^MG[0-9a-zA-Z]+$/).optional(),
+        rate_per_second: rate,
+      })
+      .strict(),
+    secrets: { required: ['auth_token'], optional: [] },
+  },
+  sendgrid: {
+    kind: 'sendgrid',
+    label: 'SendGrid v3 Mail Send',
+    channels: ['email'],
+    settings: z
+      .object({
+        base_url: url.default('https://api.sendgrid.com'),
+        rate_per_second: rate,
+      })
+      .strict(),
+    secrets: { required: ['api_key'], optional: ['webhook_public_key'] },
+  },
+  smtp: {
+    kind: 'smtp',
+    label: 'SMTP relay',
+    channels: ['email'],
+    settings: z
+      .object({
+        host: z.string().min(1),
+        port: z.coerce.number().int().min(1).max(65535).default(587),
+        /** true: TLS from the first byte (port 465); false: STARTTLS when offered. */
+        secure: z.coerce.boolean().default(false),
+        require_tls: z.coerce.boolean().default(false),
+        tls_reject_unauthorized: z.coerce.boolean().default(true),
+        user: z.string().optional(),
+        rate_per_second: rate,
+      })
+      .strict(),
+    secrets: { required: [], optional: ['password'] },
+  },
+  sandbox: {
+    kind: 'sandbox',
+    label: 'Sandbox (no provider: accepts and reports delivered)',
+    channels: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'],
+    settings: z
+      .object({
+        delivery_delay_ms: z.coerce.number().int().min(0).max(600_000).default(300),
+        rate_per_second: rate,
+      })
+      .strict(),
+    secrets: { required: [], optional: ['signing_secret'] },
+  },
+};
+
+export function isGatewayKind(k: string): k is GatewayKind {
+  return Object.prototype.hasOwnProperty.call(GATEWAY_KINDS, k);
+}

@@ -1,0 +1,56 @@
+// Outbound message statuses and the one rule about them: a status only moves forward.
+// Provider events arrive late, twice and out of order; a backward event is recorded in
+// history (ignored=1) but does not change the message.
+
+export type MessageStatus =
+  | 'queued'
+  | 'sending'
+  | 'sent'
+  | 'delivered'
+  | 'read'
+  | 'failed'
+  | 'undelivered'
+  | 'deferred'
+  | 'bounced'
+  | 'dropped'
+  | 'opened'
+  | 'clicked'
+  | 'received';
+
+// Rank along the happy path. Terminal failures outrank in-flight states but are themselves
+// final except that a later proof of success (delivered/read/opened/clicked) wins over a
+// deferral. Email engagement (opened, clicked) sits above delivered.
+const RANK: Record<MessageStatus, number> = {
+  queued: 0,
+  sending: 1,
+  deferred: 2,
+  sent: 3,
+  delivered: 5,
+  opened: 6,
+  read: 6,
+  clicked: 7,
+  failed: 4,
+  undelivered: 4,
+  bounced: 4,
+  dropped: 4,
+  received: 0,
+};
+
+const FAILURES = new Set<MessageStatus>(['failed', 'undelivered', 'bounced', 'dropped']);
+
+export function isFailure(s: MessageStatus): boolean {
+  return FAILURES.has(s);
+}
+
+/** May a message in status `from` move to `to`? */
+export function canAdvance(from: MessageStatus, to: MessageStatus): boolean {
+  if (from === to) return false;
+  if (from === 'received') return false;
+  // Nothing moves a message out of a failure except proof it arrived.
+  if (FAILURES.has(from)) return RANK[to] >= RANK.delivered;
+  // A failure arriving after delivery proof is late noise.
+  if (FAILURES.has(to)) return RANK[from] < RANK.delivered;
+  return RANK[to] > RANK[from];
+}
+
+export const FINAL_STATUSES = new Set<MessageStatus>(['read', 'clicked', 'failed', 'undelivered', 'bounced', 'dropped']);

@@ -1,0 +1,378 @@
+import { sql } from 'drizzle-orm';
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex, blob } from 'drizzle-orm/sqlite-core';
+
+// All times are integer milliseconds since the epoch (UTC); all money integer micro-units.
+// Ids are prefixed ULIDs (src/lib/ids.ts) and sort in creation order.
+
+export const partners = sqliteTable('partners', {
+  id: text('id').primaryKey(),
+  slug: text('slug').notNull().unique(),
+  name: text('name').notNull(),
+  status: text('status', { enum: ['active', 'suspended'] }).notNull().default('active'),
+  currency: text('currency').notNull().default('USD'),
+  balance: integer('balance').notNull().default(0),
+  creditLimit: integer('credit_limit').notNull().default(0),
+  /** Requests per minute per token on /v1 and /api; null = config default. */
+  rateLimitPerMinute: integer('rate_limit_per_minute'),
+  /** partner.balance_low fires when the balance falls below this; null = config default. */
+  lowBalanceThreshold: integer('low_balance_threshold'),
+  createdAt: integer('created_at').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+});
+
+export const tokens = sqliteTable(
+  'tokens',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id').notNull().references(() => partners.id),
+    name: text('name').notNull(),
+    /** Space-separated scopes; "*" means all. */
+    scopes: text('scopes').notNull(),
+    /** First characters of the secret, shown for recognition. */
+    prefix: text('prefix').notNull(),
+    /** Hex SHA-256 of the full secret. The secret itself is never stored. */
+    hash: text('hash').notNull().unique(),
+    expiresAt: integer('expires_at'),
+    revokedAt: integer('revoked_at'),
+    lastUsedAt: integer('last_used_at'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('tokens_partner').on(t.partnerId)],
+);
+
+export const gateways = sqliteTable('gateways', {
+  id: text('id').primaryKey(),
+  kind: text('kind', {
+    enum: ['whatsapp_cloud', 'meta_messenger', 'meta_instagram', 'twilio', 'sendgrid', 'smtp', 'sandbox'],
+  }).notNull(),
+  name: text('name').notNull().unique(),
+  /** JSON object of non-secret settings, validated per kind. */
+  settings: text('settings').notNull().default('{}'),
+  /** AES-256-GCM sealed JSON object of secrets (src/core/secrets.ts). */
+  secrets: text('secrets').notNull(),
+  status: text('status', { enum: ['active', 'disabled'] }).notNull().default('active'),
+  createdAt: integer('created_at').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+});
+
+export const channels = sqliteTable(
+  'channels',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id').notNull().references(() => partners.id),
+    gatewayId: text('gateway_id').notNull().references(() => gateways.id),
+    type: text('type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    /** The sender address: E.164 number, page id, Instagram account id, or from-address. */
+    sender: text('sender').notNull(),
+    status: text('status', { enum: ['active', 'inactive'] }).notNull().default('active'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    index('channels_partner').on(t.partnerId, t.type),
+    index('channels_gateway').on(t.gatewayId),
+    // One active channel per partner and type (the send path picks it), and one owner per address.
+    uniqueIndex('channels_active_partner_type').on(t.partnerId, t.type).where(sql`status = 'active'`),
+    uniqueIndex('channels_active_address').on(t.type, t.sender).where(sql`status = 'active'`),
+  ],
+);
+
+export const prices = sqliteTable(
+  'prices',
+  {
+    id: text('id').primaryKey(),
+    channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    /** Empty string = the default price for every partner without an override. */
+    partnerId: text('partner_id').notNull().default(''),
+    /** Micro-units per message (per segment for SMS). */
+    amount: integer('amount').notNull(),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [uniqueIndex('prices_channel_partner').on(t.channelType, t.partnerId)],
+);
+
+export const ledgerEntries = sqliteTable(
+  'ledger_entries',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    partnerId: text('partner_id').notNull().references(() => partners.id),
+    kind: text('kind', { enum: ['topup', 'debit', 'refund', 'adjustment'] }).notNull(),
+    amount: integer('amount').notNull(),
+    balanceAfter: integer('balance_after').notNull(),
+    messageId: text('message_id'),
+    note: text('note'),
+    actor: text('actor').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('ledger_partner').on(t.partnerId, t.id), index('ledger_message').on(t.messageId)],
+);
+
+export const auditLog = sqliteTable(
+  'audit_log',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    actor: text('actor').notNull(),
+    action: text('action').notNull(),
+    targetType: text('target_type').notNull(),
+    targetId: text('target_id'),
+    details: text('details'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('audit_created').on(t.createdAt)],
+);
+
+export const contacts = sqliteTable(
+  'contacts',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id').notNull().references(() => partners.id),
+    name: text('name'),
+    phone: text('phone'),
+    email: text('email'),
+    /** Messenger page-scoped id. */
+    psid: text('psid'),
+    /** Instagram-scoped id. */
+    igsid: text('igsid'),
+    /** JSON object of partner-defined attributes. */
+    attributes: text('attributes').notNull().default('{}'),
+    lastInboundAt: integer('last_inbound_at'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    index('contacts_partner').on(t.partnerId, t.id),
+    uniqueIndex('contacts_phone').on(t.partnerId, t.phone),
+    uniqueIndex('contacts_email').on(t.partnerId, t.email),
+    uniqueIndex('contacts_psid').on(t.partnerId, t.psid),
+    uniqueIndex('contacts_igsid').on(t.partnerId, t.igsid),
+  ],
+);
+
+export const conversations = sqliteTable(
+  'conversations',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id').notNull().references(() => partners.id),
+    contactId: text('contact_id').notNull().references(() => contacts.id),
+    channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    channelId: text('channel_id'),
+    status: text('status', { enum: ['open', 'closed'] }).notNull().default('open'),
+    lastMessageAt: integer('last_message_at'),
+    lastInboundAt: integer('last_inbound_at'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    index('conversations_partner').on(t.partnerId, t.id),
+    index('conversations_partner_updated').on(t.partnerId, t.updatedAt),
+    index('conversations_contact').on(t.contactId, t.channelType, t.status),
+  ],
+);
+
+export const messages = sqliteTable(
+  'messages',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id').notNull().references(() => partners.id),
+    direction: text('direction', { enum: ['outbound', 'inbound'] }).notNull(),
+    channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    channelId: text('channel_id'),
+    gatewayId: text('gateway_id'),
+    conversationId: text('conversation_id'),
+    contactId: text('contact_id'),
+    to: text('to').notNull(),
+    from: text('from').notNull(),
+    /** JSON: {text} | {subject, html, text?, from_name?, reply_to?} | {template} | {media[]}. */
+    content: text('content').notNull(),
+    status: text('status').notNull(),
+    providerMessageId: text('provider_message_id'),
+    price: integer('price').notNull().default(0),
+    segments: integer('segments').notNull().default(1),
+    errorCode: text('error_code'),
+    errorMessage: text('error_message'),
+    /** 1 when the provider call may have been in flight during a crash (possible duplicate). */
+    dispatchUncertain: integer('dispatch_uncertain').notNull().default(0),
+    /** 1 once the price has been refunded (refund applied at most once). */
+    refunded: integer('refunded').notNull().default(0),
+    /** Messenger/IG: provider timestamp of the send, for delivery/read watermarks. */
+    sentAt: integer('sent_at'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    index('messages_partner').on(t.partnerId, t.id),
+    index('messages_conversation').on(t.conversationId, t.id),
+    index('messages_provider').on(t.providerMessageId),
+  ],
+);
+
+export const messageStatusHistory = sqliteTable(
+  'message_status_history',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    messageId: text('message_id').notNull(),
+    status: text('status').notNull(),
+    /** The provider's own word for it (e.g. SendGrid "bounce", Twilio "undelivered"). */
+    providerStatus: text('provider_status'),
+    errorCode: text('error_code'),
+    errorMessage: text('error_message'),
+    /** 1 when recorded in history but the status did not move (late or duplicate). */
+    ignored: integer('ignored').notNull().default(0),
+    occurredAt: integer('occurred_at').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('message_status_history_message').on(t.messageId, t.id)],
+);
+
+export const idempotencyKeys = sqliteTable(
+  'idempotency_keys',
+  {
+    partnerId: text('partner_id').notNull(),
+    key: text('key').notNull(),
+    /** Hex SHA-256 of method + path + body: the same key with another body is refused. */
+    requestHash: text('request_hash').notNull(),
+    responseStatus: integer('response_status').notNull(),
+    responseBody: text('response_body').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.partnerId, t.key] }), index('idempotency_created').on(t.createdAt)],
+);
+
+export const jobs = sqliteTable(
+  'jobs',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    kind: text('kind').notNull(),
+    payload: text('payload').notNull(),
+    state: text('state', { enum: ['available', 'running', 'retry', 'dead'] }).notNull().default('available'),
+    priority: integer('priority').notNull().default(0),
+    runAt: integer('run_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull(),
+    lockedUntil: integer('locked_until'),
+    lockedBy: text('locked_by'),
+    /** Times the lifeline took this job back from a worker that died holding it. */
+    reclaims: integer('reclaims').notNull().default(0),
+    uniqueKey: text('unique_key').unique(),
+    lastError: text('last_error'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [index('jobs_claim').on(t.state, t.priority, t.runAt), index('jobs_lease').on(t.state, t.lockedUntil)],
+);
+
+export const cronRuns = sqliteTable('cron_runs', {
+  /** task name + ":" + scheduled minute: a restart never runs one slot twice. */
+  key: text('key').primaryKey(),
+  createdAt: integer('created_at').notNull(),
+});
+
+export const providerWebhooks = sqliteTable(
+  'provider_webhooks',
+  {
+    id: text('id').primaryKey(),
+    provider: text('provider').notNull(),
+    gatewayId: text('gateway_id'),
+    method: text('method').notNull(),
+    path: text('path').notNull(),
+    /** JSON of request headers with secrets redacted. */
+    headers: text('headers').notNull(),
+    body: blob('body', { mode: 'buffer' }),
+    verification: text('verification', { enum: ['ok', 'failed', 'skipped'] }).notNull(),
+    verificationReason: text('verification_reason'),
+    processing: text('processing', {
+      enum: ['pending', 'processed', 'duplicate', 'unroutable', 'ignored', 'error', 'rejected'],
+    }).notNull(),
+    error: text('error'),
+    receivedAt: integer('received_at').notNull(),
+    processedAt: integer('processed_at'),
+  },
+  (t) => [index('provider_webhooks_received').on(t.receivedAt), index('provider_webhooks_provider').on(t.provider, t.receivedAt)],
+);
+
+export const providerEventKeys = sqliteTable('provider_event_keys', {
+  /** provider + ":" + the provider's own event identity, for dedupe. */
+  key: text('key').primaryKey(),
+  createdAt: integer('created_at').notNull(),
+});
+
+export const events = sqliteTable(
+  'events',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id').notNull(),
+    type: text('type').notNull(),
+    /** JSON: the exact body delivered to endpoints. */
+    payload: text('payload').notNull(),
+    /** 0 until fanned out to endpoints as deliveries. */
+    fannedOut: integer('fanned_out').notNull().default(0),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('events_partner').on(t.partnerId, t.id), index('events_pending').on(t.fannedOut)],
+);
+
+export const webhookEndpoints = sqliteTable(
+  'webhook_endpoints',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id').notNull().references(() => partners.id),
+    url: text('url').notNull(),
+    description: text('description'),
+    /** JSON array of event types; null = every event. */
+    events: text('events'),
+    /** Sealed secret (src/core/secrets.ts), "whsec_..." when opened. */
+    secret: text('secret').notNull(),
+    previousSecret: text('previous_secret'),
+    previousSecretExpiresAt: integer('previous_secret_expires_at'),
+    status: text('status', { enum: ['enabled', 'disabled'] }).notNull().default('enabled'),
+    disabledReason: text('disabled_reason'),
+    failingSince: integer('failing_since'),
+    deletedAt: integer('deleted_at'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [index('webhook_endpoints_partner').on(t.partnerId)],
+);
+
+export const webhookDeliveries = sqliteTable(
+  'webhook_deliveries',
+  {
+    id: text('id').primaryKey(),
+    eventId: text('event_id').notNull(),
+    endpointId: text('endpoint_id').notNull(),
+    partnerId: text('partner_id').notNull(),
+    status: text('status', { enum: ['pending', 'succeeded', 'failed', 'dead', 'cancelled'] }).notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: integer('next_attempt_at'),
+    lastStatusCode: integer('last_status_code'),
+    lastError: text('last_error'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('webhook_deliveries_event_endpoint').on(t.eventId, t.endpointId),
+    index('webhook_deliveries_endpoint').on(t.endpointId, t.id),
+    index('webhook_deliveries_status').on(t.status, t.id),
+  ],
+);
+
+export const webhookAttempts = sqliteTable(
+  'webhook_attempts',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    deliveryId: text('delivery_id').notNull(),
+    attemptNo: integer('attempt_no').notNull(),
+    statusCode: integer('status_code'),
+    durationMs: integer('duration_ms').notNull(),
+    responseSnippet: text('response_snippet'),
+    error: text('error'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('webhook_attempts_delivery').on(t.deliveryId, t.id), index('webhook_attempts_created').on(t.createdAt)],
+);
+
+export const meta = sqliteTable('meta', {
+  key: text('key').primaryKey(),
+  value: text('value').notNull(),
+});

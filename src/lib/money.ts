@@ -1,0 +1,49 @@
+// Money is integer micro-units (1 unit = 1,000,000 micro). Decimal strings are parsed and
+// printed without ever passing through a float.
+
+export const MICRO = 1_000_000;
+
+const DECIMAL = /^([+-])?(\d+)(?:\.(\d{1,6}))?$/;
+
+export class MoneyParseError extends Error {
+  constructor(input: string, reason: string) {
+    super(`invalid amount "${input}": ${reason}`);
+    this.name = 'MoneyParseError';
+  }
+}
+
+/** Parse "12.50", "-3", "0.0075" into micro-units. At most 6 decimals. */
+export function parseMoney(input: string): number {
+  const s = String(input).trim();
+  const m = DECIMAL.exec(s);
+  if (!m) {
+    if (/^[+-]?\d*\.\d{7,}$/.test(s)) throw new MoneyParseError(s, 'at most 6 decimal places');
+    throw new MoneyParseError(s, 'expected a decimal number such as 12.50');
+  }
+  const sign = m[1] === '-' ? -1 : 1;
+  const whole = m[2];
+  const frac = (m[3] ?? '').padEnd(6, '0');
+  const wholeNum = Number(whole);
+  if (!Number.isSafeInteger(wholeNum * MICRO)) throw new MoneyParseError(s, 'too large');
+  const micro = wholeNum * MICRO + Number(frac);
+  if (!Number.isSafeInteger(micro)) throw new MoneyParseError(s, 'too large');
+  return sign * micro === 0 ? 0 : sign * micro;
+}
+
+/** Format micro-units as a decimal string with at least 2 decimals: 12500000 -> "12.50". */
+export function formatMoney(micro: number): string {
+  if (!Number.isSafeInteger(micro)) throw new Error(`not an integer amount: ${micro}`);
+  const neg = micro < 0;
+  const abs = Math.abs(micro);
+  const whole = Math.floor(abs / MICRO);
+  let frac = String(abs % MICRO).padStart(6, '0').replace(/0+$/, '');
+  if (frac.length < 2) frac = frac.padEnd(2, '0');
+  return `${neg ? '-' : ''}${whole}.${frac}`;
+}
+
+/** JSON shape used on every surface: both representations. */
+export function moneyJson(micro: number, currency?: string) {
+  return currency === undefined
+    ? { micro, amount: formatMoney(micro) }
+    : { micro, amount: formatMoney(micro), currency };
+}

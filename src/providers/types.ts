@@ -1,0 +1,57 @@
+import type { Dispatcher } from 'undici';
+import type { ChannelType, GatewayKind } from '../core/context.js';
+
+/** A gateway as the provider layer sees it: the only place secrets are opened. */
+export interface GatewayRuntime {
+  id: string;
+  kind: GatewayKind;
+  name: string;
+  settings: Record<string, any>;
+  secrets: Record<string, string>;
+}
+
+export type MessageContent =
+  | { kind: 'text'; text: string }
+  | {
+      kind: 'template';
+      template: {
+        name: string;
+        language: string;
+        /** WhatsApp template components exactly as the Cloud API takes them. */
+        components?: unknown[];
+      };
+    }
+  | { kind: 'email'; subject: string; html?: string; text?: string; fromName?: string; replyTo?: string };
+
+export interface OutboundMessage {
+  /** msgd's message id (msg_...): carried to the provider where it allows (custom_args, headers). */
+  id: string;
+  channel: ChannelType;
+  to: string;
+  /** The channel's sender address (E.164 number, page id, IG account id, from-address). */
+  from: string;
+  content: MessageContent;
+}
+
+export interface SendContext {
+  /** Keep-alive HTTP dispatcher shared by all adapters (undici Agent/Pool). */
+  dispatcher: Dispatcher;
+  timeoutMs: number;
+  /** msgd's public base URL (config server.publicUrl), for provider status callbacks; null if unset. */
+  publicUrl: string | null;
+  now(): number;
+}
+
+export type SendResult =
+  /** The provider took the message; its id is how later webhooks find it. */
+  | { outcome: 'accepted'; providerMessageId: string; providerStatus?: string }
+  /** Try again later: rate limit (with the provider's hint), 5xx, timeout, network error. */
+  | { outcome: 'retry'; retryAfterMs?: number; code?: string; message: string }
+  /** Permanent: the provider refused this message; no retry will help. */
+  | { outcome: 'failed'; code: string; message: string };
+
+export interface ProviderAdapter {
+  kind: GatewayKind;
+  send(gw: GatewayRuntime, msg: OutboundMessage, ctx: SendContext): Promise<SendResult>;
+  close?(): Promise<void>;
+}
