@@ -1,0 +1,38 @@
+import { eq } from 'drizzle-orm';
+import { gateways } from '../db/schema.js';
+import { notFound } from '../lib/errors.js';
+import type { CoreCtx, GatewayKind } from './context.js';
+import { unsealJson } from './secrets.js';
+
+// The one door to a gateway's opened secrets. Only the provider layer (src/providers,
+// and the dispatch/webhook code that hands gateways to it) may call this; nothing it
+// returns is ever logged, stored elsewhere or sent in a response.
+
+export interface GatewayWithSecrets {
+  id: string;
+  kind: GatewayKind;
+  name: string;
+  status: 'active' | 'disabled';
+  settings: Record<string, any>;
+  secrets: Record<string, string>;
+  updatedAt: number;
+}
+
+export function openGateway(ctx: CoreCtx, id: string): GatewayWithSecrets {
+  const row = ctx.db.orm.select().from(gateways).where(eq(gateways.id, id)).get();
+  if (!row) throw notFound('gateway', id);
+  return {
+    id: row.id,
+    kind: row.kind,
+    name: row.name,
+    status: row.status,
+    settings: JSON.parse(row.settings),
+    secrets: unsealJson(ctx.masterKey, row.secrets),
+    updatedAt: row.updatedAt,
+  };
+}
+
+export function openGatewaysOfKind(ctx: CoreCtx, kinds: GatewayKind[]): GatewayWithSecrets[] {
+  const rows = ctx.db.orm.select({ id: gateways.id, kind: gateways.kind }).from(gateways).all();
+  return rows.filter((r) => kinds.includes(r.kind)).map((r) => openGateway(ctx, r.id));
+}

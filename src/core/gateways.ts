@@ -1,0 +1,196 @@
+import { randomBytes } from 'node:crypto';
+import { and, asc, eq, or } from 'drizzle-orm';
+import { channels, gateways } from '../db/schema.js';
+import { AppError, invalid, notFound, type ErrorDetail } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import { iso } from '../lib/time.js';
+import type { CoreCtx, GatewayKind } from './context.js';
+import { audit } from './audit.js';
+import { GATEWAY_KINDS, isGatewayKind } from './gateway-kinds.js';
+import { sealJson, unsealJson } from './secrets.js';
+
+export type GatewayRow = typeof gateways.$inferSelect;
+
+/** A gateway as every layer but the provider layer sees it: secrets only by name. */
+export interface GatewayView {
+  id: string;
+  kind: GatewayKind;
+  name: string;
+  status: 'active' | 'disabled';
+  settings: Record<string, unknown>;
+  secret_names: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+const NAME = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
+
+function validateSettings(kind: GatewayKind, settings: Record<string, unknown>) {
+  const spec = GATEWAY_KINDS[kind];
+  const parsed = spec.settings.safeParse(settings);
+  if (!parsed.success) {
+    const details: ErrorDetail[] = parsed.error.issues.map((i) => {
+      if (i.code === 'unrecognized_keys') {
+        return { field: i.keys.join(','), message: `unknown setting for ${kind}; allowed: ${Object.keys(spec.settings.shape).join(', ')}` };
+      }
+      return { field: i.path.join('.'), message: i.message };
+    });
+    throw invalid(`invalid settings for a ${kind} gateway`, details);
+  }
+  return parsed.data as Record<string, unknown>;
+}
+
+function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, partial: boolean) {
+  const spec = GATEWAY_KINDS[kind];
+  const allowed = [...spec.secrets.required, ...spec.secrets.optional];
+  const details: ErrorDetail[] = [];
+  for (const [k, v] of Object.entries(secrets)) {
+    if (!allowed.includes(k)) details.push({ field: k, message: `unknown secret for ${kind}; allowed: ${allowed.join(', ') || 'none'}` });
+    else if (typeof v !== 'string' || v.length === 0) details.push({ field: k, message: 'must not be empty' });
+  }
+  if (!partial) {
+    for (const k of spec.secrets.required) {
+      if (!(k in secrets)) details.push({ field: k, message: `required secret for ${kind} is missing` });
+    }
+  }
+  if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
+}
+
+export function gatewayView(row: GatewayRow): GatewayView {
+  return {
+    id: row.id,
+    kind: row.kind,
+    name: row.name,
+    status: row.status,
+    settings: JSON.parse(row.settings),
+    // Names only: the values are sealed and never leave the provider layer.
+    secret_names: [],
+    created_at: iso(row.createdAt)!,
+    updated_at: iso(row.updatedAt)!,
+  };
+}
+
+function viewWithSecretNames(ctx: CoreCtx, row: GatewayRow): GatewayView {
+  const v = gatewayView(row);
+  v.secret_names = Object.keys(unsealJson(ctx.masterKey, row.secrets)).sort();
+  return v;
+}
+
+export function addGateway(
+  ctx: CoreCtx,
+  input: { kind: string; name: string; settings?: Record<string, unknown>; secrets?: Record<string, string> },
+  actor: string,
+): GatewayView {
+  if (!isGatewayKind(input.kind)) {
+    throw invalid(`unknown gateway kind "${input.kind}"`, [
+      { field: 'kind', message: `one of ${Object.keys(GATEWAY_KINDS).join(', ')}` },
+    ]);
+  }
+  const kind = input.kind;
+  if (!NAME.test(input.name ?? '')) {
+    throw invalid('invalid gateway name', [{ field: 'name', message: 'letters, digits, dot, dash, underscore; 1-63 characters' }]);
+  }
+  const settings = validateSettings(kind, input.settings ?? {});
+  const secrets = { ...(input.secrets ?? {}) };
+  validateSecrets(kind, secrets, false);
+  if (kind === 'sandbox' && !secrets.signing_secret) secrets.signing_secret = randomBytes(32).toString('base64url');
+  return ctx.db.sqlite.transaction(() => {
+    if (ctx.db.orm.select({ id: gateways.id }).from(gateways).where(eq(gateways.name, input.name)).get()) {
+      throw new AppError('conflict', `a gateway named "${input.name}" already exists`);
+    }
+    const now = ctx.now();
+    const row: GatewayRow = {
+      id: newId('gw'),
+      kind,
+      name: input.name,
+      settings: JSON.stringify(settings),
+      secrets: sealJson(ctx.masterKey, secrets),
+      status: 'active',
+      createdAt: now,
+      updatedAt: now,
+    };
+    ctx.db.orm.insert(gateways).values(row).run();
+    audit(ctx, actor, 'gateway.add', 'gateway', row.id, { kind, name: row.name, settings, secret_names: Object.keys(secrets) });
+    return viewWithSecretNames(ctx, row);
+  })();
+}
+
+/** Change settings (merged) and/or secrets (merged; pass "" nowhere: remove with unsetSecrets). */
+export function updateGateway(
+  ctx: CoreCtx,
+  ref: string,
+  input: { settings?: Record<string, unknown>; secrets?: Record<string, string>; unsetSecrets?: string[]; status?: 'active' | 'disabled' },
+  actor: string,
+): GatewayView {
+  return ctx.db.sqlite.transaction(() => {
+    const row = getGatewayRow(ctx, ref);
+    const settings = validateSettings(row.kind, { ...JSON.parse(row.settings), ...(input.settings ?? {}) });
+    const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
+    for (const k of input.unsetSecrets ?? []) delete secrets[k];
+    validateSecrets(row.kind, secrets, false);
+    ctx.db.orm
+      .update(gateways)
+      .set({
+        settings: JSON.stringify(settings),
+        secrets: sealJson(ctx.masterKey, secrets),
+        status: input.status ?? row.status,
+        updatedAt: ctx.now(),
+      })
+      .where(eq(gateways.id, row.id))
+      .run();
+    audit(ctx, actor, 'gateway.update', 'gateway', row.id, {
+      settings: input.settings ? Object.keys(input.settings) : [],
+      secrets_changed: [...Object.keys(input.secrets ?? {}), ...(input.unsetSecrets ?? [])],
+      status: input.status,
+    });
+    return viewWithSecretNames(ctx, getGatewayRow(ctx, row.id));
+  })();
+}
+
+export function findGatewayRow(ctx: CoreCtx, ref: string): GatewayRow | undefined {
+  return ctx.db.orm
+    .select()
+    .from(gateways)
+    .where(or(eq(gateways.id, ref), eq(gateways.name, ref)))
+    .get();
+}
+
+export function getGatewayRow(ctx: CoreCtx, ref: string): GatewayRow {
+  const g = findGatewayRow(ctx, ref);
+  if (!g) throw notFound('gateway', ref);
+  return g;
+}
+
+export function getGateway(ctx: CoreCtx, ref: string): GatewayView {
+  return viewWithSecretNames(ctx, getGatewayRow(ctx, ref));
+}
+
+export function listGateways(ctx: CoreCtx): GatewayView[] {
+  return ctx.db.orm
+    .select()
+    .from(gateways)
+    .orderBy(asc(gateways.name))
+    .all()
+    .map((r) => viewWithSecretNames(ctx, r));
+}
+
+export function removeGateway(ctx: CoreCtx, ref: string, actor: string): GatewayView {
+  return ctx.db.sqlite.transaction(() => {
+    const row = getGatewayRow(ctx, ref);
+    const active = ctx.db.orm
+      .select({ id: channels.id })
+      .from(channels)
+      .where(and(eq(channels.gatewayId, row.id), eq(channels.status, 'active')))
+      .all();
+    if (active.length) {
+      throw new AppError(
+        'conflict',
+        `gateway "${row.name}" is assigned to ${active.length} active channel(s); unassign them first`,
+      );
+    }
+    ctx.db.orm.delete(channels).where(eq(channels.gatewayId, row.id)).run();
+    ctx.db.orm.delete(gateways).where(eq(gateways.id, row.id)).run();
+    audit(ctx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });
+    return gatewayView(row);
+  })();
+}

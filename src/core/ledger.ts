@@ -1,0 +1,165 @@
+import type { Database, Statement } from 'better-sqlite3';
+import { and, desc, eq, lt } from 'drizzle-orm';
+import { ledgerEntries } from '../db/schema.js';
+import { AppError, invalid } from '../lib/errors.js';
+import { moneyJson } from '../lib/money.js';
+import { iso } from '../lib/time.js';
+import type { CoreCtx } from './context.js';
+import { audit } from './audit.js';
+import { getPartner } from './partners.js';
+
+// The ledger is append-only. partner.balance moves in the same transaction as its entry, so
+// balance == sum(entries) always; verifyLedger() proves it. A debit is one conditional
+// UPDATE: it cannot take the balance below -credit_limit, whatever runs concurrently.
+
+export type LedgerKind = 'topup' | 'debit' | 'refund' | 'adjustment';
+export type LedgerEntry = typeof ledgerEntries.$inferSelect;
+
+interface Stmts {
+  debit: Statement<[number, number, string, number]>;
+  credit: Statement<[number, number, string]>;
+  insert: Statement<[string, string, number, number, string | null, string | null, string, number]>;
+}
+
+const cache = new WeakMap<Database, Stmts>();
+
+function stmts(ctx: CoreCtx): Stmts {
+  let s = cache.get(ctx.db.sqlite);
+  if (!s) {
+    const db = ctx.db.sqlite;
+    s = {
+      debit: db.prepare(
+        `UPDATE partners SET balance = balance - ?, updated_at = ?
+          WHERE id = ? AND balance - ? >= -credit_limit RETURNING balance`,
+      ) as any,
+      credit: db.prepare(`UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance`) as any,
+      insert: db.prepare(
+        `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      ) as any,
+    };
+    cache.set(ctx.db.sqlite, s);
+  }
+  return s;
+}
+
+export class InsufficientBalanceError extends AppError {
+  constructor() {
+    super('insufficient_balance', 'balance and credit limit do not cover this message');
+  }
+}
+
+/**
+ * Debit `amount` (> 0) for a message. Must run inside the caller's transaction (the send
+ * transaction). Throws InsufficientBalanceError and changes nothing if funds do not cover it.
+ */
+export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId: string | null, actor: string): number {
+  if (!Number.isSafeInteger(amount) || amount < 0) throw new Error(`debit amount must be a non-negative integer: ${amount}`);
+  const s = stmts(ctx);
+  const now = ctx.now();
+  const row = s.debit.get(amount, now, partnerId, amount) as { balance: number } | undefined;
+  if (!row) throw new InsufficientBalanceError();
+  s.insert.run(partnerId, 'debit', -amount, row.balance, messageId, null, actor, now);
+  return row.balance;
+}
+
+/** Credit a refund for a message; inside the caller's transaction. */
+export function refund(ctx: CoreCtx, partnerId: string, amount: number, messageId: string, note: string, actor: string): number {
+  if (!Number.isSafeInteger(amount) || amount < 0) throw new Error(`refund amount must be a non-negative integer: ${amount}`);
+  const s = stmts(ctx);
+  const now = ctx.now();
+  const row = s.credit.get(amount, now, partnerId) as { balance: number };
+  s.insert.run(partnerId, 'refund', amount, row.balance, messageId, note, actor, now);
+  return row.balance;
+}
+
+export function topup(ctx: CoreCtx, partnerRef: string, amount: number, note: string | null, actor: string): LedgerEntry {
+  if (!Number.isSafeInteger(amount) || amount <= 0) {
+    throw invalid('a top-up must be a positive amount', [{ field: 'amount', message: 'must be greater than zero' }]);
+  }
+  return ctx.db.sqlite.transaction(() => {
+    const p = getPartner(ctx, partnerRef);
+    const entry = writeEntry(ctx, p.id, 'topup', amount, note, actor);
+    audit(ctx, actor, 'balance.topup', 'partner', p.id, { amount, note });
+    return entry;
+  })();
+}
+
+/** A signed correction by the operator (may take the balance anywhere; it is audited). */
+export function adjust(ctx: CoreCtx, partnerRef: string, amount: number, note: string | null, actor: string): LedgerEntry {
+  if (!Number.isSafeInteger(amount) || amount === 0) {
+    throw invalid('an adjustment must be a non-zero amount', [{ field: 'amount', message: 'use a negative amount to take money off' }]);
+  }
+  if (!note) throw invalid('an adjustment needs a --note saying why');
+  return ctx.db.sqlite.transaction(() => {
+    const p = getPartner(ctx, partnerRef);
+    const entry = writeEntry(ctx, p.id, 'adjustment', amount, note, actor);
+    audit(ctx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
+    return entry;
+  })();
+}
+
+function writeEntry(ctx: CoreCtx, partnerId: string, kind: LedgerKind, amount: number, note: string | null, actor: string) {
+  const s = stmts(ctx);
+  const now = ctx.now();
+  const row = s.credit.get(amount, now, partnerId) as { balance: number };
+  const info = s.insert.run(partnerId, kind, amount, row.balance, null, note, actor, now);
+  return ctx.db.orm
+    .select()
+    .from(ledgerEntries)
+    .where(eq(ledgerEntries.id, Number(info.lastInsertRowid)))
+    .get()!;
+}
+
+export function listLedger(ctx: CoreCtx, partnerRef: string, opts: { limit?: number; before?: number } = {}) {
+  const p = getPartner(ctx, partnerRef);
+  const where = opts.before
+    ? and(eq(ledgerEntries.partnerId, p.id), lt(ledgerEntries.id, opts.before))
+    : eq(ledgerEntries.partnerId, p.id);
+  const rows = ctx.db.orm
+    .select()
+    .from(ledgerEntries)
+    .where(where)
+    .orderBy(desc(ledgerEntries.id))
+    .limit(Math.min(opts.limit ?? 50, 1000))
+    .all();
+  return { partner: p, entries: rows };
+}
+
+export function ledgerEntryJson(e: LedgerEntry, currency: string) {
+  return {
+    id: e.id,
+    partner_id: e.partnerId,
+    kind: e.kind,
+    amount: moneyJson(e.amount, currency),
+    balance_after: moneyJson(e.balanceAfter, currency),
+    message_id: e.messageId,
+    note: e.note,
+    actor: e.actor,
+    created_at: iso(e.createdAt),
+  };
+}
+
+export interface LedgerMismatch {
+  partner_id: string;
+  slug: string;
+  balance: number;
+  sum_of_entries: number;
+  last_balance_after: number | null;
+}
+
+/** Every partner's balance must equal the sum of its entries and its last entry's balance_after. */
+export function verifyLedger(ctx: CoreCtx): { ok: boolean; partners: number; mismatches: LedgerMismatch[] } {
+  const rows = ctx.db.sqlite
+    .prepare(
+      `SELECT p.id AS partner_id, p.slug, p.balance,
+              COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.partner_id = p.id), 0) AS sum_of_entries,
+              (SELECT balance_after FROM ledger_entries e WHERE e.partner_id = p.id ORDER BY id DESC LIMIT 1) AS last_balance_after
+         FROM partners p`,
+    )
+    .all() as LedgerMismatch[];
+  const mismatches = rows.filter(
+    (r) => r.balance !== r.sum_of_entries || (r.last_balance_after !== null && r.last_balance_after !== r.balance),
+  );
+  return { ok: mismatches.length === 0, partners: rows.length, mismatches };
+}

@@ -1,0 +1,210 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { and, desc, eq } from 'drizzle-orm';
+import type { Statement } from 'better-sqlite3';
+import { tokens } from '../db/schema.js';
+import { AppError, invalid, notFound } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import { iso } from '../lib/time.js';
+import type { CoreCtx } from './context.js';
+import { audit } from './audit.js';
+import { getPartner } from './partners.js';
+
+export const SCOPES = [
+  'messages:send',
+  'messages:read',
+  'conversations:read',
+  'contacts:read',
+  'contacts:write',
+  'webhooks:manage',
+  'channels:read',
+] as const;
+export type Scope = (typeof SCOPES)[number];
+
+// A write scope implies reading what it writes.
+const IMPLIED: Partial<Record<Scope, Scope[]>> = {
+  'contacts:write': ['contacts:read'],
+};
+
+export const TOKEN_PREFIX = 'msgd_live_';
+const PREFIX_SHOWN = TOKEN_PREFIX.length + 6;
+
+export type Token = typeof tokens.$inferSelect;
+
+export function parseScopes(input: string | string[]): string[] {
+  const list = (Array.isArray(input) ? input : input.split(/[\s,]+/)).map((s) => s.trim()).filter(Boolean);
+  if (list.length === 0) throw invalid('at least one scope is required', [{ field: 'scopes', message: `one or more of ${SCOPES.join(', ')}, or *` }]);
+  const bad = list.filter((s) => s !== '*' && !(SCOPES as readonly string[]).includes(s));
+  if (bad.length) {
+    throw invalid(`unknown scope ${bad.map((b) => `"${b}"`).join(', ')}`, [
+      { field: 'scopes', message: `allowed: ${SCOPES.join(', ')}, or * for all` },
+    ]);
+  }
+  return list.includes('*') ? ['*'] : [...new Set(list)].sort();
+}
+
+export function hasScope(scopes: readonly string[], needed: Scope): boolean {
+  if (scopes.includes('*') || scopes.includes(needed)) return true;
+  return scopes.some((s) => IMPLIED[s as Scope]?.includes(needed));
+}
+
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('hex');
+}
+
+export interface IssuedToken {
+  token: Token;
+  /** The only time the secret exists outside the caller's hands. */
+  secret: string;
+}
+
+export function issueToken(
+  ctx: CoreCtx,
+  input: { partner: string; name: string; scopes: string | string[]; expiresAt?: number | null },
+  actor: string,
+): IssuedToken {
+  const scopes = parseScopes(input.scopes);
+  if (!input.name || input.name.length > 100) throw invalid('a token name of 1-100 characters is required');
+  if (input.expiresAt != null && input.expiresAt <= ctx.now()) throw invalid('the expiry must be in the future');
+  return ctx.db.sqlite.transaction(() => {
+    const partner = getPartner(ctx, input.partner);
+    const secret = TOKEN_PREFIX + randomBytes(32).toString('base64url');
+    const row: Token = {
+      id: newId('tok'),
+      partnerId: partner.id,
+      name: input.name,
+      scopes: scopes.join(' '),
+      prefix: secret.slice(0, PREFIX_SHOWN),
+      hash: hashSecret(secret),
+      expiresAt: input.expiresAt ?? null,
+      revokedAt: null,
+      lastUsedAt: null,
+      createdAt: ctx.now(),
+    };
+    ctx.db.orm.insert(tokens).values(row).run();
+    audit(ctx, actor, 'token.issue', 'token', row.id, { partner: partner.slug, name: row.name, scopes });
+    return { token: row, secret };
+  })();
+}
+
+export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
+  const partner = getPartner(ctx, partnerRef);
+  return ctx.db.orm.select().from(tokens).where(eq(tokens.partnerId, partner.id)).orderBy(desc(tokens.createdAt)).all();
+}
+
+/** Revoke by token id or by the visible prefix. */
+export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
+  return ctx.db.sqlite.transaction(() => {
+    const t =
+      ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get() ??
+      ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).get();
+    if (!t) throw notFound('token', ref);
+    if (t.revokedAt) throw new AppError('conflict', `token ${t.id} is already revoked`);
+    const now = ctx.now();
+    ctx.db.orm.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, t.id))).run();
+    audit(ctx, actor, 'token.revoke', 'token', t.id, { name: t.name });
+    return { ...t, revokedAt: now };
+  })();
+}
+
+export function tokenJson(t: Token, now: number) {
+  const state = t.revokedAt ? 'revoked' : t.expiresAt !== null && t.expiresAt <= now ? 'expired' : 'active';
+  return {
+    id: t.id,
+    partner_id: t.partnerId,
+    name: t.name,
+    prefix: t.prefix,
+    scopes: t.scopes.split(' '),
+    state,
+    expires_at: iso(t.expiresAt),
+    revoked_at: iso(t.revokedAt),
+    last_used_at: iso(t.lastUsedAt),
+    created_at: iso(t.createdAt),
+  };
+}
+
+export type AuthFailure = 'missing' | 'unknown' | 'revoked' | 'expired' | 'partner_suspended';
+
+export interface AuthPrincipal {
+  tokenId: string;
+  partnerId: string;
+  partnerSlug: string;
+  scopes: string[];
+  rateLimitPerMinute: number | null;
+}
+
+export type AuthResult = { ok: true; principal: AuthPrincipal } | { ok: false; reason: AuthFailure; principal?: AuthPrincipal };
+
+interface AuthRow {
+  id: string;
+  hash: string;
+  scopes: string;
+  expires_at: number | null;
+  revoked_at: number | null;
+  last_used_at: number | null;
+  partner_id: string;
+  slug: string;
+  status: string;
+  rate_limit_per_minute: number | null;
+}
+
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+/**
+ * Authenticates a presented bearer secret. Called on every request (a token revoked or a
+ * partner suspended by msgctl takes effect on the next request), so the lookup is one
+ * indexed, prepared statement and last_used_at is written at most once a minute per token.
+ */
+export class TokenAuthenticator {
+  private stmt: Statement<[string], AuthRow>;
+  private touch: Statement<[number, string]>;
+  private touched = new Map<string, number>();
+
+  constructor(private ctx: CoreCtx) {
+    this.stmt = ctx.db.sqlite.prepare(
+      `SELECT t.id, t.hash, t.scopes, t.expires_at, t.revoked_at, t.last_used_at,
+              p.id AS partner_id, p.slug, p.status, p.rate_limit_per_minute
+         FROM tokens t JOIN partners p ON p.id = t.partner_id
+        WHERE t.hash = ?`,
+    );
+    this.touch = ctx.db.sqlite.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?');
+  }
+
+  authenticate(presented: string | undefined | null): AuthResult {
+    if (!presented) return { ok: false, reason: 'missing' };
+    const hash = hashSecret(presented);
+    const row = this.stmt.get(hash);
+    // The lookup is by hash, so timing reveals nothing about the secret; compare anyway so a
+    // future lookup by prefix stays safe.
+    if (!row || !timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) {
+      return { ok: false, reason: 'unknown' };
+    }
+    const principal: AuthPrincipal = {
+      tokenId: row.id,
+      partnerId: row.partner_id,
+      partnerSlug: row.slug,
+      scopes: row.scopes.split(' '),
+      rateLimitPerMinute: row.rate_limit_per_minute,
+    };
+    const now = this.ctx.now();
+    if (row.revoked_at !== null) return { ok: false, reason: 'revoked' };
+    if (row.expires_at !== null && row.expires_at <= now) return { ok: false, reason: 'expired' };
+    if (row.status !== 'active') return { ok: false, reason: 'partner_suspended', principal };
+    const last = this.touched.get(row.id) ?? row.last_used_at ?? 0;
+    if (now - last >= LAST_USED_RESOLUTION_MS) {
+      this.touched.set(row.id, now);
+      try {
+        this.touch.run(now, row.id);
+      } catch {
+        // A busy database must not fail an authenticated request over a statistic.
+      }
+    }
+    return { ok: true, principal };
+  }
+}
+
+/** Parse "Bearer <secret>" from an Authorization header value. */
+export function bearer(header: string | undefined): string | null {
+  if (!header) return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1] : null;
+}

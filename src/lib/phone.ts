@@ -1,0 +1,17 @@
+import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+
+/**
+ * A phone number in E.164 with its leading "+", valid for its country by the full
+ * (max) metadata. Returns the canonical E.164 form, or null.
+ */
+export function normalizeE164(input: string): string | null {
+  if (typeof input !== 'string' || !/^\+[1-9]\d{1,14}$/.test(input.trim())) return null;
+  const parsed = parsePhoneNumberFromString(input.trim(), { extract: false });
+  if (!parsed || !parsed.isValid()) return null;
+  return parsed.number;
+}
+
+/** Meta wa_id / from: digits without "+". */
+export function fromWaId(digits: string): string {
+  return digits.startsWith('+') ? digits : `+${digits}`;
+}

@@ -1,0 +1,102 @@
+import { callProvider, isResponse, retryAfterMs, truncate, type HttpResponse } from './http.js';
+import type { SendContext, SendResult } from './types.js';
+
+// WhatsApp Cloud, Messenger and Instagram all answer through the Graph API error
+// envelope, so one classifier decides retry versus failed for the three of them.
+
+export const GRAPH_DEFAULT_BASE = 'https://graph.facebook.com';
+
+/** Throughput limits: the same message goes through once the window has passed. */
+const RATE_LIMIT_CODES = new Set([4, 17, 32, 613, 80007, 130429, 131048, 131056]);
+/** Meta's own "try again later" codes (unknown error, temporary outage, 131000 generic). */
+const TRANSIENT_CODES = new Set([1, 2, 131000]);
+/** Meta gives no hint on its 400 rate limits; a few seconds is what its docs suggest. */
+const DEFAULT_RATE_LIMIT_BACKOFF_MS = 5_000;
+
+interface GraphError {
+  message?: string;
+  type?: string;
+  code?: number;
+  error_subcode?: number;
+  is_transient?: boolean;
+  error_data?: { details?: string };
+}
+
+export async function postGraph(
+  ctx: SendContext,
+  url: string,
+  token: string,
+  body: unknown,
+  pickId: (json: any) => unknown,
+): Promise<SendResult> {
+  const res = await callProvider(ctx, {
+    url,
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json',
+    },
+    body: JSON.stringify(body),
+  });
+  if (!isResponse(res)) return res;
+  if (res.status >= 200 && res.status < 300) {
+    const id = res.json === undefined ? undefined : pickId(res.json);
+    if (typeof id === 'string' && id !== '') {
+      const status = res.json?.messages?.[0]?.message_status;
+      return typeof status === 'string'
+        ? { outcome: 'accepted', providerMessageId: id, providerStatus: status }
+        : { outcome: 'accepted', providerMessageId: id };
+    }
+    // A 2xx without an id is most likely a proxy page, not Graph; Graph itself never does this.
+    return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a message id: ${truncate(res.text)}` };
+  }
+  return classifyGraphError(res, ctx.now());
+}
+
+export function classifyGraphError(res: HttpResponse, now: number): SendResult {
+  const err: GraphError | undefined = res.json?.error;
+  const code = typeof err?.code === 'number' ? err.code : undefined;
+  const message = describe(res, err);
+  const codeStr = code !== undefined ? String(code) : `http_${res.status}`;
+
+  if (res.status === 429 || (code !== undefined && RATE_LIMIT_CODES.has(code))) {
+    return {
+      outcome: 'retry',
+      code: codeStr,
+      message,
+      retryAfterMs: retryAfterMs(res, now) ?? DEFAULT_RATE_LIMIT_BACKOFF_MS,
+    };
+  }
+  if (res.status === 401 || code === 190) {
+    return { outcome: 'failed', code: codeStr, message };
+  }
+  if (res.status >= 500 || err?.is_transient === true || (code !== undefined && TRANSIENT_CODES.has(code))) {
+    const after = retryAfterMs(res, now);
+    return after === undefined
+      ? { outcome: 'retry', code: codeStr, message }
+      : { outcome: 'retry', code: codeStr, message, retryAfterMs: after };
+  }
+  return { outcome: 'failed', code: codeStr, message };
+}
+
+function describe(res: HttpResponse, err: GraphError | undefined): string {
+  if (!err) return `HTTP ${res.status}: ${truncate(res.text) || 'empty body'}`;
+  let m = err.message ?? `HTTP ${res.status}`;
+  const details = err.error_data?.details;
+  if (details) m += `: ${details}`;
+  if (err.error_subcode !== undefined) m += ` (subcode ${err.error_subcode})`;
+  return truncate(m, 1000);
+}
+
+export function graphUrl(settings: Record<string, any>, base: string, objectId: string): string {
+  const version = typeof settings.api_version === 'string' ? settings.api_version : 'v21.0';
+  return `${base}/${encodeURIComponent(version)}/${encodeURIComponent(objectId)}/messages`;
+}
+
+export function unsupported(kind: string, content: string): SendResult {
+  return { outcome: 'failed', code: 'unsupported_content', message: `${kind} cannot send ${content} content` };
+}
+
+export function missingSecret(name: string): SendResult {
+  return { outcome: 'failed', code: 'missing_secret', message: `gateway secret ${name} is not set` };
+}

@@ -1,0 +1,114 @@
+import { request } from 'undici';
+import type { SendContext, SendResult } from './types.js';
+
+// One way to call a provider over HTTP: every adapter gets the same timeout, body
+// handling and network-error classification, so "the provider did not answer" means
+// the same thing for all of them.
+
+export interface HttpCall {
+  url: string;
+  method?: 'POST' | 'GET';
+  headers: Record<string, string>;
+  body?: string;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  /** The body parsed as JSON, or undefined when it is empty or not JSON. */
+  json: any;
+}
+
+export type RetryResult = Extract<SendResult, { outcome: 'retry' }>;
+
+// Error pages and envelopes are small; a misbehaving endpoint must not fill memory.
+const MAX_BODY_BYTES = 1024 * 1024;
+
+export function baseUrl(settings: Record<string, any>, fallback: string): string {
+  const raw = typeof settings.base_url === 'string' && settings.base_url !== '' ? settings.base_url : fallback;
+  return raw.replace(/\/+$/, '');
+}
+
+export function isResponse(r: HttpResponse | RetryResult): r is HttpResponse {
+  return !('outcome' in r);
+}
+
+/**
+ * Sends one request. Any answer (whatever its status) comes back as an HttpResponse;
+ * no answer at all (refused, reset, DNS, timeout) comes back as a retry result, because
+ * the provider cannot have refused a message it never received.
+ */
+export async function callProvider(ctx: SendContext, call: HttpCall): Promise<HttpResponse | RetryResult> {
+  let res;
+  try {
+    res = await request(call.url, {
+      dispatcher: ctx.dispatcher,
+      method: call.method ?? 'POST',
+      headers: call.headers,
+      body: call.body,
+      signal: AbortSignal.timeout(ctx.timeoutMs),
+    });
+  } catch (err) {
+    return networkRetry(err, ctx);
+  }
+  try {
+    const text = await readCapped(res.body);
+    return { status: res.statusCode, headers: res.headers, text, json: parseJson(text) };
+  } catch (err) {
+    // The status line arrived but the body did not: we cannot tell what the provider
+    // decided, so a 2xx cut short is treated like no answer at all.
+    res.body.destroy();
+    return networkRetry(err, ctx);
+  }
+}
+
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) {
+      body.destroy();
+      break;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function parseJson(text: string): any {
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function networkRetry(err: unknown, ctx: SendContext): RetryResult {
+  const e = err as { name?: string; code?: string; message?: string; cause?: { code?: string } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
+    return { outcome: 'retry', code: 'timeout', message: `provider did not answer within ${ctx.timeoutMs} ms` };
+  }
+  const code = e?.code ?? e?.cause?.code ?? 'network_error';
+  return { outcome: 'retry', code: 'network_error', message: `${code}: ${e?.message ?? String(err)}` };
+}
+
+export function header(res: HttpResponse, name: string): string | undefined {
+  const v = res.headers[name.toLowerCase()];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Retry-After as delta-seconds or an HTTP-date, in ms from now; undefined when absent or unreadable. */
+export function retryAfterMs(res: HttpResponse, now: number): number | undefined {
+  const v = header(res, 'retry-after')?.trim();
+  if (!v) return undefined;
+  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000);
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+export function truncate(s: string, max = 300): string {
+  return s.length > max ? `${s.slice(0, max)}…` : s;
+}

@@ -1,0 +1,17 @@
+import { baseUrl } from '../http.js';
+import { GRAPH_DEFAULT_BASE, graphUrl, missingSecret, postGraph, unsupported } from '../graph-send.js';
+import type { ProviderAdapter } from '../types.js';
+
+export const metaInstagramAdapter: ProviderAdapter = {
+  kind: 'meta_instagram',
+  async send(gw, msg, ctx) {
+    const token = gw.secrets.access_token;
+    if (!token) return missingSecret('access_token');
+    if (msg.content.kind !== 'text') return unsupported('Instagram', msg.content.kind);
+    // Facebook Login flow sends as the linked page; Instagram Login flow as the IG account itself.
+    const sender = gw.settings.page_id ? String(gw.settings.page_id) : String(gw.settings.ig_account_id);
+    const url = graphUrl(gw.settings, baseUrl(gw.settings, GRAPH_DEFAULT_BASE), sender);
+    const body = { recipient: { id: msg.to }, message: { text: msg.content.text } };
+    return postGraph(ctx, url, token, body, (json) => json?.message_id);
+  },
+};

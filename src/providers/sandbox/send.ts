@@ -1,0 +1,10 @@
+import { randomBytes } from 'node:crypto';
+import type { ProviderAdapter } from '../types.js';
+
+// No provider behind it: the delivery report is produced by the sandbox webhook path.
+export const sandboxAdapter: ProviderAdapter = {
+  kind: 'sandbox',
+  async send() {
+    return { outcome: 'accepted', providerMessageId: `sbx_${randomBytes(12).toString('hex')}`, providerStatus: 'accepted' };
+  },
+};
