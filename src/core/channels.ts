@@ -3,7 +3,7 @@ import { channels, gateways } from '../db/schema.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
-import { normalizeE164 } from '../lib/phone.js';
+import { normalizeSenderE164 } from '../lib/phone.js';
 import { iso } from '../lib/time.js';
 import { CHANNEL_TYPES, type ChannelType, type CoreCtx } from './context.js';
 import { audit } from './audit.js';
@@ -22,7 +22,7 @@ export function normalizeSender(type: ChannelType, sender: string): string {
   switch (type) {
     case 'sms':
     case 'whatsapp': {
-      const n = normalizeE164(sender);
+      const n = normalizeSenderE164(sender);
       if (!n) throw invalid(`"${sender}" is not a valid E.164 number`, [{ field: 'from', message: 'E.164 with a leading +, e.g. +15550001111' }]);
       return n;
     }

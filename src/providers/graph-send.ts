@@ -92,11 +92,3 @@ export function graphUrl(settings: Record<string, any>, base: string, objectId: 
   const version = typeof settings.api_version === 'string' ? settings.api_version : 'v21.0';
   return `${base}/${encodeURIComponent(version)}/${encodeURIComponent(objectId)}/messages`;
 }
-
-export function unsupported(kind: string, content: string): SendResult {
-  return { outcome: 'failed', code: 'unsupported_content', message: `${kind} cannot send ${content} content` };
-}
-
-export function missingSecret(name: string): SendResult {
-  return { outcome: 'failed', code: 'missing_secret', message: `gateway secret ${name} is not set` };
-}

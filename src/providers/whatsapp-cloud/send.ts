@@ -1,5 +1,6 @@
 import { baseUrl } from '../http.js';
-import { GRAPH_DEFAULT_BASE, graphUrl, missingSecret, postGraph, unsupported } from '../graph-send.js';
+import { GRAPH_DEFAULT_BASE, graphUrl, postGraph } from '../graph-send.js';
+import { missingSecret, unsupported } from '../send-results.js';
 import type { OutboundMessage, ProviderAdapter } from '../types.js';
 
 function buildBody(msg: OutboundMessage): Record<string, unknown> | null {

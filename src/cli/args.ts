@@ -1,0 +1,51 @@
+import { InvalidArgumentError } from 'commander';
+import { invalid } from '../lib/errors.js';
+import { UsageError } from './errors.js';
+
+/** Commander collector for options that may be given more than once (--set a=1 --set b=2). */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/** Commander parser for counts such as --limit. */
+export function positiveInt(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
+    throw new InvalidArgumentError('expected a positive whole number');
+  }
+  return Number(value);
+}
+
+const UNITS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000, w: 7 * 86_400_000 };
+
+/** An expiry: a duration from now ("30d", "12h", "90m", "2w") or an ISO 8601 date/time. */
+export function parseExpiry(input: string, now: number): number {
+  const s = input.trim();
+  const rel = /^(\d+)\s*([mhdw])$/.exec(s);
+  if (rel) {
+    const ms = Number(rel[1]) * UNITS[rel[2]];
+    if (ms <= 0) throw invalid(`invalid expiry "${input}": must be in the future`);
+    return now + ms;
+  }
+  // Date.parse alone accepts "1" or "March"; require an ISO shape so typos are not dates.
+  const t = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(s) ? Date.parse(s) : NaN;
+  if (Number.isNaN(t)) {
+    throw invalid(`invalid expiry "${input}"`, [{ field: 'expires', message: 'an ISO date such as 2027-01-31 or a duration such as 30d, 12h, 90m, 2w' }]);
+  }
+  return t;
+}
+
+/** "key=value" pairs; the value may itself contain "=". */
+export function parsePairs(list: string[] | undefined, flag: string): [string, string][] {
+  return (list ?? []).map((item) => {
+    const i = item.indexOf('=');
+    if (i <= 0) throw new UsageError(`${flag} expects key=value, got "${item}"`);
+    return [item.slice(0, i).trim(), item.slice(i + 1)];
+  });
+}
+
+/** Read all of stdin; one trailing newline (from echo or a heredoc) is not part of a secret. */
+export async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}

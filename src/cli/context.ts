@@ -1,0 +1,102 @@
+import { userInfo } from 'node:os';
+import type { Command } from 'commander';
+import { loadConfig } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import type { CoreCtx } from '../core/context.js';
+import { openDataDir, type DataDir } from '../db/datadir.js';
+import { migrate, migrationStatus } from '../db/migrate.js';
+import { AppError } from '../lib/errors.js';
+import { emit, type Result } from './output.js';
+
+export interface Globals {
+  dataDir?: string;
+  config?: string;
+  json?: boolean;
+}
+
+export interface Cli {
+  globals: Globals;
+  config: Config;
+  dir: DataDir;
+  ctx: CoreCtx;
+  actor: string;
+}
+
+/** Who the audit log names for this invocation. */
+export function actor(): string {
+  let name: string | undefined;
+  try {
+    name = userInfo().username;
+  } catch {
+    // No passwd entry (some containers): fall back to the environment.
+  }
+  return `cli:${name || process.env.USER || process.env.LOGNAME || 'unknown'}`;
+}
+
+export function globalsOf(cmd: Command): Globals {
+  return cmd.optsWithGlobals() as Globals;
+}
+
+/** --config beats MSGD_CONFIG, --data-dir beats MSGD_DATA_DIR (loadConfig applies both rules). */
+export function configFor(globals: Globals): Config {
+  return loadConfig({ configPath: globals.config, dataDir: globals.dataDir });
+}
+
+/**
+ * Open the data directory for an ordinary command. It never migrates: a schema change is
+ * the operator's decision (msgctl migrate) or msgd's at start, not a side effect of
+ * `partner list`. A database with pending migrations or a newer schema is refused.
+ */
+export function openCli(globals: Globals, opts: { check?: boolean } = {}): Cli {
+  const config = configFor(globals);
+  const dir = openDataDir(config.dataDir, { create: false, migrate: false });
+  try {
+    if (opts.check ?? true) {
+      const status = migrationStatus(dir.db);
+      // migrate() refuses a too-new database before touching it; it throws the error we want.
+      if (status.tooNew) migrate(dir.db);
+      if (status.pending.length) {
+        throw new AppError(
+          'pending_migrations',
+          `the database has ${status.pending.length} pending migration(s) (${status.pending.join(', ')}); run "msgctl migrate"`,
+        );
+      }
+    }
+  } catch (e) {
+    dir.close();
+    throw e;
+  }
+  const ctx: CoreCtx = { db: dir.db, masterKey: dir.masterKey, config, now: Date.now };
+  return { globals, config, dir, ctx, actor: actor() };
+}
+
+/**
+ * The action of a command that works on an existing data directory: opens it, runs the
+ * handler with the positional arguments and options commander parsed, prints, closes.
+ */
+export function withCli<A extends unknown[]>(
+  handler: (cli: Cli, ...args: A) => Result | Promise<Result>,
+  opts: { check?: boolean } = {},
+) {
+  return async (...raw: unknown[]) => {
+    const cmd = raw[raw.length - 1] as Command;
+    const globals = globalsOf(cmd);
+    const cli = openCli(globals, opts);
+    try {
+      const result = await handler(cli, ...(raw.slice(0, -1) as A));
+      process.exitCode = emit(result, !!globals.json);
+    } finally {
+      cli.dir.close();
+    }
+  };
+}
+
+/** The action of a command that opens the data directory itself (init, migrate, doctor). */
+export function withGlobals<A extends unknown[]>(handler: (globals: Globals, ...args: A) => Result | Promise<Result>) {
+  return async (...raw: unknown[]) => {
+    const cmd = raw[raw.length - 1] as Command;
+    const globals = globalsOf(cmd);
+    const result = await handler(globals, ...(raw.slice(0, -1) as A));
+    process.exitCode = emit(result, !!globals.json);
+  };
+}

@@ -1,0 +1,155 @@
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { listChannels } from '../core/channels.js';
+import type { CoreCtx, GatewayKind } from '../core/context.js';
+import { getGateway, type GatewayView } from '../core/gateways.js';
+import { verifyLedger } from '../core/ledger.js';
+import { listPrices } from '../core/prices.js';
+import { DB_FILE, keyFileMode, openDataDir, type DataDir } from '../db/datadir.js';
+import { migrate, migrationStatus } from '../db/migrate.js';
+import { configFor, withGlobals, type Globals } from './context.js';
+import { describeError } from './errors.js';
+import { examples } from './help.js';
+import { money, table, type Result } from './output.js';
+
+type Status = 'ok' | 'warn' | 'fail';
+interface Check {
+  name: string;
+  status: Status;
+  message: string;
+}
+
+const META_KINDS: readonly GatewayKind[] = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'];
+
+function keyCheck(dd: DataDir): Check {
+  if (dd.keySource === 'env') return { name: 'master key', status: 'ok', message: 'from MSGD_MASTER_KEY' };
+  const mode = keyFileMode(dd.dir);
+  const shown = mode === null ? '?' : mode.toString(8).padStart(4, '0');
+  // Any group or other bit lets another account read every provider secret.
+  if (mode === null || (mode & 0o077) !== 0) {
+    return { name: 'master key', status: 'fail', message: `${dd.keySource} has mode ${shown}; it must be 0600 (chmod 600 ${dd.keySource})` };
+  }
+  return { name: 'master key', status: 'ok', message: `${dd.keySource} (mode ${shown})` };
+}
+
+function schemaChecks(ctx: CoreCtx): Check[] {
+  const checks: Check[] = [];
+  const ledger = verifyLedger(ctx);
+  checks.push(
+    ledger.ok
+      ? { name: 'ledger', status: 'ok', message: `${ledger.partners} partner(s): every balance equals the sum of its entries` }
+      : {
+          name: 'ledger',
+          status: 'fail',
+          message: ledger.mismatches
+            .map((m) => `${m.slug}: balance ${money(m.balance)} but entries sum to ${money(m.sum_of_entries)}${m.last_balance_after !== null && m.last_balance_after !== m.balance ? ` (last entry says ${money(m.last_balance_after)})` : ''}`)
+            .join('; '),
+        },
+  );
+
+  const gateways: GatewayView[] = [];
+  const unreadable: string[] = [];
+  for (const { id, name } of ctx.db.sqlite.prepare('SELECT id, name FROM gateways ORDER BY name').all() as { id: string; name: string }[]) {
+    try {
+      gateways.push(getGateway(ctx, id));
+    } catch (e) {
+      unreadable.push(`${name}: ${describeError(e)}`);
+    }
+  }
+  checks.push(
+    unreadable.length
+      ? { name: 'gateway secrets', status: 'fail', message: unreadable.join('; ') }
+      : { name: 'gateway secrets', status: 'ok', message: `${gateways.length} gateway(s), secrets readable with this master key` },
+  );
+
+  const unverifiable = gateways.filter((g) => META_KINDS.includes(g.kind) && !g.secret_names.includes('app_secret'));
+  checks.push(
+    unverifiable.length
+      ? { name: 'webhook verification', status: 'warn', message: `no app_secret on ${unverifiable.map((g) => g.name).join(', ')}: their webhooks cannot be verified (msgctl gateway update <gateway> --secret-env app_secret=<ENV_VAR>)` }
+      : { name: 'webhook verification', status: 'ok', message: 'every Meta gateway has an app_secret' },
+  );
+
+  const channels = listChannels(ctx);
+  const slugs = new Map((ctx.db.sqlite.prepare('SELECT id, slug FROM partners').all() as { id: string; slug: string }[]).map((p) => [p.id, p.slug]));
+  const priced = new Set(listPrices(ctx).map((p) => `${p.channel}/${p.partnerId ?? ''}`));
+  const free = channels.filter((c) => !priced.has(`${c.type}/${c.partnerId}`) && !priced.has(`${c.type}/`));
+  checks.push(
+    free.length
+      ? { name: 'prices', status: 'warn', message: `no price for ${free.map((c) => `${slugs.get(c.partnerId)} ${c.type}`).join(', ')}: these sends are free (msgctl price set <channel> <amount>)` }
+      : { name: 'prices', status: 'ok', message: `${channels.length} active channel(s), all priced` },
+  );
+
+  const orphaned = channels.filter((c) => c.gatewayStatus === 'disabled');
+  checks.push(
+    orphaned.length
+      ? { name: 'channels', status: 'warn', message: `active channel(s) on disabled gateways: ${orphaned.map((c) => `${slugs.get(c.partnerId)} ${c.type} via ${c.gatewayName}`).join(', ')}; their sends will fail` }
+      : { name: 'channels', status: 'ok', message: 'no active channel uses a disabled gateway' },
+  );
+  return checks;
+}
+
+function inspect(dir: string, globals: Globals): Check[] {
+  const checks: Check[] = [];
+  if (!existsSync(dir)) return [{ name: 'data directory', status: 'fail', message: `${dir} does not exist (msgctl init)` }];
+  checks.push({ name: 'data directory', status: 'ok', message: dir });
+  if (!existsSync(join(dir, DB_FILE))) return [...checks, { name: 'database', status: 'fail', message: `${join(dir, DB_FILE)} is missing (msgctl init)` }];
+  let dd: DataDir;
+  try {
+    dd = openDataDir(dir, { create: false, migrate: false });
+  } catch (e) {
+    return [...checks, { name: 'master key', status: 'fail', message: describeError(e) }];
+  }
+  try {
+    checks.push(keyCheck(dd));
+    const integrity = dd.db.sqlite.pragma('quick_check', { simple: true });
+    checks.push({ name: 'database', status: integrity === 'ok' ? 'ok' : 'fail', message: `${dd.db.path}: ${integrity === 'ok' ? 'integrity ok' : String(integrity)}` });
+    const status = migrationStatus(dd.db);
+    if (status.tooNew) {
+      let message = 'the database was migrated by a newer msgd';
+      try {
+        migrate(dd.db); // throws before changing anything: we want its message
+      } catch (e) {
+        message = describeError(e);
+      }
+      return [...checks, { name: 'migrations', status: 'fail', message }];
+    }
+    checks.push(
+      status.pending.length
+        ? { name: 'migrations', status: status.applied ? 'warn' : 'fail', message: `${status.pending.length} pending: ${status.pending.join(', ')} (msgctl migrate, or msgd applies them at start)` }
+        : { name: 'migrations', status: 'ok', message: `${status.applied} applied, none pending` },
+    );
+    if (status.applied === 0) return checks;
+    const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: configFor(globals), now: Date.now };
+    try {
+      checks.push(...schemaChecks(ctx));
+    } catch (e) {
+      checks.push({ name: 'schema checks', status: 'fail', message: describeError(e) });
+    }
+    return checks;
+  } finally {
+    dd.close();
+  }
+}
+
+function doctor(globals: Globals): Result {
+  const config = configFor(globals);
+  const dir = resolve(config.dataDir);
+  const checks = inspect(dir, globals);
+  const failures = checks.filter((c) => c.status === 'fail').length;
+  const warnings = checks.filter((c) => c.status === 'warn').length;
+  const summary = `${failures} failed, ${warnings} warning(s), ${checks.length - failures - warnings} ok`;
+  return {
+    json: { ok: failures === 0, data_dir: dir, failures, warnings, checks },
+    text: `${table(['status', 'check', 'details'], checks.map((c) => [c.status, c.name, c.message]))}\n\n${summary}`,
+    failure: failures ? `doctor: ${failures} check(s) failed` : undefined,
+  };
+}
+
+export function registerDoctor(program: Command) {
+  program
+    .command('doctor')
+    .description('check the data directory, schema, ledger, key file and configuration; exit 1 if a check fails')
+    .addHelpText('after', examples('msgctl doctor', 'msgctl doctor --json | jq .checks'))
+    .action(withGlobals(doctor));
+}

@@ -1,0 +1,209 @@
+import type { Command } from 'commander';
+import type { Config } from '../config/schema.js';
+import { listChannels } from '../core/channels.js';
+import type { GatewayKind } from '../core/context.js';
+import { GATEWAY_KINDS, isGatewayKind } from '../core/gateway-kinds.js';
+import { addGateway, getGateway, listGateways, removeGateway, updateGateway, type GatewayView } from '../core/gateways.js';
+import { listPartners } from '../core/partners.js';
+import { AppError, invalid } from '../lib/errors.js';
+import { collect } from './args.js';
+import { withCli, type Cli } from './context.js';
+import { UsageError } from './errors.js';
+import { SECRET_HINT, coerceSettings, collectSecrets } from './gateway-input.js';
+import { examples } from './help.js';
+import { kv, lines, table, when, type Result } from './output.js';
+
+const MESSENGER_KINDS: readonly GatewayKind[] = ['meta_messenger', 'meta_instagram'];
+
+/** Where the operator points the provider's webhooks for this gateway; null when it has none. */
+export function webhookUrl(config: Config, g: { id: string; kind: GatewayKind }): string | null {
+  if (g.kind === 'smtp') return null;
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  const base = (config.server.publicUrl ?? `http://${host}:${config.server.port}`).replace(/\/+$/, '');
+  const path = MESSENGER_KINDS.includes(g.kind) ? '/api/webhook-messenger.php' : '/api/webhook.php';
+  return `${base}${path}?gateway=${encodeURIComponent(g.id)}`;
+}
+
+function gatewayJson(cli: Cli, g: GatewayView) {
+  return { ...g, webhook_url: webhookUrl(cli.config, g) };
+}
+
+function describe(cli: Cli, g: GatewayView): string {
+  const url = webhookUrl(cli.config, g);
+  const settings = Object.entries(g.settings);
+  return lines(
+    kv([
+      ['id', g.id],
+      ['name', g.name],
+      ['kind', `${g.kind} (${GATEWAY_KINDS[g.kind].label})`],
+      ['status', g.status],
+      ['serves', GATEWAY_KINDS[g.kind].channels.join(', ')],
+      ['secrets', g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'],
+      ['webhook url', url ?? 'none (this kind sends no webhooks)'],
+      ['updated', when(Date.parse(g.updated_at))],
+    ], '  '),
+    url && !cli.config.server.publicUrl ? '  (set server.publicUrl in the config to the address the provider can reach)' : null,
+    settings.length ? lines('  settings:', kv(settings.map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]), '    ')) : null,
+  );
+}
+
+function withSecretHint(e: unknown): never {
+  if (e instanceof AppError && e.details.some((d) => /required secret/.test(d.message))) {
+    throw new AppError(e.code, e.message, [...e.details, SECRET_HINT]);
+  }
+  throw e;
+}
+
+interface AddOpts {
+  name: string;
+  set?: string[];
+  secretStdin?: string;
+  secretEnv?: string[];
+}
+
+async function add(cli: Cli, kind: string, opts: AddOpts): Promise<Result> {
+  if (!isGatewayKind(kind)) {
+    throw invalid(`unknown gateway kind "${kind}"`, [{ field: 'kind', message: `one of ${Object.keys(GATEWAY_KINDS).join(', ')}` }]);
+  }
+  const settings = coerceSettings(kind, opts.set);
+  const secrets = await collectSecrets(opts);
+  let g: GatewayView;
+  try {
+    g = addGateway(cli.ctx, { kind, name: opts.name, settings, secrets }, cli.actor);
+  } catch (e) {
+    withSecretHint(e);
+  }
+  return { json: gatewayJson(cli, g), text: lines(`Added ${kind} gateway ${g.name}.`, describe(cli, g)) };
+}
+
+interface UpdateOpts {
+  set?: string[];
+  secretStdin?: string;
+  secretEnv?: string[];
+  unsetSecret?: string[];
+  disable?: boolean;
+  enable?: boolean;
+}
+
+async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> {
+  if (opts.disable && opts.enable) throw new UsageError('--disable and --enable exclude each other');
+  if (!opts.set?.length && opts.secretStdin === undefined && !opts.secretEnv?.length && !opts.unsetSecret?.length && !opts.disable && !opts.enable) {
+    throw new UsageError('nothing to change: give --set, --secret-stdin, --secret-env, --unset-secret, --disable or --enable');
+  }
+  const current = getGateway(cli.ctx, ref);
+  const settings = coerceSettings(current.kind, opts.set);
+  const secrets = await collectSecrets(opts);
+  const status = opts.disable ? 'disabled' : opts.enable ? 'active' : undefined;
+  let g: GatewayView;
+  try {
+    g = updateGateway(cli.ctx, current.id, { settings, secrets, unsetSecrets: opts.unsetSecret, status }, cli.actor);
+  } catch (e) {
+    withSecretHint(e);
+  }
+  return { json: gatewayJson(cli, g), text: lines(`Updated gateway ${g.name}.`, describe(cli, g)) };
+}
+
+function list(cli: Cli): Result {
+  const rows = listGateways(cli.ctx);
+  const assigned = new Map<string, number>();
+  for (const c of listChannels(cli.ctx)) assigned.set(c.gatewayId, (assigned.get(c.gatewayId) ?? 0) + 1);
+  const text = rows.length
+    ? table(
+        ['name', 'kind', 'status', 'channels', 'secrets', 'id'],
+        rows.map((g) => [g.name, g.kind, g.status, assigned.get(g.id) ?? 0, g.secret_names.join(','), g.id]),
+      )
+    : 'No gateways yet. Add one with: msgctl gateway add <kind> --name <name> ...';
+  return { json: { data: rows.map((g) => gatewayJson(cli, g)) }, text };
+}
+
+function show(cli: Cli, ref: string): Result {
+  const g = getGateway(cli.ctx, ref);
+  const channels = listChannels(cli.ctx).filter((c) => c.gatewayId === g.id);
+  const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
+  return {
+    json: {
+      ...gatewayJson(cli, g),
+      channels: channels.map((c) => ({ id: c.id, partner_id: c.partnerId, partner: slugs.get(c.partnerId) ?? null, type: c.type, sender: c.sender })),
+    },
+    text: lines(
+      describe(cli, g),
+      '',
+      channels.length ? table(['channel', 'sender', 'partner', 'id'], channels.map((c) => [c.type, c.sender, slugs.get(c.partnerId), c.id])) : 'Not assigned to any partner.',
+    ),
+  };
+}
+
+const KINDS_HELP = Object.values(GATEWAY_KINDS)
+  .map((k) => `  ${k.kind.padEnd(15)} settings: ${Object.keys(k.settings.shape).join(', ')}; secrets: ${[...k.secrets.required.map((s) => `${s} (required)`), ...k.secrets.optional].join(', ') || 'none'}`)
+  .join('\n');
+
+export function registerGateway(program: Command) {
+  const gateway = program.command('gateway').description('provider accounts: add, show, update, remove');
+  const secretOptions = (c: Command) =>
+    c
+      .option('--set <key=value>', 'a non-secret setting (repeatable)', collect)
+      .option('--secret-stdin <name>', 'read the secret <name> from stdin (one trailing newline is dropped)')
+      .option('--secret-env <name=ENV_VAR>', 'take the secret <name> from environment variable ENV_VAR (repeatable)', collect);
+
+  secretOptions(
+    gateway
+      .command('add')
+      .description('add a provider account; secrets come from stdin or env vars, never from arguments')
+      .argument('<kind>', Object.keys(GATEWAY_KINDS).join(', '))
+      .requiredOption('--name <name>', 'unique name: letters, digits, dot, dash, underscore'),
+  )
+    .addHelpText(
+      'after',
+      `\nKinds:\n${KINDS_HELP}\n` +
+        examples(
+          'echo "$AUTH_TOKEN" | msgctl gateway add twilio --name twilio-main --set account_sid=AC123 --secret-stdin auth_token',
+          'msgctl gateway add whatsapp_cloud --name wa --set phone_number_id=1234567890 --secret-env access_token=WA_TOKEN --secret-env app_secret=WA_APP_SECRET',
+          'msgctl gateway add smtp --name relay --set host=smtp.example.com --set port=587 --set user=mailer --secret-env password=SMTP_PASSWORD',
+          'msgctl gateway add sandbox --name demo --set delivery_delay_ms=100',
+        ),
+    )
+    .action(withCli(add));
+
+  gateway
+    .command('list')
+    .description('list gateways')
+    .addHelpText('after', examples('msgctl gateway list'))
+    .action(withCli(list));
+
+  gateway
+    .command('show')
+    .description('show settings, secret names (never values) and the webhook URL to register with the provider')
+    .argument('<gateway>', 'name or id')
+    .addHelpText('after', examples('msgctl gateway show twilio-main'))
+    .action(withCli(show));
+
+  secretOptions(
+    gateway
+      .command('update')
+      .description('change settings or secrets, or disable/enable a gateway')
+      .argument('<gateway>', 'name or id'),
+  )
+    .option('--unset-secret <name>', 'remove an optional secret (repeatable)', collect)
+    .option('--disable', 'stop sending through this gateway')
+    .option('--enable', 'send through this gateway again')
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl gateway update wa --secret-env app_secret=WA_APP_SECRET',
+        'printf %s "$NEW_TOKEN" | msgctl gateway update twilio-main --secret-stdin auth_token',
+        'msgctl gateway update relay --set port=465 --set secure=true',
+        'msgctl gateway update twilio-main --disable',
+      ),
+    )
+    .action(withCli(update));
+
+  gateway
+    .command('remove')
+    .description('remove a gateway that no active channel uses')
+    .argument('<gateway>', 'name or id')
+    .addHelpText('after', examples('msgctl gateway remove twilio-old'))
+    .action(withCli((cli, ref: string) => {
+      const g = removeGateway(cli.ctx, ref, cli.actor);
+      return { json: gatewayJson(cli, g), text: `Removed gateway ${g.name} (${g.id}).` };
+    }));
+}

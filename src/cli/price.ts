@@ -1,0 +1,86 @@
+import type { Command } from 'commander';
+import { CHANNEL_TYPES } from '../core/context.js';
+import { getPartner, listPartners } from '../core/partners.js';
+import { listPrices, priceJson, setPrice, unsetPrice, type PriceListRow } from '../core/prices.js';
+import { parseMoney } from '../lib/money.js';
+import { withCli, type Cli } from './context.js';
+import { examples } from './help.js';
+import { lines, money, table, when, type Result } from './output.js';
+
+// A default price has no currency of its own: each partner is charged it in theirs.
+function currencyOf(cli: Cli, row: { partnerId: string | null }): string | undefined {
+  return row.partnerId ? getPartner(cli.ctx, row.partnerId).currency : undefined;
+}
+
+// Same money shape everywhere, even where a default price has no currency of its own.
+function json(row: PriceListRow, currency: string | undefined) {
+  const j = priceJson(row, currency);
+  return { ...j, amount: { ...j.amount, currency: currency ?? null } };
+}
+
+const per = (channel: string) => (channel === 'sms' ? 'per segment' : 'per message');
+
+function set(cli: Cli, channel: string, amount: string, opts: { partner?: string }): Result {
+  const p = setPrice(cli.ctx, { channel, amount: parseMoney(amount), partner: opts.partner }, cli.actor);
+  const row: PriceListRow = { channel: p.channelType, partnerId: p.partnerId || null, partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null, amount: p.amount, updatedAt: p.updatedAt };
+  const currency = currencyOf(cli, row);
+  const whom = row.partnerSlug ? `for ${row.partnerSlug}, overriding the default` : "the default for partners without an override, in each partner's currency";
+  return {
+    json: json(row, currency),
+    text: lines(
+      `${p.channelType} now costs ${money(p.amount, currency)} ${per(p.channelType)}: ${whom}.`,
+      p.channelType === 'sms' ? 'An SMS is charged per segment: up to 160 GSM-7 or 70 UCS-2 characters in one; longer texts 153 / 67 per segment.' : null,
+    ),
+  };
+}
+
+function unset(cli: Cli, channel: string, opts: { partner?: string }): Result {
+  const p = unsetPrice(cli.ctx, { channel, partner: opts.partner }, cli.actor);
+  const row: PriceListRow = { channel: p.channelType, partnerId: p.partnerId || null, partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null, amount: p.amount, updatedAt: p.updatedAt };
+  const text = row.partnerSlug
+    ? `Removed the ${p.channelType} price override of ${row.partnerSlug}; the default applies again.`
+    : `Removed the default ${p.channelType} price; partners without an override now send ${p.channelType} for free.`;
+  return { json: { removed: json(row, currencyOf(cli, row)) }, text };
+}
+
+function list(cli: Cli, opts: { partner?: string }): Result {
+  const rows = listPrices(cli.ctx, { partner: opts.partner });
+  const currencies = new Map(listPartners(cli.ctx).map((p) => [p.id, p.currency]));
+  const cur = (r: PriceListRow) => (r.partnerId ? currencies.get(r.partnerId) : undefined);
+  const text = rows.length
+    ? table(
+        ['channel', 'applies to', 'amount', 'per', 'updated'],
+        rows.map((r) => [r.channel, r.partnerSlug ?? 'default', money(r.amount, cur(r)), per(r.channel).slice(4), when(r.updatedAt)]),
+        { right: [2] },
+      )
+    : 'No prices set: every channel is free. Set one with: msgctl price set <channel> <amount>';
+  return { json: { data: rows.map((r) => json(r, cur(r))) }, text };
+}
+
+export function registerPrice(program: Command) {
+  const price = program.command('price').description('prices per channel type, with per-partner overrides');
+
+  price
+    .command('set')
+    .description('set the price of a channel type (SMS: per segment)')
+    .argument('<channel>', CHANNEL_TYPES.join(', '))
+    .argument('<amount>', 'decimal amount, up to 6 decimals, e.g. 0.0075')
+    .option('--partner <partner>', "override for one partner (in that partner's currency)")
+    .addHelpText('after', examples('msgctl price set sms 0.0075', 'msgctl price set whatsapp 0.02 --partner acme'))
+    .action(withCli(set));
+
+  price
+    .command('unset')
+    .description('remove a default price or a partner override')
+    .argument('<channel>', CHANNEL_TYPES.join(', '))
+    .option('--partner <partner>', 'remove the override of this partner')
+    .addHelpText('after', examples('msgctl price unset whatsapp --partner acme'))
+    .action(withCli(unset));
+
+  price
+    .command('list')
+    .description("list prices; with --partner, the defaults and that partner's overrides")
+    .option('--partner <partner>', 'slug or id')
+    .addHelpText('after', examples('msgctl price list', 'msgctl price list --partner acme'))
+    .action(withCli(list));
+}

@@ -1,0 +1,97 @@
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { registerAudit } from './audit.js';
+import { registerBalance } from './balance.js';
+import { registerChannel } from './channel.js';
+import { registerDoctor } from './doctor.js';
+import { EXIT_USAGE, describeError, exitCodeFor, oneLine } from './errors.js';
+import { registerGateway } from './gateway.js';
+import { registerInit } from './init.js';
+import { registerLedger } from './ledger.js';
+import { registerMigrate } from './migrate.js';
+import { registerPartner } from './partner.js';
+import { registerPrice } from './price.js';
+import { registerToken } from './token.js';
+import { titled } from './help.js';
+
+function version(): string {
+  try {
+    return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function buildProgram(): Command {
+  const program = new Command('msgctl')
+    .description('Operate a msgd data directory: partners, tokens, gateways, channels, prices and money.')
+    .version(version(), '-V, --version')
+    .option('--data-dir <dir>', 'the data directory (default: $MSGD_DATA_DIR, the config file, or ./data)')
+    .option('--config <file>', 'config file (default: $MSGD_CONFIG)')
+    .option('--json', 'print only JSON on stdout (errors still go to stderr)')
+    .addHelpText(
+      'after',
+      titled("An operator's first session", [
+          'msgctl init',
+          'msgctl partner create acme --name "Acme Ltd"',
+          'msgctl token issue acme --name prod --scopes messages:send,messages:read',
+          'echo "$AUTH_TOKEN" | msgctl gateway add twilio --name twilio-main --set account_sid=AC123 --secret-stdin auth_token',
+          'msgctl channel assign acme twilio-main sms --from +15550001111',
+          'msgctl price set sms 0.0075',
+          'msgctl balance topup acme 100.00 --note "invoice 42"',
+          'msgctl ledger list acme',
+        ]) +
+        `\nPartners and gateways are named by slug/name or id. Money is a decimal string (12.50).\nExit codes: 0 ok, 1 failed, 2 usage error. MSGD_DEBUG=1 prints stack traces.\n`,
+    );
+
+  registerInit(program);
+  registerMigrate(program);
+  registerPartner(program);
+  registerToken(program);
+  registerGateway(program);
+  registerChannel(program);
+  registerPrice(program);
+  registerBalance(program);
+  registerLedger(program);
+  registerAudit(program);
+  registerDoctor(program);
+
+  configureTree(program);
+  return program;
+}
+
+function fullName(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+// Settings commander does not inherit into already-created subcommands: apply them to all.
+function configureTree(cmd: Command) {
+  cmd
+    .exitOverride()
+    .showSuggestionAfterError(true)
+    .configureHelp({ showGlobalOptions: true, sortSubcommands: false })
+    .configureOutput({
+      // One line on stderr, like every other msgctl error, pointing at the right --help.
+      outputError: (str, write) => write(`msgctl: ${oneLine(str.replace(/^error:\s*/, ''))} (see "${fullName(cmd)} --help")\n`),
+    });
+  for (const sub of cmd.commands) configureTree(sub);
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version') return 0;
+      // A group run without a subcommand printed its help; anything else printed its one line.
+      return EXIT_USAGE;
+    }
+    process.stderr.write(`msgctl: ${describeError(e)}\n`);
+    if (process.env.MSGD_DEBUG === '1' && e instanceof Error && e.stack) process.stderr.write(e.stack + '\n');
+    return exitCodeFor(e);
+  }
+}

@@ -1,0 +1,101 @@
+import { stmt } from '../db/stmt.js';
+import { newId } from '../lib/ids.js';
+import type { ChannelType, CoreCtx } from './context.js';
+
+// A contact is identified per partner by the address its channel uses: phone (SMS,
+// WhatsApp), email, Messenger page-scoped id, or Instagram-scoped id.
+
+export type ContactKey = 'phone' | 'email' | 'psid' | 'igsid';
+
+export function contactKeyFor(channel: ChannelType): ContactKey {
+  switch (channel) {
+    case 'sms':
+    case 'whatsapp':
+      return 'phone';
+    case 'email':
+      return 'email';
+    case 'messenger':
+      return 'psid';
+    case 'instagram':
+      return 'igsid';
+  }
+}
+
+export interface ContactRow {
+  id: string;
+  partner_id: string;
+  name: string | null;
+  phone: string | null;
+  email: string | null;
+  psid: string | null;
+  igsid: string | null;
+  attributes: string;
+  last_inbound_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/**
+ * Find the partner's contact for an address, creating it if absent. A profile name from
+ * the provider fills in a missing name; it never overwrites one the partner set.
+ * Runs inside the caller's transaction.
+ */
+export function findOrCreateContact(
+  ctx: CoreCtx,
+  partnerId: string,
+  channel: ChannelType,
+  address: string,
+  opts: { name?: string | null; inboundAt?: number } = {},
+): { contact: ContactRow; created: boolean } {
+  const key = contactKeyFor(channel);
+  const db = ctx.db.sqlite;
+  const found = stmt<[string, string], ContactRow>(db, `SELECT * FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(
+    partnerId,
+    address,
+  );
+  const now = ctx.now();
+  if (found) {
+    if ((opts.name && !found.name) || opts.inboundAt) {
+      const name = found.name ?? opts.name ?? null;
+      const lastInbound = opts.inboundAt ? Math.max(opts.inboundAt, found.last_inbound_at ?? 0) : found.last_inbound_at;
+      stmt(db, `UPDATE contacts SET name = ?, last_inbound_at = ?, updated_at = ? WHERE id = ?`).run(name, lastInbound, now, found.id);
+      return { contact: { ...found, name, last_inbound_at: lastInbound, updated_at: now }, created: false };
+    }
+    return { contact: found, created: false };
+  }
+  const row: ContactRow = {
+    id: newId('ct'),
+    partner_id: partnerId,
+    name: opts.name ?? null,
+    phone: null,
+    email: null,
+    psid: null,
+    igsid: null,
+    attributes: '{}',
+    last_inbound_at: opts.inboundAt ?? null,
+    created_at: now,
+    updated_at: now,
+  };
+  row[key] = address;
+  stmt(
+    db,
+    `INSERT INTO contacts (id, partner_id, name, phone, email, psid, igsid, attributes, last_inbound_at, created_at, updated_at)
+     VALUES (@id, @partner_id, @name, @phone, @email, @psid, @igsid, @attributes, @last_inbound_at, @created_at, @updated_at)`,
+  ).run(row);
+  return { contact: row, created: true };
+}
+
+export function contactJson(c: ContactRow) {
+  return {
+    id: c.id,
+    name: c.name,
+    phone: c.phone,
+    email: c.email,
+    messenger_psid: c.psid,
+    instagram_igsid: c.igsid,
+    attributes: JSON.parse(c.attributes),
+    last_inbound_at: c.last_inbound_at === null ? null : new Date(c.last_inbound_at).toISOString(),
+    created_at: new Date(c.created_at).toISOString(),
+    updated_at: new Date(c.updated_at).toISOString(),
+  };
+}

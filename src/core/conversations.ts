@@ -1,0 +1,67 @@
+import { stmt } from '../db/stmt.js';
+import { newId } from '../lib/ids.js';
+import type { ChannelType, CoreCtx } from './context.js';
+
+export interface ConversationRow {
+  id: string;
+  partner_id: string;
+  contact_id: string;
+  channel_type: ChannelType;
+  channel_id: string | null;
+  status: 'open' | 'closed';
+  last_message_at: number | null;
+  last_inbound_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/**
+ * The contact's open conversation on a channel, created if there is none; its activity
+ * times move with every message. Runs inside the caller's transaction.
+ */
+export function touchConversation(
+  ctx: CoreCtx,
+  partnerId: string,
+  contactId: string,
+  channel: ChannelType,
+  channelId: string | null,
+  opts: { inbound?: boolean; at?: number } = {},
+): ConversationRow {
+  const db = ctx.db.sqlite;
+  const now = ctx.now();
+  const at = opts.at ?? now;
+  const open = stmt<[string, string, string], ConversationRow>(
+    db,
+    `SELECT * FROM conversations WHERE contact_id = ? AND channel_type = ? AND status = 'open' AND partner_id = ?
+      ORDER BY id DESC LIMIT 1`,
+  ).get(contactId, channel, partnerId);
+  if (open) {
+    const lastInbound = opts.inbound ? Math.max(at, open.last_inbound_at ?? 0) : open.last_inbound_at;
+    const lastMessage = Math.max(at, open.last_message_at ?? 0);
+    stmt(db, `UPDATE conversations SET last_message_at = ?, last_inbound_at = ?, updated_at = ? WHERE id = ?`).run(
+      lastMessage,
+      lastInbound,
+      now,
+      open.id,
+    );
+    return { ...open, last_message_at: lastMessage, last_inbound_at: lastInbound, updated_at: now };
+  }
+  const row: ConversationRow = {
+    id: newId('conv'),
+    partner_id: partnerId,
+    contact_id: contactId,
+    channel_type: channel,
+    channel_id: channelId,
+    status: 'open',
+    last_message_at: at,
+    last_inbound_at: opts.inbound ? at : null,
+    created_at: now,
+    updated_at: now,
+  };
+  stmt(
+    db,
+    `INSERT INTO conversations (id, partner_id, contact_id, channel_type, channel_id, status, last_message_at, last_inbound_at, created_at, updated_at)
+     VALUES (@id, @partner_id, @contact_id, @channel_type, @channel_id, @status, @last_message_at, @last_inbound_at, @created_at, @updated_at)`,
+  ).run(row);
+  return row;
+}

@@ -1,0 +1,77 @@
+import { EventEmitter } from 'node:events';
+import { stmt } from '../db/stmt.js';
+import { newId } from '../lib/ids.js';
+import type { CoreCtx } from './context.js';
+
+// The outbox. An event is written in the same transaction as the change that causes it;
+// src/webhooks fans it out to the partner's endpoints afterwards. The payload stored is
+// the exact JSON body endpoints receive.
+
+export type EventType =
+  | 'message.received'
+  | 'message.sent'
+  | 'message.delivered'
+  | 'message.read'
+  | 'message.failed'
+  | 'message.undelivered'
+  | 'message.bounced'
+  | 'message.opened'
+  | 'message.clicked'
+  | 'message.deferred'
+  | 'message.dropped'
+  | 'partner.balance_low'
+  | 'webhook.test';
+
+export const EVENT_TYPES: readonly EventType[] = [
+  'message.received',
+  'message.sent',
+  'message.delivered',
+  'message.read',
+  'message.failed',
+  'message.undelivered',
+  'message.bounced',
+  'message.opened',
+  'message.clicked',
+  'message.deferred',
+  'message.dropped',
+  'partner.balance_low',
+  'webhook.test',
+];
+
+/** In-process signal that the outbox has new rows (wakes the fan-out without polling). */
+export const outboxSignal = new EventEmitter();
+outboxSignal.setMaxListeners(100);
+let signalPending = false;
+
+export interface EmittedEvent {
+  id: string;
+  type: EventType;
+  payload: Record<string, unknown>;
+}
+
+export function emitEvent(
+  ctx: CoreCtx,
+  partnerId: string,
+  type: EventType,
+  data: Record<string, unknown>,
+): EmittedEvent {
+  const id = newId('evt');
+  const now = ctx.now();
+  const payload = { id, event: type, created_at: new Date(now).toISOString(), ...data };
+  stmt(ctx.db.sqlite, `INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, 0, ?)`).run(
+    id,
+    partnerId,
+    type,
+    JSON.stringify(payload),
+    now,
+  );
+  // Signal after the current synchronous work (and so after the caller's commit).
+  if (!signalPending) {
+    signalPending = true;
+    setImmediate(() => {
+      signalPending = false;
+      outboxSignal.emit('event');
+    });
+  }
+  return { id, type, payload };
+}

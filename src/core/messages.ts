@@ -1,0 +1,340 @@
+import { stmt } from '../db/stmt.js';
+import { newId } from '../lib/ids.js';
+import { moneyJson } from '../lib/money.js';
+import type { MessageContent } from './message-content.js';
+import type { ChannelType, CoreCtx } from './context.js';
+import { findOrCreateContact, type ContactRow } from './contacts.js';
+import { touchConversation } from './conversations.js';
+import { emitEvent, type EventType } from './events.js';
+import { debit, refund } from './ledger.js';
+import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
+
+export interface MessageRow {
+  id: string;
+  partner_id: string;
+  direction: 'outbound' | 'inbound';
+  channel_type: ChannelType;
+  channel_id: string | null;
+  gateway_id: string | null;
+  conversation_id: string | null;
+  contact_id: string | null;
+  to: string;
+  from: string;
+  content: string;
+  status: MessageStatus;
+  provider_message_id: string | null;
+  price: number;
+  segments: number;
+  error_code: string | null;
+  error_message: string | null;
+  dispatch_uncertain: number;
+  refunded: number;
+  sent_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface HistoryRow {
+  id: number;
+  message_id: string;
+  status: string;
+  provider_status: string | null;
+  error_code: string | null;
+  error_message: string | null;
+  ignored: number;
+  occurred_at: number;
+  created_at: number;
+}
+
+const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
+  contact_id, "to", "from", content, status, provider_message_id, price, segments, error_code, error_message,
+  dispatch_uncertain, refunded, sent_at, created_at, updated_at)
+  VALUES (@id, @partner_id, @direction, @channel_type, @channel_id, @gateway_id, @conversation_id, @contact_id, @to, @from,
+  @content, @status, @provider_message_id, @price, @segments, @error_code, @error_message, @dispatch_uncertain, @refunded,
+  @sent_at, @created_at, @updated_at)`;
+
+const INSERT_HISTORY = `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
+
+function history(ctx: CoreCtx, messageId: string, status: string, opts: { providerStatus?: string | null; errorCode?: string | null; errorMessage?: string | null; ignored?: boolean; at?: number } = {}) {
+  const now = ctx.now();
+  stmt(ctx.db.sqlite, INSERT_HISTORY).run(
+    messageId,
+    status,
+    opts.providerStatus ?? null,
+    opts.errorCode ?? null,
+    opts.errorMessage ?? null,
+    opts.ignored ? 1 : 0,
+    opts.at ?? now,
+    now,
+  );
+}
+
+export interface CreateOutboundInput {
+  partnerId: string;
+  channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
+  to: string;
+  content: MessageContent;
+  price: number;
+  segments: number;
+  actor: string;
+  /** Partner's low-balance threshold in micro-units (null: none). */
+  lowBalanceThreshold: number | null;
+}
+
+/**
+ * The money rule's write half: debit, message (queued), contact and conversation, all in
+ * the caller's transaction (which also enqueues the dispatch job). Throws
+ * InsufficientBalanceError with nothing written if funds do not cover the price.
+ */
+export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): MessageRow {
+  const id = newId('msg');
+  const before = input.lowBalanceThreshold !== null ? partnerBalance(ctx, input.partnerId) : 0;
+  const after = debit(ctx, input.partnerId, input.price, id, 'send');
+  const { contact } = findOrCreateContact(ctx, input.partnerId, input.channel.type, input.to);
+  const conv = touchConversation(ctx, input.partnerId, contact.id, input.channel.type, input.channel.id);
+  const now = ctx.now();
+  const row: MessageRow = {
+    id,
+    partner_id: input.partnerId,
+    direction: 'outbound',
+    channel_type: input.channel.type,
+    channel_id: input.channel.id,
+    gateway_id: input.channel.gatewayId,
+    conversation_id: conv.id,
+    contact_id: contact.id,
+    to: input.to,
+    from: input.channel.sender,
+    content: JSON.stringify(input.content),
+    status: 'queued',
+    provider_message_id: null,
+    price: input.price,
+    segments: input.segments,
+    error_code: null,
+    error_message: null,
+    dispatch_uncertain: 0,
+    refunded: 0,
+    sent_at: null,
+    created_at: now,
+    updated_at: now,
+  };
+  stmt(ctx.db.sqlite, INSERT_MESSAGE).run(row);
+  history(ctx, id, 'queued');
+  if (input.lowBalanceThreshold !== null && before >= input.lowBalanceThreshold && after < input.lowBalanceThreshold) {
+    emitEvent(ctx, input.partnerId, 'partner.balance_low', {
+      partner_id: input.partnerId,
+      balance: moneyJson(after),
+      threshold: moneyJson(input.lowBalanceThreshold),
+    });
+  }
+  return row;
+}
+
+function partnerBalance(ctx: CoreCtx, partnerId: string): number {
+  const row = stmt<[string], { balance: number }>(ctx.db.sqlite, 'SELECT balance FROM partners WHERE id = ?').get(partnerId);
+  return row?.balance ?? 0;
+}
+
+export interface InboundInput {
+  partnerId: string;
+  channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
+  from: string;
+  profileName?: string | null;
+  providerMessageId: string;
+  content: MessageContent;
+  occurredAt: number;
+}
+
+/** Store an inbound message, its contact and conversation, and the message.received event. */
+export function createInbound(ctx: CoreCtx, input: InboundInput): { message: MessageRow; contact: ContactRow; eventId: string } {
+  const { contact } = findOrCreateContact(ctx, input.partnerId, input.channel.type, input.from, {
+    name: input.profileName ?? null,
+    inboundAt: input.occurredAt,
+  });
+  const conv = touchConversation(ctx, input.partnerId, contact.id, input.channel.type, input.channel.id, {
+    inbound: true,
+    at: input.occurredAt,
+  });
+  const now = ctx.now();
+  const row: MessageRow = {
+    id: newId('msg'),
+    partner_id: input.partnerId,
+    direction: 'inbound',
+    channel_type: input.channel.type,
+    channel_id: input.channel.id,
+    gateway_id: input.channel.gatewayId,
+    conversation_id: conv.id,
+    contact_id: contact.id,
+    to: input.channel.sender,
+    from: input.from,
+    content: JSON.stringify(input.content),
+    status: 'received',
+    provider_message_id: input.providerMessageId,
+    price: 0,
+    segments: 1,
+    error_code: null,
+    error_message: null,
+    dispatch_uncertain: 0,
+    refunded: 0,
+    sent_at: input.occurredAt,
+    created_at: now,
+    updated_at: now,
+  };
+  stmt(ctx.db.sqlite, INSERT_MESSAGE).run(row);
+  history(ctx, row.id, 'received', { at: input.occurredAt });
+  const c = input.content;
+  const body = c.kind === 'text' ? c.text : c.kind === 'media' ? (c.caption ?? '') : '';
+  const ev = emitEvent(ctx, input.partnerId, 'message.received', {
+    channel: input.channel.type,
+    from: input.from,
+    body,
+    message_id: row.id,
+    conversation_id: conv.id,
+    to: input.channel.sender,
+    media: c.kind === 'media' ? c.media : [],
+    contact: { id: contact.id, name: contact.name, phone: contact.phone, email: contact.email },
+    received_at: new Date(input.occurredAt).toISOString(),
+  });
+  return { message: row, contact, eventId: ev.id };
+}
+
+export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined {
+  return stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE id = ?').get(id);
+}
+
+export function messageHistory(ctx: CoreCtx, id: string): HistoryRow[] {
+  return stmt<[string], HistoryRow>(ctx.db.sqlite, 'SELECT * FROM message_status_history WHERE message_id = ? ORDER BY id').all(id);
+}
+
+const EVENT_FOR: Partial<Record<MessageStatus, EventType>> = {
+  sent: 'message.sent',
+  delivered: 'message.delivered',
+  read: 'message.read',
+  failed: 'message.failed',
+  undelivered: 'message.undelivered',
+  bounced: 'message.bounced',
+  opened: 'message.opened',
+  clicked: 'message.clicked',
+  deferred: 'message.deferred',
+  dropped: 'message.dropped',
+};
+
+export interface StatusChange {
+  status: MessageStatus;
+  providerStatus?: string | null;
+  providerMessageId?: string | null;
+  errorCode?: string | null;
+  errorMessage?: string | null;
+  occurredAt?: number;
+  /**
+   * Refund the price if this moves the message to a failure. Dispatch failures (the provider
+   * never accepted) always refund; provider-reported failures follow billing config.
+   */
+  refundOnFailure?: boolean;
+}
+
+export interface StatusResult {
+  changed: boolean;
+  from: MessageStatus;
+  to: MessageStatus;
+  refunded: boolean;
+}
+
+/**
+ * Record a status event in history and move the message forward if the state machine
+ * allows; emit its event and apply a refund at most once. Inside the caller's transaction.
+ */
+export function applyStatus(ctx: CoreCtx, msg: MessageRow, change: StatusChange): StatusResult {
+  const advance = canAdvance(msg.status, change.status);
+  history(ctx, msg.id, change.status, {
+    providerStatus: change.providerStatus,
+    errorCode: change.errorCode,
+    errorMessage: change.errorMessage,
+    ignored: !advance,
+    at: change.occurredAt,
+  });
+  if (!advance) {
+    if (change.providerMessageId && !msg.provider_message_id) {
+      stmt(ctx.db.sqlite, 'UPDATE messages SET provider_message_id = ? WHERE id = ?').run(change.providerMessageId, msg.id);
+    }
+    return { changed: false, from: msg.status, to: msg.status, refunded: false };
+  }
+  const now = ctx.now();
+  const from = msg.status;
+  const failing = isFailure(change.status);
+  const doRefund = failing && !!change.refundOnFailure && msg.refunded === 0 && msg.price > 0;
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = ?, provider_message_id = COALESCE(?, provider_message_id),
+       error_code = CASE WHEN ? THEN ? ELSE error_code END, error_message = CASE WHEN ? THEN ? ELSE error_message END,
+       refunded = ?, sent_at = COALESCE(sent_at, ?), updated_at = ? WHERE id = ?`,
+  ).run(
+    change.status,
+    change.providerMessageId ?? null,
+    failing ? 1 : 0,
+    change.errorCode ?? null,
+    failing ? 1 : 0,
+    change.errorMessage ?? null,
+    doRefund ? 1 : msg.refunded,
+    change.status === 'sent' ? (change.occurredAt ?? now) : null,
+    now,
+    msg.id,
+  );
+  if (doRefund) refund(ctx, msg.partner_id, msg.price, msg.id, `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`, 'system');
+  const type = EVENT_FOR[change.status];
+  if (type) {
+    emitEvent(ctx, msg.partner_id, type, {
+      message_id: msg.id,
+      channel: msg.channel_type,
+      to: msg.to,
+      status: change.status,
+      previous_status: from,
+      provider_status: change.providerStatus ?? null,
+      error: failing ? { code: change.errorCode ?? null, message: change.errorMessage ?? null } : null,
+      occurred_at: new Date(change.occurredAt ?? now).toISOString(),
+    });
+  }
+  msg.status = change.status;
+  if (doRefund) msg.refunded = 1;
+  return { changed: true, from, to: change.status, refunded: doRefund };
+}
+
+/** Flag a message whose provider call may have been in flight when the process died. */
+export function flagUncertain(ctx: CoreCtx, messageId: string) {
+  stmt(ctx.db.sqlite, 'UPDATE messages SET dispatch_uncertain = 1, updated_at = ? WHERE id = ?').run(ctx.now(), messageId);
+}
+
+export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
+  const content = JSON.parse(m.content) as MessageContent;
+  return {
+    id: m.id,
+    direction: m.direction,
+    channel: m.channel_type,
+    to: m.to,
+    from: m.from,
+    status: m.status,
+    content,
+    price: moneyJson(m.price),
+    segments: m.segments,
+    refunded: m.refunded === 1,
+    provider_message_id: m.provider_message_id,
+    error: m.error_code || m.error_message ? { code: m.error_code, message: m.error_message } : null,
+    possible_duplicate: m.dispatch_uncertain === 1,
+    conversation_id: m.conversation_id,
+    contact_id: m.contact_id,
+    created_at: new Date(m.created_at).toISOString(),
+    updated_at: new Date(m.updated_at).toISOString(),
+    ...(hist
+      ? {
+          history: hist.map((h) => ({
+            status: h.status,
+            provider_status: h.provider_status,
+            error: h.error_code || h.error_message ? { code: h.error_code, message: h.error_message } : null,
+            applied: h.ignored === 0,
+            occurred_at: new Date(h.occurred_at).toISOString(),
+            recorded_at: new Date(h.created_at).toISOString(),
+          })),
+        }
+      : {}),
+  };
+}

@@ -1,0 +1,81 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, type ErrorDetail } from '../lib/errors.js';
+
+// Domain codes carry no HTTP status; this table is the only place they get one.
+const STATUS: Record<string, number> = {
+  unauthorized: 401,
+  invalid_signature: 401,
+  forbidden: 403,
+  partner_suspended: 403,
+  insufficient_scope: 403,
+  channel_not_assigned: 403,
+  insufficient_balance: 402,
+  invalid_request: 400,
+  invalid_json: 400,
+  unknown_payload: 400,
+  not_found: 404,
+  conflict: 409,
+  idempotency_key_reused: 422,
+  idempotency_key_in_use: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  service_unavailable: 503,
+};
+
+export function statusFor(code: string): number {
+  return STATUS[code] ?? 500;
+}
+
+export function errorBody(code: string, message: string, details: ErrorDetail[] = []) {
+  return { error: { code, message, details } };
+}
+
+export function sendError(reply: FastifyReply, code: string, message: string, details: ErrorDetail[] = [], status?: number) {
+  return reply.code(status ?? statusFor(code)).type('application/json; charset=utf-8').send(errorBody(code, message, details));
+}
+
+function zodDetails(err: any): ErrorDetail[] | null {
+  const issues = err?.validation ?? err?.issues;
+  if (!Array.isArray(issues)) return null;
+  return issues.map((i: any) => {
+    const path = Array.isArray(i.path) ? i.path : i.instancePath ? String(i.instancePath).split('/').filter(Boolean) : [];
+    const params = i.params ?? {};
+    const field = path.length ? path.join('.') : params.missingProperty ?? undefined;
+    return { field, message: i.message ?? 'invalid', ...(i.code ? { code: String(i.code) } : {}) };
+  });
+}
+
+/** The one error handler: domain errors to their status, framework errors to ours, 5xx hidden. */
+export function errorHandler(err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply) {
+  if (err instanceof AppError) {
+    const status = statusFor(err.code);
+    if (status >= 500) req.log.error({ err }, 'domain error mapped to 5xx');
+    return sendError(reply, err.code, err.message, err.details, status);
+  }
+  const fe = err as FastifyError & { validation?: unknown };
+  if (fe.validation) {
+    return sendError(reply, 'invalid_request', 'the request is invalid', zodDetails(fe) ?? []);
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return sendError(reply, 'payload_too_large', 'the request body is larger than allowed');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return sendError(reply, 'unsupported_media_type', 'send the body as application/json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return sendError(reply, 'invalid_json', 'the body is empty; send a JSON object');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return sendError(reply, 'invalid_request', 'the Content-Length does not match the body');
+  }
+  if (fe.statusCode === 400 && (fe instanceof SyntaxError || /JSON/i.test(fe.message))) {
+    return sendError(reply, 'invalid_json', 'the body is not valid JSON');
+  }
+  if (fe.statusCode === 429) {
+    return sendError(reply, 'rate_limited', fe.message || 'too many requests');
+  }
+  if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return sendError(reply, 'invalid_request', fe.message, [], fe.statusCode);
+  }
+  req.log.error({ err }, 'unhandled error');
+  return sendError(reply, 'internal_error', 'something went wrong on our side; the request id identifies it', [], 500);
+}

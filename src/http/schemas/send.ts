@@ -1,0 +1,123 @@
+import { z } from 'zod';
+import { isEmail } from '../../lib/email.js';
+import { normalizeE164 } from '../../lib/phone.js';
+
+// Payloads of the legacy partner send API. Unknown keys are ignored (partners' clients send
+// extras); every problem with a known key is reported in details.
+
+export const LIMITS = {
+  smsText: 1600,
+  whatsappText: 4096,
+  messengerText: 2000,
+  instagramText: 1000,
+  subject: 998,
+  htmlBytes: 512 * 1024,
+  textBytes: 512 * 1024,
+};
+
+export const e164 = z
+  .string({ error: 'required: a phone number in E.164 format, e.g. +14155550123' })
+  .refine((v) => normalizeE164(v) !== null, 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123')
+  .transform((v) => normalizeE164(v)!);
+
+const bytes = (max: number, label: string) =>
+  z.string().refine((v) => Buffer.byteLength(v, 'utf8') <= max, `${label} must be at most ${max} bytes`);
+
+export const smsBody = z.object({
+  to: e164,
+  text: z
+    .string({ error: 'required: the message text' })
+    .min(1, 'must not be empty')
+    .max(LIMITS.smsText, `must be at most ${LIMITS.smsText} characters`),
+});
+
+export const emailAddress = z
+  .string({ error: 'required: an email address' })
+  .refine(isEmail, 'must be a valid email address')
+  .transform((v) => v.trim());
+
+export const emailBody = z.object({
+  to: emailAddress,
+  subject: z
+    .string({ error: 'required: the subject line' })
+    .min(1, 'must not be empty')
+    .max(LIMITS.subject, `must be at most ${LIMITS.subject} characters`)
+    .refine((v) => !/[\r\n]/.test(v), 'must not contain line breaks'),
+  html: z.string({ error: 'required: the HTML body' }).min(1, 'must not be empty').pipe(bytes(LIMITS.htmlBytes, 'html')),
+  text: bytes(LIMITS.textBytes, 'text').optional(),
+  from_name: z
+    .string()
+    .max(100, 'must be at most 100 characters')
+    .refine((v) => !/[\r\n<>"]/.test(v), 'must not contain line breaks, quotes or angle brackets')
+    .optional(),
+  reply_to: emailAddress.optional(),
+});
+
+const templateObject = z.object({
+  name: z.string().regex(/^[a-z0-9_]{1,512}$/, 'template name: lowercase letters, digits and underscores'),
+  language: z.string().regex(/^[a-z]{2,3}(_[A-Z]{2})?$/, 'language code such as en or en_US'),
+  parameters: z.array(z.string().max(1024)).max(100).optional(),
+  components: z.array(z.record(z.string(), z.unknown())).max(20).optional(),
+});
+
+export const whatsappBody = z
+  .object({
+    channel: z.enum(['whatsapp', 'messenger', 'instagram'], { error: 'must be whatsapp, messenger or instagram' }).optional(),
+    to: z.string({ error: 'required: the recipient' }).min(1, 'must not be empty'),
+    type: z.enum(['text', 'template'], { error: 'must be "text" or "template"' }).default('text'),
+    text: z.string().optional(),
+    template: z.union([z.string(), templateObject]).optional(),
+    language: z.string().optional(),
+    parameters: z.array(z.string().max(1024)).max(100).optional(),
+  })
+  .superRefine((b, ctx) => {
+    const channel = b.channel ?? 'whatsapp';
+    if (channel === 'whatsapp') {
+      if (normalizeE164(b.to) === null) {
+        ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123' });
+      }
+    } else if (!/^\d{1,64}$/.test(b.to)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['to'],
+        message: `must be the ${channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`,
+      });
+    }
+    if (b.type === 'text') {
+      const max = channel === 'whatsapp' ? LIMITS.whatsappText : channel === 'messenger' ? LIMITS.messengerText : LIMITS.instagramText;
+      if (typeof b.text !== 'string' || b.text.length === 0) {
+        ctx.addIssue({ code: 'custom', path: ['text'], message: 'required: the message text' });
+      } else if (b.text.length > max) {
+        ctx.addIssue({ code: 'custom', path: ['text'], message: `must be at most ${max} characters on ${channel}` });
+      }
+    } else {
+      if (channel !== 'whatsapp') {
+        ctx.addIssue({ code: 'custom', path: ['type'], message: 'templates are a WhatsApp feature; use type "text" on messenger and instagram' });
+      }
+      if (b.template === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['template'], message: 'required for type "template": {name, language, parameters?}' });
+      } else if (typeof b.template === 'string') {
+        if (!/^[a-z0-9_]{1,512}$/.test(b.template)) {
+          ctx.addIssue({ code: 'custom', path: ['template'], message: 'template name: lowercase letters, digits and underscores' });
+        }
+        if (!b.language || !/^[a-z]{2,3}(_[A-Z]{2})?$/.test(b.language)) {
+          ctx.addIssue({ code: 'custom', path: ['language'], message: 'required with a template name: a language code such as en or en_US' });
+        }
+      }
+    }
+  });
+
+export type WhatsappBody = z.infer<typeof whatsappBody>;
+
+/** The template as the Cloud API takes it: plain parameters become one body component. */
+export function templateFrom(b: WhatsappBody) {
+  const t = typeof b.template === 'string' ? { name: b.template, language: b.language!, parameters: b.parameters } : b.template!;
+  const components =
+    t.components ??
+    (t.parameters?.length ? [{ type: 'body', parameters: t.parameters.map((text) => ({ type: 'text', text })) }] : undefined);
+  return { name: t.name, language: t.language, ...(components ? { components } : {}) };
+}
+
+export function zodDetails(error: z.ZodError) {
+  return error.issues.map((i) => ({ field: i.path.join('.') || undefined, message: i.message }));
+}

@@ -1,0 +1,160 @@
+import { createHash } from 'node:crypto';
+import { stmt } from '../db/stmt.js';
+import type { GroupCommitter } from '../db/group-commit.js';
+import { AppError } from '../lib/errors.js';
+import { activeChannel } from '../core/channels.js';
+import type { ChannelType, CoreCtx } from '../core/context.js';
+import type { MessageContent } from '../core/message-content.js';
+import { createOutbound, type MessageRow } from '../core/messages.js';
+import { quote, type Quote } from '../core/prices.js';
+import type { AuthPrincipal } from '../core/tokens.js';
+import type { JobQueue } from './queue.js';
+
+// Accepting a message is the money rule made code: price it, then in ONE transaction check
+// funds, debit, write the message (queued) and its dispatch job. No provider is called
+// before that commit. Concurrent accepts share a group commit, each in its own savepoint.
+
+export const DISPATCH_JOB = 'message.dispatch';
+
+export interface Preflight {
+  channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
+  partner: { balance: number; creditLimit: number; lowBalanceThreshold: number | null; currency: string };
+}
+
+interface PartnerFunds {
+  balance: number;
+  credit_limit: number;
+  low_balance_threshold: number | null;
+  currency: string;
+}
+
+/**
+ * The checks that come before payload validation in the spec's order: 403 when the
+ * partner has no active channel of this type, 402 when balance and credit are exhausted.
+ */
+export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
+  const ch = activeChannel(ctx, principal.partnerId, type);
+  if (!ch) {
+    throw new AppError('channel_not_assigned', `no ${type} gateway is assigned to this partner; ask the operator to assign one`);
+  }
+  const gwStatus = stmt<[string], { status: string }>(ctx.db.sqlite, 'SELECT status FROM gateways WHERE id = ?').get(ch.gatewayId);
+  if (!gwStatus || gwStatus.status !== 'active') {
+    throw new AppError('channel_not_assigned', `the ${type} gateway assigned to this partner is disabled`);
+  }
+  const p = stmt<[string], PartnerFunds>(
+    ctx.db.sqlite,
+    'SELECT balance, credit_limit, low_balance_threshold, currency FROM partners WHERE id = ?',
+  ).get(principal.partnerId)!;
+  if (p.balance + p.credit_limit <= 0) {
+    throw new AppError('insufficient_balance', 'balance and credit limit are exhausted; top up to send', [], {
+      balance: p.balance,
+      credit_limit: p.credit_limit,
+    });
+  }
+  return {
+    channel: { id: ch.id, type: ch.type, gatewayId: ch.gatewayId, sender: ch.sender },
+    partner: { balance: p.balance, creditLimit: p.credit_limit, lowBalanceThreshold: p.low_balance_threshold, currency: p.currency },
+  };
+}
+
+export interface IdempotencyInput {
+  key: string;
+  /** Hash of method, path and canonical body. */
+  hash: string;
+}
+
+export type AcceptResult =
+  | { kind: 'accepted'; message: MessageRow; quote: Quote; status: number; body: unknown }
+  | { kind: 'replay'; status: number; body: unknown };
+
+export interface AcceptDeps {
+  ctx: CoreCtx;
+  committer: GroupCommitter;
+  queue: JobQueue;
+  /** config.billing low-balance default when the partner has none (micro-units). */
+  defaultLowBalance: number | null;
+}
+
+/** Canonical JSON (sorted keys) so whitespace and key order do not change the request hash. */
+export function canonicalHash(method: string, path: string, body: unknown): string {
+  const canon = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(canon)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, canon((v as any)[k])]))
+        : v;
+  return createHash('sha256').update(`${method} ${path}\n${JSON.stringify(canon(body))}`).digest('hex');
+}
+
+interface IdemRow {
+  request_hash: string;
+  response_status: number;
+  response_body: string;
+  created_at: number;
+}
+
+/** A stored response for this key, or null; throws if the key was used with another body. */
+export function findIdempotent(ctx: CoreCtx, partnerId: string, idem: IdempotencyInput, ttlMs: number) {
+  const row = stmt<[string, string], IdemRow>(
+    ctx.db.sqlite,
+    'SELECT request_hash, response_status, response_body, created_at FROM idempotency_keys WHERE partner_id = ? AND key = ?',
+  ).get(partnerId, idem.key);
+  if (!row || row.created_at < ctx.now() - ttlMs) return null;
+  if (row.request_hash !== idem.hash) {
+    throw new AppError(
+      'idempotency_key_reused',
+      'this Idempotency-Key was already used with a different request body; use a new key for a new message',
+    );
+  }
+  return { status: row.response_status, body: JSON.parse(row.response_body) };
+}
+
+export async function accept(
+  deps: AcceptDeps,
+  input: {
+    principal: AuthPrincipal;
+    preflight: Preflight;
+    to: string;
+    content: MessageContent;
+    /** The text SMS segments are counted on. */
+    priceText?: string;
+    idempotency?: IdempotencyInput;
+    idempotencyTtlMs: number;
+    respond: (m: MessageRow) => { status: number; body: unknown };
+  },
+): Promise<AcceptResult> {
+  const { ctx } = deps;
+  const partnerId = input.principal.partnerId;
+  const q = quote(ctx, partnerId, input.preflight.channel.type, input.priceText);
+  if (input.idempotency) {
+    const hit = findIdempotent(ctx, partnerId, input.idempotency, input.idempotencyTtlMs);
+    if (hit) return { kind: 'replay', ...hit };
+  }
+  return deps.committer.run(() => {
+    if (input.idempotency) {
+      // Again inside the transaction: a concurrent request with the same key may have won.
+      const hit = findIdempotent(ctx, partnerId, input.idempotency, input.idempotencyTtlMs);
+      if (hit) return { kind: 'replay' as const, ...hit };
+    }
+    const message = createOutbound(ctx, {
+      partnerId,
+      channel: input.preflight.channel,
+      to: input.to,
+      content: input.content,
+      price: q.total,
+      segments: q.segments,
+      actor: `token:${input.principal.tokenId}`,
+      lowBalanceThreshold: input.preflight.partner.lowBalanceThreshold ?? deps.defaultLowBalance,
+    });
+    deps.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: message.id } });
+    const res = input.respond(message);
+    if (input.idempotency) {
+      stmt(
+        ctx.db.sqlite,
+        `INSERT OR REPLACE INTO idempotency_keys (partner_id, key, request_hash, response_status, response_body, created_at)
+         VALUES (?, ?, ?, ?, ?, ?)`,
+      ).run(partnerId, input.idempotency.key, input.idempotency.hash, res.status, JSON.stringify(res.body), ctx.now());
+    }
+    return { kind: 'accepted' as const, message, quote: q, ...res };
+  });
+}

@@ -1,0 +1,161 @@
+import type { Dispatcher } from 'undici';
+import type { Logger } from 'pino';
+import { stmt } from '../db/stmt.js';
+import type { Config } from '../config/schema.js';
+import type { CoreCtx } from '../core/context.js';
+import { openGateway, type GatewayWithSecrets } from '../core/gateway-secrets.js';
+import { applyStatus, flagUncertain, getMessageRow, type MessageRow } from '../core/messages.js';
+import type { MessageContent } from '../core/message-content.js';
+import { getAdapter } from '../providers/registry.js';
+import type { OutboundMessage, SendResult } from '../providers/types.js';
+import { DISPATCH_JOB } from './dispatch-accept.js';
+import type { Job } from './queue.js';
+import type { RateShaper } from './rate.js';
+import type { JobResult } from './settle.js';
+import type { Worker } from './worker.js';
+
+// The dispatch job: one provider call per message, between transactions. The outcome and
+// the job's completion commit together (apply), so a crash between them re-runs the call
+// (at-least-once to the provider) and never loses the result of a committed one.
+
+export const SANDBOX_REPORT_JOB = 'sandbox.report';
+
+/** Waits up to this long in-process for the gateway's rate; longer waits snooze the job. */
+const MAX_INLINE_WAIT_MS = 250;
+
+export interface DispatchDeps {
+  ctx: CoreCtx;
+  config: Config;
+  dispatcher: Dispatcher;
+  shaper: RateShaper;
+  logger: Logger;
+  /** msgd's own base URL for provider callbacks (public URL, else the listening address). */
+  callbackBase: () => string | null;
+}
+
+interface DispatchPayload {
+  message_id: string;
+}
+
+export function registerDispatch(worker: Worker, deps: DispatchDeps) {
+  const { ctx } = deps;
+  const gateways = new Map<string, GatewayWithSecrets>();
+
+  function gateway(id: string): GatewayWithSecrets | null {
+    const head = stmt<[string], { updated_at: number }>(ctx.db.sqlite, 'SELECT updated_at FROM gateways WHERE id = ?').get(id);
+    if (!head) return null;
+    const cached = gateways.get(id);
+    if (cached && cached.updatedAt === head.updated_at) return cached;
+    const gw = openGateway(ctx, id);
+    gateways.set(id, gw);
+    return gw;
+  }
+
+  function ratePerSecond(gw: GatewayWithSecrets): number {
+    return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
+  }
+
+  function outbound(m: MessageRow): OutboundMessage {
+    const content = JSON.parse(m.content) as MessageContent;
+    if (content.kind === 'media') throw new Error('outbound media messages are not supported');
+    return { id: m.id, channel: m.channel_type, to: m.to, from: m.from, content };
+  }
+
+  const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
+    const m = getMessageRow(ctx, job.payload.message_id);
+    // Already settled by an earlier attempt whose job completion was lost: nothing to send.
+    if (!m || (m.status !== 'queued' && m.status !== 'sending')) return { type: 'ok' };
+    if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
+    const gw = gateway(m.gateway_id);
+    if (!gw) return failNow(m, 'gateway_removed', 'the gateway of this message was removed');
+    if (gw.status !== 'active') return { type: 'retry', error: `gateway ${gw.name} is disabled` };
+
+    const wait = deps.shaper.take(gw.id, ratePerSecond(gw));
+    if (wait > MAX_INLINE_WAIT_MS) return { type: 'snooze', afterMs: wait };
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+
+    let result: SendResult;
+    try {
+      result = await getAdapter(gw.kind).send(
+        { id: gw.id, kind: gw.kind, name: gw.name, settings: gw.settings, secrets: gw.secrets },
+        outbound(m),
+        { dispatcher: deps.dispatcher, timeoutMs: deps.config.dispatch.timeoutMs, publicUrl: deps.callbackBase(), now: ctx.now },
+      );
+    } catch (e: any) {
+      result = { outcome: 'retry', message: e?.message ?? String(e) };
+    }
+    const uncertain = job.reclaims > 0;
+    switch (result.outcome) {
+      case 'accepted': {
+        const r = result;
+        return {
+          type: 'ok',
+          apply: () => {
+            const fresh = getMessageRow(ctx, m.id)!;
+            if (uncertain) flagUncertain(ctx, m.id);
+            applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null });
+            if (gw.kind === 'sandbox') {
+              const delay = Number(gw.settings.delivery_delay_ms ?? 300);
+              worker.queue.enqueue({
+                kind: SANDBOX_REPORT_JOB,
+                payload: { gateway_id: gw.id, provider_message_id: r.providerMessageId, status: 'delivered' },
+                runAt: ctx.now() + delay,
+              });
+            }
+          },
+        };
+      }
+      case 'failed':
+        return failNow(m, result.code, result.message, uncertain);
+      case 'retry': {
+        const note = `${result.code ? `${result.code}: ` : ''}${result.message}`;
+        return {
+          type: 'retry',
+          afterMs: result.retryAfterMs,
+          error: note,
+          apply: () => {
+            if (uncertain) flagUncertain(ctx, m.id);
+            stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = ?, error_message = ?, updated_at = ? WHERE id = ?').run(
+              result.code ?? 'retrying',
+              result.message,
+              ctx.now(),
+              m.id,
+            );
+          },
+        };
+      }
+    }
+  };
+
+  function failNow(m: MessageRow, code: string, message: string, uncertain = false): JobResult {
+    return {
+      type: 'ok',
+      apply: () => {
+        const fresh = getMessageRow(ctx, m.id)!;
+        if (uncertain) flagUncertain(ctx, m.id);
+        applyStatus(ctx, fresh, { status: 'failed', errorCode: code, errorMessage: message, refundOnFailure: true });
+      },
+    };
+  }
+
+  worker.register<DispatchPayload>(DISPATCH_JOB, handler, {
+    // Mark the batch 'sending' in the claim transaction: no extra commit per message.
+    onClaim: (jobs) => {
+      const mark = stmt(ctx.db.sqlite, `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued'`);
+      const now = ctx.now();
+      for (const j of jobs) mark.run(now, j.payload.message_id);
+    },
+    // Retries exhausted: the provider never took it, so the partner gets the money back.
+    onDead: (job, error) => {
+      const m = getMessageRow(ctx, job.payload.message_id);
+      if (m && (m.status === 'queued' || m.status === 'sending')) {
+        applyStatus(ctx, m, {
+          status: 'failed',
+          errorCode: 'retries_exhausted',
+          errorMessage: `gave up after ${job.attempts} attempts: ${error}`,
+          refundOnFailure: true,
+        });
+      }
+    },
+  });
+}

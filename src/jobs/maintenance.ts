@@ -1,0 +1,66 @@
+import type { Checkpointer } from '../db/checkpointer.js';
+import type { Runtime } from '../runtime.js';
+import { Cron } from './cron.js';
+
+// Periodic upkeep. Cron only enqueues a job per task and minute slot (so a restart never runs
+// a slot twice); the worker runs it like any other job. Surfaces add their own retention tasks
+// to rt.maintenanceTasks before the server starts.
+
+export interface MaintenanceTask {
+  name: string;
+  /** node-cron expression (with seconds optional). */
+  cron: string;
+  /** Synchronous or async work; returns a small summary for the log. */
+  run(rt: Runtime): unknown;
+}
+
+export interface Maintenance {
+  cron: Cron;
+  stop(): void;
+}
+
+export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask[] {
+  return [
+    {
+      name: 'idempotency-expire',
+      cron: '17 * * * *',
+      run: (rt) => {
+        const cutoff = rt.ctx.now() - rt.config.idempotency.ttlHours * 3_600_000;
+        return { deleted: rt.ctx.db.sqlite.prepare('DELETE FROM idempotency_keys WHERE created_at < ?').run(cutoff).changes };
+      },
+    },
+    {
+      name: 'provider-event-keys-expire',
+      cron: '23 * * * *',
+      // Providers retry for up to 7 days (Meta); keys older than that can no longer dedupe anything.
+      run: (rt) => {
+        const cutoff = rt.ctx.now() - 8 * 86_400_000;
+        return { deleted: rt.ctx.db.sqlite.prepare('DELETE FROM provider_event_keys WHERE created_at < ?').run(cutoff).changes };
+      },
+    },
+    {
+      name: 'sqlite-optimize',
+      cron: '41 3 * * *',
+      run: (rt) => {
+        checkpointer?.truncate();
+        rt.ctx.db.sqlite.pragma('optimize');
+        return { ok: true };
+      },
+    },
+  ];
+}
+
+export function startMaintenance(rt: Runtime, opts: { checkpointer?: Checkpointer } = {}): Maintenance {
+  const cron = new Cron({ db: rt.ctx.db, queue: rt.queue, logger: rt.logger });
+  for (const task of [...builtinTasks(opts.checkpointer), ...rt.maintenanceTasks]) {
+    const kind = `maintenance.${task.name}`;
+    rt.worker.register(kind, async () => {
+      const summary = await task.run(rt);
+      rt.logger.info({ task: task.name, summary }, 'maintenance task done');
+      return { type: 'ok' };
+    });
+    cron.schedule(task.name, task.cron, { kind, maxAttempts: 3 });
+  }
+  cron.start();
+  return { cron, stop: () => cron.stop() };
+}

@@ -1,0 +1,401 @@
+import { resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import type { Db } from '../db/open.js';
+import { invalid } from '../lib/errors.js';
+
+// The durable queue over the `jobs` table. Every method is synchronous so a caller can run it
+// inside its own better-sqlite3 transaction, next to the state change that causes it (outbox
+// rule). Hot-path statements are prepared once per queue; drizzle stays off the hot path.
+//
+// Priority: LOWER runs first (0 default, negative = urgent), as in graphile-worker and Oban.
+// The `jobs_claim` index is (state, priority, run_at) ascending: this order is read straight
+// off it, while `priority DESC` forces a sort of every runnable row (measured 16 ms per claim
+// with 200k jobs queued, against 0.04 ms).
+
+export type JobState = 'available' | 'running' | 'retry' | 'dead';
+
+export interface Job<P = unknown> {
+  id: number;
+  kind: string;
+  payload: P;
+  state: JobState;
+  priority: number;
+  runAt: number;
+  /** Claims so far, this one included while the job runs. */
+  attempts: number;
+  maxAttempts: number;
+  lockedUntil: number | null;
+  lockedBy: string | null;
+  reclaims: number;
+  uniqueKey: string | null;
+  lastError: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface EnqueueSpec {
+  kind: string;
+  /** Anything JSON-serialisable. */
+  payload?: unknown;
+  /** ms since epoch; default now. */
+  runAt?: number;
+  /** Lower runs first; default 0. */
+  priority?: number;
+  maxAttempts?: number;
+  /** While a job with this key exists (pending, running or dead) enqueue returns it instead. */
+  uniqueKey?: string;
+}
+
+export interface EnqueueResult {
+  id: number;
+  created: boolean;
+}
+
+/** Proof of holding a claim: a completion carrying one only lands while that claim stands. */
+export interface Lease {
+  workerId: string;
+  attempts: number;
+}
+
+export interface SettleOptions {
+  lease?: Lease;
+  now?: number;
+}
+
+export interface JobQueueOptions {
+  /** Default max_attempts for jobs enqueued without one (config jobs.maxAttempts). */
+  maxAttempts?: number;
+  /** Default lease for claim() (config jobs.leaseSeconds). */
+  leaseMs?: number;
+  now?: () => number;
+}
+
+export interface KindStateCount {
+  kind: string;
+  state: JobState;
+  count: number;
+}
+
+/** Which dead jobs an operator command targets. */
+export type DeadTarget = number | 'all' | { kind: string };
+
+export const LEASE_EXPIRED = 'lease expired: the worker holding it stopped (crash or stall)';
+const MAX_ERROR_CHARS = 2000;
+
+type Row = Record<string, unknown>;
+type Listener = (earliestRunAt: number) => void;
+
+// Keyed by database file, not by queue object: any queue over the same file in this process
+// wakes every worker on it, whichever connection they use.
+const channels = new Map<string, Set<Listener>>();
+
+export class JobQueue {
+  readonly db: Db;
+  private readonly now: () => number;
+  private readonly defaultMaxAttempts: number;
+  private readonly defaultLeaseMs: number;
+  private readonly channelKey: string;
+  private notifyScheduled = false;
+  private notifyEarliest = Infinity;
+  private readonly stmts = new Map<string, Database.Statement>();
+  private readonly s: ReturnType<typeof prepare>;
+
+  constructor(db: Db, opts: JobQueueOptions = {}) {
+    this.db = db;
+    this.now = opts.now ?? Date.now;
+    this.defaultMaxAttempts = opts.maxAttempts ?? 12;
+    this.defaultLeaseMs = opts.leaseMs ?? 300_000;
+    this.channelKey = db.path === ':memory:' ? `memory:${Math.random()}` : resolve(db.path);
+    this.s = prepare(db.sqlite);
+  }
+
+  enqueue(spec: EnqueueSpec, now: number = this.now()): EnqueueResult {
+    if (typeof spec.kind !== 'string' || spec.kind === '') throw invalid('job kind is required');
+    const maxAttempts = spec.maxAttempts ?? this.defaultMaxAttempts;
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw invalid(`maxAttempts must be an integer ≥ 1`);
+    const runAt = spec.runAt ?? now;
+    if (!Number.isFinite(runAt)) throw invalid('runAt must be a time in ms');
+    const row = this.s.insert.get({
+      kind: spec.kind,
+      payload: JSON.stringify(spec.payload ?? null),
+      priority: spec.priority ?? 0,
+      runAt: Math.round(runAt),
+      maxAttempts,
+      uniqueKey: spec.uniqueKey ?? null,
+      now,
+    }) as { id: number } | undefined;
+    if (row) {
+      this.scheduleNotify(runAt);
+      return { id: row.id, created: true };
+    }
+    const existing = this.s.byUniqueKey.get(spec.uniqueKey) as { id: number } | undefined;
+    // Only reachable if the row was deleted between the two statements by another connection.
+    if (!existing) return this.enqueue(spec, now);
+    return { id: existing.id, created: false };
+  }
+
+  /** Called (after the enqueuing transaction, never inside it) with the earliest new run_at. */
+  onEnqueue(listener: Listener): () => void {
+    let set = channels.get(this.channelKey);
+    if (!set) channels.set(this.channelKey, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && channels.get(this.channelKey) === set) channels.delete(this.channelKey);
+    };
+  }
+
+  // setImmediate runs after the current synchronous transaction has committed (better-sqlite3
+  // transactions cannot span a turn), so a woken worker never claims inside the caller's
+  // transaction and always sees the row. Many enqueues in one turn make one wake-up.
+  private scheduleNotify(runAt: number) {
+    if (runAt < this.notifyEarliest) this.notifyEarliest = runAt;
+    if (this.notifyScheduled) return;
+    this.notifyScheduled = true;
+    setImmediate(() => {
+      const earliest = this.notifyEarliest;
+      this.notifyScheduled = false;
+      this.notifyEarliest = Infinity;
+      const set = channels.get(this.channelKey);
+      if (set) for (const l of [...set]) l(earliest);
+    });
+  }
+
+  /** Atomically take up to `limit` runnable jobs, in priority, run_at, id order. */
+  claim(
+    workerId: string,
+    limit: number,
+    now: number = this.now(),
+    opts: { leaseMs?: number; kinds?: readonly string[] } = {},
+  ): Job[] {
+    if (limit <= 0) return [];
+    const kinds = opts.kinds ?? [];
+    const stmt = this.cached(claimSql(kinds.length));
+    const lockedUntil = now + (opts.leaseMs ?? this.defaultLeaseMs);
+    const rows = stmt.all(lockedUntil, workerId, now, now, ...kinds, limit) as Row[];
+    const jobs = rows.map(toJob);
+    // RETURNING comes back in rowid order; hand jobs out in the order they were chosen.
+    jobs.sort((a, b) => a.priority - b.priority || a.runAt - b.runAt || a.id - b.id);
+    return jobs;
+  }
+
+  /** Done jobs are deleted, not kept. False when the lease no longer stands (or no such job). */
+  complete(id: number, opts: SettleOptions = {}): boolean {
+    return this.s.complete.run({ id, ...owner(opts.lease) }).changes === 1;
+  }
+
+  /**
+   * Schedule another try, or dead-letter the job once it has used max_attempts.
+   * Returns the state it went to, or null when the lease no longer stands.
+   */
+  retry(id: number, r: { afterMs: number; error: string }, opts: SettleOptions = {}): 'retry' | 'dead' | null {
+    const now = opts.now ?? this.now();
+    const row = this.s.retry.get({
+      id,
+      runAt: now + Math.max(0, Math.round(r.afterMs)),
+      error: clip(r.error),
+      now,
+      ...owner(opts.lease),
+    }) as { state: 'retry' | 'dead' } | undefined;
+    return row ? row.state : null;
+  }
+
+  /** Reschedule without spending an attempt: waiting for a rate slot is not a failure. */
+  snooze(id: number, afterMs: number, opts: SettleOptions = {}): boolean {
+    const now = opts.now ?? this.now();
+    const runAt = now + Math.max(0, Math.round(afterMs));
+    return this.s.snooze.run({ id, runAt, now, ...owner(opts.lease) }).changes === 1;
+  }
+
+  /** Dead-letter now: kept, with its error, for the operator. */
+  fail(id: number, error: string, opts: SettleOptions = {}): boolean {
+    const now = opts.now ?? this.now();
+    return this.s.fail.run({ id, error: clip(error), now, ...owner(opts.lease) }).changes === 1;
+  }
+
+  /** Hand a running job back untouched (shutdown): available again, its attempt not spent. */
+  release(id: number, opts: SettleOptions = {}): boolean {
+    const now = opts.now ?? this.now();
+    return this.s.release.run({ id, now, ...owner(opts.lease) }).changes === 1;
+  }
+
+  extendLease(id: number, lease: Lease, lockedUntil: number): boolean {
+    return this.s.extend.run({ id, lockedUntil, ...owner(lease) }).changes === 1;
+  }
+
+  /** Take back jobs whose worker stopped renewing its lease. Returns how many. */
+  lifeline(now: number = this.now()): number {
+    return this.s.lifeline.run({ now, error: LEASE_EXPIRED }).changes;
+  }
+
+  /** Earliest run_at of waiting jobs (of these kinds), to sleep exactly until then; null if none. */
+  nextRunAt(kinds?: readonly string[]): number | null {
+    const k = kinds ?? [];
+    const row = this.cached(nextRunAtSql(k.length)).get(...k) as { m: number | null };
+    return row.m ?? null;
+  }
+
+  /** Whether a job of these kinds (any kind if none given) could be claimed at `now`. */
+  hasRunnable(now: number = this.now(), kinds?: readonly string[]): boolean {
+    return this.exists(`state IN ('available','retry') AND run_at <= ?`, [now], kinds);
+  }
+
+  /** Whether any job of these kinds is waiting or running (dead jobs do not count). */
+  hasPending(kinds?: readonly string[]): boolean {
+    return this.exists(`state IN ('available','retry','running')`, [], kinds);
+  }
+
+  private exists(where: string, params: unknown[], kinds?: readonly string[]): boolean {
+    const k = kinds && kinds.length ? ` AND kind IN (${kinds.map(() => '?').join(',')})` : '';
+    const sql = `SELECT 1 FROM jobs INDEXED BY jobs_claim WHERE ${where}${k} LIMIT 1`;
+    return this.cached(sql).get(...params, ...(kinds ?? [])) !== undefined;
+  }
+
+  private cached(sql: string): Database.Statement {
+    let stmt = this.stmts.get(sql);
+    if (!stmt) this.stmts.set(sql, (stmt = this.db.sqlite.prepare(sql)));
+    return stmt;
+  }
+
+  get(id: number): Job | null {
+    const row = this.s.get.get(id) as Row | undefined;
+    return row ? toJob(row) : null;
+  }
+
+  // Operator views: off the hot path, prepared on demand.
+
+  stats(): KindStateCount[] {
+    return this.db.sqlite
+      .prepare(`SELECT kind, state, COUNT(*) AS count FROM jobs GROUP BY kind, state ORDER BY kind, state`)
+      .all() as KindStateCount[];
+  }
+
+  listDead(opts: { kind?: string; limit?: number; afterId?: number } = {}): Job[] {
+    const rows = this.db.sqlite
+      .prepare(
+        `SELECT * FROM jobs WHERE state = 'dead' AND (?1 IS NULL OR kind = ?1) AND id > ?2 ORDER BY id LIMIT ?3`,
+      )
+      .all(opts.kind ?? null, opts.afterId ?? 0, Math.min(Math.max(opts.limit ?? 50, 1), 1000)) as Row[];
+    return rows.map(toJob);
+  }
+
+  /** Give dead jobs a fresh set of attempts, to run now. Returns how many. */
+  retryDead(target: DeadTarget, now: number = this.now()): number {
+    const [where, params] = deadWhere(target);
+    const changes = this.db.sqlite
+      .prepare(
+        `UPDATE jobs SET state = 'available', attempts = 0, run_at = ?, locked_until = NULL, locked_by = NULL,
+         updated_at = ? WHERE state = 'dead'${where}`,
+      )
+      .run(now, now, ...params).changes;
+    if (changes > 0) this.scheduleNotify(now);
+    return changes;
+  }
+
+  deleteDead(target: DeadTarget): number {
+    const [where, params] = deadWhere(target);
+    return this.db.sqlite.prepare(`DELETE FROM jobs WHERE state = 'dead'${where}`).run(...params).changes;
+  }
+}
+
+function deadWhere(target: DeadTarget): [string, unknown[]] {
+  if (target === 'all') return ['', []];
+  if (typeof target === 'number') return [' AND id = ?', [target]];
+  return [' AND kind = ?', [target.kind]];
+}
+
+// A completion with a lease must find the job still running under that same claim: after a
+// lifeline reclaim, the stale holder's result is dropped, exactly as if it had crashed.
+const OWNED = `(@by IS NULL OR (state = 'running' AND locked_by = @by AND attempts = @attempts))`;
+
+function owner(lease?: Lease) {
+  return lease ? { by: lease.workerId, attempts: lease.attempts } : { by: null, attempts: null };
+}
+
+function claimSql(kindCount: number): string {
+  const kinds = kindCount ? ` AND kind IN (${Array(kindCount).fill('?').join(',')})` : '';
+  // INDEXED BY: with a kind filter and no ANALYZE statistics the planner picks jobs_lease and
+  // scans the table (30 ms at 200k rows).
+  return `UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_until = ?, locked_by = ?, updated_at = ?
+    WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim
+      WHERE state IN ('available','retry') AND run_at <= ?${kinds}
+      ORDER BY priority, run_at, id LIMIT ?)
+    RETURNING *`;
+}
+
+// MIN(run_at) over state IN (...) walks every waiting row (9 ms at 200k); this skip-scan seeks
+// the index once per distinct priority instead (0.01 ms).
+function nextRunAtSql(kindCount: number): string {
+  const kinds = kindCount ? ` AND kind IN (${Array(kindCount).fill('?').join(',')})` : '';
+  return `WITH RECURSIVE p(s, v) AS (
+      SELECT 'available', (SELECT MIN(priority) FROM jobs WHERE state = 'available')
+      UNION ALL SELECT 'retry', (SELECT MIN(priority) FROM jobs WHERE state = 'retry')
+      UNION ALL SELECT s, (SELECT MIN(priority) FROM jobs WHERE state = p.s AND priority > p.v) FROM p WHERE v IS NOT NULL)
+    SELECT MIN((SELECT run_at FROM jobs INDEXED BY jobs_claim WHERE state = p.s AND priority = p.v${kinds}
+      ORDER BY run_at LIMIT 1)) AS m FROM p WHERE v IS NOT NULL`;
+}
+
+function prepare(sqlite: Database.Database) {
+  return {
+    insert: sqlite.prepare(
+      `INSERT INTO jobs (kind, payload, state, priority, run_at, attempts, max_attempts, reclaims, unique_key, created_at, updated_at)
+       VALUES (@kind, @payload, 'available', @priority, @runAt, 0, @maxAttempts, 0, @uniqueKey, @now, @now)
+       ON CONFLICT(unique_key) DO NOTHING RETURNING id`,
+    ),
+    byUniqueKey: sqlite.prepare(`SELECT id FROM jobs WHERE unique_key = ?`),
+    get: sqlite.prepare(`SELECT * FROM jobs WHERE id = ?`),
+    complete: sqlite.prepare(`DELETE FROM jobs WHERE id = @id AND ${OWNED}`),
+    retry: sqlite.prepare(
+      `UPDATE jobs SET
+         state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END,
+         run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE @runAt END,
+         last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
+       WHERE id = @id AND ${OWNED} RETURNING state`,
+    ),
+    snooze: sqlite.prepare(
+      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), run_at = @runAt,
+         locked_until = NULL, locked_by = NULL, updated_at = @now
+       WHERE id = @id AND ${OWNED}`,
+    ),
+    fail: sqlite.prepare(
+      `UPDATE jobs SET state = 'dead', last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
+       WHERE id = @id AND ${OWNED}`,
+    ),
+    release: sqlite.prepare(
+      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), locked_until = NULL, locked_by = NULL,
+         updated_at = @now
+       WHERE id = @id AND state = 'running' AND ${OWNED}`,
+    ),
+    extend: sqlite.prepare(`UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),
+    lifeline: sqlite.prepare(
+      `UPDATE jobs SET state = 'retry', run_at = @now, reclaims = reclaims + 1, last_error = @error,
+         locked_until = NULL, locked_by = NULL, updated_at = @now
+       WHERE state = 'running' AND locked_until < @now`,
+    ),
+  };
+}
+
+function clip(s: string): string {
+  const str = String(s ?? '');
+  return str.length > MAX_ERROR_CHARS ? `${str.slice(0, MAX_ERROR_CHARS - 1)}…` : str;
+}
+
+function toJob(r: Row): Job {
+  return {
+    id: r.id as number,
+    kind: r.kind as string,
+    payload: JSON.parse(r.payload as string),
+    state: r.state as JobState,
+    priority: r.priority as number,
+    runAt: r.run_at as number,
+    attempts: r.attempts as number,
+    maxAttempts: r.max_attempts as number,
+    lockedUntil: (r.locked_until as number | null) ?? null,
+    lockedBy: (r.locked_by as string | null) ?? null,
+    reclaims: r.reclaims as number,
+    uniqueKey: (r.unique_key as string | null) ?? null,
+    lastError: (r.last_error as string | null) ?? null,
+    createdAt: r.created_at as number,
+    updatedAt: r.updated_at as number,
+  };
+}

@@ -1,0 +1,445 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Config } from '../config/schema.js';
+import type { Db } from '../db/open.js';
+import type { BackoffOptions } from './backoff.js';
+import { LEASE_EXPIRED, type Job, type JobQueue, type Lease } from './queue.js';
+import { checkResult, errorMessage, settle, type JobResult, type KindHooks, type Outcome, type SettleContext } from './settle.js';
+
+export type { Apply, JobResult, KindHooks } from './settle.js';
+
+export type JobHandler<P = any> = (job: Job<P>) => Promise<JobResult> | JobResult;
+
+/** pino's Logger fits. */
+export interface JobLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface WorkerOptions {
+  db: Db;
+  queue: JobQueue;
+  concurrency: number;
+  leaseMs: number;
+  logger?: JobLogger;
+  now?: () => number;
+  workerId?: string;
+  /** Retry delay when a handler gives none; default base 1 s, cap 15 min, full jitter. */
+  backoff?: BackoffOptions;
+  /** Default 30 s (config jobs.lifelineIntervalSeconds). */
+  lifelineIntervalMs?: number;
+  /** Longest idle sleep; bounds how late jobs enqueued by other processes (msgctl) are seen. Default 1 s. */
+  maxSleepMs?: number;
+}
+
+export interface WorkerCounters {
+  claimed: number;
+  completed: number;
+  retried: number;
+  snoozed: number;
+  /** Dead-lettered: explicit fail, retries exhausted, or onClaim/apply failures on the last attempt. */
+  dead: number;
+  /** Results dropped because the lease had lapsed and the job was reclaimed. */
+  lost: number;
+  /** Handed back by stop() after its timeout. */
+  released: number;
+  /** Taken back from dead workers by this worker's lifeline. */
+  reclaimed: number;
+}
+
+interface Running {
+  job: Job;
+  lease: Lease;
+  lockedUntil: number;
+  released: boolean;
+}
+
+interface Finished {
+  run: Running;
+  result: JobResult;
+}
+
+interface BatchOut {
+  outcomes: Outcome[];
+  started: Running[];
+  claimed: number;
+}
+
+const BATCH_RETRY_MS = 250;
+const noop = () => {};
+const silent: JobLogger = { info: noop, warn: noop, error: noop };
+
+export function workerOptionsFromConfig(jobs: Config['jobs']) {
+  return {
+    concurrency: jobs.concurrency,
+    leaseMs: jobs.leaseSeconds * 1000,
+    lifelineIntervalMs: jobs.lifelineIntervalSeconds * 1000,
+    backoff: { baseMs: jobs.backoffBaseMs, capMs: jobs.backoffCapMs },
+  };
+}
+
+export class Worker {
+  readonly id: string;
+  readonly counters: WorkerCounters = {
+    claimed: 0, completed: 0, retried: 0, snoozed: 0, dead: 0, lost: 0, released: 0, reclaimed: 0,
+  };
+  readonly db: Db;
+  readonly queue: JobQueue;
+  private readonly concurrency: number;
+  private readonly leaseMs: number;
+  private readonly logger: JobLogger;
+  private readonly now: () => number;
+  private readonly lifelineIntervalMs: number;
+  private readonly maxSleepMs: number;
+  private readonly handlers = new Map<string, { handler: JobHandler; hooks: KindHooks }>();
+  private kinds: string[] = [];
+  private readonly ctx: SettleContext;
+  private readonly batch: { immediate: (finished: Finished[], want: number, now: number) => BatchOut };
+
+  private running = false;
+  private stopping = false;
+  private maybeWork = true;
+  private tickScheduled = false;
+  private readonly inflight = new Map<number, Running>();
+  private finished: Finished[] = [];
+  private wakeTimer: NodeJS.Timeout | null = null;
+  private wakeAt = Infinity;
+  private lifelineTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private waiters: (() => void)[] = [];
+  private stopping$: Promise<void> | null = null;
+
+  constructor(opts: WorkerOptions) {
+    if (!(opts.concurrency >= 1)) throw new Error('concurrency must be at least 1');
+    if (!(opts.leaseMs > 0)) throw new Error('leaseMs must be positive');
+    this.db = opts.db;
+    this.queue = opts.queue;
+    this.concurrency = Math.floor(opts.concurrency);
+    this.leaseMs = opts.leaseMs;
+    this.logger = opts.logger ?? silent;
+    this.now = opts.now ?? Date.now;
+    this.id = opts.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.lifelineIntervalMs = opts.lifelineIntervalMs ?? 30_000;
+    this.maxSleepMs = opts.maxSleepMs ?? 1000;
+    const savepoint = this.db.sqlite.transaction((fn: () => unknown) => fn());
+    this.ctx = {
+      db: this.db,
+      queue: this.queue,
+      backoff: opts.backoff ?? { baseMs: 1000, capMs: 15 * 60_000 },
+      hooks: (kind) => this.handlers.get(kind)?.hooks,
+      log: (level, obj, msg) => this.logger[level]({ workerId: this.id, ...obj }, msg),
+      savepoint: savepoint as <T>(fn: () => T) => T,
+    };
+    // IMMEDIATE: take the write lock up front, so a busy database waits in busy_timeout
+    // instead of failing a read-then-write upgrade.
+    this.batch = this.db.sqlite.transaction((f: Finished[], want: number, now: number) => this.runBatch(f, want, now));
+  }
+
+  register<P = any>(kind: string, handler: JobHandler<P>, hooks: KindHooks<P> = {}): this {
+    if (this.handlers.has(kind)) throw new Error(`a handler for job kind "${kind}" is already registered`);
+    this.handlers.set(kind, { handler, hooks });
+    this.kinds = [...this.handlers.keys()].sort();
+    return this;
+  }
+
+  get inFlight(): number {
+    return this.inflight.size;
+  }
+
+  start(): void {
+    if (this.running) {
+      if (this.stopping) throw new Error('worker is stopping');
+      return;
+    }
+    if (this.kinds.length === 0) throw new Error('register a job handler before start()');
+    this.running = true;
+    this.maybeWork = true;
+    this.unsubscribe = this.queue.onEnqueue(this.onEnqueue);
+    this.runLifeline();
+    this.lifelineTimer = setInterval(this.runLifeline, this.lifelineIntervalMs);
+    this.heartbeatTimer = setInterval(this.heartbeat, Math.min(Math.max(this.leaseMs / 4, 5), 60_000));
+    this.scheduleTick();
+  }
+
+  /**
+   * Stop claiming, let running jobs finish and commit, then after timeoutMs hand whatever still
+   * runs back to the queue (available, attempt not spent); their late results are dropped.
+   */
+  stop(opts: { timeoutMs?: number } = {}): Promise<void> {
+    if (!this.running) return Promise.resolve();
+    this.stopping$ ??= this.shutdown(opts.timeoutMs ?? 30_000).finally(() => (this.stopping$ = null));
+    return this.stopping$;
+  }
+
+  /**
+   * For tests and one-off runs: resolve once nothing of ours is runnable now and nothing is in
+   * flight; with untilEmpty, once no job of ours waits at all (future run_at included).
+   * Starts the worker for the duration if it was not running.
+   */
+  async drain(opts: { untilEmpty?: boolean; maxWaitMs?: number } = {}): Promise<void> {
+    const maxWaitMs = opts.maxWaitMs ?? 30_000;
+    const wasRunning = this.running;
+    if (!wasRunning) this.start();
+    const deadline = Date.now() + maxWaitMs;
+    try {
+      for (;;) {
+        if (this.quiet()) {
+          const done = opts.untilEmpty
+            ? !this.queue.hasPending(this.kinds)
+            : !this.queue.hasRunnable(this.now(), this.kinds);
+          if (done) return;
+          this.wake();
+        }
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`drain: jobs still pending after ${maxWaitMs} ms`);
+        await this.nextProgress(Math.min(left, 100));
+      }
+    } finally {
+      if (!wasRunning) await this.stop();
+    }
+  }
+
+  // The loop. Everything that finished since the last turn is settled, and the freed capacity
+  // claimed, in ONE transaction: one fsync per turn instead of one per job (group commit).
+
+  private scheduleTick() {
+    if (this.tickScheduled) return;
+    this.tickScheduled = true;
+    setImmediate(this.tick);
+  }
+
+  private wake() {
+    this.maybeWork = true;
+    this.scheduleTick();
+  }
+
+  private readonly tick = () => {
+    this.tickScheduled = false;
+    if (!this.running) return;
+    const want = this.maybeWork && !this.stopping ? this.concurrency - this.inflight.size : 0;
+    if (this.finished.length === 0 && want <= 0) return this.progress();
+    const finished = this.finished;
+    this.finished = [];
+    const now = this.now();
+    let out: BatchOut;
+    try {
+      out = this.batch.immediate(finished, want, now);
+    } catch (err) {
+      // Whole batch rolled back (database busy past busy_timeout, disk full): try it again.
+      this.finished = finished.concat(this.finished);
+      this.logger.error({ workerId: this.id, err }, 'job batch transaction failed; retrying');
+      this.armWake(now + BATCH_RETRY_MS);
+      return this.progress();
+    }
+    for (const o of out.outcomes) this.count(o, now);
+    this.counters.claimed += out.claimed;
+    for (const run of out.started) this.launch(run);
+    if (want > 0 && out.claimed < want) {
+      this.maybeWork = false;
+      this.sleepUntilNext(now);
+    }
+    this.progress();
+  };
+
+  private runBatch(finished: Finished[], want: number, now: number): BatchOut {
+    const outcomes: Outcome[] = [];
+    for (const f of finished) outcomes.push(settle(this.ctx, f.run.job, f.run.lease, f.result, now));
+    const started: Running[] = [];
+    if (want <= 0) return { outcomes, started, claimed: 0 };
+    const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: this.kinds });
+    const byKind = new Map<string, Running[]>();
+    for (const job of jobs) {
+      const run: Running = { job, lease: { workerId: this.id, attempts: job.attempts }, lockedUntil: job.lockedUntil!, released: false };
+      if (job.attempts > job.maxAttempts) {
+        // Only the lifeline puts a job back with no attempts left: its runs keep dying with
+        // their worker. Dead-letter it (onDead included) rather than crash another process.
+        const error = `${job.lastError ?? LEASE_EXPIRED} (no attempts left)`;
+        outcomes.push(settle(this.ctx, job, run.lease, { type: 'fail', error }, now));
+        continue;
+      }
+      const group = byKind.get(job.kind);
+      if (group) group.push(run);
+      else byKind.set(job.kind, [run]);
+    }
+    for (const [kind, runs] of byKind) {
+      const onClaim = this.handlers.get(kind)?.hooks.onClaim;
+      try {
+        if (onClaim) this.ctx.savepoint(() => onClaim(runs.map((r) => r.job), this.db));
+        started.push(...runs);
+      } catch (err) {
+        // Counted as a failed try (backoff, then dead) so a broken hook cannot spin the loop.
+        this.logger.error({ workerId: this.id, kind, err }, 'onClaim hook threw; jobs retried');
+        const error = `onClaim failed: ${errorMessage(err)}`;
+        for (const r of runs) outcomes.push(settle(this.ctx, r.job, r.lease, { type: 'retry', error }, now));
+      }
+    }
+    return { outcomes, started, claimed: jobs.length };
+  }
+
+  private launch(run: Running) {
+    this.inflight.set(run.job.id, run);
+    const { handler } = this.handlers.get(run.job.kind)!;
+    let p: Promise<JobResult> | JobResult;
+    try {
+      p = handler(run.job);
+    } catch (err) {
+      p = Promise.reject(err);
+    }
+    Promise.resolve(p).then(
+      (r) => this.finish(run, checkResult(r)),
+      (err) => this.finish(run, { type: 'retry', error: errorMessage(err) }),
+    );
+  }
+
+  private finish(run: Running, result: JobResult) {
+    if (run.released || this.inflight.get(run.job.id) !== run) return;
+    this.inflight.delete(run.job.id);
+    this.finished.push({ run, result });
+    this.scheduleTick();
+  }
+
+  private count(o: Outcome, now: number) {
+    switch (o.kind) {
+      case 'completed':
+        this.counters.completed++;
+        return;
+      case 'dead':
+        this.counters.dead++;
+        return;
+      case 'lost':
+        this.counters.lost++;
+        return;
+      case 'retried':
+      case 'snoozed':
+        if (o.kind === 'retried') this.counters.retried++;
+        else this.counters.snoozed++;
+        if (o.runAt <= now) this.wake();
+        else this.armWake(o.runAt);
+    }
+  }
+
+  // Sleeping: exactly until the next known run_at, never longer than maxSleepMs.
+
+  private sleepUntilNext(now: number) {
+    // An armed timer already covers what we know; local enqueues and retries only pull it earlier.
+    if (this.wakeTimer) return;
+    const next = this.queue.nextRunAt(this.kinds);
+    let at = now + this.maxSleepMs;
+    // next <= now: another connection committed a job after our claim; look again shortly.
+    if (next !== null) at = Math.min(at, next > now ? next : now + 5);
+    this.armWake(at);
+  }
+
+  private armWake(at: number) {
+    if (at >= this.wakeAt) return;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeAt = at;
+    // +1: timers may fire a hair before Date.now() reaches the target.
+    this.wakeTimer = setTimeout(this.onWakeTimer, Math.max(0, at - this.now()) + 1);
+  }
+
+  private clearWake() {
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeTimer = null;
+    this.wakeAt = Infinity;
+  }
+
+  private readonly onWakeTimer = () => {
+    this.wakeTimer = null;
+    this.wakeAt = Infinity;
+    this.wake();
+  };
+
+  private readonly onEnqueue = (earliestRunAt: number) => {
+    if (!this.running || this.stopping) return;
+    if (earliestRunAt <= this.now()) this.wake();
+    else this.armWake(earliestRunAt);
+  };
+
+  private readonly runLifeline = () => {
+    try {
+      const n = this.queue.lifeline(this.now());
+      if (n === 0) return;
+      this.counters.reclaimed += n;
+      this.logger.warn({ workerId: this.id, count: n }, 'lifeline reclaimed jobs whose lease expired');
+      if (!this.stopping) this.wake();
+    } catch (err) {
+      this.logger.error({ workerId: this.id, err }, 'lifeline failed');
+    }
+  };
+
+  // Leases: renew what has run past half its lease, so a slow but live handler is never
+  // reclaimed. A stalled process stops renewing, which is the point.
+  private readonly heartbeat = () => {
+    if (this.inflight.size === 0) return;
+    const now = this.now();
+    const due = [...this.inflight.values()].filter((r) => r.lockedUntil - now < this.leaseMs / 2);
+    if (due.length === 0) return;
+    const until = now + this.leaseMs;
+    try {
+      const renewed = this.db.sqlite.transaction(() => due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until)))();
+      for (const r of renewed) r.lockedUntil = until;
+    } catch (err) {
+      this.logger.error({ workerId: this.id, err }, 'lease renewal failed');
+    }
+  };
+
+  // Shutdown and drain support.
+
+  private quiet(): boolean {
+    return this.inflight.size === 0 && this.finished.length === 0 && !this.tickScheduled;
+  }
+
+  private progress() {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const resolve of w) resolve();
+  }
+
+  private nextProgress(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.waiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  private async shutdown(timeoutMs: number) {
+    this.stopping = true;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.clearWake();
+    if (this.lifelineTimer) clearInterval(this.lifelineTimer);
+    this.lifelineTimer = null;
+    // Wall-clock wait even under an injected clock: this is real time the caller is waiting.
+    const deadline = Date.now() + timeoutMs;
+    while (!this.quiet() && Date.now() < deadline) await this.nextProgress(deadline - Date.now());
+    if (this.inflight.size > 0) this.releaseInflight();
+    if (this.finished.length > 0) this.tick();
+    this.clearWake();
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = null;
+    this.running = false;
+    this.stopping = false;
+    this.progress();
+  }
+
+  private releaseInflight() {
+    const runs = [...this.inflight.values()];
+    const now = this.now();
+    let n = 0;
+    try {
+      n = this.db.sqlite.transaction(() => runs.filter((r) => this.queue.release(r.job.id, { lease: r.lease, now })).length)();
+    } catch (err) {
+      this.logger.error({ workerId: this.id, err }, 'releasing running jobs failed; the lifeline will reclaim them');
+    }
+    for (const r of runs) r.released = true;
+    this.inflight.clear();
+    this.counters.released += n;
+    this.logger.warn({ workerId: this.id, count: n }, 'stop timed out; jobs still running were handed back to the queue');
+  }
+}

@@ -1,0 +1,82 @@
+import { Command, Option } from 'commander';
+import { ConfigError, loadConfig } from './config/load.js';
+import { DataDirError } from './db/datadir.js';
+import { SchemaTooNewError } from './db/migrate.js';
+import { startServer } from './server.js';
+import { VERSION } from './runtime.js';
+
+// bin/msgd: the server. `msgd` and `msgd serve` are the same thing.
+
+function fail(message: string): never {
+  process.stderr.write(`msgd: ${message}\n`);
+  process.exit(1);
+}
+
+async function serve(opts: { config?: string; dataDir?: string; host?: string; port?: string; demo?: boolean }) {
+  let config;
+  try {
+    const overrides: Record<string, unknown> = {};
+    if (opts.host) overrides['server.host'] = opts.host;
+    if (opts.port !== undefined) {
+      if (!/^\d+$/.test(opts.port)) fail(`--port: expected a port number, got "${opts.port}"`);
+      overrides['server.port'] = Number(opts.port);
+    }
+    if (opts.demo === false) overrides['demo.enabled'] = false;
+    config = loadConfig({ configPath: opts.config, dataDir: opts.dataDir, overrides });
+  } catch (e) {
+    if (e instanceof ConfigError) fail(e.message);
+    throw e;
+  }
+  let server;
+  try {
+    server = await startServer({ config });
+  } catch (e: any) {
+    if (e instanceof DataDirError || e instanceof SchemaTooNewError || e instanceof ConfigError) fail(e.message);
+    if (e?.code === 'EADDRINUSE') fail(`port ${config.server.port} on ${config.server.host} is already in use (set MSGD_PORT or --port)`);
+    if (e?.code === 'EACCES') fail(`not allowed to listen on ${config.server.host}:${config.server.port}`);
+    if (e?.code === 'SQLITE_CANTOPEN' || e?.code === 'EACCES') fail(`cannot open the data directory ${config.dataDir}: ${e.message}`);
+    fail(e?.message ?? String(e));
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      process.stderr.write(`msgd: ${signal} again, exiting now\n`);
+      process.exit(1);
+    }
+    stopping = true;
+    server.rt.logger.info({ signal }, 'signal received');
+    server.close().then(
+      () => process.exit(0),
+      (e) => {
+        process.stderr.write(`msgd: shutdown failed: ${e?.message ?? e}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+const program = new Command('msgd')
+  .description('msgd: the messaging gateway server (HTTP API, job loop and cron in one process)')
+  .version(VERSION);
+
+const serveOptions = (cmd: Command) =>
+  cmd
+    .option('-c, --config <file>', 'JSON config file (default: $MSGD_CONFIG; see config/msgd.example.json)')
+    .option('-d, --data-dir <dir>', 'data directory (default: $MSGD_DATA_DIR or ./data)')
+    .option('--host <host>', 'listen address (default: config server.host, 127.0.0.1)')
+    .option('-p, --port <port>', 'listen port (default: config server.port, 8080)')
+    .addOption(new Option('--no-demo', 'never create the demo partner on an empty data directory'));
+
+serveOptions(program.command('serve', { isDefault: true }).description('start the server (the default command)')).action(serve);
+
+program.addHelpText(
+  'after',
+  `
+Environment: MSGD_CONFIG, MSGD_DATA_DIR, MSGD_HOST, MSGD_PORT, MSGD_PUBLIC_URL, MSGD_MASTER_KEY,
+MSGD_LOG_LEVEL, MSGD_DEMO (see docs/configuration.md).
+Operator commands are in msgctl (msgctl --help).`,
+);
+
+program.parseAsync(process.argv).catch((e) => fail(e?.message ?? String(e)));

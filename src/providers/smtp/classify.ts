@@ -1,0 +1,21 @@
+import type { NodemailerError } from 'nodemailer';
+import type { SendResult } from '../types.js';
+
+/** Refusals without an SMTP reply that a retry would meet again: bad address, credentials or config. */
+const CONFIG_CODES = new Set(['EENVELOPE', 'EAUTH', 'ENOAUTH', 'ECONFIG', 'EMESSAGE', 'EREQUIRETLS', 'EMAXRECIPIENTS']);
+
+export function classifySmtpError(err: NodemailerError): SendResult {
+  const rc = typeof err.responseCode === 'number' ? err.responseCode : undefined;
+  const message = (err.response ?? err.message ?? String(err)).slice(0, 1000);
+  if (rc !== undefined) {
+    // RFC 5321: 4yz is transient. 503 (bad sequence) is a session hiccup, not a verdict on the mail.
+    if ((rc >= 400 && rc < 500) || rc === 503) return { outcome: 'retry', code: `smtp_${rc}`, message };
+    if (rc >= 500 && rc < 600) return { outcome: 'failed', code: `smtp_${rc}`, message };
+  }
+  const code = err.code ?? 'EUNKNOWN';
+  if (CONFIG_CODES.has(code)) return { outcome: 'failed', code: `smtp_${code.slice(1).toLowerCase()}`, message };
+  // Refused, reset, timed out, DNS, TLS handshake: the relay never judged the message.
+  if (code === 'ETIMEDOUT') return { outcome: 'retry', code: 'timeout', message };
+  const cause = err.originalCode ? `${code}/${err.originalCode}` : code;
+  return { outcome: 'retry', code: 'network_error', message: `${cause}: ${message}` };
+}

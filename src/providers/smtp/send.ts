@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+import nodemailer from 'nodemailer';
+import type { NodemailerError, SendMailOptions } from 'nodemailer';
+import type { GatewayRuntime, ProviderAdapter, SendContext, SendResult } from '../types.js';
+import { unsupported } from '../send-results.js';
+import { classifySmtpError } from './classify.js';
+
+type PoolTransport = ReturnType<typeof createPool>;
+
+// One pooled transport per gateway, so SMTP sessions are reused across messages; the
+// hash retires the pool when the operator changes settings or the password.
+const pools = new Map<string, { hash: string; transport: PoolTransport }>();
+
+function bool(v: unknown, fallback: boolean): boolean {
+  if (typeof v === 'boolean') return v;
+  if (v === 'true' || v === '1' || v === 1) return true;
+  if (v === 'false' || v === '0' || v === 0) return false;
+  return fallback;
+}
+
+function createPool(gw: GatewayRuntime, timeoutMs: number) {
+  const s = gw.settings;
+  const user = typeof s.user === 'string' && s.user !== '' ? s.user : undefined;
+  return nodemailer.createTransport({
+    pool: true,
+    host: String(s.host),
+    port: Number(s.port ?? 587),
+    secure: bool(s.secure, false),
+    requireTLS: bool(s.require_tls, false),
+    tls: { rejectUnauthorized: bool(s.tls_reject_unauthorized, true) },
+    auth: user ? { user, pass: gw.secrets.password ?? '' } : undefined,
+    maxConnections: 5,
+    connectionTimeout: timeoutMs,
+    greetingTimeout: timeoutMs,
+    socketTimeout: timeoutMs,
+  });
+}
+
+function poolFor(gw: GatewayRuntime, ctx: SendContext): PoolTransport {
+  const hash = createHash('sha256')
+    .update(JSON.stringify([gw.settings, gw.secrets.password ?? null, ctx.timeoutMs]))
+    .digest('hex');
+  const cached = pools.get(gw.id);
+  if (cached && cached.hash === hash) return cached.transport;
+  cached?.transport.close();
+  const transport = createPool(gw, ctx.timeoutMs);
+  pools.set(gw.id, { hash, transport });
+  return transport;
+}
+
+export const smtpAdapter: ProviderAdapter = {
+  kind: 'smtp',
+  async send(gw, msg, ctx): Promise<SendResult> {
+    const c = msg.content;
+    if (c.kind !== 'email') return unsupported('SMTP', c.kind);
+    const mail: SendMailOptions = {
+      from: c.fromName ? { name: c.fromName, address: msg.from } : msg.from,
+      to: msg.to,
+      subject: c.subject,
+      text: c.text,
+      html: c.html,
+      replyTo: c.replyTo,
+      headers: { 'X-Msgd-Message-Id': msg.id },
+    };
+    try {
+      const info = await poolFor(gw, ctx).sendMail(mail);
+      const rejected = info.rejected ?? [];
+      if (rejected.length > 0) {
+        return { outcome: 'failed', code: 'smtp_rejected', message: `recipient refused: ${info.response ?? ''}`.trim() };
+      }
+      return { outcome: 'accepted', providerMessageId: info.messageId };
+    } catch (err) {
+      return classifySmtpError(err as NodemailerError);
+    }
+  },
+  async close() {
+    for (const { transport } of pools.values()) transport.close();
+    pools.clear();
+  },
+};

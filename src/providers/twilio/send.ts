@@ -1,0 +1,61 @@
+import { baseUrl, callProvider, isResponse, retryAfterMs, truncate, type HttpResponse } from '../http.js';
+import { missingSecret, unsupported } from '../send-results.js';
+import type { ProviderAdapter, SendResult } from '../types.js';
+
+const DEFAULT_BASE = 'https://api.twilio.com';
+
+export const twilioAdapter: ProviderAdapter = {
+  kind: 'twilio',
+  async send(gw, msg, ctx) {
+    const sid = String(gw.settings.account_sid ?? '');
+    const token = gw.secrets.auth_token;
+    if (!token) return missingSecret('auth_token');
+    if (msg.content.kind !== 'text') return unsupported('Twilio SMS', msg.content.kind);
+
+    const form = new URLSearchParams();
+    form.set('To', msg.to);
+    // A Messaging Service picks the sender from its pool, so From must then be left out.
+    if (gw.settings.messaging_service_sid) form.set('MessagingServiceSid', String(gw.settings.messaging_service_sid));
+    else form.set('From', msg.from);
+    form.set('Body', msg.content.text);
+    if (ctx.publicUrl) {
+      form.set('StatusCallback', `${ctx.publicUrl.replace(/\/+$/, '')}/api/webhook.php?gateway=${encodeURIComponent(gw.id)}`);
+    }
+
+    const res = await callProvider(ctx, {
+      url: `${baseUrl(gw.settings, DEFAULT_BASE)}/2010-04-01/Accounts/${encodeURIComponent(sid)}/Messages.json`,
+      headers: {
+        authorization: `Basic ${Buffer.from(`${sid}:${token}`).toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+        accept: 'application/json',
+      },
+      body: form.toString(),
+    });
+    if (!isResponse(res)) return res;
+    if (res.status >= 200 && res.status < 300) {
+      const id = res.json?.sid;
+      if (typeof id === 'string' && id !== '') {
+        const status = res.json?.status;
+        return typeof status === 'string'
+          ? { outcome: 'accepted', providerMessageId: id, providerStatus: status }
+          : { outcome: 'accepted', providerMessageId: id };
+      }
+      return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a sid: ${truncate(res.text)}` };
+    }
+    return classifyTwilioError(res, ctx.now());
+  },
+};
+
+export function classifyTwilioError(res: HttpResponse, now: number): SendResult {
+  const code = res.json?.code;
+  const codeStr = typeof code === 'number' || typeof code === 'string' ? String(code) : `http_${res.status}`;
+  const message =
+    typeof res.json?.message === 'string' ? truncate(res.json.message, 1000) : `HTTP ${res.status}: ${truncate(res.text) || 'empty body'}`;
+  if (res.status === 429 || codeStr === '20429' || res.status >= 500) {
+    const after = retryAfterMs(res, now);
+    return after === undefined
+      ? { outcome: 'retry', code: codeStr, message }
+      : { outcome: 'retry', code: codeStr, message, retryAfterMs: after };
+  }
+  return { outcome: 'failed', code: codeStr, message };
+}

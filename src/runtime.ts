@@ -1,0 +1,111 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import { Agent } from 'undici';
+import type { Config } from './config/schema.js';
+import { openDataDir, type DataDir } from './db/datadir.js';
+import { GroupCommitter } from './db/group-commit.js';
+import type { CoreCtx } from './core/context.js';
+import { TokenAuthenticator } from './core/tokens.js';
+import { parseMoney } from './lib/money.js';
+import { JobQueue } from './jobs/queue.js';
+import { Worker } from './jobs/worker.js';
+import { RateShaper } from './jobs/rate.js';
+import { registerDispatch } from './jobs/dispatch.js';
+import type { AcceptDeps } from './jobs/dispatch-accept.js';
+import { closeAdapters } from './providers/registry.js';
+import type { MaintenanceTask } from './jobs/maintenance.js';
+
+// The composition root: one object holding everything a running msgd needs. msgd's
+// server builds it with background work; tests build it over a temp data directory.
+
+export const VERSION: string = JSON.parse(
+  readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8'),
+).version;
+
+export interface Runtime {
+  version: string;
+  config: Config;
+  logger: Logger;
+  dataDir: DataDir;
+  ctx: CoreCtx;
+  auth: TokenAuthenticator;
+  committer: GroupCommitter;
+  queue: JobQueue;
+  worker: Worker;
+  shaper: RateShaper;
+  dispatcher: Agent;
+  acceptDeps: AcceptDeps;
+  /** Where msgd can reach itself (sandbox reports): set once the server listens. */
+  selfUrl: string | null;
+  /** Retention and upkeep tasks each surface adds; scheduled by src/jobs/maintenance.ts. */
+  maintenanceTasks: MaintenanceTask[];
+  /** Base URL providers call back on: config server.publicUrl, else selfUrl. */
+  callbackBase(): string | null;
+  close(): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  config: Config;
+  logger: Logger;
+  env?: NodeJS.ProcessEnv;
+  now?: () => number;
+}
+
+export function createRuntime(opts: RuntimeOptions): Runtime {
+  const { config, logger } = opts;
+  const now = opts.now ?? Date.now;
+  const dataDir = openDataDir(config.dataDir, { create: true, env: opts.env, manualCheckpoint: true });
+  const ctx: CoreCtx = { db: dataDir.db, masterKey: dataDir.masterKey, config, now };
+  const queue = new JobQueue(dataDir.db, { maxAttempts: config.jobs.maxAttempts, leaseMs: config.jobs.leaseSeconds * 1000, now });
+  const worker = new Worker({
+    db: dataDir.db,
+    queue,
+    concurrency: config.jobs.concurrency,
+    leaseMs: config.jobs.leaseSeconds * 1000,
+    lifelineIntervalMs: config.jobs.lifelineIntervalSeconds * 1000,
+    backoff: { baseMs: config.jobs.backoffBaseMs, capMs: config.jobs.backoffCapMs },
+    logger,
+    now,
+  });
+  const dispatcher = new Agent({
+    connections: config.dispatch.connectionsPerOrigin,
+    keepAliveTimeout: 30_000,
+    pipelining: 1,
+  });
+  const shaper = new RateShaper({ now });
+  const committer = new GroupCommitter(dataDir.db.sqlite);
+  const rt: Runtime = {
+    version: VERSION,
+    config,
+    logger,
+    dataDir,
+    ctx,
+    auth: new TokenAuthenticator(ctx),
+    committer,
+    queue,
+    worker,
+    shaper,
+    dispatcher,
+    acceptDeps: {
+      ctx,
+      committer,
+      queue,
+      defaultLowBalance: config.billing.balanceLowThreshold === null ? null : parseMoney(config.billing.balanceLowThreshold),
+    },
+    selfUrl: null,
+    maintenanceTasks: [],
+    callbackBase: () => config.server.publicUrl?.replace(/\/+$/, '') ?? rt.selfUrl,
+    async close() {
+      await worker.stop({ timeoutMs: 10_000 });
+      await closeAdapters();
+      await dispatcher.close();
+      dataDir.close();
+    },
+  };
+  registerDispatch(worker, { ctx, config, dispatcher, shaper, logger, callbackBase: () => rt.callbackBase() });
+  // [webhooks-in jobs]
+  // [webhooks-out jobs]
+  return rt;
+}

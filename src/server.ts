@@ -1,0 +1,95 @@
+import type { FastifyInstance } from 'fastify';
+import { loadConfig, type LoadOptions } from './config/load.js';
+import type { Config } from './config/schema.js';
+import { startCheckpointer, type Checkpointer } from './db/checkpointer.js';
+import { maybeSeedDemo, type DemoSeed } from './core/demo.js';
+import { buildApp } from './http/app.js';
+import { createLogger } from './http/logger.js';
+import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
+import { createRuntime, type Runtime } from './runtime.js';
+
+export interface Server {
+  rt: Runtime;
+  app: FastifyInstance;
+  url: string;
+  demo: DemoSeed | null;
+  close(): Promise<void>;
+}
+
+export interface StartOptions extends LoadOptions {
+  config?: Config;
+  /** Where the one-time demo banner goes (stdout by default). */
+  print?: (text: string) => void;
+  logDestination?: NodeJS.WritableStream;
+}
+
+function demoBanner(seed: DemoSeed, url: string): string {
+  return [
+    '',
+    '  msgd created a demo partner on a sandbox gateway (no provider account needed).',
+    '  Its API token is shown ONCE, now. Store it if you want to keep using it:',
+    '',
+    `    ${seed.token}`,
+    '',
+    '  Send an SMS through the sandbox:',
+    '',
+    `    curl -s ${url}/api/send-sms.php \\`,
+    `      -H "Authorization: Bearer ${seed.token}" \\`,
+    `      -H "Content-Type: application/json" \\`,
+    `      -d '{"to":"+14155550123","text":"Hello from msgd"}'`,
+    '',
+    `  Then watch it go queued -> sent -> delivered:  curl -s ${url}/v1/messages/<id> -H "Authorization: Bearer ${seed.token}"`,
+    '  Turn the demo off with MSGD_DEMO=false or --no-demo; it is never created once partners exist.',
+    '',
+  ].join('\n');
+}
+
+/** msgd serve: open (create, migrate) the data dir, listen, run the job loop and cron. */
+export async function startServer(opts: StartOptions = {}): Promise<Server> {
+  const config = opts.config ?? loadConfig(opts);
+  const logger = createLogger(config.log.level, { destination: opts.logDestination });
+  const rt = createRuntime({ config, logger, env: opts.env });
+  let app: FastifyInstance | undefined;
+  let checkpointer: Checkpointer | undefined;
+  let maintenance: Maintenance | undefined;
+  try {
+    const demo = config.demo.enabled ? maybeSeedDemo(rt.ctx) : null;
+    app = await buildApp(rt);
+    await app.listen({ host: config.server.host, port: config.server.port });
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : config.server.port;
+    const host = config.server.host === '0.0.0.0' || config.server.host === '::' ? '127.0.0.1' : config.server.host;
+    const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    rt.selfUrl = url;
+    checkpointer = startCheckpointer(rt.dataDir.db.path, { onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed') });
+    maintenance = startMaintenance(rt, { checkpointer });
+    rt.worker.start();
+    logger.info({ url, dataDir: rt.dataDir.dir, version: rt.version }, 'msgd listening');
+    if (demo) (opts.print ?? ((t: string) => process.stdout.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
+    let closing: Promise<void> | undefined;
+    const server: Server = {
+      rt,
+      app,
+      url,
+      demo,
+      close() {
+        closing ??= (async () => {
+          logger.info('msgd shutting down: no new requests, finishing in-flight jobs');
+          await app!.close();
+          maintenance?.stop();
+          await rt.close();
+          await checkpointer?.stop();
+          logger.info('msgd stopped');
+        })();
+        return closing;
+      },
+    };
+    return server;
+  } catch (e) {
+    maintenance?.stop();
+    await app?.close().catch(() => {});
+    await checkpointer?.stop();
+    await rt.close().catch(() => {});
+    throw e;
+  }
+}

@@ -1,0 +1,102 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const MSGCTL = join(ROOT, 'bin', 'msgctl');
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface RunOptions {
+  /** Passed as --data-dir; omit to test MSGD_DATA_DIR / config resolution. */
+  dataDir?: string;
+  /** Written to stdin, then closed. Without it stdin is closed at once (never a TTY). */
+  stdin?: string;
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+}
+
+/** Run `node bin/msgctl` the way an operator would, in a clean MSGD_* environment. */
+export function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MSGD_')) env[k] = v;
+  for (const [k, v] of Object.entries(opts.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  const argv = opts.dataDir ? ['--data-dir', opts.dataDir, ...args] : args;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MSGCTL, ...argv], {
+      cwd: opts.cwd ?? (opts.dataDir ? dirname(opts.dataDir) : tmpdir()),
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.on('error', () => {}); // the command may exit before reading
+    child.stdin.end(opts.stdin ?? '');
+  });
+}
+
+/** Run with --json, expect success, return the parsed document. */
+export async function runJson<T = any>(args: string[], opts: RunOptions = {}): Promise<T> {
+  const r = await runCli([...args, '--json'], opts);
+  if (r.code !== 0) throw new Error(`msgctl ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
+  return JSON.parse(r.stdout) as T;
+}
+
+const made: string[] = [];
+
+/** A path for a data directory inside a fresh temp dir (the data dir itself does not exist yet). */
+export function tmpDataDir(): string {
+  const root = mkdtempSync(join(tmpdir(), 'msgctl-test-'));
+  made.push(root);
+  return join(root, 'data');
+}
+
+export function cleanupTmp() {
+  for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
+}
+
+export const DUMP_TABLES = ['partners', 'tokens', 'gateways', 'channels', 'prices', 'ledger_entries', 'audit_log'] as const;
+
+/** Every row of the operator-managed tables, for before/after comparisons. */
+export function dumpDb(dataDir: string, tables: readonly string[] = DUMP_TABLES): Record<string, unknown[]> {
+  const db = new Database(join(dataDir, 'msgd.db'));
+  try {
+    const out: Record<string, unknown[]> = {};
+    for (const t of tables) out[t] = db.prepare(`SELECT * FROM ${t} ORDER BY rowid`).all();
+    return out;
+  } finally {
+    db.close();
+  }
+}
+
+/** Raw SQL against the data dir's database, as something other than msgctl would. */
+export function withDb<T>(dataDir: string, fn: (db: Database.Database) => T): T {
+  const db = new Database(join(dataDir, 'msgd.db'));
+  try {
+    return fn(db);
+  } finally {
+    db.close();
+  }
+}
+
+/** One line on stderr, in msgctl's format. */
+export function oneErrorLine(stderr: string): string {
+  const lines = stderr.split('\n').filter((l) => l.length > 0);
+  if (lines.length !== 1) throw new Error(`expected one stderr line, got ${lines.length}:\n${stderr}`);
+  if (!lines[0].startsWith('msgctl: ')) throw new Error(`stderr line does not start with "msgctl: ": ${lines[0]}`);
+  return lines[0];
+}

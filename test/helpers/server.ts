@@ -1,0 +1,115 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../../src/config/load.js';
+import { startServer, type Server } from '../../src/server.js';
+import type { CoreCtx } from '../../src/core/context.js';
+import { createPartner } from '../../src/core/partners.js';
+import { issueToken } from '../../src/core/tokens.js';
+import { addGateway } from '../../src/core/gateways.js';
+import { assignChannel } from '../../src/core/channels.js';
+import { topup } from '../../src/core/ledger.js';
+import { setPrice } from '../../src/core/prices.js';
+import { parseMoney } from '../../src/lib/money.js';
+
+export function tmpDir(prefix = 'msgd-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface TestServer extends Server {
+  dataDir: string;
+  logs: string[];
+  ctx: CoreCtx;
+  stop(): Promise<void>;
+}
+
+/** A real msgd (HTTP on 127.0.0.1:0, job loop, cron) over a fresh temp data dir. */
+export async function startTestServer(
+  overrides: Record<string, unknown> = {},
+  opts: { dataDir?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? tmpDir();
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(chunk.toString());
+      cb();
+    },
+  });
+  const config = loadConfig({
+    env: opts.env ?? {},
+    dataDir,
+    overrides: { 'server.port': 0, 'demo.enabled': false, 'log.level': 'info', ...overrides },
+  });
+  const server = await startServer({ config, logDestination: sink, env: opts.env ?? {}, print: () => {} });
+  return {
+    ...server,
+    dataDir,
+    logs,
+    ctx: server.rt.ctx,
+    async stop() {
+      await server.close();
+      if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface PartnerSetup {
+  partnerId: string;
+  slug: string;
+  token: string;
+}
+
+/** A partner with a token, optional funds and prices. */
+export function setupPartner(
+  ctx: CoreCtx,
+  opts: { slug?: string; scopes?: string; balance?: string; credit?: string; prices?: Record<string, string> } = {},
+): PartnerSetup {
+  const slug = opts.slug ?? `p${Math.random().toString(36).slice(2, 10)}`;
+  const p = createPartner(ctx, { slug, name: slug, creditLimit: opts.credit ? parseMoney(opts.credit) : 0 }, 'test');
+  if (opts.balance && parseMoney(opts.balance) > 0) topup(ctx, p.id, parseMoney(opts.balance), null, 'test');
+  for (const [channel, amount] of Object.entries(opts.prices ?? {})) {
+    setPrice(ctx, { channel, amount: parseMoney(amount), partner: p.id }, 'test');
+  }
+  const { secret } = issueToken(ctx, { partner: p.id, name: 'test', scopes: opts.scopes ?? '*' }, 'test');
+  return { partnerId: p.id, slug, token: secret };
+}
+
+/** Add a gateway and assign it to a partner for one channel type. */
+export function connect(
+  ctx: CoreCtx,
+  partnerId: string,
+  gw: { kind: string; name?: string; settings?: Record<string, unknown>; secrets?: Record<string, string> },
+  type: string,
+  sender?: string,
+) {
+  const g = addGateway(
+    ctx,
+    { kind: gw.kind, name: gw.name ?? `${gw.kind}-${Math.random().toString(36).slice(2, 8)}`, settings: gw.settings, secrets: gw.secrets },
+    'test',
+  );
+  const ch = assignChannel(ctx, { partner: partnerId, gateway: g.id, type, sender }, 'test');
+  return { gateway: g, channel: ch };
+}
+
+/** POST JSON with a bearer token; returns status, headers and parsed body. */
+export async function postJson(url: string, body: unknown, token?: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...headers,
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, body: json, text };
+}

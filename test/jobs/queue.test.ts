@@ -1,0 +1,227 @@
+import { describe, expect, it } from 'vitest';
+import { JobQueue, LEASE_EXPIRED } from '../../src/jobs/queue.js';
+import { effects, jobRow, sleep, tempDb } from './helpers.js';
+
+const T0 = 1_800_000_000_000;
+
+function setup(opts: { maxAttempts?: number } = {}) {
+  const t = tempDb();
+  const queue = new JobQueue(t.db, { maxAttempts: opts.maxAttempts ?? 3, leaseMs: 60_000, now: () => T0 });
+  return { ...t, queue };
+}
+
+describe('JobQueue.enqueue', () => {
+  it('is idempotent by unique key: the second enqueue returns the first job', () => {
+    const { db, queue } = setup();
+    const a = queue.enqueue({ kind: 'k', payload: { n: 1 }, uniqueKey: 'msg_1' });
+    const b = queue.enqueue({ kind: 'k', payload: { n: 2 }, uniqueKey: 'msg_1' });
+    const c = queue.enqueue({ kind: 'k', payload: { n: 3 } });
+    expect(a.created).toBe(true);
+    expect(b).toEqual({ id: a.id, created: false });
+    expect(c.created).toBe(true);
+    expect(c.id).not.toBe(a.id);
+    expect(db.sqlite.prepare('SELECT COUNT(*) AS n FROM jobs').get()).toEqual({ n: 2 });
+    expect(JSON.parse(jobRow(db, a.id)!.payload)).toEqual({ n: 1 });
+  });
+
+  it('frees the unique key once the job is done (done jobs are deleted)', () => {
+    const { queue } = setup();
+    const a = queue.enqueue({ kind: 'k', uniqueKey: 'u' });
+    queue.claim('w', 1);
+    expect(queue.complete(a.id)).toBe(true);
+    const b = queue.enqueue({ kind: 'k', uniqueKey: 'u' });
+    expect(b.created).toBe(true);
+    expect(b.id).not.toBe(a.id);
+  });
+
+  it('commits or rolls back with the caller transaction (outbox rule)', () => {
+    const { db, queue } = setup();
+    const tx = db.sqlite.transaction((fail: boolean) => {
+      db.sqlite.prepare(`INSERT INTO effects (job_id, note) VALUES (0, 'state change')`).run();
+      queue.enqueue({ kind: 'k', payload: { fail } });
+      if (fail) throw new Error('boom');
+    });
+    expect(() => tx(true)).toThrow('boom');
+    expect(effects(db)).toHaveLength(0);
+    expect(queue.hasPending()).toBe(false);
+    tx(false);
+    expect(effects(db)).toHaveLength(1);
+    expect(queue.hasPending()).toBe(true);
+  });
+
+  it('notifies listeners after the transaction, never inside it, once per turn', async () => {
+    const { db, queue } = setup();
+    const calls: { at: number; inTx: boolean }[] = [];
+    const off = queue.onEnqueue((at) => calls.push({ at, inTx: db.sqlite.inTransaction }));
+    db.sqlite.transaction(() => {
+      queue.enqueue({ kind: 'k', runAt: T0 + 500 });
+      queue.enqueue({ kind: 'k', runAt: T0 + 100 });
+      expect(calls).toHaveLength(0);
+    })();
+    expect(calls).toHaveLength(0);
+    await sleep(5);
+    expect(calls).toEqual([{ at: T0 + 100, inTx: false }]);
+    off();
+    queue.enqueue({ kind: 'k' });
+    await sleep(5);
+    expect(calls).toHaveLength(1);
+  });
+
+  it('wakes listeners of another queue object on another connection to the same file', async () => {
+    const t = tempDb();
+    const q1 = new JobQueue(t.db);
+    const q2 = new JobQueue(t.open());
+    let woken = 0;
+    q2.onEnqueue(() => woken++);
+    q1.enqueue({ kind: 'k' });
+    await sleep(5);
+    expect(woken).toBe(1);
+  });
+
+  it('rejects a missing kind and a bad maxAttempts', () => {
+    const { queue } = setup();
+    expect(() => queue.enqueue({ kind: '' })).toThrow(/kind/);
+    expect(() => queue.enqueue({ kind: 'k', maxAttempts: 0 })).toThrow(/maxAttempts/);
+  });
+});
+
+describe('JobQueue.claim', () => {
+  it('claims in priority (lower first), then run_at, then id order, and skips future jobs', () => {
+    const { queue } = setup();
+    const ids = {
+      late: queue.enqueue({ kind: 'k', runAt: T0 - 10 }).id,
+      early: queue.enqueue({ kind: 'k', runAt: T0 - 20 }).id,
+      urgent: queue.enqueue({ kind: 'k', runAt: T0, priority: -5 }).id,
+      lazy: queue.enqueue({ kind: 'k', runAt: T0 - 1000, priority: 5 }).id,
+      sameA: queue.enqueue({ kind: 'k', runAt: T0 - 10 }).id,
+      future: queue.enqueue({ kind: 'k', runAt: T0 + 1 }).id,
+    };
+    const first = queue.claim('w', 3, T0);
+    expect(first.map((j) => j.id)).toEqual([ids.urgent, ids.early, ids.late]);
+    const rest = queue.claim('w', 10, T0);
+    expect(rest.map((j) => j.id)).toEqual([ids.sameA, ids.lazy]);
+    expect(queue.claim('w', 10, T0)).toEqual([]);
+    expect(queue.claim('w', 10, T0 + 1).map((j) => j.id)).toEqual([ids.future]);
+  });
+
+  it('marks claimed jobs running with an attempt, a lease and an owner', () => {
+    const { queue } = setup();
+    const { id } = queue.enqueue({ kind: 'k', payload: { a: [1, 'x'] } });
+    const [job] = queue.claim('w1', 5, T0, { leaseMs: 1000 });
+    expect(job).toMatchObject({ id, kind: 'k', state: 'running', attempts: 1, lockedBy: 'w1', lockedUntil: T0 + 1000 });
+    expect(job.payload).toEqual({ a: [1, 'x'] });
+    expect(queue.claim('w2', 5, T0)).toEqual([]);
+  });
+
+  it('claims only the kinds asked for', () => {
+    const { queue } = setup();
+    queue.enqueue({ kind: 'a' });
+    const b = queue.enqueue({ kind: 'b' }).id;
+    expect(queue.claim('w', 10, T0, { kinds: ['b', 'c'] }).map((j) => j.id)).toEqual([b]);
+    expect(queue.hasRunnable(T0, ['b'])).toBe(false);
+    expect(queue.hasRunnable(T0, ['a'])).toBe(true);
+  });
+});
+
+describe('JobQueue completions', () => {
+  it('retry reschedules, and a retry at max_attempts goes dead instead', () => {
+    const { db, queue } = setup({ maxAttempts: 2 });
+    const { id } = queue.enqueue({ kind: 'k' });
+    queue.claim('w', 1, T0);
+    expect(queue.retry(id, { afterMs: 5000, error: 'timeout' }, { now: T0 })).toBe('retry');
+    expect(jobRow(db, id)).toMatchObject({ state: 'retry', run_at: T0 + 5000, last_error: 'timeout', locked_by: null });
+    queue.claim('w', 1, T0 + 5000);
+    expect(queue.retry(id, { afterMs: 5000, error: 'again' }, { now: T0 + 5000 })).toBe('dead');
+    expect(jobRow(db, id)).toMatchObject({ state: 'dead', attempts: 2, last_error: 'again' });
+  });
+
+  it('snooze gives the attempt back', () => {
+    const { db, queue } = setup({ maxAttempts: 1 });
+    const { id } = queue.enqueue({ kind: 'k' });
+    for (let i = 0; i < 5; i++) {
+      const [job] = queue.claim('w', 1, T0 + i * 10);
+      expect(job.attempts).toBe(1);
+      expect(queue.snooze(id, 10, { now: T0 + i * 10 })).toBe(true);
+    }
+    expect(jobRow(db, id)).toMatchObject({ state: 'available', attempts: 0, run_at: T0 + 50 });
+  });
+
+  it('a completion under a lease only lands while that claim still holds', () => {
+    const { db, queue } = setup();
+    const { id } = queue.enqueue({ kind: 'k' });
+    const [job] = queue.claim('w1', 1, T0, { leaseMs: 100 });
+    const lease = { workerId: 'w1', attempts: job.attempts };
+    expect(queue.lifeline(T0 + 101)).toBe(1);
+    const [again] = queue.claim('w2', 1, T0 + 101);
+    expect(again.id).toBe(id);
+    // the stalled first holder comes back: its result is dropped
+    expect(queue.complete(id, { lease })).toBe(false);
+    expect(queue.fail(id, 'x', { lease })).toBe(false);
+    expect(queue.retry(id, { afterMs: 0, error: 'x' }, { lease })).toBe(null);
+    expect(jobRow(db, id)).toMatchObject({ state: 'running', locked_by: 'w2' });
+    expect(queue.complete(id, { lease: { workerId: 'w2', attempts: again.attempts } })).toBe(true);
+    expect(jobRow(db, id)).toBeUndefined();
+  });
+
+  it('release hands a running job back without spending its attempt', () => {
+    const { db, queue } = setup();
+    const { id } = queue.enqueue({ kind: 'k' });
+    queue.claim('w', 1, T0);
+    expect(queue.release(id)).toBe(true);
+    expect(jobRow(db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null, locked_until: null });
+  });
+});
+
+describe('JobQueue.lifeline', () => {
+  it('puts expired leases back to retry, counts the reclaim and says why', () => {
+    const { db, queue } = setup();
+    const a = queue.enqueue({ kind: 'k' }).id;
+    const b = queue.enqueue({ kind: 'k' }).id;
+    queue.claim('w', 1, T0, { leaseMs: 100 });
+    queue.claim('w', 1, T0, { leaseMs: 10_000 });
+    expect(queue.lifeline(T0 + 100)).toBe(0); // not yet expired: locked_until < now
+    expect(queue.lifeline(T0 + 101)).toBe(1);
+    expect(jobRow(db, a)).toMatchObject({ state: 'retry', run_at: T0 + 101, reclaims: 1, last_error: LEASE_EXPIRED, locked_by: null });
+    expect(jobRow(db, b)).toMatchObject({ state: 'running', reclaims: 0 });
+  });
+});
+
+describe('JobQueue operator views', () => {
+  it('counts per kind and state, lists, retries and deletes dead jobs', () => {
+    const { db, queue } = setup({ maxAttempts: 1 });
+    const ids = [1, 2, 3].map((n) => queue.enqueue({ kind: n === 3 ? 'other' : 'send', payload: { n } }).id);
+    queue.enqueue({ kind: 'send' });
+    for (const j of queue.claim('w', 3, T0)) queue.fail(j.id, `bad ${j.payload && (j.payload as any).n}`);
+    expect(queue.stats()).toEqual([
+      { kind: 'other', state: 'dead', count: 1 },
+      { kind: 'send', state: 'available', count: 1 },
+      { kind: 'send', state: 'dead', count: 2 },
+    ]);
+    expect(queue.listDead({ kind: 'send' }).map((j) => [j.id, j.lastError])).toEqual([
+      [ids[0], 'bad 1'],
+      [ids[1], 'bad 2'],
+    ]);
+    expect(queue.listDead({ limit: 1, afterId: ids[0] }).map((j) => j.id)).toEqual([ids[1]]);
+    expect(queue.retryDead(ids[0], T0 + 5)).toBe(1);
+    expect(jobRow(db, ids[0])).toMatchObject({ state: 'available', attempts: 0, run_at: T0 + 5 });
+    expect(queue.deleteDead({ kind: 'other' })).toBe(1);
+    expect(queue.retryDead('all')).toBe(1);
+    expect(queue.listDead()).toEqual([]);
+    expect(queue.deleteDead('all')).toBe(0);
+  });
+
+  it('nextRunAt gives the earliest waiting run_at across priorities, states and kinds', () => {
+    const { queue } = setup();
+    expect(queue.nextRunAt()).toBeNull();
+    queue.enqueue({ kind: 'a', runAt: T0 + 900, priority: -1 });
+    queue.enqueue({ kind: 'a', runAt: T0 + 500, priority: 3 });
+    const r = queue.enqueue({ kind: 'b', runAt: T0 }).id;
+    queue.enqueue({ kind: 'b', runAt: T0 + 700, priority: 7 });
+    queue.claim('w', 1, T0);
+    queue.retry(r, { afterMs: 300, error: 'x' }, { now: T0 });
+    expect(queue.nextRunAt()).toBe(T0 + 300);
+    expect(queue.nextRunAt(['a'])).toBe(T0 + 500);
+    expect(queue.nextRunAt(['b'])).toBe(T0 + 300);
+    expect(queue.nextRunAt(['zzz'])).toBeNull();
+  });
+});

@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { twilioAdapter as adapter } from '../../src/providers/twilio/send.js';
+import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
+
+const SID = 'AC0123456789abcdef0123456789abcdef';
+const TOKEN = 'test_auth_token';
+const dispatcher = newDispatcher();
+const ctx = makeCtx(dispatcher, { publicUrl: 'https://gw.example.com' });
+let fake: TwilioFake;
+
+const gw = (extra: Record<string, unknown> = {}, token = TOKEN) =>
+  makeGw('twilio', { base_url: fake.url, account_sid: SID, ...extra }, { auth_token: token });
+const sms = (to = '+15558675310', body = 'Your code is 123456') => makeMsg('sms', to, '+15017250604', text(body));
+
+beforeAll(async () => {
+  fake = await startTwilioFake({ accounts: { [SID]: TOKEN } });
+});
+afterAll(async () => {
+  await fake.close();
+  await dispatcher.close();
+});
+beforeEach(() => fake.reset());
+
+describe('twilio adapter', () => {
+  it('creates a message with Basic auth and form parameters, returning the SM sid', async () => {
+    const g = gw();
+    const r = await adapter.send(g, sms(), ctx);
+    const req = fake.last()!;
+    expect(req.path).toBe(`/2010-04-01/Accounts/${SID}/Messages.json`);
+    expect(req.headers.authorization).toBe(`Basic ${Buffer.from(`${SID}:${TOKEN}`).toString('base64')}`);
+    expect(req.headers['content-type']).toBe('application/x-www-form-urlencoded');
+    expect(req.headers.accept).toBe('application/json');
+    expect(req.body).toEqual({
+      To: '+15558675310',
+      From: '+15017250604',
+      Body: 'Your code is 123456',
+      StatusCallback: `https://gw.example.com/api/webhook.php?gateway=${g.id}`,
+    });
+    const answered = JSON.parse(req.reply!.body);
+    expect(req.reply!.status).toBe(201);
+    expect(answered.sid).toMatch(/^SM[0-9a-f]{32}$/);
+    expect(answered.num_segments).toBe('1');
+    expect(answered.date_created).toMatch(/^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} \+0000$/);
+    expect(r).toEqual({ outcome: 'accepted', providerMessageId: answered.sid, providerStatus: 'queued' });
+  });
+
+  it('uses MessagingServiceSid instead of From and omits StatusCallback without a public URL', async () => {
+    const r = await adapter.send(gw({ messaging_service_sid: 'MG0123456789abcdef0123456789abcdef' }), sms(), makeCtx(dispatcher));
+    const body = fake.last()!.body;
+    expect(body.MessagingServiceSid).toBe('MG0123456789abcdef0123456789abcdef');
+    expect(body).not.toHaveProperty('From');
+    expect(body).not.toHaveProperty('StatusCallback');
+    expect(r).toMatchObject({ outcome: 'accepted', providerStatus: 'accepted' });
+  });
+
+  it('retries 20429 with the Retry-After hint', async () => {
+    fake.failNext({ kind: 'rate_limit', retryAfterS: 3 });
+    const r = await adapter.send(gw(), sms(), ctx);
+    expect(fake.last()!.reply!.status).toBe(429);
+    expect(r).toMatchObject({ outcome: 'retry', code: '20429', retryAfterMs: 3000 });
+  });
+
+  it('retries 5xx, timeouts and resets', async () => {
+    fake.failNext({ kind: 'status', status: 500 });
+    fake.failNext({ kind: 'timeout' });
+    fake.failNext({ kind: 'reset' });
+    const a = await adapter.send(gw(), sms(), ctx);
+    const b = await adapter.send(gw(), sms(), makeCtx(dispatcher, { timeoutMs: 150 }));
+    const c = await adapter.send(gw(), sms(), ctx);
+    expect(a).toMatchObject({ outcome: 'retry', code: '20500' });
+    expect(b).toMatchObject({ outcome: 'retry', code: 'timeout' });
+    expect(c).toMatchObject({ outcome: 'retry', code: 'network_error' });
+  });
+
+  it('fails an invalid To with 21211 (real validation by the fake)', async () => {
+    const r = await adapter.send(gw(), sms('5551234567'), ctx);
+    expect(fake.last()!.reply!.status).toBe(400);
+    expect(r).toEqual({ outcome: 'failed', code: '21211', message: "The 'To' number 5551234567 is not a valid phone number." });
+  });
+
+  it('fails an unsubscribed recipient (21610) and a blocked region (21408), only for them', async () => {
+    fake.failFor('+15550001111', { kind: 'error', code: 21610 });
+    fake.failFor('+8613800000000', { kind: 'error', code: 21408 });
+    const stop = await adapter.send(gw(), sms('+15550001111'), ctx);
+    const region = await adapter.send(gw(), sms('+8613800000000'), ctx);
+    const ok = await adapter.send(gw(), sms('+15558675310'), ctx);
+    expect(stop).toMatchObject({ outcome: 'failed', code: '21610' });
+    expect(region).toMatchObject({ outcome: 'failed', code: '21408' });
+    expect(ok.outcome).toBe('accepted');
+  });
+
+  it('fails on bad credentials with 20003', async () => {
+    const r = await adapter.send(gw({}, 'wrong'), sms(), ctx);
+    expect(fake.last()!.reply!.status).toBe(401);
+    expect(r).toMatchObject({ outcome: 'failed', code: '20003', message: 'Authenticate' });
+  });
+
+  it('retries while Twilio is unreachable', async () => {
+    await fake.down();
+    const r = await adapter.send(gw(), sms(), ctx);
+    await fake.up();
+    expect(r).toMatchObject({ outcome: 'retry', code: 'network_error' });
+    expect((await adapter.send(gw(), sms(), ctx)).outcome).toBe('accepted');
+  });
+});
