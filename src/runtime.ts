@@ -13,9 +13,11 @@ import { JobQueue } from './jobs/queue.js';
 import { Worker } from './jobs/worker.js';
 import { RateShaper } from './jobs/rate.js';
 import { registerDispatch } from './jobs/dispatch.js';
+import { registerWebhooksIn } from './jobs/webhook-intake.js';
 import type { AcceptDeps } from './jobs/dispatch-accept.js';
 import { closeAdapters } from './providers/registry.js';
 import type { MaintenanceTask } from './jobs/maintenance.js';
+import { createWebhooksOut, type WebhooksOut } from './webhooks/index.js';
 
 // The composition root: one object holding everything a running msgd needs. msgd's
 // server builds it with background work; tests build it over a temp data directory.
@@ -37,6 +39,8 @@ export interface Runtime {
   shaper: RateShaper;
   dispatcher: Agent;
   acceptDeps: AcceptDeps;
+  /** Outbound webhooks: fan-out, delivery worker and agent; started by the server. */
+  webhooksOut: WebhooksOut;
   /** Where msgd can reach itself (sandbox reports): set once the server listens. */
   selfUrl: string | null;
   /** Retention and upkeep tasks each surface adds; scheduled by src/jobs/maintenance.ts. */
@@ -76,6 +80,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   });
   const shaper = new RateShaper({ now });
   const committer = new GroupCommitter(dataDir.db.sqlite);
+  const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now });
   const rt: Runtime = {
     version: VERSION,
     config,
@@ -94,18 +99,25 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       queue,
       defaultLowBalance: config.billing.balanceLowThreshold === null ? null : parseMoney(config.billing.balanceLowThreshold),
     },
+    webhooksOut,
     selfUrl: null,
     maintenanceTasks: [],
     callbackBase: () => config.server.publicUrl?.replace(/\/+$/, '') ?? rt.selfUrl,
     async close() {
-      await worker.stop({ timeoutMs: 10_000 });
+      // In-flight provider calls end within dispatch.timeoutMs: wait that long (and a margin)
+      // so none is handed back while the provider may still act on it. A released job is
+      // re-sent after restart without the dispatch_uncertain flag a reclaimed one gets.
+      await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
+      await webhooksOut.stop();
       await closeAdapters();
       await dispatcher.close();
       dataDir.close();
     },
   };
   registerDispatch(worker, { ctx, config, dispatcher, shaper, logger, callbackBase: () => rt.callbackBase() });
+  registerWebhooksIn(rt);
   // [webhooks-in jobs]
   // [webhooks-out jobs]
+  rt.maintenanceTasks.push(...webhooksOut.maintenanceTasks);
   return rt;
 }

@@ -64,6 +64,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     checkpointer = startCheckpointer(rt.dataDir.db.path, { onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed') });
     maintenance = startMaintenance(rt, { checkpointer });
     rt.worker.start();
+    rt.webhooksOut.start();
     logger.info({ url, dataDir: rt.dataDir.dir, version: rt.version }, 'msgd listening');
     if (demo) (opts.print ?? ((t: string) => process.stdout.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
     let closing: Promise<void> | undefined;

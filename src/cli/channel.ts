@@ -8,6 +8,12 @@ import { UsageError } from './errors.js';
 import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
 
+/** The channel with its partner slug and gateway, as `channel list` shows it. */
+function full(cli: Cli, c: Channel) {
+  const gw = getGatewayRow(cli.ctx, c.gatewayId);
+  return { ...channelJson(c), partner: getPartner(cli.ctx, c.partnerId).slug, gateway: { id: gw.id, name: gw.name, kind: gw.kind } };
+}
+
 function describe(cli: Cli, c: Channel): string {
   const gw = getGatewayRow(cli.ctx, c.gatewayId);
   const partner = getPartner(cli.ctx, c.partnerId);
@@ -23,14 +29,14 @@ function describe(cli: Cli, c: Channel): string {
 
 function assign(cli: Cli, partner: string, gateway: string, type: string, opts: { from?: string }): Result {
   const c = assignChannel(cli.ctx, { partner, gateway, type, sender: opts.from }, cli.actor);
-  return { json: channelJson(c), text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partnerId).slug}.`, describe(cli, c)) };
+  return { json: full(cli, c), text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partnerId).slug}.`, describe(cli, c)) };
 }
 
 function unassign(cli: Cli, partner: string | undefined, type: string | undefined, opts: { id?: string }): Result {
   if (opts.id && (partner || type)) throw new UsageError('give either --id <channel-id> or <partner> <type>, not both');
   if (!opts.id && !(partner && type)) throw new UsageError('give <partner> <type>, or --id <channel-id>');
   const c = unassignChannel(cli.ctx, opts.id ? { channel: opts.id } : { partner, type }, cli.actor);
-  return { json: channelJson(c), text: lines(`Unassigned ${c.type} (${c.sender}): sends on it are refused from now on.`, describe(cli, c)) };
+  return { json: full(cli, c), text: lines(`Unassigned ${c.type} (${c.sender}): sends on it are refused from now on.`, describe(cli, c)) };
 }
 
 function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): Result {

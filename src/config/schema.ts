@@ -95,6 +95,12 @@ export const configSchema = z
         rotationGraceHours: z.number().positive().default(24),
         concurrency: z.number().int().min(1).max(4096).default(128),
         retentionDays: z.number().int().min(1).max(3650).default(30),
+        /** Delay before each attempt of a delivery (the first is normally 0); ±10% jitter is added. */
+        retryScheduleMs: z
+          .array(z.number().int().min(0).max(7 * 86_400_000))
+          .min(1)
+          .max(50)
+          .default([0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000]),
       })
       .strict()
       .prefault({}),

@@ -4,6 +4,8 @@ import type { Runtime } from '../runtime.js';
 import { errorHandler, sendError } from './errors.js';
 import { healthRoutes } from './routes/health.js';
 import { sendRoutes } from './routes/send.js';
+import { v1Routes } from './routes/v1/index.js';
+import { webhooksInRoutes } from './routes/webhooks-in.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -38,7 +40,9 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   // Routes, one module per surface.
   await app.register(healthRoutes, { rt });
   await app.register(sendRoutes, { rt });
+  await app.register(webhooksInRoutes, { rt });
   // [webhooks-in routes]
   // [v1 routes]
+  await app.register(v1Routes, { rt, prefix: '/v1' });
   return app;
 }

@@ -11,6 +11,7 @@ const STATUS: Record<string, number> = {
   channel_not_assigned: 403,
   insufficient_balance: 402,
   invalid_request: 400,
+  url_not_allowed: 400,
   invalid_json: 400,
   unknown_payload: 400,
   not_found: 404,

@@ -120,14 +120,13 @@ export class Cron {
     const key = `${name}:${slotIso}`;
     const now = this.now();
     return this.db.sqlite.transaction(() => {
+      this.prune.run(`${name}:`, `${name}:${new Date(now - this.keepRunsMs).toISOString()}`);
       if (this.claimSlot.run(key, now).changes === 0) {
         const job = this.jobByKey.get(`cron:${key}`) as { id: number } | undefined;
         return { id: job?.id ?? null, created: false, key };
       }
       const spec = typeof entry.task === 'function' ? entry.task(new Date(slotIso)) : entry.task;
       const res = this.queue.enqueue({ ...spec, uniqueKey: `cron:${key}` }, now);
-      const cutoff = new Date(now - this.keepRunsMs).toISOString();
-      this.prune.run(`${name}:`, `${name}:${cutoff}`);
       return { ...res, key };
     }).immediate();
   }

@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import { stmt } from '../db/stmt.js';
 import type { GroupCommitter } from '../db/group-commit.js';
 import { AppError } from '../lib/errors.js';
-import { activeChannel } from '../core/channels.js';
 import type { ChannelType, CoreCtx } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import { createOutbound, type MessageRow } from '../core/messages.js';
@@ -21,7 +20,12 @@ export interface Preflight {
   partner: { balance: number; creditLimit: number; lowBalanceThreshold: number | null; currency: string };
 }
 
-interface PartnerFunds {
+export interface PreflightRow {
+  channel_id: string | null;
+  channel_type: ChannelType | null;
+  gateway_id: string | null;
+  sender: string | null;
+  gateway_status: string | null;
   balance: number;
   credit_limit: number;
   low_balance_threshold: number | null;
@@ -30,31 +34,55 @@ interface PartnerFunds {
 
 /**
  * The checks that come before payload validation in the spec's order: 403 when the
- * partner has no active channel of this type, 402 when balance and credit are exhausted.
+ * partner has no active channel of this type (or its gateway is disabled), 402 when
+ * balance and credit are exhausted. One indexed query: this runs on every send.
  */
 export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
-  const ch = activeChannel(ctx, principal.partnerId, type);
-  if (!ch) {
+  const row = stmt<[string, string], PreflightRow>(
+    ctx.db.sqlite,
+    `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
+            p.balance, p.credit_limit, p.low_balance_threshold, p.currency
+       FROM partners p
+       LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ? AND c.status = 'active'
+       LEFT JOIN gateways g ON g.id = c.gateway_id
+      WHERE p.id = ?`,
+  ).get(type, principal.partnerId);
+  if (!row || !row.channel_id) {
     throw new AppError('channel_not_assigned', `no ${type} gateway is assigned to this partner; ask the operator to assign one`);
   }
-  const gwStatus = stmt<[string], { status: string }>(ctx.db.sqlite, 'SELECT status FROM gateways WHERE id = ?').get(ch.gatewayId);
-  if (!gwStatus || gwStatus.status !== 'active') {
+  if (row.gateway_status !== 'active') {
     throw new AppError('channel_not_assigned', `the ${type} gateway assigned to this partner is disabled`);
   }
-  const p = stmt<[string], PartnerFunds>(
+  if (row.balance + row.credit_limit <= 0) {
+    throw new AppError('insufficient_balance', 'balance and credit limit are exhausted; top up to send', [], {
+      balance: row.balance,
+      credit_limit: row.credit_limit,
+    });
+  }
+  return {
+    channel: { id: row.channel_id, type: row.channel_type!, gatewayId: row.gateway_id!, sender: row.sender! },
+    partner: {
+      balance: row.balance,
+      creditLimit: row.credit_limit,
+      lowBalanceThreshold: row.low_balance_threshold,
+      currency: row.currency,
+    },
+  };
+}
+
+/** The partner-wide half of preflight (402 when balance and credit are exhausted), for a
+ * request that names no channel yet (unparseable JSON on the WhatsApp endpoint). */
+export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal): void {
+  const p = stmt<[string], { balance: number; credit_limit: number }>(
     ctx.db.sqlite,
-    'SELECT balance, credit_limit, low_balance_threshold, currency FROM partners WHERE id = ?',
-  ).get(principal.partnerId)!;
-  if (p.balance + p.credit_limit <= 0) {
+    'SELECT balance, credit_limit FROM partners WHERE id = ?',
+  ).get(principal.partnerId);
+  if (p && p.balance + p.credit_limit <= 0) {
     throw new AppError('insufficient_balance', 'balance and credit limit are exhausted; top up to send', [], {
       balance: p.balance,
       credit_limit: p.credit_limit,
     });
   }
-  return {
-    channel: { id: ch.id, type: ch.type, gatewayId: ch.gatewayId, sender: ch.sender },
-    partner: { balance: p.balance, creditLimit: p.credit_limit, lowBalanceThreshold: p.low_balance_threshold, currency: p.currency },
-  };
 }
 
 export interface IdempotencyInput {

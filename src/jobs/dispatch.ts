@@ -93,7 +93,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           apply: () => {
             const fresh = getMessageRow(ctx, m.id)!;
             if (uncertain) flagUncertain(ctx, m.id);
-            applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null });
+            const moved = applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null });
+            // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
+            if (moved.changed && fresh.error_code !== null) {
+              stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = NULL, error_message = NULL WHERE id = ?').run(m.id);
+            }
             if (gw.kind === 'sandbox') {
               const delay = Number(gw.settings.delivery_delay_ms ?? 300);
               worker.queue.enqueue({

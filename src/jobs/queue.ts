@@ -2,6 +2,9 @@ import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
 import { invalid } from '../lib/errors.js';
+import { claimSql, clip, deadWhere, nextRunAtSql, owner, prepare, toJob } from './queue-sql.js';
+
+export { BAD_PAYLOAD } from './queue-sql.js';
 
 // The durable queue over the `jobs` table. Every method is synchronous so a caller can run it
 // inside its own better-sqlite3 transaction, next to the state change that causes it (outbox
@@ -80,7 +83,6 @@ export interface KindStateCount {
 export type DeadTarget = number | 'all' | { kind: string };
 
 export const LEASE_EXPIRED = 'lease expired: the worker holding it stopped (crash or stall)';
-const MAX_ERROR_CHARS = 2000;
 
 type Row = Record<string, unknown>;
 type Listener = (earliestRunAt: number) => void;
@@ -115,9 +117,11 @@ export class JobQueue {
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw invalid(`maxAttempts must be an integer ≥ 1`);
     const runAt = spec.runAt ?? now;
     if (!Number.isFinite(runAt)) throw invalid('runAt must be a time in ms');
+    const payload = JSON.stringify(spec.payload ?? null);
+    if (payload === undefined) throw invalid('job payload must be JSON-serialisable');
     const row = this.s.insert.get({
       kind: spec.kind,
-      payload: JSON.stringify(spec.payload ?? null),
+      payload,
       priority: spec.priority ?? 0,
       runAt: Math.round(runAt),
       maxAttempts,
@@ -273,9 +277,10 @@ export class JobQueue {
   listDead(opts: { kind?: string; limit?: number; afterId?: number } = {}): Job[] {
     const rows = this.db.sqlite
       .prepare(
-        `SELECT * FROM jobs WHERE state = 'dead' AND (?1 IS NULL OR kind = ?1) AND id > ?2 ORDER BY id LIMIT ?3`,
+        `SELECT * FROM jobs WHERE state = 'dead' AND (@kind IS NULL OR kind = @kind) AND id > @afterId
+         ORDER BY id LIMIT @limit`,
       )
-      .all(opts.kind ?? null, opts.afterId ?? 0, Math.min(Math.max(opts.limit ?? 50, 1), 1000)) as Row[];
+      .all({ kind: opts.kind ?? null, afterId: opts.afterId ?? 0, limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000) }) as Row[];
     return rows.map(toJob);
   }
 
@@ -296,106 +301,4 @@ export class JobQueue {
     const [where, params] = deadWhere(target);
     return this.db.sqlite.prepare(`DELETE FROM jobs WHERE state = 'dead'${where}`).run(...params).changes;
   }
-}
-
-function deadWhere(target: DeadTarget): [string, unknown[]] {
-  if (target === 'all') return ['', []];
-  if (typeof target === 'number') return [' AND id = ?', [target]];
-  return [' AND kind = ?', [target.kind]];
-}
-
-// A completion with a lease must find the job still running under that same claim: after a
-// lifeline reclaim, the stale holder's result is dropped, exactly as if it had crashed.
-const OWNED = `(@by IS NULL OR (state = 'running' AND locked_by = @by AND attempts = @attempts))`;
-
-function owner(lease?: Lease) {
-  return lease ? { by: lease.workerId, attempts: lease.attempts } : { by: null, attempts: null };
-}
-
-function claimSql(kindCount: number): string {
-  const kinds = kindCount ? ` AND kind IN (${Array(kindCount).fill('?').join(',')})` : '';
-  // INDEXED BY: with a kind filter and no ANALYZE statistics the planner picks jobs_lease and
-  // scans the table (30 ms at 200k rows).
-  return `UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_until = ?, locked_by = ?, updated_at = ?
-    WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim
-      WHERE state IN ('available','retry') AND run_at <= ?${kinds}
-      ORDER BY priority, run_at, id LIMIT ?)
-    RETURNING *`;
-}
-
-// MIN(run_at) over state IN (...) walks every waiting row (9 ms at 200k); this skip-scan seeks
-// the index once per distinct priority instead (0.01 ms).
-function nextRunAtSql(kindCount: number): string {
-  const kinds = kindCount ? ` AND kind IN (${Array(kindCount).fill('?').join(',')})` : '';
-  return `WITH RECURSIVE p(s, v) AS (
-      SELECT 'available', (SELECT MIN(priority) FROM jobs WHERE state = 'available')
-      UNION ALL SELECT 'retry', (SELECT MIN(priority) FROM jobs WHERE state = 'retry')
-      UNION ALL SELECT s, (SELECT MIN(priority) FROM jobs WHERE state = p.s AND priority > p.v) FROM p WHERE v IS NOT NULL)
-    SELECT MIN((SELECT run_at FROM jobs INDEXED BY jobs_claim WHERE state = p.s AND priority = p.v${kinds}
-      ORDER BY run_at LIMIT 1)) AS m FROM p WHERE v IS NOT NULL`;
-}
-
-function prepare(sqlite: Database.Database) {
-  return {
-    insert: sqlite.prepare(
-      `INSERT INTO jobs (kind, payload, state, priority, run_at, attempts, max_attempts, reclaims, unique_key, created_at, updated_at)
-       VALUES (@kind, @payload, 'available', @priority, @runAt, 0, @maxAttempts, 0, @uniqueKey, @now, @now)
-       ON CONFLICT(unique_key) DO NOTHING RETURNING id`,
-    ),
-    byUniqueKey: sqlite.prepare(`SELECT id FROM jobs WHERE unique_key = ?`),
-    get: sqlite.prepare(`SELECT * FROM jobs WHERE id = ?`),
-    complete: sqlite.prepare(`DELETE FROM jobs WHERE id = @id AND ${OWNED}`),
-    retry: sqlite.prepare(
-      `UPDATE jobs SET
-         state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END,
-         run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE @runAt END,
-         last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE id = @id AND ${OWNED} RETURNING state`,
-    ),
-    snooze: sqlite.prepare(
-      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), run_at = @runAt,
-         locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE id = @id AND ${OWNED}`,
-    ),
-    fail: sqlite.prepare(
-      `UPDATE jobs SET state = 'dead', last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE id = @id AND ${OWNED}`,
-    ),
-    release: sqlite.prepare(
-      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), locked_until = NULL, locked_by = NULL,
-         updated_at = @now
-       WHERE id = @id AND state = 'running' AND ${OWNED}`,
-    ),
-    extend: sqlite.prepare(`UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),
-    lifeline: sqlite.prepare(
-      `UPDATE jobs SET state = 'retry', run_at = @now, reclaims = reclaims + 1, last_error = @error,
-         locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE state = 'running' AND locked_until < @now`,
-    ),
-  };
-}
-
-function clip(s: string): string {
-  const str = String(s ?? '');
-  return str.length > MAX_ERROR_CHARS ? `${str.slice(0, MAX_ERROR_CHARS - 1)}…` : str;
-}
-
-function toJob(r: Row): Job {
-  return {
-    id: r.id as number,
-    kind: r.kind as string,
-    payload: JSON.parse(r.payload as string),
-    state: r.state as JobState,
-    priority: r.priority as number,
-    runAt: r.run_at as number,
-    attempts: r.attempts as number,
-    maxAttempts: r.max_attempts as number,
-    lockedUntil: (r.locked_until as number | null) ?? null,
-    lockedBy: (r.locked_by as string | null) ?? null,
-    reclaims: r.reclaims as number,
-    uniqueKey: (r.unique_key as string | null) ?? null,
-    lastError: (r.last_error as string | null) ?? null,
-    createdAt: r.created_at as number,
-    updatedAt: r.updated_at as number,
-  };
 }

@@ -1,52 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Config } from '../config/schema.js';
 import type { Db } from '../db/open.js';
-import type { BackoffOptions } from './backoff.js';
-import { LEASE_EXPIRED, type Job, type JobQueue, type Lease } from './queue.js';
+import { BAD_PAYLOAD, LEASE_EXPIRED, type Job, type JobQueue, type Lease } from './queue.js';
+import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
 import { checkResult, errorMessage, settle, type JobResult, type KindHooks, type Outcome, type SettleContext } from './settle.js';
 
 export type { Apply, JobResult, KindHooks } from './settle.js';
+export { workerOptionsFromConfig, type JobLogger, type WorkerCounters, type WorkerOptions } from './worker-options.js';
 
 export type JobHandler<P = any> = (job: Job<P>) => Promise<JobResult> | JobResult;
-
-/** pino's Logger fits. */
-export interface JobLogger {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-export interface WorkerOptions {
-  db: Db;
-  queue: JobQueue;
-  concurrency: number;
-  leaseMs: number;
-  logger?: JobLogger;
-  now?: () => number;
-  workerId?: string;
-  /** Retry delay when a handler gives none; default base 1 s, cap 15 min, full jitter. */
-  backoff?: BackoffOptions;
-  /** Default 30 s (config jobs.lifelineIntervalSeconds). */
-  lifelineIntervalMs?: number;
-  /** Longest idle sleep; bounds how late jobs enqueued by other processes (msgctl) are seen. Default 1 s. */
-  maxSleepMs?: number;
-}
-
-export interface WorkerCounters {
-  claimed: number;
-  completed: number;
-  retried: number;
-  snoozed: number;
-  /** Dead-lettered: explicit fail, retries exhausted, or onClaim/apply failures on the last attempt. */
-  dead: number;
-  /** Results dropped because the lease had lapsed and the job was reclaimed. */
-  lost: number;
-  /** Handed back by stop() after its timeout. */
-  released: number;
-  /** Taken back from dead workers by this worker's lifeline. */
-  reclaimed: number;
-}
 
 interface Running {
   job: Job;
@@ -70,19 +32,10 @@ const BATCH_RETRY_MS = 250;
 const noop = () => {};
 const silent: JobLogger = { info: noop, warn: noop, error: noop };
 
-export function workerOptionsFromConfig(jobs: Config['jobs']) {
-  return {
-    concurrency: jobs.concurrency,
-    leaseMs: jobs.leaseSeconds * 1000,
-    lifelineIntervalMs: jobs.lifelineIntervalSeconds * 1000,
-    backoff: { baseMs: jobs.backoffBaseMs, capMs: jobs.backoffCapMs },
-  };
-}
-
 export class Worker {
   readonly id: string;
   readonly counters: WorkerCounters = {
-    claimed: 0, completed: 0, retried: 0, snoozed: 0, dead: 0, lost: 0, released: 0, reclaimed: 0,
+    claimed: 0, completed: 0, retried: 0, snoozed: 0, dead: 0, lost: 0, released: 0, reclaimed: 0, batches: 0,
   };
   readonly db: Db;
   readonly queue: JobQueue;
@@ -141,6 +94,7 @@ export class Worker {
     if (this.handlers.has(kind)) throw new Error(`a handler for job kind "${kind}" is already registered`);
     this.handlers.set(kind, { handler, hooks });
     this.kinds = [...this.handlers.keys()].sort();
+    if (this.running && !this.stopping) this.wake();
     return this;
   }
 
@@ -233,6 +187,7 @@ export class Worker {
       this.armWake(now + BATCH_RETRY_MS);
       return this.progress();
     }
+    this.counters.batches++;
     for (const o of out.outcomes) this.count(o, now);
     this.counters.claimed += out.claimed;
     for (const run of out.started) this.launch(run);
@@ -252,10 +207,12 @@ export class Worker {
     const byKind = new Map<string, Running[]>();
     for (const job of jobs) {
       const run: Running = { job, lease: { workerId: this.id, attempts: job.attempts }, lockedUntil: job.lockedUntil!, released: false };
-      if (job.attempts > job.maxAttempts) {
-        // Only the lifeline puts a job back with no attempts left: its runs keep dying with
-        // their worker. Dead-letter it (onDead included) rather than crash another process.
-        const error = `${job.lastError ?? LEASE_EXPIRED} (no attempts left)`;
+      const badPayload = (job as { [BAD_PAYLOAD]?: string })[BAD_PAYLOAD];
+      if (badPayload !== undefined || job.attempts > job.maxAttempts) {
+        // attempts > max: only the lifeline hands back a job with no attempts left, when its
+        // runs keep dying with their worker. Dead-letter it (onDead included) rather than
+        // crash another process.
+        const error = badPayload ?? `${job.lastError ?? LEASE_EXPIRED} (no attempts left)`;
         outcomes.push(settle(this.ctx, job, run.lease, { type: 'fail', error }, now));
         continue;
       }

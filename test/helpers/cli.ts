@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +19,8 @@ export interface RunOptions {
   dataDir?: string;
   /** Written to stdin, then closed. Without it stdin is closed at once (never a TTY). */
   stdin?: string;
+  /** Leave stdin open (a pipe nobody writes to): a command that reads it would hang. */
+  holdStdin?: boolean;
   env?: Record<string, string | undefined>;
   cwd?: string;
 }
@@ -34,7 +36,7 @@ export function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult
   const argv = opts.dataDir ? ['--data-dir', opts.dataDir, ...args] : args;
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MSGCTL, ...argv], {
-      cwd: opts.cwd ?? (opts.dataDir ? dirname(opts.dataDir) : tmpdir()),
+      cwd: opts.cwd ?? (opts.dataDir && existsSync(dirname(opts.dataDir)) ? dirname(opts.dataDir) : tmpdir()),
       env,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -45,13 +47,15 @@ export function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
     child.stdin.on('error', () => {}); // the command may exit before reading
-    child.stdin.end(opts.stdin ?? '');
+    if (!opts.holdStdin) child.stdin.end(opts.stdin ?? '');
+    else child.on('exit', () => child.stdin.destroy());
   });
 }
 
 /** Run with --json, expect success, return the parsed document. */
 export async function runJson<T = any>(args: string[], opts: RunOptions = {}): Promise<T> {
-  const r = await runCli([...args, '--json'], opts);
+  // Before the subcommand: after a literal "--" it would be an operand.
+  const r = await runCli(['--json', ...args], opts);
   if (r.code !== 0) throw new Error(`msgctl ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
   return JSON.parse(r.stdout) as T;
 }

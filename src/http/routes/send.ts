@@ -3,13 +3,15 @@ import type { z } from 'zod';
 import { AppError } from '../../lib/errors.js';
 import type { ChannelType } from '../../core/context.js';
 import type { MessageContent } from '../../core/message-content.js';
-import { accept, canonicalHash, preflight } from '../../jobs/dispatch-accept.js';
+import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../../jobs/dispatch-accept.js';
 import type { Runtime } from '../../runtime.js';
 import { authenticate } from '../auth.js';
+import { statusFor } from '../errors.js';
 import { emailBody, smsBody, templateFrom, whatsappBody, zodDetails } from '../schemas/send.js';
 
 // The legacy partner send API. Paths are kept exactly. Checks run in the spec's order:
 // 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload, 402 price, 200.
+// An Idempotency-Key seen before answers with its stored response right after 401/403 (auth).
 
 interface Plan {
   to: string;
@@ -40,36 +42,66 @@ export function idempotencyOf(req: FastifyRequest, body: unknown) {
   const key = req.headers['idempotency-key'];
   if (key === undefined) return undefined;
   if (typeof key !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(key)) {
-    throw new AppError('invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters');
+    throw new AppError('invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters', [
+      { field: 'Idempotency-Key', message: '1-255 visible ASCII characters' },
+    ]);
   }
   return { key, hash: canonicalHash(req.method, req.routeOptions.url ?? req.url, body) };
 }
 
+/** Run fn now, but hold a 400 it throws until the checks the spec orders first have run. */
+function deferred<T>(fn: () => T): { value?: T; error?: unknown } {
+  try {
+    return { value: fn() };
+  } catch (error) {
+    if (error instanceof AppError && statusFor(error.code) === 400) return { error };
+    throw error;
+  }
+}
+
 export const sendRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   // Parse JSON in the handler, after authentication, so a bad token is a 401 even when the
-  // body is malformed. Any other content type is a 415.
+  // body is malformed. Only JSON is taken: without removing the defaults, text/plain would
+  // reach the handler as a string and be parsed as JSON; every other type is a 415.
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+
+  const ttlMs = rt.config.idempotency.ttlHours * 3_600_000;
 
   async function handle(
     req: FastifyRequest,
     reply: FastifyReply,
+    fixedChannel: ChannelType | null,
     channelOf: (body: unknown) => ChannelType,
     plan: (body: unknown, channel: ChannelType) => Plan,
   ) {
+    // 401, and 403 for a suspended partner or a missing scope.
     const principal = authenticate(rt.auth, req, 'messages:send');
-    const body = parseJsonBody(req.body);
-    const channel = channelOf(body);
-    const pre = preflight(rt.ctx, principal, channel);
-    const idempotency = idempotencyOf(req, body);
-    const p = plan(body, channel);
+    // A malformed body or Idempotency-Key is a 400: it waits for the 403/402 checks below.
+    const parsed = deferred(() => parseJsonBody(req.body));
+    const idem = parsed.error ? {} : deferred(() => idempotencyOf(req, parsed.value));
+    const idempotency = idem.value;
+    // A retry of an accepted request gets its first answer even if the money has run out
+    // since: the first request was the one that paid.
+    if (idempotency) {
+      const hit = findIdempotent(rt.ctx, principal.partnerId, idempotency, ttlMs);
+      if (hit) return reply.header('idempotent-replayed', 'true').code(hit.status).send(hit.body);
+    }
+    // 403 channel not assigned / gateway disabled, 402 funds exhausted. Unparseable JSON on
+    // the WhatsApp endpoint names no channel: only the partner-wide funds check applies then.
+    const channel = parsed.error ? fixedChannel : channelOf(parsed.value);
+    const pre = channel ? preflight(rt.ctx, principal, channel) : (fundsCheck(rt.ctx, principal), undefined);
+    if (parsed.error) throw parsed.error;
+    if (idem.error) throw idem.error;
+    const p = plan(parsed.value, channel!);
     const result = await accept(rt.acceptDeps, {
       principal,
-      preflight: pre,
+      preflight: pre!,
       to: p.to,
       content: p.content,
       priceText: p.priceText,
       idempotency,
-      idempotencyTtlMs: rt.config.idempotency.ttlHours * 3_600_000,
+      idempotencyTtlMs: ttlMs,
       respond: (m) => ({ status: 200, body: { id: m.id, status: m.status } }),
     });
     if (result.kind === 'replay') reply.header('idempotent-replayed', 'true');
@@ -80,6 +112,7 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt 
     handle(
       req,
       reply,
+      'sms',
       () => 'sms',
       (body) => {
         const b = validate(smsBody, body);
@@ -92,6 +125,7 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt 
     handle(
       req,
       reply,
+      'email',
       () => 'email',
       (body) => {
         const b = validate(emailBody, body);
@@ -114,6 +148,7 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt 
     handle(
       req,
       reply,
+      null,
       (body) => {
         const c = (body as any)?.channel;
         return c === 'messenger' || c === 'instagram' ? c : 'whatsapp';

@@ -1,0 +1,32 @@
+// npm run bench: every benchmark in one run on this machine, printing figures and ratios.
+// Run after `npm ci` (which builds dist/). BENCH_SECONDS shortens or lengthens load phases;
+// BENCH_ONLY=send,webhooks-in,v1 picks suites.
+import { existsSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+
+const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const only = process.env.BENCH_ONLY?.split(',');
+const print = (line) => process.stdout.write(line + '\n');
+
+print(`msgd benchmarks: node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB`);
+print('');
+const suites = [
+  ['send', './send.mjs', 'Send API and dispatch'],
+  ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in'],
+  ['v1', './v1.mjs', 'Resource API and webhooks out'],
+];
+let failed = false;
+for (const [name, file, title] of suites) {
+  if (only && !only.includes(name)) continue;
+  if (!existsSync(new URL(file, import.meta.url))) continue;
+  print(`== ${title} ==`);
+  try {
+    const mod = await import(file);
+    await mod.run({ print, seconds });
+  } catch (e) {
+    failed = true;
+    print(`  ${name} failed: ${e?.stack ?? e}`);
+  }
+  print('');
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,171 @@
+// Send API and dispatch benchmarks (issue 3): hello-world baseline, durable accept rate and
+// latency at 50 connections, dispatch throughput to a 0 ms and a 20 ms provider, peak RSS.
+import Database from 'better-sqlite3';
+import { child, fmt, freePort, load, peakRssMb, stop, tmp, verdict } from './lib.mjs';
+
+const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
+
+export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
+  const { openDataDir } = await dist('db/datadir.js');
+  const { loadConfig } = await dist('config/load.js');
+  const { createPartner } = await dist('core/partners.js');
+  const { topup } = await dist('core/ledger.js');
+  const { addGateway } = await dist('core/gateways.js');
+  const { assignChannel } = await dist('core/channels.js');
+  const { setPrice } = await dist('core/prices.js');
+  const { issueToken } = await dist('core/tokens.js');
+  const { createOutbound } = await dist('core/messages.js');
+  const { JobQueue } = await dist('jobs/queue.js');
+  const config = loadConfig({ env: {}, dataDir });
+  const dd = openDataDir(dataDir, { create: true, env: {} });
+  const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now };
+  const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
+  topup(ctx, p.id, 1_000_000_000_000, 'bench funds', 'bench');
+  const gw = addGateway(
+    ctx,
+    {
+      kind: 'twilio',
+      name: 'bench-twilio',
+      settings: { base_url: providerUrl, account_sid: 'AC00000000000000000000000000000000', rate_per_second: 100000 },
+      secrets: { auth_token: 'bench-auth-token' },
+    },
+    'bench',
+  );
+  const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'bench');
+  setPrice(ctx, { channel: 'sms', amount: 7500 }, 'bench');
+  const { secret } = issueToken(ctx, { partner: p.id, name: 'bench', scopes: '*' }, 'bench');
+  if (preload > 0) {
+    const queue = new JobQueue(dd.db);
+    const insert = dd.db.sqlite.transaction((n) => {
+      for (let i = 0; i < n; i++) {
+        const m = createOutbound(ctx, {
+          partnerId: p.id,
+          channel: { id: ch.id, type: 'sms', gatewayId: gw.id, sender: ch.sender },
+          to: `+1415555${String(i % 10000).padStart(4, '0')}`,
+          content: { kind: 'text', text: `bench message ${i}` },
+          price: 7500,
+          segments: 1,
+          actor: 'bench',
+          lowBalanceThreshold: null,
+        });
+        queue.enqueue({ kind: 'message.dispatch', payload: { message_id: m.id } });
+      }
+    });
+    for (let done = 0; done < preload; done += 5000) insert(Math.min(5000, preload - done));
+  }
+  dd.close();
+  return secret;
+}
+
+async function startMsgd(dataDir, port, extraEnv = {}) {
+  // info level only for the start line; the request path logs at debug.
+  return child(['bin/msgd', '--data-dir', dataDir, '--port', String(port), '--no-demo'], {
+    env: { MSGD_LOG_LEVEL: 'info', MSGD_CONFIG: '', ...extraEnv },
+    ready: /msgd listening|msgd: /,
+  });
+}
+
+export async function startProvider(latencyMs) {
+  const port = await freePort();
+  const p = await child(['bench/fake-provider.mjs'], { env: { PORT: String(port), LATENCY_MS: String(latencyMs) } });
+  return { p, url: `http://127.0.0.1:${port}` };
+}
+
+export function writeConfig(dir, concurrency) {
+  const file = `${dir}.json`;
+  const cfg = { jobs: { concurrency }, dispatch: { connectionsPerOrigin: concurrency } };
+  return import('node:fs').then((fs) => {
+    fs.writeFileSync(file, JSON.stringify(cfg));
+    return file;
+  });
+}
+
+async function dispatchRun(latencyMs, count, concurrency) {
+  const provider = await startProvider(latencyMs);
+  const dir = tmp();
+  await setup(dir, provider.url, { preload: count });
+  const cfg = await writeConfig(dir, concurrency);
+  const port = await freePort();
+  const t0 = performance.now();
+  const msgd = await startMsgd(dir, port, { MSGD_CONFIG: cfg });
+  const db = new Database(`${dir}/msgd.db`, { readonly: true });
+  const count1 = db.prepare(`SELECT COUNT(*) AS n FROM messages WHERE status = 'sent'`);
+  let first = 0;
+  let firstAt = 0;
+  let sent = 0;
+  const deadline = Date.now() + 120_000;
+  while (sent < count && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    sent = count1.get().n;
+    if (!firstAt && sent > 0) {
+      firstAt = performance.now();
+      first = sent;
+    }
+  }
+  const t1 = performance.now();
+  const rss = peakRssMb(msgd.pid);
+  db.close();
+  await stop(msgd);
+  await stop(provider.p);
+  const rate = (sent - first) / ((t1 - firstAt) / 1000);
+  return { sent, rate, totalSeconds: (t1 - t0) / 1000, rss };
+}
+
+export async function run({ print, seconds = 5 }) {
+  const results = {};
+
+  // 1. Baseline
+  {
+    const port = await freePort();
+    const hello = await child(['bench/hello.mjs'], { env: { PORT: String(port) } });
+    const body = JSON.stringify({ to: '+14155550123', text: 'Hello from the benchmark' });
+    results.hello = await load(`http://127.0.0.1:${port}`, () => ({ path: '/hello', body, headers: { 'content-type': 'application/json' } }), { seconds });
+    await stop(hello);
+    print(`fastify hello-world POST (50 conn)      ${fmt(results.hello.rps)} req/s   p50 ${fmt(results.hello.p50, 2)} ms  p99 ${fmt(results.hello.p99, 2)} ms`);
+  }
+
+  // 2. Send API, durable (synchronous=FULL commit before every 200), dispatch running to a 0 ms provider
+  {
+    const provider = await startProvider(0);
+    const dir = tmp();
+    const token = await setup(dir, provider.url);
+    const cfg = await writeConfig(dir, 256);
+    const port = await freePort();
+    const msgd = await startMsgd(dir, port, { MSGD_CONFIG: cfg });
+    let n = 0;
+    const r = await load(
+      `http://127.0.0.1:${port}`,
+      () => ({
+        path: '/api/send-sms.php',
+        body: JSON.stringify({ to: '+14155550123', text: `bench ${n++}` }),
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      }),
+      { seconds },
+    );
+    results.send = { ...r, rss: peakRssMb(msgd.pid) };
+    await stop(msgd);
+    await stop(provider.p);
+    const ok = r.statuses[200] ?? 0;
+    const ratio = r.rps / results.hello.rps;
+    results.send.ratio = ratio;
+    print(`send API /api/send-sms.php (50 conn)    ${fmt(r.rps)} req/s   p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  p99.9 ${fmt(r.p999, 2)} ms  (${fmt(ok)} x 200 of ${fmt(r.requests)})`);
+    print(`  ratio to baseline                     ${fmt(ratio * 100, 1)} %  (target >= 40 %) ${verdict(ratio, 0.4)}`);
+    print(`  p99                                   ${fmt(r.p99, 2)} ms (target <= 10 ms) ${verdict(r.p99, 10, 'lower')}`);
+  }
+
+  // 3. Dispatch throughput
+  {
+    const conc = 256;
+    const d0 = await dispatchRun(0, 40_000, conc);
+    results.dispatch0 = d0;
+    print(`dispatch, 0 ms provider                 ${fmt(d0.rate)} msg/s  (${fmt(d0.sent)} messages; target >= 10,000) ${verdict(d0.rate, 10_000)}`);
+    const d20 = await dispatchRun(20, 40_000, conc);
+    const bound = conc / 0.02;
+    results.dispatch20 = { ...d20, bound };
+    print(`dispatch, 20 ms provider                ${fmt(d20.rate)} msg/s  (bound ${fmt(bound)} = ${conc} in flight / 20 ms: ${fmt((d20.rate / bound) * 100, 1)} %; target >= 85 %) ${verdict(d20.rate / bound, 0.85)}`);
+    const rss = Math.max(results.send.rss, d0.rss, d20.rss);
+    results.rss = rss;
+    print(`peak RSS of msgd                        ${fmt(rss, 1)} MB (target <= 150 MB) ${verdict(rss, 150, 'lower')}`);
+  }
+  return results;
+}

@@ -1,0 +1,81 @@
+import { stmt } from '../db/stmt.js';
+import { idFloor } from '../lib/id-time.js';
+import { iso } from '../lib/time.js';
+import type { ChannelType, CoreCtx } from './context.js';
+
+// A partner's view of its channels: type, sender address and how the gateway behind each
+// is doing, judged from the outcomes of its recent sends. Never the gateway's settings or
+// credentials: those are the operator's.
+
+export const HEALTH_WINDOW_MS = 15 * 60_000;
+/** Bound the work on a busy partner: the most recent sends say enough. */
+const SAMPLE = 5000;
+
+export type ChannelHealth = 'ok' | 'degraded' | 'down' | 'disabled' | 'unknown';
+
+interface Row {
+  id: string;
+  type: ChannelType;
+  sender: string;
+  gateway_kind: string;
+  gateway_status: string;
+  created_at: number;
+}
+
+interface Outcomes {
+  accepted: number;
+  failed: number;
+  retrying: number;
+  queued: number;
+}
+
+const PENDING = new Set(['queued', 'sending']);
+
+export function partnerChannels(ctx: CoreCtx, partnerId: string) {
+  const rows = stmt<[string], Row>(
+    ctx.db.sqlite,
+    `SELECT c.id, c.type, c.sender, g.kind AS gateway_kind, g.status AS gateway_status, c.created_at
+       FROM channels c JOIN gateways g ON g.id = c.gateway_id
+      WHERE c.partner_id = ? AND c.status = 'active' ORDER BY c.type`,
+  ).all(partnerId);
+  const now = ctx.now();
+  const since = now - HEALTH_WINDOW_MS;
+  // Ids start with their creation time: the window is a range on messages_partner.
+  const recent = stmt<[string, string, number, number], { channel_id: string; status: string; error_code: string | null }>(
+    ctx.db.sqlite,
+    `SELECT channel_id, status, error_code FROM messages INDEXED BY messages_partner
+      WHERE partner_id = ? AND id >= ? AND direction = 'outbound' AND created_at >= ? ORDER BY id DESC LIMIT ?`,
+  ).all(partnerId, idFloor('msg', since), since, SAMPLE);
+  const byChannel = new Map<string, Outcomes>();
+  for (const m of recent) {
+    let o = byChannel.get(m.channel_id);
+    if (!o) byChannel.set(m.channel_id, (o = { accepted: 0, failed: 0, retrying: 0, queued: 0 }));
+    if (m.status === 'failed') o.failed++;
+    else if (PENDING.has(m.status)) {
+      if (m.error_code) o.retrying++;
+      else o.queued++;
+    } else o.accepted++;
+  }
+  return rows.map((r) => {
+    const o = byChannel.get(r.id) ?? { accepted: 0, failed: 0, retrying: 0, queued: 0 };
+    return {
+      id: r.id,
+      type: r.type,
+      sender: r.sender,
+      provider: r.gateway_kind,
+      status: r.gateway_status === 'active' ? ('active' as const) : ('disabled' as const),
+      health: healthOf(r.gateway_status, o),
+      recent: { window_seconds: HEALTH_WINDOW_MS / 1000, ...o },
+      created_at: iso(r.created_at)!,
+    };
+  });
+}
+
+export function healthOf(gatewayStatus: string, o: Outcomes): ChannelHealth {
+  if (gatewayStatus !== 'active') return 'disabled';
+  const bad = o.failed + o.retrying;
+  const total = o.accepted + bad;
+  if (total === 0) return 'unknown';
+  if (o.accepted === 0 && bad >= 3) return 'down';
+  return bad / total >= 0.2 ? 'degraded' : 'ok';
+}

@@ -1,0 +1,145 @@
+import { stmt } from '../db/stmt.js';
+import { AppError } from '../lib/errors.js';
+import { newId } from '../lib/ids.js';
+import type { CoreCtx } from './context.js';
+import type { ContactRow } from './contacts.js';
+
+// Contacts as partners manage them: an upsert keyed by any of the addresses a channel uses
+// (the same keys the send and inbound paths look contacts up by), so a contact created here
+// is the one a later message to that number joins.
+
+export interface ContactInput {
+  name?: string | null;
+  phone?: string;
+  email?: string;
+  psid?: string;
+  igsid?: string;
+  /** Merged into the stored attributes; a null value removes that key. */
+  attributes?: Record<string, unknown>;
+}
+
+const KEYS = ['phone', 'email', 'psid', 'igsid'] as const;
+const API_NAME: Record<(typeof KEYS)[number], string> = {
+  phone: 'phone',
+  email: 'email',
+  psid: 'messenger_psid',
+  igsid: 'instagram_igsid',
+};
+
+export const MAX_ATTRIBUTES_BYTES = 16 * 1024;
+
+/** Create, or update the one contact the given addresses point at. In one transaction. */
+export function upsertContact(ctx: CoreCtx, partnerId: string, input: ContactInput): { contact: ContactRow; created: boolean } {
+  const db = ctx.db.sqlite;
+  return db.transaction(() => {
+    const matches = new Map<string, { row: ContactRow; keys: string[] }>();
+    for (const k of KEYS) {
+      const v = input[k];
+      if (v === undefined) continue;
+      const row = stmt<[string, string], ContactRow>(db, `SELECT * FROM contacts WHERE partner_id = ? AND ${k} = ?`).get(partnerId, v);
+      if (!row) continue;
+      const m = matches.get(row.id) ?? { row, keys: [] };
+      m.keys.push(API_NAME[k]);
+      matches.set(row.id, m);
+    }
+    if (matches.size > 1) {
+      throw new AppError(
+        'conflict',
+        'these addresses belong to different contacts; update each contact separately',
+        [...matches.values()].map((m) => ({ field: m.keys.join(', '), message: `belongs to contact ${m.row.id}` })),
+      );
+    }
+    const now = ctx.now();
+    const existing = [...matches.values()][0]?.row;
+    const attributes = mergeAttributes(existing ? JSON.parse(existing.attributes) : {}, input.attributes);
+    if (!existing) {
+      const row: ContactRow = {
+        id: newId('ct'),
+        partner_id: partnerId,
+        name: input.name ?? null,
+        phone: input.phone ?? null,
+        email: input.email ?? null,
+        psid: input.psid ?? null,
+        igsid: input.igsid ?? null,
+        attributes,
+        last_inbound_at: null,
+        created_at: now,
+        updated_at: now,
+      };
+      stmt(
+        db,
+        `INSERT INTO contacts (id, partner_id, name, phone, email, psid, igsid, attributes, last_inbound_at, created_at, updated_at)
+         VALUES (@id, @partner_id, @name, @phone, @email, @psid, @igsid, @attributes, @last_inbound_at, @created_at, @updated_at)`,
+      ).run(row);
+      return { contact: row, created: true };
+    }
+    const row: ContactRow = {
+      ...existing,
+      name: input.name !== undefined ? input.name : existing.name,
+      phone: input.phone ?? existing.phone,
+      email: input.email ?? existing.email,
+      psid: input.psid ?? existing.psid,
+      igsid: input.igsid ?? existing.igsid,
+      attributes,
+      updated_at: now,
+    };
+    stmt(
+      db,
+      `UPDATE contacts SET name = @name, phone = @phone, email = @email, psid = @psid, igsid = @igsid, attributes = @attributes,
+         updated_at = @updated_at WHERE id = @id`,
+    ).run({ id: row.id, name: row.name, phone: row.phone, email: row.email, psid: row.psid, igsid: row.igsid, attributes: row.attributes, updated_at: now });
+    return { contact: row, created: false };
+  })();
+}
+
+function mergeAttributes(stored: Record<string, unknown>, patch: Record<string, unknown> | undefined): string {
+  const next = { ...stored };
+  for (const [k, v] of Object.entries(patch ?? {})) {
+    if (v === null) delete next[k];
+    else next[k] = v;
+  }
+  const json = JSON.stringify(next);
+  if (Buffer.byteLength(json) > MAX_ATTRIBUTES_BYTES) {
+    throw new AppError('invalid_request', `attributes must stay under ${MAX_ATTRIBUTES_BYTES} bytes of JSON`, [
+      { field: 'attributes', message: 'too large' },
+    ]);
+  }
+  return json;
+}
+
+export function getContact(ctx: CoreCtx, partnerId: string, id: string): ContactRow | undefined {
+  return stmt<[string, string], ContactRow>(ctx.db.sqlite, 'SELECT * FROM contacts WHERE id = ? AND partner_id = ?').get(id, partnerId);
+}
+
+export interface ContactFilter {
+  /** Case-insensitive substring of name, phone or email. */
+  q?: string;
+  phone?: string;
+  email?: string;
+}
+
+/** Newest first, keyset on contacts_partner (partner_id, id). */
+export function listContacts(ctx: CoreCtx, partnerId: string, f: ContactFilter, limit: number, afterId?: string | null): ContactRow[] {
+  const where = ['partner_id = @partner'];
+  const params: Record<string, unknown> = { partner: partnerId, limit };
+  if (f.phone !== undefined) {
+    where.push('phone = @phone');
+    params.phone = f.phone;
+  }
+  if (f.email !== undefined) {
+    where.push('email = @email');
+    params.email = f.email;
+  }
+  if (f.q) {
+    where.push(`(name LIKE @q ESCAPE '\\' OR phone LIKE @q ESCAPE '\\' OR email LIKE @q ESCAPE '\\')`);
+    params.q = `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  }
+  if (afterId) {
+    where.push('id < @after');
+    params.after = afterId;
+  }
+  // An exact address is one row through its unique index; otherwise walk newest first.
+  const index = f.phone !== undefined ? 'contacts_phone' : f.email !== undefined ? 'contacts_email' : 'contacts_partner';
+  const sql = `SELECT * FROM contacts INDEXED BY ${index} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT @limit`;
+  return stmt<[Record<string, unknown>], ContactRow>(ctx.db.sqlite, sql).all(params);
+}

@@ -1,0 +1,257 @@
+import { stmt } from '../db/stmt.js';
+import type { ChannelType, CoreCtx } from './context.js';
+import { contactKeyFor } from './contacts.js';
+import type { MessageContent } from './message-content.js';
+import { applyStatus, createInbound, getMessageRow, type MessageRow } from './messages.js';
+import { canAdvance, type MessageStatus } from './statuses.js';
+
+// What provider webhooks mean, once src/providers has verified and parsed them, and how it
+// lands: dedupe by the provider's own event identity, statuses routed by provider message id
+// and moved forward only, watermarks, inbound messages routed by the receiving address.
+// Everything here runs inside the caller's transaction.
+
+/** Where an inbound event was addressed: identifies the channel, hence the partner. */
+export interface Receiver {
+  channel: ChannelType;
+  /** Candidate sender addresses of the channel as msgd stores them (E.164, page id, IG account id). */
+  addresses: string[];
+  /** WhatsApp Cloud routes by phone number id, a setting of the gateway. */
+  phoneNumberId?: string;
+}
+
+export interface StatusRef {
+  providerMessageId?: string;
+  /** msgd's own id when the provider echoes it back (SendGrid custom_args). */
+  messageId?: string;
+  /** Narrows a provider id shared by several recipients (SendGrid's X-Message-Id). */
+  recipient?: string;
+}
+
+/** A provider event in msgd's terms. `key` is the provider's own identity of the event. */
+export type ProviderEvent =
+  | {
+      type: 'status';
+      key: string;
+      ref: StatusRef;
+      /** null: recorded in history only (SendGrid processed, spamreport, ...). */
+      status: MessageStatus | null;
+      providerStatus: string;
+      errorCode?: string | null;
+      errorMessage?: string | null;
+      occurredAt: number;
+    }
+  | {
+      type: 'message';
+      key: string;
+      receiver: Receiver;
+      from: string;
+      profileName?: string | null;
+      providerMessageId: string;
+      content: MessageContent;
+      occurredAt: number;
+    }
+  | {
+      /** Messenger/Instagram: everything sent to `contact` before `watermark` was delivered/read. */
+      type: 'watermark';
+      key: string;
+      receiver: Receiver;
+      contact: string;
+      status: 'delivered' | 'read';
+      watermark: number | null;
+      mids: string[];
+      occurredAt: number;
+    }
+  /** Nothing to apply (an echo of our own send, an unsupported type); kept for the log. */
+  | { type: 'note'; note: string };
+
+export interface ApplyOptions {
+  /** May this webhook touch a gateway's messages and channels (signed by it or the same account)? */
+  trusted(gatewayId: string | null): boolean;
+  refundOnFailure: boolean;
+  /** Last try: a status whose message is still unknown is unroutable instead of waited for. */
+  final: boolean;
+}
+
+export interface ApplyOutcome {
+  processed: number;
+  duplicates: number;
+  unroutable: string[];
+  ignored: string[];
+  /** Statuses whose message is not there yet (the webhook beat the dispatch commit). */
+  waiting: string[];
+}
+
+type Step = { ok: true } | { unroutable: string } | { waiting: string } | { ignored: string };
+
+interface ChannelRef {
+  id: string;
+  partner_id: string;
+  gateway_id: string;
+  type: ChannelType;
+  sender: string;
+}
+
+export function applyProviderEvents(ctx: CoreCtx, events: ProviderEvent[], opts: ApplyOptions): ApplyOutcome {
+  const out: ApplyOutcome = { processed: 0, duplicates: 0, unroutable: [], ignored: [], waiting: [] };
+  for (const ev of events) {
+    if (ev.type === 'note') {
+      out.ignored.push(ev.note);
+      continue;
+    }
+    if (stmt(ctx.db.sqlite, 'SELECT 1 FROM provider_event_keys WHERE key = ?').get(ev.key)) {
+      out.duplicates++;
+      continue;
+    }
+    const step = ev.type === 'status' ? status(ctx, ev, opts) : ev.type === 'message' ? inbound(ctx, ev, opts) : watermark(ctx, ev, opts);
+    if ('waiting' in step) {
+      out.waiting.push(step.waiting);
+      continue;
+    }
+    if ('unroutable' in step) {
+      // No key: a redelivery after the operator fixes the routing may still land.
+      out.unroutable.push(step.unroutable);
+      continue;
+    }
+    stmt(ctx.db.sqlite, 'INSERT INTO provider_event_keys (key, created_at) VALUES (?, ?)').run(ev.key, ctx.now());
+    if ('ignored' in step) out.ignored.push(step.ignored);
+    else out.processed++;
+  }
+  return out;
+}
+
+function sameAddress(a: string, b: string): boolean {
+  return a.trim().toLowerCase() === b.trim().toLowerCase();
+}
+
+/** Messages a status names, and whether any by that id exists at all (trusted or not). */
+function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trusted']): { found: MessageRow[]; exists: boolean } {
+  const fits = (m: MessageRow | undefined): m is MessageRow =>
+    !!m && m.direction === 'outbound' && trusted(m.gateway_id) && (!ref.recipient || sameAddress(m.to, ref.recipient));
+  if (ref.messageId) {
+    const m = getMessageRow(ctx, ref.messageId);
+    if (fits(m)) return { found: [m], exists: true };
+  }
+  if (!ref.providerMessageId) return { found: [], exists: false };
+  const all = stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE provider_message_id = ?').all(ref.providerMessageId);
+  return { found: all.filter(fits), exists: all.length > 0 };
+}
+
+// applyStatus has no history-only path; these events never move a status.
+function historyOnly(ctx: CoreCtx, m: MessageRow, ev: Extract<ProviderEvent, { type: 'status' }>) {
+  stmt(
+    ctx.db.sqlite,
+    `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
+     VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
+  ).run(m.id, ev.providerStatus, ev.providerStatus, ev.errorCode ?? null, ev.errorMessage ?? null, ev.occurredAt, ctx.now());
+}
+
+function status(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'status' }>, opts: ApplyOptions): Step {
+  const label = ev.ref.messageId ?? ev.ref.providerMessageId;
+  if (!label) return { unroutable: `${ev.providerStatus} event names no message` };
+  const { found, exists } = findOutbound(ctx, ev.ref, opts.trusted);
+  if (found.length === 0) {
+    const to = ev.ref.recipient ? ` to ${ev.ref.recipient}` : '';
+    // Another gateway's (or recipient's) message under the same id will not become ours by waiting.
+    if (exists) return { unroutable: `message with provider id ${label}${to} is not one this webhook's signer sent` };
+    const what = `no message with provider id ${label}${to}`;
+    return opts.final ? { unroutable: what } : { waiting: what };
+  }
+  for (const m of found) {
+    if (ev.status === null) historyOnly(ctx, m, ev);
+    else {
+      applyStatus(ctx, m, {
+        status: ev.status,
+        providerStatus: ev.providerStatus,
+        errorCode: ev.errorCode ?? null,
+        errorMessage: ev.errorMessage ?? null,
+        occurredAt: ev.occurredAt,
+        refundOnFailure: opts.refundOnFailure,
+      });
+    }
+  }
+  return { ok: true };
+}
+
+const CHANNEL_COLUMNS = 'c.id, c.partner_id, c.gateway_id, c.type, c.sender';
+
+function route(ctx: CoreCtx, r: Receiver, trusted: ApplyOptions['trusted']): ChannelRef | string {
+  const db = ctx.db.sqlite;
+  let found: ChannelRef[];
+  if (r.phoneNumberId) {
+    found = stmt<[string, string], ChannelRef>(
+      db,
+      `SELECT ${CHANNEL_COLUMNS} FROM channels c JOIN gateways g ON g.id = c.gateway_id
+        WHERE c.type = ? AND c.status = 'active' AND g.kind = 'whatsapp_cloud'
+          AND json_extract(g.settings, '$.phone_number_id') = ?`,
+    ).all(r.channel, r.phoneNumberId);
+    // One gateway could in principle serve several senders: prefer the number Meta names.
+    found.sort((a, b) => Number(r.addresses.includes(b.sender)) - Number(r.addresses.includes(a.sender)));
+  } else {
+    found = r.addresses.flatMap((addr) =>
+      stmt<[string, string], ChannelRef>(db, `SELECT ${CHANNEL_COLUMNS} FROM channels c WHERE c.type = ? AND c.sender = ? AND c.status = 'active'`).all(
+        r.channel,
+        addr,
+      ),
+    );
+  }
+  const where = r.phoneNumberId ? `phone_number_id ${r.phoneNumberId}` : r.addresses.join(' / ');
+  if (found.length === 0) return `no active ${r.channel} channel for ${where}`;
+  const ok = found.find((c) => trusted(c.gateway_id));
+  return ok ?? `the ${r.channel} channel for ${where} is on a gateway that did not sign this webhook`;
+}
+
+function inbound(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'message' }>, opts: ApplyOptions): Step {
+  const ch = route(ctx, ev.receiver, opts.trusted);
+  if (typeof ch === 'string') return { unroutable: ch };
+  createInbound(ctx, {
+    partnerId: ch.partner_id,
+    channel: { id: ch.id, type: ch.type, gatewayId: ch.gateway_id, sender: ch.sender },
+    from: ev.from,
+    profileName: ev.profileName ?? null,
+    providerMessageId: ev.providerMessageId,
+    content: ev.content,
+    occurredAt: ev.occurredAt,
+  });
+  return { ok: true };
+}
+
+// Failures are left alone: a watermark says what arrived, and a failed message never did.
+const WATERMARKABLE: Record<'delivered' | 'read', string> = {
+  delivered: `('sending','sent','deferred')`,
+  read: `('sending','sent','deferred','delivered')`,
+};
+
+function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' }>, opts: ApplyOptions): Step {
+  const ch = route(ctx, ev.receiver, opts.trusted);
+  if (typeof ch === 'string') return { unroutable: ch };
+  const db = ctx.db.sqlite;
+  const advance = (m: MessageRow) => {
+    if (!canAdvance(m.status, ev.status)) return;
+    applyStatus(ctx, m, { status: ev.status, providerStatus: ev.status, occurredAt: ev.occurredAt });
+  };
+  let mark = ev.watermark;
+  for (const mid of ev.mids) {
+    for (const m of findOutbound(ctx, { providerMessageId: mid }, opts.trusted).found) {
+      if (m.partner_id !== ch.partner_id) continue;
+      advance(m);
+      // Instagram reads name one message: everything sent before it was seen too.
+      if (ev.watermark === null && m.sent_at !== null) mark = Math.max(mark ?? 0, m.sent_at);
+    }
+  }
+  if (mark === null) return { ok: true };
+  const key = contactKeyFor(ch.type);
+  const contact = stmt<[string, string], { id: string }>(db, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(
+    ch.partner_id,
+    ev.contact,
+  );
+  if (!contact) return { ignored: `${ev.status} watermark for ${ev.contact}, who has no messages here` };
+  const rows = stmt<[string, string, string, number], MessageRow>(
+    db,
+    `SELECT m.* FROM conversations v JOIN messages m ON m.conversation_id = v.id
+      WHERE v.contact_id = ? AND v.channel_type = ? AND m.partner_id = ? AND m.direction = 'outbound'
+        AND m.sent_at IS NOT NULL AND m.sent_at <= ? AND m.status IN ${WATERMARKABLE[ev.status]}
+      ORDER BY m.id`,
+  ).all(contact.id, ch.type, ch.partner_id, mark);
+  for (const m of rows) advance(m);
+  return { ok: true };
+}

@@ -1,0 +1,132 @@
+import { stmt } from '../db/stmt.js';
+import { iso } from '../lib/time.js';
+import type { CoreCtx } from './context.js';
+
+// The provider webhook log: every POST to the inbound endpoints, raw (headers redacted),
+// with the verification verdict and what processing made of it. The operator's
+// "tail the webhook log" (msgctl webhooks log) reads it; retention trims it.
+
+export type Verification = 'ok' | 'failed' | 'skipped';
+export type Processing = 'pending' | 'processed' | 'duplicate' | 'unroutable' | 'ignored' | 'error' | 'rejected';
+
+export interface WebhookLogRow {
+  id: string;
+  provider: string;
+  gateway_id: string | null;
+  method: string;
+  /** Path and query as requested. */
+  path: string;
+  /** JSON object of the request headers, secrets redacted. */
+  headers: string;
+  body: Buffer | null;
+  verification: Verification;
+  verification_reason: string | null;
+  processing: Processing;
+  error: string | null;
+  received_at: number;
+  /** When processing finished; while still pending, when a first part of it took effect. */
+  processed_at: number | null;
+}
+
+const MAX_TEXT = 2000;
+const clip = (s: string | null) => (s !== null && s.length > MAX_TEXT ? `${s.slice(0, MAX_TEXT - 1)}…` : s);
+
+export function insertWebhookLog(ctx: CoreCtx, r: WebhookLogRow): void {
+  stmt(
+    ctx.db.sqlite,
+    `INSERT INTO provider_webhooks (id, provider, gateway_id, method, path, headers, body, verification, verification_reason,
+       processing, error, received_at, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(
+    r.id,
+    r.provider,
+    r.gateway_id,
+    r.method,
+    r.path,
+    r.headers,
+    r.body,
+    r.verification,
+    clip(r.verification_reason),
+    r.processing,
+    clip(r.error),
+    r.received_at,
+    r.processed_at,
+  );
+}
+
+export function getWebhookLog(ctx: CoreCtx, id: string): WebhookLogRow | undefined {
+  return stmt<[string], WebhookLogRow>(ctx.db.sqlite, 'SELECT * FROM provider_webhooks WHERE id = ?').get(id);
+}
+
+export function finishWebhookLog(ctx: CoreCtx, id: string, processing: Processing, error: string | null): void {
+  stmt(ctx.db.sqlite, 'UPDATE provider_webhooks SET processing = ?, error = ?, processed_at = ? WHERE id = ?').run(
+    processing,
+    clip(error),
+    ctx.now(),
+    id,
+  );
+}
+
+/** Still pending: say what it waits for, and when something of it first took effect. */
+export function noteWebhookProgress(ctx: CoreCtx, id: string, error: string, progressed: boolean): void {
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE provider_webhooks SET error = ?, processed_at = CASE WHEN ? THEN COALESCE(processed_at, ?) ELSE processed_at END WHERE id = ?`,
+  ).run(clip(error), progressed ? 1 : 0, ctx.now(), id);
+}
+
+export interface WebhookLogFilter {
+  provider?: string;
+  gatewayId?: string;
+  /** Only what went wrong: verification failed, rejected, unroutable or errored. */
+  failed?: boolean;
+  /** Rows after this id (ids sort by time): the --follow cursor. */
+  afterId?: string;
+  limit: number;
+  /** Newest `limit` rows (then returned oldest first) instead of the oldest after afterId. */
+  latest?: boolean;
+  withBody?: boolean;
+}
+
+const FAILED = `(verification = 'failed' OR processing IN ('rejected', 'unroutable', 'error'))`;
+
+/** Rows in time order (oldest first). */
+export function listWebhookLog(ctx: CoreCtx, f: WebhookLogFilter): WebhookLogRow[] {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (f.provider) (where.push('provider = ?'), params.push(f.provider));
+  if (f.gatewayId) (where.push('gateway_id = ?'), params.push(f.gatewayId));
+  if (f.failed) where.push(FAILED);
+  if (f.afterId) (where.push('id > ?'), params.push(f.afterId));
+  const cols = f.withBody ? '*' : 'id, provider, gateway_id, method, path, headers, NULL AS body, length(body) AS body_bytes, verification, verification_reason, processing, error, received_at, processed_at';
+  const sql = `SELECT ${cols} FROM provider_webhooks ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+    ORDER BY id ${f.latest ? 'DESC' : 'ASC'} LIMIT ?`;
+  const rows = ctx.db.sqlite.prepare(sql).all(...params, f.limit) as WebhookLogRow[];
+  return f.latest ? rows.reverse() : rows;
+}
+
+export function webhookLogJson(r: WebhookLogRow & { body_bytes?: number | null }) {
+  return {
+    id: r.id,
+    received_at: iso(r.received_at),
+    provider: r.provider,
+    gateway_id: r.gateway_id,
+    method: r.method,
+    path: r.path,
+    verification: r.verification,
+    verification_reason: r.verification_reason,
+    processing: r.processing,
+    error: r.error,
+    processed_at: iso(r.processed_at),
+    headers: JSON.parse(r.headers) as Record<string, unknown>,
+    body_bytes: r.body ? r.body.length : (r.body_bytes ?? 0),
+    ...(r.body ? { body: r.body.toString('utf8') } : {}),
+  };
+}
+
+/** Delete up to `batch` rows received before `cutoff`; returns how many went. */
+export function expireWebhookLog(ctx: CoreCtx, cutoff: number, batch = 5000): number {
+  return stmt(
+    ctx.db.sqlite,
+    `DELETE FROM provider_webhooks WHERE id IN (SELECT id FROM provider_webhooks WHERE received_at < ? ORDER BY received_at LIMIT ?)`,
+  ).run(cutoff, batch).changes;
+}

@@ -1,0 +1,75 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AuthResult, TokenAuthenticator } from '../core/tokens.js';
+import { lookupToken } from './auth.js';
+import { sendError } from './errors.js';
+
+// Per-token request limits with GCRA (a token bucket kept as one timestamp per key): smooth,
+// O(1), no timers. A token's partner may carry its own limit; requests without a valid token
+// are limited per client address at the default. In memory: one msgd process serves the API.
+
+export interface Verdict {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Seconds until the bucket is full again (RateLimit-Reset). */
+  resetS: number;
+  /** Seconds to wait before a retry can succeed (Retry-After), when refused. */
+  retryAfterS: number;
+}
+
+export class RateLimiter {
+  private readonly tat = new Map<string, number>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  take(key: string, perMinute: number): Verdict {
+    const now = this.now();
+    const interval = 60_000 / perMinute;
+    const window = 60_000;
+    const tat = Math.max(this.tat.get(key) ?? now, now);
+    const next = tat + interval;
+    if (next - now > window) {
+      const wait = next - now - window;
+      return { allowed: false, limit: perMinute, remaining: 0, resetS: Math.ceil((tat - now) / 1000), retryAfterS: Math.max(1, Math.ceil(wait / 1000)) };
+    }
+    this.tat.set(key, next);
+    if (this.tat.size > 50_000) this.sweep(now);
+    return {
+      allowed: true,
+      limit: perMinute,
+      remaining: Math.floor((window - (next - now)) / interval),
+      resetS: Math.ceil((next - now) / 1000),
+      retryAfterS: 0,
+    };
+  }
+
+  /** Keys whose bucket has refilled carry no state worth keeping. */
+  private sweep(now: number) {
+    for (const [k, t] of this.tat) if (t <= now) this.tat.delete(k);
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The token lookup made by the rate limiter, reused by the route's scope check. */
+    tokenLookup?: AuthResult;
+  }
+}
+
+/** onRequest hook: count the request against its token, set the headers, refuse past the limit. */
+export function rateLimitHook(auth: TokenAuthenticator, limiter: RateLimiter, defaultPerMinute: number) {
+  return async (req: FastifyRequest, reply: FastifyReply) => {
+    const result = lookupToken(auth, req);
+    req.tokenLookup = result;
+    const principal = result.ok ? result.principal : result.principal;
+    const key = principal ? `tok:${principal.tokenId}` : `ip:${req.ip}`;
+    const v = limiter.take(key, principal?.rateLimitPerMinute ?? defaultPerMinute);
+    reply.header('ratelimit-limit', v.limit);
+    reply.header('ratelimit-remaining', v.remaining);
+    reply.header('ratelimit-reset', v.resetS);
+    if (!v.allowed) {
+      reply.header('retry-after', v.retryAfterS);
+      return sendError(reply, 'rate_limited', `too many requests: the limit is ${v.limit} per minute; retry in ${v.retryAfterS} s`, [], 429);
+    }
+  };
+}

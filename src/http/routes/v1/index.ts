@@ -1,0 +1,69 @@
+import swagger from '@fastify/swagger';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
+import type { Runtime } from '../../../runtime.js';
+import { sendError } from '../../errors.js';
+import { RateLimiter, rateLimitHook } from '../../rate-limit.js';
+import { parseJsonBody } from '../../send-flow.js';
+import { channelRoutes } from './channels.js';
+import { contactRoutes } from './contacts.js';
+import { conversationRoutes } from './conversations.js';
+import { messageRoutes } from './messages.js';
+import { openapiRoutes } from './openapi.js';
+import { webhookRoutes } from './webhooks.js';
+
+// The resource API, registered under /v1. Order inside every request: rate limit (per token,
+// headers on every response) → route's scope check (401/403) → JSON body → zod validation
+// (400) → handler. Responses are plain JSON.stringify: the zod response schemas document the
+// API (and tests hold real responses to them) but are not re-validated per request.
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The handler parses the JSON body itself (POST /v1/messages keeps the send API's order). */
+    rawBody?: boolean;
+  }
+}
+
+export const v1Routes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+
+  // JSON arrives as a string and is parsed after the scope check, so a bad token is a 401 even
+  // with a malformed body; an empty body is no body (POST …/rotate-secret, …/test).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  app.addHook('preValidation', async (req: FastifyRequest) => {
+    if (typeof req.body !== 'string' || req.routeOptions.config.rawBody) return;
+    req.body = req.body.trim() === '' ? undefined : parseJsonBody(req.body);
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'msgd resource API',
+        version: rt.version,
+        description:
+          'Send on any connected channel, read conversations, keep contacts, register signed webhook endpoints. ' +
+          'Errors: {"error": {"code", "message", "details"}}. Pages: {"data": [...], "next_cursor"} with ?limit (1-200, default 50) ' +
+          'and ?cursor. Every response carries X-Request-Id and RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset.',
+      },
+      servers: [{ url: rt.config.server.publicUrl ?? '/' }],
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'a msgd API token (msgd_live_…)' } } },
+      tags: ['messages', 'conversations', 'contacts', 'webhooks', 'channels'].map((name) => ({ name })),
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+
+  const limiter = new RateLimiter();
+  app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
+  app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
+
+  await app.register(messageRoutes, { rt });
+  await app.register(conversationRoutes, { rt });
+  await app.register(contactRoutes, { rt });
+  await app.register(webhookRoutes, { rt });
+  await app.register(channelRoutes, { rt });
+  await app.register(openapiRoutes, { rt, root: app });
+};

@@ -1,0 +1,80 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { ChannelType } from '../../../core/context.js';
+import { getMessageRow, messageHistory, messageJson } from '../../../core/messages.js';
+import type { Runtime } from '../../../runtime.js';
+import { CHANNEL_TYPES } from '../../../core/context.js';
+import { acceptSend, validate } from '../../send-flow.js';
+import { idParams, messageAccepted, messageCreate, messageOut, normalizeTo } from '../../schemas/v1.js';
+import { SECURITY, notFoundError, principalOf, requireScope, responses } from './common.js';
+
+// POST /v1/messages is the send API's money path with a /v1 body; the body is validated in
+// the handler (same schema as the document shows) so the checks keep the spec's order.
+const inHandler = () => (data: unknown) => ({ value: data });
+
+export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+
+  r.post(
+    '/messages',
+    {
+      config: { rawBody: true },
+      validatorCompiler: inHandler,
+      schema: {
+        tags: ['messages'],
+        summary: 'Send a message on any connected channel',
+        description:
+          'Scope messages:send. Priced and debited before it is queued; the same rules as the send API: 401, 403 (scope, ' +
+          'suspended, channel not assigned), 402 insufficient_balance when balance and credit are exhausted, 400 invalid ' +
+          'payload, 402 when this message costs more than is left. Honours Idempotency-Key.',
+        security: SECURITY,
+        headers: z.object({
+          'idempotency-key': z.string().max(255).optional().describe('retries with the same key and body get the first answer'),
+        }),
+        body: messageCreate,
+        response: responses({ 200: messageAccepted }, [400, 402, 409, 422]),
+      },
+    },
+    (req, reply) =>
+      acceptSend(rt, req, reply, {
+        fixedChannel: null,
+        channelOf: (body) => {
+          const c = (body as { channel?: unknown } | null)?.channel;
+          return typeof c === 'string' && (CHANNEL_TYPES as readonly string[]).includes(c) ? (c as ChannelType) : null;
+        },
+        plan: (body) => {
+          const b = validate(messageCreate, body);
+          const to = normalizeTo(b.channel, b.to);
+          if (b.channel === 'email') {
+            return { to, content: { kind: 'email', subject: b.subject!, text: b.body, ...(b.html !== undefined ? { html: b.html } : {}) } };
+          }
+          return { to, content: { kind: 'text', text: b.body }, priceText: b.body };
+        },
+        respond: (m) => ({
+          status: 200,
+          body: { id: m.id, status: 'queued', channel: m.channel_type, to: m.to, created_at: new Date(m.created_at).toISOString() },
+        }),
+      }),
+  );
+
+  r.get(
+    '/messages/:id',
+    {
+      onRequest: requireScope(rt, 'messages:read'),
+      schema: {
+        tags: ['messages'],
+        summary: 'A message with its status history',
+        description: 'Scope messages:read. Outbound and inbound messages of this partner.',
+        security: SECURITY,
+        params: idParams,
+        response: responses({ 200: messageOut }, [404]),
+      },
+    },
+    async (req) => {
+      const m = getMessageRow(rt.ctx, req.params.id);
+      if (!m || m.partner_id !== principalOf(req).partnerId) throw notFoundError('message', req.params.id);
+      return messageJson(m, messageHistory(rt.ctx, m.id));
+    },
+  );
+};

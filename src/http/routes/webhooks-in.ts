@@ -1,0 +1,88 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { GatewayBook } from '../../jobs/webhook-gateways.js';
+import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../jobs/webhook-receive.js';
+import type { Runtime } from '../../runtime.js';
+import { errorHandler, sendError } from '../errors.js';
+
+// Provider webhooks in. One URL takes WhatsApp, Twilio, SendGrid and sandbox events, the
+// other Messenger and Instagram (either takes any, so a mixed-up registration still works);
+// both answer Meta's GET handshake. Bodies are kept as raw bytes in this plugin's scope only:
+// every signature is over the body exactly as received.
+
+export const WEBHOOK_PATHS = ['/api/webhook.php', '/api/webhook-messenger.php'] as const;
+export const EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>';
+
+const META_KINDS = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'] as const;
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+  const book = new GatewayBook(rt.ctx);
+  const intake = new WebhookIntake({ ctx: rt.ctx, config: rt.config, committer: rt.committer, queue: rt.queue, book });
+
+  app.removeAllContentTypeParsers();
+  const keepRaw = (_req: FastifyRequest, body: Buffer, done: (err: null, body: Buffer) => void) => done(null, body);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, keepRaw);
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, keepRaw);
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, keepRaw);
+
+  /** The URL as the provider knows it: Twilio signs it, and msgd usually sits behind a proxy. */
+  function publicUrl(req: FastifyRequest): string {
+    const base = rt.config.server.publicUrl;
+    if (base) return base.replace(/\/+$/, '') + req.url;
+    // Fastify reads X-Forwarded-Proto/Host only when server.trustProxy is on.
+    return `${req.protocol}://${req.host}${req.url}`;
+  }
+
+  function incoming(req: FastifyRequest): Omit<IncomingWebhook, 'raw'> {
+    const gateway = (req.query as Record<string, unknown> | undefined)?.gateway;
+    return {
+      method: req.method,
+      path: req.url,
+      url: publicUrl(req),
+      headers: req.headers,
+      gatewayId: typeof gateway === 'string' && gateway !== '' ? gateway : undefined,
+    };
+  }
+
+  function answer(reply: FastifyReply, a: IntakeAnswer) {
+    reply.header('x-msgd-webhook-id', a.id);
+    if (a.status !== 200) return sendError(reply, a.code, a.message, [], a.status);
+    // Twilio reads the answer to an inbound SMS as TwiML: an empty Response sends no reply.
+    if (a.provider === 'twilio') return reply.code(200).type('text/xml').send(EMPTY_TWIML);
+    return reply.code(200).send({ received: true, id: a.id });
+  }
+
+  app.setErrorHandler(async (err: FastifyError, req, reply) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return answer(reply, await intake.tooLarge(incoming(req), rt.config.server.bodyLimitBytes));
+    return errorHandler(err, req, reply);
+  });
+
+  function verifyTokenMatches(token: string): boolean {
+    const want = digest(token);
+    let ok = false;
+    // Compared with every gateway's token, in constant time, whatever matches first.
+    for (const gw of book.ofKinds(META_KINDS)) {
+      const t = gw.secrets.verify_token;
+      if (t && timingSafeEqual(digest(t), want)) ok = true;
+    }
+    return ok;
+  }
+
+  for (const path of WEBHOOK_PATHS) {
+    app.get(path, async (req, reply) => {
+      const q = (req.query ?? {}) as Record<string, unknown>;
+      const token = q['hub.verify_token'];
+      const challenge = q['hub.challenge'];
+      if (q['hub.mode'] === 'subscribe' && typeof token === 'string' && typeof challenge === 'string' && verifyTokenMatches(token)) {
+        return reply.code(200).type('text/plain; charset=utf-8').header('x-content-type-options', 'nosniff').send(challenge);
+      }
+      return reply.code(403).type('text/plain; charset=utf-8').send('');
+    });
+    app.post(path, async (req, reply) => {
+      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      return answer(reply, await intake.receive({ ...incoming(req), raw }));
+    });
+  }
+};

@@ -1,0 +1,280 @@
+import { z } from 'zod';
+import { CHANNEL_TYPES } from '../../core/context.js';
+import { EVENT_TYPES } from '../../core/events.js';
+import { isEmail } from '../../lib/email.js';
+import { normalizeE164 } from '../../lib/phone.js';
+import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
+import { LIMITS, emailAddress } from './send.js';
+
+// The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
+// Response schemas document the JSON the handlers build; test/v1 parses real responses
+// with them so the document cannot drift from the API.
+
+const channel = z.enum(CHANNEL_TYPES as [string, ...string[]]).describe('whatsapp, sms, email, messenger or instagram');
+const isoTime = z.string().describe('ISO 8601 UTC, e.g. 2026-11-22T10:00:00.000Z');
+const id = (prefix: string) => z.string().min(1).max(64).describe(`${prefix}_… id`);
+
+export const idParams = z.object({ id: z.string().min(1).max(64) });
+
+const limit = z.coerce
+  .number()
+  .int()
+  .min(1)
+  .max(MAX_LIMIT)
+  .default(DEFAULT_LIMIT)
+  .describe(`page size, 1-${MAX_LIMIT} (default ${DEFAULT_LIMIT})`);
+const cursor = z.string().max(512).optional().describe('next_cursor of the previous page');
+
+export const pageQuery = z.object({ limit, cursor });
+
+// --- messages -------------------------------------------------------------------------
+
+const TEXT_MAX: Record<string, number> = {
+  sms: LIMITS.smsText,
+  whatsapp: LIMITS.whatsappText,
+  messenger: LIMITS.messengerText,
+  instagram: LIMITS.instagramText,
+};
+
+export const messageCreate = z
+  .object({
+    channel,
+    to: z.string({ error: 'required: the recipient' }).min(1).describe('E.164 phone (sms, whatsapp), email address, or the PSID / IGSID (messenger, instagram)'),
+    body: z.string({ error: 'required: the message text' }).min(1, 'must not be empty').describe('the text; for email the plain-text part'),
+    subject: z.string().optional().describe('email only, required there'),
+    html: z.string().optional().describe('email only: an HTML part'),
+  })
+  .superRefine((b, ctx) => {
+    const add = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
+    if (b.channel === 'sms' || b.channel === 'whatsapp') {
+      if (normalizeE164(b.to) === null) add('to', 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123');
+    } else if (b.channel === 'email') {
+      if (!isEmail(b.to.trim())) add('to', 'must be a valid email address');
+    } else if (!/^\d{1,64}$/.test(b.to)) {
+      add('to', `must be the ${b.channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`);
+    }
+    if (b.channel === 'email') {
+      if (b.subject === undefined || b.subject === '') add('subject', 'required for email');
+      else if (b.subject.length > LIMITS.subject) add('subject', `must be at most ${LIMITS.subject} characters`);
+      else if (/[\r\n]/.test(b.subject)) add('subject', 'must not contain line breaks');
+      if (Buffer.byteLength(b.body) > LIMITS.textBytes) add('body', `must be at most ${LIMITS.textBytes} bytes`);
+      if (b.html !== undefined && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
+    } else {
+      if (b.body.length > TEXT_MAX[b.channel]) add('body', `must be at most ${TEXT_MAX[b.channel]} characters on ${b.channel}`);
+      if (b.subject !== undefined) add('subject', 'only for email');
+      if (b.html !== undefined) add('html', 'only for email');
+    }
+  })
+  .meta({ id: 'MessageCreate' });
+
+export type MessageCreate = z.infer<typeof messageCreate>;
+
+export const normalizeTo = (channel: string, to: string) =>
+  channel === 'sms' || channel === 'whatsapp' ? normalizeE164(to)! : channel === 'email' ? emailAddress.parse(to) : to;
+
+const money = z.object({ micro: z.number().int(), amount: z.string() });
+const errorObj = z.object({ code: z.string().nullable(), message: z.string().nullable() }).nullable();
+
+export const messageAccepted = z
+  .object({ id: id('msg'), status: z.literal('queued'), channel, to: z.string(), created_at: isoTime })
+  .meta({ id: 'MessageAccepted' });
+
+export const messageOut = z
+  .object({
+    id: id('msg'),
+    direction: z.enum(['outbound', 'inbound']),
+    channel,
+    to: z.string(),
+    from: z.string(),
+    status: z.string(),
+    content: z.record(z.string(), z.unknown()),
+    price: money,
+    segments: z.number().int(),
+    refunded: z.boolean(),
+    provider_message_id: z.string().nullable(),
+    error: errorObj,
+    possible_duplicate: z.boolean(),
+    conversation_id: z.string().nullable(),
+    contact_id: z.string().nullable(),
+    created_at: isoTime,
+    updated_at: isoTime,
+    history: z
+      .array(
+        z.object({
+          status: z.string(),
+          provider_status: z.string().nullable(),
+          error: errorObj,
+          applied: z.boolean(),
+          occurred_at: isoTime,
+          recorded_at: isoTime,
+        }),
+      )
+      .optional(),
+  })
+  .meta({ id: 'Message' });
+
+// --- conversations ---------------------------------------------------------------------
+
+const timeParam = z
+  .string()
+  .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 time, e.g. 2026-11-22T10:00:00Z')
+  .transform((v) => Date.parse(v));
+
+export const conversationsQuery = z.object({
+  limit,
+  cursor,
+  channel: channel.optional(),
+  status: z.enum(['open', 'closed']).optional(),
+  contact: z.string().max(64).optional().describe('a contact id (ct_…)'),
+  updated_since: timeParam.optional().describe('only conversations with activity at or after this time'),
+  updated_before: timeParam.optional().describe('only conversations whose last activity is before this time'),
+  sort: z
+    .enum(['-created_at', 'updated_at', '-updated_at'])
+    .default('-created_at')
+    .describe('-created_at (newest first, default), updated_at (oldest activity first: use with updated_since to sync), -updated_at'),
+});
+
+export const conversationQuery = z.object({
+  limit,
+  cursor,
+  order: z.enum(['desc', 'asc']).default('desc').describe("the conversation's messages: desc (newest first, default) or asc"),
+});
+
+const contactSummary = z.object({
+  id: id('ct'),
+  name: z.string().nullable(),
+  phone: z.string().nullable(),
+  email: z.string().nullable(),
+  messenger_psid: z.string().nullable(),
+  instagram_igsid: z.string().nullable(),
+});
+
+export const conversationOut = z
+  .object({
+    id: id('conv'),
+    channel,
+    status: z.enum(['open', 'closed']),
+    contact: contactSummary,
+    last_message_at: isoTime.nullable(),
+    last_inbound_at: isoTime.nullable(),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .meta({ id: 'Conversation' });
+
+export const pageOf = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() });
+
+export const conversationWithMessages = conversationOut
+  .extend({ messages: pageOf(messageOut).describe('a page of its messages; page on with ?cursor') })
+  .meta({ id: 'ConversationWithMessages' });
+
+// --- contacts ----------------------------------------------------------------------------
+
+const phoneParam = z
+  .string()
+  .refine((v) => normalizeE164(v) !== null, 'must be a valid phone number in E.164 format, e.g. +14155550123')
+  .transform((v) => normalizeE164(v)!);
+
+export const contactUpsert = z
+  .object({
+    name: z.string().max(200).nullable().optional(),
+    phone: phoneParam.optional(),
+    email: emailAddress.optional(),
+    messenger_psid: z.string().regex(/^\d{1,64}$/, 'digits: the page-scoped id').optional(),
+    instagram_igsid: z.string().regex(/^\d{1,64}$/, 'digits: the Instagram-scoped id').optional(),
+    attributes: z.record(z.string().max(100), z.unknown()).optional().describe('merged into the stored attributes; a null value removes a key'),
+  })
+  .refine((b) => b.phone || b.email || b.messenger_psid || b.instagram_igsid, {
+    message: 'at least one of phone, email, messenger_psid, instagram_igsid is required: the contact is found or created by it',
+    path: ['phone'],
+  })
+  .meta({ id: 'ContactUpsert' });
+
+export const contactsQuery = z.object({
+  limit,
+  cursor,
+  q: z.string().min(1).max(200).optional().describe('case-insensitive substring of name, phone or email'),
+  phone: phoneParam.optional().describe('an exact phone number (E.164)'),
+  email: z.string().max(320).optional().describe('an exact email address'),
+});
+
+export const contactOut = contactSummary
+  .extend({
+    attributes: z.record(z.string(), z.unknown()),
+    last_inbound_at: isoTime.nullable(),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .meta({ id: 'Contact' });
+
+// --- webhooks ------------------------------------------------------------------------------
+
+export const SUBSCRIBABLE = EVENT_TYPES.filter((t) => t !== 'webhook.test');
+
+export const webhookCreate = z
+  .object({
+    url: z.string().max(2048).describe('an https:// URL reachable from the internet'),
+    events: z
+      .array(z.enum(SUBSCRIBABLE as [string, ...string[]]))
+      .min(1)
+      .max(SUBSCRIBABLE.length)
+      .nullable()
+      .optional()
+      .describe('event types to receive; omitted or null: all of them'),
+    description: z.string().max(500).nullable().optional(),
+  })
+  .meta({ id: 'WebhookCreate' });
+
+export const webhookOut = z
+  .object({
+    id: id('whe'),
+    url: z.string(),
+    description: z.string().nullable(),
+    events: z.array(z.string()).nullable(),
+    status: z.enum(['enabled', 'disabled']),
+    disabled_reason: z.string().nullable(),
+    failing_since: isoTime.nullable(),
+    secret_rotation_ends_at: isoTime.nullable().describe('while set, the previous secret also signs'),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .meta({ id: 'Webhook' });
+
+export const webhookWithSecret = webhookOut
+  .extend({ secret: z.string().describe('whsec_…: shown in this response only; store it now') })
+  .meta({ id: 'WebhookWithSecret' });
+
+export const webhookTestOut = z.object({ event_id: id('evt'), delivery_id: id('dlv') }).meta({ id: 'WebhookTest' });
+
+// --- channels ----------------------------------------------------------------------------
+
+export const channelOut = z
+  .object({
+    id: id('ch'),
+    type: channel,
+    sender: z.string().describe('the sender address: phone number, email address, page or Instagram account id'),
+    provider: z.string(),
+    status: z.enum(['active', 'disabled']),
+    health: z.enum(['ok', 'degraded', 'down', 'disabled', 'unknown']).describe('from the outcomes of recent sends'),
+    recent: z.object({
+      window_seconds: z.number().int(),
+      accepted: z.number().int(),
+      failed: z.number().int(),
+      retrying: z.number().int(),
+      queued: z.number().int(),
+    }),
+    created_at: isoTime,
+  })
+  .meta({ id: 'Channel' });
+
+// --- errors ------------------------------------------------------------------------------------
+
+export const errorOut = z
+  .object({
+    error: z.object({
+      code: z.string().describe('stable machine-readable code, e.g. insufficient_scope'),
+      message: z.string(),
+      details: z.array(z.object({ field: z.string().optional(), message: z.string(), code: z.string().optional() })),
+    }),
+  })
+  .meta({ id: 'Error' });

@@ -1,0 +1,109 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import type { ChannelType } from '../core/context.js';
+import type { MessageContent } from '../core/message-content.js';
+import type { MessageRow } from '../core/messages.js';
+import { AppError } from '../lib/errors.js';
+import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../jobs/dispatch-accept.js';
+import type { Runtime } from '../runtime.js';
+import { authenticate } from './auth.js';
+import { statusFor } from './errors.js';
+import { zodDetails } from './schemas/send.js';
+
+// The one send path behind both partner APIs (/api/send-*.php and POST /v1/messages): checks
+// in the spec's order — 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload,
+// 402 price — then the money rule (src/jobs/dispatch-accept.ts). Each surface supplies only
+// how its body names the channel, how it becomes a message, and the shape of its answer.
+// The body arrives unparsed (a JSON string) so even malformed JSON meets the checks in order.
+
+export interface SendPlan {
+  to: string;
+  content: MessageContent;
+  /** The text SMS segments are counted on. */
+  priceText?: string;
+}
+
+export interface SendSpec {
+  /** The channel when the body cannot be parsed; null: only the partner-wide funds check applies. */
+  fixedChannel: ChannelType | null;
+  /** The channel a parsed body asks for; null when it names none we know (validation says why). */
+  channelOf(body: unknown): ChannelType | null;
+  /** Validate (throwing a 400) and build the message. */
+  plan(body: unknown, channel: ChannelType | null): SendPlan;
+  respond(m: MessageRow): { status: number; body: unknown };
+}
+
+export function parseJsonBody(raw: unknown): unknown {
+  if (typeof raw !== 'string') return raw;
+  if (raw.trim() === '') throw new AppError('invalid_json', 'the body is empty; send a JSON object');
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw new AppError('invalid_json', 'the body is not valid JSON');
+  }
+}
+
+export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new AppError('invalid_request', 'the body must be a JSON object');
+  }
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new AppError('invalid_request', 'the request is invalid', zodDetails(parsed.error));
+  return parsed.data;
+}
+
+export function idempotencyOf(req: FastifyRequest, body: unknown) {
+  const key = req.headers['idempotency-key'];
+  if (key === undefined) return undefined;
+  if (typeof key !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(key)) {
+    throw new AppError('invalid_request', 'Idempotency-Key must be 1-255 visible ASCII characters', [
+      { field: 'Idempotency-Key', message: '1-255 visible ASCII characters' },
+    ]);
+  }
+  return { key, hash: canonicalHash(req.method, req.routeOptions.url ?? req.url, body) };
+}
+
+/** Run fn now, but hold a 400 it throws until the checks the spec orders first have run. */
+function deferred<T>(fn: () => T): { value?: T; error?: unknown } {
+  try {
+    return { value: fn() };
+  } catch (error) {
+    if (error instanceof AppError && statusFor(error.code) === 400) return { error };
+    throw error;
+  }
+}
+
+export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: FastifyReply, spec: SendSpec) {
+  const ttlMs = rt.config.idempotency.ttlHours * 3_600_000;
+  // 401, and 403 for a suspended partner or a missing scope.
+  const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
+  // A malformed body or Idempotency-Key is a 400: it waits for the 403/402 checks below.
+  const parsed = deferred(() => parseJsonBody(req.body));
+  const idem = parsed.error ? {} : deferred(() => idempotencyOf(req, parsed.value));
+  const idempotency = idem.value;
+  // A retry of an accepted request gets its first answer even if the money has run out
+  // since: the first request was the one that paid.
+  if (idempotency) {
+    const hit = findIdempotent(rt.ctx, principal.partnerId, idempotency, ttlMs);
+    if (hit) return reply.header('idempotent-replayed', 'true').code(hit.status).send(hit.body);
+  }
+  // 403 channel not assigned / gateway disabled, 402 funds exhausted.
+  const channel = parsed.error ? spec.fixedChannel : spec.channelOf(parsed.value);
+  const pre = channel ? preflight(rt.ctx, principal, channel) : (fundsCheck(rt.ctx, principal), undefined);
+  if (parsed.error) throw parsed.error;
+  if (idem.error) throw idem.error;
+  const p = spec.plan(parsed.value, channel);
+  if (!pre) throw new AppError('invalid_request', 'the request names no channel');
+  const result = await accept(rt.acceptDeps, {
+    principal,
+    preflight: pre,
+    to: p.to,
+    content: p.content,
+    priceText: p.priceText,
+    idempotency,
+    idempotencyTtlMs: ttlMs,
+    respond: spec.respond,
+  });
+  if (result.kind === 'replay') reply.header('idempotent-replayed', 'true');
+  return reply.code(result.status).send(result.body);
+}

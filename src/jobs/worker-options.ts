@@ -1,0 +1,55 @@
+import type { Config } from '../config/schema.js';
+import type { Db } from '../db/open.js';
+import type { BackoffOptions } from './backoff.js';
+import type { JobQueue } from './queue.js';
+
+// The Worker's options and counters, and how the config's `jobs` section maps onto them.
+
+/** pino's Logger fits. */
+export interface JobLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface WorkerOptions {
+  db: Db;
+  queue: JobQueue;
+  concurrency: number;
+  leaseMs: number;
+  logger?: JobLogger;
+  now?: () => number;
+  workerId?: string;
+  /** Retry delay when a handler gives none; default base 1 s, cap 15 min, full jitter. */
+  backoff?: BackoffOptions;
+  /** Default 30 s (config jobs.lifelineIntervalSeconds). */
+  lifelineIntervalMs?: number;
+  /** Longest idle sleep; bounds how late jobs enqueued by other processes (msgctl) are seen. Default 1 s. */
+  maxSleepMs?: number;
+}
+
+export interface WorkerCounters {
+  claimed: number;
+  completed: number;
+  retried: number;
+  snoozed: number;
+  /** Dead-lettered: explicit fail, retries exhausted, or onClaim/apply failures on the last attempt. */
+  dead: number;
+  /** Results dropped because the lease had lapsed and the job was reclaimed. */
+  lost: number;
+  /** Handed back by stop() after its timeout. */
+  released: number;
+  /** Taken back from dead workers by this worker's lifeline. */
+  reclaimed: number;
+  /** Committed settle-and-claim transactions: (completed + retried + …) / batches = jobs per fsync. */
+  batches: number;
+}
+
+export function workerOptionsFromConfig(jobs: Config['jobs']) {
+  return {
+    concurrency: jobs.concurrency,
+    leaseMs: jobs.leaseSeconds * 1000,
+    lifelineIntervalMs: jobs.lifelineIntervalSeconds * 1000,
+    backoff: { baseMs: jobs.backoffBaseMs, capMs: jobs.backoffCapMs },
+  };
+}

@@ -1,0 +1,113 @@
+import type { ChannelType } from '../../core/context.js';
+import type { ProviderEvent, Receiver } from '../../core/inbound.js';
+import type { MediaRef, MessageContent } from '../../core/message-content.js';
+import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
+import { isObject, jsonBody, note, str, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
+
+// Messenger (object "page") and Instagram (object "instagram") webhooks (FACTS B2): entry[]
+// per page / IG account, messaging[] events with sender, recipient, timestamp (ms) and one of
+// message, delivery, read. Instagram's Business-Login examples wrap the notification in an
+// array, so both forms are taken. Echoes of our own sends carry is_echo and are skipped.
+
+type Notifications = any[];
+
+function notifications(j: unknown, object: string): Notifications | null {
+  const list = Array.isArray(j) ? j : [j];
+  if (list.length === 0 || !list.every((n) => isObject(n) && n.object === object && Array.isArray(n.entry))) return null;
+  return list;
+}
+
+function attachment(a: any): MediaRef {
+  const p = isObject(a?.payload) ? a.payload : {};
+  const coords = p.coordinates;
+  const url = str(p.url) ?? (isObject(coords) ? `geo:${coords.lat},${coords.long}` : null);
+  return { type: str(a?.type) ?? 'file', url: url ?? null, caption: str(p.title) ?? null };
+}
+
+function content(m: Record<string, any>): MessageContent | null {
+  const atts = Array.isArray(m.attachments) ? m.attachments : [];
+  if (atts.length) return { kind: 'media', caption: str(m.text) ?? null, media: atts.map(attachment) };
+  return typeof m.text === 'string' ? { kind: 'text', text: m.text } : null;
+}
+
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : /^\d+$/.test(String(v)) ? Number(v) : null);
+
+function eventsOf(provider: 'messenger' | 'instagram', list: Notifications): ProviderEvent[] {
+  const channel: ChannelType = provider;
+  const out: ProviderEvent[] = [];
+  for (const n of list) {
+    for (const entry of n.entry) {
+      const entryId = str(entry?.id);
+      for (const ev of Array.isArray(entry?.messaging) ? entry.messaging : []) {
+        const account = str(ev?.recipient?.id);
+        const user = str(ev?.sender?.id);
+        const receiver: Receiver = { channel, addresses: [...new Set([account, entryId].filter((x): x is string => !!x))] };
+        const at = num(ev?.timestamp) ?? Date.now();
+        if (!user || receiver.addresses.length === 0) {
+          out.push(note(`${provider} event without sender or recipient`));
+        } else if (isObject(ev.message)) {
+          const m = ev.message;
+          const mid = str(m.mid);
+          const c = content(m);
+          if (m.is_echo) out.push(note(`echo of our own ${provider} send skipped${mid ? ` (${mid})` : ''}`));
+          else if (m.is_deleted) out.push(note(`${provider} message deleted by the sender${mid ? ` (${mid})` : ''}`));
+          else if (!mid || !c) out.push(note(`${provider} message without mid or content`));
+          else {
+            out.push({ type: 'message', key: `${provider}:message:${mid}`, receiver, from: user, providerMessageId: mid, content: c, occurredAt: at });
+          }
+        } else if (isObject(ev.delivery) || isObject(ev.read)) {
+          const status = isObject(ev.delivery) ? 'delivered' : 'read';
+          const body = ev.delivery ?? ev.read;
+          const watermark = num(body.watermark);
+          const mids = [...(Array.isArray(body.mids) ? body.mids : []), body.mid].filter((x): x is string => typeof x === 'string' && x !== '');
+          if (watermark === null && mids.length === 0) {
+            out.push(note(`${provider} ${status} receipt without watermark or mid`));
+            continue;
+          }
+          out.push({
+            type: 'watermark',
+            key: `${provider}:${status}:${receiver.addresses[0]}:${user}:${watermark ?? mids.join(',')}`,
+            receiver,
+            contact: user,
+            status,
+            watermark,
+            mids,
+            occurredAt: watermark ?? at,
+          });
+        } else {
+          const kinds = Object.keys(ev ?? {}).filter((k) => !['sender', 'recipient', 'timestamp'].includes(k));
+          out.push(note(`${provider} event ${kinds.join(', ') || '(empty)'} is not handled`));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+function handler(provider: 'messenger' | 'instagram', object: string): WebhookHandler<Notifications, MetaSignature> {
+  const kind = provider === 'messenger' ? 'meta_messenger' : 'meta_instagram';
+  return {
+    provider,
+    kinds: [kind],
+    secretName: 'app_secret',
+    parse: (req) => notifications(jsonBody(req), object),
+    hints(list) {
+      const hints: GatewayHint[] = [];
+      for (const n of list) {
+        for (const e of n.entry) {
+          const id = str(e?.id);
+          if (!id) continue;
+          if (provider === 'messenger') hints.push({ kind, setting: 'page_id', value: id });
+          else hints.push({ kind, setting: 'ig_account_id', value: id }, { kind, setting: 'page_id', value: id });
+        }
+      }
+      return hints;
+    },
+    signature: metaSignature,
+    matches: (req, _p, sig, secret) => metaMatches(req, sig, secret),
+    events: (list) => eventsOf(provider, list),
+  };
+}
+
+export const messengerWebhook = handler('messenger', 'page');
+export const instagramWebhook = handler('instagram', 'instagram');

@@ -1,0 +1,180 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import querystring from 'node:querystring';
+import type { ProviderEvent } from '../../core/inbound.js';
+import type { MediaRef, MessageContent } from '../../core/message-content.js';
+import type { MessageStatus } from '../../core/statuses.js';
+import { header, isObject, jsonBody, mediaType, note, type WebhookHandler } from '../webhook-common.js';
+
+// Twilio status callbacks and inbound SMS (FACTS D2-D4): form-encoded params, signed with
+// X-Twilio-Signature = base64 HMAC-SHA1(auth token, URL + sorted key+value pairs). The URL is
+// the one configured at Twilio; like twilio-node we accept it with and without the standard
+// port and with the query re-encoded, since Twilio's own signing is inconsistent there.
+// JSON bodies are signed through a bodySHA256 query parameter instead of params.
+
+export type TwilioParams = Record<string, string | string[]>;
+
+interface TwilioPayload {
+  params: TwilioParams;
+  /** JSON body: signed via ?bodySHA256=, params not part of the signature. */
+  json: boolean;
+}
+
+export function twilioSignature(authToken: string, url: string, params: TwilioParams): string {
+  let data = url;
+  for (const key of Object.keys(params).sort()) {
+    const v = params[key];
+    if (Array.isArray(v)) for (const item of [...new Set(v)].sort()) data += key + item;
+    else data += key + v;
+  }
+  return createHmac('sha1', authToken).update(Buffer.from(data, 'utf8')).digest('base64');
+}
+
+function withStandardPort(u: URL): string {
+  const port = u.protocol === 'https:' ? ':443' : ':80';
+  const auth = u.username || u.password ? `${u.username}${u.password ? `:${u.password}` : ''}@` : '';
+  return `${u.protocol}//${auth}${u.host}${port}${u.pathname}${u.search}${u.hash}`;
+}
+
+/** Node's legacy querystring turns %27 back into ' (twilio-node #1061). */
+function legacyQuery(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const h = url.indexOf('#', q);
+  const query = url.slice(q + 1, h < 0 ? undefined : h);
+  return url.slice(0, q + 1) + querystring.stringify(querystring.parse(query)) + (h < 0 ? '' : url.slice(h));
+}
+
+export function twilioUrlVariants(url: string): string[] {
+  const u = new URL(url);
+  const withPort = u.port ? u.toString() : withStandardPort(u);
+  const bare = new URL(u.toString());
+  bare.port = '';
+  const withoutPort = bare.toString();
+  return [...new Set([withoutPort, withPort, legacyQuery(withoutPort), legacyQuery(withPort)])];
+}
+
+export function validateTwilioSignature(authToken: string, signature: string, url: string, params: TwilioParams): boolean {
+  const got = Buffer.from(signature);
+  let ok = false;
+  // Every variant is computed and compared: how many match reveals nothing.
+  for (const v of twilioUrlVariants(url)) {
+    const want = Buffer.from(twilioSignature(authToken, v, params));
+    if (want.length === got.length && timingSafeEqual(want, got)) ok = true;
+  }
+  return ok;
+}
+
+export function validateTwilioBody(authToken: string, signature: string, url: string, raw: Buffer): boolean {
+  const claimed = Buffer.from(new URL(url).searchParams.get('bodySHA256') ?? '');
+  const actual = Buffer.from(createHash('sha256').update(raw).digest('hex'));
+  const bodyOk = claimed.length === actual.length && timingSafeEqual(claimed, actual);
+  return validateTwilioSignature(authToken, signature, url, {}) && bodyOk;
+}
+
+function formParams(raw: Buffer): TwilioParams {
+  const out: TwilioParams = {};
+  for (const [k, v] of new URLSearchParams(raw.toString('utf8'))) {
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}
+
+const STATUS: Record<string, MessageStatus | null> = {
+  accepted: 'queued',
+  scheduled: 'queued',
+  queued: 'queued',
+  sending: 'sending',
+  sent: 'sent',
+  delivered: 'delivered',
+  undelivered: 'undelivered',
+  failed: 'failed',
+  read: 'read',
+  canceled: 'failed',
+};
+
+const one = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v) || undefined;
+const address = (v: string | undefined) => (v ?? '').replace(/^whatsapp:/i, '');
+
+function inboundContent(p: TwilioParams): MessageContent {
+  const body = one(p.Body) ?? '';
+  const n = Math.min(Number(one(p.NumMedia) ?? 0) || 0, 10);
+  const media: MediaRef[] = [];
+  for (let i = 0; i < n; i++) {
+    const url = one(p[`MediaUrl${i}`]);
+    if (url) media.push({ type: (one(p[`MediaContentType${i}`]) ?? 'file').split('/')[0], url, mime_type: one(p[`MediaContentType${i}`]) ?? null });
+  }
+  return media.length ? { kind: 'media', caption: body || null, media } : { kind: 'text', text: body };
+}
+
+function events({ params: p }: TwilioPayload): ProviderEvent[] {
+  const sid = one(p.MessageSid) ?? one(p.SmsMessageSid) ?? one(p.SmsSid);
+  if (!sid) return [note('Twilio request without a MessageSid')];
+  const raw = (one(p.MessageStatus) ?? one(p.SmsStatus) ?? '').toLowerCase();
+  if (raw === 'received' || (raw === '' && (p.Body !== undefined || p.NumMedia !== undefined))) {
+    const to = one(p.To);
+    const from = one(p.From);
+    if (!to || !from) return [note(`Twilio inbound ${sid} without To or From`)];
+    return [
+      {
+        type: 'message',
+        key: `twilio:${sid}:received`,
+        receiver: { channel: /^whatsapp:/i.test(to) ? 'whatsapp' : 'sms', addresses: [address(to)] },
+        from: address(from),
+        profileName: one(p.ProfileName) ?? null,
+        providerMessageId: sid,
+        content: inboundContent(p),
+        occurredAt: Date.now(),
+      },
+    ];
+  }
+  // WhatsApp read receipts arrive as EventType=READ beside the last status.
+  const st = one(p.EventType)?.toUpperCase() === 'READ' ? 'read' : raw;
+  if (!st) return [note(`Twilio callback for ${sid} without a status`)];
+  const code = one(p.ErrorCode);
+  return [
+    {
+      type: 'status',
+      key: `twilio:${sid}:${st}`,
+      ref: { providerMessageId: sid },
+      status: STATUS[st] ?? null,
+      providerStatus: st,
+      errorCode: code ?? null,
+      errorMessage: one(p.ChannelStatusMessage) ?? one(p.ErrorMessage) ?? (code ? `Twilio error ${code}` : null),
+      occurredAt: Date.now(),
+    },
+  ];
+}
+
+export const twilioWebhook: WebhookHandler<TwilioPayload, string> = {
+  provider: 'twilio',
+  kinds: ['twilio'],
+  secretName: 'auth_token',
+  parse(req) {
+    const type = mediaType(req);
+    if (type === 'application/x-www-form-urlencoded') {
+      const params = formParams(req.raw);
+      return params.AccountSid !== undefined || params.MessageSid !== undefined || params.SmsSid !== undefined ? { params, json: false } : null;
+    }
+    if (type === 'application/json' && header(req, 'x-twilio-signature') !== undefined && /[?&]bodySHA256=/.test(req.path)) {
+      const j = jsonBody(req);
+      if (!isObject(j)) return null;
+      const params: TwilioParams = {};
+      for (const [k, v] of Object.entries(j)) if (typeof v === 'string' || typeof v === 'number') params[k] = String(v);
+      return { params, json: true };
+    }
+    return null;
+  },
+  hints(p) {
+    const sid = one(p.params.AccountSid);
+    return sid ? [{ kind: 'twilio', setting: 'account_sid', value: sid }] : [];
+  },
+  signature(req) {
+    const sig = header(req, 'x-twilio-signature');
+    return sig ? { ok: true, sig } : { ok: false, reason: 'missing X-Twilio-Signature header' };
+  },
+  matches(req, p, sig, token) {
+    return p.json ? validateTwilioBody(token, sig, req.url, req.raw) : validateTwilioSignature(token, sig, req.url, p.params);
+  },
+  events,
+};

@@ -1,0 +1,60 @@
+import { messengerWebhook, instagramWebhook } from './meta-messenger/webhook.js';
+import { sandboxWebhook } from './sandbox/webhook.js';
+import { sendgridWebhook } from './sendgrid/webhook.js';
+import { twilioWebhook } from './twilio/webhook.js';
+import { whatsappWebhook } from './whatsapp-cloud/webhook.js';
+import type { RawWebhook, WebhookHandler, WebhookProvider } from './webhook-common.js';
+
+// Which provider sent a webhook. The shapes are disjoint (Meta's `object` names, SendGrid's
+// arrays of `event`s, Twilio's form params with AccountSid, the sandbox's own object), and
+// header-dependent forms (Twilio JSON, a lone SendGrid event) need their signature header
+// present, so every handler is asked in turn and the first that recognises the body wins.
+
+export type { ProviderEvent as NormalizedEvent, Receiver, StatusRef } from '../core/inbound.js';
+export type { GatewayHint, RawWebhook, VerifyOptions, WebhookHandler, WebhookProvider } from './webhook-common.js';
+
+const HANDLERS: readonly WebhookHandler[] = [
+  whatsappWebhook,
+  messengerWebhook,
+  instagramWebhook,
+  sendgridWebhook,
+  twilioWebhook,
+  sandboxWebhook,
+];
+
+export const WEBHOOK_PROVIDERS: readonly WebhookProvider[] = HANDLERS.map((h) => h.provider);
+
+export interface Detected {
+  handler: WebhookHandler;
+  payload: unknown;
+}
+
+export function detectWebhook(req: RawWebhook): Detected | null {
+  for (const handler of HANDLERS) {
+    const payload = handler.parse(req);
+    if (payload !== null) return { handler, payload };
+  }
+  return null;
+}
+
+export function webhookHandler(provider: string): WebhookHandler | undefined {
+  return HANDLERS.find((h) => h.provider === provider);
+}
+
+/** Headers that prove or grant something: never stored. Signatures are per-request, but a log is not the place for them. */
+const SECRET_HEADERS = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'x-hub-signature',
+  'x-hub-signature-256',
+  'x-twilio-signature',
+  'x-twilio-email-event-webhook-signature',
+  'x-msgd-sandbox-signature',
+]);
+
+export function redactHeaders(headers: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(headers)) out[k] = SECRET_HEADERS.has(k) ? '[redacted]' : headers[k];
+  return out;
+}

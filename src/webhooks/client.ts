@@ -1,0 +1,131 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import { Agent, buildConnector, type Dispatcher } from 'undici';
+import type { Config } from '../config/schema.js';
+import { guardIpLiteral, guardedLookup } from './ssrf.js';
+import { parseRetryAfter } from './schedule.js';
+
+// The HTTP side of a delivery: msgd's own undici Agent (never the global one), TLS verified
+// against Node's roots plus webhooksOut.caFile, the SSRF guard on every connection, no
+// redirects (undici follows none unless told), and a hard timeout.
+
+const SNIPPET_BYTES = 1024;
+/** Read at most this much of a response; the rest is dropped with the connection. */
+const READ_LIMIT = 64 * 1024;
+
+export type OutConfig = Config['webhooksOut'];
+
+export function createWebhookAgent(cfg: OutConfig): Agent {
+  // `ca` replaces the default trust store, so the default roots are passed along with the file.
+  const ca = cfg.caFile ? [...rootCertificates, readFileSync(cfg.caFile, 'utf8')] : undefined;
+  const base = buildConnector({
+    ...(ca ? { ca } : {}),
+    ...(cfg.allowPrivateTargets ? {} : { lookup: guardedLookup as any }),
+    rejectUnauthorized: true,
+    timeout: cfg.timeoutMs,
+  });
+  const connect: buildConnector.connector = (opts, cb) => {
+    const refused = cfg.allowPrivateTargets ? null : guardIpLiteral(opts.hostname);
+    if (refused) return cb(refused, null);
+    return base(opts, cb);
+  };
+  return new Agent({
+    connect,
+    connections: Math.max(8, cfg.concurrency),
+    keepAliveTimeout: 10_000,
+    headersTimeout: cfg.timeoutMs,
+    bodyTimeout: cfg.timeoutMs,
+  });
+}
+
+export interface AttemptOutcome {
+  ok: boolean;
+  /** HTTP status, or null when no response came (timeout, refused, TLS, SSRF guard). */
+  status: number | null;
+  durationMs: number;
+  /** First 1 KB of the response body. */
+  snippet: string | null;
+  error: string | null;
+  retryAfterMs: number | null;
+}
+
+function describe(err: any, timeoutMs: number): string {
+  const code: string | undefined = err?.code ?? err?.cause?.code;
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || err?.name === 'TimeoutError') {
+    return `timeout: no complete answer within ${timeoutMs} ms`;
+  }
+  if (code === 'ERR_WEBHOOK_TARGET_REFUSED') return `refused by the private-address guard: ${err.message}`;
+  const msg = err?.message ?? String(err);
+  return code && !msg.includes(code) ? `${code}: ${msg}` : msg;
+}
+
+async function readSnippet(body: Dispatcher.ResponseData['body']): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    if (size < SNIPPET_BYTES) chunks.push(chunk as Buffer);
+    size += (chunk as Buffer).length;
+    if (size >= READ_LIMIT) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, SNIPPET_BYTES).toString('utf8');
+}
+
+/** POST the event body with its headers; never throws. */
+export async function postEvent(
+  agent: Dispatcher,
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  now: () => number = Date.now,
+): Promise<AttemptOutcome> {
+  const started = performance.now();
+  const signal = AbortSignal.timeout(timeoutMs);
+  try {
+    const target = targetOf(url);
+    const res = await agent.request({
+      origin: target.origin,
+      path: target.path,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'user-agent': 'msgd-webhooks/1', ...headers },
+      body,
+      signal,
+    });
+    let snippet: string | null = null;
+    let readError: string | null = null;
+    try {
+      snippet = await readSnippet(res.body);
+    } catch (e) {
+      readError = describe(e, timeoutMs);
+    }
+    const status = res.statusCode;
+    const ok = status >= 200 && status < 300;
+    return {
+      ok,
+      status,
+      durationMs: Math.round(performance.now() - started),
+      snippet,
+      error: ok ? null : readError ?? `HTTP ${status}${status >= 300 && status < 400 ? ' (redirects are not followed)' : ''}`,
+      retryAfterMs: status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after'], now()) : null,
+    };
+  } catch (e) {
+    return { ok: false, status: null, durationMs: Math.round(performance.now() - started), snippet: null, error: describe(e, timeoutMs), retryAfterMs: null };
+  }
+}
+
+const targets = new Map<string, { origin: string; path: string }>();
+
+// Parsing a URL costs more than signing the body; endpoints are few, deliveries many.
+function targetOf(url: string): { origin: string; path: string } {
+  let t = targets.get(url);
+  if (t === undefined) {
+    const u = new URL(url);
+    t = { origin: u.origin, path: u.pathname + u.search };
+    if (targets.size > 10_000) targets.clear();
+    targets.set(url, t);
+  }
+  return t;
+}

@@ -1,0 +1,110 @@
+import type { Agent } from 'undici';
+import type { Config } from '../config/schema.js';
+import type { CoreCtx } from '../core/context.js';
+import { idFloor } from '../lib/id-time.js';
+import type { MaintenanceTask } from '../jobs/maintenance.js';
+import type { JobQueue } from '../jobs/queue.js';
+import { Worker, type JobLogger } from '../jobs/worker.js';
+import { createWebhookAgent } from './client.js';
+import { registerDelivery } from './deliver.js';
+import { Fanout } from './fanout.js';
+
+// Outbound webhooks as one unit for the runtime: fan-out, a worker of their own (so slow
+// partner endpoints never take the slots of message dispatch, and webhooksOut.concurrency
+// bounds them), the HTTP agent, and retention.
+
+export interface WebhooksOut {
+  worker: Worker;
+  fanout: Fanout;
+  agent: Agent;
+  maintenanceTasks: MaintenanceTask[];
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export interface WebhooksOutOptions {
+  ctx: CoreCtx;
+  queue: JobQueue;
+  config: Config;
+  logger: JobLogger & { error(obj: object, msg?: string): void };
+  now?: () => number;
+}
+
+export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
+  const { ctx, queue, config, logger } = opts;
+  const cfg = config.webhooksOut;
+  const agent = createWebhookAgent(cfg);
+  const worker = new Worker({
+    db: ctx.db,
+    queue,
+    concurrency: cfg.concurrency,
+    leaseMs: config.jobs.leaseSeconds * 1000,
+    lifelineIntervalMs: config.jobs.lifelineIntervalSeconds * 1000,
+    logger,
+    now: opts.now,
+  });
+  registerDelivery(worker, { ctx, agent, config: cfg, logger });
+  const fanout = new Fanout({ ctx, queue, logger, firstDelayMs: () => cfg.retryScheduleMs[0] });
+  let started = false;
+  return {
+    worker,
+    fanout,
+    agent,
+    maintenanceTasks: [retentionTask(cfg.retentionDays)],
+    start() {
+      if (started) return;
+      started = true;
+      fanout.start();
+      worker.start();
+    },
+    async stop() {
+      fanout.stop();
+      if (started) await worker.stop({ timeoutMs: 10_000 });
+      started = false;
+      await agent.close();
+    },
+  };
+}
+
+const CHUNK = 5000;
+
+/** Delete in chunks so a large backlog never holds the event loop (or the write lock) for long. */
+async function chunked(ctx: CoreCtx, sql: string, params: unknown[]): Promise<number> {
+  const st = ctx.db.sqlite.prepare(sql);
+  let total = 0;
+  for (;;) {
+    const n = st.run(...params, CHUNK).changes;
+    total += n;
+    if (n < CHUNK) return total;
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+function retentionTask(days: number): MaintenanceTask {
+  return {
+    name: 'webhooks-out-retention',
+    cron: '29 4 * * *',
+    run: async (rt) => {
+      const ctx = rt.ctx;
+      const cutoff = ctx.now() - days * 86_400_000;
+      const attempts = await chunked(
+        ctx,
+        'DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts WHERE created_at < ? LIMIT ?)',
+        [cutoff],
+      );
+      const deliveries = await chunked(
+        ctx,
+        `DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE id < ? AND status != 'pending' LIMIT ?)`,
+        [idFloor('dlv', cutoff)],
+      );
+      // An event still being delivered is kept whatever its age: its job needs the body.
+      const events = await chunked(
+        ctx,
+        `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id < ? AND fanned_out = 1
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.id AND d.status = 'pending') LIMIT ?)`,
+        [idFloor('evt', cutoff)],
+      );
+      return { attempts, deliveries, events };
+    },
+  };
+}

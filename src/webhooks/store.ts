@@ -1,0 +1,193 @@
+import { stmt } from '../db/stmt.js';
+import type { CoreCtx } from '../core/context.js';
+import type { EndpointRow } from '../core/endpoints.js';
+import { newId } from '../lib/ids.js';
+import type { JobQueue } from '../jobs/queue.js';
+
+// Deliveries and their attempt log. A delivery is one event for one endpoint; its job
+// carries the delivery id and the attempt count the current run started from (a replay
+// starts a fresh schedule without renumbering the attempt log).
+
+export const DELIVERY_JOB = 'webhook.deliver';
+/** Never reached in practice: the handler ends a delivery by the schedule, not the queue. */
+export const DELIVERY_MAX_ATTEMPTS = 1000;
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'dead' | 'cancelled';
+
+export interface DeliveryPayload {
+  /** Delivery id. */
+  d: string;
+  /** delivery.attempts when this run (first try or replay) began. */
+  b: number;
+}
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  partner_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface AttemptRow {
+  id: number;
+  delivery_id: string;
+  attempt_no: number;
+  status_code: number | null;
+  duration_ms: number;
+  response_snippet: string | null;
+  error: string | null;
+  created_at: number;
+}
+
+/** In the caller's transaction: a pending delivery and its job. Returns null if it already exists. */
+export function createDelivery(
+  ctx: CoreCtx,
+  queue: JobQueue,
+  d: { eventId: string; endpointId: string; partnerId: string; runAt: number },
+): string | null {
+  const now = ctx.now();
+  const id = newId('dlv');
+  const inserted = stmt<[string, string, string, string, number, number, number], { id: string }>(
+    ctx.db.sqlite,
+    `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, next_attempt_at, created_at, updated_at)
+     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (event_id, endpoint_id) DO NOTHING RETURNING id`,
+  ).get(id, d.eventId, d.endpointId, d.partnerId, d.runAt, now, now);
+  if (!inserted) return null;
+  const payload: DeliveryPayload = { d: id, b: 0 };
+  queue.enqueue({ kind: DELIVERY_JOB, payload, runAt: d.runAt, maxAttempts: DELIVERY_MAX_ATTEMPTS });
+  return id;
+}
+
+/**
+ * Replay: a finished delivery goes back to pending with a fresh schedule. A pending one
+ * already has a job and is left alone (returns 'pending').
+ */
+export function restartDelivery(ctx: CoreCtx, queue: JobQueue, row: DeliveryRow, runAt: number): 'restarted' | 'pending' {
+  if (row.status === 'pending') return 'pending';
+  const now = ctx.now();
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, updated_at = ? WHERE id = ?`,
+  ).run(runAt, now, row.id);
+  const payload: DeliveryPayload = { d: row.id, b: row.attempts };
+  queue.enqueue({ kind: DELIVERY_JOB, payload, runAt, maxAttempts: DELIVERY_MAX_ATTEMPTS });
+  return 'restarted';
+}
+
+export interface AttemptContext {
+  delivery: DeliveryRow;
+  endpoint: EndpointRow;
+  /** The event's stored payload: the exact bytes sent. */
+  body: string;
+  eventType: string;
+}
+
+export function loadForAttempt(ctx: CoreCtx, deliveryId: string): AttemptContext | null {
+  const db = ctx.db.sqlite;
+  const delivery = stmt<[string], DeliveryRow>(db, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(deliveryId);
+  if (!delivery) return null;
+  const endpoint = stmt<[string], EndpointRow>(db, 'SELECT * FROM webhook_endpoints WHERE id = ?').get(delivery.endpoint_id);
+  const event = stmt<[string], { payload: string; type: string }>(db, 'SELECT payload, type FROM events WHERE id = ?').get(delivery.event_id);
+  if (!endpoint || !event) return null;
+  return { delivery, endpoint, body: event.payload, eventType: event.type };
+}
+
+export function getDelivery(ctx: CoreCtx, id: string): DeliveryRow | undefined {
+  return stmt<[string], DeliveryRow>(ctx.db.sqlite, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(id);
+}
+
+export interface AttemptRecord {
+  attemptNo: number;
+  status: number | null;
+  durationMs: number;
+  snippet: string | null;
+  error: string | null;
+}
+
+/** Log one attempt and move the delivery to its new state (inside the settling transaction). */
+export function recordAttempt(
+  ctx: CoreCtx,
+  deliveryId: string,
+  a: AttemptRecord,
+  next: { status: DeliveryStatus; nextAttemptAt: number | null },
+) {
+  const now = ctx.now();
+  const db = ctx.db.sqlite;
+  stmt(
+    db,
+    `INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, response_snippet, error, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?)`,
+  ).run(deliveryId, a.attemptNo, a.status, a.durationMs, a.snippet, a.error, now);
+  stmt(
+    db,
+    `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
+      WHERE id = ?`,
+  ).run(next.status, a.attemptNo, next.nextAttemptAt, a.status, a.error, now, deliveryId);
+}
+
+export function cancelDelivery(ctx: CoreCtx, id: string, reason: string) {
+  stmt(ctx.db.sqlite, `UPDATE webhook_deliveries SET status = 'cancelled', last_error = ?, next_attempt_at = NULL, updated_at = ?
+    WHERE id = ? AND status = 'pending'`).run(reason, ctx.now(), id);
+}
+
+export interface DeliveryListRow extends DeliveryRow {
+  event_type: string;
+  url: string;
+  partner_slug: string;
+}
+
+/** Operator view, newest first. `failed`: given up on, or still pending after a failure. */
+export function listDeliveries(
+  ctx: CoreCtx,
+  opts: { endpointId?: string; failed?: boolean; limit?: number } = {},
+): DeliveryListRow[] {
+  const where: string[] = [];
+  const params: Record<string, unknown> = { limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000) };
+  if (opts.endpointId) {
+    where.push('d.endpoint_id = @endpoint');
+    params.endpoint = opts.endpointId;
+  }
+  if (opts.failed) where.push(`(d.status IN ('failed', 'dead') OR (d.status = 'pending' AND d.attempts > 0))`);
+  return ctx.db.sqlite
+    .prepare(
+      `SELECT d.*, ev.type AS event_type, e.url, p.slug AS partner_slug
+         FROM webhook_deliveries d
+         JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         JOIN partners p ON p.id = d.partner_id
+         LEFT JOIN events ev ON ev.id = d.event_id
+        ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY d.id DESC LIMIT @limit`,
+    )
+    .all(params) as DeliveryListRow[];
+}
+
+export function listAttempts(ctx: CoreCtx, deliveryId: string): AttemptRow[] {
+  return stmt<[string], AttemptRow>(ctx.db.sqlite, 'SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY id').all(deliveryId);
+}
+
+/** Attempts across deliveries since a time, newest first: the outbound half of a webhook log. */
+export function recentAttempts(ctx: CoreCtx, opts: { since?: number; limit?: number } = {}) {
+  return ctx.db.sqlite
+    .prepare(
+      `SELECT a.*, d.event_id, d.endpoint_id, d.partner_id, e.url, ev.type AS event_type
+         FROM webhook_attempts a
+         JOIN webhook_deliveries d ON d.id = a.delivery_id
+         JOIN webhook_endpoints e ON e.id = d.endpoint_id
+         LEFT JOIN events ev ON ev.id = d.event_id
+        WHERE a.created_at >= @since ORDER BY a.id DESC LIMIT @limit`,
+    )
+    .all({ since: opts.since ?? 0, limit: Math.min(Math.max(opts.limit ?? 100, 1), 5000) }) as (AttemptRow & {
+    event_id: string;
+    endpoint_id: string;
+    partner_id: string;
+    url: string;
+    event_type: string | null;
+  })[];
+}

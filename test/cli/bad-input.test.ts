@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupTmp, dumpDb, oneErrorLine, runCli, tmpDataDir, type RunOptions } from '../helpers/cli.js';
+
+// Every bad input fails with one "msgctl: ..." line on stderr, nothing on stdout (also with
+// --json), and leaves every operator table exactly as it was.
+
+const dataDir = tmpDataDir();
+
+beforeAll(async () => {
+  const steps: [string[], RunOptions?][] = [
+    [['init']],
+    [['partner', 'create', 'acme', '--name', 'Acme Ltd']],
+    [['gateway', 'add', 'twilio', '--name', 'twilio-main', '--set', 'account_sid=AC123', '--secret-stdin', 'auth_token'], { stdin: 'tok\n' }],
+    [['channel', 'assign', 'acme', 'twilio-main', 'sms', '--from', '+15550001111']],
+    [['price', 'set', 'sms', '0.0075']],
+    [['balance', 'topup', 'acme', '100.00']],
+  ];
+  for (const [args, opts] of steps) {
+    const r = await runCli(args, { dataDir, ...opts });
+    if (r.code !== 0) throw new Error(`setup ${args.join(' ')}: ${r.stderr}`);
+  }
+});
+afterAll(cleanupTmp);
+
+interface Case {
+  name: string;
+  args: string[];
+  error: RegExp;
+  opts?: RunOptions;
+  code?: number;
+  /** Also run with --json (a representative subset: every kind of error, not every case). */
+  json?: boolean;
+}
+
+const cases: Case[] = [
+  { name: 'unknown partner', json: true, args: ['balance', 'topup', 'nope', '10.00'], error: /partner "nope" not found/ },
+  { name: 'unknown partner for a token', args: ['token', 'issue', 'nope', '--name', 'x', '--scopes', 'messages:send'], error: /partner "nope" not found/ },
+  { name: 'bad scope', json: true, args: ['token', 'issue', 'acme', '--name', 'x', '--scopes', 'messages:send,messages:delete'], error: /unknown scope "messages:delete".*allowed: messages:send/ },
+  { name: 'expiry in the past', args: ['token', 'issue', 'acme', '--name', 'x', '--scopes', '*', '--expires', '2020-01-01'], error: /expiry must be in the future/ },
+  { name: 'unparseable expiry', args: ['token', 'issue', 'acme', '--name', 'x', '--scopes', '*', '--expires', 'soon'], error: /invalid expiry "soon"/ },
+  { name: 'negative top-up', json: true, args: ['balance', 'topup', 'acme', '-5.00'], error: /top-up must be a positive amount/ },
+  { name: 'zero top-up', args: ['balance', 'topup', 'acme', '0'], error: /top-up must be a positive amount/ },
+  { name: 'malformed amount 1.2.3', json: true, args: ['balance', 'topup', 'acme', '1.2.3'], error: /invalid amount "1\.2\.3"/ },
+  { name: 'malformed amount 1e3', args: ['balance', 'topup', 'acme', '1e3'], error: /invalid amount "1e3"/ },
+  { name: 'too many decimals', args: ['balance', 'topup', 'acme', '1.1234567'], error: /invalid amount "1\.1234567": at most 6 decimal places/ },
+  { name: 'huge amount', args: ['balance', 'topup', 'acme', '99999999999999999999'], error: /invalid amount .*too large/ },
+  { name: 'malformed adjustment', args: ['balance', 'adjust', 'acme', '--note', 'x', '--', '-1,50'], error: /invalid amount "-1,50"/ },
+  { name: 'malformed credit on create', args: ['partner', 'create', 'beta', '--name', 'Beta', '--credit', '1.2.3'], error: /invalid amount "1\.2\.3"/ },
+  { name: 'negative credit limit', args: ['partner', 'set-credit', 'acme', '-1.00'], error: /credit limit must be zero or positive/ },
+  { name: 'duplicate partner', args: ['partner', 'create', 'acme', '--name', 'Again'], error: /already exists/ },
+  { name: 'bad slug', args: ['partner', 'create', 'Not A Slug', '--name', 'X'], error: /invalid partner: slug: lowercase/ },
+  { name: 'malformed price', args: ['price', 'set', 'sms', 'abc'], error: /invalid amount "abc"/ },
+  { name: 'unknown channel type for a price', args: ['price', 'set', 'fax', '0.01'], error: /unknown channel type "fax"/ },
+  { name: 'unknown gateway kind', json: true, args: ['gateway', 'add', 'carrier_pigeon', '--name', 'coo'], error: /unknown gateway kind "carrier_pigeon": kind: one of whatsapp_cloud/ },
+  {
+    name: 'missing required secret', json: true,
+    args: ['gateway', 'add', 'twilio', '--name', 'tw2', '--set', 'account_sid=AC999'],
+    error: /invalid secrets for a twilio gateway: auth_token: required secret for twilio is missing; give secrets with --secret-stdin/,
+  },
+  {
+    name: 'secret env var not set',
+    args: ['gateway', 'add', 'twilio', '--name', 'tw2', '--set', 'account_sid=AC999', '--secret-env', 'auth_token=MSGCTL_TEST_UNSET'],
+    error: /environment variable MSGCTL_TEST_UNSET is not set/,
+  },
+  {
+    name: 'empty secret on stdin',
+    args: ['gateway', 'add', 'twilio', '--name', 'tw2', '--set', 'account_sid=AC999', '--secret-stdin', 'auth_token'],
+    opts: { stdin: '\n' },
+    error: /secret "auth_token" is empty/,
+  },
+  {
+    name: 'invalid setting',
+    args: ['gateway', 'add', 'twilio', '--name', 'tw2', '--set', 'account_sid=XX1', '--secret-stdin', 'auth_token'],
+    opts: { stdin: 'x' },
+    error: /^msgctl: invalid settings for a twilio gateway: account_sid: expected an account SID starting with AC$/,
+  },
+  {
+    name: 'unknown setting',
+    args: ['gateway', 'add', 'twilio', '--name', 'tw2', '--set', 'account_sid=AC1', '--set', 'colour=blue', '--secret-stdin', 'auth_token'],
+    opts: { stdin: 'x' },
+    error: /colour: unknown setting for twilio/,
+  },
+  { name: 'non-numeric port', args: ['gateway', 'add', 'smtp', '--name', 'relay', '--set', 'host=mx.example.com', '--set', 'port=smtp'], error: /port: expected a number, got "smtp"/ },
+  { name: 'duplicate gateway name', args: ['gateway', 'add', 'sandbox', '--name', 'twilio-main'], error: /a gateway named "twilio-main" already exists/ },
+  { name: 'wrong-kind channel type', json: true, args: ['channel', 'assign', 'acme', 'twilio-main', 'whatsapp', '--from', '+15550002222'], error: /a twilio gateway cannot serve whatsapp; it serves sms/ },
+  { name: 'unknown gateway', args: ['channel', 'assign', 'acme', 'nope', 'sms', '--from', '+15550002222'], error: /gateway "nope" not found/ },
+  { name: 'unknown channel type', args: ['channel', 'assign', 'acme', 'twilio-main', 'fax'], error: /unknown channel type "fax"/ },
+  { name: 'bad sender', args: ['channel', 'assign', 'acme', 'twilio-main', 'sms', '--from', '555-1234'], error: /not a valid E\.164 number/ },
+  { name: 'second active channel of a type', args: ['channel', 'assign', 'acme', 'twilio-main', 'sms', '--from', '+15550002222'], error: /already has an active sms channel/ },
+  { name: 'removing a gateway in use', args: ['gateway', 'remove', 'twilio-main'], error: /assigned to 1 active channel/ },
+  { name: 'unknown token', args: ['token', 'revoke', 'tok_nope'], error: /token "tok_nope" not found/ },
+  { name: 'adjustment without effect', args: ['balance', 'adjust', 'acme', '0', '--note', 'x'], error: /non-zero amount/ },
+  // Usage errors: exit 2.
+  { name: 'missing required option', json: true, args: ['partner', 'create', 'beta'], error: /required option '--name <name>' not specified/, code: 2 },
+  { name: 'unknown option', args: ['partner', 'list', '--colour'], error: /unknown option '--colour'/, code: 2 },
+  { name: 'unknown command', json: true, args: ['partner', 'delete', 'acme'], error: /unknown command 'delete'/, code: 2 },
+  { name: 'missing argument', args: ['balance', 'topup', 'acme'], error: /missing required argument 'amount'/, code: 2 },
+  { name: 'bad --limit', args: ['ledger', 'list', 'acme', '--limit', '-3'], error: /--limit/, code: 2 },
+  { name: '--set without =', args: ['gateway', 'add', 'sandbox', '--name', 'sb', '--set', 'delivery_delay_ms'], error: /--set expects key=value/, code: 2 },
+  { name: '--disable with --enable', json: true, args: ['gateway', 'update', 'twilio-main', '--disable', '--enable'], error: /exclude each other/, code: 2 },
+  { name: 'unassign without a target', args: ['channel', 'unassign', 'acme'], error: /give <partner> <type>, or --id/, code: 2 },
+];
+
+describe('bad input changes nothing', () => {
+  for (const c of cases) {
+    for (const json of c.json ? [false, true] : [false]) {
+      it(`${c.name}${json ? ' (--json)' : ''}`, async () => {
+        const before = dumpDb(dataDir);
+        const r = await runCli(json ? [...c.args, '--json'] : c.args, { dataDir, ...c.opts });
+        expect(r.code, r.stderr).toBe(c.code ?? 1);
+        expect(r.stdout).toBe('');
+        expect(oneErrorLine(r.stderr)).toMatch(c.error);
+        expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+        expect(dumpDb(dataDir)).toEqual(before);
+      });
+    }
+  }
+});
+
+it('a stack trace is printed only with MSGD_DEBUG=1', async () => {
+  const r = await runCli(['partner', 'show', 'nope'], { dataDir, env: { MSGD_DEBUG: '1' } });
+  expect(r.code).toBe(1);
+  expect(r.stderr.split('\n')[0]).toBe('msgctl: partner "nope" not found');
+  expect(r.stderr).toMatch(/\n\s+at /);
+});

@@ -1,0 +1,117 @@
+import { chmodSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
+
+const dataDir = tmpDataDir();
+const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir, ...opts });
+const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir, ...opts });
+
+async function doctorJson() {
+  const r = await runCli(['--json', 'doctor'], { dataDir });
+  return { code: r.code, stderr: r.stderr, report: JSON.parse(r.stdout) };
+}
+const check = (report: any, name: string) => report.checks.find((c: any) => c.name === name);
+
+beforeAll(async () => {
+  await json(['init']);
+  await json(['partner', 'create', 'acme', '--name', 'Acme']);
+  await json(['balance', 'topup', 'acme', '20']);
+  await json(['gateway', 'add', 'sandbox', '--name', 'demo']);
+  await json(['channel', 'assign', 'acme', 'demo', 'sms', '--from', '+15550001111']);
+  await json(['price', 'set', 'sms', '0.01']);
+});
+afterAll(cleanupTmp);
+
+describe('msgctl doctor', () => {
+  it('passes on a healthy data directory', async () => {
+    const r = await run(['doctor']);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/ok\s+master key\s+.*master\.key \(mode 0600\)/);
+    expect(r.stdout).toMatch(/ok\s+ledger/);
+    expect(r.stdout).toMatch(/0 failed, 0 warning\(s\)/);
+    const { code, report } = await doctorJson();
+    expect(code).toBe(0);
+    expect(report).toMatchObject({ ok: true, failures: 0, warnings: 0 });
+    expect(report.checks.map((c: any) => c.name)).toEqual(
+      expect.arrayContaining(['data directory', 'database', 'master key', 'migrations', 'ledger', 'gateway secrets', 'prices', 'channels', 'webhook verification']),
+    );
+  });
+
+  it('fails (exit 1) when the key file is readable by others', async () => {
+    const key = join(dataDir, 'master.key');
+    chmodSync(key, 0o644);
+    try {
+      const r = await run(['doctor']);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toMatch(/fail\s+master key\s+.*mode 0644; it must be 0600/);
+      expect(oneErrorLine(r.stderr)).toBe('msgctl: doctor: 1 check(s) failed');
+      const { code, report } = await doctorJson();
+      expect(code).toBe(1);
+      expect(report.ok).toBe(false);
+      expect(check(report, 'master key').status).toBe('fail');
+    } finally {
+      chmodSync(key, 0o600);
+    }
+    expect((await run(['doctor'])).code).toBe(0);
+  });
+
+  it('fails when a balance no longer matches its ledger entries', async () => {
+    withDb(dataDir, (db) => db.prepare("UPDATE partners SET balance = balance + 1000000 WHERE slug = 'acme'").run());
+    try {
+      const { code, report } = await doctorJson();
+      expect(code).toBe(1);
+      expect(check(report, 'ledger')).toMatchObject({ status: 'fail', message: expect.stringContaining('acme: balance 21.00 but entries sum to 20.00') });
+    } finally {
+      withDb(dataDir, (db) => db.prepare("UPDATE partners SET balance = balance - 1000000 WHERE slug = 'acme'").run());
+    }
+    expect((await doctorJson()).report.ok).toBe(true);
+  });
+
+  it('fails when a ledger entry was edited', async () => {
+    withDb(dataDir, (db) => db.prepare('UPDATE ledger_entries SET amount = amount * 2').run());
+    try {
+      const { code, report } = await doctorJson();
+      expect(code).toBe(1);
+      expect(check(report, 'ledger').status).toBe('fail');
+    } finally {
+      withDb(dataDir, (db) => db.prepare('UPDATE ledger_entries SET amount = amount / 2').run());
+    }
+  });
+
+  it('warns, and still exits 0, about unpriced channels, unverifiable Meta webhooks and disabled gateways in use', async () => {
+    await json(['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=4242', '--secret-env', 'page_access_token=PAT'], { env: { PAT: 'pat-1' } });
+    await json(['channel', 'assign', 'acme', 'fb', 'messenger']);
+    await json(['gateway', 'update', 'demo', '--disable']);
+    const r = await run(['doctor']);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/warn\s+webhook verification\s+no app_secret on fb/);
+    expect(r.stdout).toMatch(/warn\s+prices\s+no price for acme messenger/);
+    expect(r.stdout).toMatch(/warn\s+channels\s+.*acme sms via demo/);
+    const { report } = await doctorJson();
+    expect(report).toMatchObject({ ok: true, failures: 0, warnings: 3 });
+
+    await json(['gateway', 'update', 'fb', '--secret-env', 'app_secret=APP'], { env: { APP: 'app-1' } });
+    await json(['price', 'set', 'messenger', '0.005', '--partner', 'acme']);
+    await json(['gateway', 'update', 'demo', '--enable']);
+    expect((await doctorJson()).report).toMatchObject({ ok: true, warnings: 0 });
+  });
+
+  it('fails when the master key does not open the stored secrets', async () => {
+    const { code, report } = await (async () => {
+      const r = await runCli(['--json', 'doctor'], { dataDir, env: { MSGD_MASTER_KEY: 'ab'.repeat(32) } });
+      return { code: r.code, report: JSON.parse(r.stdout) };
+    })();
+    expect(code).toBe(1);
+    expect(check(report, 'master key')).toMatchObject({ status: 'ok', message: 'from MSGD_MASTER_KEY' });
+    expect(check(report, 'gateway secrets')).toMatchObject({ status: 'fail', message: expect.stringContaining('cannot decrypt') });
+  });
+
+  it('fails on a missing data directory', async () => {
+    const r = await runCli(['doctor'], { dataDir: join(dataDir, 'nope') });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/fail\s+data directory\s+.*does not exist/);
+  });
+});

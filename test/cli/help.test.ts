@@ -1,0 +1,71 @@
+import type { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { buildProgram } from '../../src/cli/program.js';
+import { runCli } from '../helpers/cli.js';
+
+// Help is documentation: every command the issue names exists, and each one's --help
+// carries examples. Checked in-process (fast), plus one spawned run for exit codes.
+
+function helpOf(cmd: Command): string {
+  let out = '';
+  cmd.configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (out += s) });
+  cmd.outputHelp();
+  return out;
+}
+
+function leaves(cmd: Command, prefix: string[] = []): [string, Command][] {
+  if (cmd.commands.length === 0) return [[prefix.join(' '), cmd]];
+  return cmd.commands.flatMap((c) => leaves(c, [...prefix, c.name()]));
+}
+
+const EXPECTED = [
+  'init',
+  'migrate',
+  'partner create', 'partner list', 'partner show', 'partner suspend', 'partner activate', 'partner set-credit', 'partner set-limits',
+  'token issue', 'token list', 'token revoke',
+  'gateway add', 'gateway list', 'gateway show', 'gateway update', 'gateway remove',
+  'channel assign', 'channel unassign', 'channel list',
+  'price set', 'price unset', 'price list',
+  'balance topup', 'balance adjust', 'balance show',
+  'ledger list',
+  'audit list',
+  'doctor',
+];
+
+describe('msgctl help', () => {
+  const program = buildProgram();
+  const all = new Map(leaves(program));
+
+  it('has exactly the documented commands', () => {
+    expect([...all.keys()].sort()).toEqual([...EXPECTED].sort());
+  });
+
+  it('lists every command group in msgctl --help, with the first session', () => {
+    const help = helpOf(program);
+    for (const group of new Set(EXPECTED.map((c) => c.split(' ')[0]))) expect(help).toMatch(new RegExp(`^  ${group}\\b`, 'm'));
+    expect(help).toContain('msgctl balance topup acme 100.00 --note "invoice 42"');
+  });
+
+  for (const name of EXPECTED) {
+    it(`msgctl ${name} --help has a description, examples and the global options`, () => {
+      const help = helpOf(all.get(name)!);
+      expect(help).toMatch(new RegExp(`^Usage: msgctl ${name}`, 'm'));
+      expect(help).toMatch(/\nExamples:\n {2}\$ .*msgctl /);
+      const globals = help.slice(help.indexOf('Global Options:'));
+      expect(globals).toContain('--json');
+      expect(globals).toContain('--data-dir <dir>');
+    });
+  }
+
+  it('--help exits 0 on stdout; a bare group shows its help and exits 2', async () => {
+    const h = await runCli(['token', 'issue', '--help']);
+    expect(h.code).toBe(0);
+    expect(h.stdout).toContain('store');
+    const g = await runCli(['token']);
+    expect(g.code).toBe(2);
+    expect(g.stderr).toMatch(/Usage: msgctl token/);
+    const v = await runCli(['--version']);
+    expect(v.code).toBe(0);
+    expect(v.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+});

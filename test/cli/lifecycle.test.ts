@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TokenAuthenticator } from '../../src/core/tokens.js';
+import { openDataDir } from '../../src/db/datadir.js';
+import { cleanupTmp, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
+
+// Changes an operator makes after the first session, checked in the database and, where
+// it matters, through core the way the server would see them on its next request.
+
+const dataDir = tmpDataDir();
+const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir, ...opts });
+const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir, ...opts });
+
+function authenticate(secret: string) {
+  const dd = openDataDir(dataDir, { migrate: false });
+  try {
+    return new TokenAuthenticator({ db: dd.db, masterKey: dd.masterKey, config: {} as any, now: Date.now }).authenticate(secret);
+  } finally {
+    dd.close();
+  }
+}
+
+let secret = '';
+let tokenId = '';
+
+beforeAll(async () => {
+  await json(['init']);
+  await json(['partner', 'create', 'acme', '--name', 'Acme Ltd']);
+  const t = await json(['token', 'issue', 'acme', '--name', 'prod', '--scopes', 'messages:send']);
+  secret = t.secret;
+  tokenId = t.id;
+});
+afterAll(cleanupTmp);
+
+describe('partners', () => {
+  it('suspend refuses the partner on the next request; activate lets it back', async () => {
+    expect(authenticate(secret).ok).toBe(true);
+    const s = await run(['partner', 'suspend', 'acme']);
+    expect(s.code).toBe(0);
+    expect(s.stdout).toMatch(/status\s+suspended/);
+    expect(authenticate(secret)).toMatchObject({ ok: false, reason: 'partner_suspended' });
+    expect((await json(['partner', 'activate', 'acme'])).status).toBe('active');
+    expect(authenticate(secret).ok).toBe(true);
+    const actions = withDb(dataDir, (db) => db.prepare("SELECT action, actor FROM audit_log WHERE action LIKE 'partner.%' ORDER BY id").all() as any[]);
+    expect(actions.map((a) => a.action)).toEqual(['partner.create', 'partner.suspend', 'partner.activate']);
+    expect(actions.every((a) => /^cli:\S+$/.test(a.actor))).toBe(true);
+  });
+
+  it('set-credit and set-limits', async () => {
+    expect((await json(['partner', 'set-credit', 'acme', '25.50'])).credit_limit).toEqual({ micro: 25_500_000, amount: '25.50', currency: 'USD' });
+    const p = await json(['partner', 'set-limits', 'acme', '--rate-limit', '120', '--low-balance', '10']);
+    expect(p.rate_limit_per_minute).toBe(120);
+    expect(p.low_balance_threshold.micro).toBe(10_000_000);
+    expect((await json(['partner', 'set-limits', 'acme', '--rate-limit', 'default'])).rate_limit_per_minute).toBeNull();
+    const none = await run(['partner', 'set-limits', 'acme']);
+    expect(none.code).toBe(2);
+  });
+
+  it('list as a table and as JSON', async () => {
+    await json(['partner', 'create', 'globex', '--name', 'Globex', '--currency', 'eur', '--credit', '5']);
+    const r = await run(['partner', 'list']);
+    expect(r.stdout.split('\n')[0]).toMatch(/^SLUG\s+NAME\s+STATUS\s+BALANCE\s+CREDIT\s+AVAILABLE\s+ID$/);
+    expect(r.stdout).toMatch(/globex\s+Globex\s+active\s+0\.00 EUR\s+5\.00 EUR\s+5\.00 EUR/);
+    const j = await json(['partner', 'list']);
+    expect(j.data.map((p: any) => p.slug)).toEqual(['acme', 'globex']);
+  });
+});
+
+describe('money', () => {
+  it('adjusts by a negative amount given plainly or after --', async () => {
+    await json(['balance', 'topup', 'acme', '10.00']);
+    const a = await json(['balance', 'adjust', 'acme', '-5.00', '--note', 'duplicate top-up']);
+    expect(a.entry).toMatchObject({ kind: 'adjustment', amount: { micro: -5_000_000, amount: '-5.00' }, note: 'duplicate top-up' });
+    const b = await json(['balance', 'adjust', 'acme', '--note', 'goodwill', '--', '-0.25']);
+    expect(b.entry.amount.micro).toBe(-250_000);
+    expect(b.partner.balance.micro).toBe(4_750_000);
+    const show = await run(['balance', 'show', 'acme']);
+    expect(show.stdout).toMatch(/balance\s+4\.75 USD/);
+    expect(show.stdout).toMatch(/available\s+30\.25 USD/); // 4.75 + 25.50 credit
+  });
+
+  it('an adjustment may take the balance below zero, within or beyond credit (it is audited)', async () => {
+    const j = await json(['balance', 'adjust', 'acme', '-50', '--note', 'chargeback']);
+    expect(j.partner.balance.micro).toBe(-45_250_000);
+    const ledger = await json(['ledger', 'list', 'acme', '--limit', '2']);
+    expect(ledger.data.map((e: any) => e.note)).toEqual(['chargeback', 'goodwill']);
+    expect(ledger.next_before).toBe(ledger.data[1].id);
+    const older = await json(['ledger', 'list', 'acme', '--before', String(ledger.next_before)]);
+    expect(older.data.map((e: any) => e.kind)).toEqual(['adjustment', 'topup']);
+  });
+});
+
+describe('tokens', () => {
+  it('revoke by prefix refuses the token from the next request; list shows it revoked', async () => {
+    const second = await json(['token', 'issue', 'acme', '--name', 'ci', '--scopes', '*', '--expires', '12h']);
+    expect(Date.parse(second.expires_at) - Date.now()).toBeGreaterThan(11.9 * 3_600_000);
+    const r = await run(['token', 'revoke', second.prefix]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('Revoked token "ci"');
+    expect(authenticate(second.secret)).toMatchObject({ ok: false, reason: 'revoked' });
+    expect(authenticate(secret).ok).toBe(true);
+    const list = await json(['token', 'list', 'acme']);
+    expect(Object.fromEntries(list.data.map((t: any) => [t.name, t.state]))).toEqual({ ci: 'revoked', prod: 'active' });
+    const again = await run(['token', 'revoke', second.id]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/already revoked/);
+  });
+
+  it('revoke by id', async () => {
+    expect((await json(['token', 'revoke', tokenId])).state).toBe('revoked');
+    expect(authenticate(secret)).toMatchObject({ ok: false, reason: 'revoked' });
+  });
+});
+
+describe('gateways, channels and prices', () => {
+  it('coerces --set values by the kind schema, including false', async () => {
+    const g = await json(['gateway', 'add', 'smtp', '--name', 'relay', '--set', 'host=smtp.example.com', '--set', 'port=2525', '--set', 'secure=false', '--set', 'require_tls=yes']);
+    expect(g.settings).toMatchObject({ host: 'smtp.example.com', port: 2525, secure: false, require_tls: true });
+    expect(g.webhook_url).toBeNull();
+    const sb = await json(['gateway', 'add', 'sandbox', '--name', 'demo', '--set', 'delivery_delay_ms=100', '--set', 'rate_per_second=2.5']);
+    expect(sb.settings).toEqual({ delivery_delay_ms: 100, rate_per_second: 2.5 });
+    expect(sb.secret_names).toEqual(['signing_secret']);
+  });
+
+  it('update rotates a secret from an env var, unsets one, disables and enables', async () => {
+    const env = { WA_TOKEN: 'wa-token-1', WA_APP: 'wa-app-secret-1' };
+    const wa = await json(['gateway', 'add', 'whatsapp_cloud', '--name', 'wa', '--set', 'phone_number_id=1234567890', '--secret-env', 'access_token=WA_TOKEN', '--secret-env', 'app_secret=WA_APP'], { env });
+    expect(wa.secret_names).toEqual(['access_token', 'app_secret']);
+    expect((await json(['gateway', 'update', 'wa', '--unset-secret', 'app_secret'])).secret_names).toEqual(['access_token']);
+    const upd = await json(['gateway', 'update', 'wa', '--secret-stdin', 'verify_token', '--disable'], { stdin: 'vt' });
+    expect(upd).toMatchObject({ status: 'disabled', secret_names: ['access_token', 'verify_token'] });
+    expect((await json(['gateway', 'update', 'wa', '--enable'])).status).toBe('active');
+    const missing = await run(['gateway', 'update', 'wa', '--unset-secret', 'access_token']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/access_token: required secret/);
+    const nothing = await run(['gateway', 'update', 'wa']);
+    expect(nothing.code).toBe(2);
+  });
+
+  it('assigns, lists and unassigns channels; remove works once nothing uses the gateway', async () => {
+    await json(['channel', 'assign', 'acme', 'demo', 'sms', '--from', '+15550001111']);
+    const email = await json(['channel', 'assign', 'acme', 'relay', 'email', '--from', 'News@Acme.example']);
+    expect(email.sender).toBe('news@acme.example');
+    expect((await json(['channel', 'list', 'acme'])).data.map((c: any) => c.type)).toEqual(['email', 'sms']);
+    expect((await json(['channel', 'unassign', 'acme', 'sms'])).status).toBe('inactive');
+    expect((await json(['channel', 'unassign', '--id', email.id])).status).toBe('inactive');
+    expect((await json(['channel', 'list'])).data).toEqual([]);
+    expect((await json(['channel', 'list', '--all'])).data).toHaveLength(2);
+    const r = await run(['gateway', 'remove', 'relay']);
+    expect(r.code, r.stderr).toBe(0);
+    expect((await json(['gateway', 'list'])).data.map((g: any) => g.name)).toEqual(['demo', 'wa']);
+  });
+
+  it('a partner override beats the default price and can be removed', async () => {
+    await json(['price', 'set', 'whatsapp', '0.02']);
+    const o = await json(['price', 'set', 'whatsapp', '0.015', '--partner', 'globex']);
+    expect(o).toMatchObject({ scope: 'partner', partner: 'globex', per: 'message', amount: { micro: 15_000, amount: '0.015', currency: 'EUR' } });
+    const list = await json(['price', 'list', '--partner', 'acme']);
+    expect(list.data.map((p: any) => p.scope)).toEqual(['default']);
+    const r = await run(['price', 'list']);
+    expect(r.stdout).toMatch(/whatsapp\s+globex\s+0\.015 EUR\s+message/);
+    await json(['price', 'unset', 'whatsapp', '--partner', 'globex']);
+    expect((await json(['price', 'list'])).data).toHaveLength(1);
+  });
+
+  it('the audit log lists every change with its actor', async () => {
+    const a = await json(['audit', 'list', '--limit', '500']);
+    const actions = new Set(a.data.map((e: any) => e.action));
+    for (const x of ['partner.create', 'token.issue', 'token.revoke', 'gateway.add', 'gateway.update', 'gateway.remove', 'channel.assign', 'channel.unassign', 'price.set', 'price.unset', 'balance.topup', 'balance.adjust']) {
+      expect(actions, x).toContain(x);
+    }
+    const text = await run(['audit', 'list', '--limit', '1']);
+    expect(text.stdout.trimEnd().split('\n')).toHaveLength(2);
+  });
+});

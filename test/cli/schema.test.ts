@@ -1,0 +1,71 @@
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { cleanupTmp, dumpDb, oneErrorLine, runCli, runJson, tmpDataDir, withDb } from '../helpers/cli.js';
+
+afterAll(cleanupTmp);
+
+async function freshDir() {
+  const dataDir = tmpDataDir();
+  await runJson(['init'], { dataDir });
+  await runJson(['partner', 'create', 'acme', '--name', 'Acme'], { dataDir });
+  return dataDir;
+}
+
+describe('msgctl migrate', () => {
+  it('says the database is up to date', async () => {
+    const dataDir = await freshDir();
+    const r = await runCli(['migrate'], { dataDir });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/up to date \(1 migration\(s\) applied\)/);
+    expect(await runJson(['migrate'], { dataDir })).toMatchObject({ applied: [], up_to_date: true });
+  });
+
+  it('refuses a directory that was never initialised', async () => {
+    const dataDir = tmpDataDir();
+    const r = await runCli(['migrate'], { dataDir });
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r.stderr)).toMatch(/no msgd data directory at .*run "msgctl init"/);
+  });
+});
+
+describe('a database migrated by a newer msgd', () => {
+  it('is refused by migrate, init, ordinary commands and doctor, and left untouched', async () => {
+    const dataDir = await freshDir();
+    const future = Date.now() + 365 * 86_400_000;
+    withDb(dataDir, (db) => db.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('future-schema', future));
+    const before = dumpDb(dataDir, ['__drizzle_migrations', 'partners', 'audit_log']);
+    for (const args of [['migrate'], ['init'], ['partner', 'list'], ['balance', 'topup', 'acme', '5']]) {
+      const r = await runCli(args, { dataDir });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(oneErrorLine(r.stderr)).toMatch(/the database was migrated by a newer msgd .*run the newer msgd or restore a backup/);
+    }
+    const d = await runCli(['doctor'], { dataDir });
+    expect(d.code).toBe(1);
+    expect(d.stdout).toMatch(/fail\s+migrations\s+the database was migrated by a newer msgd/);
+    expect(dumpDb(dataDir, ['__drizzle_migrations', 'partners', 'audit_log'])).toEqual(before);
+  });
+});
+
+describe('a database with pending migrations', () => {
+  it('is refused by ordinary commands with the fix named', async () => {
+    const dataDir = await freshDir();
+    // Forget the applied migration: to this build, 0000_init is now pending.
+    withDb(dataDir, (db) => db.prepare('DELETE FROM __drizzle_migrations').run());
+    const r = await runCli(['partner', 'list'], { dataDir });
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r.stderr)).toBe('msgctl: the database has 1 pending migration(s) (0000_init); run "msgctl migrate"');
+    const d = await runCli(['--json', 'doctor'], { dataDir });
+    expect(d.code).toBe(1);
+    expect(JSON.parse(d.stdout).checks.find((c: any) => c.name === 'migrations')).toMatchObject({ message: expect.stringContaining('1 pending: 0000_init') });
+  });
+});
+
+describe('a data directory that is not there', () => {
+  it('gives one line naming the directory and msgctl init', async () => {
+    const dataDir = join(tmpDataDir(), 'missing');
+    const r = await runCli(['partner', 'list'], { dataDir });
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r.stderr)).toBe(`msgctl: no msgd data directory at ${dataDir} (run "msgctl init" or start msgd once)`);
+  });
+});

@@ -1,0 +1,76 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { topup, verifyLedger } from '../../src/core/ledger.js';
+import { createPartner, getPartner } from '../../src/core/partners.js';
+import { openDataDir } from '../../src/db/datadir.js';
+import { openTestCtx } from './ctx.js';
+
+// Two OS processes, each with its own SQLite connection to the same file, race to debit
+// one partner. The conditional UPDATE in debit() must let exactly as many debits through
+// as balance + credit covers, whatever the interleaving.
+
+const WORKER = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'debit-worker.mjs');
+const UNIT = 10_000; // 0.01
+const TOPUP = 4_000_000; // 4.00
+const CREDIT = 2_000_000; // 2.00
+const N = (TOPUP + CREDIT) / UNIT; // 600
+
+const t = openTestCtx();
+afterAll(() => t.close());
+
+function startWorker(dir: string, partnerId: string, tag: string) {
+  const child = spawn(process.execPath, [WORKER, dir, partnerId, String(UNIT), tag]) as ChildProcessWithoutNullStreams;
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8').on('data', (d) => (err += d));
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      out += d;
+      if (out.startsWith('ready\n')) resolve();
+    });
+    child.on('exit', (code) => reject(new Error(`worker ${tag} exited ${code} before ready: ${err}`)));
+  });
+  const done = new Promise<{ ok: number; refused: number; busy: number }>((resolve, reject) => {
+    child.on('close', (code) => {
+      if (code !== 0) return reject(new Error(`worker ${tag} exited ${code}: ${err}`));
+      resolve(JSON.parse(out.split('\n').filter(Boolean).pop()!));
+    });
+  });
+  return { child, ready, done };
+}
+
+describe('concurrent debits from two processes', () => {
+  it(`let exactly ${N} debits through and never overspend`, async () => {
+    const p = createPartner(t.ctx, { slug: 'racer', name: 'Racer', creditLimit: CREDIT }, 'test');
+    topup(t.ctx, p.id, TOPUP, 'funds', 'test');
+    t.dd.close(); // the workers are the only writers during the race
+
+    const workers = ['a', 'b'].map((tag) => startWorker(t.dir, p.id, tag));
+    await Promise.all(workers.map((w) => w.ready));
+    for (const w of workers) w.child.stdin.end('go\n');
+    const results = await Promise.all(workers.map((w) => w.done));
+
+    expect(results.reduce((n, r) => n + r.ok, 0)).toBe(N);
+    expect(results.every((r) => r.refused === 1)).toBe(true);
+    // Both really raced: each got a share.
+    expect(results.every((r) => r.ok > 0)).toBe(true);
+
+    const dd = openDataDir(t.dir, { migrate: false });
+    try {
+      const ctx = { ...t.ctx, db: dd.db };
+      expect(getPartner(ctx, p.id).balance).toBe(-CREDIT);
+      const debits = dd.db.sqlite.prepare("SELECT amount, balance_after, actor FROM ledger_entries WHERE kind = 'debit' ORDER BY id").all() as any[];
+      expect(debits).toHaveLength(N);
+      expect(Math.min(...debits.map((d) => d.balance_after))).toBe(-CREDIT);
+      // Entries are in commit order: each balance_after is exactly one unit below the last.
+      debits.forEach((d, i) => expect(d.balance_after).toBe(TOPUP - (i + 1) * UNIT));
+      expect(new Set(debits.map((d) => d.actor))).toEqual(new Set(['worker:a', 'worker:b']));
+      expect(verifyLedger(ctx)).toMatchObject({ ok: true });
+    } finally {
+      dd.close();
+    }
+  });
+});

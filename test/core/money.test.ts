@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { MoneyParseError, formatMoney, moneyJson, parseMoney } from '../../src/lib/money.js';
+
+describe('parseMoney', () => {
+  const good: [string, number][] = [
+    ['0.0075', 7_500],
+    ['12.50', 12_500_000],
+    ['12.5', 12_500_000],
+    ['12', 12_000_000],
+    ['100.00', 100_000_000],
+    ['-5.00', -5_000_000],
+    ['+3', 3_000_000],
+    ['0', 0],
+    ['-0', 0],
+    ['-0.000001', -1],
+    ['0.000001', 1],
+    [' 7.25 ', 7_250_000],
+    ['007.10', 7_100_000],
+    ['9007199254.740991', Number.MAX_SAFE_INTEGER],
+    // The float trap: 0.1 + 0.2 style inputs stay exact.
+    ['0.3', 300_000],
+    ['1.005', 1_005_000],
+  ];
+  for (const [input, micro] of good) {
+    it(`"${input}" -> ${micro}`, () => {
+      expect(parseMoney(input)).toBe(micro);
+      expect(Object.is(parseMoney(input), -0)).toBe(false);
+    });
+  }
+
+  const bad: [string, RegExp][] = [
+    ['1.1234567', /at most 6 decimal places/],
+    ['abc', /expected a decimal number/],
+    ['', /expected a decimal number/],
+    ['1.2.3', /expected a decimal number/],
+    ['1e3', /expected a decimal number/],
+    ['1,50', /expected a decimal number/],
+    ['.5', /expected a decimal number/],
+    ['5.', /expected a decimal number/],
+    ['--5', /expected a decimal number/],
+    ['0x10', /expected a decimal number/],
+    ['Infinity', /expected a decimal number/],
+    ['NaN', /expected a decimal number/],
+    ['1 000', /expected a decimal number/],
+    ['$5', /expected a decimal number/],
+    ['9007199254.740992', /too large/],
+    ['9007199255', /too large/],
+    ['99999999999999999999', /too large/],
+    ['-99999999999999999999.5', /too large/],
+    ['1'.repeat(400), /too large/],
+  ];
+  for (const [input, reason] of bad) {
+    it(`rejects "${input.length > 20 ? input.slice(0, 20) + '…' : input}"`, () => {
+      expect(() => parseMoney(input)).toThrow(MoneyParseError);
+      expect(() => parseMoney(input)).toThrow(reason);
+    });
+  }
+});
+
+describe('formatMoney', () => {
+  const table: [number, string][] = [
+    [0, '0.00'],
+    [7_500, '0.0075'],
+    [12_500_000, '12.50'],
+    [100_000_000, '100.00'],
+    [-5_000_000, '-5.00'],
+    [-1, '-0.000001'],
+    [1_234_567, '1.234567'],
+    [Number.MAX_SAFE_INTEGER, '9007199254.740991'],
+  ];
+  for (const [micro, text] of table) {
+    it(`${micro} -> "${text}" and back`, () => {
+      expect(formatMoney(micro)).toBe(text);
+      expect(parseMoney(text)).toBe(micro);
+    });
+  }
+
+  it('refuses non-integers', () => {
+    expect(() => formatMoney(0.5)).toThrow(/not an integer/);
+  });
+
+  it('moneyJson carries both forms and the currency', () => {
+    expect(moneyJson(7_500, 'USD')).toEqual({ micro: 7_500, amount: '0.0075', currency: 'USD' });
+    expect(moneyJson(-5_000_000)).toEqual({ micro: -5_000_000, amount: '-5.00' });
+  });
+});

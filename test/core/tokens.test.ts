@@ -1,0 +1,133 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { activatePartner, createPartner, suspendPartner } from '../../src/core/partners.js';
+import { TokenAuthenticator, bearer, hasScope, hashSecret, issueToken, parseScopes, revokeToken } from '../../src/core/tokens.js';
+import { AppError } from '../../src/lib/errors.js';
+import { openTestCtx, type TestCtx } from './ctx.js';
+
+let t: TestCtx;
+beforeEach(() => {
+  t = openTestCtx({ clock: true });
+  createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
+});
+afterEach(() => t.close());
+
+describe('TokenAuthenticator', () => {
+  it('accepts a valid token and returns its partner and scopes', () => {
+    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: 'messages:send,contacts:write' }, 'test');
+    const r = new TokenAuthenticator(t.ctx).authenticate(secret);
+    expect(r).toEqual({
+      ok: true,
+      principal: { tokenId: token.id, partnerId: token.partnerId, partnerSlug: 'acme', scopes: ['contacts:write', 'messages:send'], rateLimitPerMinute: null },
+    });
+  });
+
+  it('stores only the hash, and the secret is long and prefixed', () => {
+    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    expect(secret).toMatch(/^msgd_live_[A-Za-z0-9_-]{43}$/); // 32 random bytes
+    expect(token.hash).toBe(hashSecret(secret));
+    const raw = JSON.stringify(t.ctx.db.sqlite.prepare('SELECT * FROM tokens').all());
+    expect(raw).not.toContain(secret);
+  });
+
+  it('missing: no header, empty string', () => {
+    const auth = new TokenAuthenticator(t.ctx);
+    expect(auth.authenticate(undefined)).toEqual({ ok: false, reason: 'missing' });
+    expect(auth.authenticate(null)).toEqual({ ok: false, reason: 'missing' });
+    expect(auth.authenticate('')).toEqual({ ok: false, reason: 'missing' });
+  });
+
+  it('unknown: a made-up token, or a real one with one character changed', () => {
+    const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    const auth = new TokenAuthenticator(t.ctx);
+    expect(auth.authenticate('msgd_live_nope')).toEqual({ ok: false, reason: 'unknown' });
+    const flipped = secret.slice(0, -1) + (secret.endsWith('A') ? 'B' : 'A');
+    expect(auth.authenticate(flipped)).toEqual({ ok: false, reason: 'unknown' });
+  });
+
+  it('revoked: refused on the very next call of the same authenticator', () => {
+    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    const auth = new TokenAuthenticator(t.ctx);
+    expect(auth.authenticate(secret).ok).toBe(true);
+    revokeToken(t.ctx, token.prefix, 'test');
+    expect(auth.authenticate(secret)).toEqual({ ok: false, reason: 'revoked' });
+    expect(() => revokeToken(t.ctx, token.id, 'test')).toThrow(/already revoked/);
+  });
+
+  it('expired: valid until the instant of expiry, refused from then on', () => {
+    const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now + 60_000 }, 'test');
+    const auth = new TokenAuthenticator(t.ctx);
+    t.clock.now += 59_999;
+    expect(auth.authenticate(secret).ok).toBe(true);
+    t.clock.now += 1;
+    expect(auth.authenticate(secret)).toEqual({ ok: false, reason: 'expired' });
+  });
+
+  it('an expiry in the past is refused at issue', () => {
+    expect(() => issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now }, 'test')).toThrow(/future/);
+  });
+
+  it('partner_suspended: refused while suspended, with the principal for logging; accepted again after activate', () => {
+    const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    const auth = new TokenAuthenticator(t.ctx);
+    suspendPartner(t.ctx, 'acme', 'test');
+    const r = auth.authenticate(secret);
+    expect(r).toMatchObject({ ok: false, reason: 'partner_suspended', principal: { partnerSlug: 'acme' } });
+    activatePartner(t.ctx, 'acme', 'test');
+    expect(auth.authenticate(secret).ok).toBe(true);
+  });
+
+  it('records last use at most once a minute', () => {
+    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    const lastUsed = () => t.ctx.db.sqlite.prepare('SELECT last_used_at FROM tokens WHERE id = ?').pluck().get(token.id);
+    const auth = new TokenAuthenticator(t.ctx);
+    const first = t.clock.now;
+    auth.authenticate(secret);
+    expect(lastUsed()).toBe(first);
+    t.clock.now += 30_000;
+    auth.authenticate(secret);
+    expect(lastUsed()).toBe(first);
+    t.clock.now += 30_000;
+    auth.authenticate(secret);
+    expect(lastUsed()).toBe(first + 60_000);
+  });
+});
+
+describe('scopes', () => {
+  it('parses, dedupes and sorts; * swallows the rest', () => {
+    expect(parseScopes('messages:send, messages:read,messages:send')).toEqual(['messages:read', 'messages:send']);
+    expect(parseScopes('messages:send,*')).toEqual(['*']);
+    expect(parseScopes(['channels:read'])).toEqual(['channels:read']);
+  });
+
+  it('rejects unknown and empty scope lists with the allowed list', () => {
+    const err = (() => {
+      try {
+        parseScopes('messages:send,admin');
+      } catch (e) {
+        return e as AppError;
+      }
+    })();
+    expect(err).toBeInstanceOf(AppError);
+    expect(err!.message).toBe('unknown scope "admin"');
+    expect(err!.details[0].message).toMatch(/messages:send.*channels:read, or \* for all/);
+    expect(() => parseScopes(' , ')).toThrow(/at least one scope/);
+  });
+
+  it('hasScope: exact, *, and contacts:write implying contacts:read only', () => {
+    expect(hasScope(['messages:send'], 'messages:send')).toBe(true);
+    expect(hasScope(['messages:send'], 'messages:read')).toBe(false);
+    expect(hasScope(['*'], 'webhooks:manage')).toBe(true);
+    expect(hasScope(['contacts:write'], 'contacts:read')).toBe(true);
+    expect(hasScope(['contacts:read'], 'contacts:write')).toBe(false);
+    expect(hasScope(['messages:send'], 'contacts:read')).toBe(false);
+    expect(hasScope([], 'messages:send')).toBe(false);
+  });
+
+  it('bearer() takes exactly one token after "Bearer"', () => {
+    expect(bearer('Bearer abc')).toBe('abc');
+    expect(bearer('bearer   abc  ')).toBe('abc');
+    expect(bearer('Basic abc')).toBeNull();
+    expect(bearer('Bearer a b')).toBeNull();
+    expect(bearer(undefined)).toBeNull();
+  });
+});

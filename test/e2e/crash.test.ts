@@ -1,0 +1,141 @@
+import { rmSync } from 'node:fs';
+import { Pool } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseMoney } from '../../src/lib/money.js';
+import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { waitFor, waitForExit } from '../helpers/wait.js';
+import { inspect, killIfRunning, prepare, startMsgd, type MsgdChild, type Prepared } from './child.js';
+import { SMS, balanceOf, expectMoneyConsistent, messagesOf } from './harness.js';
+
+// kill -9 in the middle of a load, then start again: nothing that got a 200 is lost, no
+// money moves without its message, every message reaches the provider, and a message whose
+// provider call was in flight at the crash is flagged when it may have gone twice.
+
+const CONFIG = {
+  jobs: { leaseSeconds: 5, lifelineIntervalSeconds: 1, backoffBaseMs: 50, backoffCapMs: 1000, concurrency: 64 },
+  dispatch: { timeoutMs: 5000 },
+};
+
+let fake: TwilioFake | undefined;
+let prep: Prepared | undefined;
+const children: MsgdChild[] = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) await killIfRunning(c);
+  await fake?.close();
+  if (prep) rmSync(prep.dir, { recursive: true, force: true });
+  fake = undefined;
+  prep = undefined;
+});
+
+describe('crash: kill -9 mid-load, restart', () => {
+  it('every 200 survives, debits match messages, each message is sent (twice only if flagged)', async () => {
+    fake = await startTwilioFake();
+    fake.latencyMs = 300;
+    const price = '0.01';
+    prep = await prepare(fake, CONFIG, { balance: '1000', price });
+    const first = await startMsgd(prep);
+    children.push(first);
+
+    // 32 clients sending back to back until the process dies under them.
+    const pool = new Pool(first.url, { connections: 32, pipelining: 1 });
+    const accepted = new Set<string>();
+    const statuses: Record<string, number> = {};
+    let sent = 0;
+    let failedRequests = 0;
+    const load = Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (sent < 5000) {
+          const i = sent++;
+          try {
+            const res = await pool.request({
+              path: SMS,
+              method: 'POST',
+              headers: { 'content-type': 'application/json', authorization: `Bearer ${prep!.partner.token}` },
+              body: JSON.stringify({ to: '+14155550123', text: `crash ${i}` }),
+            });
+            const body = (await res.body.json()) as any;
+            statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
+            if (res.statusCode === 200) accepted.add(body.id);
+          } catch {
+            failedRequests++;
+            return;
+          }
+        }
+      }),
+    );
+
+    // Kill once some messages are settled, others are at the provider (the fake holds each
+    // call 300 ms) and sends are still arriving.
+    await waitFor(
+      () => fake!.requests.filter((r) => r.reply !== undefined).length >= 40 && accepted.size >= 200,
+      15_000,
+      'load to be under way',
+    );
+    const inFlightAtKill = fake.requests.filter((r) => r.reply === undefined).length;
+    first.child.kill('SIGKILL');
+    const exit = await waitForExit(first.child);
+    expect(exit.signal).toBe('SIGKILL');
+    await load;
+    await pool.destroy();
+    expect(inFlightAtKill).toBeGreaterThan(0);
+    // Everything answered was a 200 (funds are ample); requests open at the kill died with it.
+    expect(Object.keys(statuses)).toEqual(['200']);
+    expect(failedRequests).toBeGreaterThan(0);
+    expect(sent).toBeLessThan(5000);
+
+    // Right after the crash: every 200 is on disk with its debit, and no debit lacks a message.
+    let view = inspect(prep);
+    try {
+      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const ids = new Set(rows.map((m) => m.id));
+      for (const id of accepted) expect(ids.has(id), `accepted ${id} is missing after the crash`).toBe(true);
+      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      expect(rows.some((m) => m.status === 'queued' || m.status === 'sending')).toBe(true);
+    } finally {
+      view.close();
+    }
+
+    const second = await startMsgd(prep);
+    children.push(second);
+    view = inspect(prep);
+    try {
+      // The lease of the killed process's jobs (5 s) must pass before they are taken back.
+      await waitFor(
+        () => messagesOf(view.ctx, prep!.partner.partnerId).every((m) => m.status === 'sent'),
+        25_000,
+        'every message to be sent after the restart',
+        100,
+      );
+      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      for (const id of accepted) expect(rows.some((m) => m.id === id)).toBe(true);
+
+      // Provider calls per message: at least one; more than one only when flagged uncertain.
+      const calls = new Map<string, number>();
+      for (const r of fake.requests) calls.set(r.body.Body, (calls.get(r.body.Body) ?? 0) + 1);
+      const flagged = rows.filter((m) => m.dispatch_uncertain === 1);
+      for (const m of rows) {
+        const n = calls.get(JSON.parse(m.content).text) ?? 0;
+        expect(n, `provider calls for ${m.id}`).toBeGreaterThanOrEqual(1);
+        if (n > 1) expect(m.dispatch_uncertain, `${m.id} went ${n} times unflagged`).toBe(1);
+      }
+      // Nothing reaches the provider that msgd did not accept.
+      const texts = new Set(rows.map((m) => JSON.parse(m.content).text));
+      for (const t of calls.keys()) expect(texts.has(t)).toBe(true);
+      // The calls in flight at the kill were flagged, and only jobs that were running are.
+      expect(rows.length).toBeGreaterThanOrEqual(accepted.size);
+      expect(flagged.length).toBeGreaterThanOrEqual(1);
+      expect(flagged.length).toBeLessThanOrEqual(CONFIG.jobs.concurrency);
+
+      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      expect(rows.filter((m) => m.refunded)).toHaveLength(0);
+      expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('1000') - rows.length * parseMoney(price));
+      const jobs = view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get() as { n: number };
+      expect(jobs.n).toBe(0);
+    } finally {
+      view.close();
+    }
+
+    second.child.kill('SIGTERM');
+    expect((await waitForExit(second.child, 15_000)).code).toBe(0);
+  }, 90_000);
+});

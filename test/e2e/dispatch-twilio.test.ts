@@ -1,0 +1,156 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseMoney } from '../../src/lib/money.js';
+import { setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
+import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import {
+  FAST_DISPATCH,
+  SMS,
+  TWILIO_SID,
+  TWILIO_TOKEN,
+  balanceOf,
+  expectFailedAndRefunded,
+  expectSent,
+  jobsOf,
+  message,
+  send,
+  twilioGateway,
+  waitStatus,
+} from './harness.js';
+
+// SMS through the whole path: HTTP send -> accept -> dispatch job -> Twilio fake, and each
+// outcome class back into the message row and the ledger.
+
+let s: TestServer;
+let fake: TwilioFake;
+let p: PartnerSetup;
+let gatewayId: string;
+let from: string;
+const PRICE = parseMoney('0.0075');
+
+beforeAll(async () => {
+  fake = await startTwilioFake();
+  s = await startTestServer(FAST_DISPATCH);
+  p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
+  const g = twilioGateway(s.ctx, p.partnerId, fake);
+  gatewayId = g.gateway.id;
+  from = g.from;
+});
+afterAll(async () => {
+  await s?.stop();
+  await fake?.close();
+});
+beforeEach(() => fake.reset());
+
+let n = 0;
+async function sms(text = `code ${++n}`, to = '+14155550123') {
+  const r = await send(s.url, SMS, { to, text }, p.token);
+  expect(r.status, r.text).toBe(200);
+  return r.body.id as string;
+}
+
+describe('twilio through the full path', () => {
+  it('sends the exact request Twilio expects and stores the SM sid', async () => {
+    const id = await sms('Your code is 123456', '+442071838750');
+    const m = await waitStatus(s.ctx, id, 'sent');
+    expect(fake.requests).toHaveLength(1);
+    const req = fake.requests[0];
+    expect(req.method).toBe('POST');
+    expect(req.path).toBe(`/2010-04-01/Accounts/${TWILIO_SID}/Messages.json`);
+    expect(req.headers.authorization).toBe(`Basic ${Buffer.from(`${TWILIO_SID}:${TWILIO_TOKEN}`).toString('base64')}`);
+    expect(req.headers['content-type']).toBe('application/x-www-form-urlencoded');
+    expect(req.body).toEqual({
+      To: '+442071838750',
+      From: from,
+      Body: 'Your code is 123456',
+      StatusCallback: `${s.url}/api/webhook.php?gateway=${gatewayId}`,
+    });
+    expect(req.reply!.status).toBe(201);
+    const sid = JSON.parse(req.reply!.body).sid;
+    expect(sid).toMatch(/^SM[0-9a-f]{32}$/);
+    expectSent(s.ctx, m, sid);
+  });
+
+  it('a 429 with Retry-After is retried after the hint, then sent', async () => {
+    fake.failNext({ kind: 'rate_limit', retryAfterS: 1 });
+    const id = await sms();
+    const m = await waitStatus(s.ctx, id, 'sent', 5_000);
+    expect(fake.requests.map((r) => r.reply?.status)).toEqual([429, 201]);
+    expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(950);
+    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
+  });
+
+  it.each([
+    ['a 500', { kind: 'status' as const, status: 500 }],
+    ['a 503', { kind: 'status' as const, status: 503 }],
+    ['a connection reset', { kind: 'reset' as const }],
+  ])('%s is retried, then sent', async (_name, fault) => {
+    fake.failNext(fault);
+    const id = await sms();
+    const m = await waitStatus(s.ctx, id, 'sent');
+    expect(fake.requests).toHaveLength(2);
+    expect(fake.requests[0].body).toEqual(fake.requests[1].body);
+    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
+  });
+
+  it('a timeout (no answer within dispatch.timeoutMs) is retried, then sent', async () => {
+    fake.failNext({ kind: 'timeout' });
+    const id = await sms();
+    const m = await waitStatus(s.ctx, id, 'sent');
+    expect(fake.requests).toHaveLength(2);
+    expect(fake.requests[0].reply).toBeUndefined();
+    expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(250);
+    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
+  });
+
+  it.each([
+    [21211, /not a valid phone number/],
+    [21610, /unsubscribed/],
+    [21408, /Permission/],
+  ])('permanent error %i: failed with the provider code and message, refunded', async (code, text) => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    fake.failFor('+14155550199', { kind: 'error', code });
+    const id = await sms(undefined, '+14155550199');
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
+    const m = await waitStatus(s.ctx, id, 'failed');
+    expect(m.error_message).toMatch(text);
+    expectFailedAndRefunded(s.ctx, p.partnerId, m, String(code), start);
+    expect(fake.requests).toHaveLength(1);
+    expect(jobsOf(s.ctx, id)).toEqual([]);
+  });
+
+  it('bad credentials (20003, HTTP 401) fail at once and refund', async () => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    fake.accounts.set(TWILIO_SID, 'rotated-token');
+    try {
+      const id = await sms();
+      const m = await waitStatus(s.ctx, id, 'failed');
+      expect(m.error_message).toBe('Authenticate');
+      expectFailedAndRefunded(s.ctx, p.partnerId, m, '20003', start);
+      expect(fake.requests).toHaveLength(1);
+    } finally {
+      fake.accounts.set(TWILIO_SID, TWILIO_TOKEN);
+    }
+  });
+
+  it('retries exhausted: failed, refunded, and the job is dead for the operator', async () => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    fake.failFor('+14155550177', { kind: 'status', status: 503 });
+    const id = await sms(undefined, '+14155550177');
+    const m = await waitStatus(s.ctx, id, 'failed', 10_000);
+    expect(fake.requests).toHaveLength(FAST_DISPATCH['jobs.maxAttempts']);
+    expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
+    expect(m.error_message).toMatch(/gave up after 4 attempts/);
+    const jobs = jobsOf(s.ctx, id);
+    expect(jobs).toHaveLength(1);
+    expect(jobs[0]).toMatchObject({ state: 'dead', attempts: 4, max_attempts: 4 });
+    expect(jobs[0].last_error).toMatch(/20500/);
+  });
+
+  it('a later failure never refunds twice, and a sent message is never refunded', async () => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    const ids = [await sms(), await sms(), await sms()];
+    for (const id of ids) await waitStatus(s.ctx, id, 'sent');
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - 3 * PRICE);
+    for (const id of ids) expect(message(s.ctx, id).refunded).toBe(0);
+  });
+});

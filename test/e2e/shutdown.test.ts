@@ -1,0 +1,116 @@
+import { rmSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { waitFor, waitForExit } from '../helpers/wait.js';
+import { inspect, killIfRunning, prepare, startMsgd, type MsgdChild, type Prepared } from './child.js';
+import { SMS, expectMoneyConsistent, messagesOf, send } from './harness.js';
+
+// SIGTERM: stop taking work, finish what is at the provider, hand the rest back, exit 0.
+
+let fake: TwilioFake | undefined;
+let prep: Prepared | undefined;
+const children: MsgdChild[] = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) await killIfRunning(c);
+  await fake?.close();
+  if (prep) rmSync(prep.dir, { recursive: true, force: true });
+  fake = undefined;
+  prep = undefined;
+});
+
+describe('graceful shutdown', () => {
+  it('SIGTERM with provider calls in flight: they finish, nothing is left running, exit 0; a restart sends the rest once', async () => {
+    fake = await startTwilioFake();
+    fake.latencyMs = 700;
+    // Five calls at a time, so most messages are still waiting when the signal comes.
+    prep = await prepare(fake, { jobs: { concurrency: 5, leaseSeconds: 60 }, dispatch: { timeoutMs: 5000 } }, { balance: '10', price: '0.01' });
+    const first = await startMsgd(prep);
+    children.push(first);
+
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => send(first.url, SMS, { to: '+14155550123', text: `shutdown ${i}` }, prep!.partner.token)),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
+    await waitFor(() => fake!.requests.length >= 5, 5_000, 'provider calls in flight');
+    const inFlight = fake.requests.filter((r) => r.reply === undefined).map((r) => r.body.Body as string);
+    expect(inFlight.length).toBeGreaterThan(0);
+
+    first.child.kill('SIGTERM');
+    const exit = await waitForExit(first.child, 8_000);
+    expect(exit).toMatchObject({ code: 0, signal: null });
+    expect(exit.ms).toBeLessThan(5_000);
+
+    const view = inspect(prep);
+    try {
+      const running = view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE state = 'running'`).get() as { n: number };
+      expect(running.n).toBe(0);
+      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const byText = new Map(rows.map((m) => [JSON.parse(m.content).text as string, m]));
+      // What was at the provider when the signal came was waited for and recorded.
+      for (const t of inFlight) expect(byText.get(t)!.status).toBe('sent');
+      const answered = fake.requests.filter((r) => r.reply?.status === 201).length;
+      expect(rows.filter((m) => m.status === 'sent')).toHaveLength(answered);
+      // The rest wait in the queue, claimable at once by the next start.
+      const waiting = rows.filter((m) => m.status !== 'sent');
+      expect(waiting.length).toBeGreaterThan(0);
+      const jobs = view.ctx.db.sqlite
+        .prepare(`SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch'`)
+        .all() as { state: string; attempts: number }[];
+      expect(jobs).toHaveLength(waiting.length);
+      expect(jobs.every((j) => j.state === 'available' || j.state === 'retry')).toBe(true);
+      expect(rows.every((m) => m.dispatch_uncertain === 0)).toBe(true);
+    } finally {
+      view.close();
+    }
+
+    const second = await startMsgd(prep);
+    children.push(second);
+    const again = inspect(prep);
+    try {
+      await waitFor(() => messagesOf(again.ctx, prep!.partner.partnerId).every((m) => m.status === 'sent'), 15_000, 'all sent after restart', 50);
+      // Exactly one provider call per message: nothing was cut off mid-call.
+      expect(fake.requests.map((r) => r.body.Body).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `shutdown ${i}`).sort());
+      const rows = messagesOf(again.ctx, prep.partner.partnerId);
+      expect(rows.every((m) => m.dispatch_uncertain === 0)).toBe(true);
+      expectMoneyConsistent(again.ctx, prep.partner.partnerId);
+    } finally {
+      again.close();
+    }
+    second.child.kill('SIGTERM');
+    expect((await waitForExit(second.child, 8_000)).code).toBe(0);
+  }, 60_000);
+
+  it('a provider call slower than the usual 10 s stop wait is still waited for (within dispatch.timeoutMs)', async () => {
+    fake = await startTwilioFake();
+    fake.latencyMs = 10_500;
+    prep = await prepare(fake, { dispatch: { timeoutMs: 15_000 } }, { balance: '1', price: '0.01' });
+    const c = await startMsgd(prep);
+    children.push(c);
+    const r = await send(c.url, SMS, { to: '+14155550123', text: 'slow provider' }, prep.partner.token);
+    expect(r.status).toBe(200);
+    await waitFor(() => fake!.requests.length === 1, 5_000, 'the provider call');
+    c.child.kill('SIGTERM');
+    const exit = await waitForExit(c.child, 20_000);
+    expect(exit.code).toBe(0);
+    const view = inspect(prep);
+    try {
+      // Handing the job back mid-call would re-send it on the next start, unflagged.
+      const [m] = messagesOf(view.ctx, prep.partner.partnerId);
+      expect(m.status).toBe('sent');
+      expect(view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get()).toEqual({ n: 0 });
+    } finally {
+      view.close();
+    }
+  }, 40_000);
+
+  it('SIGTERM on an idle server exits 0 at once', async () => {
+    fake = await startTwilioFake();
+    prep = await prepare(fake, {}, { balance: '1', price: '0.01' });
+    const c = await startMsgd(prep);
+    children.push(c);
+    c.child.kill('SIGTERM');
+    const exit = await waitForExit(c.child, 5_000);
+    expect(exit.code).toBe(0);
+    expect(exit.ms).toBeLessThan(2_000);
+  });
+});

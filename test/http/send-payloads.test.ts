@@ -1,0 +1,225 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseMoney } from '../../src/lib/money.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { EMAIL, SMS, WHATSAPP, balanceOf, ledgerOf, message, messagesOf, sandboxPartner, send } from '../e2e/harness.js';
+
+// Payload rules per endpoint: every problem is listed in details (field + message), limits
+// per channel hold at exactly the boundary, SMS is priced per segment.
+
+let s: TestServer;
+let token: string;
+let partnerId: string;
+beforeAll(async () => {
+  s = await startTestServer();
+  const p = sandboxPartner(s.ctx, { balance: '1000', prices: { sms: '0.01', email: '0.001', whatsapp: '0.02', messenger: '0.003', instagram: '0.004' } });
+  token = p.token;
+  partnerId = p.partnerId;
+});
+afterAll(async () => {
+  await s.stop();
+});
+
+async function invalid(path: string, body: unknown) {
+  const before = messagesOf(s.ctx, partnerId).length;
+  const r = await send(s.url, path, body, token);
+  expect(r.status, r.text).toBe(400);
+  expect(r.body.error.code).toBe('invalid_request');
+  expect(messagesOf(s.ctx, partnerId).length).toBe(before);
+  return r.body.error.details as Array<{ field?: string; message: string }>;
+}
+
+const fields = (details: Array<{ field?: string }>) => details.map((d) => d.field).sort();
+
+async function ok(path: string, body: unknown) {
+  const r = await send(s.url, path, body, token);
+  expect(r.status, r.text).toBe(200);
+  expect(r.body.status).toBe('queued');
+  return message(s.ctx, r.body.id);
+}
+
+describe('POST /api/send-sms.php', () => {
+  it.each([
+    ['no leading +', '14155550123'],
+    ['spaces', '+1 415 555 0123'],
+    ['letters', '+1415555O123'],
+    ['country code 0', '+04155550123'],
+    ['too long', '+1415555012345678'],
+    ['too short', '+1415'],
+    ['fictional 555 number (max metadata)', '+15555550123'],
+    ['a number only max metadata knows is unassigned (min says valid)', '+6538531972'],
+    ['not a string', 14155550123],
+  ])('rejects %s as "to"', async (_name, to) => {
+    const d = await invalid(SMS, { to, text: 'hi' });
+    expect(fields(d)).toEqual(['to']);
+    expect(d[0].message).toMatch(/E\.164|phone|string/);
+  });
+
+  it('lists every problem at once', async () => {
+    const d = await invalid(SMS, {});
+    expect(fields(d)).toEqual(['text', 'to']);
+    for (const x of d) expect(x.message).toMatch(/required/);
+    expect(fields(await invalid(SMS, { to: '+15555550123', text: 'x'.repeat(1601) }))).toEqual(['text', 'to']);
+    expect(fields(await invalid(SMS, { to: '+14155550123', text: '' }))).toEqual(['text']);
+  });
+
+  it('takes 1600 characters and refuses 1601', async () => {
+    const d = await invalid(SMS, { to: '+14155550123', text: 'a'.repeat(1601) });
+    expect(d).toEqual([{ field: 'text', message: 'must be at most 1600 characters' }]);
+    const m = await ok(SMS, { to: '+14155550123', text: 'a'.repeat(1600) });
+    expect(m.segments).toBe(11);
+  });
+
+  it('stores the canonical E.164 number and ignores unknown keys', async () => {
+    const m = await ok(SMS, { to: '+442071838750', text: 'hi', campaign: 'x', priority: 1 });
+    expect(m.to).toBe('+442071838750');
+    expect(m.channel_type).toBe('sms');
+    expect(JSON.parse(m.content)).toEqual({ kind: 'text', text: 'hi' });
+  });
+
+  it.each([
+    { name: '160 GSM-7 characters', text: 'a'.repeat(160), segments: 1 },
+    { name: '161 GSM-7 characters', text: 'a'.repeat(161), segments: 2 },
+    { name: '306 GSM-7 characters', text: 'a'.repeat(306), segments: 2 },
+    { name: '307 GSM-7 characters', text: 'a'.repeat(307), segments: 3 },
+    { name: '80 euro signs (2 septets each)', text: '€'.repeat(80), segments: 1 },
+    { name: '81 euro signs', text: '€'.repeat(81), segments: 2 },
+    { name: '70 UCS-2 characters', text: 'ж'.repeat(70), segments: 1 },
+    { name: '71 UCS-2 characters', text: 'ж'.repeat(71), segments: 2 },
+    { name: 'one emoji makes a GSM text UCS-2', text: `${'a'.repeat(69)}😀`, segments: 2 },
+  ])('prices SMS per segment: $name = $segments segment(s)', async ({ text, segments }) => {
+    const before = balanceOf(s.ctx, partnerId);
+    const m = await ok(SMS, { to: '+14155550123', text });
+    const unit = parseMoney('0.01');
+    expect({ segments: m.segments, price: m.price }).toEqual({ segments, price: segments * unit });
+    expect(balanceOf(s.ctx, partnerId)).toBe(before - segments * unit);
+    const debit = ledgerOf(s.ctx, partnerId).find((e) => e.message_id === m.id)!;
+    expect({ kind: debit.kind, amount: debit.amount }).toEqual({ kind: 'debit', amount: -segments * unit });
+  });
+
+  it('402 when the segments cost more than is left, although one segment would fit', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '0.015', channels: ['sms'], prices: { sms: '0.01' } });
+    const two = await send(s.url, SMS, { to: '+14155550123', text: 'a'.repeat(161) }, p.token);
+    expect(two.status).toBe(402);
+    expect(two.body.error.code).toBe('insufficient_balance');
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.015'));
+    expect((await send(s.url, SMS, { to: '+14155550123', text: 'a'.repeat(160) }, p.token)).status).toBe(200);
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.005'));
+  });
+});
+
+describe('POST /api/send-email.php', () => {
+  const base = { to: 'ana@example.com', subject: 'Your order', html: '<p>Shipped</p>' };
+
+  it.each(['ana', 'ana@', '@example.com', 'ana@example', 'a b@example.com', 'ana@exa mple.com', '<ana@example.com>', 'Ana <ana@example.com>'])(
+    'rejects %j as "to"',
+    async (to) => {
+      const d = await invalid(EMAIL, { ...base, to });
+      expect(d).toEqual([{ field: 'to', message: 'must be a valid email address' }]);
+    },
+  );
+
+  it.each(['Hi\nBcc: victim@example.com', 'Hi\r\nX: y', 'Hi\r'])('rejects a subject with a line break (%j)', async (subject) => {
+    const d = await invalid(EMAIL, { ...base, subject });
+    expect(d).toEqual([{ field: 'subject', message: 'must not contain line breaks' }]);
+  });
+
+  it('requires html (not empty, at most 512 KiB) and a subject', async () => {
+    expect(await invalid(EMAIL, { to: base.to, subject: base.subject })).toEqual([{ field: 'html', message: 'required: the HTML body' }]);
+    expect(fields(await invalid(EMAIL, { ...base, html: '' }))).toEqual(['html']);
+    expect(fields(await invalid(EMAIL, { ...base, html: 'x'.repeat(512 * 1024 + 1) }))).toEqual(['html']);
+    expect(fields(await invalid(EMAIL, { ...base, subject: '' }))).toEqual(['subject']);
+    expect(fields(await invalid(EMAIL, { ...base, subject: 's'.repeat(999) }))).toEqual(['subject']);
+  });
+
+  it('checks the optional fields and lists every problem at once', async () => {
+    const d = await invalid(EMAIL, { to: 'x', subject: 'a\nb', reply_to: 'nope', from_name: 'Shop\r\nBcc: x', text: 5 });
+    expect(fields(d)).toEqual(['from_name', 'html', 'reply_to', 'subject', 'text', 'to']);
+  });
+
+  it('accepts a full email and stores what the adapters need', async () => {
+    const m = await ok(EMAIL, { ...base, html: 'h'.repeat(512 * 1024), text: 'Shipped', from_name: 'The Shop', reply_to: 'help@shop.example' });
+    const c = JSON.parse(m.content);
+    expect(c).toMatchObject({ kind: 'email', subject: 'Your order', text: 'Shipped', fromName: 'The Shop', replyTo: 'help@shop.example' });
+    expect(c.html).toHaveLength(512 * 1024);
+    expect({ to: m.to, channel: m.channel_type, price: m.price }).toEqual({ to: 'ana@example.com', channel: 'email', price: parseMoney('0.001') });
+  });
+});
+
+describe('POST /api/send-whatsapp.php', () => {
+  it('WhatsApp text: E.164 (max metadata) and at most 4096 characters', async () => {
+    expect(fields(await invalid(WHATSAPP, { to: '+15555550123', type: 'text', text: 'hi' }))).toEqual(['to']);
+    expect(fields(await invalid(WHATSAPP, { to: '4155550123', text: 'hi' }))).toEqual(['to']);
+    const long = await invalid(WHATSAPP, { to: '+14155550123', type: 'text', text: 'x'.repeat(4097) });
+    expect(long).toEqual([{ field: 'text', message: 'must be at most 4096 characters on whatsapp' }]);
+    expect(fields(await invalid(WHATSAPP, { to: '+14155550123', type: 'text' }))).toEqual(['text']);
+    const m = await ok(WHATSAPP, { to: '+14155550123', type: 'text', text: 'x'.repeat(4096) });
+    expect({ channel: m.channel_type, to: m.to, price: m.price, segments: m.segments }).toEqual({
+      channel: 'whatsapp',
+      to: '+14155550123',
+      price: parseMoney('0.02'),
+      segments: 1,
+    });
+    // type defaults to text
+    expect((await ok(WHATSAPP, { to: '+14155550123', text: 'hi' })).channel_type).toBe('whatsapp');
+  });
+
+  it('Messenger: a page-scoped id and at most 2000 characters', async () => {
+    expect(fields(await invalid(WHATSAPP, { channel: 'messenger', to: '+14155550123', text: 'hi' }))).toEqual(['to']);
+    const long = await invalid(WHATSAPP, { channel: 'messenger', to: '2460102340987654', text: 'x'.repeat(2001) });
+    expect(long).toEqual([{ field: 'text', message: 'must be at most 2000 characters on messenger' }]);
+    const m = await ok(WHATSAPP, { channel: 'messenger', to: '2460102340987654', text: 'x'.repeat(2000) });
+    expect({ channel: m.channel_type, to: m.to, price: m.price }).toEqual({ channel: 'messenger', to: '2460102340987654', price: parseMoney('0.003') });
+  });
+
+  it('Instagram: an Instagram-scoped id and at most 1000 characters', async () => {
+    expect(fields(await invalid(WHATSAPP, { channel: 'instagram', to: 'user.name', text: 'hi' }))).toEqual(['to']);
+    const long = await invalid(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: 'x'.repeat(1001) });
+    expect(long).toEqual([{ field: 'text', message: 'must be at most 1000 characters on instagram' }]);
+    const m = await ok(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: 'x'.repeat(1000) });
+    expect({ channel: m.channel_type, price: m.price }).toEqual({ channel: 'instagram', price: parseMoney('0.004') });
+  });
+
+  it('an unknown channel or type is reported, with everything else', async () => {
+    expect(fields(await invalid(WHATSAPP, { channel: 'telegram', to: '+14155550123', text: 'hi' }))).toEqual(['channel']);
+    expect(fields(await invalid(WHATSAPP, { to: 'bad', type: 'image', text: 'hi' }))).toEqual(['to', 'type']);
+    expect(fields(await invalid(WHATSAPP, { to: 'bad', text: 5 }))).toEqual(['text', 'to']);
+  });
+
+  it('templates need a name and a language; every problem is listed', async () => {
+    const noName = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { language: 'en_US' } });
+    expect(noName).toEqual([{ field: 'template.name', message: expect.stringMatching(/required: the template name/) }]);
+    const noLang = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: 'order_shipped' });
+    expect(noLang).toEqual([{ field: 'language', message: expect.stringMatching(/language code/) }]);
+    expect(fields(await invalid(WHATSAPP, { to: '+14155550123', type: 'template' }))).toEqual(['template']);
+    expect(fields(await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: 'Order Shipped!', language: 'english' }))).toEqual([
+      'language',
+      'template',
+    ]);
+    const all = await invalid(WHATSAPP, { to: 'bad', type: 'template', template: { name: 'X', parameters: [1] } });
+    expect(fields(all)).toEqual(['template.language', 'template.name', 'template.parameters.0', 'to']);
+  });
+
+  it('templates are refused on Messenger and Instagram', async () => {
+    for (const channel of ['messenger', 'instagram']) {
+      const d = await invalid(WHATSAPP, { channel, to: '2460102340987654', type: 'template', template: 'order_shipped', language: 'en' });
+      expect(d).toEqual([{ field: 'type', message: expect.stringMatching(/WhatsApp feature/) }]);
+    }
+  });
+
+  it('a valid template is stored the way the Cloud API takes it', async () => {
+    const a = await ok(WHATSAPP, { to: '+14155550123', type: 'template', template: 'order_shipped', language: 'en_US', parameters: ['Ana', '#42'] });
+    expect(JSON.parse(a.content)).toEqual({
+      kind: 'template',
+      template: {
+        name: 'order_shipped',
+        language: 'en_US',
+        components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ana' }, { type: 'text', text: '#42' }] }],
+      },
+    });
+    const components = [{ type: 'header', parameters: [{ type: 'text', text: 'Hi' }] }];
+    const b = await ok(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'hello_world', language: 'en', components } });
+    expect(JSON.parse(b.content)).toEqual({ kind: 'template', template: { name: 'hello_world', language: 'en', components } });
+    const c = await ok(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'hello_world', language: 'en' } });
+    expect(JSON.parse(c.content)).toEqual({ kind: 'template', template: { name: 'hello_world', language: 'en' } });
+  });
+});

@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { Cron } from '../../src/jobs/cron.js';
+import { JobQueue } from '../../src/jobs/queue.js';
+import { onCleanup, sleep, tempDb } from './helpers.js';
+
+function makeCron(db: ReturnType<typeof tempDb>['db']) {
+  const queue = new JobQueue(db);
+  const cron = new Cron({ db, queue, timezone: 'UTC' });
+  onCleanup(() => cron.stop());
+  return { queue, cron };
+}
+
+const jobs = (db: ReturnType<typeof tempDb>['db']) =>
+  db.sqlite.prepare('SELECT kind, payload, unique_key FROM jobs ORDER BY id').all() as {
+    kind: string;
+    payload: string;
+    unique_key: string;
+  }[];
+
+describe('Cron', () => {
+  it('rejects a bad expression with a clear error, and bad or duplicate names', () => {
+    const t = tempDb();
+    const { cron } = makeCron(t.db);
+    expect(() => cron.schedule('sweep', '61 * * * *', { kind: 'sweep' })).toThrow(
+      /invalid cron expression "61 \* \* \* \*" for task "sweep": .*minute/,
+    );
+    expect(() => cron.schedule('sweep', 'every day', { kind: 'sweep' })).toThrow(/invalid cron expression/);
+    expect(() => cron.schedule('has:colon', '* * * * *', { kind: 'x' })).toThrow(/name/);
+    cron.schedule('sweep', '*/5 * * * *', { kind: 'sweep' });
+    expect(() => cron.schedule('sweep', '* * * * *', { kind: 'sweep' })).toThrow(/already scheduled/);
+  });
+
+  it('enqueues one job per slot even when two processes fire the same slot', () => {
+    const t = tempDb();
+    const a = makeCron(t.db);
+    const b = makeCron(t.open());
+    for (const c of [a.cron, b.cron]) {
+      c.schedule('purge', '0 * * * *', (slot) => ({ kind: 'purge', payload: { slot: slot.toISOString() } }));
+    }
+    const slot = new Date('2026-11-22T10:00:00.000Z');
+    const first = a.cron.fire('purge', slot);
+    const second = b.cron.fire('purge', new Date(slot.getTime() + 250)); // same slot, a late timer
+    const again = a.cron.fire('purge', slot);
+    expect(first).toMatchObject({ created: true, key: 'purge:2026-11-22T10:00:00.000Z' });
+    expect(second).toEqual({ created: false, key: first.key, id: first.id });
+    expect(again.created).toBe(false);
+    expect(jobs(t.db)).toEqual([
+      { kind: 'purge', payload: '{"slot":"2026-11-22T10:00:00.000Z"}', unique_key: 'cron:purge:2026-11-22T10:00:00.000Z' },
+    ]);
+    // the slot stays taken after its job is done and deleted: a restart cannot run it again
+    t.db.sqlite.prepare('DELETE FROM jobs').run();
+    expect(b.cron.fire('purge', slot).created).toBe(false);
+    expect(a.cron.fire('purge', new Date('2026-11-22T11:00:00.000Z')).created).toBe(true);
+  });
+
+  it('prunes its own old slot records, not other tasks\' ones', () => {
+    const t = tempDb();
+    const now = Date.parse('2026-11-22T10:00:00.000Z');
+    const queue = new JobQueue(t.db);
+    const cron = new Cron({ db: t.db, queue, now: () => now, keepRunsMs: 3_600_000 });
+    cron.schedule('a', '* * * * *', { kind: 'a' }).schedule('a-b', '* * * * *', { kind: 'ab' });
+    cron.fire('a', new Date('2026-11-22T07:00:00.000Z'));
+    cron.fire('a-b', new Date('2026-11-22T07:00:00.000Z'));
+    cron.fire('a', new Date('2026-11-22T10:00:00.000Z'));
+    const keys = (t.db.sqlite.prepare('SELECT key FROM cron_runs ORDER BY key').all() as { key: string }[]).map((r) => r.key);
+    expect(keys).toEqual(['a-b:2026-11-22T07:00:00.000Z', 'a:2026-11-22T10:00:00.000Z']);
+  });
+
+  it('with real timers, two Cron instances on two connections enqueue each slot exactly once', async () => {
+    const t = tempDb();
+    const a = makeCron(t.db);
+    const b = makeCron(t.open());
+    a.cron.schedule('tick', '* * * * * *', { kind: 'tick' });
+    b.cron.schedule('tick', '* * * * * *', { kind: 'tick' });
+    a.cron.start();
+    b.cron.start();
+    await sleep(2300);
+    a.cron.stop();
+    b.cron.stop();
+    const rows = jobs(t.db);
+    const keys = rows.map((r) => r.unique_key);
+    expect(rows.length).toBeGreaterThanOrEqual(2);
+    expect(rows.length).toBeLessThanOrEqual(3);
+    expect(new Set(keys).size).toBe(keys.length);
+    for (const k of keys) expect(k).toMatch(/^cron:tick:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
+    const runs = t.db.sqlite.prepare('SELECT COUNT(*) AS n FROM cron_runs').get() as { n: number };
+    expect(runs.n).toBe(rows.length);
+    // stopped: no more slots
+    await sleep(1100);
+    expect(jobs(t.db)).toHaveLength(rows.length);
+  });
+});

@@ -1,0 +1,165 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { messageAccepted, messageOut } from '../../src/http/schemas/v1.js';
+import { suspendPartner } from '../../src/core/partners.js';
+import { setupPartner, type TestServer } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
+import { call, richPartner, startV1 } from './helpers.js';
+
+// POST /v1/messages shares the send API's money path: the same rules in the same order, the
+// same idempotency, the same ledger; and what either API sends is visible through /v1.
+
+let server: TestServer;
+let token: string;
+let partnerId: string;
+
+beforeAll(async () => {
+  server = await startV1();
+  const p = richPartner(server.ctx, 1);
+  token = p.token;
+  partnerId = p.partnerId;
+});
+afterAll(() => server.stop());
+
+const balance = () => (server.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number }).balance;
+
+describe('sending on every channel', () => {
+  it.each([
+    ['sms', { to: '+14155550123', body: 'hello sms' }, '+14155550123', 10_000],
+    ['whatsapp', { to: '+447911123456', body: 'hello wa' }, '+447911123456', 20_000],
+    ['email', { to: 'bob@example.com', subject: 'Hi', body: 'plain', html: '<p>hi</p>' }, 'bob@example.com', 1_000],
+    ['messenger', { to: '24681357', body: 'hello fb' }, '24681357', 5_000],
+    ['instagram', { to: '13572468', body: 'hello ig' }, '13572468', 5_000],
+  ])('%s: 200 queued, debited, then visible with its history', async (channel, payload, to, price) => {
+    const before = balance();
+    const r = await call(server, 'POST', '/v1/messages', { token, body: { channel, ...payload } });
+    expect(r.status).toBe(200);
+    expect(messageAccepted.parse(r.body)).toEqual({ id: r.body.id, status: 'queued', channel, to, created_at: r.body.created_at });
+    expect(r.body.id).toMatch(/^msg_[0-9a-z]{26}$/);
+    expect(r.body.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(before - balance()).toBe(price);
+
+    const m = await waitFor(async () => {
+      const g = await call(server, 'GET', `/v1/messages/${r.body.id}`, { token });
+      return g.body?.status === 'sent' || g.body?.status === 'delivered' ? g : undefined;
+    }, 5000, 'message sent');
+    expect(messageOut.parse(m.body)).toBeTruthy();
+    expect(m.body).toMatchObject({ id: r.body.id, direction: 'outbound', channel, to, price: { micro: price } });
+    expect(m.body.history.map((h: any) => h.status).slice(0, 1)).toEqual(['queued']);
+    expect(m.body.history.map((h: any) => h.status)).toContain('sent');
+    if (channel === 'email') expect(m.body.content).toMatchObject({ kind: 'email', subject: 'Hi', text: 'plain', html: '<p>hi</p>' });
+    else expect(m.body.content).toEqual({ kind: 'text', text: payload.body });
+  });
+
+  it('a message sent through /api/send-sms.php is visible through /v1', async () => {
+    const legacy = await call(server, 'POST', '/api/send-sms.php', { token, body: { to: '+14155550999', text: 'legacy' } });
+    expect(legacy.status).toBe(200);
+    const m = await call(server, 'GET', `/v1/messages/${legacy.body.id}`, { token });
+    expect(m.status).toBe(200);
+    expect(m.body).toMatchObject({ id: legacy.body.id, channel: 'sms', to: '+14155550999' });
+    const conv = await call(server, 'GET', `/v1/conversations/${m.body.conversation_id}`, { token });
+    expect(conv.body.messages.data.map((x: any) => x.id)).toContain(legacy.body.id);
+    const list = await call(server, 'GET', `/v1/conversations?contact=${m.body.contact_id}`, { token });
+    expect(list.body.data.map((c: any) => c.id)).toEqual([m.body.conversation_id]);
+  });
+});
+
+describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
+  it('401 without or with a bad token, even when the body is broken', async () => {
+    for (const t of [null, 'msgd_live_nope']) {
+      const r = await call(server, 'POST', '/v1/messages', { token: t, body: '{broken' });
+      expect(r.status).toBe(401);
+      expect(r.body.error.code).toBe('unauthorized');
+    }
+  });
+
+  it('403 insufficient_scope before anything about the body', async () => {
+    const p = setupPartner(server.ctx, { scopes: 'messages:read' });
+    const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: '{broken' });
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('insufficient_scope');
+  });
+
+  it('403 partner_suspended', async () => {
+    const p = richPartner(server.ctx, 7);
+    suspendPartner(server.ctx, p.partnerId, 'test');
+    const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: 'x' } });
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('partner_suspended');
+  });
+
+  it('403 channel_not_assigned before a 400 for the same body', async () => {
+    const p = setupPartner(server.ctx, { balance: '10' });
+    const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'instagram', to: 'not-digits', body: '' } });
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('channel_not_assigned');
+  });
+
+  it('402 when balance and credit are exhausted, even for an invalid or unparseable body', async () => {
+    const p = richPartner(server.ctx, 8, { balance: '0' });
+    for (const body of [{ channel: 'sms', to: 'nope' }, '{broken', { channel: 'carrier-pigeon' }]) {
+      const r = await call(server, 'POST', '/v1/messages', { token: p.token, body });
+      expect(r.status).toBe(402);
+      expect(r.body.error.code).toBe('insufficient_balance');
+    }
+  });
+
+  it.each([
+    [{ channel: 'sms', to: '12345', body: 'x' }, 'to'],
+    [{ channel: 'sms', to: '+14155550123' }, 'body'],
+    [{ channel: 'email', to: 'bob@example.com', body: 'x' }, 'subject'],
+    [{ channel: 'email', to: 'not-an-email', subject: 's', body: 'x' }, 'to'],
+    [{ channel: 'messenger', to: '+14155550123', body: 'x' }, 'to'],
+    [{ channel: 'sms', to: '+14155550123', body: 'x'.repeat(1601) }, 'body'],
+    [{ channel: 'sms', to: '+14155550123', body: 'x', subject: 'no' }, 'subject'],
+    [{ channel: 'telegram', to: '+14155550123', body: 'x' }, 'channel'],
+  ])('400 invalid_request naming the field: %j', async (body, field) => {
+    const before = balance();
+    const r = await call(server, 'POST', '/v1/messages', { token, body });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('invalid_request');
+    expect(r.body.error.details.map((d: any) => d.field)).toContain(field);
+    expect(balance()).toBe(before);
+  });
+
+  it('400 invalid_json for a malformed body from a funded partner', async () => {
+    const r = await call(server, 'POST', '/v1/messages', { token, body: '{"channel": "sms",' });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('invalid_json');
+  });
+
+  it('402 when this message costs more than is left', async () => {
+    const p = richPartner(server.ctx, 9, { balance: '0.015' });
+    const ok = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: 'one' } });
+    expect(ok.status).toBe(200);
+    const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: 'two' } });
+    expect(r.status).toBe(402);
+    expect(r.body.error.code).toBe('insufficient_balance');
+  });
+});
+
+describe('Idempotency-Key', () => {
+  it('a retry gets the first answer and is charged once; another body with the key is refused', async () => {
+    const body = { channel: 'sms', to: '+14155550777', body: 'once' };
+    const headers = { 'idempotency-key': `k-${Date.now()}` };
+    const before = balance();
+    const a = await call(server, 'POST', '/v1/messages', { token, body, headers });
+    const b = await call(server, 'POST', '/v1/messages', { token, body, headers });
+    expect(a.status).toBe(200);
+    expect(b.status).toBe(200);
+    expect(b.body).toEqual(a.body);
+    expect(b.headers.get('idempotent-replayed')).toBe('true');
+    expect(before - balance()).toBe(10_000);
+    const c = await call(server, 'POST', '/v1/messages', { token, body: { ...body, body: 'other' }, headers });
+    expect(c.status).toBe(422);
+    expect(c.body.error.code).toBe('idempotency_key_reused');
+  });
+});
+
+describe('GET /v1/messages/{id}', () => {
+  it('404 for an unknown id, in the documented error shape', async () => {
+    const r = await call(server, 'GET', '/v1/messages/msg_01kzzzzzzzzzzzzzzzzzzzzzzz', { token });
+    expect(r.status).toBe(404);
+    expect(r.body).toEqual({ error: { code: 'not_found', message: expect.any(String), details: [] } });
+    expect(r.headers.get('x-request-id')).toMatch(/^req_/);
+  });
+});

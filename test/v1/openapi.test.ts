@@ -1,0 +1,107 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestServer } from '../helpers/server.js';
+import { call, richPartner, startV1 } from './helpers.js';
+
+// The document is generated from the zod schemas that validate requests. A client that
+// knows nothing but the document can find every operation and build a valid send.
+
+let server: TestServer;
+let doc: any;
+
+beforeAll(async () => {
+  server = await startV1();
+  doc = (await call(server, 'GET', '/v1/openapi.json')).body;
+});
+afterAll(() => server.stop());
+
+const OPERATIONS = [
+  'post /v1/messages',
+  'get /v1/messages/{id}',
+  'get /v1/conversations',
+  'get /v1/conversations/{id}',
+  'post /v1/contacts',
+  'get /v1/contacts',
+  'get /v1/contacts/{id}',
+  'post /v1/webhooks',
+  'get /v1/webhooks',
+  'get /v1/webhooks/{id}',
+  'delete /v1/webhooks/{id}',
+  'post /v1/webhooks/{id}/rotate-secret',
+  'post /v1/webhooks/{id}/test',
+  'get /v1/channels',
+];
+
+function resolve(schema: any): any {
+  return schema?.$ref ? doc.components.schemas[schema.$ref.split('/').pop()] : schema;
+}
+
+describe('GET /v1/openapi.json', () => {
+  it('describes every operation, with bearer auth and the error responses', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' });
+    // Every named schema is used; every reference resolves.
+    for (const m of JSON.stringify(doc).matchAll(/"#\/components\/schemas\/(\w+)"/g)) expect(doc.components.schemas).toHaveProperty(m[1]);
+    expect(Object.keys(doc.components.schemas)).not.toContain('ErrorInput');
+    const ops = Object.entries(doc.paths).flatMap(([path, item]: [string, any]) => Object.keys(item).map((m) => `${m} ${path}`));
+    expect(ops.sort()).toEqual([...OPERATIONS].sort());
+    for (const op of OPERATIONS) {
+      const [m, p] = op.split(' ');
+      const o = doc.paths[p][m];
+      expect(o.security, op).toEqual([{ bearerAuth: [] }]);
+      expect(o.summary, op).toBeTruthy();
+      for (const code of ['401', '403', '429']) expect(resolve(o.responses[code].content['application/json'].schema), `${op} ${code}`).toHaveProperty('properties.error');
+    }
+  });
+
+  it('documents request bodies and query parameters from the validating schemas', () => {
+    const send = resolve(doc.paths['/v1/messages'].post.requestBody.content['application/json'].schema);
+    expect(send.required).toEqual(expect.arrayContaining(['channel', 'to', 'body']));
+    expect(send.properties.channel.enum.sort()).toEqual(['email', 'instagram', 'messenger', 'sms', 'whatsapp']);
+    expect(Object.keys(send.properties)).toEqual(expect.arrayContaining(['subject', 'html']));
+    expect(doc.paths['/v1/messages'].post.parameters.map((p: any) => p.name)).toContain('idempotency-key');
+    const q = doc.paths['/v1/conversations'].get.parameters.map((p: any) => p.name);
+    expect(q).toEqual(expect.arrayContaining(['limit', 'cursor', 'channel', 'status', 'contact', 'updated_since', 'updated_before', 'sort']));
+    const limit = doc.paths['/v1/conversations'].get.parameters.find((p: any) => p.name === 'limit');
+    expect(limit.schema).toMatchObject({ maximum: 200, minimum: 1, default: 50 });
+    const hook = resolve(doc.paths['/v1/webhooks'].post.requestBody.content['application/json'].schema);
+    expect(hook.required).toEqual(['url']);
+    const created = resolve(doc.paths['/v1/webhooks'].post.responses['201'].content['application/json'].schema);
+    expect(created.required).toContain('secret');
+    const listed = doc.paths['/v1/webhooks'].get.responses['200'].content['application/json'].schema;
+    expect(JSON.stringify(listed)).not.toContain('secret"');
+  });
+
+  it('a client driven only by the document sends on every channel', async () => {
+    const p = richPartner(server.ctx, 1);
+    const op = doc.paths['/v1/messages'].post;
+    const schema = resolve(op.requestBody.content['application/json'].schema);
+    const example: Record<string, Record<string, string>> = {
+      sms: { to: '+14155550123' },
+      whatsapp: { to: '+14155550123' },
+      email: { to: 'bob@example.com', subject: 'From the document' },
+      messenger: { to: '1234567' },
+      instagram: { to: '7654321' },
+    };
+    for (const channel of schema.properties.channel.enum) {
+      const body = { channel, body: 'hello', ...example[channel] };
+      for (const k of schema.required) expect(body).toHaveProperty(k);
+      const r = await call(server, 'POST', '/v1/messages', { token: p.token, body });
+      expect(r.status, channel).toBe(200);
+      const ok = resolve(op.responses['200'].content['application/json'].schema);
+      for (const k of ok.required) expect(r.body).toHaveProperty(k);
+    }
+  });
+});
+
+describe('GET /v1/docs', () => {
+  it('is a self-contained HTML page listing every operation', async () => {
+    const r = await call(server, 'GET', '/v1/docs');
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch(/^text\/html/);
+    for (const op of OPERATIONS) expect(r.text).toContain(op.split(' ')[1]);
+    expect(r.text).toContain('MessageCreate');
+    // Nothing loaded from anywhere: no scripts, stylesheets, images or outside links.
+    expect(r.text).not.toMatch(/<script|<link|<img|<iframe|src=|href="(?!#|openapi\.json)/i);
+    expect(r.headers.get('content-security-policy')).toContain("default-src 'none'");
+  });
+});

@@ -1,0 +1,124 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { webhookRetentionTask } from '../../src/jobs/webhook-intake.js';
+import { metaHeaders, postWebhook, waInbound } from '../fakes/webhook-senders.js';
+import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { processed, sleep } from './helpers.js';
+
+// msgctl webhooks log, run as a real process against the live server's data directory
+// (WAL lets both open it). bin/msgctl once src/cli/program.ts registers the command;
+// until then a stand-in that mounts the same function the same way.
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const MSGCTL = join(HERE, '..', '..', 'bin', 'msgctl');
+const STANDIN = join(HERE, 'msgctl-webhooks.mjs');
+const wired = spawnSync(process.execPath, [MSGCTL, 'webhooks', 'log', '--help'], { encoding: 'utf8' }).stdout.includes('--follow');
+const ENTRY = wired ? MSGCTL : STANDIN;
+
+function cleanEnv() {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MSGD_')) env[k] = v;
+  return env;
+}
+
+function msgctl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [ENTRY, '--data-dir', s.dataDir, 'webhooks', 'log', ...args], { env: cleanEnv() });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+async function json(args: string[]) {
+  const r = await msgctl([...args, '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout).data as any[];
+}
+
+let s: TestServer;
+const ids: string[] = [];
+const SECRET = 'cli-app-secret';
+
+beforeAll(async () => {
+  s = await startTestServer();
+  const p = setupPartner(s.ctx);
+  connect(s.ctx, p.partnerId, { kind: 'whatsapp_cloud', name: 'wa-cli', settings: { phone_number_id: '5551' }, secrets: { access_token: 't', app_secret: SECRET } }, 'whatsapp', '+15550783881');
+  // Addressed to a number no gateway has: verified by the app secret, then unroutable.
+  const body = JSON.stringify(waInbound('9999', { from: '14155550100', id: 'wamid.CLI', text: { body: 'hi' } }));
+  const url = `${s.url}/api/webhook.php`;
+  ids.push((await postWebhook(url, body, metaHeaders(SECRET, body))).json.id);
+  await processed(s.ctx, ids[0]);
+  ids.push((await postWebhook(url, body, metaHeaders('wrong', body))).headers.get('x-msgd-webhook-id')!);
+  ids.push((await postWebhook(url, '{"what":1}', { 'content-type': 'application/json' })).headers.get('x-msgd-webhook-id')!);
+});
+afterAll(async () => {
+  await s.stop();
+});
+
+describe(`msgctl webhooks log (${wired ? 'bin/msgctl' : 'stand-in until program.ts wires it'})`, () => {
+  it('--json lists the latest rows oldest first, with outcomes and redacted headers, no body', async () => {
+    const data = await json([]);
+    expect(data.map((r) => r.id)).toEqual(ids);
+    expect(data[0]).toMatchObject({ provider: 'whatsapp', verification: 'ok', processing: 'unroutable', path: '/api/webhook.php', body_bytes: expect.any(Number) });
+    expect(data[1]).toMatchObject({ verification: 'failed', processing: 'rejected', verification_reason: expect.stringContaining('signature does not match') });
+    expect(data[2]).toMatchObject({ provider: 'unknown', processing: 'rejected' });
+    expect(data[0].headers['x-hub-signature-256']).toBe('[redacted]');
+    expect(data[0]).not.toHaveProperty('body');
+  });
+
+  it('filters by provider, gateway (name) and --failed; --limit and --body', async () => {
+    expect((await json(['--provider', 'whatsapp'])).map((r) => r.id)).toEqual(ids.slice(0, 2));
+    expect((await json(['--gateway', 'wa-cli'])).map((r) => r.id)).toEqual(ids.slice(0, 2));
+    expect((await json(['--failed'])).map((r) => r.id)).toEqual(ids);
+    const [one] = await json(['--limit', '1', '--body']);
+    expect(one).toMatchObject({ id: ids[2], body: '{"what":1}' });
+  });
+
+  it('prints a readable table, and refuses an unknown provider', async () => {
+    const r = await msgctl([]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^TIME \(UTC\)\s+ID\s+PROVIDER\s+GATEWAY\s+VERIFIED\s+PROCESSING\s+PATH\s+NOTE/);
+    expect(r.stdout).toContain('wa-cli');
+    const bad = await msgctl(['--provider', 'fax']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--provider must be one of');
+  });
+
+  it('--follow streams new webhooks once processed, until SIGINT', async () => {
+    const child = spawn(process.execPath, [ENTRY, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'], { env: cleanEnv() });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (out += d));
+    const exited = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)));
+    const lines = () => out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const until = async (n: number) => {
+      for (let i = 0; i < 300 && lines().length < n; i++) await sleep(50);
+      return lines();
+    };
+    expect((await until(1)).map((r) => r.id)).toEqual([ids[2]]);
+    const body = JSON.stringify(waInbound('5551', { from: '14155550100', id: 'wamid.CLI2', text: { body: 'hello' } }));
+    const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders(SECRET, body));
+    const streamed = await until(2);
+    expect(streamed[1]).toMatchObject({ id: res.json.id, provider: 'whatsapp' });
+    expect(streamed[1].processing).toBe('processed');
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+  }, 30_000);
+});
+
+describe('retention', () => {
+  it('the cron task deletes log rows older than webhooksIn.retentionDays', async () => {
+    const old = Date.now() - 31 * 86_400_000;
+    s.ctx.db.sqlite.prepare('UPDATE provider_webhooks SET received_at = ? WHERE id = ?').run(old, ids[0]);
+    const task = webhookRetentionTask();
+    expect(task.name).toBe('provider-webhooks-expire');
+    expect(s.rt.maintenanceTasks.map((t) => t.name)).toContain('provider-webhooks-expire');
+    expect(await task.run(s.rt)).toEqual({ deleted: 1 });
+    expect((await json([])).map((r) => r.id)).not.toContain(ids[0]);
+  });
+});

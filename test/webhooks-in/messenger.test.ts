@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getMessageRow, type MessageRow } from '../../src/core/messages.js';
+import { startGraphFake, type GraphFake } from '../fakes/graph.js';
+import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
+import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { processed, sleep, waitFor } from './helpers.js';
+
+// Messenger and Instagram: inbound text and attachments, echoes skipped, delivery and read
+// watermarks marking every earlier message of the conversation, Instagram's array form.
+
+const PAGE = '682498302938465';
+const IG = '17841400000000001';
+const PSID = '1254459154682919';
+const IGSID = '6543219876543210';
+const SECRET = 'meta-app-secret';
+let graph: GraphFake;
+let s: TestServer;
+let p: ReturnType<typeof setupPartner>;
+
+beforeAll(async () => {
+  graph = await startGraphFake({
+    accounts: [
+      { id: PAGE, kind: 'page', token: 'PAGE-TOKEN' },
+      { id: IG, kind: 'instagram', token: 'IG-TOKEN' },
+    ],
+  });
+  s = await startTestServer();
+  p = setupPartner(s.ctx, { balance: '10.00' });
+  // One Meta app serves both: the same app secret signs page and Instagram events.
+  connect(s.ctx, p.partnerId, { kind: 'meta_messenger', settings: { base_url: graph.url, page_id: PAGE }, secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET } }, 'messenger');
+  connect(s.ctx, p.partnerId, { kind: 'meta_instagram', settings: { base_url: graph.url, ig_account_id: IG }, secrets: { access_token: 'IG-TOKEN', app_secret: SECRET } }, 'instagram');
+});
+afterAll(async () => {
+  await s.stop();
+  await graph.close();
+});
+
+async function meta(body: unknown, path = '/api/webhook-messenger.php') {
+  const raw = asciiJson(body);
+  const res = await postWebhook(`${s.url}${path}`, raw, metaHeaders(SECRET, raw));
+  expect(res.status).toBe(200);
+  return processed(s.ctx, res.json.id);
+}
+
+async function sent(channel: 'messenger' | 'instagram', to: string, text: string): Promise<MessageRow> {
+  const res = await postJson(`${s.url}/api/send-whatsapp.php`, { channel, to, text }, p.token);
+  expect(res.status).toBe(200);
+  const m = await waitFor(() => {
+    const row = getMessageRow(s.ctx, res.body.id);
+    return row?.status === 'sent' && row.sent_at ? row : undefined;
+  }, `${channel} message to be sent`);
+  await sleep(3); // distinct sent_at per message, so a watermark can fall between them
+  return m;
+}
+
+const status = (m: MessageRow) => getMessageRow(s.ctx, m.id)!.status;
+
+describe('Messenger', () => {
+  it('delivery and read watermarks mark every earlier outbound message of the conversation', async () => {
+    const m1 = await sent('messenger', PSID, 'one');
+    const m2 = await sent('messenger', PSID, 'two');
+    const m3 = await sent('messenger', PSID, 'three');
+    const stranger = await sent('messenger', '999888777', 'not them');
+
+    let r = await meta(pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: m2.sent_at } }]));
+    expect(r.processing).toBe('processed');
+    expect([status(m1), status(m2), status(m3), status(stranger)]).toEqual(['delivered', 'delivered', 'sent', 'sent']);
+
+    // mids name messages directly, whatever the watermark.
+    r = await meta(pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, delivery: { mids: [m3.provider_message_id], watermark: m1.sent_at } }]));
+    expect(status(m3)).toBe('delivered');
+
+    const read = pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: m3.sent_at } }]);
+    r = await meta(read, '/api/webhook.php');
+    expect(r.processing).toBe('processed');
+    expect([status(m1), status(m2), status(m3), status(stranger)]).toEqual(['read', 'read', 'read', 'sent']);
+    expect((await meta(read)).processing).toBe('duplicate');
+  });
+
+  it('stores text and attachments, skips echoes of our own sends', async () => {
+    const r = await meta(
+      pageEvent(PAGE, [
+        { sender: { id: '4455' }, recipient: { id: PAGE }, timestamp: 1518479195308, message: { mid: 'm_abc', text: 'hello, world!', quick_reply: { payload: 'DEV' } } },
+        { sender: { id: '4455' }, recipient: { id: PAGE }, timestamp: 1518479195400, message: { mid: 'm_img', attachments: [{ type: 'image', payload: { url: 'https://scontent.xx.fbcdn.net/x.jpg' } }] } },
+        { sender: { id: PAGE }, recipient: { id: '4455' }, timestamp: 1518479195500, message: { mid: 'm_echo', is_echo: true, text: 'ours' } },
+      ]),
+    );
+    expect(r.processing).toBe('processed');
+    expect(r.error).toContain('echo of our own messenger send skipped (m_echo)');
+    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, content, "from", contact_id FROM messages WHERE direction = 'inbound' AND channel_type = 'messenger' ORDER BY id`).all() as any[];
+    expect(rows.map((m) => [m.provider_message_id, JSON.parse(m.content), m.from])).toEqual([
+      ['m_abc', { kind: 'text', text: 'hello, world!' }, '4455'],
+      ['m_img', { kind: 'media', caption: null, media: [{ type: 'image', url: 'https://scontent.xx.fbcdn.net/x.jpg', caption: null }] }, '4455'],
+    ]);
+    const contact = s.ctx.db.sqlite.prepare('SELECT * FROM contacts WHERE id = ?').get(rows[0].contact_id) as any;
+    expect(contact).toMatchObject({ psid: '4455', partner_id: p.partnerId });
+    expect(rows[1].contact_id).toBe(rows[0].contact_id);
+  });
+});
+
+describe('Instagram', () => {
+  it('takes the array-wrapped form, and a messaging_seen read marks that message and every earlier one', async () => {
+    const r = await meta(instagramEvent(IG, [{ sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), message: { mid: 'ig_m1', text: 'hi from IG' } }], { wrapped: true }));
+    expect(r.processing).toBe('processed');
+    const inbound = s.ctx.db.sqlite.prepare(`SELECT m.partner_id, c.igsid FROM messages m JOIN contacts c ON c.id = m.contact_id WHERE m.provider_message_id = 'ig_m1'`).get();
+    expect(inbound).toEqual({ partner_id: p.partnerId, igsid: IGSID });
+
+    const m1 = await sent('instagram', IGSID, 'first');
+    const m2 = await sent('instagram', IGSID, 'second');
+    const m3 = await sent('instagram', IGSID, 'third');
+    const seen = await meta(instagramEvent(IG, [{ sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), read: { mid: m2.provider_message_id } }]));
+    expect(seen.processing).toBe('processed');
+    expect([status(m1), status(m2), status(m3)]).toEqual(['read', 'read', 'sent']);
+  });
+
+  it('skips Instagram echoes and reports unhandled event kinds as ignored', async () => {
+    const r = await meta(
+      instagramEvent(IG, [
+        { sender: { id: IG }, recipient: { id: IGSID }, timestamp: Date.now(), message: { mid: 'ig_echo', is_echo: true, text: 'ours' } },
+        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), reaction: { mid: 'x', action: 'react', emoji: '❤' } },
+      ]),
+    );
+    expect(r.processing).toBe('ignored');
+    expect(r.error).toBe('echo of our own instagram send skipped (ig_echo); instagram event reaction is not handled');
+  });
+});

@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addGateway } from '../../src/core/gateways.js';
+import { getMessageRow, messageHistory } from '../../src/core/messages.js';
+import { startSendgridFake, type SendgridFake } from '../fakes/sendgrid.js';
+import { postWebhook, sendgridSigner } from '../fakes/webhook-senders.js';
+import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { lastRow, processed, SENDGRID_VECTOR, waitFor } from './helpers.js';
+
+// SendGrid Event Webhook batches: ECDSA over timestamp + raw body, correlation by the
+// X-Message-Id prefix + recipient or by msgd's custom arg, sg_event_id dedupe.
+
+let fake: SendgridFake;
+let s: TestServer;
+let p: ReturnType<typeof setupPartner>;
+const signer = sendgridSigner();
+const other = sendgridSigner();
+
+beforeAll(async () => {
+  fake = await startSendgridFake({ apiKeys: ['SG.key'] });
+  s = await startTestServer();
+  p = setupPartner(s.ctx, { balance: '10.00', prices: { email: '0.002' } });
+  // A second account first: the batch must still verify, against the right key.
+  addGateway(s.ctx, { kind: 'sendgrid', name: 'sg-other', secrets: { api_key: 'SG.other', webhook_public_key: other.publicKey } }, 'test');
+  connect(s.ctx, p.partnerId, { kind: 'sendgrid', name: 'sg-main', settings: { base_url: fake.url }, secrets: { api_key: 'SG.key', webhook_public_key: signer.publicKey } }, 'email', 'news@acme.example');
+});
+afterAll(async () => {
+  await s.stop();
+  await fake.close();
+});
+
+async function sentEmail(to: string) {
+  const res = await postJson(`${s.url}/api/send-email.php`, { to, subject: 'Hi', html: '<p>Hello</p>' }, p.token);
+  expect(res.status).toBe(200);
+  return waitFor(() => {
+    const m = getMessageRow(s.ctx, res.body.id);
+    return m?.status === 'sent' ? m : undefined;
+  }, 'the email to be sent');
+}
+
+const post = (body: string, headers = signer.headers(body)) => postWebhook(`${s.url}/api/webhook.php`, body, headers);
+
+describe('SendGrid event batches', () => {
+  it('maps a batch onto its messages: processed (history only), delivered, click, late open, async bounce by custom arg', async () => {
+    const good = await sentEmail('to@example.com');
+    const bad = await sentEmail('bad@example.com');
+    const xid = good.provider_message_id!;
+    expect(fake.sent.map((x) => x.messageId)).toContain(xid);
+    const t = Math.floor(Date.now() / 1000);
+    const events = [
+      { email: 'to@example.com', timestamp: t, 'smtp-id': `<${xid}@ismtpd-1>`, event: 'processed', category: ['otp'], sg_event_id: 'cHJvY2Vzc2VkLTE', sg_message_id: `${xid}.filter0001.1.2.0` },
+      { email: 'to@example.com', timestamp: t + 5, event: 'delivered', response: '250 OK', sg_event_id: 'ZGVsaXZlcmVkLTE', sg_message_id: `${xid}.filter0001.1.2.0` },
+      { email: 'to@example.com', timestamp: t + 100, event: 'click', url: 'https://example.com/x', sg_event_id: 'Y2xpY2stMQ', sg_message_id: `${xid}.filter0001.1.2.0`, msgd_message_id: good.id },
+      { email: 'to@example.com', timestamp: t + 50, event: 'open', sg_event_id: 'b3Blbi0x', sg_message_id: `${xid}.filter0001.1.2.0` },
+      { email: 'bad@example.com', timestamp: t + 6, event: 'bounce', type: 'blocked', reason: '550 5.7.1 blocked', status: '5.7.1', sg_event_id: 'Ym91bmNlLTE', msgd_message_id: bad.id },
+      { email: 'to@example.com', timestamp: t + 200, event: 'group_unsubscribe', asm_group_id: 1, sg_event_id: 'Z3JvdXAtMQ', sg_message_id: `${xid}.x` },
+    ];
+    // SendGrid's docs warn not to strip the trailing CRLF: it is part of what was signed.
+    const body = `${JSON.stringify(events)}\r\n`;
+    const res = await post(body);
+    expect(res.status).toBe(200);
+    const r = await processed(s.ctx, res.json.id);
+    expect(r).toMatchObject({ provider: 'sendgrid', processing: 'processed', error: null });
+
+    expect(getMessageRow(s.ctx, good.id)!.status).toBe('clicked');
+    expect(messageHistory(s.ctx, good.id).map((h) => [h.status, h.provider_status, h.ignored])).toEqual([
+      ['queued', null, 0],
+      ['sent', null, 0],
+      ['processed', 'processed', 1],
+      ['delivered', 'delivered', 0],
+      ['clicked', 'click', 0],
+      ['opened', 'open', 1],
+      ['group_unsubscribe', 'group_unsubscribe', 1],
+    ]);
+    expect(getMessageRow(s.ctx, bad.id)).toMatchObject({ status: 'bounced', error_code: '5.7.1', error_message: '550 5.7.1 blocked', refunded: 1 });
+
+    const again = await post(body);
+    expect((await processed(s.ctx, again.json.id)).processing).toBe('duplicate');
+    expect(messageHistory(s.ctx, good.id)).toHaveLength(7);
+  });
+
+  it('an event whose prefix matches but whose recipient does not is not applied to that message', async () => {
+    const m = await sentEmail('solo@example.com');
+    const body = JSON.stringify([{ email: 'someone@else.example', timestamp: 1, event: 'delivered', sg_event_id: 'eC0x', sg_message_id: `${m.provider_message_id}.f` }]);
+    const r = await processed(s.ctx, (await post(body)).json.id);
+    expect(r.processing).toBe('unroutable');
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
+  });
+
+  it('refuses a stale timestamp, a missing header, another account’s key, a modified body', async () => {
+    const body = JSON.stringify([{ email: 'a@b.example', timestamp: 1, event: 'delivered', sg_event_id: 'c3RhbGU' }]);
+    const stale = await post(body, signer.headers(body, String(Math.floor(Date.now() / 1000) - 3600)));
+    expect(stale.status).toBe(401);
+    expect(lastRow(s.ctx).verification_reason).toMatch(/timestamp \d+ is 360\d s away from now; the tolerance is 600 s/);
+
+    const h = signer.headers(body);
+    const { ['x-twilio-email-event-webhook-timestamp']: _ts, ...noTs } = h;
+    expect((await post(body, noTs)).status).toBe(401);
+    expect(lastRow(s.ctx).verification_reason).toBe('missing X-Twilio-Email-Event-Webhook-Timestamp header');
+    const { ['x-twilio-email-event-webhook-signature']: _sig, ...noSig } = h;
+    expect((await post(body, noSig)).status).toBe(401);
+    expect(lastRow(s.ctx)).toMatchObject({ provider: 'sendgrid', verification_reason: 'missing X-Twilio-Email-Event-Webhook-Signature header' });
+
+    const foreign = sendgridSigner();
+    expect((await post(body, foreign.headers(body))).status).toBe(401);
+    expect(lastRow(s.ctx).verification_reason).toContain('signature does not match the webhook_public_key of gateway');
+    expect((await post(body.replace('delivered', 'open'), h)).status).toBe(401);
+  });
+});
+
+describe('the official SendGrid vector, end to end', () => {
+  it('verifies over the wire (with a tolerance wide enough for its 2020 timestamp)', async () => {
+    const t = await startTestServer({ 'webhooksIn.sendgridToleranceSeconds': 400_000_000 });
+    try {
+      addGateway(t.ctx, { kind: 'sendgrid', name: 'sg', secrets: { api_key: 'k', webhook_public_key: SENDGRID_VECTOR.publicKey } }, 'test');
+      const headers = {
+        'content-type': 'application/json',
+        'x-twilio-email-event-webhook-signature': SENDGRID_VECTOR.signature,
+        'x-twilio-email-event-webhook-timestamp': SENDGRID_VECTOR.timestamp,
+      };
+      const res = await postWebhook(`${t.url}/api/webhook.php`, SENDGRID_VECTOR.payload, headers);
+      expect(res.status).toBe(200);
+      const r = await processed(t.ctx, res.json.id);
+      expect(r).toMatchObject({ provider: 'sendgrid', verification: 'ok', processing: 'ignored', error: 'SendGrid event "test_event" is not handled' });
+      const spaced = await postWebhook(`${t.url}/api/webhook.php`, SENDGRID_VECTOR.payload.replace(',', ', '), headers);
+      expect(spaced.status).toBe(401);
+    } finally {
+      await t.stop();
+    }
+  });
+});

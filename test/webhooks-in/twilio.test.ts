@@ -1,0 +1,200 @@
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getMessageRow, messageHistory } from '../../src/core/messages.js';
+import { EMPTY_TWIML } from '../../src/http/routes/webhooks-in.js';
+import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { postWebhook, twilioForm, twilioHeaders, twilioSign, type TwilioParams } from '../fakes/webhook-senders.js';
+import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { lastRow, processed, waitFor } from './helpers.js';
+
+// Twilio status callbacks and inbound SMS, signed over the URL Twilio was given: rebuilt
+// from the request, or server.publicUrl behind a proxy, or X-Forwarded-* when trusted.
+
+const SID = 'AC00000000000000000000000000000000';
+const TOKEN = 'test_auth_token';
+const FROM = '+15017250604';
+let fake: TwilioFake;
+let s: TestServer;
+let p: ReturnType<typeof setupPartner>;
+let gatewayId: string;
+
+beforeAll(async () => {
+  fake = await startTwilioFake({ accounts: { [SID]: TOKEN } });
+  s = await startTestServer({ 'billing.refundOnProviderFailure': 'never' });
+  p = setupPartner(s.ctx, { balance: '10.00', prices: { sms: '0.01' } });
+  gatewayId = connect(s.ctx, p.partnerId, { kind: 'twilio', settings: { base_url: fake.url, account_sid: SID }, secrets: { auth_token: TOKEN } }, 'sms', FROM)
+    .gateway.id;
+});
+afterAll(async () => {
+  await s.stop();
+  await fake.close();
+});
+
+const hookUrl = () => `${s.url}/api/webhook.php?gateway=${gatewayId}`;
+
+async function twilioPost(params: TwilioParams, opts: { url?: string; signUrl?: string; token?: string; headers?: Record<string, string> } = {}) {
+  const url = opts.url ?? hookUrl();
+  return postWebhook(url, twilioForm(params), { ...twilioHeaders(opts.token ?? TOKEN, opts.signUrl ?? url, params), ...opts.headers });
+}
+
+function status(sid: string, st: string, extra: TwilioParams = {}): TwilioParams {
+  // FACTS D2 fixture, with an unknown extra param that must be signed over like any other.
+  return { AccountSid: SID, ApiVersion: '2010-04-01', From: FROM, MessageSid: sid, MessageStatus: st, SmsSid: sid, SmsStatus: st, To: '+14155552671', RawDlrDoneDate: '2508171206', ...extra };
+}
+
+async function sentSms(text: string) {
+  const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155552671', text }, p.token);
+  expect(res.status).toBe(200);
+  return waitFor(() => {
+    const m = getMessageRow(s.ctx, res.body.id);
+    return m?.status === 'sent' ? m : undefined;
+  }, 'the SMS to be sent');
+}
+
+describe('Twilio status callbacks', () => {
+  it('answers empty TwiML, and moves the message forward only', async () => {
+    const m = await sentSms('hello');
+    const sid = m.provider_message_id!;
+    expect(sid).toMatch(/^SM[0-9a-f]{32}$/);
+    const res = await twilioPost(status(sid, 'delivered'));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/xml/);
+    expect(res.text).toBe(EMPTY_TWIML);
+    const id = res.headers.get('x-msgd-webhook-id')!;
+    expect((await processed(s.ctx, id)).processing).toBe('processed');
+    for (const late of ['sent', 'undelivered']) {
+      await processed(s.ctx, (await twilioPost(status(sid, late, { ErrorCode: '30003' }))).headers.get('x-msgd-webhook-id')!);
+    }
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+    expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.ignored])).toEqual([
+      ['queued', 0],
+      ['sent', 0],
+      ['delivered', 0],
+      ['sent', 1],
+      ['undelivered', 1],
+    ]);
+    // MessageSid + MessageStatus is the identity: the same callback twice is a duplicate.
+    const dup = await twilioPost(status(sid, 'delivered'));
+    expect((await processed(s.ctx, dup.headers.get('x-msgd-webhook-id')!)).processing).toBe('duplicate');
+  });
+
+  it('undelivered records the carrier error and, with refundOnProviderFailure=never, keeps the charge', async () => {
+    const m = await sentSms('to a landline');
+    const bal = () => (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as any).balance;
+    const before = bal();
+    const res = await twilioPost(status(m.provider_message_id!, 'undelivered', { ErrorCode: '30006' }));
+    await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'undelivered', error_code: '30006', error_message: 'Twilio error 30006', refunded: 0 });
+    expect(bal()).toBe(before);
+  });
+
+  it('takes a JSON body signed through bodySHA256, and refuses it tampered', async () => {
+    const m = await sentSms('json');
+    const body = JSON.stringify({ AccountSid: SID, MessageSid: m.provider_message_id, MessageStatus: 'delivered' });
+    const jsonUrl = `${hookUrl()}&bodySHA256=${createHash('sha256').update(body).digest('hex')}`;
+    const ok = await postWebhook(jsonUrl, body, { 'content-type': 'application/json', 'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}) });
+    expect(ok.status).toBe(200);
+    expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+    const tampered = await postWebhook(jsonUrl, body.replace('delivered', 'read'), { 'content-type': 'application/json', 'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}) });
+    expect(tampered.status).toBe(401);
+  });
+
+  it('refuses a missing or wrong signature, and params changed after signing', async () => {
+    const params = status('SM1', 'sent');
+    const missing = await postWebhook(hookUrl(), twilioForm(params), { 'content-type': 'application/x-www-form-urlencoded' });
+    expect(missing.status).toBe(401);
+    expect(lastRow(s.ctx).verification_reason).toBe('missing X-Twilio-Signature header');
+    expect((await twilioPost(params, { token: 'other' })).status).toBe(401);
+    const headers = twilioHeaders(TOKEN, hookUrl(), params);
+    const changed = await postWebhook(hookUrl(), twilioForm({ ...params, MessageStatus: 'delivered' }), headers);
+    expect(changed.status).toBe(401);
+    expect(lastRow(s.ctx).verification_reason).toContain('signature does not match the auth_token');
+  });
+});
+
+describe('Twilio inbound SMS', () => {
+  it('stores text and MediaUrlN as media references and answers empty TwiML', async () => {
+    const params: TwilioParams = {
+      ToCountry: 'US',
+      MediaContentType0: 'image/jpeg',
+      SmsMessageSid: 'MM90c6fc909d8504d45ecdb3a3d5b3556e',
+      NumMedia: '1',
+      Body: 'look at this',
+      From: '+14155551234',
+      To: FROM,
+      MessageSid: 'MM90c6fc909d8504d45ecdb3a3d5b3556e',
+      SmsSid: 'MM90c6fc909d8504d45ecdb3a3d5b3556e',
+      SmsStatus: 'received',
+      AccountSid: SID,
+      NumSegments: '1',
+      MediaUrl0: 'https://api.twilio.com/2010-04-01/Accounts/AC/Messages/MM/Media/ME1',
+      ApiVersion: '2010-04-01',
+    };
+    // Twilio calls the number's webhook URL, which carries no gateway hint.
+    const res = await twilioPost(params, { url: `${s.url}/api/webhook.php` });
+    expect(res.status).toBe(200);
+    expect(res.text).toBe(EMPTY_TWIML);
+    expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    const msg = s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE provider_message_id = ?').get(params.MessageSid) as any;
+    expect(msg).toMatchObject({ partner_id: p.partnerId, channel_type: 'sms', direction: 'inbound', from: '+14155551234', to: FROM });
+    expect(JSON.parse(msg.content)).toEqual({
+      kind: 'media',
+      caption: 'look at this',
+      media: [{ type: 'image', url: params.MediaUrl0, mime_type: 'image/jpeg' }],
+    });
+    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`).get(p.partnerId) as any;
+    expect(JSON.parse(ev.payload)).toMatchObject({ channel: 'sms', from: '+14155551234', body: 'look at this' });
+  });
+
+  it('an SMS to a number no channel has is unroutable (answered 200 all the same)', async () => {
+    const res = await twilioPost({ AccountSid: SID, MessageSid: 'SMx', From: '+14155551234', To: '+15550009999', Body: 'hi', SmsStatus: 'received' });
+    expect(res.status).toBe(200);
+    const r = await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+    expect(r.processing).toBe('unroutable');
+    expect(r.error).toContain('no active sms channel for +15550009999');
+  });
+});
+
+describe('the URL Twilio signs, behind a proxy', () => {
+  async function withServer(over: Record<string, unknown>, fn: (t: TestServer, gw: string) => Promise<void>) {
+    const t = await startTestServer(over);
+    try {
+      const q = setupPartner(t.ctx);
+      const gw = connect(t.ctx, q.partnerId, { kind: 'twilio', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } }, 'sms', FROM).gateway.id;
+      await fn(t, gw);
+    } finally {
+      await t.stop();
+    }
+  }
+  const params = status('SMproxy', 'delivered');
+
+  it('uses server.publicUrl + path + query when set', async () => {
+    await withServer({ 'server.publicUrl': 'https://msgd.example.com' }, async (t, gw) => {
+      const path = `/api/webhook.php?gateway=${gw}`;
+      const ok = await twilioPost(params, { url: t.url + path, signUrl: `https://msgd.example.com${path}` });
+      expect(ok.status).toBe(200);
+      expect((await twilioPost(params, { url: t.url + path, signUrl: t.url + path })).status).toBe(401);
+    });
+  });
+
+  it('accepts the variants twilio-node accepts: standard port added, query re-encoded', async () => {
+    await withServer({ 'server.publicUrl': 'https://msgd.example.com/' }, async (t, gw) => {
+      const path = `/api/webhook.php?gateway=${gw}&note=o%27brien`;
+      const variants = [`https://msgd.example.com:443${path}`, `https://msgd.example.com${path.replace('%27', "'")}`];
+      for (const signUrl of variants) expect((await twilioPost(params, { url: t.url + path, signUrl })).status, signUrl).toBe(200);
+      expect((await twilioPost(params, { url: t.url + path, signUrl: `https://msgd.example.com:8443${path}` })).status).toBe(401);
+    });
+  });
+
+  it('reads X-Forwarded-Proto/Host only when trustProxy is on', async () => {
+    const forwarded = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'hooks.example.org' };
+    for (const trust of [true, false]) {
+      await withServer({ 'server.trustProxy': trust }, async (t, gw) => {
+        const path = `/api/webhook.php?gateway=${gw}`;
+        const res = await twilioPost(params, { url: t.url + path, signUrl: `https://hooks.example.org${path}`, headers: forwarded });
+        expect(res.status, `trustProxy=${trust}`).toBe(trust ? 200 : 401);
+      });
+    }
+  });
+});

@@ -1,0 +1,197 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getMessageRow, messageHistory } from '../../src/core/messages.js';
+import { startGraphFake, type GraphFake } from '../fakes/graph.js';
+import { asciiJson, metaHeaders, postWebhook, waInbound, waStatuses, type WaStatus } from '../fakes/webhook-senders.js';
+import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { processed, row, waitFor } from './helpers.js';
+
+// End to end with the send path: a message goes out through the Graph fake, then Meta's
+// status callbacks come back late, twice and out of order; inbound messages land with the
+// partner that owns the receiving number and nowhere else.
+
+const PHONE_A = '106540352242922';
+const PHONE_B = '106540352242999';
+let graph: GraphFake;
+let s: TestServer;
+let a: ReturnType<typeof setupPartner>;
+let b: ReturnType<typeof setupPartner>;
+
+beforeAll(async () => {
+  graph = await startGraphFake({
+    accounts: [
+      { id: PHONE_A, kind: 'whatsapp', token: 'EAA-a' },
+      { id: PHONE_B, kind: 'whatsapp', token: 'EAA-b' },
+    ],
+  });
+  s = await startTestServer();
+  a = setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { whatsapp: '0.05' } });
+  b = setupPartner(s.ctx, { slug: 'beta', balance: '10.00', prices: { whatsapp: '0.05' } });
+  const wa = (name: string, phone: string, token: string, secret: string) => ({
+    kind: 'whatsapp_cloud',
+    name,
+    settings: { base_url: graph.url, phone_number_id: phone },
+    secrets: { access_token: token, app_secret: secret, verify_token: `vt-${name}` },
+  });
+  connect(s.ctx, a.partnerId, wa('wa-a', PHONE_A, 'EAA-a', 'secret-a'), 'whatsapp', '+15550783881');
+  connect(s.ctx, b.partnerId, wa('wa-b', PHONE_B, 'EAA-b', 'secret-b'), 'whatsapp', '+15550783882');
+});
+afterAll(async () => {
+  await s.stop();
+  await graph.close();
+});
+
+async function statusHook(statuses: WaStatus[], secret = 'secret-a', phone = PHONE_A) {
+  const body = asciiJson(waStatuses(phone, statuses));
+  const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders(secret, body));
+  expect(res.status).toBe(200);
+  return processed(s.ctx, res.json.id);
+}
+
+async function sendSent(text: string) {
+  const res = await postJson(`${s.url}/api/send-whatsapp.php`, { to: '+16505551234', text }, a.token);
+  expect(res.status).toBe(200);
+  const id = res.body.id as string;
+  return waitFor(() => {
+    const m = getMessageRow(s.ctx, id);
+    return m?.status === 'sent' && m.provider_message_id ? m : undefined;
+  }, `message ${id} to be sent`);
+}
+
+const balance = (partnerId: string) => (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number }).balance;
+const events = (partnerId: string, type: string) =>
+  (s.ctx.db.sqlite.prepare('SELECT payload FROM events WHERE partner_id = ? AND type = ? ORDER BY id').all(partnerId, type) as { payload: string }[]).map((e) => JSON.parse(e.payload));
+
+describe('WhatsApp statuses, end to end', () => {
+  it('read, delivered, sent arrive out of order: the message ends read with the full history', async () => {
+    const m = await sendSent('Your order shipped');
+    const wamid = m.provider_message_id!;
+    expect(graph.last()!.body.to).toBe('16505551234');
+    for (const st of ['read', 'delivered', 'sent']) {
+      const r = await statusHook([{ id: wamid, status: st }]);
+      expect(r.processing).toBe('processed');
+    }
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('read');
+    expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.provider_status, h.ignored])).toEqual([
+      ['queued', null, 0],
+      ['sent', null, 0],
+      ['read', 'read', 0],
+      ['delivered', 'delivered', 1],
+      ['sent', 'sent', 1],
+    ]);
+    expect(events(a.partnerId, 'message.read').map((e) => e.message_id)).toContain(m.id);
+
+    // Meta delivers at least once: the same event again is acknowledged and ignored.
+    const again = await statusHook([{ id: wamid, status: 'delivered' }]);
+    expect(again.processing).toBe('duplicate');
+    expect(messageHistory(s.ctx, m.id)).toHaveLength(5);
+  });
+
+  it('a failure after acceptance records the error and refunds once, even when the event comes twice in one batch', async () => {
+    const before = balance(a.partnerId);
+    const m = await sendSent('Are you there?');
+    expect(balance(a.partnerId)).toBe(before - 50_000);
+    const failed: WaStatus = {
+      id: m.provider_message_id!,
+      status: 'failed',
+      errors: [
+        {
+          code: 131047,
+          title: 'Re-engagement message',
+          message: 'Re-engagement message',
+          error_data: { details: 'Message failed to send because more than 24 hours have passed since the customer last replied to this number.' },
+        },
+      ],
+    };
+    const r = await statusHook([failed, failed]);
+    expect(r.processing).toBe('processed');
+    const after = getMessageRow(s.ctx, m.id)!;
+    expect(after).toMatchObject({ status: 'failed', error_code: '131047', refunded: 1 });
+    expect(after.error_message).toMatch(/^Re-engagement message: Message failed to send because more than 24 hours/);
+    expect(balance(a.partnerId)).toBe(before);
+    const refunds = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM ledger_entries WHERE message_id = ? AND kind = 'refund'`).get(m.id) as { n: number };
+    expect(refunds.n).toBe(1);
+  });
+
+  it('a status that beats the dispatch commit waits for its message, then lands', async () => {
+    const m = await sendSent('racing');
+    const res = await postWebhook(`${s.url}/api/webhook.php`, ...signed([{ id: 'wamid.EARLY', status: 'delivered' }]));
+    await waitFor(() => row(s.ctx, res.json.id).error?.includes('waiting for no message with provider id wamid.EARLY'), 'the webhook to wait');
+    expect(row(s.ctx, res.json.id).processing).toBe('pending');
+    // What the late dispatch commit would do: record the provider id.
+    s.ctx.db.sqlite.prepare('UPDATE messages SET provider_message_id = ? WHERE id = ?').run('wamid.EARLY', m.id);
+    expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+  });
+
+  it('a status for a message that never appears ends unroutable after the short waits', async () => {
+    const res = await postWebhook(`${s.url}/api/webhook.php`, ...signed([{ id: 'wamid.NEVER', status: 'read' }]));
+    const r = await processed(s.ctx, res.json.id, 20_000);
+    expect(r.processing).toBe('unroutable');
+    expect(r.error).toContain('no message with provider id wamid.NEVER');
+  });
+
+  it('one partner cannot move another partner’s message: the status must be signed by its gateway’s app', async () => {
+    const m = await sendSent('private');
+    // Signed by B's app and addressed to B's number, naming A's message.
+    const r = await statusHook([{ id: m.provider_message_id!, status: 'read' }], 'secret-b', PHONE_B);
+    expect(r.processing).toBe('unroutable');
+    expect(r.error).toContain('is not one this webhook');
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
+    // Addressed to A's number but signed with B's secret: refused outright.
+    const body = asciiJson(waStatuses(PHONE_A, [{ id: m.provider_message_id!, status: 'read' }]));
+    expect((await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-b', body))).status).toBe(401);
+  });
+});
+
+function signed(statuses: WaStatus[]): [string, Record<string, string>] {
+  const body = asciiJson(waStatuses(PHONE_A, statuses));
+  return [body, metaHeaders('secret-a', body)];
+}
+
+describe('WhatsApp inbound', () => {
+  it('a text from a new number creates contact, conversation, message and message.received for the owning partner only', async () => {
+    const body = asciiJson(waInbound(PHONE_A, { from: '14155550199', id: 'wamid.IN1', text: { body: 'Hallo, schön!' } }, { name: 'Zoë' }));
+    const res = await postWebhook(`${s.url}/api/webhook-messenger.php`, body, metaHeaders('secret-a', body));
+    expect(res.status).toBe(200);
+    expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
+
+    const db = s.ctx.db.sqlite;
+    const contact = db.prepare('SELECT * FROM contacts WHERE phone = ?').all('+14155550199') as any[];
+    expect(contact).toHaveLength(1);
+    expect(contact[0]).toMatchObject({ partner_id: a.partnerId, name: 'Zoë' });
+    expect(contact[0].last_inbound_at).toBeGreaterThan(0);
+    const conv = db.prepare('SELECT * FROM conversations WHERE contact_id = ?').all(contact[0].id) as any[];
+    expect(conv).toHaveLength(1);
+    expect(conv[0]).toMatchObject({ partner_id: a.partnerId, channel_type: 'whatsapp', status: 'open', last_inbound_at: contact[0].last_inbound_at });
+    const msg = db.prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.IN1'`).get() as any;
+    expect(msg).toMatchObject({ partner_id: a.partnerId, conversation_id: conv[0].id, direction: 'inbound', from: '+14155550199' });
+
+    const received = events(a.partnerId, 'message.received').filter((e) => e.message_id === msg.id);
+    expect(received).toHaveLength(1);
+    expect(received[0]).toMatchObject({ event: 'message.received', channel: 'whatsapp', from: '+14155550199', body: 'Hallo, schön!', conversation_id: conv[0].id });
+    expect(events(b.partnerId, 'message.received')).toEqual([]);
+    expect(db.prepare('SELECT COUNT(*) AS n FROM contacts WHERE partner_id = ?').get(b.partnerId)).toEqual({ n: 0 });
+  });
+
+  it('media arrives as a reference (type, media id, mime type, caption); B’s number routes to B', async () => {
+    const image = { caption: 'receipt', mime_type: 'image/jpeg', sha256: 'abc', id: '2754859441498128' };
+    const body = asciiJson(waInbound(PHONE_B, { from: '14155550123', id: 'wamid.IMG1', type: 'image', image }, { display: '15550783882' }));
+    const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-b', body));
+    expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
+    const msg = s.ctx.db.sqlite.prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.IMG1'`).get() as any;
+    expect(msg.partner_id).toBe(b.partnerId);
+    expect(JSON.parse(msg.content)).toEqual({
+      kind: 'media',
+      caption: 'receipt',
+      media: [{ type: 'image', media_id: '2754859441498128', url: null, mime_type: 'image/jpeg', caption: 'receipt', filename: null, sha256: 'abc' }],
+    });
+  });
+
+  it('an unsupported message type is logged as ignored, not stored', async () => {
+    const body = asciiJson(waInbound(PHONE_A, { from: '14155550199', id: 'wamid.R1', type: 'reaction', reaction: { message_id: 'x', emoji: '👍' } }));
+    const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
+    const r = await processed(s.ctx, res.json.id);
+    expect(r.processing).toBe('ignored');
+    expect(r.error).toContain('reaction message wamid.R1 is not stored');
+  });
+});
