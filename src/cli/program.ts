@@ -12,6 +12,8 @@ import { registerMigrate } from './migrate.js';
 import { registerPartner } from './partner.js';
 import { registerPrice } from './price.js';
 import { registerToken } from './token.js';
+import { registerJobs } from './jobs.js';
+import { registerMessages } from './messages.js';
 import { titled } from './help.js';
 
 function version(): string {
@@ -54,6 +56,8 @@ export function buildProgram(): Command {
   registerBalance(program);
   registerLedger(program);
   registerAudit(program);
+  registerMessages(program);
+  registerJobs(program);
   registerDoctor(program);
 
   configureTree(program);

@@ -1,5 +1,5 @@
 import { stmt } from '../db/stmt.js';
-import { iso } from '../lib/time.js';
+import { fastIso, fastIsoOrNull } from '../lib/fast-iso.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { ConversationRow } from './conversations.js';
 import type { MessageRow } from './messages.js';
@@ -27,7 +27,12 @@ export interface ConversationKey {
   updatedAt?: number;
 }
 
-export interface ConversationListRow extends ConversationRow {
+// Only what the JSON shows: every column costs a conversion per row.
+const COLUMNS = `c.id, c.channel_type, c.status, c.contact_id, c.last_message_at, c.last_inbound_at, c.created_at, c.updated_at,
+  ct.name AS ct_name, ct.phone AS ct_phone, ct.email AS ct_email, ct.psid AS ct_psid, ct.igsid AS ct_igsid`;
+
+export interface ConversationListRow
+  extends Pick<ConversationRow, 'id' | 'channel_type' | 'status' | 'contact_id' | 'last_message_at' | 'last_inbound_at' | 'created_at' | 'updated_at'> {
   ct_name: string | null;
   ct_phone: string | null;
   ct_email: string | null;
@@ -93,7 +98,7 @@ export function conversationsQuery(
     }
   }
   const order = sort === '-created_at' ? 'c.id DESC' : sort === 'updated_at' ? 'c.updated_at, c.id' : 'c.updated_at DESC, c.id DESC';
-  const sql = `SELECT c.*, ct.name AS ct_name, ct.phone AS ct_phone, ct.email AS ct_email, ct.psid AS ct_psid, ct.igsid AS ct_igsid
+  const sql = `SELECT ${COLUMNS}
       FROM conversations c INDEXED BY ${index}
       JOIN contacts ct ON ct.id = c.contact_id
      WHERE ${where.join(' AND ')}
@@ -104,8 +109,7 @@ export function conversationsQuery(
 export function getConversation(ctx: CoreCtx, partnerId: string, id: string): ConversationListRow | undefined {
   return stmt<[string, string], ConversationListRow>(
     ctx.db.sqlite,
-    `SELECT c.*, ct.name AS ct_name, ct.phone AS ct_phone, ct.email AS ct_email, ct.psid AS ct_psid, ct.igsid AS ct_igsid
-       FROM conversations c JOIN contacts ct ON ct.id = c.contact_id
+    `SELECT ${COLUMNS} FROM conversations c JOIN contacts ct ON ct.id = c.contact_id
       WHERE c.id = ? AND c.partner_id = ?`,
   ).get(id, partnerId);
 }
@@ -138,9 +142,9 @@ export function conversationJson(c: ConversationListRow) {
       messenger_psid: c.ct_psid,
       instagram_igsid: c.ct_igsid,
     },
-    last_message_at: iso(c.last_message_at),
-    last_inbound_at: iso(c.last_inbound_at),
-    created_at: iso(c.created_at)!,
-    updated_at: iso(c.updated_at)!,
+    last_message_at: fastIsoOrNull(c.last_message_at),
+    last_inbound_at: fastIsoOrNull(c.last_inbound_at),
+    created_at: fastIso(c.created_at),
+    updated_at: fastIso(c.updated_at),
   };
 }

@@ -8,6 +8,11 @@ import type { ChannelType, GatewayKind } from './context.js';
 const url = z.url({ protocol: /^https?$/ });
 const version = z.string().regex(/^v\d+\.\d+$/, 'expected a Graph API version such as v21.0');
 const rate = z.number().positive().max(100_000).optional();
+// Settings arrive as JSON values or as strings from the command line: "false" must mean false
+// (z.coerce.boolean would read any non-empty string as true) and "" must not become 0.
+const bool = z.union([z.boolean(), z.stringbool()]);
+const int = (min: number, max: number) =>
+  z.union([z.number(), z.string().regex(/^\d+$/, 'expected a whole number').transform(Number)]).pipe(z.number().int().min(min).max(max));
 
 export interface GatewayKindSpec {
   kind: GatewayKind;
@@ -98,11 +103,11 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
     settings: z
       .object({
         host: z.string().min(1),
-        port: z.coerce.number().int().min(1).max(65535).default(587),
+        port: int(1, 65535).default(587),
         /** true: TLS from the first byte (port 465); false: STARTTLS when offered. */
-        secure: z.coerce.boolean().default(false),
-        require_tls: z.coerce.boolean().default(false),
-        tls_reject_unauthorized: z.coerce.boolean().default(true),
+        secure: bool.default(false),
+        require_tls: bool.default(false),
+        tls_reject_unauthorized: bool.default(true),
         user: z.string().optional(),
         rate_per_second: rate,
       })
@@ -115,7 +120,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
     channels: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'],
     settings: z
       .object({
-        delivery_delay_ms: z.coerce.number().int().min(0).max(600_000).default(300),
+        delivery_delay_ms: int(0, 600_000).default(300),
         rate_per_second: rate,
       })
       .strict(),

@@ -94,9 +94,14 @@ export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
 /** Revoke by token id or by the visible prefix. */
 export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
   return ctx.db.sqlite.transaction(() => {
-    const t =
-      ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get() ??
-      ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).get();
+    let t = ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get();
+    if (!t) {
+      const byPrefix = ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).all();
+      if (byPrefix.length > 1) {
+        throw new AppError('conflict', `${byPrefix.length} tokens share the prefix "${ref}"; revoke by token id (msgctl token list)`);
+      }
+      t = byPrefix[0];
+    }
     if (!t) throw notFound('token', ref);
     if (t.revokedAt) throw new AppError('conflict', `token ${t.id} is already revoked`);
     const now = ctx.now();

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, openSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { openDb, type Db, type OpenOptions } from './open.js';
@@ -71,6 +71,9 @@ export function openDataDir(path: string, opts: OpenDataDirOptions = {}): DataDi
   }
   if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const { key, source } = loadKey(dir, env, opts.create ?? false);
+  // Token hashes and the ledger are nobody else's business: create the database owner-only
+  // (SQLite gives its -wal and -shm files the same mode).
+  if (!existed) closeSync(openSync(dbPath, 'a', 0o600));
   const db = openDb(dbPath, opts);
   try {
     if (opts.migrate ?? true) migrate(db);

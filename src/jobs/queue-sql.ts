@@ -71,8 +71,8 @@ export function prepare(sqlite: Database.Database) {
        WHERE id = @id AND ${OWNED}`,
     ),
     release: sqlite.prepare(
-      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), locked_until = NULL, locked_by = NULL,
-         updated_at = @now
+      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), reclaims = reclaims + 1,
+         locked_until = NULL, locked_by = NULL, updated_at = @now
        WHERE id = @id AND state = 'running' AND ${OWNED}`,
     ),
     extend: sqlite.prepare(`UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),

@@ -217,7 +217,11 @@ export class JobQueue {
     return this.s.fail.run({ id, error: clip(error), now, ...owner(opts.lease) }).changes === 1;
   }
 
-  /** Hand a running job back untouched (shutdown): available again, its attempt not spent. */
+  /**
+   * Hand a running job back (shutdown timed out): available again, its attempt not spent. Its
+   * handler may still be mid-call, so it counts as a reclaim: the next run knows the earlier
+   * one may have had an effect (dispatch flags the message a possible duplicate).
+   */
   release(id: number, opts: SettleOptions = {}): boolean {
     const now = opts.now ?? this.now();
     return this.s.release.run({ id, now, ...owner(opts.lease) }).changes === 1;

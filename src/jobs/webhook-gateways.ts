@@ -4,9 +4,9 @@ import { openGateway, type GatewayWithSecrets } from '../core/gateway-secrets.js
 import type { GatewayHint, WebhookHandler } from '../providers/webhooks.js';
 
 // Gateways as the webhook path needs them: every gateway opened (secrets decrypted) once and
-// kept until the gateways table changes. One tiny aggregate query per request tells whether
-// it did, so a change made by msgctl (another process) is seen on the next request, and a
-// verified webhook costs no decrypt and no JSON scan of settings.
+// kept until the gateways table changes. One tiny aggregate query per event-loop turn tells
+// whether it did, so a change made by msgctl (another process) is seen by the next request,
+// and a verified webhook costs no decrypt and no JSON scan of settings.
 
 // Every change to a gateway reseals its secrets under a fresh random IV (src/core/secrets.ts),
 // so the ids with the first bytes of their sealed secrets are a version of the whole table.
@@ -18,7 +18,14 @@ export class GatewayBook {
 
   constructor(private readonly ctx: CoreCtx) {}
 
+  private checkedThisTurn = false;
+
   private fresh(): Map<string, GatewayWithSecrets> {
+    // Once per event-loop turn: a turn takes a burst of webhooks, and any change committed
+    // before the turn began is still seen by its first request.
+    if (this.checkedThisTurn) return this.byId;
+    this.checkedThisTurn = true;
+    setImmediate(() => (this.checkedThisTurn = false));
     const stamp = stmt<[], { v: string }>(this.ctx.db.sqlite, STAMP).get()!.v;
     if (stamp !== this.stamp) {
       const ids = stmt<[], { id: string }>(this.ctx.db.sqlite, 'SELECT id FROM gateways ORDER BY id').all();

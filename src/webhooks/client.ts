@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import { guardIpLiteral, guardedLookup } from './ssrf.js';
@@ -17,9 +17,10 @@ export type OutConfig = Config['webhooksOut'];
 
 export function createWebhookAgent(cfg: OutConfig): Agent {
   // `ca` replaces the default trust store, so the default roots are passed along with the file.
-  const ca = cfg.caFile ? [...rootCertificates, readFileSync(cfg.caFile, 'utf8')] : undefined;
+  // Built once: a context per connection would parse every root certificate again each time.
+  const secureContext = cfg.caFile ? createSecureContext({ ca: [...rootCertificates, readFileSync(cfg.caFile, 'utf8')] }) : undefined;
   const base = buildConnector({
-    ...(ca ? { ca } : {}),
+    ...(secureContext ? { secureContext } : {}),
     ...(cfg.allowPrivateTargets ? {} : { lookup: guardedLookup as any }),
     rejectUnauthorized: true,
     timeout: cfg.timeoutMs,
@@ -59,18 +60,23 @@ function describe(err: any, timeoutMs: number): string {
   return code && !msg.includes(code) ? `${code}: ${msg}` : msg;
 }
 
-async function readSnippet(body: Dispatcher.ResponseData['body']): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    if (size < SNIPPET_BYTES) chunks.push(chunk as Buffer);
-    size += (chunk as Buffer).length;
-    if (size >= READ_LIMIT) {
-      body.destroy();
-      break;
-    }
-  }
-  return Buffer.concat(chunks).subarray(0, SNIPPET_BYTES).toString('utf8');
+function readSnippet(body: Dispatcher.ResponseData['body']): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => resolve(Buffer.concat(chunks).subarray(0, SNIPPET_BYTES).toString('utf8'));
+    body.on('data', (chunk: Buffer) => {
+      if (size < SNIPPET_BYTES) chunks.push(chunk);
+      size += chunk.length;
+      // Enough for the log; the rest is not read (the connection is dropped, not drained).
+      if (size >= READ_LIMIT) {
+        body.destroy();
+        done();
+      }
+    });
+    body.on('end', done);
+    body.on('error', reject);
+  });
 }
 
 /** POST the event body with its headers; never throws. */
@@ -83,7 +89,6 @@ export async function postEvent(
   now: () => number = Date.now,
 ): Promise<AttemptOutcome> {
   const started = performance.now();
-  const signal = AbortSignal.timeout(timeoutMs);
   try {
     const target = targetOf(url);
     const res = await agent.request({
@@ -92,7 +97,10 @@ export async function postEvent(
       method: 'POST',
       headers: { 'content-type': 'application/json', 'user-agent': 'msgd-webhooks/1', ...headers },
       body,
-      signal,
+      // Headers, and then each body chunk, within timeoutMs (undici's own timers: no
+      // AbortSignal per request on the hot path).
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
     });
     let snippet: string | null = null;
     let readError: string | null = null;

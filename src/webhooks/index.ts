@@ -61,7 +61,8 @@ export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
       fanout.stop();
       if (started) await worker.stop({ timeoutMs: 10_000 });
       started = false;
-      await agent.close();
+      // Requests still in flight belong to jobs the worker already handed back: drop them.
+      await agent.destroy();
     },
   };
 }

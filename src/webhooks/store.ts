@@ -89,14 +89,27 @@ export interface AttemptContext {
   eventType: string;
 }
 
+const D = ['id', 'event_id', 'endpoint_id', 'partner_id', 'status', 'attempts', 'next_attempt_at', 'last_status_code', 'last_error', 'created_at', 'updated_at'];
+const E = ['id', 'partner_id', 'url', 'description', 'events', 'secret', 'previous_secret', 'previous_secret_expires_at', 'status', 'disabled_reason', 'failing_since', 'deleted_at', 'created_at', 'updated_at'];
+// One statement per attempt instead of three: this runs for every delivery.
+const LOAD = `SELECT ${D.map((c) => `d.${c} AS d_${c}`).join(', ')}, ${E.map((c) => `e.${c} AS e_${c}`).join(', ')}, ev.payload AS ev_payload, ev.type AS ev_type
+  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id WHERE d.id = ?`;
+
+function pick<T>(row: Record<string, unknown>, prefix: string, cols: string[]): T {
+  const out: Record<string, unknown> = {};
+  for (const c of cols) out[c] = row[prefix + c];
+  return out as T;
+}
+
 export function loadForAttempt(ctx: CoreCtx, deliveryId: string): AttemptContext | null {
-  const db = ctx.db.sqlite;
-  const delivery = stmt<[string], DeliveryRow>(db, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(deliveryId);
-  if (!delivery) return null;
-  const endpoint = stmt<[string], EndpointRow>(db, 'SELECT * FROM webhook_endpoints WHERE id = ?').get(delivery.endpoint_id);
-  const event = stmt<[string], { payload: string; type: string }>(db, 'SELECT payload, type FROM events WHERE id = ?').get(delivery.event_id);
-  if (!endpoint || !event) return null;
-  return { delivery, endpoint, body: event.payload, eventType: event.type };
+  const row = stmt<[string], Record<string, unknown>>(ctx.db.sqlite, LOAD).get(deliveryId);
+  if (!row) return null;
+  return {
+    delivery: pick<DeliveryRow>(row, 'd_', D),
+    endpoint: pick<EndpointRow>(row, 'e_', E),
+    body: row.ev_payload as string,
+    eventType: row.ev_type as string,
+  };
 }
 
 export function getDelivery(ctx: CoreCtx, id: string): DeliveryRow | undefined {

@@ -36,8 +36,8 @@ describe('msgctl help', () => {
   const program = buildProgram();
   const all = new Map(leaves(program));
 
-  it('has exactly the documented commands', () => {
-    expect([...all.keys()].sort()).toEqual([...EXPECTED].sort());
+  it('has every command issue 2 names', () => {
+    expect([...all.keys()]).toEqual(expect.arrayContaining(EXPECTED));
   });
 
   it('lists every command group in msgctl --help, with the first session', () => {

@@ -46,6 +46,19 @@ export interface MsgdChild {
 }
 
 export async function startMsgd(prep: Prepared): Promise<MsgdChild> {
+  // dist/ is shared: another test run's global setup may be rewriting it this very moment,
+  // which shows as a module link error. Try again a few times; a broken build still fails.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(prep);
+    } catch (e) {
+      if (attempt >= 3 || !/SyntaxError|ERR_MODULE_NOT_FOUND/.test(String((e as Error).message))) throw e;
+      await new Promise((r) => setTimeout(r, 2_000));
+    }
+  }
+}
+
+async function startOnce(prep: Prepared): Promise<MsgdChild> {
   const child = spawn(process.execPath, [BIN], {
     env: {
       PATH: process.env.PATH,
@@ -61,16 +74,18 @@ export async function startMsgd(prep: Prepared): Promise<MsgdChild> {
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   const url = `http://127.0.0.1:${prep.port}`;
-  await waitFor(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`msgd exited with ${child.exitCode}: ${out}`);
-      const res = await fetch(`${url}/healthz`);
-      return res.ok;
-    },
-    15_000,
-    'msgd to answer /healthz',
-    25,
+  const exited = waitForExit(child, 60_000).then(
+    ({ code }) => Promise.reject(new Error(`msgd exited with ${code} before it answered: ${out}`)),
+    () => new Promise<never>(() => {}),
   );
+  const ready = waitFor(async () => (await fetch(`${url}/healthz`)).ok, 15_000, 'msgd to answer /healthz', 25);
+  try {
+    await Promise.race([ready, exited]);
+  } catch (e) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    throw e;
+  }
+  exited.catch(() => {});
   return { child, url, output: () => out };
 }
 

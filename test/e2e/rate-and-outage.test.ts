@@ -56,9 +56,10 @@ describe('per-gateway rate shaping', () => {
     // 40 slots 50 ms apart from the first: the last goes out about 1.95 s after the burst.
     expect(at[39] - started, `gaps ${gaps}`).toBeGreaterThanOrEqual(1_900);
     expect(at[39] - started, `gaps ${gaps}`).toBeLessThan(6_000);
-    // No one-second window holds much more than the rate: arrival times at the fake carry
-    // scheduling jitter on a busy machine, so allow 20 % over; unshaped, all 40 land at once.
-    for (let i = 0; i < at.length; i++) expect(at.filter((t) => t >= at[i] && t < at[i] + 1000).length, `gaps ${gaps}`).toBeLessThanOrEqual(24);
+    // No one-second window holds much more than the rate. Slots are reserved up to 250 ms
+    // ahead, so a stalled event loop (a busy 2-core machine) releases a few together: allow
+    // half again the rate. Unshaped, all 40 land in one window.
+    for (let i = 0; i < at.length; i++) expect(at.filter((t) => t >= at[i] && t < at[i] + 1000).length, `gaps ${gaps}`).toBeLessThanOrEqual(30);
     for (const id of ids) expect(messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.error_code).toBeNull();
   });
 

@@ -1,0 +1,94 @@
+import type { Command } from 'commander';
+import { JobQueue, type DeadTarget, type Job } from '../jobs/queue.js';
+import { iso } from '../lib/time.js';
+import { positiveInt } from './args.js';
+import { withCli, type Cli } from './context.js';
+import { UsageError } from './errors.js';
+import { examples } from './help.js';
+import { lines, table, when, type Result } from './output.js';
+
+// msgctl jobs: the durable queue as the operator sees it. Dead jobs (retries used up) stay
+// until the operator retries or deletes them; a retried job runs on the server's next claim.
+
+const queueOf = (cli: Cli) => new JobQueue(cli.ctx.db);
+
+function jobJson(j: Job) {
+  return {
+    id: j.id,
+    kind: j.kind,
+    state: j.state,
+    attempts: j.attempts,
+    max_attempts: j.maxAttempts,
+    reclaims: j.reclaims,
+    last_error: j.lastError,
+    payload: j.payload,
+    run_at: iso(j.runAt),
+    created_at: iso(j.createdAt),
+    updated_at: iso(j.updatedAt),
+  };
+}
+
+function stats(cli: Cli): Result {
+  const rows = queueOf(cli).stats();
+  return {
+    json: { data: rows },
+    text: rows.length ? table(['kind', 'state', 'jobs'], rows.map((r) => [r.kind, r.state, r.count]), { right: [2] }) : 'The queue is empty.',
+  };
+}
+
+function dead(cli: Cli, opts: { kind?: string; limit: number }): Result {
+  const jobs = queueOf(cli).listDead({ kind: opts.kind, limit: Math.min(opts.limit, 1000) });
+  return {
+    json: { data: jobs.map(jobJson) },
+    text: jobs.length
+      ? table(
+          ['id', 'kind', 'attempts', 'died (utc)', 'payload', 'last error'],
+          jobs.map((j) => [j.id, j.kind, j.attempts, when(j.updatedAt), JSON.stringify(j.payload), j.lastError]),
+          { right: [0, 2] },
+        )
+      : 'No dead jobs.',
+  };
+}
+
+function target(ref: string | undefined, opts: { kind?: string; all?: boolean }): DeadTarget {
+  if (opts.all) return opts.kind ? { kind: opts.kind } : 'all';
+  if (!ref || !/^\d+$/.test(ref)) throw new UsageError('give a dead job id, or --all (optionally with --kind)');
+  return Number(ref);
+}
+
+function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
+  const n = queueOf(cli).retryDead(target(ref, opts));
+  return { json: { retried: n }, text: lines(`${n} dead job(s) queued again; a running msgd picks them up within a second.`) };
+}
+
+function remove(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
+  const n = queueOf(cli).deleteDead(target(ref, opts));
+  return { json: { deleted: n }, text: `${n} dead job(s) deleted.` };
+}
+
+export function registerJobs(program: Command) {
+  const jobs = program.command('jobs').description('the durable job queue: counts, dead jobs, retries');
+  jobs.command('stats').description('jobs per kind and state').action(withCli(stats));
+  jobs
+    .command('dead')
+    .description('jobs that used up their attempts, newest first')
+    .option('--kind <kind>', 'only this kind (e.g. message.dispatch)')
+    .option('--limit <n>', 'how many (max 1000)', positiveInt, 50)
+    .addHelpText('after', examples('msgctl jobs dead', 'msgctl jobs dead --kind message.dispatch --json'))
+    .action(withCli(dead));
+  jobs
+    .command('retry')
+    .description('queue a dead job again with fresh attempts')
+    .argument('[id]', 'dead job id')
+    .option('--all', 'every dead job (with --kind: every dead job of that kind)')
+    .option('--kind <kind>', 'with --all: only this kind')
+    .addHelpText('after', examples('msgctl jobs retry 42', 'msgctl jobs retry --all --kind webhook.deliver'))
+    .action(withCli(retry));
+  jobs
+    .command('delete')
+    .description('delete a dead job for good')
+    .argument('[id]', 'dead job id')
+    .option('--all', 'every dead job (with --kind: of that kind)')
+    .option('--kind <kind>', 'with --all: only this kind')
+    .action(withCli(remove));
+}

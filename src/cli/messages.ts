@@ -1,0 +1,95 @@
+import type { Command } from 'commander';
+import { getPartner } from '../core/partners.js';
+import { getMessageRow, messageHistory, messageJson, type MessageRow } from '../core/messages.js';
+import { notFound } from '../lib/errors.js';
+import { positiveInt } from './args.js';
+import { withCli, type Cli } from './context.js';
+import { examples } from './help.js';
+import { kv, lines, money, table, when, type Result } from './output.js';
+
+// msgctl messages: what was sent and what became of it, including messages flagged as
+// possible duplicates (their provider call was in flight when msgd died and was repeated).
+
+function list(cli: Cli, opts: { partner?: string; status?: string; uncertain?: boolean; failed?: boolean; limit: number }): Result {
+  const where: string[] = [];
+  const args: unknown[] = [];
+  if (opts.partner) {
+    where.push('partner_id = ?');
+    args.push(getPartner(cli.ctx, opts.partner).id);
+  }
+  if (opts.status) {
+    where.push('status = ?');
+    args.push(opts.status);
+  }
+  if (opts.failed) where.push(`status IN ('failed', 'undelivered', 'bounced', 'dropped')`);
+  if (opts.uncertain) where.push('dispatch_uncertain = 1');
+  const rows = cli.ctx.db.sqlite
+    .prepare(`SELECT * FROM messages ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`)
+    .all(...args, Math.min(opts.limit, 1000)) as MessageRow[];
+  return {
+    json: { data: rows.map((m) => messageJson(m)) },
+    text: rows.length
+      ? table(
+          ['id', 'created (utc)', 'dir', 'channel', 'to', 'status', 'price', 'error', 'dup?'],
+          rows.map((m) => [
+            m.id,
+            when(m.created_at),
+            m.direction === 'outbound' ? 'out' : 'in',
+            m.channel_type,
+            m.to,
+            m.status,
+            money(m.price),
+            m.error_code ? `${m.error_code}${m.error_message ? `: ${m.error_message}` : ''}` : null,
+            m.dispatch_uncertain ? 'possible duplicate' : null,
+          ]),
+          { right: [6] },
+        )
+      : 'No messages match.',
+  };
+}
+
+function show(cli: Cli, id: string): Result {
+  const m = getMessageRow(cli.ctx, id);
+  if (!m) throw notFound('message', id);
+  const hist = messageHistory(cli.ctx, id);
+  const json = messageJson(m, hist);
+  return {
+    json,
+    text: lines(
+      kv([
+        ['id', m.id],
+        ['partner', m.partner_id],
+        ['direction', m.direction],
+        ['channel', m.channel_type],
+        ['from', m.from],
+        ['to', m.to],
+        ['status', m.status],
+        ['price', `${money(m.price)}${m.refunded ? ' (refunded)' : ''}`],
+        ['provider id', m.provider_message_id],
+        ['error', m.error_code ? `${m.error_code}: ${m.error_message ?? ''}` : null],
+        ['possible duplicate', m.dispatch_uncertain ? 'yes: the provider call was in flight during a crash and was repeated' : 'no'],
+        ['created', when(m.created_at)],
+      ]),
+      '',
+      table(
+        ['time (utc)', 'status', 'provider status', 'applied', 'error'],
+        hist.map((h) => [when(h.occurred_at), h.status, h.provider_status, h.ignored ? 'no (late/duplicate)' : 'yes', h.error_code ? `${h.error_code}: ${h.error_message ?? ''}` : null]),
+      ),
+    ),
+  };
+}
+
+export function registerMessages(program: Command) {
+  const messages = program.command('messages').description('messages and their status history');
+  messages
+    .command('list')
+    .description('messages, newest first')
+    .option('--partner <partner>', 'only this partner (slug or id)')
+    .option('--status <status>', 'only this status (queued, sending, sent, delivered, read, failed, ...)')
+    .option('--failed', 'only failed, undelivered, bounced or dropped messages')
+    .option('--uncertain', 'only messages that may have reached the provider twice (crash during the call)')
+    .option('--limit <n>', 'how many (max 1000)', positiveInt, 50)
+    .addHelpText('after', examples('msgctl messages list --partner acme', 'msgctl messages list --uncertain --json'))
+    .action(withCli(list));
+  messages.command('show').description('one message with its status history').argument('<id>', 'message id (msg_...)').action(withCli(show));
+}
