@@ -184,8 +184,10 @@ async function deliveriesBench({ print }) {
 }
 
 export async function run({ print, seconds = 5 }) {
-  const conversations = await conversationsBench({ print, seconds });
-  const deliveries = await deliveriesBench({ print });
+  // BENCH_V1_ONLY=conversations|deliveries runs one half.
+  const only = process.env.BENCH_V1_ONLY;
+  const conversations = only && only !== 'conversations' ? null : await conversationsBench({ print, seconds });
+  const deliveries = only && only !== 'deliveries' ? null : await deliveriesBench({ print });
   return { conversations, deliveries };
 }
 

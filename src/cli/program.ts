@@ -14,6 +14,8 @@ import { registerPrice } from './price.js';
 import { registerToken } from './token.js';
 import { registerJobs } from './jobs.js';
 import { registerMessages } from './messages.js';
+import { registerWebhookLogCommands } from './webhooks-in.js';
+import { registerWebhookOutCommands } from './webhooks-out.js';
 import { titled } from './help.js';
 
 function version(): string {
@@ -58,6 +60,9 @@ export function buildProgram(): Command {
   registerAudit(program);
   registerMessages(program);
   registerJobs(program);
+  const webhooks = program.command('webhooks').description('provider webhooks in (log) and partner webhooks out (deliveries, replay)');
+  registerWebhookLogCommands(webhooks);
+  registerWebhookOutCommands(webhooks);
   registerDoctor(program);
 
   configureTree(program);

@@ -124,8 +124,9 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   }
 }
 
+/** Adds `log` to `msgctl webhooks` (beside the outbound commands of src/cli/webhooks-out.ts). */
 export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDeps = {}): Command {
-  return webhooks
+  webhooks
     .command('log')
     .description('the provider webhook log: every POST to /api/webhook*.php with its verification and processing outcome')
     .option('--follow', 'keep printing webhooks as they arrive, until Ctrl-C')
@@ -153,4 +154,5 @@ export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDe
         cli.dir.close();
       }
     });
+  return webhooks;
 }

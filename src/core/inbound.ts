@@ -127,13 +127,11 @@ function sameAddress(a: string, b: string): boolean {
 function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trusted']): { found: MessageRow[]; exists: boolean } {
   const fits = (m: MessageRow | undefined): m is MessageRow =>
     !!m && m.direction === 'outbound' && trusted(m.gateway_id) && (!ref.recipient || sameAddress(m.to, ref.recipient));
-  if (ref.messageId) {
-    const m = getMessageRow(ctx, ref.messageId);
-    if (fits(m)) return { found: [m], exists: true };
-  }
-  if (!ref.providerMessageId) return { found: [], exists: false };
+  const named = ref.messageId ? getMessageRow(ctx, ref.messageId) : undefined;
+  if (fits(named)) return { found: [named], exists: true };
+  if (!ref.providerMessageId) return { found: [], exists: !!named };
   const all = stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE provider_message_id = ?').all(ref.providerMessageId);
-  return { found: all.filter(fits), exists: all.length > 0 };
+  return { found: all.filter(fits), exists: !!named || all.length > 0 };
 }
 
 // applyStatus has no history-only path; these events never move a status.

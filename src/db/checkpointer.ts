@@ -47,6 +47,9 @@ export function startCheckpointer(path: string, opts: { intervalMs?: number; onE
     truncate: () => w.postMessage('truncate'),
     stop: () =>
       new Promise<void>((resolve) => {
+        // Hold the process open until the final checkpoint is done: unref'd, a process with
+        // nothing else pending would exit with this promise unsettled.
+        w.ref();
         w.once('exit', () => resolve());
         w.postMessage('stop');
         setTimeout(() => {
