@@ -5,7 +5,7 @@
 // msgd runs as a child (bin/msgd), so client and server share the 2 cores as in DESIGN.md.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { child, fmt, freePort, load, peakRssMb, stop, tmp, verdict } from './lib.mjs';
@@ -110,16 +110,22 @@ async function conversationsBench({ print, seconds }) {
       ['deep pages      ?cursor=<random depth>', (i) => `/v1/conversations?limit=50&cursor=${cursors[i % cursors.length]}`],
       ['sync            ?sort=updated_at&updated_since=-1d', () => `/v1/conversations?limit=50&sort=updated_at&updated_since=${new Date(Date.now() - 86_400_000).toISOString()}`],
     ];
-    for (const [name, path] of variants) {
-      const r = await load(url, (i) => ({ path: path(i), headers }), { seconds, method: 'GET' });
-      const ok = r.statuses[200] ?? 0;
-      results[name] = r;
-      print(`GET /v1/conversations ${name.padEnd(44)} ${fmt(r.rps)} req/s  p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  (${fmt(ok)} x 200 of ${fmt(r.requests)}) ${verdict(r.p99, 10, 'lower')}`);
+    for (const connections of [50, 1]) {
+      // 50 connections: throughput and queueing; 1 connection: what one request costs.
+      for (const [name, path] of connections === 50 ? variants : variants.slice(0, 2)) {
+        const r = await load(url, (i) => ({ path: path(i), headers }), { seconds, method: 'GET', connections });
+        const ok = r.statuses[200] ?? 0;
+        results[`${name} (${connections})`] = r;
+        print(
+          `GET /v1/conversations ${name.padEnd(52)} ${String(connections).padStart(2)} conn  ${fmt(r.rps)} req/s  p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  (${fmt(ok)} x 200 of ${fmt(r.requests)}) ${verdict(r.p99, 10, 'lower')}`,
+        );
+      }
     }
     results.rss = peakRssMb(msgd.pid);
     print(`  peak RSS of msgd ${fmt(results.rss, 1)} MB`);
   } finally {
     await stop(msgd);
+    rmSync(dir, { recursive: true, force: true });
   }
   return results;
 }
@@ -177,6 +183,7 @@ async function deliveriesBench({ print }) {
   db.close();
   await stop(msgd);
   await stop(receiver);
+  rmSync(dir, { recursive: true, force: true });
   const rate = (done - first) / ((t1 - firstAt) / 1000);
   print(`webhooks out to a local HTTPS receiver   ${fmt(rate)} deliveries/s  (${fmt(done)} of ${fmt(events)} events signed, sent, logged; ${fmt(failed)} failed attempts; ${fmt((t1 - t0) / 1000, 1)} s from start; target >= 5,000) ${verdict(rate, 5000)}`);
   print(`  peak RSS of msgd ${fmt(rss, 1)} MB`);

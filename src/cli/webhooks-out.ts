@@ -104,7 +104,8 @@ function replayResult(report: ReplayReport, what: string): Result {
 }
 
 function replay(cli: Cli, eventId: string | undefined, opts: { since?: string; partner?: string; endpoint?: string }): Result {
-  if (!!eventId === !!opts.since) throw new UsageError('give either an event id or --since <time>, not both');
+  if (!eventId && !opts.since) throw new UsageError('say what to replay: an event id (evt_…) or --since <time>');
+  if (eventId && opts.since) throw new UsageError('give an event id or --since <time>, not both');
   const queue = new JobQueue(cli.ctx.db);
   const endpointId = opts.endpoint ? endpointRef(cli, opts.endpoint) : undefined;
   if (eventId) {

@@ -95,8 +95,8 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     }
 
     const at = ctx.now();
-    // Decided before settling; apply re-reads the clock in the database, which a concurrent
-    // failure of the same endpoint may have started earlier.
+    // The endpoint's failure clock as loaded before the request; apply (markFailing) reads it
+    // again, since another delivery's failure may have started it meanwhile.
     const failingFor = at - (ep.failing_since ?? at);
     const delay = nextDelayMs(config.retryScheduleMs, rec.attemptNo - job.payload.b, { retryAfterMs: out.retryAfterMs, random: deps.random });
     const giveUp = (status: 'dead' | 'failed') => () => {

@@ -1,14 +1,11 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 
 // Two signatures over the same bytes: msgd's own (the spec's X-Msgd-Signature, HMAC of the
 // raw body keyed with the secret string) and Standard Webhooks' (HMAC of "id.timestamp.body"
 // keyed with the base64-decoded bytes after "whsec_"), so receivers can use either.
 
-export const SECRET_PREFIX = 'whsec_';
-
-export function newSecret(): string {
-  return SECRET_PREFIX + randomBytes(32).toString('base64');
-}
+// Secrets are made in src/core/endpoints.ts (newSigningSecret): "whsec_" + base64 of 32 bytes.
+const SECRET_PREFIX = 'whsec_';
 
 /** The Standard Webhooks HMAC key: the decoded bytes, not the string. */
 export function standardKey(secret: string): Buffer {

@@ -119,10 +119,6 @@ export function loadForAttempt(ctx: CoreCtx, deliveryId: string): AttemptContext
   };
 }
 
-export function getDelivery(ctx: CoreCtx, id: string): DeliveryRow | undefined {
-  return stmt<[string], DeliveryRow>(ctx.db.sqlite, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(id);
-}
-
 export interface AttemptRecord {
   attemptNo: number;
   status: number | null;
