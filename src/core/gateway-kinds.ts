@@ -10,9 +10,29 @@ const version = z.string().regex(/^v\d+\.\d+$/, 'expected a Graph API version su
 const rate = z.number().positive().max(100_000).optional();
 // Settings arrive as JSON values or as strings from the command line: "false" must mean false
 // (z.coerce.boolean would read any non-empty string as true) and "" must not become 0.
-const bool = z.union([z.boolean(), z.stringbool()]);
+const TRUE = ['true', 'yes', 'on', '1'];
+const FALSE = ['false', 'no', 'off', '0'];
+const bool = z.unknown().transform((v, ctx) => {
+  if (typeof v === 'boolean') return v;
+  const s = typeof v === 'string' ? v.trim().toLowerCase() : undefined;
+  if (s !== undefined && TRUE.includes(s)) return true;
+  if (s !== undefined && FALSE.includes(s)) return false;
+  ctx.addIssue({ code: 'custom', message: `expected true or false, got ${JSON.stringify(v)}` });
+  return z.NEVER;
+});
 const int = (min: number, max: number) =>
-  z.union([z.number(), z.string().regex(/^\d+$/, 'expected a whole number').transform(Number)]).pipe(z.number().int().min(min).max(max));
+  z.unknown().transform((v, ctx) => {
+    const n = typeof v === 'number' ? v : typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : NaN;
+    if (!Number.isInteger(n)) {
+      ctx.addIssue({ code: 'custom', message: `expected a number, got ${JSON.stringify(v)}` });
+      return z.NEVER;
+    }
+    if (n < min || n > max) {
+      ctx.addIssue({ code: 'custom', message: `expected a number from ${min} to ${max}, got ${n}` });
+      return z.NEVER;
+    }
+    return n;
+  });
 
 export interface GatewayKindSpec {
   kind: GatewayKind;
