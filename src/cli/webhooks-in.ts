@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { listGateways } from '../core/gateways.js';
 import { listWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
 import { WEBHOOK_PROVIDERS } from '../providers/webhooks.js';
+import { recentAttempts } from '../webhooks/store.js';
 import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
@@ -28,6 +29,7 @@ interface LogOpts {
   limit: number;
   failed?: boolean;
   body?: boolean;
+  outbound?: boolean;
 }
 
 const PROVIDERS = [...WEBHOOK_PROVIDERS, 'meta', 'unknown'];
@@ -68,7 +70,50 @@ function withBody(text: string, r: Row, on: boolean | undefined): string {
   return on && r.body ? `${text}\n${r.body.toString('utf8').replace(/^/gm, '    ')}` : text;
 }
 
+type Attempt = ReturnType<typeof recentAttempts>[number];
+
+function attemptJson(a: Attempt) {
+  return {
+    direction: 'out',
+    id: a.id,
+    time: new Date(a.created_at).toISOString(),
+    event_id: a.event_id,
+    event_type: a.event_type,
+    endpoint_id: a.endpoint_id,
+    url: a.url,
+    attempt: a.attempt_no,
+    status_code: a.status_code,
+    duration_ms: a.duration_ms,
+    error: a.error,
+  };
+}
+
+function attemptLine(a: Attempt): string {
+  const outcome = a.status_code ? String(a.status_code) : 'no answer';
+  return [when(a.created_at), `out #${a.attempt_no}`.padEnd(9), (a.event_type ?? '-').padEnd(16), outcome.padEnd(9), `${a.duration_ms} ms`, a.url].join('  ') +
+    (a.error ? `  ${a.error}` : '');
+}
+
+/** --outbound: provider webhooks in and deliveries to partner endpoints, one timeline. */
+function listBoth(cli: Cli, opts: LogOpts): Result {
+  const limit = Math.min(opts.limit, 10_000);
+  const inbound = listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit, latest: true }) as Row[];
+  const outbound = recentAttempts(cli.ctx, { limit });
+  const names = gatewayNames(cli);
+  const merged = [
+    ...inbound.map((r) => ({ at: r.received_at, json: { direction: 'in', ...webhookLogJson(r) }, text: `${when(r.received_at)}  in         ${line(r, names).slice(when(r.received_at).length + 2)}` })),
+    ...outbound.map((a) => ({ at: a.created_at, json: attemptJson(a), text: attemptLine(a) })),
+  ]
+    .sort((x, y) => x.at - y.at)
+    .slice(-limit);
+  return {
+    json: { data: merged.map((m) => m.json) },
+    text: merged.length ? merged.map((m) => m.text).join('\n') : 'No webhooks in or out yet.',
+  };
+}
+
 function list(cli: Cli, opts: LogOpts): Result {
+  if (opts.outbound) return listBoth(cli, opts);
   const rows = listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit: Math.min(opts.limit, 10_000), latest: true }) as Row[];
   const names = gatewayNames(cli);
   let text: string;
@@ -98,6 +143,9 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   for (const r of initial) print(r);
   const newest = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM provider_webhooks').get() as { id: string | null };
   let cursor = newest.id ?? '';
+  const lastAttempt = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM webhook_attempts').get() as { id: number | null };
+  let attemptCursor = lastAttempt.id ?? 0;
+  const newAttempts = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM webhook_attempts');
 
   const ctrl = new AbortController();
   const onSigint = () => ctrl.abort();
@@ -118,6 +166,11 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
         print(r);
         cursor = r.id;
       }
+      if (opts.outbound && (newAttempts.get() as { id: number | null }).id! > attemptCursor) {
+        const fresh = recentAttempts(cli.ctx, { limit: 1000 }).filter((a) => a.id > attemptCursor).reverse();
+        for (const a of fresh) out.write(json ? `${JSON.stringify(attemptJson(a))}\n` : `${attemptLine(a)}\n`);
+        if (fresh.length) attemptCursor = fresh[fresh.length - 1].id;
+      }
     }
   } finally {
     process.off('SIGINT', onSigint);
@@ -135,6 +188,7 @@ export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDe
     .option('--limit <n>', 'how many of the latest to show first', positiveInt, 20)
     .option('--failed', 'only what went wrong: bad signature, rejected, unroutable, error')
     .option('--body', 'include the raw body of each webhook')
+    .option('--outbound', 'also show delivery attempts to partner endpoints, in the same timeline')
     .addHelpText(
       'after',
       examples(
@@ -142,6 +196,7 @@ export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDe
         'msgctl webhooks log --follow --provider whatsapp',
         'msgctl webhooks log --failed --limit 100 --json',
         'msgctl webhooks log --gateway twilio-main --body',
+        'msgctl webhooks log --outbound --follow',
       ),
     )
     .action(async (opts: LogOpts, cmd: Command) => {

@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,14 +8,11 @@ import { connect, setupPartner, startTestServer, type TestServer } from '../help
 import { processed, sleep } from './helpers.js';
 
 // msgctl webhooks log, run as a real process against the live server's data directory
-// (WAL lets both open it). bin/msgctl once src/cli/program.ts registers the command;
-// until then a stand-in that mounts the same function the same way.
+// (WAL lets both open it).
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const MSGCTL = join(HERE, '..', '..', 'bin', 'msgctl');
-const STANDIN = join(HERE, 'msgctl-webhooks.mjs');
-const wired = spawnSync(process.execPath, [MSGCTL, 'webhooks', 'log', '--help'], { encoding: 'utf8' }).stdout.includes('--follow');
-const ENTRY = wired ? MSGCTL : STANDIN;
+const ENTRY = MSGCTL;
 
 function cleanEnv() {
   const env: NodeJS.ProcessEnv = {};
@@ -61,7 +58,7 @@ afterAll(async () => {
   await s.stop();
 });
 
-describe(`msgctl webhooks log (${wired ? 'bin/msgctl' : 'stand-in until program.ts wires it'})`, () => {
+describe('msgctl webhooks log', () => {
   it('--json lists the latest rows oldest first, with outcomes and redacted headers, no body', async () => {
     const data = await json([]);
     expect(data.map((r) => r.id)).toEqual(ids);
@@ -109,6 +106,31 @@ describe(`msgctl webhooks log (${wired ? 'bin/msgctl' : 'stand-in until program.
     child.kill('SIGINT');
     expect(await exited).toBe(0);
   }, 30_000);
+});
+
+describe('msgctl webhooks log --outbound', () => {
+  it('merges delivery attempts to partner endpoints into the same timeline', async () => {
+    const db = s.ctx.db.sqlite;
+    const p = setupPartner(s.ctx);
+    const at = Date.now();
+    db.prepare(
+      `INSERT INTO webhook_endpoints (id, partner_id, url, secret, status, created_at, updated_at) VALUES ('whe_cli', ?, 'https://hooks.example.com/x', 'sealed', 'enabled', ?, ?)`,
+    ).run(p.partnerId, at, at);
+    db.prepare(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at) VALUES ('dlv_cli', 'evt_cli', 'whe_cli', ?, 'failed', 1, ?, ?)`,
+    ).run(p.partnerId, at, at);
+    db.prepare(
+      `INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, error, created_at) VALUES ('dlv_cli', 1, 503, 12, 'HTTP 503', ?)`,
+    ).run(at + 60_000);
+    const data = await json(['--outbound']);
+    expect(data.filter((r) => r.direction === 'in').map((r) => r.id)).toEqual(expect.arrayContaining(ids));
+    const last = data[data.length - 1];
+    expect(last).toMatchObject({ direction: 'out', event_id: 'evt_cli', url: 'https://hooks.example.com/x', status_code: 503, attempt: 1 });
+    const text = await msgctl(['--outbound']);
+    expect(text.stdout).toMatch(/out #1\s+-\s+503\s+12 ms\s+https:\/\/hooks\.example\.com\/x/);
+    // Without the flag, inbound only.
+    expect((await json([])).every((r) => r.direction === undefined)).toBe(true);
+  });
 });
 
 describe('retention', () => {
