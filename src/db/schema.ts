@@ -259,7 +259,12 @@ export const jobs = sqliteTable(
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
-  (t) => [index('jobs_claim').on(t.state, t.priority, t.runAt), index('jobs_lease').on(t.state, t.lockedUntil)],
+  (t) => [
+    index('jobs_claim').on(t.state, t.priority, t.runAt),
+    // A worker that runs some kinds seeks its own jobs: it must not scan a backlog of others.
+    // No index on locked_until: the lifeline reads the few running jobs off state.
+    index('jobs_kind_claim').on(t.kind, t.state, t.priority, t.runAt),
+  ],
 );
 
 export const cronRuns = sqliteTable('cron_runs', {

@@ -85,7 +85,8 @@ export type DeadTarget = number | 'all' | { kind: string };
 export const LEASE_EXPIRED = 'lease expired: the worker holding it stopped (crash or stall)';
 
 type Row = Record<string, unknown>;
-type Listener = (earliestRunAt: number) => void;
+/** Earliest new run_at per kind enqueued in one turn. */
+type Listener = (earliestByKind: ReadonlyMap<string, number>) => void;
 
 // Keyed by database file, not by queue object: any queue over the same file in this process
 // wakes every worker on it, whichever connection they use.
@@ -98,7 +99,7 @@ export class JobQueue {
   private readonly defaultLeaseMs: number;
   private readonly channelKey: string;
   private notifyScheduled = false;
-  private notifyEarliest = Infinity;
+  private notifyEarliest = new Map<string, number>();
   private readonly stmts = new Map<string, Database.Statement>();
   private readonly s: ReturnType<typeof prepare>;
 
@@ -129,7 +130,7 @@ export class JobQueue {
       now,
     }) as { id: number } | undefined;
     if (row) {
-      this.scheduleNotify(runAt);
+      this.scheduleNotify(spec.kind, runAt);
       return { id: row.id, created: true };
     }
     const existing = this.s.byUniqueKey.get(spec.uniqueKey) as { id: number } | undefined;
@@ -138,7 +139,7 @@ export class JobQueue {
     return { id: existing.id, created: false };
   }
 
-  /** Called (after the enqueuing transaction, never inside it) with the earliest new run_at. */
+  /** Called (after the enqueuing transaction, never inside it) with the earliest new run_at per kind. */
   onEnqueue(listener: Listener): () => void {
     let set = channels.get(this.channelKey);
     if (!set) channels.set(this.channelKey, (set = new Set()));
@@ -152,14 +153,15 @@ export class JobQueue {
   // setImmediate runs after the current synchronous transaction has committed (better-sqlite3
   // transactions cannot span a turn), so a woken worker never claims inside the caller's
   // transaction and always sees the row. Many enqueues in one turn make one wake-up.
-  private scheduleNotify(runAt: number) {
-    if (runAt < this.notifyEarliest) this.notifyEarliest = runAt;
+  private scheduleNotify(kind: string, runAt: number) {
+    const prev = this.notifyEarliest.get(kind);
+    if (prev === undefined || runAt < prev) this.notifyEarliest.set(kind, runAt);
     if (this.notifyScheduled) return;
     this.notifyScheduled = true;
     setImmediate(() => {
       const earliest = this.notifyEarliest;
       this.notifyScheduled = false;
-      this.notifyEarliest = Infinity;
+      this.notifyEarliest = new Map();
       const set = channels.get(this.channelKey);
       if (set) for (const l of [...set]) l(earliest);
     });
@@ -176,7 +178,9 @@ export class JobQueue {
     const kinds = opts.kinds ?? [];
     const stmt = this.cached(claimSql(kinds.length));
     const lockedUntil = now + (opts.leaseMs ?? this.defaultLeaseMs);
-    const rows = stmt.all(lockedUntil, workerId, now, now, ...kinds, limit) as Row[];
+    // Each kind is bound once per runnable state (two seeks per kind).
+    const kindArgs = kinds.flatMap((k) => [k, k]);
+    const rows = stmt.all(...kindArgs, { lockedUntil, by: workerId, now, limit }) as Row[];
     const jobs = rows.map(toJob);
     // RETURNING comes back in rowid order; hand jobs out in the order they were chosen.
     jobs.sort((a, b) => a.priority - b.priority || a.runAt - b.runAt || a.id - b.id);
@@ -255,7 +259,8 @@ export class JobQueue {
 
   private exists(where: string, params: unknown[], kinds?: readonly string[]): boolean {
     const k = kinds && kinds.length ? ` AND kind IN (${kinds.map(() => '?').join(',')})` : '';
-    const sql = `SELECT 1 FROM jobs INDEXED BY jobs_claim WHERE ${where}${k} LIMIT 1`;
+    // With kinds, seek (kind, state) pairs on jobs_kind_claim rather than walk other kinds' jobs.
+    const sql = `SELECT 1 FROM jobs INDEXED BY ${k ? 'jobs_kind_claim' : 'jobs_claim'} WHERE ${where}${k} LIMIT 1`;
     return this.cached(sql).get(...params, ...(kinds ?? [])) !== undefined;
   }
 
@@ -291,14 +296,14 @@ export class JobQueue {
   /** Give dead jobs a fresh set of attempts, to run now. Returns how many. */
   retryDead(target: DeadTarget, now: number = this.now()): number {
     const [where, params] = deadWhere(target);
-    const changes = this.db.sqlite
+    const rows = this.db.sqlite
       .prepare(
         `UPDATE jobs SET state = 'available', attempts = 0, run_at = ?, locked_until = NULL, locked_by = NULL,
-         updated_at = ? WHERE state = 'dead'${where}`,
+         updated_at = ? WHERE state = 'dead'${where} RETURNING kind`,
       )
-      .run(now, now, ...params).changes;
-    if (changes > 0) this.scheduleNotify(now);
-    return changes;
+      .all(now, now, ...params) as { kind: string }[];
+    for (const kind of new Set(rows.map((r) => r.kind))) this.scheduleNotify(kind, now);
+    return rows.length;
   }
 
   deleteDead(target: DeadTarget): number {

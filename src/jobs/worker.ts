@@ -309,8 +309,12 @@ export class Worker {
     this.wake();
   };
 
-  private readonly onEnqueue = (earliestRunAt: number) => {
+  // Only jobs of this worker's kinds wake it: another worker's enqueues are not its business.
+  private readonly onEnqueue = (earliestByKind: ReadonlyMap<string, number>) => {
     if (!this.running || this.stopping) return;
+    let earliestRunAt = Infinity;
+    for (const [kind, at] of earliestByKind) if (at < earliestRunAt && this.handlers.has(kind)) earliestRunAt = at;
+    if (earliestRunAt === Infinity) return;
     if (earliestRunAt <= this.now()) this.wake();
     else this.armWake(earliestRunAt);
   };

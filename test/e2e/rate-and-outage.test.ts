@@ -53,8 +53,9 @@ describe('per-gateway rate shaping', () => {
     expect(twilio.requests.every((r) => r.reply?.status === 201)).toBe(true);
     const at = twilio.requests.map((r) => r.at).sort((a, b) => a - b);
     const gaps = at.slice(1).map((t, i) => t - at[i]).join(',');
-    // 40 slots 50 ms apart from the first: the last goes out about 1.95 s after the burst.
-    expect(at[39] - started, `gaps ${gaps}`).toBeGreaterThanOrEqual(1_900);
+    // 40 slots 50 ms apart from the first: the last goes out about 1.95 s after the burst
+    // (unshaped: ~0.1 s). The margin absorbs timer skew on a loaded 2-core machine.
+    expect(at[39] - started, `gaps ${gaps}`).toBeGreaterThanOrEqual(1_750);
     expect(at[39] - started, `gaps ${gaps}`).toBeLessThan(6_000);
     // No one-second window holds much more than the rate. Slots are reserved up to 250 ms
     // ahead, so a stalled event loop (a busy 2-core machine) releases a few together: allow

@@ -52,7 +52,7 @@ describe('JobQueue.enqueue', () => {
   it('notifies listeners after the transaction, never inside it, once per turn', async () => {
     const { db, queue } = setup();
     const calls: { at: number; inTx: boolean }[] = [];
-    const off = queue.onEnqueue((at) => calls.push({ at, inTx: db.sqlite.inTransaction }));
+    const off = queue.onEnqueue((byKind) => calls.push({ at: byKind.get('k')!, inTx: db.sqlite.inTransaction }));
     db.sqlite.transaction(() => {
       queue.enqueue({ kind: 'k', runAt: T0 + 500 });
       queue.enqueue({ kind: 'k', runAt: T0 + 100 });
@@ -120,6 +120,34 @@ describe('JobQueue.claim', () => {
     expect(queue.claim('w', 10, T0, { kinds: ['b', 'c'] }).map((j) => j.id)).toEqual([b]);
     expect(queue.hasRunnable(T0, ['b'])).toBe(false);
     expect(queue.hasRunnable(T0, ['a'])).toBe(true);
+  });
+
+  it('merges several kinds (available and retry) in priority, run_at, id order, up to the limit', () => {
+    const { queue } = setup();
+    const late = queue.enqueue({ kind: 'a', runAt: T0 - 10 }).id;
+    const urgent = queue.enqueue({ kind: 'b', runAt: T0 - 5, priority: -1 }).id;
+    const early = queue.enqueue({ kind: 'b', runAt: T0 - 20 }).id;
+    queue.enqueue({ kind: 'a', runAt: T0 + 1000 }); // not due
+    queue.enqueue({ kind: 'other', runAt: T0 - 100 }); // not asked for
+    const retried = queue.enqueue({ kind: 'a', runAt: T0 - 50 }).id;
+    queue.claim('w0', 1, T0 - 50, { kinds: ['a'] });
+    queue.retry(retried, { afterMs: 35, error: 'once' }, { now: T0 - 50 }); // retry state, due at T0 - 15
+    const got = queue.claim('w', 3, T0, { kinds: ['a', 'b'] }).map((j) => j.id);
+    expect(got).toEqual([urgent, early, retried]);
+    expect(queue.claim('w', 10, T0, { kinds: ['a', 'b'] }).map((j) => j.id)).toEqual([late]);
+    expect(queue.nextRunAt(['a', 'b'])).toBe(T0 + 1000);
+    expect(queue.nextRunAt(['other'])).toBe(T0 - 100);
+  });
+
+  it('tells listeners which kinds were enqueued, with the earliest run_at of each', async () => {
+    const { queue } = setup();
+    const seen: [string, number][][] = [];
+    queue.onEnqueue((byKind) => seen.push([...byKind].sort()));
+    queue.enqueue({ kind: 'x', runAt: T0 + 30 });
+    queue.enqueue({ kind: 'y', runAt: T0 + 10 });
+    queue.enqueue({ kind: 'x', runAt: T0 + 20 });
+    await sleep(5);
+    expect(seen).toEqual([[['x', T0 + 20], ['y', T0 + 10]]]);
   });
 });
 
