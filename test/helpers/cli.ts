@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -103,4 +103,10 @@ export function oneErrorLine(stderr: string): string {
   if (lines.length !== 1) throw new Error(`expected one stderr line, got ${lines.length}:\n${stderr}`);
   if (!lines[0].startsWith('msgctl: ')) throw new Error(`stderr line does not start with "msgctl: ": ${lines[0]}`);
   return lines[0];
+}
+
+/** The migration tags this build ships, in order (migrations/meta/_journal.json). */
+export function migrationTags(): string[] {
+  const journal = JSON.parse(readFileSync(join(ROOT, 'migrations', 'meta', '_journal.json'), 'utf8'));
+  return journal.entries.map((e: { tag: string }) => e.tag);
 }
