@@ -2,7 +2,7 @@ import { stmt } from '../db/stmt.js';
 import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { CoreCtx } from './context.js';
-import type { ContactRow } from './contacts.js';
+import { insertContact, type ContactRow } from './contacts.js';
 
 // Contacts as partners manage them: an upsert keyed by any of the addresses a channel uses
 // (the same keys the send and inbound paths look contacts up by), so a contact created here
@@ -66,11 +66,7 @@ export function upsertContact(ctx: CoreCtx, partnerId: string, input: ContactInp
         created_at: now,
         updated_at: now,
       };
-      stmt(
-        db,
-        `INSERT INTO contacts (id, partner_id, name, phone, email, psid, igsid, attributes, last_inbound_at, created_at, updated_at)
-         VALUES (@id, @partner_id, @name, @phone, @email, @psid, @igsid, @attributes, @last_inbound_at, @created_at, @updated_at)`,
-      ).run(row);
+      insertContact(ctx, row);
       return { contact: row, created: true };
     }
     const row: ContactRow = {

@@ -77,12 +77,17 @@ export function findOrCreateContact(
     updated_at: now,
   };
   row[key] = address;
+  insertContact(ctx, row);
+  return { contact: row, created: true };
+}
+
+/** Write a new contact row (inside the caller's transaction). */
+export function insertContact(ctx: CoreCtx, row: ContactRow) {
   stmt(
-    db,
+    ctx.db.sqlite,
     `INSERT INTO contacts (id, partner_id, name, phone, email, psid, igsid, attributes, last_inbound_at, created_at, updated_at)
      VALUES (@id, @partner_id, @name, @phone, @email, @psid, @igsid, @attributes, @last_inbound_at, @created_at, @updated_at)`,
   ).run(row);
-  return { contact: row, created: true };
 }
 
 export function contactJson(c: ContactRow) {
