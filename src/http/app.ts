@@ -31,8 +31,10 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     reply.header('x-request-id', req.id);
   });
   app.addHook('onResponse', async (req, reply) => {
-    if (reply.statusCode >= 500) req.log.error({ method: req.method, url: req.url, status: reply.statusCode }, 'request failed');
-    else req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime }, 'request');
+    // The path only: query strings carry secrets (Meta's hub.verify_token).
+    const path = req.url.split('?')[0];
+    if (reply.statusCode >= 500) req.log.error({ method: req.method, path, status: reply.statusCode }, 'request failed');
+    else req.log.debug({ method: req.method, path, status: reply.statusCode, ms: reply.elapsedTime }, 'request');
   });
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));

@@ -31,8 +31,10 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
   function publicUrl(req: FastifyRequest): string {
     const base = rt.config.server.publicUrl;
     if (base) return base.replace(/\/+$/, '') + req.url;
-    // Fastify reads X-Forwarded-Proto/Host only when server.trustProxy is on.
-    return `${req.protocol}://${req.host}${req.url}`;
+    // Fastify reads X-Forwarded-Proto/Host only when server.trustProxy is on. A Host that
+    // makes no URL cannot match any signature: use our own address, and verification fails.
+    const url = `${req.protocol}://${req.host}${req.url}`;
+    return URL.canParse(url) ? url : `${rt.selfUrl ?? 'http://127.0.0.1'}${req.url}`;
   }
 
   function incoming(req: FastifyRequest): Omit<IncomingWebhook, 'raw'> {

@@ -82,7 +82,7 @@ function event(e: any): ProviderEvent {
     type: 'status',
     key: `sandbox:${id}`,
     ref: { providerMessageId: messageId },
-    status: STATUS[status] ?? null,
+    status: Object.hasOwn(STATUS, status) ? STATUS[status] : null,
     providerStatus: status,
     errorCode: str(e.error?.code) ?? null,
     errorMessage: str(e.error?.message) ?? null,

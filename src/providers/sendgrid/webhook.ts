@@ -60,7 +60,7 @@ export function verifySendgridSignature(publicKeyB64: string, timestamp: string,
 function events(p: SgPayload): ProviderEvent[] {
   return p.events.map((e): ProviderEvent => {
     const event = String(e.event);
-    if (!(event in STATUS)) return note(`SendGrid event "${event}" is not handled`);
+    if (!Object.hasOwn(STATUS, event)) return note(`SendGrid event "${event}" is not handled`);
     // Async bounces come without sg_message_id; custom_args still name the message.
     const sgId = str(e.sg_message_id);
     const failing = event === 'bounce' || event === 'dropped';

@@ -72,7 +72,8 @@ export function validateTwilioBody(authToken: string, signature: string, url: st
 }
 
 function formParams(raw: Buffer): TwilioParams {
-  const out: TwilioParams = {};
+  // No prototype: a parameter named "constructor" or "__proto__" is just a parameter.
+  const out: TwilioParams = Object.create(null);
   for (const [k, v] of new URLSearchParams(raw.toString('utf8'))) {
     const prev = out[k];
     out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
@@ -137,7 +138,7 @@ function events({ params: p }: TwilioPayload): ProviderEvent[] {
       type: 'status',
       key: `twilio:${sid}:${st}`,
       ref: { providerMessageId: sid },
-      status: STATUS[st] ?? null,
+      status: Object.hasOwn(STATUS, st) ? STATUS[st] : null,
       providerStatus: st,
       errorCode: code ?? null,
       errorMessage: one(p.ChannelStatusMessage) ?? one(p.ErrorMessage) ?? (code ? `Twilio error ${code}` : null),

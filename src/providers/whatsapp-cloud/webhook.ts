@@ -93,7 +93,7 @@ function events(p: WaPayload): ProviderEvent[] {
         type: 'status',
         key: `whatsapp:status:${id}:${st}`,
         ref: { providerMessageId: id },
-        status: STATUS[st] ?? null,
+        status: Object.hasOwn(STATUS, st) ? STATUS[st] : null,
         providerStatus: st,
         errorCode: err.code,
         errorMessage: err.message,
