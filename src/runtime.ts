@@ -105,8 +105,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     callbackBase: () => config.server.publicUrl?.replace(/\/+$/, '') ?? rt.selfUrl,
     async close() {
       // In-flight provider calls end within dispatch.timeoutMs: wait that long (and a margin)
-      // so none is handed back while the provider may still act on it. A released job is
-      // re-sent after restart without the dispatch_uncertain flag a reclaimed one gets.
+      // so none is handed back while the provider may still act on it. A job released anyway
+      // counts as reclaimed, so its message is flagged dispatch_uncertain when re-sent.
       await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
       await webhooksOut.stop();
       await closeAdapters();

@@ -48,12 +48,16 @@ export class GroupCommitter {
           try {
             results[i] = { ok: true, value: this.db.transaction(batch[i].fn)() };
           } catch (e) {
+            // Some errors (disk full, I/O, out of memory) make SQLite roll back the whole
+            // transaction, not just the savepoint: the rest must not run outside it, each
+            // committing on its own. Abort the batch; nothing of it is durable.
+            if (!this.db.inTransaction) throw e;
             results[i] = { ok: false, value: e };
           }
         }
       }).immediate();
     } catch (e) {
-      // The COMMIT itself failed: nothing of the batch is durable.
+      // The batch was aborted or the COMMIT itself failed: nothing of it is durable.
       for (const p of batch) p.reject(e);
       return;
     }

@@ -118,7 +118,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           afterMs: result.retryAfterMs,
           error: note,
           apply: () => {
-            if (uncertain) flagUncertain(ctx, m.id);
+            // A timeout or reset after the request left may have been accepted: the next
+            // attempt could send it twice, and the message says so from now on.
+            if (uncertain || result.maybeDelivered) flagUncertain(ctx, m.id);
             stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = ?, error_message = ?, updated_at = ? WHERE id = ?').run(
               result.code ?? 'retrying',
               result.message,
@@ -149,15 +151,22 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       const now = ctx.now();
       for (const j of jobs) mark.run(now, j.payload.message_id);
     },
-    // Retries exhausted: the provider never took it, so the partner gets the money back.
+    // Retries exhausted. If no attempt can have reached the provider, it never took the
+    // message and the partner gets the money back. If one may have (a timeout or reset after
+    // sending, or a crash mid-call), the outcome is unknown: the message is failed and
+    // flagged, and the price is held rather than refunded on a guess; the operator settles it.
     onDead: (job, error) => {
       const m = getMessageRow(ctx, job.payload.message_id);
       if (m && (m.status === 'queued' || m.status === 'sending')) {
+        const unknown = m.dispatch_uncertain === 1 || job.reclaims > 0;
+        if (unknown) flagUncertain(ctx, m.id);
         applyStatus(ctx, m, {
           status: 'failed',
-          errorCode: 'retries_exhausted',
-          errorMessage: `gave up after ${job.attempts} attempts: ${error}`,
-          refundOnFailure: true,
+          errorCode: unknown ? 'outcome_unknown' : 'retries_exhausted',
+          errorMessage: unknown
+            ? `gave up after ${job.attempts} attempts, and an attempt may have reached the provider; the price is held, not refunded: ${error}`
+            : `gave up after ${job.attempts} attempts: ${error}`,
+          refundOnFailure: !unknown,
         });
       }
     },

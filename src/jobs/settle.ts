@@ -76,11 +76,13 @@ export function settle(ctx: SettleContext, job: Job, lease: Lease, result: JobRe
   try {
     return once(result);
   } catch (err) {
+    abortIfRolledBack(ctx, err);
     const error = `${result.type === 'ok' || result.type === 'snooze' ? 'apply' : 'apply/onDead'} failed: ${errorMessage(err)}`;
     ctx.log('warn', { jobId: job.id, kind: job.kind, err }, 'job settlement threw; rolled back and retrying the job');
     try {
       return once({ type: 'retry', error });
     } catch (err2) {
+      abortIfRolledBack(ctx, err2);
       // onDead itself throws: dead-letter without hooks rather than loop forever.
       ctx.log('error', { jobId: job.id, kind: job.kind, err: err2 }, 'onDead threw; job dead-lettered without it');
       const afterMs = retryDelay(ctx, job);
@@ -89,6 +91,15 @@ export function settle(ctx: SettleContext, job: Job, lease: Lease, result: JobRe
       return st === 'dead' ? { kind: 'dead' } : { kind: 'retried', runAt: now + afterMs };
     }
   }
+}
+
+/**
+ * Disk full, I/O errors and out-of-memory make SQLite roll back the whole batch transaction,
+ * not just the savepoint. Nothing may then run outside it: rethrow so the batch aborts and
+ * the worker retries all of it.
+ */
+export function abortIfRolledBack(ctx: SettleContext, err: unknown) {
+  if (!ctx.db.sqlite.inTransaction) throw err;
 }
 
 function retryDelay(ctx: SettleContext, job: Job, afterMs?: number): number {

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Db } from '../db/open.js';
 import { BAD_PAYLOAD, LEASE_EXPIRED, type Job, type JobQueue, type Lease } from './queue.js';
 import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
-import { checkResult, errorMessage, settle, type JobResult, type KindHooks, type Outcome, type SettleContext } from './settle.js';
+import { abortIfRolledBack, checkResult, errorMessage, settle, type JobResult, type KindHooks, type Outcome, type SettleContext } from './settle.js';
 
 export type { Apply, JobResult, KindHooks } from './settle.js';
 export { workerOptionsFromConfig, type JobLogger, type WorkerCounters, type WorkerOptions } from './worker-options.js';
@@ -226,6 +226,7 @@ export class Worker {
         if (onClaim) this.ctx.savepoint(() => onClaim(runs.map((r) => r.job), this.db));
         started.push(...runs);
       } catch (err) {
+        abortIfRolledBack(this.ctx, err);
         // Counted as a failed try (backoff, then dead) so a broken hook cannot spin the loop.
         this.logger.error({ workerId: this.id, kind, err }, 'onClaim hook threw; jobs retried');
         const error = `onClaim failed: ${errorMessage(err)}`;

@@ -48,7 +48,7 @@ export async function postGraph(
         : { outcome: 'accepted', providerMessageId: id };
     }
     // A 2xx without an id is most likely a proxy page, not Graph; Graph itself never does this.
-    return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a message id: ${truncate(res.text)}` };
+    return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a message id: ${truncate(res.text)}`, maybeDelivered: true };
   }
   return classifyGraphError(res, ctx.now());
 }

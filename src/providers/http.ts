@@ -36,8 +36,9 @@ export function isResponse(r: HttpResponse | RetryResult): r is HttpResponse {
 
 /**
  * Sends one request. Any answer (whatever its status) comes back as an HttpResponse;
- * no answer at all (refused, reset, DNS, timeout) comes back as a retry result, because
- * the provider cannot have refused a message it never received.
+ * no answer at all (refused, reset, DNS, timeout) comes back as a retry result. Only the
+ * failures that happen before a byte of the request left (refused, DNS, unreachable, connect
+ * timeout) are certain not to have reached the provider; the others carry maybeDelivered.
  */
 export async function callProvider(ctx: SendContext, call: HttpCall): Promise<HttpResponse | RetryResult> {
   let res;
@@ -59,7 +60,7 @@ export async function callProvider(ctx: SendContext, call: HttpCall): Promise<Ht
     // The status line arrived but the body did not: we cannot tell what the provider
     // decided, so a 2xx cut short is treated like no answer at all.
     res.body.destroy();
-    return networkRetry(err, ctx);
+    return { ...networkRetry(err, ctx), maybeDelivered: true };
   }
 }
 
@@ -86,13 +87,17 @@ function parseJson(text: string): any {
   }
 }
 
+/** Failures that happen before the request is sent: the provider cannot have seen it. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
 function networkRetry(err: unknown, ctx: SendContext): RetryResult {
   const e = err as { name?: string; code?: string; message?: string; cause?: { code?: string } };
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
-    return { outcome: 'retry', code: 'timeout', message: `provider did not answer within ${ctx.timeoutMs} ms` };
+    return { outcome: 'retry', code: 'timeout', message: `provider did not answer within ${ctx.timeoutMs} ms`, maybeDelivered: true };
   }
   const code = e?.code ?? e?.cause?.code ?? 'network_error';
-  return { outcome: 'retry', code: 'network_error', message: `${code}: ${e?.message ?? String(err)}` };
+  const retry: RetryResult = { outcome: 'retry', code: 'network_error', message: `${code}: ${e?.message ?? String(err)}` };
+  return NOT_SENT.has(code) || NOT_SENT.has(e?.cause?.code ?? '') ? retry : { ...retry, maybeDelivered: true };
 }
 
 export function header(res: HttpResponse, name: string): string | undefined {

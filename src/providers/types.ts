@@ -46,7 +46,17 @@ export type SendResult =
   /** The provider took the message; its id is how later webhooks find it. */
   | { outcome: 'accepted'; providerMessageId: string; providerStatus?: string }
   /** Try again later: rate limit (with the provider's hint), 5xx, timeout, network error. */
-  | { outcome: 'retry'; retryAfterMs?: number; code?: string; message: string }
+  | {
+      outcome: 'retry';
+      retryAfterMs?: number;
+      code?: string;
+      message: string;
+      /**
+       * The request may have reached the provider and been accepted (a timeout or reset after
+       * it was sent, a 2xx without a usable answer): a retry may send the message twice.
+       */
+      maybeDelivered?: boolean;
+    }
   /** Permanent: the provider refused this message; no retry will help. */
   | { outcome: 'failed'; code: string; message: string };
 

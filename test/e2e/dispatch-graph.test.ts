@@ -109,13 +109,13 @@ describe('WhatsApp Cloud API', () => {
     expectSent(s.ctx, m, replyJson(2).messages[0].id);
   });
 
-  it('a timeout is retried, then sent', async () => {
+  it('a timeout is retried, then sent, flagged a possible duplicate', async () => {
     fake.failNext({ kind: 'timeout' });
     const id = await wa();
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[0].reply).toBeUndefined();
-    expectSent(s.ctx, m, replyJson(1).messages[0].id);
+    expectSent(s.ctx, m, replyJson(1).messages[0].id, { uncertain: true });
   });
 
   it('an unknown template (132001) fails with Meta code and message, refunded', async () => {

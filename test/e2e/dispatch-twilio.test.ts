@@ -80,26 +80,59 @@ describe('twilio through the full path', () => {
   });
 
   it.each([
-    ['a 500', { kind: 'status' as const, status: 500 }],
-    ['a 503', { kind: 'status' as const, status: 503 }],
-    ['a connection reset', { kind: 'reset' as const }],
-  ])('%s is retried, then sent', async (_name, fault) => {
+    ['a 500', { kind: 'status' as const, status: 500 }, false],
+    ['a 503', { kind: 'status' as const, status: 503 }, false],
+    // The request reached Twilio before the connection died: it may have been accepted.
+    ['a connection reset', { kind: 'reset' as const }, true],
+  ])('%s is retried, then sent', async (_name, fault, uncertain) => {
     fake.failNext(fault);
     const id = await sms();
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[0].body).toEqual(fake.requests[1].body);
-    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
+    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid, { uncertain });
   });
 
-  it('a timeout (no answer within dispatch.timeoutMs) is retried, then sent', async () => {
+  it('a timeout (no answer within dispatch.timeoutMs) is retried, then sent, flagged a possible duplicate', async () => {
     fake.failNext({ kind: 'timeout' });
     const id = await sms();
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[0].reply).toBeUndefined();
     expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(250);
-    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
+    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid, { uncertain: true });
+  });
+
+  it('every attempt timing out: failed as outcome_unknown, flagged, the price held (no refund)', async () => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    fake.failFor('+14155550166', { kind: 'timeout' });
+    try {
+      const id = await sms(undefined, '+14155550166');
+      const m = await waitStatus(s.ctx, id, 'failed', 15_000);
+      expect(fake.requests).toHaveLength(FAST_DISPATCH['jobs.maxAttempts']);
+      expect({ code: m.error_code, refunded: m.refunded, uncertain: m.dispatch_uncertain }).toEqual({
+        code: 'outcome_unknown',
+        refunded: 0,
+        uncertain: 1,
+      });
+      expect(m.error_message).toMatch(/may have reached the provider; the price is held/);
+      expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
+    } finally {
+      fake.clearFaults();
+    }
+  });
+
+  it('provider unreachable (connection refused) until retries run out: failed, refunded, not flagged', async () => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    await fake.down();
+    try {
+      const id = await sms();
+      const m = await waitStatus(s.ctx, id, 'failed', 15_000);
+      expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
+      expect(m.dispatch_uncertain).toBe(0);
+    } finally {
+      await fake.up();
+    }
   });
 
   it.each([

@@ -254,14 +254,17 @@ export function expectFailedAndRefunded(ctx: CoreCtx, partnerId: string, m: Mess
   expectMoneyConsistent(ctx, partnerId);
 }
 
-/** A message the provider took: sent, its provider id stored, no error left over, no refund. */
-export function expectSent(ctx: CoreCtx, m: MessageRow, providerMessageId: string) {
+/**
+ * A message the provider took: sent, its provider id stored, no error left over, no refund.
+ * `uncertain`: an earlier attempt may also have reached the provider (timeout, reset).
+ */
+export function expectSent(ctx: CoreCtx, m: MessageRow, providerMessageId: string, opts: { uncertain?: boolean } = {}) {
   expect({ status: m.status, provider: m.provider_message_id, error: m.error_code, refunded: m.refunded, uncertain: m.dispatch_uncertain }).toEqual({
     status: 'sent',
     provider: providerMessageId,
     error: null,
     refunded: 0,
-    uncertain: 0,
+    uncertain: opts.uncertain ? 1 : 0,
   });
   expect(m.sent_at).toBeGreaterThan(0);
   expect(historyOf(ctx, m.id)).toEqual(['queued', 'sent']);

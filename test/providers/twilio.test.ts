@@ -71,6 +71,9 @@ describe('twilio adapter', () => {
     expect(a).toMatchObject({ outcome: 'retry', code: '20500' });
     expect(b).toMatchObject({ outcome: 'retry', code: 'timeout' });
     expect(c).toMatchObject({ outcome: 'retry', code: 'network_error' });
+    // A 5xx is Twilio's answer that it did not take the message; a timeout or a reset after
+    // the request was sent may have been accepted.
+    expect([a, b, c].map((r) => (r as { maybeDelivered?: boolean }).maybeDelivered ?? false)).toEqual([false, true, true]);
   });
 
   it('fails an invalid To with 21211 (real validation by the fake)', async () => {
@@ -101,6 +104,8 @@ describe('twilio adapter', () => {
     const r = await adapter.send(gw(), sms(), ctx);
     await fake.up();
     expect(r).toMatchObject({ outcome: 'retry', code: 'network_error' });
+    // Refused before a byte was sent: certainly not delivered.
+    expect((r as { maybeDelivered?: boolean }).maybeDelivered).toBeUndefined();
     expect((await adapter.send(gw(), sms(), ctx)).outcome).toBe('accepted');
   });
 });

@@ -14,8 +14,10 @@ export function classifySmtpError(err: NodemailerError): SendResult {
   }
   const code = err.code ?? 'EUNKNOWN';
   if (CONFIG_CODES.has(code)) return { outcome: 'failed', code: `smtp_${code.slice(1).toLowerCase()}`, message };
-  // Refused, reset, timed out, DNS, TLS handshake: the relay never judged the message.
-  if (code === 'ETIMEDOUT') return { outcome: 'retry', code: 'timeout', message };
+  // Refused, reset, timed out, DNS, TLS handshake: retry. A session that dies after DATA may
+  // still have handed the mail over, so only a failure to connect is certain not to have.
+  const maybeDelivered = !['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'].includes(err.originalCode ?? code);
+  if (code === 'ETIMEDOUT') return { outcome: 'retry', code: 'timeout', message, maybeDelivered };
   const cause = err.originalCode ? `${code}/${err.originalCode}` : code;
-  return { outcome: 'retry', code: 'network_error', message: `${cause}: ${message}` };
+  return { outcome: 'retry', code: 'network_error', message: `${cause}: ${message}`, maybeDelivered };
 }

@@ -40,7 +40,7 @@ export const twilioAdapter: ProviderAdapter = {
           ? { outcome: 'accepted', providerMessageId: id, providerStatus: status }
           : { outcome: 'accepted', providerMessageId: id };
       }
-      return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a sid: ${truncate(res.text)}` };
+      return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a sid: ${truncate(res.text)}`, maybeDelivered: true };
     }
     return classifyTwilioError(res, ctx.now());
   },
