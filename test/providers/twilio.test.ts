@@ -102,10 +102,15 @@ describe('twilio adapter', () => {
   it('retries while Twilio is unreachable', async () => {
     await fake.down();
     const r = await adapter.send(gw(), sms(), ctx);
+    // A new connection is refused before a byte is sent: certainly not delivered. (A kept-alive
+    // socket the server drops mid-request is ambiguous, and flagged.)
+    const fresh = newDispatcher();
+    const refused = await adapter.send(gw(), sms(), makeCtx(fresh));
+    await fresh.close();
     await fake.up();
     expect(r).toMatchObject({ outcome: 'retry', code: 'network_error' });
-    // Refused before a byte was sent: certainly not delivered.
-    expect((r as { maybeDelivered?: boolean }).maybeDelivered).toBeUndefined();
+    expect(refused).toMatchObject({ outcome: 'retry', code: 'network_error', message: expect.stringContaining('ECONNREFUSED') });
+    expect((refused as { maybeDelivered?: boolean }).maybeDelivered).toBeUndefined();
     expect((await adapter.send(gw(), sms(), ctx)).outcome).toBe('accepted');
   });
 });
