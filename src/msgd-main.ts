@@ -74,6 +74,13 @@ serveOptions(program.command('serve', { isDefault: true }).description('start th
 program.addHelpText(
   'after',
   `
+Serve options (msgd [serve] [options]):
+  -c, --config <file>    JSON config file (default: $MSGD_CONFIG; see config/msgd.example.json)
+  -d, --data-dir <dir>   data directory (default: $MSGD_DATA_DIR or ./data)
+  --host <host>          listen address (default 127.0.0.1)
+  -p, --port <port>      listen port (default 8080)
+  --no-demo              never create the demo partner on an empty data directory
+
 Environment: MSGD_CONFIG, MSGD_DATA_DIR, MSGD_HOST, MSGD_PORT, MSGD_PUBLIC_URL, MSGD_MASTER_KEY,
 MSGD_LOG_LEVEL, MSGD_DEMO (see docs/configuration.md).
 Operator commands are in msgctl (msgctl --help).`,
