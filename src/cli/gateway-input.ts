@@ -1,46 +1,13 @@
-import { GATEWAY_KINDS } from '../core/gateway-kinds.js';
-import type { GatewayKind } from '../core/context.js';
 import { invalid, type ErrorDetail } from '../lib/errors.js';
 import { parsePairs, readStdin } from './args.js';
 import { UsageError } from './errors.js';
 
-// Turning --set / --secret-* flags into the settings and secrets core validates. The
-// shell only has strings; the kind's schema says which settings are numbers or booleans.
+// Turning --set / --secret-* flags into the settings and secrets core validates. The shell
+// only has strings: core's gateway-kind schemas read numbers and booleans from them, and name
+// what is wrong, so --set values go through as given.
 
-/** The base type a kind's setting expects, under any default/optional wrappers. */
-function settingType(kind: GatewayKind, key: string): string | undefined {
-  const field = GATEWAY_KINDS[kind].settings.shape[key] as { def?: any } | undefined;
-  let def = field?.def;
-  while (def?.innerType) def = def.innerType.def;
-  return def?.type;
-}
-
-const TRUE = ['true', 'yes', 'on', '1'];
-const FALSE = ['false', 'no', 'off', '0'];
-
-export function coerceSettings(kind: GatewayKind, sets: string[] | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  const details: ErrorDetail[] = [];
-  for (const [key, raw] of parsePairs(sets, '--set')) {
-    const value = raw.trim();
-    switch (settingType(kind, key)) {
-      case 'number':
-        if (/^-?\d+(\.\d+)?$/.test(value)) out[key] = Number(value);
-        else details.push({ field: key, message: `expected a number, got "${raw}"` });
-        break;
-      case 'boolean':
-        // Never Boolean(string): "false" is a non-empty string and would read as true.
-        if (TRUE.includes(value.toLowerCase())) out[key] = true;
-        else if (FALSE.includes(value.toLowerCase())) out[key] = false;
-        else details.push({ field: key, message: `expected true or false, got "${raw}"` });
-        break;
-      default:
-        // Strings, enums and unknown keys go through as given; core names what is wrong.
-        out[key] = value;
-    }
-  }
-  if (details.length) throw invalid(`invalid settings for a ${kind} gateway`, details);
-  return out;
+export function settingsFromFlags(sets: string[] | undefined): Record<string, unknown> {
+  return Object.fromEntries(parsePairs(sets, '--set').map(([key, raw]) => [key, raw.trim()]));
 }
 
 export interface SecretFlags {

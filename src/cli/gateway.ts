@@ -9,7 +9,7 @@ import { AppError, invalid } from '../lib/errors.js';
 import { collect } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
-import { SECRET_HINT, coerceSettings, collectSecrets } from './gateway-input.js';
+import { SECRET_HINT, collectSecrets, settingsFromFlags } from './gateway-input.js';
 import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
 
@@ -65,7 +65,7 @@ async function add(cli: Cli, kind: string, opts: AddOpts): Promise<Result> {
   if (!isGatewayKind(kind)) {
     throw invalid(`unknown gateway kind "${kind}"`, [{ field: 'kind', message: `one of ${Object.keys(GATEWAY_KINDS).join(', ')}` }]);
   }
-  const settings = coerceSettings(kind, opts.set);
+  const settings = settingsFromFlags(opts.set);
   const secrets = await collectSecrets(opts);
   let g: GatewayView;
   try {
@@ -91,7 +91,7 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
     throw new UsageError('nothing to change: give --set, --secret-stdin, --secret-env, --unset-secret, --disable or --enable');
   }
   const current = getGateway(cli.ctx, ref);
-  const settings = coerceSettings(current.kind, opts.set);
+  const settings = settingsFromFlags(opts.set);
   const secrets = await collectSecrets(opts);
   const status = opts.disable ? 'disabled' : opts.enable ? 'active' : undefined;
   let g: GatewayView;

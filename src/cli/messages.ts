@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
 import { getMessageRow, messageHistory, messageJson, type MessageRow } from '../core/messages.js';
+import { FAILURE_STATUSES } from '../core/statuses.js';
 import { notFound } from '../lib/errors.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
@@ -21,7 +22,10 @@ function list(cli: Cli, opts: { partner?: string; status?: string; uncertain?: b
     where.push('status = ?');
     args.push(opts.status);
   }
-  if (opts.failed) where.push(`status IN ('failed', 'undelivered', 'bounced', 'dropped')`);
+  if (opts.failed) {
+    where.push(`status IN (${FAILURE_STATUSES.map(() => '?').join(', ')})`);
+    args.push(...FAILURE_STATUSES);
+  }
   if (opts.uncertain) where.push('dispatch_uncertain = 1');
   const rows = cli.ctx.db.sqlite
     .prepare(`SELECT * FROM messages ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`)

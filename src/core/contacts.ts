@@ -1,5 +1,6 @@
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
+import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
 
 // A contact is identified per partner by the address its channel uses: phone (SMS,
@@ -99,8 +100,8 @@ export function contactJson(c: ContactRow) {
     messenger_psid: c.psid,
     instagram_igsid: c.igsid,
     attributes: JSON.parse(c.attributes),
-    last_inbound_at: c.last_inbound_at === null ? null : new Date(c.last_inbound_at).toISOString(),
-    created_at: new Date(c.created_at).toISOString(),
-    updated_at: new Date(c.updated_at).toISOString(),
+    last_inbound_at: iso(c.last_inbound_at),
+    created_at: iso(c.created_at),
+    updated_at: iso(c.updated_at),
   };
 }

@@ -7,7 +7,6 @@ import type { ChannelType, GatewayKind } from './context.js';
 
 const url = z.url({ protocol: /^https?$/ });
 const version = z.string().regex(/^v\d+\.\d+$/, 'expected a Graph API version such as v21.0');
-const rate = z.number().positive().max(100_000).optional();
 // Settings arrive as JSON values or as strings from the command line: "false" must mean false
 // (z.coerce.boolean would read any non-empty string as true) and "" must not become 0.
 const TRUE = ['true', 'yes', 'on', '1'];
@@ -20,10 +19,11 @@ const bool = z.unknown().transform((v, ctx) => {
   ctx.addIssue({ code: 'custom', message: `expected true or false, got ${JSON.stringify(v)}` });
   return z.NEVER;
 });
-const int = (min: number, max: number) =>
+const num = (min: number, max: number, opts: { integer?: boolean } = {}) =>
   z.unknown().transform((v, ctx) => {
-    const n = typeof v === 'number' ? v : typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : NaN;
-    if (!Number.isInteger(n)) {
+    const shape = opts.integer ? /^-?\d+$/ : /^-?\d+(\.\d+)?$/;
+    const n = typeof v === 'number' ? v : typeof v === 'string' && shape.test(v.trim()) ? Number(v) : NaN;
+    if (!Number.isFinite(n) || (opts.integer && !Number.isInteger(n))) {
       ctx.addIssue({ code: 'custom', message: `expected a number, got ${JSON.stringify(v)}` });
       return z.NEVER;
     }
@@ -33,6 +33,9 @@ const int = (min: number, max: number) =>
     }
     return n;
   });
+const int = (min: number, max: number) => num(min, max, { integer: true });
+// Messages per second: a fraction is fine (Twilio long codes: 1/s, or 0.5/s).
+const rate = num(0.001, 100_000).optional();
 
 export interface GatewayKindSpec {
   kind: GatewayKind;

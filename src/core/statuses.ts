@@ -36,7 +36,8 @@ const RANK: Record<MessageStatus, number> = {
   received: 0,
 };
 
-const FAILURES = new Set<MessageStatus>(['failed', 'undelivered', 'bounced', 'dropped']);
+export const FAILURE_STATUSES: readonly MessageStatus[] = ['failed', 'undelivered', 'bounced', 'dropped'];
+const FAILURES = new Set<MessageStatus>(FAILURE_STATUSES);
 
 export function isFailure(s: MessageStatus): boolean {
   return FAILURES.has(s);

@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import { stmt } from '../db/stmt.js';
+import { sleep } from '../lib/time.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import { openGateway, type GatewayWithSecrets } from '../core/gateway-secrets.js';
@@ -72,7 +73,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
 
     const wait = deps.shaper.take(gw.id, ratePerSecond(gw));
     if (wait > MAX_INLINE_WAIT_MS) return { type: 'snooze', afterMs: wait };
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    if (wait > 0) await sleep(wait);
 
     let result: SendResult;
     try {

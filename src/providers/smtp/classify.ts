@@ -1,4 +1,5 @@
 import type { NodemailerError } from 'nodemailer';
+import { NOT_SENT } from '../http.js';
 import type { SendResult } from '../types.js';
 
 /** Refusals without an SMTP reply that a retry would meet again: bad address, credentials or config. */
@@ -16,7 +17,7 @@ export function classifySmtpError(err: NodemailerError): SendResult {
   if (CONFIG_CODES.has(code)) return { outcome: 'failed', code: `smtp_${code.slice(1).toLowerCase()}`, message };
   // Refused, reset, timed out, DNS, TLS handshake: retry. A session that dies after DATA may
   // still have handed the mail over, so only a failure to connect is certain not to have.
-  const maybeDelivered = !['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'].includes(err.originalCode ?? code);
+  const maybeDelivered = !NOT_SENT.has(err.originalCode ?? code);
   if (code === 'ETIMEDOUT') return { outcome: 'retry', code: 'timeout', message, maybeDelivered };
   const cause = err.originalCode ? `${code}/${err.originalCode}` : code;
   return { outcome: 'retry', code: 'network_error', message: `${cause}: ${message}`, maybeDelivered };
