@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterEach } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import type { CoreCtx } from '../../src/core/context.js';
@@ -101,4 +102,29 @@ export function inspect(prep: Prepared): { ctx: CoreCtx; close(): void } {
   const dd = openDataDir(prep.dir, { env: {}, migrate: false });
   const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: prep.dir }), now: Date.now };
   return { ctx, close: () => dd.close() };
+}
+
+/**
+ * What a test registers is torn down after it, newest first: msgd children killed, data
+ * directories removed, fakes closed. Each registering call returns its argument.
+ */
+export function cleanupAfterEach() {
+  const undo: (() => unknown)[] = [];
+  afterEach(async () => {
+    for (const f of undo.splice(0).reverse()) await f();
+  });
+  return {
+    fake<T extends { close(): Promise<void> }>(f: T): T {
+      undo.push(() => f.close());
+      return f;
+    },
+    prep(p: Prepared): Prepared {
+      undo.push(() => rmSync(p.dir, { recursive: true, force: true }));
+      return p;
+    },
+    child(c: MsgdChild): MsgdChild {
+      undo.push(() => killIfRunning(c));
+      return c;
+    },
+  };
 }

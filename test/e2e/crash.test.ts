@@ -1,10 +1,9 @@
-import { rmSync } from 'node:fs';
 import { Pool } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseMoney } from '../../src/lib/money.js';
-import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { startTwilioFake } from '../fakes/twilio.js';
 import { waitFor, waitForExit } from '../helpers/wait.js';
-import { inspect, killIfRunning, prepare, startMsgd, type MsgdChild, type Prepared } from './child.js';
+import { cleanupAfterEach, inspect, prepare, startMsgd } from './child.js';
 import { SMS, balanceOf, expectMoneyConsistent, messagesOf } from './harness.js';
 
 // kill -9 in the middle of a load, then start again: nothing that got a 200 is lost, no
@@ -16,25 +15,16 @@ const CONFIG = {
   dispatch: { timeoutMs: 5000 },
 };
 
-let fake: TwilioFake | undefined;
-let prep: Prepared | undefined;
-const children: MsgdChild[] = [];
-afterEach(async () => {
-  for (const c of children.splice(0)) await killIfRunning(c);
-  await fake?.close();
-  if (prep) rmSync(prep.dir, { recursive: true, force: true });
-  fake = undefined;
-  prep = undefined;
-});
+const cleanup = cleanupAfterEach();
 
 describe('crash: kill -9 mid-load, restart', () => {
   it('every 200 survives, debits match messages, each message is sent (twice only if flagged)', async () => {
-    fake = await startTwilioFake();
+    const fake = cleanup.fake(await startTwilioFake());
     fake.latencyMs = 300;
     const price = '0.01';
-    prep = await prepare(fake, CONFIG, { balance: '1000', price });
+    const prep = cleanup.prep(await prepare(fake, CONFIG, { balance: '1000', price }));
     const first = await startMsgd(prep);
-    children.push(first);
+    cleanup.child(first);
 
     // 32 clients sending back to back until the process dies under them.
     const pool = new Pool(first.url, { connections: 32, pipelining: 1 });
@@ -50,7 +40,7 @@ describe('crash: kill -9 mid-load, restart', () => {
             const res = await pool.request({
               path: SMS,
               method: 'POST',
-              headers: { 'content-type': 'application/json', authorization: `Bearer ${prep!.partner.token}` },
+              headers: { 'content-type': 'application/json', authorization: `Bearer ${prep.partner.token}` },
               body: JSON.stringify({ to: '+14155550123', text: `crash ${i}` }),
             });
             const body = (await res.body.json()) as any;
@@ -67,7 +57,7 @@ describe('crash: kill -9 mid-load, restart', () => {
     // Kill once some messages are settled, others are at the provider (the fake holds each
     // call 300 ms) and sends are still arriving.
     await waitFor(
-      () => fake!.requests.filter((r) => r.reply !== undefined).length >= 40 && accepted.size >= 200,
+      () => fake.requests.filter((r) => r.reply !== undefined).length >= 40 && accepted.size >= 200,
       15_000,
       'load to be under way',
     );
@@ -96,12 +86,12 @@ describe('crash: kill -9 mid-load, restart', () => {
     }
 
     const second = await startMsgd(prep);
-    children.push(second);
+    cleanup.child(second);
     view = inspect(prep);
     try {
       // The lease of the killed process's jobs (5 s) must pass before they are taken back.
       await waitFor(
-        () => messagesOf(view.ctx, prep!.partner.partnerId).every((m) => m.status === 'sent'),
+        () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
         25_000,
         'every message to be sent after the restart',
         100,

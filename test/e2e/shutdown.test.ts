@@ -1,37 +1,27 @@
-import { rmSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { describe, expect, it } from 'vitest';
+import { startTwilioFake } from '../fakes/twilio.js';
 import { waitFor, waitForExit } from '../helpers/wait.js';
-import { inspect, killIfRunning, prepare, startMsgd, type MsgdChild, type Prepared } from './child.js';
+import { cleanupAfterEach, inspect, prepare, startMsgd } from './child.js';
 import { SMS, expectMoneyConsistent, messagesOf, send } from './harness.js';
 
 // SIGTERM: stop taking work, finish what is at the provider, hand the rest back, exit 0.
 
-let fake: TwilioFake | undefined;
-let prep: Prepared | undefined;
-const children: MsgdChild[] = [];
-afterEach(async () => {
-  for (const c of children.splice(0)) await killIfRunning(c);
-  await fake?.close();
-  if (prep) rmSync(prep.dir, { recursive: true, force: true });
-  fake = undefined;
-  prep = undefined;
-});
+const cleanup = cleanupAfterEach();
 
 describe('graceful shutdown', () => {
   it('SIGTERM with provider calls in flight: they finish, nothing is left running, exit 0; a restart sends the rest once', async () => {
-    fake = await startTwilioFake();
+    const fake = cleanup.fake(await startTwilioFake());
     fake.latencyMs = 700;
     // Five calls at a time, so most messages are still waiting when the signal comes.
-    prep = await prepare(fake, { jobs: { concurrency: 5, leaseSeconds: 60 }, dispatch: { timeoutMs: 5000 } }, { balance: '10', price: '0.01' });
+    const prep = cleanup.prep(await prepare(fake, { jobs: { concurrency: 5, leaseSeconds: 60 }, dispatch: { timeoutMs: 5000 } }, { balance: '10', price: '0.01' }));
     const first = await startMsgd(prep);
-    children.push(first);
+    cleanup.child(first);
 
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => send(first.url, SMS, { to: '+14155550123', text: `shutdown ${i}` }, prep!.partner.token)),
+      Array.from({ length: 20 }, (_, i) => send(first.url, SMS, { to: '+14155550123', text: `shutdown ${i}` }, prep.partner.token)),
     );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
-    await waitFor(() => fake!.requests.length >= 5, 5_000, 'provider calls in flight');
+    await waitFor(() => fake.requests.length >= 5, 5_000, 'provider calls in flight');
     const inFlight = fake.requests.filter((r) => r.reply === undefined).map((r) => r.body.Body as string);
     expect(inFlight.length).toBeGreaterThan(0);
 
@@ -64,10 +54,10 @@ describe('graceful shutdown', () => {
     }
 
     const second = await startMsgd(prep);
-    children.push(second);
+    cleanup.child(second);
     const again = inspect(prep);
     try {
-      await waitFor(() => messagesOf(again.ctx, prep!.partner.partnerId).every((m) => m.status === 'sent'), 15_000, 'all sent after restart', 50);
+      await waitFor(() => messagesOf(again.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'), 15_000, 'all sent after restart', 50);
       // Exactly one provider call per message: nothing was cut off mid-call.
       expect(fake.requests.map((r) => r.body.Body).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `shutdown ${i}`).sort());
       const rows = messagesOf(again.ctx, prep.partner.partnerId);
@@ -81,14 +71,14 @@ describe('graceful shutdown', () => {
   }, 60_000);
 
   it('a provider call slower than the usual 10 s stop wait is still waited for (within dispatch.timeoutMs)', async () => {
-    fake = await startTwilioFake();
+    const fake = cleanup.fake(await startTwilioFake());
     fake.latencyMs = 10_500;
-    prep = await prepare(fake, { dispatch: { timeoutMs: 15_000 } }, { balance: '1', price: '0.01' });
+    const prep = cleanup.prep(await prepare(fake, { dispatch: { timeoutMs: 15_000 } }, { balance: '1', price: '0.01' }));
     const c = await startMsgd(prep);
-    children.push(c);
+    cleanup.child(c);
     const r = await send(c.url, SMS, { to: '+14155550123', text: 'slow provider' }, prep.partner.token);
     expect(r.status).toBe(200);
-    await waitFor(() => fake!.requests.length === 1, 5_000, 'the provider call');
+    await waitFor(() => fake.requests.length === 1, 5_000, 'the provider call');
     c.child.kill('SIGTERM');
     const exit = await waitForExit(c.child, 20_000);
     expect(exit.code).toBe(0);
@@ -104,10 +94,10 @@ describe('graceful shutdown', () => {
   }, 40_000);
 
   it('SIGTERM on an idle server exits 0 at once', async () => {
-    fake = await startTwilioFake();
-    prep = await prepare(fake, {}, { balance: '1', price: '0.01' });
+    const fake = cleanup.fake(await startTwilioFake());
+    const prep = cleanup.prep(await prepare(fake, {}, { balance: '1', price: '0.01' }));
     const c = await startMsgd(prep);
-    children.push(c);
+    cleanup.child(c);
     c.child.kill('SIGTERM');
     const exit = await waitForExit(c.child, 5_000);
     expect(exit.code).toBe(0);

@@ -1,3 +1,4 @@
+import { sleep } from '../helpers/wait.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -45,7 +46,7 @@ export function tempDb(): TempDb {
   return { file, db, open };
 }
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export { sleep };
 
 /** Poll until fn() is truthy; fail with `what` after timeoutMs. */
 export async function until(fn: () => unknown, what: string, timeoutMs = 5000): Promise<void> {

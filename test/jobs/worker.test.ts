@@ -138,7 +138,9 @@ describe('Worker results', () => {
 
   it('a throwing apply rolls back only its own job in the batch', async () => {
     const t = tempDb();
-    const { queue, worker } = makeWorker(t, { concurrency: 10 });
+    // A fixed 300 ms retry delay: the retried job cannot complete (making 5) before the
+    // checks of the first batch below.
+    const { queue, worker } = makeWorker(t, { concurrency: 10, backoff: { baseMs: 300, capMs: 300, jitter: 'none' } });
     const ids = [1, 2, 3, 4, 5].map((n) => queue.enqueue({ kind: 'k', payload: { n } }).id);
     const bad = ids[2];
     worker.register('k', (job) => ({
@@ -153,7 +155,6 @@ describe('Worker results', () => {
     // the first batch: four committed, the bad one's write undone and the job retried
     expect(worker.counters.batches).toBe(2); // one claim, one settle
     expect(effects(t.db).map((e) => e.job_id).sort()).toEqual(ids.filter((i) => i !== bad).sort());
-    // (with full jitter the retry may already be claimed again: check what survives that)
     expect(jobRow(t.db, bad)!.last_error).toBe('apply failed: bad apply');
     await worker.drain({ untilEmpty: true, maxWaitMs: 3000 });
     expect(effects(t.db).filter((e) => e.job_id === bad)).toEqual([{ job_id: bad, note: 'attempt 2' }]);

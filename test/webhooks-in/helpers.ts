@@ -1,3 +1,4 @@
+import { waitFor as waitForShared } from '../helpers/wait.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { getWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
 
@@ -21,16 +22,11 @@ export const SENDGRID_VECTOR = {
 export const TWILIO_STATUS_FORM =
   'AccountSid=AC00000000000000000000000000000000&ApiVersion=2010-04-01&From=%2B15017250604&MessageSid=SM11111111111111111111111111111111&MessageStatus=delivered&SmsSid=SM11111111111111111111111111111111&SmsStatus=delivered&To=%2B15558675310&RawDlrDoneDate=2508171206';
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export { sleep } from '../helpers/wait.js';
 
-export async function waitFor<T>(fn: () => T | undefined | null | false, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
+/** The shared poller, with this suite's argument order (what before timeout). */
+export function waitFor<T>(fn: () => T | undefined | null | false, what: string, timeoutMs = 10_000): Promise<T> {
+  return waitForShared(fn, timeoutMs, what, 20) as Promise<T>;
 }
 
 /** The log row once its processing job has settled it. */
