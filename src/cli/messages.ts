@@ -55,7 +55,7 @@ function list(cli: Cli, opts: { partner?: string; status?: string; uncertain?: b
 function show(cli: Cli, id: string): Result {
   const m = getMessageRow(cli.ctx, id);
   if (!m) throw notFound('message', id);
-  const hist = messageHistory(cli.ctx, id);
+  const hist = messageHistory(cli.ctx, id, m);
   const json = messageJson(m, hist);
   return {
     json,

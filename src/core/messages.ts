@@ -89,8 +89,8 @@ export interface CreateOutboundInput {
  */
 export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): MessageRow {
   const id = newId('msg');
-  const before = input.lowBalanceThreshold !== null ? partnerBalance(ctx, input.partnerId) : 0;
   const after = debit(ctx, input.partnerId, input.price, id, 'send');
+  const before = after + input.price;
   const { contact } = findOrCreateContact(ctx, input.partnerId, input.channel.type, input.to);
   const conv = touchConversation(ctx, input.partnerId, contact.id, input.channel.type, input.channel.id);
   const now = ctx.now();
@@ -118,8 +118,8 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     created_at: now,
     updated_at: now,
   };
+  // No 'queued' history row: messageHistory derives it from created_at (one write fewer per send).
   stmt(ctx.db.sqlite, INSERT_MESSAGE).run(row);
-  history(ctx, id, 'queued');
   if (input.lowBalanceThreshold !== null && before >= input.lowBalanceThreshold && after < input.lowBalanceThreshold) {
     emitEvent(ctx, input.partnerId, 'partner.balance_low', {
       partner_id: input.partnerId,
@@ -128,11 +128,6 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     });
   }
   return row;
-}
-
-function partnerBalance(ctx: CoreCtx, partnerId: string): number {
-  const row = stmt<[string], { balance: number }>(ctx.db.sqlite, 'SELECT balance FROM partners WHERE id = ?').get(partnerId);
-  return row?.balance ?? 0;
 }
 
 export interface InboundInput {
@@ -202,8 +197,29 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
   return stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE id = ?').get(id);
 }
 
-export function messageHistory(ctx: CoreCtx, id: string): HistoryRow[] {
-  return stmt<[string], HistoryRow>(ctx.db.sqlite, 'SELECT * FROM message_status_history WHERE message_id = ? ORDER BY id').all(id);
+/**
+ * A message's status history, oldest first. An outbound message's first entry, 'queued' at
+ * its creation, is not stored (a send writes one row fewer): it is derived here, unless a
+ * database written before that change holds it.
+ */
+export function messageHistory(ctx: CoreCtx, id: string, message?: Pick<MessageRow, 'direction' | 'created_at'>): HistoryRow[] {
+  const rows = stmt<[string], HistoryRow>(ctx.db.sqlite, 'SELECT * FROM message_status_history WHERE message_id = ? ORDER BY id').all(id);
+  const m =
+    message ??
+    stmt<[string], Pick<MessageRow, 'direction' | 'created_at'>>(ctx.db.sqlite, 'SELECT direction, created_at FROM messages WHERE id = ?').get(id);
+  if (!m || m.direction !== 'outbound' || rows[0]?.status === 'queued') return rows;
+  const queued: HistoryRow = {
+    id: 0,
+    message_id: id,
+    status: 'queued',
+    provider_status: null,
+    error_code: null,
+    error_message: null,
+    ignored: 0,
+    occurred_at: m.created_at,
+    created_at: m.created_at,
+  };
+  return [queued, ...rows];
 }
 
 const EVENT_FOR: Partial<Record<MessageStatus, EventType>> = {

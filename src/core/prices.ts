@@ -104,7 +104,11 @@ export interface Quote {
 
 /** Price one message: SMS per segment, every other channel per message. */
 export function quote(ctx: CoreCtx, partnerId: string, channel: ChannelType, text?: string): Quote {
-  const unit = unitPrice(ctx, partnerId, channel);
+  return quoteAt(unitPrice(ctx, partnerId, channel), channel, text);
+}
+
+/** The same, for a unit price already read (the send path reads it with its preflight). */
+export function quoteAt(unit: number, channel: ChannelType, text?: string): Quote {
   if (channel === 'sms') {
     const s = smsSegments(text ?? '');
     return { unit, units: s.segments, total: unit * s.segments, segments: s.segments, encoding: s.encoding };

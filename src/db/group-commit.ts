@@ -18,8 +18,26 @@ export class GroupCommitter {
   batches = 0;
   items = 0;
 
+  // Built once: better-sqlite3's transaction() wrapper is costly to create per call.
+  private readonly savepoint: (fn: () => unknown) => unknown;
+  private readonly outer: (batch: Pending<any>[], results: { ok: boolean; value: unknown }[]) => void;
+
   constructor(private db: Database, opts: { maxBatch?: number } = {}) {
     this.maxBatch = opts.maxBatch ?? 512;
+    this.savepoint = db.transaction((fn: () => unknown) => fn());
+    this.outer = db.transaction((batch: Pending<any>[], results: { ok: boolean; value: unknown }[]) => {
+      for (let i = 0; i < batch.length; i++) {
+        try {
+          results[i] = { ok: true, value: this.savepoint(batch[i].fn) };
+        } catch (e) {
+          // Some errors (disk full, I/O, out of memory) make SQLite roll back the whole
+          // transaction, not just the savepoint: the rest must not run outside it, each
+          // committing on its own. Abort the batch; nothing of it is durable.
+          if (!this.db.inTransaction) throw e;
+          results[i] = { ok: false, value: e };
+        }
+      }
+    }).immediate;
   }
 
   run<T>(fn: () => T): Promise<T> {
@@ -43,19 +61,7 @@ export class GroupCommitter {
   private commit(batch: Pending<any>[]) {
     const results: { ok: boolean; value: unknown }[] = new Array(batch.length);
     try {
-      this.db.transaction(() => {
-        for (let i = 0; i < batch.length; i++) {
-          try {
-            results[i] = { ok: true, value: this.db.transaction(batch[i].fn)() };
-          } catch (e) {
-            // Some errors (disk full, I/O, out of memory) make SQLite roll back the whole
-            // transaction, not just the savepoint: the rest must not run outside it, each
-            // committing on its own. Abort the batch; nothing of it is durable.
-            if (!this.db.inTransaction) throw e;
-            results[i] = { ok: false, value: e };
-          }
-        }
-      }).immediate();
+      this.outer(batch, results);
     } catch (e) {
       // The batch was aborted or the COMMIT itself failed: nothing of it is durable.
       for (const p of batch) p.reject(e);

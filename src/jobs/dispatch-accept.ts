@@ -5,7 +5,7 @@ import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import { createOutbound, type MessageRow } from '../core/messages.js';
-import { quote, type Quote } from '../core/prices.js';
+import { quoteAt, type Quote } from '../core/prices.js';
 import type { AuthPrincipal } from '../core/tokens.js';
 import type { JobQueue } from './queue.js';
 
@@ -18,6 +18,8 @@ export const DISPATCH_JOB = 'message.dispatch';
 export interface Preflight {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
   partner: { balance: number; creditLimit: number; lowBalanceThreshold: number | null; currency: string };
+  /** The partner's unit price on this channel: its own, else the default, else 0. */
+  unitPrice: number;
 }
 
 export interface PreflightRow {
@@ -30,23 +32,28 @@ export interface PreflightRow {
   credit_limit: number;
   low_balance_threshold: number | null;
   currency: string;
+  own_price: number | null;
+  default_price: number | null;
 }
 
 /**
  * The checks that come before payload validation in the spec's order: 403 when the
  * partner has no active channel of this type (or its gateway is disabled), 402 when
- * balance and credit are exhausted. One indexed query: this runs on every send.
+ * balance and credit are exhausted. One indexed query (the unit price rides along): this runs
+ * on every send.
  */
 export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
-  const row = stmt<[string, string], PreflightRow>(
+  const row = stmt<[string, string, string, string], PreflightRow>(
     ctx.db.sqlite,
     `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
-            p.balance, p.credit_limit, p.low_balance_threshold, p.currency
+            p.balance, p.credit_limit, p.low_balance_threshold, p.currency,
+            (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = p.id) AS own_price,
+            (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = '') AS default_price
        FROM partners p
        LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ? AND c.status = 'active'
        LEFT JOIN gateways g ON g.id = c.gateway_id
       WHERE p.id = ?`,
-  ).get(type, principal.partnerId);
+  ).get(type, type, type, principal.partnerId);
   if (!row || !row.channel_id) {
     throw new AppError('channel_not_assigned', `no ${type} gateway is assigned to this partner; ask the operator to assign one`);
   }
@@ -67,6 +74,7 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
       lowBalanceThreshold: row.low_balance_threshold,
       currency: row.currency,
     },
+    unitPrice: row.own_price ?? row.default_price ?? 0,
   };
 }
 
@@ -153,7 +161,7 @@ export async function accept(
 ): Promise<AcceptResult> {
   const { ctx } = deps;
   const partnerId = input.principal.partnerId;
-  const q = quote(ctx, partnerId, input.preflight.channel.type, input.priceText);
+  const q = quoteAt(input.preflight.unitPrice, input.preflight.channel.type, input.priceText);
   if (input.idempotency) {
     const hit = findIdempotent(ctx, partnerId, input.idempotency, input.idempotencyTtlMs);
     if (hit) return { kind: 'replay', ...hit };

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import type { CoreCtx } from '../../src/core/context.js';
-import type { MessageRow } from '../../src/core/messages.js';
+import { messageHistory, type MessageRow } from '../../src/core/messages.js';
 import { verifyLedger } from '../../src/core/ledger.js';
 import { connect, postJson, setupPartner, type PartnerSetup } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -100,12 +100,9 @@ export function jobsOf(ctx: CoreCtx, messageId: string): JobRow[] {
     .all(messageId) as JobRow[];
 }
 
+/** The status history a partner and the operator see (GET /v1/messages/{id}, msgctl messages show). */
 export function historyOf(ctx: CoreCtx, messageId: string): string[] {
-  return (
-    ctx.db.sqlite.prepare('SELECT status FROM message_status_history WHERE message_id = ? ORDER BY id').all(messageId) as {
-      status: string;
-    }[]
-  ).map((r) => r.status);
+  return messageHistory(ctx, messageId).map((r) => r.status);
 }
 
 export async function waitStatus(ctx: CoreCtx, id: string, status: string | string[], timeoutMs = 10_000): Promise<MessageRow> {

@@ -15,10 +15,15 @@ export const LIMITS = {
   textBytes: 512 * 1024,
 };
 
+// One parse per number (the max-metadata validity check is the costliest step of a send).
 export const e164 = z
   .string({ error: 'required: a phone number in E.164 format, e.g. +14155550123' })
-  .refine((v) => normalizeE164(v) !== null, 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123')
-  .transform((v) => normalizeE164(v)!);
+  .transform((v, ctx) => {
+    const n = normalizeE164(v);
+    if (n !== null) return n;
+    ctx.addIssue({ code: 'custom', message: 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123' });
+    return z.NEVER;
+  });
 
 const bytes = (max: number, label: string) =>
   z.string().refine((v) => Buffer.byteLength(v, 'utf8') <= max, `${label} must be at most ${max} bytes`);

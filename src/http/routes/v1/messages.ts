@@ -74,7 +74,7 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
     async (req) => {
       const m = getMessageRow(rt.ctx, req.params.id);
       if (!m || m.partner_id !== principalOf(req).partnerId) throw notFoundError('message', req.params.id);
-      return messageJson(m, messageHistory(rt.ctx, m.id));
+      return messageJson(m, messageHistory(rt.ctx, m.id, m));
     },
   );
 };
