@@ -58,13 +58,18 @@ export function emitEvent(
   const id = newId('evt');
   const now = ctx.now();
   const payload = { id, event: type, created_at: new Date(now).toISOString(), ...data };
-  stmt(ctx.db.sqlite, `INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, 0, ?)`).run(
+  // An event no enabled endpoint subscribes to is stored already fanned out: kept for replay
+  // (after an endpoint is enabled or subscribes), but the fan-out has nothing to do for it.
+  const pending = type === 'webhook.test' || hasSubscriber(ctx, partnerId, type);
+  stmt(ctx.db.sqlite, `INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, ?, ?)`).run(
     id,
     partnerId,
     type,
     JSON.stringify(payload),
+    pending ? 0 : 1,
     now,
   );
+  if (!pending) return { id, type, payload };
   // Signal after the current synchronous work (and so after the caller's commit).
   if (!signalPending) {
     signalPending = true;
@@ -74,4 +79,21 @@ export function emitEvent(
     });
   }
   return { id, type, payload };
+}
+
+/** Whether an enabled endpoint of the partner takes events of this type (the fan-out's rule). */
+function hasSubscriber(ctx: CoreCtx, partnerId: string, type: EventType): boolean {
+  const rows = stmt<[string], { events: string | null }>(
+    ctx.db.sqlite,
+    `SELECT events FROM webhook_endpoints WHERE partner_id = ? AND status = 'enabled' AND deleted_at IS NULL`,
+  ).all(partnerId);
+  for (const r of rows) {
+    if (r.events === null) return true;
+    try {
+      if ((JSON.parse(r.events) as unknown[]).includes(type)) return true;
+    } catch {
+      return true; // unreadable list: let the fan-out decide
+    }
+  }
+  return false;
 }

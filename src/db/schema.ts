@@ -314,7 +314,11 @@ export const events = sqliteTable(
     fannedOut: integer('fanned_out').notNull().default(0),
     createdAt: integer('created_at').notNull(),
   },
-  (t) => [index('events_partner').on(t.partnerId, t.id), index('events_pending').on(t.fannedOut)],
+  (t) => [
+    index('events_partner').on(t.partnerId, t.id),
+    // Partial: only events still to fan out are in it (most are stored already fanned out).
+    index('events_pending').on(t.fannedOut).where(sql`fanned_out = 0`),
+  ],
 );
 
 export const webhookEndpoints = sqliteTable(

@@ -38,17 +38,28 @@ interface DispatchPayload {
   message_id: string;
 }
 
+/** How long dispatch trusts its copy of a gateway before looking at its row again. */
+const GATEWAY_RECHECK_MS = 1000;
+
 export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   const { ctx } = deps;
-  const gateways = new Map<string, GatewayWithSecrets>();
+  const gateways = new Map<string, { gw: GatewayWithSecrets; checkedAt: number }>();
+  // Message rows read by the claim transaction (onClaim), so the handler need not read them again.
+  const claimed = new WeakMap<Job, MessageRow>();
 
+  // A gateway changed by msgctl (disabled, new credentials, removed) is seen within a second:
+  // its row's updated_at is compared at most once a second, not on every message.
   function gateway(id: string): GatewayWithSecrets | null {
-    const head = stmt<[string], { updated_at: number }>(ctx.db.sqlite, 'SELECT updated_at FROM gateways WHERE id = ?').get(id);
-    if (!head) return null;
+    const now = ctx.now();
     const cached = gateways.get(id);
-    if (cached && cached.updatedAt === head.updated_at) return cached;
-    const gw = openGateway(ctx, id);
-    gateways.set(id, gw);
+    if (cached && now - cached.checkedAt < GATEWAY_RECHECK_MS) return cached.gw;
+    const head = stmt<[string], { updated_at: number }>(ctx.db.sqlite, 'SELECT updated_at FROM gateways WHERE id = ?').get(id);
+    if (!head) {
+      gateways.delete(id);
+      return null;
+    }
+    const gw = cached && cached.gw.updatedAt === head.updated_at ? cached.gw : openGateway(ctx, id);
+    gateways.set(id, { gw, checkedAt: now });
     return gw;
   }
 
@@ -63,7 +74,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   }
 
   const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
-    const m = getMessageRow(ctx, job.payload.message_id);
+    const m = claimed.get(job) ?? getMessageRow(ctx, job.payload.message_id);
+    claimed.delete(job);
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
     if (!m || (m.status !== 'queued' && m.status !== 'sending')) return { type: 'ok' };
     if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
@@ -146,11 +158,19 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   }
 
   worker.register<DispatchPayload>(DISPATCH_JOB, handler, {
-    // Mark the batch 'sending' in the claim transaction: no extra commit per message.
+    // Mark the batch 'sending' in the claim transaction (no extra commit per message), and
+    // keep the rows it returns for the handler. A message already 'sending' (a retry) or
+    // settled returns none; the handler reads it then.
     onClaim: (jobs) => {
-      const mark = stmt(ctx.db.sqlite, `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued'`);
+      const mark = stmt<[number, string], MessageRow>(
+        ctx.db.sqlite,
+        `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued' RETURNING *`,
+      );
       const now = ctx.now();
-      for (const j of jobs) mark.run(now, j.payload.message_id);
+      for (const j of jobs) {
+        const row = mark.get(now, j.payload.message_id);
+        if (row) claimed.set(j, row);
+      }
     },
     // Retries exhausted. If no attempt can have reached the provider, it never took the
     // message and the partner gets the money back. If one may have (a timeout or reset after
