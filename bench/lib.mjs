@@ -15,6 +15,12 @@ export function tmp(prefix = 'msgd-bench-') {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
+/** The node flags msgd runs with: read off bin/msgd's shebang, so the bench runs msgd as operators do. */
+export const MSGD_NODE_FLAGS = (() => {
+  const first = readFileSync(join(ROOT, 'bin', 'msgd'), 'utf8').split('\n')[0];
+  return first.split(/\s+/).filter((a) => a.startsWith('--'));
+})();
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const s = createServer();

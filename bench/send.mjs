@@ -1,7 +1,7 @@
 // Send API and dispatch benchmarks (issue 3): hello-world baseline, durable accept rate and
 // latency at 50 connections, dispatch throughput to a 0 ms and a 20 ms provider, peak RSS.
 import Database from 'better-sqlite3';
-import { child, fmt, freePort, load, peakRssMb, stop, tmp, verdict } from './lib.mjs';
+import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, stop, tmp, verdict } from './lib.mjs';
 
 const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 
@@ -59,7 +59,7 @@ export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
 
 async function startMsgd(dataDir, port, extraEnv = {}) {
   // info level only for the start line; the request path logs at debug.
-  return child(['bin/msgd', '--data-dir', dataDir, '--port', String(port), '--no-demo'], {
+  return child([...MSGD_NODE_FLAGS, 'bin/msgd', '--data-dir', dataDir, '--port', String(port), '--no-demo'], {
     env: { MSGD_LOG_LEVEL: 'info', MSGD_CONFIG: '', ...extraEnv },
     ready: /msgd listening|msgd: /,
   });

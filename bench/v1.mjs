@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { child, fmt, freePort, load, peakRssMb, stop, tmp, verdict } from './lib.mjs';
+import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, stop, tmp, verdict } from './lib.mjs';
 
 const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -82,7 +82,7 @@ async function seed(dataDir, count) {
 }
 
 async function startMsgd(dataDir, port, env = {}) {
-  return child(['bin/msgd', '--data-dir', dataDir, '--port', String(port), '--no-demo'], {
+  return child([...MSGD_NODE_FLAGS, 'bin/msgd', '--data-dir', dataDir, '--port', String(port), '--no-demo'], {
     env: { MSGD_LOG_LEVEL: 'info', MSGD_CONFIG: '', ...env },
     ready: /msgd listening|msgd: /,
     timeoutMs: 60_000,

@@ -12,6 +12,9 @@ const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.path);
 db.pragma('busy_timeout = 5000');
+// It only copies WAL frames into the database file: no page cache, no mapping needed.
+db.pragma('cache_size = 16');
+db.pragma('mmap_size = 0');
 let busy = false;
 function run(mode) {
   if (busy) return;
@@ -37,7 +40,12 @@ export interface Checkpointer {
 
 export function startCheckpointer(path: string, opts: { intervalMs?: number; onError?: (msg: string) => void } = {}): Checkpointer {
   const driver = require.resolve('better-sqlite3');
-  const w = new Worker(SCRIPT, { eval: true, workerData: { path, driver, intervalMs: opts.intervalMs ?? 2000 } });
+  const w = new Worker(SCRIPT, {
+    eval: true,
+    workerData: { path, driver, intervalMs: opts.intervalMs ?? 2000 },
+    // A small isolate: the loop allocates next to nothing.
+    resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 2 },
+  });
   w.on('message', (m) => {
     if (m?.type === 'error') opts.onError?.(m.message);
   });
