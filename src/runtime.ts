@@ -12,6 +12,7 @@ import { parseMoney } from './lib/money.js';
 import { JobQueue } from './jobs/queue.js';
 import { Worker } from './jobs/worker.js';
 import { RateShaper } from './jobs/rate.js';
+import { GatewayBook } from './jobs/webhook-gateways.js';
 import { registerDispatch } from './jobs/dispatch.js';
 import { registerWebhooksIn } from './jobs/webhook-intake.js';
 import type { AcceptDeps } from './jobs/dispatch-accept.js';
@@ -37,6 +38,8 @@ export interface Runtime {
   queue: JobQueue;
   worker: Worker;
   shaper: RateShaper;
+  /** Gateways with their secrets opened, kept until the gateways table changes (dispatch and webhooks in). */
+  gateways: GatewayBook;
   dispatcher: Agent;
   acceptDeps: AcceptDeps;
   /** Outbound webhooks: fan-out, delivery worker and agent; started by the server. */
@@ -81,6 +84,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const shaper = new RateShaper({ now });
   const committer = new GroupCommitter(dataDir.db.sqlite);
   const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now });
+  const gateways = new GatewayBook(ctx);
   const rt: Runtime = {
     version: VERSION,
     config,
@@ -92,6 +96,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     queue,
     worker,
     shaper,
+    gateways,
     dispatcher,
     acceptDeps: {
       ctx,
@@ -114,7 +119,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       dataDir.close();
     },
   };
-  registerDispatch(worker, { ctx, config, dispatcher, shaper, logger, callbackBase: () => rt.callbackBase() });
+  registerDispatch(worker, { ctx, config, dispatcher, shaper, gateways, logger, callbackBase: () => rt.callbackBase() });
   registerWebhooksIn(rt);
   // [webhooks-in jobs]
   // [webhooks-out jobs]

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import type { CoreCtx } from './context.js';
+import { subscribedTo } from './endpoints.js';
 
 // The outbox. An event is written in the same transaction as the change that causes it;
 // src/webhooks fans it out to the partner's endpoints afterwards. The payload stored is
@@ -81,19 +82,17 @@ export function emitEvent(
   return { id, type, payload };
 }
 
-/** Whether an enabled endpoint of the partner takes events of this type (the fan-out's rule). */
+/** Whether an enabled endpoint of the partner takes events of this type (subscribedTo, as replay uses). */
 function hasSubscriber(ctx: CoreCtx, partnerId: string, type: EventType): boolean {
   const rows = stmt<[string], { events: string | null }>(
     ctx.db.sqlite,
     `SELECT events FROM webhook_endpoints WHERE partner_id = ? AND status = 'enabled' AND deleted_at IS NULL`,
   ).all(partnerId);
-  for (const r of rows) {
-    if (r.events === null) return true;
+  return rows.some((r) => {
     try {
-      if ((JSON.parse(r.events) as unknown[]).includes(type)) return true;
+      return subscribedTo(r, type);
     } catch {
-      return true; // unreadable list: let the fan-out decide
+      return true; // an unreadable list must not fail the change that emits: the fan-out decides
     }
-  }
-  return false;
+  });
 }

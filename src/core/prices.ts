@@ -9,7 +9,6 @@ import type { ChannelType, CoreCtx } from './context.js';
 import { audit } from './audit.js';
 import { isChannelType } from './channels.js';
 import { getPartner } from './partners.js';
-import { stmt } from '../db/stmt.js';
 
 // A price is micro-units per message (per segment for SMS). A partner override beats the
 // default; a channel with no price at all is free (msgctl doctor warns about it).
@@ -84,16 +83,6 @@ export function listPrices(ctx: CoreCtx, opts: { partner?: string } = {}): Price
     }));
 }
 
-/** Unit price for a partner on a channel: the override, else the default, else 0. */
-export function unitPrice(ctx: CoreCtx, partnerId: string, channel: ChannelType): number {
-  const rows = stmt<[string, string], { partner_id: string; amount: number }>(
-    ctx.db.sqlite,
-    `SELECT partner_id, amount FROM prices WHERE channel_type = ? AND partner_id IN (?, '')`,
-  ).all(channel, partnerId);
-  const own = rows.find((r) => r.partner_id === partnerId);
-  return (own ?? rows.find((r) => r.partner_id === ''))?.amount ?? 0;
-}
-
 export interface Quote {
   unit: number;
   units: number;
@@ -102,13 +91,11 @@ export interface Quote {
   encoding?: 'GSM-7' | 'UCS-2';
 }
 
-/** Price one message: SMS per segment, every other channel per message. */
-export function quote(ctx: CoreCtx, partnerId: string, channel: ChannelType, text?: string): Quote {
-  return quoteAt(unitPrice(ctx, partnerId, channel), channel, text);
-}
-
-/** The same, for a unit price already read (the send path reads it with its preflight). */
-export function quoteAt(unit: number, channel: ChannelType, text?: string): Quote {
+/**
+ * Price one message at a unit price (the partner's own, else the default, else 0: read with
+ * the send's preflight query): SMS per segment, every other channel per message.
+ */
+export function quote(unit: number, channel: ChannelType, text?: string): Quote {
   if (channel === 'sms') {
     const s = smsSegments(text ?? '');
     return { unit, units: s.segments, total: unit * s.segments, segments: s.segments, encoding: s.encoding };

@@ -5,7 +5,7 @@ import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import { createOutbound, type MessageRow } from '../core/messages.js';
-import { quoteAt, type Quote } from '../core/prices.js';
+import { quote, type Quote } from '../core/prices.js';
 import type { AuthPrincipal } from '../core/tokens.js';
 import type { JobQueue } from './queue.js';
 
@@ -161,7 +161,7 @@ export async function accept(
 ): Promise<AcceptResult> {
   const { ctx } = deps;
   const partnerId = input.principal.partnerId;
-  const q = quoteAt(input.preflight.unitPrice, input.preflight.channel.type, input.priceText);
+  const q = quote(input.preflight.unitPrice, input.preflight.channel.type, input.priceText);
   if (input.idempotency) {
     const hit = findIdempotent(ctx, partnerId, input.idempotency, input.idempotencyTtlMs);
     if (hit) return { kind: 'replay', ...hit };

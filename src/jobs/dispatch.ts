@@ -4,7 +4,7 @@ import { stmt } from '../db/stmt.js';
 import { sleep } from '../lib/time.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
-import { openGateway, type GatewayWithSecrets } from '../core/gateway-secrets.js';
+import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
 import { applyStatus, flagUncertain, getMessageRow, type MessageRow } from '../core/messages.js';
 import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
@@ -12,6 +12,7 @@ import type { OutboundMessage, SendResult } from '../providers/types.js';
 import { DISPATCH_JOB } from './dispatch-accept.js';
 import type { Job } from './queue.js';
 import type { RateShaper } from './rate.js';
+import type { GatewayBook } from './webhook-gateways.js';
 import type { JobResult } from './settle.js';
 import type { Worker } from './worker.js';
 
@@ -29,6 +30,7 @@ export interface DispatchDeps {
   config: Config;
   dispatcher: Dispatcher;
   shaper: RateShaper;
+  gateways: GatewayBook;
   logger: Logger;
   /** msgd's own base URL for provider callbacks (public URL, else the listening address). */
   callbackBase: () => string | null;
@@ -38,30 +40,10 @@ interface DispatchPayload {
   message_id: string;
 }
 
-/** How long dispatch trusts its copy of a gateway before looking at its row again. */
-const GATEWAY_RECHECK_MS = 1000;
-
 export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   const { ctx } = deps;
-  const gateways = new Map<string, { gw: GatewayWithSecrets; checkedAt: number }>();
   // Message rows read by the claim transaction (onClaim), so the handler need not read them again.
   const claimed = new WeakMap<Job, MessageRow>();
-
-  // A gateway changed by msgctl (disabled, new credentials, removed) is seen within a second:
-  // its row's updated_at is compared at most once a second, not on every message.
-  function gateway(id: string): GatewayWithSecrets | null {
-    const now = ctx.now();
-    const cached = gateways.get(id);
-    if (cached && now - cached.checkedAt < GATEWAY_RECHECK_MS) return cached.gw;
-    const head = stmt<[string], { updated_at: number }>(ctx.db.sqlite, 'SELECT updated_at FROM gateways WHERE id = ?').get(id);
-    if (!head) {
-      gateways.delete(id);
-      return null;
-    }
-    const gw = cached && cached.gw.updatedAt === head.updated_at ? cached.gw : openGateway(ctx, id);
-    gateways.set(id, { gw, checkedAt: now });
-    return gw;
-  }
 
   function ratePerSecond(gw: GatewayWithSecrets): number {
     return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
@@ -79,7 +61,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
     if (!m || (m.status !== 'queued' && m.status !== 'sending')) return { type: 'ok' };
     if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
-    const gw = gateway(m.gateway_id);
+    // A gateway changed by msgctl (disabled, new credentials, removed) is seen on the next turn.
+    const gw = deps.gateways.get(m.gateway_id);
     if (!gw) return failNow(m, 'gateway_removed', 'the gateway of this message was removed');
     if (gw.status !== 'active') return { type: 'retry', error: `gateway ${gw.name} is disabled` };
 

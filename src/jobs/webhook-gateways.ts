@@ -3,10 +3,11 @@ import type { CoreCtx, GatewayKind } from '../core/context.js';
 import { openGateway, type GatewayWithSecrets } from '../core/gateway-secrets.js';
 import type { GatewayHint, WebhookHandler } from '../providers/webhooks.js';
 
-// Gateways as the webhook path needs them: every gateway opened (secrets decrypted) once and
-// kept until the gateways table changes. One tiny aggregate query per event-loop turn tells
-// whether it did, so a change made by msgctl (another process) is seen by the next request,
-// and a verified webhook costs no decrypt and no JSON scan of settings.
+// Gateways as dispatch and the webhook path need them (one book per runtime, rt.gateways):
+// every gateway opened (secrets decrypted) once and kept until the gateways table changes. One
+// tiny aggregate query per event-loop turn tells whether it did, so a change made by msgctl
+// (another process) is seen by the next request or dispatch, and neither a verified webhook nor
+// a sent message costs a decrypt or a JSON scan of settings.
 
 // Every change to a gateway reseals its secrets under a fresh random IV (src/core/secrets.ts),
 // so the ids with the first bytes of their sealed secrets are a version of the whole table.

@@ -9,7 +9,7 @@ import { SANDBOX_REPORT_JOB } from './dispatch.js';
 import type { MaintenanceTask } from './maintenance.js';
 import type { Job } from './queue.js';
 import { errorMessage, type JobResult } from './settle.js';
-import { GatewayBook } from './webhook-gateways.js';
+import type { GatewayBook } from './webhook-gateways.js';
 import { WEBHOOK_PROCESS_JOB, WEBHOOK_PROCESS_MAX_ATTEMPTS } from './webhook-receive.js';
 
 // The jobs behind the inbound webhook endpoints: processing stored webhooks (dedupe, route,
@@ -46,8 +46,10 @@ export function outcomeOf(o: ApplyOutcome, progressedBefore: boolean): [Processi
 }
 
 export function registerWebhooksIn(rt: Runtime): void {
-  const book = new GatewayBook(rt.ctx);
-  rt.worker.register<ProcessPayload>(WEBHOOK_PROCESS_JOB, (job) => processWebhooks(rt, book, job), {
+  const book = rt.gateways;
+  // Built once: better-sqlite3's transaction() wrapper is costly to create per call.
+  const savepoint = rt.ctx.db.sqlite.transaction((fn: () => void) => fn());
+  rt.worker.register<ProcessPayload>(WEBHOOK_PROCESS_JOB, (job) => processWebhooks(rt, book, savepoint, job), {
     onDead: (job, error) => {
       for (const id of job.payload.webhook_ids) {
         if (getWebhookLog(rt.ctx, id)?.processing === 'pending') finishWebhookLog(rt.ctx, id, 'error', error);
@@ -79,7 +81,7 @@ function parseStored(row: WebhookLogRow): Parsed | string {
 
 // One job per intake batch: the events are worked out here, between transactions, and applied
 // webhook by webhook (each in its own savepoint) inside the worker's settling transaction.
-function processWebhooks(rt: Runtime, book: GatewayBook, job: Job<ProcessPayload>): JobResult {
+function processWebhooks(rt: Runtime, book: GatewayBook, savepoint: (fn: () => void) => void, job: Job<ProcessPayload>): JobResult {
   const { ctx } = rt;
   const round = job.payload.round ?? 0;
   const final = round >= WAIT_FOR_MESSAGE_MS.length;
@@ -93,7 +95,6 @@ function processWebhooks(rt: Runtime, book: GatewayBook, job: Job<ProcessPayload
     work.push(typeof p === 'string' ? { row, error: p } : p);
   }
   if (work.length === 0) return { type: 'ok' };
-  const savepoint = ctx.db.sqlite.transaction((fn: () => void) => fn());
   return {
     type: 'ok',
     apply: () => {

@@ -1,6 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { GatewayBook } from '../../jobs/webhook-gateways.js';
 import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../jobs/webhook-receive.js';
 import type { Runtime } from '../../runtime.js';
 import { errorHandler, sendError } from '../errors.js';
@@ -18,7 +17,7 @@ const META_KINDS = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'] as con
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
 export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
-  const book = new GatewayBook(rt.ctx);
+  const book = rt.gateways;
   const intake = new WebhookIntake({ ctx: rt.ctx, config: rt.config, committer: rt.committer, queue: rt.queue, book });
 
   app.removeAllContentTypeParsers();
