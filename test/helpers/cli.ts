@@ -25,10 +25,16 @@ export interface RunOptions {
   cwd?: string;
 }
 
-/** Run `node bin/msgctl` the way an operator would, in a clean MSGD_* environment. */
-export function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
+/** This process's environment without any MSGD_* variable (a test's data dir is passed explicitly). */
+export function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MSGD_')) env[k] = v;
+  return env;
+}
+
+/** Run `node bin/msgctl` the way an operator would, in a clean MSGD_* environment. */
+export function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
+  const env = cleanEnv();
   for (const [k, v] of Object.entries(opts.env ?? {})) {
     if (v === undefined) delete env[k];
     else env[k] = v;

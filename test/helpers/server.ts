@@ -12,6 +12,7 @@ import { assignChannel } from '../../src/core/channels.js';
 import { topup } from '../../src/core/ledger.js';
 import { setPrice } from '../../src/core/prices.js';
 import { parseMoney } from '../../src/lib/money.js';
+import { postWebhook } from '../fakes/webhook-senders.js';
 
 export function tmpDir(prefix = 'msgd-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -95,21 +96,10 @@ export function connect(
 
 /** POST JSON with a bearer token; returns status, headers and parsed body. */
 export async function postJson(url: string, body: unknown, token?: string, headers: Record<string, string> = {}) {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-      ...headers,
-    },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+  const r = await postWebhook(url, typeof body === 'string' ? body : JSON.stringify(body), {
+    'content-type': 'application/json',
+    ...(token ? { authorization: `Bearer ${token}` } : {}),
+    ...headers,
   });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, headers: res.headers, body: json, text };
+  return { status: r.status, headers: r.headers, body: r.json, text: r.text };
 }

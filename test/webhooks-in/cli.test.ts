@@ -1,36 +1,17 @@
 import { spawn } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookRetentionTask } from '../../src/jobs/webhook-intake.js';
 import { metaHeaders, postWebhook, waInbound } from '../fakes/webhook-senders.js';
+import { cleanEnv, MSGCTL, runCli } from '../helpers/cli.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { processed, sleep } from './helpers.js';
 
 // msgctl webhooks log, run as a real process against the live server's data directory
 // (WAL lets both open it).
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const MSGCTL = join(HERE, '..', '..', 'bin', 'msgctl');
-const ENTRY = MSGCTL;
 
-function cleanEnv() {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('MSGD_')) env[k] = v;
-  return env;
-}
-
-function msgctl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ENTRY, '--data-dir', s.dataDir, 'webhooks', 'log', ...args], { env: cleanEnv() });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
+/** `msgctl webhooks log …` against the live server's data directory. */
+const msgctl = (args: string[]) => runCli(['webhooks', 'log', ...args], { dataDir: s.dataDir });
 
 async function json(args: string[]) {
   const r = await msgctl([...args, '--json']);
@@ -88,7 +69,7 @@ describe('msgctl webhooks log', () => {
   });
 
   it('--follow streams new webhooks once processed, until SIGINT', async () => {
-    const child = spawn(process.execPath, [ENTRY, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'], { env: cleanEnv() });
+    const child = spawn(process.execPath, [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'], { env: cleanEnv() });
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (out += d));
     const exited = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)));
