@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { ChannelType } from '../../../core/context.js';
 import {
   conversationJson,
+  conversationKey,
   conversationMessages,
   getConversation,
   listConversations,
@@ -55,9 +56,10 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (ap
         q.limit + 1,
         after ? { id: after.id, updatedAt: after.t } : null,
       );
-      return page(rows, q.limit, conversationJson, (c: ConversationListRow) =>
-        byUpdated ? { o: tag, id: c.id, t: c.updated_at } : { o: tag, id: c.id },
-      );
+      return page(rows, q.limit, conversationJson, (c: ConversationListRow) => {
+        const k = conversationKey(c);
+        return byUpdated ? { o: tag, id: k.id, t: k.updatedAt } : { o: tag, id: k.id };
+      });
     },
   );
 
@@ -81,7 +83,7 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (ap
       const { limit, order, cursor } = req.query;
       const tag = order === 'asc' ? 'ma' : 'md';
       const after = decodeCursor(cursor, tag);
-      const rows = conversationMessages(rt.ctx, c.id, order, limit + 1, after?.id);
+      const rows = conversationMessages(rt.ctx, conversationKey(c).id, order, limit + 1, after?.id);
       return { ...conversationJson(c), messages: page(rows, limit, (m) => messageJson(m), (m) => ({ o: tag, id: m.id })) };
     },
   );
