@@ -214,6 +214,9 @@ function inbound(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'message' }>, 
 }
 
 // Failures are left alone: a watermark says what arrived, and a failed message never did.
+/** How far msgd's clock may run ahead of the provider's before a watermark misses a message. */
+export const WATERMARK_SLACK_MS = 1000;
+
 const WATERMARKABLE: Record<'delivered' | 'read', string> = {
   delivered: `('sending','sent','deferred')`,
   read: `('sending','sent','deferred','delivered')`,
@@ -227,7 +230,10 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
     if (!canAdvance(m.status, ev.status)) return;
     applyStatus(ctx, m, { status: ev.status, providerStatus: ev.status, occurredAt: ev.occurredAt });
   };
-  let mark = ev.watermark;
+  // The provider's watermark is its own clock's stamp of the newest message covered; sent_at is
+  // ours, taken just before the provider call, so normally earlier than that stamp. The slack
+  // absorbs a clock running ahead of Meta's.
+  let mark = ev.watermark === null ? null : ev.watermark + WATERMARK_SLACK_MS;
   for (const mid of ev.mids) {
     for (const m of findOutbound(ctx, { providerMessageId: mid }, opts.trusted).found) {
       if (m.partner_id !== ch.partner_id) continue;

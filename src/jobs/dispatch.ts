@@ -70,6 +70,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (wait > MAX_INLINE_WAIT_MS) return { type: 'snooze', afterMs: wait };
     if (wait > 0) await sleep(wait);
 
+    // When the message was handed over: its sent_at. The provider stamps it later than this,
+    // and Messenger's delivery and read watermarks are compared with that stamp.
+    const startedAt = ctx.now();
     let result: SendResult;
     try {
       result = await getAdapter(gw.kind).send(
@@ -89,7 +92,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           apply: () => {
             const fresh = getMessageRow(ctx, m.id)!;
             if (uncertain) flagUncertain(ctx, m.id);
-            const moved = applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null });
+            const moved = applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null, occurredAt: startedAt });
             // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
             if (moved.changed && fresh.error_code !== null) {
               stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = NULL, error_message = NULL WHERE id = ?').run(m.id);

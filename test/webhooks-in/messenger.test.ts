@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WATERMARK_SLACK_MS } from '../../src/core/inbound.js';
 import { getMessageRow, type MessageRow } from '../../src/core/messages.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
@@ -49,8 +50,15 @@ async function sent(channel: 'messenger' | 'instagram', to: string, text: string
     const row = getMessageRow(s.ctx, res.body.id);
     return row?.status === 'sent' && row.sent_at ? row : undefined;
   }, `${channel} message to be sent`);
-  await sleep(3); // distinct sent_at per message, so a watermark can fall between them
+  await sleep(3); // distinct sent_at per message, so a named message's mark falls between them
   return m;
+}
+
+/** Meta's own stamp of a message: when the Graph fake took the send request for it. */
+function metaStamp(m: MessageRow): number {
+  const req = graph.requests.find((r) => r.reply?.body.includes(m.provider_message_id!));
+  expect(req).toBeDefined();
+  return req!.at;
 }
 
 const status = (m: MessageRow) => getMessageRow(s.ctx, m.id)!.status;
@@ -59,6 +67,8 @@ describe('Messenger', () => {
   it('delivery and read watermarks mark every earlier outbound message of the conversation', async () => {
     const m1 = await sent('messenger', PSID, 'one');
     const m2 = await sent('messenger', PSID, 'two');
+    // Past the watermark's clock slack, so a watermark can fall between m2 and m3.
+    await sleep(WATERMARK_SLACK_MS + 100);
     const m3 = await sent('messenger', PSID, 'three');
     const stranger = await sent('messenger', '999888777', 'not them');
 
@@ -75,6 +85,30 @@ describe('Messenger', () => {
     expect(r.processing).toBe('processed');
     expect([status(m1), status(m2), status(m3), status(stranger)]).toEqual(['read', 'read', 'read', 'sent']);
     expect((await meta(read)).processing).toBe('duplicate');
+  });
+
+  it("a read at Meta's own stamp of the newest message marks it, whatever the Graph call's latency", async () => {
+    const them = '7788990011';
+    graph.latencyMs = 150;
+    try {
+      const m1 = await sent('messenger', them, 'first');
+      const m2 = await sent('messenger', them, 'newest');
+      // Meta stamps a message when it takes it; msgd settles it after the answer comes back.
+      expect(metaStamp(m2)).toBeLessThan(getMessageRow(s.ctx, m2.id)!.updated_at);
+      const r = await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: metaStamp(m2) } }]));
+      expect(r.processing).toBe('processed');
+      expect([status(m1), status(m2)]).toEqual(['read', 'read']);
+    } finally {
+      graph.latencyMs = 0;
+    }
+  });
+
+  it("a delivery watermark still covers the newest message when msgd's clock runs ahead of Meta's", async () => {
+    const them = '7788990022';
+    const m = await sent('messenger', them, 'hello');
+    const behind = metaStamp(m) - (WATERMARK_SLACK_MS - 200);
+    await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, delivery: { watermark: behind } }]));
+    expect(status(m)).toBe('delivered');
   });
 
   it('stores text and attachments, skips echoes of our own sends', async () => {
