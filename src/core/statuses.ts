@@ -18,13 +18,15 @@ export type MessageStatus =
   | 'received';
 
 // Rank along the happy path. Terminal failures outrank in-flight states but are themselves
-// final except that a later proof of success (delivered/read/opened/clicked) wins over a
-// deferral. Email engagement (opened, clicked) sits above delivered.
+// final except that a later proof of success (delivered/read/opened/clicked) wins over them.
+// An email that SendGrid has taken (sent) and the receiving server put off (deferred) is
+// still on its way; it is then delivered or bounced. Email engagement (opened, clicked) sits
+// above delivered.
 const RANK: Record<MessageStatus, number> = {
   queued: 0,
   sending: 1,
-  deferred: 2,
-  sent: 3,
+  sent: 2,
+  deferred: 3,
   delivered: 5,
   opened: 6,
   read: 6,
@@ -47,6 +49,11 @@ export function isFailure(s: MessageStatus): boolean {
 export function canAdvance(from: MessageStatus, to: MessageStatus): boolean {
   if (from === to) return false;
   if (from === 'received') return false;
+  // An email the receiving server accepted (delivered) can still bounce later: an
+  // asynchronous bounce. Once bounced, a late 'delivered' is the earlier event arriving out
+  // of order; only engagement (opened, clicked) proves it arrived after all.
+  if (from === 'delivered' && to === 'bounced') return true;
+  if (from === 'bounced') return RANK[to] > RANK.delivered;
   // Nothing moves a message out of a failure except proof it arrived.
   if (FAILURES.has(from)) return RANK[to] >= RANK.delivered;
   // A failure arriving after delivery proof is late noise.

@@ -78,6 +78,30 @@ describe('SendGrid event batches', () => {
     expect(messageHistory(s.ctx, good.id)).toHaveLength(7);
   });
 
+  it('deferred, then delivered, then an asynchronous bounce (no sg_message_id): the email ends bounced and refunded', async () => {
+    const m = await sentEmail('later-bounce@example.com');
+    const xid = m.provider_message_id!;
+    const sg = `${xid}.filter0001.7.1.0`;
+    const t = Math.floor(Date.now() / 1000);
+    const step = async (events: unknown[]) => {
+      const res = await post(`${JSON.stringify(events)}\r\n`);
+      expect(res.status).toBe(200);
+      return processed(s.ctx, res.json.id);
+    };
+    await step([{ email: 'later-bounce@example.com', timestamp: t, event: 'deferred', response: '451 4.7.1 try later', attempt: '1', sg_event_id: 'ZGVmZXJyZWQtOTk', sg_message_id: sg }]);
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('deferred');
+    await step([{ email: 'later-bounce@example.com', timestamp: t + 60, event: 'delivered', response: '250 OK', sg_event_id: 'ZGVsaXZlcmVkLTk5', sg_message_id: sg }]);
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+    const bounce = { email: 'later-bounce@example.com', timestamp: t + 600, event: 'bounce', type: 'bounce', reason: '550 5.1.1 mailbox unknown', status: '5.1.1', sg_event_id: 'Ym91bmNlLTk5', msgd_message_id: m.id };
+    expect((await step([bounce])).processing).toBe('processed');
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'bounced', error_code: '5.1.1', error_message: '550 5.1.1 mailbox unknown', refunded: 1 });
+    // The delivered event again, late and under a new event id: the bounce stands.
+    await step([{ email: 'later-bounce@example.com', timestamp: t + 60, event: 'delivered', response: '250 OK', sg_event_id: 'ZGVsaXZlcmVkLTk5Yg', sg_message_id: sg }]);
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('bounced');
+    const types = (s.ctx.db.sqlite.prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ? ORDER BY id`).all(m.id) as { type: string }[]).map((e) => e.type);
+    expect(types).toEqual(['message.sent', 'message.deferred', 'message.delivered', 'message.bounced']);
+  });
+
   it('an event whose prefix matches but whose recipient does not is not applied to that message', async () => {
     const m = await sentEmail('solo@example.com');
     const body = JSON.stringify([{ email: 'someone@else.example', timestamp: 1, event: 'delivered', sg_event_id: 'eC0x', sg_message_id: `${m.provider_message_id}.f` }]);
