@@ -97,6 +97,9 @@ describe('SendGrid signed event webhook (FACTS C3)', () => {
     expect(verifySendgridSignature(v.publicKey, '1588788368', Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(false);
     expect(verifySendgridSignature(v.publicKey, v.timestamp, Buffer.from(v.payload + '\r\n'), Buffer.from(v.signature, 'base64'))).toBe(false);
     expect(verifySendgridSignature('not a key', v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(false);
+    // The same key pasted as PEM, as an operator copying it into a key file would have it.
+    const pem = `-----BEGIN PUBLIC KEY-----\n${v.publicKey.match(/.{1,64}/g)!.join('\n')}\n-----END PUBLIC KEY-----\n`;
+    expect(verifySendgridSignature(pem, v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(true);
   });
 
   it('the fake signer signs like SendGrid (trailing CRLF included)', () => {

@@ -33,11 +33,15 @@ const STATUS: Record<string, MessageStatus | null> = {
 
 const keys = new Map<string, KeyObject | null>();
 
+/** SendGrid shows the key as bare base64 (DER, SPKI); a key pasted as PEM is taken too. */
 function publicKey(b64: string): KeyObject | null {
   let k = keys.get(b64);
   if (k === undefined) {
     try {
-      k = createPublicKey({ key: Buffer.from(b64.trim(), 'base64'), format: 'der', type: 'spki' });
+      const text = b64.trim();
+      k = text.startsWith('-----BEGIN')
+        ? createPublicKey({ key: text, format: 'pem' })
+        : createPublicKey({ key: Buffer.from(text, 'base64'), format: 'der', type: 'spki' });
     } catch {
       k = null;
     }
