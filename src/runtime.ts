@@ -11,6 +11,7 @@ import { TokenAuthenticator } from './core/tokens.js';
 import { parseMoney } from './lib/money.js';
 import { JobQueue } from './jobs/queue.js';
 import { Worker } from './jobs/worker.js';
+import { forbiddenReason } from './webhooks/ssrf.js';
 import { RateShaper } from './jobs/rate.js';
 import { GatewayBook } from './jobs/webhook-gateways.js';
 import { registerDispatch } from './jobs/dispatch.js';
@@ -48,8 +49,11 @@ export interface Runtime {
   selfUrl: string | null;
   /** Retention and upkeep tasks each surface adds; scheduled by src/jobs/maintenance.ts. */
   maintenanceTasks: MaintenanceTask[];
-  /** Base URL providers call back on: config server.publicUrl, else selfUrl. */
-  callbackBase(): string | null;
+  /**
+   * Base URL a provider calls back on: config server.publicUrl; else the listening address,
+   * unless that is a loopback address and the provider (its base URL) is not on this machine.
+   */
+  callbackBase(providerBaseUrl?: string): string | null;
   close(): Promise<void>;
 }
 
@@ -107,7 +111,12 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     webhooksOut,
     selfUrl: null,
     maintenanceTasks: [],
-    callbackBase: () => config.server.publicUrl?.replace(/\/+$/, '') ?? rt.selfUrl,
+    callbackBase(providerBaseUrl?: string) {
+      if (config.server.publicUrl) return config.server.publicUrl.replace(/\/+$/, '');
+      const self = rt.selfUrl;
+      if (!self || !isLoopbackUrl(self)) return self;
+      return providerBaseUrl !== undefined && isLoopbackUrl(providerBaseUrl) ? self : null;
+    },
     async close() {
       // In-flight provider calls end within dispatch.timeoutMs: wait that long (and a margin)
       // so none is handed back while the provider may still act on it. A job released anyway
@@ -119,10 +128,21 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       dataDir.close();
     },
   };
-  registerDispatch(worker, { ctx, config, dispatcher, shaper, gateways, logger, callbackBase: () => rt.callbackBase() });
+  registerDispatch(worker, { ctx, config, dispatcher, shaper, gateways, logger, callbackBase: (base) => rt.callbackBase(base) });
   registerWebhooksIn(rt);
   // [webhooks-in jobs]
   // [webhooks-out jobs]
   rt.maintenanceTasks.push(...webhooksOut.maintenanceTasks);
   return rt;
+}
+
+/** Is the URL's host this machine (localhost, 127.0.0.0/8, ::1)? */
+export function isLoopbackUrl(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host.endsWith('.localhost') || forbiddenReason(host) === 'loopback';
 }

@@ -32,8 +32,8 @@ export interface DispatchDeps {
   shaper: RateShaper;
   gateways: GatewayBook;
   logger: Logger;
-  /** msgd's own base URL for provider callbacks (public URL, else the listening address). */
-  callbackBase: () => string | null;
+  /** msgd's base URL for callbacks from a provider at this base URL (see Runtime.callbackBase). */
+  callbackBase: (providerBaseUrl?: string) => string | null;
 }
 
 interface DispatchPayload {
@@ -47,6 +47,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
 
   function ratePerSecond(gw: GatewayWithSecrets): number {
     return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
+  }
+
+  /** The gateway's base_url setting, or undefined when it talks to the provider's real host. */
+  function providerBase(gw: GatewayWithSecrets): string | undefined {
+    return typeof gw.settings.base_url === 'string' ? gw.settings.base_url : undefined;
   }
 
   function outbound(m: MessageRow): OutboundMessage {
@@ -78,7 +83,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       result = await getAdapter(gw.kind).send(
         { id: gw.id, kind: gw.kind, name: gw.name, settings: gw.settings, secrets: gw.secrets },
         outbound(m),
-        { dispatcher: deps.dispatcher, timeoutMs: deps.config.dispatch.timeoutMs, publicUrl: deps.callbackBase(), now: ctx.now },
+        { dispatcher: deps.dispatcher, timeoutMs: deps.config.dispatch.timeoutMs, publicUrl: deps.callbackBase(providerBase(gw)), now: ctx.now },
       );
     } catch (e: any) {
       result = { outcome: 'retry', message: e?.message ?? String(e) };

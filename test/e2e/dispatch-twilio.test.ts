@@ -70,6 +70,20 @@ describe('twilio through the full path', () => {
     expectSent(s.ctx, m, sid);
   });
 
+  it('a StatusCallback goes to the listening address only for a provider on this machine, else to server.publicUrl or nowhere', async () => {
+    // msgd listens on 127.0.0.1 here: the Twilio fake (loopback) can call back, api.twilio.com cannot.
+    expect(s.rt.callbackBase(fake.url)).toBe(s.url);
+    expect(s.rt.callbackBase('https://api.twilio.com')).toBeNull();
+    expect(s.rt.callbackBase()).toBeNull();
+    const pub = await startTestServer({ 'server.publicUrl': 'https://gw.example.com/' });
+    try {
+      expect(pub.rt.callbackBase('https://api.twilio.com')).toBe('https://gw.example.com');
+      expect(pub.rt.callbackBase(fake.url)).toBe('https://gw.example.com');
+    } finally {
+      await pub.stop();
+    }
+  });
+
   it('a 429 with Retry-After is retried after the hint, then sent', async () => {
     fake.failNext({ kind: 'rate_limit', retryAfterS: 1 });
     const id = await sms();
