@@ -71,7 +71,7 @@ function parseStored(row: WebhookLogRow): Parsed | string {
   const handler = webhookHandler(row.provider);
   if (!handler) return `no webhook handler for provider ${row.provider}`;
   try {
-    const payload = handler.parse({ raw: row.body ?? Buffer.alloc(0), headers: JSON.parse(row.headers), path: row.path, url: row.path });
+    const payload = handler.parse({ raw: row.body ?? Buffer.alloc(0), headers: JSON.parse(row.headers), path: row.path, url: row.path, method: row.method });
     if (payload === null) return `the stored body no longer parses as a ${row.provider} webhook`;
     return { row, handler, events: handler.events(payload) };
   } catch (e) {

@@ -16,6 +16,8 @@ export interface RawWebhook {
   path: string;
   /** The full URL the provider called, as configured there (Twilio signs it). */
   url: string;
+  /** The HTTP method; POST when absent. Twilio can be set to call with GET (params in the query). */
+  method?: string;
 }
 
 export interface VerifyOptions {

@@ -147,6 +147,37 @@ describe('Twilio inbound SMS', () => {
     expect(JSON.parse(ev.payload)).toMatchObject({ channel: 'sms', from: '+14155551234', body: 'look at this' });
   });
 
+  it('takes an inbound SMS webhook set to HTTP GET: params in the query, signed over the URL alone', async () => {
+    const params: TwilioParams = {
+      ToCountry: 'US',
+      SmsMessageSid: 'SM1f0e8ae6ade43cb3c0ce4525424e404f',
+      NumMedia: '0',
+      Body: "it's me & you",
+      From: '+14155557777',
+      To: FROM,
+      MessageSid: 'SM1f0e8ae6ade43cb3c0ce4525424e404f',
+      SmsSid: 'SM1f0e8ae6ade43cb3c0ce4525424e404f',
+      SmsStatus: 'received',
+      AccountSid: SID,
+      NumSegments: '1',
+      ApiVersion: '2010-04-01',
+    };
+    const url = `${s.url}/api/webhook.php?${new URLSearchParams(params as Record<string, string>)}`;
+    const get = (signature: string) => fetch(url, { headers: { 'x-twilio-signature': signature } });
+    const bad = await get(twilioSign(TOKEN, url, params));
+    expect(bad.status).toBe(401);
+    expect(lastRow(s.ctx)).toMatchObject({ method: 'GET', provider: 'twilio', verification: 'failed' });
+
+    const res = await get(twilioSign(TOKEN, url, {}));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/xml/);
+    expect(await res.text()).toBe(EMPTY_TWIML);
+    expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    const msg = s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE provider_message_id = ?').get(params.MessageSid) as any;
+    expect(msg).toMatchObject({ partner_id: p.partnerId, channel_type: 'sms', direction: 'inbound', from: '+14155557777', to: FROM });
+    expect(JSON.parse(msg.content)).toEqual({ kind: 'text', text: "it's me & you" });
+  });
+
   it('an SMS to a number no channel has is unroutable (answered 200 all the same)', async () => {
     const res = await twilioPost({ AccountSid: SID, MessageSid: 'SMx', From: '+14155551234', To: '+15550009999', Body: 'hi', SmsStatus: 'received' });
     expect(res.status).toBe(200);

@@ -6,7 +6,8 @@ import type { MessageStatus } from '../../core/statuses.js';
 import { header, isObject, jsonBody, mediaType, note, type WebhookHandler } from '../webhook-common.js';
 
 // Twilio status callbacks and inbound SMS (FACTS D2-D4): form-encoded params, signed with
-// X-Twilio-Signature = base64 HMAC-SHA1(auth token, URL + sorted key+value pairs). The URL is
+// X-Twilio-Signature = base64 HMAC-SHA1(auth token, URL + sorted key+value pairs); a webhook
+// set to GET carries the params in the query and is signed over the URL alone. The URL is
 // the one configured at Twilio; like twilio-node we accept it with and without the standard
 // port and with the query re-encoded, since Twilio's own signing is inconsistent there.
 // JSON bodies are signed through a bodySHA256 query parameter instead of params.
@@ -15,8 +16,11 @@ export type TwilioParams = Record<string, string | string[]>;
 
 interface TwilioPayload {
   params: TwilioParams;
-  /** JSON body: signed via ?bodySHA256=, params not part of the signature. */
-  json: boolean;
+  /**
+   * How the params came: a form body (signed as URL + params), a JSON body (signed via
+   * ?bodySHA256=, params not part of the signature), or a GET's query (signed as the URL alone).
+   */
+  from: 'form' | 'json' | 'query';
 }
 
 export function twilioSignature(authToken: string, url: string, params: TwilioParams): string {
@@ -71,10 +75,10 @@ export function validateTwilioBody(authToken: string, signature: string, url: st
   return validateTwilioSignature(authToken, signature, url, {}) && bodyOk;
 }
 
-function formParams(raw: Buffer): TwilioParams {
+function formParams(form: string): TwilioParams {
   // No prototype: a parameter named "constructor" or "__proto__" is just a parameter.
   const out: TwilioParams = Object.create(null);
-  for (const [k, v] of new URLSearchParams(raw.toString('utf8'))) {
+  for (const [k, v] of new URLSearchParams(form)) {
     const prev = out[k];
     out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
   }
@@ -152,17 +156,24 @@ export const twilioWebhook: WebhookHandler<TwilioPayload, string> = {
   kinds: ['twilio'],
   secretName: 'auth_token',
   parse(req) {
+    const twilioLike = (params: TwilioParams) => params.AccountSid !== undefined || params.MessageSid !== undefined || params.SmsSid !== undefined;
+    if (req.method === 'GET') {
+      if (header(req, 'x-twilio-signature') === undefined) return null;
+      const q = req.path.indexOf('?');
+      const params = formParams(q < 0 ? '' : req.path.slice(q + 1));
+      return twilioLike(params) ? { params, from: 'query' } : null;
+    }
     const type = mediaType(req);
     if (type === 'application/x-www-form-urlencoded') {
-      const params = formParams(req.raw);
-      return params.AccountSid !== undefined || params.MessageSid !== undefined || params.SmsSid !== undefined ? { params, json: false } : null;
+      const params = formParams(req.raw.toString('utf8'));
+      return twilioLike(params) ? { params, from: 'form' } : null;
     }
     if (type === 'application/json' && header(req, 'x-twilio-signature') !== undefined && /[?&]bodySHA256=/.test(req.path)) {
       const j = jsonBody(req);
       if (!isObject(j)) return null;
       const params: TwilioParams = {};
       for (const [k, v] of Object.entries(j)) if (typeof v === 'string' || typeof v === 'number') params[k] = String(v);
-      return { params, json: true };
+      return { params, from: 'json' };
     }
     return null;
   },
@@ -175,7 +186,9 @@ export const twilioWebhook: WebhookHandler<TwilioPayload, string> = {
     return sig ? { ok: true, sig } : { ok: false, reason: 'missing X-Twilio-Signature header' };
   },
   matches(req, p, sig, token) {
-    return p.json ? validateTwilioBody(token, sig, req.url, req.raw) : validateTwilioSignature(token, sig, req.url, p.params);
+    if (p.from === 'json') return validateTwilioBody(token, sig, req.url, req.raw);
+    // A GET has no body params: everything, ours (?gateway=) and Twilio's, is in the signed URL.
+    return validateTwilioSignature(token, sig, req.url, p.from === 'query' ? {} : p.params);
   },
   events,
 };
