@@ -72,7 +72,17 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (gw.status !== 'active') return { type: 'retry', error: `gateway ${gw.name} is disabled` };
 
     const wait = deps.shaper.take(gw.id, ratePerSecond(gw));
-    if (wait > MAX_INLINE_WAIT_MS) return { type: 'snooze', afterMs: wait };
+    if (wait > MAX_INLINE_WAIT_MS) {
+      // Waiting for the gateway's rate (a backlog on a 1/s Twilio number can wait hours): the
+      // claim marked it 'sending', but nothing is in flight, so the partner sees 'queued'.
+      return {
+        type: 'snooze',
+        afterMs: wait,
+        apply: () => {
+          stmt(ctx.db.sqlite, `UPDATE messages SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'sending'`).run(ctx.now(), m.id);
+        },
+      };
+    }
     if (wait > 0) await sleep(wait);
 
     // When the message was handed over: its sent_at. The provider stamps it later than this,

@@ -12,7 +12,7 @@ export type Apply = (db: Db) => void;
 export type JobResult =
   | { type: 'ok'; apply?: Apply }
   | { type: 'retry'; afterMs?: number; error: string; apply?: Apply }
-  | { type: 'snooze'; afterMs: number }
+  | { type: 'snooze'; afterMs: number; apply?: Apply }
   | { type: 'fail'; error: string; apply?: Apply };
 
 export interface KindHooks<P = any> {
@@ -124,6 +124,7 @@ function settleOnce(
     case 'snooze': {
       const afterMs = Math.max(0, Math.round(r.afterMs));
       if (!queue.snooze(job.id, afterMs, opts)) return lost(ctx, job);
+      r.apply?.(db);
       return { kind: 'snoozed', runAt: now + afterMs };
     }
     case 'retry': {

@@ -64,6 +64,26 @@ describe('per-gateway rate shaping', () => {
     for (const id of ids) expect(messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.error_code).toBeNull();
   });
 
+  it('a backlog waiting for its slot shows queued, not sending, and all of it goes out', async () => {
+    const p = setupPartner(s.ctx, { balance: '10' });
+    twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 2 });
+    const ids = await burst(
+      p.token,
+      SMS,
+      Array.from({ length: 8 }, (_, i) => ({ to: '+14155550123', text: `slow ${i}` })),
+    );
+    const statusOf = () => ids.map((id) => messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.status);
+    // Every job has been claimed once and put back to wait for its slot (~0.5 s apart).
+    await waitFor(() => statusOf().filter((st) => st === 'sent').length >= 1, 5_000, 'the first sent');
+    await new Promise((r) => setTimeout(r, 300));
+    const mid = statusOf();
+    expect(mid.filter((st) => st === 'queued').length, mid.join(',')).toBeGreaterThanOrEqual(4);
+    // At most the message whose slot is due is in flight.
+    expect(mid.filter((st) => st === 'sending').length, mid.join(',')).toBeLessThanOrEqual(1);
+    await waitFor(() => statusOf().every((st) => st === 'sent'), 10_000, '8 sent');
+    expect(twilio.requests).toHaveLength(8);
+  });
+
   it('two gateways are shaped independently', async () => {
     const a = setupPartner(s.ctx, { balance: '10' });
     const b = setupPartner(s.ctx, { balance: '10' });
