@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { ulid } from '../lib/ids.js';
 import type { Runtime } from '../runtime.js';
 import { errorHandler, sendError } from './errors.js';
+import { RateLimiter } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
 import { sendRoutes } from './routes/send.js';
 import { v1Routes } from './routes/v1/index.js';
@@ -25,10 +26,22 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     },
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // Requests the router refuses before any hook runs get our shape and X-Request-Id too.
+    frameworkErrors: (err, req, reply) => {
+      reply.header('x-request-id', req.id);
+      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, 'invalid_request', 'a path segment is too long: no id is that long', [], 414);
+      if (err.code === 'FST_ERR_BAD_URL') return sendError(reply, 'invalid_request', 'the URL is not valid: check its percent-encoding');
+      return errorHandler(err, req, reply);
+    },
   });
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    // Bodies are read as sent: a compressed one would reach the JSON parser as bytes.
+    const encoding = req.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      return sendError(reply, 'unsupported_media_type', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
+    }
   });
   app.addHook('onResponse', async (req, reply) => {
     // The path only: query strings carry secrets (Meta's hub.verify_token).
@@ -40,11 +53,11 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
 
   // Routes, one module per surface.
+  // One limiter for both partner APIs: a token's requests count together wherever they go.
+  const limiter = new RateLimiter();
   await app.register(healthRoutes, { rt });
-  await app.register(sendRoutes, { rt });
+  await app.register(sendRoutes, { rt, limiter });
   await app.register(webhooksInRoutes, { rt });
-  // [webhooks-in routes]
-  // [v1 routes]
-  await app.register(v1Routes, { rt, prefix: '/v1' });
+  await app.register(v1Routes, { rt, limiter, prefix: '/v1' });
   return app;
 }

@@ -33,13 +33,45 @@ export interface SendSpec {
   respond(m: MessageRow): { status: number; body: unknown };
 }
 
+/** How deep a partner's JSON may nest: far beyond any request shape, short of what recursion and clients choke on. */
+export const MAX_JSON_DEPTH = 32;
+
+// A lone UTF-16 surrogate: valid in JSON text (\ud800), not valid Unicode, and SQLite would
+// store it as U+FFFD, so what is read back would differ from what was accepted.
+const LONE_SURROGATE = /\p{Cs}/u;
+
 export function parseJsonBody(raw: unknown): unknown {
   if (typeof raw !== 'string') return raw;
   if (raw.trim() === '') throw new AppError('invalid_json', 'the body is empty; send a JSON object');
+  let value: unknown;
   try {
-    return JSON.parse(raw);
+    value = JSON.parse(raw);
   } catch {
     throw new AppError('invalid_json', 'the body is not valid JSON');
+  }
+  checkJsonValue(value);
+  return value;
+}
+
+/** Depth and Unicode checks over a parsed body, without recursion (a deep body must not blow the stack). */
+function checkJsonValue(root: unknown) {
+  const stack: [unknown, number][] = [[root, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v)) throw new AppError('invalid_json', 'the body has a string with an unpaired UTF-16 surrogate (e.g. \\ud800 alone): not valid Unicode');
+      continue;
+    }
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > MAX_JSON_DEPTH) throw new AppError('invalid_json', `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
+    if (Array.isArray(v)) {
+      for (const item of v) stack.push([item, depth + 1]);
+    } else {
+      for (const [k, item] of Object.entries(v)) {
+        if (LONE_SURROGATE.test(k)) throw new AppError('invalid_json', 'the body has a key with an unpaired UTF-16 surrogate: not valid Unicode');
+        stack.push([item, depth + 1]);
+      }
+    }
   }
 }
 

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load.js';
 import { startServer, type Server } from '../../src/server.js';
 import type { CoreCtx } from '../../src/core/context.js';
-import { createPartner } from '../../src/core/partners.js';
+import { createPartner, setPartnerLimits } from '../../src/core/partners.js';
 import { issueToken } from '../../src/core/tokens.js';
 import { addGateway } from '../../src/core/gateways.js';
 import { assignChannel } from '../../src/core/channels.js';
@@ -65,10 +65,11 @@ export interface PartnerSetup {
 /** A partner with a token, optional funds and prices. */
 export function setupPartner(
   ctx: CoreCtx,
-  opts: { slug?: string; scopes?: string; balance?: string; credit?: string; prices?: Record<string, string> } = {},
+  opts: { slug?: string; scopes?: string; balance?: string; credit?: string; prices?: Record<string, string>; rateLimitPerMinute?: number } = {},
 ): PartnerSetup {
   const slug = opts.slug ?? `p${Math.random().toString(36).slice(2, 10)}`;
   const p = createPartner(ctx, { slug, name: slug, creditLimit: opts.credit ? parseMoney(opts.credit) : 0 }, 'test');
+  if (opts.rateLimitPerMinute !== undefined) setPartnerLimits(ctx, p.id, { rateLimitPerMinute: opts.rateLimitPerMinute }, 'test');
   if (opts.balance && parseMoney(opts.balance) > 0) topup(ctx, p.id, parseMoney(opts.balance), null, 'test');
   for (const [channel, amount] of Object.entries(opts.prices ?? {})) {
     setPrice(ctx, { channel, amount: parseMoney(amount), partner: p.id }, 'test');

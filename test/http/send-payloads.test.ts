@@ -62,6 +62,14 @@ describe('POST /api/send-sms.php', () => {
     expect(fields(await invalid(SMS, { to: '+14155550123', text: '' }))).toEqual(['text']);
   });
 
+  it('a field of the wrong type says so, not that it is missing', async () => {
+    const d = await invalid(SMS, { to: 14155550123, text: 5 });
+    expect(d.map((x) => [x.field, x.message])).toEqual([
+      ['to', 'must be a string: a phone number in E.164 format, e.g. +14155550123'],
+      ['text', 'must be a string: the message text'],
+    ]);
+  });
+
   it('takes 1600 characters and refuses 1601', async () => {
     const d = await invalid(SMS, { to: '+14155550123', text: 'a'.repeat(1601) });
     expect(d).toEqual([{ field: 'text', message: 'must be at most 1600 characters' }]);
@@ -161,6 +169,9 @@ describe('POST /api/send-whatsapp.php', () => {
     });
     // type defaults to text
     expect((await ok(WHATSAPP, { to: '+14155550123', text: 'hi' })).channel_type).toBe('whatsapp');
+    // Characters are counted as SMS counts them: an emoji (two UTF-16 units) is one.
+    expect((await ok(WHATSAPP, { to: '+14155550123', text: '😀'.repeat(4096) })).channel_type).toBe('whatsapp');
+    expect(await invalid(WHATSAPP, { to: '+14155550123', text: '😀'.repeat(4097) })).toEqual([{ field: 'text', message: 'must be at most 4096 characters on whatsapp' }]);
   });
 
   it('Messenger: a page-scoped id and at most 2000 characters', async () => {

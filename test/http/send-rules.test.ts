@@ -243,6 +243,69 @@ describe('HTTP envelope', () => {
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
   });
 
+  it('the send API is rate limited per token, together with /v1: RateLimit-* on every answer, then 429 with Retry-After', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '10', rateLimitPerMinute: 3 });
+    const first = await send(s.url, SMS, VALID[SMS], p.token);
+    expect(first.status).toBe(200);
+    expect([first.headers.get('ratelimit-limit'), first.headers.get('ratelimit-remaining')]).toEqual(['3', '2']);
+    // A /v1 read spends from the same allowance.
+    const v1 = await fetch(`${s.url}/v1/messages/${first.body.id}`, { headers: { authorization: `Bearer ${p.token}` } });
+    expect([v1.status, v1.headers.get('ratelimit-remaining')]).toEqual([200, '1']);
+    expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
+    const refused = await send(s.url, SMS, VALID[SMS], p.token);
+    expectError(refused, 429, 'rate_limited');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
+    // Another partner's token has its own allowance.
+    const other = sandboxPartner(s.ctx, { balance: '10' });
+    expect((await send(s.url, SMS, VALID[SMS], other.token)).status).toBe(200);
+  });
+
+  it('a compressed body is 415: msgd reads bodies as sent', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const { gzipSync } = await import('node:zlib');
+    const r = await raw(SMS, {
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', authorization: `Bearer ${p.token}` },
+      body: gzipSync(JSON.stringify(VALID[SMS])),
+    });
+    expectError(r, 415, 'unsupported_media_type');
+    expect(r.body.error.message).toContain('gzip');
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+  });
+
+  it('a URL the router cannot read is answered in the error shape with a request id', async () => {
+    const bad = await fetch(`${s.url}/v1/messages/%ZZ`);
+    expectError({ status: bad.status, body: await bad.json(), headers: bad.headers }, 400, 'invalid_request');
+    const long = await fetch(`${s.url}/v1/messages/msg_${'x'.repeat(200)}`);
+    expectError({ status: long.status, body: await long.json(), headers: long.headers }, 414, 'invalid_request');
+  });
+
+  it('JSON nested past 32 levels, or with an unpaired surrogate, is 400 invalid_json and changes nothing', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${p.token}` };
+    const deep = `{"to":"+14155550123","text":"hi","extra":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+    for (const idem of [{}, { 'idempotency-key': 'deep-1' }]) {
+      const r = await raw(SMS, { headers: { ...headers, ...idem }, body: deep });
+      expectError(r, 400, 'invalid_json');
+      expect(r.body.error.message).toContain('32 levels');
+    }
+    const ok32 = `{"to":"+14155550123","text":"hi","extra":${'['.repeat(31)}${']'.repeat(31)}}`;
+    expect((await raw(SMS, { headers, body: ok32 })).status).toBe(200);
+    const contact = await fetch(`${s.url}/v1/contacts`, {
+      method: 'POST',
+      headers,
+      body: `{"email":"deep@example.com","attributes":{"a":${'{"b":'.repeat(4000)}1${'}'.repeat(4000)}}}`,
+    });
+    expect(contact.status).toBe(400);
+    expect((await contact.json()).error.code).toBe('invalid_json');
+    const lone = await raw(SMS, { headers, body: '{"to":"+14155550123","text":"broken \\ud800 half"}' });
+    expectError(lone, 400, 'invalid_json');
+    expect(lone.body.error.message).toContain('surrogate');
+    const pair = await raw(SMS, { headers, body: '{"to":"+14155550123","text":"whole \\ud83d\\ude00 pair"}' });
+    expect(pair.status).toBe(200);
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
+  });
+
   it('X-Request-Id is on every answer; a sane caller id is echoed, a hostile one replaced', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const mine = await send(s.url, SMS, VALID[SMS], p.token, { 'x-request-id': 'partner-trace.42' });

@@ -15,9 +15,20 @@ export const LIMITS = {
   textBytes: 512 * 1024,
 };
 
+/** A required string field: "required: <what>" when missing, "must be a string" when of another type. */
+export function requiredString(what: string) {
+  return z.string({ error: (iss) => (iss.input === undefined ? `required: ${what}` : `must be a string: ${what}`) });
+}
+
+/** Characters as code points (an emoji is one), as zod's string max counts them. */
+export function charCount(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
 // One parse per number (the max-metadata validity check is the costliest step of a send).
-export const e164 = z
-  .string({ error: 'required: a phone number in E.164 format, e.g. +14155550123' })
+export const e164 = requiredString('a phone number in E.164 format, e.g. +14155550123')
   .transform((v, ctx) => {
     const n = normalizeE164(v);
     if (n !== null) return n;
@@ -30,25 +41,22 @@ const bytes = (max: number, label: string) =>
 
 export const smsBody = z.object({
   to: e164,
-  text: z
-    .string({ error: 'required: the message text' })
+  text: requiredString('the message text')
     .min(1, 'must not be empty')
     .max(LIMITS.smsText, `must be at most ${LIMITS.smsText} characters`),
 });
 
-export const emailAddress = z
-  .string({ error: 'required: an email address' })
+export const emailAddress = requiredString('an email address')
   .refine(isEmail, 'must be a valid email address')
   .transform((v) => v.trim());
 
 export const emailBody = z.object({
   to: emailAddress,
-  subject: z
-    .string({ error: 'required: the subject line' })
+  subject: requiredString('the subject line')
     .min(1, 'must not be empty')
     .max(LIMITS.subject, `must be at most ${LIMITS.subject} characters`)
     .refine((v) => !/[\r\n]/.test(v), 'must not contain line breaks'),
-  html: z.string({ error: 'required: the HTML body' }).min(1, 'must not be empty').pipe(bytes(LIMITS.htmlBytes, 'html')),
+  html: requiredString('the HTML body').min(1, 'must not be empty').pipe(bytes(LIMITS.htmlBytes, 'html')),
   text: bytes(LIMITS.textBytes, 'text').optional(),
   from_name: z
     .string()
@@ -75,7 +83,7 @@ type TemplateObject = z.infer<typeof templateObject>;
 export const whatsappBody = z
   .object({
     channel: z.enum(['whatsapp', 'messenger', 'instagram'], { error: 'must be whatsapp, messenger or instagram' }).optional(),
-    to: z.string({ error: 'required: the recipient' }).min(1, 'must not be empty'),
+    to: requiredString('the recipient').min(1, 'must not be empty'),
     type: z.enum(['text', 'template'], { error: 'must be "text" or "template"' }).default('text'),
     text: z.string({ error: 'must be a string' }).optional(),
     // Checked below, field by field: a union would report one opaque "Invalid input".
@@ -104,7 +112,7 @@ export const whatsappBody = z
       if (b.type === 'text') {
         const max = channel === 'whatsapp' ? LIMITS.whatsappText : channel === 'messenger' ? LIMITS.messengerText : LIMITS.instagramText;
         if (typeof b.text !== 'string' || b.text.length === 0) add(['text'], 'required: the message text');
-        else if (b.text.length > max) add(['text'], `must be at most ${max} characters on ${channel}`);
+        else if (charCount(b.text) > max) add(['text'], `must be at most ${max} characters on ${channel}`);
       } else if (b.type === 'template') {
         if (channel !== 'whatsapp') add(['type'], 'templates are a WhatsApp feature; use type "text" on messenger and instagram');
         const t = b.template as unknown;

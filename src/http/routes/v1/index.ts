@@ -24,7 +24,7 @@ declare module 'fastify' {
   }
 }
 
-export const v1Routes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
@@ -56,7 +56,6 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt })
     transformObject: jsonSchemaTransformObject,
   });
 
-  const limiter = new RateLimiter();
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
   app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
 
