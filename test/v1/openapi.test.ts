@@ -1,3 +1,4 @@
+import Ajv2020 from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, startV1 } from './helpers.js';
@@ -51,6 +52,31 @@ describe('GET /v1/openapi.json', () => {
       expect(o.summary, op).toBeTruthy();
       for (const code of ['401', '403', '429']) expect(resolve(o.responses[code].content['application/json'].schema), `${op} ${code}`).toHaveProperty('properties.error');
     }
+  });
+
+  it('is valid JSON Schema 2020-12 throughout (what OpenAPI 3.1 tools check), and names every operation', () => {
+    const ajv = new Ajv2020({ strict: false });
+    const schemas: [string, unknown][] = Object.entries(doc.components.schemas);
+    for (const [path, item] of Object.entries(doc.paths) as [string, any][]) {
+      for (const [m, o] of Object.entries(item) as [string, any][]) {
+        const body = o.requestBody?.content?.['application/json']?.schema;
+        if (body) schemas.push([`${m} ${path} body`, body]);
+        for (const p of o.parameters ?? []) schemas.push([`${m} ${path} ${p.name}`, p.schema]);
+        for (const [code, r] of Object.entries(o.responses ?? {}) as [string, any][]) {
+          const sch = r.content?.['application/json']?.schema;
+          if (sch) schemas.push([`${m} ${path} ${code}`, sch]);
+        }
+      }
+    }
+    for (const [name, schema] of schemas) expect(ajv.validateSchema(schema as object), `${name}: ${ajv.errorsText()}`).toBe(true);
+    expect(JSON.stringify(doc)).not.toContain('"$id"');
+    const ids = OPERATIONS.map((op) => {
+      const [m, p] = op.split(' ');
+      return doc.paths[p][m].operationId;
+    });
+    for (const id of ids) expect(id).toMatch(/^[a-z][A-Za-z]+$/);
+    expect(new Set(ids).size).toBe(OPERATIONS.length);
+    expect(doc.paths['/v1/conversations'].get.operationId).toBe('listConversations');
   });
 
   it('documents request bodies and query parameters from the validating schemas', () => {

@@ -80,7 +80,24 @@ export function pruneComponents(doc: Doc): Doc {
     }
   };
   visit(doc.paths);
-  return { ...doc, components: { ...doc.components, schemas: Object.fromEntries(Object.entries(all).filter(([k]) => keep.has(k))) } };
+  const schemas = Object.fromEntries(Object.entries(all).filter(([k]) => keep.has(k)).map(([k, v]) => [k, withoutIds(v)]));
+  return { ...doc, components: { ...doc.components, schemas } };
+}
+
+/**
+ * The zod transform leaves "$id": "#/components/schemas/<Name>" on each component. JSON
+ * Schema 2020-12 (OpenAPI 3.1's dialect) forbids a fragment in $id, so validators and client
+ * generators refuse the document; the component's name is its identity already.
+ */
+function withoutIds(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(withoutIds);
+  if (!v || typeof v !== 'object') return v;
+  const out: Doc = {};
+  for (const [k, x] of Object.entries(v)) {
+    if ((k === '$id' && typeof x === 'string' && x.includes('#')) || k === '$schema') continue;
+    out[k] = withoutIds(x);
+  }
+  return out;
 }
 
 export const openapiRoutes: FastifyPluginAsync<{ rt: Runtime; root: FastifyInstance }> = async (app, { root }) => {

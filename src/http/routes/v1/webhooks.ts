@@ -32,7 +32,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Register an endpoint',
+        summary: 'Register an endpoint', operationId: 'createWebhookEndpoint',
         description:
           'Scope webhooks:manage. HTTPS only; a URL whose host resolves to a loopback, private, link-local, CGNAT or metadata ' +
           'address is refused (url_not_allowed). The response holds the signing secret: it is never shown again.',
@@ -58,7 +58,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'The partner’s endpoints (without secrets)',
+        summary: 'The partner’s endpoints (without secrets)', operationId: 'listWebhookEndpoints',
         description: 'Scope webhooks:manage. A disabled endpoint says why in disabled_reason.',
         security: SECURITY,
         querystring: pageQuery,
@@ -77,7 +77,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
     '/webhooks/:id',
     {
       onRequest: scope,
-      schema: { tags: ['webhooks'], summary: 'One endpoint (without its secret)', security: SECURITY, params: idParams, response: responses({ 200: webhookOut }, [404]) },
+      schema: { tags: ['webhooks'], summary: 'One endpoint (without its secret)', operationId: 'getWebhookEndpoint', security: SECURITY, params: idParams, response: responses({ 200: webhookOut }, [404]) },
     },
     async (req) => {
       const e = getEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id);
@@ -92,7 +92,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Delete an endpoint',
+        summary: 'Delete an endpoint', operationId: 'deleteWebhookEndpoint',
         description: 'Scope webhooks:manage. Deliveries still waiting for it are cancelled.',
         security: SECURITY,
         params: idParams,
@@ -111,7 +111,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Issue a new signing secret',
+        summary: 'Issue a new signing secret', operationId: 'rotateWebhookSecret',
         description:
           `Scope webhooks:manage. The new secret signs from now on; the previous one keeps signing beside it for ` +
           `${cfg.rotationGraceHours} h (two signatures in webhook-signature, X-Msgd-Signature-Previous), then stops.`,
@@ -134,7 +134,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Send a webhook.test event to this endpoint',
+        summary: 'Send a webhook.test event to this endpoint', operationId: 'testWebhookEndpoint',
         description: 'Scope webhooks:manage. Signed and retried like any event, sent to this endpoint only. 409 while it is disabled.',
         security: SECURITY,
         params: idParams,
