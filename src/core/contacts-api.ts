@@ -1,4 +1,5 @@
 import { stmt } from '../db/stmt.js';
+import { contactEmail } from '../lib/email.js';
 import { AppError } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { CoreCtx } from './context.js';
@@ -29,7 +30,8 @@ const API_NAME: Record<(typeof KEYS)[number], string> = {
 export const MAX_ATTRIBUTES_BYTES = 16 * 1024;
 
 /** Create, or update the one contact the given addresses point at. In one transaction. */
-export function upsertContact(ctx: CoreCtx, partnerId: string, input: ContactInput): { contact: ContactRow; created: boolean } {
+export function upsertContact(ctx: CoreCtx, partnerId: string, given: ContactInput): { contact: ContactRow; created: boolean } {
+  const input: ContactInput = given.email === undefined ? given : { ...given, email: contactEmail(given.email) };
   const db = ctx.db.sqlite;
   return db.transaction(() => {
     const matches = new Map<string, { row: ContactRow; keys: string[] }>();
@@ -124,7 +126,7 @@ export function listContacts(ctx: CoreCtx, partnerId: string, f: ContactFilter, 
   }
   if (f.email !== undefined) {
     where.push('email = @email');
-    params.email = f.email;
+    params.email = contactEmail(f.email);
   }
   if (f.q) {
     where.push(`(name LIKE @q ESCAPE '\\' OR phone LIKE @q ESCAPE '\\' OR email LIKE @q ESCAPE '\\')`);

@@ -1,4 +1,5 @@
 import { stmt } from '../db/stmt.js';
+import { contactEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
@@ -49,6 +50,7 @@ export function findOrCreateContact(
   opts: { name?: string | null; inboundAt?: number } = {},
 ): { contact: ContactRow; created: boolean } {
   const key = contactKeyFor(channel);
+  if (key === 'email') address = contactEmail(address);
   const db = ctx.db.sqlite;
   const found = stmt<[string, string], ContactRow>(db, `SELECT * FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(
     partnerId,

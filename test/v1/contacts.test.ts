@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contactOut, pageOf } from '../../src/http/schemas/v1.js';
-import type { TestServer } from '../helpers/server.js';
+import { setupPartner, type TestServer } from '../helpers/server.js';
 import { call, richPartner, startV1 } from './helpers.js';
 
 let server: TestServer;
@@ -71,6 +71,34 @@ describe('POST /v1/contacts (upsert)', () => {
     expect(m.body.contact_id).toBe(ct.body.id);
     const conv = await get(`/v1/conversations/${m.body.conversation_id}`);
     expect(conv.body.contact).toMatchObject({ id: ct.body.id, name: 'Known' });
+  });
+});
+
+describe('email addresses are one contact whatever their case', () => {
+  it('upsert, list filter and sends find the same contact; the message goes to the address as written', async () => {
+    const a = await post({ email: 'Case.Test@Example.COM', name: 'Cased' });
+    expect(a.status).toBe(201);
+    expect(a.body.email).toBe('case.test@example.com');
+    const again = await post({ email: 'case.test@example.com' });
+    expect([again.status, again.body.id]).toEqual([200, a.body.id]);
+    expect((await get('/v1/contacts?email=CASE.TEST@example.com')).body.data.map((c: any) => c.id)).toEqual([a.body.id]);
+    const sent = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: 'CASE.test@EXAMPLE.com', subject: 'Hi', body: 'hello' } });
+    expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+    const m = await get(`/v1/messages/${sent.body.id}`);
+    expect(m.body).toMatchObject({ contact_id: a.body.id, to: 'CASE.test@EXAMPLE.com' });
+  });
+
+  it('the 0003 migration lowercases stored addresses, except where two contacts would collide', async () => {
+    const { readFileSync } = await import('node:fs');
+    const db = server.ctx.db.sqlite;
+    const partner = setupPartner(server.ctx).partnerId;
+    const ins = db.prepare(`INSERT INTO contacts (id, partner_id, email, attributes, created_at, updated_at) VALUES (?, ?, ?, '{}', 1, 1)`);
+    ins.run('ct_mig1', partner, 'Old.Mixed@Example.com');
+    ins.run('ct_mig2', partner, 'DUP@example.com');
+    ins.run('ct_mig3', partner, 'dup@example.com');
+    db.exec(readFileSync(new URL('../../migrations/0003_contact_emails_lowercase.sql', import.meta.url), 'utf8'));
+    const email = (id: string) => (db.prepare('SELECT email FROM contacts WHERE id = ?').get(id) as { email: string }).email;
+    expect([email('ct_mig1'), email('ct_mig2'), email('ct_mig3')]).toEqual(['old.mixed@example.com', 'DUP@example.com', 'dup@example.com']);
   });
 });
 
