@@ -42,6 +42,25 @@ function status(sid: string, st: string, extra: TwilioParams = {}): TwilioParams
   return { AccountSid: SID, ApiVersion: '2010-04-01', From: FROM, MessageSid: sid, MessageStatus: st, SmsSid: sid, SmsStatus: st, To: '+14155552671', RawDlrDoneDate: '2508171206', ...extra };
 }
 
+/** An inbound SMS as Twilio posts it (FACTS D3). */
+function inboundSms(sid: string, from: string, body: string, extra: TwilioParams = {}): TwilioParams {
+  return {
+    ToCountry: 'US',
+    SmsMessageSid: sid,
+    NumMedia: '0',
+    Body: body,
+    From: from,
+    To: FROM,
+    MessageSid: sid,
+    SmsSid: sid,
+    SmsStatus: 'received',
+    AccountSid: SID,
+    NumSegments: '1',
+    ApiVersion: '2010-04-01',
+    ...extra,
+  };
+}
+
 async function sentSms(text: string) {
   const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155552671', text }, p.token);
   expect(res.status).toBe(200);
@@ -115,22 +134,11 @@ describe('Twilio status callbacks', () => {
 
 describe('Twilio inbound SMS', () => {
   it('stores text and MediaUrlN as media references and answers empty TwiML', async () => {
-    const params: TwilioParams = {
-      ToCountry: 'US',
-      MediaContentType0: 'image/jpeg',
-      SmsMessageSid: 'MM90c6fc909d8504d45ecdb3a3d5b3556e',
+    const params = inboundSms('MM90c6fc909d8504d45ecdb3a3d5b3556e', '+14155551234', 'look at this', {
       NumMedia: '1',
-      Body: 'look at this',
-      From: '+14155551234',
-      To: FROM,
-      MessageSid: 'MM90c6fc909d8504d45ecdb3a3d5b3556e',
-      SmsSid: 'MM90c6fc909d8504d45ecdb3a3d5b3556e',
-      SmsStatus: 'received',
-      AccountSid: SID,
-      NumSegments: '1',
+      MediaContentType0: 'image/jpeg',
       MediaUrl0: 'https://api.twilio.com/2010-04-01/Accounts/AC/Messages/MM/Media/ME1',
-      ApiVersion: '2010-04-01',
-    };
+    });
     // Twilio calls the number's webhook URL, which carries no gateway hint.
     const res = await twilioPost(params, { url: `${s.url}/api/webhook.php` });
     expect(res.status).toBe(200);
@@ -148,20 +156,7 @@ describe('Twilio inbound SMS', () => {
   });
 
   it('takes an inbound SMS webhook set to HTTP GET: params in the query, signed over the URL alone', async () => {
-    const params: TwilioParams = {
-      ToCountry: 'US',
-      SmsMessageSid: 'SM1f0e8ae6ade43cb3c0ce4525424e404f',
-      NumMedia: '0',
-      Body: "it's me & you",
-      From: '+14155557777',
-      To: FROM,
-      MessageSid: 'SM1f0e8ae6ade43cb3c0ce4525424e404f',
-      SmsSid: 'SM1f0e8ae6ade43cb3c0ce4525424e404f',
-      SmsStatus: 'received',
-      AccountSid: SID,
-      NumSegments: '1',
-      ApiVersion: '2010-04-01',
-    };
+    const params = inboundSms('SM1f0e8ae6ade43cb3c0ce4525424e404f', '+14155557777', "it's me & you");
     const url = `${s.url}/api/webhook.php?${new URLSearchParams(params as Record<string, string>)}`;
     const get = (signature: string) => fetch(url, { headers: { 'x-twilio-signature': signature } });
     const bad = await get(twilioSign(TOKEN, url, params));
