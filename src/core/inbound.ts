@@ -213,10 +213,10 @@ function inbound(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'message' }>, 
   return { ok: true };
 }
 
-// Failures are left alone: a watermark says what arrived, and a failed message never did.
 /** How far msgd's clock may run ahead of the provider's before a watermark misses a message. */
 export const WATERMARK_SLACK_MS = 1000;
 
+// Failures are left alone: a watermark says what arrived, and a failed message never did.
 const WATERMARKABLE: Record<'delivered' | 'read', string> = {
   delivered: `('sending','sent','deferred')`,
   read: `('sending','sent','deferred','delivered')`,

@@ -6,8 +6,8 @@ import { errorHandler, sendError } from '../errors.js';
 
 // Provider webhooks in. One URL takes WhatsApp, Twilio, SendGrid and sandbox events, the
 // other Messenger and Instagram (either takes any, so a mixed-up registration still works);
-// both answer Meta's GET handshake, and Twilio webhooks set to GET. Bodies are kept as raw bytes in this plugin's scope only:
-// every signature is over the body exactly as received.
+// both answer Meta's GET handshake and take Twilio webhooks set to GET. Bodies are kept as raw
+// bytes in this plugin's scope only: every signature is over the body exactly as received.
 
 export const WEBHOOK_PATHS = ['/api/webhook.php', '/api/webhook-messenger.php'] as const;
 export const EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>';
@@ -74,7 +74,9 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
   for (const path of WEBHOOK_PATHS) {
     app.get(path, async (req, reply) => {
       // Twilio set to call its webhook with GET: the params are in the signed URL.
-      if (req.headers['x-twilio-signature'] !== undefined) return answer(reply, await intake.receive({ ...incoming(req), raw: Buffer.alloc(0) }));
+      if (req.headers['x-twilio-signature'] !== undefined) {
+        return answer(reply, await intake.receive({ ...incoming(req), raw: Buffer.alloc(0) }));
+      }
       const q = (req.query ?? {}) as Record<string, unknown>;
       const token = q['hub.verify_token'];
       const challenge = q['hub.challenge'];

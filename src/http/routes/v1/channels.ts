@@ -13,7 +13,8 @@ export const channelRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: requireScope(rt, 'channels:read'),
       schema: {
         tags: ['channels'],
-        summary: "The partner's connected channels", operationId: 'listChannels',
+        summary: "The partner's connected channels",
+        operationId: 'listChannels',
         description:
           'Scope channels:read. One per channel type at most: its sender address, provider and health from the outcomes of ' +
           'the last 15 minutes of sends (ok, degraded, down, disabled, unknown when nothing was sent). Never credentials. ' +

@@ -16,7 +16,8 @@ export const contactRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: requireScope(rt, 'contacts:write'),
       schema: {
         tags: ['contacts'],
-        summary: 'Create or update a contact', operationId: 'upsertContact',
+        summary: 'Create or update a contact',
+        operationId: 'upsertContact',
         description:
           'Scope contacts:write. The contact is found by any address given (phone, email, messenger_psid, instagram_igsid): ' +
           'if one exists it is updated (200), otherwise created (201). Addresses of two different contacts are a 409. ' +
@@ -46,7 +47,8 @@ export const contactRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: requireScope(rt, 'contacts:read'),
       schema: {
         tags: ['contacts'],
-        summary: "The partner's contacts, newest first", operationId: 'listContacts',
+        summary: "The partner's contacts, newest first",
+        operationId: 'listContacts',
         description: 'Scope contacts:read (contacts:write includes it). Search with q, or look up one address with phone or email.',
         security: SECURITY,
         querystring: contactsQuery,
@@ -67,7 +69,8 @@ export const contactRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: requireScope(rt, 'contacts:read'),
       schema: {
         tags: ['contacts'],
-        summary: 'One contact', operationId: 'getContact',
+        summary: 'One contact',
+        operationId: 'getContact',
         description: 'Scope contacts:read.',
         security: SECURITY,
         params: idParams,

@@ -28,7 +28,8 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (ap
       onRequest: requireScope(rt, 'conversations:read'),
       schema: {
         tags: ['conversations'],
-        summary: "The partner's conversations, newest first", operationId: 'listConversations',
+        summary: "The partner's conversations, newest first",
+        operationId: 'listConversations',
         description:
           'Scope conversations:read. Filters combine. To sync changes, page with sort=updated_at&updated_since=<last sync>: ' +
           'conversations with new activity move to the end of that order, so none is missed.',
@@ -69,7 +70,8 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (ap
       onRequest: requireScope(rt, 'conversations:read'),
       schema: {
         tags: ['conversations'],
-        summary: 'A conversation with a page of its messages', operationId: 'getConversation',
+        summary: 'A conversation with a page of its messages',
+        operationId: 'getConversation',
         description: 'Scope conversations:read. Messages newest first (order=desc, default) or oldest first (order=asc).',
         security: SECURITY,
         params: idParams,

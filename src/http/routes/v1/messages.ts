@@ -23,7 +23,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       validatorCompiler: inHandler,
       schema: {
         tags: ['messages'],
-        summary: 'Send a message on any connected channel', operationId: 'sendMessage',
+        summary: 'Send a message on any connected channel',
+        operationId: 'sendMessage',
         description:
           'Scope messages:send. Priced and debited before it is queued; the same rules as the send API: 401, 403 (scope, ' +
           'suspended, channel not assigned), 402 insufficient_balance when balance and credit are exhausted, 400 invalid ' +
@@ -64,7 +65,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: requireScope(rt, 'messages:read'),
       schema: {
         tags: ['messages'],
-        summary: 'A message with its status history', operationId: 'getMessage',
+        summary: 'A message with its status history',
+        operationId: 'getMessage',
         description: 'Scope messages:read. Outbound and inbound messages of this partner.',
         security: SECURITY,
         params: idParams,

@@ -32,7 +32,8 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Register an endpoint', operationId: 'createWebhookEndpoint',
+        summary: 'Register an endpoint',
+        operationId: 'createWebhookEndpoint',
         description:
           'Scope webhooks:manage. HTTPS only; a URL whose host resolves to a loopback, private, link-local, CGNAT or metadata ' +
           'address is refused (url_not_allowed). The response holds the signing secret: it is never shown again.',
@@ -58,7 +59,8 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'The partner’s endpoints (without secrets)', operationId: 'listWebhookEndpoints',
+        summary: 'The partner’s endpoints (without secrets)',
+        operationId: 'listWebhookEndpoints',
         description: 'Scope webhooks:manage. A disabled endpoint says why in disabled_reason.',
         security: SECURITY,
         querystring: pageQuery,
@@ -92,7 +94,8 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Delete an endpoint', operationId: 'deleteWebhookEndpoint',
+        summary: 'Delete an endpoint',
+        operationId: 'deleteWebhookEndpoint',
         description: 'Scope webhooks:manage. Deliveries still waiting for it are cancelled.',
         security: SECURITY,
         params: idParams,
@@ -111,7 +114,8 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Issue a new signing secret', operationId: 'rotateWebhookSecret',
+        summary: 'Issue a new signing secret',
+        operationId: 'rotateWebhookSecret',
         description:
           `Scope webhooks:manage. The new secret signs from now on; the previous one keeps signing beside it for ` +
           `${cfg.rotationGraceHours} h (two signatures in webhook-signature, X-Msgd-Signature-Previous), then stops.`,
@@ -134,7 +138,8 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       onRequest: scope,
       schema: {
         tags: ['webhooks'],
-        summary: 'Send a webhook.test event to this endpoint', operationId: 'testWebhookEndpoint',
+        summary: 'Send a webhook.test event to this endpoint',
+        operationId: 'testWebhookEndpoint',
         description: 'Scope webhooks:manage. Signed and retried like any event, sent to this endpoint only. 409 while it is disabled.',
         security: SECURITY,
         params: idParams,
