@@ -1,5 +1,8 @@
 import type { Command } from 'commander';
 import { JobQueue, type DeadTarget, type Job } from '../jobs/queue.js';
+import { getMessageRow } from '../core/messages.js';
+import { DISPATCH_JOB } from '../jobs/dispatch-accept.js';
+import { AppError, notFound } from '../lib/errors.js';
 import { iso } from '../lib/time.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
@@ -56,9 +59,42 @@ function target(ref: string | undefined, opts: { kind?: string; all?: boolean })
   return Number(ref);
 }
 
+/**
+ * Why a dead job cannot usefully run again, or null. A dispatch job dies in the transaction
+ * that fails its message (refunded, or held when it may have reached the provider): run again,
+ * it would find the message settled and send nothing.
+ */
+function unretryable(cli: Cli, job: Job): string | null {
+  if (job.kind !== DISPATCH_JOB) return null;
+  const m = getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
+  if (!m) return 'its message no longer exists';
+  if (m.status === 'queued' || m.status === 'sending') return null;
+  const money = m.refunded ? 'refunded' : m.price > 0 ? 'price held' : 'no charge';
+  return `message ${m.id} is already ${m.status}${m.error_code ? ` (${m.error_code})` : ''}, ${money}: the partner sends it again as a new message`;
+}
+
 function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
-  const n = queueOf(cli).retryDead(target(ref, opts));
-  return { json: { retried: n }, text: lines(`${n} dead job(s) queued again; a running msgd picks them up within a second.`) };
+  const t = target(ref, opts);
+  const queue = queueOf(cli);
+  const jobs = queue.deadJobs(t);
+  if (typeof t === 'number' && jobs.length === 0) throw notFound('dead job', String(t));
+  const skipped: { id: number; reason: string }[] = [];
+  let retried = 0;
+  cli.ctx.db.sqlite.transaction(() => {
+    for (const j of jobs) {
+      const reason = unretryable(cli, j);
+      if (reason) skipped.push({ id: j.id, reason });
+      else retried += queue.retryDead(j.id);
+    }
+  })();
+  if (typeof t === 'number' && retried === 0) throw new AppError('conflict', `dead job ${t} not retried: ${skipped[0].reason}`);
+  return {
+    json: { retried, skipped },
+    text: lines(
+      `${retried} dead job(s) queued again; a running msgd picks them up within a second.`,
+      ...skipped.map((x) => `not retried: job ${x.id}: ${x.reason}`),
+    ),
+  };
 }
 
 function remove(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {

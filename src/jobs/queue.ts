@@ -293,6 +293,12 @@ export class JobQueue {
     return rows.map(toJob);
   }
 
+  /** The dead jobs a target names (an id, a kind, or all), oldest first. */
+  deadJobs(target: DeadTarget): Job[] {
+    const [where, params] = deadWhere(target);
+    return (this.db.sqlite.prepare(`SELECT * FROM jobs WHERE state = 'dead'${where} ORDER BY id`).all(...params) as Row[]).map(toJob);
+  }
+
   /** Give dead jobs a fresh set of attempts, to run now. Returns how many. */
   retryDead(target: DeadTarget, now: number = this.now()): number {
     const [where, params] = deadWhere(target);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestCtx, type TestCtx } from '../core/ctx.js';
-import { createOutbound, flagUncertain } from '../../src/core/messages.js';
+import { applyStatus, createOutbound, flagUncertain, getMessageRow } from '../../src/core/messages.js';
 import { JobQueue } from '../../src/jobs/queue.js';
 import { connect, setupPartner } from '../helpers/server.js';
 import { runCli, runJson } from '../helpers/cli.js';
@@ -11,6 +11,9 @@ let t: TestCtx;
 let okId: string;
 let dupId: string;
 let deadJobId: number;
+let deadHookId: number;
+let deadDispatchId: number;
+let failedId: string;
 
 beforeAll(() => {
   t = openTestCtx();
@@ -24,8 +27,17 @@ beforeAll(() => {
   flagUncertain(t.ctx, dupId);
   const q = new JobQueue(t.ctx.db);
   deadJobId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: okId } }).id;
+  // A dead webhook delivery: retried. A dead dispatch job whose message was then failed and
+  // refunded (what onDead does): nothing would be sent, so it is refused, not "retried".
+  deadHookId = q.enqueue({ kind: 'webhook.deliver', payload: { delivery_id: 'wd_x' } }).id;
+  failedId = mk('+14155550125').id;
+  deadDispatchId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: failedId } }).id;
   q.claim('w1', 10);
   q.fail(deadJobId, 'provider said no forever');
+  q.fail(deadHookId, 'endpoint down');
+  q.fail(deadDispatchId, 'gave up');
+  const m = getMessageRow(t.ctx, failedId)!;
+  applyStatus(t.ctx, m, { status: 'failed', errorCode: 'retries_exhausted', errorMessage: 'gave up', refundOnFailure: true });
   t.dd.close();
 });
 afterAll(() => t.close());
@@ -33,7 +45,7 @@ afterAll(() => t.close());
 describe('msgctl messages', () => {
   it('lists messages and filters the possible duplicates', async () => {
     const all = await runJson(['messages', 'list'], { dataDir: t.dir });
-    expect(all.data.map((m: any) => m.id).sort()).toEqual([okId, dupId].sort());
+    expect(all.data.map((m: any) => m.id).sort()).toEqual([okId, dupId, failedId].sort());
     const dup = await runJson(['messages', 'list', '--uncertain'], { dataDir: t.dir });
     expect(dup.data.map((m: any) => m.id)).toEqual([dupId]);
     expect(dup.data[0].possible_duplicate).toBe(true);
@@ -52,15 +64,28 @@ describe('msgctl messages', () => {
 });
 
 describe('msgctl jobs', () => {
-  it('shows dead jobs and retries them', async () => {
+  it('shows dead jobs and retries them, but not a dispatch whose message is already settled', async () => {
     const dead = await runJson(['jobs', 'dead'], { dataDir: t.dir });
-    expect(dead.data).toHaveLength(1);
+    expect(dead.data.map((j: any) => j.id)).toEqual([deadJobId, deadHookId, deadDispatchId]);
     expect(dead.data[0]).toMatchObject({ id: deadJobId, kind: 'message.dispatch', state: 'dead', last_error: 'provider said no forever' });
     const stats = await runJson(['jobs', 'stats'], { dataDir: t.dir });
-    expect(stats.data).toContainEqual({ kind: 'message.dispatch', state: 'dead', count: 1 });
-    const retried = await runJson(['jobs', 'retry', String(deadJobId)], { dataDir: t.dir });
-    expect(retried.retried).toBe(1);
-    expect((await runJson(['jobs', 'dead'], { dataDir: t.dir })).data).toHaveLength(0);
+    expect(stats.data).toContainEqual({ kind: 'message.dispatch', state: 'dead', count: 2 });
+
+    const one = await runJson(['jobs', 'retry', String(deadJobId)], { dataDir: t.dir });
+    expect(one).toEqual({ retried: 1, skipped: [] });
+    const settled = await runCli(['jobs', 'retry', String(deadDispatchId)], { dataDir: t.dir });
+    expect(settled.code).toBe(1);
+    expect(settled.stderr).toContain(`message ${failedId} is already failed (retries_exhausted), refunded`);
+    const missing = await runCli(['jobs', 'retry', '99999'], { dataDir: t.dir });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/dead job "99999" not found/);
+
+    const all = await runCli(['jobs', 'retry', '--all'], { dataDir: t.dir });
+    expect(all.code).toBe(0);
+    expect(all.stdout).toContain('1 dead job(s) queued again');
+    expect(all.stdout).toContain(`not retried: job ${deadDispatchId}: message ${failedId} is already failed`);
+    // The refused one stays visible to the operator.
+    expect((await runJson(['jobs', 'dead'], { dataDir: t.dir })).data.map((j: any) => j.id)).toEqual([deadDispatchId]);
     const usage = await runCli(['jobs', 'retry'], { dataDir: t.dir });
     expect(usage.code).toBe(2);
   });
