@@ -18,7 +18,7 @@ export function emit(result: Result, json: boolean): number {
   if (json) {
     process.stdout.write(JSON.stringify(result.json, null, 2) + '\n');
   } else {
-    if (result.text) process.stdout.write(result.text.endsWith('\n') ? result.text : result.text + '\n');
+    if (result.text) process.stdout.write(terminalSafe(result.text.endsWith('\n') ? result.text : result.text + '\n'));
     for (const n of result.notices ?? []) process.stderr.write(n + '\n');
   }
   if (result.failure) {
@@ -67,3 +67,13 @@ export function when(ms: number | null | undefined): string {
 }
 
 export const lines = (...parts: (string | false | null | undefined)[]) => parts.filter((p) => p !== false && p != null).join('\n');
+
+// C0 controls but tab and newline, DEL, and C1 controls: what a terminal acts on (escape
+// sequences that retitle the window, move the cursor, or worse). Text shown to the operator
+// can come from anyone on the internet (a webhook body, a contact name).
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/** Text as a terminal should see it: control characters shown as \u escapes, not obeyed. */
+export function terminalSafe(text: string): string {
+  return text.replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { listGateways } from '../core/gateways.js';
 import { listWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
@@ -7,7 +8,7 @@ import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
 import { examples } from './help.js';
-import { table, when, type Result } from './output.js';
+import { table, terminalSafe, when, type Result } from './output.js';
 
 // msgctl webhooks log: the operator's "tail the provider webhook log". Without --follow a
 // command like any other (Result, text or --json); with --follow it streams, one line (or
@@ -137,7 +138,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   let names = gatewayNames(cli);
   const print = (r: Row) => {
     if (opts.failed && !isFailed(r)) return;
-    out.write(json ? `${JSON.stringify(webhookLogJson(r))}\n` : `${withBody(line(r, names), r, opts.body)}\n`);
+    out.write(json ? `${JSON.stringify(webhookLogJson(r))}\n` : `${terminalSafe(withBody(line(r, names), r, opts.body))}\n`);
   };
   const initial = listWebhookLog(cli.ctx, { ...filter, limit: Math.min(opts.limit, 10_000), latest: true }) as Row[];
   for (const r of initial) print(r);
@@ -151,24 +152,35 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   const onSigint = () => ctrl.abort();
   if (!deps.signal) process.once('SIGINT', onSigint);
   const signal = deps.signal ?? ctrl.signal;
+  // Rows passed while still pending (a status waiting for its message can take half a
+  // minute): looked at again each poll, and printed once more when they settle.
+  const watching = new Set<string>();
+  const settledAmong = (ids: string[]) =>
+    cli.ctx.db.sqlite
+      .prepare(`SELECT *, length(body) AS body_bytes FROM provider_webhooks WHERE id IN (${ids.map(() => '?').join(',')}) AND processing <> 'pending' ORDER BY id`)
+      .all(...ids) as Row[];
   try {
     while (!signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, pollMs);
-        signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-      });
+      await sleep(pollMs, undefined, { signal }).catch(() => {});
       if (signal.aborted) break;
       const rows = listWebhookLog(cli.ctx, { ...sqlFilter, afterId: cursor, limit: 1000 }) as Row[];
       if (rows.some((r) => r.gateway_id && !names.has(r.gateway_id))) names = gatewayNames(cli);
+      if (watching.size) {
+        for (const r of settledAmong([...watching].slice(0, 500))) {
+          watching.delete(r.id);
+          print(r);
+        }
+      }
       const now = Date.now();
       for (const r of rows) {
         if (r.processing === 'pending' && now - r.received_at < HOLD_PENDING_MS) break;
-        print(r);
+        if (r.processing === 'pending' && watching.size < 10_000) watching.add(r.id);
+        if (!(opts.failed && r.processing === 'pending')) print(r);
         cursor = r.id;
       }
       if (opts.outbound && (newAttempts.get() as { id: number | null }).id! > attemptCursor) {
         const fresh = recentAttempts(cli.ctx, { limit: 1000 }).filter((a) => a.id > attemptCursor).reverse();
-        for (const a of fresh) out.write(json ? `${JSON.stringify(attemptJson(a))}\n` : `${attemptLine(a)}\n`);
+        for (const a of fresh) out.write(json ? `${JSON.stringify(attemptJson(a))}\n` : `${terminalSafe(attemptLine(a))}\n`);
         if (fresh.length) attemptCursor = fresh[fresh.length - 1].id;
       }
     }

@@ -17,11 +17,20 @@ import { WEBHOOK_PROCESS_JOB, WEBHOOK_PROCESS_MAX_ATTEMPTS } from './webhook-rec
 // transaction (apply), so thousands of webhooks share a commit.
 
 /**
- * A status can beat the commit that records its message's provider id (the provider calls
- * back before our dispatch transaction lands). Such a webhook is looked at again after
- * these delays (about 8 s in all) before its event is called unroutable.
+ * A status can beat the commit that records its message's provider id: the provider calls
+ * back before its answer to our send reaches us, and that answer may take up to
+ * dispatch.timeoutMs. Such a webhook is looked at again after doubling delays from 200 ms
+ * until the waits cover that timeout and 2 s more (25 s in all at the default 15 s), before
+ * its event is called unroutable.
  */
-export const WAIT_FOR_MESSAGE_MS = [200, 500, 1000, 2000, 4000];
+export function waitForMessageMs(dispatchTimeoutMs: number): number[] {
+  const waits: number[] = [];
+  for (let d = 200, total = 0; total < dispatchTimeoutMs + 2000; d *= 2) {
+    waits.push(d);
+    total += d;
+  }
+  return waits;
+}
 
 interface ProcessPayload {
   webhook_ids: string[];
@@ -84,7 +93,8 @@ function parseStored(row: WebhookLogRow): Parsed | string {
 function processWebhooks(rt: Runtime, book: GatewayBook, savepoint: (fn: () => void) => void, job: Job<ProcessPayload>): JobResult {
   const { ctx } = rt;
   const round = job.payload.round ?? 0;
-  const final = round >= WAIT_FOR_MESSAGE_MS.length;
+  const waits = waitForMessageMs(rt.config.dispatch.timeoutMs);
+  const final = round >= waits.length;
   const refundOnFailure = rt.config.billing.refundOnProviderFailure === 'always';
   const work: (Parsed | { row: WebhookLogRow; error: string })[] = [];
   for (const id of job.payload.webhook_ids) {
@@ -110,7 +120,7 @@ function processWebhooks(rt: Runtime, book: GatewayBook, savepoint: (fn: () => v
             const out = applyProviderEvents(ctx, w.events, { trusted: (id) => book.trusts(w.handler, signer, id), refundOnFailure, final });
             if (out.waiting.length) {
               waiting.push(w.row.id);
-              const note = `waiting for ${out.waiting.join('; ')} (look ${round + 1} of ${WAIT_FOR_MESSAGE_MS.length + 1})`;
+              const note = `waiting for ${out.waiting.join('; ')} (look ${round + 1} of ${waits.length + 1})`;
               noteWebhookProgress(ctx, w.row.id, note, out.processed > 0);
               return;
             }
@@ -127,7 +137,7 @@ function processWebhooks(rt: Runtime, book: GatewayBook, savepoint: (fn: () => v
         rt.queue.enqueue({
           kind: WEBHOOK_PROCESS_JOB,
           payload: { webhook_ids: waiting, round: round + 1 },
-          runAt: ctx.now() + WAIT_FOR_MESSAGE_MS[round],
+          runAt: ctx.now() + waits[round],
           maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS,
         });
       }

@@ -24,7 +24,8 @@ const ids: string[] = [];
 const SECRET = 'cli-app-secret';
 
 beforeAll(async () => {
-  s = await startTestServer();
+  // A short dispatch timeout: a status for an unknown message is waited on for about that long.
+  s = await startTestServer({ 'dispatch.timeoutMs': 2000 });
   const p = setupPartner(s.ctx);
   connect(s.ctx, p.partnerId, { kind: 'whatsapp_cloud', name: 'wa-cli', settings: { phone_number_id: '5551' }, secrets: { access_token: 't', app_secret: SECRET } }, 'whatsapp', '+15550783881');
   // Addressed to a number no gateway has: verified by the app secret, then unroutable.
@@ -68,6 +69,43 @@ describe('msgctl webhooks log', () => {
     expect(bad.stderr).toContain('--provider must be one of');
   });
 
+  it('a body sent by anyone cannot drive the operator\'s terminal: control characters are shown escaped', async () => {
+    const evil = '{"x":"\u001b]0;owned\u0007\u001b[2J"}';
+    const id = (await postWebhook(`${s.url}/api/webhook.php`, evil, { 'content-type': 'application/json' })).headers.get('x-msgd-webhook-id')!;
+    const r = await msgctl(['--limit', '1', '--body']);
+    expect(r.stdout).toContain(id);
+    expect(r.stdout).not.toMatch(/[\u001b\u0007]/);
+    expect(r.stdout).toContain('\\u001b]0;owned\\u0007');
+    ids.push(id);
+  });
+
+  it('--follow prints a status still waiting for its message, then again when it settles (also with --failed)', async () => {
+    const follow = (extra: string[]) => {
+      const child = spawn(process.execPath, [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1', ...extra], { env: cleanEnv() });
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (d) => (out += d));
+      return { child, lines: () => out.split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
+    };
+    const plain = follow([]);
+    const failed = follow(['--failed']);
+    await sleep(800);
+    const body = JSON.stringify({
+      object: 'whatsapp_business_account',
+      entry: [{ id: '1', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: '5551' }, statuses: [{ id: 'wamid.NOBODY', status: 'delivered', timestamp: '1700000000', recipient_id: '14155550100' }] } }] }],
+    });
+    const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders(SECRET, body));
+    ids.push(res.json.id);
+    // Waited on for dispatch.timeoutMs (2 s here) + 2 s, so past the 5 s --follow holds a row.
+    const mine = (f: { lines: () => any[] }) => f.lines().filter((r) => r.id === res.json.id);
+    for (let i = 0; i < 300 && mine(failed).length < 1; i++) await sleep(50);
+    expect(mine(plain).map((r) => [r.id, r.processing])).toEqual([
+      [res.json.id, 'pending'],
+      [res.json.id, 'unroutable'],
+    ]);
+    expect(mine(failed).map((r) => [r.id, r.processing])).toEqual([[res.json.id, 'unroutable']]);
+    for (const f of [plain, failed]) f.child.kill('SIGINT');
+  }, 30_000);
+
   it('--follow streams new webhooks once processed, until SIGINT', async () => {
     const child = spawn(process.execPath, [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'], { env: cleanEnv() });
     let out = '';
@@ -78,7 +116,7 @@ describe('msgctl webhooks log', () => {
       for (let i = 0; i < 300 && lines().length < n; i++) await sleep(50);
       return lines();
     };
-    expect((await until(1)).map((r) => r.id)).toEqual([ids[2]]);
+    expect((await until(1)).map((r) => r.id)).toEqual([ids[ids.length - 1]]);
     const body = JSON.stringify(waInbound('5551', { from: '14155550100', id: 'wamid.CLI2', text: { body: 'hello' } }));
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders(SECRET, body));
     const streamed = await until(2);

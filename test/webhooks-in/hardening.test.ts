@@ -11,7 +11,8 @@ const AUTH = 'hardening-auth-token';
 const VERIFY = 'hardening-verify-token-XYZ';
 
 beforeAll(async () => {
-  s = await startTestServer({ 'log.level': 'debug' });
+  // A short dispatch timeout: a status for an unknown message is waited on for about that long.
+  s = await startTestServer({ 'log.level': 'debug', 'dispatch.timeoutMs': 2000 });
   const p = setupPartner(s.ctx);
   connect(s.ctx, p.partnerId, { kind: 'twilio', name: 'tw-hard', settings: { account_sid: 'AC' + '1'.repeat(32) }, secrets: { auth_token: AUTH } }, 'sms', '+15017250604');
   connect(s.ctx, p.partnerId, { kind: 'meta_messenger', name: 'fb-hard', settings: { page_id: '4242' }, secrets: { page_access_token: 't', app_secret: 's', verify_token: VERIFY } }, 'messenger');

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, metaHeaders, postWebhook, waInbound, waStatuses, type WaStatus } from '../fakes/webhook-senders.js';
+import { waitForMessageMs } from '../../src/jobs/webhook-intake.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { processed, row, waitFor } from './helpers.js';
 
@@ -23,7 +24,8 @@ beforeAll(async () => {
       { id: PHONE_B, kind: 'whatsapp', token: 'EAA-b' },
     ],
   });
-  s = await startTestServer();
+  // A short dispatch timeout keeps the wait for a late message id (it covers the timeout) short.
+  s = await startTestServer({ 'dispatch.timeoutMs': 2000 });
   a = setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { whatsapp: '0.05' } });
   b = setupPartner(s.ctx, { slug: 'beta', balance: '10.00', prices: { whatsapp: '0.05' } });
   const wa = (name: string, phone: string, token: string, secret: string) => ({
@@ -121,6 +123,11 @@ describe('WhatsApp statuses, end to end', () => {
     s.ctx.db.sqlite.prepare('UPDATE messages SET provider_message_id = ? WHERE id = ?').run('wamid.EARLY', m.id);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+  });
+
+  it('the wait for a late message id covers the dispatch timeout: 25 s at the default 15 s', () => {
+    expect(waitForMessageMs(15_000)).toEqual([200, 400, 800, 1600, 3200, 6400, 12800]);
+    expect(waitForMessageMs(2000)).toEqual([200, 400, 800, 1600, 3200]);
   });
 
   it('a status for a message that never appears ends unroutable after the short waits', async () => {
