@@ -37,11 +37,6 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
-    // Bodies are read as sent: a compressed one would reach the JSON parser as bytes.
-    const encoding = req.headers['content-encoding'];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-      return sendError(reply, 'unsupported_media_type', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
-    }
   });
   app.addHook('onResponse', async (req, reply) => {
     // The path only: query strings carry secrets (Meta's hub.verify_token).

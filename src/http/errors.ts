@@ -80,3 +80,14 @@ export function errorHandler(err: FastifyError | AppError | Error, req: FastifyR
   req.log.error({ err }, 'unhandled error');
   return sendError(reply, 'internal_error', 'something went wrong on our side; the request id identifies it', [], 500);
 }
+
+/**
+ * onRequest hook of the partner APIs: bodies are read as sent, so a compressed one would reach
+ * the JSON parser as bytes. (Provider webhooks keep every request, and log this one too.)
+ */
+export async function refuseEncodedBody(req: FastifyRequest, reply: FastifyReply) {
+  const encoding = req.headers['content-encoding'];
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+    return sendError(reply, 'unsupported_media_type', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
+  }
+}

@@ -69,7 +69,7 @@ export class WebhookIntake {
     };
     const found = detectWebhook(req);
     if (!found) {
-      row.error = 'unrecognised payload: not a WhatsApp, Messenger, Instagram, Twilio, SendGrid or sandbox webhook';
+      row.error = 'unrecognised payload: not a WhatsApp, Messenger, Instagram, Twilio, SendGrid or sandbox webhook' + keepLess(row);
       await this.store(row);
       return { status: 400, id: row.id, provider: 'unknown', code: 'unknown_payload', message: row.error };
     }
@@ -80,6 +80,7 @@ export class WebhookIntake {
     const verdict: Verdict = sig.ok ? this.verify(handler, req, payload, sig.sig, inc.gatewayId) : { reason: sig.reason, gatewayId: null };
     if ('reason' in verdict) {
       Object.assign(row, { gateway_id: verdict.gatewayId, verification: 'failed', verification_reason: verdict.reason, error: 'not processed: signature not verified' });
+      row.error += keepLess(row);
       await this.store(row);
       return { status: 401, id: row.id, provider: handler.provider, code: 'invalid_signature', message: verdict.reason };
     }
@@ -168,6 +169,20 @@ export const PROCESS_SLOT_MS = 50;
 
 export function processingSlot(now: number): number {
   return Math.ceil((now + 1) / PROCESS_SLOT_MS) * PROCESS_SLOT_MS;
+}
+
+/**
+ * How much of a refused request's body is kept: enough to see what it was, not enough for
+ * anyone on the internet to fill the disk with unsigned megabytes (kept webhooksIn.retentionDays).
+ */
+export const REFUSED_BODY_KEEP_BYTES = 64 * 1024;
+
+/** Trim a refused row's body to REFUSED_BODY_KEEP_BYTES; the note for its error, if trimmed. */
+function keepLess(row: WebhookLogRow): string {
+  const body = row.body;
+  if (!body || body.length <= REFUSED_BODY_KEEP_BYTES) return '';
+  row.body = body.subarray(0, REFUSED_BODY_KEEP_BYTES);
+  return ` (refused: only the first ${REFUSED_BODY_KEEP_BYTES} of ${body.length} bytes of the body are kept)`;
 }
 
 interface Batch {

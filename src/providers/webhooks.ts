@@ -45,6 +45,7 @@ export function webhookHandler(provider: string): WebhookHandler | undefined {
 const SECRET_HEADERS = new Set([
   'authorization',
   'proxy-authorization',
+  'x-api-key',
   'cookie',
   'x-hub-signature',
   'x-hub-signature-256',

@@ -136,6 +136,25 @@ describe('refusals', () => {
     }
   });
 
+  it('keeps only the first 64 KiB of a refused body, logs a compressed one, never stores x-api-key', async () => {
+    const big = await startTestServer();
+    try {
+      const url = `${big.url}/api/webhook.php`;
+      const unsigned = JSON.stringify({ object: 'whatsapp_business_account', entry: [], pad: 'x'.repeat(300 * 1024) });
+      const res = await postWebhook(url, unsigned, { 'content-type': 'application/json', 'x-hub-signature-256': 'sha256=' + '0'.repeat(64), 'x-api-key': 'k-secret' });
+      expect(res.status).toBe(401);
+      const r = row(big.ctx, res.headers.get('x-msgd-webhook-id')!);
+      expect(r.body!.length).toBe(64 * 1024);
+      expect(r.error).toContain(`only the first 65536 of ${Buffer.byteLength(unsigned)} bytes of the body are kept`);
+      expect(JSON.parse(r.headers)['x-api-key']).toBe('[redacted]');
+      const gz = await postWebhook(url, 'x', { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      expect(gz.status).toBe(400);
+      expect(row(big.ctx, gz.headers.get('x-msgd-webhook-id')!)).toMatchObject({ processing: 'rejected' });
+    } finally {
+      await big.stop();
+    }
+  });
+
   it('answers 413 to an oversized body and logs that it came', async () => {
     const big = JSON.stringify({ object: 'whatsapp_business_account', entry: [], pad: 'x'.repeat(70 * 1024) });
     const res = await postWebhook(hook(), big, metaHeaders(META_VECTOR.secret, big));

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ChannelType } from '../../core/context.js';
 import type { Runtime } from '../../runtime.js';
 import { emailBody, smsBody, templateFrom, whatsappBody } from '../schemas/send.js';
+import { refuseEncodedBody } from '../errors.js';
 import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
 import { acceptSend, validate, type SendSpec } from '../send-flow.js';
 
@@ -15,6 +16,7 @@ export { idempotencyOf, parseJsonBody, validate } from '../send-flow.js';
 export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
   // Per token, shared with /v1: 429 and the RateLimit-* headers on every answer, as there.
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
+  app.addHook('onRequest', refuseEncodedBody);
   // Parse JSON in the handler, after authentication, so a bad token is a 401 even when the
   // body is malformed. Only JSON is taken: without removing the defaults, text/plain would
   // reach the handler as a string and be parsed as JSON; every other type is a 415.

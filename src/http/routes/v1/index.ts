@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Runtime } from '../../../runtime.js';
-import { sendError } from '../../errors.js';
+import { refuseEncodedBody, sendError } from '../../errors.js';
 import { RateLimiter, rateLimitHook } from '../../rate-limit.js';
 import { parseJsonBody } from '../../send-flow.js';
 import { channelRoutes } from './channels.js';
@@ -57,6 +57,7 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
   });
 
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
+  app.addHook('onRequest', refuseEncodedBody);
   app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
 
   await app.register(messageRoutes, { rt });
