@@ -7,6 +7,9 @@ import { recentAttempts } from '../webhooks/store.js';
 import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
+import { JobQueue } from '../jobs/queue.js';
+import { WEBHOOK_PROCESS_JOB, WEBHOOK_PROCESS_MAX_ATTEMPTS } from '../jobs/webhook-receive.js';
+import { AppError, notFound } from '../lib/errors.js';
 import { examples } from './help.js';
 import { table, terminalSafe, when, type Result } from './output.js';
 
@@ -189,6 +192,53 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   }
 }
 
+/** Outcomes a stored, verified webhook can be processed again from: its events did not happen. */
+const REPROCESSABLE = ['unroutable', 'error'] as const;
+
+/**
+ * Process stored webhooks again, after the operator fixed what made them unroutable (a channel
+ * not yet assigned, a wrong phone number id): the provider got its 200 and will not resend.
+ * Only verified rows whose events did not apply; events that did apply are deduped anyway.
+ */
+function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?: string }): Result {
+  if (ids.length === 0 && !opts.unroutable) throw new UsageError('give webhook ids (pwh_…), or --unroutable to take every unroutable one (with --since)');
+  if (ids.length > 0 && opts.unroutable) throw new UsageError('give webhook ids or --unroutable, not both');
+  const db = cli.ctx.db.sqlite;
+  let since = 0;
+  if (opts.since !== undefined) {
+    since = Date.parse(opts.since);
+    if (!Number.isFinite(since)) throw new UsageError('--since must be a date or time, e.g. 2026-11-20 or 2026-11-20T10:00:00Z');
+  }
+  const picked = opts.unroutable
+    ? (db.prepare(`SELECT * FROM provider_webhooks WHERE processing = 'unroutable' AND verification = 'ok' AND received_at >= ? ORDER BY id LIMIT 10000`).all(since) as Row[])
+    : ids.map((id) => {
+        const r = db.prepare('SELECT * FROM provider_webhooks WHERE id = ?').get(id) as Row | undefined;
+        if (!r) throw notFound('webhook', id);
+        if (r.verification !== 'ok') throw new AppError('conflict', `webhook ${id} was not verified (${r.verification_reason ?? r.verification}): it is never processed`);
+        if (!(REPROCESSABLE as readonly string[]).includes(r.processing)) {
+          throw new AppError('conflict', `webhook ${id} is ${r.processing}: only unroutable or errored webhooks are processed again`);
+        }
+        return r;
+      });
+  const queued = picked.map((r) => r.id);
+  if (queued.length) {
+    db.transaction(() => {
+      const mark = db.prepare(`UPDATE provider_webhooks SET processing = 'pending', processed_at = NULL WHERE id = ?`);
+      for (const id of queued) mark.run(id);
+      const queue = new JobQueue(cli.ctx.db);
+      for (let i = 0; i < queued.length; i += 500) {
+        queue.enqueue({ kind: WEBHOOK_PROCESS_JOB, payload: { webhook_ids: queued.slice(i, i + 500) }, maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS });
+      }
+    })();
+  }
+  return {
+    json: { queued },
+    text: queued.length
+      ? `${queued.length} webhook(s) queued to be processed again; a running msgd does so within a second (see msgctl webhooks log).`
+      : 'No unroutable webhooks to process again.',
+  };
+}
+
 /** Adds `log` to `msgctl webhooks` (beside the outbound commands of src/cli/webhooks-out.ts). */
 export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDeps = {}): Command {
   webhooks
@@ -221,5 +271,13 @@ export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDe
         cli.dir.close();
       }
     });
+  webhooks
+    .command('reprocess')
+    .description('process stored provider webhooks again (unroutable or errored ones), after fixing a channel or gateway')
+    .argument('[ids...]', 'webhook ids (pwh_…, as in X-Msgd-Webhook-Id and the log)')
+    .option('--unroutable', 'every verified webhook that ended unroutable (at most 10,000 a run)')
+    .option('--since <time>', 'with --unroutable: only those received since then')
+    .addHelpText('after', examples('msgctl webhooks reprocess pwh_01k…', 'msgctl webhooks reprocess --unroutable --since 2026-11-20'))
+    .action(withCli(reprocess));
   return webhooks;
 }

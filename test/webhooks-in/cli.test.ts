@@ -127,6 +127,28 @@ describe('msgctl webhooks log', () => {
   }, 30_000);
 });
 
+describe('msgctl webhooks reprocess', () => {
+  it('processes an unroutable webhook again once its channel exists; refuses unverified and settled ones', async () => {
+    // ids[0] was addressed to phone number id 9999, which no gateway had.
+    const p = setupPartner(s.ctx);
+    connect(s.ctx, p.partnerId, { kind: 'whatsapp_cloud', name: 'wa-late', settings: { phone_number_id: '9999' }, secrets: { access_token: 't', app_secret: SECRET } }, 'whatsapp', '+15550009999');
+    const r = await runCli(['webhooks', 'reprocess', ids[0]], { dataDir: s.dataDir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('1 webhook(s) queued to be processed again');
+    expect((await processed(s.ctx, ids[0])).processing).toBe('processed');
+    const msg = s.ctx.db.sqlite.prepare(`SELECT partner_id, "from" FROM messages WHERE provider_message_id = 'wamid.CLI'`).get();
+    expect(msg).toEqual({ partner_id: p.partnerId, from: '+14155550100' });
+
+    const again = await runCli(['webhooks', 'reprocess', ids[0]], { dataDir: s.dataDir });
+    expect([again.code, again.stderr]).toEqual([1, expect.stringContaining('is processed: only unroutable or errored')]);
+    const unsigned = await runCli(['webhooks', 'reprocess', ids[1]], { dataDir: s.dataDir });
+    expect([unsigned.code, unsigned.stderr]).toEqual([1, expect.stringContaining('was not verified')]);
+    expect((await runCli(['webhooks', 'reprocess'], { dataDir: s.dataDir })).code).toBe(2);
+    const none = await runCli(['webhooks', 'reprocess', '--unroutable', '--since', '2020-01-01', '--json'], { dataDir: s.dataDir });
+    expect(JSON.parse(none.stdout).queued).not.toContain(ids[0]);
+  });
+});
+
 describe('msgctl webhooks log --outbound', () => {
   it('merges delivery attempts to partner endpoints into the same timeline', async () => {
     const db = s.ctx.db.sqlite;
