@@ -134,14 +134,20 @@ function settleOnce(
       r.apply?.(db);
       if (state === 'retry') return { kind: 'retried', runAt: now + afterMs };
       hooks?.onDead?.(job, r.error, db);
-      return { kind: 'dead' };
+      return dead(ctx, job, r.error);
     }
     case 'fail':
       if (!queue.fail(job.id, r.error, opts)) return lost(ctx, job);
       r.apply?.(db);
       hooks?.onDead?.(job, r.error, db);
-      return { kind: 'dead' };
+      return dead(ctx, job, r.error);
   }
+}
+
+/** A job out of attempts: the operator's log says so (msgctl jobs dead lists them). */
+function dead(ctx: SettleContext, job: Job, error: string): Outcome {
+  ctx.log('warn', { jobId: job.id, kind: job.kind, attempts: job.attempts, payload: job.payload, error }, 'job dead: out of attempts (msgctl jobs dead)');
+  return { kind: 'dead' };
 }
 
 function lost(ctx: SettleContext, job: Job): Outcome {

@@ -191,6 +191,9 @@ describe('twilio through the full path', () => {
     expect(jobs).toHaveLength(1);
     expect(jobs[0]).toMatchObject({ state: 'dead', attempts: 4, max_attempts: 4 });
     expect(jobs[0].last_error).toMatch(/20500/);
+    // The operator watching msgd's log sees it too.
+    const line = s.logs.map((l) => JSON.parse(l)).find((l) => l.msg?.startsWith('job dead') && l.payload?.message_id === id);
+    expect(line).toMatchObject({ level: 40, kind: 'message.dispatch', attempts: 4, error: expect.stringMatching(/20500/) });
   });
 
   it('a later failure never refunds twice, and a sent message is never refunded', async () => {
