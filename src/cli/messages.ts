@@ -9,7 +9,7 @@ import { examples } from './help.js';
 import { kv, lines, money, table, when, type Result } from './output.js';
 
 // msgctl messages: what was sent and what became of it, including messages flagged as
-// possible duplicates (their provider call was in flight when msgd died and was repeated).
+// possible duplicates (an attempt may have reached the provider unseen: a timeout, a reset or a crash mid-call).
 
 function list(cli: Cli, opts: { partner?: string; status?: string; uncertain?: boolean; failed?: boolean; limit: number }): Result {
   const where: string[] = [];
@@ -71,7 +71,7 @@ function show(cli: Cli, id: string): Result {
         ['price', `${money(m.price)}${m.refunded ? ' (refunded)' : ''}`],
         ['provider id', m.provider_message_id],
         ['error', m.error_code ? `${m.error_code}: ${m.error_message ?? ''}` : null],
-        ['possible duplicate', m.dispatch_uncertain ? 'yes: the provider call was in flight during a crash and was repeated' : 'no'],
+        ['possible duplicate', m.dispatch_uncertain ? 'yes: an attempt may have reached the provider without msgd learning the outcome (a timeout or reset mid-call, or a crash), so a retry may have sent it twice' : 'no'],
         ['created', when(m.created_at)],
       ]),
       '',
