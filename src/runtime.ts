@@ -6,6 +6,7 @@ import { Agent } from 'undici';
 import type { Config } from './config/schema.js';
 import { openDataDir, type DataDir } from './db/datadir.js';
 import { GroupCommitter } from './db/group-commit.js';
+import { lockDataDir } from './db/instance-lock.js';
 import type { CoreCtx } from './core/context.js';
 import { TokenAuthenticator } from './core/tokens.js';
 import { parseMoney } from './lib/money.js';
@@ -67,7 +68,14 @@ export interface RuntimeOptions {
 export function createRuntime(opts: RuntimeOptions): Runtime {
   const { config, logger } = opts;
   const now = opts.now ?? Date.now;
-  const dataDir = openDataDir(config.dataDir, { create: true, env: opts.env, manualCheckpoint: true });
+  const lock = lockDataDir(config.dataDir);
+  let dataDir: DataDir;
+  try {
+    dataDir = openDataDir(config.dataDir, { create: true, env: opts.env, manualCheckpoint: true });
+  } catch (e) {
+    lock.release();
+    throw e;
+  }
   const ctx: CoreCtx = { db: dataDir.db, masterKey: dataDir.masterKey, config, now };
   const queue = new JobQueue(dataDir.db, { maxAttempts: config.jobs.maxAttempts, leaseMs: config.jobs.leaseSeconds * 1000, now });
   const worker = new Worker({
@@ -126,6 +134,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       await closeAdapters();
       await dispatcher.close();
       dataDir.close();
+      lock.release();
     },
   };
   registerDispatch(worker, { ctx, config, dispatcher, shaper, gateways, logger, callbackBase: (base) => rt.callbackBase(base) });

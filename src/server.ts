@@ -63,6 +63,11 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     rt.selfUrl = url;
     checkpointer = startCheckpointer(rt.dataDir.db.path, { onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed') });
     maintenance = startMaintenance(rt, { checkpointer });
+    // The data directory is locked to this process: jobs left running were a dead msgd's.
+    const orphans = rt.queue.reclaimOrphans();
+    if (orphans > 0) {
+      logger.warn({ count: orphans }, 'jobs left running by a msgd that stopped without finishing them were taken back; a message whose provider call was among them is resent and flagged a possible duplicate');
+    }
     rt.worker.start();
     rt.webhooksOut.start();
     logger.info({ url, dataDir: rt.dataDir.dir, version: rt.version }, 'msgd listening');

@@ -235,6 +235,20 @@ export class JobQueue {
     return this.s.extend.run({ id, lockedUntil, ...owner(lease) }).changes === 1;
   }
 
+  /**
+   * At start, with the data directory locked to this process: every job still 'running' was
+   * left by a process that died (its lease may run minutes more). Take them all back now, as
+   * the lifeline would once their leases ran out, counted as reclaims. Returns how many.
+   */
+  reclaimOrphans(now: number = this.now()): number {
+    return this.db.sqlite
+      .prepare(
+        `UPDATE jobs SET state = 'retry', run_at = @now, reclaims = reclaims + 1, last_error = @error,
+           locked_until = NULL, locked_by = NULL, updated_at = @now WHERE state = 'running'`,
+      )
+      .run({ now, error: 'msgd stopped while this job ran (crash or kill); taken back at the next start' }).changes;
+  }
+
   /** Take back jobs whose worker stopped renewing its lease. Returns how many. */
   lifeline(now: number = this.now()): number {
     return this.s.lifeline.run({ now, error: LEASE_EXPIRED }).changes;

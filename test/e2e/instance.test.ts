@@ -1,0 +1,60 @@
+import { rmSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import type { CoreCtx } from '../../src/core/context.js';
+import { createOutbound, getMessageRow } from '../../src/core/messages.js';
+import { openDataDir } from '../../src/db/datadir.js';
+import { DISPATCH_JOB } from '../../src/jobs/dispatch-accept.js';
+import { JobQueue } from '../../src/jobs/queue.js';
+import { connect, setupPartner, startTestServer, tmpDir } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
+
+// One msgd per data directory, and what that allows at start: jobs a dead msgd left running
+// are its orphans, taken back at once instead of when their lease would have run out.
+
+const dir = tmpDir('msgd-instance-');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('one msgd per data directory', () => {
+  it('takes back at start the jobs a crashed msgd left running: resent at once, flagged a possible duplicate', async () => {
+    // What kill -9 mid-call leaves behind: a dispatch job running under a 10-minute lease.
+    const dd = openDataDir(dir, { create: true, env: {} });
+    const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: dir }), now: Date.now };
+    const p = setupPartner(ctx, { balance: '10' });
+    const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } }, 'sms', '+15550001111');
+    const m = createOutbound(ctx, {
+      partnerId: p.partnerId,
+      channel: { id: channel.id, type: 'sms', gatewayId: channel.gatewayId, sender: channel.sender },
+      to: '+14155550123',
+      content: { kind: 'text', text: 'in flight when msgd died' },
+      price: 1000,
+      segments: 1,
+      actor: 'test',
+      lowBalanceThreshold: null,
+    });
+    const queue = new JobQueue(dd.db);
+    queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
+    expect(queue.claim('dead-msgd', 10, Date.now(), { leaseMs: 600_000 })).toHaveLength(1);
+    dd.db.sqlite.prepare(`UPDATE messages SET status = 'sending' WHERE id = ?`).run(m.id);
+    dd.close();
+
+    const s = await startTestServer({}, { dataDir: dir });
+    try {
+      const sent = await waitFor(() => {
+        const row = getMessageRow(s.ctx, m.id);
+        return row?.status === 'sent' ? row : undefined;
+      }, 5_000, 'the orphaned message to be sent');
+      expect(sent.dispatch_uncertain).toBe(1);
+      expect(s.logs.join('')).toContain('jobs left running by a msgd that stopped without finishing them were taken back');
+
+      // A second msgd on the same directory is refused, and the first keeps running.
+      await expect(startTestServer({}, { dataDir: dir })).rejects.toThrow(/another msgd is already running on .*: run one msgd per data directory/);
+      expect((await fetch(`${s.url}/healthz`)).status).toBeLessThan(500);
+    } finally {
+      await s.stop();
+    }
+    // Stopped cleanly, the directory is free again.
+    const again = await startTestServer({}, { dataDir: dir });
+    await again.stop();
+  });
+});
