@@ -97,14 +97,17 @@ describe('msgctl webhooks log', () => {
     ids.push(res.json.id);
     // Waited on for dispatch.timeoutMs (2 s here) + 2 s, so past the 5 s --follow holds a row.
     const mine = (f: { lines: () => any[] }) => f.lines().filter((r) => r.id === res.json.id);
-    for (let i = 0; i < 300 && mine(failed).length < 1; i++) await sleep(50);
-    expect(mine(plain).map((r) => [r.id, r.processing])).toEqual([
-      [res.json.id, 'pending'],
-      [res.json.id, 'unroutable'],
-    ]);
+    const settled = (f: { lines: () => any[] }) => mine(f).some((r) => r.processing === 'unroutable');
+    for (let i = 0; i < 400 && !(settled(failed) && settled(plain)); i++) await sleep(50);
+    // Plain --follow printed it pending once its 5 s hold ran out (unless a slow poll only saw
+    // it settled), then settled.
+    const seen = mine(plain).map((r) => r.processing);
+    expect(seen.at(-1)).toBe('unroutable');
+    expect(seen.slice(0, -1).every((p) => p === 'pending')).toBe(true);
+    expect(seen.length).toBeLessThanOrEqual(2);
     expect(mine(failed).map((r) => [r.id, r.processing])).toEqual([[res.json.id, 'unroutable']]);
     for (const f of [plain, failed]) f.child.kill('SIGINT');
-  }, 30_000);
+  }, 40_000);
 
   it('--follow streams new webhooks once processed, until SIGINT', async () => {
     const child = spawn(process.execPath, [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'], { env: cleanEnv() });
