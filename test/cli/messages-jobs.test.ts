@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestCtx, type TestCtx } from '../core/ctx.js';
-import { applyStatus, createOutbound, flagUncertain, getMessageRow } from '../../src/core/messages.js';
+import { applyStatus, flagUncertain, getMessageRow } from '../../src/core/messages.js';
 import { JobQueue } from '../../src/jobs/queue.js';
-import { connect, setupPartner } from '../helpers/server.js';
+import { connect, setupPartner, storeOutboundSms } from '../helpers/server.js';
 import { runCli, runJson } from '../helpers/cli.js';
 
 // The operator sees dead jobs and messages that may have reached the provider twice.
@@ -19,9 +19,7 @@ beforeAll(() => {
   t = openTestCtx();
   const p = setupPartner(t.ctx, { slug: 'acme', balance: '10.00' });
   const { channel } = connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550001111');
-  const ch = { id: channel.id, type: 'sms' as const, gatewayId: channel.gatewayId, sender: channel.sender };
-  const mk = (to: string) =>
-    createOutbound(t.ctx, { partnerId: p.partnerId, channel: ch, to, content: { kind: 'text', text: 'hi' }, price: 1000, segments: 1, actor: 't', lowBalanceThreshold: null });
+  const mk = (to: string) => storeOutboundSms(t.ctx, p.partnerId, channel, { to });
   okId = mk('+14155550123').id;
   dupId = mk('+14155550124').id;
   flagUncertain(t.ctx, dupId);

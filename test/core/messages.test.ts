@@ -3,7 +3,8 @@ import { assignChannel } from '../../src/core/channels.js';
 import { emitEvent } from '../../src/core/events.js';
 import { addGateway } from '../../src/core/gateways.js';
 import { topup } from '../../src/core/ledger.js';
-import { createOutbound, messageHistory } from '../../src/core/messages.js';
+import { messageHistory } from '../../src/core/messages.js';
+import { storeOutboundSms } from '../helpers/server.js';
 import { createPartner } from '../../src/core/partners.js';
 import { openTestCtx, type TestCtx } from './ctx.js';
 
@@ -17,19 +18,7 @@ function setup() {
   topup(ctx, p.id, 10_000_000, 'funds', 'test');
   const gw = addGateway(ctx, { kind: 'sandbox', name: 'sb', settings: {}, secrets: {} }, 'test');
   const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test');
-  const send = () =>
-    ctx.db.sqlite.transaction(() =>
-      createOutbound(ctx, {
-        partnerId: p.id,
-        channel: { id: ch.id, type: 'sms', gatewayId: gw.id, sender: ch.sender },
-        to: '+14155550123',
-        content: { kind: 'text', text: 'hi' },
-        price: 1000,
-        segments: 1,
-        actor: 'test',
-        lowBalanceThreshold: null,
-      }),
-    )();
+  const send = () => ctx.db.sqlite.transaction(() => storeOutboundSms(ctx, p.id, { id: ch.id, gatewayId: gw.id, sender: ch.sender }))();
   return { ctx, partnerId: p.id, send };
 }
 

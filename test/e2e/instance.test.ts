@@ -2,11 +2,11 @@ import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import type { CoreCtx } from '../../src/core/context.js';
-import { createOutbound, getMessageRow } from '../../src/core/messages.js';
+import { getMessageRow } from '../../src/core/messages.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { DISPATCH_JOB } from '../../src/jobs/dispatch-accept.js';
 import { JobQueue } from '../../src/jobs/queue.js';
-import { connect, setupPartner, startTestServer, tmpDir } from '../helpers/server.js';
+import { connect, setupPartner, startTestServer, storeOutboundSms, tmpDir } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
 // One msgd per data directory, and what that allows at start: jobs a dead msgd left running
@@ -22,16 +22,7 @@ describe('one msgd per data directory', () => {
     const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: dir }), now: Date.now };
     const p = setupPartner(ctx, { balance: '10' });
     const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } }, 'sms', '+15550001111');
-    const m = createOutbound(ctx, {
-      partnerId: p.partnerId,
-      channel: { id: channel.id, type: 'sms', gatewayId: channel.gatewayId, sender: channel.sender },
-      to: '+14155550123',
-      content: { kind: 'text', text: 'in flight when msgd died' },
-      price: 1000,
-      segments: 1,
-      actor: 'test',
-      lowBalanceThreshold: null,
-    });
+    const m = storeOutboundSms(ctx, p.partnerId, channel, { text: 'in flight when msgd died' });
     const queue = new JobQueue(dd.db);
     queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
     expect(queue.claim('dead-msgd', 10, Date.now(), { leaseMs: 600_000 })).toHaveLength(1);

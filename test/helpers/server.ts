@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load.js';
 import { startServer, type Server } from '../../src/server.js';
 import type { CoreCtx } from '../../src/core/context.js';
+import { createOutbound, type MessageRow } from '../../src/core/messages.js';
 import { createPartner, setPartnerLimits } from '../../src/core/partners.js';
 import { issueToken } from '../../src/core/tokens.js';
 import { addGateway } from '../../src/core/gateways.js';
@@ -103,4 +104,26 @@ export async function postJson(url: string, body: unknown, token?: string, heade
     ...headers,
   });
   return { status: r.status, headers: r.headers, body: r.json, text: r.text };
+}
+
+/**
+ * An outbound SMS stored as the send path stores it (message, contact, conversation; no
+ * debit, no job): for tests that set the scene in the database directly.
+ */
+export function storeOutboundSms(
+  ctx: CoreCtx,
+  partnerId: string,
+  channel: { id: string; gatewayId: string; sender: string | null },
+  opts: { to?: string; text?: string; price?: number } = {},
+): MessageRow {
+  return createOutbound(ctx, {
+    partnerId,
+    channel: { id: channel.id, type: 'sms', gatewayId: channel.gatewayId, sender: channel.sender ?? '' },
+    to: opts.to ?? '+14155550123',
+    content: { kind: 'text', text: opts.text ?? 'hi' },
+    price: opts.price ?? 1000,
+    segments: 1,
+    actor: 'test',
+    lowBalanceThreshold: null,
+  });
 }
