@@ -103,10 +103,11 @@ export function prepare(sqlite: Database.Database) {
        WHERE id = @id AND state = 'running' AND ${OWNED}`,
     ),
     extend: sqlite.prepare(`UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),
-    lifeline: sqlite.prepare(
+    // Running jobs whose lease ends before @before go back to the queue, counted as reclaims.
+    reclaim: sqlite.prepare(
       `UPDATE jobs SET state = 'retry', run_at = @now, reclaims = reclaims + 1, last_error = @error,
          locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE state = 'running' AND locked_until < @now`,
+       WHERE state = 'running' AND locked_until < @before`,
     ),
   };
 }

@@ -241,17 +241,13 @@ export class JobQueue {
    * the lifeline would once their leases ran out, counted as reclaims. Returns how many.
    */
   reclaimOrphans(now: number = this.now()): number {
-    return this.db.sqlite
-      .prepare(
-        `UPDATE jobs SET state = 'retry', run_at = @now, reclaims = reclaims + 1, last_error = @error,
-           locked_until = NULL, locked_by = NULL, updated_at = @now WHERE state = 'running'`,
-      )
-      .run({ now, error: 'msgd stopped while this job ran (crash or kill); taken back at the next start' }).changes;
+    const error = 'msgd stopped while this job ran (crash or kill); taken back at the next start';
+    return this.s.reclaim.run({ now, before: Number.MAX_SAFE_INTEGER, error }).changes;
   }
 
   /** Take back jobs whose worker stopped renewing its lease. Returns how many. */
   lifeline(now: number = this.now()): number {
-    return this.s.lifeline.run({ now, error: LEASE_EXPIRED }).changes;
+    return this.s.reclaim.run({ now, before: now, error: LEASE_EXPIRED }).changes;
   }
 
   /** Earliest run_at of waiting jobs (of these kinds), to sleep exactly until then; null if none. */
