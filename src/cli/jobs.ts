@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { JobQueue, type DeadTarget, type Job } from '../jobs/queue.js';
 import { getMessageRow } from '../core/messages.js';
 import { DISPATCH_JOB } from '../jobs/dispatch-accept.js';
+import { awaitsDispatch } from '../jobs/dispatch.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { iso } from '../lib/time.js';
 import { positiveInt } from './args.js';
@@ -68,7 +69,7 @@ function unretryable(cli: Cli, job: Job): string | null {
   if (job.kind !== DISPATCH_JOB) return null;
   const m = getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
   if (!m) return 'its message no longer exists';
-  if (m.status === 'queued' || m.status === 'sending') return null;
+  if (awaitsDispatch(m)) return null;
   const money = m.refunded ? 'refunded' : m.price > 0 ? 'price held' : 'no charge';
   return `message ${m.id} is already ${m.status}${m.error_code ? ` (${m.error_code})` : ''}, ${money}: the partner sends it again as a new message`;
 }

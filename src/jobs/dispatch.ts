@@ -25,6 +25,11 @@ export const SANDBOX_REPORT_JOB = 'sandbox.report';
 /** Waits up to this long in-process for the gateway's rate; longer waits snooze the job. */
 const MAX_INLINE_WAIT_MS = 250;
 
+/** Is the message still waiting for its provider call (not yet settled by any attempt)? */
+export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
+  return m.status === 'queued' || m.status === 'sending';
+}
+
 export interface DispatchDeps {
   ctx: CoreCtx;
   config: Config;
@@ -64,7 +69,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     const m = claimed.get(job) ?? getMessageRow(ctx, job.payload.message_id);
     claimed.delete(job);
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
-    if (!m || (m.status !== 'queued' && m.status !== 'sending')) return { type: 'ok' };
+    if (!m || !awaitsDispatch(m)) return { type: 'ok' };
     if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
     // A gateway changed by msgctl (disabled, new credentials, removed) is seen on the next turn.
     const gw = deps.gateways.get(m.gateway_id);
@@ -179,7 +184,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // flagged, and the price is held rather than refunded on a guess; the operator settles it.
     onDead: (job, error) => {
       const m = getMessageRow(ctx, job.payload.message_id);
-      if (m && (m.status === 'queued' || m.status === 'sending')) {
+      if (m && awaitsDispatch(m)) {
         const unknown = m.dispatch_uncertain === 1 || job.reclaims > 0;
         if (unknown) flagUncertain(ctx, m.id);
         applyStatus(ctx, m, {
