@@ -1,14 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { listGateways } from '../core/gateways.js';
-import { listWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
+import { getWebhookLog, listWebhookLog, reopenWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
 import { WEBHOOK_PROVIDERS } from '../providers/webhooks.js';
 import { recentAttempts } from '../webhooks/store.js';
 import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
 import { JobQueue } from '../jobs/queue.js';
-import { WEBHOOK_PROCESS_JOB, WEBHOOK_PROCESS_MAX_ATTEMPTS } from '../jobs/webhook-receive.js';
+import { enqueueWebhookProcessing } from '../jobs/webhook-receive.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { examples } from './help.js';
 import { table, terminalSafe, when, type Result } from './output.js';
@@ -212,7 +212,7 @@ function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?
   const picked = opts.unroutable
     ? (db.prepare(`SELECT * FROM provider_webhooks WHERE processing = 'unroutable' AND verification = 'ok' AND received_at >= ? ORDER BY id LIMIT 10000`).all(since) as Row[])
     : ids.map((id) => {
-        const r = db.prepare('SELECT * FROM provider_webhooks WHERE id = ?').get(id) as Row | undefined;
+        const r = getWebhookLog(cli.ctx, id);
         if (!r) throw notFound('webhook', id);
         if (r.verification !== 'ok') throw new AppError('conflict', `webhook ${id} was not verified (${r.verification_reason ?? r.verification}): it is never processed`);
         if (!(REPROCESSABLE as readonly string[]).includes(r.processing)) {
@@ -223,12 +223,9 @@ function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?
   const queued = picked.map((r) => r.id);
   if (queued.length) {
     db.transaction(() => {
-      const mark = db.prepare(`UPDATE provider_webhooks SET processing = 'pending', processed_at = NULL WHERE id = ?`);
-      for (const id of queued) mark.run(id);
+      for (const id of queued) reopenWebhookLog(cli.ctx, id);
       const queue = new JobQueue(cli.ctx.db);
-      for (let i = 0; i < queued.length; i += 500) {
-        queue.enqueue({ kind: WEBHOOK_PROCESS_JOB, payload: { webhook_ids: queued.slice(i, i + 500) }, maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS });
-      }
+      for (let i = 0; i < queued.length; i += 500) enqueueWebhookProcessing(queue, queued.slice(i, i + 500));
     })();
   }
   return {

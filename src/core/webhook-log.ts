@@ -66,6 +66,11 @@ export function finishWebhookLog(ctx: CoreCtx, id: string, processing: Processin
   );
 }
 
+/** Back to pending, to be processed again (after the operator fixed its routing). */
+export function reopenWebhookLog(ctx: CoreCtx, id: string): void {
+  stmt(ctx.db.sqlite, `UPDATE provider_webhooks SET processing = 'pending', processed_at = NULL WHERE id = ?`).run(id);
+}
+
 /** Still pending: say what it waits for, and when something of it first took effect. */
 export function noteWebhookProgress(ctx: CoreCtx, id: string, error: string, progressed: boolean): void {
   stmt(

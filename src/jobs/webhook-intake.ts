@@ -10,7 +10,7 @@ import type { MaintenanceTask } from './maintenance.js';
 import type { Job } from './queue.js';
 import { errorMessage, type JobResult } from './settle.js';
 import type { GatewayBook } from './webhook-gateways.js';
-import { WEBHOOK_PROCESS_JOB, WEBHOOK_PROCESS_MAX_ATTEMPTS } from './webhook-receive.js';
+import { WEBHOOK_PROCESS_JOB, enqueueWebhookProcessing } from './webhook-receive.js';
 
 // The jobs behind the inbound webhook endpoints: processing stored webhooks (dedupe, route,
 // apply) and the sandbox's delivery report. Processing applies inside the worker's batch
@@ -134,12 +134,7 @@ function processWebhooks(rt: Runtime, book: GatewayBook, savepoint: (fn: () => v
       }
       if (waiting.length) {
         // A new job rather than a retry: waiting is not a failure and spends no attempt.
-        rt.queue.enqueue({
-          kind: WEBHOOK_PROCESS_JOB,
-          payload: { webhook_ids: waiting, round: round + 1 },
-          runAt: ctx.now() + waits[round],
-          maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS,
-        });
+        enqueueWebhookProcessing(rt.queue, waiting, { runAt: ctx.now() + waits[round], round: round + 1 });
       }
     },
   };

@@ -148,15 +148,22 @@ export class WebhookIntake {
         const { ctx, queue } = this.deps;
         for (const r of batch.rows) insertWebhookLog(ctx, r);
         const ids = batch.rows.filter((r) => r.processing === 'pending').map((r) => r.id);
-        if (ids.length) {
-          queue.enqueue({ kind: WEBHOOK_PROCESS_JOB, payload: { webhook_ids: ids }, runAt: processingSlot(ctx.now()), maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS });
-        }
+        if (ids.length) enqueueWebhookProcessing(queue, ids, { runAt: processingSlot(ctx.now()) });
       });
       this.open = batch;
     }
     this.open.rows.push(row);
     return this.open.done;
   }
+}
+
+/**
+ * Queue stored webhooks for processing, one job for the lot. `round` numbers the follow-ups
+ * of webhooks waiting for their message (a new job each, spending no attempt).
+ */
+export function enqueueWebhookProcessing(queue: JobQueue, ids: string[], opts: { runAt?: number; round?: number } = {}): void {
+  const payload = opts.round === undefined ? { webhook_ids: ids } : { webhook_ids: ids, round: opts.round };
+  queue.enqueue({ kind: WEBHOOK_PROCESS_JOB, payload, runAt: opts.runAt, maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS });
 }
 
 /**
