@@ -1,5 +1,4 @@
-import type { Database, Statement } from 'better-sqlite3';
-import { stmt } from '../db/stmt.js';
+import { rawStmt, stmt } from '../db/stmt.js';
 import { fastIso, fastIsoOrNull } from '../lib/fast-iso.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageRow } from './messages.js';
@@ -61,17 +60,7 @@ export function listConversations(
   after?: ConversationKey | null,
 ): ConversationListRow[] {
   const q = conversationsQuery(partnerId, f, sort, limit, after);
-  return rawStatement(ctx.db.sqlite, q.sql).all(q.params) as ConversationListRow[];
-}
-
-const rawStatements = new WeakMap<Database, Map<string, Statement>>();
-
-function rawStatement(db: Database, sql: string): Statement {
-  let cache = rawStatements.get(db);
-  if (!cache) rawStatements.set(db, (cache = new Map()));
-  let st = cache.get(sql);
-  if (!st) cache.set(sql, (st = db.prepare(sql).raw(true)));
-  return st;
+  return rawStmt(ctx.db.sqlite, q.sql).all(q.params) as ConversationListRow[];
 }
 
 /** The key a page's cursor carries for this row. */
@@ -139,7 +128,7 @@ export function conversationsQuery(
 
 export function getConversation(ctx: CoreCtx, partnerId: string, id: string): ConversationListRow | undefined {
   const sql = `SELECT ${COLUMNS} FROM conversations c JOIN contacts ct ON ct.id = c.contact_id WHERE c.id = ? AND c.partner_id = ?`;
-  return rawStatement(ctx.db.sqlite, sql).get(id, partnerId) as ConversationListRow | undefined;
+  return rawStmt(ctx.db.sqlite, sql).get(id, partnerId) as ConversationListRow | undefined;
 }
 
 /** A page of a conversation's messages off messages_conversation (conversation_id, id). */

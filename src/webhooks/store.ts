@@ -1,5 +1,4 @@
-import type { Database, Statement } from 'better-sqlite3';
-import { stmt } from '../db/stmt.js';
+import { rawStmt, stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import type { EndpointRow } from '../core/endpoints.js';
 import { newId } from '../lib/ids.js';
@@ -102,14 +101,9 @@ function pick<T>(row: unknown[], offset: number, cols: string[]): T {
   return out as T;
 }
 
-// Raw rows (arrays): named rows are built through the V8 API column by column, which at ~30
-// columns per delivery cost more than the query.
-const loaders = new WeakMap<Database, Statement>();
-
+// Raw rows (arrays): at ~30 columns per delivery, named rows cost more than the query.
 export function loadForAttempt(ctx: CoreCtx, deliveryId: string): AttemptContext | null {
-  let st = loaders.get(ctx.db.sqlite);
-  if (!st) loaders.set(ctx.db.sqlite, (st = ctx.db.sqlite.prepare(LOAD).raw(true)));
-  const row = st.get(deliveryId) as unknown[] | undefined;
+  const row = rawStmt(ctx.db.sqlite, LOAD).get(deliveryId) as unknown[] | undefined;
   if (!row) return null;
   return {
     delivery: pick<DeliveryRow>(row, 0, D),
