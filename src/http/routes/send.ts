@@ -11,7 +11,6 @@ import { acceptSend, validate, type SendSpec } from '../send-flow.js';
 // An Idempotency-Key seen before answers with its stored response right after 401/403 (auth).
 
 // The checks themselves and the money path live in ../send-flow.ts, shared with POST /v1/messages.
-export { idempotencyOf, parseJsonBody, validate } from '../send-flow.js';
 
 export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
   // Per token, shared with /v1: 429 and the RateLimit-* headers on every answer, as there.
