@@ -117,6 +117,27 @@ export async function load(url, make, { connections = 50, seconds = 5, warmupSec
   };
 }
 
+/**
+ * Poll a count (every 50 ms) until it reaches `target` or the deadline passes. The rate runs
+ * from the first poll that saw any, so start-up time does not count against it.
+ */
+export async function rateUntil(count, target, timeoutMs) {
+  let done = 0;
+  let first = 0;
+  let firstAt = 0;
+  const deadline = Date.now() + timeoutMs;
+  while (done < target && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    done = count();
+    if (!firstAt && done > 0) {
+      firstAt = performance.now();
+      first = done;
+    }
+  }
+  const endedAt = performance.now();
+  return { done, endedAt, rate: (done - first) / ((endedAt - firstAt) / 1000) };
+}
+
 export const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : String(n));
 
 /** A figure against its target: "12,345 /s (target >= 10,000) PASS". */

@@ -1,7 +1,7 @@
 // Send API and dispatch benchmarks (issue 3): hello-world baseline, durable accept rate and
 // latency at 50 connections, dispatch throughput to a 0 ms and a 20 ms provider, peak RSS.
 import Database from 'better-sqlite3';
-import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, stop, tmp, verdict } from './lib.mjs';
+import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, rateUntil, stop, tmp, verdict } from './lib.mjs';
 
 const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 
@@ -92,25 +92,12 @@ async function dispatchRun(latencyMs, count, concurrency) {
   const msgd = await startMsgd(dir, port, { MSGD_CONFIG: cfg });
   const db = new Database(`${dir}/msgd.db`, { readonly: true });
   const count1 = db.prepare(`SELECT COUNT(*) AS n FROM messages WHERE status = 'sent'`);
-  let first = 0;
-  let firstAt = 0;
-  let sent = 0;
-  const deadline = Date.now() + 120_000;
-  while (sent < count && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-    sent = count1.get().n;
-    if (!firstAt && sent > 0) {
-      firstAt = performance.now();
-      first = sent;
-    }
-  }
-  const t1 = performance.now();
+  const { done: sent, rate, endedAt } = await rateUntil(() => count1.get().n, count, 120_000);
   const rss = peakRssMb(msgd.pid);
   db.close();
   await stop(msgd);
   await stop(provider.p);
-  const rate = (sent - first) / ((t1 - firstAt) / 1000);
-  return { sent, rate, totalSeconds: (t1 - t0) / 1000, rss };
+  return { sent, rate, totalSeconds: (endedAt - t0) / 1000, rss };
 }
 
 export async function run({ print, seconds = 5 }) {

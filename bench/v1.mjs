@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, stop, tmp, verdict } from './lib.mjs';
+import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, rateUntil, stop, tmp, verdict } from './lib.mjs';
 
 const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -169,26 +169,13 @@ async function deliveriesBench({ print }) {
   const msgd = await startMsgd(dataDir, port, { MSGD_CONFIG: cfgFile });
   const db = new Database(join(dataDir, 'msgd.db'), { readonly: true });
   const succeeded = db.prepare(`SELECT COUNT(*) AS n FROM webhook_deliveries INDEXED BY webhook_deliveries_status WHERE status = 'succeeded'`);
-  let done = 0;
-  let firstAt = 0;
-  let first = 0;
-  const deadline = Date.now() + 180_000;
-  while (done < events && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-    done = succeeded.get().n;
-    if (!firstAt && done > 0) {
-      firstAt = performance.now();
-      first = done;
-    }
-  }
-  const t1 = performance.now();
+  const { done, rate, endedAt: t1 } = await rateUntil(() => succeeded.get().n, events, 180_000);
   const failed = db.prepare(`SELECT COUNT(*) AS n FROM webhook_attempts WHERE status_code IS NULL OR status_code >= 300`).get().n;
   const rss = peakRssMb(msgd.pid);
   db.close();
   await stop(msgd);
   await stop(receiver);
   rmSync(dir, { recursive: true, force: true });
-  const rate = (done - first) / ((t1 - firstAt) / 1000);
   print(`webhooks out to a local HTTPS receiver   ${fmt(rate)} deliveries/s  (${fmt(done)} of ${fmt(events)} events signed, sent, logged; ${fmt(failed)} failed attempts; ${fmt((t1 - t0) / 1000, 1)} s from start; target >= 5,000) ${verdict(rate, 5000)}`);
   print(`  peak RSS of msgd ${fmt(rss, 1)} MB`);
   return { rate, done, failed, rss };
