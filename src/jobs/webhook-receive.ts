@@ -82,7 +82,10 @@ export class WebhookIntake {
       Object.assign(row, { gateway_id: verdict.gatewayId, verification: 'failed', verification_reason: verdict.reason, error: 'not processed: signature not verified' });
       row.error += keepLess(row);
       await this.store(row);
-      return { status: 401, id: row.id, provider: handler.provider, code: 'invalid_signature', message: verdict.reason };
+      // What the signature header lacked is the sender's business; which gateways exist and
+      // which secret failed is not: that stays in the log (msgctl webhooks log).
+      const message = sig.ok ? `the signature does not verify; msgctl webhooks log on msgd shows why (webhook ${row.id})` : verdict.reason;
+      return { status: 401, id: row.id, provider: handler.provider, code: 'invalid_signature', message };
     }
     Object.assign(row, { gateway_id: verdict.gateway.id, verification: 'ok', processing: 'pending' });
     await this.store(row);

@@ -94,9 +94,12 @@ describe('Meta signature over the raw bytes', () => {
     const reserialised = JSON.stringify(JSON.parse(META_VECTOR.body));
     const res = await postWebhook(hook(), reserialised, { 'content-type': 'application/json', 'x-hub-signature-256': META_VECTOR.sha256 });
     expect(res.status).toBe(401);
-    expect(res.json.error).toMatchObject({ code: 'invalid_signature', message: expect.stringContaining('does not match the app_secret of gateway wa-a') });
+    // The caller is not told which gateways exist or whose secret failed; the log keeps it.
+    expect(res.json.error).toMatchObject({ code: 'invalid_signature', message: expect.stringContaining('the signature does not verify') });
+    expect(JSON.stringify(res.json)).not.toContain('wa-a');
     const id = res.headers.get('x-msgd-webhook-id')!;
     expect(row(s.ctx, id)).toMatchObject({ provider: 'whatsapp', verification: 'failed', processing: 'rejected', gateway_id: waGateway });
+    expect(row(s.ctx, id).verification_reason).toContain('does not match the app_secret of gateway wa-a');
     expect(jobsFor(id)).toBe(0);
   });
 
@@ -115,6 +118,12 @@ describe('Meta signature over the raw bytes', () => {
       expect(r.verification).toBe('failed');
       expect(r.verification_reason).toContain(reason);
       expect(jobsFor(r.id)).toBe(0);
+      // A wrong gateway id in the URL is not confirmed or denied to the caller either.
+    }
+    for (const gateway of [waGateway, 'gw_does_not_exist']) {
+      const res = await postWebhook(`${hook()}?gateway=${gateway}`, body, metaHeaders('wrong_secret', body));
+      expect(res.status).toBe(401);
+      expect(res.json.error.message).not.toMatch(/exist|gateway wa|app_secret/);
     }
   });
 });
@@ -177,11 +186,11 @@ describe('refusals', () => {
     const body = JSON.stringify(waStatuses(PHONE_ID, [{ id: 'wamid.Y', status: 'sent' }]));
     let res = await postWebhook(`${hook()}?gateway=gw_nope`, body, metaHeaders('someone_elses_secret', body));
     expect(res.status).toBe(401);
-    expect(res.json.error.message).toContain('gateway "gw_nope" in the URL does not exist');
+    expect(lastRow(s.ctx).verification_reason).toContain('gateway "gw_nope" in the URL does not exist');
     const form = twilioForm({ AccountSid: 'AC123', MessageSid: 'SM1', MessageStatus: 'sent' });
     res = await postWebhook(hook(), form, twilioHeaders('tok', hook(), { AccountSid: 'AC123', MessageSid: 'SM1', MessageStatus: 'sent' }));
     expect(res.status).toBe(401);
-    expect(res.json.error.message).toContain('no twilio gateway matches');
+    expect(lastRow(s.ctx).verification_reason).toContain('no twilio gateway matches');
     expect(lastRow(s.ctx)).toMatchObject({ provider: 'twilio', verification: 'failed' });
   });
 
