@@ -36,7 +36,7 @@ interface LogOpts {
   outbound?: boolean;
 }
 
-const PROVIDERS = [...WEBHOOK_PROVIDERS, 'meta', 'unknown'];
+const PROVIDERS = [...WEBHOOK_PROVIDERS, 'unknown'];
 /** A webhook still being processed is held back this long, so its line can show the outcome. */
 const HOLD_PENDING_MS = 5000;
 

@@ -6,7 +6,7 @@ import type { ProviderEvent } from '../core/inbound.js';
 // A module never sees a database: it recognises its shape, checks its signature against a
 // secret it is handed, and turns the payload into msgd's events (src/core/inbound.ts).
 
-export type WebhookProvider = 'whatsapp' | 'messenger' | 'instagram' | 'twilio' | 'sendgrid' | 'sandbox';
+export type WebhookProvider = 'whatsapp' | 'messenger' | 'instagram' | 'twilio' | 'sendgrid' | 'sandbox' | 'meta';
 
 export interface RawWebhook {
   /** The body exactly as received: every signature is over these bytes. */

@@ -1,3 +1,4 @@
+import { metaAppWebhook } from './meta-app/webhook.js';
 import { messengerWebhook, instagramWebhook } from './meta-messenger/webhook.js';
 import { sandboxWebhook } from './sandbox/webhook.js';
 import { sendgridWebhook } from './sendgrid/webhook.js';
@@ -20,6 +21,7 @@ const HANDLERS: readonly WebhookHandler[] = [
   sendgridWebhook,
   twilioWebhook,
   sandboxWebhook,
+  metaAppWebhook,
 ];
 
 export const WEBHOOK_PROVIDERS: readonly WebhookProvider[] = HANDLERS.map((h) => h.provider);

@@ -145,6 +145,22 @@ describe('refusals', () => {
     }
   });
 
+  it('answers 200 to a signed Meta webhook for an object msgd does not use, logs it ignored, and still refuses a bad signature', async () => {
+    // An app also subscribed to "user" or "permissions": a 400 would have Meta retry for days.
+    const body = JSON.stringify({ object: 'user', entry: [{ id: '10210299214172187', uid: '10210299214172187', time: 1520383571, changes: [{ field: 'photos', value: { verb: 'update' } }] }] });
+    const ok = await postWebhook(hook('/api/webhook-messenger.php'), body, metaHeaders(META_VECTOR.secret, body));
+    expect(ok.status).toBe(200);
+    const r = await processed(s.ctx, ok.json.id);
+    expect(r).toMatchObject({ provider: 'meta', verification: 'ok', processing: 'ignored', gateway_id: waGateway });
+    expect(r.error).toContain('Meta "user" webhook (photos) is not used by msgd');
+    const bad = await postWebhook(hook(), body, metaHeaders('not_the_app_secret', body));
+    expect(bad.status).toBe(401);
+    expect(row(s.ctx, bad.headers.get('x-msgd-webhook-id')!)).toMatchObject({ provider: 'meta', verification: 'failed', processing: 'rejected' });
+    // Without Meta's signature header the shape is nobody's.
+    const unsigned = await postWebhook(hook(), body, { 'content-type': 'application/json' });
+    expect(unsigned.status).toBe(400);
+  });
+
   it('keeps only the first 64 KiB of a refused body, logs a compressed one, never stores x-api-key', async () => {
     const big = await startTestServer();
     try {
