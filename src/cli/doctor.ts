@@ -20,7 +20,12 @@ interface Check {
   message: string;
 }
 
-const META_KINDS: readonly GatewayKind[] = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'];
+const WEBHOOK_SECRET: Partial<Record<GatewayKind, string>> = {
+  whatsapp_cloud: 'app_secret',
+  meta_messenger: 'app_secret',
+  meta_instagram: 'app_secret',
+  sendgrid: 'webhook_public_key',
+};
 
 function keyCheck(dd: DataDir): Check {
   if (dd.keySource === 'env') return { name: 'master key', status: 'ok', message: 'from MSGD_MASTER_KEY' };
@@ -63,12 +68,27 @@ function schemaChecks(ctx: CoreCtx): Check[] {
       : { name: 'gateway secrets', status: 'ok', message: `${gateways.length} gateway(s), secrets readable with this master key` },
   );
 
-  const unverifiable = gateways.filter((g) => META_KINDS.includes(g.kind) && !g.secret_names.includes('app_secret'));
+  // The secret each kind's webhooks are verified with: without it they are all refused (401).
+  const unverifiable = gateways.filter((g) => WEBHOOK_SECRET[g.kind] && !g.secret_names.includes(WEBHOOK_SECRET[g.kind]!));
   checks.push(
     unverifiable.length
-      ? { name: 'webhook verification', status: 'warn', message: `no app_secret on ${unverifiable.map((g) => g.name).join(', ')}: their webhooks cannot be verified (msgctl gateway update <gateway> --secret-env app_secret=<ENV_VAR>)` }
-      : { name: 'webhook verification', status: 'ok', message: 'every Meta gateway has an app_secret' },
+      ? {
+          name: 'webhook verification',
+          status: 'warn',
+          message: `${unverifiable.map((g) => `no ${WEBHOOK_SECRET[g.kind]} on ${g.name}`).join('; ')}: their webhooks cannot be verified and are refused (msgctl gateway update <gateway> --secret-env <secret>=<ENV_VAR>)`,
+        }
+      : { name: 'webhook verification', status: 'ok', message: 'every Meta and SendGrid gateway has the secret its webhooks are verified with' },
   );
+  // Providers reach msgd at server.publicUrl: Twilio is given it as StatusCallback, and the
+  // webhook URLs msgctl gateway show prints are built on it.
+  const external = gateways.filter((g) => g.kind !== 'sandbox' && g.status === 'active');
+  if (external.length && !ctx.config.server.publicUrl) {
+    checks.push({
+      name: 'public URL',
+      status: 'warn',
+      message: `server.publicUrl is not set but ${external.map((g) => g.name).join(', ')} need(s) it: Twilio gets no StatusCallback and webhook URLs point at this machine's address (set server.publicUrl or MSGD_PUBLIC_URL)`,
+    });
+  }
 
   const channels = listChannels(ctx);
   const slugs = new Map((ctx.db.sqlite.prepare('SELECT id, slug FROM partners').all() as { id: string; slug: string }[]).map((p) => [p.id, p.slug]));

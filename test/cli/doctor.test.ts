@@ -1,14 +1,15 @@
 import { chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SENDGRID_VECTOR } from '../webhooks-in/helpers.js';
 import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
 
 const dataDir = tmpDataDir();
 const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir, ...opts });
 const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir, ...opts });
 
-async function doctorJson() {
-  const r = await runCli(['--json', 'doctor'], { dataDir });
+async function doctorJson(env: Record<string, string> = {}) {
+  const r = await runCli(['--json', 'doctor'], { dataDir, env });
   return { code: r.code, stderr: r.stderr, report: JSON.parse(r.stdout) };
 }
 const check = (report: any, name: string) => report.checks.find((c: any) => c.name === name);
@@ -80,23 +81,27 @@ describe('msgctl doctor', () => {
     }
   });
 
-  it('warns, and still exits 0, about unpriced channels, unverifiable Meta webhooks and disabled gateways in use', async () => {
+  it('warns, and still exits 0, about unpriced channels, unverifiable webhooks, no public URL and disabled gateways in use', async () => {
     await json(['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=4242', '--secret-env', 'page_access_token=PAT'], { env: { PAT: 'pat-1' } });
+    await json(['gateway', 'add', 'sendgrid', '--name', 'sg', '--secret-env', 'api_key=SGK'], { env: { SGK: 'SG.key' } });
     await json(['channel', 'assign', 'acme', 'fb', 'messenger']);
     await json(['gateway', 'update', 'demo', '--disable']);
     const r = await run(['doctor']);
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(r.stderr).toBe('');
-    expect(r.stdout).toMatch(/warn\s+webhook verification\s+no app_secret on fb/);
+    expect(r.stdout).toMatch(/warn\s+webhook verification\s+no app_secret on fb; no webhook_public_key on sg/);
+    expect(r.stdout).toMatch(/warn\s+public URL\s+server.publicUrl is not set but fb, sg need/);
     expect(r.stdout).toMatch(/warn\s+prices\s+no price for acme messenger/);
     expect(r.stdout).toMatch(/warn\s+channels\s+.*acme sms via demo/);
     const { report } = await doctorJson();
-    expect(report).toMatchObject({ ok: true, failures: 0, warnings: 3 });
+    expect(report).toMatchObject({ ok: true, failures: 0, warnings: 4 });
 
     await json(['gateway', 'update', 'fb', '--secret-env', 'app_secret=APP'], { env: { APP: 'app-1' } });
+    await json(['gateway', 'update', 'sg', '--secret-env', 'webhook_public_key=PK'], { env: { PK: SENDGRID_VECTOR.publicKey } });
     await json(['price', 'set', 'messenger', '0.005', '--partner', 'acme']);
     await json(['gateway', 'update', 'demo', '--enable']);
-    expect((await doctorJson()).report).toMatchObject({ ok: true, warnings: 0 });
+    expect((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report).toMatchObject({ ok: true, warnings: 0 });
+    await json(['gateway', 'remove', 'sg']);
   });
 
   it('fails when the master key does not open the stored secrets', async () => {
