@@ -83,7 +83,8 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
     channels: ['instagram'],
     settings: z
       .object({
-        base_url: url.default('https://graph.facebook.com'),
+        /** Unset: graph.facebook.com with page_id (Facebook Login), graph.instagram.com without (Instagram Login). */
+        base_url: url.optional(),
         api_version: version.default('v21.0'),
         ig_account_id: z.string().regex(/^\d+$/, 'expected the numeric Instagram account id'),
         /** Facebook Login flow sends through the page; Instagram Login flow through the IG account. */

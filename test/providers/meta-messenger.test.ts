@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { metaMessengerAdapter as messenger } from '../../src/providers/meta-messenger/send.js';
-import { metaInstagramAdapter as instagram } from '../../src/providers/meta-instagram/send.js';
+import { instagramBase, metaInstagramAdapter as instagram } from '../../src/providers/meta-instagram/send.js';
+import { readFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { GATEWAY_KINDS } from '../../src/core/gateway-kinds.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
 
@@ -99,6 +102,28 @@ describe('meta_instagram adapter', () => {
     const r = await instagram.send(igGw({ page_id: PAGE_ID }, PAGE_TOKEN), makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')), ctx);
     expect(fake.last()!.path).toBe(`/v21.0/${PAGE_ID}/messages`);
     expect(r.outcome).toBe('accepted');
+  });
+
+  it('defaults to graph.instagram.com without a page (Instagram Login), graph.facebook.com with one (FACTS B1)', () => {
+    const stored = (settings: Record<string, unknown>) => GATEWAY_KINDS.meta_instagram.settings.parse(settings) as Record<string, unknown>;
+    expect(stored({ ig_account_id: IG_ID })).not.toHaveProperty('base_url');
+    expect(instagramBase(stored({ ig_account_id: IG_ID }))).toBe('https://graph.instagram.com');
+    expect(instagramBase(stored({ ig_account_id: IG_ID, page_id: PAGE_ID }))).toBe('https://graph.facebook.com');
+    expect(instagramBase(stored({ ig_account_id: IG_ID, base_url: 'https://proxy.example.com/' }))).toBe('https://proxy.example.com');
+  });
+
+  it('the 0004 migration drops the old graph.facebook.com default from Instagram Login gateways only', () => {
+    const db = new Database(':memory:');
+    db.exec('CREATE TABLE gateways (id TEXT PRIMARY KEY, kind TEXT, settings TEXT)');
+    const put = db.prepare('INSERT INTO gateways VALUES (?, ?, ?)');
+    put.run('ig_login', 'meta_instagram', JSON.stringify({ base_url: 'https://graph.facebook.com', ig_account_id: IG_ID }));
+    put.run('ig_page', 'meta_instagram', JSON.stringify({ base_url: 'https://graph.facebook.com', ig_account_id: IG_ID, page_id: PAGE_ID }));
+    put.run('ig_proxy', 'meta_instagram', JSON.stringify({ base_url: 'https://proxy.example.com', ig_account_id: IG_ID }));
+    put.run('fb', 'meta_messenger', JSON.stringify({ base_url: 'https://graph.facebook.com', page_id: PAGE_ID }));
+    db.exec(readFileSync(new URL('../../migrations/0004_instagram_login_base.sql', import.meta.url), 'utf8'));
+    const base = (id: string) => JSON.parse((db.prepare('SELECT settings FROM gateways WHERE id = ?').get(id) as { settings: string }).settings).base_url;
+    expect([base('ig_login'), base('ig_page'), base('ig_proxy'), base('fb')]).toEqual([undefined, 'https://graph.facebook.com', 'https://proxy.example.com', 'https://graph.facebook.com']);
+    db.close();
   });
 
   it('classifies Graph errors like Messenger', async () => {

@@ -3,6 +3,14 @@ import { GRAPH_DEFAULT_BASE, graphUrl, postGraph } from '../graph-send.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { ProviderAdapter } from '../types.js';
 
+/** Instagram Login flow's host (FACTS B1): the IG account sends itself, with an IG user token. */
+export const INSTAGRAM_GRAPH_BASE = 'https://graph.instagram.com';
+
+/** Facebook Login flow (a page_id) sends through the page on graph.facebook.com; Instagram Login on graph.instagram.com. */
+export function instagramBase(settings: Record<string, unknown>): string {
+  return baseUrl(settings, settings.page_id ? GRAPH_DEFAULT_BASE : INSTAGRAM_GRAPH_BASE);
+}
+
 export const metaInstagramAdapter: ProviderAdapter = {
   kind: 'meta_instagram',
   async send(gw, msg, ctx) {
@@ -11,7 +19,7 @@ export const metaInstagramAdapter: ProviderAdapter = {
     if (msg.content.kind !== 'text') return unsupported('Instagram', msg.content.kind);
     // Facebook Login flow sends as the linked page; Instagram Login flow as the IG account itself.
     const sender = gw.settings.page_id ? String(gw.settings.page_id) : String(gw.settings.ig_account_id);
-    const url = graphUrl(gw.settings, baseUrl(gw.settings, GRAPH_DEFAULT_BASE), sender);
+    const url = graphUrl(gw.settings, instagramBase(gw.settings), sender);
     const body = { recipient: { id: msg.to }, message: { text: msg.content.text } };
     return postGraph(ctx, url, token, body, (json) => json?.message_id);
   },
