@@ -48,6 +48,12 @@ function poolFor(gw: GatewayRuntime, ctx: SendContext): PoolTransport {
   return transport;
 }
 
+function domainOf(address: string): string {
+  const at = address.lastIndexOf('@');
+  const domain = at >= 0 ? address.slice(at + 1).trim() : '';
+  return /^[a-zA-Z0-9.-]+$/.test(domain) ? domain : 'msgd.invalid';
+}
+
 export const smtpAdapter: ProviderAdapter = {
   kind: 'smtp',
   async send(gw, msg, ctx): Promise<SendResult> {
@@ -61,6 +67,9 @@ export const smtpAdapter: ProviderAdapter = {
       html: c.html,
       replyTo: c.replyTo,
       headers: { 'X-Msgd-Message-Id': msg.id },
+      // The same Message-ID on every attempt: a resend after a timeout that did reach the
+      // server is then the same message to the receiving side, which can drop the duplicate.
+      messageId: `<${msg.id}@${domainOf(msg.from)}>`,
     };
     try {
       const info = await poolFor(gw, ctx).sendMail(mail);
