@@ -20,6 +20,9 @@ export type EventType =
   | 'message.clicked'
   | 'message.deferred'
   | 'message.dropped'
+  | 'message.complained'
+  | 'message.unsubscribed'
+  | 'message.resubscribed'
   | 'partner.balance_low'
   | 'webhook.test';
 
@@ -35,6 +38,9 @@ export const EVENT_TYPES: readonly EventType[] = [
   'message.clicked',
   'message.deferred',
   'message.dropped',
+  'message.complained',
+  'message.unsubscribed',
+  'message.resubscribed',
   'partner.balance_low',
   'webhook.test',
 ];

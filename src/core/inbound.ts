@@ -1,6 +1,7 @@
 import { stmt } from '../db/stmt.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import { contactKeyFor } from './contacts.js';
+import { emitEvent, type EventType } from './events.js';
 import type { MessageContent } from './message-content.js';
 import { applyStatus, createInbound, getMessageRow, type MessageRow } from './messages.js';
 import { canAdvance, type MessageStatus } from './statuses.js';
@@ -35,6 +36,10 @@ export type ProviderEvent =
       ref: StatusRef;
       /** null: recorded in history only (SendGrid processed, spamreport, ...). */
       status: MessageStatus | null;
+      /** For a history-only event the partner is told of all the same (a spam report, an unsubscribe). */
+      notify?: EventType;
+      /** Provider facts the notification carries along (e.g. SendGrid's asm_group_id). */
+      detail?: Record<string, unknown>;
       providerStatus: string;
       errorCode?: string | null;
       errorMessage?: string | null;
@@ -134,13 +139,25 @@ function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trust
   return { found: all.filter(fits), exists: !!named || all.length > 0 };
 }
 
-// applyStatus has no history-only path; these events never move a status.
+// applyStatus has no history-only path; these events never move a status. Some still concern
+// the partner (a recipient complained or unsubscribed): those emit their own event.
 function historyOnly(ctx: CoreCtx, m: MessageRow, ev: Extract<ProviderEvent, { type: 'status' }>) {
   stmt(
     ctx.db.sqlite,
     `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
      VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
   ).run(m.id, ev.providerStatus, ev.providerStatus, ev.errorCode ?? null, ev.errorMessage ?? null, ev.occurredAt, ctx.now());
+  if (ev.notify) {
+    emitEvent(ctx, m.partner_id, ev.notify, {
+      message_id: m.id,
+      channel: m.channel_type,
+      to: m.to,
+      status: m.status,
+      provider_status: ev.providerStatus,
+      ...(ev.detail ?? {}),
+      occurred_at: new Date(ev.occurredAt).toISOString(),
+    });
+  }
 }
 
 function status(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'status' }>, opts: ApplyOptions): Step {

@@ -78,6 +78,34 @@ describe('SendGrid event batches', () => {
     expect(messageHistory(s.ctx, good.id)).toHaveLength(7);
   });
 
+  it('tells the partner of spam reports, unsubscribes and resubscribes (message.complained / unsubscribed / resubscribed), once', async () => {
+    const m = await sentEmail('grumpy@example.com');
+    const sg = `${m.provider_message_id}.filter0001.3.1.0`;
+    const t = Math.floor(Date.now() / 1000);
+    const body = `${JSON.stringify([
+      { email: 'grumpy@example.com', timestamp: t, event: 'spamreport', sg_event_id: 'c3BhbS0x', sg_message_id: sg },
+      { email: 'grumpy@example.com', timestamp: t + 1, event: 'unsubscribe', sg_event_id: 'dW5zdWItMQ', sg_message_id: sg },
+      { email: 'grumpy@example.com', timestamp: t + 2, event: 'group_unsubscribe', asm_group_id: 42, sg_event_id: 'Z3Vuc3ViLTE', msgd_message_id: m.id },
+      { email: 'grumpy@example.com', timestamp: t + 3, event: 'group_resubscribe', asm_group_id: 42, sg_event_id: 'Z3Jlc3ViLTE', msgd_message_id: m.id },
+    ])}\r\n`;
+    const eventsOf = () =>
+      (s.ctx.db.sqlite.prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ? ORDER BY id`).all(p.partnerId, `%${m.id}%`) as { type: string; payload: string }[])
+        .filter((e) => !['message.sent'].includes(e.type));
+    const res = await post(body);
+    expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
+    const got = eventsOf();
+    expect(got.map((e) => e.type)).toEqual(['message.complained', 'message.unsubscribed', 'message.unsubscribed', 'message.resubscribed']);
+    expect(JSON.parse(got[0].payload)).toMatchObject({
+      event: 'message.complained', message_id: m.id, channel: 'email', to: 'grumpy@example.com', status: 'sent',
+      provider_status: 'spamreport', email: 'grumpy@example.com', occurred_at: new Date(t * 1000).toISOString(),
+    });
+    expect(JSON.parse(got[2].payload)).toMatchObject({ provider_status: 'group_unsubscribe', asm_group_id: 42 });
+    // The status is not moved by any of them, and a redelivery tells nobody twice.
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
+    expect((await processed(s.ctx, (await post(body)).json.id)).processing).toBe('duplicate');
+    expect(eventsOf()).toHaveLength(4);
+  });
+
   it('deferred, then delivered, then an asynchronous bounce (no sg_message_id): the email ends bounced and refunded', async () => {
     const m = await sentEmail('later-bounce@example.com');
     const xid = m.provider_message_id!;

@@ -1,4 +1,5 @@
 import { createHash, createPublicKey, verify, type KeyObject } from 'node:crypto';
+import type { EventType } from '../../core/events.js';
 import type { ProviderEvent } from '../../core/inbound.js';
 import type { MessageStatus } from '../../core/statuses.js';
 import { fromSeconds, header, isObject, jsonBody, note, str, type WebhookHandler } from '../webhook-common.js';
@@ -29,6 +30,14 @@ const STATUS: Record<string, MessageStatus | null> = {
   unsubscribe: null,
   group_unsubscribe: null,
   group_resubscribe: null,
+};
+
+/** History-only events the partner is told of: complaints and unsubscribes concern who may be mailed. */
+const NOTIFY: Record<string, EventType> = {
+  spamreport: 'message.complained',
+  unsubscribe: 'message.unsubscribed',
+  group_unsubscribe: 'message.unsubscribed',
+  group_resubscribe: 'message.resubscribed',
 };
 
 const keys = new Map<string, KeyObject | null>();
@@ -77,6 +86,9 @@ function events(p: SgPayload): ProviderEvent[] {
       errorCode: failing ? (str(e.status) ?? str(e.type) ?? null) : null,
       errorMessage: str(e.reason) ?? str(e.response) ?? null,
       occurredAt: fromSeconds(e.timestamp),
+      ...(Object.hasOwn(NOTIFY, event)
+        ? { notify: NOTIFY[event], detail: { email: str(e.email) ?? null, ...(e.asm_group_id !== undefined ? { asm_group_id: e.asm_group_id } : {}) } }
+        : {}),
     };
   });
 }
