@@ -1,3 +1,4 @@
+import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
 import type { ChannelType, GatewayKind } from './context.js';
 
@@ -43,6 +44,22 @@ export interface GatewayKindSpec {
   channels: readonly ChannelType[];
   settings: z.ZodObject<any>;
   secrets: { required: readonly string[]; optional: readonly string[] };
+  /** Checks of a secret's form where one is knowable (a key that must parse): the problem, or null. */
+  secretChecks?: Record<string, (value: string) => string | null>;
+}
+
+/** SendGrid shows its Event Webhook verification key as base64 SPKI DER; PEM is taken too. */
+function ecPublicKeyProblem(value: string): string | null {
+  const text = value.trim();
+  try {
+    const key = text.startsWith('-----BEGIN')
+      ? createPublicKey({ key: text, format: 'pem' })
+      : createPublicKey({ key: Buffer.from(text, 'base64'), format: 'der', type: 'spki' });
+    if (key.asymmetricKeyType !== 'ec') return `expected an ECDSA public key, got ${key.asymmetricKeyType ?? 'another kind'}`;
+    return null;
+  } catch {
+    return 'not a public key: paste the Verification Key from SendGrid (Settings > Mail Settings > Event Webhook > Signed Event Webhook), base64 or PEM';
+  }
 }
 
 export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
@@ -119,6 +136,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
       })
       .strict(),
     secrets: { required: ['api_key'], optional: ['webhook_public_key'] },
+    secretChecks: { webhook_public_key: ecPublicKeyProblem },
   },
   smtp: {
     kind: 'smtp',

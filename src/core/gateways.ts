@@ -56,6 +56,17 @@ function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, par
   if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
 }
 
+/** The form of newly given secrets (stored ones were checked when given: an update of something else never fails on them). */
+function checkNewSecrets(kind: GatewayKind, given: Record<string, string> | undefined) {
+  const checks = GATEWAY_KINDS[kind].secretChecks ?? {};
+  const details: ErrorDetail[] = [];
+  for (const [k, v] of Object.entries(given ?? {})) {
+    const problem = checks[k] && typeof v === 'string' && v !== '' ? checks[k](v) : null;
+    if (problem) details.push({ field: k, message: problem });
+  }
+  if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
+}
+
 export function gatewayView(row: GatewayRow): GatewayView {
   return {
     id: row.id,
@@ -93,6 +104,7 @@ export function addGateway(
   const settings = validateSettings(kind, input.settings ?? {});
   const secrets = { ...(input.secrets ?? {}) };
   validateSecrets(kind, secrets, false);
+  checkNewSecrets(kind, input.secrets);
   if (kind === 'sandbox' && !secrets.signing_secret) secrets.signing_secret = randomBytes(32).toString('base64url');
   return ctx.db.sqlite.transaction(() => {
     if (ctx.db.orm.select({ id: gateways.id }).from(gateways).where(eq(gateways.name, input.name)).get()) {
@@ -128,6 +140,7 @@ export function updateGateway(
     const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
     for (const k of input.unsetSecrets ?? []) delete secrets[k];
     validateSecrets(row.kind, secrets, false);
+    checkNewSecrets(row.kind, input.secrets);
     ctx.db.orm
       .update(gateways)
       .set({

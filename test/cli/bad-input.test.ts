@@ -69,6 +69,12 @@ const cases: Case[] = [
     error: /secret "auth_token" is empty/,
   },
   {
+    name: 'a SendGrid verification key that is not a public key', json: true,
+    args: ['gateway', 'add', 'sendgrid', '--name', 'sg', '--secret-env', 'api_key=SG_KEY', '--secret-stdin', 'webhook_public_key'],
+    opts: { stdin: 'SG.this-is-the-api-key-pasted-by-mistake\n', env: { SG_KEY: 'SG.key' } },
+    error: /^msgctl: invalid secrets for a sendgrid gateway: webhook_public_key: not a public key: paste the Verification Key from SendGrid/,
+  },
+  {
     name: 'invalid setting',
     args: ['gateway', 'add', 'twilio', '--name', 'tw2', '--set', 'account_sid=XX1', '--secret-stdin', 'auth_token'],
     opts: { stdin: 'x' },
