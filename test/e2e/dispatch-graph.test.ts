@@ -90,6 +90,13 @@ describe('WhatsApp Cloud API', () => {
     expectSent(s.ctx, m, replyJson(0).messages[0].id);
   });
 
+  it('template, flat shape with components: Graph receives the components', async () => {
+    const components = [{ type: 'body', parameters: [{ type: 'text', text: 'Ann' }] }];
+    const id = await post({ to: '+14155550123', type: 'template', template: 'order_shipped', language: 'en_US', components });
+    await waitStatus(s.ctx, id, 'sent');
+    expect(fake.requests[0].body.template).toEqual({ name: 'order_shipped', language: { code: 'en_US' }, components });
+  });
+
   it('rate limit 130429 (HTTP 400) with a hint is retried after the hint, then sent', async () => {
     fake.failNext({ kind: 'rate_limit', retryAfterS: 1 });
     const id = await wa();

@@ -210,6 +210,34 @@ describe('POST /api/send-whatsapp.php', () => {
     expect(fields(all)).toEqual(['template.language', 'template.name', 'template.parameters.0', 'to']);
   });
 
+  it('flat shape: top-level components are sent, in the Cloud API shape', async () => {
+    const components = [{ type: 'body', parameters: [{ type: 'text', text: 'Ann' }] }];
+    const m = await ok(WHATSAPP, { to: '+14155550123', type: 'template', template: 'order_update', language: 'en_US', components });
+    expect(JSON.parse(m.content)).toEqual({ kind: 'template', template: { name: 'order_update', language: 'en_US', components } });
+  });
+
+  it('parameters and components together are a 400 naming the conflict, in either shape', async () => {
+    const parameters = ['Ann'];
+    const components = [{ type: 'body', parameters: [{ type: 'text', text: 'Ann' }] }];
+    const flat = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: 'order_update', language: 'en_US', parameters, components });
+    expect(flat).toEqual([{ field: 'components', message: expect.stringMatching(/parameters or components, not both/) }]);
+    const obj = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: 'en_US', parameters, components } });
+    expect(obj).toEqual([{ field: 'template.components', message: expect.stringMatching(/parameters or components, not both/) }]);
+    // Beside a template object they would not be sent: refused, not dropped.
+    for (const extra of [{ parameters }, { components }]) {
+      const d = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: 'en_US' }, ...extra });
+      expect(d).toEqual([{ field: Object.keys(extra)[0], message: expect.stringMatching(/put .* inside it/) }]);
+    }
+  });
+
+  it('object shape: the Cloud API language {"code": ...} is taken', async () => {
+    const components = [{ type: 'body', parameters: [{ type: 'text', text: 'Ann' }] }];
+    const m = await ok(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: { code: 'en_US' }, components } });
+    expect(JSON.parse(m.content)).toEqual({ kind: 'template', template: { name: 'order_update', language: 'en_US', components } });
+    const bad = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: { code: 'english' } } });
+    expect(bad).toEqual([{ field: 'template.language', message: expect.stringMatching(/language code/) }]);
+  });
+
   it('templates are refused on Messenger and Instagram', async () => {
     for (const channel of ['messenger', 'instagram']) {
       const d = await invalid(WHATSAPP, { channel, to: '2460102340987654', type: 'template', template: 'order_shipped', language: 'en' });

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ChannelType } from '../../core/context.js';
 import type { Runtime } from '../../runtime.js';
-import { emailBody, smsBody, templateFrom, whatsappBody } from '../schemas/send.js';
+import { emailBody, smsBody, whatsappBody } from '../schemas/send.js';
 import { refuseEncodedBody } from '../errors.js';
 import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
 import { acceptSend, validate, type SendSpec } from '../send-flow.js';
@@ -87,7 +87,7 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
       (body, channel) => {
         const b = validate(whatsappBody, body);
         const to = channel === 'whatsapp' ? smsBody.shape.to.parse(b.to) : b.to;
-        if (b.type === 'template') return { to, content: { kind: 'template', template: templateFrom(b) } };
+        if (b.template) return { to, content: { kind: 'template', template: b.template } };
         return { to, content: { kind: 'text', text: b.text! } };
       },
     ),

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { isEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
+import { templateOf } from './whatsapp-template.js';
 
 // Payloads of the legacy partner send API. Unknown keys are ignored (partners' clients send
 // extras); every problem with a known key is reported in details.
@@ -66,30 +67,17 @@ export const emailBody = z.object({
   reply_to: emailAddress.optional(),
 });
 
-const TEMPLATE_NAME = /^[a-z0-9_]{1,512}$/;
-const LANGUAGE = /^[a-z]{2,3}(_[A-Z]{2})?$/;
-
-const templateParameters = z.array(z.string().max(1024)).max(100);
-
-const templateObject = z.object({
-  name: z.string().regex(TEMPLATE_NAME),
-  language: z.string().regex(LANGUAGE),
-  parameters: templateParameters.optional(),
-  components: z.array(z.record(z.string(), z.unknown())).max(20).optional(),
-});
-
-type TemplateObject = z.infer<typeof templateObject>;
-
 export const whatsappBody = z
   .object({
     channel: z.enum(['whatsapp', 'messenger', 'instagram'], { error: 'must be whatsapp, messenger or instagram' }).optional(),
     to: requiredString('the recipient').min(1, 'must not be empty'),
     type: z.enum(['text', 'template'], { error: 'must be "text" or "template"' }).default('text'),
     text: z.string({ error: 'must be a string' }).optional(),
-    // Checked below, field by field: a union would report one opaque "Invalid input".
-    template: z.union([z.string(), z.record(z.string(), z.unknown())], { error: 'must be a template name or {name, language, parameters?}' }).optional(),
-    language: z.string({ error: 'must be a string' }).optional(),
-    parameters: templateParameters.optional(),
+    // The template fields are checked by templateOf, field by field, in both shapes.
+    template: z.unknown().optional(),
+    language: z.unknown().optional(),
+    parameters: z.unknown().optional(),
+    components: z.unknown().optional(),
   })
   .superRefine(
     (b, ctx) => {
@@ -99,7 +87,7 @@ export const whatsappBody = z
       const add = (path: (string | number)[], message: string) => {
         if (!flagged.has(String(path[0]))) ctx.addIssue({ code: 'custom', path, message });
       };
-      const channel = b.channel === 'messenger' || b.channel === 'instagram' ? b.channel : 'whatsapp';
+      const channel = channelOf(b);
       if (typeof b.to === 'string' && b.to !== '') {
         if (channel === 'whatsapp') {
           if (normalizeE164(b.to) === null) {
@@ -115,43 +103,24 @@ export const whatsappBody = z
         else if (charCount(b.text) > max) add(['text'], `must be at most ${max} characters on ${channel}`);
       } else if (b.type === 'template') {
         if (channel !== 'whatsapp') add(['type'], 'templates are a WhatsApp feature; use type "text" on messenger and instagram');
-        const t = b.template as unknown;
-        if (t === undefined) {
-          add(['template'], 'required for type "template": {name, language, parameters?}');
-        } else if (typeof t === 'string') {
-          if (!TEMPLATE_NAME.test(t)) add(['template'], 'template name: lowercase letters, digits and underscores');
-          if (typeof b.language !== 'string' || !LANGUAGE.test(b.language)) {
-            add(['language'], 'required with a template name: a language code such as en or en_US');
-          }
-        } else if (t && typeof t === 'object' && !Array.isArray(t)) {
-          const o = t as Record<string, unknown>;
-          if (typeof o.name !== 'string' || !TEMPLATE_NAME.test(o.name)) {
-            add(['template', 'name'], 'required: the template name (lowercase letters, digits and underscores)');
-          }
-          if (typeof o.language !== 'string' || !LANGUAGE.test(o.language)) {
-            add(['template', 'language'], 'required: a language code such as en or en_US');
-          }
-          const rest = templateObject.pick({ parameters: true, components: true }).safeParse(o);
-          if (!rest.success) {
-            for (const i of rest.error.issues) add(['template', ...(i.path as (string | number)[])], i.message);
-          }
-        }
+        templateOf(b, add);
       }
     },
     { when: () => true },
-  );
+  )
+  .transform((b) => ({
+    channel: channelOf(b),
+    to: b.to,
+    type: b.type,
+    text: b.text,
+    template: b.type === 'template' ? templateOf(b, () => {})! : undefined,
+  }));
+
+function channelOf(b: { channel?: string }) {
+  return b.channel === 'messenger' || b.channel === 'instagram' ? b.channel : 'whatsapp';
+}
 
 export type WhatsappBody = z.infer<typeof whatsappBody>;
-
-/** The template as the Cloud API takes it: plain parameters become one body component. */
-export function templateFrom(b: WhatsappBody) {
-  const t: TemplateObject =
-    typeof b.template === 'string' ? { name: b.template, language: b.language!, parameters: b.parameters } : (b.template as TemplateObject);
-  const components =
-    t.components ??
-    (t.parameters?.length ? [{ type: 'body', parameters: t.parameters.map((text) => ({ type: 'text', text })) }] : undefined);
-  return { name: t.name, language: t.language, ...(components ? { components } : {}) };
-}
 
 export function zodDetails(error: z.ZodError) {
   return error.issues.map((i) => ({ field: i.path.join('.') || undefined, message: i.message }));

@@ -1,0 +1,101 @@
+// WhatsApp templates on the send API, in both shapes partners use:
+//   flat:   {"template": "name", "language": "en_US", "parameters": [...] | "components": [...]}
+//   object: {"template": {"name", "language": "en_US" | {"code": "en_US"}, "parameters" | "components"}}
+// Checked by hand rather than by a zod union, so every problem gets its own field and a
+// message in the house style. Nothing a partner gives is dropped silently: what is not sent
+// to Meta is refused, because an accepted template is charged whatever Meta then says.
+
+export const TEMPLATE_NAME = /^[a-z0-9_]{1,512}$/;
+export const LANGUAGE = /^[a-z]{2,3}(_[A-Z]{2})?$/;
+const MAX_PARAMETERS = 100;
+const MAX_PARAMETER_CHARS = 1024;
+const MAX_COMPONENTS = 20;
+
+/** The template as stored and as the Cloud API takes it (language as its code). */
+export interface Template {
+  name: string;
+  language: string;
+  components?: unknown[];
+}
+
+type Path = (string | number)[];
+export type AddIssue = (path: Path, message: string) => void;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A language code, given as a string or as the Cloud API's {"code": ...}; null when it is neither. */
+function languageCode(v: unknown): string | null {
+  const code = isObject(v) ? v.code : v;
+  return typeof code === 'string' && LANGUAGE.test(code) ? code : null;
+}
+
+function checkParameters(v: unknown, path: Path, add: AddIssue) {
+  if (!Array.isArray(v)) return add(path, 'must be a list of strings: the body parameters, in order');
+  if (v.length > MAX_PARAMETERS) return add(path, `must have at most ${MAX_PARAMETERS} parameters`);
+  v.forEach((p, i) => {
+    if (typeof p !== 'string') add([...path, i], 'must be a string');
+    else if (p.length > MAX_PARAMETER_CHARS) add([...path, i], `must be at most ${MAX_PARAMETER_CHARS} characters`);
+  });
+}
+
+function checkComponents(v: unknown, path: Path, add: AddIssue) {
+  if (!Array.isArray(v)) return add(path, 'must be a list of Cloud API components, e.g. [{"type": "body", "parameters": [...]}]');
+  if (v.length > MAX_COMPONENTS) return add(path, `must have at most ${MAX_COMPONENTS} components`);
+  v.forEach((c, i) => {
+    if (!isObject(c)) add([...path, i], 'must be an object with a type, e.g. {"type": "body", "parameters": [...]}');
+  });
+}
+
+/**
+ * Check the template fields of a WhatsApp body (reporting through add) and return the
+ * template to send; undefined when something is wrong.
+ */
+export function templateOf(b: Record<string, unknown>, add: AddIssue): Template | undefined {
+  const t = b.template;
+  const errors = { n: 0 };
+  const report: AddIssue = (path, message) => {
+    errors.n++;
+    add(path, message);
+  };
+  let name: unknown, language: unknown, parameters: unknown, components: unknown, at: Path;
+  if (t === undefined) {
+    report(['template'], 'required for type "template": a template name, or {name, language, parameters?}');
+    return undefined;
+  } else if (typeof t === 'string') {
+    ({ language, parameters, components } = b);
+    name = t;
+    at = [];
+    if (!TEMPLATE_NAME.test(t)) report(['template'], 'template name: lowercase letters, digits and underscores');
+    if (languageCode(language) === null) report(['language'], 'required with a template name: a language code such as en or en_US');
+  } else if (isObject(t)) {
+    ({ name, language, parameters, components } = t);
+    at = ['template'];
+    if (typeof name !== 'string' || !TEMPLATE_NAME.test(name)) {
+      report(['template', 'name'], 'required: the template name (lowercase letters, digits and underscores)');
+    }
+    if (languageCode(language) === null) {
+      report(['template', 'language'], 'required: a language code such as en or en_US, or {"code": "en_US"}');
+    }
+    // Outside the object they would not be sent: say so rather than charge for a template without them.
+    for (const k of ['parameters', 'components'] as const) {
+      if (b[k] !== undefined) report([k], `with a template object, put ${k} inside it: "template": {"name", "language", "${k}"}`);
+    }
+  } else {
+    report(['template'], 'must be a template name or {name, language, parameters?}');
+    return undefined;
+  }
+  if (parameters !== undefined && components !== undefined) {
+    report([...at, 'components'], 'give parameters or components, not both: components (the Cloud API shape) replace parameters');
+  } else if (components !== undefined) {
+    checkComponents(components, [...at, 'components'], report);
+  } else if (parameters !== undefined) {
+    checkParameters(parameters, [...at, 'parameters'], report);
+  }
+  if (errors.n > 0) return undefined;
+  const list =
+    (components as unknown[] | undefined) ??
+    ((parameters as string[] | undefined)?.length
+      ? [{ type: 'body', parameters: (parameters as string[]).map((text) => ({ type: 'text', text })) }]
+      : undefined);
+  return { name: name as string, language: languageCode(language)!, ...(list ? { components: list } : {}) };
+}
