@@ -70,6 +70,12 @@ describe('POST /api/send-sms.php', () => {
     ]);
   });
 
+  it('whitespace-only text is refused: it would be charged and show nothing', async () => {
+    expect(await invalid(SMS, { to: '+14155550123', text: '   ' })).toEqual([{ field: 'text', message: 'must not be only whitespace' }]);
+    expect(await invalid(SMS, { to: '+14155550123', text: '\r\n' })).toEqual([{ field: 'text', message: 'must not be only whitespace' }]);
+    expect(JSON.parse((await ok(SMS, { to: '+14155550123', text: ' hi ' })).content).text).toBe(' hi ');
+  });
+
   it('takes 1600 characters and refuses 1601', async () => {
     const d = await invalid(SMS, { to: '+14155550123', text: 'a'.repeat(1601) });
     expect(d).toEqual([{ field: 'text', message: 'must be at most 1600 characters' }]);
@@ -236,6 +242,38 @@ describe('POST /api/send-whatsapp.php', () => {
     expect(JSON.parse(m.content)).toEqual({ kind: 'template', template: { name: 'order_update', language: 'en_US', components } });
     const bad = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: { code: 'english' } } });
     expect(bad).toEqual([{ field: 'template.language', message: expect.stringMatching(/language code/) }]);
+  });
+
+  it('clearly broken template content is refused before anything is charged', async () => {
+    const base = { to: '+14155550123', type: 'template', template: 'order_update', language: 'en_US' };
+    expect(await invalid(WHATSAPP, { ...base, components: [{}] })).toEqual([
+      { field: 'components.0.type', message: 'required: the component type (header, body, button, ...)' },
+    ]);
+    expect(await invalid(WHATSAPP, { ...base, parameters: ['Ann', '', ' \t'] })).toEqual([
+      { field: 'parameters.1', message: expect.stringMatching(/must not be empty or only whitespace/) },
+      { field: 'parameters.2', message: expect.stringMatching(/must not be empty or only whitespace/) },
+    ]);
+    const blankText = [{ type: 'body', parameters: [{ type: 'text', text: 'Ann' }, { type: 'text', text: '  ' }, { type: 'text' }, {}] }];
+    expect(fields(await invalid(WHATSAPP, { ...base, components: blankText }))).toEqual([
+      'components.0.parameters.1.text',
+      'components.0.parameters.2.text',
+      'components.0.parameters.3.type',
+    ]);
+    const obj = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: 'en', parameters: [''] } });
+    expect(fields(obj)).toEqual(['template.parameters.0']);
+    // Non-text parameters and extra component keys are Meta's to judge.
+    const rich = [
+      { type: 'header', parameters: [{ type: 'image', image: { link: 'https://example.com/a.png' } }] },
+      { type: 'button', sub_type: 'url', index: '0', parameters: [{ type: 'text', text: 'ABC' }] },
+    ];
+    expect(JSON.parse((await ok(WHATSAPP, { ...base, components: rich })).content).template.components).toEqual(rich);
+  });
+
+  it('whitespace-only text is refused on every channel of the endpoint', async () => {
+    const blank = ' \n\t ';
+    expect(await invalid(WHATSAPP, { to: '+14155550123', text: blank })).toEqual([{ field: 'text', message: 'must not be only whitespace' }]);
+    expect(fields(await invalid(WHATSAPP, { channel: 'messenger', to: '2460102340987654', text: blank }))).toEqual(['text']);
+    expect(fields(await invalid(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: '\u00a0' }))).toEqual(['text']);
   });
 
   it('templates are refused on Messenger and Instagram', async () => {

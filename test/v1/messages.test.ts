@@ -112,6 +112,8 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
     [{ channel: 'sms', to: '+14155550123', body: 'x'.repeat(1601) }, 'body'],
     [{ channel: 'sms', to: '+14155550123', body: 'x', subject: 'no' }, 'subject'],
     [{ channel: 'telegram', to: '+14155550123', body: 'x' }, 'channel'],
+    [{ channel: 'sms', to: '+14155550123', body: '  ' }, 'body'],
+    [{ channel: 'whatsapp', to: '+14155550123', body: '\n' }, 'body'],
   ])('400 invalid_request naming the field: %j', async (body, field) => {
     const before = balance();
     const r = await call(server, 'POST', '/v1/messages', { token, body });

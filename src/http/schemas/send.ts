@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { isEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
-import { templateOf } from './whatsapp-template.js';
+import { isBlank, templateOf } from './whatsapp-template.js';
+
+export { isBlank };
 
 // Payloads of the legacy partner send API. Unknown keys are ignored (partners' clients send
 // extras); every problem with a known key is reported in details.
@@ -44,6 +46,7 @@ export const smsBody = z.object({
   to: e164,
   text: requiredString('the message text')
     .min(1, 'must not be empty')
+    .refine((v) => v === '' || !isBlank(v), 'must not be only whitespace')
     .max(LIMITS.smsText, `must be at most ${LIMITS.smsText} characters`),
 });
 
@@ -100,6 +103,7 @@ export const whatsappBody = z
       if (b.type === 'text') {
         const max = channel === 'whatsapp' ? LIMITS.whatsappText : channel === 'messenger' ? LIMITS.messengerText : LIMITS.instagramText;
         if (typeof b.text !== 'string' || b.text.length === 0) add(['text'], 'required: the message text');
+        else if (isBlank(b.text)) add(['text'], 'must not be only whitespace');
         else if (charCount(b.text) > max) add(['text'], `must be at most ${max} characters on ${channel}`);
       } else if (b.type === 'template') {
         if (channel !== 'whatsapp') add(['type'], 'templates are a WhatsApp feature; use type "text" on messenger and instagram');

@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../../core/events.js';
 import { isEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
-import { LIMITS, charCount, emailAddress, requiredString } from './send.js';
+import { LIMITS, charCount, emailAddress, isBlank, requiredString } from './send.js';
 
 // The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
@@ -40,7 +40,7 @@ export const messageCreate = z
   .object({
     channel,
     to: requiredString('the recipient').min(1).describe('E.164 phone (sms, whatsapp), email address, or the PSID / IGSID (messenger, instagram)'),
-    body: requiredString('the message text').min(1, 'must not be empty').describe('the text; for email the plain-text part'),
+    body: requiredString('the message text').min(1, 'must not be empty').describe('the text; for email the plain-text part. Not only whitespace, except on email'),
     subject: z.string().optional().describe('email only, required there'),
     html: z.string().optional().describe('email only: an HTML part'),
   })
@@ -60,7 +60,8 @@ export const messageCreate = z
       if (Buffer.byteLength(b.body) > LIMITS.textBytes) add('body', `must be at most ${LIMITS.textBytes} bytes`);
       if (b.html !== undefined && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
     } else {
-      if (charCount(b.body) > TEXT_MAX[b.channel]) add('body', `must be at most ${TEXT_MAX[b.channel]} characters on ${b.channel}`);
+      if (b.body !== '' && isBlank(b.body)) add('body', 'must not be only whitespace');
+      else if (charCount(b.body) > TEXT_MAX[b.channel]) add('body', `must be at most ${TEXT_MAX[b.channel]} characters on ${b.channel}`);
       if (b.subject !== undefined) add('subject', 'only for email');
       if (b.html !== undefined) add('html', 'only for email');
     }

@@ -34,15 +34,32 @@ function checkParameters(v: unknown, path: Path, add: AddIssue) {
   if (v.length > MAX_PARAMETERS) return add(path, `must have at most ${MAX_PARAMETERS} parameters`);
   v.forEach((p, i) => {
     if (typeof p !== 'string') add([...path, i], 'must be a string');
+    else if (isBlank(p)) add([...path, i], 'must not be empty or only whitespace: Meta refuses a blank parameter');
     else if (p.length > MAX_PARAMETER_CHARS) add([...path, i], `must be at most ${MAX_PARAMETER_CHARS} characters`);
   });
 }
 
+/** Empty or whitespace only: a text that shows nothing. */
+export const isBlank = (s: string) => s.trim() === '';
+
 function checkComponents(v: unknown, path: Path, add: AddIssue) {
   if (!Array.isArray(v)) return add(path, 'must be a list of Cloud API components, e.g. [{"type": "body", "parameters": [...]}]');
   if (v.length > MAX_COMPONENTS) return add(path, `must have at most ${MAX_COMPONENTS} components`);
+  // Only what is surely broken is refused here; the rest of a component is Meta's to judge.
   v.forEach((c, i) => {
-    if (!isObject(c)) add([...path, i], 'must be an object with a type, e.g. {"type": "body", "parameters": [...]}');
+    const at = [...path, i];
+    if (!isObject(c)) return add(at, 'must be an object with a type, e.g. {"type": "body", "parameters": [...]}');
+    if (typeof c.type !== 'string' || isBlank(c.type)) add([...at, 'type'], 'required: the component type (header, body, button, ...)');
+    if (c.parameters === undefined) return;
+    if (!Array.isArray(c.parameters)) return add([...at, 'parameters'], 'must be a list of parameters, e.g. [{"type": "text", "text": "Ann"}]');
+    c.parameters.forEach((p, j) => {
+      const pat = [...at, 'parameters', j];
+      if (!isObject(p)) return add(pat, 'must be an object with a type, e.g. {"type": "text", "text": "Ann"}');
+      if (typeof p.type !== 'string' || isBlank(p.type)) return add([...pat, 'type'], 'required: the parameter type (text, currency, date_time, image, ...)');
+      if (p.type !== 'text') return;
+      if (typeof p.text !== 'string') add([...pat, 'text'], 'required for a text parameter: a string');
+      else if (isBlank(p.text)) add([...pat, 'text'], 'must not be empty or only whitespace: Meta refuses a blank parameter');
+    });
   });
 }
 
