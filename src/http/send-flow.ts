@@ -8,13 +8,14 @@ import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '..
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
 import { statusFor } from './errors.js';
+import { parseJsonBody } from './json-body.js';
 import { zodDetails } from './schemas/send.js';
 
 // The one send path behind both partner APIs (/api/send-*.php and POST /v1/messages): checks
 // in the spec's order — 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload,
 // 402 price — then the money rule (src/jobs/dispatch-accept.ts). Each surface supplies only
 // how its body names the channel, how it becomes a message, and the shape of its answer.
-// The body arrives unparsed (a JSON string) so even malformed JSON meets the checks in order.
+// The body arrives as bytes (src/http/json-body.ts) so even malformed JSON meets the checks in order.
 
 export interface SendPlan {
   to: string;
@@ -31,48 +32,6 @@ export interface SendSpec {
   /** Validate (throwing a 400) and build the message. */
   plan(body: unknown, channel: ChannelType | null): SendPlan;
   respond(m: MessageRow): { status: number; body: unknown };
-}
-
-/** How deep a partner's JSON may nest: far beyond any request shape, short of what recursion and clients choke on. */
-export const MAX_JSON_DEPTH = 32;
-
-// A lone UTF-16 surrogate: valid in JSON text (\ud800), not valid Unicode, and SQLite would
-// store it as U+FFFD, so what is read back would differ from what was accepted.
-const LONE_SURROGATE = /\p{Cs}/u;
-
-export function parseJsonBody(raw: unknown): unknown {
-  if (typeof raw !== 'string') return raw;
-  if (raw.trim() === '') throw new AppError('invalid_json', 'the body is empty; send a JSON object');
-  let value: unknown;
-  try {
-    value = JSON.parse(raw);
-  } catch {
-    throw new AppError('invalid_json', 'the body is not valid JSON');
-  }
-  checkJsonValue(value);
-  return value;
-}
-
-/** Depth and Unicode checks over a parsed body, without recursion (a deep body must not blow the stack). */
-function checkJsonValue(root: unknown) {
-  const stack: [unknown, number][] = [[root, 1]];
-  while (stack.length) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v === 'string') {
-      if (LONE_SURROGATE.test(v)) throw new AppError('invalid_json', 'the body has a string with an unpaired UTF-16 surrogate (e.g. \\ud800 alone): not valid Unicode');
-      continue;
-    }
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth > MAX_JSON_DEPTH) throw new AppError('invalid_json', `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
-    if (Array.isArray(v)) {
-      for (const item of v) stack.push([item, depth + 1]);
-    } else {
-      for (const [k, item] of Object.entries(v)) {
-        if (LONE_SURROGATE.test(k)) throw new AppError('invalid_json', 'the body has a key with an unpaired UTF-16 surrogate: not valid Unicode');
-        stack.push([item, depth + 1]);
-      }
-    }
-  }
 }
 
 export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {

@@ -243,6 +243,44 @@ describe('HTTP envelope', () => {
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
   });
 
+  it('JSON in another charset is 415; bytes that are not UTF-8 are 400 invalid_json; a UTF-8 BOM is ignored', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const auth = { authorization: `Bearer ${p.token}` };
+    const latin1 = Buffer.from('{"to":"+14155550123","text":"Gr\u00fc\u00dfe"}', 'latin1');
+    for (const type of ['application/json; charset=iso-8859-1', 'application/json;charset="ISO-8859-1"', 'application/json; charset=windows-1252']) {
+      for (const path of [SMS, '/v1/messages']) {
+        const r = await raw(path, { headers: { 'content-type': type, ...auth }, body: latin1 });
+        expectError(r, 415, 'unsupported_media_type');
+        expect(r.body.error.message).toMatch(/charset .* is not supported.*UTF-8/);
+      }
+    }
+    // Undeclared, the same bytes are not UTF-8: refused, not stored as U+FFFD and charged as UCS-2.
+    for (const path of [SMS, '/v1/messages']) {
+      const r = await raw(path, { headers: { 'content-type': 'application/json', ...auth }, body: latin1 });
+      expectError(r, 400, 'invalid_json');
+      expect(r.body.error.message).toMatch(/UTF-8/);
+    }
+    const contact = await raw('/v1/contacts', { headers: { 'content-type': 'application/json', ...auth }, body: Buffer.from('{"email":"x@example.com","name":"\xe9"}', 'latin1') });
+    expectError(contact, 400, 'invalid_json');
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+
+    const utf8 = Buffer.from('{"to":"+14155550123","text":"Gr\u00fc\u00dfe"}', 'utf8');
+    for (const type of ['application/json; charset=utf-8', 'application/json; charset="UTF-8"', 'application/json; charset=UTF8']) {
+      expect((await raw(SMS, { headers: { 'content-type': type, ...auth }, body: utf8 })).status).toBe(200);
+    }
+    const bom = await raw(SMS, { headers: { 'content-type': 'application/json', ...auth }, body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), utf8]) });
+    expect(bom.status, bom.text).toBe(200);
+    const v1bom = await raw('/v1/messages', {
+      headers: { 'content-type': 'application/json', ...auth },
+      body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"channel":"sms","to":"+14155550123","body":"hi"}')]),
+    });
+    expect(v1bom.status, v1bom.text).toBe(200);
+    const stored = messagesOf(s.ctx, p.partnerId);
+    expect(stored).toHaveLength(5);
+    expect(JSON.parse(stored[0].content).text).toBe('Grüße');
+    expect(stored[0].segments).toBe(1);
+  });
+
   it('the send API is rate limited per token, together with /v1: RateLimit-* on every answer, then 429 with Retry-After', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10', rateLimitPerMinute: 3 });
     const first = await send(s.url, SMS, VALID[SMS], p.token);

@@ -3,6 +3,7 @@ import type { ChannelType } from '../../core/context.js';
 import type { Runtime } from '../../runtime.js';
 import { emailBody, smsBody, whatsappBody } from '../schemas/send.js';
 import { refuseEncodedBody } from '../errors.js';
+import { acceptJsonBodies } from '../json-body.js';
 import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
 import { acceptSend, validate, type SendSpec } from '../send-flow.js';
 
@@ -16,11 +17,9 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
   // Per token, shared with /v1: 429 and the RateLimit-* headers on every answer, as there.
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
   app.addHook('onRequest', refuseEncodedBody);
-  // Parse JSON in the handler, after authentication, so a bad token is a 401 even when the
-  // body is malformed. Only JSON is taken: without removing the defaults, text/plain would
-  // reach the handler as a string and be parsed as JSON; every other type is a 415.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  // JSON is decoded and parsed in the handler, after authentication, so a bad token is a 401
+  // even when the body is malformed.
+  acceptJsonBodies(app);
 
   function handle(
     req: FastifyRequest,

@@ -4,7 +4,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } fro
 import type { Runtime } from '../../../runtime.js';
 import { refuseEncodedBody, sendError } from '../../errors.js';
 import { RateLimiter, rateLimitHook } from '../../rate-limit.js';
-import { parseJsonBody } from '../../send-flow.js';
+import { acceptJsonBodies, decodeBody, parseJsonBody } from '../../json-body.js';
 import { channelRoutes } from './channels.js';
 import { contactRoutes } from './contacts.js';
 import { conversationRoutes } from './conversations.js';
@@ -28,13 +28,13 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
-  // JSON arrives as a string and is parsed after the scope check, so a bad token is a 401 even
+  // JSON arrives as bytes and is parsed after the scope check, so a bad token is a 401 even
   // with a malformed body; an empty body is no body (POST …/rotate-secret, …/test).
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  acceptJsonBodies(app);
   app.addHook('preValidation', async (req: FastifyRequest) => {
-    if (typeof req.body !== 'string' || req.routeOptions.config.rawBody) return;
-    req.body = req.body.trim() === '' ? undefined : parseJsonBody(req.body);
+    if (!Buffer.isBuffer(req.body) || req.routeOptions.config.rawBody) return;
+    const text = decodeBody(req.body);
+    req.body = text.trim() === '' ? undefined : parseJsonBody(text);
   });
 
   await app.register(swagger, {
