@@ -25,14 +25,27 @@ export function authenticate(auth: TokenAuthenticator, req: FastifyRequest, scop
     if (result.reason === 'partner_suspended') {
       throw new AppError('partner_suspended', 'this partner account is suspended; contact the operator');
     }
+    // RFC 6750 §3: a bare challenge when no bearer credentials came, invalid_token when they did.
+    const offeredBearer = typeof header === 'string' && /^Bearer(\s|$)/i.test(header);
     if (header && !bearer(header)) {
-      throw new AppError('unauthorized', 'malformed Authorization header: expected "Bearer <API_KEY>"');
+      const message = 'malformed Authorization header: expected "Bearer <API_KEY>"';
+      throw new AppError('unauthorized', message, [], { wwwAuthenticate: offeredBearer ? challenge(message) : 'Bearer' });
     }
-    throw new AppError('unauthorized', MESSAGES[result.reason]);
+    const message = MESSAGES[result.reason];
+    throw new AppError('unauthorized', message, [], { wwwAuthenticate: result.reason === 'missing' ? 'Bearer' : challenge(message) });
   }
   if (!hasScope(result.principal.scopes, scope)) {
     throw new AppError('insufficient_scope', `this token lacks the "${scope}" scope`, [], { required: scope });
   }
   (req as any).principal = result.principal;
   return result.principal;
+}
+
+const challenge = (description: string) => `Bearer error="invalid_token", error_description="${description.replace(/["\\]/g, "'")}"`;
+
+/** onRequest hook: 401/403 before the body is read, so they outrank 413 and 415. */
+export function authHook(auth: TokenAuthenticator, scope: Scope) {
+  return async (req: FastifyRequest) => {
+    authenticate(auth, req, scope, req.tokenLookup);
+  };
 }

@@ -51,6 +51,7 @@ function zodDetails(err: any): ErrorDetail[] | null {
 export function errorHandler(err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply) {
   if (err instanceof AppError) {
     const status = statusFor(err.code);
+    if (status === 401 && err.code === 'unauthorized') reply.header('www-authenticate', String(err.data?.wwwAuthenticate ?? 'Bearer'));
     if (status >= 500) req.log.error({ err }, 'domain error mapped to 5xx');
     return sendError(reply, err.code, err.message, err.details, status);
   }
@@ -82,12 +83,14 @@ export function errorHandler(err: FastifyError | AppError | Error, req: FastifyR
 }
 
 /**
- * onRequest hook of the partner APIs: bodies are read as sent, so a compressed one would reach
- * the JSON parser as bytes. (Provider webhooks keep every request, and log this one too.)
+ * preParsing hook of the partner APIs: bodies are read as sent, so a compressed one would reach
+ * the JSON parser as bytes. preParsing runs after every onRequest hook, so the token check
+ * (401/403) answers first. (Provider webhooks keep every request, and log this one too.)
  */
-export async function refuseEncodedBody(req: FastifyRequest, reply: FastifyReply) {
+export async function refuseEncodedBody(req: FastifyRequest, _reply: FastifyReply, payload: unknown) {
   const encoding = req.headers['content-encoding'];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-    return sendError(reply, 'unsupported_media_type', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
+    throw new AppError('unsupported_media_type', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
   }
+  return payload;
 }

@@ -172,6 +172,46 @@ describe('order of the rules across the board', () => {
     }
   });
 
+  it('a bad token is 401 before 415: a body of another type or a compressed one is not looked at first', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const json = JSON.stringify(VALID[SMS]);
+    for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages', '/v1/contacts']) {
+      for (const auth of [{}, { authorization: 'Bearer msgd_live_bogus' }]) {
+        expectError(await raw(path, { headers: { 'content-type': 'text/plain', ...auth }, body: json }), 401, 'unauthorized');
+        expectError(await raw(path, { headers: { 'content-type': 'application/json; charset=latin1', ...auth }, body: json }), 401, 'unauthorized');
+        const gz = await raw(path, { headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', ...auth }, body: gzipSync(json) });
+        expectError(gz, 401, 'unauthorized');
+      }
+    }
+    // The partner's own 403s come before 415 too; 415 still comes before the channel, money and payload.
+    const suspended = sandboxPartner(s.ctx, { balance: '10' });
+    suspendPartner(s.ctx, suspended.partnerId, 'test');
+    expectError(await raw(SMS, { headers: { 'content-type': 'text/plain', authorization: `Bearer ${suspended.token}` }, body: json }), 403, 'partner_suspended');
+    const broke = sandboxPartner(s.ctx, { balance: '0' });
+    expectError(await raw(SMS, { headers: { 'content-type': 'text/plain', authorization: `Bearer ${broke.token}` }, body: json }), 415, 'unsupported_media_type');
+  });
+
+  it('401 answers carry an RFC 6750 WWW-Authenticate challenge', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const tok = listTokens(s.ctx, p.partnerId)[0];
+    revokeToken(s.ctx, tok.id, 'test');
+    for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages']) {
+      expect((await send(s.url, path, VALID[SMS])).headers.get('www-authenticate')).toBe('Bearer');
+      expect((await send(s.url, path, VALID[SMS], undefined, { authorization: 'Basic dXNlcjpwYXNz' })).headers.get('www-authenticate')).toBe('Bearer');
+      for (const bad of ['msgd_live_thisisnotarealtokenatall0000000000000000', p.token]) {
+        const r = await send(s.url, path, VALID[SMS], bad);
+        expectError(r, 401, 'unauthorized');
+        expect(r.headers.get('www-authenticate')).toBe(`Bearer error="invalid_token", error_description="${r.body.error.message}"`);
+      }
+      const malformed = await send(s.url, path, VALID[SMS], undefined, { authorization: 'Bearer a b' });
+      expect(malformed.headers.get('www-authenticate')).toMatch(/^Bearer error="invalid_token", error_description="malformed Authorization header/);
+    }
+    const v1get = await fetch(`${s.url}/v1/channels`, { headers: { authorization: 'Bearer msgd_live_nope' } });
+    expect([v1get.status, v1get.headers.get('www-authenticate')]).toEqual([401, expect.stringMatching(/^Bearer error="invalid_token"/)]);
+    // Other answers carry none.
+    expect((await send(s.url, SMS, VALID[SMS], sandboxPartner(s.ctx, { balance: '10' }).token)).headers.get('www-authenticate')).toBeNull();
+  });
+
   it('with funds, a malformed body is 400 invalid_json and an invalid one 400 invalid_request', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     for (const path of [SMS, EMAIL, WHATSAPP]) {
@@ -229,6 +269,8 @@ describe('HTTP envelope', () => {
     const r = await raw(EMAIL, { headers: { 'content-type': 'application/json', authorization: `Bearer ${p.token}` }, body: big });
     expectError(r, 413, 'payload_too_large');
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    // The token is checked before the body is read: without one, the same body is a 401.
+    expectError(await raw(EMAIL, { headers: { 'content-type': 'application/json' }, body: big }), 401, 'unauthorized');
   });
 
   it('anything but JSON is 415 unsupported_media_type, even when the bytes are JSON', async () => {

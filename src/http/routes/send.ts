@@ -2,13 +2,15 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ChannelType } from '../../core/context.js';
 import type { Runtime } from '../../runtime.js';
 import { emailBody, smsBody, whatsappBody } from '../schemas/send.js';
+import { authHook } from '../auth.js';
 import { refuseEncodedBody } from '../errors.js';
 import { acceptJsonBodies } from '../json-body.js';
 import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
 import { acceptSend, validate, type SendSpec } from '../send-flow.js';
 
 // The legacy partner send API. Paths are kept exactly. Checks run in the spec's order:
-// 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload, 402 price, 200.
+// 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload, 402 price, 200; a body
+// that cannot be read at all (413, 415) is refused after 401 and the partner's 403s.
 // An Idempotency-Key seen before answers with its stored response right after 401/403 (auth).
 
 // The checks themselves and the money path live in ../send-flow.ts, shared with POST /v1/messages.
@@ -16,7 +18,9 @@ import { acceptSend, validate, type SendSpec } from '../send-flow.js';
 export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
   // Per token, shared with /v1: 429 and the RateLimit-* headers on every answer, as there.
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
-  app.addHook('onRequest', refuseEncodedBody);
+  // 401/403 (token, suspended partner, scope) before anything about the body: 413, 415, 400.
+  app.addHook('onRequest', authHook(rt.auth, 'messages:send'));
+  app.addHook('preParsing', refuseEncodedBody);
   // JSON is decoded and parsed in the handler, after authentication, so a bad token is a 401
   // even when the body is malformed.
   acceptJsonBodies(app);

@@ -57,7 +57,7 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
   });
 
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
-  app.addHook('onRequest', refuseEncodedBody);
+  app.addHook('preParsing', refuseEncodedBody);
   app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
 
   await app.register(messageRoutes, { rt });

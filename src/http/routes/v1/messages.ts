@@ -20,6 +20,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
     '/messages',
     {
       config: { rawBody: true },
+      // 401/403 before the body is read (413/415); acceptSend sees the same principal.
+      onRequest: requireScope(rt, 'messages:send'),
       validatorCompiler: inHandler,
       schema: {
         tags: ['messages'],
