@@ -150,6 +150,13 @@ describe('POST /api/send-email.php', () => {
     expect(fields(d)).toEqual(['from_name', 'html', 'reply_to', 'subject', 'text', 'to']);
   });
 
+  it('null for an optional field is the same as leaving it out', async () => {
+    const m = await ok(EMAIL, { ...base, text: null, from_name: null, reply_to: null });
+    expect(JSON.parse(m.content)).toEqual({ kind: 'email', subject: 'Your order', html: '<p>Shipped</p>' });
+    // Required fields stay required.
+    expect(fields(await invalid(EMAIL, { ...base, subject: null, html: null }))).toEqual(['html', 'subject']);
+  });
+
   it('accepts a full email and stores what the adapters need', async () => {
     const m = await ok(EMAIL, { ...base, html: 'h'.repeat(512 * 1024), text: 'Shipped', from_name: 'The Shop', reply_to: 'help@shop.example' });
     const c = JSON.parse(m.content);
@@ -274,6 +281,24 @@ describe('POST /api/send-whatsapp.php', () => {
     expect(await invalid(WHATSAPP, { to: '+14155550123', text: blank })).toEqual([{ field: 'text', message: 'must not be only whitespace' }]);
     expect(fields(await invalid(WHATSAPP, { channel: 'messenger', to: '2460102340987654', text: blank }))).toEqual(['text']);
     expect(fields(await invalid(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: '\u00a0' }))).toEqual(['text']);
+  });
+
+  it('null for an optional field is the same as leaving it out', async () => {
+    const text = await ok(WHATSAPP, { to: '+14155550123', type: null, text: 'hi', channel: null, template: null, language: null, parameters: null, components: null });
+    expect([text.channel_type, JSON.parse(text.content)]).toEqual(['whatsapp', { kind: 'text', text: 'hi' }]);
+    const components = [{ type: 'body', parameters: [{ type: 'text', text: 'Ann' }] }];
+    const flat = await ok(WHATSAPP, { to: '+14155550123', type: 'template', text: null, template: 'order_update', language: 'en', parameters: null, components });
+    expect(JSON.parse(flat.content).template).toEqual({ name: 'order_update', language: 'en', components });
+    const obj = await ok(WHATSAPP, {
+      to: '+14155550123',
+      type: 'template',
+      template: { name: 'order_update', language: 'en', parameters: ['Ann'], components: null },
+      parameters: null,
+    });
+    expect(JSON.parse(obj.content).template).toEqual({ name: 'order_update', language: 'en', components });
+    expect(await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: null })).toEqual([
+      { field: 'template', message: expect.stringMatching(/^required for type "template"/) },
+    ]);
   });
 
   it('templates are refused on Messenger and Instagram', async () => {

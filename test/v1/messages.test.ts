@@ -50,6 +50,17 @@ describe('sending on every channel', () => {
     else expect(m.body.content).toEqual({ kind: 'text', text: payload.body });
   });
 
+  it('null for subject or html is the same as leaving it out', async () => {
+    const sms = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'sms', to: '+14155550123', body: 'x', subject: null, html: null } });
+    expect(sms.status, sms.text).toBe(200);
+    const email = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: 'bob@example.com', subject: 'Hi', body: 'plain', html: null } });
+    expect(email.status, email.text).toBe(200);
+    const m = await call(server, 'GET', `/v1/messages/${email.body.id}`, { token });
+    expect(m.body.content).toEqual({ kind: 'email', subject: 'Hi', text: 'plain' });
+    const noSubject = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: 'bob@example.com', subject: null, body: 'plain' } });
+    expect([noSubject.status, noSubject.body.error.details]).toEqual([400, [{ field: 'subject', message: 'required for email' }]]);
+  });
+
   it('a message sent through /api/send-sms.php is visible through /v1', async () => {
     const legacy = await call(server, 'POST', '/api/send-sms.php', { token, body: { to: '+14155550999', text: 'legacy' } });
     expect(legacy.status).toBe(200);

@@ -23,6 +23,14 @@ export function requiredString(what: string) {
   return z.string({ error: (iss) => (iss.input === undefined ? `required: ${what}` : `must be a string: ${what}`) });
 }
 
+/**
+ * An optional field where null means absent: many serializers write null for "not set", and
+ * refusing it (or sending "null") helps no one.
+ */
+export function optional<T extends z.ZodType>(schema: T) {
+  return schema.nullish().transform((v) => (v === null ? undefined : v));
+}
+
 /** Characters as code points (an emoji is one), as zod's string max counts them. */
 export function charCount(s: string): number {
   let n = 0;
@@ -61,26 +69,30 @@ export const emailBody = z.object({
     .max(LIMITS.subject, `must be at most ${LIMITS.subject} characters`)
     .refine((v) => !/[\r\n]/.test(v), 'must not contain line breaks'),
   html: requiredString('the HTML body').min(1, 'must not be empty').pipe(bytes(LIMITS.htmlBytes, 'html')),
-  text: bytes(LIMITS.textBytes, 'text').optional(),
-  from_name: z
-    .string()
-    .max(100, 'must be at most 100 characters')
-    .refine((v) => !/[\r\n<>"]/.test(v), 'must not contain line breaks, quotes or angle brackets')
-    .optional(),
-  reply_to: emailAddress.optional(),
+  text: optional(bytes(LIMITS.textBytes, 'text')),
+  from_name: optional(
+    z
+      .string()
+      .max(100, 'must be at most 100 characters')
+      .refine((v) => !/[\r\n<>"]/.test(v), 'must not contain line breaks, quotes or angle brackets'),
+  ),
+  reply_to: optional(emailAddress),
 });
 
 export const whatsappBody = z
   .object({
-    channel: z.enum(['whatsapp', 'messenger', 'instagram'], { error: 'must be whatsapp, messenger or instagram' }).optional(),
+    channel: optional(z.enum(['whatsapp', 'messenger', 'instagram'], { error: 'must be whatsapp, messenger or instagram' })),
     to: requiredString('the recipient').min(1, 'must not be empty'),
-    type: z.enum(['text', 'template'], { error: 'must be "text" or "template"' }).default('text'),
-    text: z.string({ error: 'must be a string' }).optional(),
+    type: z
+      .enum(['text', 'template'], { error: 'must be "text" or "template"' })
+      .nullish()
+      .transform((v) => v ?? 'text'),
+    text: optional(z.string({ error: 'must be a string' })),
     // The template fields are checked by templateOf, field by field, in both shapes.
-    template: z.unknown().optional(),
-    language: z.unknown().optional(),
-    parameters: z.unknown().optional(),
-    components: z.unknown().optional(),
+    template: optional(z.unknown()),
+    language: optional(z.unknown()),
+    parameters: optional(z.unknown()),
+    components: optional(z.unknown()),
   })
   .superRefine(
     (b, ctx) => {

@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../../core/events.js';
 import { isEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
-import { LIMITS, charCount, emailAddress, isBlank, requiredString } from './send.js';
+import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString } from './send.js';
 
 // The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
@@ -41,8 +41,8 @@ export const messageCreate = z
     channel,
     to: requiredString('the recipient').min(1).describe('E.164 phone (sms, whatsapp), email address, or the PSID / IGSID (messenger, instagram)'),
     body: requiredString('the message text').min(1, 'must not be empty').describe('the text; for email the plain-text part. Not only whitespace, except on email'),
-    subject: z.string().optional().describe('email only, required there'),
-    html: z.string().optional().describe('email only: an HTML part'),
+    subject: optional(z.string()).describe('email only, required there; null is the same as absent'),
+    html: optional(z.string()).describe('email only: an HTML part; null is the same as absent'),
   })
   .superRefine((b, ctx) => {
     const add = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });

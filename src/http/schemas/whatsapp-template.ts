@@ -75,7 +75,7 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
     add(path, message);
   };
   let name: unknown, language: unknown, parameters: unknown, components: unknown, at: Path;
-  if (t === undefined) {
+  if (t == null) {
     report(['template'], 'required for type "template": a template name, or {name, language, parameters?}');
     return undefined;
   } else if (typeof t === 'string') {
@@ -95,12 +95,15 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
     }
     // Outside the object they would not be sent: say so rather than charge for a template without them.
     for (const k of ['parameters', 'components'] as const) {
-      if (b[k] !== undefined) report([k], `with a template object, put ${k} inside it: "template": {"name", "language", "${k}"}`);
+      if (b[k] != null) report([k], `with a template object, put ${k} inside it: "template": {"name", "language", "${k}"}`);
     }
   } else {
     report(['template'], 'must be a template name or {name, language, parameters?}');
     return undefined;
   }
+  // null is absent here as everywhere in the send API.
+  parameters ??= undefined;
+  components ??= undefined;
   if (parameters !== undefined && components !== undefined) {
     report([...at, 'components'], 'give parameters or components, not both: components (the Cloud API shape) replace parameters');
   } else if (components !== undefined) {
