@@ -9,6 +9,7 @@ import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
 import { statusFor } from './errors.js';
 import { parseJsonBody } from './json-body.js';
+import { houseError } from './schemas/house-errors.js';
 import { zodDetails } from './schemas/send.js';
 
 // The one send path behind both partner APIs (/api/send-*.php and POST /v1/messages): checks
@@ -38,7 +39,7 @@ export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new AppError('invalid_request', 'the body must be a JSON object');
   }
-  const parsed = schema.safeParse(body);
+  const parsed = schema.safeParse(body, { error: houseError });
   if (!parsed.success) throw new AppError('invalid_request', 'the request is invalid', zodDetails(parsed.error));
   return parsed.data;
 }

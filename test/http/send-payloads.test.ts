@@ -157,6 +157,17 @@ describe('POST /api/send-email.php', () => {
     expect(fields(await invalid(EMAIL, { ...base, subject: null, html: null }))).toEqual(['html', 'subject']);
   });
 
+  it('field problems are worded in the house style, never in zod\'s own words', async () => {
+    const d = await invalid(EMAIL, { to: null, subject: 5, html: '<p>x</p>', text: 5, from_name: 5, reply_to: 5 });
+    expect(d.map((x) => [x.field, x.message])).toEqual([
+      ['to', 'required: an email address'],
+      ['subject', 'must be a string: the subject line'],
+      ['text', 'must be a string'],
+      ['from_name', 'must be a string'],
+      ['reply_to', 'must be a string: an email address'],
+    ]);
+  });
+
   it('accepts a full email and stores what the adapters need', async () => {
     const m = await ok(EMAIL, { ...base, html: 'h'.repeat(512 * 1024), text: 'Shipped', from_name: 'The Shop', reply_to: 'help@shop.example' });
     const c = JSON.parse(m.content);
@@ -299,6 +310,23 @@ describe('POST /api/send-whatsapp.php', () => {
     expect(await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: null })).toEqual([
       { field: 'template', message: expect.stringMatching(/^required for type "template"/) },
     ]);
+  });
+
+  it('template problems are worded in the house style, never in zod\'s own words', async () => {
+    const bodies = [
+      { to: '+14155550123', type: 'template', template: { name: 'a_b', language: 'en', parameters: ['x', 1] } },
+      { to: '+14155550123', type: 'template', template: 'a_b', language: 'en', components: ['x'] },
+      { to: '+14155550123', type: 'template', template: 'a_b', language: 'en', parameters: 'x' },
+      { to: '+14155550123', type: 'template', template: 5 },
+      { to: null, channel: 5, type: 5, text: 5 },
+    ];
+    const all = (await Promise.all(bodies.map((b) => invalid(WHATSAPP, b)))).flat();
+    for (const x of all) expect(x.message).not.toMatch(/Invalid|expected .* received/);
+    expect(all.slice(0, 2)).toEqual([
+      { field: 'template.parameters.1', message: 'must be a string' },
+      { field: 'components.0', message: expect.stringMatching(/^must be an object with a type/) },
+    ]);
+    expect(all.find((x) => x.field === 'to')).toEqual({ field: 'to', message: 'required: the recipient' });
   });
 
   it('templates are refused on Messenger and Instagram', async () => {

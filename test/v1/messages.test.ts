@@ -134,6 +134,26 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
     expect(balance()).toBe(before);
   });
 
+  it('field problems are worded in the house style, never in zod\'s own words', async () => {
+    const r = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'fax', to: '', body: 5, subject: 5 } });
+    expect(r.body.error.details).toEqual([
+      { field: 'channel', message: 'must be one of whatsapp, messenger, instagram, sms, email' },
+      { field: 'to', message: 'must not be empty' },
+      { field: 'body', message: 'must be a string: the message text' },
+      { field: 'subject', message: 'must be a string' },
+    ]);
+    const missing = await call(server, 'POST', '/v1/messages', { token, body: { to: '+14155550123', body: 'x' } });
+    expect(missing.body.error.details).toEqual([{ field: 'channel', message: 'required: one of whatsapp, messenger, instagram, sms, email' }]);
+    // The other /v1 routes word their problems the same way.
+    const contact = await call(server, 'POST', '/v1/contacts', { token, body: { phone: 5, name: 'x'.repeat(201), attributes: [] } });
+    expect(contact.status).toBe(400);
+    expect(contact.body.error.details).toEqual([
+      { field: 'name', message: 'must be at most 200 characters' },
+      { field: 'phone', message: 'must be a string' },
+      { field: 'attributes', message: 'must be an object' },
+    ]);
+  });
+
   it('400 invalid_json for a malformed body from a funded partner', async () => {
     const r = await call(server, 'POST', '/v1/messages', { token, body: '{"channel": "sms",' });
     expect(r.status).toBe(400);

@@ -18,9 +18,14 @@ export const LIMITS = {
   textBytes: 512 * 1024,
 };
 
-/** A required string field: "required: <what>" when missing, "must be a string" when of another type. */
+/**
+ * A required string field: "required: <what>" when missing (or null), "must be a string: <what>"
+ * when of another type. Its checks' issues are worded by their own message or houseError.
+ */
 export function requiredString(what: string) {
-  return z.string({ error: (iss) => (iss.input === undefined ? `required: ${what}` : `must be a string: ${what}`) });
+  return z.string({
+    error: (iss) => (iss.code !== 'invalid_type' ? undefined : iss.input == null ? `required: ${what}` : `must be a string: ${what}`),
+  });
 }
 
 /**

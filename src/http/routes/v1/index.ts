@@ -1,9 +1,11 @@
 import swagger from '@fastify/swagger';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
 import type { Runtime } from '../../../runtime.js';
 import { refuseEncodedBody, sendError } from '../../errors.js';
 import { RateLimiter, rateLimitHook } from '../../rate-limit.js';
+import { houseError } from '../../schemas/house-errors.js';
 import { acceptJsonBodies, decodeBody, parseJsonBody } from '../../json-body.js';
 import { channelRoutes } from './channels.js';
 import { contactRoutes } from './contacts.js';
@@ -25,7 +27,12 @@ declare module 'fastify' {
 }
 
 export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
-  app.setValidatorCompiler(validatorCompiler);
+  // fastify-type-provider-zod's compiler, but issues worded in the house style (houseError).
+  app.setValidatorCompiler<z.ZodType>(({ schema }) => (data) => {
+    const r = schema.safeParse(data, { error: houseError });
+    if (r.success) return { value: r.data };
+    return { error: r.error.issues.map((i) => ({ path: i.path, message: i.message, instancePath: `/${i.path.join('/')}`, schemaPath: '', keyword: i.code, params: {} })) };
+  });
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   // JSON arrives as bytes and is parsed after the scope check, so a bad token is a 401 even
