@@ -1,3 +1,5 @@
+import { domainToASCII } from 'node:url';
+
 // Pragmatic address check (the WHATWG "valid e-mail address" rule, used by browsers):
 // no display names, no quoted local parts, a dotted domain of LDH labels.
 const EMAIL =
@@ -8,10 +10,30 @@ export function isEmail(input: string): boolean {
 }
 
 /**
+ * The address with an internationalised domain in its ASCII (punycode) form, as DNS and every
+ * provider take it: ann@bücher.de → ann@xn--bcher-kva.de. ASCII domains are left exactly as
+ * written; a domain that is not a valid IDN is left as is (isEmail then refuses it).
+ */
+export function asciiDomain(address: string): string {
+  const at = address.lastIndexOf('@');
+  if (at < 0) return address;
+  const domain = address.slice(at + 1);
+  if (/^[\x00-\x7f]*$/.test(domain)) return address;
+  const ascii = domainToASCII(domain);
+  return ascii ? address.slice(0, at + 1) + ascii : address;
+}
+
+/** The address a partner gave, as msgd stores and sends it (trimmed, domain in ASCII); null when it is not valid. */
+export function normalizeEmail(input: string): string | null {
+  const address = asciiDomain(input.trim());
+  return isEmail(address) ? address : null;
+}
+
+/**
  * The form a contact is found by: mailboxes are case-insensitive in practice (every major
  * provider ignores case), so ANN@Example.com and ann@example.com are one contact. Messages
  * still go to the address exactly as the partner wrote it.
  */
 export function contactEmail(address: string): string {
-  return address.trim().toLowerCase();
+  return asciiDomain(address.trim()).toLowerCase();
 }

@@ -132,6 +132,20 @@ describe('POST /api/send-email.php', () => {
     },
   );
 
+  it.each(['jörg@example.de', 'ana@exa_mple.com', 'ana@bücher', 'ana@xn--.de', 'ana@.bücher.de'])('rejects %j as "to" (non-ASCII local parts are not taken)', async (to) => {
+    expect(await invalid(EMAIL, { ...base, to })).toEqual([{ field: 'to', message: 'must be a valid email address' }]);
+  });
+
+  it('trims the address before checking it, and sends an internationalised domain in ASCII', async () => {
+    const padded = await ok(EMAIL, { ...base, to: ' bob@example.com\t', reply_to: ' help@example.com ' });
+    expect([padded.to, JSON.parse(padded.content).replyTo]).toEqual(['bob@example.com', 'help@example.com']);
+    const idn = await ok(EMAIL, { ...base, to: 'bob@bücher.de', reply_to: 'Hilfe@MÜNCHEN.de' });
+    expect([idn.to, JSON.parse(idn.content).replyTo]).toEqual(['bob@xn--bcher-kva.de', 'Hilfe@xn--mnchen-3ya.de']);
+    // The punycode form was always taken, and an ASCII domain is kept exactly as written.
+    expect((await ok(EMAIL, { ...base, to: 'bob@xn--bcher-kva.de' })).to).toBe('bob@xn--bcher-kva.de');
+    expect((await ok(EMAIL, { ...base, to: 'Bob@Example.COM' })).to).toBe('Bob@Example.COM');
+  });
+
   it.each(['Hi\nBcc: victim@example.com', 'Hi\r\nX: y', 'Hi\r'])('rejects a subject with a line break (%j)', async (subject) => {
     const d = await invalid(EMAIL, { ...base, subject });
     expect(d).toEqual([{ field: 'subject', message: 'must not contain line breaks' }]);

@@ -61,6 +61,15 @@ describe('sending on every channel', () => {
     expect([noSubject.status, noSubject.body.error.details]).toEqual([400, [{ field: 'subject', message: 'required for email' }]]);
   });
 
+  it('an email address is trimmed, and an internationalised domain sent in ASCII', async () => {
+    const r = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: ' bob@bücher.de ', subject: 'Hi', body: 'x' } });
+    expect([r.status, r.body.to]).toEqual([200, 'bob@xn--bcher-kva.de']);
+    const contact = await call(server, 'POST', '/v1/contacts', { token, body: { email: ' ann@bücher.de' } });
+    expect([contact.status, contact.body.email]).toEqual([201, 'ann@xn--bcher-kva.de']);
+    const found = await call(server, 'GET', `/v1/contacts?email=${encodeURIComponent('ANN@BÜCHER.de')}`, { token });
+    expect(found.body.data.map((c: any) => c.id)).toEqual([contact.body.id]);
+  });
+
   it('a message sent through /api/send-sms.php is visible through /v1', async () => {
     const legacy = await call(server, 'POST', '/api/send-sms.php', { token, body: { to: '+14155550999', text: 'legacy' } });
     expect(legacy.status).toBe(200);

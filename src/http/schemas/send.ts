@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isEmail } from '../../lib/email.js';
+import { normalizeEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { isBlank, templateOf } from './whatsapp-template.js';
 
@@ -63,9 +63,13 @@ export const smsBody = z.object({
     .max(LIMITS.smsText, `must be at most ${LIMITS.smsText} characters`),
 });
 
-export const emailAddress = requiredString('an email address')
-  .refine(isEmail, 'must be a valid email address')
-  .transform((v) => v.trim());
+// Trimmed before it is checked; an internationalised domain is checked and kept in ASCII.
+export const emailAddress = requiredString('an email address').transform((v, ctx) => {
+  const address = normalizeEmail(v);
+  if (address !== null) return address;
+  ctx.addIssue({ code: 'custom', message: 'must be a valid email address' });
+  return z.NEVER;
+});
 
 export const emailBody = z.object({
   to: emailAddress,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
 import { EVENT_TYPES } from '../../core/events.js';
-import { isEmail } from '../../lib/email.js';
+import { normalizeEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
 import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString } from './send.js';
@@ -49,7 +49,7 @@ export const messageCreate = z
     if (b.channel === 'sms' || b.channel === 'whatsapp') {
       if (normalizeE164(b.to) === null) add('to', 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123');
     } else if (b.channel === 'email') {
-      if (!isEmail(b.to.trim())) add('to', 'must be a valid email address');
+      if (normalizeEmail(b.to) === null) add('to', 'must be a valid email address');
     } else if (!/^\d{1,64}$/.test(b.to)) {
       add('to', `must be the ${b.channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`);
     }
