@@ -17,6 +17,8 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     // One line per request is written by the onResponse hook below, at debug (5xx at error).
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: rt.config.server.bodyLimitBytes,
+    // /api/send-sms.php/ is /api/send-sms.php: partners' URL builders add slashes.
+    routerOptions: { ignoreTrailingSlash: true },
     trustProxy: rt.config.server.trustProxy,
     requestIdHeader: false,
     // Honour a sane caller-supplied id so a partner can correlate; otherwise mint one.

@@ -263,6 +263,21 @@ describe('HTTP envelope', () => {
     }
   });
 
+  it('a trailing slash is the same endpoint, with the same idempotency', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '10' });
+    for (const c of CASES) {
+      const r = await send(s.url, `${c.path}/`, c.body, p.token);
+      expect(r.status, r.text).toBe(200);
+    }
+    expect((await send(s.url, `${SMS}/?utm=1`, VALID[SMS], p.token)).status).toBe(200);
+    const key = { 'idempotency-key': 'slash-1' };
+    const first = await send(s.url, SMS, VALID[SMS], p.token, key);
+    const again = await send(s.url, `${SMS}/`, VALID[SMS], p.token, key);
+    expect([again.status, again.body, again.headers.get('idempotent-replayed')]).toEqual([200, first.body, 'true']);
+    expectError(await send(s.url, `${SMS}/`, VALID[SMS]), 401, 'unauthorized');
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(CASES.length + 2);
+  });
+
   it('a body over the limit is 413 payload_too_large', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const big = JSON.stringify({ to: 'a@example.com', subject: 'x', html: 'x'.repeat(1024 * 1024 + 10) });
