@@ -4,7 +4,7 @@ import type { Runtime } from '../runtime.js';
 import { errorHandler, sendError } from './errors.js';
 import { RateLimiter } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
-import { sendRoutes } from './routes/send.js';
+import { sendMethodRoutes, sendRoutes } from './routes/send.js';
 import { v1Routes } from './routes/v1/index.js';
 import { webhooksInRoutes } from './routes/webhooks-in.js';
 
@@ -54,6 +54,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   const limiter = new RateLimiter();
   await app.register(healthRoutes, { rt });
   await app.register(sendRoutes, { rt, limiter });
+  await app.register(sendMethodRoutes);
   await app.register(webhooksInRoutes, { rt });
   await app.register(v1Routes, { rt, limiter, prefix: '/v1' });
   return app;

@@ -15,6 +15,7 @@ const STATUS: Record<string, number> = {
   invalid_json: 400,
   unknown_payload: 400,
   not_found: 404,
+  method_not_allowed: 405,
   conflict: 409,
   idempotency_key_reused: 422,
   idempotency_key_in_use: 409,

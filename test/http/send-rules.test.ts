@@ -252,8 +252,7 @@ describe('HTTP envelope', () => {
     for (const [method, path] of [
       ['GET', '/nope'],
       ['POST', '/api/send-fax.php'],
-      ['GET', SMS],
-      ['DELETE', WHATSAPP],
+      ['GET', '/api/send-fax.php'],
     ] as const) {
       const res = await fetch(s.url + path, { method });
       const body = await res.json();
@@ -276,6 +275,22 @@ describe('HTTP envelope', () => {
     expect([again.status, again.body, again.headers.get('idempotent-replayed')]).toEqual([200, first.body, 'true']);
     expectError(await send(s.url, `${SMS}/`, VALID[SMS]), 401, 'unauthorized');
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(CASES.length + 2);
+  });
+
+  it('another method on a send path is 405 method_not_allowed with Allow: POST, token or not', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '10' });
+    for (const path of [SMS, EMAIL, WHATSAPP, `${SMS}/`]) {
+      for (const method of ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']) {
+        for (const headers of [{}, { authorization: `Bearer ${p.token}` }] as Record<string, string>[]) {
+          const res = await fetch(s.url + path, { method, headers });
+          expectError({ status: res.status, body: await res.json(), headers: res.headers }, 405, 'method_not_allowed');
+          expect(res.headers.get('allow')).toBe('POST');
+        }
+      }
+      const head = await fetch(s.url + path, { method: 'HEAD' });
+      expect([head.status, head.headers.get('allow'), await head.text()]).toEqual([405, 'POST', '']);
+    }
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 
   it('a body over the limit is 413 payload_too_large', async () => {

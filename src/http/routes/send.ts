@@ -3,7 +3,7 @@ import type { ChannelType } from '../../core/context.js';
 import type { Runtime } from '../../runtime.js';
 import { emailBody, smsBody, whatsappBody } from '../schemas/send.js';
 import { authHook } from '../auth.js';
-import { refuseEncodedBody } from '../errors.js';
+import { refuseEncodedBody, sendError } from '../errors.js';
 import { acceptJsonBodies } from '../json-body.js';
 import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
 import { acceptSend, validate, type SendSpec } from '../send-flow.js';
@@ -95,4 +95,23 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
       },
     ),
   );
+};
+
+export const SEND_PATHS = ['/api/send-sms.php', '/api/send-email.php', '/api/send-whatsapp.php'];
+
+/**
+ * 405 with Allow: POST for any other method on the send paths (HEAD comes with GET). Outside
+ * sendRoutes, so without its hooks: like a 404, it is about the route, and needs no token.
+ */
+export const sendMethodRoutes: FastifyPluginAsync = async (app) => {
+  for (const url of SEND_PATHS) {
+    app.route({
+      method: ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+      url,
+      handler: (req, reply) => {
+        reply.header('allow', 'POST');
+        return sendError(reply, 'method_not_allowed', `${req.method} is not allowed on ${url}: send a POST`);
+      },
+    });
+  }
 };
