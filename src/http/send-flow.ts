@@ -26,8 +26,10 @@ export interface SendPlan {
 }
 
 export interface SendSpec {
-  /** The channel when the body cannot be parsed; null: only the partner-wide funds check applies. */
+  /** The channel when the body cannot be parsed; null: only the partner-wide checks apply. */
   fixedChannel: ChannelType | null;
+  /** The channels the endpoint sends on: with no channel known, 403 unless one of them is assigned. */
+  channels: readonly ChannelType[];
   /** The channel a parsed body asks for; null when it names none we know (validation says why). */
   channelOf(body: unknown): ChannelType | null;
   /** Validate (throwing a 400) and build the message. */
@@ -81,7 +83,7 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
   }
   // 403 channel not assigned / gateway disabled, 402 funds exhausted.
   const channel = parsed.error ? spec.fixedChannel : spec.channelOf(parsed.value);
-  const pre = channel ? preflight(rt.ctx, principal, channel) : (fundsCheck(rt.ctx, principal), undefined);
+  const pre = channel ? preflight(rt.ctx, principal, channel) : (fundsCheck(rt.ctx, principal, spec.channels), undefined);
   if (parsed.error) throw parsed.error;
   if (idem.error) throw idem.error;
   const p = spec.plan(parsed.value, channel);

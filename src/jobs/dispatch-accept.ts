@@ -78,9 +78,24 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
   };
 }
 
-/** The partner-wide half of preflight (402 when balance and credit are exhausted), for a
- * request that names no channel yet (unparseable JSON on the WhatsApp endpoint). */
-export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal): void {
+/**
+ * The partner-wide half of preflight, for a request that names no channel yet (unparseable
+ * JSON on the WhatsApp endpoint or POST /v1/messages): 403 when the partner has no active
+ * gateway for any of the channels the endpoint can send on (it can never send there, as
+ * preflight would say for a named channel), then 402 when balance and credit are exhausted.
+ */
+export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readonly ChannelType[] = []): void {
+  if (anyOf.length > 0) {
+    const usable = stmt<[string, string], { n: number }>(
+      ctx.db.sqlite,
+      `SELECT count(*) AS n FROM channels c JOIN gateways g ON g.id = c.gateway_id
+        WHERE c.partner_id = ? AND c.status = 'active' AND g.status = 'active' AND c.type IN (SELECT value FROM json_each(?))`,
+    ).get(principal.partnerId, JSON.stringify(anyOf))!;
+    if (usable.n === 0) {
+      const names = anyOf.length === 1 ? anyOf[0] : `${anyOf.slice(0, -1).join(', ')} or ${anyOf[anyOf.length - 1]}`;
+      throw new AppError('channel_not_assigned', `no active ${names} gateway is assigned to this partner; ask the operator to assign one`);
+    }
+  }
   const p = stmt<[string], { balance: number; credit_limit: number }>(
     ctx.db.sqlite,
     'SELECT balance, credit_limit FROM partners WHERE id = ?',

@@ -164,6 +164,35 @@ describe.each(CASES)('$name: 402 when funds are exhausted, before the payload is
   });
 });
 
+describe('a body that names no channel', () => {
+  it('WhatsApp endpoint: 403 like send-sms.php when none of whatsapp, messenger, instagram is assigned, else 402 when broke', async () => {
+    const none = sandboxPartner(s.ctx, { balance: '0', channels: ['sms', 'email'] });
+    for (const body of ['{"to":', '']) {
+      const r = await send(s.url, WHATSAPP, body, none.token);
+      expectError(r, 403, 'channel_not_assigned');
+      expect(r.body.error.message).toContain('whatsapp, messenger or instagram');
+      expectError(await send(s.url, SMS, body, sandboxPartner(s.ctx, { balance: '0', channels: ['email'] }).token), 403, 'channel_not_assigned');
+    }
+    // A disabled gateway is no gateway.
+    const disabled = sandboxPartner(s.ctx, { balance: '0', channels: ['messenger'] });
+    updateGateway(s.ctx, disabled.gateways.messenger, { status: 'disabled' }, 'test');
+    expectError(await send(s.url, WHATSAPP, '{"to":', disabled.token), 403, 'channel_not_assigned');
+    const messengerOnly = sandboxPartner(s.ctx, { balance: '0', channels: ['messenger'] });
+    expectError(await send(s.url, WHATSAPP, '{"to":', messengerOnly.token), 402, 'insufficient_balance');
+    const funded = sandboxPartner(s.ctx, { balance: '1', channels: ['instagram'] });
+    expectError(await send(s.url, WHATSAPP, '{"to":', funded.token), 400, 'invalid_json');
+  });
+
+  it('POST /v1/messages: 403 when the partner has no channel at all', async () => {
+    const none = sandboxPartner(s.ctx, { balance: '0', channels: [] });
+    for (const body of ['{"channel":', JSON.stringify({ channel: 'carrier-pigeon', to: 'x', body: 'x' })]) {
+      expectError(await send(s.url, '/v1/messages', body, none.token), 403, 'channel_not_assigned');
+    }
+    const some = sandboxPartner(s.ctx, { balance: '0', channels: ['email'] });
+    expectError(await send(s.url, '/v1/messages', '{"channel":', some.token), 402, 'insufficient_balance');
+  });
+});
+
 describe('order of the rules across the board', () => {
   it('a bad token with malformed JSON is 401, not 400', async () => {
     for (const path of [SMS, EMAIL, WHATSAPP]) {

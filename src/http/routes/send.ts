@@ -32,10 +32,12 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
     channelOf: SendSpec['channelOf'],
     plan: SendSpec['plan'],
   ) {
-    // Unparseable JSON on the WhatsApp endpoint names no channel (fixedChannel null): only the
-    // partner-wide funds check applies then.
+    // Unparseable JSON on the WhatsApp endpoint names no channel (fixedChannel null): then it is
+    // 403 when none of its three channels is assigned (as send-sms.php says without an SMS
+    // gateway), else the partner-wide funds check.
     return acceptSend(rt, req, reply, {
       fixedChannel,
+      channels: fixedChannel ? [fixedChannel] : ['whatsapp', 'messenger', 'instagram'],
       channelOf,
       plan,
       respond: (m) => ({ status: 200, body: { id: m.id, status: m.status } }),

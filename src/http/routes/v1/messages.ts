@@ -42,6 +42,7 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
     (req, reply) =>
       acceptSend(rt, req, reply, {
         fixedChannel: null,
+        channels: CHANNEL_TYPES,
         channelOf: (body) => {
           const c = (body as { channel?: unknown } | null)?.channel;
           return typeof c === 'string' && (CHANNEL_TYPES as readonly string[]).includes(c) ? (c as ChannelType) : null;
