@@ -97,6 +97,27 @@ describe('Twilio status callbacks', () => {
     expect((await processed(s.ctx, dup.headers.get('x-msgd-webhook-id')!)).processing).toBe('duplicate');
   });
 
+  it("a delivered/undelivered status happened at the carrier's RawDlrDoneDate (YYMMDDhhmm, UTC), else on arrival", async () => {
+    const m = await sentSms('dlr date');
+    const sid = m.provider_message_id!;
+    // The FACTS D2 fixture: 2508171206 is 2025-08-17 12:06 UTC.
+    await processed(s.ctx, (await twilioPost(status(sid, 'delivered'))).headers.get('x-msgd-webhook-id')!);
+    const delivered = messageHistory(s.ctx, m.id).find((h) => h.status === 'delivered')!;
+    expect(new Date(delivered.occurred_at).toISOString()).toBe('2025-08-17T12:06:00.000Z');
+    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.delivered' AND payload LIKE ?`).get(`%${m.id}%`) as any;
+    expect(JSON.parse(ev.payload).occurred_at).toBe('2025-08-17T12:06:00.000Z');
+
+    // Not a date (month 13, 30 February, too short), or one far in the future: arrival time.
+    for (const [i, bad] of ['2513171206', '2502301206', '25081712', '9912312359'].entries()) {
+      const other = await sentSms(`bad dlr ${i}`);
+      const before = Date.now();
+      await processed(s.ctx, (await twilioPost(status(other.provider_message_id!, 'undelivered', { RawDlrDoneDate: bad, ErrorCode: '30003' }))).headers.get('x-msgd-webhook-id')!);
+      const h = messageHistory(s.ctx, other.id).find((x) => x.status === 'undelivered')!;
+      expect(h.occurred_at, bad).toBeGreaterThanOrEqual(before);
+      expect(h.occurred_at, bad).toBeLessThanOrEqual(Date.now());
+    }
+  });
+
   it('undelivered records the carrier error and, with refundOnProviderFailure=never, keeps the charge', async () => {
     const m = await sentSms('to a landline');
     const bal = () => (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as any).balance;

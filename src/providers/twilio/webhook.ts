@@ -99,6 +99,25 @@ const STATUS: Record<string, MessageStatus | null> = {
 };
 
 const one = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v) || undefined;
+
+/** How far ahead of our clock a carrier's done date may be (skewed clocks) before it is not believed. */
+const DLR_FUTURE_SLACK_MS = 24 * 3600_000;
+
+/**
+ * RawDlrDoneDate (FACTS D2): when the carrier reports the SMS delivered or undelivered, as
+ * YYMMDDhhmm in UTC, minute precision. Null when absent, malformed, not a real date or
+ * implausibly far in the future; the caller then falls back to arrival time.
+ */
+export function dlrDoneDate(v: string | undefined, now: number): number | null {
+  const m = /^(\d\d)(\d\d)(\d\d)(\d\d)(\d\d)$/.exec(v?.trim() ?? '');
+  if (!m) return null;
+  const [y, mo, d, h, mi] = m.slice(1).map(Number);
+  const at = Date.UTC(2000 + y, mo - 1, d, h, mi);
+  const back = new Date(at);
+  // Date.UTC rolls 31 Feb into March: a round trip shows whether the date exists.
+  if (back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d || h > 23 || mi > 59) return null;
+  return at > now + DLR_FUTURE_SLACK_MS ? null : at;
+}
 const address = (v: string | undefined) => (v ?? '').replace(/^whatsapp:/i, '');
 
 function inboundContent(p: TwilioParams): MessageContent {
@@ -137,6 +156,8 @@ function events({ params: p }: TwilioPayload): ProviderEvent[] {
   const st = one(p.EventType)?.toUpperCase() === 'READ' ? 'read' : raw;
   if (!st) return [note(`Twilio callback for ${sid} without a status`)];
   const code = one(p.ErrorCode);
+  const now = Date.now();
+  const done = st === 'delivered' || st === 'undelivered' ? dlrDoneDate(one(p.RawDlrDoneDate), now) : null;
   return [
     {
       type: 'status',
@@ -146,7 +167,7 @@ function events({ params: p }: TwilioPayload): ProviderEvent[] {
       providerStatus: st,
       errorCode: code ?? null,
       errorMessage: one(p.ChannelStatusMessage) ?? one(p.ErrorMessage) ?? (code ? `Twilio error ${code}` : null),
-      occurredAt: Date.now(),
+      occurredAt: done ?? now,
     },
   ];
 }
