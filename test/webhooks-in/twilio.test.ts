@@ -176,6 +176,32 @@ describe('Twilio inbound SMS', () => {
     expect(JSON.parse(ev.payload)).toMatchObject({ channel: 'sms', from: '+14155551234', body: 'look at this' });
   });
 
+  it('names MMS media types as WhatsApp does: image, audio, video, document (a PDF, a vCard, no type at all)', async () => {
+    const params = inboundSms('MMa1b2c3d4e5f60718293a4b5c6d7e8f90', '+14155551234', '', {
+      NumMedia: '5',
+      MediaContentType0: 'application/pdf',
+      MediaUrl0: 'https://api.twilio.com/2010-04-01/Accounts/AC/Messages/MM/Media/ME0',
+      MediaContentType1: 'audio/ogg',
+      MediaUrl1: 'https://api.twilio.com/2010-04-01/Accounts/AC/Messages/MM/Media/ME1',
+      MediaContentType2: 'video/mp4',
+      MediaUrl2: 'https://api.twilio.com/2010-04-01/Accounts/AC/Messages/MM/Media/ME2',
+      MediaContentType3: 'text/vcard',
+      MediaUrl3: 'https://api.twilio.com/2010-04-01/Accounts/AC/Messages/MM/Media/ME3',
+      MediaUrl4: 'https://api.twilio.com/2010-04-01/Accounts/AC/Messages/MM/Media/ME4',
+    });
+    const res = await twilioPost(params, { url: `${s.url}/api/webhook.php` });
+    expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    const msg = s.ctx.db.sqlite.prepare('SELECT content FROM messages WHERE provider_message_id = ?').get(params.MessageSid) as any;
+    const media = JSON.parse(msg.content).media.map((m: any) => [m.type, m.mime_type]);
+    expect(media).toEqual([
+      ['document', 'application/pdf'],
+      ['audio', 'audio/ogg'],
+      ['video', 'video/mp4'],
+      ['document', 'text/vcard'],
+      ['document', null],
+    ]);
+  });
+
   it('takes an inbound SMS webhook set to HTTP GET: params in the query, signed over the URL alone', async () => {
     const params = inboundSms('SM1f0e8ae6ade43cb3c0ce4525424e404f', '+14155557777', "it's me & you");
     const url = `${s.url}/api/webhook.php?${new URLSearchParams(params as Record<string, string>)}`;

@@ -120,13 +120,20 @@ export function dlrDoneDate(v: string | undefined, now: number): number | null {
 }
 const address = (v: string | undefined) => (v ?? '').replace(/^whatsapp:/i, '');
 
+/** A MIME type in the media vocabulary WhatsApp Cloud uses (image, audio, video, document), so partners see one set of names. */
+export function twilioMediaType(mime: string | undefined): string {
+  const top = (mime ?? '').split('/')[0].trim().toLowerCase();
+  return top === 'image' || top === 'audio' || top === 'video' ? top : 'document';
+}
+
 function inboundContent(p: TwilioParams): MessageContent {
   const body = one(p.Body) ?? '';
   const n = Math.min(Number(one(p.NumMedia) ?? 0) || 0, 10);
   const media: MediaRef[] = [];
   for (let i = 0; i < n; i++) {
     const url = one(p[`MediaUrl${i}`]);
-    if (url) media.push({ type: (one(p[`MediaContentType${i}`]) ?? 'file').split('/')[0], url, mime_type: one(p[`MediaContentType${i}`]) ?? null });
+    const mime = one(p[`MediaContentType${i}`]);
+    if (url) media.push({ type: twilioMediaType(mime), url, mime_type: mime ?? null });
   }
   return media.length ? { kind: 'media', caption: body || null, media } : { kind: 'text', text: body };
 }
