@@ -87,6 +87,22 @@ describe('Messenger', () => {
     expect((await meta(read)).processing).toBe('duplicate');
   });
 
+  it('a delivery or read happened at the event timestamp (when it was delivered/read), not at the watermark (when the message was sent)', async () => {
+    const them = '7788990033';
+    const m = await sent('messenger', them, 'read me later');
+    const deliveredAt = m.sent_at! + 30_000;
+    const readAt = m.sent_at! + 90_000;
+    await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: deliveredAt, delivery: { mids: [m.provider_message_id], watermark: m.sent_at } }]));
+    const r = await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: readAt, read: { watermark: m.sent_at } }]));
+    expect(r.processing).toBe('processed');
+    expect(status(m)).toBe('read');
+    const at = (st: string) => (s.ctx.db.sqlite.prepare(`SELECT occurred_at FROM message_status_history WHERE message_id = ? AND status = ?`).get(m.id, st) as any).occurred_at;
+    expect(at('delivered')).toBe(deliveredAt);
+    expect(at('read')).toBe(readAt);
+    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.read' AND payload LIKE ?`).get(`%${m.id}%`) as any;
+    expect(JSON.parse(ev.payload).occurred_at).toBe(new Date(readAt).toISOString());
+  });
+
   it("a read at Meta's own stamp of the newest message marks it, whatever the Graph call's latency", async () => {
     const them = '7788990011';
     graph.latencyMs = 150;

@@ -42,7 +42,8 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications): Pro
         const account = str(ev?.recipient?.id);
         const user = str(ev?.sender?.id);
         const receiver: Receiver = { channel, addresses: [...new Set([account, entryId].filter((x): x is string => !!x))] };
-        const at = num(ev?.timestamp) ?? Date.now();
+        const stamp = num(ev?.timestamp);
+        const at = stamp ?? Date.now();
         if (!user || receiver.addresses.length === 0) {
           out.push(note(`${provider} event without sender or recipient`));
         } else if (isObject(ev.message)) {
@@ -72,7 +73,10 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications): Pro
             status,
             watermark,
             mids,
-            occurredAt: watermark ?? at,
+            // The watermark is when the newest covered message was sent; the event's own
+            // timestamp is when it was delivered or read. Meta's delivery examples carry no
+            // timestamp: the watermark is then the best bound known.
+            occurredAt: stamp ?? (status === 'delivered' ? watermark : null) ?? at,
           });
         } else {
           const kinds = Object.keys(ev ?? {}).filter((k) => !['sender', 'recipient', 'timestamp'].includes(k));
