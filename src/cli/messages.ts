@@ -73,6 +73,7 @@ function show(cli: Cli, id: string): Result {
         ['error', m.error_code ? `${m.error_code}: ${m.error_message ?? ''}` : null],
         ['possible duplicate', m.dispatch_uncertain ? 'yes: an attempt may have reached the provider without msgd learning the outcome (a timeout or reset mid-call, or a crash), so a retry may have sent it twice' : 'no'],
         ['created', when(m.created_at)],
+        [m.direction === 'inbound' ? 'sent by customer' : 'handed to provider', m.sent_at === null ? null : when(m.sent_at)],
       ]),
       '',
       table(

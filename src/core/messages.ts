@@ -338,6 +338,9 @@ export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
     possible_duplicate: m.dispatch_uncertain === 1,
     conversation_id: m.conversation_id,
     contact_id: m.contact_id,
+    // Inbound: when the customer sent it (the provider's timestamp); outbound: when msgd handed
+    // it to the provider. created_at is when msgd stored the message.
+    sent_at: m.sent_at === null ? null : new Date(m.sent_at).toISOString(),
     created_at: new Date(m.created_at).toISOString(),
     updated_at: new Date(m.updated_at).toISOString(),
     ...(hist

@@ -97,6 +97,13 @@ describe('GET /v1/openapi.json', () => {
     expect(JSON.stringify(listed)).not.toContain('secret"');
   });
 
+  it('documents a message’s sent_at (when the customer sent it / when msgd handed it over) beside created_at', () => {
+    const message = resolve(doc.paths['/v1/messages/{id}'].get.responses['200'].content['application/json'].schema);
+    expect(message.required).toEqual(expect.arrayContaining(['sent_at', 'created_at']));
+    expect(JSON.stringify(message.properties.sent_at)).toContain('null');
+    expect(message.properties.sent_at.description).toMatch(/when the customer sent it/);
+  });
+
   it('a client driven only by the document sends on every channel', async () => {
     const p = richPartner(server.ctx, 1);
     const op = doc.paths['/v1/messages'].post;

@@ -180,6 +180,25 @@ describe('WhatsApp inbound', () => {
     expect(db.prepare('SELECT COUNT(*) AS n FROM contacts WHERE partner_id = ?').get(b.partnerId)).toEqual({ n: 0 });
   });
 
+  it("the /v1 message shows when the customer sent it (Meta's timestamp) as sent_at, beside created_at (when it arrived)", async () => {
+    // FACTS A4: timestamps are strings of Unix seconds; this one is 2025-02-12T00:43:44Z.
+    const body = asciiJson(waInbound(PHONE_A, { from: '14155550177', id: 'wamid.LATE1', timestamp: '1739321024', text: { body: 'sent while offline' } }));
+    const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
+    expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
+    const msg = s.ctx.db.sqlite.prepare(`SELECT id, conversation_id FROM messages WHERE provider_message_id = 'wamid.LATE1'`).get() as any;
+    const auth = { authorization: `Bearer ${a.token}` };
+    const one = (await (await fetch(`${s.url}/v1/messages/${msg.id}`, { headers: auth })).json()) as any;
+    expect(one.sent_at).toBe('2025-02-12T00:43:44.000Z');
+    expect(Date.parse(one.created_at)).toBeGreaterThan(Date.parse(one.sent_at));
+    const conv = (await (await fetch(`${s.url}/v1/conversations/${msg.conversation_id}`, { headers: auth })).json()) as any;
+    expect(conv.messages.data.find((m: any) => m.id === msg.id).sent_at).toBe('2025-02-12T00:43:44.000Z');
+
+    // Outbound: when msgd handed it to the provider.
+    const out = await sendSent('handed over');
+    const sent = (await (await fetch(`${s.url}/v1/messages/${out.id}`, { headers: auth })).json()) as any;
+    expect(sent.sent_at).toBe(new Date(out.sent_at!).toISOString());
+  });
+
   it('media arrives as a reference (type, media id, mime type, caption); B’s number routes to B', async () => {
     const image = { caption: 'receipt', mime_type: 'image/jpeg', sha256: 'abc', id: '2754859441498128' };
     const body = asciiJson(waInbound(PHONE_B, { from: '14155550123', id: 'wamid.IMG1', type: 'image', image }, { display: '15550783882' }));

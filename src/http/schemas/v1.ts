@@ -97,7 +97,12 @@ export const messageOut = z
     possible_duplicate: z.boolean(),
     conversation_id: z.string().nullable(),
     contact_id: z.string().nullable(),
-    created_at: isoTime,
+    sent_at: isoTime
+      .nullable()
+      .describe(
+        "inbound: when the customer sent it, by the provider's clock (for Twilio SMS, which gives none, when msgd received it); outbound: when msgd handed it to the provider (null until then)",
+      ),
+    created_at: isoTime.describe('when msgd stored the message (inbound: when it arrived)'),
     updated_at: isoTime,
     history: z
       .array(
