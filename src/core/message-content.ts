@@ -1,5 +1,7 @@
-// What a message carries, stored as JSON in messages.content. Outbound kinds match what the
-// provider layer sends (src/providers/types.ts); inbound adds media references.
+// What a message carries, stored as JSON in messages.content, shown as `content` in /v1 and in
+// message.received. Outbound kinds match what the provider layer sends (src/providers/types.ts);
+// inbound adds media references, and may say which message it answers (reply_to) and which
+// option the customer picked (choice). docs/api.md "Message content" is the partner-facing reference.
 
 export interface MediaRef {
   type: string;
@@ -11,8 +13,58 @@ export interface MediaRef {
   sha256?: string | null;
 }
 
+/** Another message this one points at: the one replied to, the one reacted to. */
+export interface MessageRef {
+  /** The provider's id of it (wamid, mid). */
+  provider_message_id: string;
+  /** msgd's id of it when msgd has that message (same partner and channel); filled in on arrival. */
+  message_id: string | null;
+  /** Who sent it, where the provider says (WhatsApp context.from). */
+  from?: string | null;
+}
+
+/** The option a customer tapped: a button, a list row, a quick reply, a postback, a Flow's answer. */
+export interface Choice {
+  /** The provider's own name for it: WhatsApp button, button_reply, list_reply, nfm_reply; Messenger/Instagram quick_reply, postback. */
+  type: string;
+  /** The option's id as the business set it (interactive buttons and list rows). */
+  id: string | null;
+  /** The payload the business attached (template quick-reply buttons, quick replies, postbacks). */
+  payload: string | null;
+  /** What the customer saw on it. */
+  title: string | null;
+  description?: string | null;
+  /** A WhatsApp Flow's name and answer (nfm_reply: response_json parsed; the string itself if it is not JSON). */
+  name?: string | null;
+  response?: unknown;
+}
+
+interface Inbound {
+  /** The message this one replies to. */
+  reply_to?: MessageRef;
+}
+
 export type MessageContent =
-  | { kind: 'text'; text: string }
+  | ({ kind: 'text'; text: string; choice?: Choice } & Inbound)
   | { kind: 'template'; template: { name: string; language: string; components?: unknown[] } }
   | { kind: 'email'; subject: string; html?: string; text?: string; fromName?: string; replyTo?: string }
-  | { kind: 'media'; caption?: string | null; text?: string | null; media: MediaRef[] };
+  | ({ kind: 'media'; caption?: string | null; text?: string | null; media: MediaRef[] } & Inbound);
+
+/** The text a message shows: what message.received carries as `body`. */
+export function contentText(c: MessageContent): string {
+  switch (c.kind) {
+    case 'text':
+      return c.text;
+    case 'media':
+      return c.caption ?? '';
+    default:
+      return '';
+  }
+}
+
+/** The messages a content points at, for msgd's ids to be filled in. */
+export function contentRefs(c: MessageContent): MessageRef[] {
+  const refs: MessageRef[] = [];
+  if ('reply_to' in c && c.reply_to) refs.push(c.reply_to);
+  return refs;
+}

@@ -1,7 +1,7 @@
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import { moneyJson } from '../lib/money.js';
-import type { MessageContent } from './message-content.js';
+import { contentRefs, contentText, type MessageContent } from './message-content.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import { findOrCreateContact, type ContactRow } from './contacts.js';
 import { touchConversation } from './conversations.js';
@@ -150,6 +150,9 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
     inbound: true,
     at: input.occurredAt,
   });
+  // A reply or reaction names the other message by the provider's id; the partner knows it by ours.
+  const content = structuredClone(input.content);
+  for (const ref of contentRefs(content)) ref.message_id = messageIdFor(ctx, input.partnerId, input.channel.type, ref.provider_message_id);
   const now = ctx.now();
   const row: MessageRow = {
     id: newId('msg'),
@@ -162,7 +165,7 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
     contact_id: contact.id,
     to: input.channel.sender,
     from: input.from,
-    content: JSON.stringify(input.content),
+    content: JSON.stringify(content),
     status: 'received',
     provider_message_id: input.providerMessageId,
     price: 0,
@@ -177,20 +180,29 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
   };
   stmt(ctx.db.sqlite, INSERT_MESSAGE).run(row);
   history(ctx, row.id, 'received', { at: input.occurredAt });
-  const c = input.content;
-  const body = c.kind === 'text' ? c.text : c.kind === 'media' ? (c.caption ?? '') : '';
   const ev = emitEvent(ctx, input.partnerId, 'message.received', {
     channel: input.channel.type,
     from: input.from,
-    body,
+    body: contentText(content),
     message_id: row.id,
     conversation_id: conv.id,
     to: input.channel.sender,
-    media: c.kind === 'media' ? c.media : [],
+    media: content.kind === 'media' ? content.media : [],
     contact: { id: contact.id, name: contact.name, phone: contact.phone, email: contact.email },
     received_at: new Date(input.occurredAt).toISOString(),
+    // The whole content, as GET /v1/messages/{id} shows it: kind, the option picked, reply_to, ...
+    content,
   });
   return { message: row, contact, eventId: ev.id };
+}
+
+/** msgd's id of the partner's message on that channel with this provider id (either direction), if any. */
+function messageIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, providerMessageId: string): string | null {
+  const r = stmt<[string, string, string], { id: string }>(
+    ctx.db.sqlite,
+    'SELECT id FROM messages WHERE provider_message_id = ? AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1',
+  ).get(providerMessageId, partnerId, channel);
+  return r?.id ?? null;
 }
 
 export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined {

@@ -127,6 +127,25 @@ describe('Messenger', () => {
     expect(status(m)).toBe('delivered');
   });
 
+  it('keeps a quick reply’s payload and the message replied to (reply_to.mid, with msgd’s id when it is ours)', async () => {
+    const them = '7788990044';
+    const out = await sent('messenger', them, 'Pick a size');
+    const r = await meta(
+      pageEvent(PAGE, [
+        // FACTS B2: quick_reply.payload beside the text; reply_to names the message answered.
+        { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), message: { mid: 'm_qr1', text: 'Medium', quick_reply: { payload: 'SIZE_M' }, reply_to: { mid: out.provider_message_id } } },
+        { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), message: { mid: 'm_rt1', attachments: [{ type: 'image', payload: { url: 'https://scontent.xx.fbcdn.net/y.jpg' } }], reply_to: { mid: 'm_unknown' } } },
+      ]),
+    );
+    expect(r.processing).toBe('processed');
+    const stored = (mid: string) => s.ctx.db.sqlite.prepare('SELECT id, content FROM messages WHERE provider_message_id = ?').get(mid) as any;
+    const qr = { kind: 'text', text: 'Medium', choice: { type: 'quick_reply', id: null, payload: 'SIZE_M', title: 'Medium' }, reply_to: { provider_message_id: out.provider_message_id, message_id: out.id } };
+    expect(JSON.parse(stored('m_qr1').content)).toEqual(qr);
+    expect(JSON.parse(stored('m_rt1').content).reply_to).toEqual({ provider_message_id: 'm_unknown', message_id: null });
+    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.received' AND payload LIKE ?`).get(`%${stored('m_qr1').id}%`) as any;
+    expect(JSON.parse(ev.payload)).toMatchObject({ body: 'Medium', from: them, content: qr });
+  });
+
   it('stores text and attachments, skips echoes of our own sends', async () => {
     const r = await meta(
       pageEvent(PAGE, [
@@ -137,9 +156,9 @@ describe('Messenger', () => {
     );
     expect(r.processing).toBe('processed');
     expect(r.error).toContain('echo of our own messenger send skipped (m_echo)');
-    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, content, "from", contact_id FROM messages WHERE direction = 'inbound' AND channel_type = 'messenger' ORDER BY id`).all() as any[];
+    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, content, "from", contact_id FROM messages WHERE direction = 'inbound' AND channel_type = 'messenger' AND "from" = '4455' ORDER BY id`).all() as any[];
     expect(rows.map((m) => [m.provider_message_id, JSON.parse(m.content), m.from])).toEqual([
-      ['m_abc', { kind: 'text', text: 'hello, world!' }, '4455'],
+      ['m_abc', { kind: 'text', text: 'hello, world!', choice: { type: 'quick_reply', id: null, payload: 'DEV', title: 'hello, world!' } }, '4455'],
       ['m_img', { kind: 'media', caption: null, media: [{ type: 'image', url: 'https://scontent.xx.fbcdn.net/x.jpg', caption: null }] }, '4455'],
     ]);
     const contact = s.ctx.db.sqlite.prepare('SELECT * FROM contacts WHERE id = ?').get(rows[0].contact_id) as any;

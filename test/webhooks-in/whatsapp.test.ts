@@ -213,6 +213,48 @@ describe('WhatsApp inbound', () => {
     });
   });
 
+  it('keeps what a tap carried (button payload, button/list ids, a Flow answer) and the message replied to, in content and message.received', async () => {
+    const out = await sendSent('Confirm your order?');
+    const wamid = out.provider_message_id!;
+    const flow = '{"flow_token":"tok-1","size":"M","agree":true}';
+    const cases: [Record<string, unknown>, Record<string, unknown>][] = [
+      // A template's quick-reply button (FACTS A4 shapes; context names the message replied to).
+      [
+        { type: 'button', button: { payload: 'CONFIRM_42', text: 'Yes' }, context: { from: '15550783881', id: wamid } },
+        { kind: 'text', text: 'Yes', choice: { type: 'button', id: null, payload: 'CONFIRM_42', title: 'Yes' }, reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' } },
+      ],
+      [
+        { type: 'interactive', interactive: { type: 'button_reply', button_reply: { id: 'btn-yes', title: 'Yes please' } }, context: { from: '15550783881', id: wamid } },
+        { kind: 'text', text: 'Yes please', choice: { type: 'button_reply', id: 'btn-yes', payload: null, title: 'Yes please' }, reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' } },
+      ],
+      [
+        { type: 'interactive', interactive: { type: 'list_reply', list_reply: { id: 'row-2', title: 'Tomorrow', description: '9-12 am' } }, context: { from: '15550783881', id: 'wamid.NOT_OURS' } },
+        { kind: 'text', text: 'Tomorrow', choice: { type: 'list_reply', id: 'row-2', payload: null, title: 'Tomorrow', description: '9-12 am' }, reply_to: { provider_message_id: 'wamid.NOT_OURS', message_id: null, from: '+15550783881' } },
+      ],
+      [
+        { type: 'interactive', interactive: { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: flow } } },
+        { kind: 'text', text: 'Sent', choice: { type: 'nfm_reply', id: null, payload: null, title: null, name: 'flow', response: { flow_token: 'tok-1', size: 'M', agree: true } } },
+      ],
+      // A plain text reply, quoting our message.
+      [
+        { type: 'text', text: { body: 'and one more thing' }, context: { from: '15550783881', id: wamid } },
+        { kind: 'text', text: 'and one more thing', reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' } },
+      ],
+    ];
+    for (const [i, [msg, content]] of cases.entries()) {
+      const id = `wamid.TAP${i}`;
+      const body = asciiJson(waInbound(PHONE_A, { from: '16505551234', id, ...msg }));
+      const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
+      expect((await processed(s.ctx, res.json.id)).processing, id).toBe('processed');
+      const row = s.ctx.db.sqlite.prepare('SELECT id, content FROM messages WHERE provider_message_id = ?').get(id) as any;
+      expect(JSON.parse(row.content), id).toEqual(content);
+      const ev = events(a.partnerId, 'message.received').find((e) => e.message_id === row.id);
+      expect(ev, id).toMatchObject({ body: content.text, content, media: [] });
+      const v1 = (await (await fetch(`${s.url}/v1/messages/${row.id}`, { headers: { authorization: `Bearer ${a.token}` } })).json()) as any;
+      expect(v1.content, id).toEqual(content);
+    }
+  });
+
   it('an unsupported message type is logged as ignored, not stored', async () => {
     const body = asciiJson(waInbound(PHONE_A, { from: '14155550199', id: 'wamid.R1', type: 'reaction', reaction: { message_id: 'x', emoji: '👍' } }));
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));

@@ -24,10 +24,21 @@ function attachment(a: any): MediaRef {
   return { type: str(a?.type) ?? 'file', url: url ?? null, caption: str(p.title) ?? null };
 }
 
-function content(m: Record<string, any>): MessageContent | null {
+function baseContent(m: Record<string, any>): MessageContent | null {
   const atts = Array.isArray(m.attachments) ? m.attachments : [];
   if (atts.length) return { kind: 'media', caption: str(m.text) ?? null, media: atts.map(attachment) };
-  return typeof m.text === 'string' ? { kind: 'text', text: m.text } : null;
+  if (typeof m.text !== 'string') return null;
+  // A quick reply tapped: its text arrives as the message, its payload beside it.
+  const qr = m.quick_reply;
+  if (isObject(qr)) return { kind: 'text', text: m.text, choice: { type: 'quick_reply', id: null, payload: str(qr.payload) ?? null, title: m.text } };
+  return { kind: 'text', text: m.text };
+}
+
+function content(m: Record<string, any>): MessageContent | null {
+  const c = baseContent(m);
+  const replied = isObject(m.reply_to) ? str(m.reply_to.mid) : undefined;
+  if (c && replied && (c.kind === 'text' || c.kind === 'media')) c.reply_to = { provider_message_id: replied, message_id: null };
+  return c;
 }
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : /^\d+$/.test(String(v)) ? Number(v) : null);

@@ -1,5 +1,5 @@
 import type { ProviderEvent, Receiver } from '../../core/inbound.js';
-import type { MediaRef, MessageContent } from '../../core/message-content.js';
+import type { Choice, MediaRef, MessageContent } from '../../core/message-content.js';
 import type { MessageStatus } from '../../core/statuses.js';
 import { fromWaId } from '../../lib/phone.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
@@ -34,7 +34,38 @@ function errorOf(errors: unknown): { code: string | null; message: string | null
   return { code: str(e.code) ?? null, message: parts.length ? parts.join(': ') : null };
 }
 
-export function whatsappContent(m: Record<string, any>): MessageContent | null {
+/** What a tap carried: the option's id or payload and title, beside the text stored as before. */
+function choiceText(choice: Choice, text: string | undefined): MessageContent {
+  return { kind: 'text', text: text ?? '', choice };
+}
+
+/** A Flow's response_json: an object as partners would want it; the string itself if it is not JSON. */
+function flowResponse(v: unknown): unknown {
+  if (typeof v !== 'string') return v ?? null;
+  try {
+    return JSON.parse(v);
+  } catch {
+    return v;
+  }
+}
+
+function interactiveContent(i: Record<string, any>): MessageContent | null {
+  const b = i.button_reply;
+  if (isObject(b)) return choiceText({ type: 'button_reply', id: str(b.id) ?? null, payload: null, title: str(b.title) ?? null }, str(b.title));
+  const l = i.list_reply;
+  if (isObject(l)) {
+    const choice: Choice = { type: 'list_reply', id: str(l.id) ?? null, payload: null, title: str(l.title) ?? null, description: str(l.description) ?? null };
+    return choiceText(choice, str(l.title));
+  }
+  const n = i.nfm_reply;
+  if (isObject(n)) {
+    const choice: Choice = { type: 'nfm_reply', id: null, payload: null, title: null, name: str(n.name) ?? null, response: flowResponse(n.response_json) };
+    return choiceText(choice, str(n.body));
+  }
+  return null;
+}
+
+function baseContent(m: Record<string, any>): MessageContent | null {
   const type = String(m.type ?? '');
   if (type === 'text') return { kind: 'text', text: String(m.text?.body ?? '') };
   if (MEDIA.has(type)) {
@@ -55,14 +86,27 @@ export function whatsappContent(m: Record<string, any>): MessageContent | null {
     const caption = [str(l.name), str(l.address)].filter(Boolean).join(', ') || null;
     return { kind: 'media', caption, media: [{ type: 'location', url: `geo:${l.latitude},${l.longitude}`, caption }] };
   }
-  // Taps on quick-reply buttons and interactive lists are what the customer "wrote".
-  if (type === 'button') return { kind: 'text', text: String(m.button?.text ?? m.button?.payload ?? '') };
-  if (type === 'interactive') {
-    const i = m.interactive ?? {};
-    const text = str(i.button_reply?.title) ?? str(i.list_reply?.title) ?? str(i.nfm_reply?.body);
-    return text === undefined ? null : { kind: 'text', text };
+  // Taps on template quick-reply buttons and interactive buttons and lists are what the
+  // customer "wrote"; the id or payload says which option it was.
+  if (type === 'button') {
+    const b = isObject(m.button) ? m.button : {};
+    return choiceText({ type: 'button', id: null, payload: str(b.payload) ?? null, title: str(b.text) ?? null }, str(b.text) ?? str(b.payload));
   }
+  if (type === 'interactive' && isObject(m.interactive)) return interactiveContent(m.interactive);
   return null;
+}
+
+export function whatsappContent(m: Record<string, any>): MessageContent | null {
+  const c = baseContent(m);
+  if (!c) return null;
+  // context {from, id}: the message this one replies to (a forwarded message has a context without id).
+  const ctx = m.context;
+  const id = isObject(ctx) ? str(ctx.id) : undefined;
+  if (id && c.kind !== 'template' && c.kind !== 'email') {
+    const from = str(ctx!.from);
+    c.reply_to = { provider_message_id: id, message_id: null, from: from ? fromWaId(from) : null };
+  }
+  return c;
 }
 
 function events(p: WaPayload): ProviderEvent[] {
