@@ -1,7 +1,8 @@
 // What a message carries, stored as JSON in messages.content, shown as `content` in /v1 and in
 // message.received. Outbound kinds match what the provider layer sends (src/providers/types.ts);
-// inbound adds media references, and may say which message it answers (reply_to) and which
-// option the customer picked (choice). docs/api.md "Message content" is the partner-facing reference.
+// inbound adds media references, reactions, shared contacts and `other` (anything else a
+// provider delivers), and may say which message it answers (reply_to) and which option the
+// customer picked (choice). docs/api.md "Message content" is the partner-facing reference.
 
 export interface MediaRef {
   type: string;
@@ -39,6 +40,16 @@ export interface Choice {
   response?: unknown;
 }
 
+/** A contact card the customer shared (WhatsApp contacts). */
+export interface SharedContact {
+  name: string | null;
+  phones: { phone: string | null; wa_id: string | null; type: string | null }[];
+  emails: { email: string | null; type: string | null }[];
+  organization: string | null;
+  /** The card as the provider sent it (addresses, urls, birthday, name parts, ...). */
+  data: unknown;
+}
+
 interface Inbound {
   /** The message this one replies to. */
   reply_to?: MessageRef;
@@ -48,7 +59,29 @@ export type MessageContent =
   | ({ kind: 'text'; text: string; choice?: Choice } & Inbound)
   | { kind: 'template'; template: { name: string; language: string; components?: unknown[] } }
   | { kind: 'email'; subject: string; html?: string; text?: string; fromName?: string; replyTo?: string }
-  | ({ kind: 'media'; caption?: string | null; text?: string | null; media: MediaRef[] } & Inbound);
+  | ({ kind: 'media'; caption?: string | null; text?: string | null; media: MediaRef[] } & Inbound)
+  | ({
+      kind: 'reaction';
+      /** unreact: the customer took the reaction back. */
+      action: 'react' | 'unreact';
+      emoji: string | null;
+      /** Messenger's name for it (love, like, ...), where given. */
+      reaction?: string | null;
+      target: MessageRef;
+    } & Inbound)
+  | ({ kind: 'contacts'; contacts: SharedContact[] } & Inbound)
+  | ({
+      /** Any other inbound message: unsupported by the provider, or a type msgd has no shape for. */
+      kind: 'other';
+      /** The provider's type (WhatsApp unsupported, order, system, ...; Messenger unsupported). */
+      type: string;
+      /** Text the provider gives with it, if any. */
+      text: string | null;
+      /** The provider's error for it (WhatsApp unsupported messages carry one). */
+      error?: { code: string | null; message: string | null } | null;
+      /** The provider's object for the type as sent, or null when absent or over 16 KiB. */
+      data: unknown;
+    } & Inbound);
 
 /** The text a message shows: what message.received carries as `body`. */
 export function contentText(c: MessageContent): string {
@@ -57,6 +90,10 @@ export function contentText(c: MessageContent): string {
       return c.text;
     case 'media':
       return c.caption ?? '';
+    case 'reaction':
+      return c.emoji ?? '';
+    case 'other':
+      return c.text ?? '';
     default:
       return '';
   }
@@ -66,5 +103,6 @@ export function contentText(c: MessageContent): string {
 export function contentRefs(c: MessageContent): MessageRef[] {
   const refs: MessageRef[] = [];
   if ('reply_to' in c && c.reply_to) refs.push(c.reply_to);
+  if (c.kind === 'reaction') refs.push(c.target);
   return refs;
 }

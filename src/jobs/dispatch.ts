@@ -61,7 +61,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
 
   function outbound(m: MessageRow): OutboundMessage {
     const content = JSON.parse(m.content) as MessageContent;
-    if (content.kind === 'media') throw new Error('outbound media messages are not supported');
+    if (content.kind !== 'text' && content.kind !== 'template' && content.kind !== 'email') throw new Error(`outbound ${content.kind} messages are not supported`);
     return { id: m.id, channel: m.channel_type, to: m.to, from: m.from, content };
   }
 

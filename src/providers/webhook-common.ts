@@ -103,6 +103,16 @@ export function hmacEquals(algo: 'sha1' | 'sha256', secret: string, data: Buffer
   return mac.length === received.length && timingSafeEqual(mac, received);
 }
 
+/** Largest provider object kept verbatim in an `other` content (content is stored with every message). */
+export const MAX_KEPT_BYTES = 16 * 1024;
+
+/** A provider object to keep as it came, or null when absent or too large to keep. */
+export function kept(v: unknown): unknown {
+  if (v === undefined || v === null) return null;
+  const json = JSON.stringify(v);
+  return json === undefined || Buffer.byteLength(json) > MAX_KEPT_BYTES ? null : v;
+}
+
 export function note(text: string): ProviderEvent {
   return { type: 'note', note: text };
 }

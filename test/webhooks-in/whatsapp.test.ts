@@ -255,11 +255,97 @@ describe('WhatsApp inbound', () => {
     }
   });
 
-  it('an unsupported message type is logged as ignored, not stored', async () => {
-    const body = asciiJson(waInbound(PHONE_A, { from: '14155550199', id: 'wamid.R1', type: 'reaction', reaction: { message_id: 'x', emoji: '👍' } }));
-    const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
+  it('reactions, shared contacts, unsupported and unknown types are stored, announced and move the 24-hour window', async () => {
+    const out = await sendSent('How was your delivery?');
+    const customer = '14155550155';
+    const card = {
+      name: { formatted_name: 'Ann Example', first_name: 'Ann', last_name: 'Example' },
+      phones: [{ phone: '+1 (415) 555-0111', wa_id: '14155550111', type: 'CELL' }],
+      emails: [{ email: 'ann@example.com', type: 'WORK' }],
+      org: { company: 'Example Inc' },
+      urls: [{ url: 'https://example.com', type: 'WORK' }],
+    };
+    const unsupportedErr = { code: 131051, title: 'Message type unknown', message: 'Message type unknown', error_data: { details: 'Message type is currently not supported.' } };
+    const cases: [string, Record<string, unknown>, Record<string, unknown>, string][] = [
+      [
+        'wamid.REACT1',
+        { type: 'reaction', reaction: { message_id: out.provider_message_id, emoji: '\u{1F44D}' } },
+        { kind: 'reaction', action: 'react', emoji: '\u{1F44D}', target: { provider_message_id: out.provider_message_id, message_id: out.id } },
+        '\u{1F44D}',
+      ],
+      [
+        'wamid.UNREACT1',
+        { type: 'reaction', reaction: { message_id: out.provider_message_id, emoji: '' } },
+        { kind: 'reaction', action: 'unreact', emoji: null, target: { provider_message_id: out.provider_message_id, message_id: out.id } },
+        '',
+      ],
+      [
+        'wamid.CARD1',
+        { type: 'contacts', contacts: [card] },
+        {
+          kind: 'contacts',
+          contacts: [
+            {
+              name: 'Ann Example',
+              phones: [{ phone: '+1 (415) 555-0111', wa_id: '14155550111', type: 'CELL' }],
+              emails: [{ email: 'ann@example.com', type: 'WORK' }],
+              organization: 'Example Inc',
+              data: card,
+            },
+          ],
+        },
+        '',
+      ],
+      [
+        'wamid.UNSUP1',
+        { type: 'unsupported', errors: [unsupportedErr], unsupported: { type: 'edit' } },
+        { kind: 'other', type: 'unsupported', text: null, error: { code: '131051', message: 'Message type unknown: Message type is currently not supported.' }, data: { type: 'edit' } },
+        '',
+      ],
+      [
+        'wamid.SYS1',
+        { type: 'system', system: { body: 'Ann changed their phone number', wa_id: '14155550156', type: 'user_changed_number' } },
+        { kind: 'other', type: 'system', text: 'Ann changed their phone number', error: null, data: { body: 'Ann changed their phone number', wa_id: '14155550156', type: 'user_changed_number' } },
+        'Ann changed their phone number',
+      ],
+      // A type newer than msgd, quoting our message.
+      [
+        'wamid.NEW1',
+        { type: 'poll_vote', poll_vote: { option: 'B' }, context: { from: '15550783881', id: out.provider_message_id } },
+        { kind: 'other', type: 'poll_vote', text: null, error: null, data: { option: 'B' }, reply_to: { provider_message_id: out.provider_message_id, message_id: out.id, from: '+15550783881' } },
+        '',
+      ],
+    ];
+    const db = s.ctx.db.sqlite;
+    for (const [i, [id, msg, content, body]] of cases.entries()) {
+      // Each a little later by Meta's clock: the window's last inbound time must follow.
+      const ts = 1_790_000_000 + i * 60;
+      const raw = asciiJson(waInbound(PHONE_A, { from: customer, id, timestamp: String(ts), ...msg }));
+      const res = await postWebhook(`${s.url}/api/webhook.php`, raw, metaHeaders('secret-a', raw));
+      const r = await processed(s.ctx, res.json.id);
+      expect([r.processing, r.error], id).toEqual(['processed', null]);
+      const row = db.prepare('SELECT * FROM messages WHERE provider_message_id = ?').get(id) as any;
+      expect(row, id).toMatchObject({ partner_id: a.partnerId, direction: 'inbound', status: 'received', from: `+${customer}`, sent_at: ts * 1000 });
+      expect(JSON.parse(row.content), id).toEqual(content);
+      const ev = events(a.partnerId, 'message.received').filter((e) => e.message_id === row.id);
+      expect(ev, id).toHaveLength(1);
+      expect(ev[0], id).toMatchObject({ from: `+${customer}`, body, content, conversation_id: row.conversation_id });
+      const contact = db.prepare('SELECT last_inbound_at FROM contacts WHERE id = ?').get(row.contact_id) as any;
+      const conv = db.prepare('SELECT last_inbound_at FROM conversations WHERE id = ?').get(row.conversation_id) as any;
+      expect([contact.last_inbound_at, conv.last_inbound_at], id).toEqual([ts * 1000, ts * 1000]);
+    }
+    // The reacted-to message itself is untouched.
+    expect(getMessageRow(s.ctx, out.id)!.status).toBe('sent');
+  });
+
+  it('only events that are not messages stay ignored: an out-of-band value.errors', async () => {
+    const raw = asciiJson({
+      object: 'whatsapp_business_account',
+      entry: [{ id: '102290129340398', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: PHONE_A }, errors: [{ code: 130429, title: 'Rate limit hit', message: 'Rate limit hit', error_data: { details: 'too many messages' } }] } }] }],
+    });
+    const res = await postWebhook(`${s.url}/api/webhook.php`, raw, metaHeaders('secret-a', raw));
     const r = await processed(s.ctx, res.json.id);
     expect(r.processing).toBe('ignored');
-    expect(r.error).toContain('reaction message wamid.R1 is not stored');
+    expect(r.error).toContain('WhatsApp error 130429: Rate limit hit: too many messages');
   });
 });

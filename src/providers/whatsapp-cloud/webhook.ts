@@ -1,9 +1,9 @@
 import type { ProviderEvent, Receiver } from '../../core/inbound.js';
-import type { Choice, MediaRef, MessageContent } from '../../core/message-content.js';
+import type { Choice, MediaRef, MessageContent, SharedContact } from '../../core/message-content.js';
 import type { MessageStatus } from '../../core/statuses.js';
 import { fromWaId } from '../../lib/phone.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
-import { fromSeconds, isObject, jsonBody, note, str, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
+import { fromSeconds, isObject, jsonBody, kept, note, str, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
 
 // WhatsApp Cloud API webhooks (FACTS A4): object "whatsapp_business_account", one
 // entry per WABA, changes with field "messages" whose value carries statuses, inbound
@@ -93,12 +93,42 @@ function baseContent(m: Record<string, any>): MessageContent | null {
     return choiceText({ type: 'button', id: null, payload: str(b.payload) ?? null, title: str(b.text) ?? null }, str(b.text) ?? str(b.payload));
   }
   if (type === 'interactive' && isObject(m.interactive)) return interactiveContent(m.interactive);
+  // A reaction names the message reacted to; an empty emoji takes the reaction back.
+  if (type === 'reaction' && isObject(m.reaction) && str(m.reaction.message_id)) {
+    const emoji = str(m.reaction.emoji) ?? null;
+    return { kind: 'reaction', action: emoji ? 'react' : 'unreact', emoji, target: { provider_message_id: str(m.reaction.message_id)!, message_id: null } };
+  }
+  if (type === 'contacts' && Array.isArray(m.contacts)) return { kind: 'contacts', contacts: m.contacts.filter(isObject).map(sharedContact) };
   return null;
 }
 
-export function whatsappContent(m: Record<string, any>): MessageContent | null {
-  const c = baseContent(m);
-  if (!c) return null;
+const list = (v: unknown): Record<string, any>[] => (Array.isArray(v) ? v.filter(isObject) : []);
+
+function sharedContact(c: Record<string, any>): SharedContact {
+  return {
+    name: str(c.name?.formatted_name) ?? ([str(c.name?.first_name), str(c.name?.last_name)].filter(Boolean).join(' ') || null),
+    phones: list(c.phones).map((p) => ({ phone: str(p.phone) ?? null, wa_id: str(p.wa_id) ?? null, type: str(p.type) ?? null })),
+    emails: list(c.emails).map((e) => ({ email: str(e.email) ?? null, type: str(e.type) ?? null })),
+    organization: str(c.org?.company) ?? null,
+    data: kept(c),
+  };
+}
+
+/**
+ * Everything else a customer can send (unsupported, order, system, request_welcome, a type newer
+ * than this code, an interactive reply of an unknown kind): stored all the same, under the
+ * provider's type, with any text and error Meta gives and the type's object as it came.
+ */
+function otherContent(m: Record<string, any>): MessageContent {
+  const type = str(m.type) ?? 'unknown';
+  const o = isObject(m[type]) ? m[type] : undefined;
+  const text = str(o?.body) ?? str(o?.text) ?? str(o?.caption) ?? null;
+  const error = Array.isArray(m.errors) && m.errors.length ? errorOf(m.errors) : null;
+  return { kind: 'other', type, text, error, data: kept(o ?? null) };
+}
+
+export function whatsappContent(m: Record<string, any>): MessageContent {
+  const c = baseContent(m) ?? otherContent(m);
   // context {from, id}: the message this one replies to (a forwarded message has a context without id).
   const ctx = m.context;
   const id = isObject(ctx) ? str(ctx.id) : undefined;
@@ -147,12 +177,10 @@ function events(p: WaPayload): ProviderEvent[] {
     for (const m of Array.isArray(value.messages) ? value.messages : []) {
       const id = str(m?.id);
       const from = str(m?.from);
-      const content = isObject(m) ? whatsappContent(m) : null;
-      if (!id || !from) {
+      if (!id || !from || !isObject(m)) {
         out.push(note('WhatsApp message without id or sender'));
-      } else if (!content) {
-        out.push(note(`WhatsApp ${str(m.type) ?? 'untyped'} message ${id} is not stored${m.errors ? ` (${errorOf(m.errors).message})` : ''}`));
       } else {
+        const content = whatsappContent(m);
         out.push({
           type: 'message',
           key: `whatsapp:message:${id}`,
