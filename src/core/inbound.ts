@@ -51,7 +51,8 @@ export type ProviderEvent =
       receiver: Receiver;
       from: string;
       profileName?: string | null;
-      providerMessageId: string;
+      /** null: the provider gives the message no id of its own (a Messenger reaction). */
+      providerMessageId: string | null;
       content: MessageContent;
       occurredAt: number;
     }

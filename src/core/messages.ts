@@ -135,7 +135,7 @@ export interface InboundInput {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
   from: string;
   profileName?: string | null;
-  providerMessageId: string;
+  providerMessageId: string | null;
   content: MessageContent;
   occurredAt: number;
 }

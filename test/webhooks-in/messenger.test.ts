@@ -146,6 +146,47 @@ describe('Messenger', () => {
     expect(JSON.parse(ev.payload)).toMatchObject({ body: 'Medium', from: them, content: qr });
   });
 
+  it('stores postbacks (title as text, payload kept), reactions and unsupported messages, announces them and moves the window', async () => {
+    const them = '7788990055';
+    const out = await sent('messenger', them, 'Rate us?');
+    const t0 = Date.now() + 1000;
+    const ev = (dt: number, body: Record<string, unknown>) => ({ sender: { id: them }, recipient: { id: PAGE }, timestamp: t0 + dt, ...body });
+    const batch = pageEvent(PAGE, [
+      ev(0, { postback: { mid: 'm_pb1', title: 'Get Started', payload: 'GET_STARTED' } }),
+      // An older postback without a mid.
+      ev(10, { postback: { title: 'Talk to a human', payload: 'HUMAN' } }),
+      ev(20, { reaction: { mid: out.provider_message_id, action: 'react', emoji: '\u{1F60D}', reaction: 'love' } }),
+      ev(30, { reaction: { mid: out.provider_message_id, action: 'unreact' } }),
+      ev(40, { message: { mid: 'm_unsup1', is_unsupported: true } }),
+    ]);
+    const r = await meta(batch);
+    expect([r.processing, r.error]).toEqual(['processed', null]);
+    const db = s.ctx.db.sqlite;
+    const rows = db.prepare(`SELECT * FROM messages WHERE direction = 'inbound' AND "from" = ? ORDER BY id`).all(them) as any[];
+    const target = { provider_message_id: out.provider_message_id, message_id: out.id };
+    expect(rows.map((m) => [m.provider_message_id, m.sent_at - t0, JSON.parse(m.content)])).toEqual([
+      ['m_pb1', 0, { kind: 'text', text: 'Get Started', choice: { type: 'postback', id: null, payload: 'GET_STARTED', title: 'Get Started' } }],
+      [null, 10, { kind: 'text', text: 'Talk to a human', choice: { type: 'postback', id: null, payload: 'HUMAN', title: 'Talk to a human' } }],
+      [null, 20, { kind: 'reaction', action: 'react', emoji: '\u{1F60D}', reaction: 'love', target }],
+      [null, 30, { kind: 'reaction', action: 'unreact', emoji: null, reaction: null, target }],
+      ['m_unsup1', 40, { kind: 'other', type: 'unsupported', text: null, error: null, data: { is_unsupported: true } }],
+    ]);
+    const received = (db.prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`).all(p.partnerId) as any[])
+      .map((e) => JSON.parse(e.payload))
+      .filter((e) => e.from === them);
+    expect(received.map((e) => [e.message_id, e.body, e.content.kind])).toEqual(
+      rows.map((m, i) => [m.id, ['Get Started', 'Talk to a human', '\u{1F60D}', '', ''][i], JSON.parse(m.content).kind]),
+    );
+    const contact = db.prepare('SELECT last_inbound_at FROM contacts WHERE id = ?').get(rows[0].contact_id) as any;
+    expect(contact.last_inbound_at).toBe(t0 + 40);
+    const conv = db.prepare('SELECT last_inbound_at FROM conversations WHERE id = ?').get(rows[0].conversation_id) as any;
+    expect(conv.last_inbound_at).toBe(t0 + 40);
+
+    // Meta redelivers: nothing is stored or announced twice, ids or not.
+    expect((await meta(batch)).processing).toBe('duplicate');
+    expect((db.prepare(`SELECT COUNT(*) AS n FROM messages WHERE direction = 'inbound' AND "from" = ?`).get(them) as any).n).toBe(5);
+  });
+
   it('stores text and attachments, skips echoes of our own sends', async () => {
     const r = await meta(
       pageEvent(PAGE, [
@@ -182,14 +223,31 @@ describe('Instagram', () => {
     expect([status(m1), status(m2), status(m3)]).toEqual(['read', 'read', 'sent']);
   });
 
-  it('skips Instagram echoes and reports unhandled event kinds as ignored', async () => {
+  it('skips Instagram echoes and reports event kinds that are not messages as ignored', async () => {
     const r = await meta(
       instagramEvent(IG, [
         { sender: { id: IG }, recipient: { id: IGSID }, timestamp: Date.now(), message: { mid: 'ig_echo', is_echo: true, text: 'ours' } },
-        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), reaction: { mid: 'x', action: 'react', emoji: '❤' } },
+        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), optin: { type: 'notification_messages', payload: 'x' } },
       ]),
     );
     expect(r.processing).toBe('ignored');
-    expect(r.error).toBe('echo of our own instagram send skipped (ig_echo); instagram event reaction is not handled');
+    expect(r.error).toBe('echo of our own instagram send skipped (ig_echo); instagram event optin is not handled');
+  });
+
+  it('stores Instagram reactions and postbacks as inbound messages', async () => {
+    const out = await sent('instagram', IGSID, 'new arrivals!');
+    const at = Date.now();
+    const r = await meta(
+      instagramEvent(IG, [
+        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: at, reaction: { mid: out.provider_message_id, action: 'react', reaction: 'love', emoji: '\u{2764}\u{FE0F}' } },
+        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: at + 1, postback: { mid: 'ig_pb1', title: 'Shop now', payload: 'SHOP' } },
+      ]),
+    );
+    expect([r.processing, r.error]).toEqual(['processed', null]);
+    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, content FROM messages WHERE direction = 'inbound' AND channel_type = 'instagram' AND sent_at >= ? ORDER BY id`).all(at) as any[];
+    expect(rows.map((m) => [m.provider_message_id, JSON.parse(m.content)])).toEqual([
+      [null, { kind: 'reaction', action: 'react', emoji: '\u{2764}\u{FE0F}', reaction: 'love', target: { provider_message_id: out.provider_message_id, message_id: out.id } }],
+      ['ig_pb1', { kind: 'text', text: 'Shop now', choice: { type: 'postback', id: null, payload: 'SHOP', title: 'Shop now' } }],
+    ]);
   });
 });

@@ -2,11 +2,11 @@ import type { ChannelType } from '../../core/context.js';
 import type { ProviderEvent, Receiver } from '../../core/inbound.js';
 import type { MediaRef, MessageContent } from '../../core/message-content.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
-import { isObject, jsonBody, note, str, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
+import { isObject, jsonBody, kept, note, str, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
 
 // Messenger (object "page") and Instagram (object "instagram") webhooks (FACTS B2): entry[]
 // per page / IG account, messaging[] events with sender, recipient, timestamp (ms) and one of
-// message, delivery, read. Instagram's Business-Login examples wrap the notification in an
+// message, postback, reaction, delivery, read. Instagram's Business-Login examples wrap the notification in an
 // array, so both forms are taken. Echoes of our own sends carry is_echo and are skipped.
 
 type Notifications = any[];
@@ -34,11 +34,40 @@ function baseContent(m: Record<string, any>): MessageContent | null {
   return { kind: 'text', text: m.text };
 }
 
-function content(m: Record<string, any>): MessageContent | null {
-  const c = baseContent(m);
+function content(m: Record<string, any>): MessageContent {
+  // Neither text nor attachments (is_unsupported: a message type Meta does not deliver to
+  // apps): stored all the same, so the partner sees the customer wrote.
+  const c: MessageContent = baseContent(m) ?? {
+    kind: 'other',
+    type: m.is_unsupported ? 'unsupported' : 'unknown',
+    text: null,
+    error: null,
+    data: kept(Object.fromEntries(Object.entries(m).filter(([k]) => k !== 'mid'))),
+  };
   const replied = isObject(m.reply_to) ? str(m.reply_to.mid) : undefined;
-  if (c && replied && (c.kind === 'text' || c.kind === 'media')) c.reply_to = { provider_message_id: replied, message_id: null };
+  if (replied && c.kind !== 'template' && c.kind !== 'email') c.reply_to = { provider_message_id: replied, message_id: null };
   return c;
+}
+
+/** A postback (a persistent-menu item, a template's button, Get Started): its title is what the customer "wrote". */
+function postbackContent(p: Record<string, any>): MessageContent {
+  const title = str(p.title) ?? null;
+  const payload = str(p.payload) ?? null;
+  return { kind: 'text', text: title ?? payload ?? '', choice: { type: 'postback', id: null, payload, title } };
+}
+
+/** A reaction to a message (FACTS B2 shape: {mid, action: react|unreact, emoji, reaction}). */
+function reactionContent(r: Record<string, any>): Extract<MessageContent, { kind: 'reaction' }> | null {
+  const mid = str(r.mid);
+  if (!mid) return null;
+  const action = r.action === 'unreact' ? 'unreact' : 'react';
+  return {
+    kind: 'reaction',
+    action,
+    emoji: action === 'react' ? (str(r.emoji) ?? null) : null,
+    reaction: str(r.reaction) ?? null,
+    target: { provider_message_id: mid, message_id: null },
+  };
 }
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : /^\d+$/.test(String(v)) ? Number(v) : null);
@@ -60,12 +89,24 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications): Pro
         } else if (isObject(ev.message)) {
           const m = ev.message;
           const mid = str(m.mid);
-          const c = content(m);
           if (m.is_echo) out.push(note(`echo of our own ${provider} send skipped${mid ? ` (${mid})` : ''}`));
           else if (m.is_deleted) out.push(note(`${provider} message deleted by the sender${mid ? ` (${mid})` : ''}`));
-          else if (!mid || !c) out.push(note(`${provider} message without mid or content`));
+          else if (!mid) out.push(note(`${provider} message without mid`));
           else {
-            out.push({ type: 'message', key: `${provider}:message:${mid}`, receiver, from: user, providerMessageId: mid, content: c, occurredAt: at });
+            out.push({ type: 'message', key: `${provider}:message:${mid}`, receiver, from: user, providerMessageId: mid, content: content(m), occurredAt: at });
+          }
+        } else if (isObject(ev.postback)) {
+          // Newer postbacks carry a mid; older ones are identified by who, when and what.
+          const mid = str(ev.postback.mid);
+          const key = mid ? `${provider}:postback:${mid}` : `${provider}:postback:${receiver.addresses[0]}:${user}:${stamp ?? ''}:${str(ev.postback.payload) ?? ''}`;
+          out.push({ type: 'message', key, receiver, from: user, providerMessageId: mid ?? null, content: postbackContent(ev.postback), occurredAt: at });
+        } else if (isObject(ev.reaction)) {
+          const c = reactionContent(ev.reaction);
+          if (!c) out.push(note(`${provider} reaction without mid`));
+          else {
+            // A reaction has no id of its own: stored without a provider id, keyed by who reacted to what, how and when.
+            const key = `${provider}:reaction:${receiver.addresses[0]}:${user}:${c.target.provider_message_id}:${c.action}:${stamp ?? ''}`;
+            out.push({ type: 'message', key, receiver, from: user, providerMessageId: null, content: c, occurredAt: at });
           }
         } else if (isObject(ev.delivery) || isObject(ev.read)) {
           const status = isObject(ev.delivery) ? 'delivered' : 'read';
