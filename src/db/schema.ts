@@ -183,7 +183,7 @@ export const messages = sqliteTable(
     contactId: text('contact_id'),
     to: text('to').notNull(),
     from: text('from').notNull(),
-    /** JSON: {text} | {subject, html, text?, from_name?, reply_to?} | {template} | {media[]}. */
+    /** JSON: a MessageContent (src/core/message-content.ts), by kind: text, template, email, media, reaction, contacts, other. */
     content: text('content').notNull(),
     status: text('status').notNull(),
     providerMessageId: text('provider_message_id'),
