@@ -88,7 +88,11 @@ export const messageOut = z
     to: z.string(),
     from: z.string(),
     status: z.string(),
-    content: z.record(z.string(), z.unknown()),
+    content: z
+      .record(z.string(), z.unknown())
+      .describe(
+        'by kind: text (choice?: the option tapped; reply_to?: the message answered), template, email, media, reaction (target: the message reacted to), contacts, other (type: the provider type); see docs/api.md "Message content"',
+      ),
     price: money,
     segments: z.number().int(),
     refunded: z.boolean(),
