@@ -39,6 +39,8 @@ interface LogOpts {
 const PROVIDERS = [...WEBHOOK_PROVIDERS, 'unknown'];
 /** A webhook still being processed is held back this long, so its line can show the outcome. */
 const HOLD_PENDING_MS = 5000;
+/** How far back --follow looks, at start, for rows still pending (they settle within about a minute). */
+const PENDING_LOOKBACK_MS = 15 * 60_000;
 
 type Row = WebhookLogRow & { body_bytes?: number | null };
 
@@ -158,6 +160,13 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   // Rows passed while still pending (a status waiting for its message can take half a
   // minute): looked at again each poll, and printed once more when they settle.
   const watching = new Set<string>();
+  // Rows already pending when we started are behind the cursor: watch them too, or a status
+  // waiting for its message would never be shown settled (and never at all with --failed).
+  // Pending rows are recent (processing waits at most about a minute), so only those are read.
+  const pendingSince = cli.ctx.db.sqlite
+    .prepare(`SELECT id FROM provider_webhooks WHERE received_at >= ? AND processing = 'pending' AND id <= ? ORDER BY id LIMIT 10000`)
+    .all(Date.now() - PENDING_LOOKBACK_MS, cursor) as { id: string }[];
+  for (const { id } of pendingSince) watching.add(id);
   const settledAmong = (ids: string[]) =>
     cli.ctx.db.sqlite
       .prepare(`SELECT *, length(body) AS body_bytes FROM provider_webhooks WHERE id IN (${ids.map(() => '?').join(',')}) AND processing <> 'pending' ORDER BY id`)
