@@ -2,6 +2,7 @@ import { desc } from 'drizzle-orm';
 import { auditLog } from '../db/schema.js';
 import type { CoreCtx } from './context.js';
 import { iso } from '../lib/time.js';
+import { settingsChanged } from './settings-version.js';
 
 export function audit(
   ctx: CoreCtx,
@@ -11,6 +12,8 @@ export function audit(
   targetId: string | null,
   details?: Record<string, unknown>,
 ) {
+  // Every operator change is audited; those to settings must be seen by this process at once.
+  settingsChanged(ctx.db.sqlite);
   ctx.db.orm
     .insert(auditLog)
     .values({

@@ -269,7 +269,9 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
   if (!contact) return { ignored: `${ev.status} watermark for ${ev.contact}, who has no messages here` };
   const rows = stmt<[string, string, string, number], MessageRow>(
     db,
-    `SELECT m.* FROM conversations v JOIN messages m ON m.conversation_id = v.id
+    // The contact's conversations, then each one's messages: without INDEXED BY the planner
+    // walked every message of the partner on messages_partner, once per receipt.
+    `SELECT m.* FROM conversations v INDEXED BY conversations_contact JOIN messages m INDEXED BY messages_conversation ON m.conversation_id = v.id
       WHERE v.contact_id = ? AND v.channel_type = ? AND m.partner_id = ? AND m.direction = 'outbound'
         AND m.sent_at IS NOT NULL AND m.sent_at <= ? AND m.status IN ${WATERMARKABLE[ev.status]}
       ORDER BY m.id`,

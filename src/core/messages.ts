@@ -200,7 +200,8 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
 function messageIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, providerMessageId: string): string | null {
   const r = stmt<[string, string, string], { id: string }>(
     ctx.db.sqlite,
-    'SELECT id FROM messages WHERE provider_message_id = ? AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1',
+    // INDEXED BY: the planner otherwise walks all the partner's messages on messages_partner.
+    'SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1',
   ).get(providerMessageId, partnerId, channel);
   return r?.id ?? null;
 }

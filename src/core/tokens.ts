@@ -8,6 +8,7 @@ import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 import { audit } from './audit.js';
 import { getPartner } from './partners.js';
+import { SettingsCache } from './settings-version.js';
 
 export const SCOPES = [
   'messages:send',
@@ -156,28 +157,31 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
  * Authenticates a presented bearer secret. Called on every request (a token revoked or a
- * partner suspended by msgctl takes effect on the next request), so the lookup is one
- * indexed, prepared statement and last_used_at is written at most once a minute per token.
+ * partner suspended by msgctl takes effect on the next request), so the row is kept in memory
+ * until the settings version moves, and last_used_at is written at most once a minute per token.
  */
 export class TokenAuthenticator {
-  private stmt: Statement<[string], AuthRow>;
+  private rows: SettingsCache<string, AuthRow | null>;
   private touch: Statement<[number, string]>;
   private touched = new Map<string, number>();
 
   constructor(private ctx: CoreCtx) {
-    this.stmt = ctx.db.sqlite.prepare(
+    const lookup: Statement<[string], AuthRow> = ctx.db.sqlite.prepare(
       `SELECT t.id, t.hash, t.scopes, t.expires_at, t.revoked_at, t.last_used_at,
               p.id AS partner_id, p.slug, p.status, p.rate_limit_per_minute
          FROM tokens t JOIN partners p ON p.id = t.partner_id
         WHERE t.hash = ?`,
     );
+    // Kept until a token or partner changes (src/core/settings-version.ts): revoking, expiring
+    // by hand, suspending or issuing is seen on the next request; unknown hashes are kept too.
+    this.rows = new SettingsCache(ctx.db.sqlite, (hash) => lookup.get(hash) ?? null);
     this.touch = ctx.db.sqlite.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?');
   }
 
   authenticate(presented: string | undefined | null): AuthResult {
     if (!presented) return { ok: false, reason: 'missing' };
     const hash = hashSecret(presented);
-    const row = this.stmt.get(hash);
+    const row = this.rows.get(hash);
     // The lookup is by hash, so timing reveals nothing about the secret; compare anyway so a
     // future lookup by prefix stays safe.
     if (!row || !timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) {

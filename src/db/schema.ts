@@ -203,7 +203,8 @@ export const messages = sqliteTable(
   (t) => [
     index('messages_partner').on(t.partnerId, t.id),
     index('messages_conversation').on(t.conversationId, t.id),
-    index('messages_provider').on(t.providerMessageId),
+    // Partial: a queued message has no provider id yet, so a send writes no entry here.
+    index('messages_provider').on(t.providerMessageId).where(sql`provider_message_id IS NOT NULL`),
   ],
 );
 
@@ -254,7 +255,8 @@ export const jobs = sqliteTable(
     lockedBy: text('locked_by'),
     /** Times the lifeline took this job back from a worker that died holding it. */
     reclaims: integer('reclaims').notNull().default(0),
-    uniqueKey: text('unique_key').unique(),
+    /** Set on jobs that must exist once (cron slots); most jobs have none and stay out of its index. */
+    uniqueKey: text('unique_key'),
     lastError: text('last_error'),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
@@ -264,6 +266,8 @@ export const jobs = sqliteTable(
     // A worker that runs some kinds seeks its own jobs: it must not scan a backlog of others.
     // No index on locked_until: the lifeline reads the few running jobs off state.
     index('jobs_kind_claim').on(t.kind, t.state, t.priority, t.runAt),
+    // Partial: a NULL key (every dispatch job) costs no index entry.
+    uniqueIndex('jobs_unique_key').on(t.uniqueKey).where(sql`unique_key IS NOT NULL`),
   ],
 );
 

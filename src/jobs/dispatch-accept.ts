@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Database } from 'better-sqlite3';
 import { stmt } from '../db/stmt.js';
 import type { GroupCommitter } from '../db/group-commit.js';
 import { AppError } from '../lib/errors.js';
@@ -7,6 +8,7 @@ import type { MessageContent } from '../core/message-content.js';
 import { createOutbound, type MessageRow } from '../core/messages.js';
 import { quote, type Quote } from '../core/prices.js';
 import type { AuthPrincipal } from '../core/tokens.js';
+import { SettingsCache } from '../core/settings-version.js';
 import type { JobQueue } from './queue.js';
 
 // Accepting a message is the money rule made code: price it, then in ONE transaction check
@@ -22,13 +24,12 @@ export interface Preflight {
   unitPrice: number;
 }
 
-export interface PreflightRow {
+interface PreflightRow {
   channel_id: string | null;
   channel_type: ChannelType | null;
   gateway_id: string | null;
   sender: string | null;
   gateway_status: string | null;
-  balance: number;
   credit_limit: number;
   low_balance_threshold: number | null;
   currency: string;
@@ -36,40 +37,58 @@ export interface PreflightRow {
   default_price: number | null;
 }
 
-/**
- * The checks that come before payload validation in the spec's order: 403 when the
- * partner has no active channel of this type (or its gateway is disabled), 402 when
- * balance and credit are exhausted. One indexed query (the unit price rides along): this runs
- * on every send.
- */
-export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
-  const row = stmt<[string, string, string, string], PreflightRow>(
-    ctx.db.sqlite,
-    `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
-            p.balance, p.credit_limit, p.low_balance_threshold, p.currency,
+const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
+            p.credit_limit, p.low_balance_threshold, p.currency,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = p.id) AS own_price,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = '') AS default_price
        FROM partners p
        LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ? AND c.status = 'active'
        LEFT JOIN gateways g ON g.id = c.gateway_id
-      WHERE p.id = ?`,
-  ).get(type, type, type, principal.partnerId);
+      WHERE p.id = ?`;
+
+// Per connection: the partner's channel, gateway and prices for a channel type, kept until the
+// settings version moves (src/core/settings-version.ts). Only the balance is read per send.
+const preflightRows = new WeakMap<Database, SettingsCache<string, PreflightRow | null>>();
+
+function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): PreflightRow | null {
+  const db = ctx.db.sqlite;
+  let cache = preflightRows.get(db);
+  if (!cache) {
+    const q = stmt<[string, string, string, string], PreflightRow>(db, PREFLIGHT_SQL);
+    cache = new SettingsCache(db, (key: string) => {
+      const [partner, channel] = key.split('\0');
+      return q.get(channel, channel, channel, partner) ?? null;
+    });
+    preflightRows.set(db, cache);
+  }
+  return cache.get(`${partnerId}\0${type}`);
+}
+
+/**
+ * The checks that come before payload validation in the spec's order: 403 when the
+ * partner has no active channel of this type (or its gateway is disabled), 402 when
+ * balance and credit are exhausted. This runs on every send: the channel, gateway and prices
+ * come from memory, and the one query is the balance.
+ */
+export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
+  const row = preflightRow(ctx, principal.partnerId, type);
   if (!row || !row.channel_id) {
     throw new AppError('channel_not_assigned', `no ${type} gateway is assigned to this partner; ask the operator to assign one`);
   }
   if (row.gateway_status !== 'active') {
     throw new AppError('channel_not_assigned', `the ${type} gateway assigned to this partner is disabled`);
   }
-  if (row.balance + row.credit_limit <= 0) {
+  const balance = stmt<[string], { balance: number }>(ctx.db.sqlite, 'SELECT balance FROM partners WHERE id = ?').get(principal.partnerId)?.balance ?? 0;
+  if (balance + row.credit_limit <= 0) {
     throw new AppError('insufficient_balance', 'balance and credit limit are exhausted; top up to send', [], {
-      balance: row.balance,
+      balance,
       credit_limit: row.credit_limit,
     });
   }
   return {
     channel: { id: row.channel_id, type: row.channel_type!, gatewayId: row.gateway_id!, sender: row.sender! },
     partner: {
-      balance: row.balance,
+      balance,
       creditLimit: row.credit_limit,
       lowBalanceThreshold: row.low_balance_threshold,
       currency: row.currency,

@@ -1,41 +1,31 @@
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx, GatewayKind } from '../core/context.js';
 import { openGateway, type GatewayWithSecrets } from '../core/gateway-secrets.js';
+import { settingsVersion } from '../core/settings-version.js';
 import type { GatewayHint, WebhookHandler } from '../providers/webhooks.js';
 
 // Gateways as dispatch and the webhook path need them (one book per runtime, rt.gateways):
-// every gateway opened (secrets decrypted) once and kept until the gateways table changes. One
-// tiny aggregate query per event-loop turn tells whether it did, so a change made by msgctl
-// (another process) is seen by the next request or dispatch, and neither a verified webhook nor
-// a sent message costs a decrypt or a JSON scan of settings.
-
-// Every change to a gateway reseals its secrets under a fresh random IV (src/core/secrets.ts),
-// so the ids with the first bytes of their sealed secrets are a version of the whole table.
-const STAMP = `SELECT COALESCE(group_concat(v, ','), '') AS v FROM (SELECT id || '/' || substr(secrets, 1, 24) AS v FROM gateways ORDER BY id)`;
+// every gateway opened (secrets decrypted) once and kept until the settings version moves
+// (src/core/settings-version.ts: read at most once per event-loop turn), so a change made by
+// msgctl (another process) is seen by the next request or dispatch, and neither a verified
+// webhook nor a sent message costs a decrypt or a JSON scan of settings.
 
 export class GatewayBook {
-  private stamp = '';
+  private version = '';
   private byId = new Map<string, GatewayWithSecrets>();
 
   constructor(private readonly ctx: CoreCtx) {}
 
-  private checkedThisTurn = false;
-
   private fresh(): Map<string, GatewayWithSecrets> {
-    // Once per event-loop turn: a turn takes a burst of webhooks, and any change committed
-    // before the turn began is still seen by its first request.
-    if (this.checkedThisTurn) return this.byId;
-    this.checkedThisTurn = true;
-    setImmediate(() => (this.checkedThisTurn = false));
-    const stamp = stmt<[], { v: string }>(this.ctx.db.sqlite, STAMP).get()!.v;
-    if (stamp !== this.stamp) {
+    const version = settingsVersion(this.ctx.db.sqlite);
+    if (version !== this.version) {
       const ids = stmt<[], { id: string }>(this.ctx.db.sqlite, 'SELECT id FROM gateways ORDER BY id').all();
       const next = new Map<string, GatewayWithSecrets>();
       for (const { id } of ids) {
         next.set(id, openGateway(this.ctx, id));
       }
       this.byId = next;
-      this.stamp = stamp;
+      this.version = version;
     }
     return this.byId;
   }
