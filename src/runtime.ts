@@ -97,6 +97,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const committer = new GroupCommitter(dataDir.db.sqlite);
   const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now });
   const gateways = new GatewayBook(ctx);
+  const loopback = { self: '', selfIs: false, providers: new Map<string, boolean>() };
   const rt: Runtime = {
     version: VERSION,
     config,
@@ -122,8 +123,18 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     callbackBase(providerBaseUrl?: string) {
       if (config.server.publicUrl) return config.server.publicUrl.replace(/\/+$/, '');
       const self = rt.selfUrl;
-      if (!self || !isLoopbackUrl(self)) return self;
-      return providerBaseUrl !== undefined && isLoopbackUrl(providerBaseUrl) ? self : null;
+      if (!self) return self;
+      // Asked once per dispatched message: the URL parses are remembered per base URL.
+      if (self !== loopback.self) {
+        loopback.self = self;
+        loopback.selfIs = isLoopbackUrl(self);
+        loopback.providers.clear();
+      }
+      if (!loopback.selfIs) return self;
+      if (providerBaseUrl === undefined) return null;
+      let local = loopback.providers.get(providerBaseUrl);
+      if (local === undefined) loopback.providers.set(providerBaseUrl, (local = isLoopbackUrl(providerBaseUrl)));
+      return local ? self : null;
     },
     async close() {
       // In-flight provider calls end within dispatch.timeoutMs: wait that long (and a margin)

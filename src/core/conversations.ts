@@ -15,6 +15,13 @@ export interface ConversationRow {
   updated_at: number;
 }
 
+// INDEXED BY: without ANALYZE statistics the planner took conversations_partner and walked
+// every conversation of the partner, newest first, until this contact's (1 ms a send at
+// 10,000 recipients, growing with every new one).
+export const OPEN_CONVERSATION_SQL = `SELECT * FROM conversations INDEXED BY conversations_contact
+  WHERE contact_id = ? AND channel_type = ? AND status = 'open' AND partner_id = ?
+  ORDER BY id DESC LIMIT 1`;
+
 /**
  * The contact's open conversation on a channel, created if there is none; its activity
  * times move with every message. Runs inside the caller's transaction.
@@ -30,15 +37,7 @@ export function touchConversation(
   const db = ctx.db.sqlite;
   const now = ctx.now();
   const at = opts.at ?? now;
-  // INDEXED BY: without ANALYZE statistics the planner took conversations_partner and walked
-  // every conversation of the partner, newest first, until this contact's (1 ms a send at
-  // 10,000 recipients, growing with every new one).
-  const open = stmt<[string, string, string], ConversationRow>(
-    db,
-    `SELECT * FROM conversations INDEXED BY conversations_contact
-      WHERE contact_id = ? AND channel_type = ? AND status = 'open' AND partner_id = ?
-      ORDER BY id DESC LIMIT 1`,
-  ).get(contactId, channel, partnerId);
+  const open = stmt<[string, string, string], ConversationRow>(db, OPEN_CONVERSATION_SQL).get(contactId, channel, partnerId);
   if (open) {
     const lastInbound = opts.inbound ? Math.max(at, open.last_inbound_at ?? 0) : open.last_inbound_at;
     const lastMessage = Math.max(at, open.last_message_at ?? 0);

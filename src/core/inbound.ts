@@ -240,6 +240,18 @@ const WATERMARKABLE: Record<'delivered' | 'read', string> = {
   read: `('sending','sent','deferred','delivered')`,
 };
 
+/**
+ * The contact's outbound messages a delivery or read watermark covers: its conversations, then
+ * each one's messages. Without INDEXED BY the planner walked every message of the partner on
+ * messages_partner, once per receipt.
+ */
+export function watermarkSql(status: 'delivered' | 'read'): string {
+  return `SELECT m.* FROM conversations v INDEXED BY conversations_contact JOIN messages m INDEXED BY messages_conversation ON m.conversation_id = v.id
+      WHERE v.contact_id = ? AND v.channel_type = ? AND m.partner_id = ? AND m.direction = 'outbound'
+        AND m.sent_at IS NOT NULL AND m.sent_at <= ? AND m.status IN ${WATERMARKABLE[status]}
+      ORDER BY m.id`;
+}
+
 function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' }>, opts: ApplyOptions): Step {
   const ch = route(ctx, ev.receiver, opts.trusted);
   if (typeof ch === 'string') return { unroutable: ch };
@@ -267,15 +279,7 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
     ev.contact,
   );
   if (!contact) return { ignored: `${ev.status} watermark for ${ev.contact}, who has no messages here` };
-  const rows = stmt<[string, string, string, number], MessageRow>(
-    db,
-    // The contact's conversations, then each one's messages: without INDEXED BY the planner
-    // walked every message of the partner on messages_partner, once per receipt.
-    `SELECT m.* FROM conversations v INDEXED BY conversations_contact JOIN messages m INDEXED BY messages_conversation ON m.conversation_id = v.id
-      WHERE v.contact_id = ? AND v.channel_type = ? AND m.partner_id = ? AND m.direction = 'outbound'
-        AND m.sent_at IS NOT NULL AND m.sent_at <= ? AND m.status IN ${WATERMARKABLE[ev.status]}
-      ORDER BY m.id`,
-  ).all(contact.id, ch.type, ch.partner_id, mark);
+  const rows = stmt<[string, string, string, number], MessageRow>(db, watermarkSql(ev.status)).all(contact.id, ch.type, ch.partner_id, mark);
   for (const m of rows) advance(m);
   return { ok: true };
 }

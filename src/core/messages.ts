@@ -196,18 +196,32 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
   return { message: row, contact, eventId: ev.id };
 }
 
+// INDEXED BY: the planner otherwise walks all the partner's messages on messages_partner.
+export const MESSAGE_BY_PROVIDER_ID_SQL =
+  'SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1';
+
 /** msgd's id of the partner's message on that channel with this provider id (either direction), if any. */
 function messageIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, providerMessageId: string): string | null {
   const r = stmt<[string, string, string], { id: string }>(
     ctx.db.sqlite,
-    // INDEXED BY: the planner otherwise walks all the partner's messages on messages_partner.
-    'SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1',
+    MESSAGE_BY_PROVIDER_ID_SQL,
   ).get(providerMessageId, partnerId, channel);
   return r?.id ?? null;
 }
 
 export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined {
   return stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE id = ?').get(id);
+}
+
+/** A message without its content: what a status change reads and writes. */
+export type MessageState = Omit<MessageRow, 'content'>;
+
+const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
+  status, provider_message_id, price, segments, error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at`;
+
+/** The message as a status change needs it: every column but the content, which may be a long email. */
+export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefined {
+  return stmt<[string], MessageState>(ctx.db.sqlite, `SELECT ${STATE_COLUMNS} FROM messages WHERE id = ?`).get(id);
 }
 
 /**
@@ -273,7 +287,7 @@ export interface StatusResult {
  * Record a status event in history and move the message forward if the state machine
  * allows; emit its event and apply a refund at most once. Inside the caller's transaction.
  */
-export function applyStatus(ctx: CoreCtx, msg: MessageRow, change: StatusChange): StatusResult {
+export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChange): StatusResult {
   const advance = canAdvance(msg.status, change.status);
   history(ctx, msg.id, change.status, {
     providerStatus: change.providerStatus,

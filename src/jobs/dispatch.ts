@@ -5,7 +5,7 @@ import { sleep } from '../lib/time.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
-import { applyStatus, flagUncertain, getMessageRow, type MessageRow } from '../core/messages.js';
+import { applyStatus, flagUncertain, getMessageRow, getMessageState, type MessageRow } from '../core/messages.js';
 import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
 import type { OutboundMessage, SendResult } from '../providers/types.js';
@@ -110,7 +110,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         return {
           type: 'ok',
           apply: () => {
-            const fresh = getMessageRow(ctx, m.id)!;
+            const fresh = getMessageState(ctx, m.id)!;
             if (uncertain) flagUncertain(ctx, m.id);
             const moved = applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null, occurredAt: startedAt });
             // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
@@ -156,7 +156,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return {
       type: 'ok',
       apply: () => {
-        const fresh = getMessageRow(ctx, m.id)!;
+        const fresh = getMessageState(ctx, m.id)!;
         if (uncertain) flagUncertain(ctx, m.id);
         applyStatus(ctx, fresh, { status: 'failed', errorCode: code, errorMessage: message, refundOnFailure: true });
       },
@@ -183,7 +183,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // sending, or a crash mid-call), the outcome is unknown: the message is failed and
     // flagged, and the price is held rather than refunded on a guess; the operator settles it.
     onDead: (job, error) => {
-      const m = getMessageRow(ctx, job.payload.message_id);
+      const m = getMessageState(ctx, job.payload.message_id);
       if (m && awaitsDispatch(m)) {
         const unknown = m.dispatch_uncertain === 1 || job.reclaims > 0;
         if (unknown) flagUncertain(ctx, m.id);

@@ -6,6 +6,7 @@ import { issueToken, listTokens, revokeToken } from '../../src/core/tokens.js';
 import { topup } from '../../src/core/ledger.js';
 import { updateGateway } from '../../src/core/gateways.js';
 import { unassignChannel } from '../../src/core/channels.js';
+import { setPrice } from '../../src/core/prices.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { sleep } from '../helpers/wait.js';
@@ -489,6 +490,30 @@ describe('operator changes from another connection (msgctl) apply on the next re
       expect(r.body.error.message).toMatch(/revoked/);
       expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
       expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
+    } finally {
+      db2.close();
+    }
+  });
+
+  it('a price, a disabled gateway and an unassigned channel set through a second connection apply on the next request', async () => {
+    const p = sandboxPartner(s.ctx, { balance: '1.00', prices: { sms: '0.01' } });
+    const db2 = openDb(s.rt.dataDir.db.path);
+    const ctl: CoreCtx = { db: db2, masterKey: s.ctx.masterKey, config: s.ctx.config, now: Date.now };
+    try {
+      expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
+      expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+      setPrice(ctl, { channel: 'sms', amount: parseMoney('0.25'), partner: p.partnerId }, 'cli');
+      expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
+      expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.74'));
+
+      updateGateway(ctl, p.gateways.sms, { status: 'disabled' }, 'cli');
+      expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'channel_not_assigned');
+      updateGateway(ctl, p.gateways.sms, { status: 'active' }, 'cli');
+      expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
+
+      unassignChannel(ctl, { partner: p.partnerId, type: 'sms' }, 'cli');
+      expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'channel_not_assigned');
+      expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
     } finally {
       db2.close();
     }
