@@ -1,7 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { OPEN_CONVERSATION_SQL } from '../../src/core/conversations.js';
+import { findOrCreateContact } from '../../src/core/contacts.js';
+import { OPEN_CONVERSATION_SQL, touchConversation } from '../../src/core/conversations.js';
 import { watermarkSql } from '../../src/core/inbound.js';
 import { MESSAGE_BY_PROVIDER_ID_SQL } from '../../src/core/messages.js';
+import { createPartner } from '../../src/core/partners.js';
 import { openTestCtx, type TestCtx } from './ctx.js';
 
 // Queries that run once per message must seek by the contact or the provider id. A fresh
@@ -29,10 +31,7 @@ describe('per-message queries seek, never walk a partner', () => {
     expect(detail).not.toMatch(/_partner \(partner_id=\?\)|SCAN/);
   });
 
-  it('sending to a new recipient costs the same after 5,000 others', async () => {
-    const { createPartner } = await import('../../src/core/partners.js');
-    const { findOrCreateContact } = await import('../../src/core/contacts.js');
-    const { touchConversation } = await import('../../src/core/conversations.js');
+  it('sending to a new recipient costs the same after 5,000 others', () => {
     const p = createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
     const send = (i: number) => {
       const { contact } = findOrCreateContact(t.ctx, p.id, 'sms', `+1415555${String(i).padStart(4, '0')}`);

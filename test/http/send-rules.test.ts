@@ -468,11 +468,19 @@ describe('HTTP envelope', () => {
 });
 
 describe('operator changes from another connection (msgctl) apply on the next request', () => {
+  /** Run fn with a core context on a second SQLite connection to the server's file, as msgctl has. */
+  async function asMsgctl(fn: (ctl: CoreCtx) => Promise<void>) {
+    const db2 = openDb(s.rt.dataDir.db.path);
+    try {
+      await fn({ db: db2, masterKey: s.ctx.masterKey, config: s.ctx.config, now: Date.now });
+    } finally {
+      db2.close();
+    }
+  }
+
   it('suspend, activate, top up and revoke through a second SQLite connection', async () => {
     const p = sandboxPartner(s.ctx, { balance: '0.01', prices: { sms: '0.01' } });
-    const db2 = openDb(s.rt.dataDir.db.path);
-    const ctl: CoreCtx = { db: db2, masterKey: s.ctx.masterKey, config: s.ctx.config, now: Date.now };
-    try {
+    await asMsgctl(async (ctl) => {
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 402, 'insufficient_balance');
       topup(ctl, p.partnerId, parseMoney('0.02'), 'msgctl balance topup', 'cli');
@@ -490,16 +498,12 @@ describe('operator changes from another connection (msgctl) apply on the next re
       expect(r.body.error.message).toMatch(/revoked/);
       expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
       expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
-    } finally {
-      db2.close();
-    }
+    });
   });
 
   it('a price, a disabled gateway and an unassigned channel set through a second connection apply on the next request', async () => {
     const p = sandboxPartner(s.ctx, { balance: '1.00', prices: { sms: '0.01' } });
-    const db2 = openDb(s.rt.dataDir.db.path);
-    const ctl: CoreCtx = { db: db2, masterKey: s.ctx.masterKey, config: s.ctx.config, now: Date.now };
-    try {
+    await asMsgctl(async (ctl) => {
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
       expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
       setPrice(ctl, { channel: 'sms', amount: parseMoney('0.25'), partner: p.partnerId }, 'cli');
@@ -514,8 +518,6 @@ describe('operator changes from another connection (msgctl) apply on the next re
       unassignChannel(ctl, { partner: p.partnerId, type: 'sms' }, 'cli');
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'channel_not_assigned');
       expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
-    } finally {
-      db2.close();
-    }
+    });
   });
 });
