@@ -79,12 +79,7 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
     throw new AppError('channel_not_assigned', `the ${type} gateway assigned to this partner is disabled`);
   }
   const balance = stmt<[string], { balance: number }>(ctx.db.sqlite, 'SELECT balance FROM partners WHERE id = ?').get(principal.partnerId)?.balance ?? 0;
-  if (balance + row.credit_limit <= 0) {
-    throw new AppError('insufficient_balance', 'balance and credit limit are exhausted; top up to send', [], {
-      balance,
-      credit_limit: row.credit_limit,
-    });
-  }
+  refuseIfExhausted(balance, row.credit_limit);
   return {
     channel: { id: row.channel_id, type: row.channel_type!, gatewayId: row.gateway_id!, sender: row.sender! },
     partner: {
@@ -119,10 +114,15 @@ export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readon
     ctx.db.sqlite,
     'SELECT balance, credit_limit FROM partners WHERE id = ?',
   ).get(principal.partnerId);
-  if (p && p.balance + p.credit_limit <= 0) {
+  if (p) refuseIfExhausted(p.balance, p.credit_limit);
+}
+
+/** 402 when balance and credit limit are used up (balance + credit <= 0), whatever the price. */
+function refuseIfExhausted(balance: number, creditLimit: number): void {
+  if (balance + creditLimit <= 0) {
     throw new AppError('insufficient_balance', 'balance and credit limit are exhausted; top up to send', [], {
-      balance: p.balance,
-      credit_limit: p.credit_limit,
+      balance,
+      credit_limit: creditLimit,
     });
   }
 }
