@@ -61,7 +61,10 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     const host = config.server.host === '0.0.0.0' || config.server.host === '::' ? '127.0.0.1' : config.server.host;
     const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
     rt.selfUrl = url;
-    checkpointer = startCheckpointer(rt.dataDir.db.path, { onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed') });
+    checkpointer = startCheckpointer(rt.dataDir.db.path, {
+      writer: rt.dataDir.db.sqlite,
+      onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed'),
+    });
     maintenance = startMaintenance(rt, { checkpointer });
     // The data directory is locked to this process: jobs left running were a dead msgd's.
     const orphans = rt.queue.reclaimOrphans();
