@@ -51,7 +51,15 @@ export class WebhookIntake {
   async receive(inc: IncomingWebhook): Promise<IntakeAnswer> {
     const { ctx, config } = this.deps;
     const now = ctx.now();
-    const req: RawWebhook = { raw: inc.raw, headers: inc.headers, path: inc.path, url: inc.url, method: inc.method };
+    const req: RawWebhook = {
+      raw: inc.raw,
+      headers: inc.headers,
+      path: inc.path,
+      get url() {
+        return inc.url;
+      },
+      method: inc.method,
+    };
     const row: WebhookLogRow = {
       id: newId('pwh'),
       provider: 'unknown',

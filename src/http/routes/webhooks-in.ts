@@ -14,6 +14,7 @@ export const EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Re
 
 const META_KINDS = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'] as const;
 
+const EMPTY = Buffer.alloc(0);
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
 export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
@@ -36,12 +37,17 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
     return URL.canParse(url) ? url : `${rt.selfUrl ?? 'http://127.0.0.1'}${req.url}`;
   }
 
-  function incoming(req: FastifyRequest): Omit<IncomingWebhook, 'raw'> {
+  function incoming(req: FastifyRequest, raw: Buffer = EMPTY): IncomingWebhook {
     const gateway = (req.query as Record<string, unknown> | undefined)?.gateway;
+    let url: string | undefined;
     return {
       method: req.method,
+      raw,
       path: req.url,
-      url: publicUrl(req),
+      // Only Twilio's signature needs it: built when first asked for.
+      get url() {
+        return (url ??= publicUrl(req));
+      },
       headers: req.headers,
       gatewayId: typeof gateway === 'string' && gateway !== '' ? gateway : undefined,
     };
@@ -75,7 +81,7 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
     app.get(path, async (req, reply) => {
       // Twilio set to call its webhook with GET: the params are in the signed URL.
       if (req.headers['x-twilio-signature'] !== undefined) {
-        return answer(reply, await intake.receive({ ...incoming(req), raw: Buffer.alloc(0) }));
+        return answer(reply, await intake.receive(incoming(req)));
       }
       const q = (req.query ?? {}) as Record<string, unknown>;
       const token = q['hub.verify_token'];
@@ -86,8 +92,8 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
       return reply.code(403).type('text/plain; charset=utf-8').send('');
     });
     app.post(path, async (req, reply) => {
-      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-      return answer(reply, await intake.receive({ ...incoming(req), raw }));
+      const raw = Buffer.isBuffer(req.body) ? req.body : EMPTY;
+      return answer(reply, await intake.receive(incoming(req, raw)));
     });
   }
 };
