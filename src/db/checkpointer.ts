@@ -22,7 +22,7 @@ const require = createRequire(import.meta.url);
 // fsyncs). Its next write transaction finds the WAL fully copied and starts it over.
 
 /** A pass that found at most this many new frames left the writer only a small tail. */
-export const SMALL_TAIL_FRAMES = 256;
+const SMALL_TAIL_FRAMES = 256;
 /** Passes per round before the thread gives up chasing the writer until the next round. */
 const MAX_PASSES = 4;
 
