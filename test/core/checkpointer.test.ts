@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startCheckpointer, type Checkpointer } from '../../src/db/checkpointer.js';
 import { openDb, type Db } from '../../src/db/open.js';
+import { nextTurn, sleep } from '../helpers/wait.js';
 
 // Under steady writes the WAL must start over from its beginning now and then: a checkpoint
 // running beside a busy writer never finds the WAL fully copied, and without the writer
@@ -18,8 +19,6 @@ afterEach(async () => {
   db?.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-const tick = () => new Promise<void>((r) => setImmediate(r));
 
 describe('checkpointer', () => {
   it('keeps the WAL from growing under continuous commits: the writer copies the tail and the WAL starts over', async () => {
@@ -41,7 +40,7 @@ describe('checkpointer', () => {
       batch(20);
       rows += 20;
       largestWal = Math.max(largestWal, statSync(`${path}-wal`).size);
-      await tick();
+      await nextTurn();
     }
     const written = rows * 1024;
     expect(errors).toEqual([]);
@@ -63,10 +62,10 @@ describe('checkpointer', () => {
     // An iterator holds the connection busy across event-loop turns: the tail must wait.
     const it = db.sqlite.prepare('SELECT k FROM t').iterate();
     it.next();
-    await new Promise((r) => setTimeout(r, 150));
+    await sleep(150);
     expect(cp.finished).toBe(0);
     it.return?.();
-    await new Promise((r) => setTimeout(r, 150));
+    await sleep(150);
     expect(cp.finished).toBeGreaterThan(0);
     expect(errors).toEqual([]);
   });

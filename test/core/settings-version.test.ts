@@ -9,12 +9,12 @@ import { TokenAuthenticator, issueToken, revokeToken } from '../../src/core/toke
 import { openDb } from '../../src/db/open.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { openTestCtx, type TestCtx } from './ctx.js';
+import { nextTurn } from '../helpers/wait.js';
 
 // The settings version (meta.settings_version, moved by triggers) is what lets msgd keep tokens,
 // channels, gateways and prices in memory while msgctl changes still apply on the next request.
 
 let t: TestCtx;
-const nextTurn = () => new Promise((r) => setImmediate(r));
 const stored = (c: CoreCtx) => (c.db.sqlite.prepare(`SELECT value FROM meta WHERE key = 'settings_version'`).get() as { value: string }).value;
 
 beforeEach(() => {

@@ -5,6 +5,9 @@ import net from 'node:net';
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** Let the event loop go round once (timers and I/O callbacks due now run first). */
+export const nextTurn = () => new Promise<void>((r) => setImmediate(r));
+
 /**
  * Poll `predicate` (sync or async) every `intervalMs` until it returns a truthy value, and
  * return that value. Throws after `timeoutMs`, naming `what` and the last value or error seen.
