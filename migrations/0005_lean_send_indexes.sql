@@ -4,7 +4,7 @@ DROP INDEX `messages_provider`;--> statement-breakpoint
 CREATE INDEX `messages_provider` ON `messages` (`provider_message_id`) WHERE provider_message_id IS NOT NULL;--> statement-breakpoint
 -- settings_version moves whenever something a request's checks read changes: tokens, partners
 -- (but not their balance), gateways, channels, prices. msgd keeps those in memory and looks at
--- this one number once per event-loop turn (src/core/settings-cache.ts), so a change by msgctl
+-- this one number once per event-loop turn (src/core/settings-version.ts), so a change by msgctl
 -- still takes effect on the next request.
 INSERT OR IGNORE INTO `meta` (`key`, `value`) VALUES ('settings_version', '0');--> statement-breakpoint
 CREATE TRIGGER `settings_version_tokens_insert` AFTER INSERT ON `tokens` BEGIN UPDATE `meta` SET `value` = CAST(`value` AS INTEGER) + 1 WHERE `key` = 'settings_version'; END;--> statement-breakpoint
