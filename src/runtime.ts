@@ -137,8 +137,9 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       return local ? self : null;
     },
     async close() {
-      // In-flight provider calls end within dispatch.timeoutMs: wait that long (and a margin)
-      // so none is handed back while the provider may still act on it. A job released anyway
+      // An in-flight provider call ends once the provider has not started answering within
+      // dispatch.timeoutMs (a body stalling as long again is rarer): wait that long and a
+      // margin, so none is handed back while the provider may still act on it. A job released anyway
       // counts as reclaimed, so its message is flagged dispatch_uncertain when re-sent.
       await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
       await webhooksOut.stop();

@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { urlTarget } from '../lib/url-target.js';
 import type { SendContext, SendResult } from './types.js';
 
 // One way to call a provider over HTTP: every adapter gets the same timeout, body
@@ -43,12 +43,18 @@ export function isResponse(r: HttpResponse | RetryResult): r is HttpResponse {
 export async function callProvider(ctx: SendContext, call: HttpCall): Promise<HttpResponse | RetryResult> {
   let res;
   try {
-    res = await request(call.url, {
-      dispatcher: ctx.dispatcher,
+    const { origin, path } = urlTarget(call.url);
+    res = await ctx.dispatcher.request({
+      origin,
+      path,
       method: call.method ?? 'POST',
       headers: call.headers,
       body: call.body,
-      signal: AbortSignal.timeout(ctx.timeoutMs),
+      // The status and headers within timeoutMs of sending, then no pause in the body longer
+      // than that: undici's own coarse timers. AbortSignal.timeout() per call kept a timer
+      // alive for the whole timeout after the answer came (tens of thousands under load).
+      headersTimeout: ctx.timeoutMs,
+      bodyTimeout: ctx.timeoutMs,
     });
   } catch (err) {
     return networkRetry(err, ctx);
@@ -92,7 +98,7 @@ export const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOS
 
 function networkRetry(err: unknown, ctx: SendContext): RetryResult {
   const e = err as { name?: string; code?: string; message?: string; cause?: { code?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') {
+  if (e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT' || e?.name === 'TimeoutError' || e?.name === 'AbortError') {
     return { outcome: 'retry', code: 'timeout', message: `provider did not answer within ${ctx.timeoutMs} ms`, maybeDelivered: true };
   }
   const code = e?.code ?? e?.cause?.code ?? 'network_error';

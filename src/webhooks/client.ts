@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
+import { urlTarget } from '../lib/url-target.js';
 import { guardIpLiteral, guardedLookup } from './ssrf.js';
 import { parseRetryAfter } from './schedule.js';
 
@@ -90,7 +91,7 @@ export async function postEvent(
 ): Promise<AttemptOutcome> {
   const started = performance.now();
   try {
-    const target = targetOf(url);
+    const target = urlTarget(url);
     const res = await agent.request({
       origin: target.origin,
       path: target.path,
@@ -124,16 +125,3 @@ export async function postEvent(
   }
 }
 
-const targets = new Map<string, { origin: string; path: string }>();
-
-// Parsing a URL costs more than signing the body; endpoints are few, deliveries many.
-function targetOf(url: string): { origin: string; path: string } {
-  let t = targets.get(url);
-  if (t === undefined) {
-    const u = new URL(url);
-    t = { origin: u.origin, path: u.pathname + u.search };
-    if (targets.size > 10_000) targets.clear();
-    targets.set(url, t);
-  }
-  return t;
-}

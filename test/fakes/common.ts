@@ -28,6 +28,8 @@ export type Fault =
   | { kind: 'rate_limit'; retryAfterS?: number }
   /** Accept the request and never answer. */
   | { kind: 'timeout' }
+  /** Answer 200 with the headers and the first bytes of a body, then never finish it. */
+  | { kind: 'stall' }
   /** Tear the TCP connection down (RST) without answering. */
   | { kind: 'reset' }
   /** A permanent provider error: code from the provider's table, status/message defaulted from it. */
@@ -214,6 +216,11 @@ export class FakeHttpServer {
     if (delay > 0) await sleep(delay);
 
     if (fault?.kind === 'timeout') return; // the socket stays open until the client gives up
+    if (fault?.kind === 'stall') {
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': '1000' });
+      res.write('{"sid": "SM'); // and nothing more until the client gives up
+      return;
+    }
     if (fault?.kind === 'reset') {
       req.socket.resetAndDestroy();
       return;

@@ -76,6 +76,16 @@ describe('twilio adapter', () => {
     expect([a, b, c].map((r) => (r as { maybeDelivered?: boolean }).maybeDelivered ?? false)).toEqual([false, true, true]);
   });
 
+  it('retries an answer whose body stalls after its headers, as one that may have been taken', async () => {
+    fake.failNext({ kind: 'stall' });
+    const started = Date.now();
+    const r = await adapter.send(gw(), sms(), makeCtx(dispatcher, { timeoutMs: 150 }));
+    expect(r).toMatchObject({ outcome: 'retry', code: 'timeout', maybeDelivered: true });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    // The connection it stalled on is not reused: the next send goes through.
+    expect(await adapter.send(gw(), sms(), ctx)).toMatchObject({ outcome: 'accepted' });
+  });
+
   it('fails an invalid To with 21211 (real validation by the fake)', async () => {
     const r = await adapter.send(gw(), sms('5551234567'), ctx);
     expect(fake.last()!.reply!.status).toBe(400);
