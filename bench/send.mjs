@@ -211,7 +211,8 @@ export async function run({ print, seconds = 5 }) {
     print(`  bare undici client, ${bareConc} in flight      ${fmt(bare)} msg/s  (${fmt((bare / (bareConc / 0.02)) * 100, 1)} % of the same bound: the floor this machine and fake allow)`);
     const rss = Math.max(results.send.rss, results.sendWithDispatch.rss, d0.rss, ...results.dispatch20.map((d) => d.rss));
     results.rss = rss;
-    print(`peak RSS of msgd                        ${fmt(rss, 1)} MB (target <= 150 MB) ${verdict(rss, 150, 'lower')}`);
+    const each = [`send ${fmt(results.send.rss, 1)}`, `send + dispatch ${fmt(results.sendWithDispatch.rss, 1)}`, `dispatch 0 ms ${fmt(d0.rss, 1)}`, ...results.dispatch20.map((d) => `20 ms @${d.conc} ${fmt(d.rss, 1)}`)];
+    print(`peak RSS of msgd                        ${fmt(rss, 1)} MB (target <= 150 MB) ${verdict(rss, 150, 'lower')}  (${each.join(', ')})`);
   }
   return results;
 }
