@@ -55,9 +55,13 @@ describe('crash: kill -9 mid-load, restart', () => {
     );
 
     // Kill once some messages are settled, others are at the provider (the fake holds each
-    // call 300 ms) and sends are still arriving.
+    // call 300 ms) and sends are still arriving. Calls go out in waves, a batch at a time, so
+    // there are moments just after a wave's answers with nothing at the provider: not those.
     await waitFor(
-      () => fake.requests.filter((r) => r.reply !== undefined).length >= 40 && accepted.size >= 200,
+      () =>
+        fake.requests.filter((r) => r.reply !== undefined).length >= 40 &&
+        accepted.size >= 200 &&
+        fake.requests.some((r) => r.reply === undefined),
       15_000,
       'load to be under way',
     );
