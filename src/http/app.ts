@@ -1,7 +1,9 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ulid } from '../lib/ids.js';
+import type { Logger } from 'pino';
 import type { Runtime } from '../runtime.js';
 import { errorHandler, sendError } from './errors.js';
+import { LazyRequestLogger } from './logger.js';
 import { RateLimiter } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
 import { sendMethodRoutes, sendRoutes } from './routes/send.js';
@@ -16,6 +18,8 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     loggerInstance: rt.logger as unknown as FastifyBaseLogger,
     // One line per request is written by the onResponse hook below, at debug (5xx at error).
     logController: new LogController({ disableRequestLogging: true }),
+    // Each request's child logger is made only if the request logs (src/http/logger.ts).
+    childLoggerFactory: (logger, bindings, options) => new LazyRequestLogger(logger as unknown as Logger, bindings, options) as unknown as FastifyBaseLogger,
     bodyLimit: rt.config.server.bodyLimitBytes,
     // /api/send-sms.php/ is /api/send-sms.php: partners' URL builders add slashes.
     routerOptions: { ignoreTrailingSlash: true },
