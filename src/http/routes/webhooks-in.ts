@@ -17,6 +17,42 @@ const META_KINDS = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'] as con
 const EMPTY = Buffer.alloc(0);
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
+/**
+ * A webhook request as the intake reads it. Its public URL is built only when asked for (only
+ * Twilio's signature needs it), by a getter on the class rather than one made per request.
+ */
+class Incoming implements IncomingWebhook {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: FastifyRequest['headers'];
+  #url: string | undefined;
+
+  constructor(
+    private readonly req: FastifyRequest,
+    readonly raw: Buffer,
+    readonly gatewayId: string | undefined,
+    private readonly rt: Runtime,
+  ) {
+    this.method = req.method;
+    this.path = req.url;
+    this.headers = req.headers;
+  }
+
+  /** The URL as the provider knows it: Twilio signs it, and msgd usually sits behind a proxy. */
+  get url(): string {
+    return (this.#url ??= publicUrl(this.req, this.rt));
+  }
+}
+
+function publicUrl(req: FastifyRequest, rt: Runtime): string {
+  const base = rt.config.server.publicUrl;
+  if (base) return base.replace(/\/+$/, '') + req.url;
+  // Fastify reads X-Forwarded-Proto/Host only when server.trustProxy is on. A Host that
+  // makes no URL cannot match any signature: use our own address, and verification fails.
+  const url = `${req.protocol}://${req.host}${req.url}`;
+  return URL.canParse(url) ? url : `${rt.selfUrl ?? 'http://127.0.0.1'}${req.url}`;
+}
+
 export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   const book = rt.gateways;
   const intake = new WebhookIntake({ ctx: rt.ctx, config: rt.config, committer: rt.committer, queue: rt.queue, book });
@@ -27,30 +63,9 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, keepRaw);
   app.addContentTypeParser('*', { parseAs: 'buffer' }, keepRaw);
 
-  /** The URL as the provider knows it: Twilio signs it, and msgd usually sits behind a proxy. */
-  function publicUrl(req: FastifyRequest): string {
-    const base = rt.config.server.publicUrl;
-    if (base) return base.replace(/\/+$/, '') + req.url;
-    // Fastify reads X-Forwarded-Proto/Host only when server.trustProxy is on. A Host that
-    // makes no URL cannot match any signature: use our own address, and verification fails.
-    const url = `${req.protocol}://${req.host}${req.url}`;
-    return URL.canParse(url) ? url : `${rt.selfUrl ?? 'http://127.0.0.1'}${req.url}`;
-  }
-
   function incoming(req: FastifyRequest, raw: Buffer = EMPTY): IncomingWebhook {
     const gateway = (req.query as Record<string, unknown> | undefined)?.gateway;
-    let url: string | undefined;
-    return {
-      method: req.method,
-      raw,
-      path: req.url,
-      // Only Twilio's signature needs it: built when first asked for.
-      get url() {
-        return (url ??= publicUrl(req));
-      },
-      headers: req.headers,
-      gatewayId: typeof gateway === 'string' && gateway !== '' ? gateway : undefined,
-    };
+    return new Incoming(req, raw, typeof gateway === 'string' && gateway !== '' ? gateway : undefined, rt);
   }
 
   function answer(reply: FastifyReply, a: IntakeAnswer) {
