@@ -88,7 +88,9 @@ export class WebhookIntake {
       const message = sig.ok ? `the signature does not verify; msgctl webhooks log on msgd shows why (webhook ${row.id})` : verdict.reason;
       return { status: 401, id: row.id, provider: handler.provider, code: 'invalid_signature', message };
     }
-    Object.assign(row, { gateway_id: verdict.gateway.id, verification: 'ok', processing: 'pending' });
+    row.gateway_id = verdict.gateway.id;
+    row.verification = 'ok';
+    row.processing = 'pending';
     await this.store(row);
     return { status: 200, id: row.id, provider: handler.provider };
   }
@@ -129,11 +131,11 @@ export class WebhookIntake {
       candidates = hinted.length ? hinted : book.ofKinds(handler.kinds);
     }
     const oneId = candidates.length === 1 ? candidates[0].id : null;
-    const kinds = handler.kinds.join('/');
-    if (candidates.length === 0) return { reason: `${prefix}no ${kinds} gateway matches this webhook`, gatewayId: null };
-    const names = candidates.map((g) => g.name).join(', ');
+    if (candidates.length === 0) return { reason: `${prefix}no ${handler.kinds.join('/')} gateway matches this webhook`, gatewayId: null };
     const keyed = candidates.filter((g) => typeof g.secrets[handler.secretName] === 'string' && g.secrets[handler.secretName] !== '');
-    if (keyed.length === 0) return { reason: `${prefix}gateway ${names} has no ${handler.secretName} secret to verify with`, gatewayId: oneId };
+    if (keyed.length === 0) {
+      return { reason: `${prefix}gateway ${candidates.map((g) => g.name).join(', ')} has no ${handler.secretName} secret to verify with`, gatewayId: oneId };
+    }
     const match = keyed.find((g) => handler.matches(req, payload, sig, g.secrets[handler.secretName]));
     if (match) return { gateway: match };
     return { reason: `${prefix}signature does not match the ${handler.secretName} of gateway ${keyed.map((g) => g.name).join(', ')}`, gatewayId: oneId };

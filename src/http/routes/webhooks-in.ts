@@ -73,7 +73,8 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
     if (a.status !== 200) return sendError(reply, a.code, a.message, [], a.status);
     // Twilio reads the answer to an inbound SMS as TwiML: an empty Response sends no reply.
     if (a.provider === 'twilio') return reply.code(200).type('text/xml').send(EMPTY_TWIML);
-    return reply.code(200).send({ received: true, id: a.id });
+    // Ids are [a-z0-9_]: the body needs no serializer.
+    return reply.code(200).type('application/json; charset=utf-8').send(`{"received":true,"id":"${a.id}"}`);
   }
 
   app.setErrorHandler(async (err: FastifyError, req, reply) => {
