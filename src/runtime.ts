@@ -90,6 +90,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   });
   const dispatcher = new Agent({
     connections: config.dispatch.connectionsPerOrigin,
+    // A provider that does not take the connection: given up on (as never sent) in time.
+    connectTimeout: Math.min(config.dispatch.timeoutMs, 10_000),
     keepAliveTimeout: 30_000,
     pipelining: 1,
   });
@@ -137,14 +139,16 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       return local ? self : null;
     },
     async close() {
-      // An in-flight provider call ends once the provider has not started answering within
-      // dispatch.timeoutMs (a body stalling as long again is rarer): wait that long and a
-      // margin, so none is handed back while the provider may still act on it. A job released anyway
-      // counts as reclaimed, so its message is flagged dispatch_uncertain when re-sent.
+      // A provider call on a connection ends once the provider has not answered within
+      // dispatch.timeoutMs: wait that long (and a margin) so none is handed back while the
+      // provider may still act on it. A job released anyway counts as reclaimed, so its message
+      // is flagged dispatch_uncertain when re-sent.
       await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
       await webhooksOut.stop();
       await closeAdapters();
-      await dispatcher.close();
+      // destroy, not close: close() would still send the calls queued for a free connection,
+      // and their jobs are back in the queue by now.
+      await dispatcher.destroy();
       dataDir.close();
       lock.release();
     },

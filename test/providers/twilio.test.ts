@@ -1,3 +1,4 @@
+import { Agent } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { twilioAdapter as adapter } from '../../src/providers/twilio/send.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
@@ -84,6 +85,22 @@ describe('twilio adapter', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
     // The connection it stalled on is not reused: the next send goes through.
     expect(await adapter.send(gw(), sms(), ctx)).toMatchObject({ outcome: 'accepted' });
+  });
+
+  it('times out calls queued for a connection behind a silent provider too, one after the other', async () => {
+    // One connection, two calls, a provider that never answers: the second call waits for the
+    // first to time out, then times out on its own, instead of hanging.
+    const one = new Agent({ connections: 1, pipelining: 1 });
+    try {
+      fake.failNext({ kind: 'timeout', count: 2 });
+      const started = Date.now();
+      const results = await Promise.all([1, 2].map(() => adapter.send(gw(), sms(), makeCtx(one, { timeoutMs: 300 }))));
+      expect(results.map((r) => `${r.outcome}:${(r as { code?: string }).code}`)).toEqual(['retry:timeout', 'retry:timeout']);
+      expect(Date.now() - started).toBeLessThan(4_000);
+      expect(fake.requests).toHaveLength(2);
+    } finally {
+      await one.destroy();
+    }
   });
 
   it('fails an invalid To with 21211 (real validation by the fake)', async () => {
