@@ -33,7 +33,10 @@ export function createLogger(level: string, opts: { pretty?: boolean; destinatio
   return opts.destination ? pino(options, opts.destination as any) : pino(options);
 }
 
-type LogArgs = [obj: unknown, msg?: string, ...args: unknown[]];
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+// The level methods are put on the prototype in the class's static block below.
+export interface LazyRequestLogger extends Pick<Logger, (typeof LEVELS)[number]> {}
 
 /**
  * A request's logger, made the first time something logs through it. Fastify gives every
@@ -61,28 +64,19 @@ export class LazyRequestLogger {
     this.real.level = level;
   }
 
-  fatal(...a: LogArgs): void {
-    (this.real.fatal as (...x: LogArgs) => void)(...a);
-  }
-  error(...a: LogArgs): void {
-    (this.real.error as (...x: LogArgs) => void)(...a);
-  }
-  warn(...a: LogArgs): void {
-    (this.real.warn as (...x: LogArgs) => void)(...a);
-  }
-  info(...a: LogArgs): void {
-    (this.real.info as (...x: LogArgs) => void)(...a);
-  }
-  debug(...a: LogArgs): void {
-    (this.real.debug as (...x: LogArgs) => void)(...a);
-  }
-  trace(...a: LogArgs): void {
-    (this.real.trace as (...x: LogArgs) => void)(...a);
-  }
-  silent(...a: LogArgs): void {
-    (this.real.silent as (...x: LogArgs) => void)(...a);
-  }
   child(bindings: Bindings, options?: ChildLoggerOptions): Logger {
     return this.real.child(bindings, options);
+  }
+
+  static {
+    for (const level of LEVELS) {
+      Object.defineProperty(LazyRequestLogger.prototype, level, {
+        value(this: LazyRequestLogger, ...args: unknown[]) {
+          (this.real[level] as (...a: unknown[]) => void)(...args);
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
   }
 }
