@@ -98,7 +98,10 @@ export const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOS
 
 function networkRetry(err: unknown, ctx: SendContext): RetryResult {
   const e = err as { name?: string; code?: string; message?: string; cause?: { code?: string } };
-  if (e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT' || e?.name === 'TimeoutError' || e?.name === 'AbortError') {
+  if (e?.code === 'UND_ERR_BODY_TIMEOUT') {
+    return { outcome: 'retry', code: 'timeout', message: `provider began to answer, then sent nothing for ${ctx.timeoutMs} ms`, maybeDelivered: true };
+  }
+  if (e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.name === 'TimeoutError' || e?.name === 'AbortError') {
     return { outcome: 'retry', code: 'timeout', message: `provider did not answer within ${ctx.timeoutMs} ms`, maybeDelivered: true };
   }
   const code = e?.code ?? e?.cause?.code ?? 'network_error';

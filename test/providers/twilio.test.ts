@@ -82,6 +82,7 @@ describe('twilio adapter', () => {
     const started = Date.now();
     const r = await adapter.send(gw(), sms(), makeCtx(dispatcher, { timeoutMs: 150 }));
     expect(r).toMatchObject({ outcome: 'retry', code: 'timeout', maybeDelivered: true });
+    expect((r as { message: string }).message).toBe('provider began to answer, then sent nothing for 150 ms');
     expect(Date.now() - started).toBeLessThan(2_000);
     // The connection it stalled on is not reused: the next send goes through.
     expect(await adapter.send(gw(), sms(), ctx)).toMatchObject({ outcome: 'accepted' });
