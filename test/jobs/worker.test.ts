@@ -290,6 +290,49 @@ describe('Worker loop timing', () => {
     expect(ranAt - t0).toBeLessThan(800);
   });
 
+  // A worker kept busy by one kind claims from that kind only between looks at every kind
+  // (src/jobs/worker.ts, claimJobs): these two check that the looks happen. Without them, the
+  // b below would wait for all 300 a's.
+  function busyWithA(t: TempDb) {
+    const { queue, worker } = makeWorker(t, { concurrency: 2, maxSleepMs: 5000 });
+    const log: string[] = [];
+    worker.register('a', async () => (log.push('a'), await sleep(10), { type: 'ok' }));
+    worker.register('b', async () => (log.push('b'), { type: 'ok' }));
+    for (let i = 0; i < 300; i++) queue.enqueue({ kind: 'a' }); // ~1.5 s of work at 2 in flight
+    return { queue, worker, log };
+  }
+
+  it('busy with one kind, still runs a job of another kind written by another process', async () => {
+    const t = tempDb();
+    const { worker, log } = busyWithA(t);
+    worker.start();
+    await sleep(150);
+    const other = t.open();
+    const t0 = Date.now();
+    // Due before every waiting a, so first in line (claims are first-due, first-claimed).
+    other.sqlite
+      .prepare(`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES ('b', 'null', ?, 3, ?, ?)`)
+      .run(t0 - 60_000, t0, t0);
+    await until(() => log.includes('b'), 'job b run', 3000);
+    const ranAfter = Date.now() - t0;
+    // Within the 100 ms between looks at every kind, not after the 300 a's.
+    expect(log.filter((k) => k === 'a').length).toBeLessThan(250);
+    expect(ranAfter).toBeLessThan(600);
+  });
+
+  it('busy with one kind, runs a job of another kind enqueued in this process at its next turn', async () => {
+    const t = tempDb();
+    const { queue, worker, log } = busyWithA(t);
+    worker.start();
+    await sleep(150);
+    const before = log.length;
+    queue.enqueue({ kind: 'b', runAt: Date.now() - 60_000 }); // first in line, as above
+    await until(() => log.includes('b'), 'job b run', 3000);
+    // A slot frees every ~5 ms; waiting for the next look at every kind (100 ms) would let ~20
+    // more a's start first.
+    expect(log.indexOf('b') - before).toBeLessThanOrEqual(4);
+  });
+
   it('renews the lease of a slow handler so no lifeline takes it', async () => {
     const t = tempDb();
     const a = makeWorker(t, { leaseMs: 400, workerId: 'slow' });
