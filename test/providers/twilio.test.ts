@@ -1,5 +1,6 @@
 import { Agent } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { callProvider, type HttpResponse } from '../../src/providers/http.js';
 import { twilioAdapter as adapter } from '../../src/providers/twilio/send.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
@@ -85,6 +86,20 @@ describe('twilio adapter', () => {
     expect((r as { message: string }).message).toBe('provider began to answer, then sent nothing for 150 ms');
     expect(Date.now() - started).toBeLessThan(2_000);
     // The connection it stalled on is not reused: the next send goes through.
+    expect(await adapter.send(gw(), sms(), ctx)).toMatchObject({ outcome: 'accepted' });
+  });
+
+  it('reads no more than 1 MB of an answer: a huge error page is cut, reported and left behind', async () => {
+    fake.failNext({ kind: 'status', status: 503, body: '<html>' + 'x'.repeat(3 * 1024 * 1024) });
+    const r = await adapter.send(gw(), sms(), ctx);
+    expect(r).toMatchObject({ outcome: 'retry', code: 'http_503' });
+    expect((r as { message: string }).message).toMatch(/^HTTP 503: <html>x+…$/);
+    fake.failNext({ kind: 'status', status: 503, body: '<html>' + 'x'.repeat(3 * 1024 * 1024) });
+    const raw = (await callProvider(ctx, { url: `${fake.url}/2010-04-01/Accounts/${SID}/Messages.json`, headers: {} })) as HttpResponse;
+    expect(raw.status).toBe(503);
+    expect(raw.text.startsWith('<html>x')).toBe(true);
+    expect(raw.text.length).toBeLessThanOrEqual(1024 * 1024);
+    // The cut connection is not reused: the next send goes through.
     expect(await adapter.send(gw(), sms(), ctx)).toMatchObject({ outcome: 'accepted' });
   });
 
