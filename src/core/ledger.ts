@@ -18,6 +18,7 @@ export type LedgerEntry = typeof ledgerEntries.$inferSelect;
 interface Stmts {
   debit: Statement<[number, number, string, number]>;
   credit: Statement<[number, number, string]>;
+  funds: Statement<[string], { balance: number; credit_limit: number }>;
   insert: Statement<[string, string, number, number, string | null, string | null, string, number]>;
 }
 
@@ -28,10 +29,12 @@ function stmts(ctx: CoreCtx): Stmts {
   if (!s) {
     const db = ctx.db.sqlite;
     s = {
+      // Exhausted (balance + credit <= 0) refuses even a free message, as the send API's rule 3 says.
       debit: db.prepare(
         `UPDATE partners SET balance = balance - ?, updated_at = ?
-          WHERE id = ? AND balance - ? >= -credit_limit RETURNING balance`,
+          WHERE id = ? AND balance + credit_limit > 0 AND balance - ? >= -credit_limit RETURNING balance`,
       ) as any,
+      funds: db.prepare('SELECT balance, credit_limit FROM partners WHERE id = ?') as any,
       credit: db.prepare(`UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance`) as any,
       insert: db.prepare(
         `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
@@ -44,21 +47,32 @@ function stmts(ctx: CoreCtx): Stmts {
 }
 
 export class InsufficientBalanceError extends AppError {
-  constructor() {
-    super('insufficient_balance', 'balance and credit limit do not cover this message');
+  constructor(message = 'balance and credit limit do not cover this message', data?: Record<string, unknown>) {
+    super('insufficient_balance', message, [], data);
   }
 }
 
+/** The 402 for a partner whose balance and credit limit are used up (balance + credit <= 0), whatever the price. */
+export function exhaustedError(balance: number, creditLimit: number): InsufficientBalanceError {
+  return new InsufficientBalanceError('balance and credit limit are exhausted; top up to send', { balance, credit_limit: creditLimit });
+}
+
 /**
- * Debit `amount` (> 0) for a message. Must run inside the caller's transaction (the send
- * transaction). Throws InsufficientBalanceError and changes nothing if funds do not cover it.
+ * Debit `amount` (>= 0) for a message. Must run inside the caller's transaction (the send
+ * transaction). Changes nothing and throws a 402 insufficient_balance if balance and credit are
+ * exhausted (even for a free message: exhaustedError) or do not cover the amount
+ * (InsufficientBalanceError, which both are).
  */
 export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId: string | null, actor: string): number {
   if (!Number.isSafeInteger(amount) || amount < 0) throw new Error(`debit amount must be a non-negative integer: ${amount}`);
   const s = stmts(ctx);
   const now = ctx.now();
   const row = s.debit.get(amount, now, partnerId, amount) as { balance: number } | undefined;
-  if (!row) throw new InsufficientBalanceError();
+  if (!row) {
+    const f = s.funds.get(partnerId);
+    if (f && f.balance + f.credit_limit <= 0) throw exhaustedError(f.balance, f.credit_limit);
+    throw new InsufficientBalanceError();
+  }
   s.insert.run(partnerId, 'debit', -amount, row.balance, messageId, null, actor, now);
   return row.balance;
 }

@@ -81,12 +81,19 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
     const hit = findIdempotent(rt.ctx, principal.partnerId, idempotency, ttlMs);
     if (hit) return reply.header('idempotent-replayed', 'true').code(hit.status).send(hit.body);
   }
-  // 403 channel not assigned / gateway disabled, 402 funds exhausted.
+  // 403 channel not assigned / gateway disabled; with no channel named, 403 unless one of the
+  // endpoint's is assigned, then 402 funds exhausted.
   const channel = parsed.error ? spec.fixedChannel : spec.channelOf(parsed.value);
   const pre = channel ? preflight(rt.ctx, principal, channel) : (fundsCheck(rt.ctx, principal, spec.channels), undefined);
-  if (parsed.error) throw parsed.error;
-  if (idem.error) throw idem.error;
-  const p = spec.plan(parsed.value, channel);
+  const planned = parsed.error || idem.error ? undefined : deferred(() => spec.plan(parsed.value, channel));
+  const invalid = parsed.error ?? idem.error ?? planned?.error;
+  if (invalid !== undefined) {
+    // 402 funds exhausted comes before 400 in the spec's order. Only a request about to be
+    // refused reads the balance for it here; a valid one meets it in the send transaction.
+    if (pre) fundsCheck(rt.ctx, principal);
+    throw invalid;
+  }
+  const p = planned!.value!;
   if (!pre) throw new AppError('invalid_request', 'the request names no channel');
   const result = await accept(rt.acceptDeps, {
     principal,

@@ -6,6 +6,7 @@ import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import { createOutbound, type MessageRow } from '../core/messages.js';
+import { exhaustedError } from '../core/ledger.js';
 import { quote, type Quote } from '../core/prices.js';
 import type { AuthPrincipal } from '../core/tokens.js';
 import { SettingsCache } from '../core/settings-version.js';
@@ -19,7 +20,7 @@ export const DISPATCH_JOB = 'message.dispatch';
 
 export interface Preflight {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
-  partner: { balance: number; creditLimit: number; lowBalanceThreshold: number | null; currency: string };
+  partner: { creditLimit: number; lowBalanceThreshold: number | null; currency: string };
   /** The partner's unit price on this channel: its own, else the default, else 0. */
   unitPrice: number;
 }
@@ -65,10 +66,12 @@ function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): Prefl
 }
 
 /**
- * The checks that come before payload validation in the spec's order: 403 when the
- * partner has no active channel of this type (or its gateway is disabled), 402 when
- * balance and credit are exhausted. This runs on every send: the channel, gateway and prices
- * come from memory, and the one query is the balance.
+ * The 403 that comes before payload validation in the spec's order: the partner has no active
+ * channel of this type, or its gateway is disabled. It reads only memory. The 402 for exhausted
+ * funds, next in that order, needs the balance, and only a request about to be refused reads it
+ * here (fundsCheck, from acceptSend): a valid one meets it in the send transaction, whose debit
+ * refuses an exhausted partner with the same answer (src/core/ledger.ts). That is one query
+ * fewer per send, and the check that counts is the one inside the transaction anyway.
  */
 export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
   const row = preflightRow(ctx, principal.partnerId, type);
@@ -78,12 +81,9 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
   if (row.gateway_status !== 'active') {
     throw new AppError('channel_not_assigned', `the ${type} gateway assigned to this partner is disabled`);
   }
-  const balance = stmt<[string], { balance: number }>(ctx.db.sqlite, 'SELECT balance FROM partners WHERE id = ?').get(principal.partnerId)?.balance ?? 0;
-  refuseIfExhausted(balance, row.credit_limit);
   return {
     channel: { id: row.channel_id, type: row.channel_type!, gatewayId: row.gateway_id!, sender: row.sender! },
     partner: {
-      balance,
       creditLimit: row.credit_limit,
       lowBalanceThreshold: row.low_balance_threshold,
       currency: row.currency,
@@ -119,12 +119,7 @@ export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readon
 
 /** 402 when balance and credit limit are used up (balance + credit <= 0), whatever the price. */
 function refuseIfExhausted(balance: number, creditLimit: number): void {
-  if (balance + creditLimit <= 0) {
-    throw new AppError('insufficient_balance', 'balance and credit limit are exhausted; top up to send', [], {
-      balance,
-      credit_limit: creditLimit,
-    });
-  }
+  if (balance + creditLimit <= 0) throw exhaustedError(balance, creditLimit);
 }
 
 export interface IdempotencyInput {
