@@ -243,15 +243,17 @@ export class Worker {
   }
 
   // A claim over every kind is two index seeks per kind: with the six kinds of msgd's job loop,
-  // ~120 µs however few jobs it takes (~35 µs for one kind), which is more than the settle of
-  // the few messages a turn carries when providers answer in 20 ms. So while every claim comes back full, the worker claims from the kinds that
-  // filled the last claim over every kind, and looks at every kind again: after EVERY_KIND_MS;
-  // as soon as those kinds run short; when a job of another kind is enqueued in this process
-  // or falls due on a timer; and after a retry, a reclaim or a new handler. Across kinds, a job
-  // may so wait up to EVERY_KIND_MS behind jobs of a busy kind that were enqueued after it.
+  // ~120 µs however few jobs it takes (~35 µs for one kind), more than the settle of the few
+  // messages a turn carries when providers answer in 20 ms. So while every claim comes back
+  // full, the worker claims from the kinds that filled the last claim over every kind, and looks
+  // at every kind again: after EVERY_KIND_MS (wall clock, whatever clock the worker was given);
+  // as soon as those kinds run short; when a job of another kind is enqueued in this process or
+  // falls due on a timer; and after a retry, a reclaim or a new handler. Across kinds, a job may
+  // so wait up to EVERY_KIND_MS behind jobs of a busy kind that were enqueued after it.
   private claimJobs(want: number, now: number): Job[] {
     const hot = this.hot;
-    if (hot && now < hot.until) {
+    const wall = Date.now();
+    if (hot && wall < hot.until) {
       const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: hot.kinds });
       if (jobs.length === want) return jobs;
       this.hot = null;
@@ -262,7 +264,7 @@ export class Worker {
       this.hot = null;
     } else {
       const set = new Set(jobs.map((j) => j.kind));
-      this.hot = { kinds: [...set].sort(), set, until: now + EVERY_KIND_MS };
+      this.hot = { kinds: [...set].sort(), set, until: wall + EVERY_KIND_MS };
     }
     return jobs;
   }
