@@ -88,10 +88,17 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
         api_version: version.default('v21.0'),
         page_id: z.string().regex(/^\d+$/, 'expected the numeric page id'),
         messaging_type: z.enum(['RESPONSE', 'UPDATE', 'MESSAGE_TAG']).default('RESPONSE'),
-        tag: z.string().optional(),
+        /** Sent only with MESSAGE_TAG: Meta's message tag, e.g. HUMAN_AGENT or ACCOUNT_UPDATE. */
+        tag: z.string().regex(/^[A-Z][A-Z_]*$/, "expected a Meta message tag such as HUMAN_AGENT or ACCOUNT_UPDATE").optional(),
         rate_per_second: rate,
       })
-      .strict(),
+      .strict()
+      // Graph refuses every MESSAGE_TAG send without a tag: refuse the setting instead.
+      .superRefine((s, ctx) => {
+        if (s.messaging_type === 'MESSAGE_TAG' && !s.tag) {
+          ctx.addIssue({ code: 'custom', path: ['tag'], message: 'messaging_type MESSAGE_TAG needs a tag, e.g. tag=HUMAN_AGENT: Meta refuses tagged messages without one' });
+        }
+      }),
     secrets: { required: ['page_access_token'], optional: ['app_secret', 'verify_token'] },
   },
   meta_instagram: {

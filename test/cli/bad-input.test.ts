@@ -86,6 +86,18 @@ const cases: Case[] = [
     opts: { stdin: 'x' },
     error: /colour: unknown setting for twilio/,
   },
+  {
+    name: 'a Messenger gateway sending tagged messages without a tag',
+    args: ['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=123', '--set', 'messaging_type=MESSAGE_TAG', '--secret-stdin', 'page_access_token'],
+    opts: { stdin: 'x' },
+    error: /^msgctl: invalid settings for a meta_messenger gateway: tag: messaging_type MESSAGE_TAG needs a tag, e\.g\. tag=HUMAN_AGENT/,
+  },
+  {
+    name: 'a Messenger tag that is not a Meta message tag',
+    args: ['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=123', '--set', 'messaging_type=MESSAGE_TAG', '--set', 'tag=human agent', '--secret-stdin', 'page_access_token'],
+    opts: { stdin: 'x' },
+    error: /tag: expected a Meta message tag such as HUMAN_AGENT/,
+  },
   { name: 'non-numeric port', args: ['gateway', 'add', 'smtp', '--name', 'relay', '--set', 'host=mx.example.com', '--set', 'port=smtp'], error: /port: expected a number, got "smtp"/ },
   { name: 'duplicate gateway name', args: ['gateway', 'add', 'sandbox', '--name', 'twilio-main'], error: /a gateway named "twilio-main" already exists/ },
   { name: 'wrong-kind channel type', json: true, args: ['channel', 'assign', 'acme', 'twilio-main', 'whatsapp', '--from', '+15550002222'], error: /a twilio gateway cannot serve whatsapp; it serves sms/ },
