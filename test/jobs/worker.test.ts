@@ -18,6 +18,14 @@ function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: Db = t.db,
   return { queue, worker };
 }
 
+/** A job written by another connection, as msgctl does: no in-process notification. */
+function insertElsewhere(t: TempDb, kind: string, runAt: number) {
+  const now = Date.now();
+  t.open()
+    .sqlite.prepare(`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES (?, 'null', ?, 3, ?, ?)`)
+    .run(kind, runAt, now, now);
+}
+
 const note = (db: Db, jobId: number, text: string) =>
   db.sqlite.prepare('INSERT INTO effects (job_id, note) VALUES (?, ?)').run(jobId, text);
 
@@ -280,12 +288,8 @@ describe('Worker loop timing', () => {
     worker.register('k', async () => ((ranAt = Date.now()), { type: 'ok' }));
     worker.start();
     await sleep(50);
-    // a raw insert on another connection: no in-process notification, as from msgctl
-    const other = t.open();
     const t0 = Date.now();
-    other.sqlite
-      .prepare(`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES ('k', 'null', ?, 3, ?, ?)`)
-      .run(t0, t0, t0);
+    insertElsewhere(t, 'k', t0);
     await until(() => ranAt > 0, 'job run', 2000);
     expect(ranAt - t0).toBeLessThan(800);
   });
@@ -307,12 +311,9 @@ describe('Worker loop timing', () => {
     const { worker, log } = busyWithA(t);
     worker.start();
     await sleep(150);
-    const other = t.open();
     const t0 = Date.now();
     // Due before every waiting a, so first in line (claims are first-due, first-claimed).
-    other.sqlite
-      .prepare(`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES ('b', 'null', ?, 3, ?, ?)`)
-      .run(t0 - 60_000, t0, t0);
+    insertElsewhere(t, 'b', t0 - 60_000);
     await until(() => log.includes('b'), 'job b run', 3000);
     const ranAfter = Date.now() - t0;
     // Within the 100 ms between looks at every kind, not after the 300 a's.
