@@ -30,13 +30,16 @@ const SCRIPT = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.path);
-db.pragma('busy_timeout = 5000');
+// No statement here may become garbage (src/db/pin.ts): setters go through exec(), which makes
+// no statement object, and each checkpoint mode's statement is prepared once and kept.
+db.exec('PRAGMA busy_timeout = 5000');
 // It only copies WAL frames into the database file: no page cache, no mapping needed.
-db.pragma('cache_size = 16');
-db.pragma('mmap_size = 0');
+db.exec('PRAGMA cache_size = 16');
+db.exec('PRAGMA mmap_size = 0');
+const checkpoints = {};
 let busy = false;
 function checkpoint(mode) {
-  return db.pragma('wal_checkpoint(' + mode + ')')[0];
+  return (checkpoints[mode] ??= db.prepare('PRAGMA wal_checkpoint(' + mode + ')')).get();
 }
 function run(mode) {
   if (busy) return;
@@ -130,8 +133,9 @@ function finishTail(db: Database, onError?: (msg: string) => void): boolean {
     const r = db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[];
     return r[0]?.busy === 0 && r[0].log === r[0].checkpointed;
   } catch (e) {
-    // "This database connection is busy executing a query": an iterator is open; next round.
-    if (e instanceof Error && /busy executing/.test(e.message)) return false;
+    // An iterator is open on the connection ("database table is locked" from SQLite, or
+    // better-sqlite3's "busy executing a query"): next round.
+    if (e instanceof Error && /busy executing|table is locked/.test(e.message)) return false;
     onError?.(e instanceof Error ? e.message : String(e));
     return false;
   }

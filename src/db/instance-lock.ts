@@ -2,6 +2,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { DataDirError } from './datadir.js';
+import { pinConnection } from './pin.js';
 
 // One msgd per data directory: per-gateway rate shaping, the rate limiter and the job loop's
 // view of leases all live in the process, and a second msgd would double them (Twilio's 1/s
@@ -20,9 +21,10 @@ export function lockDataDir(path: string): InstanceLock {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, LOCK_FILE);
   closeSync(openSync(file, 'a', 0o600));
-  const db = new Database(file);
+  // Kept for the life of the process, as every connection (src/db/pin.ts).
+  const db = pinConnection(new Database(file));
   try {
-    db.pragma('busy_timeout = 0');
+    db.exec('PRAGMA busy_timeout = 0');
     db.exec('BEGIN EXCLUSIVE');
   } catch (e) {
     db.close();

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import { pinConnection } from './pin.js';
 import * as schema from './schema.js';
 
 export type Orm = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
@@ -25,7 +26,8 @@ export interface OpenOptions {
 
 // Every SQLite pragma the project relies on lives here and nowhere else.
 export function openDb(path: string, opts: OpenOptions = {}): Db {
-  const sqlite = new Database(path, { readonly: opts.readonly ?? false });
+  // Kept for the life of the process, with every statement prepared on it (src/db/pin.ts).
+  const sqlite = pinConnection(new Database(path, { readonly: opts.readonly ?? false }));
   sqlite.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
   if (!opts.readonly) sqlite.pragma('journal_mode = WAL');
   // FULL: a 200 and its debit survive power loss, not only a process crash.

@@ -1,4 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
+import { pinConnection, prepareOwn } from './pin.js';
 
 // Prepared statements cached per connection and SQL text, for hot paths that must not
 // re-parse SQL on every call.
@@ -12,10 +13,13 @@ function cached(all: WeakMap<Database, Map<string, Statement>>, db: Database, sq
   if (!cache) {
     cache = new Map();
     all.set(db, cache);
+    pinConnection(db);
   }
   let s = cache.get(sql);
   if (!s) {
-    s = raw ? db.prepare(sql).raw(true) : db.prepare(sql);
+    // Statements of their own, kept here for the connection's life (src/db/pin.ts): not shared
+    // through prepare()'s cache, where a caller may set another mode on the same object.
+    s = raw ? prepareOwn(db, sql).raw(true) : prepareOwn(db, sql);
     cache.set(sql, s);
   }
   return s;

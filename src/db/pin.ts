@@ -1,0 +1,65 @@
+import Database from 'better-sqlite3';
+
+// Node 24.19 changed node::ObjectWrap: its destructor now removes an environment cleanup hook,
+// and that CHECKs that a JS context is entered. better-sqlite3 12's Database and Statement are
+// ObjectWraps, so when the garbage collector frees one outside JS (an idle-time or task GC, which
+// a busy server runs often), the process aborts: "Assertion failed: (env) != nullptr" in
+// node::RemoveEnvironmentCleanupHook, from Statement::~Statement (nodejs/node#65446; it follows
+// the headers better-sqlite3 was compiled against, so every `npm ci` on Node >= 24.19 has it).
+// better-sqlite3 13 no longer uses ObjectWrap but needs Node 22, and msgd runs on Node 20 too.
+//
+// So no connection or statement of msgd's ever becomes garbage. Every connection is kept for
+// the life of the process (closed ones too: closing frees SQLite's memory, not the JS object),
+// and its prepare() hands out one statement per SQL text, prepared once and kept with it: drizzle
+// prepares a statement for every query it runs, and those used to be left to the collector.
+// pragma() prepares its own statements behind prepare(), so it goes through the same cache.
+// Objects still alive when the process (or a worker thread) exits are freed safely.
+
+/** Every pinned connection, with the statements its prepare() has made (by SQL text). */
+const pinned = new Map<Database.Database, Map<string, Database.Statement>>();
+const ownPrepare = Database.prototype.prepare;
+
+/** Keep `db` and every statement prepared on it for the life of the process (see above). */
+export function pinConnection(db: Database.Database): Database.Database {
+  if (pinned.has(db)) return db;
+  const statements = new Map<string, Database.Statement>();
+  pinned.set(db, statements);
+  const prepare = (source: string): Database.Statement => {
+    let s = statements.get(source);
+    if (s === undefined) {
+      s = ownPrepare.call(db, source) as Database.Statement;
+      statements.set(source, s);
+    } else if (s.reader) {
+      // Modes are per statement object: each caller gets it as prepare() made it.
+      s.raw(false);
+      s.pluck(false);
+    }
+    return s;
+  };
+  db.prepare = prepare as Database.Database['prepare'];
+  db.pragma = ((source: string, options?: { simple?: boolean }) => {
+    const s = prepare(`PRAGMA ${source}`);
+    // A pragma that sets a value may return nothing (foreign_keys = ON): then it only runs.
+    if (!s.reader) {
+      s.run();
+      return options?.simple ? undefined : [];
+    }
+    if (!options?.simple) return s.all();
+    const row = s.get() as Record<string, unknown> | undefined;
+    return row === undefined ? undefined : Object.values(row)[0];
+  }) as Database.Database['pragma'];
+  return db;
+}
+
+/**
+ * A statement of its own, not shared through prepare()'s cache: for a caller that keeps it for
+ * the connection's life and sets its modes (src/db/stmt.ts's raw-row statements).
+ */
+export function prepareOwn(db: Database.Database, source: string): Database.Statement {
+  return ownPrepare.call(db, source) as Database.Statement;
+}
+
+/** How many statements `db`'s prepare() keeps, or null if `db` is not pinned (for tests). */
+export function pinnedStatements(db: Database.Database): number | null {
+  return pinned.get(db)?.size ?? null;
+}
