@@ -136,7 +136,11 @@ export function updateGateway(
 ): GatewayView {
   return ctx.db.sqlite.transaction(() => {
     const row = getGatewayRow(ctx, ref);
-    const settings = validateSettings(row.kind, { ...JSON.parse(row.settings), ...(input.settings ?? {}) });
+    // Settings are checked when they change. A rule added since a gateway was stored (a
+    // Messenger MESSAGE_TAG needs its tag) must not stop the operator disabling it or rotating
+    // its secrets; the next --set says what to fix.
+    const stored = JSON.parse(row.settings) as Record<string, unknown>;
+    const settings = input.settings ? validateSettings(row.kind, { ...stored, ...input.settings }) : stored;
     const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
     for (const k of input.unsetSecrets ?? []) delete secrets[k];
     validateSecrets(row.kind, secrets, false);
