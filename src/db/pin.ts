@@ -19,7 +19,12 @@ import Database from 'better-sqlite3';
 const pinned = new Map<Database.Database, Map<string, Database.Statement>>();
 const ownPrepare = Database.prototype.prepare;
 
-/** Keep `db` and every statement prepared on it for the life of the process (see above). */
+/**
+ * Keep `db` and every statement prepared on it for the life of the process (see above).
+ * Statements from its prepare() are shared by every caller of the same SQL: use them at once
+ * (run, get, all), do not iterate() them or keep one with a mode set (raw, pluck); for that,
+ * prepareOwn() gives a statement of the caller's own.
+ */
 export function pinConnection(db: Database.Database): Database.Database {
   if (pinned.has(db)) return db;
   const statements = new Map<string, Database.Statement>();

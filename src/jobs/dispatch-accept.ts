@@ -48,7 +48,7 @@ const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gate
       WHERE p.id = ?`;
 
 // Per connection: the partner's channel, gateway and prices for a channel type, kept until the
-// settings version moves (src/core/settings-version.ts). Only the balance is read per send.
+// settings version moves (src/core/settings-version.ts). A valid send reads no table here at all.
 const preflightRows = new WeakMap<Database, SettingsCache<string, PreflightRow | null>>();
 
 function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): PreflightRow | null {
