@@ -58,6 +58,15 @@ export function exhaustedError(balance: number, creditLimit: number): Insufficie
 }
 
 /**
+ * 402 when the partner's balance and credit limit are used up (balance + credit <= 0), whatever
+ * a message would cost: the send API's rule 3. Reads the partner's funds.
+ */
+export function refuseIfExhausted(ctx: CoreCtx, partnerId: string): void {
+  const f = stmts(ctx).funds.get(partnerId);
+  if (f && f.balance + f.credit_limit <= 0) throw exhaustedError(f.balance, f.credit_limit);
+}
+
+/**
  * Debit `amount` (>= 0) for a message. Must run inside the caller's transaction (the send
  * transaction). Changes nothing and throws a 402 insufficient_balance if balance and credit are
  * exhausted (even for a free message: exhaustedError) or do not cover the amount
@@ -69,8 +78,7 @@ export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId
   const now = ctx.now();
   const row = s.debit.get(amount, now, partnerId, amount) as { balance: number } | undefined;
   if (!row) {
-    const f = s.funds.get(partnerId);
-    if (f && f.balance + f.credit_limit <= 0) throw exhaustedError(f.balance, f.credit_limit);
+    refuseIfExhausted(ctx, partnerId);
     throw new InsufficientBalanceError();
   }
   s.insert.run(partnerId, 'debit', -amount, row.balance, messageId, null, actor, now);

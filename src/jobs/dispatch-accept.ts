@@ -6,7 +6,7 @@ import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import { createOutbound, type MessageRow } from '../core/messages.js';
-import { exhaustedError } from '../core/ledger.js';
+import { refuseIfExhausted } from '../core/ledger.js';
 import { quote, type Quote } from '../core/prices.js';
 import type { AuthPrincipal } from '../core/tokens.js';
 import { SettingsCache } from '../core/settings-version.js';
@@ -20,7 +20,7 @@ export const DISPATCH_JOB = 'message.dispatch';
 
 export interface Preflight {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
-  partner: { creditLimit: number; lowBalanceThreshold: number | null; currency: string };
+  partner: { lowBalanceThreshold: number | null; currency: string };
   /** The partner's unit price on this channel: its own, else the default, else 0. */
   unitPrice: number;
 }
@@ -31,7 +31,6 @@ interface PreflightRow {
   gateway_id: string | null;
   sender: string | null;
   gateway_status: string | null;
-  credit_limit: number;
   low_balance_threshold: number | null;
   currency: string;
   own_price: number | null;
@@ -39,7 +38,7 @@ interface PreflightRow {
 }
 
 const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
-            p.credit_limit, p.low_balance_threshold, p.currency,
+            p.low_balance_threshold, p.currency,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = p.id) AS own_price,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = '') AS default_price
        FROM partners p
@@ -84,7 +83,6 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
   return {
     channel: { id: row.channel_id, type: row.channel_type!, gatewayId: row.gateway_id!, sender: row.sender! },
     partner: {
-      creditLimit: row.credit_limit,
       lowBalanceThreshold: row.low_balance_threshold,
       currency: row.currency,
     },
@@ -110,16 +108,7 @@ export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readon
       throw new AppError('channel_not_assigned', `no active ${names} gateway is assigned to this partner; ask the operator to assign one`);
     }
   }
-  const p = stmt<[string], { balance: number; credit_limit: number }>(
-    ctx.db.sqlite,
-    'SELECT balance, credit_limit FROM partners WHERE id = ?',
-  ).get(principal.partnerId);
-  if (p) refuseIfExhausted(p.balance, p.credit_limit);
-}
-
-/** 402 when balance and credit limit are used up (balance + credit <= 0), whatever the price. */
-function refuseIfExhausted(balance: number, creditLimit: number): void {
-  if (balance + creditLimit <= 0) throw exhaustedError(balance, creditLimit);
+  refuseIfExhausted(ctx, principal.partnerId);
 }
 
 export interface IdempotencyInput {
