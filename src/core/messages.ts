@@ -342,6 +342,44 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
   return { changed: true, from, to: change.status, refunded: doRefund };
 }
 
+/** What markSent needs of the message: columns no status change alters. */
+export type SentTarget = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'to'>;
+
+/**
+ * The provider accepted a message that dispatch marked 'sending': applyStatus's result for
+ * that one move, in one statement that also clears a retry's leftover error note and, when
+ * an attempt may have reached the provider before, sets dispatch_uncertain. It reads nothing
+ * first: the UPDATE only matches a message still 'sending'. Returns false, with nothing
+ * written, when it is not (a provider report or an operator got there first); the caller
+ * then goes through applyStatus with a fresh read.
+ */
+export function markSent(
+  ctx: CoreCtx,
+  m: SentTarget,
+  change: { providerMessageId: string | null; providerStatus: string | null; occurredAt: number; uncertain: boolean },
+): boolean {
+  const now = ctx.now();
+  const moved = stmt(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = 'sent', provider_message_id = COALESCE(?, provider_message_id), error_code = NULL,
+       error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), sent_at = COALESCE(sent_at, ?), updated_at = ?
+     WHERE id = ? AND status = 'sending'`,
+  ).run(change.providerMessageId, change.uncertain ? 1 : 0, change.occurredAt, now, m.id);
+  if (moved.changes === 0) return false;
+  history(ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
+  emitEvent(ctx, m.partner_id, 'message.sent', {
+    message_id: m.id,
+    channel: m.channel_type,
+    to: m.to,
+    status: 'sent',
+    previous_status: 'sending',
+    provider_status: change.providerStatus,
+    error: null,
+    occurred_at: new Date(change.occurredAt).toISOString(),
+  });
+  return true;
+}
+
 /** Flag a message whose provider call may have been in flight when the process died. */
 export function flagUncertain(ctx: CoreCtx, messageId: string) {
   stmt(ctx.db.sqlite, 'UPDATE messages SET dispatch_uncertain = 1, updated_at = ? WHERE id = ?').run(ctx.now(), messageId);

@@ -5,7 +5,7 @@ import { sleep } from '../lib/time.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
-import { applyStatus, flagUncertain, getMessageRow, getMessageState, type MessageRow } from '../core/messages.js';
+import { applyStatus, flagUncertain, getMessageRow, getMessageState, markSent, type MessageRow } from '../core/messages.js';
 import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
 import type { OutboundMessage, SendResult } from '../providers/types.js';
@@ -30,6 +30,10 @@ export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
   return m.status === 'queued' || m.status === 'sending';
 }
 
+/** The columns of a message its dispatch reads (a claim returns only these). */
+type DispatchRow = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status'>;
+const DISPATCH_COLUMNS = 'id, partner_id, channel_type, gateway_id, "to", "from", content, status';
+
 export interface DispatchDeps {
   ctx: CoreCtx;
   config: Config;
@@ -48,7 +52,7 @@ interface DispatchPayload {
 export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   const { ctx } = deps;
   // Message rows read by the claim transaction (onClaim), so the handler need not read them again.
-  const claimed = new WeakMap<Job, MessageRow>();
+  const claimed = new WeakMap<Job, DispatchRow>();
 
   function ratePerSecond(gw: GatewayWithSecrets): number {
     return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
@@ -59,7 +63,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return typeof gw.settings.base_url === 'string' ? gw.settings.base_url : undefined;
   }
 
-  function outbound(m: MessageRow): OutboundMessage {
+  function outbound(m: DispatchRow): OutboundMessage {
     const content = JSON.parse(m.content) as MessageContent;
     if (content.kind !== 'text' && content.kind !== 'template' && content.kind !== 'email') throw new Error(`outbound ${content.kind} messages are not supported`);
     return { id: m.id, channel: m.channel_type, to: m.to, from: m.from, content };
@@ -107,9 +111,20 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     switch (result.outcome) {
       case 'accepted': {
         const r = result;
+        const enqueueSandboxReport = () => {
+          if (gw.kind !== 'sandbox') return;
+          const delay = Number(gw.settings.delivery_delay_ms ?? 300);
+          worker.queue.enqueue({
+            kind: SANDBOX_REPORT_JOB,
+            payload: { gateway_id: gw.id, provider_message_id: r.providerMessageId, status: 'delivered' },
+            runAt: ctx.now() + delay,
+          });
+        };
         return {
           type: 'ok',
           apply: () => {
+            const change = { providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null, occurredAt: startedAt, uncertain };
+            if (markSent(ctx, m, change)) return enqueueSandboxReport();
             const fresh = getMessageState(ctx, m.id)!;
             if (uncertain) flagUncertain(ctx, m.id);
             const moved = applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null, occurredAt: startedAt });
@@ -117,14 +132,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
             if (moved.changed && fresh.error_code !== null) {
               stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = NULL, error_message = NULL WHERE id = ?').run(m.id);
             }
-            if (gw.kind === 'sandbox') {
-              const delay = Number(gw.settings.delivery_delay_ms ?? 300);
-              worker.queue.enqueue({
-                kind: SANDBOX_REPORT_JOB,
-                payload: { gateway_id: gw.id, provider_message_id: r.providerMessageId, status: 'delivered' },
-                runAt: ctx.now() + delay,
-              });
-            }
+            enqueueSandboxReport();
           },
         };
       }
@@ -152,7 +160,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     }
   };
 
-  function failNow(m: MessageRow, code: string, message: string, uncertain = false): JobResult {
+  function failNow(m: DispatchRow, code: string, message: string, uncertain = false): JobResult {
     return {
       type: 'ok',
       apply: () => {
@@ -168,9 +176,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // keep the rows it returns for the handler. A message already 'sending' (a retry) or
     // settled returns none; the handler reads it then.
     onClaim: (jobs) => {
-      const mark = stmt<[number, string], MessageRow>(
+      const mark = stmt<[number, string], DispatchRow>(
         ctx.db.sqlite,
-        `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued' RETURNING *`,
+        `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued' RETURNING ${DISPATCH_COLUMNS}`,
       );
       const now = ctx.now();
       for (const j of jobs) {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseMoney } from '../../src/lib/money.js';
 import { setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { waitFor } from '../helpers/wait.js';
 import {
   FAST_DISPATCH,
   SMS,
@@ -194,6 +195,46 @@ describe('twilio through the full path', () => {
     // The operator watching msgd's log sees it too.
     const line = s.logs.map((l) => JSON.parse(l)).find((l) => l.msg?.startsWith('job dead') && l.payload?.message_id === id);
     expect(line).toMatchObject({ level: 40, kind: 'message.dispatch', attempts: 4, error: expect.stringMatching(/20500/) });
+  });
+
+  it('a status that moved on while the call was in flight is kept: the acceptance is history, its sid stored', async () => {
+    fake.failNext({ kind: 'latency', ms: 300 });
+    const id = await sms();
+    await waitFor(() => fake.requests.length === 1, 5_000, 'the call to reach Twilio');
+    // Ahead of the answer, the message moves past 'sending' (written here directly).
+    s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'delivered' WHERE id = ?`).run(id);
+    await waitFor(() => jobsOf(s.ctx, id).length === 0, 5_000, 'the dispatch job to settle');
+    const m = message(s.ctx, id);
+    expect({ status: m.status, provider: m.provider_message_id }).toEqual({
+      status: 'delivered',
+      provider: JSON.parse(fake.requests[0].reply!.body).sid,
+    });
+    const sent = s.ctx.db.sqlite
+      .prepare(`SELECT ignored FROM message_status_history WHERE message_id = ? AND status = 'sent'`)
+      .all(id) as { ignored: number }[];
+    expect(sent).toEqual([{ ignored: 1 }]);
+    const events = s.ctx.db.sqlite.prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ?`).all(id);
+    expect(events).toEqual([]);
+  });
+
+  it('the sent event carries what the partner needs: its message, channel, recipient and the move from sending', async () => {
+    const id = await sms('event shape', '+14155550199');
+    await waitStatus(s.ctx, id, 'sent');
+    const rows = s.ctx.db.sqlite
+      .prepare(`SELECT type, payload FROM events WHERE json_extract(payload, '$.message_id') = ?`)
+      .all(id) as { type: string; payload: string }[];
+    expect(rows.map((r) => r.type)).toEqual(['message.sent']);
+    const payload = JSON.parse(rows[0].payload);
+    expect(payload).toMatchObject({
+      event: 'message.sent',
+      message_id: id,
+      channel: 'sms',
+      to: '+14155550199',
+      status: 'sent',
+      previous_status: 'sending',
+      error: null,
+    });
+    expect(Date.parse(payload.occurred_at)).toBe(message(s.ctx, id).sent_at);
   });
 
   it('a later failure never refunds twice, and a sent message is never refunded', async () => {
