@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
 import { invalid } from '../lib/errors.js';
-import { claimSql, clip, deadWhere, nextRunAtSql, owner, prepare, toJob } from './queue-sql.js';
+import { CLAIM_ANY_SQL, clip, deadWhere, nextRunAtSql, owner, prepare, toJob } from './queue-sql.js';
 
 export { BAD_PAYLOAD } from './queue-sql.js';
 
@@ -14,6 +14,14 @@ export { BAD_PAYLOAD } from './queue-sql.js';
 // The `jobs_claim` index is (state, priority, run_at) ascending: this order is read straight
 // off it, while `priority DESC` forces a sort of every runnable row (measured 16 ms per claim
 // with 200k jobs queued, against 0.04 ms).
+
+interface SeekRow {
+  id: number;
+  priority: number;
+  run_at: number;
+}
+
+const claimOrder = (a: SeekRow, b: SeekRow) => a.priority - b.priority || a.run_at - b.run_at || a.id - b.id;
 
 export type JobState = 'available' | 'running' | 'retry' | 'dead';
 
@@ -176,15 +184,37 @@ export class JobQueue {
   ): Job[] {
     if (limit <= 0) return [];
     const kinds = opts.kinds ?? [];
-    const stmt = this.cached(claimSql(kinds.length));
     const lockedUntil = now + (opts.leaseMs ?? this.defaultLeaseMs);
-    // Each kind is bound once per runnable state (two seeks per kind).
-    const kindArgs = kinds.flatMap((k) => [k, k]);
-    const rows = stmt.all(...kindArgs, { lockedUntil, by: workerId, now, limit }) as Row[];
+    if (kinds.length > 0) return this.inTransaction(() => this.claimKinds(workerId, limit, now, lockedUntil, kinds));
+    const rows = this.cached(CLAIM_ANY_SQL).all({ lockedUntil, by: workerId, now, limit }) as Row[];
     const jobs = rows.map(toJob);
     // RETURNING comes back in rowid order; hand jobs out in the order they were chosen.
     jobs.sort((a, b) => a.priority - b.priority || a.runAt - b.runAt || a.id - b.id);
     return jobs;
+  }
+
+  private claimKinds(workerId: string, limit: number, now: number, lockedUntil: number, kinds: readonly string[]): Job[] {
+    let chosen: SeekRow[] = [];
+    for (const kind of kinds) {
+      for (const seek of [this.s.seekAvailable, this.s.seekRetry]) {
+        const rows = seek.all(kind, now, limit) as SeekRow[];
+        if (rows.length > 0) chosen = chosen.length === 0 ? rows : chosen.concat(rows);
+      }
+    }
+    if (chosen.length > 1) chosen.sort(claimOrder);
+    if (chosen.length > limit) chosen.length = limit;
+    const jobs: Job[] = [];
+    for (const c of chosen) {
+      const row = this.s.take.get(lockedUntil, workerId, now, c.id) as Row | undefined;
+      if (row) jobs.push(toJob(row));
+    }
+    return jobs;
+  }
+
+  /** fn in the caller's transaction, or in one of its own (IMMEDIATE: it writes). */
+  private inTransaction<T>(fn: () => T): T {
+    if (this.db.sqlite.inTransaction) return fn();
+    return this.db.sqlite.transaction(fn).immediate();
   }
 
   /** Done jobs are deleted, not kept. False when the lease no longer stands (or no such job). */
