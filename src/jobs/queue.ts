@@ -175,7 +175,10 @@ export class JobQueue {
     });
   }
 
-  /** Atomically take up to `limit` runnable jobs, in priority, run_at, id order. */
+  /**
+   * Take up to `limit` runnable jobs, in priority, run_at, id order, in one transaction: the
+   * caller's (a throw rolls back with it) or, called outside one, an IMMEDIATE one of its own.
+   */
   claim(
     workerId: string,
     limit: number,
@@ -195,7 +198,7 @@ export class JobQueue {
 
   private claimKinds(workerId: string, limit: number, now: number, lockedUntil: number, kinds: readonly string[]): Job[] {
     let chosen: SeekRow[] = [];
-    for (const kind of kinds) {
+    for (const kind of kinds.length > 1 ? new Set(kinds) : kinds) {
       for (const seek of [this.s.seekAvailable, this.s.seekRetry]) {
         const rows = seek.all(kind, now, limit) as SeekRow[];
         if (rows.length > 0) chosen = chosen.length === 0 ? rows : chosen.concat(rows);

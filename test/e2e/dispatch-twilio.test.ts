@@ -232,9 +232,15 @@ describe('twilio through the full path', () => {
       to: '+14155550199',
       status: 'sent',
       previous_status: 'sending',
+      provider_status: 'queued',
       error: null,
     });
-    expect(Date.parse(payload.occurred_at)).toBe(message(s.ctx, id).sent_at);
+    const m = message(s.ctx, id);
+    expect(Date.parse(payload.occurred_at)).toBe(m.sent_at);
+    // The history entry the partner reads: Twilio's own status word, at the hand-over.
+    expect(s.ctx.db.sqlite.prepare(`SELECT status, provider_status, ignored, occurred_at FROM message_status_history WHERE message_id = ?`).all(id)).toEqual([
+      { status: 'sent', provider_status: 'queued', ignored: 0, occurred_at: m.sent_at },
+    ]);
   });
 
   it('a later failure never refunds twice, and a sent message is never refunded', async () => {

@@ -256,10 +256,18 @@ export function expectFailedAndRefunded(ctx: CoreCtx, partnerId: string, m: Mess
  * `uncertain`: an earlier attempt may also have reached the provider (timeout, reset).
  */
 export function expectSent(ctx: CoreCtx, m: MessageRow, providerMessageId: string, opts: { uncertain?: boolean } = {}) {
-  expect({ status: m.status, provider: m.provider_message_id, error: m.error_code, refunded: m.refunded, uncertain: m.dispatch_uncertain }).toEqual({
+  expect({
+    status: m.status,
+    provider: m.provider_message_id,
+    error: m.error_code,
+    errorMessage: m.error_message,
+    refunded: m.refunded,
+    uncertain: m.dispatch_uncertain,
+  }).toEqual({
     status: 'sent',
     provider: providerMessageId,
     error: null,
+    errorMessage: null,
     refunded: 0,
     uncertain: opts.uncertain ? 1 : 0,
   });

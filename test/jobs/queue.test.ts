@@ -139,6 +139,42 @@ describe('JobQueue.claim', () => {
     expect(queue.nextRunAt(['other'])).toBe(T0 - 100);
   });
 
+  it('a kind named twice is claimed once, up to the limit', () => {
+    const { queue } = setup();
+    const ids = [0, 1, 2, 3].map((i) => queue.enqueue({ kind: 'a', runAt: T0 - 10 + i }).id);
+    expect(queue.claim('w', 3, T0, { kinds: ['a', 'a', 'a'] }).map((j) => j.id)).toEqual(ids.slice(0, 3));
+    expect(queue.claim('w', 3, T0, { kinds: ['a', 'a'] }).map((j) => j.id)).toEqual([ids[3]]);
+  });
+
+  it('a claim by kind inside a caller transaction rolls back with it', () => {
+    const { db, queue } = setup();
+    const id = queue.enqueue({ kind: 'a' }).id;
+    const tx = db.sqlite.transaction(() => {
+      expect(queue.claim('w', 5, T0, { kinds: ['a'] }).map((j) => j.id)).toEqual([id]);
+      throw new Error('boom');
+    });
+    expect(() => tx()).toThrow('boom');
+    expect(jobRow(db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null });
+    expect(queue.claim('w', 5, T0, { kinds: ['a'] }).map((j) => j.id)).toEqual([id]);
+  });
+
+  it('two connections claiming by kind, interleaved, never take the same job', () => {
+    const t = setup();
+    const other = new JobQueue(t.open(), { leaseMs: 60_000, now: () => T0 });
+    const ids = Array.from({ length: 50 }, (_, i) => t.queue.enqueue({ kind: i % 2 ? 'a' : 'b', runAt: T0 - 100 + i }).id);
+    const taken: number[] = [];
+    for (let round = 0; round < 20; round++) {
+      for (const [q, w] of [[t.queue, 'w1'], [other, 'w2']] as const) {
+        for (const j of q.claim(w, 3, T0, { kinds: ['a', 'b'] })) {
+          expect(jobRow(t.db, j.id)).toMatchObject({ state: 'running', locked_by: w, attempts: 1 });
+          taken.push(j.id);
+        }
+      }
+    }
+    expect(taken).toHaveLength(50);
+    expect([...taken].sort((x, y) => x - y)).toEqual(ids);
+  });
+
   it('tells listeners which kinds were enqueued, with the earliest run_at of each', async () => {
     const { queue } = setup();
     const seen: [string, number][][] = [];
