@@ -324,26 +324,36 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
     msg.id,
   );
   if (doRefund) refund(ctx, msg.partner_id, msg.price, msg.id, `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`, 'system');
-  const type = EVENT_FOR[change.status];
-  if (type) {
-    emitEvent(ctx, msg.partner_id, type, {
-      message_id: msg.id,
-      channel: msg.channel_type,
-      to: msg.to,
-      status: change.status,
-      previous_status: from,
-      provider_status: change.providerStatus ?? null,
-      error: failing ? { code: change.errorCode ?? null, message: change.errorMessage ?? null } : null,
-      occurred_at: new Date(change.occurredAt ?? now).toISOString(),
-    });
-  }
+  emitStatusEvent(ctx, msg, from, change, change.occurredAt ?? now);
   msg.status = change.status;
   if (doRefund) msg.refunded = 1;
   return { changed: true, from, to: change.status, refunded: doRefund };
 }
 
-/** What markSent needs of the message: columns no status change alters. */
+/** What a status event and markSent need of the message: columns no status change alters. */
 export type SentTarget = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'to'>;
+
+/** The partner's event for a message that moved from `from` to change.status, if it has one. */
+function emitStatusEvent(
+  ctx: CoreCtx,
+  msg: SentTarget,
+  from: MessageStatus,
+  change: Pick<StatusChange, 'status' | 'providerStatus' | 'errorCode' | 'errorMessage'>,
+  at: number,
+) {
+  const type = EVENT_FOR[change.status];
+  if (!type) return;
+  emitEvent(ctx, msg.partner_id, type, {
+    message_id: msg.id,
+    channel: msg.channel_type,
+    to: msg.to,
+    status: change.status,
+    previous_status: from,
+    provider_status: change.providerStatus ?? null,
+    error: isFailure(change.status) ? { code: change.errorCode ?? null, message: change.errorMessage ?? null } : null,
+    occurred_at: new Date(at).toISOString(),
+  });
+}
 
 /**
  * The provider accepted a message that dispatch marked 'sending': applyStatus's result for
@@ -367,16 +377,7 @@ export function markSent(
   ).run(change.providerMessageId, change.uncertain ? 1 : 0, change.occurredAt, now, m.id);
   if (moved.changes === 0) return false;
   history(ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
-  emitEvent(ctx, m.partner_id, 'message.sent', {
-    message_id: m.id,
-    channel: m.channel_type,
-    to: m.to,
-    status: 'sent',
-    previous_status: 'sending',
-    provider_status: change.providerStatus,
-    error: null,
-    occurred_at: new Date(change.occurredAt).toISOString(),
-  });
+  emitStatusEvent(ctx, m, 'sending', { status: 'sent', providerStatus: change.providerStatus }, change.occurredAt);
   return true;
 }
 
