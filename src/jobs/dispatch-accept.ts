@@ -20,7 +20,7 @@ export const DISPATCH_JOB = 'message.dispatch';
 
 export interface Preflight {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
-  partner: { lowBalanceThreshold: number | null; currency: string };
+  partner: { lowBalanceThreshold: number | null };
   /** The partner's unit price on this channel: its own, else the default, else 0. */
   unitPrice: number;
 }
@@ -32,13 +32,12 @@ interface PreflightRow {
   sender: string | null;
   gateway_status: string | null;
   low_balance_threshold: number | null;
-  currency: string;
   own_price: number | null;
   default_price: number | null;
 }
 
 const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
-            p.low_balance_threshold, p.currency,
+            p.low_balance_threshold,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = p.id) AS own_price,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = '') AS default_price
        FROM partners p
@@ -82,10 +81,7 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
   }
   return {
     channel: { id: row.channel_id, type: row.channel_type!, gatewayId: row.gateway_id!, sender: row.sender! },
-    partner: {
-      lowBalanceThreshold: row.low_balance_threshold,
-      currency: row.currency,
-    },
+    partner: { lowBalanceThreshold: row.low_balance_threshold },
     unitPrice: row.own_price ?? row.default_price ?? 0,
   };
 }
