@@ -62,6 +62,20 @@ function ecPublicKeyProblem(value: string): string | null {
   }
 }
 
+/** The Send API's messaging_type (Messenger and Instagram), and the tag a MESSAGE_TAG send needs. */
+const messagingType = {
+  messaging_type: z.enum(['RESPONSE', 'UPDATE', 'MESSAGE_TAG']).default('RESPONSE'),
+  /** Sent only with MESSAGE_TAG: Meta's message tag, e.g. HUMAN_AGENT or ACCOUNT_UPDATE. */
+  tag: z.string().regex(/^[A-Z][A-Z_]*$/, 'expected a Meta message tag such as HUMAN_AGENT or ACCOUNT_UPDATE').optional(),
+};
+
+/** Graph refuses every MESSAGE_TAG send without a tag: refuse the setting instead. */
+function tagRequired(s: { messaging_type: string; tag?: string }, ctx: z.RefinementCtx) {
+  if (s.messaging_type === 'MESSAGE_TAG' && !s.tag) {
+    ctx.addIssue({ code: 'custom', path: ['tag'], message: 'messaging_type MESSAGE_TAG needs a tag, e.g. tag=HUMAN_AGENT: Meta refuses tagged messages without one' });
+  }
+}
+
 export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
   whatsapp_cloud: {
     kind: 'whatsapp_cloud',
@@ -87,18 +101,11 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
         base_url: url.default('https://graph.facebook.com'),
         api_version: version.default('v21.0'),
         page_id: z.string().regex(/^\d+$/, 'expected the numeric page id'),
-        messaging_type: z.enum(['RESPONSE', 'UPDATE', 'MESSAGE_TAG']).default('RESPONSE'),
-        /** Sent only with MESSAGE_TAG: Meta's message tag, e.g. HUMAN_AGENT or ACCOUNT_UPDATE. */
-        tag: z.string().regex(/^[A-Z][A-Z_]*$/, "expected a Meta message tag such as HUMAN_AGENT or ACCOUNT_UPDATE").optional(),
+        ...messagingType,
         rate_per_second: rate,
       })
       .strict()
-      // Graph refuses every MESSAGE_TAG send without a tag: refuse the setting instead.
-      .superRefine((s, ctx) => {
-        if (s.messaging_type === 'MESSAGE_TAG' && !s.tag) {
-          ctx.addIssue({ code: 'custom', path: ['tag'], message: 'messaging_type MESSAGE_TAG needs a tag, e.g. tag=HUMAN_AGENT: Meta refuses tagged messages without one' });
-        }
-      }),
+      .superRefine(tagRequired),
     secrets: { required: ['page_access_token'], optional: ['app_secret', 'verify_token'] },
   },
   meta_instagram: {
@@ -113,9 +120,11 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
         ig_account_id: z.string().regex(/^\d+$/, 'expected the numeric Instagram account id'),
         /** Facebook Login flow sends through the page; Instagram Login flow through the IG account. */
         page_id: z.string().regex(/^\d+$/).optional(),
+        ...messagingType,
         rate_per_second: rate,
       })
-      .strict(),
+      .strict()
+      .superRefine(tagRequired),
     secrets: { required: ['access_token'], optional: ['app_secret', 'verify_token'] },
   },
   twilio: {

@@ -140,7 +140,11 @@ function makeDialect(self: () => GraphFake): Dialect {
       if (account.token !== token) {
         return graphError({ status: 401, code: 190, message: 'Invalid OAuth access token - Cannot parse access token' }, account.kind === 'whatsapp');
       }
-      return account.kind === 'whatsapp' ? sendWhatsapp(self(), req) : sendMessenger(req);
+      // Graph reads a JSON or form body by its Content-Type; any other body it does not see, and
+      // the send then fails on its first missing parameter, as it does at Meta.
+      const type = String(req.headers['content-type'] ?? '').toLowerCase();
+      if (!type.startsWith('application/json') && !type.startsWith('application/x-www-form-urlencoded')) req = { ...req, body: undefined };
+      return account.kind === 'whatsapp' ? sendWhatsapp(self(), req) : sendMessenger(req, account.kind);
     },
     rateLimit(req, fault) {
       const whatsapp = self().accountFor(req)?.kind === 'whatsapp';
@@ -224,7 +228,7 @@ function sendWhatsapp(fake: GraphFake, req: RecordedRequest): Reply {
   };
 }
 
-function sendMessenger(req: RecordedRequest): Reply {
+function sendMessenger(req: RecordedRequest, kind: GraphAccountKind): Reply {
   const b = req.body;
   const r = b?.recipient;
   if (!r || (typeof r.id !== 'string' && r.user_ref === undefined && r.phone_number === undefined)) {
@@ -240,8 +244,10 @@ function sendMessenger(req: RecordedRequest): Reply {
   if (!m || (typeof m.text !== 'string' && m.attachment === undefined)) {
     return invalidParam('Must send either message or sender action', false);
   }
-  if (typeof m.text === 'string' && m.text.length > 2000) {
-    return invalidParam('Length of param message[text] must be less than or equal to 2000', false);
+  // Instagram's text limit is 1000, Messenger's 2000 (UTF-16 units, as JavaScript counts).
+  const max = kind === 'instagram' ? 1000 : 2000;
+  if (typeof m.text === 'string' && m.text.length > max) {
+    return invalidParam(`Length of param message[text] must be less than or equal to ${max}`, false);
   }
   const reply: Record<string, string> = { message_id: `m_${randomToken(42)}` };
   if (typeof r.id === 'string') reply.recipient_id = r.id;

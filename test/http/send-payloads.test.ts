@@ -78,9 +78,18 @@ describe('POST /api/send-sms.php', () => {
 
   it('takes 1600 characters and refuses 1601', async () => {
     const d = await invalid(SMS, { to: '+14155550123', text: 'a'.repeat(1601) });
-    expect(d).toEqual([{ field: 'text', message: 'must be at most 1600 characters' }]);
+    expect(d).toEqual([{ field: 'text', message: 'must be at most 1600 characters (an emoji counts as 2)' }]);
     const m = await ok(SMS, { to: '+14155550123', text: 'a'.repeat(1600) });
     expect(m.segments).toBe(11);
+  });
+
+  it('counts the 1600 as Twilio does: an emoji is two characters, so Twilio never refuses a text msgd charged for (21617)', async () => {
+    const m = await ok(SMS, { to: '+14155550123', text: '😀'.repeat(800) });
+    // 33 emoji to a 67-unit part: a surrogate pair is never split across parts.
+    expect(m.segments).toBe(25);
+    for (const text of ['😀'.repeat(801), `${'a'.repeat(1599)}😀`]) {
+      expect(await invalid(SMS, { to: '+14155550123', text })).toEqual([{ field: 'text', message: 'must be at most 1600 characters (an emoji counts as 2)' }]);
+    }
   });
 
   it('stores the canonical E.164 number and ignores unknown keys', async () => {
@@ -196,7 +205,7 @@ describe('POST /api/send-whatsapp.php', () => {
     expect(fields(await invalid(WHATSAPP, { to: '+15555550123', type: 'text', text: 'hi' }))).toEqual(['to']);
     expect(fields(await invalid(WHATSAPP, { to: '4155550123', text: 'hi' }))).toEqual(['to']);
     const long = await invalid(WHATSAPP, { to: '+14155550123', type: 'text', text: 'x'.repeat(4097) });
-    expect(long).toEqual([{ field: 'text', message: 'must be at most 4096 characters on whatsapp' }]);
+    expect(long).toEqual([{ field: 'text', message: 'must be at most 4096 characters on whatsapp (an emoji counts as 2)' }]);
     expect(fields(await invalid(WHATSAPP, { to: '+14155550123', type: 'text' }))).toEqual(['text']);
     const m = await ok(WHATSAPP, { to: '+14155550123', type: 'text', text: 'x'.repeat(4096) });
     expect({ channel: m.channel_type, to: m.to, price: m.price, segments: m.segments }).toEqual({
@@ -207,15 +216,15 @@ describe('POST /api/send-whatsapp.php', () => {
     });
     // type defaults to text
     expect((await ok(WHATSAPP, { to: '+14155550123', text: 'hi' })).channel_type).toBe('whatsapp');
-    // Characters are counted as SMS counts them: an emoji (two UTF-16 units) is one.
-    expect((await ok(WHATSAPP, { to: '+14155550123', text: '😀'.repeat(4096) })).channel_type).toBe('whatsapp');
-    expect(await invalid(WHATSAPP, { to: '+14155550123', text: '😀'.repeat(4097) })).toEqual([{ field: 'text', message: 'must be at most 4096 characters on whatsapp' }]);
+    // Characters are counted as Twilio counts them: an emoji (two UTF-16 units) is two.
+    expect((await ok(WHATSAPP, { to: '+14155550123', text: '😀'.repeat(2048) })).channel_type).toBe('whatsapp');
+    expect(await invalid(WHATSAPP, { to: '+14155550123', text: '😀'.repeat(2049) })).toEqual([{ field: 'text', message: 'must be at most 4096 characters on whatsapp (an emoji counts as 2)' }]);
   });
 
   it('Messenger: a page-scoped id and at most 2000 characters', async () => {
     expect(fields(await invalid(WHATSAPP, { channel: 'messenger', to: '+14155550123', text: 'hi' }))).toEqual(['to']);
     const long = await invalid(WHATSAPP, { channel: 'messenger', to: '2460102340987654', text: 'x'.repeat(2001) });
-    expect(long).toEqual([{ field: 'text', message: 'must be at most 2000 characters on messenger' }]);
+    expect(long).toEqual([{ field: 'text', message: 'must be at most 2000 characters on messenger (an emoji counts as 2)' }]);
     const m = await ok(WHATSAPP, { channel: 'messenger', to: '2460102340987654', text: 'x'.repeat(2000) });
     expect({ channel: m.channel_type, to: m.to, price: m.price }).toEqual({ channel: 'messenger', to: '2460102340987654', price: parseMoney('0.003') });
   });
@@ -223,7 +232,7 @@ describe('POST /api/send-whatsapp.php', () => {
   it('Instagram: an Instagram-scoped id and at most 1000 characters', async () => {
     expect(fields(await invalid(WHATSAPP, { channel: 'instagram', to: 'user.name', text: 'hi' }))).toEqual(['to']);
     const long = await invalid(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: 'x'.repeat(1001) });
-    expect(long).toEqual([{ field: 'text', message: 'must be at most 1000 characters on instagram' }]);
+    expect(long).toEqual([{ field: 'text', message: 'must be at most 1000 characters on instagram (an emoji counts as 2)' }]);
     const m = await ok(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: 'x'.repeat(1000) });
     expect({ channel: m.channel_type, price: m.price }).toEqual({ channel: 'instagram', price: parseMoney('0.004') });
   });

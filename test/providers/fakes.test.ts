@@ -19,7 +19,13 @@ async function post(url: string, headers: Record<string, string>, body: string) 
 }
 
 beforeAll(async () => {
-  graph = await startGraphFake({ accounts: [{ id: '111', kind: 'page', token: 'ptok' }, { id: '222', kind: 'whatsapp', token: 'wtok' }] });
+  graph = await startGraphFake({
+    accounts: [
+      { id: '111', kind: 'page', token: 'ptok' },
+      { id: '222', kind: 'whatsapp', token: 'wtok' },
+      { id: '333', kind: 'instagram', token: 'itok' },
+    ],
+  });
   twilio = await startTwilioFake({ accounts: { AC1: 'tok' } });
   sendgrid = await startSendgridFake({ apiKeys: ['SG.k'] });
 });
@@ -50,6 +56,28 @@ describe('graph fake', () => {
     expect(noProduct.status).toBe(400);
     expect(noProduct.json.error).toMatchObject({ code: 100, message: '(#100) The parameter messaging_product is required.' });
     expect(unknown.json.error).toMatchObject({ code: 100, error_subcode: 33 });
+  });
+
+  it('reads the body only as JSON or a form, by its Content-Type, as Graph does', async () => {
+    const wa = JSON.stringify({ messaging_product: 'whatsapp', to: '16505551234', type: 'text', text: { body: 'x' } });
+    const page = JSON.stringify({ recipient: { id: 'P' }, message: { text: 'x' } });
+    for (const type of [undefined, 'text/plain']) {
+      const headers = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}`, ...(type ? { 'content-type': type } : {}) });
+      const w = await post(`${graph.url}/v21.0/222/messages`, headers('wtok'), wa);
+      const p = await post(`${graph.url}/v21.0/111/messages`, headers('ptok'), page);
+      expect([w.status, w.json.error.message]).toEqual([400, '(#100) The parameter messaging_product is required.']);
+      expect([p.status, p.json.error.message]).toEqual([400, '(#100) The parameter recipient is required']);
+    }
+    expect((await post(`${graph.url}/v21.0/222/messages`, { ...JSON_CT, authorization: 'Bearer wtok' }, wa)).status).toBe(200);
+  });
+
+  it('limits Messenger text to 2000 and Instagram text to 1000', async () => {
+    const send = (id: string, token: string, text: string) =>
+      post(`${graph.url}/v21.0/${id}/messages`, { ...JSON_CT, authorization: `Bearer ${token}` }, JSON.stringify({ recipient: { id: 'P' }, message: { text } }));
+    expect((await send('333', 'itok', 'x'.repeat(1000))).status).toBe(200);
+    expect((await send('333', 'itok', 'x'.repeat(1001))).json.error.message).toBe('(#100) Length of param message[text] must be less than or equal to 1000');
+    expect((await send('111', 'ptok', 'x'.repeat(2000))).status).toBe(200);
+    expect((await send('111', 'ptok', 'x'.repeat(2001))).json.error.message).toBe('(#100) Length of param message[text] must be less than or equal to 2000');
   });
 });
 

@@ -89,13 +89,24 @@ describe('meta_instagram adapter', () => {
   const igGw = (extra: Record<string, unknown> = {}, token = IG_TOKEN) =>
     makeGw('meta_instagram', { base_url: fake.url, api_version: 'v21.0', ig_account_id: IG_ID, ...extra }, { access_token: token });
 
-  it('sends as the IG account (Instagram Login flow) without messaging_type', async () => {
+  it('sends as the IG account (Instagram Login flow), with the Send API body and messaging_type RESPONSE', async () => {
     const r = await instagram.send(igGw(), makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')), ctx);
     const req = fake.last()!;
     expect(req.path).toBe(`/v21.0/${IG_ID}/messages`);
     expect(req.headers.authorization).toBe(`Bearer ${IG_TOKEN}`);
-    expect(req.body).toEqual({ recipient: { id: 'IGSID_9' }, message: { text: 'hi' } });
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.body).toEqual({ recipient: { id: 'IGSID_9' }, messaging_type: 'RESPONSE', message: { text: 'hi' } });
     expect(r).toEqual({ outcome: 'accepted', providerMessageId: JSON.parse(req.reply!.body).message_id });
+  });
+
+  it('sends a tagged message (HUMAN_AGENT) when the gateway says so, and refuses MESSAGE_TAG without a tag', async () => {
+    const settings = GATEWAY_KINDS.meta_instagram.settings.parse({ base_url: fake.url, ig_account_id: IG_ID, messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT' }) as Record<string, unknown>;
+    const r = await instagram.send(makeGw('meta_instagram', settings, { access_token: IG_TOKEN }), makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')), ctx);
+    expect(r.outcome).toBe('accepted');
+    expect(fake.last()!.body).toEqual({ recipient: { id: 'IGSID_9' }, messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT', message: { text: 'hi' } });
+    const bad = GATEWAY_KINDS.meta_instagram.settings.safeParse({ ig_account_id: IG_ID, messaging_type: 'MESSAGE_TAG' });
+    expect(bad.success).toBe(false);
+    expect(bad.error!.issues[0]).toMatchObject({ path: ['tag'] });
   });
 
   it('sends through the linked page when page_id is set (Facebook Login flow)', async () => {

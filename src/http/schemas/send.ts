@@ -43,6 +43,17 @@ export function charCount(s: string): number {
   return n;
 }
 
+/**
+ * A message text's length against its channel's limit, in UTF-16 code units: an emoji or any
+ * character beyond the Basic Multilingual Plane counts as two. Twilio counts its 1,600 so
+ * (error 21617: such characters "count as multiple characters"); Meta does not say how it
+ * counts its limits, and this is the stricter reading, so no text msgd accepts is refused by
+ * the provider for its length after the partner has been charged.
+ */
+export function textLength(s: string): number {
+  return s.length;
+}
+
 // One parse per number (the max-metadata validity check is the costliest step of a send).
 export const e164 = requiredString('a phone number in E.164 format, e.g. +14155550123')
   .transform((v, ctx) => {
@@ -60,7 +71,7 @@ export const smsBody = z.object({
   text: requiredString('the message text')
     .min(1, 'must not be empty')
     .refine((v) => v === '' || !isBlank(v), 'must not be only whitespace')
-    .max(LIMITS.smsText, `must be at most ${LIMITS.smsText} characters`),
+    .refine((v) => textLength(v) <= LIMITS.smsText, `must be at most ${LIMITS.smsText} characters (an emoji counts as 2)`),
 });
 
 // Trimmed before it is checked; an internationalised domain is checked and kept in ASCII.
@@ -125,7 +136,7 @@ export const whatsappBody = z
         const max = channel === 'whatsapp' ? LIMITS.whatsappText : channel === 'messenger' ? LIMITS.messengerText : LIMITS.instagramText;
         if (typeof b.text !== 'string' || b.text.length === 0) add(['text'], 'required: the message text');
         else if (isBlank(b.text)) add(['text'], 'must not be only whitespace');
-        else if (charCount(b.text) > max) add(['text'], `must be at most ${max} characters on ${channel}`);
+        else if (textLength(b.text) > max) add(['text'], `must be at most ${max} characters on ${channel} (an emoji counts as 2)`);
       } else if (b.type === 'template') {
         if (channel !== 'whatsapp') add(['type'], 'templates are a WhatsApp feature; use type "text" on messenger and instagram');
         templateOf(b, add);

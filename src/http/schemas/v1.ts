@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../../core/events.js';
 import { normalizeEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
-import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString } from './send.js';
+import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString, textLength } from './send.js';
 
 // The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
@@ -61,7 +61,7 @@ export const messageCreate = z
       if (b.html !== undefined && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
     } else {
       if (b.body !== '' && isBlank(b.body)) add('body', 'must not be only whitespace');
-      else if (charCount(b.body) > TEXT_MAX[b.channel]) add('body', `must be at most ${TEXT_MAX[b.channel]} characters on ${b.channel}`);
+      else if (textLength(b.body) > TEXT_MAX[b.channel]) add('body', `must be at most ${TEXT_MAX[b.channel]} characters on ${b.channel} (an emoji counts as 2)`);
       if (b.subject !== undefined) add('subject', 'only for email');
       if (b.html !== undefined) add('html', 'only for email');
     }

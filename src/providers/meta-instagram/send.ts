@@ -1,5 +1,5 @@
 import { baseUrl } from '../http.js';
-import { GRAPH_DEFAULT_BASE, graphUrl, postGraph } from '../graph-send.js';
+import { GRAPH_DEFAULT_BASE, graphUrl, postGraph, sendApiBody } from '../graph-send.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { ProviderAdapter } from '../types.js';
 
@@ -20,7 +20,7 @@ export const metaInstagramAdapter: ProviderAdapter = {
     // Facebook Login flow sends as the linked page; Instagram Login flow as the IG account itself.
     const sender = gw.settings.page_id ? String(gw.settings.page_id) : String(gw.settings.ig_account_id);
     const url = graphUrl(gw.settings, instagramBase(gw.settings), sender);
-    const body = { recipient: { id: msg.to }, message: { text: msg.content.text } };
+    const body = sendApiBody(gw.settings, msg.to, msg.content.text);
     return postGraph(ctx, url, token, body, (json) => json?.message_id);
   },
 };

@@ -1,5 +1,5 @@
 import { baseUrl } from '../http.js';
-import { GRAPH_DEFAULT_BASE, graphUrl, postGraph } from '../graph-send.js';
+import { GRAPH_DEFAULT_BASE, graphUrl, postGraph, sendApiBody } from '../graph-send.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { ProviderAdapter } from '../types.js';
 
@@ -9,14 +9,7 @@ export const metaMessengerAdapter: ProviderAdapter = {
     const token = gw.secrets.page_access_token;
     if (!token) return missingSecret('page_access_token');
     if (msg.content.kind !== 'text') return unsupported('Messenger', msg.content.kind);
-    const messagingType = typeof gw.settings.messaging_type === 'string' ? gw.settings.messaging_type : 'RESPONSE';
-    const body: Record<string, unknown> = {
-      recipient: { id: msg.to },
-      messaging_type: messagingType,
-      message: { text: msg.content.text },
-    };
-    // Outside the 24 h window only a tagged message goes through; the tag is the operator's choice.
-    if (messagingType === 'MESSAGE_TAG' && gw.settings.tag) body.tag = gw.settings.tag;
+    const body = sendApiBody(gw.settings, msg.to, msg.content.text);
     const url = graphUrl(gw.settings, baseUrl(gw.settings, GRAPH_DEFAULT_BASE), String(gw.settings.page_id));
     return postGraph(ctx, url, token, body, (json) => json?.message_id);
   },
