@@ -7,7 +7,13 @@ import type { ChannelType, GatewayKind } from './context.js';
 // provider is spoken to lives in src/providers/<kind>/.
 
 const url = z.url({ protocol: /^https?$/ });
-const version = z.string().regex(/^v\d+\.\d+$/, 'expected a Graph API version such as v21.0');
+/**
+ * The Graph API version a Meta gateway calls unless its `api_version` says otherwise: the one
+ * Meta's docs use (FACTS A1). Meta keeps each version for about two years; a gateway stores the
+ * version it was created with, and `msgctl gateway update <gw> --set api_version=vNN.0` moves it.
+ */
+export const GRAPH_API_VERSION = 'v26.0';
+const version = z.string().regex(/^v\d+\.\d+$/, `expected a Graph API version such as ${GRAPH_API_VERSION}`);
 // Settings arrive as JSON values or as strings from the command line: "false" must mean false
 // (z.coerce.boolean would read any non-empty string as true) and "" must not become 0.
 const TRUE = ['true', 'yes', 'on', '1'];
@@ -84,7 +90,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
     settings: z
       .object({
         base_url: url.default('https://graph.facebook.com'),
-        api_version: version.default('v21.0'),
+        api_version: version.default(GRAPH_API_VERSION),
         phone_number_id: z.string().regex(/^\d+$/, 'expected the numeric phone number id'),
         waba_id: z.string().regex(/^\d+$/).optional(),
         rate_per_second: rate,
@@ -99,7 +105,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
     settings: z
       .object({
         base_url: url.default('https://graph.facebook.com'),
-        api_version: version.default('v21.0'),
+        api_version: version.default(GRAPH_API_VERSION),
         page_id: z.string().regex(/^\d+$/, 'expected the numeric page id'),
         ...messagingType,
         rate_per_second: rate,
@@ -116,7 +122,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
       .object({
         /** Unset: graph.facebook.com with page_id (Facebook Login), graph.instagram.com without (Instagram Login). */
         base_url: url.optional(),
-        api_version: version.default('v21.0'),
+        api_version: version.default(GRAPH_API_VERSION),
         ig_account_id: z.string().regex(/^\d+$/, 'expected the numeric Instagram account id'),
         /** Facebook Login flow sends through the page; Instagram Login flow through the IG account. */
         page_id: z.string().regex(/^\d+$/).optional(),

@@ -1,4 +1,5 @@
 import { callProvider, isResponse, retryAfterMs, truncate, type HttpResponse } from './http.js';
+import { GRAPH_API_VERSION } from '../core/gateway-kinds.js';
 import type { SendContext, SendResult } from './types.js';
 
 // WhatsApp Cloud, Messenger and Instagram all answer through the Graph API error
@@ -101,6 +102,6 @@ export function sendApiBody(settings: Record<string, any>, to: string, text: str
 }
 
 export function graphUrl(settings: Record<string, any>, base: string, objectId: string): string {
-  const version = typeof settings.api_version === 'string' ? settings.api_version : 'v21.0';
+  const version = typeof settings.api_version === 'string' ? settings.api_version : GRAPH_API_VERSION;
   return `${base}/${encodeURIComponent(version)}/${encodeURIComponent(objectId)}/messages`;
 }

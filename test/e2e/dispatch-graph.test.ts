@@ -160,7 +160,7 @@ describe('Messenger Send API', () => {
     const id = await post({ channel: 'messenger', to: '2460102340987654', text: 'Your table is ready' });
     const m = await waitStatus(s.ctx, id, 'sent');
     const req = fake.requests[0];
-    expect(req.path).toBe(`/v21.0/${PAGE_ID}/messages`);
+    expect(req.path).toBe(`/v26.0/${PAGE_ID}/messages`);
     expect(req.headers.authorization).toBe(`Bearer ${PAGE_TOKEN}`);
     expect(req.body).toEqual({ recipient: { id: '2460102340987654' }, messaging_type: 'RESPONSE', message: { text: 'Your table is ready' } });
     expect(replyJson(0)).toEqual({ recipient_id: '2460102340987654', message_id: expect.stringMatching(/^m_/) });
@@ -186,13 +186,13 @@ describe('Messenger Send API', () => {
 });
 
 describe('Instagram messaging', () => {
-  it('POST /{version}/{ig_account_id}/messages with recipient and text; mid stored', async () => {
+  it('POST /{version}/{ig_account_id}/messages (the current Graph version by default) with recipient, messaging_type and text; mid stored', async () => {
     const id = await post({ channel: 'instagram', to: '6789012345678901', text: 'Thanks for the follow' });
     const m = await waitStatus(s.ctx, id, 'sent');
     const req = fake.requests[0];
-    expect(req.path).toBe(`/v21.0/${IG_ID}/messages`);
+    expect(req.path).toBe(`/v26.0/${IG_ID}/messages`);
     expect(req.headers.authorization).toBe(`Bearer ${IG_TOKEN}`);
-    expect(req.body).toEqual({ recipient: { id: '6789012345678901' }, message: { text: 'Thanks for the follow' } });
+    expect(req.body).toEqual({ recipient: { id: '6789012345678901' }, messaging_type: 'RESPONSE', message: { text: 'Thanks for the follow' } });
     expectSent(s.ctx, m, replyJson(0).message_id);
     expect(m.price).toBe(parseMoney('0.001'));
   });
