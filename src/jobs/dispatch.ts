@@ -142,7 +142,10 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         const note = `${result.code ? `${result.code}: ` : ''}${result.message}`;
         return {
           type: 'retry',
-          afterMs: result.retryAfterMs,
+          // The provider's hint (Retry-After, or Meta's few seconds on a rate limit) is the
+          // earliest retry, not the schedule: a limit that lasts gets the backoff's growing
+          // delays, not twelve tries a few seconds apart and a failed message a minute later.
+          minAfterMs: result.retryAfterMs,
           error: note,
           apply: () => {
             // A timeout or reset after the request left may have been accepted: the next

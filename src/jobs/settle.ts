@@ -11,7 +11,12 @@ export type Apply = (db: Db) => void;
 
 export type JobResult =
   | { type: 'ok'; apply?: Apply }
-  | { type: 'retry'; afterMs?: number; error: string; apply?: Apply }
+  /**
+   * afterMs: exactly this long before the next try (default: the backoff). minAfterMs: the
+   * backoff, but not sooner than this (a provider's Retry-After, which must not shorten the
+   * curve when the same answer keeps coming back).
+   */
+  | { type: 'retry'; afterMs?: number; minAfterMs?: number; error: string; apply?: Apply }
   | { type: 'snooze'; afterMs: number; apply?: Apply }
   | { type: 'fail'; error: string; apply?: Apply };
 
@@ -85,7 +90,7 @@ export function settle(ctx: SettleContext, job: Job, lease: Lease, result: JobRe
       abortIfRolledBack(ctx, err2);
       // onDead itself throws: dead-letter without hooks rather than loop forever.
       ctx.log('error', { jobId: job.id, kind: job.kind, err: err2 }, 'onDead threw; job dead-lettered without it');
-      const afterMs = retryDelay(ctx, job);
+      const afterMs = retryDelay(ctx, job, {});
       const st = ctx.queue.retry(job.id, { afterMs, error }, { lease, now });
       if (st === null) return { kind: 'lost' };
       return st === 'dead' ? { kind: 'dead' } : { kind: 'retried', runAt: now + afterMs };
@@ -102,8 +107,8 @@ export function abortIfRolledBack(ctx: SettleContext, err: unknown) {
   if (!ctx.db.sqlite.inTransaction) throw err;
 }
 
-function retryDelay(ctx: SettleContext, job: Job, afterMs?: number): number {
-  return afterMs ?? backoffMs(job.attempts, ctx.backoff);
+function retryDelay(ctx: SettleContext, job: Job, r: { afterMs?: number; minAfterMs?: number }): number {
+  return r.afterMs ?? Math.max(r.minAfterMs ?? 0, backoffMs(job.attempts, ctx.backoff));
 }
 
 function settleOnce(
@@ -128,7 +133,7 @@ function settleOnce(
       return { kind: 'snoozed', runAt: now + afterMs };
     }
     case 'retry': {
-      const afterMs = Math.max(0, Math.round(retryDelay(ctx, job, r.afterMs)));
+      const afterMs = Math.max(0, Math.round(retryDelay(ctx, job, r)));
       const state = queue.retry(job.id, { afterMs, error: r.error }, opts);
       if (state === null) return lost(ctx, job);
       r.apply?.(db);

@@ -71,7 +71,8 @@ export function classifyGraphError(res: HttpResponse, now: number): SendResult {
   if (res.status === 401 || code === 190) {
     return { outcome: 'failed', code: codeStr, message };
   }
-  if (res.status >= 500 || err?.is_transient === true || (code !== undefined && TRANSIENT_CODES.has(code))) {
+  // 408: Graph (or a proxy before it) gave up waiting for the request, so it took nothing.
+  if (res.status >= 500 || res.status === 408 || err?.is_transient === true || (code !== undefined && TRANSIENT_CODES.has(code))) {
     const after = retryAfterMs(res, now);
     return after === undefined
       ? { outcome: 'retry', code: codeStr, message }

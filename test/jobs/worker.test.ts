@@ -68,6 +68,24 @@ describe('Worker results', () => {
     expect(at[1] - at[0]).toBeLessThan(1500);
   });
 
+  it('minAfterMs is a floor under the backoff: the hint when it is longer, the backoff when that has grown past it', async () => {
+    const t = tempDb();
+    // no jitter: backoff 40, 80, 160 ms after the 1st, 2nd, 3rd failure
+    const { queue, worker } = makeWorker(t, { backoff: { baseMs: 40, capMs: 1000, jitter: 'none' } });
+    const seen: { runAt: number; at: number }[] = [];
+    worker.register('k', async (job) => {
+      seen.push({ runAt: job.runAt, at: Date.now() });
+      return job.attempts <= 3 ? { type: 'retry', minAfterMs: 100, error: 'rate limited' } : { type: 'ok' };
+    });
+    queue.enqueue({ kind: 'k' });
+    await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
+    expect(seen).toHaveLength(4);
+    for (const [i, delay] of [[1, 100], [2, 100], [3, 160]]) {
+      expect(seen[i].runAt - seen[i - 1].at).toBeGreaterThanOrEqual(delay);
+      expect(seen[i].runAt - seen[i - 1].at).toBeLessThan(delay + 50); // + settle slack
+    }
+  });
+
   it('dead-letters after max attempts and runs onDead in that transaction', async () => {
     const t = tempDb();
     const { queue, worker } = makeWorker(t, {}, t.db, 3);

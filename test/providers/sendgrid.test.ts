@@ -70,6 +70,14 @@ describe('sendgrid adapter', () => {
     expect(after).toBeLessThanOrEqual(3000);
   });
 
+  it('retries a 408: the provider gave up waiting for the request and took nothing', async () => {
+    fake.failNext({ kind: 'status', status: 408 });
+    const r = await adapter.send(gw(), email(), ctx);
+    expect(fake.last()!.reply!.status).toBe(408);
+    expect(r).toMatchObject({ outcome: 'retry', code: 'sendgrid_408' });
+    expect((r as { maybeDelivered?: boolean }).maybeDelivered ?? false).toBe(false);
+  });
+
   it('retries 5xx, timeouts and resets', async () => {
     fake.failNext({ kind: 'status', status: 503 });
     fake.failNext({ kind: 'timeout' });

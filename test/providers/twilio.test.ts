@@ -63,6 +63,14 @@ describe('twilio adapter', () => {
     expect(r).toMatchObject({ outcome: 'retry', code: '20429', retryAfterMs: 3000 });
   });
 
+  it('retries a 408: the provider gave up waiting for the request and took nothing', async () => {
+    fake.failNext({ kind: 'status', status: 408 });
+    const r = await adapter.send(gw(), sms(), ctx);
+    expect(fake.last()!.reply!.status).toBe(408);
+    expect(r).toMatchObject({ outcome: 'retry' });
+    expect((r as { maybeDelivered?: boolean }).maybeDelivered ?? false).toBe(false);
+  });
+
   it('retries 5xx, timeouts and resets', async () => {
     fake.failNext({ kind: 'status', status: 500 });
     fake.failNext({ kind: 'timeout' });

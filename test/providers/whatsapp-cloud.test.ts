@@ -78,6 +78,14 @@ describe('whatsapp_cloud adapter', () => {
     expect(r).toMatchObject({ outcome: 'retry', code: '131056', retryAfterMs: 5000 });
   });
 
+  it('retries a 408: the provider gave up waiting for the request and took nothing', async () => {
+    fake.failNext({ kind: 'status', status: 408 });
+    const r = await adapter.send(gw(), msg(), ctx);
+    expect(fake.last()!.reply!.status).toBe(408);
+    expect(r).toMatchObject({ outcome: 'retry' });
+    expect((r as { maybeDelivered?: boolean }).maybeDelivered ?? false).toBe(false);
+  });
+
   it('retries 5xx and 131000', async () => {
     fake.failNext({ kind: 'status', status: 503 });
     fake.failNext({ kind: 'error', code: 131000 });

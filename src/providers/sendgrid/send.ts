@@ -57,7 +57,8 @@ export function classifySendgridError(res: HttpResponse, now: number): SendResul
   const message = errors.length
     ? truncate(errors.map((e) => (e.field ? `${e.field}: ${e.message ?? ''}` : e.message ?? '')).join('; '), 1000)
     : `HTTP ${res.status}: ${truncate(res.text) || 'empty body'}`;
-  if (res.status === 429 || res.status >= 500) {
+  // 408: the provider gave up waiting for the request, so it took nothing; try again.
+  if (res.status === 429 || res.status === 408 || res.status >= 500) {
     const after = retryAfterMs(res, now) ?? rateLimitResetMs(res, now);
     return after === undefined ? { outcome: 'retry', code, message } : { outcome: 'retry', code, message, retryAfterMs: after };
   }

@@ -51,7 +51,8 @@ export function classifyTwilioError(res: HttpResponse, now: number): SendResult 
   const codeStr = typeof code === 'number' || typeof code === 'string' ? String(code) : `http_${res.status}`;
   const message =
     typeof res.json?.message === 'string' ? truncate(res.json.message, 1000) : `HTTP ${res.status}: ${truncate(res.text) || 'empty body'}`;
-  if (res.status === 429 || codeStr === '20429' || res.status >= 500) {
+  // 408: the provider gave up waiting for the request, so it took nothing; try again.
+  if (res.status === 429 || codeStr === '20429' || res.status === 408 || res.status >= 500) {
     const after = retryAfterMs(res, now);
     return after === undefined
       ? { outcome: 'retry', code: codeStr, message }
