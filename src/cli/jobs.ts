@@ -87,7 +87,7 @@ function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: b
       if (reason) skipped.push({ id: j.id, reason });
       else retried += queue.retryDead(j.id);
     }
-  })();
+  }).immediate();
   if (typeof t === 'number' && retried === 0) throw new AppError('conflict', `dead job ${t} not retried: ${skipped[0].reason}`);
   return {
     json: { retried, skipped },

@@ -235,7 +235,7 @@ function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?
       for (const id of queued) reopenWebhookLog(cli.ctx, id);
       const queue = new JobQueue(cli.ctx.db);
       for (let i = 0; i < queued.length; i += 500) enqueueWebhookProcessing(queue, queued.slice(i, i + 500));
-    })();
+    }).immediate();
   }
   return {
     json: { queued },

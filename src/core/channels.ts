@@ -90,7 +90,7 @@ export function assignChannel(
     ctx.db.orm.insert(channels).values(row).run();
     audit(ctx, actor, 'channel.assign', 'channel', row.id, { partner: partner.slug, gateway: gw.name, type, sender });
     return row;
-  })();
+  }).immediate();
 }
 
 /** Unassign by channel id, or by partner + type. */
@@ -112,7 +112,7 @@ export function unassignChannel(ctx: CoreCtx, input: { channel?: string; partner
     ctx.db.orm.update(channels).set({ status: 'inactive', updatedAt: ctx.now() }).where(eq(channels.id, row.id)).run();
     audit(ctx, actor, 'channel.unassign', 'channel', row.id, { type: row.type, sender: row.sender });
     return { ...row, status: 'inactive' as const };
-  })();
+  }).immediate();
 }
 
 export interface ChannelWithGateway extends Channel {

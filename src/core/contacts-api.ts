@@ -87,7 +87,7 @@ export function upsertContact(ctx: CoreCtx, partnerId: string, given: ContactInp
          updated_at = @updated_at WHERE id = @id`,
     ).run({ id: row.id, name: row.name, phone: row.phone, email: row.email, psid: row.psid, igsid: row.igsid, attributes: row.attributes, updated_at: now });
     return { contact: row, created: false };
-  })();
+  }).immediate();
 }
 
 function mergeAttributes(stored: Record<string, unknown>, patch: Record<string, unknown> | undefined): string {

@@ -43,5 +43,5 @@ export function maybeSeedDemo(ctx: CoreCtx): DemoSeed | null {
     const { secret } = issueToken(ctx, { partner: partner.id, name: 'demo', scopes: '*' }, actor);
     stmt(ctx.db.sqlite, 'INSERT INTO meta (key, value) VALUES (?, ?)').run(DEMO_SEEDED_KEY, new Date(ctx.now()).toISOString());
     return { partnerSlug: partner.slug, token: secret, gatewayName: gw.name };
-  })();
+  }).immediate();
 }

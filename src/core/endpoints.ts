@@ -76,7 +76,7 @@ export function createEndpoint(
     ).run(row);
     audit(ctx, `partner:${partnerId}`, 'webhook.create', 'webhook_endpoint', row.id, { url: row.url, events: input.events ?? null });
     return { endpoint: row, secret };
-  })();
+  }).immediate();
 }
 
 /** The partner's endpoint, or undefined for a missing, deleted or another partner's id. */
@@ -124,7 +124,7 @@ export function deleteEndpoint(ctx: CoreCtx, partnerId: string, id: string): boo
       WHERE endpoint_id = ? AND status = 'pending'`).run(now, id);
     audit(ctx, `partner:${partnerId}`, 'webhook.delete', 'webhook_endpoint', id);
     return true;
-  })();
+  }).immediate();
 }
 
 /** A new secret; the current one keeps signing beside it until the grace period ends. */
@@ -147,7 +147,7 @@ export function rotateSecret(ctx: CoreCtx, partnerId: string, id: string, graceM
     ).run(next.secret, next.previous_secret, next.previous_secret_expires_at, now, id);
     audit(ctx, `partner:${partnerId}`, 'webhook.rotate_secret', 'webhook_endpoint', id, { grace_ms: graceMs });
     return { endpoint: next, secret };
-  })();
+  }).immediate();
 }
 
 /** The secrets that sign right now: the current one, and the previous one during its grace. */
@@ -185,7 +185,7 @@ export function enableEndpoint(ctx: CoreCtx, id: string, actor: string): Endpoin
     ).run(now, id);
     audit(ctx, actor, 'webhook.enable', 'webhook_endpoint', id, { previous_reason: row.disabled_reason });
     return { ...row, status: 'enabled' as const, disabled_reason: null, failing_since: null, updated_at: now };
-  })();
+  }).immediate();
 }
 
 export function subscribedTo(row: Pick<EndpointRow, 'events'>, type: string): boolean {

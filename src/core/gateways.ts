@@ -124,7 +124,7 @@ export function addGateway(
     ctx.db.orm.insert(gateways).values(row).run();
     audit(ctx, actor, 'gateway.add', 'gateway', row.id, { kind, name: row.name, settings, secret_names: Object.keys(secrets) });
     return viewWithSecretNames(ctx, row);
-  })();
+  }).immediate();
 }
 
 /** Change settings (merged) and/or secrets (merged; pass "" nowhere: remove with unsetSecrets). */
@@ -161,7 +161,7 @@ export function updateGateway(
       status: input.status,
     });
     return viewWithSecretNames(ctx, getGatewayRow(ctx, row.id));
-  })();
+  }).immediate();
 }
 
 export function findGatewayRow(ctx: CoreCtx, ref: string): GatewayRow | undefined {
@@ -209,5 +209,5 @@ export function removeGateway(ctx: CoreCtx, ref: string, actor: string): Gateway
     ctx.db.orm.delete(gateways).where(eq(gateways.id, row.id)).run();
     audit(ctx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });
     return gatewayView(row);
-  })();
+  }).immediate();
 }

@@ -104,7 +104,7 @@ export function topup(ctx: CoreCtx, partnerRef: string, amount: number, note: st
     const entry = writeEntry(ctx, p.id, 'topup', amount, note, actor);
     audit(ctx, actor, 'balance.topup', 'partner', p.id, { amount, note });
     return entry;
-  })();
+  }).immediate();
 }
 
 /** A signed correction by the operator (may take the balance anywhere; it is audited). */
@@ -118,7 +118,7 @@ export function adjust(ctx: CoreCtx, partnerRef: string, amount: number, note: s
     const entry = writeEntry(ctx, p.id, 'adjustment', amount, note, actor);
     audit(ctx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
     return entry;
-  })();
+  }).immediate();
 }
 
 function writeEntry(ctx: CoreCtx, partnerId: string, kind: LedgerKind, amount: number, note: string | null, actor: string) {

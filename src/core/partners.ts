@@ -51,7 +51,7 @@ export function createPartner(
     ctx.db.orm.insert(partners).values(row).run();
     audit(ctx, actor, 'partner.create', 'partner', row.id, { slug: row.slug, name: row.name, currency });
     return row;
-  })();
+  }).immediate();
 }
 
 /** Find a partner by id or slug. */
@@ -81,7 +81,7 @@ function setStatus(ctx: CoreCtx, ref: string, status: 'active' | 'suspended', ac
       from: p.status,
     });
     return getPartner(ctx, p.id);
-  })();
+  }).immediate();
 }
 
 export const suspendPartner = (ctx: CoreCtx, ref: string, actor: string) => setStatus(ctx, ref, 'suspended', actor);
@@ -96,7 +96,7 @@ export function setCreditLimit(ctx: CoreCtx, ref: string, creditLimit: number, a
     ctx.db.orm.update(partners).set({ creditLimit, updatedAt: ctx.now() }).where(eq(partners.id, p.id)).run();
     audit(ctx, actor, 'partner.set_credit', 'partner', p.id, { from: p.creditLimit, to: creditLimit });
     return getPartner(ctx, p.id);
-  })();
+  }).immediate();
 }
 
 export function setPartnerLimits(
@@ -120,7 +120,7 @@ export function setPartnerLimits(
       .run();
     audit(ctx, actor, 'partner.set_limits', 'partner', p.id, limits);
     return getPartner(ctx, p.id);
-  })();
+  }).immediate();
 }
 
 export function partnerJson(p: Partner) {

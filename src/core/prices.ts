@@ -37,7 +37,7 @@ export function setPrice(ctx: CoreCtx, input: { channel: string; amount: number;
     }
     audit(ctx, actor, 'price.set', 'price', row.id, { channel, partner: input.partner ?? null, amount: input.amount, from: existing?.amount ?? null });
     return row;
-  })();
+  }).immediate();
 }
 
 /** Remove a partner override (the default applies again) or a default price. */
@@ -53,7 +53,7 @@ export function unsetPrice(ctx: CoreCtx, input: { channel: string; partner?: str
     ctx.db.orm.delete(prices).where(eq(prices.id, existing.id)).run();
     audit(ctx, actor, 'price.unset', 'price', existing.id, { channel: input.channel, partner: input.partner ?? null });
     return existing;
-  })();
+  }).immediate();
 }
 
 export interface PriceListRow {

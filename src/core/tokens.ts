@@ -84,7 +84,7 @@ export function issueToken(
     ctx.db.orm.insert(tokens).values(row).run();
     audit(ctx, actor, 'token.issue', 'token', row.id, { partner: partner.slug, name: row.name, scopes });
     return { token: row, secret };
-  })();
+  }).immediate();
 }
 
 export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
@@ -109,7 +109,7 @@ export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
     ctx.db.orm.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, t.id))).run();
     audit(ctx, actor, 'token.revoke', 'token', t.id, { name: t.name });
     return { ...t, revokedAt: now };
-  })();
+  }).immediate();
 }
 
 export function tokenJson(t: Token, now: number) {

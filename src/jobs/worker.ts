@@ -382,7 +382,7 @@ export class Worker {
     if (due.length === 0) return;
     const until = now + this.leaseMs;
     try {
-      const renewed = this.db.sqlite.transaction(() => due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until)))();
+      const renewed = this.db.sqlite.transaction(() => due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until))).immediate();
       for (const r of renewed) r.lockedUntil = until;
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'lease renewal failed');
@@ -436,7 +436,7 @@ export class Worker {
     const now = this.now();
     let n = 0;
     try {
-      n = this.db.sqlite.transaction(() => runs.filter((r) => this.queue.release(r.job.id, { lease: r.lease, now })).length)();
+      n = this.db.sqlite.transaction(() => runs.filter((r) => this.queue.release(r.job.id, { lease: r.lease, now })).length).immediate();
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'releasing running jobs failed; the lifeline will reclaim them');
     }

@@ -22,7 +22,7 @@ export function sendTestEvent(ctx: CoreCtx, queue: JobQueue, endpoint: EndpointR
     stmt(ctx.db.sqlite, 'UPDATE events SET fanned_out = 1 WHERE id = ?').run(ev.id);
     const deliveryId = createDelivery(ctx, queue, { eventId: ev.id, endpointId: endpoint.id, partnerId: endpoint.partner_id, runAt: ctx.now() })!;
     return { eventId: ev.id, deliveryId };
-  })();
+  }).immediate();
 }
 
 export interface ReplayReport {
@@ -83,7 +83,7 @@ export function replayEvent(ctx: CoreCtx, queue: JobQueue, eventId: string, opts
     const ev = stmt<[string], EventRow>(ctx.db.sqlite, 'SELECT id, partner_id, type FROM events WHERE id = ?').get(eventId);
     if (!ev) throw notFound('event', eventId);
     return replay(ctx, queue, [ev], opts);
-  })();
+  }).immediate();
 }
 
 export const MAX_REPLAY_EVENTS = 100_000;
@@ -105,5 +105,5 @@ export function replaySince(
       throw new AppError('invalid_request', `more than ${MAX_REPLAY_EVENTS} events since then; narrow it with a later --since or --partner`);
     }
     return replay(ctx, queue, events, opts);
-  })();
+  }).immediate();
 }

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { topup, verifyLedger } from '../../src/core/ledger.js';
-import { createPartner, getPartner } from '../../src/core/partners.js';
+import { createPartner, getPartner, suspendPartner, activatePartner } from '../../src/core/partners.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { openTestCtx } from './ctx.js';
 
@@ -71,6 +71,46 @@ describe('concurrent debits from two processes', () => {
       expect(verifyLedger(ctx)).toMatchObject({ ok: true });
     } finally {
       dd.close();
+    }
+  });
+});
+
+describe('msgctl beside a busy msgd', () => {
+  // An operator's top-up or suspend reads the partner, then writes. In a deferred transaction
+  // a commit by msgd between the two makes SQLite refuse the write at once (SQLITE_BUSY, its
+  // busy timeout never consulted); msgctl's writes take the write lock first and wait for it.
+  it('top-ups and suspensions wait for the lock instead of failing', async () => {
+    const o = openTestCtx();
+    try {
+      const p = createPartner(o.ctx, { slug: 'busy', name: 'Busy' }, 'test');
+      const funds = 1_000 * UNIT;
+      topup(o.ctx, p.id, funds, 'funds', 'test');
+      const w = startWorker(o.dir, p.id, 'msgd');
+      await w.ready;
+      w.child.stdin.end('go\n');
+      let ops = 0;
+      const failures: string[] = [];
+      const until = Date.now() + 1500;
+      while (Date.now() < until) {
+        try {
+          if (ops % 3 === 0) topup(o.ctx, p.id, UNIT, 'top-up', 'operator');
+          else if (ops % 3 === 1) suspendPartner(o.ctx, p.id, 'operator');
+          else activatePartner(o.ctx, p.id, 'operator');
+        } catch (e: any) {
+          failures.push(e?.code ?? String(e));
+        }
+        ops++;
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      activatePartner(o.ctx, p.id, 'operator');
+      const r = await w.done;
+      expect(failures).toEqual([]);
+      // They really interleaved: the worker debited while the operator wrote.
+      expect(r.ok).toBeGreaterThan(50);
+      expect(ops).toBeGreaterThan(100);
+      expect(verifyLedger(o.ctx)).toMatchObject({ ok: true });
+    } finally {
+      o.close();
     }
   });
 });
