@@ -1,8 +1,10 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ulid } from '../lib/ids.js';
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtime.js';
-import { errorHandler, sendError } from './errors.js';
+import { errorBody, errorHandler, sendError } from './errors.js';
 import { LazyRequestLogger } from './logger.js';
 import { RateLimiter } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
@@ -30,6 +32,9 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${ulid()}`;
     },
+    // What Node's HTTP parser refuses before Fastify sees a request (an unknown method, a
+    // malformed header line or Content-Length, headers over 16 KiB) gets our shape too.
+    clientErrorHandler,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Requests the router refuses before any hook runs get our shape and X-Request-Id too.
@@ -65,3 +70,21 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(v1Routes, { rt, limiter, prefix: '/v1' });
   return app;
 }
+
+/** Node's parser errors: answered on the raw socket, which is then closed (its stream is lost). */
+function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket) {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (!socket.writable) return void socket.destroy();
+  const [status, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', 'the request headers are too large (16 KiB in all at most)']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'the request did not arrive in time']
+        : [400, 'bad_request', 'the request is not valid HTTP/1.1 (method, request line, a header or its framing)'];
+  const body = JSON.stringify(errorBody(code, message));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: req_${ulid()}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+

@@ -1,3 +1,4 @@
+import { createConnection } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/open.js';
 import type { CoreCtx } from '../../src/core/context.js';
@@ -327,6 +328,36 @@ describe('HTTP envelope', () => {
       expect([head.status, head.headers.get('allow'), await head.text()]).toEqual([405, 'POST', '']);
     }
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+  });
+
+  it("what Node's HTTP parser refuses is answered in the error shape with a request id, and the server carries on", async () => {
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const u = new URL(s.url);
+        const sock = createConnection({ host: u.hostname, port: Number(u.port) });
+        let got = '';
+        sock.setEncoding('utf8').on('data', (d) => (got += d));
+        sock.on('end', () => resolve(got)).on('error', reject);
+        sock.write(request);
+      });
+    const parse = (answer: string) => {
+      const [head, body] = answer.split('\r\n\r\n');
+      return { status: Number(head.split(' ')[1]), head: head.toLowerCase(), body: JSON.parse(body) };
+    };
+    const cases: Array<[string, number, string]> = [
+      [`FOO ${SMS} HTTP/1.1\r\nHost: x\r\n\r\n`, 400, 'bad_request'],
+      [`POST ${SMS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n{}`, 400, 'bad_request'],
+      [`POST ${SMS} HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n`, 400, 'bad_request'],
+      [`POST ${SMS} HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(17_000)}\r\n\r\n`, 431, 'headers_too_large'],
+    ];
+    for (const [request, status, code] of cases) {
+      const r = parse(await raw(request));
+      expect(r.status).toBe(status);
+      expect(r.body).toEqual({ error: { code, message: expect.any(String), details: [] } });
+      expect(r.head).toMatch(/\r\nx-request-id: req_[0-9a-z]+/);
+      expect(r.head).toContain('content-type: application/json');
+    }
+    expect((await fetch(s.url + '/healthz')).status).toBe(200);
   });
 
   it('a body over the limit is 413 payload_too_large', async () => {
