@@ -5,8 +5,19 @@ import { domainToASCII } from 'node:url';
 const EMAIL =
   /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+$/;
 
+/** RFC 5322's dot-atom: dots only between characters, never two together. */
+const DOT_ATOM = /^[^.](?:\.?[^.])*$/;
+
 export function isEmail(input: string): boolean {
-  return typeof input === 'string' && input.length <= 254 && EMAIL.test(input) && input.split('@')[0].length <= 64;
+  if (typeof input !== 'string' || input.length > 254 || !EMAIL.test(input)) return false;
+  const at = input.lastIndexOf('@');
+  const local = input.slice(0, at);
+  const domain = input.slice(at + 1);
+  if (local.length > 64 || !DOT_ATOM.test(local)) return false;
+  // A top-level domain is never all digits (RFC 3696 section 2): 127.0.0.1 and example.1 are
+  // no mail domains. A label in punycode (xn--) must decode.
+  if (/^\d+$/.test(domain.slice(domain.lastIndexOf('.') + 1))) return false;
+  return !/(^|\.)xn--/i.test(domain) || domainToASCII(domain) !== '';
 }
 
 /**

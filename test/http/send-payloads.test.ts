@@ -141,6 +141,14 @@ describe('POST /api/send-email.php', () => {
     },
   );
 
+  it.each(['.ana@example.com', 'ana.@example.com', 'a..na@example.com', 'ana@127.0.0.1', 'ana@example.1', 'ana@xn--zz.de'])(
+    'rejects %j as "to": dots only inside the local part, no numeric top-level domain, punycode that decodes',
+    async (to) => {
+      expect(await invalid(EMAIL, { ...base, to })).toEqual([{ field: 'to', message: 'must be a valid email address' }]);
+      expect(await invalid(EMAIL, { ...base, reply_to: to })).toEqual([{ field: 'reply_to', message: 'must be a valid email address' }]);
+    },
+  );
+
   it.each(['jörg@example.de', 'ana@exa_mple.com', 'ana@bücher', 'ana@xn--.de', 'ana@.bücher.de'])('rejects %j as "to" (non-ASCII local parts are not taken)', async (to) => {
     expect(await invalid(EMAIL, { ...base, to })).toEqual([{ field: 'to', message: 'must be a valid email address' }]);
   });
