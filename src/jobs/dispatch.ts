@@ -8,6 +8,7 @@ import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
 import { applyStatus, flagUncertain, getMessageRow, getMessageState, markSent, type MessageRow } from '../core/messages.js';
 import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
+import { redactSecrets } from '../providers/send-results.js';
 import type { OutboundMessage, SendResult } from '../providers/types.js';
 import { DISPATCH_JOB } from './dispatch-accept.js';
 import type { Job } from './queue.js';
@@ -107,6 +108,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     } catch (e: any) {
       result = { outcome: 'retry', message: e?.message ?? String(e) };
     }
+    if (result.outcome !== 'accepted') result = { ...result, message: redactSecrets(result.message, gw.secrets) };
     const uncertain = job.reclaims > 0;
     switch (result.outcome) {
       case 'accepted': {

@@ -180,6 +180,20 @@ describe('twilio through the full path', () => {
     }
   });
 
+  it("a provider answer that echoes the credentials is stored without them, for the partner's error.message and the job's note", async () => {
+    const basic = Buffer.from(`${TWILIO_SID}:${TWILIO_TOKEN}`).toString('base64');
+    const echo = (code: number, status: number) => ({ code, message: `Authenticate Basic ${basic} (token ${TWILIO_TOKEN})`, status });
+    fake.failNext({ kind: 'status', status: 503, body: echo(20500, 503) });
+    fake.failNext({ kind: 'status', status: 400, body: echo(21211, 400) });
+    const id = await sms();
+    const m = await waitStatus(s.ctx, id, 'failed');
+    expect(fake.requests).toHaveLength(2);
+    expect(m.error_message).toBe('Authenticate Basic [redacted] (token [redacted])');
+    const stored = JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM message_status_history WHERE message_id = ?').all(id)) + JSON.stringify(jobsOf(s.ctx, id)) + s.logs.join('');
+    expect(stored).not.toContain(TWILIO_TOKEN);
+    expect(stored).not.toContain(basic);
+  });
+
   it('retries exhausted: failed, refunded, and the job is dead for the operator', async () => {
     const start = balanceOf(s.ctx, p.partnerId);
     fake.failFor('+14155550177', { kind: 'status', status: 503 });
