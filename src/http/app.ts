@@ -8,7 +8,7 @@ import { errorBody, errorHandler, sendError } from './errors.js';
 import { LazyRequestLogger } from './logger.js';
 import { RateLimiter } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
-import { sendMethodRoutes, sendRoutes } from './routes/send.js';
+import { SEND_PATHS, sendMethodRoutes, sendRoutes } from './routes/send.js';
 import { v1Routes } from './routes/v1/index.js';
 import { webhooksInRoutes } from './routes/webhooks-in.js';
 
@@ -58,7 +58,15 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     done();
   });
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0];
+    // Methods the router has no route for (TRACE, PROPFIND, …) on a send path: 405 like the rest.
+    if (SEND_PATHS.includes(path.replace(/\/+$/, ''))) {
+      reply.header('allow', 'POST');
+      return sendError(reply, 'method_not_allowed', `${req.method} is not allowed on ${path}: send a POST`);
+    }
+    return sendError(reply, 'not_found', `no route ${req.method} ${path}`);
+  });
 
   // Routes, one module per surface.
   // One limiter for both partner APIs: a token's requests count together wherever they go.

@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { createConnection } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../src/db/open.js';
@@ -326,6 +327,18 @@ describe('HTTP envelope', () => {
       }
       const head = await fetch(s.url + path, { method: 'HEAD' });
       expect([head.status, head.headers.get('allow'), await head.text()]).toEqual([405, 'POST', '']);
+      // Methods fetch will not send and the router has no route for.
+      for (const method of ['TRACE', 'PROPFIND']) {
+        const r = await new Promise<{ status: number; allow: unknown; body: any }>((resolve, reject) => {
+          const q = httpRequest(s.url + path, { method }, (res) => {
+            let body = '';
+            res.setEncoding('utf8').on('data', (d) => (body += d));
+            res.on('end', () => resolve({ status: res.statusCode!, allow: res.headers.allow, body: JSON.parse(body) }));
+          });
+          q.on('error', reject).end();
+        });
+        expect([r.status, r.allow, r.body.error.code]).toEqual([405, 'POST', 'method_not_allowed']);
+      }
     }
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
