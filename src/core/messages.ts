@@ -386,8 +386,15 @@ export function flagUncertain(ctx: CoreCtx, messageId: string) {
   stmt(ctx.db.sqlite, 'UPDATE messages SET dispatch_uncertain = 1, updated_at = ? WHERE id = ?').run(ctx.now(), messageId);
 }
 
+/** Content as the API shows it: snake_case, as the partner wrote from_name and reply_to. */
+function contentJson(content: MessageContent): object {
+  if (content.kind !== 'email') return content;
+  const { fromName, replyTo, ...rest } = content;
+  return { ...rest, ...(fromName !== undefined ? { from_name: fromName } : {}), ...(replyTo !== undefined ? { reply_to: replyTo } : {}) };
+}
+
 export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
-  const content = JSON.parse(m.content) as MessageContent;
+  const content = contentJson(JSON.parse(m.content) as MessageContent);
   return {
     id: m.id,
     direction: m.direction,

@@ -81,6 +81,14 @@ describe('sending on every channel', () => {
     const list = await call(server, 'GET', `/v1/conversations?contact=${m.body.contact_id}`, { token });
     expect(list.body.data.map((c: any) => c.id)).toEqual([m.body.conversation_id]);
   });
+
+  it('an email sent through /api/send-email.php shows from_name and reply_to as the partner wrote them', async () => {
+    const body = { to: 'bob@example.com', subject: 'Hi', html: '<p>hi</p>', from_name: 'The Shop', reply_to: 'help@shop.example' };
+    const legacy = await call(server, 'POST', '/api/send-email.php', { token, body });
+    expect(legacy.status, legacy.text).toBe(200);
+    const m = await call(server, 'GET', `/v1/messages/${legacy.body.id}`, { token });
+    expect(m.body.content).toEqual({ kind: 'email', subject: 'Hi', html: '<p>hi</p>', from_name: 'The Shop', reply_to: 'help@shop.example' });
+  });
 });
 
 describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
