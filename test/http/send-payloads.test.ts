@@ -360,6 +360,21 @@ describe('POST /api/send-whatsapp.php', () => {
     expect(all.find((x) => x.field === 'to')).toEqual({ field: 'to', message: 'required: the recipient' });
   });
 
+  it('a template name or language given in the wrong form is "must be", not "required"', async () => {
+    const wrong = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'Order Update!', language: 'english' } });
+    expect(wrong).toEqual([
+      { field: 'template.name', message: 'must be a template name: lowercase letters, digits and underscores' },
+      { field: 'template.language', message: 'must be a language code such as en or en_US (ll or ll_CC), or {"code": "en_US"}' },
+    ]);
+    const flat = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: 'order_update', language: 'en_us' });
+    expect(flat).toEqual([{ field: 'language', message: 'must be a language code such as en or en_US (ll or ll_CC), or {"code": "en_US"}' }]);
+    const missing = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: {} });
+    expect(missing.map((d) => d.message)).toEqual([
+      'required: the template name (lowercase letters, digits and underscores)',
+      'required: a language code such as en or en_US, or {"code": "en_US"}',
+    ]);
+  });
+
   it('templates are refused on Messenger and Instagram', async () => {
     for (const channel of ['messenger', 'instagram']) {
       const d = await invalid(WHATSAPP, { channel, to: '2460102340987654', type: 'template', template: 'order_shipped', language: 'en' });

@@ -29,6 +29,11 @@ function languageCode(v: unknown): string | null {
   return typeof code === 'string' && LANGUAGE.test(code) ? code : null;
 }
 
+/** "required: …" only when the language is absent; a language given in another form is "must be". */
+function languageProblem(v: unknown, required: string): string {
+  return v == null ? required : 'must be a language code such as en or en_US (ll or ll_CC), or {"code": "en_US"}';
+}
+
 function checkParameters(v: unknown, path: Path, add: AddIssue) {
   if (!Array.isArray(v)) return add(path, 'must be a list of strings: the body parameters, in order');
   if (v.length > MAX_PARAMETERS) return add(path, `must have at most ${MAX_PARAMETERS} parameters`);
@@ -83,15 +88,14 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
     name = t;
     at = [];
     if (!TEMPLATE_NAME.test(t)) report(['template'], 'template name: lowercase letters, digits and underscores');
-    if (languageCode(language) === null) report(['language'], 'required with a template name: a language code such as en or en_US');
+    if (languageCode(language) === null) report(['language'], languageProblem(language, 'required with a template name: a language code such as en or en_US'));
   } else if (isObject(t)) {
     ({ name, language, parameters, components } = t);
     at = ['template'];
-    if (typeof name !== 'string' || !TEMPLATE_NAME.test(name)) {
-      report(['template', 'name'], 'required: the template name (lowercase letters, digits and underscores)');
-    }
+    if (name == null) report(['template', 'name'], 'required: the template name (lowercase letters, digits and underscores)');
+    else if (typeof name !== 'string' || !TEMPLATE_NAME.test(name)) report(['template', 'name'], 'must be a template name: lowercase letters, digits and underscores');
     if (languageCode(language) === null) {
-      report(['template', 'language'], 'required: a language code such as en or en_US, or {"code": "en_US"}');
+      report(['template', 'language'], languageProblem(language, 'required: a language code such as en or en_US, or {"code": "en_US"}'));
     }
     // Outside the object they would not be sent: say so rather than charge for a template without them.
     for (const k of ['parameters', 'components'] as const) {
