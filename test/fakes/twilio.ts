@@ -63,6 +63,8 @@ function str(v: unknown): string | undefined {
 
 export class TwilioFake extends FakeHttpServer {
   readonly accounts: Map<string, string>;
+  /** API keys: key SID → the account it belongs to and its secret (FACTS D1: "API Key SID:Secret also works"). */
+  readonly apiKeys = new Map<string, { account: string; secret: string }>();
 
   constructor(opts: TwilioFakeOptions = {}) {
     super((server: TwilioFake) => makeDialect(server));
@@ -96,11 +98,13 @@ function makeDialect(fake: TwilioFake): Dialect {
       const m = PATH.exec(req.path);
       const auth = basicAuth(req);
       // Twilio authenticates before routing: no valid credentials, no 404 either.
-      if (!auth || fake.accounts.get(auth.user) !== auth.pass) return twilioError(20003);
+      const key = auth && fake.apiKeys.get(auth.user);
+      const account = key ? (key.secret === auth!.pass ? key.account : undefined) : auth && fake.accounts.get(auth.user) === auth.pass ? auth.user : undefined;
+      if (!account) return twilioError(20003);
       if (!m || req.method !== 'POST') {
         return twilioError(20404, `The requested resource ${req.path} was not found`);
       }
-      if (m[1] !== auth.user) return twilioError(20003);
+      if (m[1] !== account) return twilioError(20003);
       return createMessage(m[1], req);
     },
     rateLimit(_req, fault) {

@@ -10,6 +10,10 @@ export const twilioAdapter: ProviderAdapter = {
     const sid = String(gw.settings.account_sid ?? '');
     const token = gw.secrets.auth_token;
     if (!token) return missingSecret('auth_token');
+    // An API key (SK…) authenticates the same requests; the auth token then only checks webhooks.
+    const keySid = typeof gw.settings.api_key_sid === 'string' ? gw.settings.api_key_sid : undefined;
+    if (keySid && !gw.secrets.api_key_secret) return missingSecret('api_key_secret');
+    const credentials = keySid ? `${keySid}:${gw.secrets.api_key_secret}` : `${sid}:${token}`;
     if (msg.content.kind !== 'text') return unsupported('Twilio SMS', msg.content.kind);
 
     const form = new URLSearchParams();
@@ -25,7 +29,7 @@ export const twilioAdapter: ProviderAdapter = {
     const res = await callProvider(ctx, {
       url: `${baseUrl(gw.settings, DEFAULT_BASE)}/2010-04-01/Accounts/${encodeURIComponent(sid)}/Messages.json`,
       headers: {
-        authorization: `Basic ${Buffer.from(`${sid}:${token}`).toString('base64')}`,
+        authorization: `Basic ${Buffer.from(credentials).toString('base64')}`,
         'content-type': 'application/x-www-form-urlencoded',
         accept: 'application/json',
       },
