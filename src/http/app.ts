@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ulid } from '../lib/ids.js';
@@ -61,7 +61,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0];
     // Methods the router has no route for (TRACE, PROPFIND, …) on a send path: 405 like the rest.
-    if (SEND_PATHS.includes(path.replace(/\/+$/, ''))) {
+    if (req.method !== 'POST' && SEND_PATHS.includes(path.replace(/\/+$/, ''))) {
       reply.header('allow', 'POST');
       return sendError(reply, 'method_not_allowed', `${req.method} is not allowed on ${path}: send a POST`);
     }
@@ -79,7 +79,11 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   return app;
 }
 
-/** Node's parser errors: answered on the raw socket, which is then closed (its stream is lost). */
+/**
+ * Node's parser errors: answered on the raw socket, which is then closed (its stream is lost).
+ * A response still in progress on it (pipelined requests) goes out first: the error answers
+ * the request that could not be read, not the one before it.
+ */
 function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket) {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   if (!socket.writable) return void socket.destroy();
@@ -90,9 +94,19 @@ function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket) {
         ? [408, 'request_timeout', 'the request did not arrive in time']
         : [400, 'bad_request', 'the request is not valid HTTP/1.1 (method, request line, a header or its framing)'];
   const body = JSON.stringify(errorBody(code, message));
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: req_${ulid()}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  const answer = () => {
+    if (socket.destroyed || !socket.writable) return void socket.destroy();
+    // end(), then destroy: a half-closed socket would keep the server from closing.
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: req_${ulid()}\r\nConnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
+    );
+  };
+  const pending = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (!pending || pending.writableFinished) return answer();
+  pending.once('finish', answer);
+  pending.once('close', () => {
+    if (!pending.writableFinished) socket.destroy();
+  });
 }
-

@@ -340,6 +340,9 @@ describe('HTTP envelope', () => {
         expect([r.status, r.allow, r.body.error.code]).toEqual([405, 'POST', 'method_not_allowed']);
       }
     }
+    // A POST is never told to send a POST: a path the router does not know stays a 404.
+    const twice = await fetch(`${s.url}${SMS}//`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect([twice.status, (await twice.json()).error.code]).toEqual([404, 'not_found']);
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 
@@ -371,6 +374,35 @@ describe('HTTP envelope', () => {
       expect(r.head).toContain('content-type: application/json');
     }
     expect((await fetch(s.url + '/healthz')).status).toBe(200);
+  });
+
+  it('a parser error after a pipelined request answers that request first; a client left half-open cannot hold up shutdown', async () => {
+    const own = await startTestServer();
+    try {
+      const p = sandboxPartner(own.ctx, { balance: '10' });
+      const u = new URL(own.url);
+      const sock = createConnection({ host: u.hostname, port: Number(u.port), allowHalfOpen: true });
+      let got = '';
+      sock.setEncoding('utf8').on('data', (d) => (got += d));
+      const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+      const body = JSON.stringify({ to: '+14155550123', text: 'pipelined' });
+      sock.write(
+        `POST ${SMS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${p.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}` +
+          `FOO / HTTP/1.1\r\nHost: x\r\n\r\n`,
+      );
+      await ended;
+      const answers = got.split(/(?=HTTP\/1\.1 \d{3} )/);
+      expect(answers.map((a) => Number(a.split(' ')[1]))).toEqual([200, 400]);
+      expect(JSON.parse(answers[0].split('\r\n\r\n')[1])).toMatchObject({ status: 'queued' });
+      expect(messagesOf(own.ctx, p.partnerId)).toHaveLength(1);
+      // The client never closes its side: msgd must still stop at once.
+      const stopped = await Promise.race([own.stop().then(() => 'stopped'), new Promise((r) => setTimeout(() => r('hung'), 5000))]);
+      expect(stopped).toBe('stopped');
+      sock.destroy();
+    } catch (e) {
+      await own.stop();
+      throw e;
+    }
   });
 
   it('a body over the limit is 413 payload_too_large', async () => {
