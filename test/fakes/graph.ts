@@ -244,10 +244,13 @@ function sendMessenger(req: RecordedRequest, kind: GraphAccountKind): Reply {
   if (!m || (typeof m.text !== 'string' && m.attachment === undefined)) {
     return invalidParam('Must send either message or sender action', false);
   }
-  // Instagram's text limit is 1000, Messenger's 2000 (UTF-16 units, as JavaScript counts).
-  const max = kind === 'instagram' ? 1000 : 2000;
-  if (typeof m.text === 'string' && m.text.length > max) {
-    return invalidParam(`Length of param message[text] must be less than or equal to ${max}`, false);
+  // Instagram: "Message text must be UTF-8 and be 1000 bytes or less"; Messenger: 2000
+  // characters (counted here in UTF-16 units, as JavaScript counts).
+  if (kind === 'instagram' && typeof m.text === 'string' && Buffer.byteLength(m.text, 'utf8') > 1000) {
+    return invalidParam('Length of param message[text] must be less than or equal to 1000 bytes', false);
+  }
+  if (kind !== 'instagram' && typeof m.text === 'string' && m.text.length > 2000) {
+    return invalidParam('Length of param message[text] must be less than or equal to 2000', false);
   }
   const reply: Record<string, string> = { message_id: `m_${randomToken(42)}` };
   if (typeof r.id === 'string') reply.recipient_id = r.id;

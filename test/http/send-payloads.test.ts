@@ -237,10 +237,13 @@ describe('POST /api/send-whatsapp.php', () => {
     expect({ channel: m.channel_type, to: m.to, price: m.price }).toEqual({ channel: 'messenger', to: '2460102340987654', price: parseMoney('0.003') });
   });
 
-  it('Instagram: an Instagram-scoped id and at most 1000 characters', async () => {
+  it('Instagram: an Instagram-scoped id and at most 1000 bytes of UTF-8', async () => {
     expect(fields(await invalid(WHATSAPP, { channel: 'instagram', to: 'user.name', text: 'hi' }))).toEqual(['to']);
     const long = await invalid(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: 'x'.repeat(1001) });
-    expect(long).toEqual([{ field: 'text', message: 'must be at most 1000 characters on instagram (an emoji counts as 2)' }]);
+    expect(long).toEqual([{ field: 'text', message: "must be at most 1000 bytes of UTF-8 on instagram (Meta's limit: é counts 2, an emoji 4)" }]);
+    // Meta counts Instagram's limit in bytes of UTF-8: 400 Chinese characters are 1,200.
+    expect(fields(await invalid(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: '中'.repeat(400) }))).toEqual(['text']);
+    expect((await ok(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: '中'.repeat(333) })).channel_type).toBe('instagram');
     const m = await ok(WHATSAPP, { channel: 'instagram', to: '6789012345678901', text: 'x'.repeat(1000) });
     expect({ channel: m.channel_type, price: m.price }).toEqual({ channel: 'instagram', price: parseMoney('0.004') });
   });

@@ -71,11 +71,13 @@ describe('graph fake', () => {
     expect((await post(`${graph.url}/v21.0/222/messages`, { ...JSON_CT, authorization: 'Bearer wtok' }, wa)).status).toBe(200);
   });
 
-  it('limits Messenger text to 2000 and Instagram text to 1000', async () => {
+  it('limits Messenger text to 2000 characters and Instagram text to 1000 bytes of UTF-8', async () => {
     const send = (id: string, token: string, text: string) =>
       post(`${graph.url}/v21.0/${id}/messages`, { ...JSON_CT, authorization: `Bearer ${token}` }, JSON.stringify({ recipient: { id: 'P' }, message: { text } }));
     expect((await send('333', 'itok', 'x'.repeat(1000))).status).toBe(200);
-    expect((await send('333', 'itok', 'x'.repeat(1001))).json.error.message).toBe('(#100) Length of param message[text] must be less than or equal to 1000');
+    expect((await send('333', 'itok', 'x'.repeat(1001))).json.error.message).toBe('(#100) Length of param message[text] must be less than or equal to 1000 bytes');
+    expect((await send('333', 'itok', 'é'.repeat(500))).status).toBe(200);
+    expect((await send('333', 'itok', 'é'.repeat(501))).status).toBe(400);
     expect((await send('111', 'ptok', 'x'.repeat(2000))).status).toBe(200);
     expect((await send('111', 'ptok', 'x'.repeat(2001))).json.error.message).toBe('(#100) Length of param message[text] must be less than or equal to 2000');
   });

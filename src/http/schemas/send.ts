@@ -54,6 +54,21 @@ export function textLength(s: string): number {
   return s.length;
 }
 
+/**
+ * A message text's problem with its channel's length limit, or null. Instagram's is 1,000
+ * bytes of UTF-8 (Meta: "Message text must be UTF-8 and be 1000 bytes or less"), so é counts
+ * two and an emoji four; the others count UTF-16 units (textLength).
+ */
+export function textLimitProblem(channel: 'sms' | 'whatsapp' | 'messenger' | 'instagram', text: string): string | null {
+  if (channel === 'instagram') {
+    return Buffer.byteLength(text, 'utf8') > LIMITS.instagramText
+      ? `must be at most ${LIMITS.instagramText} bytes of UTF-8 on instagram (Meta's limit: é counts 2, an emoji 4)`
+      : null;
+  }
+  const max = channel === 'sms' ? LIMITS.smsText : channel === 'whatsapp' ? LIMITS.whatsappText : LIMITS.messengerText;
+  return textLength(text) > max ? `must be at most ${max} characters${channel === 'sms' ? '' : ` on ${channel}`} (an emoji counts as 2)` : null;
+}
+
 // One parse per number (the max-metadata validity check is the costliest step of a send).
 export const e164 = requiredString('a phone number in E.164 format, e.g. +14155550123')
   .transform((v, ctx) => {
@@ -71,7 +86,10 @@ export const smsBody = z.object({
   text: requiredString('the message text')
     .min(1, 'must not be empty')
     .refine((v) => v === '' || !isBlank(v), 'must not be only whitespace')
-    .refine((v) => textLength(v) <= LIMITS.smsText, `must be at most ${LIMITS.smsText} characters (an emoji counts as 2)`),
+    .superRefine((v, ctx) => {
+      const problem = textLimitProblem('sms', v);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
 });
 
 // Trimmed before it is checked; an internationalised domain is checked and kept in ASCII.
@@ -133,10 +151,12 @@ export const whatsappBody = z
         }
       }
       if (b.type === 'text') {
-        const max = channel === 'whatsapp' ? LIMITS.whatsappText : channel === 'messenger' ? LIMITS.messengerText : LIMITS.instagramText;
         if (typeof b.text !== 'string' || b.text.length === 0) add(['text'], 'required: the message text');
         else if (isBlank(b.text)) add(['text'], 'must not be only whitespace');
-        else if (textLength(b.text) > max) add(['text'], `must be at most ${max} characters on ${channel} (an emoji counts as 2)`);
+        else {
+          const problem = textLimitProblem(channel, b.text);
+          if (problem) add(['text'], problem);
+        }
       } else if (b.type === 'template') {
         if (channel !== 'whatsapp') add(['type'], 'templates are a WhatsApp feature; use type "text" on messenger and instagram');
         templateOf(b, add);

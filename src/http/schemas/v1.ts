@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../../core/events.js';
 import { normalizeEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
-import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString, textLength } from './send.js';
+import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString, textLimitProblem } from './send.js';
 
 // The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
@@ -28,13 +28,6 @@ const cursor = z.string().max(512).optional().describe('next_cursor of the previ
 export const pageQuery = z.object({ limit, cursor });
 
 // --- messages -------------------------------------------------------------------------
-
-const TEXT_MAX: Record<string, number> = {
-  sms: LIMITS.smsText,
-  whatsapp: LIMITS.whatsappText,
-  messenger: LIMITS.messengerText,
-  instagram: LIMITS.instagramText,
-};
 
 export const messageCreate = z
   .object({
@@ -61,7 +54,10 @@ export const messageCreate = z
       if (b.html !== undefined && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
     } else {
       if (b.body !== '' && isBlank(b.body)) add('body', 'must not be only whitespace');
-      else if (textLength(b.body) > TEXT_MAX[b.channel]) add('body', `must be at most ${TEXT_MAX[b.channel]} characters on ${b.channel} (an emoji counts as 2)`);
+      else {
+        const problem = textLimitProblem(b.channel as 'sms' | 'whatsapp' | 'messenger' | 'instagram', b.body);
+        if (problem) add('body', problem);
+      }
       if (b.subject !== undefined) add('subject', 'only for email');
       if (b.html !== undefined) add('html', 'only for email');
     }
