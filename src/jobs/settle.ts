@@ -107,8 +107,10 @@ export function abortIfRolledBack(ctx: SettleContext, err: unknown) {
   if (!ctx.db.sqlite.inTransaction) throw err;
 }
 
+// The floor is capped at the backoff's cap: a bogus Retry-After of a day must not hold a
+// message that long.
 function retryDelay(ctx: SettleContext, job: Job, r: { afterMs?: number; minAfterMs?: number }): number {
-  return r.afterMs ?? Math.max(r.minAfterMs ?? 0, backoffMs(job.attempts, ctx.backoff));
+  return r.afterMs ?? Math.max(Math.min(r.minAfterMs ?? 0, ctx.backoff.capMs), backoffMs(job.attempts, ctx.backoff));
 }
 
 function settleOnce(

@@ -82,8 +82,23 @@ describe('Worker results', () => {
     expect(seen).toHaveLength(4);
     for (const [i, delay] of [[1, 100], [2, 100], [3, 160]]) {
       expect(seen[i].runAt - seen[i - 1].at).toBeGreaterThanOrEqual(delay);
-      expect(seen[i].runAt - seen[i - 1].at).toBeLessThan(delay + 50); // + settle slack
+      expect(seen[i].runAt - seen[i - 1].at).toBeLessThan(delay + 150); // + settle slack
     }
+  });
+
+  it('minAfterMs is capped at the backoff cap: a bogus hint of a day does not hold a job a day', async () => {
+    const t = tempDb();
+    const { queue, worker } = makeWorker(t, { backoff: { baseMs: 10, capMs: 200, jitter: 'none' } });
+    const seen: { runAt: number; at: number }[] = [];
+    worker.register('k', async (job) => {
+      seen.push({ runAt: job.runAt, at: Date.now() });
+      return job.attempts === 1 ? { type: 'retry', minAfterMs: 86_400_000, error: 'Retry-After: 86400' } : { type: 'ok' };
+    });
+    queue.enqueue({ kind: 'k' });
+    await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
+    expect(seen).toHaveLength(2);
+    expect(seen[1].runAt - seen[0].at).toBeGreaterThanOrEqual(200);
+    expect(seen[1].runAt - seen[0].at).toBeLessThan(400);
   });
 
   it('dead-letters after max attempts and runs onDead in that transaction', async () => {
