@@ -107,10 +107,11 @@ export function abortIfRolledBack(ctx: SettleContext, err: unknown) {
   if (!ctx.db.sqlite.inTransaction) throw err;
 }
 
-// The floor is capped at the backoff's cap: a bogus Retry-After of a day must not hold a
-// message that long.
+/** The longest a provider's hint (minAfterMs) is honoured: a bogus Retry-After of a day must not hold a message a day. */
+export const MAX_HINT_MS = 3_600_000;
+
 function retryDelay(ctx: SettleContext, job: Job, r: { afterMs?: number; minAfterMs?: number }): number {
-  return r.afterMs ?? Math.max(Math.min(r.minAfterMs ?? 0, ctx.backoff.capMs), backoffMs(job.attempts, ctx.backoff));
+  return r.afterMs ?? Math.max(Math.min(r.minAfterMs ?? 0, MAX_HINT_MS), backoffMs(job.attempts, ctx.backoff));
 }
 
 function settleOnce(
