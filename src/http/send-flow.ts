@@ -39,7 +39,9 @@ export interface SendSpec {
 
 export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new AppError('invalid_request', 'the body must be a JSON object');
+    // Every field is then missing: list them, as for an empty object.
+    const empty = schema.safeParse({}, { error: houseError });
+    throw new AppError('invalid_request', 'the body must be a JSON object', empty.success ? [] : zodDetails(empty.error));
   }
   const parsed = schema.safeParse(body, { error: houseError });
   if (!parsed.success) throw new AppError('invalid_request', 'the request is invalid', zodDetails(parsed.error));

@@ -37,6 +37,20 @@ async function ok(path: string, body: unknown) {
   return message(s.ctx, r.body.id);
 }
 
+describe('a body that is JSON but not an object', () => {
+  it.each([[[]], [null], [0], ['"text"'], [true]])('%j is 400 "the body must be a JSON object", listing the fields the endpoint needs', async (body) => {
+    for (const [path, needed] of [
+      [SMS, ['text', 'to']],
+      [EMAIL, ['html', 'subject', 'to']],
+      [WHATSAPP, ['text', 'to']],
+    ] as const) {
+      const r = await send(s.url, path, body, token);
+      expect([r.status, r.body.error.code, r.body.error.message]).toEqual([400, 'invalid_request', 'the body must be a JSON object']);
+      expect(fields(r.body.error.details)).toEqual(needed);
+    }
+  });
+});
+
 describe('POST /api/send-sms.php', () => {
   it.each([
     ['no leading +', '14155550123'],
