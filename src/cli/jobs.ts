@@ -62,7 +62,7 @@ function target(ref: string | undefined, opts: { kind?: string; all?: boolean })
 
 /**
  * Why a dead job cannot usefully run again, or null. A dispatch job dies in the transaction
- * that fails its message (refunded, or held when it may have reached the provider): run again,
+ * that fails and refunds its message: run again,
  * it would find the message settled and send nothing.
  */
 function unretryable(cli: Cli, job: Job): string | null {

@@ -191,10 +191,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         if (row) claimed.set(j, row);
       }
     },
-    // Retries exhausted. If no attempt can have reached the provider, it never took the
-    // message and the partner gets the money back. If one may have (a timeout or reset after
-    // sending, or a crash mid-call), the outcome is unknown: the message is failed and
-    // flagged, and the price is held rather than refunded on a guess; the operator settles it.
+    // Retries exhausted: the message is failed and the partner gets the money back (issue 3:
+    // "a message that exhausts its retries is failed and refunded"). If an attempt may have
+    // reached the provider (a timeout or reset after sending, or a crash mid-call), the outcome
+    // is unknown: the message is also flagged and says so, so the operator can check with the
+    // provider and charge it again (msgctl balance adjust) if it was delivered after all.
     onDead: (job, error) => {
       const m = getMessageState(ctx, job.payload.message_id);
       if (m && awaitsDispatch(m)) {
@@ -204,9 +205,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           status: 'failed',
           errorCode: unknown ? 'outcome_unknown' : 'retries_exhausted',
           errorMessage: unknown
-            ? `gave up after ${job.attempts} attempts, and an attempt may have reached the provider; the price is held, not refunded: ${error}`
+            ? `gave up after ${job.attempts} attempts, and an attempt may have reached the provider (refunded; the operator can check with the provider): ${error}`
             : `gave up after ${job.attempts} attempts: ${error}`,
-          refundOnFailure: !unknown,
+          refundOnFailure: true,
         });
       }
     },

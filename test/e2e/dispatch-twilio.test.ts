@@ -118,7 +118,7 @@ describe('twilio through the full path', () => {
     expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid, { uncertain: true });
   });
 
-  it('every attempt timing out: failed as outcome_unknown, flagged, the price held (no refund)', async () => {
+  it('every attempt timing out: failed as outcome_unknown, flagged, and refunded like any message out of retries', async () => {
     const start = balanceOf(s.ctx, p.partnerId);
     fake.failFor('+14155550166', { kind: 'timeout' });
     try {
@@ -127,11 +127,11 @@ describe('twilio through the full path', () => {
       expect(fake.requests).toHaveLength(FAST_DISPATCH['jobs.maxAttempts']);
       expect({ code: m.error_code, refunded: m.refunded, uncertain: m.dispatch_uncertain }).toEqual({
         code: 'outcome_unknown',
-        refunded: 0,
+        refunded: 1,
         uncertain: 1,
       });
-      expect(m.error_message).toMatch(/may have reached the provider; the price is held/);
-      expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
+      expect(m.error_message).toMatch(/may have reached the provider \(refunded; the operator can check with the provider\)/);
+      expectFailedAndRefunded(s.ctx, p.partnerId, m, 'outcome_unknown', start);
     } finally {
       fake.clearFaults();
     }
