@@ -81,14 +81,15 @@ interface UpdateOpts {
   secretStdin?: string;
   secretEnv?: string[];
   unsetSecret?: string[];
+  unset?: string[];
   disable?: boolean;
   enable?: boolean;
 }
 
 async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> {
   if (opts.disable && opts.enable) throw new UsageError('--disable and --enable exclude each other');
-  if (!opts.set?.length && opts.secretStdin === undefined && !opts.secretEnv?.length && !opts.unsetSecret?.length && !opts.disable && !opts.enable) {
-    throw new UsageError('nothing to change: give --set, --secret-stdin, --secret-env, --unset-secret, --disable or --enable');
+  if (!opts.set?.length && !opts.unset?.length && opts.secretStdin === undefined && !opts.secretEnv?.length && !opts.unsetSecret?.length && !opts.disable && !opts.enable) {
+    throw new UsageError('nothing to change: give --set, --unset, --secret-stdin, --secret-env, --unset-secret, --disable or --enable');
   }
   const current = getGateway(cli.ctx, ref);
   const settings = settingsFromFlags(opts.set);
@@ -96,7 +97,7 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
   const status = opts.disable ? 'disabled' : opts.enable ? 'active' : undefined;
   let g: GatewayView;
   try {
-    g = updateGateway(cli.ctx, current.id, { settings, secrets, unsetSecrets: opts.unsetSecret, status }, cli.actor);
+    g = updateGateway(cli.ctx, current.id, { settings, unsetSettings: opts.unset, secrets, unsetSecrets: opts.unsetSecret, status }, cli.actor);
   } catch (e) {
     withSecretHint(e);
   }
@@ -185,6 +186,7 @@ export function registerGateway(program: Command) {
       .description('change settings or secrets, or disable/enable a gateway')
       .argument('<gateway>', 'name or id'),
   )
+    .option('--unset <key>', 'remove a setting, back to its default if it has one (repeatable)', collect)
     .option('--unset-secret <name>', 'remove an optional secret (repeatable)', collect)
     .option('--disable', 'stop sending through this gateway')
     .option('--enable', 'send through this gateway again')
@@ -195,6 +197,7 @@ export function registerGateway(program: Command) {
         'printf %s "$NEW_TOKEN" | msgctl gateway update twilio-main --secret-stdin auth_token',
         'msgctl gateway update relay --set port=465 --set secure=true',
         'msgctl gateway update twilio-main --disable',
+        'msgctl gateway update fb-page --set messaging_type=RESPONSE --unset tag',
       ),
     )
     .action(withCli(update));

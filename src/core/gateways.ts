@@ -131,7 +131,14 @@ export function addGateway(
 export function updateGateway(
   ctx: CoreCtx,
   ref: string,
-  input: { settings?: Record<string, unknown>; secrets?: Record<string, string>; unsetSecrets?: string[]; status?: 'active' | 'disabled' },
+  input: {
+    settings?: Record<string, unknown>;
+    /** Settings to remove (back to their default, if they have one). */
+    unsetSettings?: string[];
+    secrets?: Record<string, string>;
+    unsetSecrets?: string[];
+    status?: 'active' | 'disabled';
+  },
   actor: string,
 ): GatewayView {
   return ctx.db.sqlite.transaction(() => {
@@ -140,7 +147,13 @@ export function updateGateway(
     // Messenger MESSAGE_TAG needs its tag) must not stop the operator disabling it or rotating
     // its secrets; the next --set says what to fix.
     const stored = JSON.parse(row.settings) as Record<string, unknown>;
-    const settings = input.settings ? validateSettings(row.kind, { ...stored, ...input.settings }) : stored;
+    const unset = input.unsetSettings ?? [];
+    const missing = unset.filter((k) => !(k in stored));
+    if (missing.length) {
+      throw invalid(`gateway ${row.name} has no setting ${missing.join(', ')}`, missing.map((k) => ({ field: k, message: 'not set on this gateway' })));
+    }
+    const kept = Object.fromEntries(Object.entries(stored).filter(([k]) => !unset.includes(k)));
+    const settings = input.settings || unset.length ? validateSettings(row.kind, { ...kept, ...input.settings }) : stored;
     const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
     for (const k of input.unsetSecrets ?? []) delete secrets[k];
     validateSecrets(row.kind, secrets, false);
@@ -156,7 +169,7 @@ export function updateGateway(
       .where(eq(gateways.id, row.id))
       .run();
     audit(ctx, actor, 'gateway.update', 'gateway', row.id, {
-      settings: input.settings ? Object.keys(input.settings) : [],
+      settings: [...(input.settings ? Object.keys(input.settings) : []), ...unset],
       secrets_changed: [...Object.keys(input.secrets ?? {}), ...(input.unsetSecrets ?? [])],
       status: input.status,
     });

@@ -136,6 +136,25 @@ describe('gateways, channels and prices', () => {
     expect(nothing.code).toBe(2);
   });
 
+  it('--unset removes a setting (back to its default) so a gateway can be switched back without re-adding it', async () => {
+    const env = { FB_TOKEN: 'page-token-1' };
+    const fb = await json(['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=123', '--set', 'messaging_type=MESSAGE_TAG', '--set', 'tag=HUMAN_AGENT', '--set', 'api_version=v22.0', '--secret-env', 'page_access_token=FB_TOKEN'], { env });
+    expect(fb.settings).toMatchObject({ messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT', api_version: 'v22.0' });
+    const back = await json(['gateway', 'update', 'fb', '--set', 'messaging_type=RESPONSE', '--unset', 'tag', '--unset', 'api_version']);
+    expect(back.settings).toMatchObject({ messaging_type: 'RESPONSE', api_version: 'v26.0' });
+    expect(back.settings).not.toHaveProperty('tag');
+    // Unsetting the tag alone would leave MESSAGE_TAG without one: refused, nothing changed.
+    await json(['gateway', 'update', 'fb', '--set', 'messaging_type=MESSAGE_TAG', '--set', 'tag=ACCOUNT_UPDATE']);
+    const lone = await run(['gateway', 'update', 'fb', '--unset', 'tag']);
+    expect([lone.code, lone.stderr]).toEqual([1, expect.stringMatching(/tag: messaging_type MESSAGE_TAG needs a tag/)]);
+    const typo = await run(['gateway', 'update', 'fb', '--unset', 'tagg']);
+    expect([typo.code, typo.stderr]).toEqual([1, expect.stringMatching(/has no setting tagg/)]);
+    const required = await run(['gateway', 'update', 'fb', '--unset', 'page_id']);
+    expect(required.code).toBe(1);
+    expect((await json(['gateway', 'show', 'fb'])).settings).toMatchObject({ page_id: '123', messaging_type: 'MESSAGE_TAG', tag: 'ACCOUNT_UPDATE' });
+    await json(['gateway', 'remove', 'fb']);
+  });
+
   it('assigns, lists and unassigns channels; remove works once nothing uses the gateway', async () => {
     await json(['channel', 'assign', 'acme', 'demo', 'sms', '--from', '+15550001111']);
     const email = await json(['channel', 'assign', 'acme', 'relay', 'email', '--from', 'News@Acme.example']);
