@@ -1,4 +1,4 @@
-import { domainToASCII } from 'node:url';
+import { domainToASCII, domainToUnicode } from 'node:url';
 
 // Pragmatic address check (the WHATWG "valid e-mail address" rule, used by browsers):
 // no display names, no quoted local parts, a dotted domain of LDH labels.
@@ -17,7 +17,18 @@ export function isEmail(input: string): boolean {
   // A top-level domain is never all digits (RFC 3696 section 2): 127.0.0.1 and example.1 are
   // no mail domains. A label in punycode (xn--) must decode.
   if (/^\d+$/.test(domain.slice(domain.lastIndexOf('.') + 1))) return false;
-  return !/(^|\.)xn--/i.test(domain) || domainToASCII(domain) !== '';
+  return domain.split('.').every(validPunycode);
+}
+
+/**
+ * A label in punycode (xn--…) must decode to Unicode and encode back to itself. Checked label by
+ * label and both ways: Node 20 and 22 map a label that does not decode to '', Node 24 leaves it
+ * as it is.
+ */
+function validPunycode(label: string): boolean {
+  if (!/^xn--/i.test(label)) return true;
+  const unicode = domainToUnicode(label);
+  return unicode !== '' && unicode.toLowerCase() !== label.toLowerCase() && domainToASCII(unicode) === label.toLowerCase();
 }
 
 /**
