@@ -27,6 +27,10 @@ export function authenticate(auth: TokenAuthenticator, req: FastifyRequest, scop
     }
     // RFC 6750 §3: a bare challenge when no bearer credentials came, invalid_token when they did.
     const offeredBearer = typeof header === 'string' && /^Bearer(\s|$)/i.test(header);
+    // "Bearer" with no token sent no credentials: the bare challenge (RFC 6750 section 3.1).
+    if (typeof header === 'string' && /^\s*Bearer\s*$/i.test(header)) {
+      throw new AppError('unauthorized', MESSAGES.missing, [], { wwwAuthenticate: 'Bearer' });
+    }
     if (header && !bearer(header)) {
       const message = 'malformed Authorization header: expected "Bearer <API_KEY>"';
       throw new AppError('unauthorized', message, [], { wwwAuthenticate: offeredBearer ? challenge(message) : 'Bearer' });

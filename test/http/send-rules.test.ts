@@ -241,6 +241,10 @@ describe('order of the rules across the board', () => {
         expectError(r, 401, 'unauthorized');
         expect(r.headers.get('www-authenticate')).toBe(`Bearer error="invalid_token", error_description="${r.body.error.message}"`);
       }
+      for (const empty of ['Bearer', 'Bearer ', 'bearer  ']) {
+        const r = await send(s.url, path, VALID[SMS], undefined, { authorization: empty });
+        expect([r.status, r.body.error.message, r.headers.get('www-authenticate')]).toEqual([401, expect.stringMatching(/^missing bearer token/), 'Bearer']);
+      }
       const malformed = await send(s.url, path, VALID[SMS], undefined, { authorization: 'Bearer a b' });
       expect(malformed.headers.get('www-authenticate')).toMatch(/^Bearer error="invalid_token", error_description="malformed Authorization header/);
     }
