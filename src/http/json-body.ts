@@ -74,6 +74,9 @@ function checkJsonValue(root: unknown) {
     const [v, depth] = stack.pop()!;
     if (typeof v === 'string') {
       if (LONE_SURROGATE.test(v)) throw new AppError('invalid_json', 'the body has a string with an unpaired UTF-16 surrogate (e.g. \\ud800 alone): not valid Unicode');
+      // NUL (\u0000): valid JSON and Unicode, but no text a provider sends, and C string handling
+      // (SQLite's text functions, mail headers) ends a string there.
+      if (v.includes('\0')) throw new AppError('invalid_json', 'the body has a string with a NUL character (\\u0000), which no message can carry');
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;

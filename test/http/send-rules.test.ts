@@ -506,7 +506,7 @@ describe('HTTP envelope', () => {
     expectError({ status: long.status, body: await long.json(), headers: long.headers }, 414, 'invalid_request');
   });
 
-  it('JSON nested past 32 levels, or with an unpaired surrogate, is 400 invalid_json and changes nothing', async () => {
+  it('JSON nested past 32 levels, or with an unpaired surrogate or a NUL, is 400 invalid_json and changes nothing', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${p.token}` };
     const deep = `{"to":"+14155550123","text":"hi","extra":${'['.repeat(5000)}${']'.repeat(5000)}}`;
@@ -529,7 +529,18 @@ describe('HTTP envelope', () => {
     expect(lone.body.error.message).toContain('surrogate');
     const pair = await raw(SMS, { headers, body: '{"to":"+14155550123","text":"whole \\ud83d\\ude00 pair"}' });
     expect(pair.status).toBe(200);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
+    for (const [path, body] of [
+      [SMS, '{"to":"+14155550123","text":"a \\u0000 b"}'],
+      [EMAIL, '{"to":"ana@example.com","subject":"Hi\\u0000","html":"<p>x</p>"}'],
+      [WHATSAPP, '{"to":"+14155550123","text":"x","note":"\\u0000"}'],
+    ]) {
+      const nul = await raw(path, { headers, body });
+      expectError(nul, 400, 'invalid_json');
+      expect(nul.body.error.message).toContain('NUL');
+    }
+    // A backslash and "u0000" as text is no NUL.
+    expect((await raw(SMS, { headers, body: '{"to":"+14155550123","text":"C:\\\\u0000"}' })).status).toBe(200);
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
   });
 
   it('X-Request-Id is on every answer; a sane caller id is echoed, a hostile one replaced', async () => {
