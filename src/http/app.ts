@@ -104,9 +104,29 @@ function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket) {
     );
   };
   const pending = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (!pending || pending.writableFinished) return answer();
-  pending.once('finish', answer);
+  // No response open, or the open one is for the request that could not be read (its body
+  // broke off or is malformed): this answer is that request's.
+  if (!pending || pending.writableFinished || !pending.req?.complete) {
+    if (pending?.headersSent && !pending.writableFinished) return void socket.destroy();
+    return answer();
+  }
+  // A request read whole before it (pipelined) is still being answered: that answer goes out
+  // first, then this one. Once per socket (the parser reports again on every later chunk),
+  // and never longer than the answer's own time limit allows.
+  if (waiting.has(socket)) return;
+  waiting.add(socket);
+  const limit = setTimeout(() => socket.destroy(), PIPELINED_WAIT_MS).unref();
+  pending.once('finish', () => {
+    clearTimeout(limit);
+    answer();
+  });
   pending.once('close', () => {
+    clearTimeout(limit);
     if (!pending.writableFinished) socket.destroy();
   });
 }
+
+/** Sockets whose parser error waits for a pipelined response to go out first. */
+const waiting = new WeakSet<Socket>();
+/** The longest a parser error waits for the response before it (a send answers in milliseconds). */
+const PIPELINED_WAIT_MS = 30_000;

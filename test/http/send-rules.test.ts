@@ -380,6 +380,40 @@ describe('HTTP envelope', () => {
     expect((await fetch(s.url + '/healthz')).status).toBe(200);
   });
 
+  it('a request whose body breaks off or is malformed gets its 400 at once, and shutdown is not held up by it', async () => {
+    const own = await startTestServer();
+    try {
+      const p = sandboxPartner(own.ctx, { balance: '10' });
+      const u = new URL(own.url);
+      const head = `POST ${SMS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${p.token}\r\nContent-Type: application/json\r\n`;
+      const cases = [
+        // a chunk size that is not hex
+        { request: `${head}Transfer-Encoding: chunked\r\n\r\n5\r\n{"to"\r\nZZZ\r\n`, halfClose: false },
+        // a client that announces 100 bytes, sends 10 and stops sending
+        { request: `${head}Content-Length: 100\r\n\r\n{"to":"+1`, halfClose: true },
+      ];
+      for (const c of cases) {
+        const sock = createConnection({ host: u.hostname, port: Number(u.port), allowHalfOpen: true });
+        let got = '';
+        sock.setEncoding('utf8').on('data', (d) => (got += d));
+        const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+        sock.write(c.request);
+        if (c.halfClose) sock.end();
+        const outcome = await Promise.race([ended.then(() => 'answered'), new Promise((r) => setTimeout(() => r('no answer'), 3000))]);
+        expect(outcome).toBe('answered');
+        expect(got).toMatch(/^HTTP\/1\.1 400 /);
+        expect(JSON.parse(got.split('\r\n\r\n')[1]).error.code).toBe('bad_request');
+        sock.destroy();
+      }
+      expect(messagesOf(own.ctx, p.partnerId)).toHaveLength(0);
+      const stopped = await Promise.race([own.stop().then(() => 'stopped'), new Promise((r) => setTimeout(() => r('hung'), 5000))]);
+      expect(stopped).toBe('stopped');
+    } catch (e) {
+      await own.stop();
+      throw e;
+    }
+  });
+
   it('a parser error after a pipelined request answers that request first; a client left half-open cannot hold up shutdown', async () => {
     const own = await startTestServer();
     try {
