@@ -70,7 +70,7 @@ function unretryable(cli: Cli, job: Job): string | null {
   const m = getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
   if (!m) return 'its message no longer exists';
   if (awaitsDispatch(m)) return null;
-  const money = m.refunded ? 'refunded' : m.price > 0 ? 'price held' : 'no charge';
+  const money = m.refunded ? 'refunded' : m.price > 0 ? 'charged' : 'no charge';
   return `message ${m.id} is already ${m.status}${m.error_code ? ` (${m.error_code})` : ''}, ${money}: the partner sends it again as a new message`;
 }
 

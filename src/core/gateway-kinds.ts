@@ -52,6 +52,8 @@ export interface GatewayKindSpec {
   secrets: { required: readonly string[]; optional: readonly string[] };
   /** Checks of a secret's form where one is knowable (a key that must parse): the problem, or null. */
   secretChecks?: Record<string, (value: string) => string | null>;
+  /** Optional secrets a setting makes required (Twilio's api_key_sid needs api_key_secret). */
+  secretsNeeded?: (settings: Record<string, unknown>) => string[];
 }
 
 /** SendGrid shows its Event Webhook verification key as base64 SPKI DER; PEM is taken too. */
@@ -149,6 +151,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
       .strict(),
     // auth_token stays required with an API key: Twilio signs its webhooks with it.
     secrets: { required: ['auth_token'], optional: ['api_key_secret'] },
+    secretsNeeded: (s) => (s.api_key_sid ? ['api_key_secret'] : []),
   },
   sendgrid: {
     kind: 'sendgrid',

@@ -56,6 +56,13 @@ function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, par
   if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
 }
 
+/** Secrets the settings make required: a gateway that would fail every send is refused instead. */
+function checkNeededSecrets(kind: GatewayKind, settings: Record<string, unknown>, secrets: Record<string, string>) {
+  const needed = GATEWAY_KINDS[kind].secretsNeeded?.(settings) ?? [];
+  const details: ErrorDetail[] = needed.filter((k) => !secrets[k]).map((k) => ({ field: k, message: `required with the settings given (${kind})` }));
+  if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
+}
+
 /** The form of newly given secrets (stored ones were checked when given: an update of something else never fails on them). */
 function checkNewSecrets(kind: GatewayKind, given: Record<string, string> | undefined) {
   const checks = GATEWAY_KINDS[kind].secretChecks ?? {};
@@ -105,6 +112,7 @@ export function addGateway(
   const secrets = { ...(input.secrets ?? {}) };
   validateSecrets(kind, secrets, false);
   checkNewSecrets(kind, input.secrets);
+  checkNeededSecrets(kind, settings, secrets);
   if (kind === 'sandbox' && !secrets.signing_secret) secrets.signing_secret = randomBytes(32).toString('base64url');
   return ctx.db.sqlite.transaction(() => {
     if (ctx.db.orm.select({ id: gateways.id }).from(gateways).where(eq(gateways.name, input.name)).get()) {
@@ -148,7 +156,9 @@ export function updateGateway(
     // its secrets; the next --set says what to fix.
     const stored = JSON.parse(row.settings) as Record<string, unknown>;
     const unset = input.unsetSettings ?? [];
-    const missing = unset.filter((k) => !(k in stored));
+    const missing = unset.filter((k) => !Object.hasOwn(stored, k));
+    const both = unset.filter((k) => input.settings && Object.hasOwn(input.settings, k));
+    if (both.length) throw invalid(`both set and unset: ${both.join(', ')}`, both.map((k) => ({ field: k, message: 'give --set or --unset, not both' })));
     if (missing.length) {
       throw invalid(`gateway ${row.name} has no setting ${missing.join(', ')}`, missing.map((k) => ({ field: k, message: 'not set on this gateway' })));
     }
@@ -158,6 +168,7 @@ export function updateGateway(
     for (const k of input.unsetSecrets ?? []) delete secrets[k];
     validateSecrets(row.kind, secrets, false);
     checkNewSecrets(row.kind, input.secrets);
+    checkNeededSecrets(row.kind, settings, secrets);
     ctx.db.orm
       .update(gateways)
       .set({
@@ -169,7 +180,8 @@ export function updateGateway(
       .where(eq(gateways.id, row.id))
       .run();
     audit(ctx, actor, 'gateway.update', 'gateway', row.id, {
-      settings: [...(input.settings ? Object.keys(input.settings) : []), ...unset],
+      settings: input.settings ? Object.keys(input.settings) : [],
+      ...(unset.length ? { unset } : {}),
       secrets_changed: [...Object.keys(input.secrets ?? {}), ...(input.unsetSecrets ?? [])],
       status: input.status,
     });

@@ -76,7 +76,7 @@ function checkJsonValue(root: unknown) {
       if (LONE_SURROGATE.test(v)) throw new AppError('invalid_json', 'the body has a string with an unpaired UTF-16 surrogate (e.g. \\ud800 alone): not valid Unicode');
       // NUL (\u0000): valid JSON and Unicode, but no text a provider sends, and C string handling
       // (SQLite's text functions, mail headers) ends a string there.
-      if (v.includes('\0')) throw new AppError('invalid_json', 'the body has a string with a NUL character (\\u0000), which no message can carry');
+      if (v.includes('\0')) throw new AppError('invalid_json', 'the body has a string with a NUL character (\\u0000), which msgd does not take');
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;
@@ -86,6 +86,7 @@ function checkJsonValue(root: unknown) {
     } else {
       for (const [k, item] of Object.entries(v)) {
         if (LONE_SURROGATE.test(k)) throw new AppError('invalid_json', 'the body has a key with an unpaired UTF-16 surrogate: not valid Unicode');
+        if (k.includes('\0')) throw new AppError('invalid_json', 'the body has a key with a NUL character (\\u0000), which msgd does not take');
         stack.push([item, depth + 1]);
       }
     }

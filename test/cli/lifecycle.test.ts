@@ -147,12 +147,29 @@ describe('gateways, channels and prices', () => {
     await json(['gateway', 'update', 'fb', '--set', 'messaging_type=MESSAGE_TAG', '--set', 'tag=ACCOUNT_UPDATE']);
     const lone = await run(['gateway', 'update', 'fb', '--unset', 'tag']);
     expect([lone.code, lone.stderr]).toEqual([1, expect.stringMatching(/tag: messaging_type MESSAGE_TAG needs a tag/)]);
+    const both = await run(['gateway', 'update', 'fb', '--set', 'tag=HUMAN_AGENT', '--unset', 'tag']);
+    expect([both.code, both.stderr]).toEqual([1, expect.stringMatching(/both set and unset: tag/)]);
+    const inherited = await run(['gateway', 'update', 'fb', '--unset', 'toString']);
+    expect([inherited.code, inherited.stderr]).toEqual([1, expect.stringMatching(/has no setting toString/)]);
     const typo = await run(['gateway', 'update', 'fb', '--unset', 'tagg']);
     expect([typo.code, typo.stderr]).toEqual([1, expect.stringMatching(/has no setting tagg/)]);
     const required = await run(['gateway', 'update', 'fb', '--unset', 'page_id']);
     expect(required.code).toBe(1);
     expect((await json(['gateway', 'show', 'fb'])).settings).toMatchObject({ page_id: '123', messaging_type: 'MESSAGE_TAG', tag: 'ACCOUNT_UPDATE' });
     await json(['gateway', 'remove', 'fb']);
+  });
+
+  it('a Twilio API key needs its secret: a gateway that would fail every send is refused', async () => {
+    const env = { TW_TOKEN: 'auth-token-1', TW_KEY: 'key-secret-1' };
+    const args = ['gateway', 'add', 'twilio', '--name', 'tw-key', '--set', 'account_sid=AC123', '--set', 'api_key_sid=SK123', '--secret-env', 'auth_token=TW_TOKEN'];
+    const bare = await run(args, { env });
+    expect([bare.code, bare.stderr]).toEqual([1, expect.stringMatching(/api_key_secret: required with the settings given/)]);
+    const tw = await json([...args, '--secret-env', 'api_key_secret=TW_KEY'], { env });
+    expect(tw.secret_names).toEqual(['api_key_secret', 'auth_token']);
+    const drop = await run(['gateway', 'update', 'tw-key', '--unset-secret', 'api_key_secret']);
+    expect([drop.code, drop.stderr]).toEqual([1, expect.stringMatching(/api_key_secret: required with the settings given/)]);
+    expect((await json(['gateway', 'update', 'tw-key', '--unset', 'api_key_sid', '--unset-secret', 'api_key_secret'])).secret_names).toEqual(['auth_token']);
+    await json(['gateway', 'remove', 'tw-key']);
   });
 
   it('assigns, lists and unassigns channels; remove works once nothing uses the gateway', async () => {

@@ -8,6 +8,8 @@ describe('redactSecrets', () => {
     const basic = Buffer.from('AC123:twilio_auth_token_1').toString('base64');
     expect(redactSecrets(`Authenticate Basic ${basic} (token twilio_auth_token_1)`, secrets)).toBe('Authenticate Basic [redacted] (token [redacted])');
     expect(redactSecrets('Bearer EAAB1234xyz is invalid', secrets)).toBe('Bearer [redacted] is invalid');
+    expect(redactSecrets(`authorization: basic\t${basic}`, secrets)).toBe('authorization: basic [redacted]');
+    expect(redactSecrets('smtp auth failed for pass s3cr3t', { password: 's3cr3t' })).toBe('smtp auth failed for pass [redacted]');
     expect(redactSecrets(`echo ${Buffer.from('k3y_s3cr3t_value').toString('base64')}`, secrets)).toBe('echo [redacted]');
   });
 
