@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { listChannels } from '../core/channels.js';
 import type { CoreCtx, GatewayKind } from '../core/context.js';
+import { GRAPH_API_VERSION } from '../core/gateway-kinds.js';
 import { getGateway, type GatewayView } from '../core/gateways.js';
 import { verifyLedger } from '../core/ledger.js';
 import { listPrices } from '../core/prices.js';
@@ -37,6 +38,8 @@ function keyCheck(dd: DataDir): Check {
   }
   return { name: 'master key', status: 'ok', message: `${dd.keySource} (mode ${shown})` };
 }
+
+const META_KINDS: readonly GatewayKind[] = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'];
 
 function schemaChecks(ctx: CoreCtx): Check[] {
   const checks: Check[] = [];
@@ -87,6 +90,18 @@ function schemaChecks(ctx: CoreCtx): Check[] {
       name: 'public URL',
       status: 'warn',
       message: `server.publicUrl is not set but ${external.map((g) => g.name).join(', ')} need(s) it: Twilio gets no StatusCallback and webhook URLs point at this machine's address (set server.publicUrl or MSGD_PUBLIC_URL)`,
+    });
+  }
+
+  // Meta retires a Graph API version about two years after its release; a gateway keeps the
+  // version it was created with, so one made by an older msgd may be calling a retired one.
+  const major = (v: unknown) => (typeof v === 'string' ? Number(/^v(\d+)\./.exec(v)?.[1] ?? NaN) : NaN);
+  const stale = gateways.filter((g) => META_KINDS.includes(g.kind) && major(g.settings.api_version) < major(GRAPH_API_VERSION));
+  if (stale.length) {
+    checks.push({
+      name: 'graph version',
+      status: 'warn',
+      message: `${stale.map((g) => `${g.name} calls Graph ${g.settings.api_version}`).join(', ')}, older than msgd's ${GRAPH_API_VERSION}; Meta retires a version about two years after its release (msgctl gateway update <gateway> --set api_version=${GRAPH_API_VERSION})`,
     });
   }
 

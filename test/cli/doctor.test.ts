@@ -104,6 +104,15 @@ describe('msgctl doctor', () => {
     await json(['gateway', 'remove', 'sg']);
   });
 
+  it('warns about a Meta gateway calling a Graph version older than msgd\'s default', async () => {
+    await json(['gateway', 'update', 'fb', '--set', 'api_version=v21.0']);
+    const r = await run(['doctor'], { env: { MSGD_PUBLIC_URL: 'https://msgd.example.com' } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/warn\s+graph version\s+fb calls Graph v21\.0, older than msgd's v26\.0.*--set api_version=v26\.0/);
+    await json(['gateway', 'update', 'fb', '--unset', 'api_version']);
+    expect(check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'graph version')).toBeUndefined();
+  });
+
   it('fails when the master key does not open the stored secrets', async () => {
     const { code, report } = await (async () => {
       const r = await runCli(['--json', 'doctor'], { dataDir, env: { MSGD_MASTER_KEY: 'ab'.repeat(32) } });
