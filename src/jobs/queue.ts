@@ -189,11 +189,9 @@ export class JobQueue {
     const kinds = opts.kinds ?? [];
     const lockedUntil = now + (opts.leaseMs ?? this.defaultLeaseMs);
     if (kinds.length > 0) return this.inTransaction(() => this.claimKinds(workerId, limit, now, lockedUntil, kinds));
-    const rows = this.cached(CLAIM_ANY_SQL).all({ lockedUntil, by: workerId, now, limit }) as Row[];
-    const jobs = rows.map(toJob);
+    const rows = this.cached(CLAIM_ANY_SQL).all({ lockedUntil, by: workerId, now, limit }) as (Row & SeekRow)[];
     // RETURNING comes back in rowid order; hand jobs out in the order they were chosen.
-    jobs.sort((a, b) => a.priority - b.priority || a.runAt - b.runAt || a.id - b.id);
-    return jobs;
+    return rows.sort(claimOrder).map(toJob);
   }
 
   private claimKinds(workerId: string, limit: number, now: number, lockedUntil: number, kinds: readonly string[]): Job[] {
