@@ -43,30 +43,26 @@ export function charCount(s: string): number {
   return n;
 }
 
-/**
- * A message text's length against its channel's limit, in UTF-16 code units: an emoji or any
- * character beyond the Basic Multilingual Plane counts as two. Twilio counts its 1,600 so
- * (error 21617: such characters "count as multiple characters"); Meta does not say how it
- * counts its limits, and this is the stricter reading, so no text msgd accepts is refused by
- * the provider for its length after the partner has been charged.
- */
-export function textLength(s: string): number {
-  return s.length;
-}
+/** The channels whose messages are a text with a length limit. */
+export type TextChannel = 'sms' | 'whatsapp' | 'messenger' | 'instagram';
 
 /**
- * A message text's problem with its channel's length limit, or null. Instagram's is 1,000
- * bytes of UTF-8 (Meta: "Message text must be UTF-8 and be 1000 bytes or less"), so é counts
- * two and an emoji four; the others count UTF-16 units (textLength).
+ * A message text's problem with its channel's length limit, or null, counted as the provider
+ * counts it, so no text msgd accepts is refused for its length after the partner was charged.
+ * Instagram's is 1,000 bytes of UTF-8 (Meta: "Message text must be UTF-8 and be 1000 bytes or
+ * less"), so é counts two and an emoji four. The others count UTF-16 code units (string
+ * length): an emoji or any character beyond the Basic Multilingual Plane counts as two. Twilio
+ * counts its 1,600 so (error 21617: such characters "count as multiple characters"); Meta does
+ * not say how it counts WhatsApp's and Messenger's, and this is the stricter reading.
  */
-export function textLimitProblem(channel: 'sms' | 'whatsapp' | 'messenger' | 'instagram', text: string): string | null {
+export function textLimitProblem(channel: TextChannel, text: string): string | null {
   if (channel === 'instagram') {
     return Buffer.byteLength(text, 'utf8') > LIMITS.instagramText
       ? `must be at most ${LIMITS.instagramText} bytes of UTF-8 on instagram (Meta's limit: é counts 2, an emoji 4)`
       : null;
   }
   const max = channel === 'sms' ? LIMITS.smsText : channel === 'whatsapp' ? LIMITS.whatsappText : LIMITS.messengerText;
-  return textLength(text) > max ? `must be at most ${max} characters${channel === 'sms' ? '' : ` on ${channel}`} (an emoji counts as 2)` : null;
+  return text.length > max ? `must be at most ${max} characters${channel === 'sms' ? '' : ` on ${channel}`} (an emoji counts as 2)` : null;
 }
 
 // One parse per number (the max-metadata validity check is the costliest step of a send).

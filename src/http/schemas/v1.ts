@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../../core/events.js';
 import { normalizeEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
-import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString, textLimitProblem } from './send.js';
+import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString, textLimitProblem, type TextChannel } from './send.js';
 
 // The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
@@ -55,7 +55,7 @@ export const messageCreate = z
     } else {
       if (b.body !== '' && isBlank(b.body)) add('body', 'must not be only whitespace');
       else {
-        const problem = textLimitProblem(b.channel as 'sms' | 'whatsapp' | 'messenger' | 'instagram', b.body);
+        const problem = textLimitProblem(b.channel as TextChannel, b.body);
         if (problem) add('body', problem);
       }
       if (b.subject !== undefined) add('subject', 'only for email');
