@@ -67,16 +67,23 @@ export function parseJsonBody(body: unknown): unknown {
   return value;
 }
 
+/**
+ * A string or key of the body: no unpaired UTF-16 surrogate, no NUL. NUL (\u0000) is valid JSON
+ * and Unicode, but no text a provider sends, and C string handling (SQLite's text functions,
+ * mail headers) ends a string there.
+ */
+function checkText(s: string, what: 'string' | 'key', example = '') {
+  if (LONE_SURROGATE.test(s)) throw new AppError('invalid_json', `the body has a ${what} with an unpaired UTF-16 surrogate${example}: not valid Unicode`);
+  if (s.includes('\0')) throw new AppError('invalid_json', `the body has a ${what} with a NUL character (\\u0000), which msgd does not take`);
+}
+
 /** Depth and Unicode checks over a parsed body, without recursion (a deep body must not blow the stack). */
 function checkJsonValue(root: unknown) {
   const stack: [unknown, number][] = [[root, 1]];
   while (stack.length) {
     const [v, depth] = stack.pop()!;
     if (typeof v === 'string') {
-      if (LONE_SURROGATE.test(v)) throw new AppError('invalid_json', 'the body has a string with an unpaired UTF-16 surrogate (e.g. \\ud800 alone): not valid Unicode');
-      // NUL (\u0000): valid JSON and Unicode, but no text a provider sends, and C string handling
-      // (SQLite's text functions, mail headers) ends a string there.
-      if (v.includes('\0')) throw new AppError('invalid_json', 'the body has a string with a NUL character (\\u0000), which msgd does not take');
+      checkText(v, 'string', ' (e.g. \\ud800 alone)');
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;
@@ -85,8 +92,7 @@ function checkJsonValue(root: unknown) {
       for (const item of v) stack.push([item, depth + 1]);
     } else {
       for (const [k, item] of Object.entries(v)) {
-        if (LONE_SURROGATE.test(k)) throw new AppError('invalid_json', 'the body has a key with an unpaired UTF-16 surrogate: not valid Unicode');
-        if (k.includes('\0')) throw new AppError('invalid_json', 'the body has a key with a NUL character (\\u0000), which msgd does not take');
+        checkText(k, 'key');
         stack.push([item, depth + 1]);
       }
     }
