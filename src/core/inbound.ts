@@ -136,7 +136,11 @@ function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trust
   const named = ref.messageId ? getMessageRow(ctx, ref.messageId) : undefined;
   if (fits(named)) return { found: [named], exists: true };
   if (!ref.providerMessageId) return { found: [], exists: !!named };
-  const all = stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE provider_message_id = ?').all(ref.providerMessageId);
+  // Only messages whose reports name them by the provider's id are found by it (the partial
+  // messages_provider index); the others' reports name msgd's id, handled above.
+  const all = stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE provider_message_id = ? AND provider_id_indexed = 1').all(
+    ref.providerMessageId,
+  );
   return { found: all.filter(fits), exists: !!named || all.length > 0 };
 }
 

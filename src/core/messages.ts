@@ -23,6 +23,8 @@ export interface MessageRow {
   content: string;
   status: MessageStatus;
   provider_message_id: string | null;
+  /** 1: provider reports find this message by provider_message_id (indexed); 0: by msgd's id, or none come. */
+  provider_id_indexed: number;
   price: number;
   segments: number;
   error_code: string | null;
@@ -47,10 +49,10 @@ export interface HistoryRow {
 }
 
 const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
-  contact_id, "to", "from", content, status, provider_message_id, price, segments, error_code, error_message,
+  contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message,
   dispatch_uncertain, refunded, sent_at, created_at, updated_at)
   VALUES (@id, @partner_id, @direction, @channel_type, @channel_id, @gateway_id, @conversation_id, @contact_id, @to, @from,
-  @content, @status, @provider_message_id, @price, @segments, @error_code, @error_message, @dispatch_uncertain, @refunded,
+  @content, @status, @provider_message_id, @provider_id_indexed, @price, @segments, @error_code, @error_message, @dispatch_uncertain, @refunded,
   @sent_at, @created_at, @updated_at)`;
 
 const INSERT_HISTORY = `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
@@ -108,6 +110,7 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     content: JSON.stringify(input.content),
     status: 'queued',
     provider_message_id: null,
+    provider_id_indexed: 1,
     price: input.price,
     segments: input.segments,
     error_code: null,
@@ -168,6 +171,7 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
     content: JSON.stringify(content),
     status: 'received',
     provider_message_id: input.providerMessageId,
+    provider_id_indexed: 1,
     price: 0,
     segments: 1,
     error_code: null,
@@ -198,7 +202,7 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
 
 // INDEXED BY: the planner otherwise walks all the partner's messages on messages_partner.
 export const MESSAGE_BY_PROVIDER_ID_SQL =
-  'SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1';
+  'SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1 AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1';
 
 /** msgd's id of the partner's message on that channel with this provider id (either direction), if any. */
 function messageIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, providerMessageId: string): string | null {
@@ -266,6 +270,8 @@ export interface StatusChange {
   status: MessageStatus;
   providerStatus?: string | null;
   providerMessageId?: string | null;
+  /** With providerMessageId: whether reports will name the message by it (see SendResult). */
+  namedInReports?: boolean;
   errorCode?: string | null;
   errorMessage?: string | null;
   occurredAt?: number;
@@ -298,7 +304,11 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
   });
   if (!advance) {
     if (change.providerMessageId && !msg.provider_message_id) {
-      stmt(ctx.db.sqlite, 'UPDATE messages SET provider_message_id = ? WHERE id = ?').run(change.providerMessageId, msg.id);
+      stmt(ctx.db.sqlite, 'UPDATE messages SET provider_message_id = ?, provider_id_indexed = ? WHERE id = ?').run(
+        change.providerMessageId,
+        change.namedInReports ? 0 : 1,
+        msg.id,
+      );
     }
     return { changed: false, from: msg.status, to: msg.status, refunded: false };
   }
@@ -309,11 +319,12 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
   stmt(
     ctx.db.sqlite,
     `UPDATE messages SET status = ?, provider_message_id = COALESCE(?, provider_message_id),
-       error_code = CASE WHEN ? THEN ? ELSE error_code END, error_message = CASE WHEN ? THEN ? ELSE error_message END,
+       provider_id_indexed = COALESCE(?, provider_id_indexed), error_code = CASE WHEN ? THEN ? ELSE error_code END, error_message = CASE WHEN ? THEN ? ELSE error_message END,
        refunded = ?, sent_at = COALESCE(sent_at, ?), updated_at = ? WHERE id = ?`,
   ).run(
     change.status,
     change.providerMessageId ?? null,
+    change.providerMessageId ? (change.namedInReports ? 0 : 1) : null,
     failing ? 1 : 0,
     change.errorCode ?? null,
     failing ? 1 : 0,
@@ -366,15 +377,15 @@ function emitStatusEvent(
 export function markSent(
   ctx: CoreCtx,
   m: SentTarget,
-  change: { providerMessageId: string | null; providerStatus: string | null; occurredAt: number; uncertain: boolean },
+  change: { providerMessageId: string; namedInReports: boolean; providerStatus: string | null; occurredAt: number; uncertain: boolean },
 ): boolean {
   const now = ctx.now();
   const moved = stmt(
     ctx.db.sqlite,
-    `UPDATE messages SET status = 'sent', provider_message_id = COALESCE(?, provider_message_id), error_code = NULL,
+    `UPDATE messages SET status = 'sent', provider_message_id = ?, provider_id_indexed = ?, error_code = NULL,
        error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), sent_at = COALESCE(sent_at, ?), updated_at = ?
      WHERE id = ? AND status = 'sending'`,
-  ).run(change.providerMessageId, change.uncertain ? 1 : 0, change.occurredAt, now, m.id);
+  ).run(change.providerMessageId, change.namedInReports ? 0 : 1, change.uncertain ? 1 : 0, change.occurredAt, now, m.id);
   if (moved.changes === 0) return false;
   history(ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
   emitStatusEvent(ctx, m, 'sending', { status: 'sent', providerStatus: change.providerStatus }, change.occurredAt);

@@ -187,6 +187,13 @@ export const messages = sqliteTable(
     content: text('content').notNull(),
     status: text('status').notNull(),
     providerMessageId: text('provider_message_id'),
+    /**
+     * 1 when provider reports name this message only by provider_message_id, which is then
+     * indexed (messages_provider); 0 when every report carries msgd's own id (Twilio's
+     * StatusCallback URL names the message) or none comes (SMTP), so settling the send writes no
+     * random index page.
+     */
+    providerIdIndexed: integer('provider_id_indexed').notNull().default(1),
     price: integer('price').notNull().default(0),
     segments: integer('segments').notNull().default(1),
     errorCode: text('error_code'),
@@ -203,8 +210,9 @@ export const messages = sqliteTable(
   (t) => [
     index('messages_partner').on(t.partnerId, t.id),
     index('messages_conversation').on(t.conversationId, t.id),
-    // Partial: a queued message has no provider id yet, so a send writes no entry here.
-    index('messages_provider').on(t.providerMessageId).where(sql`provider_message_id IS NOT NULL`),
+    // Partial: a queued message has no provider id yet, so a send writes no entry here, and a
+    // message whose reports name msgd's id never does. A lookup must say provider_id_indexed = 1.
+    index('messages_provider').on(t.providerMessageId).where(sql`provider_message_id IS NOT NULL AND provider_id_indexed = 1`),
   ],
 );
 

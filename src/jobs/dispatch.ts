@@ -125,11 +125,18 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         return {
           type: 'ok',
           apply: () => {
-            const change = { providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null, occurredAt: startedAt, uncertain };
+            const namedInReports = r.namedInReports === true;
+            const change = { providerMessageId: r.providerMessageId, namedInReports, providerStatus: r.providerStatus ?? null, occurredAt: startedAt, uncertain };
             if (markSent(ctx, m, change)) return enqueueSandboxReport();
             const fresh = getMessageState(ctx, m.id)!;
             if (uncertain) flagUncertain(ctx, m.id);
-            const moved = applyStatus(ctx, fresh, { status: 'sent', providerMessageId: r.providerMessageId, providerStatus: r.providerStatus ?? null, occurredAt: startedAt });
+            const moved = applyStatus(ctx, fresh, {
+              status: 'sent',
+              providerMessageId: r.providerMessageId,
+              namedInReports,
+              providerStatus: r.providerStatus ?? null,
+              occurredAt: startedAt,
+            });
             // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
             if (moved.changed && fresh.error_code !== null) {
               stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = NULL, error_message = NULL WHERE id = ?').run(m.id);

@@ -43,8 +43,14 @@ export interface SendContext {
 }
 
 export type SendResult =
-  /** The provider took the message; its id is how later webhooks find it. */
-  | { outcome: 'accepted'; providerMessageId: string; providerStatus?: string }
+  /**
+   * The provider took the message; its id is how later webhooks find it, unless
+   * namedInReports says every one of those reports carries msgd's own id (Twilio's
+   * StatusCallback URL names the message) or that there will be none (SMTP): the id is then
+   * stored without an entry in the provider-id index, one random index page fewer per settled
+   * send. SendGrid's custom_args are not enough: FACTS C2's fixture has a click event without them.
+   */
+  | { outcome: 'accepted'; providerMessageId: string; providerStatus?: string; namedInReports?: boolean }
   /** Try again later: rate limit (with the provider's hint), 5xx, timeout, network error. */
   | {
       outcome: 'retry';

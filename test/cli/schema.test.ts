@@ -71,3 +71,36 @@ describe('a data directory that is not there', () => {
     expect(oneErrorLine(r.stderr)).toBe(`msgctl: no msgd data directory at ${dataDir} (run "msgctl init" or start msgd once)`);
   });
 });
+
+describe('the 0006 migration (provider_id_indexed)', () => {
+  it('keeps every message stored before it findable by its provider id, and rewrites no row', async () => {
+    const { mkdirSync, readFileSync, readdirSync } = await import('node:fs');
+    const { default: Database } = await import('better-sqlite3');
+    const dir = new URL('../../migrations/', import.meta.url);
+    const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+    const apply = (db: InstanceType<typeof Database>, f: string) =>
+      db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
+    const at = tmpDataDir();
+    mkdirSync(at, { recursive: true });
+    const db = new Database(join(at, 'old.db'));
+    try {
+      for (const f of files.filter((f) => f < '0006')) apply(db, f);
+      db.pragma('foreign_keys = OFF'); // messages with no partner row: only the index is under test
+      const ins = db.prepare(
+        `INSERT INTO messages (id, partner_id, direction, channel_type, "to", "from", content, status, provider_message_id, created_at, updated_at)
+         VALUES (?, 'pt_1', 'outbound', ?, '+14155552671', '+15017250604', '{}', 'sent', ?, 1, 1)`,
+      );
+      ins.run('msg_old_sms', 'sms', 'SM11111111111111111111111111111111');
+      ins.run('msg_old_wa', 'whatsapp', 'wamid.OLD1');
+      ins.run('msg_old_queued', 'sms', null);
+      apply(db, files.find((f) => f.startsWith('0006'))!);
+      const find = db.prepare('SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1');
+      expect(find.get('SM11111111111111111111111111111111')).toEqual({ id: 'msg_old_sms' });
+      expect(find.get('wamid.OLD1')).toEqual({ id: 'msg_old_wa' });
+      expect((db.prepare('SELECT count(*) AS n FROM messages INDEXED BY messages_provider WHERE provider_id_indexed = 1 AND provider_message_id IS NOT NULL').get() as any).n).toBe(2);
+      expect(db.prepare('SELECT DISTINCT provider_id_indexed AS v FROM messages').all()).toEqual([{ v: 1 }]);
+    } finally {
+      db.close();
+    }
+  });
+});

@@ -254,8 +254,10 @@ export function expectFailedAndRefunded(ctx: CoreCtx, partnerId: string, m: Mess
 /**
  * A message the provider took: sent, its provider id stored, no error left over, no refund.
  * `uncertain`: an earlier attempt may also have reached the provider (timeout, reset).
+ * `indexed`: whether the provider id is in messages_provider (its reports name it only by that id).
  */
-export function expectSent(ctx: CoreCtx, m: MessageRow, providerMessageId: string, opts: { uncertain?: boolean } = {}) {
+export function expectSent(ctx: CoreCtx, m: MessageRow, providerMessageId: string, opts: { uncertain?: boolean; indexed?: boolean } = {}) {
+  if (opts.indexed !== undefined) expect(m.provider_id_indexed, 'provider_id_indexed').toBe(opts.indexed ? 1 : 0);
   expect({
     status: m.status,
     provider: m.provider_message_id,

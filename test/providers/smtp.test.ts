@@ -50,7 +50,8 @@ describe('smtp adapter', () => {
     expect(got.headers['x-msgd-message-id']).toBe(m.id);
     expect(got.headers['content-type']).toMatch(/^multipart\/alternative/);
     expect(got.raw).toContain('<p>Thanks for your order</p>');
-    expect(r).toEqual({ outcome: 'accepted', providerMessageId: got.messageId });
+    // No reports come back over SMTP: nothing needs to find the message by its Message-ID.
+    expect(r).toEqual({ outcome: 'accepted', providerMessageId: got.messageId, namedInReports: true });
   });
 
   it('authenticates when a user is set', async () => {

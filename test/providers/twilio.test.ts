@@ -28,7 +28,8 @@ beforeEach(() => fake.reset());
 describe('twilio adapter', () => {
   it('creates a message with Basic auth and form parameters, returning the SM sid', async () => {
     const g = gw();
-    const r = await adapter.send(g, sms(), ctx);
+    const msg = sms();
+    const r = await adapter.send(g, msg, ctx);
     const req = fake.last()!;
     expect(req.path).toBe(`/2010-04-01/Accounts/${SID}/Messages.json`);
     expect(req.headers.authorization).toBe(`Basic ${Buffer.from(`${SID}:${TOKEN}`).toString('base64')}`);
@@ -38,14 +39,15 @@ describe('twilio adapter', () => {
       To: '+15558675310',
       From: '+15017250604',
       Body: 'Your code is 123456',
-      StatusCallback: `https://gw.example.com/api/webhook.php?gateway=${g.id}`,
+      // The callback names the gateway and the message: its reports find it by msgd's id.
+      StatusCallback: `https://gw.example.com/api/webhook.php?gateway=${g.id}&message=${msg.id}`,
     });
     const answered = JSON.parse(req.reply!.body);
     expect(req.reply!.status).toBe(201);
     expect(answered.sid).toMatch(/^SM[0-9a-f]{32}$/);
     expect(answered.num_segments).toBe('1');
     expect(answered.date_created).toMatch(/^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} \+0000$/);
-    expect(r).toEqual({ outcome: 'accepted', providerMessageId: answered.sid, providerStatus: 'queued' });
+    expect(r).toEqual({ outcome: 'accepted', providerMessageId: answered.sid, providerStatus: 'queued', namedInReports: true });
   });
 
   it('uses MessagingServiceSid instead of From and omits StatusCallback without a public URL', async () => {
@@ -54,7 +56,8 @@ describe('twilio adapter', () => {
     expect(body.MessagingServiceSid).toBe('MG0123456789abcdef0123456789abcdef');
     expect(body).not.toHaveProperty('From');
     expect(body).not.toHaveProperty('StatusCallback');
-    expect(r).toMatchObject({ outcome: 'accepted', providerStatus: 'accepted' });
+    // No callback, so any report (a Messaging Service's own callback URL) has only the SID.
+    expect(r).toEqual({ outcome: 'accepted', providerMessageId: expect.stringMatching(/^SM/), providerStatus: 'accepted', namedInReports: false });
   });
 
   it('retries 20429 with the Retry-After hint', async () => {

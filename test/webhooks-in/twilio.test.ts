@@ -61,13 +61,17 @@ function inboundSms(sid: string, from: string, body: string, extra: TwilioParams
   };
 }
 
+/** A sent SMS, with the StatusCallback msgd gave Twilio for it: where its status callbacks go. */
 async function sentSms(text: string) {
   const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155552671', text }, p.token);
   expect(res.status).toBe(200);
-  return waitFor(() => {
+  const m = await waitFor(() => {
     const m = getMessageRow(s.ctx, res.body.id);
     return m?.status === 'sent' ? m : undefined;
   }, 'the SMS to be sent');
+  const callback = fake.requests.findLast((r) => r.body?.Body === text)?.body?.StatusCallback;
+  expect(callback).toBe(`${hookUrl()}&message=${m.id}`);
+  return { ...m, callback: callback as string };
 }
 
 describe('Twilio status callbacks', () => {
@@ -75,14 +79,14 @@ describe('Twilio status callbacks', () => {
     const m = await sentSms('hello');
     const sid = m.provider_message_id!;
     expect(sid).toMatch(/^SM[0-9a-f]{32}$/);
-    const res = await twilioPost(status(sid, 'delivered'));
+    const res = await twilioPost(status(sid, 'delivered'), { url: m.callback });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/xml/);
     expect(res.text).toBe(EMPTY_TWIML);
     const id = res.headers.get('x-msgd-webhook-id')!;
     expect((await processed(s.ctx, id)).processing).toBe('processed');
     for (const late of ['sent', 'undelivered']) {
-      await processed(s.ctx, (await twilioPost(status(sid, late, { ErrorCode: '30003' }))).headers.get('x-msgd-webhook-id')!);
+      await processed(s.ctx, (await twilioPost(status(sid, late, { ErrorCode: '30003' }), { url: m.callback })).headers.get('x-msgd-webhook-id')!);
     }
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
     expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.ignored])).toEqual([
@@ -93,7 +97,7 @@ describe('Twilio status callbacks', () => {
       ['undelivered', 1],
     ]);
     // MessageSid + MessageStatus is the identity: the same callback twice is a duplicate.
-    const dup = await twilioPost(status(sid, 'delivered'));
+    const dup = await twilioPost(status(sid, 'delivered'), { url: m.callback });
     expect((await processed(s.ctx, dup.headers.get('x-msgd-webhook-id')!)).processing).toBe('duplicate');
   });
 
@@ -101,7 +105,7 @@ describe('Twilio status callbacks', () => {
     const m = await sentSms('dlr date');
     const sid = m.provider_message_id!;
     // The FACTS D2 fixture: 2508171206 is 2025-08-17 12:06 UTC.
-    await processed(s.ctx, (await twilioPost(status(sid, 'delivered'))).headers.get('x-msgd-webhook-id')!);
+    await processed(s.ctx, (await twilioPost(status(sid, 'delivered'), { url: m.callback })).headers.get('x-msgd-webhook-id')!);
     const delivered = messageHistory(s.ctx, m.id).find((h) => h.status === 'delivered')!;
     expect(new Date(delivered.occurred_at).toISOString()).toBe('2025-08-17T12:06:00.000Z');
     const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.delivered' AND payload LIKE ?`).get(`%${m.id}%`) as any;
@@ -111,18 +115,49 @@ describe('Twilio status callbacks', () => {
     for (const [i, bad] of ['2513171206', '2502301206', '25081712', '9912312359'].entries()) {
       const other = await sentSms(`bad dlr ${i}`);
       const before = Date.now();
-      await processed(s.ctx, (await twilioPost(status(other.provider_message_id!, 'undelivered', { RawDlrDoneDate: bad, ErrorCode: '30003' }))).headers.get('x-msgd-webhook-id')!);
+      await processed(s.ctx, (await twilioPost(status(other.provider_message_id!, 'undelivered', { RawDlrDoneDate: bad, ErrorCode: '30003' }), { url: other.callback })).headers.get('x-msgd-webhook-id')!);
       const h = messageHistory(s.ctx, other.id).find((x) => x.status === 'undelivered')!;
       expect(h.occurred_at, bad).toBeGreaterThanOrEqual(before);
       expect(h.occurred_at, bad).toBeLessThanOrEqual(Date.now());
     }
   });
 
+  it('finds a message by the id its StatusCallback names; by SID alone only one sent before callbacks named it', async () => {
+    const named = await sentSms('named in its callback');
+    // Its reports name it, so its SID has no entry in the provider-id index.
+    expect(named.provider_id_indexed).toBe(0);
+    const plan = s.ctx.db.sqlite.prepare('EXPLAIN QUERY PLAN SELECT * FROM messages WHERE provider_message_id = ? AND provider_id_indexed = 1').all('x') as any[];
+    expect(plan.map((r) => r.detail).join()).toContain('messages_provider');
+    const inIndex = (sid: string) =>
+      s.ctx.db.sqlite.prepare('SELECT count(*) AS n FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1').get(sid) as any;
+    expect(inIndex(named.provider_message_id!).n).toBe(0);
+
+    // A message an older msgd sent: its StatusCallback had no ?message=, and its SID is indexed.
+    const legacy = await sentSms('sent before the upgrade');
+    s.ctx.db.sqlite.prepare('UPDATE messages SET provider_id_indexed = 1 WHERE id = ?').run(legacy.id);
+    expect(inIndex(legacy.provider_message_id!).n).toBe(1);
+    const res = await twilioPost(status(legacy.provider_message_id!, 'delivered'));
+    expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    expect(getMessageRow(s.ctx, legacy.id)!.status).toBe('delivered');
+
+    // A callback for the named message to a URL that does not name it finds nothing by the SID:
+    // Twilio only ever calls the URL msgd gave, so this is some other sender's report.
+    const stray = await twilioPost(status(named.provider_message_id!, 'delivered'));
+    expect(stray.status).toBe(200);
+    const id = stray.headers.get('x-msgd-webhook-id')!;
+    await waitFor(() => lastRow(s.ctx).id === id && /waiting for no message with provider id SM/.test(lastRow(s.ctx).error ?? ''), 'the stray callback to wait');
+    expect(getMessageRow(s.ctx, named.id)!.status).toBe('sent');
+    // The same report at the URL msgd gave applies.
+    const ok = await twilioPost(status(named.provider_message_id!, 'delivered'), { url: named.callback });
+    expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    expect(getMessageRow(s.ctx, named.id)!.status).toBe('delivered');
+  });
+
   it('undelivered records the carrier error and, with refundOnProviderFailure=never, keeps the charge', async () => {
     const m = await sentSms('to a landline');
     const bal = () => (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as any).balance;
     const before = bal();
-    const res = await twilioPost(status(m.provider_message_id!, 'undelivered', { ErrorCode: '30006' }));
+    const res = await twilioPost(status(m.provider_message_id!, 'undelivered', { ErrorCode: '30006' }), { url: m.callback });
     await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
     expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'undelivered', error_code: '30006', error_message: 'Twilio error 30006', refunded: 0 });
     expect(bal()).toBe(before);
@@ -131,7 +166,7 @@ describe('Twilio status callbacks', () => {
   it('takes a JSON body signed through bodySHA256, and refuses it tampered', async () => {
     const m = await sentSms('json');
     const body = JSON.stringify({ AccountSid: SID, MessageSid: m.provider_message_id, MessageStatus: 'delivered' });
-    const jsonUrl = `${hookUrl()}&bodySHA256=${createHash('sha256').update(body).digest('hex')}`;
+    const jsonUrl = `${m.callback}&bodySHA256=${createHash('sha256').update(body).digest('hex')}`;
     const ok = await postWebhook(jsonUrl, body, { 'content-type': 'application/json', 'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}) });
     expect(ok.status).toBe(200);
     expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');

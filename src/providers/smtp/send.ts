@@ -83,7 +83,8 @@ export const smtpAdapter: ProviderAdapter = {
       if (rejected.length > 0) {
         return { outcome: 'failed', code: 'smtp_rejected', message: `recipient refused: ${info.response ?? ''}`.trim() };
       }
-      return { outcome: 'accepted', providerMessageId: info.messageId };
+      // No provider reports come back over SMTP, and the Message-ID is built from msgd's id.
+      return { outcome: 'accepted', providerMessageId: info.messageId, namedInReports: true };
     } catch (err) {
       return classifySmtpError(err as NodemailerError);
     }

@@ -22,9 +22,12 @@ export const twilioAdapter: ProviderAdapter = {
     if (gw.settings.messaging_service_sid) form.set('MessagingServiceSid', String(gw.settings.messaging_service_sid));
     else form.set('From', msg.from);
     form.set('Body', msg.content.text);
-    if (ctx.publicUrl) {
-      form.set('StatusCallback', `${ctx.publicUrl.replace(/\/+$/, '')}/api/webhook.php?gateway=${encodeURIComponent(gw.id)}`);
-    }
+    // The callback URL names the message too, so its status reports find it by msgd's id. Twilio
+    // signs the whole URL, so the name cannot be changed on the way.
+    const callback = ctx.publicUrl
+      ? `${ctx.publicUrl.replace(/\/+$/, '')}/api/webhook.php?gateway=${encodeURIComponent(gw.id)}&message=${encodeURIComponent(msg.id)}`
+      : null;
+    if (callback) form.set('StatusCallback', callback);
 
     const res = await callProvider(ctx, {
       url: `${baseUrl(gw.settings, DEFAULT_BASE)}/2010-04-01/Accounts/${encodeURIComponent(sid)}/Messages.json`,
@@ -40,9 +43,10 @@ export const twilioAdapter: ProviderAdapter = {
       const id = res.json?.sid;
       if (typeof id === 'string' && id !== '') {
         const status = res.json?.status;
-        return typeof status === 'string'
-          ? { outcome: 'accepted', providerMessageId: id, providerStatus: status }
-          : { outcome: 'accepted', providerMessageId: id };
+        // Without a StatusCallback, reports (if any: a Messaging Service's own callback URL)
+        // name the message only by its SID.
+        const accepted = { outcome: 'accepted' as const, providerMessageId: id, namedInReports: callback !== null };
+        return typeof status === 'string' ? { ...accepted, providerStatus: status } : accepted;
       }
       return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a sid: ${truncate(res.text)}`, maybeDelivered: true };
     }

@@ -21,6 +21,16 @@ interface TwilioPayload {
    * ?bodySHA256=, params not part of the signature), or a GET's query (signed as the URL alone).
    */
   from: 'form' | 'json' | 'query';
+  /** msgd's message id from the signed URL: the StatusCallback msgd gave names the message (?message=). */
+  messageId?: string;
+}
+
+/** The ?message= msgd put in a StatusCallback URL. */
+function namedMessage(path: string): string | undefined {
+  const q = path.indexOf('?');
+  if (q < 0) return undefined;
+  const v = new URLSearchParams(path.slice(q + 1)).get('message');
+  return v || undefined;
 }
 
 export function twilioSignature(authToken: string, url: string, params: TwilioParams): string {
@@ -138,7 +148,7 @@ function inboundContent(p: TwilioParams): MessageContent {
   return media.length ? { kind: 'media', caption: body || null, media } : { kind: 'text', text: body };
 }
 
-function events({ params: p }: TwilioPayload): ProviderEvent[] {
+function events({ params: p, messageId }: TwilioPayload): ProviderEvent[] {
   const sid = one(p.MessageSid) ?? one(p.SmsMessageSid) ?? one(p.SmsSid);
   if (!sid) return [note('Twilio request without a MessageSid')];
   const raw = (one(p.MessageStatus) ?? one(p.SmsStatus) ?? '').toLowerCase();
@@ -169,7 +179,7 @@ function events({ params: p }: TwilioPayload): ProviderEvent[] {
     {
       type: 'status',
       key: `twilio:${sid}:${st}`,
-      ref: { providerMessageId: sid },
+      ref: messageId ? { providerMessageId: sid, messageId } : { providerMessageId: sid },
       status: Object.hasOwn(STATUS, st) ? STATUS[st] : null,
       providerStatus: st,
       errorCode: code ?? null,
@@ -189,19 +199,19 @@ export const twilioWebhook: WebhookHandler<TwilioPayload, string> = {
       if (header(req, 'x-twilio-signature') === undefined) return null;
       const q = req.path.indexOf('?');
       const params = formParams(q < 0 ? '' : req.path.slice(q + 1));
-      return twilioLike(params) ? { params, from: 'query' } : null;
+      return twilioLike(params) ? { params, from: 'query', messageId: namedMessage(req.path) } : null;
     }
     const type = mediaType(req);
     if (type === 'application/x-www-form-urlencoded') {
       const params = formParams(req.raw.toString('utf8'));
-      return twilioLike(params) ? { params, from: 'form' } : null;
+      return twilioLike(params) ? { params, from: 'form', messageId: namedMessage(req.path) } : null;
     }
     if (type === 'application/json' && header(req, 'x-twilio-signature') !== undefined && /[?&]bodySHA256=/.test(req.path)) {
       const j = jsonBody(req);
       if (!isObject(j)) return null;
       const params: TwilioParams = {};
       for (const [k, v] of Object.entries(j)) if (typeof v === 'string' || typeof v === 'number') params[k] = String(v);
-      return { params, from: 'json' };
+      return { params, from: 'json', messageId: namedMessage(req.path) };
     }
     return null;
   },
