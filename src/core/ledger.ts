@@ -72,7 +72,7 @@ export function refuseIfExhausted(ctx: CoreCtx, partnerId: string): void {
  * exhausted (even for a free message: exhaustedError) or do not cover the amount
  * (InsufficientBalanceError, which both are).
  */
-export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId: string | null, actor: string): number {
+export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId: string | null, actor: string, note: string | null = null): number {
   if (!Number.isSafeInteger(amount) || amount < 0) throw new Error(`debit amount must be a non-negative integer: ${amount}`);
   const s = stmts(ctx);
   const now = ctx.now();
@@ -81,7 +81,7 @@ export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId
     refuseIfExhausted(ctx, partnerId);
     throw new InsufficientBalanceError();
   }
-  s.insert.run(partnerId, 'debit', -amount, row.balance, messageId, null, actor, now);
+  s.insert.run(partnerId, 'debit', -amount, row.balance, messageId, note, actor, now);
   return row.balance;
 }
 

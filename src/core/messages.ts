@@ -6,7 +6,7 @@ import type { ChannelType, CoreCtx } from './context.js';
 import { findOrCreateContact, type ContactRow } from './contacts.js';
 import { touchConversation } from './conversations.js';
 import { emitEvent, type EventType } from './events.js';
-import { debit, refund } from './ledger.js';
+import { debit, InsufficientBalanceError, refund } from './ledger.js';
 import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
 
 export interface MessageRow {
@@ -221,7 +221,7 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
 export type MessageState = Omit<MessageRow, 'content'>;
 
 const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
-  status, provider_message_id, price, segments, error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at`;
+  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at`;
 
 /** The message as a status change needs it: every column but the content, which may be a long email. */
 export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefined {
@@ -287,6 +287,8 @@ export interface StatusResult {
   from: MessageStatus;
   to: MessageStatus;
   refunded: boolean;
+  /** Charged again: proof it arrived came after its price was refunded. */
+  charged: boolean;
 }
 
 /**
@@ -310,12 +312,17 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
         msg.id,
       );
     }
-    return { changed: false, from: msg.status, to: msg.status, refunded: false };
+    return { changed: false, from: msg.status, to: msg.status, refunded: false, charged: false };
   }
   const now = ctx.now();
   const from = msg.status;
   const failing = isFailure(change.status);
   const doRefund = failing && !!change.refundOnFailure && msg.refunded === 0 && msg.price > 0;
+  // Out of a failure only proof it arrived moves a message (delivered, read, opened). If its
+  // price was refunded (the provider reported the failure, or dispatch ran out of retries with
+  // the outcome unknown), the partner is charged again, as for any delivered message, unless
+  // that would take it past its credit limit: it then stays refunded.
+  const charged = isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0 && chargeAgain(ctx, msg, change.status);
   stmt(
     ctx.db.sqlite,
     `UPDATE messages SET status = ?, provider_message_id = COALESCE(?, provider_message_id),
@@ -329,7 +336,7 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
     change.errorCode ?? null,
     failing ? 1 : 0,
     change.errorMessage ?? null,
-    doRefund ? 1 : msg.refunded,
+    doRefund ? 1 : charged ? 0 : msg.refunded,
     change.status === 'sent' ? (change.occurredAt ?? now) : null,
     now,
     msg.id,
@@ -338,7 +345,19 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
   emitStatusEvent(ctx, msg, from, change, change.occurredAt ?? now);
   msg.status = change.status;
   if (doRefund) msg.refunded = 1;
-  return { changed: true, from, to: change.status, refunded: doRefund };
+  if (charged) msg.refunded = 0;
+  return { changed: true, from, to: change.status, refunded: doRefund, charged };
+}
+
+/** The debit for a refunded message that arrived after all; false, with nothing written, if funds do not cover it. */
+function chargeAgain(ctx: CoreCtx, msg: MessageState, status: MessageStatus): boolean {
+  try {
+    debit(ctx, msg.partner_id, msg.price, msg.id, 'system', `charged again: ${status} after the refund`);
+    return true;
+  } catch (e) {
+    if (e instanceof InsufficientBalanceError) return false;
+    throw e;
+  }
 }
 
 /** What a status event and markSent need of the message: columns no status change alters. */

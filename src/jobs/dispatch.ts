@@ -201,8 +201,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // Retries exhausted: the message is failed and the partner gets the money back (issue 3:
     // "a message that exhausts its retries is failed and refunded"). If an attempt may have
     // reached the provider (a timeout or reset after sending, or a crash mid-call), the outcome
-    // is unknown: the message is also flagged and says so, so the operator can check with the
-    // provider and charge it again (msgctl balance adjust) if it was delivered after all.
+    // is unknown: the message is also flagged and says so. A delivery report that finds it later
+    // (Twilio's callback and SendGrid's custom_args name msgd's id) charges it again (applyStatus);
+    // otherwise the operator can check with the provider (msgctl messages list --uncertain).
     onDead: (job, error) => {
       const m = getMessageState(ctx, job.payload.message_id);
       if (m && awaitsDispatch(m)) {

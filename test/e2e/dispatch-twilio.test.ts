@@ -3,6 +3,9 @@ import { parseMoney } from '../../src/lib/money.js';
 import { setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { waitFor } from '../helpers/wait.js';
+import { postWebhook, twilioForm, twilioHeaders } from '../fakes/webhook-senders.js';
+import { processed } from '../webhooks-in/helpers.js';
+import { adjust } from '../../src/core/ledger.js';
 import {
   FAST_DISPATCH,
   SMS,
@@ -10,6 +13,8 @@ import {
   TWILIO_TOKEN,
   balanceOf,
   expectFailedAndRefunded,
+  expectMoneyConsistent,
+  ledgerOf,
   expectSent,
   jobsOf,
   message,
@@ -193,6 +198,64 @@ describe('twilio through the full path', () => {
     const stored = JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM message_status_history WHERE message_id = ?').all(id)) + JSON.stringify(jobsOf(s.ctx, id)) + s.logs.join('');
     expect(stored).not.toContain(TWILIO_TOKEN);
     expect(stored).not.toContain(basic);
+  });
+
+  /** Every attempt to this number times out: the message ends failed as outcome_unknown, refunded. */
+  async function unknownOutcome(text: string, to: string) {
+    fake.failFor(to, { kind: 'timeout' });
+    try {
+      const id = await sms(text, to);
+      await waitStatus(s.ctx, id, 'failed', 15_000);
+      return id;
+    } finally {
+      fake.clearFaults();
+    }
+  }
+
+  /** Twilio's status callback for one of those attempts, at the URL msgd gave it. */
+  async function twilioReports(id: string, to: string, status: string) {
+    const callback = fake.requests.find((r) => r.body?.To === to)!.body.StatusCallback as string;
+    expect(callback).toBe(`${s.url}/api/webhook.php?gateway=${gatewayId}&message=${id}`);
+    const params = { AccountSid: TWILIO_SID, ApiVersion: '2010-04-01', From: from, MessageSid: `SM${to.slice(1).padStart(32, '5')}`, MessageStatus: status, To: to };
+    const res = await postWebhook(callback, twilioForm(params), twilioHeaders(TWILIO_TOKEN, callback, params));
+    expect(res.status).toBe(200);
+    return processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+  }
+
+  it('a refunded outcome_unknown message that Twilio then reports delivered is charged again, once', async () => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    const to = '+14155550167';
+    const id = await unknownOutcome('arrived after all', to);
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(start);
+    // One attempt did reach Twilio: its callback names the message, though msgd never saw its SID.
+    expect((await twilioReports(id, to, 'delivered')).processing).toBe('processed');
+    // Twilio sends the same callback again: nothing more is charged.
+    expect((await twilioReports(id, to, 'delivered')).processing).toBe('duplicate');
+    const m = message(s.ctx, id);
+    expect({ status: m.status, refunded: m.refunded, possibleDuplicate: m.dispatch_uncertain }).toEqual({ status: 'delivered', refunded: 0, possibleDuplicate: 1 });
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
+    expect(ledgerOf(s.ctx, p.partnerId).filter((e) => e.message_id === id).map((e) => [e.kind, e.amount, e.note])).toEqual([
+      ['debit', -PRICE, null],
+      ['refund', PRICE, expect.stringMatching(/^refund: failed \(outcome_unknown\)/)],
+      ['debit', -PRICE, 'charged again: delivered after the refund'],
+    ]);
+    expectMoneyConsistent(s.ctx, p.partnerId);
+  });
+
+  it('is not charged again past the credit limit: a refunded message reported delivered then stays refunded', async () => {
+    const to = '+14155550168';
+    const id = await unknownOutcome('arrived, but the money is gone', to);
+    const left = balanceOf(s.ctx, p.partnerId);
+    adjust(s.ctx, p.partnerId, -left, 'spent elsewhere', 'test');
+    try {
+      expect((await twilioReports(id, to, 'delivered')).processing).toBe('processed');
+      expect(message(s.ctx, id)).toMatchObject({ status: 'delivered', refunded: 1 });
+      expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
+      expect(ledgerOf(s.ctx, p.partnerId).filter((e) => e.message_id === id).map((e) => e.kind)).toEqual(['debit', 'refund']);
+    } finally {
+      adjust(s.ctx, p.partnerId, left, 'back', 'test');
+    }
+    expectMoneyConsistent(s.ctx, p.partnerId);
   });
 
   it('retries exhausted: failed, refunded, and the job is dead for the operator', async () => {

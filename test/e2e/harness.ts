@@ -126,12 +126,18 @@ export function expectMoneyConsistent(ctx: CoreCtx, partnerId: string) {
   const entries = ledgerOf(ctx, partnerId);
   const debits = entries.filter((e) => e.kind === 'debit');
   const refunds = entries.filter((e) => e.kind === 'refund');
-  // One debit per outbound message (a free one debits 0), none without its message.
-  expect(debits.map((d) => d.message_id).sort()).toEqual(msgs.map((m) => m.id).sort());
-  const priced = msgs.filter((m) => m.price > 0);
+  // A debit for every outbound message (a free one debits 0), none without its message.
+  expect([...new Set(debits.map((d) => d.message_id))].sort()).toEqual(msgs.map((m) => m.id).sort());
   for (const d of debits) expect(-d.amount).toBe(msgs.find((m) => m.id === d.message_id)!.price);
-  // A refund exactly for each refunded message, never twice.
-  expect(refunds.map((r) => r.message_id).sort()).toEqual(priced.filter((m) => m.refunded === 1).map((m) => m.id).sort());
+  for (const r of refunds) expect(r.amount).toBe(msgs.find((m) => m.id === r.message_id)!.price);
+  // Per message: the debit at accept, then refunds and charges-again (proof it arrived after a
+  // refund) strictly alternating, so it ends paid once, or refunded: never twice either way.
+  for (const m of msgs) {
+    const mine = entries.filter((e) => e.message_id === m.id);
+    expect(mine.map((e) => e.kind), m.id).toEqual(mine.map((_, i) => (i % 2 === 0 ? 'debit' : 'refund')));
+    expect(mine.reduce((cost, e) => cost - e.amount, 0), m.id).toBe(m.refunded === 1 ? 0 : m.price);
+    if (m.price === 0) expect(mine, m.id).toHaveLength(1);
+  }
 }
 
 // Gateways pointed at the fakes. Rates are high unless a test is about shaping.

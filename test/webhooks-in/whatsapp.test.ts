@@ -1,3 +1,4 @@
+import { verifyLedger } from '../../src/core/ledger.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
@@ -112,6 +113,29 @@ describe('WhatsApp statuses, end to end', () => {
     expect(balance(a.partnerId)).toBe(before);
     const refunds = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM ledger_entries WHERE message_id = ? AND kind = 'refund'`).get(m.id) as { n: number };
     expect(refunds.n).toBe(1);
+  });
+
+  it('a failed message that Meta then reports read is charged again once; a late delivered changes nothing', async () => {
+    const before = balance(a.partnerId);
+    const m = await sendSent('failed, then read');
+    const wamid = m.provider_message_id!;
+    await statusHook([{ id: wamid, status: 'failed', errors: [{ code: 131026, title: 'Message undeliverable', message: 'Message undeliverable' }] }]);
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'failed', refunded: 1 });
+    expect(balance(a.partnerId)).toBe(before);
+    // Out of order: the recipient read it after all. Proof it arrived moves it out of the failure.
+    expect((await statusHook([{ id: wamid, status: 'read' }])).processing).toBe('processed');
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0 });
+    expect(balance(a.partnerId)).toBe(before - 50_000);
+    await statusHook([{ id: wamid, status: 'delivered' }]);
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0 });
+    expect(balance(a.partnerId)).toBe(before - 50_000);
+    const kinds = s.ctx.db.sqlite.prepare('SELECT kind, note FROM ledger_entries WHERE message_id = ? ORDER BY id').all(m.id);
+    expect(kinds).toEqual([
+      { kind: 'debit', note: null },
+      { kind: 'refund', note: 'refund: failed (131026)' },
+      { kind: 'debit', note: 'charged again: read after the refund' },
+    ]);
+    expect(verifyLedger(s.ctx).ok).toBe(true);
   });
 
   it('a status that beats the dispatch commit waits for its message, then lands', async () => {
