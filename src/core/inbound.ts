@@ -129,12 +129,32 @@ function sameAddress(a: string, b: string): boolean {
   return a.trim().toLowerCase() === b.trim().toLowerCase();
 }
 
-/** Messages a status names, and whether any by that id exists at all (trusted or not). */
-function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trusted']): { found: MessageRow[]; exists: boolean } {
+interface Found {
+  found: MessageRow[];
+  /** Whether any message by that id exists at all (trusted or not). */
+  exists: boolean;
+  /** The named message has no provider id yet: the report may be early (look again) or its only news. */
+  early?: MessageRow;
+  /** The named message was sent under another provider id: the report is about another attempt's copy. */
+  otherCopy?: string;
+}
+
+/** Messages a status names. */
+function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trusted']): Found {
   const fits = (m: MessageRow | undefined): m is MessageRow =>
     !!m && m.direction === 'outbound' && trusted(m.gateway_id) && (!ref.recipient || sameAddress(m.to, ref.recipient));
   const named = ref.messageId ? getMessageRow(ctx, ref.messageId) : undefined;
-  if (fits(named)) return { found: [named], exists: true };
+  if (fits(named)) {
+    // Every attempt at a send reports to the same callback URL (Twilio) or with the same
+    // custom_args (SendGrid): a retry after a timeout the provider had in fact taken is a second
+    // copy under another provider id, whose reports must not move the message that was sent.
+    // A provider id of msgd's own making (SendGrid's 202 without X-Message-Id) says nothing.
+    const recorded = named.provider_message_id !== null && named.provider_message_id !== named.id ? named.provider_message_id : null;
+    const reported = ref.providerMessageId;
+    if (!reported || recorded === reported) return { found: [named], exists: true };
+    if (recorded !== null) return { found: [], exists: true, otherCopy: `${named.id} was sent as ${recorded}` };
+    return { found: [], exists: true, early: named };
+  }
   if (!ref.providerMessageId) return { found: [], exists: !!named };
   // Only messages whose reports name them by the provider's id are found by it (the partial
   // messages_provider index); the others' reports name msgd's id, handled above.
@@ -168,7 +188,24 @@ function historyOnly(ctx: CoreCtx, m: MessageRow, ev: Extract<ProviderEvent, { t
 function status(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'status' }>, opts: ApplyOptions): Step {
   const label = ev.ref.messageId ?? ev.ref.providerMessageId;
   if (!label) return { unroutable: `${ev.providerStatus} event names no message` };
-  const { found, exists } = findOutbound(ctx, ev.ref, opts.trusted);
+  const { found, exists, early, otherCopy } = findOutbound(ctx, ev.ref, opts.trusted);
+  if (otherCopy) return { unroutable: `${ev.providerStatus} for provider id ${ev.ref.providerMessageId}, another attempt's copy: message ${otherCopy}` };
+  if (early) {
+    // Its dispatch may not have recorded the provider's answer yet: look again, as for a report
+    // found by provider id. On the last look the report is all there is (the answer never came:
+    // a timeout the provider had taken): it applies, and its provider id is the message's.
+    if (!opts.final) return { waiting: `message ${early.id} has no provider id yet (reported as ${ev.ref.providerMessageId})` };
+    // A retry's note (a timeout) is not the message's error once the provider reports it.
+    stmt(
+      ctx.db.sqlite,
+      `UPDATE messages SET provider_message_id = ?,
+         error_code = CASE WHEN status IN ('queued', 'sending') THEN NULL ELSE error_code END,
+         error_message = CASE WHEN status IN ('queued', 'sending') THEN NULL ELSE error_message END
+       WHERE id = ? AND (provider_message_id IS NULL OR provider_message_id = id)`,
+    ).run(ev.ref.providerMessageId!, early.id);
+    Object.assign(early, getMessageRow(ctx, early.id));
+    found.push(early);
+  }
   if (found.length === 0) {
     const to = ev.ref.recipient ? ` to ${ev.ref.recipient}` : '';
     // Another gateway's (or recipient's) message under the same id will not become ours by waiting.

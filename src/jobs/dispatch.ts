@@ -160,7 +160,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
             // A timeout or reset after the request left may have been accepted: the next
             // attempt could send it twice, and the message says so from now on.
             if (uncertain || result.maybeDelivered) flagUncertain(ctx, m.id);
-            stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = ?, error_message = ?, updated_at = ? WHERE id = ?').run(
+            // Only a message still waiting for its dispatch: a provider report may have settled it.
+            stmt(ctx.db.sqlite, `UPDATE messages SET error_code = ?, error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`).run(
               result.code ?? 'retrying',
               result.message,
               ctx.now(),

@@ -5,7 +5,7 @@ import { EMPTY_TWIML } from '../../src/http/routes/webhooks-in.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { postWebhook, twilioForm, twilioHeaders, twilioSign, type TwilioParams } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { lastRow, processed, waitFor } from './helpers.js';
+import { lastRow, processed, row, waitFor } from './helpers.js';
 
 // Twilio status callbacks and inbound SMS, signed over the URL Twilio was given: rebuilt
 // from the request, or server.publicUrl behind a proxy, or X-Forwarded-* when trusted.
@@ -151,6 +151,39 @@ describe('Twilio status callbacks', () => {
     const ok = await twilioPost(status(named.provider_message_id!, 'delivered'), { url: named.callback });
     expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
     expect(getMessageRow(s.ctx, named.id)!.status).toBe('delivered');
+  });
+
+  it("a report for another SID at the URL naming the message (a retried send's first copy) does not move it", async () => {
+    const m = await sentSms('sent twice');
+    // The first attempt timed out at msgd but Twilio had created it, with the same StatusCallback.
+    const firstCopy = `SM${'f'.repeat(32)}`;
+    const stale = await twilioPost(status(firstCopy, 'undelivered', { ErrorCode: '30003' }), { url: m.callback });
+    const log = await processed(s.ctx, stale.headers.get('x-msgd-webhook-id')!);
+    expect([log.processing, log.error]).toEqual(['unroutable', `undelivered for provider id ${firstCopy}, another attempt's copy: message ${m.id} was sent as ${m.provider_message_id}`]);
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'sent', error_code: null });
+    const ok = await twilioPost(status(m.provider_message_id!, 'delivered'), { url: m.callback });
+    expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.ignored])).toEqual([
+      ['queued', 0],
+      ['sent', 0],
+      ['delivered', 0],
+    ]);
+  });
+
+  it('a report that beats the commit of its SID waits for it, then lands', async () => {
+    const m = await sentSms('early report');
+    const sid = m.provider_message_id!;
+    // As if Twilio called back before msgd had committed its answer to the send.
+    s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'sending', provider_message_id = NULL, sent_at = NULL WHERE id = ?`).run(m.id);
+    const res = await twilioPost(status(sid, 'delivered'), { url: m.callback });
+    const id = res.headers.get('x-msgd-webhook-id')!;
+    await waitFor(() => /waiting for message .* has no provider id yet \(reported as SM/.test(row(s.ctx, id).error ?? ''), 'the report to wait');
+    expect(row(s.ctx, id).processing).toBe('pending');
+    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sending');
+    // What the dispatch commit does: the message is sent, under that SID.
+    s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'sent', provider_message_id = ?, sent_at = ? WHERE id = ?`).run(sid, m.sent_at, m.id);
+    expect((await processed(s.ctx, id)).processing).toBe('processed');
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'delivered', provider_message_id: sid });
   });
 
   it('undelivered records the carrier error and, with refundOnProviderFailure=never, keeps the charge', async () => {
