@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { listChannels } from '../core/channels.js';
 import type { CoreCtx, GatewayKind } from '../core/context.js';
-import { GRAPH_API_VERSION } from '../core/gateway-kinds.js';
+import { GRAPH_API_VERSION, META_KINDS } from '../core/gateway-kinds.js';
 import { getGateway, type GatewayView } from '../core/gateways.js';
 import { verifyLedger } from '../core/ledger.js';
 import { listPrices } from '../core/prices.js';
@@ -38,8 +38,6 @@ function keyCheck(dd: DataDir): Check {
   }
   return { name: 'master key', status: 'ok', message: `${dd.keySource} (mode ${shown})` };
 }
-
-const META_KINDS: readonly GatewayKind[] = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'];
 
 function schemaChecks(ctx: CoreCtx): Check[] {
   const checks: Check[] = [];

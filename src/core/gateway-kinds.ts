@@ -13,6 +13,9 @@ const url = z.url({ protocol: /^https?$/ });
  * version it was created with, and `msgctl gateway update <gw> --set api_version=vNN.0` moves it.
  */
 export const GRAPH_API_VERSION = 'v26.0';
+
+/** The kinds that call Meta's Graph API: one app secret signs their webhooks, one api_version each. */
+export const META_KINDS: readonly GatewayKind[] = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'];
 const version = z.string().regex(/^v\d+\.\d+$/, `expected a Graph API version such as ${GRAPH_API_VERSION}`);
 // Settings arrive as JSON values or as strings from the command line: "false" must mean false
 // (z.coerce.boolean would read any non-empty string as true) and "" must not become 0.

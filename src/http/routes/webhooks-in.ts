@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../jobs/webhook-receive.js';
 import type { Runtime } from '../../runtime.js';
+import { META_KINDS } from '../../core/gateway-kinds.js';
 import { errorHandler, sendError } from '../errors.js';
 
 // Provider webhooks in. One URL takes WhatsApp, Twilio, SendGrid and sandbox events, the
@@ -11,8 +12,6 @@ import { errorHandler, sendError } from '../errors.js';
 
 export const WEBHOOK_PATHS = ['/api/webhook.php', '/api/webhook-messenger.php'] as const;
 export const EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>';
-
-const META_KINDS = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'] as const;
 
 const EMPTY = Buffer.alloc(0);
 const digest = (s: string) => createHash('sha256').update(s).digest();

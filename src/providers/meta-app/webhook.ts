@@ -1,3 +1,4 @@
+import { META_KINDS } from '../../core/gateway-kinds.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
 import { isObject, jsonBody, note, str, type WebhookHandler } from '../webhook-common.js';
 
@@ -18,7 +19,7 @@ function notification(j: unknown): Notification | null {
 
 export const metaAppWebhook: WebhookHandler<Notification, MetaSignature> = {
   provider: 'meta',
-  kinds: ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'],
+  kinds: META_KINDS,
   secretName: 'app_secret',
   // Only with Meta's signature header: a bare {object, entry} from anyone else stays unknown.
   parse: (req) => (req.headers['x-hub-signature-256'] !== undefined || req.headers['x-hub-signature'] !== undefined ? notification(jsonBody(req)) : null),
