@@ -5,8 +5,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../src/db/open.js';
 import { GroupCommitter } from '../../src/db/group-commit.js';
 
-// Work submitted in one event-loop turn shares one transaction; each piece has its own
-// savepoint; every promise settles after the shared COMMIT, and says the truth about it.
+// Work submitted in one event-loop turn shares one transaction; a piece that fails takes back
+// only its own writes; every promise settles after the shared COMMIT, and says the truth about it.
 
 let dir: string;
 let db: Db;
@@ -32,6 +32,46 @@ describe('GroupCommitter', () => {
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(rows()).toEqual(['a', 'b']);
     expect(gc.batches).toBe(1);
+    // The failing piece wrote nothing before its statement failed: no second run was needed.
+    expect(gc.reruns).toBe(0);
+  });
+
+  it('a piece that fails after some of its writes is taken back alone, and the rest of its batch commits', async () => {
+    const gc = setup();
+    let runs = 0;
+    const halfway = () => {
+      runs++;
+      put('c-1')();
+      put('a')(); // already written by the first piece: UNIQUE fails after c-1 is in
+    };
+    const results = await Promise.allSettled([gc.run(put('a')), gc.run(halfway), gc.run(put('b')), gc.run(put('d'))]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect((results[1] as PromiseRejectedResult).reason.code).toBe('SQLITE_CONSTRAINT_PRIMARYKEY');
+    expect(rows()).toEqual(['a', 'b', 'd']);
+    expect(gc.batches).toBe(1);
+    // The batch ran twice: once without savepoints (rolled back when the piece failed midway),
+    // then each piece in its own savepoint. Pieces must be safe to run twice.
+    expect(gc.reruns).toBe(1);
+    expect(runs).toBe(2);
+    // The next batch goes the fast way again.
+    await gc.run(put('e'));
+    expect(gc.reruns).toBe(1);
+    expect(rows()).toEqual(['a', 'b', 'd', 'e']);
+  });
+
+  it('a piece that throws after an UPDATE that changed a row is taken back too', async () => {
+    const gc = setup();
+    db.sqlite.prepare("INSERT INTO t (k, v) VALUES ('x', X'00')").run();
+    const results = await Promise.allSettled([
+      gc.run(() => {
+        db.sqlite.prepare("UPDATE t SET k = 'y' WHERE k = 'x'").run();
+        throw new Error('changed my mind');
+      }),
+      gc.run(put('z')),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    expect(rows()).toEqual(['x', 'z']);
+    expect(gc.reruns).toBe(1);
   });
 
   it('when SQLite rolls back the whole transaction (disk full) mid-batch, every piece is rejected and none is durable', async () => {
