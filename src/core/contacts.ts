@@ -1,4 +1,4 @@
-import { stmt } from '../db/stmt.js';
+import { rawStmt, stmt } from '../db/stmt.js';
 import { contactEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
@@ -66,6 +66,28 @@ export function findOrCreateContact(
     }
     return { contact: found, created: false };
   }
+  return { contact: createContact(ctx, partnerId, key, address, opts, now), created: true };
+}
+
+/**
+ * The id of the partner's contact for an address, created if absent: all an outbound send
+ * needs, read as one column (a whole named row costs ~1 µs more a send). In the caller's transaction.
+ */
+export function contactIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, address: string): string {
+  const key = contactKeyFor(channel);
+  if (key === 'email') address = contactEmail(address);
+  const found = rawStmt(ctx.db.sqlite, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(partnerId, address) as [string] | undefined;
+  return found ? found[0] : createContact(ctx, partnerId, key, address, {}, ctx.now()).id;
+}
+
+function createContact(
+  ctx: CoreCtx,
+  partnerId: string,
+  key: ContactKey,
+  address: string,
+  opts: { name?: string | null; inboundAt?: number },
+  now: number,
+): ContactRow {
   const row: ContactRow = {
     id: newId('ct'),
     partner_id: partnerId,
@@ -81,7 +103,7 @@ export function findOrCreateContact(
   };
   row[key] = address;
   insertContact(ctx, row);
-  return { contact: row, created: true };
+  return row;
 }
 
 /** Write a new contact row (inside the caller's transaction). */

@@ -58,7 +58,7 @@ export function prepare(sqlite: Database.Database) {
   return {
     insert: sqlite.prepare(
       `INSERT INTO jobs (kind, payload, state, priority, run_at, attempts, max_attempts, reclaims, unique_key, created_at, updated_at)
-       VALUES (@kind, @payload, 'available', @priority, @runAt, 0, @maxAttempts, 0, @uniqueKey, @now, @now)
+       VALUES (?, ?, 'available', ?, ?, 0, ?, 0, ?, ?, ?)
        ON CONFLICT(unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id`,
     ),
     byUniqueKey: sqlite.prepare(`SELECT id FROM jobs WHERE unique_key = ?`),

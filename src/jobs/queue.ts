@@ -128,15 +128,10 @@ export class JobQueue {
     if (!Number.isFinite(runAt)) throw invalid('runAt must be a time in ms');
     const payload = JSON.stringify(spec.payload ?? null);
     if (payload === undefined) throw invalid('job payload must be JSON-serialisable');
-    const row = this.s.insert.get({
-      kind: spec.kind,
-      payload,
-      priority: spec.priority ?? 0,
-      runAt: Math.round(runAt),
-      maxAttempts,
-      uniqueKey: spec.uniqueKey ?? null,
-      now,
-    }) as { id: number } | undefined;
+    // Positional: kind, payload, priority, run_at, max_attempts, unique_key, created_at, updated_at.
+    const row = this.s.insert.get(spec.kind, payload, spec.priority ?? 0, Math.round(runAt), maxAttempts, spec.uniqueKey ?? null, now, now) as
+      | { id: number }
+      | undefined;
     if (row) {
       this.scheduleNotify(spec.kind, runAt);
       return { id: row.id, created: true };
