@@ -96,6 +96,16 @@ function parseJson(text: string): any {
 /** Failures that happen before the request is sent: the provider cannot have seen it. */
 export const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
+// A certificate that fails verification ends the TLS handshake, before a byte of the request
+// is written (OpenSSL's verify codes, and Node's own for a name or a handshake that timed out).
+const TLS_HANDSHAKE =
+  /^(ERR_TLS_CERT_ALTNAME_INVALID|ERR_TLS_HANDSHAKE_TIMEOUT|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z_]+|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH_EXCEEDED)$/;
+
+/** Whether a failure with this (system, undici or TLS) error code came before the request was sent. */
+export function notSent(code: string | undefined): boolean {
+  return code !== undefined && (NOT_SENT.has(code) || TLS_HANDSHAKE.test(code));
+}
+
 function networkRetry(err: unknown, ctx: SendContext): RetryResult {
   const e = err as { name?: string; code?: string; message?: string; cause?: { code?: string } };
   if (e?.code === 'UND_ERR_BODY_TIMEOUT') {
@@ -106,7 +116,7 @@ function networkRetry(err: unknown, ctx: SendContext): RetryResult {
   }
   const code = e?.code ?? e?.cause?.code ?? 'network_error';
   const retry: RetryResult = { outcome: 'retry', code: 'network_error', message: `${code}: ${e?.message ?? String(err)}` };
-  return NOT_SENT.has(code) || NOT_SENT.has(e?.cause?.code ?? '') ? retry : { ...retry, maybeDelivered: true };
+  return notSent(code) || notSent(e?.cause?.code) ? retry : { ...retry, maybeDelivered: true };
 }
 
 export function header(res: HttpResponse, name: string): string | undefined {

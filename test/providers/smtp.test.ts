@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { smtpAdapter as adapter } from '../../src/providers/smtp/send.js';
 import type { MessageContent } from '../../src/providers/types.js';
@@ -95,6 +96,8 @@ describe('smtp adapter', () => {
     await plain.down();
     const down = await adapter.send(g, mail(), ctx);
     expect(down).toMatchObject({ outcome: 'retry', code: 'network_error' });
+    // Refused: the mail cannot have gone, so no duplicate is possible.
+    expect(down.outcome === 'retry' && down.maybeDelivered).toBeFalsy();
     await plain.up();
     expect((await adapter.send(g, mail(), ctx)).outcome).toBe('accepted');
     expect(plain.messages).toHaveLength(2);
@@ -104,8 +107,30 @@ describe('smtp adapter', () => {
     plain.failNext({ kind: 'timeout' });
     const started = Date.now();
     const r = await adapter.send(gwFor(plain), mail(), makeCtx(dispatcher, { timeoutMs: 300 }));
-    expect(r).toMatchObject({ outcome: 'retry', code: 'timeout' });
+    // The server may have taken the mail and only its answer been lost.
+    expect(r).toMatchObject({ outcome: 'retry', code: 'timeout', maybeDelivered: true });
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it('retries without suspecting a duplicate when the server takes the connection but never greets', async () => {
+    // A relay behind a firewall or overloaded: TCP connects, no 220 ever comes.
+    const sockets = new Set<Socket>();
+    const mute = createServer((s) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    });
+    await new Promise<void>((r) => mute.listen(0, '127.0.0.1', r));
+    try {
+      const port = (mute.address() as AddressInfo).port;
+      const g = makeGw('smtp', { host: '127.0.0.1', port, secure: false, require_tls: false, tls_reject_unauthorized: true }, {});
+      const r = await adapter.send(g, mail(), makeCtx(dispatcher, { timeoutMs: 300 }));
+      expect(r).toMatchObject({ outcome: 'retry', code: 'timeout' });
+      expect(r.outcome === 'retry' && r.message).toMatch(/greeting/i);
+      expect(r.outcome === 'retry' && r.maybeDelivered).toBeFalsy();
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => mute.close(r));
+    }
   });
 
   it('refuses non-email content', async () => {
@@ -144,6 +169,8 @@ describe('smtp adapter over TLS', () => {
     // Retried rather than failed: the operator can fix the certificate before the message expires.
     expect(r).toMatchObject({ outcome: 'retry', code: 'network_error' });
     expect(r.outcome === 'retry' && r.message).toMatch(/self-signed/);
+    // The handshake failed before any SMTP command: the mail cannot have gone.
+    expect(r.outcome === 'retry' && r.maybeDelivered).toBeFalsy();
     expect(implicit.messages).toHaveLength(1);
   });
 });

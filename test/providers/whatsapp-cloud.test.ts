@@ -1,6 +1,10 @@
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { whatsappCloudAdapter as adapter } from '../../src/providers/whatsapp-cloud/send.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
+import { makeCert } from '../webhooks-out/receiver.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
 
 const PHONE_ID = '106540352242922';
@@ -84,6 +88,29 @@ describe('whatsapp_cloud adapter', () => {
     expect(fake.last()!.reply!.status).toBe(408);
     expect(r).toMatchObject({ outcome: 'retry' });
     expect((r as { maybeDelivered?: boolean }).maybeDelivered ?? false).toBe(false);
+  });
+
+  it('retries an unverifiable certificate without suspecting a duplicate: the handshake failed before the request', async () => {
+    const tls = makeCert();
+    let requests = 0;
+    const server = https.createServer({ key: readFileSync(tls.key), cert: readFileSync(tls.cert) }, (_req, res) => {
+      requests++;
+      res.end('{}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+      const g = makeGw('whatsapp_cloud', { base_url: url, api_version: 'v21.0', phone_number_id: PHONE_ID }, { access_token: TOKEN });
+      const r = await adapter.send(g, msg(), ctx);
+      expect(r).toMatchObject({ outcome: 'retry', code: 'network_error' });
+      expect(r.outcome === 'retry' && r.message).toMatch(/DEPTH_ZERO_SELF_SIGNED_CERT/);
+      expect((r as { maybeDelivered?: boolean }).maybeDelivered ?? false).toBe(false);
+      expect(requests).toBe(0);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      tls.cleanup();
+    }
   });
 
   it('retries 5xx and 131000', async () => {

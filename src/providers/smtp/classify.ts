@@ -1,5 +1,5 @@
 import type { NodemailerError } from 'nodemailer';
-import { NOT_SENT } from '../http.js';
+import { notSent } from '../http.js';
 import type { SendResult } from '../types.js';
 
 /** Refusals without an SMTP reply that a retry would meet again: bad address, credentials or config. */
@@ -15,10 +15,22 @@ export function classifySmtpError(err: NodemailerError): SendResult {
   }
   const code = err.code ?? 'EUNKNOWN';
   if (CONFIG_CODES.has(code)) return { outcome: 'failed', code: `smtp_${code.slice(1).toLowerCase()}`, message };
-  // Refused, reset, timed out, DNS, TLS handshake: retry. A session that dies after DATA may
-  // still have handed the mail over, so only a failure to connect is certain not to have.
-  const maybeDelivered = !NOT_SENT.has(err.originalCode ?? code);
+  // Refused, reset, timed out, DNS, TLS handshake: retry. A session that dies once it is under
+  // way may have handed the mail over by then; one that never got past connecting, the greeting
+  // or the TLS upgrade cannot have (nodemailer reports every socket failure as command CONN, so
+  // the stage is told by the error itself).
+  const maybeDelivered = !beforeMail(err);
   if (code === 'ETIMEDOUT') return { outcome: 'retry', code: 'timeout', message, maybeDelivered };
   const cause = err.originalCode ? `${code}/${err.originalCode}` : code;
   return { outcome: 'retry', code: 'network_error', message: `${cause}: ${message}`, maybeDelivered };
+}
+
+/** Timeouts of the phases before the session could carry mail (nodemailer's timeoutType). */
+const SETUP_TIMEOUTS = new Set(['CONNECT_TIMEOUT', 'GREETING_TIMEOUT', 'UPGRADE_TIMEOUT']);
+
+/** Whether the session failed before it could have sent the mail: connecting, DNS, the greeting, TLS. */
+function beforeMail(err: NodemailerError & { timeoutType?: string }): boolean {
+  if (err.code === 'EDNS' || err.code === 'ETLS') return true;
+  if (err.code === 'ETIMEDOUT' && err.timeoutType !== undefined) return SETUP_TIMEOUTS.has(err.timeoutType);
+  return notSent(err.originalCode ?? err.code);
 }

@@ -35,9 +35,12 @@ function createPool(nodemailer: Nodemailer, gw: GatewayRuntime, timeoutMs: numbe
     tls: { rejectUnauthorized: bool(s.tls_reject_unauthorized, true) },
     auth: user ? { user, pass: gw.secrets.password ?? '' } : undefined,
     maxConnections: 5,
+    // Connecting, the greeting and a STARTTLS upgrade share one deadline (connectionTimeout).
+    // The idle-socket timer runs from the connect too: a second longer, so a relay that never
+    // greets is reported as such (nothing sent) and not as an idle session (mail maybe sent).
     connectionTimeout: timeoutMs,
     greetingTimeout: timeoutMs,
-    socketTimeout: timeoutMs,
+    socketTimeout: timeoutMs + 1000,
   });
 }
 
