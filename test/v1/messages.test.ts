@@ -171,6 +171,44 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
     ]);
   });
 
+  it('400 lists every field problem at once, as the send-*.php endpoints do', async () => {
+    const cases: [unknown, { field: string; message: string }[]][] = [
+      [
+        { channel: 'email', to: 'not-an-address' },
+        [
+          { field: 'body', message: 'required: the message text' },
+          { field: 'to', message: 'must be a valid email address' },
+          { field: 'subject', message: 'required for email' },
+        ],
+      ],
+      [
+        { channel: 'sms', to: 'bad', body: null },
+        [
+          { field: 'body', message: 'required: the message text' },
+          { field: 'to', message: 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123' },
+        ],
+      ],
+      [
+        { channel: 'email', to: 'bad', subject: 'a\nb', body: 'x', html: 5 },
+        [
+          { field: 'html', message: 'must be a string' },
+          { field: 'to', message: 'must be a valid email address' },
+          { field: 'subject', message: 'must not contain line breaks' },
+        ],
+      ],
+      // One problem per field: an empty number is not also "not a valid phone number".
+      [{ channel: 'sms', to: '', body: 'x' }, [{ field: 'to', message: 'must not be empty' }]],
+      [{ channel: 'email', to: 'bob@example.com', subject: 's', body: 'x', html: '' }, [{ field: 'html', message: 'must not be empty: leave it out for a plain-text email' }]],
+    ];
+    for (const [body, details] of cases) {
+      const before = balance();
+      const r = await call(server, 'POST', '/v1/messages', { token, body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.error.details, JSON.stringify(body)).toEqual(details);
+      expect(balance()).toBe(before);
+    }
+  });
+
   it('400 invalid_json for a malformed body from a funded partner', async () => {
     const r = await call(server, 'POST', '/v1/messages', { token, body: '{"channel": "sms",' });
     expect(r.status).toBe(400);

@@ -37,31 +37,52 @@ export const messageCreate = z
     subject: optional(z.string()).describe('email only, required there; null is the same as absent'),
     html: optional(z.string()).describe('email only: an HTML part; null is the same as absent'),
   })
-  .superRefine((b, ctx) => {
-    const add = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
-    if (b.channel === 'sms' || b.channel === 'whatsapp') {
-      if (normalizeE164(b.to) === null) add('to', 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123');
-    } else if (b.channel === 'email') {
-      if (normalizeEmail(b.to) === null) add('to', 'must be a valid email address');
-    } else if (!/^\d{1,64}$/.test(b.to)) {
-      add('to', `must be the ${b.channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`);
-    }
-    if (b.channel === 'email') {
-      if (b.subject === undefined || b.subject === '') add('subject', 'required for email');
-      else if (charCount(b.subject) > LIMITS.subject) add('subject', `must be at most ${LIMITS.subject} characters`);
-      else if (/[\r\n]/.test(b.subject)) add('subject', 'must not contain line breaks');
-      if (Buffer.byteLength(b.body) > LIMITS.textBytes) add('body', `must be at most ${LIMITS.textBytes} bytes`);
-      if (b.html !== undefined && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
-    } else {
-      if (b.body !== '' && isBlank(b.body)) add('body', 'must not be only whitespace');
-      else {
-        const problem = textLimitProblem(b.channel as TextChannel, b.body);
-        if (problem) add('body', problem);
+  .superRefine(
+    (b, ctx) => {
+      // Runs even when a field above already failed (when: always), so every problem is listed
+      // at once, as on the send-*.php endpoints; a field that already has an issue gets no second
+      // one. The values are then only what the request held: each is checked for its type first.
+      const flagged = new Set(ctx.issues.map((i) => String(i.path?.[0])));
+      const add = (path: string, message: string) => {
+        if (flagged.has(path)) return;
+        flagged.add(path);
+        ctx.addIssue({ code: 'custom', path: [path], message });
+      };
+      const ch = (CHANNEL_TYPES as readonly unknown[]).includes(b.channel) ? b.channel : null;
+      if (ch === null) return;
+      const str = (v: unknown): v is string => typeof v === 'string';
+      if (str(b.to) && !flagged.has('to')) {
+        if (ch === 'sms' || ch === 'whatsapp') {
+          if (normalizeE164(b.to) === null) add('to', 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123');
+        } else if (ch === 'email') {
+          if (normalizeEmail(b.to) === null) add('to', 'must be a valid email address');
+        } else if (!/^\d{1,64}$/.test(b.to)) {
+          add('to', `must be the ${ch === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`);
+        }
       }
-      if (b.subject !== undefined) add('subject', 'only for email');
-      if (b.html !== undefined) add('html', 'only for email');
-    }
-  })
+      if (ch === 'email') {
+        if (b.subject === undefined || b.subject === '') add('subject', 'required for email');
+        else if (str(b.subject)) {
+          if (charCount(b.subject) > LIMITS.subject) add('subject', `must be at most ${LIMITS.subject} characters`);
+          else if (/[\r\n]/.test(b.subject)) add('subject', 'must not contain line breaks');
+        }
+        if (str(b.body) && Buffer.byteLength(b.body) > LIMITS.textBytes) add('body', `must be at most ${LIMITS.textBytes} bytes`);
+        if (b.html === '') add('html', 'must not be empty: leave it out for a plain-text email');
+        else if (str(b.html) && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
+      } else {
+        if (str(b.body) && b.body !== '') {
+          if (isBlank(b.body)) add('body', 'must not be only whitespace');
+          else {
+            const problem = textLimitProblem(ch as TextChannel, b.body);
+            if (problem) add('body', problem);
+          }
+        }
+        if (b.subject !== undefined) add('subject', 'only for email');
+        if (b.html !== undefined) add('html', 'only for email');
+      }
+    },
+    { when: () => true },
+  )
   .meta({ id: 'MessageCreate' });
 
 export type MessageCreate = z.infer<typeof messageCreate>;
