@@ -2,7 +2,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import { and, desc, eq, lt } from 'drizzle-orm';
 import { ledgerEntries } from '../db/schema.js';
 import { AppError, invalid } from '../lib/errors.js';
-import { moneyJson } from '../lib/money.js';
+import { formatMoney, moneyJson } from '../lib/money.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 import { audit } from './audit.js';
@@ -79,10 +79,21 @@ export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId
   const row = s.debit.get(amount, now, partnerId, amount) as { balance: number } | undefined;
   if (!row) {
     refuseIfExhausted(ctx, partnerId);
-    throw new InsufficientBalanceError();
+    throw shortOfFunds(ctx, partnerId, amount);
   }
   s.insert.run(partnerId, 'debit', -amount, row.balance, messageId, note, actor, now);
   return row.balance;
+}
+
+/** The 402 for a price the partner's funds do not cover, saying by how much. */
+function shortOfFunds(ctx: CoreCtx, partnerId: string, price: number): InsufficientBalanceError {
+  const f = stmts(ctx).funds.get(partnerId);
+  if (!f) return new InsufficientBalanceError();
+  const available = f.balance + f.credit_limit;
+  return new InsufficientBalanceError(
+    `balance and credit limit do not cover this message: it costs ${formatMoney(price)} and ${formatMoney(available)} is available (balance ${formatMoney(f.balance)} plus credit limit ${formatMoney(f.credit_limit)}); top up to send`,
+    { price, balance: f.balance, credit_limit: f.credit_limit },
+  );
 }
 
 /** Credit a refund for a message; inside the caller's transaction. */

@@ -138,6 +138,8 @@ describe('POST /api/send-sms.php', () => {
     const two = await send(s.url, SMS, { to: '+14155550123', text: 'a'.repeat(161) }, p.token);
     expect(two.status).toBe(402);
     expect(two.body.error.code).toBe('insufficient_balance');
+    // It says by how much: the partner can top up the difference.
+    expect(two.body.error.message).toBe('balance and credit limit do not cover this message: it costs 0.02 and 0.015 is available (balance 0.015 plus credit limit 0.00); top up to send');
     expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.015'));
     expect((await send(s.url, SMS, { to: '+14155550123', text: 'a'.repeat(160) }, p.token)).status).toBe(200);
     expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.005'));
