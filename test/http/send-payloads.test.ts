@@ -87,6 +87,9 @@ describe('POST /api/send-sms.php', () => {
   it('whitespace-only text is refused: it would be charged and show nothing', async () => {
     expect(await invalid(SMS, { to: '+14155550123', text: '   ' })).toEqual([{ field: 'text', message: 'must not be only whitespace' }]);
     expect(await invalid(SMS, { to: '+14155550123', text: '\r\n' })).toEqual([{ field: 'text', message: 'must not be only whitespace' }]);
+    // Zero-width characters show nothing either (trim() keeps them).
+    expect(await invalid(SMS, { to: '+14155550123', text: '\u200b\u200d \u2060' })).toEqual([{ field: 'text', message: 'must not be only whitespace' }]);
+    expect(JSON.parse((await ok(SMS, { to: '+14155550123', text: '\u200bhi' })).content).text).toBe('\u200bhi');
     expect(JSON.parse((await ok(SMS, { to: '+14155550123', text: ' hi ' })).content).text).toBe(' hi ');
   });
 
@@ -190,6 +193,15 @@ describe('POST /api/send-email.php', () => {
     expect(fields(await invalid(EMAIL, { ...base, html: 'x'.repeat(512 * 1024 + 1) }))).toEqual(['html']);
     expect(fields(await invalid(EMAIL, { ...base, subject: '' }))).toEqual(['subject']);
     expect(fields(await invalid(EMAIL, { ...base, subject: 's'.repeat(999) }))).toEqual(['subject']);
+    // A blank subject or body would be an empty-looking email, charged.
+    expect(await invalid(EMAIL, { ...base, subject: '   ', html: ' \n ' })).toEqual([
+      { field: 'subject', message: 'must not be only whitespace' },
+      { field: 'html', message: 'must not be only whitespace' },
+    ]);
+    // The limit is named once, by the field it is on.
+    expect(await invalid(EMAIL, { ...base, text: 't'.repeat(512 * 1024 + 1) })).toEqual([
+      { field: 'text', message: expect.stringMatching(/^must be at most \d+ bytes of UTF-8$/) },
+    ]);
   });
 
   it('checks the optional fields and lists every problem at once', async () => {
@@ -298,7 +310,7 @@ describe('POST /api/send-whatsapp.php', () => {
     const obj = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: 'en_US', parameters, components } });
     expect(obj).toEqual([{ field: 'template.components', message: expect.stringMatching(/parameters or components, not both/) }]);
     // Beside a template object they would not be sent: refused, not dropped.
-    for (const extra of [{ parameters }, { components }]) {
+    for (const extra of [{ parameters }, { components }, { language: 'de' }]) {
       const d = await invalid(WHATSAPP, { to: '+14155550123', type: 'template', template: { name: 'order_update', language: 'en_US' }, ...extra });
       expect(d).toEqual([{ field: Object.keys(extra)[0], message: expect.stringMatching(/put .* inside it/) }]);
     }

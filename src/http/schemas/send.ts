@@ -74,8 +74,7 @@ export const e164 = requiredString('a phone number in E.164 format, e.g. +141555
     return z.NEVER;
   });
 
-const bytes = (max: number, label: string) =>
-  z.string().refine((v) => Buffer.byteLength(v, 'utf8') <= max, `${label} must be at most ${max} bytes`);
+const bytes = (max: number) => z.string().refine((v) => Buffer.byteLength(v, 'utf8') <= max, `must be at most ${max} bytes of UTF-8`);
 
 export const smsBody = z.object({
   to: e164,
@@ -100,10 +99,14 @@ export const emailBody = z.object({
   to: emailAddress,
   subject: requiredString('the subject line')
     .min(1, 'must not be empty')
+    .refine((v) => v === '' || !isBlank(v), 'must not be only whitespace')
     .max(LIMITS.subject, `must be at most ${LIMITS.subject} characters`)
     .refine((v) => !/[\r\n]/.test(v), 'must not contain line breaks'),
-  html: requiredString('the HTML body').min(1, 'must not be empty').pipe(bytes(LIMITS.htmlBytes, 'html')),
-  text: optional(bytes(LIMITS.textBytes, 'text')),
+  html: requiredString('the HTML body')
+    .min(1, 'must not be empty')
+    .refine((v) => v === '' || !isBlank(v), 'must not be only whitespace')
+    .pipe(bytes(LIMITS.htmlBytes)),
+  text: optional(bytes(LIMITS.textBytes)),
   from_name: optional(
     z
       .string()

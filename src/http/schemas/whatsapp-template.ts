@@ -45,7 +45,8 @@ function checkParameters(v: unknown, path: Path, add: AddIssue) {
 }
 
 /** Empty or whitespace only: a text that shows nothing. */
-export const isBlank = (s: string) => s.trim() === '';
+/** Nothing a reader would see: whitespace, and the zero-width characters trim() keeps (U+200B-U+200D, U+2060). */
+export const isBlank = (s: string) => /^[\s\u200B-\u200D\u2060]*$/.test(s);
 
 function checkComponents(v: unknown, path: Path, add: AddIssue) {
   if (!Array.isArray(v)) return add(path, 'must be a list of Cloud API components, e.g. [{"type": "body", "parameters": [...]}]');
@@ -98,8 +99,8 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
       report(['template', 'language'], languageProblem(language, 'required: a language code such as en or en_US, or {"code": "en_US"}'));
     }
     // Outside the object they would not be sent: say so rather than charge for a template without them.
-    for (const k of ['parameters', 'components'] as const) {
-      if (b[k] != null) report([k], `with a template object, put ${k} inside it: "template": {"name", "language", "${k}"}`);
+    for (const k of ['language', 'parameters', 'components'] as const) {
+      if (b[k] != null) report([k], `with a template object, put ${k} inside it: "template": {"name", "language", "parameters" or "components"}`);
     }
   } else {
     report(['template'], 'must be a template name or {name, language, parameters?}');
