@@ -199,6 +199,13 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
       // One problem per field: an empty number is not also "not a valid phone number".
       [{ channel: 'sms', to: '', body: 'x' }, [{ field: 'to', message: 'must not be empty' }]],
       [{ channel: 'email', to: 'bob@example.com', subject: 's', body: 'x', html: '' }, [{ field: 'html', message: 'must not be empty: leave it out for a plain-text email' }]],
+      [
+        { channel: 'email', to: 'bob@example.com', subject: ' ', body: 'x', html: '\n' },
+        [
+          { field: 'subject', message: 'must not be only whitespace' },
+          { field: 'html', message: 'must not be only whitespace' },
+        ],
+      ],
     ];
     for (const [body, details] of cases) {
       const before = balance();

@@ -63,11 +63,13 @@ export const messageCreate = z
       if (ch === 'email') {
         if (b.subject === undefined || b.subject === '') add('subject', 'required for email');
         else if (str(b.subject)) {
-          if (charCount(b.subject) > LIMITS.subject) add('subject', `must be at most ${LIMITS.subject} characters`);
+          if (isBlank(b.subject)) add('subject', 'must not be only whitespace');
+          else if (charCount(b.subject) > LIMITS.subject) add('subject', `must be at most ${LIMITS.subject} characters`);
           else if (/[\r\n]/.test(b.subject)) add('subject', 'must not contain line breaks');
         }
         if (str(b.body) && Buffer.byteLength(b.body) > LIMITS.textBytes) add('body', `must be at most ${LIMITS.textBytes} bytes`);
         if (b.html === '') add('html', 'must not be empty: leave it out for a plain-text email');
+        else if (str(b.html) && isBlank(b.html)) add('html', 'must not be only whitespace');
         else if (str(b.html) && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
       } else {
         if (str(b.body) && b.body !== '') {
