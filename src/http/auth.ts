@@ -21,6 +21,12 @@ export function lookupToken(auth: TokenAuthenticator, req: FastifyRequest): Auth
  */
 export function authenticate(auth: TokenAuthenticator, req: FastifyRequest, scope: Scope, result: AuthResult = lookupToken(auth, req)): AuthPrincipal {
   const header = req.headers.authorization;
+  // Node keeps the first of several Authorization headers and drops the rest: which token
+  // was meant is then a guess (a revoked one after a valid one would pass). Refuse them all.
+  if (header !== undefined && authorizationHeaders(req.raw.rawHeaders) > 1) {
+    const message = 'more than one Authorization header: send exactly one';
+    throw new AppError('unauthorized', message, [], { wwwAuthenticate: challenge(message) });
+  }
   if (!result.ok) {
     if (result.reason === 'partner_suspended') {
       throw new AppError('partner_suspended', 'this partner account is suspended; contact the operator');
@@ -43,6 +49,12 @@ export function authenticate(auth: TokenAuthenticator, req: FastifyRequest, scop
   }
   (req as any).principal = result.principal;
   return result.principal;
+}
+
+function authorizationHeaders(raw: string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 13 && raw[i].toLowerCase() === 'authorization') n++;
+  return n;
 }
 
 const challenge = (description: string) => `Bearer error="invalid_token", error_description="${description.replace(/["\\]/g, "'")}"`;

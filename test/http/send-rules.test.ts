@@ -254,6 +254,31 @@ describe('order of the rules across the board', () => {
     expect((await send(s.url, SMS, VALID[SMS], sandboxPartner(s.ctx, { balance: '10' }).token)).headers.get('www-authenticate')).toBeNull();
   });
 
+  it('two Authorization headers are 401 whichever comes first: which token was meant is a guess', async () => {
+    const good = sandboxPartner(s.ctx, { balance: '10' });
+    const revoked = sandboxPartner(s.ctx, { balance: '10' });
+    revokeToken(s.ctx, listTokens(s.ctx, revoked.partnerId)[0].id, 'test');
+    const post = (authorization: string[]) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const req = httpRequest(`${s.url}${SMS}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization } }, (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify(VALID[SMS]));
+      });
+    for (const pair of [
+      [`Bearer ${good.token}`, `Bearer ${revoked.token}`],
+      [`Bearer ${good.token}`, `Bearer ${good.token}`],
+    ]) {
+      const r = await post(pair);
+      expect([r.status, r.body.error.code, r.body.error.message]).toEqual([401, 'unauthorized', 'more than one Authorization header: send exactly one']);
+    }
+    expect(messagesOf(s.ctx, good.partnerId)).toHaveLength(0);
+    expect((await post([`Bearer ${good.token}`])).status).toBe(200);
+  });
+
   it('with funds, a malformed body is 400 invalid_json and an invalid one 400 invalid_request', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     for (const path of [SMS, EMAIL, WHATSAPP]) {
