@@ -57,6 +57,8 @@ export interface GatewayKindSpec {
   secretChecks?: Record<string, (value: string) => string | null>;
   /** Optional secrets a setting makes required (Twilio's api_key_sid needs api_key_secret). */
   secretsNeeded?: (settings: Record<string, unknown>) => string[];
+  /** Settings a secret is used with, by secret (SMTP's password is sent only with a user). */
+  settingsNeeded?: Record<string, string>;
 }
 
 /** SendGrid shows its Event Webhook verification key as base64 SPKI DER; PEM is taken too. */
@@ -176,7 +178,8 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
     settings: z
       .object({
         host: z.string().min(1),
-        port: int(1, 65535).default(587),
+        /** Default: 465 with secure, else 587. */
+        port: int(1, 65535).optional(),
         /** true: TLS from the first byte (port 465); false: STARTTLS when offered. */
         secure: bool.default(false),
         require_tls: bool.default(false),
@@ -186,6 +189,9 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
       })
       .strict(),
     secrets: { required: [], optional: ['password'] },
+    // A user without a password would meet a 535 on every send; a password without a user is never sent.
+    secretsNeeded: (s) => (s.user ? ['password'] : []),
+    settingsNeeded: { password: 'user' },
   },
   sandbox: {
     kind: 'sandbox',

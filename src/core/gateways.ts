@@ -60,6 +60,11 @@ function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, par
 function checkNeededSecrets(kind: GatewayKind, settings: Record<string, unknown>, secrets: Record<string, string>) {
   const needed = GATEWAY_KINDS[kind].secretsNeeded?.(settings) ?? [];
   const details: ErrorDetail[] = needed.filter((k) => !secrets[k]).map((k) => ({ field: k, message: `required with the settings given (${kind})` }));
+  for (const [secret, setting] of Object.entries(GATEWAY_KINDS[kind].settingsNeeded ?? {})) {
+    if (secrets[secret] && (settings[setting] === undefined || settings[setting] === '')) {
+      details.push({ field: setting, message: `required with the ${secret} secret, which is never sent without it (${kind})` });
+    }
+  }
   if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
 }
 

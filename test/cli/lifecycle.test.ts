@@ -172,6 +172,20 @@ describe('gateways, channels and prices', () => {
     await json(['gateway', 'remove', 'tw-key']);
   });
 
+  it('an SMTP user needs its password and a password its user; secure alone means port 465', async () => {
+    const env = { SMTP_PASS: 'relay-pass-1' };
+    const base = ['gateway', 'add', 'smtp', '--name', 'mx-auth', '--set', 'host=mx.example.com'];
+    const userOnly = await run([...base, '--set', 'user=relay']);
+    expect([userOnly.code, userOnly.stderr]).toEqual([1, expect.stringMatching(/password: required with the settings given/)]);
+    const passOnly = await run([...base, '--secret-env', 'password=SMTP_PASS'], { env });
+    expect([passOnly.code, passOnly.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
+    const ok = await json([...base, '--set', 'user=relay', '--set', 'secure=true', '--secret-env', 'password=SMTP_PASS'], { env });
+    expect(ok.settings).toEqual({ host: 'mx.example.com', user: 'relay', secure: true, require_tls: false, tls_reject_unauthorized: true });
+    const dropUser = await run(['gateway', 'update', 'mx-auth', '--unset', 'user']);
+    expect([dropUser.code, dropUser.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
+    await json(['gateway', 'remove', 'mx-auth']);
+  });
+
   it('assigns, lists and unassigns channels; remove works once nothing uses the gateway', async () => {
     await json(['channel', 'assign', 'acme', 'demo', 'sms', '--from', '+15550001111']);
     const email = await json(['channel', 'assign', 'acme', 'relay', 'email', '--from', 'News@Acme.example']);

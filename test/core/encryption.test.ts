@@ -57,7 +57,7 @@ describe('gateway secrets at rest', () => {
     addGateway(t.ctx, { kind: 'whatsapp_cloud', name: 'wa', settings: { phone_number_id: '123' }, secrets: { access_token: SECRETS.wa, app_secret: SECRETS.waApp } }, 'test');
     addGateway(t.ctx, { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: SECRETS.twilio } }, 'test');
     addGateway(t.ctx, { kind: 'sendgrid', name: 'sg', secrets: { api_key: SECRETS.sendgrid } }, 'test');
-    addGateway(t.ctx, { kind: 'smtp', name: 'relay', settings: { host: 'mx.example.com' }, secrets: { password: SECRETS.smtp } }, 'test');
+    addGateway(t.ctx, { kind: 'smtp', name: 'relay', settings: { host: 'mx.example.com', user: 'relay' }, secrets: { password: SECRETS.smtp } }, 'test');
     updateGateway(t.ctx, 'tw', { secrets: { auth_token: SECRETS.rotated } }, 'test');
     expect(existsSync(join(t.dir, 'msgd.db-wal'))).toBe(true);
     expectAbsent(t.dir);

@@ -29,7 +29,7 @@ function createPool(nodemailer: Nodemailer, gw: GatewayRuntime, timeoutMs: numbe
   return nodemailer.createTransport({
     pool: true,
     host: String(s.host),
-    port: Number(s.port ?? 587),
+    port: Number(s.port ?? (bool(s.secure, false) ? 465 : 587)),
     secure: bool(s.secure, false),
     requireTLS: bool(s.require_tls, false),
     tls: { rejectUnauthorized: bool(s.tls_reject_unauthorized, true) },
