@@ -82,7 +82,7 @@ function parseStored(row: WebhookLogRow): Parsed | string {
   try {
     const payload = handler.parse({ raw: row.body ?? Buffer.alloc(0), headers: JSON.parse(row.headers), path: row.path, url: row.path, method: row.method });
     if (payload === null) return `the stored body no longer parses as a ${row.provider} webhook`;
-    return { row, handler, events: handler.events(payload) };
+    return { row, handler, events: handler.events(payload, row.received_at) };
   } catch (e) {
     return errorMessage(e);
   }

@@ -49,7 +49,11 @@ export interface WebhookHandler<P = any, S = any> {
   signature(req: RawWebhook, opts: VerifyOptions): SignatureCheck<S>;
   /** Whether the signature verifies with this secret; constant time. */
   matches(req: RawWebhook, payload: P, sig: S, secret: string): boolean;
-  events(payload: P): ProviderEvent[];
+  /**
+   * The events the payload reports. receivedAt (when msgd received the request) stands in for a
+   * time the provider does not give, so processing later (a wait, a reprocess) does not move it.
+   */
+  events(payload: P, receivedAt: number): ProviderEvent[];
 }
 
 export function header(req: Pick<RawWebhook, 'headers'>, name: string): string | undefined {
@@ -91,10 +95,15 @@ export function str(v: unknown): string | undefined {
   return undefined;
 }
 
-/** Unix seconds (number or digit string) to ms; now when absent. */
-export function fromSeconds(v: unknown): number {
+/** Unix seconds (number or digit string) to ms; the fallback when absent or no time a Date can hold. */
+export function fromSeconds(v: unknown, fallback: number): number {
   const s = str(v);
-  return s && /^\d+(\.\d+)?$/.test(s) ? Math.round(Number(s) * 1000) : Date.now();
+  return s && /^\d+(\.\d+)?$/.test(s) ? timeOr(Math.round(Number(s) * 1000), fallback) : fallback;
+}
+
+/** ms since the epoch if a Date can hold it (up to the year 275760), else the fallback. */
+export function timeOr(ms: number, fallback: number): number {
+  return Number.isSafeInteger(ms) && ms >= 0 && ms <= 8.64e15 ? ms : fallback;
 }
 
 /** Constant-time comparison of a MAC we computed with the one received. */

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
+import { reopenWebhookLog } from '../../src/core/webhook-log.js';
 import { EMPTY_TWIML } from '../../src/http/routes/webhooks-in.js';
+import { enqueueWebhookProcessing } from '../../src/jobs/webhook-receive.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { postWebhook, twilioForm, twilioHeaders, twilioSign, type TwilioParams } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
@@ -303,6 +305,23 @@ describe('Twilio inbound SMS', () => {
     const r = await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
     expect(r.processing).toBe('unroutable');
     expect(r.error).toContain('no active sms channel for +15550009999');
+  });
+
+  it('processed again later (reprocess), an inbound SMS keeps the time it arrived, which Twilio does not give', async () => {
+    const res = await twilioPost({ AccountSid: SID, MessageSid: 'SMlate', From: '+14155551234', To: '+15550008888', Body: 'hi', SmsStatus: 'received' });
+    const id = res.headers.get('x-msgd-webhook-id')!;
+    const first = await processed(s.ctx, id);
+    expect(first.processing).toBe('unroutable');
+    await new Promise((r) => setTimeout(r, 50));
+    const q = setupPartner(s.ctx);
+    connect(s.ctx, q.partnerId, { kind: 'twilio', name: 'tw-late', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } }, 'sms', '+15550008888');
+    reopenWebhookLog(s.ctx, id);
+    enqueueWebhookProcessing(s.rt.queue, [id]);
+    expect((await processed(s.ctx, id)).processing).toBe('processed');
+    const msg = s.ctx.db.sqlite.prepare(`SELECT * FROM messages WHERE provider_message_id = 'SMlate'`).get() as any;
+    expect(msg.partner_id).toBe(q.partnerId);
+    expect(msg.sent_at).toBe(first.received_at);
+    expect(msg.created_at).toBeGreaterThan(first.received_at + 40);
   });
 });
 

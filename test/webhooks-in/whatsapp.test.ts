@@ -223,6 +223,21 @@ describe('WhatsApp inbound', () => {
     expect(sent.sent_at).toBe(new Date(out.sent_at!).toISOString());
   });
 
+  it('a timestamp no date can hold (signed all the same) stands for arrival time; the batch around it is stored', async () => {
+    const payload = waInbound(PHONE_A, { from: '14155550166', id: 'wamid.ODD1', timestamp: '99999999999999999999', text: { body: 'odd' } });
+    const normal = waInbound(PHONE_A, { from: '14155550166', id: 'wamid.ODD2', timestamp: '1739321024', text: { body: 'fine' } });
+    payload.entry[0].changes[0].value.messages.push(normal.entry[0].changes[0].value.messages[0]);
+    const body = asciiJson(payload);
+    const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
+    const r = await processed(s.ctx, res.json.id);
+    expect([r.processing, r.error]).toEqual(['processed', null]);
+    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, sent_at FROM messages WHERE provider_message_id LIKE 'wamid.ODD%' ORDER BY 1`).all();
+    expect(rows).toEqual([
+      { provider_message_id: 'wamid.ODD1', sent_at: r.received_at },
+      { provider_message_id: 'wamid.ODD2', sent_at: 1739321024000 },
+    ]);
+  });
+
   it('media arrives as a reference (type, media id, mime type, caption); B’s number routes to B', async () => {
     const image = { caption: 'receipt', mime_type: 'image/jpeg', sha256: 'abc', id: '2754859441498128' };
     const body = asciiJson(waInbound(PHONE_B, { from: '14155550123', id: 'wamid.IMG1', type: 'image', image }, { display: '15550783882' }));

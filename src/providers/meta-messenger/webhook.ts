@@ -2,7 +2,7 @@ import type { ChannelType } from '../../core/context.js';
 import type { ProviderEvent, Receiver } from '../../core/inbound.js';
 import type { MediaRef, MessageContent } from '../../core/message-content.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
-import { isObject, jsonBody, kept, note, str, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
+import { isObject, jsonBody, kept, note, str, timeOr, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
 
 // Messenger (object "page") and Instagram (object "instagram") webhooks (FACTS B2): entry[]
 // per page / IG account, messaging[] events with sender, recipient, timestamp (ms) and one of
@@ -72,7 +72,7 @@ function reactionContent(r: Record<string, any>): Extract<MessageContent, { kind
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : /^\d+$/.test(String(v)) ? Number(v) : null);
 
-function eventsOf(provider: 'messenger' | 'instagram', list: Notifications): ProviderEvent[] {
+function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, receivedAt: number): ProviderEvent[] {
   const channel: ChannelType = provider;
   const out: ProviderEvent[] = [];
   for (const n of list) {
@@ -83,7 +83,7 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications): Pro
         const user = str(ev?.sender?.id);
         const receiver: Receiver = { channel, addresses: [...new Set([account, entryId].filter((x): x is string => !!x))] };
         const stamp = num(ev?.timestamp);
-        const at = stamp ?? Date.now();
+        const at = stamp === null ? receivedAt : timeOr(stamp, receivedAt);
         if (!user || receiver.addresses.length === 0) {
           out.push(note(`${provider} event without sender or recipient`));
         } else if (isObject(ev.message)) {
@@ -161,7 +161,7 @@ function handler(provider: 'messenger' | 'instagram', object: string): WebhookHa
     },
     signature: metaSignature,
     matches: (req, _p, sig, secret) => metaMatches(req, sig, secret),
-    events: (list) => eventsOf(provider, list),
+    events: (list, receivedAt) => eventsOf(provider, list, receivedAt),
   };
 }
 

@@ -56,10 +56,10 @@ export function signSandbox(secret: string, body: string | Buffer): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }
 
-function event(e: any): ProviderEvent {
+function event(e: any, receivedAt: number): ProviderEvent {
   const id = str(e?.id);
   if (!isObject(e) || !id) return note('sandbox event without id');
-  const at = fromSeconds(e.timestamp);
+  const at = fromSeconds(e.timestamp, receivedAt);
   if (e.type === 'message') {
     const channel = str(e.channel);
     const from = str(e.from);
@@ -106,5 +106,5 @@ export const sandboxWebhook: WebhookHandler<SandboxPayload, Buffer> = {
     return m ? { ok: true, sig: Buffer.from(m[1], 'hex') } : { ok: false, reason: 'malformed X-Msgd-Sandbox-Signature header' };
   },
   matches: (req, _p, sig, secret) => hmacEquals('sha256', secret, req.raw, sig),
-  events: (p) => p.events.map(event),
+  events: (p, receivedAt) => p.events.map((e) => event(e, receivedAt)),
 };

@@ -70,7 +70,7 @@ export function verifySendgridSignature(publicKeyB64: string, timestamp: string,
   }
 }
 
-function events(p: SgPayload): ProviderEvent[] {
+function events(p: SgPayload, receivedAt: number): ProviderEvent[] {
   return p.events.map((e): ProviderEvent => {
     const event = String(e.event);
     if (!Object.hasOwn(STATUS, event)) return note(`SendGrid event "${event}" is not handled`);
@@ -85,7 +85,7 @@ function events(p: SgPayload): ProviderEvent[] {
       providerStatus: event === 'bounce' && e.type === 'blocked' ? 'bounce:blocked' : event,
       errorCode: failing ? (str(e.status) ?? str(e.type) ?? null) : null,
       errorMessage: str(e.reason) ?? str(e.response) ?? null,
-      occurredAt: fromSeconds(e.timestamp),
+      occurredAt: fromSeconds(e.timestamp, receivedAt),
       ...(Object.hasOwn(NOTIFY, event)
         ? { notify: NOTIFY[event], detail: { email: str(e.email) ?? null, ...(e.asm_group_id !== undefined ? { asm_group_id: e.asm_group_id } : {}) } }
         : {}),

@@ -152,7 +152,7 @@ function inboundContent(p: TwilioParams): MessageContent {
   return media.length ? { kind: 'media', caption: body || null, media } : { kind: 'text', text: body };
 }
 
-function events({ params: p, messageId }: TwilioPayload): ProviderEvent[] {
+function events({ params: p, messageId }: TwilioPayload, receivedAt: number): ProviderEvent[] {
   const sid = one(p.MessageSid) ?? one(p.SmsMessageSid) ?? one(p.SmsSid);
   if (!sid) return [note('Twilio request without a MessageSid')];
   const raw = (one(p.MessageStatus) ?? one(p.SmsStatus) ?? '').toLowerCase();
@@ -169,7 +169,8 @@ function events({ params: p, messageId }: TwilioPayload): ProviderEvent[] {
         profileName: one(p.ProfileName) ?? null,
         providerMessageId: sid,
         content: inboundContent(p),
-        occurredAt: Date.now(),
+        // Twilio gives no time for an inbound SMS: when msgd received it.
+        occurredAt: receivedAt,
       },
     ];
   }
@@ -177,8 +178,7 @@ function events({ params: p, messageId }: TwilioPayload): ProviderEvent[] {
   const st = one(p.EventType)?.toUpperCase() === 'READ' ? 'read' : raw;
   if (!st) return [note(`Twilio callback for ${sid} without a status`)];
   const code = one(p.ErrorCode);
-  const now = Date.now();
-  const done = st === 'delivered' || st === 'undelivered' ? dlrDoneDate(one(p.RawDlrDoneDate), now) : null;
+  const done = st === 'delivered' || st === 'undelivered' ? dlrDoneDate(one(p.RawDlrDoneDate), receivedAt) : null;
   return [
     {
       type: 'status',
@@ -188,7 +188,7 @@ function events({ params: p, messageId }: TwilioPayload): ProviderEvent[] {
       providerStatus: st,
       errorCode: code ?? null,
       errorMessage: one(p.ChannelStatusMessage) ?? one(p.ErrorMessage) ?? (code ? `Twilio error ${code}` : null),
-      occurredAt: done ?? now,
+      occurredAt: done ?? receivedAt,
     },
   ];
 }

@@ -139,7 +139,7 @@ export function whatsappContent(m: Record<string, any>): MessageContent {
   return c;
 }
 
-function events(p: WaPayload): ProviderEvent[] {
+function events(p: WaPayload, receivedAt: number): ProviderEvent[] {
   const out: ProviderEvent[] = [];
   for (const { field, value } of values(p)) {
     if (field !== 'messages') {
@@ -171,7 +171,7 @@ function events(p: WaPayload): ProviderEvent[] {
         providerStatus: st,
         errorCode: err.code,
         errorMessage: err.message,
-        occurredAt: fromSeconds(s.timestamp),
+        occurredAt: fromSeconds(s.timestamp, receivedAt),
       });
     }
     for (const m of Array.isArray(value.messages) ? value.messages : []) {
@@ -189,7 +189,7 @@ function events(p: WaPayload): ProviderEvent[] {
           profileName: names.get(from) ?? null,
           providerMessageId: id,
           content,
-          occurredAt: fromSeconds(m.timestamp),
+          occurredAt: fromSeconds(m.timestamp, receivedAt),
         });
       }
     }
