@@ -293,6 +293,17 @@ export function watermarkSql(status: 'delivered' | 'read'): string {
       ORDER BY m.id`;
 }
 
+/** The contact's outbound messages whose provider call is under way (claimed, not settled). */
+const IN_FLIGHT_SQL = `SELECT m.id FROM conversations v INDEXED BY conversations_contact JOIN messages m INDEXED BY messages_conversation ON m.conversation_id = v.id
+    WHERE v.contact_id = ? AND v.channel_type = ? AND m.partner_id = ? AND m.direction = 'outbound'
+      AND m.status = 'sending' AND m.sent_at IS NULL
+    LIMIT 1`;
+
+function contactOf(ctx: CoreCtx, ch: { partner_id: string; type: ChannelType }, address: string): string | undefined {
+  const key = contactKeyFor(ch.type);
+  return stmt<[string, string], { id: string }>(ctx.db.sqlite, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(ch.partner_id, address)?.id;
+}
+
 function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' }>, opts: ApplyOptions): Step {
   const ch = route(ctx, ev.receiver, opts.trusted);
   if (typeof ch === 'string') return { unroutable: ch };
@@ -301,6 +312,15 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
     if (!canAdvance(m.status, ev.status)) return;
     applyStatus(ctx, m, { status: ev.status, providerStatus: ev.status, occurredAt: ev.occurredAt });
   };
+  // A message to this contact still in its provider call has neither its sent_at nor its mid
+  // yet, and the receipt may be about it (Meta can report delivery before answering the send).
+  // Look again later, as for a status that beats its message: what is covered now is applied
+  // now (applying twice changes nothing), the rest when the send has settled.
+  let inFlight: string | undefined;
+  if (!opts.final) {
+    const contact = contactOf(ctx, ch, ev.contact);
+    inFlight = contact ? stmt<[string, string, string], { id: string }>(db, IN_FLIGHT_SQL).get(contact, ch.type, ch.partner_id)?.id : undefined;
+  }
   // The provider's watermark is its own clock's stamp of the newest message covered; sent_at is
   // ours, taken just before the provider call, so normally earlier than that stamp. The slack
   // absorbs a clock running ahead of Meta's.
@@ -313,14 +333,11 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
       if (ev.watermark === null && m.sent_at !== null) mark = Math.max(mark ?? 0, m.sent_at);
     }
   }
-  if (mark === null) return { ok: true };
-  const key = contactKeyFor(ch.type);
-  const contact = stmt<[string, string], { id: string }>(db, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(
-    ch.partner_id,
-    ev.contact,
-  );
+  const later: Step = { waiting: `message ${inFlight} to ${ev.contact} is still being sent` };
+  if (mark === null) return inFlight ? later : { ok: true };
+  const contact = contactOf(ctx, ch, ev.contact);
   if (!contact) return { ignored: `${ev.status} watermark for ${ev.contact}, who has no messages here` };
-  const rows = stmt<[string, string, string, number], MessageRow>(db, watermarkSql(ev.status)).all(contact.id, ch.type, ch.partner_id, mark);
+  const rows = stmt<[string, string, string, number], MessageRow>(db, watermarkSql(ev.status)).all(contact, ch.type, ch.partner_id, mark);
   for (const m of rows) advance(m);
-  return { ok: true };
+  return inFlight ? later : { ok: true };
 }

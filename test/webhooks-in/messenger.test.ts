@@ -127,6 +127,26 @@ describe('Messenger', () => {
     expect(status(m)).toBe('delivered');
   });
 
+  it('a receipt that comes while its message is still in the Graph call waits for the send to settle, then applies', async () => {
+    const them = '7788990044';
+    graph.latencyMs = 1200;
+    try {
+      const res = await postJson(`${s.url}/api/send-whatsapp.php`, { channel: 'messenger', to: them, text: 'in flight' }, p.token);
+      expect(res.status).toBe(200);
+      const before = graph.requests.length;
+      // Meta has the message (and reports it delivered) before it has answered msgd.
+      await waitFor(() => graph.requests.length > before && getMessageRow(s.ctx, res.body.id)!.status === 'sending', 'the send to be in flight');
+      const raw = asciiJson(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: Date.now() } }]));
+      const hook = await postWebhook(`${s.url}/api/webhook-messenger.php`, raw, metaHeaders(SECRET, raw));
+      expect(hook.status).toBe(200);
+      await waitFor(() => getMessageRow(s.ctx, res.body.id)!.status === 'delivered', 'the message to be delivered', 15_000);
+      const r = await processed(s.ctx, hook.json.id);
+      expect([r.processing, r.error]).toEqual(['processed', null]);
+    } finally {
+      graph.latencyMs = 0;
+    }
+  });
+
   it('keeps a quick reply’s payload and the message replied to (reply_to.mid, with msgd’s id when it is ours)', async () => {
     const them = '7788990044';
     const out = await sent('messenger', them, 'Pick a size');
