@@ -330,18 +330,22 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
   // the outcome unknown), the partner is charged again, as for any delivered message, unless
   // that would take it past its credit limit: it then stays refunded.
   const charged = isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0 && chargeAgain(ctx, msg, change.status);
+  // The message's error is its failure's: taken with a failure, dropped when it arrived after all
+  // (the history keeps it), otherwise left (a retry's note while it waits).
+  const errors = failing ? 1 : isFailure(from) ? 2 : 0;
   stmt(
     ctx.db.sqlite,
     `UPDATE messages SET status = ?, provider_message_id = COALESCE(?, provider_message_id),
-       provider_id_indexed = COALESCE(?, provider_id_indexed), error_code = CASE WHEN ? THEN ? ELSE error_code END, error_message = CASE WHEN ? THEN ? ELSE error_message END,
+       provider_id_indexed = COALESCE(?, provider_id_indexed), error_code = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE error_code END,
+       error_message = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE error_message END,
        refunded = ?, sent_at = COALESCE(sent_at, ?), updated_at = ? WHERE id = ?`,
   ).run(
     change.status,
     change.providerMessageId ?? null,
     change.providerMessageId ? (change.namedInReports ? 0 : 1) : null,
-    failing ? 1 : 0,
+    errors,
     change.errorCode ?? null,
-    failing ? 1 : 0,
+    errors,
     change.errorMessage ?? null,
     doRefund ? 1 : charged ? 0 : msg.refunded,
     change.status === 'sent' ? (change.occurredAt ?? now) : null,

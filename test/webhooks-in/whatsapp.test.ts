@@ -120,11 +120,13 @@ describe('WhatsApp statuses, end to end', () => {
     const m = await sendSent('failed, then read');
     const wamid = m.provider_message_id!;
     await statusHook([{ id: wamid, status: 'failed', errors: [{ code: 131026, title: 'Message undeliverable', message: 'Message undeliverable' }] }]);
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'failed', refunded: 1 });
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'failed', refunded: 1, error_code: '131026' });
     expect(balance(a.partnerId)).toBe(before);
-    // Out of order: the recipient read it after all. Proof it arrived moves it out of the failure.
+    // Out of order: the recipient read it after all. Proof it arrived moves it out of the failure,
+    // and the failure's error goes with it (the history keeps it).
     expect((await statusHook([{ id: wamid, status: 'read' }])).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0 });
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0, error_code: null, error_message: null });
+    expect(messageHistory(s.ctx, m.id).find((h) => h.status === 'failed')).toMatchObject({ error_code: '131026' });
     expect(balance(a.partnerId)).toBe(before - 50_000);
     await statusHook([{ id: wamid, status: 'delivered' }]);
     expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0 });
