@@ -209,8 +209,10 @@ function status(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'status' }>, op
   if (found.length === 0) {
     const to = ev.ref.recipient ? ` to ${ev.ref.recipient}` : '';
     // Another gateway's (or recipient's) message under the same id will not become ours by waiting.
-    if (exists) return { unroutable: `message with provider id ${label}${to} is not one this webhook's signer sent` };
-    const what = `no message with provider id ${label}${to}`;
+    // msgd's own id when the report names it (Twilio's ?message=, SendGrid's custom_args), else the provider's.
+    const which = ev.ref.messageId ? `message ${label}` : `message with provider id ${label}`;
+    if (exists) return { unroutable: `${which}${to} is not one this webhook's signer sent` };
+    const what = `no ${which}${to}`;
     return opts.final ? { unroutable: what } : { waiting: what };
   }
   for (const m of found) {

@@ -71,6 +71,8 @@ describe('SendGrid event batches', () => {
       ['opened', 'open', 1],
       ['group_unsubscribe', 'group_unsubscribe', 1],
     ]);
+    // A delivered event's SMTP response ("250 OK") is no error.
+    expect(messageHistory(s.ctx, good.id).find((h) => h.status === 'delivered')).toMatchObject({ error_code: null, error_message: null });
     expect(getMessageRow(s.ctx, bad.id)).toMatchObject({ status: 'bounced', error_code: '5.7.1', error_message: '550 5.7.1 blocked', refunded: 1 });
 
     const again = await post(body);

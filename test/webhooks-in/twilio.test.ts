@@ -155,6 +155,13 @@ describe('Twilio status callbacks', () => {
     expect(getMessageRow(s.ctx, named.id)!.status).toBe('delivered');
   });
 
+  it('a callback naming a message msgd does not have says so by msgd\'s id', async () => {
+    const url = `${hookUrl()}&message=msg_doesnotexist`;
+    const res = await twilioPost(status('SMnone', 'delivered'), { url });
+    const id = res.headers.get('x-msgd-webhook-id')!;
+    await waitFor(() => /waiting for no message msg_doesnotexist \(/.test(row(s.ctx, id).error ?? ''), 'the callback to wait');
+  });
+
   it("a report for another SID at the URL naming the message (a retried send's first copy) does not move it", async () => {
     const m = await sentSms('sent twice');
     // The first attempt timed out at msgd but Twilio had created it, with the same StatusCallback.

@@ -84,7 +84,8 @@ function events(p: SgPayload, receivedAt: number): ProviderEvent[] {
       status: STATUS[event],
       providerStatus: event === 'bounce' && e.type === 'blocked' ? 'bounce:blocked' : event,
       errorCode: failing ? (str(e.status) ?? str(e.type) ?? null) : null,
-      errorMessage: str(e.reason) ?? str(e.response) ?? null,
+      // The reason for a failure or a deferral; a delivered event's response ("250 2.0.0 OK") is no error.
+      errorMessage: failing || event === 'deferred' ? (str(e.reason) ?? str(e.response) ?? null) : null,
       occurredAt: fromSeconds(e.timestamp, receivedAt),
       ...(Object.hasOwn(NOTIFY, event)
         ? { notify: NOTIFY[event], detail: { email: str(e.email) ?? null, ...(e.asm_group_id !== undefined ? { asm_group_id: e.asm_group_id } : {}) } }
