@@ -389,4 +389,24 @@ describe('WhatsApp inbound', () => {
     expect(r.processing).toBe('ignored');
     expect(r.error).toContain('WhatsApp error 130429: Rate limit hit: too many messages');
   });
+
+  it('a location becomes a geo: URI only with a real position; a sender that is no number is not stored', async () => {
+    const payload = waInbound(PHONE_A, { from: '14155550155', id: 'wamid.LOC1', type: 'location', location: { latitude: 52.52, longitude: '13.405', name: 'Office' } });
+    const value = payload.entry[0].changes[0].value;
+    value.messages.push(
+      { from: '14155550155', id: 'wamid.LOC2', timestamp: '1739321024', type: 'location', location: { name: 'Somewhere' } },
+      { from: '14155550155', id: 'wamid.LOC3', timestamp: '1739321024', type: 'location', location: { latitude: 123, longitude: 0 } },
+      { from: 'abc', id: 'wamid.NOTANUMBER', timestamp: '1739321024', type: 'text', text: { body: 'x' } },
+    );
+    const raw = asciiJson(payload);
+    const res = await postWebhook(`${s.url}/api/webhook.php`, raw, metaHeaders('secret-a', raw));
+    const r = await processed(s.ctx, res.json.id);
+    expect(r.processing).toBe('processed');
+    expect(r.error).toContain('WhatsApp message wamid.NOTANUMBER from "abc", which is not a phone number');
+    const media = (id: string) => JSON.parse((s.ctx.db.sqlite.prepare('SELECT content FROM messages WHERE provider_message_id = ?').get(id) as any).content).media[0];
+    expect(media('wamid.LOC1')).toEqual({ type: 'location', url: 'geo:52.52,13.405', caption: 'Office' });
+    expect(media('wamid.LOC2')).toEqual({ type: 'location', url: null, caption: 'Somewhere' });
+    expect(media('wamid.LOC3').url).toBeNull();
+    expect(s.ctx.db.sqlite.prepare(`SELECT count(*) AS n FROM contacts WHERE phone = '+abc'`).get()).toEqual({ n: 0 });
+  });
 });

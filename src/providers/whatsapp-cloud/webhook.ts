@@ -84,7 +84,10 @@ function baseContent(m: Record<string, any>): MessageContent | null {
   if (type === 'location' && isObject(m.location)) {
     const l = m.location;
     const caption = [str(l.name), str(l.address)].filter(Boolean).join(', ') || null;
-    return { kind: 'media', caption, media: [{ type: 'location', url: `geo:${l.latitude},${l.longitude}`, caption }] };
+    // geo: URI (RFC 5870) only for a real position; a location without one keeps its name and address.
+    const lat = degrees(l.latitude, 90);
+    const lon = degrees(l.longitude, 180);
+    return { kind: 'media', caption, media: [{ type: 'location', url: lat !== null && lon !== null ? `geo:${lat},${lon}` : null, caption }] };
   }
   // Taps on template quick-reply buttons and interactive buttons and lists are what the
   // customer "wrote"; the id or payload says which option it was.
@@ -127,7 +130,13 @@ function otherContent(m: Record<string, any>): MessageContent {
   return { kind: 'other', type, text, error, data: kept(o ?? null) };
 }
 
-export function whatsappContent(m: Record<string, any>): MessageContent {
+export /** A latitude or longitude (a number, or a numeric string) within ±max, else null. */
+function degrees(v: unknown, max: number): number | null {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  return Number.isFinite(n) && Math.abs(n) <= max ? n : null;
+}
+
+function whatsappContent(m: Record<string, any>): MessageContent {
   const c = baseContent(m) ?? otherContent(m);
   // context {from, id}: the message this one replies to (a forwarded message has a context without id).
   const ctx = m.context;
@@ -179,6 +188,9 @@ function events(p: WaPayload, receivedAt: number): ProviderEvent[] {
       const from = str(m?.from);
       if (!id || !from || !isObject(m)) {
         out.push(note('WhatsApp message without id or sender'));
+      } else if (!/^\+?\d{4,20}$/.test(from)) {
+        // A wa_id is the sender's number in digits: anything else is no address to answer.
+        out.push(note(`WhatsApp message ${id} from "${from.slice(0, 40)}", which is not a phone number`));
       } else {
         const content = whatsappContent(m);
         out.push({
