@@ -103,6 +103,17 @@ function schemaChecks(ctx: CoreCtx): Check[] {
     });
   }
 
+  // Implicit TLS (secure) on the STARTTLS port: an SMTP gateway made by an earlier msgd
+  // stored port 587 even when none was given, so setting secure later kept it.
+  const tlsOn587 = gateways.filter((g) => g.kind === 'smtp' && (g.settings.secure === true || g.settings.secure === 'true') && Number(g.settings.port) === 587);
+  if (tlsOn587.length) {
+    checks.push({
+      name: 'smtp port',
+      status: 'warn',
+      message: `${tlsOn587.map((g) => g.name).join(', ')}: secure (TLS from the first byte) on port 587, where relays expect STARTTLS; sends will time out (msgctl gateway update <gateway> --unset port, for 465)`,
+    });
+  }
+
   const channels = listChannels(ctx);
   const slugs = new Map((ctx.db.sqlite.prepare('SELECT id, slug FROM partners').all() as { id: string; slug: string }[]).map((p) => [p.id, p.slug]));
   const priced = new Set(listPrices(ctx).map((p) => `${p.channel}/${p.partnerId ?? ''}`));

@@ -55,10 +55,12 @@ export interface GatewayKindSpec {
   secrets: { required: readonly string[]; optional: readonly string[] };
   /** Checks of a secret's form where one is knowable (a key that must parse): the problem, or null. */
   secretChecks?: Record<string, (value: string) => string | null>;
-  /** Optional secrets a setting makes required (Twilio's api_key_sid needs api_key_secret). */
-  secretsNeeded?: (settings: Record<string, unknown>) => string[];
-  /** Settings a secret is used with, by secret (SMTP's password is sent only with a user). */
-  settingsNeeded?: Record<string, string>;
+  /**
+   * A setting and a secret that work only together. `needs: 'secret'`: the setting makes the
+   * secret required (Twilio's api_key_sid needs api_key_secret); `needs: 'setting'`: the secret
+   * is used only with the setting (SMTP's password is sent only with a user).
+   */
+  pairs?: readonly { setting: string; secret: string; needs: 'secret' | 'setting' }[];
 }
 
 /** SendGrid shows its Event Webhook verification key as base64 SPKI DER; PEM is taken too. */
@@ -156,7 +158,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
       .strict(),
     // auth_token stays required with an API key: Twilio signs its webhooks with it.
     secrets: { required: ['auth_token'], optional: ['api_key_secret'] },
-    secretsNeeded: (s) => (s.api_key_sid ? ['api_key_secret'] : []),
+    pairs: [{ setting: 'api_key_sid', secret: 'api_key_secret', needs: 'secret' }],
   },
   sendgrid: {
     kind: 'sendgrid',
@@ -189,9 +191,9 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
       })
       .strict(),
     secrets: { required: [], optional: ['password'] },
-    // A user without a password would meet a 535 on every send; a password without a user is never sent.
-    secretsNeeded: (s) => (s.user ? ['password'] : []),
-    settingsNeeded: { password: 'user' },
+    // A password without a user is never sent. (A user without a password is sent no AUTH by a
+    // relay that offers none, and meets a 535 at one that does: nodemailer logs in only when offered.)
+    pairs: [{ setting: 'user', secret: 'password', needs: 'setting' }],
   },
   sandbox: {
     kind: 'sandbox',

@@ -56,12 +56,18 @@ function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, par
   if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
 }
 
-/** Secrets the settings make required: a gateway that would fail every send is refused instead. */
-function checkNeededSecrets(kind: GatewayKind, settings: Record<string, unknown>, secrets: Record<string, string>) {
-  const needed = GATEWAY_KINDS[kind].secretsNeeded?.(settings) ?? [];
-  const details: ErrorDetail[] = needed.filter((k) => !secrets[k]).map((k) => ({ field: k, message: `required with the settings given (${kind})` }));
-  for (const [secret, setting] of Object.entries(GATEWAY_KINDS[kind].settingsNeeded ?? {})) {
-    if (secrets[secret] && (settings[setting] === undefined || settings[setting] === '')) {
+/**
+ * Settings and secrets that work only together (GatewayKindSpec.pairs): a gateway that would
+ * fail every send, or hold a secret it never uses, is refused instead. On an update, only the
+ * pairs it touches: a gateway stored before a rule existed can still be disabled or rotated.
+ */
+function checkPairs(kind: GatewayKind, settings: Record<string, unknown>, secrets: Record<string, string>, touched?: Set<string>) {
+  const details: ErrorDetail[] = [];
+  for (const { setting, secret, needs } of GATEWAY_KINDS[kind].pairs ?? []) {
+    if (touched && !touched.has(setting) && !touched.has(secret)) continue;
+    const hasSetting = settings[setting] !== undefined && settings[setting] !== '';
+    if (needs === 'secret' && hasSetting && !secrets[secret]) details.push({ field: secret, message: `required with the settings given (${kind})` });
+    if (needs === 'setting' && secrets[secret] && !hasSetting) {
       details.push({ field: setting, message: `required with the ${secret} secret, which is never sent without it (${kind})` });
     }
   }
@@ -117,7 +123,7 @@ export function addGateway(
   const secrets = { ...(input.secrets ?? {}) };
   validateSecrets(kind, secrets, false);
   checkNewSecrets(kind, input.secrets);
-  checkNeededSecrets(kind, settings, secrets);
+  checkPairs(kind, settings, secrets);
   if (kind === 'sandbox' && !secrets.signing_secret) secrets.signing_secret = randomBytes(32).toString('base64url');
   return ctx.db.sqlite.transaction(() => {
     if (ctx.db.orm.select({ id: gateways.id }).from(gateways).where(eq(gateways.name, input.name)).get()) {
@@ -173,7 +179,13 @@ export function updateGateway(
     for (const k of input.unsetSecrets ?? []) delete secrets[k];
     validateSecrets(row.kind, secrets, false);
     checkNewSecrets(row.kind, input.secrets);
-    checkNeededSecrets(row.kind, settings, secrets);
+    const touched = new Set([
+      ...Object.keys(input.settings ?? {}),
+      ...unset,
+      ...Object.keys(input.secrets ?? {}),
+      ...(input.unsetSecrets ?? []),
+    ]);
+    checkPairs(row.kind, settings, secrets, touched);
     ctx.db.orm
       .update(gateways)
       .set({

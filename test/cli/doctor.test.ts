@@ -113,6 +113,15 @@ describe('msgctl doctor', () => {
     expect(check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'graph version')).toBeUndefined();
   });
 
+  it('warns about an SMTP gateway set to implicit TLS on port 587', async () => {
+    await json(['gateway', 'add', 'smtp', '--name', 'mx-tls', '--set', 'host=mx.example.com', '--set', 'port=587', '--set', 'secure=true']);
+    const r = await run(['doctor'], { env: { MSGD_PUBLIC_URL: 'https://msgd.example.com' } });
+    expect(r.stdout).toMatch(/warn\s+smtp port\s+mx-tls: secure .* on port 587.*--unset port/);
+    await json(['gateway', 'update', 'mx-tls', '--unset', 'port']);
+    expect(check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'smtp port')).toBeUndefined();
+    await json(['gateway', 'remove', 'mx-tls']);
+  });
+
   it('fails when the master key does not open the stored secrets', async () => {
     const { code, report } = await (async () => {
       const r = await runCli(['--json', 'doctor'], { dataDir, env: { MSGD_MASTER_KEY: 'ab'.repeat(32) } });

@@ -172,17 +172,31 @@ describe('gateways, channels and prices', () => {
     await json(['gateway', 'remove', 'tw-key']);
   });
 
-  it('an SMTP user needs its password and a password its user; secure alone means port 465', async () => {
+  it('an SMTP password needs its user, checked when either changes; secure alone means port 465', async () => {
     const env = { SMTP_PASS: 'relay-pass-1' };
     const base = ['gateway', 'add', 'smtp', '--name', 'mx-auth', '--set', 'host=mx.example.com'];
-    const userOnly = await run([...base, '--set', 'user=relay']);
-    expect([userOnly.code, userOnly.stderr]).toEqual([1, expect.stringMatching(/password: required with the settings given/)]);
     const passOnly = await run([...base, '--secret-env', 'password=SMTP_PASS'], { env });
     expect([passOnly.code, passOnly.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
     const ok = await json([...base, '--set', 'user=relay', '--set', 'secure=true', '--secret-env', 'password=SMTP_PASS'], { env });
+    // No port stored: the adapter takes 465 for secure, 587 otherwise.
     expect(ok.settings).toEqual({ host: 'mx.example.com', user: 'relay', secure: true, require_tls: false, tls_reject_unauthorized: true });
     const dropUser = await run(['gateway', 'update', 'mx-auth', '--unset', 'user']);
     expect([dropUser.code, dropUser.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
+    // A user without a password is taken: a relay that offers no AUTH is sent none.
+    await json(['gateway', 'update', 'mx-auth', '--unset-secret', 'password']);
+    // A gateway stored before the rule (a password, no user) can still be disabled and changed
+    // elsewhere; touching the pair asks for the fix.
+    withDb(dataDir, (db) => {
+      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(JSON.stringify({ host: 'mx.example.com', port: 587 }));
+    });
+    await json(['gateway', 'update', 'mx-auth', '--secret-env', 'password=SMTP_PASS', '--set', 'user=relay'], { env });
+    withDb(dataDir, (db) => {
+      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(JSON.stringify({ host: 'mx.example.com', port: 587 }));
+    });
+    expect((await json(['gateway', 'update', 'mx-auth', '--disable'])).status).toBe('disabled');
+    expect((await json(['gateway', 'update', 'mx-auth', '--set', 'rate_per_second=5'])).settings).toMatchObject({ rate_per_second: 5 });
+    const rotate = await run(['gateway', 'update', 'mx-auth', '--secret-env', 'password=SMTP_PASS'], { env });
+    expect([rotate.code, rotate.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
     await json(['gateway', 'remove', 'mx-auth']);
   });
 
