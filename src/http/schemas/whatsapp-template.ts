@@ -39,13 +39,17 @@ function checkParameters(v: unknown, path: Path, add: AddIssue) {
   if (v.length > MAX_PARAMETERS) return add(path, `must have at most ${MAX_PARAMETERS} parameters`);
   v.forEach((p, i) => {
     if (typeof p !== 'string') add([...path, i], 'must be a string');
-    else if (isBlank(p)) add([...path, i], 'must not be empty or only whitespace: Meta refuses a blank parameter');
+    else if (p.trim() === '') add([...path, i], 'must not be empty or only whitespace: Meta refuses a blank parameter');
     else if (p.length > MAX_PARAMETER_CHARS) add([...path, i], `must be at most ${MAX_PARAMETER_CHARS} characters`);
   });
 }
 
 /** Empty or whitespace only: a text that shows nothing. */
-/** Nothing a reader would see: whitespace, and the zero-width characters trim() keeps (U+200B-U+200D, U+2060). */
+/**
+ * Nothing a reader would see: whitespace, and the zero-width characters trim() keeps (U+200B-U+200D,
+ * U+2060). For a message's text; template parameters are Meta's to judge beyond trim() (a
+ * zero-width space is a common stand-in for an empty variable).
+ */
 export const isBlank = (s: string) => /^[\s\u200B-\u200D\u2060]*$/.test(s);
 
 function checkComponents(v: unknown, path: Path, add: AddIssue) {
@@ -64,7 +68,7 @@ function checkComponents(v: unknown, path: Path, add: AddIssue) {
       if (typeof p.type !== 'string' || isBlank(p.type)) return add([...pat, 'type'], 'required: the parameter type (text, currency, date_time, image, ...)');
       if (p.type !== 'text') return;
       if (typeof p.text !== 'string') add([...pat, 'text'], 'required for a text parameter: a string');
-      else if (isBlank(p.text)) add([...pat, 'text'], 'must not be empty or only whitespace: Meta refuses a blank parameter');
+      else if (p.text.trim() === '') add([...pat, 'text'], 'must not be empty or only whitespace: Meta refuses a blank parameter');
     });
   });
 }
