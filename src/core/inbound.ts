@@ -295,10 +295,14 @@ export function watermarkSql(status: 'delivered' | 'read'): string {
       ORDER BY m.id`;
 }
 
-/** The contact's outbound messages whose provider call is under way (claimed, not settled). */
+/**
+ * A contact's outbound message whose provider call may be under way: claimed (sending), not
+ * settled (no sent_at), and touched within a dispatch timeout (one waiting out a retry's backoff
+ * was touched by its last attempt's note, longer ago).
+ */
 const IN_FLIGHT_SQL = `SELECT m.id FROM conversations v INDEXED BY conversations_contact JOIN messages m INDEXED BY messages_conversation ON m.conversation_id = v.id
     WHERE v.contact_id = ? AND v.channel_type = ? AND m.partner_id = ? AND m.direction = 'outbound'
-      AND m.status = 'sending' AND m.sent_at IS NULL
+      AND m.status = 'sending' AND m.sent_at IS NULL AND m.updated_at >= ?
     LIMIT 1`;
 
 function contactOf(ctx: CoreCtx, ch: { partner_id: string; type: ChannelType }, address: string): string | undefined {
@@ -318,11 +322,10 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
   // yet, and the receipt may be about it (Meta can report delivery before answering the send).
   // Look again later, as for a status that beats its message: what is covered now is applied
   // now (applying twice changes nothing), the rest when the send has settled.
-  let inFlight: string | undefined;
-  if (!opts.final) {
-    const contact = contactOf(ctx, ch, ev.contact);
-    inFlight = contact ? stmt<[string, string, string], { id: string }>(db, IN_FLIGHT_SQL).get(contact, ch.type, ch.partner_id)?.id : undefined;
-  }
+  const contact = contactOf(ctx, ch, ev.contact);
+  const since = ctx.now() - ctx.config.dispatch.timeoutMs - 2000;
+  const inFlight =
+    !opts.final && contact ? stmt<[string, string, string, number], { id: string }>(db, IN_FLIGHT_SQL).get(contact, ch.type, ch.partner_id, since)?.id : undefined;
   // The provider's watermark is its own clock's stamp of the newest message covered; sent_at is
   // ours, taken just before the provider call, so normally earlier than that stamp. The slack
   // absorbs a clock running ahead of Meta's.
@@ -337,7 +340,6 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
   }
   const later: Step = { waiting: `message ${inFlight} to ${ev.contact} is still being sent` };
   if (mark === null) return inFlight ? later : { ok: true };
-  const contact = contactOf(ctx, ch, ev.contact);
   if (!contact) return { ignored: `${ev.status} watermark for ${ev.contact}, who has no messages here` };
   const rows = stmt<[string, string, string, number], MessageRow>(db, watermarkSql(ev.status)).all(contact, ch.type, ch.partner_id, mark);
   for (const m of rows) advance(m);

@@ -83,7 +83,7 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, rece
         const user = str(ev?.sender?.id);
         const receiver: Receiver = { channel, addresses: [...new Set([account, entryId].filter((x): x is string => !!x))] };
         const stamp = num(ev?.timestamp);
-        const at = stamp === null ? receivedAt : timeOr(stamp, receivedAt);
+        const at = stamp === null ? receivedAt : timeOr(Math.round(stamp), receivedAt);
         if (!user || receiver.addresses.length === 0) {
           out.push(note(`${provider} event without sender or recipient`));
         } else if (isObject(ev.message)) {
