@@ -11,8 +11,9 @@ import type { Database } from 'better-sqlite3';
 // by the debit's WHERE, a replayed Idempotency-Key, a statement that failed as a whole) needs
 // nothing taken back. Only when a piece throws after some of its writes is the batch rolled
 // back and run again, each piece in its own savepoint (better-sqlite3 nests transactions as
-// savepoints). Pieces must therefore be safe to run twice: their effects outside the database
-// happen again on the second run.
+// savepoints). Pieces must therefore be safe to run twice (their effects outside the database
+// happen again on the second run), and write only through INSERT, UPDATE and DELETE, which
+// total_changes() counts (not DDL or PRAGMA).
 
 interface Pending<T> {
   fn: () => T;

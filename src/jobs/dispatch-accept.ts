@@ -14,7 +14,8 @@ import type { JobQueue } from './queue.js';
 
 // Accepting a message is the money rule made code: price it, then in ONE transaction check
 // funds, debit, write the message (queued) and its dispatch job. No provider is called
-// before that commit. Concurrent accepts share a group commit, each in its own savepoint.
+// before that commit. Concurrent accepts share a group commit (src/db/group-commit.ts); one that
+// fails takes back only its own writes.
 
 export const DISPATCH_JOB = 'message.dispatch';
 

@@ -4,6 +4,13 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../src/db/open.js';
 import { GroupCommitter } from '../../src/db/group-commit.js';
+import { verifyLedger } from '../../src/core/ledger.js';
+import type { MessageRow } from '../../src/core/messages.js';
+import { accept } from '../../src/jobs/dispatch-accept.js';
+import { JobQueue } from '../../src/jobs/queue.js';
+import { parseMoney } from '../../src/lib/money.js';
+import { connect, setupPartner } from '../helpers/server.js';
+import { openTestCtx } from './ctx.js';
 
 // Work submitted in one event-loop turn shares one transaction; a piece that fails takes back
 // only its own writes; every promise settles after the shared COMMIT, and says the truth about it.
@@ -86,5 +93,56 @@ describe('GroupCommitter', () => {
     db.sqlite.pragma('max_page_count = 1073741823');
     await gc.run(put('after'));
     expect(rows()).toEqual(['after']);
+  });
+});
+
+describe('accepting sends in a batch that must run again', () => {
+  it('a request that fails midway costs nothing; the others are charged once, with one message and one job each', async () => {
+    const t = openTestCtx();
+    try {
+      const { ctx } = t;
+      const p = setupPartner(ctx, { balance: '0.03', prices: { sms: '0.01' } });
+      const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
+      const committer = new GroupCommitter(ctx.db.sqlite);
+      const deps = { ctx, committer, queue: new JobQueue(ctx.db), defaultLowBalance: null };
+      const pre = { channel: { id: channel.id, type: 'sms' as const, gatewayId: channel.gateway_id, sender: '+15550001111' }, partner: { lowBalanceThreshold: null }, unitPrice: parseMoney('0.01') };
+      const send = (to: string, key?: string, respond = (m: MessageRow) => ({ status: 200, body: { id: m.id, status: m.status } })) =>
+        accept(deps, {
+          principal: { partnerId: p.partnerId, tokenId: 'tok_test', scopes: ['*'] } as any,
+          preflight: pre,
+          to,
+          content: { kind: 'text', text: 'hi' },
+          priceText: 'hi',
+          idempotency: key ? { key, hash: `h-${key}` } : undefined,
+          idempotencyTtlMs: 86_400_000,
+          respond,
+        });
+      const results = await Promise.allSettled([
+        send('+14155550101', 'k1'),
+        send('+14155550101', 'k1'), // the same key in the same batch: replayed, not charged
+        // Debited, message and job written, then its response cannot be built: it must leave nothing.
+        send('+14155550102', undefined, () => {
+          throw new Error('cannot answer');
+        }),
+        send('+14155550103'),
+        send('+14155550104'),
+        send('+14155550105'), // past the funds: 402
+      ]);
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'rejected']);
+      expect((results[1] as PromiseFulfilledResult<any>).value.kind).toBe('replay');
+      expect((results[5] as PromiseRejectedResult).reason.code).toBe('insufficient_balance');
+      expect(committer.reruns).toBe(1);
+      const db = ctx.db.sqlite;
+      const messages = db.prepare('SELECT id, "to" FROM messages ORDER BY "to"').all() as { id: string; to: string }[];
+      expect(messages.map((m) => m.to)).toEqual(['+14155550101', '+14155550103', '+14155550104']);
+      const jobs = (db.prepare(`SELECT payload FROM jobs WHERE kind = 'message.dispatch'`).all() as { payload: string }[]).map((j) => JSON.parse(j.payload).message_id);
+      expect(jobs.sort()).toEqual(messages.map((m) => m.id).sort());
+      const debits = db.prepare(`SELECT message_id FROM ledger_entries WHERE kind = 'debit'`).all() as { message_id: string }[];
+      expect(debits.map((d) => d.message_id).sort()).toEqual(messages.map((m) => m.id).sort());
+      expect(db.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId)).toEqual({ balance: 0 });
+      expect(verifyLedger(ctx).ok).toBe(true);
+    } finally {
+      t.close();
+    }
   });
 });

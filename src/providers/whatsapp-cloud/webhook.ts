@@ -130,13 +130,13 @@ function otherContent(m: Record<string, any>): MessageContent {
   return { kind: 'other', type, text, error, data: kept(o ?? null) };
 }
 
-export /** A latitude or longitude (a number, or a numeric string) within ±max, else null. */
+/** A latitude or longitude (a number, or a numeric string) within ±max, else null. */
 function degrees(v: unknown, max: number): number | null {
   const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
   return Number.isFinite(n) && Math.abs(n) <= max ? n : null;
 }
 
-function whatsappContent(m: Record<string, any>): MessageContent {
+export function whatsappContent(m: Record<string, any>): MessageContent {
   const c = baseContent(m) ?? otherContent(m);
   // context {from, id}: the message this one replies to (a forwarded message has a context without id).
   const ctx = m.context;
