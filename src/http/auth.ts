@@ -12,6 +12,8 @@ const MESSAGES: Record<string, string> = {
 /** The token check alone, without deciding anything: for the rate limiter, which keys by token. */
 export function lookupToken(auth: TokenAuthenticator, req: FastifyRequest): AuthResult {
   const header = req.headers.authorization;
+  // Several Authorization headers name no token (authenticate says why): counted by address.
+  if (header !== undefined && authorizationHeaders(req.raw.rawHeaders) > 1) return { ok: false, reason: 'unknown' };
   return auth.authenticate(bearer(typeof header === 'string' ? header : undefined));
 }
 

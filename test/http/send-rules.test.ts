@@ -259,15 +259,16 @@ describe('order of the rules across the board', () => {
     const revoked = sandboxPartner(s.ctx, { balance: '10' });
     revokeToken(s.ctx, listTokens(s.ctx, revoked.partnerId)[0].id, 'test');
     const post = (authorization: string[]) =>
-      new Promise<{ status: number; body: any }>((resolve, reject) => {
+      new Promise<{ status: number; body: any; remaining: number }>((resolve, reject) => {
         const req = httpRequest(`${s.url}${SMS}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization } }, (res) => {
           let text = '';
           res.on('data', (c) => (text += c));
-          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text), remaining: Number(res.headers['ratelimit-remaining']) }));
         });
         req.on('error', reject);
         req.end(JSON.stringify(VALID[SMS]));
       });
+    const first = await post([`Bearer ${good.token}`]);
     for (const pair of [
       [`Bearer ${good.token}`, `Bearer ${revoked.token}`],
       [`Bearer ${good.token}`, `Bearer ${good.token}`],
@@ -275,8 +276,11 @@ describe('order of the rules across the board', () => {
       const r = await post(pair);
       expect([r.status, r.body.error.code, r.body.error.message]).toEqual([401, 'unauthorized', 'more than one Authorization header: send exactly one']);
     }
-    expect(messagesOf(s.ctx, good.partnerId)).toHaveLength(0);
-    expect((await post([`Bearer ${good.token}`])).status).toBe(200);
+    expect(messagesOf(s.ctx, good.partnerId)).toHaveLength(1);
+    // Not counted against either token's rate limit.
+    const next = await post([`Bearer ${good.token}`]);
+    expect([first.status, next.status]).toEqual([200, 200]);
+    expect(next.remaining).toBe(first.remaining - 1);
   });
 
   it('with funds, a malformed body is 400 invalid_json and an invalid one 400 invalid_request', async () => {
