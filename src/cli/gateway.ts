@@ -188,7 +188,7 @@ export function registerGateway(program: Command) {
   )
     .option('--unset <key>', 'remove a setting, back to its default if it has one (repeatable)', collect)
     .option('--unset-secret <name>', 'remove an optional secret (repeatable)', collect)
-    .option('--disable', 'stop sending through this gateway')
+    .option('--disable', 'pause this gateway: queued messages wait (no tries spent), new sends get 403')
     .option('--enable', 'send through this gateway again')
     .addHelpText(
       'after',

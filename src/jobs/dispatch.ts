@@ -23,6 +23,9 @@ import type { Worker } from './worker.js';
 
 export const SANDBOX_REPORT_JOB = 'sandbox.report';
 
+/** How often a message on a disabled gateway looks again (at most jobs.backoffCapMs): it goes out at most this long after an enable. */
+export const DISABLED_RECHECK_MS = 15_000;
+
 /** Waits up to this long in-process for the gateway's rate; longer waits snooze the job. */
 const MAX_INLINE_WAIT_MS = 250;
 
@@ -79,7 +82,22 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // A gateway changed by msgctl (disabled, new credentials, removed) is seen on the next turn.
     const gw = deps.gateways.get(m.gateway_id);
     if (!gw) return failNow(m, 'gateway_removed', 'the gateway of this message was removed');
-    if (gw.status !== 'active') return { type: 'retry', error: `gateway ${gw.name} is disabled` };
+    if (gw.status !== 'active') {
+      // Disabled is paused: the message keeps its place (a snooze spends no attempt) and says why.
+      // It goes out once the gateway is enabled again; removing the gateway fails and refunds it.
+      // (It used to spend its attempts and fail within the hour.)
+      const note = `gateway ${gw.name} is disabled: the message waits until it is enabled`;
+      return {
+        type: 'snooze',
+        afterMs: Math.min(DISABLED_RECHECK_MS, deps.config.jobs.backoffCapMs),
+        apply: () => {
+          stmt(
+            ctx.db.sqlite,
+            `UPDATE messages SET status = 'queued', error_code = 'gateway_disabled', error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
+          ).run(note, ctx.now(), m.id);
+        },
+      };
+    }
 
     const wait = deps.shaper.take(gw.id, ratePerSecond(gw));
     if (wait > MAX_INLINE_WAIT_MS) {

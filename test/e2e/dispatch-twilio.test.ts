@@ -6,6 +6,7 @@ import { waitFor } from '../helpers/wait.js';
 import { postWebhook, twilioForm, twilioHeaders } from '../fakes/webhook-senders.js';
 import { processed } from '../webhooks-in/helpers.js';
 import { adjust } from '../../src/core/ledger.js';
+import { updateGateway } from '../../src/core/gateways.js';
 import {
   FAST_DISPATCH,
   SMS,
@@ -273,6 +274,32 @@ describe('twilio through the full path', () => {
     // The operator watching msgd's log sees it too.
     const line = s.logs.map((l) => JSON.parse(l)).find((l) => l.msg?.startsWith('job dead') && l.payload?.message_id === id);
     expect(line).toMatchObject({ level: 40, kind: 'message.dispatch', attempts: 4, error: expect.stringMatching(/20500/) });
+  });
+
+  it('a disabled gateway pauses its queue: the message waits, saying why, spends no attempt, and goes out once enabled', async () => {
+    const start = balanceOf(s.ctx, p.partnerId);
+    // A rate limit with a second's hint: the disable lands before the next attempt.
+    fake.failFor('+14155550166', { kind: 'rate_limit', retryAfterS: 1 });
+    const id = await sms('paused', '+14155550166');
+    await waitFor(() => fake.requests.length >= 1, 5_000, 'the first attempt');
+    updateGateway(s.ctx, gatewayId, { status: 'disabled' }, 'test');
+    try {
+      await waitFor(() => message(s.ctx, id).error_code === 'gateway_disabled', 5_000, 'the message to say why it waits');
+      const tried = fake.requests.length;
+      // Long past what four attempts with this backoff take: still waiting, not failed.
+      await new Promise((r) => setTimeout(r, 3_000));
+      expect(message(s.ctx, id)).toMatchObject({ status: 'queued', error_code: 'gateway_disabled', refunded: 0 });
+      expect(message(s.ctx, id).error_message).toMatch(/is disabled: the message waits until it is enabled/);
+      expect(jobsOf(s.ctx, id)[0].attempts).toBeLessThan(FAST_DISPATCH['jobs.maxAttempts']);
+      expect(fake.requests).toHaveLength(tried);
+    } finally {
+      fake.reset();
+      updateGateway(s.ctx, gatewayId, { status: 'active' }, 'test');
+    }
+    const m = await waitStatus(s.ctx, id, 'sent', 5_000);
+    expect(m).toMatchObject({ error_code: null, error_message: null });
+    expect(fake.requests).toHaveLength(1);
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
   });
 
   it('a status that moved on while the call was in flight is kept: the acceptance is history, its sid stored', async () => {
