@@ -54,6 +54,25 @@ function dead(cli: Cli, opts: { kind?: string; limit: number }): Result {
   };
 }
 
+const PENDING_STATES = ['available', 'running', 'retry'] as const;
+
+function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }): Result {
+  if (opts.state !== undefined && !(PENDING_STATES as readonly string[]).includes(opts.state)) {
+    throw new UsageError(`--state must be ${PENDING_STATES.join(', ')} (dead jobs: msgctl jobs dead)`);
+  }
+  const jobs = queueOf(cli).listPending({ state: opts.state as (typeof PENDING_STATES)[number] | undefined, kind: opts.kind, limit: Math.min(opts.limit, 1000) });
+  return {
+    json: { data: jobs.map(jobJson) },
+    text: jobs.length
+      ? table(
+          ['id', 'kind', 'state', 'attempts', 'next run (utc)', 'payload', 'last error'],
+          jobs.map((j) => [j.id, j.kind, j.state, `${j.attempts}/${j.maxAttempts}`, when(j.runAt), JSON.stringify(j.payload), j.lastError ?? '-']),
+          { right: [0] },
+        )
+      : 'No jobs waiting or running.',
+  };
+}
+
 function target(ref: string | undefined, opts: { kind?: string; all?: boolean }): DeadTarget {
   if (opts.all) return opts.kind ? { kind: opts.kind } : 'all';
   if (!ref || !/^\d+$/.test(ref)) throw new UsageError('give a dead job id, or --all (optionally with --kind)');
@@ -104,8 +123,16 @@ function remove(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: 
 }
 
 export function registerJobs(program: Command) {
-  const jobs = program.command('jobs').description('the durable job queue: counts, dead jobs, retries');
+  const jobs = program.command('jobs').description('the durable job queue: counts, waiting and dead jobs, retries');
   jobs.command('stats').description('jobs per kind and state').action(withCli(stats));
+  jobs
+    .command('list')
+    .description('jobs waiting, running or waiting to retry, next to run first, with their last error')
+    .option('--state <state>', 'only available, running or retry')
+    .option('--kind <kind>', 'only this kind (e.g. message.dispatch)')
+    .option('--limit <n>', 'how many (max 1000)', positiveInt, 50)
+    .addHelpText('after', examples('msgctl jobs list --state retry', 'msgctl jobs list --kind message.dispatch --json'))
+    .action(withCli(list));
   jobs
     .command('dead')
     .description('jobs that used up their attempts, newest first')

@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
 import { getMessageRow, messageHistory, messageJson, type MessageRow } from '../core/messages.js';
-import { FAILURE_STATUSES } from '../core/statuses.js';
+import { FAILURE_STATUSES, STATUS_RANK } from '../core/statuses.js';
 import { notFound } from '../lib/errors.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
+import { UsageError } from './errors.js';
 import { examples } from './help.js';
 import { kv, lines, money, table, when, type Result } from './output.js';
 
@@ -19,6 +20,8 @@ function list(cli: Cli, opts: { partner?: string; status?: string; uncertain?: b
     args.push(getPartner(cli.ctx, opts.partner).id);
   }
   if (opts.status) {
+    const known = Object.keys(STATUS_RANK);
+    if (!known.includes(opts.status)) throw new UsageError(`--status must be one of ${known.join(', ')}`);
     where.push('status = ?');
     args.push(opts.status);
   }
@@ -92,7 +95,7 @@ export function registerMessages(program: Command) {
     .option('--partner <partner>', 'only this partner (slug or id)')
     .option('--status <status>', 'only this status (queued, sending, sent, delivered, read, failed, ...)')
     .option('--failed', 'only failed, undelivered, bounced or dropped messages')
-    .option('--uncertain', 'only messages that may have reached the provider twice (crash during the call)')
+    .option('--uncertain', 'only messages that may have reached the provider twice (a crash, timeout or reset during the provider call)')
     .option('--limit <n>', 'how many (max 1000)', positiveInt, 50)
     .addHelpText('after', examples('msgctl messages list --partner acme', 'msgctl messages list --uncertain --json'))
     .action(withCli(list));

@@ -22,7 +22,7 @@ export type MessageStatus =
 // An email that SendGrid has taken (sent) and the receiving server put off (deferred) is
 // still on its way; it is then delivered or bounced. Email engagement (opened, clicked) sits
 // above delivered.
-const RANK: Record<MessageStatus, number> = {
+export const STATUS_RANK: Readonly<Record<MessageStatus, number>> = {
   queued: 0,
   sending: 1,
   sent: 2,
@@ -53,12 +53,12 @@ export function canAdvance(from: MessageStatus, to: MessageStatus): boolean {
   // asynchronous bounce. Once bounced, a late 'delivered' is the earlier event arriving out
   // of order; only engagement (opened, clicked) proves it arrived after all.
   if (from === 'delivered' && to === 'bounced') return true;
-  if (from === 'bounced') return RANK[to] > RANK.delivered;
+  if (from === 'bounced') return STATUS_RANK[to] > STATUS_RANK.delivered;
   // Nothing moves a message out of a failure except proof it arrived.
-  if (FAILURES.has(from)) return RANK[to] >= RANK.delivered;
+  if (FAILURES.has(from)) return STATUS_RANK[to] >= STATUS_RANK.delivered;
   // A failure arriving after delivery proof is late noise.
-  if (FAILURES.has(to)) return RANK[from] < RANK.delivered;
-  return RANK[to] > RANK[from];
+  if (FAILURES.has(to)) return STATUS_RANK[from] < STATUS_RANK.delivered;
+  return STATUS_RANK[to] > STATUS_RANK[from];
 }
 
 export const FINAL_STATUSES = new Set<MessageStatus>(['read', 'clicked', 'failed', 'undelivered', 'bounced', 'dropped']);

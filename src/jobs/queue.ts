@@ -329,6 +329,21 @@ export class JobQueue {
     return rows.map(toJob);
   }
 
+  /**
+   * Jobs still to run (waiting, running, or waiting to retry), the next to run first: what the
+   * queue holds and why a job is waiting (its last error). For the operator, not the hot path.
+   */
+  listPending(opts: { state?: Exclude<JobState, 'dead'>; kind?: string; limit?: number } = {}): Job[] {
+    const rows = this.db.sqlite
+      .prepare(
+        `SELECT * FROM jobs WHERE state IN ('available', 'running', 'retry') AND (@state IS NULL OR state = @state)
+           AND (@kind IS NULL OR kind = @kind)
+         ORDER BY run_at, id LIMIT @limit`,
+      )
+      .all({ state: opts.state ?? null, kind: opts.kind ?? null, limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000) }) as Row[];
+    return rows.map(toJob);
+  }
+
   /** The dead jobs a target names (an id, a kind, or all), oldest first. */
   deadJobs(target: DeadTarget): Job[] {
     const [where, params] = deadWhere(target);

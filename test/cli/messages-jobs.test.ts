@@ -14,6 +14,8 @@ let deadJobId: number;
 let deadHookId: number;
 let deadDispatchId: number;
 let failedId: string;
+let retryingId: number;
+let waitingId: number;
 
 beforeAll(() => {
   t = openTestCtx();
@@ -30,7 +32,10 @@ beforeAll(() => {
   deadHookId = q.enqueue({ kind: 'webhook.deliver', payload: { delivery_id: 'wd_x' } }).id;
   failedId = mk('+14155550125').id;
   deadDispatchId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: failedId } }).id;
+  retryingId = q.enqueue({ kind: 'webhook.deliver', payload: { delivery_id: 'wd_y' } }).id;
   q.claim('w1', 10);
+  q.retry(retryingId, { afterMs: 600_000, error: 'endpoint answered 503' });
+  waitingId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: dupId } }).id;
   q.fail(deadJobId, 'provider said no forever');
   q.fail(deadHookId, 'endpoint down');
   q.fail(deadDispatchId, 'gave up');
@@ -49,6 +54,9 @@ describe('msgctl messages', () => {
     expect(dup.data[0].possible_duplicate).toBe(true);
     const text = await runCli(['messages', 'list', '--uncertain'], { dataDir: t.dir });
     expect(text.stdout).toContain('possible duplicate');
+    // A status msgd does not have is a mistake, not an empty list.
+    const bogus = await runCli(['messages', 'list', '--status', 'bogus'], { dataDir: t.dir });
+    expect([bogus.code, bogus.stderr]).toEqual([2, expect.stringMatching(/--status must be one of queued, sending, sent, .*received/)]);
   });
 
   it('shows one message with its history, and 404s an unknown id', async () => {
@@ -62,6 +70,21 @@ describe('msgctl messages', () => {
 });
 
 describe('msgctl jobs', () => {
+  it('lists the jobs still to run, next first, with why one is waiting to retry', async () => {
+    const all = await runJson(['jobs', 'list'], { dataDir: t.dir });
+    expect(all.data.map((j: any) => [j.id, j.state])).toEqual([
+      [waitingId, 'available'],
+      [retryingId, 'retry'],
+    ]);
+    expect(all.data[1]).toMatchObject({ kind: 'webhook.deliver', attempts: 1, last_error: 'endpoint answered 503' });
+    const retrying = await runCli(['jobs', 'list', '--state', 'retry'], { dataDir: t.dir });
+    expect(retrying.stdout).toMatch(new RegExp(`${retryingId}\\s+webhook\\.deliver\\s+retry\\s+1/\\d+ .*endpoint answered 503`));
+    expect(retrying.stdout).not.toContain('message.dispatch');
+    expect((await runJson(['jobs', 'list', '--kind', 'message.dispatch'], { dataDir: t.dir })).data.map((j: any) => j.id)).toEqual([waitingId]);
+    const bad = await runCli(['jobs', 'list', '--state', 'dead'], { dataDir: t.dir });
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/--state must be available, running, retry \(dead jobs: msgctl jobs dead\)/)]);
+  });
+
   it('shows dead jobs and retries them, but not a dispatch whose message is already settled', async () => {
     const dead = await runJson(['jobs', 'dead'], { dataDir: t.dir });
     expect(dead.data.map((j: any) => j.id)).toEqual([deadJobId, deadHookId, deadDispatchId]);
