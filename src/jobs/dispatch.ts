@@ -26,11 +26,6 @@ export const SANDBOX_REPORT_JOB = 'sandbox.report';
 /** How often a message on a disabled gateway looks again (at most jobs.backoffCapMs): it goes out at most this long after an enable. */
 export const DISABLED_RECHECK_MS = 15_000;
 
-/** How long a message refused for the provider's rate waits its turn without spending tries. */
-export const RATE_LIMIT_PATIENCE_MS = 24 * 3_600_000;
-/** The wait after a rate limit that came without a hint. */
-const DEFAULT_RATE_LIMIT_WAIT_MS = 5_000;
-
 /** Waits up to this long in-process for the gateway's rate; longer waits snooze the job. */
 const MAX_INLINE_WAIT_MS = 250;
 
@@ -40,8 +35,8 @@ export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
 }
 
 /** The columns of a message its dispatch reads (a claim returns only these). */
-type DispatchRow = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status' | 'created_at'>;
-const DISPATCH_COLUMNS = 'id, partner_id, channel_type, gateway_id, "to", "from", content, status, created_at';
+type DispatchRow = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status'>;
+const DISPATCH_COLUMNS = 'id, partner_id, channel_type, gateway_id, "to", "from", content, status';
 
 export interface DispatchDeps {
   ctx: CoreCtx;
@@ -172,27 +167,6 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         return failNow(m, result.code, result.message, uncertain);
       case 'retry': {
         const note = `${result.code ? `${result.code}: ` : ''}${result.message}`;
-        if (result.rateLimited && m.created_at > ctx.now() - RATE_LIMIT_PATIENCE_MS) {
-          // The provider's rate, not this message: the gateway holds off for the hint and the
-          // message waits its turn, spending no try (a snooze), as it would for msgd's own rate.
-          // A message still refused a day on counts its tries again, so it cannot wait forever.
-          const afterMs = Math.max(result.retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS, 1);
-          deps.shaper.hold(gw.id, afterMs);
-          const r = result;
-          return {
-            type: 'snooze',
-            afterMs,
-            apply: () => {
-              if (uncertain || r.maybeDelivered) flagUncertain(ctx, m.id);
-              stmt(ctx.db.sqlite, `UPDATE messages SET status = 'queued', error_code = ?, error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`).run(
-                r.code ?? 'rate_limited',
-                r.message,
-                ctx.now(),
-                m.id,
-              );
-            },
-          };
-        }
         return {
           type: 'retry',
           // The provider's hint (Retry-After, or Meta's few seconds on a rate limit) is the

@@ -56,12 +56,6 @@ export class RateShaper {
     return ms;
   }
 
-  /** Hold `key` off for `ms` (the provider asked for it): nothing goes before then. */
-  hold(key: string, ms: number): void {
-    const until = this.now() + Math.max(0, ms);
-    if ((this.tat.get(key) ?? 0) < until) this.tat.set(key, until);
-  }
-
   /** Forget a key (e.g. a gateway removed). */
   reset(key?: string): void {
     if (key === undefined) this.tat.clear();

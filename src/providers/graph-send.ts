@@ -66,7 +66,6 @@ export function classifyGraphError(res: HttpResponse, now: number): SendResult {
       code: codeStr,
       message,
       retryAfterMs: retryAfterMs(res, now) ?? DEFAULT_RATE_LIMIT_BACKOFF_MS,
-      rateLimited: true,
     };
   }
   if (res.status === 401 || code === 190) {

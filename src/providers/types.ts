@@ -62,11 +62,6 @@ export type SendResult =
        * it was sent, a 2xx without a usable answer): a retry may send the message twice.
        */
       maybeDelivered?: boolean;
-      /**
-       * The provider refused for its rate (HTTP 429, Meta's rate-limit codes, Twilio 20429): the
-       * gateway holds off for the hint, and the message waits its turn without spending a try.
-       */
-      rateLimited?: boolean;
     }
   /** Permanent: the provider refused this message; no retry will help. */
   | { outcome: 'failed'; code: string; message: string };

@@ -101,27 +101,6 @@ describe('twilio through the full path', () => {
     expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
   });
 
-  it('rate limits queue rather than fail: more 429s than tries, and the message still goes out', async () => {
-    // FAST_DISPATCH allows 4 tries; Twilio answers 429 six times before it takes the message.
-    fake.failFor('+14155550155', { kind: 'rate_limit', retryAfterS: 0, count: 6 });
-    const id = await sms('patient', '+14155550155');
-    const m = await waitStatus(s.ctx, id, 'sent', 10_000);
-    expect(fake.requests.map((r) => r.reply?.status)).toEqual([429, 429, 429, 429, 429, 429, 201]);
-    expectSent(s.ctx, m, JSON.parse(fake.requests[6].reply!.body).sid);
-  });
-
-  it("a 429's hint holds the whole gateway off, not only the message it refused", async () => {
-    fake.failNext({ kind: 'rate_limit', retryAfterS: 1 });
-    const first = await sms('first', '+14155550156');
-    await waitFor(() => fake.requests.length >= 1, 5_000, 'the rate-limited attempt');
-    const second = await sms('second', '+14155550157');
-    await waitStatus(s.ctx, second, 'sent', 5_000);
-    await waitStatus(s.ctx, first, 'sent', 5_000);
-    const limitedAt = fake.requests[0].at;
-    // Nothing reached Twilio during the second it asked for.
-    for (const r of fake.requests.slice(1)) expect(r.at - limitedAt).toBeGreaterThanOrEqual(950);
-  });
-
   it.each([
     ['a 500', { kind: 'status' as const, status: 500 }, false],
     ['a 503', { kind: 'status' as const, status: 503 }, false],

@@ -60,8 +60,7 @@ export function classifySendgridError(res: HttpResponse, now: number): SendResul
   // 408: the provider gave up waiting for the request, so it took nothing; try again.
   if (res.status === 429 || res.status === 408 || res.status >= 500) {
     const after = retryAfterMs(res, now) ?? rateLimitResetMs(res, now);
-    const limited = res.status === 429 ? { rateLimited: true } : {};
-    return after === undefined ? { outcome: 'retry', code, message, ...limited } : { outcome: 'retry', code, message, retryAfterMs: after, ...limited };
+    return after === undefined ? { outcome: 'retry', code, message } : { outcome: 'retry', code, message, retryAfterMs: after };
   }
   return { outcome: 'failed', code, message };
 }

@@ -62,10 +62,9 @@ export function classifyTwilioError(res: HttpResponse, now: number): SendResult 
   // 408: the provider gave up waiting for the request, so it took nothing; try again.
   if (res.status === 429 || codeStr === '20429' || res.status === 408 || res.status >= 500) {
     const after = retryAfterMs(res, now);
-    const limited = res.status === 429 || codeStr === '20429' ? { rateLimited: true } : {};
     return after === undefined
-      ? { outcome: 'retry', code: codeStr, message, ...limited }
-      : { outcome: 'retry', code: codeStr, message, retryAfterMs: after, ...limited };
+      ? { outcome: 'retry', code: codeStr, message }
+      : { outcome: 'retry', code: codeStr, message, retryAfterMs: after };
   }
   return { outcome: 'failed', code: codeStr, message };
 }
