@@ -23,8 +23,16 @@ import type { Worker } from './worker.js';
 
 export const SANDBOX_REPORT_JOB = 'sandbox.report';
 
-/** How often a message on a disabled gateway looks again (at most jobs.backoffCapMs): it goes out at most this long after an enable. */
-export const DISABLED_RECHECK_MS = 15_000;
+/**
+ * How often a message on a disabled gateway looks again: 15 s at first, longer the longer it
+ * has waited (a tenth of its wait, up to 5 min), spread by up to a third, so a large paused
+ * backlog is claimed a few times an hour, not every 15 s, and not all at once. Never longer
+ * than jobs.backoffCapMs.
+ */
+export function disabledRecheckMs(waitedMs: number, backoffCapMs: number, random = Math.random): number {
+  const base = Math.min(Math.max(15_000, waitedMs / 10), 300_000);
+  return Math.round(Math.min(base * (1 + random() / 3), backoffCapMs));
+}
 
 /** Waits up to this long in-process for the gateway's rate; longer waits snooze the job. */
 const MAX_INLINE_WAIT_MS = 250;
@@ -35,8 +43,8 @@ export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
 }
 
 /** The columns of a message its dispatch reads (a claim returns only these). */
-type DispatchRow = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status'>;
-const DISPATCH_COLUMNS = 'id, partner_id, channel_type, gateway_id, "to", "from", content, status';
+type DispatchRow = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status' | 'created_at'>;
+const DISPATCH_COLUMNS = 'id, partner_id, channel_type, gateway_id, "to", "from", content, status, created_at';
 
 export interface DispatchDeps {
   ctx: CoreCtx;
@@ -89,7 +97,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       const note = `gateway ${gw.name} is disabled: the message waits until it is enabled`;
       return {
         type: 'snooze',
-        afterMs: Math.min(DISABLED_RECHECK_MS, deps.config.jobs.backoffCapMs),
+        afterMs: disabledRecheckMs(ctx.now() - m.created_at, deps.config.jobs.backoffCapMs),
         apply: () => {
           stmt(
             ctx.db.sqlite,
@@ -107,7 +115,12 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         type: 'snooze',
         afterMs: wait,
         apply: () => {
-          stmt(ctx.db.sqlite, `UPDATE messages SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'sending'`).run(ctx.now(), m.id);
+          // A note that its gateway was disabled is old news once it is waiting for the rate.
+          stmt(
+            ctx.db.sqlite,
+            `UPDATE messages SET status = 'queued', error_code = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_code END,
+               error_message = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_message END, updated_at = ? WHERE id = ? AND status = 'sending'`,
+          ).run(ctx.now(), m.id);
         },
       };
     }

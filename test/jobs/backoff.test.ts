@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { backoffMs } from '../../src/jobs/backoff.js';
+import { disabledRecheckMs } from '../../src/jobs/dispatch.js';
 
 const opts = { baseMs: 100, capMs: 10_000 };
 
@@ -44,5 +45,21 @@ describe('backoffMs', () => {
   it('treats attempt < 1 as the first attempt', () => {
     expect(backoffMs(0, { ...opts, jitter: 'none' })).toBe(100);
     expect(backoffMs(-3, { ...opts, jitter: 'none' })).toBe(100);
+  });
+});
+
+describe('disabledRecheckMs: how often a message on a disabled gateway looks again', () => {
+  const cap = 900_000;
+  it('15 s at first, a tenth of the wait later, 5 min at most, spread by up to a third', () => {
+    expect(disabledRecheckMs(0, cap, () => 0)).toBe(15_000);
+    expect(disabledRecheckMs(60_000, cap, () => 0)).toBe(15_000);
+    expect(disabledRecheckMs(20 * 60_000, cap, () => 0)).toBe(120_000);
+    expect(disabledRecheckMs(24 * 3_600_000, cap, () => 0)).toBe(300_000);
+    expect(disabledRecheckMs(24 * 3_600_000, cap, () => 0.999999)).toBe(400_000);
+    expect(disabledRecheckMs(0, cap, () => 0.5)).toBe(17_500);
+  });
+
+  it('never past jobs.backoffCapMs', () => {
+    expect(disabledRecheckMs(24 * 3_600_000, 1_000, () => 0.5)).toBe(1_000);
   });
 });
