@@ -61,16 +61,30 @@ function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }):
     throw new UsageError(`--state must be ${PENDING_STATES.join(', ')} (dead jobs: msgctl jobs dead)`);
   }
   const jobs = queueOf(cli).listPending({ state: opts.state as (typeof PENDING_STATES)[number] | undefined, kind: opts.kind, limit: Math.min(opts.limit, 1000) });
+  const rows = jobs.map((j) => ({ ...jobJson(j), reason: reasonOf(cli, j) }));
   return {
-    json: { data: jobs.map(jobJson) },
+    json: { data: rows },
     text: jobs.length
       ? table(
-          ['id', 'kind', 'state', 'attempts', 'next run (utc)', 'payload', 'last error'],
-          jobs.map((j) => [j.id, j.kind, j.state, `${j.attempts}/${j.maxAttempts}`, when(j.runAt), JSON.stringify(j.payload), j.lastError ?? '-']),
+          ['id', 'kind', 'state', 'attempts', 'next run (utc)', 'payload', 'why it waits'],
+          jobs.map((j, i) => [j.id, j.kind, j.state, `${j.attempts}/${j.maxAttempts}`, when(j.runAt), JSON.stringify(j.payload), rows[i].reason ?? '-']),
           { right: [0] },
         )
       : 'No jobs waiting or running.',
   };
+}
+
+/**
+ * Why a job waits: a dispatch job's message says it best (a retry's answer, a disabled
+ * gateway: a job snoozed for a paused gateway or its rate keeps no error of its own); else the
+ * job's last error.
+ */
+function reasonOf(cli: Cli, job: Job): string | null {
+  if (job.kind === DISPATCH_JOB) {
+    const m = getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
+    if (m?.error_code) return `${m.error_code}: ${m.error_message ?? ''}`;
+  }
+  return job.lastError;
 }
 
 function target(ref: string | undefined, opts: { kind?: string; all?: boolean }): DeadTarget {

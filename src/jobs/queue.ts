@@ -338,7 +338,7 @@ export class JobQueue {
       .prepare(
         `SELECT * FROM jobs WHERE state IN ('available', 'running', 'retry') AND (@state IS NULL OR state = @state)
            AND (@kind IS NULL OR kind = @kind)
-         ORDER BY run_at, id LIMIT @limit`,
+         ORDER BY priority, run_at, id LIMIT @limit`,
       )
       .all({ state: opts.state ?? null, kind: opts.kind ?? null, limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000) }) as Row[];
     return rows.map(toJob);

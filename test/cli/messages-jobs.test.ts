@@ -36,6 +36,10 @@ beforeAll(() => {
   q.claim('w1', 10);
   q.retry(retryingId, { afterMs: 600_000, error: 'endpoint answered 503' });
   waitingId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: dupId } }).id;
+  // What dispatch writes on a message whose gateway is disabled (the job itself keeps no error).
+  t.ctx.db.sqlite
+    .prepare(`UPDATE messages SET error_code = 'gateway_disabled', error_message = 'gateway sbx is disabled: the message waits until it is enabled' WHERE id = ?`)
+    .run(dupId);
   q.fail(deadJobId, 'provider said no forever');
   q.fail(deadHookId, 'endpoint down');
   q.fail(deadDispatchId, 'gave up');
@@ -76,7 +80,10 @@ describe('msgctl jobs', () => {
       [waitingId, 'available'],
       [retryingId, 'retry'],
     ]);
-    expect(all.data[1]).toMatchObject({ kind: 'webhook.deliver', attempts: 1, last_error: 'endpoint answered 503' });
+    expect(all.data[1]).toMatchObject({ kind: 'webhook.deliver', attempts: 1, last_error: 'endpoint answered 503', reason: 'endpoint answered 503' });
+    // A dispatch job waits for the reason its message gives.
+    expect(all.data[0]).toMatchObject({ last_error: null, reason: 'gateway_disabled: gateway sbx is disabled: the message waits until it is enabled' });
+    expect((await runCli(['jobs', 'list'], { dataDir: t.dir })).stdout).toMatch(/available .*gateway_disabled: gateway sbx is disabled/);
     const retrying = await runCli(['jobs', 'list', '--state', 'retry'], { dataDir: t.dir });
     expect(retrying.stdout).toMatch(new RegExp(`${retryingId}\\s+webhook\\.deliver\\s+retry\\s+1/\\d+ .*endpoint answered 503`));
     expect(retrying.stdout).not.toContain('message.dispatch');
