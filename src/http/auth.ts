@@ -23,13 +23,14 @@ export function lookupToken(auth: TokenAuthenticator, req: FastifyRequest): Auth
  */
 export function authenticate(auth: TokenAuthenticator, req: FastifyRequest, scope: Scope, result: AuthResult = lookupToken(auth, req)): AuthPrincipal {
   const header = req.headers.authorization;
-  // Node keeps the first of several Authorization headers and drops the rest: which token
-  // was meant is then a guess (a revoked one after a valid one would pass). Refuse them all.
-  if (header !== undefined && authorizationHeaders(req.raw.rawHeaders) > 1) {
-    const message = 'more than one Authorization header: send exactly one';
-    throw new AppError('unauthorized', message, [], { wwwAuthenticate: challenge(message) });
-  }
   if (!result.ok) {
+    // Node keeps the first of several Authorization headers and drops the rest: which token
+    // was meant is then a guess (a revoked one after a valid one would pass). lookupToken()
+    // finds no token for such a request, so only a failed lookup needs to look for them.
+    if (header !== undefined && authorizationHeaders(req.raw.rawHeaders) > 1) {
+      const message = 'more than one Authorization header: send exactly one';
+      throw new AppError('unauthorized', message, [], { wwwAuthenticate: challenge(message) });
+    }
     if (result.reason === 'partner_suspended') {
       throw new AppError('partner_suspended', 'this partner account is suspended; contact the operator');
     }
