@@ -74,10 +74,21 @@ export function findOrCreateContact(
  * needs, read as one column (a whole named row costs ~1 µs more a send). In the caller's transaction.
  */
 export function contactIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, address: string): string {
+  return findContactId(ctx, partnerId, channel, address) ?? createContact(ctx, partnerId, contactKeyFor(channel), addressFor(channel, address), {}, ctx.now()).id;
+}
+
+/** The id of the partner's contact for an address on a channel, if there is one. */
+export function findContactId(ctx: CoreCtx, partnerId: string, channel: ChannelType, address: string): string | undefined {
   const key = contactKeyFor(channel);
-  if (key === 'email') address = contactEmail(address);
-  const found = rawStmt(ctx.db.sqlite, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(partnerId, address) as [string] | undefined;
-  return found ? found[0] : createContact(ctx, partnerId, key, address, {}, ctx.now()).id;
+  const found = rawStmt(ctx.db.sqlite, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(partnerId, addressFor(channel, address)) as
+    | [string]
+    | undefined;
+  return found?.[0];
+}
+
+/** An address as contacts keep it: emails in their normal form. */
+function addressFor(channel: ChannelType, address: string): string {
+  return contactKeyFor(channel) === 'email' ? contactEmail(address) : address;
 }
 
 function createContact(

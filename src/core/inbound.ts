@@ -1,6 +1,6 @@
 import { stmt } from '../db/stmt.js';
 import type { ChannelType, CoreCtx } from './context.js';
-import { contactKeyFor } from './contacts.js';
+import { findContactId } from './contacts.js';
 import { emitEvent, type EventType } from './events.js';
 import type { MessageContent } from './message-content.js';
 import { applyStatus, createInbound, getMessageRow, type MessageRow } from './messages.js';
@@ -305,11 +305,6 @@ const IN_FLIGHT_SQL = `SELECT m.id FROM conversations v INDEXED BY conversations
       AND m.status = 'sending' AND m.sent_at IS NULL AND m.updated_at >= ?
     LIMIT 1`;
 
-function contactOf(ctx: CoreCtx, ch: { partner_id: string; type: ChannelType }, address: string): string | undefined {
-  const key = contactKeyFor(ch.type);
-  return stmt<[string, string], { id: string }>(ctx.db.sqlite, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(ch.partner_id, address)?.id;
-}
-
 function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' }>, opts: ApplyOptions): Step {
   const ch = route(ctx, ev.receiver, opts.trusted);
   if (typeof ch === 'string') return { unroutable: ch };
@@ -322,7 +317,7 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
   // yet, and the receipt may be about it (Meta can report delivery before answering the send).
   // Look again later, as for a status that beats its message: what is covered now is applied
   // now (applying twice changes nothing), the rest when the send has settled.
-  const contact = contactOf(ctx, ch, ev.contact);
+  const contact = findContactId(ctx, ch.partner_id, ch.type, ev.contact);
   const since = ctx.now() - ctx.config.dispatch.timeoutMs - 2000;
   const inFlight =
     !opts.final && contact ? stmt<[string, string, string, number], { id: string }>(db, IN_FLIGHT_SQL).get(contact, ch.type, ch.partner_id, since)?.id : undefined;
