@@ -65,6 +65,18 @@ export function textLimitProblem(channel: TextChannel, text: string): string | n
   return text.length > max ? `must be at most ${max} characters${channel === 'sms' ? '' : ` on ${channel}`} (an emoji counts as 2)` : null;
 }
 
+/**
+ * What is wrong with a recipient on its channel, or null: E.164 on sms and whatsapp, an email
+ * address, the page-scoped or Instagram-scoped id (digits) on messenger and instagram.
+ */
+export function recipientProblem(channel: TextChannel | 'email', to: string): string | null {
+  if (channel === 'sms' || channel === 'whatsapp') {
+    return normalizeE164(to) === null ? 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123' : null;
+  }
+  if (channel === 'email') return normalizeEmail(to) === null ? 'must be a valid email address' : null;
+  return /^\d{1,64}$/.test(to) ? null : `must be the ${channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`;
+}
+
 // One parse per number (the max-metadata validity check is the costliest step of a send).
 export const e164 = requiredString('a phone number in E.164 format, e.g. +14155550123')
   .transform((v, ctx) => {
@@ -141,13 +153,8 @@ export const whatsappBody = z
       };
       const channel = channelOf(b);
       if (typeof b.to === 'string' && b.to !== '') {
-        if (channel === 'whatsapp') {
-          if (normalizeE164(b.to) === null) {
-            add(['to'], 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123');
-          }
-        } else if (!/^\d{1,64}$/.test(b.to)) {
-          add(['to'], `must be the ${channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`);
-        }
+        const problem = recipientProblem(channel, b.to);
+        if (problem) add(['to'], problem);
       }
       if (b.type === 'text') {
         if (typeof b.text !== 'string' || b.text.length === 0) add(['text'], 'required: the message text');

@@ -1,10 +1,9 @@
 import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
 import { EVENT_TYPES } from '../../core/events.js';
-import { normalizeEmail } from '../../lib/email.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
-import { LIMITS, charCount, emailAddress, isBlank, optional, requiredString, textLimitProblem, type TextChannel } from './send.js';
+import { LIMITS, charCount, emailAddress, isBlank, optional, recipientProblem, requiredString, textLimitProblem, type TextChannel } from './send.js';
 
 // The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
@@ -51,14 +50,9 @@ export const messageCreate = z
       const ch = (CHANNEL_TYPES as readonly unknown[]).includes(b.channel) ? b.channel : null;
       if (ch === null) return;
       const str = (v: unknown): v is string => typeof v === 'string';
-      if (str(b.to) && !flagged.has('to')) {
-        if (ch === 'sms' || ch === 'whatsapp') {
-          if (normalizeE164(b.to) === null) add('to', 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123');
-        } else if (ch === 'email') {
-          if (normalizeEmail(b.to) === null) add('to', 'must be a valid email address');
-        } else if (!/^\d{1,64}$/.test(b.to)) {
-          add('to', `must be the ${ch === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`);
-        }
+      if (str(b.to)) {
+        const problem = recipientProblem(ch as TextChannel | 'email', b.to);
+        if (problem) add('to', problem);
       }
       if (ch === 'email') {
         if (b.subject === undefined || b.subject === '') add('subject', 'required for email');
