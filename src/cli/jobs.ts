@@ -54,6 +54,11 @@ function dead(cli: Cli, opts: { kind?: string; limit: number }): Result {
   };
 }
 
+/** The message a dispatch job sends. */
+function messageOf(cli: Cli, job: Job) {
+  return getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
+}
+
 const PENDING_STATES = ['available', 'running', 'retry'] as const;
 
 function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }): Result {
@@ -81,7 +86,7 @@ function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }):
  */
 function reasonOf(cli: Cli, job: Job): string | null {
   if (job.kind === DISPATCH_JOB) {
-    const m = getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
+    const m = messageOf(cli, job);
     if (m?.error_code) return `${m.error_code}: ${m.error_message ?? ''}`;
   }
   return job.lastError;
@@ -100,7 +105,7 @@ function target(ref: string | undefined, opts: { kind?: string; all?: boolean })
  */
 function unretryable(cli: Cli, job: Job): string | null {
   if (job.kind !== DISPATCH_JOB) return null;
-  const m = getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
+  const m = messageOf(cli, job);
   if (!m) return 'its message no longer exists';
   if (awaitsDispatch(m)) return null;
   const money = m.refunded ? 'refunded' : m.price > 0 ? 'charged' : 'no charge';
