@@ -288,6 +288,8 @@ describe('twilio through the full path', () => {
       const tried = fake.requests.length;
       // Long past what four attempts with this backoff take: still waiting, not failed.
       await new Promise((r) => setTimeout(r, 3_000));
+      // Each recheck claims it ('sending') for the instant before it is snoozed back: look at rest.
+      await waitFor(() => message(s.ctx, id).status === 'queued', 2_000, 'the message to be back at rest');
       expect(message(s.ctx, id)).toMatchObject({ status: 'queued', error_code: 'gateway_disabled', refunded: 0 });
       expect(message(s.ctx, id).error_message).toMatch(/is disabled: the message waits until it is enabled/);
       expect(jobsOf(s.ctx, id)[0].attempts).toBeLessThan(FAST_DISPATCH['jobs.maxAttempts']);
