@@ -21,8 +21,12 @@ export type JobResult =
   | { type: 'fail'; error: string; apply?: Apply };
 
 export interface KindHooks<P = any> {
-  /** Inside the claim transaction, once per claimed batch of this kind (e.g. mark messages 'sending'). */
-  onClaim?: (jobs: Job<P>[], db: Db) => void;
+  /**
+   * Inside the claim transaction, once per claimed batch of this kind (e.g. mark messages
+   * 'sending'). It may settle jobs there and then: those it returns a result for (a job that
+   * must wait is snoozed) are settled in the claim's own transaction and not run.
+   */
+  onClaim?: (jobs: Job<P>[], db: Db) => void | Map<Job<P>, JobResult>;
   /** Inside the transaction that dead-letters a job of this kind, whatever the path there. */
   onDead?: (job: Job<P>, error: string, db: Db) => void;
 }

@@ -26,6 +26,8 @@ interface BatchOut {
   outcomes: Outcome[];
   started: Running[];
   claimed: number;
+  /** Claimed jobs an onClaim hook settled in the claim itself (not started). */
+  held: number;
 }
 
 const BATCH_RETRY_MS = 250;
@@ -200,6 +202,10 @@ export class Worker {
     if (want > 0 && out.claimed < want) {
       this.maybeWork = false;
       this.sleepUntilNext(now);
+    } else if (out.held > 0) {
+      // Jobs held back in the claim left their slots free and nothing running will finish to
+      // fill them: claim again now.
+      this.wake(false);
     }
     this.progress();
   };
@@ -208,7 +214,7 @@ export class Worker {
     const outcomes: Outcome[] = [];
     for (const f of finished) outcomes.push(settle(this.ctx, f.run.job, f.run.lease, f.result, now));
     const started: Running[] = [];
-    if (want <= 0) return { outcomes, started, claimed: 0 };
+    if (want <= 0) return { outcomes, started, claimed: 0, held: 0 };
     const jobs = this.claimJobs(want, now);
     const byKind = new Map<string, Running[]>();
     for (const job of jobs) {
@@ -226,20 +232,33 @@ export class Worker {
       if (group) group.push(run);
       else byKind.set(job.kind, [run]);
     }
+    let held = 0;
     for (const [kind, runs] of byKind) {
       const onClaim = this.handlers.get(kind)?.hooks.onClaim;
+      let settled: Map<Job, JobResult> | void = undefined;
       try {
-        if (onClaim) this.ctx.savepoint(() => onClaim(runs.map((r) => r.job), this.db));
-        started.push(...runs);
+        if (onClaim) settled = this.ctx.savepoint(() => onClaim(runs.map((r) => r.job), this.db));
       } catch (err) {
         abortIfRolledBack(this.ctx, err);
         // Counted as a failed try (backoff, then dead) so a broken hook cannot spin the loop.
         this.logger.error({ workerId: this.id, kind, err }, 'onClaim hook threw; jobs retried');
         const error = `onClaim failed: ${errorMessage(err)}`;
         for (const r of runs) outcomes.push(settle(this.ctx, r.job, r.lease, { type: 'retry', error }, now));
+        continue;
+      }
+      for (const r of runs) {
+        const result = settled ? settled.get(r.job) : undefined;
+        if (result === undefined) {
+          started.push(r);
+          continue;
+        }
+        // Settled in the claim's own transaction: the job is never seen running, so a crash
+        // cannot leave it claimed with nothing in flight.
+        outcomes.push(settle(this.ctx, r.job, r.lease, checkResult(result), now));
+        held++;
       }
     }
-    return { outcomes, started, claimed: jobs.length };
+    return { outcomes, started, claimed: jobs.length, held };
   }
 
   // A claim over every kind is two index seeks per kind: with the six kinds of msgd's job loop,
@@ -316,8 +335,9 @@ export class Worker {
   // Sleeping: exactly until the next known run_at, never longer than maxSleepMs.
 
   private sleepUntilNext(now: number) {
-    // An armed timer already covers what we know; local enqueues and retries only pull it earlier.
-    if (this.wakeTimer) return;
+    // An armed timer is not enough: it may be for a job put back after others that fall due
+    // sooner (armed once the timer for those had fired), so ask the queue. armWake keeps the
+    // earlier of the two.
     const next = this.queue.nextRunAt(this.kinds);
     let at = now + this.maxSleepMs;
     // next <= now: another connection committed a job after our claim; look again shortly.

@@ -247,6 +247,62 @@ describe('Worker hooks', () => {
     expect(visible).toEqual([1, 1, 1]);
   });
 
+  it('onClaim may settle jobs in the claim itself: never seen running, not run, no attempt spent', async () => {
+    const t = tempDb();
+    const { queue, worker } = makeWorker(t);
+    const handled: number[] = [];
+    const seen: { id: number; state: string }[] = [];
+    const held = new Set<number>();
+    worker.register('k', async (job) => {
+      handled.push(job.id);
+      // What another connection sees of every job while one runs: the held ones never run.
+      const other = t.open();
+      seen.push(...(other.sqlite.prepare(`SELECT id, state FROM jobs`).all() as { id: number; state: string }[]));
+      other.close();
+      return { type: 'ok' };
+    }, {
+      onClaim: (jobs, db) => {
+        const settled = new Map();
+        for (const j of jobs) {
+          if (!held.has(j.id)) continue;
+          settled.set(j, { type: 'snooze', afterMs: 60_000, apply: (d: Db) => note(d, j.id, 'held') });
+        }
+        return settled;
+      },
+    });
+    const ids = [0, 1, 2, 3].map(() => queue.enqueue({ kind: 'k' }).id);
+    held.add(ids[1]).add(ids[3]);
+    const before = Date.now();
+    await worker.drain({ maxWaitMs: 3000 });
+    expect(handled.sort()).toEqual([ids[0], ids[2]]);
+    expect(seen.filter((r) => held.has(r.id)).map((r) => r.state)).toEqual(expect.arrayContaining(['available']));
+    expect(seen.filter((r) => held.has(r.id) && r.state !== 'available')).toEqual([]);
+    for (const id of [ids[1], ids[3]]) {
+      const row = jobRow(t.db, id)!;
+      expect(row).toMatchObject({ state: 'available', attempts: 0, locked_by: null });
+      expect(row.run_at).toBeGreaterThanOrEqual(before + 60_000);
+    }
+    expect(effects(t.db).filter((e) => e.note === 'held').map((e) => e.job_id).sort()).toEqual([ids[1], ids[3]].sort());
+    expect(worker.counters).toMatchObject({ completed: 2, snoozed: 2 });
+  });
+
+  it('a job put back far ahead does not hide one that falls due sooner', async () => {
+    const t = tempDb();
+    const { queue, worker } = makeWorker(t, { concurrency: 1 });
+    const ran: string[] = [];
+    worker.register('k', async (job: Job<{ name: string }>) => {
+      ran.push(job.payload.name);
+      // 'far' waits a minute; the worker's timer is then armed for it.
+      return job.payload.name === 'far' ? { type: 'snooze', afterMs: 60_000 } : { type: 'ok' };
+    });
+    queue.enqueue({ kind: 'k', payload: { name: 'far' } });
+    queue.enqueue({ kind: 'k', payload: { name: 'now' } });
+    queue.enqueue({ kind: 'k', payload: { name: 'soon' }, runAt: Date.now() + 300 });
+    worker.start();
+    await until(() => ran.includes('soon'), "'soon' to run", 3000);
+    expect(ran).toEqual(['far', 'now', 'soon']);
+  });
+
   it('a throwing onClaim fails that try without running the handler or spinning', async () => {
     const t = tempDb();
     const { queue, worker } = makeWorker(t);
