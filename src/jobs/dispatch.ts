@@ -63,8 +63,6 @@ interface DispatchPayload {
 
 export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   const { ctx } = deps;
-  // Message rows read by the claim transaction (onClaim), so the handler need not read them again.
-  const claimed = new WeakMap<Job, DispatchRow>();
 
   function ratePerSecond(gw: GatewayWithSecrets): number {
     return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
@@ -81,9 +79,25 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return { id: m.id, channel: m.channel_type, to: m.to, from: m.from, content };
   }
 
-  const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
-    const m = claimed.get(job) ?? getMessageRow(ctx, job.payload.message_id);
-    claimed.delete(job);
+  /** A message the claim found ready to go: its gateway, and the rate's short wait before the call. */
+  interface Go {
+    m: DispatchRow;
+    gw: GatewayWithSecrets;
+    wait: number;
+  }
+  // Decided in the claim transaction (onClaim), for the handler that runs right after it.
+  const ready = new WeakMap<Job, Go>();
+  // The rate each gateway was last shaped at: a change wakes the messages waiting in its line.
+  const shapedAt = new Map<string, number>();
+
+  /**
+   * What a claimed job does: go (its gateway and the rate's short wait), or a result settled in
+   * the claim itself, so a message that must wait is never seen 'sending' and a crash cannot
+   * leave it claimed with nothing in flight (which would flag it a possible duplicate).
+   * `marked`: the row the claim marked 'sending'; a retry (already 'sending') is read here.
+   */
+  function decide(job: Job<DispatchPayload>, marked: DispatchRow | undefined): Go | JobResult {
+    const m = marked ?? getMessageRow(ctx, job.payload.message_id);
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
     if (!m || !awaitsDispatch(m)) return { type: 'ok' };
     if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
@@ -106,24 +120,60 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         },
       };
     }
+    const rate = ratePerSecond(gw);
+    const was = shapedAt.get(gw.id);
+    shapedAt.set(gw.id, rate);
+    if (was !== undefined && was !== rate) wakeLine(gw.id);
+    // A message that has not waited yet joins the end of the gateway's line, if there is one,
+    // rather than take the next slot from the messages in it. One that has waited (in line, for
+    // a retry or a paused gateway) may wait here up to a slot longer: a place is not a reserved
+    // slot, and a newcomer that found no line may have taken its slot.
+    const waited = job.runAt > job.createdAt + 1;
+    if (!waited && deps.shaper.hasLine(gw.id, rate)) return inLine(m, deps.shaper.place(gw.id, rate));
+    const maxWait = waited ? MAX_INLINE_WAIT_MS + Math.min(1000 / rate, 1000) : MAX_INLINE_WAIT_MS;
+    const wait = deps.shaper.take(gw.id, rate, 1, maxWait);
+    // A longer wait (a backlog on a 1/s Twilio number can wait hours): a place in line.
+    if (wait > maxWait) return inLine(m, deps.shaper.place(gw.id, rate, wait));
+    return { m, gw, wait };
+  }
 
-    const wait = deps.shaper.take(gw.id, ratePerSecond(gw));
-    if (wait > MAX_INLINE_WAIT_MS) {
-      // Waiting for the gateway's rate (a backlog on a 1/s Twilio number can wait hours): the
-      // claim marked it 'sending', but nothing is in flight, so the partner sees 'queued'.
-      return {
-        type: 'snooze',
-        afterMs: wait,
-        apply: () => {
-          // A note that its gateway was disabled is old news once it is waiting for the rate.
-          stmt(
-            ctx.db.sqlite,
-            `UPDATE messages SET status = 'queued', error_code = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_code END,
-               error_message = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_message END, updated_at = ? WHERE id = ? AND status = 'sending'`,
-          ).run(ctx.now(), m.id);
-        },
-      };
-    }
+  /** Waiting for the gateway's rate: nothing is in flight, so the partner sees 'queued'. */
+  function inLine(m: DispatchRow, afterMs: number): JobResult {
+    return {
+      type: 'snooze',
+      afterMs,
+      apply: () => {
+        // A note that its gateway was disabled is old news once it is waiting for the rate.
+        stmt(
+          ctx.db.sqlite,
+          `UPDATE messages SET status = 'queued', error_code = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_code END,
+             error_message = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_message END, updated_at = ? WHERE id = ? AND status = 'sending'`,
+        ).run(ctx.now(), m.id);
+      },
+    };
+  }
+
+  /**
+   * The gateway's rate changed (msgctl gateway update): its messages waiting in line were given
+   * places at the old rate. They are all due now, and take new places in their order.
+   */
+  function wakeLine(gatewayId: string) {
+    const now = ctx.now();
+    const woken = stmt(
+      ctx.db.sqlite,
+      `UPDATE jobs SET run_at = ?, updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > ?
+         AND EXISTS (SELECT 1 FROM messages m WHERE m.id = json_extract(jobs.payload, '$.message_id') AND m.gateway_id = ? AND m.status = 'queued')`,
+    ).run(now, now, DISPATCH_JOB, now, gatewayId).changes;
+    deps.shaper.reset(gatewayId);
+    if (woken > 0) deps.logger.info({ gatewayId, woken }, 'gateway rate changed: its waiting messages take new places in line');
+  }
+
+  const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
+    // Every claimed job has been decided in the claim (onClaim); this covers one that was not.
+    const go = ready.get(job) ?? decide(job, undefined);
+    ready.delete(job);
+    if ('type' in go) return go;
+    const { m, gw, wait } = go;
     if (wait > 0) await sleep(wait);
 
     // When the message was handed over: its sent_at. The provider stamps it later than this,
@@ -216,19 +266,22 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   }
 
   worker.register<DispatchPayload>(DISPATCH_JOB, handler, {
-    // Mark the batch 'sending' in the claim transaction (no extra commit per message), and
-    // keep the rows it returns for the handler. A message already 'sending' (a retry) or
-    // settled returns none; the handler reads it then.
+    // Mark the batch 'sending' in the claim transaction (no extra commit per message) and
+    // decide each job there: the messages that go are kept for the handler; those that wait
+    // (a paused gateway, the gateway's rate) or need no call are settled in the claim itself.
     onClaim: (jobs) => {
       const mark = stmt<[number, string], DispatchRow>(
         ctx.db.sqlite,
         `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued' RETURNING ${DISPATCH_COLUMNS}`,
       );
       const now = ctx.now();
+      const settled = new Map<Job<DispatchPayload>, JobResult>();
       for (const j of jobs) {
-        const row = mark.get(now, j.payload.message_id);
-        if (row) claimed.set(j, row);
+        const d = decide(j, mark.get(now, j.payload.message_id));
+        if ('type' in d) settled.set(j, d);
+        else ready.set(j, d);
       }
+      return settled;
     },
     // Retries exhausted: the message is failed and the partner gets the money back (issue 3:
     // "a message that exhausts its retries is failed and refunded"). If an attempt may have

@@ -3,6 +3,7 @@ import { parseMoney } from '../../src/lib/money.js';
 import { setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { waitFor } from '../helpers/wait.js';
+import { watchValue } from '../helpers/watch.js';
 import { postWebhook, twilioForm, twilioHeaders } from '../fakes/webhook-senders.js';
 import { processed } from '../webhooks-in/helpers.js';
 import { adjust } from '../../src/core/ledger.js';
@@ -286,10 +287,16 @@ describe('twilio through the full path', () => {
     try {
       await waitFor(() => message(s.ctx, id).error_code === 'gateway_disabled', 5_000, 'the message to say why it waits');
       const tried = fake.requests.length;
-      // Long past what four attempts with this backoff take: still waiting, not failed.
+      const snoozedBefore = s.rt.worker.counters.snoozed;
+      // Long past what four attempts with this backoff take: still waiting, not failed. It is
+      // looked at again every second or so, in the claim itself: never seen 'sending' (claimed
+      // with nothing in flight, which a crash would flag a possible duplicate).
+      const status = await watchValue(s.dataDir, 'SELECT status FROM messages WHERE id = ?', id);
+      const job = await watchValue(s.dataDir, `SELECT state FROM jobs WHERE json_extract(payload, '$.message_id') = ?`, id);
       await new Promise((r) => setTimeout(r, 3_000));
-      // Each recheck claims it ('sending') for the instant before it is snoozed back: look at rest.
-      await waitFor(() => message(s.ctx, id).status === 'queued', 2_000, 'the message to be back at rest');
+      expect(await status.stop()).toEqual(['queued']);
+      expect(await job.stop()).toEqual(['available']);
+      expect(s.rt.worker.counters.snoozed).toBeGreaterThan(snoozedBefore + 1);
       expect(message(s.ctx, id)).toMatchObject({ status: 'queued', error_code: 'gateway_disabled', refunded: 0 });
       expect(message(s.ctx, id).error_message).toMatch(/is disabled: the message waits until it is enabled/);
       expect(jobsOf(s.ctx, id)[0].attempts).toBeLessThan(FAST_DISPATCH['jobs.maxAttempts']);

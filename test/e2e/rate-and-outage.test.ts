@@ -3,6 +3,7 @@ import { setupPartner, startTestServer, type TestServer } from '../helpers/serve
 import { waitFor } from '../helpers/wait.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
+import { updateGateway } from '../../src/core/gateways.js';
 import { EMAIL, SMS, expectMoneyConsistent, messagesOf, send, smtpGateway, twilioGateway } from './harness.js';
 
 // Throughput is shaped per gateway by queueing, never by refusing; a provider outage holds
@@ -82,6 +83,51 @@ describe('per-gateway rate shaping', () => {
     expect(mid.filter((st) => st === 'sending').length, mid.join(',')).toBeLessThanOrEqual(1);
     await waitFor(() => statusOf().every((st) => st === 'sent'), 10_000, '8 sent');
     expect(twilio.requests).toHaveLength(8);
+  });
+
+  it('a deep backlog on a slow gateway waits in line: claimed about twice each (to take its place, then to go), never shown sending while it waits, sent in the order accepted', async () => {
+    const p = setupPartner(s.ctx, { balance: '10' });
+    twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 20 });
+    const claimedBefore = s.rt.worker.counters.claimed;
+    // One after another, so the order they were accepted in is known.
+    const ids: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const r = await send(s.url, SMS, { to: '+14155550123', text: `line ${i}` }, p.token);
+      expect(r.status).toBe(200);
+      ids.push(r.body.id);
+    }
+    let mostSending = 0;
+    await waitFor(
+      () => {
+        const msgs = messagesOf(s.ctx, p.partnerId);
+        mostSending = Math.max(mostSending, msgs.filter((m) => m.status === 'sending').length);
+        return msgs.every((m) => m.status === 'sent');
+      },
+      15_000,
+      '60 sent',
+    );
+    // 60 at 20/s is ~3 s. Each message is claimed to take its place in line, then to go. Before
+    // the line, every waiting message was claimed (and marked 'sending') again at every slot:
+    // 310 claims here, and up to 60 shown 'sending' at once.
+    const claims = s.rt.worker.counters.claimed - claimedBefore;
+    expect(claims, `${claims} claims`).toBeLessThanOrEqual(130);
+    expect(mostSending).toBeLessThanOrEqual(6);
+    expect(twilio.requests.map((r) => r.body.Body)).toEqual(ids.map((_, i) => `line ${i}`));
+    for (const m of messagesOf(s.ctx, p.partnerId)) expect(m.error_code).toBeNull();
+  });
+
+  it("raising a gateway's rate speeds up the messages already waiting in its line", async () => {
+    const p = setupPartner(s.ctx, { balance: '10' });
+    const { gateway } = twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 2 });
+    await burst(p.token, SMS, Array.from({ length: 20 }, (_, i) => ({ to: '+14155550123', text: `raise ${i}` })));
+    await waitFor(() => twilio.requests.length >= 2, 5_000, 'the first two sent');
+    // At 2/s the other 18 would take 9 s more; their places in line were counted at 2/s.
+    updateGateway(s.ctx, gateway.id, { settings: { rate_per_second: 100 } }, 'test');
+    const changed = Date.now();
+    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '20 sent');
+    expect(Date.now() - changed).toBeLessThan(3_000);
+    expect(twilio.requests).toHaveLength(20);
+    expect(s.logs.some((l) => l.includes('gateway rate changed'))).toBe(true);
   });
 
   it('two gateways are shaped independently', async () => {
