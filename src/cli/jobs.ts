@@ -81,13 +81,15 @@ function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }):
 
 /**
  * Why a job waits: a dispatch job's message says it best (a retry's answer, a disabled
- * gateway: a job snoozed for a paused gateway or its rate keeps no error of its own); else the
- * job's last error.
+ * gateway: a job snoozed for a paused gateway or its rate keeps no error of its own), or its
+ * place in its gateway's line; else the job's last error.
  */
 function reasonOf(cli: Cli, job: Job): string | null {
   if (job.kind === DISPATCH_JOB) {
     const m = messageOf(cli, job);
     if (m?.error_code) return `${m.error_code}: ${m.error_message ?? ''}`;
+    // Snoozed to its place in the gateway's line (src/jobs/dispatch.ts).
+    if (m?.status === 'queued' && job.state === 'available' && job.runAt > cli.ctx.now()) return "in line for its gateway's rate";
   }
   return job.lastError;
 }

@@ -16,6 +16,8 @@ let deadDispatchId: number;
 let failedId: string;
 let retryingId: number;
 let waitingId: number;
+let inLineId: number;
+let linedMsg: string;
 
 beforeAll(() => {
   t = openTestCtx();
@@ -40,6 +42,9 @@ beforeAll(() => {
   t.ctx.db.sqlite
     .prepare(`UPDATE messages SET error_code = 'gateway_disabled', error_message = 'gateway sbx is disabled: the message waits until it is enabled' WHERE id = ?`)
     .run(dupId);
+  // A message in its gateway's line: queued, no error, its job snoozed to its place.
+  linedMsg = mk('+14155550126').id;
+  inLineId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: linedMsg }, runAt: Date.now() + 60_000 }).id;
   q.fail(deadJobId, 'provider said no forever');
   q.fail(deadHookId, 'endpoint down');
   q.fail(deadDispatchId, 'gave up');
@@ -52,7 +57,7 @@ afterAll(() => t.close());
 describe('msgctl messages', () => {
   it('lists messages and filters the possible duplicates', async () => {
     const all = await runJson(['messages', 'list'], { dataDir: t.dir });
-    expect(all.data.map((m: any) => m.id).sort()).toEqual([okId, dupId, failedId].sort());
+    expect(all.data.map((m: any) => m.id).sort()).toEqual([okId, dupId, failedId, linedMsg].sort());
     const dup = await runJson(['messages', 'list', '--uncertain'], { dataDir: t.dir });
     expect(dup.data.map((m: any) => m.id)).toEqual([dupId]);
     expect(dup.data[0].possible_duplicate).toBe(true);
@@ -78,16 +83,18 @@ describe('msgctl jobs', () => {
     const all = await runJson(['jobs', 'list'], { dataDir: t.dir });
     expect(all.data.map((j: any) => [j.id, j.state])).toEqual([
       [waitingId, 'available'],
+      [inLineId, 'available'],
       [retryingId, 'retry'],
     ]);
-    expect(all.data[1]).toMatchObject({ kind: 'webhook.deliver', attempts: 1, last_error: 'endpoint answered 503', reason: 'endpoint answered 503' });
+    expect(all.data[2]).toMatchObject({ kind: 'webhook.deliver', attempts: 1, last_error: 'endpoint answered 503', reason: 'endpoint answered 503' });
+    expect(all.data[1]).toMatchObject({ last_error: null, reason: "in line for its gateway's rate" });
     // A dispatch job waits for the reason its message gives.
     expect(all.data[0]).toMatchObject({ last_error: null, reason: 'gateway_disabled: gateway sbx is disabled: the message waits until it is enabled' });
     expect((await runCli(['jobs', 'list'], { dataDir: t.dir })).stdout).toMatch(/available .*gateway_disabled: gateway sbx is disabled/);
     const retrying = await runCli(['jobs', 'list', '--state', 'retry'], { dataDir: t.dir });
     expect(retrying.stdout).toMatch(new RegExp(`${retryingId}\\s+webhook\\.deliver\\s+retry\\s+1/\\d+ .*endpoint answered 503`));
     expect(retrying.stdout).not.toContain('message.dispatch');
-    expect((await runJson(['jobs', 'list', '--kind', 'message.dispatch'], { dataDir: t.dir })).data.map((j: any) => j.id)).toEqual([waitingId]);
+    expect((await runJson(['jobs', 'list', '--kind', 'message.dispatch'], { dataDir: t.dir })).data.map((j: any) => j.id)).toEqual([waitingId, inLineId]);
     const bad = await runCli(['jobs', 'list', '--state', 'dead'], { dataDir: t.dir });
     expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/--state must be available, running, retry \(dead jobs: msgctl jobs dead\)/)]);
   });
