@@ -26,8 +26,6 @@ interface BatchOut {
   outcomes: Outcome[];
   started: Running[];
   claimed: number;
-  /** Claimed jobs an onClaim hook settled in the claim itself (not started). */
-  held: number;
 }
 
 const BATCH_RETRY_MS = 250;
@@ -62,6 +60,9 @@ export class Worker {
   private finished: Finished[] = [];
   private wakeTimer: NodeJS.Timeout | null = null;
   private wakeAt = Infinity;
+  /** The armed timer is for the next run_at the queue reported (not only for a job put back). */
+  private wakeKnowsQueue = false;
+  private readonly turnHooks: (() => void)[] = [];
   private lifelineTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
@@ -102,6 +103,26 @@ export class Worker {
     this.kinds = [...this.handlers.keys()].sort();
     if (this.running && !this.stopping) this.wake();
     return this;
+  }
+
+  /**
+   * fn runs before each claim, outside its transaction (at least every maxSleepMs while the
+   * worker runs, also when idle): for work that decides what the claim will find, in its own
+   * transaction. A throw is logged and does not stop the claim.
+   */
+  beforeClaim(fn: () => void): this {
+    this.turnHooks.push(fn);
+    return this;
+  }
+
+  private runTurnHooks() {
+    for (const fn of this.turnHooks) {
+      try {
+        fn();
+      } catch (err) {
+        this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
+      }
+    }
   }
 
   get inFlight(): number {
@@ -182,6 +203,7 @@ export class Worker {
     if (!this.running) return;
     const want = this.maybeWork && !this.stopping ? this.concurrency - this.inflight.size : 0;
     if (this.finished.length === 0 && want <= 0) return this.progress();
+    if (want > 0) this.runTurnHooks();
     const finished = this.finished;
     this.finished = [];
     const now = this.now();
@@ -202,8 +224,9 @@ export class Worker {
     if (want > 0 && out.claimed < want) {
       this.maybeWork = false;
       this.sleepUntilNext(now);
-    } else if (out.held > 0) {
-      // Jobs held back in the claim left their slots free and nothing running will finish to
+    } else if (out.started.length < out.claimed) {
+      // Claimed jobs that did not start (settled in the claim by onClaim, dead-lettered, or
+      // retried after onClaim threw) left their slots free, and nothing running will finish to
       // fill them: claim again now.
       this.wake(false);
     }
@@ -214,7 +237,7 @@ export class Worker {
     const outcomes: Outcome[] = [];
     for (const f of finished) outcomes.push(settle(this.ctx, f.run.job, f.run.lease, f.result, now));
     const started: Running[] = [];
-    if (want <= 0) return { outcomes, started, claimed: 0, held: 0 };
+    if (want <= 0) return { outcomes, started, claimed: 0 };
     const jobs = this.claimJobs(want, now);
     const byKind = new Map<string, Running[]>();
     for (const job of jobs) {
@@ -232,7 +255,6 @@ export class Worker {
       if (group) group.push(run);
       else byKind.set(job.kind, [run]);
     }
-    let held = 0;
     for (const [kind, runs] of byKind) {
       const onClaim = this.handlers.get(kind)?.hooks.onClaim;
       let settled: Map<Job, JobResult> | void = undefined;
@@ -255,10 +277,9 @@ export class Worker {
         // Settled in the claim's own transaction: the job is never seen running, so a crash
         // cannot leave it claimed with nothing in flight.
         outcomes.push(settle(this.ctx, r.job, r.lease, checkResult(result), now));
-        held++;
       }
     }
-    return { outcomes, started, claimed: jobs.length, held };
+    return { outcomes, started, claimed: jobs.length };
   }
 
   // A claim over every kind is two index seeks per kind: with the six kinds of msgd's job loop,
@@ -335,14 +356,16 @@ export class Worker {
   // Sleeping: exactly until the next known run_at, never longer than maxSleepMs.
 
   private sleepUntilNext(now: number) {
-    // An armed timer is not enough: it may be for a job put back after others that fall due
-    // sooner (armed once the timer for those had fired), so ask the queue. armWake keeps the
-    // earlier of the two.
+    // A timer armed from the queue's answer covers what we know: local enqueues, retries and
+    // snoozes only pull it earlier. One armed only for a job just put back may be later than
+    // others already waiting (it was armed after the timer for those had fired): ask the queue.
+    if (this.wakeTimer && this.wakeKnowsQueue) return;
     const next = this.queue.nextRunAt(this.kinds);
     let at = now + this.maxSleepMs;
     // next <= now: another connection committed a job after our claim; look again shortly.
     if (next !== null) at = Math.min(at, next > now ? next : now + 5);
     this.armWake(at);
+    this.wakeKnowsQueue = true;
   }
 
   private armWake(at: number) {
@@ -357,11 +380,13 @@ export class Worker {
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.wakeTimer = null;
     this.wakeAt = Infinity;
+    this.wakeKnowsQueue = false;
   }
 
   private readonly onWakeTimer = () => {
     this.wakeTimer = null;
     this.wakeAt = Infinity;
+    this.wakeKnowsQueue = false;
     this.wake();
   };
 
