@@ -87,8 +87,33 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   }
   // Decided in the claim transaction (onClaim), for the handler that runs right after it.
   const ready = new WeakMap<Job, Go>();
-  // The rate each gateway was last shaped at: a change wakes the messages waiting in its line.
-  const shapedAt = new Map<string, number>();
+
+  // The gateways' lines. A message that cannot go within MAX_INLINE_WAIT_MS reserves the next
+  // free slot of its gateway's rate (the shaper's TAT moves past it, so whoever asks next gets
+  // the slot after) and is snoozed until then: a place in line, first come first served, one
+  // slot apart. At its place it goes without asking again. Kept in memory, as the shaper is:
+  // a place whose snooze was rolled back is found again here, and at start every waiting
+  // message is woken to take a new place in the order it was accepted (lineUp).
+  interface Place {
+    gatewayId: string;
+    at: number;
+    /** The gateway's line it was given in: a rate change or re-enable starts a new line. */
+    line: number;
+  }
+  const places = new Map<number, Place>();
+  const lineOf = new Map<string, number>();
+  // Each gateway's status and rate as last seen: a change wakes the messages waiting in its line.
+  const seen = new Map<string, { active: boolean; rate: number }>();
+  let seenGeneration = -1;
+
+  /** This job's place in its gateway's current line, if it has one; any other is forgotten. */
+  function placeOf(jobId: number, gatewayId: string | null): Place | undefined {
+    const p = places.get(jobId);
+    if (p === undefined) return undefined;
+    if (p.gatewayId === gatewayId && p.line === (lineOf.get(p.gatewayId) ?? 0)) return p;
+    places.delete(jobId);
+    return undefined;
+  }
 
   /**
    * What a claimed job does: go (its gateway and the rate's short wait), or a result settled in
@@ -98,6 +123,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    */
   function decide(job: Job<DispatchPayload>, marked: DispatchRow | undefined): Go | JobResult {
     const m = marked ?? getMessageRow(ctx, job.payload.message_id);
+    const place = placeOf(job.id, m?.gateway_id ?? null);
+    if (place) places.delete(job.id);
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
     if (!m || !awaitsDispatch(m)) return { type: 'ok' };
     if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
@@ -106,8 +133,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (!gw) return failNow(m, 'gateway_removed', 'the gateway of this message was removed');
     if (gw.status !== 'active') {
       // Disabled is paused: the message keeps its place (a snooze spends no attempt) and says why.
-      // It goes out once the gateway is enabled again; removing the gateway fails and refunds it.
-      // (It used to spend its attempts and fail within the hour.)
+      // It goes out once the gateway is enabled again (which wakes it); removing the gateway
+      // fails and refunds it. (It used to spend its attempts and fail within the hour.)
       const note = `gateway ${gw.name} is disabled: the message waits until it is enabled`;
       return {
         type: 'snooze',
@@ -120,21 +147,19 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         },
       };
     }
-    const rate = ratePerSecond(gw);
-    const was = shapedAt.get(gw.id);
-    shapedAt.set(gw.id, rate);
-    if (was !== undefined && was !== rate) wakeLine(gw.id);
-    // A message that has not waited yet joins the end of the gateway's line, if there is one,
-    // rather than take the next slot from the messages in it. One that has waited (in line, for
-    // a retry or a paused gateway) may wait here up to a slot longer: a place is not a reserved
-    // slot, and a newcomer that found no line may have taken its slot.
-    const waited = job.runAt > job.createdAt + 1;
-    if (!waited && deps.shaper.hasLine(gw.id, rate)) return inLine(m, deps.shaper.place(gw.id, rate));
-    const maxWait = waited ? MAX_INLINE_WAIT_MS + Math.min(1000 / rate, 1000) : MAX_INLINE_WAIT_MS;
-    const wait = deps.shaper.take(gw.id, rate, 1, maxWait);
+    const now = ctx.now();
+    if (place) {
+      // At its place, or late: it goes. Early (a snooze rolled back with its batch): back to it.
+      const wait = Math.ceil(place.at - now);
+      if (wait <= MAX_INLINE_WAIT_MS) return { m, gw, wait: Math.max(0, wait) };
+      places.set(job.id, place);
+      return inLine(m, wait);
+    }
+    const wait = deps.shaper.take(gw.id, ratePerSecond(gw), 1, Infinity);
+    if (wait <= MAX_INLINE_WAIT_MS) return { m, gw, wait };
     // A longer wait (a backlog on a 1/s Twilio number can wait hours): a place in line.
-    if (wait > maxWait) return inLine(m, deps.shaper.place(gw.id, rate, wait));
-    return { m, gw, wait };
+    places.set(job.id, { gatewayId: gw.id, at: now + wait, line: lineOf.get(gw.id) ?? 0 });
+    return inLine(m, wait);
   }
 
   /** Waiting for the gateway's rate: nothing is in flight, so the partner sees 'queued'. */
@@ -154,19 +179,43 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   }
 
   /**
-   * The gateway's rate changed (msgctl gateway update): its messages waiting in line were given
-   * places at the old rate. They are all due now, and take new places in their order.
+   * The messages waiting for a gateway (all gateways: null) are woken to take new places in
+   * their order: the gateway's rate changed or it was enabled again (places given at the old
+   * rate, or rechecks minutes apart), or msgd has just started (the places were in memory).
+   * Its own transaction, before a claim.
    */
-  function wakeLine(gatewayId: string) {
+  function lineUp(gatewayId: string | null, why: string) {
     const now = ctx.now();
     const woken = stmt(
       ctx.db.sqlite,
       `UPDATE jobs SET run_at = ?, updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > ?
-         AND EXISTS (SELECT 1 FROM messages m WHERE m.id = json_extract(jobs.payload, '$.message_id') AND m.gateway_id = ? AND m.status = 'queued')`,
-    ).run(now, now, DISPATCH_JOB, now, gatewayId).changes;
-    deps.shaper.reset(gatewayId);
-    if (woken > 0) deps.logger.info({ gatewayId, woken }, 'gateway rate changed: its waiting messages take new places in line');
+         AND EXISTS (SELECT 1 FROM messages m WHERE m.id = json_extract(jobs.payload, '$.message_id') AND m.status = 'queued'
+           AND (? IS NULL OR m.gateway_id = ?))`,
+    ).run(now, now, DISPATCH_JOB, now, gatewayId, gatewayId).changes;
+    if (gatewayId !== null) {
+      lineOf.set(gatewayId, (lineOf.get(gatewayId) ?? 0) + 1);
+      // Slots already reserved within the inline wait stay; the line beyond them starts over.
+      deps.shaper.rebase(gatewayId, MAX_INLINE_WAIT_MS);
+    }
+    if (woken > 0) deps.logger.info({ gatewayId, woken }, `${why}: its waiting messages take new places in line`);
   }
+
+  // Before each claim: a gateway enabled again or given another rate wakes its line.
+  worker.beforeClaim(() => {
+    const generation = deps.gateways.generation();
+    if (generation === seenGeneration) return;
+    const first = seenGeneration === -1;
+    seenGeneration = generation;
+    if (first) lineUp(null, 'msgd started');
+    for (const gw of deps.gateways.all()) {
+      const now = { active: gw.status === 'active', rate: ratePerSecond(gw) };
+      const was = seen.get(gw.id);
+      seen.set(gw.id, now);
+      if (first || !was || !now.active) continue;
+      if (!was.active) lineUp(gw.id, `gateway ${gw.name} enabled`);
+      else if (was.rate !== now.rate) lineUp(gw.id, `gateway ${gw.name} rate changed to ${now.rate}/s`);
+    }
+  });
 
   const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
     // Every claimed job has been decided in the claim (onClaim); this covers one that was not.

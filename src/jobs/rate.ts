@@ -1,7 +1,7 @@
 // Per-key rate shaping with GCRA (the generic cell rate algorithm): one number per key, the
 // theoretical arrival time (TAT) of the next request. Shaping means queueing, never refusing:
-// the caller is told how long to wait, and either waits (short) or snoozes its job (long),
-// to a place in the key's line (place()) so a deep backlog wakes one job per slot.
+// the caller is told how long to wait, and either waits (short) or snoozes its job (long):
+// with maxWaitMs Infinity the slot is reserved however far, a place in line (src/jobs/dispatch.ts).
 
 export interface RateShaperOptions {
   now?: () => number;
@@ -16,8 +16,6 @@ const LATE_SLACK_MS = 5;
 export class RateShaper {
   private readonly now: () => number;
   private readonly tat = new Map<string, number>();
-  /** Per key, the last place handed out to a job waiting in line, and the rate it was counted at. */
-  private readonly lines = new Map<string, { end: number; rate: number }>();
   private readonly maxWaitMs: number;
   private takes = 0;
 
@@ -60,46 +58,24 @@ export class RateShaper {
   }
 
   /**
-   * A place in `key`'s line for a job that cannot go now: in how many ms to ask take() again.
-   * Nothing is reserved. Places are one interval apart, from `wait` (what take() answered) or
-   * one interval after the last place handed out, whichever is later: a deep backlog on a slow
-   * gateway so wakes one job per slot, in the order it was put in line, instead of every
-   * waiting job at every slot. A line counted at another rate (the gateway's rate changed)
-   * starts over.
+   * Give up the slots reserved on `key` more than maxAheadMs from now: the next taker gets one
+   * within maxAheadMs (a line given at an old rate starts over; the slots of callers already
+   * waiting within it stay theirs).
    */
-  place(key: string, ratePerSecond: number, wait = 0): number {
-    const now = this.now();
-    const line = this.lines.get(key);
-    const last = line && line.rate === ratePerSecond ? line.end + 1000 / ratePerSecond : 0;
-    const end = Math.max(now + wait, last);
-    this.lines.set(key, { end, rate: ratePerSecond });
-    return Math.ceil(end - now);
-  }
-
-  /**
-   * Whether `key` has jobs waiting in line (places handed out that are still ahead). A job that
-   * has not waited yet takes a place at its end rather than a slot from those in it.
-   */
-  hasLine(key: string, ratePerSecond: number): boolean {
-    const line = this.lines.get(key);
-    return line !== undefined && line.rate === ratePerSecond && line.end > this.now();
+  rebase(key: string, maxAheadMs: number): void {
+    const tat = this.tat.get(key);
+    const limit = this.now() + maxAheadMs;
+    if (tat !== undefined && tat > limit) this.tat.set(key, limit);
   }
 
   /** Forget a key (e.g. a gateway removed). */
   reset(key?: string): void {
-    if (key === undefined) {
-      this.tat.clear();
-      this.lines.clear();
-    } else {
-      this.tat.delete(key);
-      this.lines.delete(key);
-    }
+    if (key === undefined) this.tat.clear();
+    else this.tat.delete(key);
   }
 
-  // A key whose TAT has passed is indistinguishable from a fresh one: drop it. So is a line
-  // whose last place has come.
+  // A key whose TAT has passed is indistinguishable from a fresh one: drop it.
   private prune(now: number) {
     for (const [k, t] of this.tat) if (t <= now) this.tat.delete(k);
-    for (const [k, l] of this.lines) if (l.end <= now) this.lines.delete(k);
   }
 }

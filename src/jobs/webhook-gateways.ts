@@ -12,6 +12,7 @@ import type { GatewayHint, WebhookHandler } from '../providers/webhooks.js';
 
 export class GatewayBook {
   private version = '';
+  private reloads = 0;
   private byId = new Map<string, GatewayWithSecrets>();
 
   constructor(private readonly ctx: CoreCtx) {}
@@ -26,8 +27,19 @@ export class GatewayBook {
       }
       this.byId = next;
       this.version = version;
+      this.reloads++;
     }
     return this.byId;
+  }
+
+  /** Moves whenever the gateways were read again (something in the settings changed). */
+  generation(): number {
+    this.fresh();
+    return this.reloads;
+  }
+
+  all(): GatewayWithSecrets[] {
+    return [...this.fresh().values()];
   }
 
   get(id: string): GatewayWithSecrets | null {

@@ -1,8 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { DISPATCH_JOB } from '../../src/jobs/dispatch-accept.js';
 import { waitFor } from '../helpers/wait.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { updateGateway } from '../../src/core/gateways.js';
 import { EMAIL, SMS, expectMoneyConsistent, messagesOf, send, smtpGateway, twilioGateway } from './harness.js';
 
@@ -127,7 +131,34 @@ describe('per-gateway rate shaping', () => {
     await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '20 sent');
     expect(Date.now() - changed).toBeLessThan(3_000);
     expect(twilio.requests).toHaveLength(20);
-    expect(s.logs.some((l) => l.includes('gateway rate changed'))).toBe(true);
+    expect(s.logs.some((l) => /rate changed to 100\/s: its waiting messages take new places in line/.test(l))).toBe(true);
+  });
+
+  it('msgd restarted with a backlog in line: the backlog keeps its order and new messages wait behind it', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'msgd-line-'));
+    const config = { 'jobs.backoffBaseMs': 20, 'jobs.backoffCapMs': 1000 };
+    let a: TestServer | undefined = await startTestServer(config, { dataDir });
+    let b: TestServer | undefined;
+    try {
+      const p = setupPartner(a.ctx, { balance: '10' });
+      twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
+      for (let i = 0; i < 12; i++) expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
+      await waitFor(() => twilio.requests.length >= 2, 5_000, 'the first two sent');
+      await a.stop();
+      a = undefined;
+      b = await startTestServer(config, { dataDir });
+      // Sent at once after the restart: without a line in memory they would take the free slots.
+      for (let i = 0; i < 3; i++) expect((await send(b.url, SMS, { to: '+14155550123', text: `new ${i}` }, p.token)).status).toBe(200);
+      await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '15 sent');
+      const order = twilio.requests.map((r) => r.body.Body);
+      expect(order).toEqual([...Array.from({ length: 12 }, (_, i) => `old ${i}`), 'new 0', 'new 1', 'new 2']);
+      expect(b.logs.some((l) => /msgd started: its waiting messages take new places in line/.test(l))).toBe(true);
+      expect(messagesOf(b.ctx, p.partnerId).filter((m) => m.dispatch_uncertain)).toEqual([]);
+    } finally {
+      await a?.stop();
+      await b?.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('two gateways are shaped independently', async () => {
@@ -213,5 +244,43 @@ describe('provider outage', () => {
     await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, 'all delivered after the outage');
     expect(smtp.messages.map((m) => m.subject).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `outage ${i}`).sort());
     expectMoneyConsistent(s.ctx, p.partnerId);
+  });
+});
+
+describe('a paused gateway, enabled again', () => {
+  let slow: TestServer;
+  beforeAll(async () => {
+    // The default backoff cap: a paused message looks again every 15-20 s.
+    slow = await startTestServer({ 'dispatch.timeoutMs': 1_000 });
+  });
+  afterAll(async () => {
+    await slow?.stop();
+  });
+
+  it('sends its waiting messages at once, in the order they were accepted, not at their next recheck', async () => {
+    const p = setupPartner(slow.ctx, { balance: '10' });
+    const { gateway, channel } = twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 20 });
+    updateGateway(slow.ctx, gateway.id, { status: 'disabled' }, 'test');
+    // Accepted before the gateway was disabled (the API refuses new sends on it meanwhile):
+    // what the accept transaction writes, a message and its dispatch job.
+    const ids = slow.ctx.db.sqlite.transaction(() =>
+      Array.from({ length: 10 }, (_, i) => {
+        const m = storeOutboundSms(slow.ctx, p.partnerId, { id: channel.id, gatewayId: gateway.id, sender: channel.sender }, { text: `paused ${i}` });
+        slow.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
+        return m.id;
+      }),
+    )();
+    await waitFor(
+      () => messagesOf(slow.ctx, p.partnerId).every((m) => m.error_code === 'gateway_disabled'),
+      5_000,
+      'every message paused',
+    );
+    expect(twilio.requests).toHaveLength(0);
+    updateGateway(slow.ctx, gateway.id, { status: 'active' }, 'test');
+    const enabled = Date.now();
+    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '10 sent');
+    // Their rechecks were 15-20 s away.
+    expect(Date.now() - enabled).toBeLessThan(4_000);
+    expect(twilio.requests.map((r) => r.body.Body)).toEqual(ids.map((_, i) => `paused ${i}`));
   });
 });

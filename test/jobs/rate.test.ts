@@ -91,76 +91,30 @@ describe('RateShaper', () => {
     }
   });
 
-  it('hands out places in line one interval apart, after the next slot; a new rate starts a new line', () => {
+  it('with no limit on the wait, reserves the next free slot however far: places in line, one slot apart', () => {
     const c = clock();
     const shaper = new RateShaper({ now: c.now });
-    expect(shaper.hasLine('tw', 2)).toBe(false);
-    expect(shaper.place('tw', 2, 700)).toBe(700);
-    expect(shaper.hasLine('tw', 2)).toBe(true);
-    expect([shaper.place('tw', 2), shaper.place('tw', 2)]).toEqual([1200, 1700]);
-    c.advance(1000);
-    // Later places follow the last one handed out, whatever wait is given.
-    expect(shaper.place('tw', 2, 300)).toBe(1200);
-    // Another key, or the same key at another rate, has no line.
-    expect(shaper.hasLine('other', 2)).toBe(false);
-    expect(shaper.hasLine('tw', 5)).toBe(false);
-    expect(shaper.place('tw', 5, 100)).toBe(100);
-    expect(shaper.place('tw', 5)).toBe(300);
-    // Once its last place has come, there is no line.
-    c.advance(300);
-    expect(shaper.hasLine('tw', 5)).toBe(false);
-    shaper.place('tw', 5, 100);
-    shaper.reset('tw');
-    expect(shaper.hasLine('tw', 5)).toBe(false);
+    const waits = Array.from({ length: 5 }, () => shaper.take('tw', 2, 1, Infinity));
+    expect(waits).toEqual([0, 500, 1000, 1500, 2000]);
+    // Whoever asks next is behind them all.
+    c.advance(100);
+    expect(shaper.take('tw', 2)).toBe(2400);
+    expect(shaper.take('tw', 2, 1, Infinity)).toBe(2400);
   });
 
-  it('a deep backlog waits in line: each job asks about once, and they go out in order at the rate', () => {
-    // dispatch's rule (src/jobs/dispatch.ts): a job that has not waited joins the end of the
-    // line if there is one; otherwise it asks for a slot (a job that has waited may wait a slot
-    // longer), and goes or takes a place in line.
+  it('rebase gives up the slots reserved beyond a horizon and keeps those within it', () => {
     const c = clock();
     const shaper = new RateShaper({ now: c.now });
-    const rate = 20;
-    const due = new Map<number, { at: number; waited: boolean }>();
-    for (let j = 0; j < 600; j++) due.set(j, { at: 0, waited: false });
-    const sends: { job: number; at: number }[] = [];
-    let asks = 0;
-    for (let t = 0; t < 60_000 && due.size; t++, c.advance(1)) {
-      // 5 newcomers a second for the first 10 s, behind the backlog.
-      if (t < 10_000 && t % 200 === 0) due.set(600 + t / 200, { at: t, waited: false });
-      for (const [j, d] of due) {
-        if (d.at > t) continue;
-        asks++;
-        let after: number;
-        if (!d.waited && shaper.hasLine('tw', rate)) after = shaper.place('tw', rate);
-        else {
-          const max = d.waited ? 250 + 1000 / rate : 250;
-          const w = shaper.take('tw', rate, 1, max);
-          if (w <= max) {
-            sends.push({ job: j, at: t + w });
-            due.delete(j);
-            continue;
-          }
-          after = shaper.place('tw', rate, w);
-        }
-        due.set(j, { at: t + after, waited: true });
-      }
-    }
-    expect(due.size).toBe(0);
-    // Asking again at every slot would be ~650 jobs × hundreds of slots.
-    expect(asks).toBeLessThan(650 * 2);
-    // First come, first served: the backlog in order, then the newcomers.
-    sends.sort((a, b) => a.at - b.at);
-    const order = sends.map((x) => x.job);
-    expect(order).toEqual([...order].sort((a, b) => a - b));
-    // 650 at 20/s ≈ 32.5 s, and never more than 21 in any one-second window.
-    expect(sends.at(-1)!.at).toBeGreaterThan(32_000);
-    expect(sends.at(-1)!.at).toBeLessThan(33_500);
-    let i = 0;
-    for (let j = 0; j < sends.length; j++) {
-      while (sends[j].at - sends[i].at >= 1000) i++;
-      expect(j - i + 1).toBeLessThanOrEqual(21);
-    }
+    for (let i = 0; i < 10; i++) shaper.take('tw', 10, 1, Infinity);
+    // Nine slots reserved out to 900 ms; a new line starts 250 ms from now.
+    shaper.rebase('tw', 250);
+    expect(shaper.take('tw', 10, 1, Infinity)).toBe(250);
+    // A key with nothing reserved that far is left alone.
+    shaper.take('x', 10);
+    shaper.rebase('x', 250);
+    expect(shaper.take('x', 10)).toBe(100);
+    shaper.rebase('unknown', 250);
+    expect(shaper.take('unknown', 10)).toBe(0);
   });
 
   it('keeps keys independent', () => {
