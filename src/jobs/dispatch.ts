@@ -99,11 +99,16 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     at: number;
     /** The gateway's line it was given in: a rate change or re-enable starts a new line. */
     line: number;
+    /** Moved back behind others that fell due with it (a line that fell behind). */
+    respaced?: boolean;
   }
   const places = new Map<number, Place>();
   const lineOf = new Map<string, number>();
+  // Per gateway, the earliest a message from its line may go: places that come due together
+  // (claimed late, after a stall or with every slot busy) go one slot apart, not in a burst.
+  const nextGo = new Map<string, number>();
   // Each gateway's status and rate as last seen: a change wakes the messages waiting in its line.
-  const seen = new Map<string, { active: boolean; rate: number }>();
+  const seen = new Map<string, { active: boolean; rate: number; name: string }>();
   let seenGeneration = -1;
 
   /** This job's place in its gateway's current line, if it has one; any other is forgotten. */
@@ -148,15 +153,25 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       };
     }
     const now = ctx.now();
+    const interval = 1000 / ratePerSecond(gw);
     if (place) {
-      // At its place, or late: it goes. Early (a snooze rolled back with its batch): back to it.
-      const wait = Math.ceil(place.at - now);
-      if (wait <= MAX_INLINE_WAIT_MS) return { m, gw, wait: Math.max(0, wait) };
-      places.set(job.id, place);
+      // At its place: it goes. Early (a snooze rolled back with its batch): back to it. Late,
+      // with others: one slot after the last, so a line that fell behind catches up at the rate.
+      // A place handed out again below is a slot of its own already: only a first place can find
+      // others ahead of it. Each late one takes the slot after the last, in the order they are
+      // claimed, which is their places' order.
+      const at = Math.max(place.at, place.respaced ? 0 : (nextGo.get(gw.id) ?? 0), now);
+      const wait = Math.ceil(at - now);
+      if (wait <= MAX_INLINE_WAIT_MS || at > place.at) nextGo.set(gw.id, Math.max(nextGo.get(gw.id) ?? 0, at + interval));
+      if (wait <= MAX_INLINE_WAIT_MS) return { m, gw, wait };
+      places.set(job.id, { ...place, at, respaced: at > place.at || place.respaced });
       return inLine(m, wait);
     }
     const wait = deps.shaper.take(gw.id, ratePerSecond(gw), 1, Infinity);
-    if (wait <= MAX_INLINE_WAIT_MS) return { m, gw, wait };
+    if (wait <= MAX_INLINE_WAIT_MS) {
+      nextGo.set(gw.id, Math.max(nextGo.get(gw.id) ?? 0, now + wait + interval));
+      return { m, gw, wait };
+    }
     // A longer wait (a backlog on a 1/s Twilio number can wait hours): a place in line.
     places.set(job.id, { gatewayId: gw.id, at: now + wait, line: lineOf.get(gw.id) ?? 0 });
     return inLine(m, wait);
@@ -179,42 +194,53 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   }
 
   /**
-   * The messages waiting for a gateway (all gateways: null) are woken to take new places in
-   * their order: the gateway's rate changed or it was enabled again (places given at the old
-   * rate, or rechecks minutes apart), or msgd has just started (the places were in memory).
-   * Its own transaction, before a claim.
+   * The messages waiting for a gateway (null: for every active gateway) are woken to take new
+   * places in the order they were accepted (their run_at becomes their acceptance time): the
+   * gateway was enabled again, disabled or removed, or given another rate (places given at the
+   * old rate, or rechecks minutes apart), or msgd has just started (the places were in memory).
+   * Its own transaction, before a claim; a throw leaves the change to be handled next turn.
    */
   function lineUp(gatewayId: string | null, why: string) {
-    const now = ctx.now();
-    const woken = stmt(
-      ctx.db.sqlite,
-      `UPDATE jobs SET run_at = ?, updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > ?
-         AND EXISTS (SELECT 1 FROM messages m WHERE m.id = json_extract(jobs.payload, '$.message_id') AND m.status = 'queued'
-           AND (? IS NULL OR m.gateway_id = ?))`,
-    ).run(now, now, DISPATCH_JOB, now, gatewayId, gatewayId).changes;
     if (gatewayId !== null) {
       lineOf.set(gatewayId, (lineOf.get(gatewayId) ?? 0) + 1);
+      nextGo.delete(gatewayId);
       // Slots already reserved within the inline wait stay; the line beyond them starts over.
       deps.shaper.rebase(gatewayId, MAX_INLINE_WAIT_MS);
     }
+    const now = ctx.now();
+    const woken = stmt(
+      ctx.db.sqlite,
+      `UPDATE jobs SET run_at = MIN(created_at, ?), updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > ?
+         AND EXISTS (SELECT 1 FROM messages m LEFT JOIN gateways g ON g.id = m.gateway_id
+           WHERE m.id = json_extract(jobs.payload, '$.message_id') AND m.status = 'queued'
+             AND (? IS NULL OR m.gateway_id = ?) AND (? IS NOT NULL OR g.status = 'active'))`,
+    ).run(now, now, DISPATCH_JOB, now, gatewayId, gatewayId, gatewayId).changes;
     if (woken > 0) deps.logger.info({ gatewayId, woken }, `${why}: its waiting messages take new places in line`);
   }
 
-  // Before each claim: a gateway enabled again or given another rate wakes its line.
+  // Before each claim: a gateway enabled, disabled, removed or given another rate wakes its line.
   worker.beforeClaim(() => {
     const generation = deps.gateways.generation();
     if (generation === seenGeneration) return;
     const first = seenGeneration === -1;
-    seenGeneration = generation;
     if (first) lineUp(null, 'msgd started');
+    const next = new Map<string, { active: boolean; rate: number; name: string }>();
     for (const gw of deps.gateways.all()) {
-      const now = { active: gw.status === 'active', rate: ratePerSecond(gw) };
+      const now = { active: gw.status === 'active', rate: ratePerSecond(gw), name: gw.name };
+      next.set(gw.id, now);
       const was = seen.get(gw.id);
-      seen.set(gw.id, now);
-      if (first || !was || !now.active) continue;
-      if (!was.active) lineUp(gw.id, `gateway ${gw.name} enabled`);
-      else if (was.rate !== now.rate) lineUp(gw.id, `gateway ${gw.name} rate changed to ${now.rate}/s`);
+      if (first || !was) continue;
+      if (was.active !== now.active) lineUp(gw.id, `gateway ${gw.name} ${now.active ? 'enabled' : 'disabled'}`);
+      else if (now.active && was.rate !== now.rate) lineUp(gw.id, `gateway ${gw.name} rate changed to ${now.rate}/s`);
     }
+    for (const [id, was] of seen) {
+      if (next.has(id)) continue;
+      lineUp(id, `gateway ${was.name} removed`);
+    }
+    // Only once every change was handled: a throw above has them all looked at again next turn.
+    seen.clear();
+    for (const [id, v] of next) seen.set(id, v);
+    seenGeneration = generation;
   });
 
   const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {

@@ -7,7 +7,8 @@ import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { updateGateway } from '../../src/core/gateways.js';
+import { removeGateway, updateGateway } from '../../src/core/gateways.js';
+import { unassignChannel } from '../../src/core/channels.js';
 import { EMAIL, SMS, expectMoneyConsistent, messagesOf, send, smtpGateway, twilioGateway } from './harness.js';
 
 // Throughput is shaped per gateway by queueing, never by refusing; a provider outage holds
@@ -255,6 +256,38 @@ describe('a paused gateway, enabled again', () => {
   });
   afterAll(async () => {
     await slow?.stop();
+  });
+
+  it('a line that fell behind (the event loop stalled) catches up at the rate, not in a burst', async () => {
+    const p = setupPartner(slow.ctx, { balance: '10' });
+    twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 2 });
+    for (let i = 0; i < 10; i++) expect((await send(slow.url, SMS, { to: '+14155550123', text: `stall ${i}` }, p.token)).status).toBe(200);
+    await waitFor(() => twilio.requests.length >= 1, 5_000, 'the first sent');
+    // A 3 s stall (a long GC, a slow disk): six places pass meanwhile.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3_000);
+    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), 15_000, '10 sent');
+    const at = twilio.requests.map((r) => r.at);
+    const gaps = at.slice(1).map((t, i) => t - at[i]);
+    // 500 ms apart at 2/s; timers on a busy machine fire a little early or late.
+    expect(Math.min(...gaps), gaps.join(',')).toBeGreaterThanOrEqual(350);
+    expect(twilio.requests.map((r) => r.body.Body)).toEqual(Array.from({ length: 10 }, (_, i) => `stall ${i}`));
+  });
+
+  it('a gateway removed with messages in its line fails and refunds them at once, not at their places', async () => {
+    const p = setupPartner(slow.ctx, { balance: '10', prices: { sms: '0.01' } });
+    const { gateway, channel } = twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 1 });
+    for (let i = 0; i < 8; i++) expect((await send(slow.url, SMS, { to: '+14155550123', text: `gone ${i}` }, p.token)).status).toBe(200);
+    await waitFor(() => twilio.requests.length >= 1, 5_000, 'the first sent');
+    unassignChannel(slow.ctx, { channel: channel.id }, 'test');
+    removeGateway(slow.ctx, gateway.id, 'test');
+    const removed = Date.now();
+    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent' || m.status === 'failed'), 10_000, 'all settled');
+    // At 1/s their places were up to 7 s away.
+    expect(Date.now() - removed).toBeLessThan(3_000);
+    const failed = messagesOf(slow.ctx, p.partnerId).filter((m) => m.status === 'failed');
+    expect(failed.length).toBeGreaterThanOrEqual(6);
+    for (const m of failed) expect({ code: m.error_code, refunded: m.refunded }).toEqual({ code: 'gateway_removed', refunded: 1 });
+    expectMoneyConsistent(slow.ctx, p.partnerId);
   });
 
   it('sends its waiting messages at once, in the order they were accepted, not at their next recheck', async () => {
