@@ -303,6 +303,27 @@ describe('Worker hooks', () => {
     expect(ran).toEqual(['far', 'now', 'soon']);
   });
 
+  it('beforeClaim runs before claims, outside their transaction, also when idle; a throw does not stop the claim', async () => {
+    const t = tempDb();
+    const { queue, worker } = makeWorker(t, { maxSleepMs: 50 });
+    const inTx: boolean[] = [];
+    let calls = 0;
+    worker.beforeClaim(() => {
+      inTx.push(t.db.sqlite.inTransaction);
+      if (++calls === 1) throw new Error('first look fails');
+    });
+    let handled = 0;
+    worker.register('k', async () => (handled++, { type: 'ok' }));
+    queue.enqueue({ kind: 'k' });
+    worker.start();
+    await until(() => handled === 1, 'the job to run despite the throw');
+    const before = calls;
+    // Idle: the worker still looks every maxSleepMs.
+    await sleep(300);
+    expect(calls).toBeGreaterThan(before + 2);
+    expect(inTx.every((x) => x === false)).toBe(true);
+  });
+
   it('a throwing onClaim fails that try without running the handler or spinning', async () => {
     const t = tempDb();
     const { queue, worker } = makeWorker(t);
