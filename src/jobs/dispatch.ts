@@ -200,7 +200,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    * old rate, or rechecks minutes apart), or msgd has just started (the places were in memory).
    * Its own transaction, before a claim; a throw leaves the change to be handled next turn.
    */
-  function lineUp(gatewayId: string | null, why: string) {
+  function lineUp(gatewayId: string | null, why: string, then = 'its waiting messages take new places in line') {
     if (gatewayId !== null) {
       lineOf.set(gatewayId, (lineOf.get(gatewayId) ?? 0) + 1);
       nextGo.delete(gatewayId);
@@ -215,7 +215,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
            WHERE m.id = json_extract(jobs.payload, '$.message_id') AND m.status = 'queued'
              AND (? IS NULL OR m.gateway_id = ?) AND (? IS NOT NULL OR g.status = 'active'))`,
     ).run(now, now, DISPATCH_JOB, now, gatewayId, gatewayId, gatewayId).changes;
-    if (woken > 0) deps.logger.info({ gatewayId, woken }, `${why}: its waiting messages take new places in line`);
+    if (woken > 0) deps.logger.info({ gatewayId, woken }, `${why}: ${then}`);
   }
 
   // Before each claim: a gateway enabled, disabled, removed or given another rate wakes its line.
@@ -230,12 +230,13 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       next.set(gw.id, now);
       const was = seen.get(gw.id);
       if (first || !was) continue;
-      if (was.active !== now.active) lineUp(gw.id, `gateway ${gw.name} ${now.active ? 'enabled' : 'disabled'}`);
+      if (was.active && !now.active) lineUp(gw.id, `gateway ${gw.name} disabled`, 'its waiting messages wait until it is enabled');
+      else if (!was.active && now.active) lineUp(gw.id, `gateway ${gw.name} enabled`);
       else if (now.active && was.rate !== now.rate) lineUp(gw.id, `gateway ${gw.name} rate changed to ${now.rate}/s`);
     }
     for (const [id, was] of seen) {
       if (next.has(id)) continue;
-      lineUp(id, `gateway ${was.name} removed`);
+      lineUp(id, `gateway ${was.name} removed`, 'its waiting messages fail and are refunded');
     }
     // Only once every change was handled: a throw above has them all looked at again next turn.
     seen.clear();
