@@ -107,8 +107,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   // Per gateway, the earliest a message from its line may go: places that come due together
   // (claimed late, after a stall or with every slot busy) go one slot apart, not in a burst.
   const nextGo = new Map<string, number>();
+  /** The next message from the gateway's line goes no sooner than one slot after `at`. */
+  const spaceAfter = (gatewayId: string, at: number, interval: number) =>
+    nextGo.set(gatewayId, Math.max(nextGo.get(gatewayId) ?? 0, at + interval));
   // Each gateway's status and rate as last seen: a change wakes the messages waiting in its line.
-  const seen = new Map<string, { active: boolean; rate: number; name: string }>();
+  let seen = new Map<string, { active: boolean; rate: number; name: string }>();
   let seenGeneration = -1;
 
   /** This job's place in its gateway's current line, if it has one; any other is forgotten. */
@@ -153,7 +156,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       };
     }
     const now = ctx.now();
-    const interval = 1000 / ratePerSecond(gw);
+    const rate = ratePerSecond(gw);
+    const interval = 1000 / rate;
     if (place) {
       // At its place: it goes. Early (a snooze rolled back with its batch): back to it. Late,
       // with others: one slot after the last, so a line that fell behind catches up at the rate.
@@ -162,14 +166,14 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       // claimed, which is their places' order.
       const at = Math.max(place.at, place.respaced ? 0 : (nextGo.get(gw.id) ?? 0), now);
       const wait = Math.ceil(at - now);
-      if (wait <= MAX_INLINE_WAIT_MS || at > place.at) nextGo.set(gw.id, Math.max(nextGo.get(gw.id) ?? 0, at + interval));
+      if (wait <= MAX_INLINE_WAIT_MS || at > place.at) spaceAfter(gw.id, at, interval);
       if (wait <= MAX_INLINE_WAIT_MS) return { m, gw, wait };
       places.set(job.id, { ...place, at, respaced: at > place.at || place.respaced });
       return inLine(m, wait);
     }
-    const wait = deps.shaper.take(gw.id, ratePerSecond(gw), 1, Infinity);
+    const wait = deps.shaper.take(gw.id, rate, 1, Infinity);
     if (wait <= MAX_INLINE_WAIT_MS) {
-      nextGo.set(gw.id, Math.max(nextGo.get(gw.id) ?? 0, now + wait + interval));
+      spaceAfter(gw.id, now + wait, interval);
       return { m, gw, wait };
     }
     // A longer wait (a backlog on a 1/s Twilio number can wait hours): a place in line.
@@ -239,8 +243,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       lineUp(id, `gateway ${was.name} removed`, 'its waiting messages fail and are refunded');
     }
     // Only once every change was handled: a throw above has them all looked at again next turn.
-    seen.clear();
-    for (const [id, v] of next) seen.set(id, v);
+    seen = next;
     seenGeneration = generation;
   });
 

@@ -62,7 +62,7 @@ export class Worker {
   private wakeAt = Infinity;
   /** The armed timer is for the next run_at the queue reported (not only for a job put back). */
   private wakeKnowsQueue = false;
-  private readonly turnHooks: (() => void)[] = [];
+  private readonly beforeClaimHooks: (() => void)[] = [];
   private lifelineTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
@@ -111,12 +111,12 @@ export class Worker {
    * transaction. A throw is logged and does not stop the claim.
    */
   beforeClaim(fn: () => void): this {
-    this.turnHooks.push(fn);
+    this.beforeClaimHooks.push(fn);
     return this;
   }
 
-  private runTurnHooks() {
-    for (const fn of this.turnHooks) {
+  private runBeforeClaim() {
+    for (const fn of this.beforeClaimHooks) {
       try {
         fn();
       } catch (err) {
@@ -203,7 +203,7 @@ export class Worker {
     if (!this.running) return;
     const want = this.maybeWork && !this.stopping ? this.concurrency - this.inflight.size : 0;
     if (this.finished.length === 0 && want <= 0) return this.progress();
-    if (want > 0) this.runTurnHooks();
+    if (want > 0) this.runBeforeClaim();
     const finished = this.finished;
     this.finished = [];
     const now = this.now();
