@@ -105,7 +105,8 @@ export const ledgerEntries = sqliteTable(
     actor: text('actor').notNull(),
     createdAt: integer('created_at').notNull(),
   },
-  (t) => [index('ledger_partner').on(t.partnerId, t.id), index('ledger_message').on(t.messageId)],
+  // No index on message_id: nothing looks a message's entries up by it (migration 0007 dropped it).
+  (t) => [index('ledger_partner').on(t.partnerId, t.id)],
 );
 
 export const auditLog = sqliteTable(

@@ -104,3 +104,39 @@ describe('the 0006 migration (provider_id_indexed)', () => {
     }
   });
 });
+
+describe('the 0007 migration (no ledger_message index)', () => {
+  it('drops the index and keeps every ledger entry, still listed by partner', async () => {
+    const { mkdirSync, readFileSync, readdirSync } = await import('node:fs');
+    const { default: Database } = await import('better-sqlite3');
+    const dir = new URL('../../migrations/', import.meta.url);
+    const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+    const apply = (db: InstanceType<typeof Database>, f: string) =>
+      db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
+    const at = tmpDataDir();
+    mkdirSync(at, { recursive: true });
+    const db = new Database(join(at, 'old.db'));
+    try {
+      for (const f of files.filter((f) => f < '0007')) apply(db, f);
+      db.pragma('foreign_keys = OFF'); // entries with no partner row: only the ledger's indexes are under test
+      const indexes = () =>
+        (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger_entries' ORDER BY name`).all() as { name: string }[]).map(
+          (r) => r.name,
+        );
+      expect(indexes()).toEqual(['ledger_message', 'ledger_partner']);
+      const ins = db.prepare(
+        `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, actor, created_at) VALUES ('pt_1', ?, ?, ?, ?, 'test', 1)`,
+      );
+      ins.run('topup', 1000, 1000, null);
+      ins.run('debit', -10, 990, 'msg_1');
+      apply(db, files.find((f) => f.startsWith('0007'))!);
+      expect(indexes()).toEqual(['ledger_partner']);
+      expect(db.prepare(`SELECT kind, balance_after, message_id FROM ledger_entries INDEXED BY ledger_partner WHERE partner_id = 'pt_1' ORDER BY id DESC`).all()).toEqual([
+        { kind: 'debit', balance_after: 990, message_id: 'msg_1' },
+        { kind: 'topup', balance_after: 1000, message_id: null },
+      ]);
+    } finally {
+      db.close();
+    }
+  });
+});
