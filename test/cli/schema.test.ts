@@ -13,6 +13,23 @@ async function freshDir() {
   return dataDir;
 }
 
+/**
+ * A database built by the migration files before `tag` (e.g. '0006'), opened on its own
+ * connection, and a way to apply the named migration to it: an upgrade as msgd runs it.
+ */
+async function databaseBefore(tag: string) {
+  const { mkdirSync, readFileSync, readdirSync } = await import('node:fs');
+  const { default: Database } = await import('better-sqlite3');
+  const dir = new URL('../../migrations/', import.meta.url);
+  const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+  const apply = (f: string) => db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
+  const at = tmpDataDir();
+  mkdirSync(at, { recursive: true });
+  const db = new Database(join(at, 'old.db'));
+  for (const f of files.filter((f) => f < tag)) apply(f);
+  return { db, upgrade: () => apply(files.find((f) => f.startsWith(tag))!) };
+}
+
 describe('msgctl migrate', () => {
   it('says the database is up to date', async () => {
     const dataDir = await freshDir();
@@ -74,17 +91,8 @@ describe('a data directory that is not there', () => {
 
 describe('the 0006 migration (provider_id_indexed)', () => {
   it('keeps every message stored before it findable by its provider id, and rewrites no row', async () => {
-    const { mkdirSync, readFileSync, readdirSync } = await import('node:fs');
-    const { default: Database } = await import('better-sqlite3');
-    const dir = new URL('../../migrations/', import.meta.url);
-    const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
-    const apply = (db: InstanceType<typeof Database>, f: string) =>
-      db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
-    const at = tmpDataDir();
-    mkdirSync(at, { recursive: true });
-    const db = new Database(join(at, 'old.db'));
+    const { db, upgrade } = await databaseBefore('0006');
     try {
-      for (const f of files.filter((f) => f < '0006')) apply(db, f);
       db.pragma('foreign_keys = OFF'); // messages with no partner row: only the index is under test
       const ins = db.prepare(
         `INSERT INTO messages (id, partner_id, direction, channel_type, "to", "from", content, status, provider_message_id, created_at, updated_at)
@@ -93,7 +101,7 @@ describe('the 0006 migration (provider_id_indexed)', () => {
       ins.run('msg_old_sms', 'sms', 'SM11111111111111111111111111111111');
       ins.run('msg_old_wa', 'whatsapp', 'wamid.OLD1');
       ins.run('msg_old_queued', 'sms', null);
-      apply(db, files.find((f) => f.startsWith('0006'))!);
+      upgrade();
       const find = db.prepare('SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1');
       expect(find.get('SM11111111111111111111111111111111')).toEqual({ id: 'msg_old_sms' });
       expect(find.get('wamid.OLD1')).toEqual({ id: 'msg_old_wa' });
@@ -107,17 +115,8 @@ describe('the 0006 migration (provider_id_indexed)', () => {
 
 describe('the 0007 migration (no ledger_message index)', () => {
   it('drops the index and keeps every ledger entry, still listed by partner', async () => {
-    const { mkdirSync, readFileSync, readdirSync } = await import('node:fs');
-    const { default: Database } = await import('better-sqlite3');
-    const dir = new URL('../../migrations/', import.meta.url);
-    const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
-    const apply = (db: InstanceType<typeof Database>, f: string) =>
-      db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
-    const at = tmpDataDir();
-    mkdirSync(at, { recursive: true });
-    const db = new Database(join(at, 'old.db'));
+    const { db, upgrade } = await databaseBefore('0007');
     try {
-      for (const f of files.filter((f) => f < '0007')) apply(db, f);
       db.pragma('foreign_keys = OFF'); // entries with no partner row: only the ledger's indexes are under test
       const indexes = () =>
         (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger_entries' ORDER BY name`).all() as { name: string }[]).map(
@@ -129,7 +128,7 @@ describe('the 0007 migration (no ledger_message index)', () => {
       );
       ins.run('topup', 1000, 1000, null);
       ins.run('debit', -10, 990, 'msg_1');
-      apply(db, files.find((f) => f.startsWith('0007'))!);
+      upgrade();
       expect(indexes()).toEqual(['ledger_partner']);
       expect(db.prepare(`SELECT kind, balance_after, message_id FROM ledger_entries INDEXED BY ledger_partner WHERE partner_id = 'pt_1' ORDER BY id DESC`).all()).toEqual([
         { kind: 'debit', balance_after: 990, message_id: 'msg_1' },
