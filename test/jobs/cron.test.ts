@@ -3,9 +3,9 @@ import { Cron } from '../../src/jobs/cron.js';
 import { JobQueue } from '../../src/jobs/queue.js';
 import { onCleanup, sleep, tempDb } from './helpers.js';
 
-function makeCron(db: ReturnType<typeof tempDb>['db']) {
+function makeCron(db: ReturnType<typeof tempDb>['db'], now?: () => number) {
   const queue = new JobQueue(db);
-  const cron = new Cron({ db, queue, timezone: 'UTC' });
+  const cron = new Cron({ db, queue, timezone: 'UTC', now });
   onCleanup(() => cron.stop());
   return { queue, cron };
 }
@@ -32,8 +32,10 @@ describe('Cron', () => {
 
   it('enqueues one job per slot even when two processes fire the same slot', () => {
     const t = tempDb();
-    const a = makeCron(t.db);
-    const b = makeCron(t.open());
+    // The slots' own hour, not today's: slot records older than two days are pruned.
+    const clock = () => Date.parse('2026-11-22T11:00:01.000Z');
+    const a = makeCron(t.db, clock);
+    const b = makeCron(t.open(), clock);
     for (const c of [a.cron, b.cron]) {
       c.schedule('purge', '0 * * * *', (slot) => ({ kind: 'purge', payload: { slot: slot.toISOString() } }));
     }
