@@ -107,7 +107,9 @@ async function dispatchRun(latencyMs, count, concurrency) {
   const port = await freePort();
   const t0 = performance.now();
   const msgd = await startMsgd(dir, port, { MSGD_CONFIG: cfg });
-  const db = new Database(`${dir}/msgd.db`, { readonly: true });
+  // Pinned (src/db/pin.ts): a statement left to the collector aborts Node >= 24.19.
+  const { pinConnection } = await dist('db/pin.js');
+  const db = pinConnection(new Database(`${dir}/msgd.db`, { readonly: true }));
   const count1 = db.prepare(`SELECT COUNT(*) AS n FROM messages WHERE status = 'sent'`);
   const { done: sent, rate, endedAt } = await rateUntil(() => count1.get().n, count, 120_000);
   const rss = peakRssMb(msgd.pid);

@@ -167,7 +167,9 @@ async function deliveriesBench({ print }) {
   const port = await freePort();
   const t0 = performance.now();
   const msgd = await startMsgd(dataDir, port, { MSGD_CONFIG: cfgFile });
-  const db = new Database(join(dataDir, 'msgd.db'), { readonly: true });
+  // Pinned (src/db/pin.ts): a statement left to the collector aborts Node >= 24.19.
+  const { pinConnection } = await dist('db/pin.js');
+  const db = pinConnection(new Database(join(dataDir, 'msgd.db'), { readonly: true }));
   const succeeded = db.prepare(`SELECT COUNT(*) AS n FROM webhook_deliveries INDEXED BY webhook_deliveries_status WHERE status = 'succeeded'`);
   const { done, rate, endedAt: t1 } = await rateUntil(() => succeeded.get().n, events, 180_000);
   const failed = db.prepare(`SELECT COUNT(*) AS n FROM webhook_attempts WHERE status_code IS NULL OR status_code >= 300`).get().n;

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { pinConnection } from '../../src/db/pin.js';
 import { cleanupTmp, dumpDb, migrationTags, oneErrorLine, runCli, runJson, tmpDataDir, withDb } from '../helpers/cli.js';
 
 const TAGS = migrationTags();
@@ -25,7 +26,7 @@ async function databaseBefore(tag: string) {
   const apply = (f: string) => db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
   const at = tmpDataDir();
   mkdirSync(at, { recursive: true });
-  const db = new Database(join(at, 'old.db'));
+  const db = pinConnection(new Database(join(at, 'old.db')));
   for (const f of files.filter((f) => f < tag)) apply(f);
   return { db, upgrade: () => apply(files.find((f) => f.startsWith(tag))!) };
 }

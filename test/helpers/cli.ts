@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { pinConnection } from '../src/db/pin.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MSGCTL = join(ROOT, 'bin', 'msgctl');
@@ -83,7 +84,7 @@ export const DUMP_TABLES = ['partners', 'tokens', 'gateways', 'channels', 'price
 
 /** Every row of the operator-managed tables, for before/after comparisons. */
 export function dumpDb(dataDir: string, tables: readonly string[] = DUMP_TABLES): Record<string, unknown[]> {
-  const db = new Database(join(dataDir, 'msgd.db'));
+  const db = pinConnection(new Database(join(dataDir, 'msgd.db')));
   try {
     const out: Record<string, unknown[]> = {};
     for (const t of tables) out[t] = db.prepare(`SELECT * FROM ${t} ORDER BY rowid`).all();
@@ -95,7 +96,7 @@ export function dumpDb(dataDir: string, tables: readonly string[] = DUMP_TABLES)
 
 /** Raw SQL against the data dir's database, as something other than msgctl would. */
 export function withDb<T>(dataDir: string, fn: (db: Database.Database) => T): T {
-  const db = new Database(join(dataDir, 'msgd.db'));
+  const db = pinConnection(new Database(join(dataDir, 'msgd.db')));
   try {
     return fn(db);
   } finally {

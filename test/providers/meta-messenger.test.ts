@@ -3,6 +3,7 @@ import { metaMessengerAdapter as messenger } from '../../src/providers/meta-mess
 import { instagramBase, metaInstagramAdapter as instagram } from '../../src/providers/meta-instagram/send.js';
 import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
+import { pinConnection } from '../../src/db/pin.js';
 import { GATEWAY_KINDS } from '../../src/core/gateway-kinds.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
@@ -124,7 +125,7 @@ describe('meta_instagram adapter', () => {
   });
 
   it('the 0004 migration drops the old graph.facebook.com default from Instagram Login gateways only', () => {
-    const db = new Database(':memory:');
+    const db = pinConnection(new Database(':memory:'));
     db.exec('CREATE TABLE gateways (id TEXT PRIMARY KEY, kind TEXT, settings TEXT)');
     const put = db.prepare('INSERT INTO gateways VALUES (?, ?, ?)');
     put.run('ig_login', 'meta_instagram', JSON.stringify({ base_url: 'https://graph.facebook.com', ig_account_id: IG_ID }));

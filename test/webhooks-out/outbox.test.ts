@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { pinConnection } from '../../src/db/pin.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.js';
@@ -21,7 +22,7 @@ afterAll(async () => {
 
 describe('the outbox', () => {
   it('an event committed by another process (no in-process signal) is fanned out by the sweep', async () => {
-    const db = new Database(join(w.server.dataDir, 'msgd.db'));
+    const db = pinConnection(new Database(join(w.server.dataDir, 'msgd.db')));
     try {
       const id = 'evt_01kxyz0000000000000000000a';
       const payload = JSON.stringify({ id, event: 'message.received', created_at: new Date().toISOString(), channel: 'sms', from: '+1', body: 'x' });
