@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { pinConnection } from '../src/db/pin.js';
+import { pinConnection } from '../../src/db/pin.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MSGCTL = join(ROOT, 'bin', 'msgctl');
