@@ -4,14 +4,17 @@ import https from 'node:https';
 import { readFileSync } from 'node:fs';
 
 let count = 0;
-const server = https.createServer({ key: readFileSync(process.env.KEY), cert: readFileSync(process.env.CERT) }, (req, res) => {
-  req.resume();
-  req.on('end', () => {
-    count++;
-    res.writeHead(204);
-    res.end();
-  });
-});
+const server = https.createServer(
+  { key: readFileSync(process.env.KEY), cert: readFileSync(process.env.CERT) },
+  (req, res) => {
+    req.resume();
+    req.on('end', () => {
+      count++;
+      res.writeHead(204);
+      res.end();
+    });
+  },
+);
 server.keepAliveTimeout = 60_000;
 server.listen(Number(process.env.PORT), '127.0.0.1', () => process.stdout.write('listening\n'));
 process.on('SIGTERM', () => {

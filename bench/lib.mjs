@@ -36,9 +36,16 @@ export function freePort() {
 /** Start a node child and resolve once `ready` matches its output. */
 export function child(args, { env = {}, ready = /listening/i, timeoutMs = 20_000 } = {}) {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, args, {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`child ${args.join(' ')} not ready: ${out.slice(-2000)}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`child ${args.join(' ')} not ready: ${out.slice(-2000)}`)),
+      timeoutMs,
+    );
     const onData = (d) => {
       out += d.toString();
       if (ready.test(out)) {
@@ -138,7 +145,8 @@ export async function rateUntil(count, target, timeoutMs) {
   return { done, endedAt, rate: (done - first) / ((endedAt - firstAt) / 1000) };
 }
 
-export const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : String(n));
+export const fmt = (n, d = 0) =>
+  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : String(n);
 
 /** A figure against its target: "12,345 /s (target >= 10,000) PASS". */
 export function verdict(value, target, better = 'higher') {

@@ -8,7 +8,9 @@ const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const only = process.env.BENCH_ONLY?.split(',');
 const print = (line) => process.stdout.write(line + '\n');
 
-print(`msgd benchmarks: node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB`);
+print(
+  `msgd benchmarks: node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB`,
+);
 print('');
 const suites = [
   ['send', './send.mjs', 'Send API and dispatch'],

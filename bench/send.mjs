@@ -134,7 +134,12 @@ export async function bareClientRun(latencyMs, concurrency, seconds) {
   const end = Date.now() + seconds * 1000;
   const lane = async () => {
     while (Date.now() < end) {
-      const r = await request(url, { method: 'POST', dispatcher: agent, body, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+      const r = await request(url, {
+        method: 'POST',
+        dispatcher: agent,
+        body,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
       await r.body.json();
       done++;
     }
@@ -155,9 +160,15 @@ export async function run({ print, seconds = 5 }) {
     const port = await freePort();
     const hello = await child(['bench/hello.mjs'], { env: { PORT: String(port) } });
     const body = JSON.stringify({ to: '+14155550123', text: 'Hello from the benchmark' });
-    results.hello = await load(`http://127.0.0.1:${port}`, () => ({ path: '/hello', body, headers: { 'content-type': 'application/json' } }), { seconds });
+    results.hello = await load(
+      `http://127.0.0.1:${port}`,
+      () => ({ path: '/hello', body, headers: { 'content-type': 'application/json' } }),
+      { seconds },
+    );
     await stop(hello);
-    print(`fastify hello-world POST (50 conn)      ${fmt(results.hello.rps)} req/s   p50 ${fmt(results.hello.p50, 2)} ms  p99 ${fmt(results.hello.p99, 2)} ms`);
+    print(
+      `fastify hello-world POST (50 conn)      ${fmt(results.hello.rps)} req/s   p50 ${fmt(results.hello.p50, 2)} ms  p99 ${fmt(results.hello.p99, 2)} ms`,
+    );
   }
 
   // 2. Send API, durable (synchronous=FULL commit before every 200): accepting alone, then with
@@ -187,11 +198,19 @@ export async function run({ print, seconds = 5 }) {
   {
     const r = (results.send = await sendRun(true));
     const ok = r.statuses[200] ?? 0;
-    print(`send API /api/send-sms.php (50 conn)    ${fmt(r.rps)} req/s   p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  p99.9 ${fmt(r.p999, 2)} ms  (${fmt(ok)} x 200 of ${fmt(r.requests)}; ${fmt(RECIPIENTS)} recipients; accepting only)`);
-    print(`  ratio to baseline                     ${fmt(r.ratio * 100, 1)} %  (target >= 40 %) ${verdict(r.ratio, 0.4)}`);
-    print(`  p99                                   ${fmt(r.p99, 2)} ms (target <= 10 ms) ${verdict(r.p99, 10, 'lower')}`);
+    print(
+      `send API /api/send-sms.php (50 conn)    ${fmt(r.rps)} req/s   p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  p99.9 ${fmt(r.p999, 2)} ms  (${fmt(ok)} x 200 of ${fmt(r.requests)}; ${fmt(RECIPIENTS)} recipients; accepting only)`,
+    );
+    print(
+      `  ratio to baseline                     ${fmt(r.ratio * 100, 1)} %  (target >= 40 %) ${verdict(r.ratio, 0.4)}`,
+    );
+    print(
+      `  p99                                   ${fmt(r.p99, 2)} ms (target <= 10 ms) ${verdict(r.p99, 10, 'lower')}`,
+    );
     const d = (results.sendWithDispatch = await sendRun(false));
-    print(`  same with dispatch running (0 ms)     ${fmt(d.rps)} req/s   p50 ${fmt(d.p50, 2)} ms  p99 ${fmt(d.p99, 2)} ms  (${fmt(d.ratio * 100, 1)} % of baseline; ${fmt(d.statuses[200] ?? 0)} x 200)`);
+    print(
+      `  same with dispatch running (0 ms)     ${fmt(d.rps)} req/s   p50 ${fmt(d.p50, 2)} ms  p99 ${fmt(d.p99, 2)} ms  (${fmt(d.ratio * 100, 1)} % of baseline; ${fmt(d.statuses[200] ?? 0)} x 200)`,
+    );
   }
 
   // 3. Dispatch throughput. At 20 ms the bound is concurrency / latency: at the default 256 in
@@ -200,21 +219,42 @@ export async function run({ print, seconds = 5 }) {
   {
     const d0 = await dispatchRun(0, 40_000, 256);
     results.dispatch0 = d0;
-    print(`dispatch, 0 ms provider                 ${fmt(d0.rate)} msg/s  (${fmt(d0.sent)} messages; target >= 10,000) ${verdict(d0.rate, 10_000)}`);
+    print(
+      `dispatch, 0 ms provider                 ${fmt(d0.rate)} msg/s  (${fmt(d0.sent)} messages; target >= 10,000) ${verdict(d0.rate, 10_000)}`,
+    );
     results.dispatch20 = [];
-    for (const [conc, count] of [[256, 40_000], [64, 20_000]]) {
+    for (const [conc, count] of [
+      [256, 40_000],
+      [64, 20_000],
+    ]) {
       const d20 = await dispatchRun(20, count, conc);
       const bound = conc / 0.02;
       results.dispatch20.push({ ...d20, conc, bound });
-      print(`dispatch, 20 ms provider, ${String(conc).padEnd(3)} in flight  ${fmt(d20.rate)} msg/s  (bound ${fmt(bound)} = ${conc} / 20 ms: ${fmt((d20.rate / bound) * 100, 1)} %; target >= 85 %) ${verdict(d20.rate / bound, 0.85)}`);
+      print(
+        `dispatch, 20 ms provider, ${String(conc).padEnd(3)} in flight  ${fmt(d20.rate)} msg/s  (bound ${fmt(bound)} = ${conc} / 20 ms: ${fmt((d20.rate / bound) * 100, 1)} %; target >= 85 %) ${verdict(d20.rate / bound, 0.85)}`,
+      );
     }
     const bareConc = 64;
     const bare = (results.bareClient20 = await bareClientRun(20, bareConc, seconds));
-    print(`  bare undici client, ${bareConc} in flight      ${fmt(bare)} msg/s  (${fmt((bare / (bareConc / 0.02)) * 100, 1)} % of the same bound: the floor this machine and fake allow)`);
-    const rss = Math.max(results.send.rss, results.sendWithDispatch.rss, d0.rss, ...results.dispatch20.map((d) => d.rss));
+    print(
+      `  bare undici client, ${bareConc} in flight      ${fmt(bare)} msg/s  (${fmt((bare / (bareConc / 0.02)) * 100, 1)} % of the same bound: the floor this machine and fake allow)`,
+    );
+    const rss = Math.max(
+      results.send.rss,
+      results.sendWithDispatch.rss,
+      d0.rss,
+      ...results.dispatch20.map((d) => d.rss),
+    );
     results.rss = rss;
-    const each = [`send ${fmt(results.send.rss, 1)}`, `send + dispatch ${fmt(results.sendWithDispatch.rss, 1)}`, `dispatch 0 ms ${fmt(d0.rss, 1)}`, ...results.dispatch20.map((d) => `20 ms @${d.conc} ${fmt(d.rss, 1)}`)];
-    print(`peak RSS of msgd                        ${fmt(rss, 1)} MB (target <= 150 MB) ${verdict(rss, 150, 'lower')}  (${each.join(', ')})`);
+    const each = [
+      `send ${fmt(results.send.rss, 1)}`,
+      `send + dispatch ${fmt(results.sendWithDispatch.rss, 1)}`,
+      `dispatch 0 ms ${fmt(d0.rss, 1)}`,
+      ...results.dispatch20.map((d) => `20 ms @${d.conc} ${fmt(d.rss, 1)}`),
+    ];
+    print(
+      `peak RSS of msgd                        ${fmt(rss, 1)} MB (target <= 150 MB) ${verdict(rss, 150, 'lower')}  (${each.join(', ')})`,
+    );
   }
   return results;
 }

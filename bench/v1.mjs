@@ -70,7 +70,15 @@ async function seed(dataDir, count) {
       const channel = CHANNELS[i % CHANNELS.length];
       const ct = idAt('ct', created);
       const phone = channel === 'email' ? null : `+1415${String(1_000_000 + i).padStart(7, '0')}`;
-      contact.run(ct, partnerId, `Contact ${i}`, phone, channel === 'email' ? `c${i}@example.com` : null, created, created);
+      contact.run(
+        ct,
+        partnerId,
+        `Contact ${i}`,
+        phone,
+        channel === 'email' ? `c${i}@example.com` : null,
+        created,
+        created,
+      );
       const id = idAt('conv', created);
       conv.run(id, partnerId, ct, channel, i % 10 === 0 ? 'closed' : 'open', updated, updated, created, updated);
       if (i % 997 === 0) cursorsAt.push(id);
@@ -104,12 +112,20 @@ async function conversationsBench({ print, seconds }) {
   try {
     const probe = await fetch(`${url}/v1/conversations?limit=50`, { headers });
     const body = await probe.json();
-    if (probe.status !== 200 || body.data.length !== 50) throw new Error(`probe failed: ${probe.status} ${JSON.stringify(body).slice(0, 200)}`);
+    if (probe.status !== 200 || body.data.length !== 50)
+      throw new Error(`probe failed: ${probe.status} ${JSON.stringify(body).slice(0, 200)}`);
     const variants = [
       ['first page      ?limit=50', () => '/v1/conversations?limit=50'],
       ['filtered        ?channel=sms&status=open', () => '/v1/conversations?limit=50&channel=sms&status=open'],
-      ['deep pages      ?cursor=<random depth>', (i) => `/v1/conversations?limit=50&cursor=${cursors[i % cursors.length]}`],
-      ['sync            ?sort=updated_at&updated_since=-1d', () => `/v1/conversations?limit=50&sort=updated_at&updated_since=${new Date(Date.now() - 86_400_000).toISOString()}`],
+      [
+        'deep pages      ?cursor=<random depth>',
+        (i) => `/v1/conversations?limit=50&cursor=${cursors[i % cursors.length]}`,
+      ],
+      [
+        'sync            ?sort=updated_at&updated_since=-1d',
+        () =>
+          `/v1/conversations?limit=50&sort=updated_at&updated_since=${new Date(Date.now() - 86_400_000).toISOString()}`,
+      ],
     ];
     // Closed loop: every connection sends its next request as soon as it has an answer, so the
     // server is busy at all three. 10 connections: ten clients paging back to back. 50: the same
@@ -139,13 +155,37 @@ async function deliveriesBench({ print }) {
   const dir = tmp();
   const key = join(dir, 'key.pem');
   const cert = join(dir, 'cert.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { stdio: 'ignore' },
+  );
   const rport = await freePort();
   const receiver = await child(['bench/https-receiver.mjs'], { env: { PORT: String(rport), KEY: key, CERT: cert } });
   const dataDir = join(dir, 'data');
   const cfgFile = join(dir, 'msgd.json');
-  writeFileSync(cfgFile, JSON.stringify({ webhooksOut: { caFile: cert, allowPrivateTargets: true, concurrency: 128 } }));
+  writeFileSync(
+    cfgFile,
+    JSON.stringify({ webhooksOut: { caFile: cert, allowPrivateTargets: true, concurrency: 128 } }),
+  );
   const { dd, ctx } = await openCtx(dataDir);
   const { partnerId } = await partnerWithToken(ctx);
   const { createEndpoint } = await dist('core/endpoints.js');
@@ -155,9 +195,15 @@ async function deliveriesBench({ print }) {
   const write = dd.db.sqlite.transaction((n, base) => {
     for (let i = 0; i < n; i++) {
       emitEvent(ctx, partnerId, 'message.received', {
-        channel: 'sms', from: '+14155550123', body: `bench message ${base + i}`, message_id: idAt('msg', Date.now()),
-        conversation_id: idAt('conv', Date.now()), to: '+15017250604', media: [],
-        contact: { id: idAt('ct', Date.now()), name: 'Bench', phone: '+14155550123', email: null }, received_at: new Date().toISOString(),
+        channel: 'sms',
+        from: '+14155550123',
+        body: `bench message ${base + i}`,
+        message_id: idAt('msg', Date.now()),
+        conversation_id: idAt('conv', Date.now()),
+        to: '+15017250604',
+        media: [],
+        contact: { id: idAt('ct', Date.now()), name: 'Bench', phone: '+14155550123', email: null },
+        received_at: new Date().toISOString(),
       });
     }
   });
@@ -170,15 +216,21 @@ async function deliveriesBench({ print }) {
   // Pinned (src/db/pin.ts): a statement left to the collector aborts Node >= 24.19.
   const { pinConnection } = await dist('db/pin.js');
   const db = pinConnection(new Database(join(dataDir, 'msgd.db'), { readonly: true }));
-  const succeeded = db.prepare(`SELECT COUNT(*) AS n FROM webhook_deliveries INDEXED BY webhook_deliveries_status WHERE status = 'succeeded'`);
+  const succeeded = db.prepare(
+    `SELECT COUNT(*) AS n FROM webhook_deliveries INDEXED BY webhook_deliveries_status WHERE status = 'succeeded'`,
+  );
   const { done, rate, endedAt: t1 } = await rateUntil(() => succeeded.get().n, events, 180_000);
-  const failed = db.prepare(`SELECT COUNT(*) AS n FROM webhook_attempts WHERE status_code IS NULL OR status_code >= 300`).get().n;
+  const failed = db
+    .prepare(`SELECT COUNT(*) AS n FROM webhook_attempts WHERE status_code IS NULL OR status_code >= 300`)
+    .get().n;
   const rss = peakRssMb(msgd.pid);
   db.close();
   await stop(msgd);
   await stop(receiver);
   rmSync(dir, { recursive: true, force: true });
-  print(`webhooks out to a local HTTPS receiver   ${fmt(rate)} deliveries/s  (${fmt(done)} of ${fmt(events)} events signed, sent, logged; ${fmt(failed)} failed attempts; ${fmt((t1 - t0) / 1000, 1)} s from start; target >= 5,000) ${verdict(rate, 5000)}`);
+  print(
+    `webhooks out to a local HTTPS receiver   ${fmt(rate)} deliveries/s  (${fmt(done)} of ${fmt(events)} events signed, sent, logged; ${fmt(failed)} failed attempts; ${fmt((t1 - t0) / 1000, 1)} s from start; target >= 5,000) ${verdict(rate, 5000)}`,
+  );
   print(`  peak RSS of msgd ${fmt(rss, 1)} MB`);
   return { rate, done, failed, rss };
 }

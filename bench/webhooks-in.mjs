@@ -91,11 +91,22 @@ async function ceiling(seconds) {
 
 function seed(db, partnerId, channelId, gatewayId) {
   const now = Date.now();
-  const ins = db.prepare(`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, "to", "from", content, status,
+  const ins =
+    db.prepare(`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, "to", "from", content, status,
     provider_message_id, price, segments, dispatch_uncertain, refunded, sent_at, created_at, updated_at)
     VALUES (?, ?, 'outbound', 'whatsapp', ?, ?, '+16505551234', '+15550783881', '{"kind":"text","text":"bench"}', 'sent', ?, 0, 1, 0, 0, ?, ?, ?)`);
   db.transaction(() => {
-    for (let i = 0; i < MESSAGES; i++) ins.run(`msg_bench${String(i).padStart(8, '0')}`, partnerId, channelId, gatewayId, `wamid.BENCH${i}`, now, now, now);
+    for (let i = 0; i < MESSAGES; i++)
+      ins.run(
+        `msg_bench${String(i).padStart(8, '0')}`,
+        partnerId,
+        channelId,
+        gatewayId,
+        `wamid.BENCH${i}`,
+        now,
+        now,
+        now,
+      );
   })();
 }
 
@@ -109,25 +120,50 @@ export async function run({ print = console.log, seconds = 5 } = {}) {
   const { assignChannel } = await import(new URL('core/channels.js', DIST).href);
 
   const dataDir = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'msgd-bench-webhooks-'));
-  const config = loadConfig({ env: {}, dataDir, overrides: { 'server.port': 0, 'demo.enabled': false, 'log.level': 'warn' } });
-  const server = await startServer({ config, env: {}, print: () => {}, logDestination: new Writable({ write: (_c, _e, cb) => cb() }) });
+  const config = loadConfig({
+    env: {},
+    dataDir,
+    overrides: { 'server.port': 0, 'demo.enabled': false, 'log.level': 'warn' },
+  });
+  const server = await startServer({
+    config,
+    env: {},
+    print: () => {},
+    logDestination: new Writable({ write: (_c, _e, cb) => cb() }),
+  });
   const hold = setInterval(() => {}, 1000);
   try {
     const { rt } = server;
     const db = rt.ctx.db.sqlite;
     const partner = createPartner(rt.ctx, { slug: 'bench', name: 'bench' }, 'bench');
-    const gw = addGateway(rt.ctx, { kind: 'whatsapp_cloud', name: 'wa-bench', settings: { phone_number_id: PHONE_ID }, secrets: { access_token: 't', app_secret: SECRET } }, 'bench');
-    const ch = assignChannel(rt.ctx, { partner: partner.id, gateway: gw.id, type: 'whatsapp', sender: '+15550783881' }, 'bench');
+    const gw = addGateway(
+      rt.ctx,
+      {
+        kind: 'whatsapp_cloud',
+        name: 'wa-bench',
+        settings: { phone_number_id: PHONE_ID },
+        secrets: { access_token: 't', app_secret: SECRET },
+      },
+      'bench',
+    );
+    const ch = assignChannel(
+      rt.ctx,
+      { partner: partner.id, gateway: gw.id, type: 'whatsapp', sender: '+15550783881' },
+      'bench',
+    );
     seed(db, partner.id, ch.id, gw.id);
     const url = `${server.url}/api/webhook.php`;
-    const pending = () => db.prepare(`SELECT COUNT(*) AS n FROM provider_webhooks WHERE processing = 'pending'`).get().n;
+    const pending = () =>
+      db.prepare(`SELECT COUNT(*) AS n FROM provider_webhooks WHERE processing = 'pending'`).get().n;
     const drain = async () => {
       const deadline = Date.now() + 300_000;
       while (pending() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     };
 
     const roof = await ceiling(Math.min(seconds, 3));
-    print(`webhooks-in: signed WhatsApp status webhooks, ${CONNECTIONS} connections, ${seconds} s per phase (machine ceiling: bare Fastify ${fmt(roof)}/s)`);
+    print(
+      `webhooks-in: signed WhatsApp status webhooks, ${CONNECTIONS} connections, ${seconds} s per phase (machine ceiling: bare Fastify ${fmt(roof)}/s)`,
+    );
 
     // 1. Intake alone.
     await rt.worker.stop();
@@ -136,15 +172,21 @@ export async function run({ print = console.log, seconds = 5 } = {}) {
     const commits = rt.committer.batches - commitsBefore;
     const backlog = pending();
     const accepted = intake.ok / intake.elapsed;
-    print(`  accepted            ${fmt(accepted)}/s (target >= 15,000/s: ${accepted >= 15_000 ? 'PASS' : 'MISS'}, ${Math.round((100 * accepted) / roof)}% of the ceiling)  p50 ${intake.p50.toFixed(2)} ms  p99 ${intake.p99.toFixed(2)} ms  non-200 ${intake.failed}`);
-    print(`  group commit        ${fmt(intake.ok)} webhooks stored in ${fmt(commits)} commits (${(intake.ok / Math.max(1, commits)).toFixed(1)} a commit, one fsync each)`);
+    print(
+      `  accepted            ${fmt(accepted)}/s (target >= 15,000/s: ${accepted >= 15_000 ? 'PASS' : 'MISS'}, ${Math.round((100 * accepted) / roof)}% of the ceiling)  p50 ${intake.p50.toFixed(2)} ms  p99 ${intake.p99.toFixed(2)} ms  non-200 ${intake.failed}`,
+    );
+    print(
+      `  group commit        ${fmt(intake.ok)} webhooks stored in ${fmt(commits)} commits (${(intake.ok / Math.max(1, commits)).toFixed(1)} a commit, one fsync each)`,
+    );
 
     // 2. The job loop works the backlog off.
     const t0 = Date.now();
     rt.worker.start();
     await drain();
     const drained = backlog / ((Date.now() - t0) / 1000);
-    print(`  processed           ${fmt(drained)}/s end to end (${fmt(backlog)} stored webhooks -> statuses applied in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    print(
+      `  processed           ${fmt(drained)}/s end to end (${fmt(backlog)} stored webhooks -> statuses applied in ${((Date.now() - t0) / 1000).toFixed(1)} s)`,
+    );
 
     // 3. Both at once.
     const t1 = Date.now();
@@ -152,10 +194,17 @@ export async function run({ print = console.log, seconds = 5 } = {}) {
     const mixed = await fire(url, seconds, intake.sent);
     await drain();
     const total = db.prepare(`SELECT COUNT(*) AS n FROM provider_webhooks`).get().n - before;
-    print(`  mixed               ${fmt(mixed.ok / mixed.elapsed)}/s accepted while processing, p99 ${mixed.p99.toFixed(2)} ms; all ${fmt(total)} processed at ${fmt(total / ((Date.now() - t1) / 1000))}/s`);
+    print(
+      `  mixed               ${fmt(mixed.ok / mixed.elapsed)}/s accepted while processing, p99 ${mixed.p99.toFixed(2)} ms; all ${fmt(total)} processed at ${fmt(total / ((Date.now() - t1) / 1000))}/s`,
+    );
     const outcomes = db.prepare('SELECT processing, COUNT(*) AS n FROM provider_webhooks GROUP BY processing').all();
     print(`  outcomes            ${outcomes.map((o) => `${o.processing} ${fmt(o.n)}`).join(', ')}`);
-    return { ceilingPerSecond: roof, acceptedPerSecond: accepted, processedPerSecond: drained, mixedAcceptedPerSecond: mixed.ok / mixed.elapsed };
+    return {
+      ceilingPerSecond: roof,
+      acceptedPerSecond: accepted,
+      processedPerSecond: drained,
+      mixedAcceptedPerSecond: mixed.ok / mixed.elapsed,
+    };
   } finally {
     await server.close();
     clearInterval(hold);

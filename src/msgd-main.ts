@@ -32,9 +32,11 @@ async function serve(opts: { config?: string; dataDir?: string; host?: string; p
     server = await startServer({ config });
   } catch (e: any) {
     if (e instanceof DataDirError || e instanceof SchemaTooNewError || e instanceof ConfigError) fail(e.message);
-    if (e?.code === 'EADDRINUSE') fail(`port ${config.server.port} on ${config.server.host} is already in use (set MSGD_PORT or --port)`);
+    if (e?.code === 'EADDRINUSE')
+      fail(`port ${config.server.port} on ${config.server.host} is already in use (set MSGD_PORT or --port)`);
     if (e?.code === 'EACCES') fail(`not allowed to listen on ${config.server.host}:${config.server.port}`);
-    if (e?.code === 'SQLITE_CANTOPEN' || e?.code === 'EACCES') fail(`cannot open the data directory ${config.dataDir}: ${e.message}`);
+    if (e?.code === 'SQLITE_CANTOPEN' || e?.code === 'EACCES')
+      fail(`cannot open the data directory ${config.dataDir}: ${e.message}`);
     fail(e?.message ?? String(e));
   }
   let stopping = false;
@@ -69,7 +71,9 @@ const serveOptions = (cmd: Command) =>
     .option('-p, --port <port>', 'listen port (default: config server.port, 8080)')
     .addOption(new Option('--no-demo', 'never create the demo partner on an empty data directory'));
 
-serveOptions(program.command('serve', { isDefault: true }).description('start the server (the default command)')).action(serve);
+serveOptions(
+  program.command('serve', { isDefault: true }).description('start the server (the default command)'),
+).action(serve);
 
 program.addHelpText(
   'after',

@@ -77,7 +77,11 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     throw e;
   }
   const ctx: CoreCtx = { db: dataDir.db, masterKey: dataDir.masterKey, config, now };
-  const queue = new JobQueue(dataDir.db, { maxAttempts: config.jobs.maxAttempts, leaseMs: config.jobs.leaseSeconds * 1000, now });
+  const queue = new JobQueue(dataDir.db, {
+    maxAttempts: config.jobs.maxAttempts,
+    leaseMs: config.jobs.leaseSeconds * 1000,
+    now,
+  });
   const worker = new Worker({
     db: dataDir.db,
     queue,
@@ -117,7 +121,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       ctx,
       committer,
       queue,
-      defaultLowBalance: config.billing.balanceLowThreshold === null ? null : parseMoney(config.billing.balanceLowThreshold),
+      defaultLowBalance:
+        config.billing.balanceLowThreshold === null ? null : parseMoney(config.billing.balanceLowThreshold),
     },
     webhooksOut,
     selfUrl: null,
@@ -153,7 +158,15 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       lock.release();
     },
   };
-  registerDispatch(worker, { ctx, config, dispatcher, shaper, gateways, logger, callbackBase: (base) => rt.callbackBase(base) });
+  registerDispatch(worker, {
+    ctx,
+    config,
+    dispatcher,
+    shaper,
+    gateways,
+    logger,
+    callbackBase: (base) => rt.callbackBase(base),
+  });
   registerWebhooksIn(rt);
   // [webhooks-in jobs]
   // [webhooks-out jobs]

@@ -69,12 +69,16 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     // The data directory is locked to this process: jobs left running were a dead msgd's.
     const orphans = rt.queue.reclaimOrphans();
     if (orphans > 0) {
-      logger.warn({ count: orphans }, 'jobs left running by a msgd that stopped without finishing them were taken back; a message whose provider call was among them is resent and flagged a possible duplicate');
+      logger.warn(
+        { count: orphans },
+        'jobs left running by a msgd that stopped without finishing them were taken back; a message whose provider call was among them is resent and flagged a possible duplicate',
+      );
     }
     rt.worker.start();
     rt.webhooksOut.start();
     logger.info({ url, dataDir: rt.dataDir.dir, version: rt.version }, 'msgd listening');
-    if (demo) (opts.print ?? ((t: string) => process.stdout.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
+    if (demo)
+      (opts.print ?? ((t: string) => process.stdout.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
     let closing: Promise<void> | undefined;
     const server: Server = {
       rt,

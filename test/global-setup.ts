@@ -6,7 +6,11 @@ import { fileURLToPath } from 'node:url';
 // they never run stale code.
 export default function setup() {
   const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')], {
-    stdio: 'inherit',
-  });
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')],
+    {
+      stdio: 'inherit',
+    },
+  );
 }

@@ -29,7 +29,9 @@ export function parseExpiry(input: string, now: number): number {
   // Date.parse alone accepts "1" or "March"; require an ISO shape so typos are not dates.
   const t = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(s) ? Date.parse(s) : NaN;
   if (Number.isNaN(t)) {
-    throw invalid(`invalid expiry "${input}"`, [{ field: 'expires', message: 'an ISO date such as 2027-01-31 or a duration such as 30d, 12h, 90m, 2w' }]);
+    throw invalid(`invalid expiry "${input}"`, [
+      { field: 'expires', message: 'an ISO date such as 2027-01-31 or a duration such as 30d, 12h, 90m, 2w' },
+    ]);
   }
   return t;
 }
@@ -47,5 +49,7 @@ export function parsePairs(list: string[] | undefined, flag: string): [string, s
 export async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }

@@ -10,7 +10,14 @@ function list(cli: Cli, opts: { limit: number }): Result {
   const text = rows.length
     ? table(
         ['#', 'time (utc)', 'actor', 'action', 'target', 'details'],
-        rows.map((r) => [r.id, r.created_at?.slice(0, 19).replace('T', ' '), r.actor, r.action, r.target_id, r.details ? JSON.stringify(r.details) : null]),
+        rows.map((r) => [
+          r.id,
+          r.created_at?.slice(0, 19).replace('T', ' '),
+          r.actor,
+          r.action,
+          r.target_id,
+          r.details ? JSON.stringify(r.details) : null,
+        ]),
         { right: [0] },
       )
     : 'The audit log is empty.';

@@ -31,7 +31,11 @@ function doTopup(cli: Cli, ref: string, amount: string, opts: { note?: string })
 function doAdjust(cli: Cli, ref: string, amount: string, opts: { note: string }): Result {
   const entry = adjust(cli.ctx, ref, parseMoney(amount), opts.note, cli.actor);
   const p = getPartner(cli.ctx, entry.partnerId);
-  return moved(cli, entry, `Adjusted ${p.slug} by ${entry.amount > 0 ? '+' : ''}${money(entry.amount, p.currency)} (${opts.note}).`);
+  return moved(
+    cli,
+    entry,
+    `Adjusted ${p.slug} by ${entry.amount > 0 ? '+' : ''}${money(entry.amount, p.currency)} (${opts.note}).`,
+  );
 }
 
 function show(cli: Cli, ref: string): Result {
@@ -51,7 +55,16 @@ function show(cli: Cli, ref: string): Result {
     },
     text: lines(
       `${p.slug} (${p.status})`,
-      kv([...balanceLines(p), ['last entry', last ? `#${last.id} ${last.kind} ${money(last.amount, p.currency)} at ${when(last.createdAt)}` : 'none']], '  '),
+      kv(
+        [
+          ...balanceLines(p),
+          [
+            'last entry',
+            last ? `#${last.id} ${last.kind} ${money(last.amount, p.currency)} at ${when(last.createdAt)}` : 'none',
+          ],
+        ],
+        '  ',
+      ),
     ),
   };
 }
@@ -76,7 +89,10 @@ export function registerBalance(program: Command) {
     .requiredOption('--note <text>', 'why the correction is made')
     .addHelpText(
       'after',
-      examples('msgctl balance adjust acme -5.00 --note "refund of duplicate top-up"', 'msgctl balance adjust acme --note "goodwill" -- 2.50'),
+      examples(
+        'msgctl balance adjust acme -5.00 --note "refund of duplicate top-up"',
+        'msgctl balance adjust acme --note "goodwill" -- 2.50',
+      ),
     )
     .action(withCli(doAdjust));
 

@@ -11,32 +11,45 @@ import { kv, lines, table, when, type Result } from './output.js';
 /** The channel with its partner slug and gateway, as `channel list` shows it. */
 function full(cli: Cli, c: Channel) {
   const gw = getGatewayRow(cli.ctx, c.gatewayId);
-  return { ...channelJson(c), partner: getPartner(cli.ctx, c.partnerId).slug, gateway: { id: gw.id, name: gw.name, kind: gw.kind } };
+  return {
+    ...channelJson(c),
+    partner: getPartner(cli.ctx, c.partnerId).slug,
+    gateway: { id: gw.id, name: gw.name, kind: gw.kind },
+  };
 }
 
 function describe(cli: Cli, c: Channel): string {
   const gw = getGatewayRow(cli.ctx, c.gatewayId);
   const partner = getPartner(cli.ctx, c.partnerId);
-  return kv([
-    ['id', c.id],
-    ['partner', partner.slug],
-    ['type', c.type],
-    ['sender', c.sender],
-    ['gateway', `${gw.name} (${gw.kind})`],
-    ['status', c.status],
-  ], '  ');
+  return kv(
+    [
+      ['id', c.id],
+      ['partner', partner.slug],
+      ['type', c.type],
+      ['sender', c.sender],
+      ['gateway', `${gw.name} (${gw.kind})`],
+      ['status', c.status],
+    ],
+    '  ',
+  );
 }
 
 function assign(cli: Cli, partner: string, gateway: string, type: string, opts: { from?: string }): Result {
   const c = assignChannel(cli.ctx, { partner, gateway, type, sender: opts.from }, cli.actor);
-  return { json: full(cli, c), text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partnerId).slug}.`, describe(cli, c)) };
+  return {
+    json: full(cli, c),
+    text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partnerId).slug}.`, describe(cli, c)),
+  };
 }
 
 function unassign(cli: Cli, partner: string | undefined, type: string | undefined, opts: { id?: string }): Result {
   if (opts.id && (partner || type)) throw new UsageError('give either --id <channel-id> or <partner> <type>, not both');
   if (!opts.id && !(partner && type)) throw new UsageError('give <partner> <type>, or --id <channel-id>');
   const c = unassignChannel(cli.ctx, opts.id ? { channel: opts.id } : { partner, type }, cli.actor);
-  return { json: full(cli, c), text: lines(`Unassigned ${c.type} (${c.sender}): sends on it are refused from now on.`, describe(cli, c)) };
+  return {
+    json: full(cli, c),
+    text: lines(`Unassigned ${c.type} (${c.sender}): sends on it are refused from now on.`, describe(cli, c)),
+  };
 }
 
 function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): Result {
@@ -45,7 +58,16 @@ function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): R
   const text = rows.length
     ? table(
         ['partner', 'type', 'sender', 'gateway', 'kind', 'status', 'created', 'id'],
-        rows.map((c) => [slugs.get(c.partnerId), c.type, c.sender, c.gatewayName, c.gatewayKind, c.status === 'active' && c.gatewayStatus === 'disabled' ? 'active (gateway disabled)' : c.status, when(c.createdAt), c.id]),
+        rows.map((c) => [
+          slugs.get(c.partnerId),
+          c.type,
+          c.sender,
+          c.gatewayName,
+          c.gatewayKind,
+          c.status === 'active' && c.gatewayStatus === 'disabled' ? 'active (gateway disabled)' : c.status,
+          when(c.createdAt),
+          c.id,
+        ]),
       )
     : 'No channels assigned. Assign one with: msgctl channel assign <partner> <gateway> <type> --from <sender>';
   return { json: { data: rows.map((c) => ({ ...channelJson(c), partner: slugs.get(c.partnerId) ?? null })) }, text };

@@ -34,7 +34,11 @@ function keyCheck(dd: DataDir): Check {
   const shown = mode === null ? '?' : mode.toString(8).padStart(4, '0');
   // Any group or other bit lets another account read every provider secret.
   if (mode === null || (mode & 0o077) !== 0) {
-    return { name: 'master key', status: 'fail', message: `${dd.keySource} has mode ${shown}; it must be 0600 (chmod 600 ${dd.keySource})` };
+    return {
+      name: 'master key',
+      status: 'fail',
+      message: `${dd.keySource} has mode ${shown}; it must be 0600 (chmod 600 ${dd.keySource})`,
+    };
   }
   return { name: 'master key', status: 'ok', message: `${dd.keySource} (mode ${shown})` };
 }
@@ -44,19 +48,29 @@ function schemaChecks(ctx: CoreCtx): Check[] {
   const ledger = verifyLedger(ctx);
   checks.push(
     ledger.ok
-      ? { name: 'ledger', status: 'ok', message: `${ledger.partners} partner(s): every balance equals the sum of its entries` }
+      ? {
+          name: 'ledger',
+          status: 'ok',
+          message: `${ledger.partners} partner(s): every balance equals the sum of its entries`,
+        }
       : {
           name: 'ledger',
           status: 'fail',
           message: ledger.mismatches
-            .map((m) => `${m.slug}: balance ${money(m.balance)} but entries sum to ${money(m.sum_of_entries)}${m.last_balance_after !== null && m.last_balance_after !== m.balance ? ` (last entry says ${money(m.last_balance_after)})` : ''}`)
+            .map(
+              (m) =>
+                `${m.slug}: balance ${money(m.balance)} but entries sum to ${money(m.sum_of_entries)}${m.last_balance_after !== null && m.last_balance_after !== m.balance ? ` (last entry says ${money(m.last_balance_after)})` : ''}`,
+            )
             .join('; '),
         },
   );
 
   const gateways: GatewayView[] = [];
   const unreadable: string[] = [];
-  for (const { id, name } of ctx.db.sqlite.prepare('SELECT id, name FROM gateways ORDER BY name').all() as { id: string; name: string }[]) {
+  for (const { id, name } of ctx.db.sqlite.prepare('SELECT id, name FROM gateways ORDER BY name').all() as {
+    id: string;
+    name: string;
+  }[]) {
     try {
       gateways.push(getGateway(ctx, id));
     } catch (e) {
@@ -66,11 +80,17 @@ function schemaChecks(ctx: CoreCtx): Check[] {
   checks.push(
     unreadable.length
       ? { name: 'gateway secrets', status: 'fail', message: unreadable.join('; ') }
-      : { name: 'gateway secrets', status: 'ok', message: `${gateways.length} gateway(s), secrets readable with this master key` },
+      : {
+          name: 'gateway secrets',
+          status: 'ok',
+          message: `${gateways.length} gateway(s), secrets readable with this master key`,
+        },
   );
 
   // The secret each kind's webhooks are verified with: without it they are all refused (401).
-  const unverifiable = gateways.filter((g) => WEBHOOK_SECRET[g.kind] && !g.secret_names.includes(WEBHOOK_SECRET[g.kind]!));
+  const unverifiable = gateways.filter(
+    (g) => WEBHOOK_SECRET[g.kind] && !g.secret_names.includes(WEBHOOK_SECRET[g.kind]!),
+  );
   checks.push(
     unverifiable.length
       ? {
@@ -78,7 +98,11 @@ function schemaChecks(ctx: CoreCtx): Check[] {
           status: 'warn',
           message: `${unverifiable.map((g) => `no ${WEBHOOK_SECRET[g.kind]} on ${g.name}`).join('; ')}: their webhooks cannot be verified and are refused (msgctl gateway update <gateway> --secret-env <secret>=<ENV_VAR>)`,
         }
-      : { name: 'webhook verification', status: 'ok', message: 'every Meta and SendGrid gateway has the secret its webhooks are verified with' },
+      : {
+          name: 'webhook verification',
+          status: 'ok',
+          message: 'every Meta and SendGrid gateway has the secret its webhooks are verified with',
+        },
   );
   // Providers reach msgd at server.publicUrl: Twilio is given it as StatusCallback, and the
   // webhook URLs msgctl gateway show prints are built on it.
@@ -94,7 +118,9 @@ function schemaChecks(ctx: CoreCtx): Check[] {
   // Meta retires a Graph API version about two years after its release; a gateway keeps the
   // version it was created with, so one made by an older msgd may be calling a retired one.
   const major = (v: unknown) => (typeof v === 'string' ? Number(/^v(\d+)\./.exec(v)?.[1] ?? NaN) : NaN);
-  const stale = gateways.filter((g) => META_KINDS.includes(g.kind) && major(g.settings.api_version) < major(GRAPH_API_VERSION));
+  const stale = gateways.filter(
+    (g) => META_KINDS.includes(g.kind) && major(g.settings.api_version) < major(GRAPH_API_VERSION),
+  );
   if (stale.length) {
     checks.push({
       name: 'graph version',
@@ -105,7 +131,12 @@ function schemaChecks(ctx: CoreCtx): Check[] {
 
   // Implicit TLS (secure) on the STARTTLS port: an SMTP gateway made by an earlier msgd
   // stored port 587 even when none was given, so setting secure later kept it.
-  const tlsOn587 = gateways.filter((g) => g.kind === 'smtp' && (g.settings.secure === true || g.settings.secure === 'true') && Number(g.settings.port) === 587);
+  const tlsOn587 = gateways.filter(
+    (g) =>
+      g.kind === 'smtp' &&
+      (g.settings.secure === true || g.settings.secure === 'true') &&
+      Number(g.settings.port) === 587,
+  );
   if (tlsOn587.length) {
     checks.push({
       name: 'smtp port',
@@ -115,19 +146,32 @@ function schemaChecks(ctx: CoreCtx): Check[] {
   }
 
   const channels = listChannels(ctx);
-  const slugs = new Map((ctx.db.sqlite.prepare('SELECT id, slug FROM partners').all() as { id: string; slug: string }[]).map((p) => [p.id, p.slug]));
+  const slugs = new Map(
+    (ctx.db.sqlite.prepare('SELECT id, slug FROM partners').all() as { id: string; slug: string }[]).map((p) => [
+      p.id,
+      p.slug,
+    ]),
+  );
   const priced = new Set(listPrices(ctx).map((p) => `${p.channel}/${p.partnerId ?? ''}`));
   const free = channels.filter((c) => !priced.has(`${c.type}/${c.partnerId}`) && !priced.has(`${c.type}/`));
   checks.push(
     free.length
-      ? { name: 'prices', status: 'warn', message: `no price for ${free.map((c) => `${slugs.get(c.partnerId)} ${c.type}`).join(', ')}: these sends are free (msgctl price set <channel> <amount>)` }
+      ? {
+          name: 'prices',
+          status: 'warn',
+          message: `no price for ${free.map((c) => `${slugs.get(c.partnerId)} ${c.type}`).join(', ')}: these sends are free (msgctl price set <channel> <amount>)`,
+        }
       : { name: 'prices', status: 'ok', message: `${channels.length} active channel(s), all priced` },
   );
 
   const orphaned = channels.filter((c) => c.gatewayStatus === 'disabled');
   checks.push(
     orphaned.length
-      ? { name: 'channels', status: 'warn', message: `active channel(s) on disabled gateways: ${orphaned.map((c) => `${slugs.get(c.partnerId)} ${c.type} via ${c.gatewayName}`).join(', ')}; their sends will fail` }
+      ? {
+          name: 'channels',
+          status: 'warn',
+          message: `active channel(s) on disabled gateways: ${orphaned.map((c) => `${slugs.get(c.partnerId)} ${c.type} via ${c.gatewayName}`).join(', ')}; their sends will fail`,
+        }
       : { name: 'channels', status: 'ok', message: 'no active channel uses a disabled gateway' },
   );
   return checks;
@@ -135,9 +179,11 @@ function schemaChecks(ctx: CoreCtx): Check[] {
 
 function inspect(dir: string, globals: Globals): Check[] {
   const checks: Check[] = [];
-  if (!existsSync(dir)) return [{ name: 'data directory', status: 'fail', message: `${dir} does not exist (msgctl init)` }];
+  if (!existsSync(dir))
+    return [{ name: 'data directory', status: 'fail', message: `${dir} does not exist (msgctl init)` }];
   checks.push({ name: 'data directory', status: 'ok', message: dir });
-  if (!existsSync(join(dir, DB_FILE))) return [...checks, { name: 'database', status: 'fail', message: `${join(dir, DB_FILE)} is missing (msgctl init)` }];
+  if (!existsSync(join(dir, DB_FILE)))
+    return [...checks, { name: 'database', status: 'fail', message: `${join(dir, DB_FILE)} is missing (msgctl init)` }];
   let dd: DataDir;
   try {
     dd = openDataDir(dir, { create: false, migrate: false });
@@ -147,7 +193,11 @@ function inspect(dir: string, globals: Globals): Check[] {
   try {
     checks.push(keyCheck(dd));
     const integrity = dd.db.sqlite.pragma('quick_check', { simple: true });
-    checks.push({ name: 'database', status: integrity === 'ok' ? 'ok' : 'fail', message: `${dd.db.path}: ${integrity === 'ok' ? 'integrity ok' : String(integrity)}` });
+    checks.push({
+      name: 'database',
+      status: integrity === 'ok' ? 'ok' : 'fail',
+      message: `${dd.db.path}: ${integrity === 'ok' ? 'integrity ok' : String(integrity)}`,
+    });
     const status = migrationStatus(dd.db);
     if (status.tooNew) {
       let message = 'the database was migrated by a newer msgd';
@@ -160,7 +210,11 @@ function inspect(dir: string, globals: Globals): Check[] {
     }
     checks.push(
       status.pending.length
-        ? { name: 'migrations', status: status.applied ? 'warn' : 'fail', message: `${status.pending.length} pending: ${status.pending.join(', ')} (msgctl migrate, or msgd applies them at start)` }
+        ? {
+            name: 'migrations',
+            status: status.applied ? 'warn' : 'fail',
+            message: `${status.pending.length} pending: ${status.pending.join(', ')} (msgctl migrate, or msgd applies them at start)`,
+          }
         : { name: 'migrations', status: 'ok', message: `${status.applied} applied, none pending` },
     );
     if (status.applied === 0) return checks;
@@ -185,7 +239,10 @@ function doctor(globals: Globals): Result {
   const summary = `${failures} failed, ${warnings} warning(s), ${checks.length - failures - warnings} ok`;
   return {
     json: { ok: failures === 0, data_dir: dir, failures, warnings, checks },
-    text: `${table(['status', 'check', 'details'], checks.map((c) => [c.status, c.name, c.message]))}\n\n${summary}`,
+    text: `${table(
+      ['status', 'check', 'details'],
+      checks.map((c) => [c.status, c.name, c.message]),
+    )}\n\n${summary}`,
     failure: failures ? `doctor: ${failures} check(s) failed` : undefined,
   };
 }

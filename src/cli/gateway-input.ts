@@ -19,7 +19,10 @@ export interface SecretFlags {
  * Secrets come only from stdin or from named environment variables, so they never
  * appear in shell history or in `ps`. Stdin is read only when --secret-stdin is given.
  */
-export async function collectSecrets(flags: SecretFlags, env: NodeJS.ProcessEnv = process.env): Promise<Record<string, string>> {
+export async function collectSecrets(
+  flags: SecretFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Record<string, string>> {
   const secrets: Record<string, string> = {};
   const take = (name: string, value: string, from: string) => {
     if (!name) throw new UsageError(`${from}: the secret name is missing`);

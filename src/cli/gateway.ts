@@ -3,7 +3,14 @@ import type { Config } from '../config/schema.js';
 import { listChannels } from '../core/channels.js';
 import type { GatewayKind } from '../core/context.js';
 import { GATEWAY_KINDS, isGatewayKind } from '../core/gateway-kinds.js';
-import { addGateway, getGateway, listGateways, removeGateway, updateGateway, type GatewayView } from '../core/gateways.js';
+import {
+  addGateway,
+  getGateway,
+  listGateways,
+  removeGateway,
+  updateGateway,
+  type GatewayView,
+} from '../core/gateways.js';
 import { listPartners } from '../core/partners.js';
 import { AppError, invalid } from '../lib/errors.js';
 import { collect } from './args.js';
@@ -32,18 +39,31 @@ function describe(cli: Cli, g: GatewayView): string {
   const url = webhookUrl(cli.config, g);
   const settings = Object.entries(g.settings);
   return lines(
-    kv([
-      ['id', g.id],
-      ['name', g.name],
-      ['kind', `${g.kind} (${GATEWAY_KINDS[g.kind].label})`],
-      ['status', g.status],
-      ['serves', GATEWAY_KINDS[g.kind].channels.join(', ')],
-      ['secrets', g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'],
-      ['webhook url', url ?? 'none (this kind sends no webhooks)'],
-      ['updated', when(Date.parse(g.updated_at))],
-    ], '  '),
-    url && !cli.config.server.publicUrl ? '  (set server.publicUrl in the config to the address the provider can reach)' : null,
-    settings.length ? lines('  settings:', kv(settings.map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]), '    ')) : null,
+    kv(
+      [
+        ['id', g.id],
+        ['name', g.name],
+        ['kind', `${g.kind} (${GATEWAY_KINDS[g.kind].label})`],
+        ['status', g.status],
+        ['serves', GATEWAY_KINDS[g.kind].channels.join(', ')],
+        ['secrets', g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'],
+        ['webhook url', url ?? 'none (this kind sends no webhooks)'],
+        ['updated', when(Date.parse(g.updated_at))],
+      ],
+      '  ',
+    ),
+    url && !cli.config.server.publicUrl
+      ? '  (set server.publicUrl in the config to the address the provider can reach)'
+      : null,
+    settings.length
+      ? lines(
+          '  settings:',
+          kv(
+            settings.map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]),
+            '    ',
+          ),
+        )
+      : null,
   );
 }
 
@@ -63,7 +83,9 @@ interface AddOpts {
 
 async function add(cli: Cli, kind: string, opts: AddOpts): Promise<Result> {
   if (!isGatewayKind(kind)) {
-    throw invalid(`unknown gateway kind "${kind}"`, [{ field: 'kind', message: `one of ${Object.keys(GATEWAY_KINDS).join(', ')}` }]);
+    throw invalid(`unknown gateway kind "${kind}"`, [
+      { field: 'kind', message: `one of ${Object.keys(GATEWAY_KINDS).join(', ')}` },
+    ]);
   }
   const settings = settingsFromFlags(opts.set);
   const secrets = await collectSecrets(opts);
@@ -88,8 +110,18 @@ interface UpdateOpts {
 
 async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> {
   if (opts.disable && opts.enable) throw new UsageError('--disable and --enable exclude each other');
-  if (!opts.set?.length && !opts.unset?.length && opts.secretStdin === undefined && !opts.secretEnv?.length && !opts.unsetSecret?.length && !opts.disable && !opts.enable) {
-    throw new UsageError('nothing to change: give --set, --unset, --secret-stdin, --secret-env, --unset-secret, --disable or --enable');
+  if (
+    !opts.set?.length &&
+    !opts.unset?.length &&
+    opts.secretStdin === undefined &&
+    !opts.secretEnv?.length &&
+    !opts.unsetSecret?.length &&
+    !opts.disable &&
+    !opts.enable
+  ) {
+    throw new UsageError(
+      'nothing to change: give --set, --unset, --secret-stdin, --secret-env, --unset-secret, --disable or --enable',
+    );
   }
   const current = getGateway(cli.ctx, ref);
   const settings = settingsFromFlags(opts.set);
@@ -97,7 +129,12 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
   const status = opts.disable ? 'disabled' : opts.enable ? 'active' : undefined;
   let g: GatewayView;
   try {
-    g = updateGateway(cli.ctx, current.id, { settings, unsetSettings: opts.unset, secrets, unsetSecrets: opts.unsetSecret, status }, cli.actor);
+    g = updateGateway(
+      cli.ctx,
+      current.id,
+      { settings, unsetSettings: opts.unset, secrets, unsetSecrets: opts.unsetSecret, status },
+      cli.actor,
+    );
   } catch (e) {
     withSecretHint(e);
   }
@@ -124,18 +161,32 @@ function show(cli: Cli, ref: string): Result {
   return {
     json: {
       ...gatewayJson(cli, g),
-      channels: channels.map((c) => ({ id: c.id, partner_id: c.partnerId, partner: slugs.get(c.partnerId) ?? null, type: c.type, sender: c.sender })),
+      channels: channels.map((c) => ({
+        id: c.id,
+        partner_id: c.partnerId,
+        partner: slugs.get(c.partnerId) ?? null,
+        type: c.type,
+        sender: c.sender,
+      })),
     },
     text: lines(
       describe(cli, g),
       '',
-      channels.length ? table(['channel', 'sender', 'partner', 'id'], channels.map((c) => [c.type, c.sender, slugs.get(c.partnerId), c.id])) : 'Not assigned to any partner.',
+      channels.length
+        ? table(
+            ['channel', 'sender', 'partner', 'id'],
+            channels.map((c) => [c.type, c.sender, slugs.get(c.partnerId), c.id]),
+          )
+        : 'Not assigned to any partner.',
     ),
   };
 }
 
 const KINDS_HELP = Object.values(GATEWAY_KINDS)
-  .map((k) => `  ${k.kind.padEnd(15)} settings: ${Object.keys(k.settings.shape).join(', ')}; secrets: ${[...k.secrets.required.map((s) => `${s} (required)`), ...k.secrets.optional].join(', ') || 'none'}`)
+  .map(
+    (k) =>
+      `  ${k.kind.padEnd(15)} settings: ${Object.keys(k.settings.shape).join(', ')}; secrets: ${[...k.secrets.required.map((s) => `${s} (required)`), ...k.secrets.optional].join(', ') || 'none'}`,
+  )
   .join('\n');
 
 export function registerGateway(program: Command) {
@@ -144,7 +195,11 @@ export function registerGateway(program: Command) {
     c
       .option('--set <key=value>', 'a non-secret setting (repeatable)', collect)
       .option('--secret-stdin <name>', 'read the secret <name> from stdin (one trailing newline is dropped)')
-      .option('--secret-env <name=ENV_VAR>', 'take the secret <name> from environment variable ENV_VAR (repeatable)', collect);
+      .option(
+        '--secret-env <name=ENV_VAR>',
+        'take the secret <name> from environment variable ENV_VAR (repeatable)',
+        collect,
+      );
 
   secretOptions(
     gateway
@@ -207,8 +262,10 @@ export function registerGateway(program: Command) {
     .description('remove a gateway that no active channel uses')
     .argument('<gateway>', 'name or id')
     .addHelpText('after', examples('msgctl gateway remove twilio-old'))
-    .action(withCli((cli, ref: string) => {
-      const g = removeGateway(cli.ctx, ref, cli.actor);
-      return { json: gatewayJson(cli, g), text: `Removed gateway ${g.name} (${g.id}).` };
-    }));
+    .action(
+      withCli((cli, ref: string) => {
+        const g = removeGateway(cli.ctx, ref, cli.actor);
+        return { json: gatewayJson(cli, g), text: `Removed gateway ${g.name} (${g.id}).` };
+      }),
+    );
 }

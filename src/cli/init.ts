@@ -30,14 +30,19 @@ function init(globals: Globals): Result {
       created: !existed,
       data_dir: dir,
       database: dd.db.path,
-      master_key: keyFile ? { source: 'file', path: keyFile, mode: mode === null ? null : mode.toString(8).padStart(4, '0') } : { source: 'env', path: null, mode: null },
+      master_key: keyFile
+        ? { source: 'file', path: keyFile, mode: mode === null ? null : mode.toString(8).padStart(4, '0') }
+        : { source: 'env', path: null, mode: null },
       migrations: { applied, pending },
     };
-    const details = kv([
-      ['data dir', dir],
-      ['database', dd.db.path],
-      ['master key', keyFile ? `${keyFile} (mode ${json.master_key.mode})` : 'from MSGD_MASTER_KEY (no key file)'],
-    ], '  ');
+    const details = kv(
+      [
+        ['data dir', dir],
+        ['database', dd.db.path],
+        ['master key', keyFile ? `${keyFile} (mode ${json.master_key.mode})` : 'from MSGD_MASTER_KEY (no key file)'],
+      ],
+      '  ',
+    );
     const text = existed
       ? lines(
           `The data directory already exists at ${dir}; nothing changed.`,
@@ -61,6 +66,13 @@ export function registerInit(program: Command) {
   program
     .command('init')
     .description('create the data directory, database and master key file (safe to re-run)')
-    .addHelpText('after', examples('msgctl init', 'msgctl --data-dir /var/lib/msgd init', 'MSGD_MASTER_KEY=$(openssl rand -hex 32) msgctl init'))
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl init',
+        'msgctl --data-dir /var/lib/msgd init',
+        'MSGD_MASTER_KEY=$(openssl rand -hex 32) msgctl init',
+      ),
+    )
     .action(withGlobals(init));
 }

@@ -36,7 +36,13 @@ function stats(cli: Cli): Result {
   const rows = queueOf(cli).stats();
   return {
     json: { data: rows },
-    text: rows.length ? table(['kind', 'state', 'jobs'], rows.map((r) => [r.kind, r.state, r.count]), { right: [2] }) : 'The queue is empty.',
+    text: rows.length
+      ? table(
+          ['kind', 'state', 'jobs'],
+          rows.map((r) => [r.kind, r.state, r.count]),
+          { right: [2] },
+        )
+      : 'The queue is empty.',
   };
 }
 
@@ -65,14 +71,26 @@ function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }):
   if (opts.state !== undefined && !(PENDING_STATES as readonly string[]).includes(opts.state)) {
     throw new UsageError(`--state must be ${PENDING_STATES.join(', ')} (dead jobs: msgctl jobs dead)`);
   }
-  const jobs = queueOf(cli).listPending({ state: opts.state as (typeof PENDING_STATES)[number] | undefined, kind: opts.kind, limit: Math.min(opts.limit, 1000) });
+  const jobs = queueOf(cli).listPending({
+    state: opts.state as (typeof PENDING_STATES)[number] | undefined,
+    kind: opts.kind,
+    limit: Math.min(opts.limit, 1000),
+  });
   const rows = jobs.map((j) => ({ ...jobJson(j), reason: reasonOf(cli, j) }));
   return {
     json: { data: rows },
     text: jobs.length
       ? table(
           ['id', 'kind', 'state', 'attempts', 'next run (utc)', 'payload', 'why it waits'],
-          jobs.map((j, i) => [j.id, j.kind, j.state, `${j.attempts}/${j.maxAttempts}`, when(j.runAt), JSON.stringify(j.payload), rows[i].reason ?? '-']),
+          jobs.map((j, i) => [
+            j.id,
+            j.kind,
+            j.state,
+            `${j.attempts}/${j.maxAttempts}`,
+            when(j.runAt),
+            JSON.stringify(j.payload),
+            rows[i].reason ?? '-',
+          ]),
           { right: [0] },
         )
       : 'No jobs waiting or running.',
@@ -89,7 +107,8 @@ function reasonOf(cli: Cli, job: Job): string | null {
     const m = messageOf(cli, job);
     if (m?.error_code) return `${m.error_code}: ${m.error_message ?? ''}`;
     // Snoozed to its place in the gateway's line (src/jobs/dispatch.ts).
-    if (m?.status === 'queued' && job.state === 'available' && job.runAt > cli.ctx.now()) return "in line for its gateway's rate";
+    if (m?.status === 'queued' && job.state === 'available' && job.runAt > cli.ctx.now())
+      return "in line for its gateway's rate";
   }
   return job.lastError;
 }
@@ -121,14 +140,17 @@ function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: b
   if (typeof t === 'number' && jobs.length === 0) throw notFound('dead job', String(t));
   const skipped: { id: number; reason: string }[] = [];
   let retried = 0;
-  cli.ctx.db.sqlite.transaction(() => {
-    for (const j of jobs) {
-      const reason = unretryable(cli, j);
-      if (reason) skipped.push({ id: j.id, reason });
-      else retried += queue.retryDead(j.id);
-    }
-  }).immediate();
-  if (typeof t === 'number' && retried === 0) throw new AppError('conflict', `dead job ${t} not retried: ${skipped[0].reason}`);
+  cli.ctx.db.sqlite
+    .transaction(() => {
+      for (const j of jobs) {
+        const reason = unretryable(cli, j);
+        if (reason) skipped.push({ id: j.id, reason });
+        else retried += queue.retryDead(j.id);
+      }
+    })
+    .immediate();
+  if (typeof t === 'number' && retried === 0)
+    throw new AppError('conflict', `dead job ${t} not retried: ${skipped[0].reason}`);
   return {
     json: { retried, skipped },
     text: lines(

@@ -12,7 +12,16 @@ function list(cli: Cli, ref: string, opts: { limit: number; before?: number }): 
   const text = entries.length
     ? table(
         ['#', 'time (utc)', 'kind', 'amount', 'balance after', 'note', 'actor', 'message'],
-        entries.map((e) => [e.id, when(e.createdAt), e.kind, money(e.amount, cur), money(e.balanceAfter, cur), e.note, e.actor, e.messageId]),
+        entries.map((e) => [
+          e.id,
+          when(e.createdAt),
+          e.kind,
+          money(e.amount, cur),
+          money(e.balanceAfter, cur),
+          e.note,
+          e.actor,
+          e.messageId,
+        ]),
         { right: [0, 3, 4] },
       )
     : `No ledger entries for ${partner.slug} yet.`;

@@ -12,7 +12,10 @@ import { kv, lines, money, table, when, type Result } from './output.js';
 // msgctl messages: what was sent and what became of it, including messages flagged as
 // possible duplicates (an attempt may have reached the provider unseen: a timeout, a reset or a crash mid-call).
 
-function list(cli: Cli, opts: { partner?: string; status?: string; uncertain?: boolean; failed?: boolean; limit: number }): Result {
+function list(
+  cli: Cli,
+  opts: { partner?: string; status?: string; uncertain?: boolean; failed?: boolean; limit: number },
+): Result {
   const where: string[] = [];
   const args: unknown[] = [];
   if (opts.partner) {
@@ -74,14 +77,28 @@ function show(cli: Cli, id: string): Result {
         ['price', `${money(m.price)}${m.refunded ? ' (refunded)' : ''}`],
         ['provider id', m.provider_message_id],
         ['error', m.error_code ? `${m.error_code}: ${m.error_message ?? ''}` : null],
-        ['possible duplicate', m.dispatch_uncertain ? 'yes: an attempt may have reached the provider without msgd learning the outcome (a timeout or reset mid-call, or a crash), so a retry may have sent it twice' : 'no'],
+        [
+          'possible duplicate',
+          m.dispatch_uncertain
+            ? 'yes: an attempt may have reached the provider without msgd learning the outcome (a timeout or reset mid-call, or a crash), so a retry may have sent it twice'
+            : 'no',
+        ],
         ['created', when(m.created_at)],
-        [m.direction === 'inbound' ? 'sent by customer' : 'handed to provider', m.sent_at === null ? null : when(m.sent_at)],
+        [
+          m.direction === 'inbound' ? 'sent by customer' : 'handed to provider',
+          m.sent_at === null ? null : when(m.sent_at),
+        ],
       ]),
       '',
       table(
         ['time (utc)', 'status', 'provider status', 'applied', 'error'],
-        hist.map((h) => [when(h.occurred_at), h.status, h.provider_status, h.ignored ? 'no (late/duplicate)' : 'yes', h.error_code ? `${h.error_code}: ${h.error_message ?? ''}` : null]),
+        hist.map((h) => [
+          when(h.occurred_at),
+          h.status,
+          h.provider_status,
+          h.ignored ? 'no (late/duplicate)' : 'yes',
+          h.error_code ? `${h.error_code}: ${h.error_message ?? ''}` : null,
+        ]),
       ),
     ),
   };
@@ -95,9 +112,16 @@ export function registerMessages(program: Command) {
     .option('--partner <partner>', 'only this partner (slug or id)')
     .option('--status <status>', 'only this status (queued, sending, sent, delivered, read, failed, ...)')
     .option('--failed', 'only failed, undelivered, bounced or dropped messages')
-    .option('--uncertain', 'only messages that may have reached the provider twice (a crash, timeout or reset during the provider call)')
+    .option(
+      '--uncertain',
+      'only messages that may have reached the provider twice (a crash, timeout or reset during the provider call)',
+    )
     .option('--limit <n>', 'how many (max 1000)', positiveInt, 50)
     .addHelpText('after', examples('msgctl messages list --partner acme', 'msgctl messages list --uncertain --json'))
     .action(withCli(list));
-  messages.command('show').description('one message with its status history').argument('<id>', 'message id (msg_...)').action(withCli(show));
+  messages
+    .command('show')
+    .description('one message with its status history')
+    .argument('<id>', 'message id (msg_...)')
+    .action(withCli(show));
 }

@@ -12,7 +12,12 @@ function runMigrate(globals: Globals): Result {
     const applied = migrate(dd.db);
     const status = migrationStatus(dd.db);
     return {
-      json: { data_dir: dd.dir, applied, up_to_date: status.pending.length === 0, migrations_applied_total: status.applied },
+      json: {
+        data_dir: dd.dir,
+        applied,
+        up_to_date: status.pending.length === 0,
+        migrations_applied_total: status.applied,
+      },
       text: applied.length
         ? `Applied ${applied.length} migration(s): ${applied.join(', ')}.`
         : `The database is up to date (${status.applied} migration(s) applied).`,

@@ -66,7 +66,8 @@ export function when(ms: number | null | undefined): string {
   return new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
 }
 
-export const lines = (...parts: (string | false | null | undefined)[]) => parts.filter((p) => p !== false && p != null).join('\n');
+export const lines = (...parts: (string | false | null | undefined)[]) =>
+  parts.filter((p) => p !== false && p != null).join('\n');
 
 // C0 controls but tab and newline, DEL, and C1 controls: what a terminal acts on (escape
 // sequences that retitle the window, move the cursor, or worse). Text shown to the operator

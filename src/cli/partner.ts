@@ -48,7 +48,15 @@ function list(cli: Cli): Result {
   const text = rows.length
     ? table(
         ['slug', 'name', 'status', 'balance', 'credit', 'available', 'id'],
-        rows.map((p) => [p.slug, p.name, p.status, money(p.balance, p.currency), money(p.creditLimit, p.currency), money(p.balance + p.creditLimit, p.currency), p.id]),
+        rows.map((p) => [
+          p.slug,
+          p.name,
+          p.status,
+          money(p.balance, p.currency),
+          money(p.creditLimit, p.currency),
+          money(p.balance + p.creditLimit, p.currency),
+          p.id,
+        ]),
         { right: [3, 4, 5] },
       )
     : 'No partners yet. Create one with: msgctl partner create <slug> --name <name>';
@@ -65,7 +73,10 @@ function show(cli: Cli, ref: string): Result {
     kv([...summary(p), ['tokens', `${activeTokens} active, ${tokens.length} total`]]),
     '',
     channels.length
-      ? table(['channel', 'sender', 'gateway', 'kind', 'id'], channels.map((c) => [c.type, c.sender, c.gatewayName, c.gatewayKind, c.id]))
+      ? table(
+          ['channel', 'sender', 'gateway', 'kind', 'id'],
+          channels.map((c) => [c.type, c.sender, c.gatewayName, c.gatewayKind, c.id]),
+        )
       : 'No channels assigned. Assign one with: msgctl channel assign <partner> <gateway> <type> --from <sender>',
   );
   return {
@@ -86,7 +97,10 @@ function setLimits(cli: Cli, ref: string, opts: { rateLimit?: string; lowBalance
   if (opts.rateLimit !== undefined) {
     if (opts.rateLimit === 'default') limits.rateLimitPerMinute = null;
     else if (/^\d+$/.test(opts.rateLimit)) limits.rateLimitPerMinute = Number(opts.rateLimit);
-    else throw new UsageError(`--rate-limit expects a whole number of requests per minute or "default", got "${opts.rateLimit}"`);
+    else
+      throw new UsageError(
+        `--rate-limit expects a whole number of requests per minute or "default", got "${opts.rateLimit}"`,
+      );
   }
   if (opts.lowBalance !== undefined) {
     limits.lowBalanceThreshold = opts.lowBalance === 'default' ? null : parseMoney(opts.lowBalance);
@@ -105,7 +119,13 @@ export function registerPartner(program: Command) {
     .requiredOption('--name <name>', 'display name')
     .option('--currency <code>', 'ISO 4217 currency of its balance', 'USD')
     .option('--credit <amount>', 'credit limit: how far the balance may go below zero')
-    .addHelpText('after', examples('msgctl partner create acme --name "Acme Ltd"', 'msgctl partner create globex --name Globex --currency EUR --credit 50.00'))
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl partner create acme --name "Acme Ltd"',
+        'msgctl partner create globex --name Globex --currency EUR --credit 50.00',
+      ),
+    )
     .action(withCli(create));
 
   partner
@@ -126,20 +146,24 @@ export function registerPartner(program: Command) {
     .description('suspend a partner: its tokens are refused from the next request on')
     .argument('<partner>', 'slug or id')
     .addHelpText('after', examples('msgctl partner suspend acme'))
-    .action(withCli((cli, ref: string) => {
-      const p = suspendPartner(cli.ctx, ref, cli.actor);
-      return one(`Suspended ${p.slug}: its API requests are refused until "msgctl partner activate ${p.slug}".`, p);
-    }));
+    .action(
+      withCli((cli, ref: string) => {
+        const p = suspendPartner(cli.ctx, ref, cli.actor);
+        return one(`Suspended ${p.slug}: its API requests are refused until "msgctl partner activate ${p.slug}".`, p);
+      }),
+    );
 
   partner
     .command('activate')
     .description('activate a suspended partner')
     .argument('<partner>', 'slug or id')
     .addHelpText('after', examples('msgctl partner activate acme'))
-    .action(withCli((cli, ref: string) => {
-      const p = activatePartner(cli.ctx, ref, cli.actor);
-      return one(`Activated ${p.slug}.`, p);
-    }));
+    .action(
+      withCli((cli, ref: string) => {
+        const p = activatePartner(cli.ctx, ref, cli.actor);
+        return one(`Activated ${p.slug}.`, p);
+      }),
+    );
 
   partner
     .command('set-credit')
@@ -147,10 +171,12 @@ export function registerPartner(program: Command) {
     .argument('<partner>', 'slug or id')
     .argument('<amount>', 'credit limit as a decimal, e.g. 25.00 (0 for prepaid only)')
     .addHelpText('after', examples('msgctl partner set-credit acme 25.00', 'msgctl partner set-credit acme 0'))
-    .action(withCli((cli, ref: string, amount: string) => {
-      const p = setCreditLimit(cli.ctx, ref, parseMoney(amount), cli.actor);
-      return one(`Credit limit of ${p.slug} is now ${money(p.creditLimit, p.currency)}.`, p);
-    }));
+    .action(
+      withCli((cli, ref: string, amount: string) => {
+        const p = setCreditLimit(cli.ctx, ref, parseMoney(amount), cli.actor);
+        return one(`Credit limit of ${p.slug} is now ${money(p.creditLimit, p.currency)}.`, p);
+      }),
+    );
 
   partner
     .command('set-limits')
@@ -158,6 +184,13 @@ export function registerPartner(program: Command) {
     .argument('<partner>', 'slug or id')
     .option('--rate-limit <per-minute>', 'requests per minute per token, or "default"')
     .option('--low-balance <amount>', 'warn when the balance falls below this, or "default"')
-    .addHelpText('after', examples('msgctl partner set-limits acme --rate-limit 120', 'msgctl partner set-limits acme --low-balance 10.00', 'msgctl partner set-limits acme --rate-limit default'))
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl partner set-limits acme --rate-limit 120',
+        'msgctl partner set-limits acme --low-balance 10.00',
+        'msgctl partner set-limits acme --rate-limit default',
+      ),
+    )
     .action(withCli(setLimits));
 }

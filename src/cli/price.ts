@@ -22,21 +22,37 @@ const per = (channel: string) => (channel === 'sms' ? 'per segment' : 'per messa
 
 function set(cli: Cli, channel: string, amount: string, opts: { partner?: string }): Result {
   const p = setPrice(cli.ctx, { channel, amount: parseMoney(amount), partner: opts.partner }, cli.actor);
-  const row: PriceListRow = { channel: p.channelType, partnerId: p.partnerId || null, partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null, amount: p.amount, updatedAt: p.updatedAt };
+  const row: PriceListRow = {
+    channel: p.channelType,
+    partnerId: p.partnerId || null,
+    partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null,
+    amount: p.amount,
+    updatedAt: p.updatedAt,
+  };
   const currency = currencyOf(cli, row);
-  const whom = row.partnerSlug ? `for ${row.partnerSlug}, overriding the default` : "the default for partners without an override, in each partner's currency";
+  const whom = row.partnerSlug
+    ? `for ${row.partnerSlug}, overriding the default`
+    : "the default for partners without an override, in each partner's currency";
   return {
     json: json(row, currency),
     text: lines(
       `${p.channelType} now costs ${money(p.amount, currency)} ${per(p.channelType)}: ${whom}.`,
-      p.channelType === 'sms' ? 'An SMS is charged per segment: up to 160 GSM-7 or 70 UCS-2 characters in one; longer texts 153 / 67 per segment.' : null,
+      p.channelType === 'sms'
+        ? 'An SMS is charged per segment: up to 160 GSM-7 or 70 UCS-2 characters in one; longer texts 153 / 67 per segment.'
+        : null,
     ),
   };
 }
 
 function unset(cli: Cli, channel: string, opts: { partner?: string }): Result {
   const p = unsetPrice(cli.ctx, { channel, partner: opts.partner }, cli.actor);
-  const row: PriceListRow = { channel: p.channelType, partnerId: p.partnerId || null, partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null, amount: p.amount, updatedAt: p.updatedAt };
+  const row: PriceListRow = {
+    channel: p.channelType,
+    partnerId: p.partnerId || null,
+    partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null,
+    amount: p.amount,
+    updatedAt: p.updatedAt,
+  };
   const text = row.partnerSlug
     ? `Removed the ${p.channelType} price override of ${row.partnerSlug}; the default applies again.`
     : `Removed the default ${p.channelType} price; partners without an override now send ${p.channelType} for free.`;
@@ -50,7 +66,13 @@ function list(cli: Cli, opts: { partner?: string }): Result {
   const text = rows.length
     ? table(
         ['channel', 'applies to', 'amount', 'per', 'updated'],
-        rows.map((r) => [r.channel, r.partnerSlug ?? 'default', money(r.amount, cur(r)), per(r.channel).slice(4), when(r.updatedAt)]),
+        rows.map((r) => [
+          r.channel,
+          r.partnerSlug ?? 'default',
+          money(r.amount, cur(r)),
+          per(r.channel).slice(4),
+          when(r.updatedAt),
+        ]),
         { right: [2] },
       )
     : 'No prices set: every channel is free. Set one with: msgctl price set <channel> <amount>';

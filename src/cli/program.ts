@@ -36,15 +36,15 @@ export function buildProgram(): Command {
     .addHelpText(
       'after',
       titled("An operator's first session", [
-          'msgctl init',
-          'msgctl partner create acme --name "Acme Ltd"',
-          'msgctl token issue acme --name prod --scopes messages:send,messages:read',
-          'echo "$AUTH_TOKEN" | msgctl gateway add twilio --name twilio-main --set account_sid=AC123 --secret-stdin auth_token',
-          'msgctl channel assign acme twilio-main sms --from +15550001111',
-          'msgctl price set sms 0.0075',
-          'msgctl balance topup acme 100.00 --note "invoice 42"',
-          'msgctl ledger list acme',
-        ]) +
+        'msgctl init',
+        'msgctl partner create acme --name "Acme Ltd"',
+        'msgctl token issue acme --name prod --scopes messages:send,messages:read',
+        'echo "$AUTH_TOKEN" | msgctl gateway add twilio --name twilio-main --set account_sid=AC123 --secret-stdin auth_token',
+        'msgctl channel assign acme twilio-main sms --from +15550001111',
+        'msgctl price set sms 0.0075',
+        'msgctl balance topup acme 100.00 --note "invoice 42"',
+        'msgctl ledger list acme',
+      ]) +
         `\nPartners and gateways are named by slug/name or id. Money is a decimal string (12.50).\nExit codes: 0 ok, 1 failed, 2 usage error. MSGD_DEBUG=1 prints stack traces.\n`,
     );
 
@@ -60,7 +60,9 @@ export function buildProgram(): Command {
   registerAudit(program);
   registerMessages(program);
   registerJobs(program);
-  const webhooks = program.command('webhooks').description('provider webhooks in (log) and partner webhooks out (deliveries, replay)');
+  const webhooks = program
+    .command('webhooks')
+    .description('provider webhooks in (log) and partner webhooks out (deliveries, replay)');
   registerWebhookLogCommands(webhooks);
   registerWebhookOutCommands(webhooks);
   registerDoctor(program);
@@ -83,7 +85,8 @@ function configureTree(cmd: Command) {
     .configureHelp({ showGlobalOptions: true, sortSubcommands: false })
     .configureOutput({
       // One line on stderr, like every other msgctl error, pointing at the right --help.
-      outputError: (str, write) => write(`msgctl: ${oneLine(str.replace(/^error:\s*/, ''))} (see "${fullName(cmd)} --help")\n`),
+      outputError: (str, write) =>
+        write(`msgctl: ${oneLine(str.replace(/^error:\s*/, ''))} (see "${fullName(cmd)} --help")\n`),
     });
   for (const sub of cmd.commands) configureTree(sub);
 }

@@ -20,12 +20,19 @@ function details(t: Token, state: string): [string, string | null][] {
 function issue(cli: Cli, partnerRef: string, opts: { name: string; scopes: string; expires?: string }): Result {
   const now = cli.ctx.now();
   const expiresAt = opts.expires === undefined ? null : parseExpiry(opts.expires, now);
-  const { token, secret } = issueToken(cli.ctx, { partner: partnerRef, name: opts.name, scopes: opts.scopes, expiresAt }, cli.actor);
+  const { token, secret } = issueToken(
+    cli.ctx,
+    { partner: partnerRef, name: opts.name, scopes: opts.scopes, expiresAt },
+    cli.actor,
+  );
   const partner = getPartner(cli.ctx, token.partnerId);
   const json = tokenJson(token, now);
   return {
     json: { ...json, partner: partner.slug, secret },
-    text: lines(`Issued token "${token.name}" for ${partner.slug}.`, kv([...details(token, json.state), ['secret', secret]], '  ')),
+    text: lines(
+      `Issued token "${token.name}" for ${partner.slug}.`,
+      kv([...details(token, json.state), ['secret', secret]], '  '),
+    ),
     // On stderr so `msgctl token issue ... > file` captures the secret, not the warning.
     notices: ['Store the secret now: it is not stored and will not be shown again.'],
   };
@@ -38,7 +45,16 @@ function list(cli: Cli, partnerRef: string): Result {
   const text = rows.length
     ? table(
         ['id', 'name', 'prefix', 'scopes', 'state', 'expires', 'last used', 'created'],
-        rows.map((t) => [t.id, t.name, t.prefix, t.scopes.split(' ').join(','), tokenJson(t, now).state, t.expiresAt === null ? 'never' : when(t.expiresAt), when(t.lastUsedAt), when(t.createdAt)]),
+        rows.map((t) => [
+          t.id,
+          t.name,
+          t.prefix,
+          t.scopes.split(' ').join(','),
+          tokenJson(t, now).state,
+          t.expiresAt === null ? 'never' : when(t.expiresAt),
+          when(t.lastUsedAt),
+          when(t.createdAt),
+        ]),
       )
     : `No tokens for ${partner.slug}. Issue one with: msgctl token issue ${partner.slug} --name <name> --scopes <scopes>`;
   return { json: { data: rows.map((t) => tokenJson(t, now)) }, text };
@@ -47,7 +63,13 @@ function list(cli: Cli, partnerRef: string): Result {
 function revoke(cli: Cli, ref: string): Result {
   const t = revokeToken(cli.ctx, ref, cli.actor);
   const json = tokenJson(t, cli.ctx.now());
-  return { json, text: lines(`Revoked token "${t.name}" (${t.id}): requests with it are refused from now on.`, kv(details(t, json.state), '  ')) };
+  return {
+    json,
+    text: lines(
+      `Revoked token "${t.name}" (${t.id}): requests with it are refused from now on.`,
+      kv(details(t, json.state), '  '),
+    ),
+  };
 }
 
 export function registerToken(program: Command) {

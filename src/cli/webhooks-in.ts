@@ -1,7 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { listGateways } from '../core/gateways.js';
-import { getWebhookLog, listWebhookLog, reopenWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
+import {
+  getWebhookLog,
+  listWebhookLog,
+  reopenWebhookLog,
+  webhookLogJson,
+  type WebhookLogFilter,
+  type WebhookLogRow,
+} from '../core/webhook-log.js';
 import { WEBHOOK_PROVIDERS } from '../providers/webhooks.js';
 import { recentAttempts } from '../webhooks/store.js';
 import { positiveInt } from './args.js';
@@ -67,7 +74,15 @@ const clip = (s: string | null, n: number) => (s && s.length > n ? `${s.slice(0,
 
 function line(r: Row, names: Map<string, string>): string {
   const gw = r.gateway_id ? (names.get(r.gateway_id) ?? r.gateway_id) : '-';
-  const parts = [when(r.received_at), r.id, r.provider.padEnd(9), gw.padEnd(16), r.verification.padEnd(7), r.processing.padEnd(10), r.path];
+  const parts = [
+    when(r.received_at),
+    r.id,
+    r.provider.padEnd(9),
+    gw.padEnd(16),
+    r.verification.padEnd(7),
+    r.processing.padEnd(10),
+    r.path,
+  ];
   const note = noteOf(r);
   return parts.join('  ') + (note ? `  ${note}` : '');
 }
@@ -96,8 +111,16 @@ function attemptJson(a: Attempt) {
 
 function attemptLine(a: Attempt): string {
   const outcome = a.status_code ? String(a.status_code) : 'no answer';
-  return [when(a.created_at), `out #${a.attempt_no}`.padEnd(9), (a.event_type ?? '-').padEnd(16), outcome.padEnd(9), `${a.duration_ms} ms`, a.url].join('  ') +
-    (a.error ? `  ${a.error}` : '');
+  return (
+    [
+      when(a.created_at),
+      `out #${a.attempt_no}`.padEnd(9),
+      (a.event_type ?? '-').padEnd(16),
+      outcome.padEnd(9),
+      `${a.duration_ms} ms`,
+      a.url,
+    ].join('  ') + (a.error ? `  ${a.error}` : '')
+  );
 }
 
 /** --outbound: provider webhooks in and deliveries to partner endpoints, one timeline. */
@@ -107,7 +130,11 @@ function listBoth(cli: Cli, opts: LogOpts): Result {
   const outbound = recentAttempts(cli.ctx, { limit });
   const names = gatewayNames(cli);
   const merged = [
-    ...inbound.map((r) => ({ at: r.received_at, json: { direction: 'in', ...webhookLogJson(r) }, text: `${when(r.received_at)}  in         ${line(r, names).slice(when(r.received_at).length + 2)}` })),
+    ...inbound.map((r) => ({
+      at: r.received_at,
+      json: { direction: 'in', ...webhookLogJson(r) },
+      text: `${when(r.received_at)}  in         ${line(r, names).slice(when(r.received_at).length + 2)}`,
+    })),
     ...outbound.map((a) => ({ at: a.created_at, json: attemptJson(a), text: attemptLine(a) })),
   ]
     .sort((x, y) => x.at - y.at)
@@ -120,15 +147,32 @@ function listBoth(cli: Cli, opts: LogOpts): Result {
 
 function list(cli: Cli, opts: LogOpts): Result {
   if (opts.outbound) return listBoth(cli, opts);
-  const rows = listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit: Math.min(opts.limit, 10_000), latest: true }) as Row[];
+  const rows = listWebhookLog(cli.ctx, {
+    ...filterOf(cli, opts),
+    limit: Math.min(opts.limit, 10_000),
+    latest: true,
+  }) as Row[];
   const names = gatewayNames(cli);
   let text: string;
-  if (rows.length === 0) text = opts.provider || opts.gateway || opts.failed ? 'No matching webhooks in the log.' : 'No provider webhooks logged yet.';
+  if (rows.length === 0)
+    text =
+      opts.provider || opts.gateway || opts.failed
+        ? 'No matching webhooks in the log.'
+        : 'No provider webhooks logged yet.';
   else if (opts.body) text = rows.map((r) => withBody(line(r, names), r, true)).join('\n');
   else {
     text = table(
       ['time (utc)', 'id', 'provider', 'gateway', 'verified', 'processing', 'path', 'note'],
-      rows.map((r) => [when(r.received_at), r.id, r.provider, r.gateway_id ? (names.get(r.gateway_id) ?? r.gateway_id) : null, r.verification, r.processing, r.path, clip(noteOf(r), 100)]),
+      rows.map((r) => [
+        when(r.received_at),
+        r.id,
+        r.provider,
+        r.gateway_id ? (names.get(r.gateway_id) ?? r.gateway_id) : null,
+        r.verification,
+        r.processing,
+        r.path,
+        clip(noteOf(r), 100),
+      ]),
     );
   }
   return { json: { data: rows.map(webhookLogJson) }, text };
@@ -143,13 +187,19 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   let names = gatewayNames(cli);
   const print = (r: Row) => {
     if (opts.failed && !isFailed(r)) return;
-    out.write(json ? `${JSON.stringify(webhookLogJson(r))}\n` : `${terminalSafe(withBody(line(r, names), r, opts.body))}\n`);
+    out.write(
+      json ? `${JSON.stringify(webhookLogJson(r))}\n` : `${terminalSafe(withBody(line(r, names), r, opts.body))}\n`,
+    );
   };
   const initial = listWebhookLog(cli.ctx, { ...filter, limit: Math.min(opts.limit, 10_000), latest: true }) as Row[];
   for (const r of initial) print(r);
-  const newest = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM provider_webhooks').get() as { id: string | null };
+  const newest = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM provider_webhooks').get() as {
+    id: string | null;
+  };
   let cursor = newest.id ?? '';
-  const lastAttempt = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM webhook_attempts').get() as { id: number | null };
+  const lastAttempt = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM webhook_attempts').get() as {
+    id: number | null;
+  };
   let attemptCursor = lastAttempt.id ?? 0;
   const newAttempts = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM webhook_attempts');
 
@@ -164,12 +214,16 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   // waiting for its message would never be shown settled (and never at all with --failed).
   // Pending rows are recent (processing waits at most about a minute), so only those are read.
   const pendingSince = cli.ctx.db.sqlite
-    .prepare(`SELECT id FROM provider_webhooks WHERE received_at >= ? AND processing = 'pending' AND id <= ? ORDER BY id LIMIT 10000`)
+    .prepare(
+      `SELECT id FROM provider_webhooks WHERE received_at >= ? AND processing = 'pending' AND id <= ? ORDER BY id LIMIT 10000`,
+    )
     .all(Date.now() - PENDING_LOOKBACK_MS, cursor) as { id: string }[];
   for (const { id } of pendingSince) watching.add(id);
   const settledAmong = (ids: string[]) =>
     cli.ctx.db.sqlite
-      .prepare(`SELECT *, length(body) AS body_bytes FROM provider_webhooks WHERE id IN (${ids.map(() => '?').join(',')}) AND processing <> 'pending' ORDER BY id`)
+      .prepare(
+        `SELECT *, length(body) AS body_bytes FROM provider_webhooks WHERE id IN (${ids.map(() => '?').join(',')}) AND processing <> 'pending' ORDER BY id`,
+      )
       .all(...ids) as Row[];
   try {
     while (!signal.aborted) {
@@ -191,8 +245,11 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
         cursor = r.id;
       }
       if (opts.outbound && (newAttempts.get() as { id: number | null }).id! > attemptCursor) {
-        const fresh = recentAttempts(cli.ctx, { limit: 1000 }).filter((a) => a.id > attemptCursor).reverse();
-        for (const a of fresh) out.write(json ? `${JSON.stringify(attemptJson(a))}\n` : `${terminalSafe(attemptLine(a))}\n`);
+        const fresh = recentAttempts(cli.ctx, { limit: 1000 })
+          .filter((a) => a.id > attemptCursor)
+          .reverse();
+        for (const a of fresh)
+          out.write(json ? `${JSON.stringify(attemptJson(a))}\n` : `${terminalSafe(attemptLine(a))}\n`);
         if (fresh.length) attemptCursor = fresh[fresh.length - 1].id;
       }
     }
@@ -210,22 +267,35 @@ const REPROCESSABLE = ['unroutable', 'error'] as const;
  * Only verified rows whose events did not apply; events that did apply are deduped anyway.
  */
 function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?: string }): Result {
-  if (ids.length === 0 && !opts.unroutable) throw new UsageError('give webhook ids (pwh_…), or --unroutable to take every unroutable one (with --since)');
+  if (ids.length === 0 && !opts.unroutable)
+    throw new UsageError('give webhook ids (pwh_…), or --unroutable to take every unroutable one (with --since)');
   if (ids.length > 0 && opts.unroutable) throw new UsageError('give webhook ids or --unroutable, not both');
   const db = cli.ctx.db.sqlite;
   let since = 0;
   if (opts.since !== undefined) {
     since = Date.parse(opts.since);
-    if (!Number.isFinite(since)) throw new UsageError('--since must be a date or time, e.g. 2026-11-20 or 2026-11-20T10:00:00Z');
+    if (!Number.isFinite(since))
+      throw new UsageError('--since must be a date or time, e.g. 2026-11-20 or 2026-11-20T10:00:00Z');
   }
   const picked = opts.unroutable
-    ? (db.prepare(`SELECT * FROM provider_webhooks WHERE processing = 'unroutable' AND verification = 'ok' AND received_at >= ? ORDER BY id LIMIT 10000`).all(since) as Row[])
+    ? (db
+        .prepare(
+          `SELECT * FROM provider_webhooks WHERE processing = 'unroutable' AND verification = 'ok' AND received_at >= ? ORDER BY id LIMIT 10000`,
+        )
+        .all(since) as Row[])
     : ids.map((id) => {
         const r = getWebhookLog(cli.ctx, id);
         if (!r) throw notFound('webhook', id);
-        if (r.verification !== 'ok') throw new AppError('conflict', `webhook ${id} was not verified (${r.verification_reason ?? r.verification}): it is never processed`);
+        if (r.verification !== 'ok')
+          throw new AppError(
+            'conflict',
+            `webhook ${id} was not verified (${r.verification_reason ?? r.verification}): it is never processed`,
+          );
         if (!(REPROCESSABLE as readonly string[]).includes(r.processing)) {
-          throw new AppError('conflict', `webhook ${id} is ${r.processing}: only unroutable or errored webhooks are processed again`);
+          throw new AppError(
+            'conflict',
+            `webhook ${id} is ${r.processing}: only unroutable or errored webhooks are processed again`,
+          );
         }
         return r;
       });
@@ -249,7 +319,9 @@ function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?
 export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDeps = {}): Command {
   webhooks
     .command('log')
-    .description('the provider webhook log: every POST to /api/webhook*.php with its verification and processing outcome')
+    .description(
+      'the provider webhook log: every POST to /api/webhook*.php with its verification and processing outcome',
+    )
     .option('--follow', 'keep printing webhooks as they arrive, until Ctrl-C')
     .option('--provider <p>', `only one provider: ${PROVIDERS.join(', ')}`)
     .option('--gateway <g>', 'only one gateway (name or id)')
@@ -279,11 +351,16 @@ export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDe
     });
   webhooks
     .command('reprocess')
-    .description('process stored provider webhooks again (unroutable or errored ones), after fixing a channel or gateway')
+    .description(
+      'process stored provider webhooks again (unroutable or errored ones), after fixing a channel or gateway',
+    )
     .argument('[ids...]', 'webhook ids (pwh_…, as in X-Msgd-Webhook-Id and the log)')
     .option('--unroutable', 'every verified webhook that ended unroutable (at most 10,000 a run)')
     .option('--since <time>', 'with --unroutable: only those received since then')
-    .addHelpText('after', examples('msgctl webhooks reprocess pwh_01k…', 'msgctl webhooks reprocess --unroutable --since 2026-11-20'))
+    .addHelpText(
+      'after',
+      examples('msgctl webhooks reprocess pwh_01k…', 'msgctl webhooks reprocess --unroutable --since 2026-11-20'),
+    )
     .action(withCli(reprocess));
   return webhooks;
 }

@@ -49,15 +49,22 @@ function deliveryJson(d: DeliveryListRow, attempts?: ReturnType<typeof listAttem
 }
 
 function endpointRef(cli: Cli, ref: string): string {
-  const row = cli.ctx.db.sqlite.prepare('SELECT id FROM webhook_endpoints WHERE id = ? OR url = ? ORDER BY deleted_at IS NULL DESC LIMIT 1').get(ref, ref) as
-    | { id: string }
-    | undefined;
+  const row = cli.ctx.db.sqlite
+    .prepare('SELECT id FROM webhook_endpoints WHERE id = ? OR url = ? ORDER BY deleted_at IS NULL DESC LIMIT 1')
+    .get(ref, ref) as { id: string } | undefined;
   if (!row) throw new AppError('not_found', `webhook endpoint "${ref}" not found (give its id whe_… or its URL)`);
   return row.id;
 }
 
-function deliveries(cli: Cli, opts: { endpoint?: string; failed?: boolean; limit: number; attempts?: boolean }): Result {
-  const rows = listDeliveries(cli.ctx, { endpointId: opts.endpoint ? endpointRef(cli, opts.endpoint) : undefined, failed: opts.failed, limit: opts.limit });
+function deliveries(
+  cli: Cli,
+  opts: { endpoint?: string; failed?: boolean; limit: number; attempts?: boolean },
+): Result {
+  const rows = listDeliveries(cli.ctx, {
+    endpointId: opts.endpoint ? endpointRef(cli, opts.endpoint) : undefined,
+    failed: opts.failed,
+    limit: opts.limit,
+  });
   const logs = opts.attempts ? new Map(rows.map((d) => [d.id, listAttempts(cli.ctx, d.id)])) : null;
   const json = { data: rows.map((d) => deliveryJson(d, logs?.get(d.id))) };
   if (rows.length === 0) return { json, text: opts.failed ? 'No failed deliveries.' : 'No deliveries yet.' };
@@ -85,7 +92,16 @@ function deliveries(cli: Cli, opts: { endpoint?: string; failed?: boolean; limit
         `${d.id} (${d.event_type} → ${d.url})`,
         table(
           ['attempt', 'at (utc)', 'status', 'ms', 'error', 'response'],
-          logs.get(d.id)!.map((a) => [a.attempt_no, when(a.created_at), a.status_code, a.duration_ms, clip(a.error, 50), clip(a.response_snippet?.replace(/\s+/g, ' ') ?? null, 50)]),
+          logs
+            .get(d.id)!
+            .map((a) => [
+              a.attempt_no,
+              when(a.created_at),
+              a.status_code,
+              a.duration_ms,
+              clip(a.error, 50),
+              clip(a.response_snippet?.replace(/\s+/g, ' ') ?? null, 50),
+            ]),
         ),
       ),
     );
@@ -96,14 +112,26 @@ function replayResult(report: ReplayReport, what: string): Result {
   const queued = report.queued.length;
   const text = lines(
     `Replaying ${what}: ${queued} deliver${queued === 1 ? 'y' : 'ies'} queued over ${report.events} event(s); the running msgd sends them now.`,
-    queued ? table(['event', 'endpoint', 'delivery', 'kind'], report.queued.map((q) => [q.event_id, q.endpoint_id, q.delivery_id, q.kind])) : null,
+    queued
+      ? table(
+          ['event', 'endpoint', 'delivery', 'kind'],
+          report.queued.map((q) => [q.event_id, q.endpoint_id, q.delivery_id, q.kind]),
+        )
+      : null,
     report.pending.length ? `${report.pending.length} still being retried on their schedule were left alone.` : null,
   );
-  const notices = queued === 0 && report.pending.length === 0 ? ['Nothing to replay: no enabled endpoint subscribes to these events.'] : [];
+  const notices =
+    queued === 0 && report.pending.length === 0
+      ? ['Nothing to replay: no enabled endpoint subscribes to these events.']
+      : [];
   return { json: report, text, notices };
 }
 
-function replay(cli: Cli, eventId: string | undefined, opts: { since?: string; partner?: string; endpoint?: string }): Result {
+function replay(
+  cli: Cli,
+  eventId: string | undefined,
+  opts: { since?: string; partner?: string; endpoint?: string },
+): Result {
   if (!eventId && !opts.since) throw new UsageError('say what to replay: an event id (evt_…) or --since <time>');
   if (eventId && opts.since) throw new UsageError('give an event id or --since <time>, not both');
   const queue = new JobQueue(cli.ctx.db);
@@ -144,7 +172,15 @@ function endpoints(cli: Cli, opts: { partner?: string }): Result {
     json,
     text: table(
       ['id', 'partner', 'url', 'events', 'status', 'failing since (utc)', 'reason'],
-      rows.map((e) => [e.id, e.partner_slug, e.url, e.events === null ? 'all' : JSON.parse(e.events).join(','), e.status, when(e.failing_since), clip(e.disabled_reason, 70)]),
+      rows.map((e) => [
+        e.id,
+        e.partner_slug,
+        e.url,
+        e.events === null ? 'all' : JSON.parse(e.events).join(','),
+        e.status,
+        when(e.failing_since),
+        clip(e.disabled_reason, 70),
+      ]),
     ),
   };
 }
@@ -155,7 +191,13 @@ function enable(cli: Cli, ref: string): Result {
     json: { id: e.id, url: e.url, status: e.status },
     text: lines(
       `Enabled webhook endpoint ${e.id}: new events are delivered to it again.`,
-      kv([['url', e.url], ['status', e.status]], '  '),
+      kv(
+        [
+          ['url', e.url],
+          ['status', e.status],
+        ],
+        '  ',
+      ),
       `Events it missed while disabled are not sent by themselves: msgctl webhooks replay --since <time> --endpoint ${e.id}`,
     ),
   };
@@ -170,7 +212,14 @@ export function registerWebhookOutCommands(webhooks: Command): Command {
     .option('--failed', 'only deliveries that failed: dead, failed, or pending after a failed attempt')
     .option('--attempts', 'also print every attempt (status, duration, error, response)')
     .option('--limit <n>', 'how many', positiveInt, 50)
-    .addHelpText('after', examples('msgctl webhooks deliveries', 'msgctl webhooks deliveries --failed --attempts', 'msgctl webhooks deliveries --endpoint whe_01j… --json'))
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl webhooks deliveries',
+        'msgctl webhooks deliveries --failed --attempts',
+        'msgctl webhooks deliveries --endpoint whe_01j… --json',
+      ),
+    )
     .action(withCli(deliveries));
 
   webhooks
@@ -180,7 +229,14 @@ export function registerWebhookOutCommands(webhooks: Command): Command {
     .option('--since <time>', 'every event since: ISO time or a duration back from now (30m, 6h, 2d)')
     .option('--partner <partner>', 'with --since: only this partner (slug or id)')
     .option('--endpoint <endpoint>', 'only to this endpoint (id or URL)')
-    .addHelpText('after', examples('msgctl webhooks replay evt_01j…', 'msgctl webhooks replay --since 6h --partner acme', 'msgctl webhooks replay --since 2026-11-20T00:00:00Z --endpoint whe_01j…'))
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl webhooks replay evt_01j…',
+        'msgctl webhooks replay --since 6h --partner acme',
+        'msgctl webhooks replay --since 2026-11-20T00:00:00Z --endpoint whe_01j…',
+      ),
+    )
     .action(withCli(replay));
 
   webhooks

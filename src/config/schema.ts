@@ -10,9 +10,17 @@ export const configSchema = z
       .object({
         host: z.string().min(1).default('127.0.0.1'),
         port: z.number().int().min(0).max(65535).default(8080),
-        publicUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
+        publicUrl: z
+          .url({ protocol: /^https?$/ })
+          .nullable()
+          .default(null),
         trustProxy: z.boolean().default(false),
-        bodyLimitBytes: z.number().int().min(1024).max(50 * 1024 * 1024).default(1024 * 1024),
+        bodyLimitBytes: z
+          .number()
+          .int()
+          .min(1024)
+          .max(50 * 1024 * 1024)
+          .default(1024 * 1024),
       })
       .strict()
       .prefault({}),
@@ -35,7 +43,11 @@ export const configSchema = z
         leaseSeconds: z.number().int().min(5).max(3600).default(300),
         maxAttempts: z.number().int().min(1).max(100).default(12),
         backoffBaseMs: z.number().int().min(10).default(1000),
-        backoffCapMs: z.number().int().min(1000).default(15 * 60_000),
+        backoffCapMs: z
+          .number()
+          .int()
+          .min(1000)
+          .default(15 * 60_000),
         lifelineIntervalSeconds: z.number().int().min(1).default(30),
       })
       .strict()
@@ -62,13 +74,22 @@ export const configSchema = z
     billing: z
       .object({
         refundOnProviderFailure: z.enum(['always', 'never']).default('always'),
-        balanceLowThreshold: z.string().regex(/^\d+(\.\d{1,6})?$/).nullable().default(null),
+        balanceLowThreshold: z
+          .string()
+          .regex(/^\d+(\.\d{1,6})?$/)
+          .nullable()
+          .default(null),
       })
       .strict()
       .prefault({}),
     idempotency: z
       .object({
-        ttlHours: z.number().int().min(1).max(24 * 30).default(24),
+        ttlHours: z
+          .number()
+          .int()
+          .min(1)
+          .max(24 * 30)
+          .default(24),
       })
       .strict()
       .prefault({}),
@@ -91,13 +112,22 @@ export const configSchema = z
         timeoutMs: z.number().int().min(100).max(60_000).default(5000),
         allowPrivateTargets: z.boolean().default(false),
         caFile: z.string().nullable().default(null),
-        disableAfterHours: z.number().positive().default(5 * 24),
+        disableAfterHours: z
+          .number()
+          .positive()
+          .default(5 * 24),
         rotationGraceHours: z.number().positive().default(24),
         concurrency: z.number().int().min(1).max(4096).default(128),
         retentionDays: z.number().int().min(1).max(3650).default(30),
         /** Delay before each attempt of a delivery (the first is normally 0); ±10% jitter is added. */
         retryScheduleMs: z
-          .array(z.number().int().min(0).max(7 * 86_400_000))
+          .array(
+            z
+              .number()
+              .int()
+              .min(0)
+              .max(7 * 86_400_000),
+          )
           .min(1)
           .max(50)
           .default([0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000]),

@@ -41,7 +41,10 @@ export function partnerChannels(ctx: CoreCtx, partnerId: string) {
   const now = ctx.now();
   const since = now - HEALTH_WINDOW_MS;
   // Ids start with their creation time: the window is a range on messages_partner.
-  const recent = stmt<[string, string, number, number], { channel_id: string; status: string; error_code: string | null }>(
+  const recent = stmt<
+    [string, string, number, number],
+    { channel_id: string; status: string; error_code: string | null }
+  >(
     ctx.db.sqlite,
     `SELECT channel_id, status, error_code FROM messages INDEXED BY messages_partner
       WHERE partner_id = ? AND id >= ? AND direction = 'outbound' AND created_at >= ? ORDER BY id DESC LIMIT ?`,

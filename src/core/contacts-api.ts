@@ -30,64 +30,82 @@ const API_NAME: Record<(typeof KEYS)[number], string> = {
 export const MAX_ATTRIBUTES_BYTES = 16 * 1024;
 
 /** Create, or update the one contact the given addresses point at. In one transaction. */
-export function upsertContact(ctx: CoreCtx, partnerId: string, given: ContactInput): { contact: ContactRow; created: boolean } {
+export function upsertContact(
+  ctx: CoreCtx,
+  partnerId: string,
+  given: ContactInput,
+): { contact: ContactRow; created: boolean } {
   const input: ContactInput = given.email === undefined ? given : { ...given, email: contactEmail(given.email) };
   const db = ctx.db.sqlite;
-  return db.transaction(() => {
-    const matches = new Map<string, { row: ContactRow; keys: string[] }>();
-    for (const k of KEYS) {
-      const v = input[k];
-      if (v === undefined) continue;
-      const row = stmt<[string, string], ContactRow>(db, `SELECT * FROM contacts WHERE partner_id = ? AND ${k} = ?`).get(partnerId, v);
-      if (!row) continue;
-      const m = matches.get(row.id) ?? { row, keys: [] };
-      m.keys.push(API_NAME[k]);
-      matches.set(row.id, m);
-    }
-    if (matches.size > 1) {
-      throw new AppError(
-        'conflict',
-        'these addresses belong to different contacts; update each contact separately',
-        [...matches.values()].map((m) => ({ field: m.keys.join(', '), message: `belongs to contact ${m.row.id}` })),
-      );
-    }
-    const now = ctx.now();
-    const existing = [...matches.values()][0]?.row;
-    const attributes = mergeAttributes(existing ? JSON.parse(existing.attributes) : {}, input.attributes);
-    if (!existing) {
+  return db
+    .transaction(() => {
+      const matches = new Map<string, { row: ContactRow; keys: string[] }>();
+      for (const k of KEYS) {
+        const v = input[k];
+        if (v === undefined) continue;
+        const row = stmt<[string, string], ContactRow>(
+          db,
+          `SELECT * FROM contacts WHERE partner_id = ? AND ${k} = ?`,
+        ).get(partnerId, v);
+        if (!row) continue;
+        const m = matches.get(row.id) ?? { row, keys: [] };
+        m.keys.push(API_NAME[k]);
+        matches.set(row.id, m);
+      }
+      if (matches.size > 1) {
+        throw new AppError(
+          'conflict',
+          'these addresses belong to different contacts; update each contact separately',
+          [...matches.values()].map((m) => ({ field: m.keys.join(', '), message: `belongs to contact ${m.row.id}` })),
+        );
+      }
+      const now = ctx.now();
+      const existing = [...matches.values()][0]?.row;
+      const attributes = mergeAttributes(existing ? JSON.parse(existing.attributes) : {}, input.attributes);
+      if (!existing) {
+        const row: ContactRow = {
+          id: newId('ct'),
+          partner_id: partnerId,
+          name: input.name ?? null,
+          phone: input.phone ?? null,
+          email: input.email ?? null,
+          psid: input.psid ?? null,
+          igsid: input.igsid ?? null,
+          attributes,
+          last_inbound_at: null,
+          created_at: now,
+          updated_at: now,
+        };
+        insertContact(ctx, row);
+        return { contact: row, created: true };
+      }
       const row: ContactRow = {
-        id: newId('ct'),
-        partner_id: partnerId,
-        name: input.name ?? null,
-        phone: input.phone ?? null,
-        email: input.email ?? null,
-        psid: input.psid ?? null,
-        igsid: input.igsid ?? null,
+        ...existing,
+        name: input.name !== undefined ? input.name : existing.name,
+        phone: input.phone ?? existing.phone,
+        email: input.email ?? existing.email,
+        psid: input.psid ?? existing.psid,
+        igsid: input.igsid ?? existing.igsid,
         attributes,
-        last_inbound_at: null,
-        created_at: now,
         updated_at: now,
       };
-      insertContact(ctx, row);
-      return { contact: row, created: true };
-    }
-    const row: ContactRow = {
-      ...existing,
-      name: input.name !== undefined ? input.name : existing.name,
-      phone: input.phone ?? existing.phone,
-      email: input.email ?? existing.email,
-      psid: input.psid ?? existing.psid,
-      igsid: input.igsid ?? existing.igsid,
-      attributes,
-      updated_at: now,
-    };
-    stmt(
-      db,
-      `UPDATE contacts SET name = @name, phone = @phone, email = @email, psid = @psid, igsid = @igsid, attributes = @attributes,
+      stmt(
+        db,
+        `UPDATE contacts SET name = @name, phone = @phone, email = @email, psid = @psid, igsid = @igsid, attributes = @attributes,
          updated_at = @updated_at WHERE id = @id`,
-    ).run({ id: row.id, name: row.name, phone: row.phone, email: row.email, psid: row.psid, igsid: row.igsid, attributes: row.attributes, updated_at: now });
-    return { contact: row, created: false };
-  }).immediate();
+      ).run({
+        id: row.id,
+        name: row.name,
+        phone: row.phone,
+        email: row.email,
+        psid: row.psid,
+        igsid: row.igsid,
+        attributes: row.attributes,
+        updated_at: now,
+      });
+      return { contact: row, created: false };
+    })
+    .immediate();
 }
 
 function mergeAttributes(stored: Record<string, unknown>, patch: Record<string, unknown> | undefined): string {
@@ -106,7 +124,10 @@ function mergeAttributes(stored: Record<string, unknown>, patch: Record<string, 
 }
 
 export function getContact(ctx: CoreCtx, partnerId: string, id: string): ContactRow | undefined {
-  return stmt<[string, string], ContactRow>(ctx.db.sqlite, 'SELECT * FROM contacts WHERE id = ? AND partner_id = ?').get(id, partnerId);
+  return stmt<[string, string], ContactRow>(
+    ctx.db.sqlite,
+    'SELECT * FROM contacts WHERE id = ? AND partner_id = ?',
+  ).get(id, partnerId);
 }
 
 export interface ContactFilter {
@@ -117,7 +138,13 @@ export interface ContactFilter {
 }
 
 /** Newest first, keyset on contacts_partner (partner_id, id). */
-export function listContacts(ctx: CoreCtx, partnerId: string, f: ContactFilter, limit: number, afterId?: string | null): ContactRow[] {
+export function listContacts(
+  ctx: CoreCtx,
+  partnerId: string,
+  f: ContactFilter,
+  limit: number,
+  afterId?: string | null,
+): ContactRow[] {
   const where = ['partner_id = @partner'];
   const params: Record<string, unknown> = { partner: partnerId, limit };
   if (f.phone !== undefined) {
@@ -137,7 +164,8 @@ export function listContacts(ctx: CoreCtx, partnerId: string, f: ContactFilter, 
     params.after = afterId;
   }
   // An exact address is one row through its unique index; otherwise walk newest first.
-  const index = f.phone !== undefined ? 'contacts_phone' : f.email !== undefined ? 'contacts_email' : 'contacts_partner';
+  const index =
+    f.phone !== undefined ? 'contacts_phone' : f.email !== undefined ? 'contacts_email' : 'contacts_partner';
   const sql = `SELECT * FROM contacts INDEXED BY ${index} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT @limit`;
   return stmt<[Record<string, unknown>], ContactRow>(ctx.db.sqlite, sql).all(params);
 }

@@ -52,16 +52,21 @@ export function findOrCreateContact(
   const key = contactKeyFor(channel);
   if (key === 'email') address = contactEmail(address);
   const db = ctx.db.sqlite;
-  const found = stmt<[string, string], ContactRow>(db, `SELECT * FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(
-    partnerId,
-    address,
-  );
+  const found = stmt<[string, string], ContactRow>(
+    db,
+    `SELECT * FROM contacts WHERE partner_id = ? AND ${key} = ?`,
+  ).get(partnerId, address);
   const now = ctx.now();
   if (found) {
     if ((opts.name && !found.name) || opts.inboundAt) {
       const name = found.name ?? opts.name ?? null;
       const lastInbound = opts.inboundAt ? Math.max(opts.inboundAt, found.last_inbound_at ?? 0) : found.last_inbound_at;
-      stmt(db, `UPDATE contacts SET name = ?, last_inbound_at = ?, updated_at = ? WHERE id = ?`).run(name, lastInbound, now, found.id);
+      stmt(db, `UPDATE contacts SET name = ?, last_inbound_at = ?, updated_at = ? WHERE id = ?`).run(
+        name,
+        lastInbound,
+        now,
+        found.id,
+      );
       return { contact: { ...found, name, last_inbound_at: lastInbound, updated_at: now }, created: false };
     }
     return { contact: found, created: false };
@@ -74,15 +79,24 @@ export function findOrCreateContact(
  * needs, read as one column (a whole named row costs ~1 µs more a send). In the caller's transaction.
  */
 export function contactIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, address: string): string {
-  return findContactId(ctx, partnerId, channel, address) ?? createContact(ctx, partnerId, contactKeyFor(channel), addressFor(channel, address), {}, ctx.now()).id;
+  return (
+    findContactId(ctx, partnerId, channel, address) ??
+    createContact(ctx, partnerId, contactKeyFor(channel), addressFor(channel, address), {}, ctx.now()).id
+  );
 }
 
 /** The id of the partner's contact for an address on a channel, if there is one. */
-export function findContactId(ctx: CoreCtx, partnerId: string, channel: ChannelType, address: string): string | undefined {
+export function findContactId(
+  ctx: CoreCtx,
+  partnerId: string,
+  channel: ChannelType,
+  address: string,
+): string | undefined {
   const key = contactKeyFor(channel);
-  const found = rawStmt(ctx.db.sqlite, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(partnerId, addressFor(channel, address)) as
-    | [string]
-    | undefined;
+  const found = rawStmt(ctx.db.sqlite, `SELECT id FROM contacts WHERE partner_id = ? AND ${key} = ?`).get(
+    partnerId,
+    addressFor(channel, address),
+  ) as [string] | undefined;
   return found?.[0];
 }
 

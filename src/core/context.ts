@@ -13,10 +13,4 @@ export type ChannelType = 'whatsapp' | 'messenger' | 'instagram' | 'sms' | 'emai
 export const CHANNEL_TYPES: readonly ChannelType[] = ['whatsapp', 'messenger', 'instagram', 'sms', 'email'];
 
 export type GatewayKind =
-  | 'whatsapp_cloud'
-  | 'meta_messenger'
-  | 'meta_instagram'
-  | 'twilio'
-  | 'sendgrid'
-  | 'smtp'
-  | 'sandbox';
+  'whatsapp_cloud' | 'meta_messenger' | 'meta_instagram' | 'twilio' | 'sendgrid' | 'smtp' | 'sandbox';

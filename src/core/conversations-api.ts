@@ -32,7 +32,21 @@ export interface ConversationKey {
 const COLUMNS = `c.id, c.channel_type, c.status, c.contact_id, c.last_message_at, c.last_inbound_at, c.created_at, c.updated_at,
   ct.name, ct.phone, ct.email, ct.psid, ct.igsid`;
 
-const COL = { id: 0, channel: 1, status: 2, contactId: 3, lastMessageAt: 4, lastInboundAt: 5, createdAt: 6, updatedAt: 7, name: 8, phone: 9, email: 10, psid: 11, igsid: 12 } as const;
+const COL = {
+  id: 0,
+  channel: 1,
+  status: 2,
+  contactId: 3,
+  lastMessageAt: 4,
+  lastInboundAt: 5,
+  createdAt: 6,
+  updatedAt: 7,
+  name: 8,
+  phone: 9,
+  email: 10,
+  psid: 11,
+  igsid: 12,
+} as const;
 
 /** A conversation with its contact, as read for the API: see COLUMNS for the order. */
 export type ConversationListRow = [
@@ -80,7 +94,11 @@ export function conversationsQuery(
   const where = ['c.partner_id = ?'];
   const params: unknown[] = [partnerId];
   const byUpdated = sort !== '-created_at';
-  const index = f.contactId ? 'conversations_contact' : byUpdated ? 'conversations_partner_updated' : 'conversations_partner';
+  const index = f.contactId
+    ? 'conversations_contact'
+    : byUpdated
+      ? 'conversations_partner_updated'
+      : 'conversations_partner';
   if (f.contactId) {
     where.push('c.contact_id = ?');
     params.push(f.contactId);
@@ -116,7 +134,12 @@ export function conversationsQuery(
       params.push(t, t, after.id);
     }
   }
-  const order = sort === '-created_at' ? 'c.id DESC' : sort === 'updated_at' ? 'c.updated_at, c.id' : 'c.updated_at DESC, c.id DESC';
+  const order =
+    sort === '-created_at'
+      ? 'c.id DESC'
+      : sort === 'updated_at'
+        ? 'c.updated_at, c.id'
+        : 'c.updated_at DESC, c.id DESC';
   const sql = `SELECT ${COLUMNS}
       FROM conversations c INDEXED BY ${index}
       JOIN contacts ct ON ct.id = c.contact_id

@@ -37,7 +37,11 @@ export function touchConversation(
   const db = ctx.db.sqlite;
   const now = ctx.now();
   const at = opts.at ?? now;
-  const open = stmt<[string, string, string], ConversationRow>(db, OPEN_CONVERSATION_SQL).get(contactId, channel, partnerId);
+  const open = stmt<[string, string, string], ConversationRow>(db, OPEN_CONVERSATION_SQL).get(
+    contactId,
+    channel,
+    partnerId,
+  );
   if (open) {
     const lastInbound = opts.inbound ? Math.max(at, open.last_inbound_at ?? 0) : open.last_inbound_at;
     const lastMessage = Math.max(at, open.last_message_at ?? 0);

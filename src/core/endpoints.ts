@@ -41,42 +41,50 @@ export function createEndpoint(
   partnerId: string,
   input: { url: string; events?: EventType[] | null; description?: string | null },
 ): { endpoint: EndpointRow; secret: string } {
-  return ctx.db.sqlite.transaction(() => {
-    const count = stmt<[string], { n: number }>(
-      ctx.db.sqlite,
-      'SELECT COUNT(*) AS n FROM webhook_endpoints WHERE partner_id = ? AND deleted_at IS NULL',
-    ).get(partnerId)!.n;
-    if (count >= MAX_ENDPOINTS_PER_PARTNER) {
-      throw new AppError('conflict', `a partner may have at most ${MAX_ENDPOINTS_PER_PARTNER} webhook endpoints; delete one first`);
-    }
-    const secret = newSigningSecret();
-    const now = ctx.now();
-    const row: EndpointRow = {
-      id: newId('whe'),
-      partner_id: partnerId,
-      url: input.url,
-      description: input.description ?? null,
-      events: input.events && input.events.length ? JSON.stringify([...new Set(input.events)].sort()) : null,
-      secret: seal(ctx.masterKey, secret),
-      previous_secret: null,
-      previous_secret_expires_at: null,
-      status: 'enabled',
-      disabled_reason: null,
-      failing_since: null,
-      deleted_at: null,
-      created_at: now,
-      updated_at: now,
-    };
-    stmt(
-      ctx.db.sqlite,
-      `INSERT INTO webhook_endpoints (id, partner_id, url, description, events, secret, previous_secret, previous_secret_expires_at,
+  return ctx.db.sqlite
+    .transaction(() => {
+      const count = stmt<[string], { n: number }>(
+        ctx.db.sqlite,
+        'SELECT COUNT(*) AS n FROM webhook_endpoints WHERE partner_id = ? AND deleted_at IS NULL',
+      ).get(partnerId)!.n;
+      if (count >= MAX_ENDPOINTS_PER_PARTNER) {
+        throw new AppError(
+          'conflict',
+          `a partner may have at most ${MAX_ENDPOINTS_PER_PARTNER} webhook endpoints; delete one first`,
+        );
+      }
+      const secret = newSigningSecret();
+      const now = ctx.now();
+      const row: EndpointRow = {
+        id: newId('whe'),
+        partner_id: partnerId,
+        url: input.url,
+        description: input.description ?? null,
+        events: input.events && input.events.length ? JSON.stringify([...new Set(input.events)].sort()) : null,
+        secret: seal(ctx.masterKey, secret),
+        previous_secret: null,
+        previous_secret_expires_at: null,
+        status: 'enabled',
+        disabled_reason: null,
+        failing_since: null,
+        deleted_at: null,
+        created_at: now,
+        updated_at: now,
+      };
+      stmt(
+        ctx.db.sqlite,
+        `INSERT INTO webhook_endpoints (id, partner_id, url, description, events, secret, previous_secret, previous_secret_expires_at,
          status, disabled_reason, failing_since, deleted_at, created_at, updated_at)
        VALUES (@id, @partner_id, @url, @description, @events, @secret, @previous_secret, @previous_secret_expires_at,
          @status, @disabled_reason, @failing_since, @deleted_at, @created_at, @updated_at)`,
-    ).run(row);
-    audit(ctx, `partner:${partnerId}`, 'webhook.create', 'webhook_endpoint', row.id, { url: row.url, events: input.events ?? null });
-    return { endpoint: row, secret };
-  }).immediate();
+      ).run(row);
+      audit(ctx, `partner:${partnerId}`, 'webhook.create', 'webhook_endpoint', row.id, {
+        url: row.url,
+        events: input.events ?? null,
+      });
+      return { endpoint: row, secret };
+    })
+    .immediate();
 }
 
 /** The partner's endpoint, or undefined for a missing, deleted or another partner's id. */
@@ -92,7 +100,11 @@ export function getEndpointAny(ctx: CoreCtx, id: string): EndpointRow | undefine
 }
 
 /** Newest first, keyset on id. */
-export function listEndpoints(ctx: CoreCtx, partnerId: string, opts: { limit: number; before?: string | null }): EndpointRow[] {
+export function listEndpoints(
+  ctx: CoreCtx,
+  partnerId: string,
+  opts: { limit: number; before?: string | null },
+): EndpointRow[] {
   return stmt<[string, string | null, string | null, number], EndpointRow>(
     ctx.db.sqlite,
     `SELECT * FROM webhook_endpoints WHERE partner_id = ? AND deleted_at IS NULL AND (? IS NULL OR id < ?)
@@ -111,47 +123,63 @@ export function listAllEndpoints(ctx: CoreCtx, partnerId?: string): (EndpointRow
 }
 
 export function deleteEndpoint(ctx: CoreCtx, partnerId: string, id: string): boolean {
-  return ctx.db.sqlite.transaction(() => {
-    const now = ctx.now();
-    const changed = stmt(
-      ctx.db.sqlite,
-      `UPDATE webhook_endpoints SET deleted_at = ?, status = 'disabled', disabled_reason = 'deleted', updated_at = ?
+  return ctx.db.sqlite
+    .transaction(() => {
+      const now = ctx.now();
+      const changed = stmt(
+        ctx.db.sqlite,
+        `UPDATE webhook_endpoints SET deleted_at = ?, status = 'disabled', disabled_reason = 'deleted', updated_at = ?
         WHERE id = ? AND partner_id = ? AND deleted_at IS NULL`,
-    ).run(now, now, id, partnerId).changes;
-    if (!changed) return false;
-    // Their jobs find them cancelled and finish without a request.
-    stmt(ctx.db.sqlite, `UPDATE webhook_deliveries SET status = 'cancelled', last_error = 'endpoint deleted', updated_at = ?
-      WHERE endpoint_id = ? AND status = 'pending'`).run(now, id);
-    audit(ctx, `partner:${partnerId}`, 'webhook.delete', 'webhook_endpoint', id);
-    return true;
-  }).immediate();
+      ).run(now, now, id, partnerId).changes;
+      if (!changed) return false;
+      // Their jobs find them cancelled and finish without a request.
+      stmt(
+        ctx.db.sqlite,
+        `UPDATE webhook_deliveries SET status = 'cancelled', last_error = 'endpoint deleted', updated_at = ?
+      WHERE endpoint_id = ? AND status = 'pending'`,
+      ).run(now, id);
+      audit(ctx, `partner:${partnerId}`, 'webhook.delete', 'webhook_endpoint', id);
+      return true;
+    })
+    .immediate();
 }
 
 /** A new secret; the current one keeps signing beside it until the grace period ends. */
-export function rotateSecret(ctx: CoreCtx, partnerId: string, id: string, graceMs: number): { endpoint: EndpointRow; secret: string } {
-  return ctx.db.sqlite.transaction(() => {
-    const row = getEndpoint(ctx, partnerId, id);
-    if (!row) throw notFound('webhook endpoint', id);
-    const secret = newSigningSecret();
-    const now = ctx.now();
-    const next: EndpointRow = {
-      ...row,
-      secret: seal(ctx.masterKey, secret),
-      previous_secret: row.secret,
-      previous_secret_expires_at: now + graceMs,
-      updated_at: now,
-    };
-    stmt(
-      ctx.db.sqlite,
-      `UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, updated_at = ? WHERE id = ?`,
-    ).run(next.secret, next.previous_secret, next.previous_secret_expires_at, now, id);
-    audit(ctx, `partner:${partnerId}`, 'webhook.rotate_secret', 'webhook_endpoint', id, { grace_ms: graceMs });
-    return { endpoint: next, secret };
-  }).immediate();
+export function rotateSecret(
+  ctx: CoreCtx,
+  partnerId: string,
+  id: string,
+  graceMs: number,
+): { endpoint: EndpointRow; secret: string } {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const row = getEndpoint(ctx, partnerId, id);
+      if (!row) throw notFound('webhook endpoint', id);
+      const secret = newSigningSecret();
+      const now = ctx.now();
+      const next: EndpointRow = {
+        ...row,
+        secret: seal(ctx.masterKey, secret),
+        previous_secret: row.secret,
+        previous_secret_expires_at: now + graceMs,
+        updated_at: now,
+      };
+      stmt(
+        ctx.db.sqlite,
+        `UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, updated_at = ? WHERE id = ?`,
+      ).run(next.secret, next.previous_secret, next.previous_secret_expires_at, now, id);
+      audit(ctx, `partner:${partnerId}`, 'webhook.rotate_secret', 'webhook_endpoint', id, { grace_ms: graceMs });
+      return { endpoint: next, secret };
+    })
+    .immediate();
 }
 
 /** The secrets that sign right now: the current one, and the previous one during its grace. */
-export function openSecrets(ctx: CoreCtx, row: EndpointRow, now = ctx.now()): { current: string; previous: string | null } {
+export function openSecrets(
+  ctx: CoreCtx,
+  row: EndpointRow,
+  now = ctx.now(),
+): { current: string; previous: string | null } {
   const previous =
     row.previous_secret && row.previous_secret_expires_at !== null && row.previous_secret_expires_at > now
       ? unseal(ctx.masterKey, row.previous_secret)
@@ -163,29 +191,30 @@ export function openSecrets(ctx: CoreCtx, row: EndpointRow, now = ctx.now()): { 
 export function disableEndpoint(ctx: CoreCtx, id: string, reason: string): boolean {
   const now = ctx.now();
   const changed =
-    stmt(ctx.db.sqlite, `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ?, updated_at = ? WHERE id = ? AND status = 'enabled'`).run(
-      reason,
-      now,
-      id,
-    ).changes === 1;
+    stmt(
+      ctx.db.sqlite,
+      `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ?, updated_at = ? WHERE id = ? AND status = 'enabled'`,
+    ).run(reason, now, id).changes === 1;
   if (changed) audit(ctx, 'system', 'webhook.disable', 'webhook_endpoint', id, { reason });
   return changed;
 }
 
 /** Operator: enable a disabled endpoint; its failure clock starts again. */
 export function enableEndpoint(ctx: CoreCtx, id: string, actor: string): EndpointRow {
-  return ctx.db.sqlite.transaction(() => {
-    const row = getEndpointAny(ctx, id);
-    if (!row || row.deleted_at !== null) throw notFound('webhook endpoint', id);
-    if (row.status === 'enabled') throw new AppError('conflict', `webhook endpoint ${id} is already enabled`);
-    const now = ctx.now();
-    stmt(
-      ctx.db.sqlite,
-      `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = ? WHERE id = ?`,
-    ).run(now, id);
-    audit(ctx, actor, 'webhook.enable', 'webhook_endpoint', id, { previous_reason: row.disabled_reason });
-    return { ...row, status: 'enabled' as const, disabled_reason: null, failing_since: null, updated_at: now };
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const row = getEndpointAny(ctx, id);
+      if (!row || row.deleted_at !== null) throw notFound('webhook endpoint', id);
+      if (row.status === 'enabled') throw new AppError('conflict', `webhook endpoint ${id} is already enabled`);
+      const now = ctx.now();
+      stmt(
+        ctx.db.sqlite,
+        `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = ? WHERE id = ?`,
+      ).run(now, id);
+      audit(ctx, actor, 'webhook.enable', 'webhook_endpoint', id, { previous_reason: row.disabled_reason });
+      return { ...row, status: 'enabled' as const, disabled_reason: null, failing_since: null, updated_at: now };
+    })
+    .immediate();
 }
 
 export function subscribedTo(row: Pick<EndpointRow, 'events'>, type: string): boolean {
@@ -202,7 +231,10 @@ export function endpointJson(row: EndpointRow, now: number) {
     status: row.status,
     disabled_reason: row.disabled_reason,
     failing_since: iso(row.failing_since),
-    secret_rotation_ends_at: row.previous_secret_expires_at !== null && row.previous_secret_expires_at > now ? iso(row.previous_secret_expires_at) : null,
+    secret_rotation_ends_at:
+      row.previous_secret_expires_at !== null && row.previous_secret_expires_at > now
+        ? iso(row.previous_secret_expires_at)
+        : null,
     created_at: iso(row.created_at)!,
     updated_at: iso(row.updated_at)!,
   };

@@ -68,14 +68,10 @@ export function emitEvent(
   // An event no enabled endpoint subscribes to is stored already fanned out: kept for replay
   // (after an endpoint is enabled or subscribes), but the fan-out has nothing to do for it.
   const pending = type === 'webhook.test' || hasSubscriber(ctx, partnerId, type);
-  stmt(ctx.db.sqlite, `INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, ?, ?)`).run(
-    id,
-    partnerId,
-    type,
-    JSON.stringify(payload),
-    pending ? 0 : 1,
-    now,
-  );
+  stmt(
+    ctx.db.sqlite,
+    `INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+  ).run(id, partnerId, type, JSON.stringify(payload), pending ? 0 : 1, now);
   if (!pending) return { id, type, payload };
   // Signal after the current synchronous work (and so after the caller's commit).
   if (!signalPending) {

@@ -70,7 +70,8 @@ function ecPublicKeyProblem(value: string): string | null {
     const key = text.startsWith('-----BEGIN')
       ? createPublicKey({ key: text, format: 'pem' })
       : createPublicKey({ key: Buffer.from(text, 'base64'), format: 'der', type: 'spki' });
-    if (key.asymmetricKeyType !== 'ec') return `expected an ECDSA public key, got ${key.asymmetricKeyType ?? 'another kind'}`;
+    if (key.asymmetricKeyType !== 'ec')
+      return `expected an ECDSA public key, got ${key.asymmetricKeyType ?? 'another kind'}`;
     return null;
   } catch {
     return 'not a public key: paste the Verification Key from SendGrid (Settings > Mail Settings > Event Webhook > Signed Event Webhook), base64 or PEM';
@@ -81,13 +82,20 @@ function ecPublicKeyProblem(value: string): string | null {
 const messagingType = {
   messaging_type: z.enum(['RESPONSE', 'UPDATE', 'MESSAGE_TAG']).default('RESPONSE'),
   /** Sent only with MESSAGE_TAG: Meta's message tag, e.g. HUMAN_AGENT or ACCOUNT_UPDATE. */
-  tag: z.string().regex(/^[A-Z][A-Z_]*$/, 'expected a Meta message tag such as HUMAN_AGENT or ACCOUNT_UPDATE').optional(),
+  tag: z
+    .string()
+    .regex(/^[A-Z][A-Z_]*$/, 'expected a Meta message tag such as HUMAN_AGENT or ACCOUNT_UPDATE')
+    .optional(),
 };
 
 /** Graph refuses every MESSAGE_TAG send without a tag: refuse the setting instead. */
 function tagRequired(s: { messaging_type: string; tag?: string }, ctx: z.RefinementCtx) {
   if (s.messaging_type === 'MESSAGE_TAG' && !s.tag) {
-    ctx.addIssue({ code: 'custom', path: ['tag'], message: 'messaging_type MESSAGE_TAG needs a tag, e.g. tag=HUMAN_AGENT: Meta refuses tagged messages without one' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['tag'],
+      message: 'messaging_type MESSAGE_TAG needs a tag, e.g. tag=HUMAN_AGENT: Meta refuses tagged messages without one',
+    });
   }
 }
 
@@ -150,9 +158,15 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
       .object({
         base_url: url.default('https://api.twilio.com'),
         account_sid: z.string().regex(/^AC[0-9a-zA-Z]{1,64}$/, 'expected an account SID starting with AC'),
-        messaging_service_sid: z.string().regex(/^MG[0-9a-zA-Z]+$/).optional(),
+        messaging_service_sid: z
+          .string()
+          .regex(/^MG[0-9a-zA-Z]+$/)
+          .optional(),
         /** Send with an API key (SK…, with the secret api_key_secret) instead of the auth token, as Twilio recommends. */
-        api_key_sid: z.string().regex(/^SK[0-9a-zA-Z]{1,64}$/, 'expected an API key SID starting with SK').optional(),
+        api_key_sid: z
+          .string()
+          .regex(/^SK[0-9a-zA-Z]{1,64}$/, 'expected an API key SID starting with SK')
+          .optional(),
         rate_per_second: rate,
       })
       .strict(),

@@ -31,7 +31,10 @@ function validateSettings(kind: GatewayKind, settings: Record<string, unknown>) 
   if (!parsed.success) {
     const details: ErrorDetail[] = parsed.error.issues.map((i) => {
       if (i.code === 'unrecognized_keys') {
-        return { field: i.keys.join(','), message: `unknown setting for ${kind}; allowed: ${Object.keys(spec.settings.shape).join(', ')}` };
+        return {
+          field: i.keys.join(','),
+          message: `unknown setting for ${kind}; allowed: ${Object.keys(spec.settings.shape).join(', ')}`,
+        };
       }
       return { field: i.path.join('.'), message: i.message };
     });
@@ -45,7 +48,8 @@ function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, par
   const allowed = [...spec.secrets.required, ...spec.secrets.optional];
   const details: ErrorDetail[] = [];
   for (const [k, v] of Object.entries(secrets)) {
-    if (!allowed.includes(k)) details.push({ field: k, message: `unknown secret for ${kind}; allowed: ${allowed.join(', ') || 'none'}` });
+    if (!allowed.includes(k))
+      details.push({ field: k, message: `unknown secret for ${kind}; allowed: ${allowed.join(', ') || 'none'}` });
     else if (typeof v !== 'string' || v.length === 0) details.push({ field: k, message: 'must not be empty' });
   }
   if (!partial) {
@@ -61,14 +65,23 @@ function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, par
  * fail every send, or hold a secret it never uses, is refused instead. On an update, only the
  * pairs it touches: a gateway stored before a rule existed can still be disabled or rotated.
  */
-function checkPairs(kind: GatewayKind, settings: Record<string, unknown>, secrets: Record<string, string>, touched?: Set<string>) {
+function checkPairs(
+  kind: GatewayKind,
+  settings: Record<string, unknown>,
+  secrets: Record<string, string>,
+  touched?: Set<string>,
+) {
   const details: ErrorDetail[] = [];
   for (const { setting, secret, needs } of GATEWAY_KINDS[kind].pairs ?? []) {
     if (touched && !touched.has(setting) && !touched.has(secret)) continue;
     const hasSetting = settings[setting] !== undefined && settings[setting] !== '';
-    if (needs === 'secret' && hasSetting && !secrets[secret]) details.push({ field: secret, message: `required with the settings given (${kind})` });
+    if (needs === 'secret' && hasSetting && !secrets[secret])
+      details.push({ field: secret, message: `required with the settings given (${kind})` });
     if (needs === 'setting' && secrets[secret] && !hasSetting) {
-      details.push({ field: setting, message: `required with the ${secret} secret, which is never sent without it (${kind})` });
+      details.push({
+        field: setting,
+        message: `required with the ${secret} secret, which is never sent without it (${kind})`,
+      });
     }
   }
   if (details.length) throw invalid(`invalid secrets for a ${kind} gateway`, details);
@@ -117,7 +130,9 @@ export function addGateway(
   }
   const kind = input.kind;
   if (!NAME.test(input.name ?? '')) {
-    throw invalid('invalid gateway name', [{ field: 'name', message: 'letters, digits, dot, dash, underscore; 1-63 characters' }]);
+    throw invalid('invalid gateway name', [
+      { field: 'name', message: 'letters, digits, dot, dash, underscore; 1-63 characters' },
+    ]);
   }
   const settings = validateSettings(kind, input.settings ?? {});
   const secrets = { ...(input.secrets ?? {}) };
@@ -125,25 +140,32 @@ export function addGateway(
   checkNewSecrets(kind, input.secrets);
   checkPairs(kind, settings, secrets);
   if (kind === 'sandbox' && !secrets.signing_secret) secrets.signing_secret = randomBytes(32).toString('base64url');
-  return ctx.db.sqlite.transaction(() => {
-    if (ctx.db.orm.select({ id: gateways.id }).from(gateways).where(eq(gateways.name, input.name)).get()) {
-      throw new AppError('conflict', `a gateway named "${input.name}" already exists`);
-    }
-    const now = ctx.now();
-    const row: GatewayRow = {
-      id: newId('gw'),
-      kind,
-      name: input.name,
-      settings: JSON.stringify(settings),
-      secrets: sealJson(ctx.masterKey, secrets),
-      status: 'active',
-      createdAt: now,
-      updatedAt: now,
-    };
-    ctx.db.orm.insert(gateways).values(row).run();
-    audit(ctx, actor, 'gateway.add', 'gateway', row.id, { kind, name: row.name, settings, secret_names: Object.keys(secrets) });
-    return viewWithSecretNames(ctx, row);
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      if (ctx.db.orm.select({ id: gateways.id }).from(gateways).where(eq(gateways.name, input.name)).get()) {
+        throw new AppError('conflict', `a gateway named "${input.name}" already exists`);
+      }
+      const now = ctx.now();
+      const row: GatewayRow = {
+        id: newId('gw'),
+        kind,
+        name: input.name,
+        settings: JSON.stringify(settings),
+        secrets: sealJson(ctx.masterKey, secrets),
+        status: 'active',
+        createdAt: now,
+        updatedAt: now,
+      };
+      ctx.db.orm.insert(gateways).values(row).run();
+      audit(ctx, actor, 'gateway.add', 'gateway', row.id, {
+        kind,
+        name: row.name,
+        settings,
+        secret_names: Object.keys(secrets),
+      });
+      return viewWithSecretNames(ctx, row);
+    })
+    .immediate();
 }
 
 /** Change settings (merged) and/or secrets (merged; pass "" nowhere: remove with unsetSecrets). */
@@ -160,50 +182,60 @@ export function updateGateway(
   },
   actor: string,
 ): GatewayView {
-  return ctx.db.sqlite.transaction(() => {
-    const row = getGatewayRow(ctx, ref);
-    // Settings are checked when they change. A rule added since a gateway was stored (a
-    // Messenger MESSAGE_TAG needs its tag) must not stop the operator disabling it or rotating
-    // its secrets; the next --set says what to fix.
-    const stored = JSON.parse(row.settings) as Record<string, unknown>;
-    const unset = input.unsetSettings ?? [];
-    const missing = unset.filter((k) => !Object.hasOwn(stored, k));
-    const both = unset.filter((k) => input.settings && Object.hasOwn(input.settings, k));
-    if (both.length) throw invalid(`both set and unset: ${both.join(', ')}`, both.map((k) => ({ field: k, message: 'give --set or --unset, not both' })));
-    if (missing.length) {
-      throw invalid(`gateway ${row.name} has no setting ${missing.join(', ')}`, missing.map((k) => ({ field: k, message: 'not set on this gateway' })));
-    }
-    const kept = Object.fromEntries(Object.entries(stored).filter(([k]) => !unset.includes(k)));
-    const settings = input.settings || unset.length ? validateSettings(row.kind, { ...kept, ...input.settings }) : stored;
-    const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
-    for (const k of input.unsetSecrets ?? []) delete secrets[k];
-    validateSecrets(row.kind, secrets, false);
-    checkNewSecrets(row.kind, input.secrets);
-    const touched = new Set([
-      ...Object.keys(input.settings ?? {}),
-      ...unset,
-      ...Object.keys(input.secrets ?? {}),
-      ...(input.unsetSecrets ?? []),
-    ]);
-    checkPairs(row.kind, settings, secrets, touched);
-    ctx.db.orm
-      .update(gateways)
-      .set({
-        settings: JSON.stringify(settings),
-        secrets: sealJson(ctx.masterKey, secrets),
-        status: input.status ?? row.status,
-        updatedAt: ctx.now(),
-      })
-      .where(eq(gateways.id, row.id))
-      .run();
-    audit(ctx, actor, 'gateway.update', 'gateway', row.id, {
-      settings: input.settings ? Object.keys(input.settings) : [],
-      ...(unset.length ? { unset } : {}),
-      secrets_changed: [...Object.keys(input.secrets ?? {}), ...(input.unsetSecrets ?? [])],
-      status: input.status,
-    });
-    return viewWithSecretNames(ctx, getGatewayRow(ctx, row.id));
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const row = getGatewayRow(ctx, ref);
+      // Settings are checked when they change. A rule added since a gateway was stored (a
+      // Messenger MESSAGE_TAG needs its tag) must not stop the operator disabling it or rotating
+      // its secrets; the next --set says what to fix.
+      const stored = JSON.parse(row.settings) as Record<string, unknown>;
+      const unset = input.unsetSettings ?? [];
+      const missing = unset.filter((k) => !Object.hasOwn(stored, k));
+      const both = unset.filter((k) => input.settings && Object.hasOwn(input.settings, k));
+      if (both.length)
+        throw invalid(
+          `both set and unset: ${both.join(', ')}`,
+          both.map((k) => ({ field: k, message: 'give --set or --unset, not both' })),
+        );
+      if (missing.length) {
+        throw invalid(
+          `gateway ${row.name} has no setting ${missing.join(', ')}`,
+          missing.map((k) => ({ field: k, message: 'not set on this gateway' })),
+        );
+      }
+      const kept = Object.fromEntries(Object.entries(stored).filter(([k]) => !unset.includes(k)));
+      const settings =
+        input.settings || unset.length ? validateSettings(row.kind, { ...kept, ...input.settings }) : stored;
+      const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
+      for (const k of input.unsetSecrets ?? []) delete secrets[k];
+      validateSecrets(row.kind, secrets, false);
+      checkNewSecrets(row.kind, input.secrets);
+      const touched = new Set([
+        ...Object.keys(input.settings ?? {}),
+        ...unset,
+        ...Object.keys(input.secrets ?? {}),
+        ...(input.unsetSecrets ?? []),
+      ]);
+      checkPairs(row.kind, settings, secrets, touched);
+      ctx.db.orm
+        .update(gateways)
+        .set({
+          settings: JSON.stringify(settings),
+          secrets: sealJson(ctx.masterKey, secrets),
+          status: input.status ?? row.status,
+          updatedAt: ctx.now(),
+        })
+        .where(eq(gateways.id, row.id))
+        .run();
+      audit(ctx, actor, 'gateway.update', 'gateway', row.id, {
+        settings: input.settings ? Object.keys(input.settings) : [],
+        ...(unset.length ? { unset } : {}),
+        secrets_changed: [...Object.keys(input.secrets ?? {}), ...(input.unsetSecrets ?? [])],
+        status: input.status,
+      });
+      return viewWithSecretNames(ctx, getGatewayRow(ctx, row.id));
+    })
+    .immediate();
 }
 
 export function findGatewayRow(ctx: CoreCtx, ref: string): GatewayRow | undefined {
@@ -234,22 +266,24 @@ export function listGateways(ctx: CoreCtx): GatewayView[] {
 }
 
 export function removeGateway(ctx: CoreCtx, ref: string, actor: string): GatewayView {
-  return ctx.db.sqlite.transaction(() => {
-    const row = getGatewayRow(ctx, ref);
-    const active = ctx.db.orm
-      .select({ id: channels.id })
-      .from(channels)
-      .where(and(eq(channels.gatewayId, row.id), eq(channels.status, 'active')))
-      .all();
-    if (active.length) {
-      throw new AppError(
-        'conflict',
-        `gateway "${row.name}" is assigned to ${active.length} active channel(s); unassign them first`,
-      );
-    }
-    ctx.db.orm.delete(channels).where(eq(channels.gatewayId, row.id)).run();
-    ctx.db.orm.delete(gateways).where(eq(gateways.id, row.id)).run();
-    audit(ctx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });
-    return gatewayView(row);
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const row = getGatewayRow(ctx, ref);
+      const active = ctx.db.orm
+        .select({ id: channels.id })
+        .from(channels)
+        .where(and(eq(channels.gatewayId, row.id), eq(channels.status, 'active')))
+        .all();
+      if (active.length) {
+        throw new AppError(
+          'conflict',
+          `gateway "${row.name}" is assigned to ${active.length} active channel(s); unassign them first`,
+        );
+      }
+      ctx.db.orm.delete(channels).where(eq(channels.gatewayId, row.id)).run();
+      ctx.db.orm.delete(gateways).where(eq(gateways.id, row.id)).run();
+      audit(ctx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });
+      return gatewayView(row);
+    })
+    .immediate();
 }

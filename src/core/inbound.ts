@@ -108,7 +108,12 @@ export function applyProviderEvents(ctx: CoreCtx, events: ProviderEvent[], opts:
       out.duplicates++;
       continue;
     }
-    const step = ev.type === 'status' ? status(ctx, ev, opts) : ev.type === 'message' ? inbound(ctx, ev, opts) : watermark(ctx, ev, opts);
+    const step =
+      ev.type === 'status'
+        ? status(ctx, ev, opts)
+        : ev.type === 'message'
+          ? inbound(ctx, ev, opts)
+          : watermark(ctx, ev, opts);
     if ('waiting' in step) {
       out.waiting.push(step.waiting);
       continue;
@@ -149,7 +154,8 @@ function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trust
     // custom_args (SendGrid): a retry after a timeout the provider had in fact taken is a second
     // copy under another provider id, whose reports must not move the message that was sent.
     // A provider id of msgd's own making (SendGrid's 202 without X-Message-Id) says nothing.
-    const recorded = named.provider_message_id !== null && named.provider_message_id !== named.id ? named.provider_message_id : null;
+    const recorded =
+      named.provider_message_id !== null && named.provider_message_id !== named.id ? named.provider_message_id : null;
     const reported = ref.providerMessageId;
     if (!reported || recorded === reported) return { found: [named], exists: true };
     if (recorded !== null) return { found: [], exists: true, otherCopy: `${named.id} was sent as ${recorded}` };
@@ -158,9 +164,10 @@ function findOutbound(ctx: CoreCtx, ref: StatusRef, trusted: ApplyOptions['trust
   if (!ref.providerMessageId) return { found: [], exists: !!named };
   // Only messages whose reports name them by the provider's id are found by it (the partial
   // messages_provider index); the others' reports name msgd's id, handled above.
-  const all = stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE provider_message_id = ? AND provider_id_indexed = 1').all(
-    ref.providerMessageId,
-  );
+  const all = stmt<[string], MessageRow>(
+    ctx.db.sqlite,
+    'SELECT * FROM messages WHERE provider_message_id = ? AND provider_id_indexed = 1',
+  ).all(ref.providerMessageId);
   return { found: all.filter(fits), exists: !!named || all.length > 0 };
 }
 
@@ -171,7 +178,15 @@ function historyOnly(ctx: CoreCtx, m: MessageRow, ev: Extract<ProviderEvent, { t
     ctx.db.sqlite,
     `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
      VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
-  ).run(m.id, ev.providerStatus, ev.providerStatus, ev.errorCode ?? null, ev.errorMessage ?? null, ev.occurredAt, ctx.now());
+  ).run(
+    m.id,
+    ev.providerStatus,
+    ev.providerStatus,
+    ev.errorCode ?? null,
+    ev.errorMessage ?? null,
+    ev.occurredAt,
+    ctx.now(),
+  );
   if (ev.notify) {
     emitEvent(ctx, m.partner_id, ev.notify, {
       message_id: m.id,
@@ -189,12 +204,16 @@ function status(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'status' }>, op
   const label = ev.ref.messageId ?? ev.ref.providerMessageId;
   if (!label) return { unroutable: `${ev.providerStatus} event names no message` };
   const { found, exists, early, otherCopy } = findOutbound(ctx, ev.ref, opts.trusted);
-  if (otherCopy) return { unroutable: `${ev.providerStatus} for provider id ${ev.ref.providerMessageId}, another attempt's copy: message ${otherCopy}` };
+  if (otherCopy)
+    return {
+      unroutable: `${ev.providerStatus} for provider id ${ev.ref.providerMessageId}, another attempt's copy: message ${otherCopy}`,
+    };
   if (early) {
     // Its dispatch may not have recorded the provider's answer yet: look again, as for a report
     // found by provider id. On the last look the report is all there is (the answer never came:
     // a timeout the provider had taken): it applies, and its provider id is the message's.
-    if (!opts.final) return { waiting: `message ${early.id} has no provider id yet (reported as ${ev.ref.providerMessageId})` };
+    if (!opts.final)
+      return { waiting: `message ${early.id} has no provider id yet (reported as ${ev.ref.providerMessageId})` };
     // A retry's note (a timeout) is not the message's error once the provider reports it.
     stmt(
       ctx.db.sqlite,
@@ -247,10 +266,10 @@ function route(ctx: CoreCtx, r: Receiver, trusted: ApplyOptions['trusted']): Cha
     found.sort((a, b) => Number(r.addresses.includes(b.sender)) - Number(r.addresses.includes(a.sender)));
   } else {
     found = r.addresses.flatMap((addr) =>
-      stmt<[string, string], ChannelRef>(db, `SELECT ${CHANNEL_COLUMNS} FROM channels c WHERE c.type = ? AND c.sender = ? AND c.status = 'active'`).all(
-        r.channel,
-        addr,
-      ),
+      stmt<[string, string], ChannelRef>(
+        db,
+        `SELECT ${CHANNEL_COLUMNS} FROM channels c WHERE c.type = ? AND c.sender = ? AND c.status = 'active'`,
+      ).all(r.channel, addr),
     );
   }
   const where = r.phoneNumberId ? `phone_number_id ${r.phoneNumberId}` : r.addresses.join(' / ');
@@ -320,7 +339,14 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
   const contact = findContactId(ctx, ch.partner_id, ch.type, ev.contact);
   const since = ctx.now() - ctx.config.dispatch.timeoutMs - 2000;
   const inFlight =
-    !opts.final && contact ? stmt<[string, string, string, number], { id: string }>(db, IN_FLIGHT_SQL).get(contact, ch.type, ch.partner_id, since)?.id : undefined;
+    !opts.final && contact
+      ? stmt<[string, string, string, number], { id: string }>(db, IN_FLIGHT_SQL).get(
+          contact,
+          ch.type,
+          ch.partner_id,
+          since,
+        )?.id
+      : undefined;
   // The provider's watermark is its own clock's stamp of the newest message covered; sent_at is
   // ours, taken just before the provider call, so normally earlier than that stamp. The slack
   // absorbs a clock running ahead of Meta's.
@@ -336,7 +362,12 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
   const later: Step = { waiting: `message ${inFlight} to ${ev.contact} is still being sent` };
   if (mark === null) return inFlight ? later : { ok: true };
   if (!contact) return { ignored: `${ev.status} watermark for ${ev.contact}, who has no messages here` };
-  const rows = stmt<[string, string, string, number], MessageRow>(db, watermarkSql(ev.status)).all(contact, ch.type, ch.partner_id, mark);
+  const rows = stmt<[string, string, string, number], MessageRow>(db, watermarkSql(ev.status)).all(
+    contact,
+    ch.type,
+    ch.partner_id,
+    mark,
+  );
   for (const m of rows) advance(m);
   return inFlight ? later : { ok: true };
 }

@@ -35,7 +35,9 @@ function stmts(ctx: CoreCtx): Stmts {
           WHERE id = ? AND balance + credit_limit > 0 AND balance - ? >= -credit_limit RETURNING balance`,
       ) as any,
       funds: db.prepare('SELECT balance, credit_limit FROM partners WHERE id = ?') as any,
-      credit: db.prepare(`UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance`) as any,
+      credit: db.prepare(
+        `UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance`,
+      ) as any,
       insert: db.prepare(
         `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -54,7 +56,10 @@ export class InsufficientBalanceError extends AppError {
 
 /** The 402 for a partner whose balance and credit limit are used up (balance + credit <= 0), whatever the price. */
 export function exhaustedError(balance: number, creditLimit: number): InsufficientBalanceError {
-  return new InsufficientBalanceError('balance and credit limit are exhausted; top up to send', { balance, credit_limit: creditLimit });
+  return new InsufficientBalanceError('balance and credit limit are exhausted; top up to send', {
+    balance,
+    credit_limit: creditLimit,
+  });
 }
 
 /**
@@ -72,8 +77,16 @@ export function refuseIfExhausted(ctx: CoreCtx, partnerId: string): void {
  * exhausted (even for a free message: exhaustedError) or do not cover the amount
  * (InsufficientBalanceError, which both are).
  */
-export function debit(ctx: CoreCtx, partnerId: string, amount: number, messageId: string | null, actor: string, note: string | null = null): number {
-  if (!Number.isSafeInteger(amount) || amount < 0) throw new Error(`debit amount must be a non-negative integer: ${amount}`);
+export function debit(
+  ctx: CoreCtx,
+  partnerId: string,
+  amount: number,
+  messageId: string | null,
+  actor: string,
+  note: string | null = null,
+): number {
+  if (!Number.isSafeInteger(amount) || amount < 0)
+    throw new Error(`debit amount must be a non-negative integer: ${amount}`);
   const s = stmts(ctx);
   const now = ctx.now();
   const row = s.debit.get(amount, now, partnerId, amount) as { balance: number } | undefined;
@@ -97,8 +110,16 @@ function shortOfFunds(ctx: CoreCtx, partnerId: string, price: number): Insuffici
 }
 
 /** Credit a refund for a message; inside the caller's transaction. */
-export function refund(ctx: CoreCtx, partnerId: string, amount: number, messageId: string, note: string, actor: string): number {
-  if (!Number.isSafeInteger(amount) || amount < 0) throw new Error(`refund amount must be a non-negative integer: ${amount}`);
+export function refund(
+  ctx: CoreCtx,
+  partnerId: string,
+  amount: number,
+  messageId: string,
+  note: string,
+  actor: string,
+): number {
+  if (!Number.isSafeInteger(amount) || amount < 0)
+    throw new Error(`refund amount must be a non-negative integer: ${amount}`);
   const s = stmts(ctx);
   const now = ctx.now();
   const row = s.credit.get(amount, now, partnerId) as { balance: number };
@@ -106,33 +127,58 @@ export function refund(ctx: CoreCtx, partnerId: string, amount: number, messageI
   return row.balance;
 }
 
-export function topup(ctx: CoreCtx, partnerRef: string, amount: number, note: string | null, actor: string): LedgerEntry {
+export function topup(
+  ctx: CoreCtx,
+  partnerRef: string,
+  amount: number,
+  note: string | null,
+  actor: string,
+): LedgerEntry {
   if (!Number.isSafeInteger(amount) || amount <= 0) {
     throw invalid('a top-up must be a positive amount', [{ field: 'amount', message: 'must be greater than zero' }]);
   }
-  return ctx.db.sqlite.transaction(() => {
-    const p = getPartner(ctx, partnerRef);
-    const entry = writeEntry(ctx, p.id, 'topup', amount, note, actor);
-    audit(ctx, actor, 'balance.topup', 'partner', p.id, { amount, note });
-    return entry;
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const p = getPartner(ctx, partnerRef);
+      const entry = writeEntry(ctx, p.id, 'topup', amount, note, actor);
+      audit(ctx, actor, 'balance.topup', 'partner', p.id, { amount, note });
+      return entry;
+    })
+    .immediate();
 }
 
 /** A signed correction by the operator (may take the balance anywhere; it is audited). */
-export function adjust(ctx: CoreCtx, partnerRef: string, amount: number, note: string | null, actor: string): LedgerEntry {
+export function adjust(
+  ctx: CoreCtx,
+  partnerRef: string,
+  amount: number,
+  note: string | null,
+  actor: string,
+): LedgerEntry {
   if (!Number.isSafeInteger(amount) || amount === 0) {
-    throw invalid('an adjustment must be a non-zero amount', [{ field: 'amount', message: 'use a negative amount to take money off' }]);
+    throw invalid('an adjustment must be a non-zero amount', [
+      { field: 'amount', message: 'use a negative amount to take money off' },
+    ]);
   }
   if (!note) throw invalid('an adjustment needs a --note saying why');
-  return ctx.db.sqlite.transaction(() => {
-    const p = getPartner(ctx, partnerRef);
-    const entry = writeEntry(ctx, p.id, 'adjustment', amount, note, actor);
-    audit(ctx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
-    return entry;
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const p = getPartner(ctx, partnerRef);
+      const entry = writeEntry(ctx, p.id, 'adjustment', amount, note, actor);
+      audit(ctx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
+      return entry;
+    })
+    .immediate();
 }
 
-function writeEntry(ctx: CoreCtx, partnerId: string, kind: LedgerKind, amount: number, note: string | null, actor: string) {
+function writeEntry(
+  ctx: CoreCtx,
+  partnerId: string,
+  kind: LedgerKind,
+  amount: number,
+  note: string | null,
+  actor: string,
+) {
   const s = stmts(ctx);
   const now = ctx.now();
   const row = s.credit.get(amount, now, partnerId) as { balance: number };

@@ -56,16 +56,47 @@ const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel
 
 function insertMessage(ctx: CoreCtx, r: MessageRow) {
   stmt(ctx.db.sqlite, INSERT_MESSAGE).run(
-    r.id, r.partner_id, r.direction, r.channel_type, r.channel_id, r.gateway_id, r.conversation_id,
-    r.contact_id, r.to, r.from, r.content, r.status, r.provider_message_id, r.provider_id_indexed, r.price, r.segments, r.error_code, r.error_message,
-    r.dispatch_uncertain, r.refunded, r.sent_at, r.created_at, r.updated_at,
+    r.id,
+    r.partner_id,
+    r.direction,
+    r.channel_type,
+    r.channel_id,
+    r.gateway_id,
+    r.conversation_id,
+    r.contact_id,
+    r.to,
+    r.from,
+    r.content,
+    r.status,
+    r.provider_message_id,
+    r.provider_id_indexed,
+    r.price,
+    r.segments,
+    r.error_code,
+    r.error_message,
+    r.dispatch_uncertain,
+    r.refunded,
+    r.sent_at,
+    r.created_at,
+    r.updated_at,
   );
 }
 
 const INSERT_HISTORY = `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
 
-function history(ctx: CoreCtx, messageId: string, status: string, opts: { providerStatus?: string | null; errorCode?: string | null; errorMessage?: string | null; ignored?: boolean; at?: number } = {}) {
+function history(
+  ctx: CoreCtx,
+  messageId: string,
+  status: string,
+  opts: {
+    providerStatus?: string | null;
+    errorCode?: string | null;
+    errorMessage?: string | null;
+    ignored?: boolean;
+    at?: number;
+  } = {},
+) {
   const now = ctx.now();
   stmt(ctx.db.sqlite, INSERT_HISTORY).run(
     messageId,
@@ -151,7 +182,10 @@ export interface InboundInput {
 }
 
 /** Store an inbound message, its contact and conversation, and the message.received event. */
-export function createInbound(ctx: CoreCtx, input: InboundInput): { message: MessageRow; contact: ContactRow; eventId: string } {
+export function createInbound(
+  ctx: CoreCtx,
+  input: InboundInput,
+): { message: MessageRow; contact: ContactRow; eventId: string } {
   const { contact } = findOrCreateContact(ctx, input.partnerId, input.channel.type, input.from, {
     name: input.profileName ?? null,
     inboundAt: input.occurredAt,
@@ -162,7 +196,8 @@ export function createInbound(ctx: CoreCtx, input: InboundInput): { message: Mes
   });
   // A reply or reaction names the other message by the provider's id; the partner knows it by ours.
   const content = structuredClone(input.content);
-  for (const ref of contentRefs(content)) ref.message_id = messageIdFor(ctx, input.partnerId, input.channel.type, ref.provider_message_id);
+  for (const ref of contentRefs(content))
+    ref.message_id = messageIdFor(ctx, input.partnerId, input.channel.type, ref.provider_message_id);
   const now = ctx.now();
   const row: MessageRow = {
     id: newId('msg'),
@@ -213,10 +248,11 @@ export const MESSAGE_BY_PROVIDER_ID_SQL =
 
 /** msgd's id of the partner's message on that channel with this provider id (either direction), if any. */
 function messageIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, providerMessageId: string): string | null {
-  const r = stmt<[string, string, string], { id: string }>(
-    ctx.db.sqlite,
-    MESSAGE_BY_PROVIDER_ID_SQL,
-  ).get(providerMessageId, partnerId, channel);
+  const r = stmt<[string, string, string], { id: string }>(ctx.db.sqlite, MESSAGE_BY_PROVIDER_ID_SQL).get(
+    providerMessageId,
+    partnerId,
+    channel,
+  );
   return r?.id ?? null;
 }
 
@@ -240,11 +276,21 @@ export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefi
  * its creation, is not stored (a send writes one row fewer): it is derived here, unless a
  * database written before that change holds it.
  */
-export function messageHistory(ctx: CoreCtx, id: string, message?: Pick<MessageRow, 'direction' | 'created_at'>): HistoryRow[] {
-  const rows = stmt<[string], HistoryRow>(ctx.db.sqlite, 'SELECT * FROM message_status_history WHERE message_id = ? ORDER BY id').all(id);
+export function messageHistory(
+  ctx: CoreCtx,
+  id: string,
+  message?: Pick<MessageRow, 'direction' | 'created_at'>,
+): HistoryRow[] {
+  const rows = stmt<[string], HistoryRow>(
+    ctx.db.sqlite,
+    'SELECT * FROM message_status_history WHERE message_id = ? ORDER BY id',
+  ).all(id);
   const m =
     message ??
-    stmt<[string], Pick<MessageRow, 'direction' | 'created_at'>>(ctx.db.sqlite, 'SELECT direction, created_at FROM messages WHERE id = ?').get(id);
+    stmt<[string], Pick<MessageRow, 'direction' | 'created_at'>>(
+      ctx.db.sqlite,
+      'SELECT direction, created_at FROM messages WHERE id = ?',
+    ).get(id);
   if (!m || m.direction !== 'outbound' || rows[0]?.status === 'queued') return rows;
   const queued: HistoryRow = {
     id: 0,
@@ -329,7 +375,8 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
   // price was refunded (the provider reported the failure, or dispatch ran out of retries with
   // the outcome unknown), the partner is charged again, as for any delivered message, unless
   // that would take it past its credit limit: it then stays refunded.
-  const charged = isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0 && chargeAgain(ctx, msg, change.status);
+  const charged =
+    isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0 && chargeAgain(ctx, msg, change.status);
   // The message's error is its failure's: taken with a failure, dropped when it arrived after all
   // (the history keeps it), otherwise left (a retry's note while it waits).
   const errors = failing ? 1 : isFailure(from) ? 2 : 0;
@@ -352,7 +399,15 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
     now,
     msg.id,
   );
-  if (doRefund) refund(ctx, msg.partner_id, msg.price, msg.id, `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`, 'system');
+  if (doRefund)
+    refund(
+      ctx,
+      msg.partner_id,
+      msg.price,
+      msg.id,
+      `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`,
+      'system',
+    );
   emitStatusEvent(ctx, msg, from, change, change.occurredAt ?? now);
   msg.status = change.status;
   if (doRefund) msg.refunded = 1;
@@ -407,7 +462,13 @@ function emitStatusEvent(
 export function markSent(
   ctx: CoreCtx,
   m: SentTarget,
-  change: { providerMessageId: string; namedInReports: boolean; providerStatus: string | null; occurredAt: number; uncertain: boolean },
+  change: {
+    providerMessageId: string;
+    namedInReports: boolean;
+    providerStatus: string | null;
+    occurredAt: number;
+    uncertain: boolean;
+  },
 ): boolean {
   const now = ctx.now();
   const moved = stmt(
@@ -415,7 +476,14 @@ export function markSent(
     `UPDATE messages SET status = 'sent', provider_message_id = ?, provider_id_indexed = ?, error_code = NULL,
        error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), sent_at = COALESCE(sent_at, ?), updated_at = ?
      WHERE id = ? AND status = 'sending'`,
-  ).run(change.providerMessageId, change.namedInReports ? 0 : 1, change.uncertain ? 1 : 0, change.occurredAt, now, m.id);
+  ).run(
+    change.providerMessageId,
+    change.namedInReports ? 0 : 1,
+    change.uncertain ? 1 : 0,
+    change.occurredAt,
+    now,
+    m.id,
+  );
   if (moved.changes === 0) return false;
   history(ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
   emitStatusEvent(ctx, m, 'sending', { status: 'sent', providerStatus: change.providerStatus }, change.occurredAt);
@@ -424,14 +492,21 @@ export function markSent(
 
 /** Flag a message whose provider call may have been in flight when the process died. */
 export function flagUncertain(ctx: CoreCtx, messageId: string) {
-  stmt(ctx.db.sqlite, 'UPDATE messages SET dispatch_uncertain = 1, updated_at = ? WHERE id = ?').run(ctx.now(), messageId);
+  stmt(ctx.db.sqlite, 'UPDATE messages SET dispatch_uncertain = 1, updated_at = ? WHERE id = ?').run(
+    ctx.now(),
+    messageId,
+  );
 }
 
 /** Content as the API shows it: snake_case, as the partner wrote from_name and reply_to. */
 function contentJson(content: MessageContent): object {
   if (content.kind !== 'email') return content;
   const { fromName, replyTo, ...rest } = content;
-  return { ...rest, ...(fromName !== undefined ? { from_name: fromName } : {}), ...(replyTo !== undefined ? { reply_to: replyTo } : {}) };
+  return {
+    ...rest,
+    ...(fromName !== undefined ? { from_name: fromName } : {}),
+    ...(replyTo !== undefined ? { reply_to: replyTo } : {}),
+  };
 }
 
 export function messageJson(m: MessageRow, hist?: HistoryRow[]) {

@@ -19,39 +19,45 @@ export function createPartner(
 ): Partner {
   const details = [];
   if (!SLUG.test(input.slug)) {
-    details.push({ field: 'slug', message: 'lowercase letters, digits and dashes, 2-63 characters, starting with a letter or digit' });
+    details.push({
+      field: 'slug',
+      message: 'lowercase letters, digits and dashes, 2-63 characters, starting with a letter or digit',
+    });
   }
   if (!input.name || input.name.trim().length === 0 || input.name.length > 200) {
     details.push({ field: 'name', message: 'a name of 1-200 characters is required' });
   }
   const currency = (input.currency ?? 'USD').toUpperCase();
-  if (!CURRENCY.test(currency)) details.push({ field: 'currency', message: 'a three-letter ISO 4217 code such as USD' });
+  if (!CURRENCY.test(currency))
+    details.push({ field: 'currency', message: 'a three-letter ISO 4217 code such as USD' });
   const creditLimit = input.creditLimit ?? 0;
   if (!Number.isSafeInteger(creditLimit) || creditLimit < 0) {
     details.push({ field: 'credit_limit', message: 'must be zero or positive' });
   }
   if (details.length) throw invalid('invalid partner', details);
-  return ctx.db.sqlite.transaction(() => {
-    const existing = ctx.db.orm.select({ id: partners.id }).from(partners).where(eq(partners.slug, input.slug)).get();
-    if (existing) throw new AppError('conflict', `a partner with slug "${input.slug}" already exists`);
-    const now = ctx.now();
-    const row: Partner = {
-      id: newId('prt'),
-      slug: input.slug,
-      name: input.name.trim(),
-      status: 'active',
-      currency,
-      balance: 0,
-      creditLimit,
-      rateLimitPerMinute: null,
-      lowBalanceThreshold: null,
-      createdAt: now,
-      updatedAt: now,
-    };
-    ctx.db.orm.insert(partners).values(row).run();
-    audit(ctx, actor, 'partner.create', 'partner', row.id, { slug: row.slug, name: row.name, currency });
-    return row;
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const existing = ctx.db.orm.select({ id: partners.id }).from(partners).where(eq(partners.slug, input.slug)).get();
+      if (existing) throw new AppError('conflict', `a partner with slug "${input.slug}" already exists`);
+      const now = ctx.now();
+      const row: Partner = {
+        id: newId('prt'),
+        slug: input.slug,
+        name: input.name.trim(),
+        status: 'active',
+        currency,
+        balance: 0,
+        creditLimit,
+        rateLimitPerMinute: null,
+        lowBalanceThreshold: null,
+        createdAt: now,
+        updatedAt: now,
+      };
+      ctx.db.orm.insert(partners).values(row).run();
+      audit(ctx, actor, 'partner.create', 'partner', row.id, { slug: row.slug, name: row.name, currency });
+      return row;
+    })
+    .immediate();
 }
 
 /** Find a partner by id or slug. */
@@ -74,14 +80,16 @@ export function listPartners(ctx: CoreCtx): Partner[] {
 }
 
 function setStatus(ctx: CoreCtx, ref: string, status: 'active' | 'suspended', actor: string): Partner {
-  return ctx.db.sqlite.transaction(() => {
-    const p = getPartner(ctx, ref);
-    ctx.db.orm.update(partners).set({ status, updatedAt: ctx.now() }).where(eq(partners.id, p.id)).run();
-    audit(ctx, actor, status === 'active' ? 'partner.activate' : 'partner.suspend', 'partner', p.id, {
-      from: p.status,
-    });
-    return getPartner(ctx, p.id);
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const p = getPartner(ctx, ref);
+      ctx.db.orm.update(partners).set({ status, updatedAt: ctx.now() }).where(eq(partners.id, p.id)).run();
+      audit(ctx, actor, status === 'active' ? 'partner.activate' : 'partner.suspend', 'partner', p.id, {
+        from: p.status,
+      });
+      return getPartner(ctx, p.id);
+    })
+    .immediate();
 }
 
 export const suspendPartner = (ctx: CoreCtx, ref: string, actor: string) => setStatus(ctx, ref, 'suspended', actor);
@@ -91,12 +99,14 @@ export function setCreditLimit(ctx: CoreCtx, ref: string, creditLimit: number, a
   if (!Number.isSafeInteger(creditLimit) || creditLimit < 0) {
     throw invalid('credit limit must be zero or positive', [{ field: 'credit_limit', message: 'must be >= 0' }]);
   }
-  return ctx.db.sqlite.transaction(() => {
-    const p = getPartner(ctx, ref);
-    ctx.db.orm.update(partners).set({ creditLimit, updatedAt: ctx.now() }).where(eq(partners.id, p.id)).run();
-    audit(ctx, actor, 'partner.set_credit', 'partner', p.id, { from: p.creditLimit, to: creditLimit });
-    return getPartner(ctx, p.id);
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const p = getPartner(ctx, ref);
+      ctx.db.orm.update(partners).set({ creditLimit, updatedAt: ctx.now() }).where(eq(partners.id, p.id)).run();
+      audit(ctx, actor, 'partner.set_credit', 'partner', p.id, { from: p.creditLimit, to: creditLimit });
+      return getPartner(ctx, p.id);
+    })
+    .immediate();
 }
 
 export function setPartnerLimits(
@@ -105,22 +115,30 @@ export function setPartnerLimits(
   limits: { rateLimitPerMinute?: number | null; lowBalanceThreshold?: number | null },
   actor: string,
 ): Partner {
-  if (limits.rateLimitPerMinute != null && (!Number.isSafeInteger(limits.rateLimitPerMinute) || limits.rateLimitPerMinute < 1)) {
+  if (
+    limits.rateLimitPerMinute != null &&
+    (!Number.isSafeInteger(limits.rateLimitPerMinute) || limits.rateLimitPerMinute < 1)
+  ) {
     throw invalid('rate limit must be a positive whole number of requests per minute');
   }
-  if (limits.lowBalanceThreshold != null && (!Number.isSafeInteger(limits.lowBalanceThreshold) || limits.lowBalanceThreshold < 0)) {
+  if (
+    limits.lowBalanceThreshold != null &&
+    (!Number.isSafeInteger(limits.lowBalanceThreshold) || limits.lowBalanceThreshold < 0)
+  ) {
     throw invalid('low-balance threshold must be zero or positive');
   }
-  return ctx.db.sqlite.transaction(() => {
-    const p = getPartner(ctx, ref);
-    ctx.db.orm
-      .update(partners)
-      .set({ ...limits, updatedAt: ctx.now() })
-      .where(eq(partners.id, p.id))
-      .run();
-    audit(ctx, actor, 'partner.set_limits', 'partner', p.id, limits);
-    return getPartner(ctx, p.id);
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const p = getPartner(ctx, ref);
+      ctx.db.orm
+        .update(partners)
+        .set({ ...limits, updatedAt: ctx.now() })
+        .where(eq(partners.id, p.id))
+        .run();
+      audit(ctx, actor, 'partner.set_limits', 'partner', p.id, limits);
+      return getPartner(ctx, p.id);
+    })
+    .immediate();
 }
 
 export function partnerJson(p: Partner) {

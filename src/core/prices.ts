@@ -15,45 +15,68 @@ import { getPartner } from './partners.js';
 
 export type Price = typeof prices.$inferSelect;
 
-export function setPrice(ctx: CoreCtx, input: { channel: string; amount: number; partner?: string }, actor: string): Price {
+export function setPrice(
+  ctx: CoreCtx,
+  input: { channel: string; amount: number; partner?: string },
+  actor: string,
+): Price {
   if (!isChannelType(input.channel)) throw invalid(`unknown channel type "${input.channel}"`);
   if (!Number.isSafeInteger(input.amount) || input.amount < 0) throw invalid('a price must be zero or positive');
   const channel = input.channel;
-  return ctx.db.sqlite.transaction(() => {
-    const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
-    const now = ctx.now();
-    const existing = ctx.db.orm
-      .select()
-      .from(prices)
-      .where(and(eq(prices.channelType, channel), eq(prices.partnerId, partnerId)))
-      .get();
-    let row: Price;
-    if (existing) {
-      ctx.db.orm.update(prices).set({ amount: input.amount, updatedAt: now }).where(eq(prices.id, existing.id)).run();
-      row = { ...existing, amount: input.amount, updatedAt: now };
-    } else {
-      row = { id: newId('prc'), channelType: channel, partnerId, amount: input.amount, createdAt: now, updatedAt: now };
-      ctx.db.orm.insert(prices).values(row).run();
-    }
-    audit(ctx, actor, 'price.set', 'price', row.id, { channel, partner: input.partner ?? null, amount: input.amount, from: existing?.amount ?? null });
-    return row;
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
+      const now = ctx.now();
+      const existing = ctx.db.orm
+        .select()
+        .from(prices)
+        .where(and(eq(prices.channelType, channel), eq(prices.partnerId, partnerId)))
+        .get();
+      let row: Price;
+      if (existing) {
+        ctx.db.orm.update(prices).set({ amount: input.amount, updatedAt: now }).where(eq(prices.id, existing.id)).run();
+        row = { ...existing, amount: input.amount, updatedAt: now };
+      } else {
+        row = {
+          id: newId('prc'),
+          channelType: channel,
+          partnerId,
+          amount: input.amount,
+          createdAt: now,
+          updatedAt: now,
+        };
+        ctx.db.orm.insert(prices).values(row).run();
+      }
+      audit(ctx, actor, 'price.set', 'price', row.id, {
+        channel,
+        partner: input.partner ?? null,
+        amount: input.amount,
+        from: existing?.amount ?? null,
+      });
+      return row;
+    })
+    .immediate();
 }
 
 /** Remove a partner override (the default applies again) or a default price. */
 export function unsetPrice(ctx: CoreCtx, input: { channel: string; partner?: string }, actor: string): Price {
-  return ctx.db.sqlite.transaction(() => {
-    const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
-    const existing = ctx.db.orm
-      .select()
-      .from(prices)
-      .where(and(eq(prices.channelType, input.channel as ChannelType), eq(prices.partnerId, partnerId)))
-      .get();
-    if (!existing) throw notFound('price', `${input.channel}${input.partner ? ` for ${input.partner}` : ''}`);
-    ctx.db.orm.delete(prices).where(eq(prices.id, existing.id)).run();
-    audit(ctx, actor, 'price.unset', 'price', existing.id, { channel: input.channel, partner: input.partner ?? null });
-    return existing;
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
+      const existing = ctx.db.orm
+        .select()
+        .from(prices)
+        .where(and(eq(prices.channelType, input.channel as ChannelType), eq(prices.partnerId, partnerId)))
+        .get();
+      if (!existing) throw notFound('price', `${input.channel}${input.partner ? ` for ${input.partner}` : ''}`);
+      ctx.db.orm.delete(prices).where(eq(prices.id, existing.id)).run();
+      audit(ctx, actor, 'price.unset', 'price', existing.id, {
+        channel: input.channel,
+        partner: input.partner ?? null,
+      });
+      return existing;
+    })
+    .immediate();
 }
 
 export interface PriceListRow {

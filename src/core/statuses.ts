@@ -61,4 +61,11 @@ export function canAdvance(from: MessageStatus, to: MessageStatus): boolean {
   return STATUS_RANK[to] > STATUS_RANK[from];
 }
 
-export const FINAL_STATUSES = new Set<MessageStatus>(['read', 'clicked', 'failed', 'undelivered', 'bounced', 'dropped']);
+export const FINAL_STATUSES = new Set<MessageStatus>([
+  'read',
+  'clicked',
+  'failed',
+  'undelivered',
+  'bounced',
+  'dropped',
+]);

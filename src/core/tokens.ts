@@ -33,7 +33,10 @@ export type Token = typeof tokens.$inferSelect;
 
 export function parseScopes(input: string | string[]): string[] {
   const list = (Array.isArray(input) ? input : input.split(/[\s,]+/)).map((s) => s.trim()).filter(Boolean);
-  if (list.length === 0) throw invalid('at least one scope is required', [{ field: 'scopes', message: `one or more of ${SCOPES.join(', ')}, or *` }]);
+  if (list.length === 0)
+    throw invalid('at least one scope is required', [
+      { field: 'scopes', message: `one or more of ${SCOPES.join(', ')}, or *` },
+    ]);
   const bad = list.filter((s) => s !== '*' && !(SCOPES as readonly string[]).includes(s));
   if (bad.length) {
     throw invalid(`unknown scope ${bad.map((b) => `"${b}"`).join(', ')}`, [
@@ -66,25 +69,27 @@ export function issueToken(
   const scopes = parseScopes(input.scopes);
   if (!input.name || input.name.length > 100) throw invalid('a token name of 1-100 characters is required');
   if (input.expiresAt != null && input.expiresAt <= ctx.now()) throw invalid('the expiry must be in the future');
-  return ctx.db.sqlite.transaction(() => {
-    const partner = getPartner(ctx, input.partner);
-    const secret = TOKEN_PREFIX + randomBytes(32).toString('base64url');
-    const row: Token = {
-      id: newId('tok'),
-      partnerId: partner.id,
-      name: input.name,
-      scopes: scopes.join(' '),
-      prefix: secret.slice(0, PREFIX_SHOWN),
-      hash: hashSecret(secret),
-      expiresAt: input.expiresAt ?? null,
-      revokedAt: null,
-      lastUsedAt: null,
-      createdAt: ctx.now(),
-    };
-    ctx.db.orm.insert(tokens).values(row).run();
-    audit(ctx, actor, 'token.issue', 'token', row.id, { partner: partner.slug, name: row.name, scopes });
-    return { token: row, secret };
-  }).immediate();
+  return ctx.db.sqlite
+    .transaction(() => {
+      const partner = getPartner(ctx, input.partner);
+      const secret = TOKEN_PREFIX + randomBytes(32).toString('base64url');
+      const row: Token = {
+        id: newId('tok'),
+        partnerId: partner.id,
+        name: input.name,
+        scopes: scopes.join(' '),
+        prefix: secret.slice(0, PREFIX_SHOWN),
+        hash: hashSecret(secret),
+        expiresAt: input.expiresAt ?? null,
+        revokedAt: null,
+        lastUsedAt: null,
+        createdAt: ctx.now(),
+      };
+      ctx.db.orm.insert(tokens).values(row).run();
+      audit(ctx, actor, 'token.issue', 'token', row.id, { partner: partner.slug, name: row.name, scopes });
+      return { token: row, secret };
+    })
+    .immediate();
 }
 
 export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
@@ -94,22 +99,31 @@ export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
 
 /** Revoke by token id or by the visible prefix. */
 export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
-  return ctx.db.sqlite.transaction(() => {
-    let t = ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get();
-    if (!t) {
-      const byPrefix = ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).all();
-      if (byPrefix.length > 1) {
-        throw new AppError('conflict', `${byPrefix.length} tokens share the prefix "${ref}"; revoke by token id (msgctl token list)`);
+  return ctx.db.sqlite
+    .transaction(() => {
+      let t = ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get();
+      if (!t) {
+        const byPrefix = ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).all();
+        if (byPrefix.length > 1) {
+          throw new AppError(
+            'conflict',
+            `${byPrefix.length} tokens share the prefix "${ref}"; revoke by token id (msgctl token list)`,
+          );
+        }
+        t = byPrefix[0];
       }
-      t = byPrefix[0];
-    }
-    if (!t) throw notFound('token', ref);
-    if (t.revokedAt) throw new AppError('conflict', `token ${t.id} is already revoked`);
-    const now = ctx.now();
-    ctx.db.orm.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, t.id))).run();
-    audit(ctx, actor, 'token.revoke', 'token', t.id, { name: t.name });
-    return { ...t, revokedAt: now };
-  }).immediate();
+      if (!t) throw notFound('token', ref);
+      if (t.revokedAt) throw new AppError('conflict', `token ${t.id} is already revoked`);
+      const now = ctx.now();
+      ctx.db.orm
+        .update(tokens)
+        .set({ revokedAt: now })
+        .where(and(eq(tokens.id, t.id)))
+        .run();
+      audit(ctx, actor, 'token.revoke', 'token', t.id, { name: t.name });
+      return { ...t, revokedAt: now };
+    })
+    .immediate();
 }
 
 export function tokenJson(t: Token, now: number) {
@@ -138,7 +152,8 @@ export interface AuthPrincipal {
   rateLimitPerMinute: number | null;
 }
 
-export type AuthResult = { ok: true; principal: AuthPrincipal } | { ok: false; reason: AuthFailure; principal?: AuthPrincipal };
+export type AuthResult =
+  { ok: true; principal: AuthPrincipal } | { ok: false; reason: AuthFailure; principal?: AuthPrincipal };
 
 interface AuthRow {
   id: string;

@@ -102,7 +102,9 @@ export function listWebhookLog(ctx: CoreCtx, f: WebhookLogFilter): WebhookLogRow
   if (f.gatewayId) (where.push('gateway_id = ?'), params.push(f.gatewayId));
   if (f.failed) where.push(FAILED);
   if (f.afterId) (where.push('id > ?'), params.push(f.afterId));
-  const cols = f.withBody ? '*' : 'id, provider, gateway_id, method, path, headers, NULL AS body, length(body) AS body_bytes, verification, verification_reason, processing, error, received_at, processed_at';
+  const cols = f.withBody
+    ? '*'
+    : 'id, provider, gateway_id, method, path, headers, NULL AS body, length(body) AS body_bytes, verification, verification_reason, processing, error, received_at, processed_at';
   const sql = `SELECT ${cols} FROM provider_webhooks ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
     ORDER BY id ${f.latest ? 'DESC' : 'ASC'} LIMIT ?`;
   const rows = ctx.db.sqlite.prepare(sql).all(...params, f.limit) as WebhookLogRow[];

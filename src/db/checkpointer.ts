@@ -87,7 +87,13 @@ export function startCheckpointer(path: string, opts: CheckpointerOptions = {}):
   const driver = require.resolve('better-sqlite3');
   const w = new Worker(SCRIPT, {
     eval: true,
-    workerData: { path, driver, intervalMs: opts.intervalMs ?? 1000, smallTail: SMALL_TAIL_FRAMES, maxPasses: MAX_PASSES },
+    workerData: {
+      path,
+      driver,
+      intervalMs: opts.intervalMs ?? 1000,
+      smallTail: SMALL_TAIL_FRAMES,
+      maxPasses: MAX_PASSES,
+    },
     // A small isolate: the loop allocates next to nothing.
     resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 2 },
   });

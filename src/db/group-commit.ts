@@ -42,7 +42,10 @@ export class GroupCommitter {
   private readonly careful: (batch: Pending<any>[], results: Result[]) => void;
   private readonly totalChanges: () => number;
 
-  constructor(private db: Database, opts: { maxBatch?: number } = {}) {
+  constructor(
+    private db: Database,
+    opts: { maxBatch?: number } = {},
+  ) {
     this.maxBatch = opts.maxBatch ?? 512;
     this.savepoint = db.transaction((fn: () => unknown) => fn());
     const changes = db.prepare('SELECT total_changes()').pluck();

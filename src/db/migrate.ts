@@ -32,8 +32,8 @@ function appliedTimes(db: Db): number[] {
     .prepare(`SELECT 1 FROM sqlite_master WHERE type='table' AND name='__drizzle_migrations'`)
     .get();
   if (!exists) return [];
-  return (db.sqlite.prepare('SELECT created_at FROM __drizzle_migrations').all() as { created_at: number }[]).map(
-    (r) => Number(r.created_at),
+  return (db.sqlite.prepare('SELECT created_at FROM __drizzle_migrations').all() as { created_at: number }[]).map((r) =>
+    Number(r.created_at),
   );
 }
 

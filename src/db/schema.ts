@@ -8,7 +8,9 @@ export const partners = sqliteTable('partners', {
   id: text('id').primaryKey(),
   slug: text('slug').notNull().unique(),
   name: text('name').notNull(),
-  status: text('status', { enum: ['active', 'suspended'] }).notNull().default('active'),
+  status: text('status', { enum: ['active', 'suspended'] })
+    .notNull()
+    .default('active'),
   currency: text('currency').notNull().default('USD'),
   balance: integer('balance').notNull().default(0),
   creditLimit: integer('credit_limit').notNull().default(0),
@@ -24,7 +26,9 @@ export const tokens = sqliteTable(
   'tokens',
   {
     id: text('id').primaryKey(),
-    partnerId: text('partner_id').notNull().references(() => partners.id),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
     name: text('name').notNull(),
     /** Space-separated scopes; "*" means all. */
     scopes: text('scopes').notNull(),
@@ -50,7 +54,9 @@ export const gateways = sqliteTable('gateways', {
   settings: text('settings').notNull().default('{}'),
   /** AES-256-GCM sealed JSON object of secrets (src/core/secrets.ts). */
   secrets: text('secrets').notNull(),
-  status: text('status', { enum: ['active', 'disabled'] }).notNull().default('active'),
+  status: text('status', { enum: ['active', 'disabled'] })
+    .notNull()
+    .default('active'),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
 });
@@ -59,12 +65,18 @@ export const channels = sqliteTable(
   'channels',
   {
     id: text('id').primaryKey(),
-    partnerId: text('partner_id').notNull().references(() => partners.id),
-    gatewayId: text('gateway_id').notNull().references(() => gateways.id),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
+    gatewayId: text('gateway_id')
+      .notNull()
+      .references(() => gateways.id),
     type: text('type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
     /** The sender address: E.164 number, page id, Instagram account id, or from-address. */
     sender: text('sender').notNull(),
-    status: text('status', { enum: ['active', 'inactive'] }).notNull().default('active'),
+    status: text('status', { enum: ['active', 'inactive'] })
+      .notNull()
+      .default('active'),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
@@ -72,8 +84,12 @@ export const channels = sqliteTable(
     index('channels_partner').on(t.partnerId, t.type),
     index('channels_gateway').on(t.gatewayId),
     // One active channel per partner and type (the send path picks it), and one owner per address.
-    uniqueIndex('channels_active_partner_type').on(t.partnerId, t.type).where(sql`status = 'active'`),
-    uniqueIndex('channels_active_address').on(t.type, t.sender).where(sql`status = 'active'`),
+    uniqueIndex('channels_active_partner_type')
+      .on(t.partnerId, t.type)
+      .where(sql`status = 'active'`),
+    uniqueIndex('channels_active_address')
+      .on(t.type, t.sender)
+      .where(sql`status = 'active'`),
   ],
 );
 
@@ -96,7 +112,9 @@ export const ledgerEntries = sqliteTable(
   'ledger_entries',
   {
     id: integer('id').primaryKey({ autoIncrement: true }),
-    partnerId: text('partner_id').notNull().references(() => partners.id),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
     kind: text('kind', { enum: ['topup', 'debit', 'refund', 'adjustment'] }).notNull(),
     amount: integer('amount').notNull(),
     balanceAfter: integer('balance_after').notNull(),
@@ -127,7 +145,9 @@ export const contacts = sqliteTable(
   'contacts',
   {
     id: text('id').primaryKey(),
-    partnerId: text('partner_id').notNull().references(() => partners.id),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
     name: text('name'),
     phone: text('phone'),
     email: text('email'),
@@ -154,11 +174,17 @@ export const conversations = sqliteTable(
   'conversations',
   {
     id: text('id').primaryKey(),
-    partnerId: text('partner_id').notNull().references(() => partners.id),
-    contactId: text('contact_id').notNull().references(() => contacts.id),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
+    contactId: text('contact_id')
+      .notNull()
+      .references(() => contacts.id),
     channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
     channelId: text('channel_id'),
-    status: text('status', { enum: ['open', 'closed'] }).notNull().default('open'),
+    status: text('status', { enum: ['open', 'closed'] })
+      .notNull()
+      .default('open'),
     lastMessageAt: integer('last_message_at'),
     lastInboundAt: integer('last_inbound_at'),
     createdAt: integer('created_at').notNull(),
@@ -175,7 +201,9 @@ export const messages = sqliteTable(
   'messages',
   {
     id: text('id').primaryKey(),
-    partnerId: text('partner_id').notNull().references(() => partners.id),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
     direction: text('direction', { enum: ['outbound', 'inbound'] }).notNull(),
     channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
     channelId: text('channel_id'),
@@ -213,7 +241,9 @@ export const messages = sqliteTable(
     index('messages_conversation').on(t.conversationId, t.id),
     // Partial: a queued message has no provider id yet, so a send writes no entry here, and a
     // message whose reports name msgd's id never does. A lookup must say provider_id_indexed = 1.
-    index('messages_provider').on(t.providerMessageId).where(sql`provider_message_id IS NOT NULL AND provider_id_indexed = 1`),
+    index('messages_provider')
+      .on(t.providerMessageId)
+      .where(sql`provider_message_id IS NOT NULL AND provider_id_indexed = 1`),
   ],
 );
 
@@ -255,7 +285,9 @@ export const jobs = sqliteTable(
     id: integer('id').primaryKey({ autoIncrement: true }),
     kind: text('kind').notNull(),
     payload: text('payload').notNull(),
-    state: text('state', { enum: ['available', 'running', 'retry', 'dead'] }).notNull().default('available'),
+    state: text('state', { enum: ['available', 'running', 'retry', 'dead'] })
+      .notNull()
+      .default('available'),
     priority: integer('priority').notNull().default(0),
     runAt: integer('run_at').notNull(),
     attempts: integer('attempts').notNull().default(0),
@@ -276,7 +308,9 @@ export const jobs = sqliteTable(
     // No index on locked_until: the lifeline reads the few running jobs off state.
     index('jobs_kind_claim').on(t.kind, t.state, t.priority, t.runAt),
     // Partial: a NULL key (every dispatch job) costs no index entry.
-    uniqueIndex('jobs_unique_key').on(t.uniqueKey).where(sql`unique_key IS NOT NULL`),
+    uniqueIndex('jobs_unique_key')
+      .on(t.uniqueKey)
+      .where(sql`unique_key IS NOT NULL`),
   ],
 );
 
@@ -306,7 +340,10 @@ export const providerWebhooks = sqliteTable(
     receivedAt: integer('received_at').notNull(),
     processedAt: integer('processed_at'),
   },
-  (t) => [index('provider_webhooks_received').on(t.receivedAt), index('provider_webhooks_provider').on(t.provider, t.receivedAt)],
+  (t) => [
+    index('provider_webhooks_received').on(t.receivedAt),
+    index('provider_webhooks_provider').on(t.provider, t.receivedAt),
+  ],
 );
 
 export const providerEventKeys = sqliteTable('provider_event_keys', {
@@ -330,7 +367,9 @@ export const events = sqliteTable(
   (t) => [
     index('events_partner').on(t.partnerId, t.id),
     // Partial: only events still to fan out are in it (most are stored already fanned out).
-    index('events_pending').on(t.fannedOut).where(sql`fanned_out = 0`),
+    index('events_pending')
+      .on(t.fannedOut)
+      .where(sql`fanned_out = 0`),
   ],
 );
 
@@ -338,7 +377,9 @@ export const webhookEndpoints = sqliteTable(
   'webhook_endpoints',
   {
     id: text('id').primaryKey(),
-    partnerId: text('partner_id').notNull().references(() => partners.id),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
     url: text('url').notNull(),
     description: text('description'),
     /** JSON array of event types; null = every event. */
@@ -347,7 +388,9 @@ export const webhookEndpoints = sqliteTable(
     secret: text('secret').notNull(),
     previousSecret: text('previous_secret'),
     previousSecretExpiresAt: integer('previous_secret_expires_at'),
-    status: text('status', { enum: ['enabled', 'disabled'] }).notNull().default('enabled'),
+    status: text('status', { enum: ['enabled', 'disabled'] })
+      .notNull()
+      .default('enabled'),
     disabledReason: text('disabled_reason'),
     failingSince: integer('failing_since'),
     deletedAt: integer('deleted_at'),

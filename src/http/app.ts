@@ -21,7 +21,8 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     // One line per request is written by the onResponse hook below, at debug (5xx at error).
     logController: new LogController({ disableRequestLogging: true }),
     // Each request's child logger is made only if the request logs (src/http/logger.ts).
-    childLoggerFactory: (logger, bindings, options) => new LazyRequestLogger(logger as unknown as Logger, bindings, options) as unknown as FastifyBaseLogger,
+    childLoggerFactory: (logger, bindings, options) =>
+      new LazyRequestLogger(logger as unknown as Logger, bindings, options) as unknown as FastifyBaseLogger,
     bodyLimit: rt.config.server.bodyLimitBytes,
     // /api/send-sms.php/ is /api/send-sms.php: partners' URL builders add slashes.
     routerOptions: { ignoreTrailingSlash: true },
@@ -40,8 +41,10 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     // Requests the router refuses before any hook runs get our shape and X-Request-Id too.
     frameworkErrors: (err, req, reply) => {
       reply.header('x-request-id', req.id);
-      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, 'invalid_request', 'a path segment is too long: no id is that long', [], 414);
-      if (err.code === 'FST_ERR_BAD_URL') return sendError(reply, 'invalid_request', 'the URL is not valid: check its percent-encoding');
+      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH')
+        return sendError(reply, 'invalid_request', 'a path segment is too long: no id is that long', [], 414);
+      if (err.code === 'FST_ERR_BAD_URL')
+        return sendError(reply, 'invalid_request', 'the URL is not valid: check its percent-encoding');
       return errorHandler(err, req, reply);
     },
   });
@@ -53,8 +56,13 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   });
   app.addHook('onResponse', (req, reply, done) => {
     // The path only: query strings carry secrets (Meta's hub.verify_token).
-    if (reply.statusCode >= 500) req.log.error({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode }, 'request failed');
-    else if (rt.logger.isLevelEnabled('debug')) req.log.debug({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'request');
+    if (reply.statusCode >= 500)
+      req.log.error({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode }, 'request failed');
+    else if (rt.logger.isLevelEnabled('debug'))
+      req.log.debug(
+        { method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime },
+        'request',
+      );
     done();
   });
   app.setErrorHandler(errorHandler);

@@ -1,6 +1,13 @@
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../lib/errors.js';
-import { bearer, hasScope, type AuthPrincipal, type AuthResult, type Scope, type TokenAuthenticator } from '../core/tokens.js';
+import {
+  bearer,
+  hasScope,
+  type AuthPrincipal,
+  type AuthResult,
+  type Scope,
+  type TokenAuthenticator,
+} from '../core/tokens.js';
 
 const MESSAGES: Record<string, string> = {
   missing: 'missing bearer token: send Authorization: Bearer <API_KEY>',
@@ -21,7 +28,12 @@ export function lookupToken(auth: TokenAuthenticator, req: FastifyRequest): Auth
  * 401 for a bad token, 403 for a suspended partner or a missing scope; else the principal.
  * `result` is a lookupToken() already made for this request (saves a second lookup).
  */
-export function authenticate(auth: TokenAuthenticator, req: FastifyRequest, scope: Scope, result: AuthResult = lookupToken(auth, req)): AuthPrincipal {
+export function authenticate(
+  auth: TokenAuthenticator,
+  req: FastifyRequest,
+  scope: Scope,
+  result: AuthResult = lookupToken(auth, req),
+): AuthPrincipal {
   const header = req.headers.authorization;
   if (!result.ok) {
     // Node keeps the first of several Authorization headers and drops the rest: which token
@@ -42,10 +54,14 @@ export function authenticate(auth: TokenAuthenticator, req: FastifyRequest, scop
     }
     if (header && !bearer(header)) {
       const message = 'malformed Authorization header: expected "Bearer <API_KEY>"';
-      throw new AppError('unauthorized', message, [], { wwwAuthenticate: offeredBearer ? challenge(message) : 'Bearer' });
+      throw new AppError('unauthorized', message, [], {
+        wwwAuthenticate: offeredBearer ? challenge(message) : 'Bearer',
+      });
     }
     const message = MESSAGES[result.reason];
-    throw new AppError('unauthorized', message, [], { wwwAuthenticate: result.reason === 'missing' ? 'Bearer' : challenge(message) });
+    throw new AppError('unauthorized', message, [], {
+      wwwAuthenticate: result.reason === 'missing' ? 'Bearer' : challenge(message),
+    });
   }
   if (!hasScope(result.principal.scopes, scope)) {
     throw new AppError('insufficient_scope', `this token lacks the "${scope}" scope`, [], { required: scope });
@@ -60,7 +76,8 @@ function authorizationHeaders(raw: string[]): number {
   return n;
 }
 
-const challenge = (description: string) => `Bearer error="invalid_token", error_description="${description.replace(/["\\]/g, "'")}"`;
+const challenge = (description: string) =>
+  `Bearer error="invalid_token", error_description="${description.replace(/["\\]/g, "'")}"`;
 
 /** onRequest hook: 401/403 before the body is read, so they outrank 413 and 415. */
 export function authHook(auth: TokenAuthenticator, scope: Scope) {

@@ -33,17 +33,30 @@ export function errorBody(code: string, message: string, details: ErrorDetail[] 
   return { error: { code, message, details } };
 }
 
-export function sendError(reply: FastifyReply, code: string, message: string, details: ErrorDetail[] = [], status?: number) {
-  return reply.code(status ?? statusFor(code)).type('application/json; charset=utf-8').send(errorBody(code, message, details));
+export function sendError(
+  reply: FastifyReply,
+  code: string,
+  message: string,
+  details: ErrorDetail[] = [],
+  status?: number,
+) {
+  return reply
+    .code(status ?? statusFor(code))
+    .type('application/json; charset=utf-8')
+    .send(errorBody(code, message, details));
 }
 
 function zodDetails(err: any): ErrorDetail[] | null {
   const issues = err?.validation ?? err?.issues;
   if (!Array.isArray(issues)) return null;
   return issues.map((i: any) => {
-    const path = Array.isArray(i.path) ? i.path : i.instancePath ? String(i.instancePath).split('/').filter(Boolean) : [];
+    const path = Array.isArray(i.path)
+      ? i.path
+      : i.instancePath
+        ? String(i.instancePath).split('/').filter(Boolean)
+        : [];
     const params = i.params ?? {};
-    const field = path.length ? path.join('.') : params.missingProperty ?? undefined;
+    const field = path.length ? path.join('.') : (params.missingProperty ?? undefined);
     return { field, message: i.message ?? 'invalid', ...(i.code ? { code: String(i.code) } : {}) };
   });
 }
@@ -52,7 +65,8 @@ function zodDetails(err: any): ErrorDetail[] | null {
 export function errorHandler(err: FastifyError | AppError | Error, req: FastifyRequest, reply: FastifyReply) {
   if (err instanceof AppError) {
     const status = statusFor(err.code);
-    if (status === 401 && err.code === 'unauthorized') reply.header('www-authenticate', String(err.data?.wwwAuthenticate ?? 'Bearer'));
+    if (status === 401 && err.code === 'unauthorized')
+      reply.header('www-authenticate', String(err.data?.wwwAuthenticate ?? 'Bearer'));
     if (status >= 500) req.log.error({ err }, 'domain error mapped to 5xx');
     return sendError(reply, err.code, err.message, err.details, status);
   }
@@ -91,7 +105,10 @@ export function errorHandler(err: FastifyError | AppError | Error, req: FastifyR
 export async function refuseEncodedBody(req: FastifyRequest, _reply: FastifyReply, payload: unknown) {
   const encoding = req.headers['content-encoding'];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-    throw new AppError('unsupported_media_type', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
+    throw new AppError(
+      'unsupported_media_type',
+      `Content-Encoding ${encoding} is not supported: send the body uncompressed`,
+    );
   }
   return payload;
 }

@@ -13,7 +13,11 @@ export function charsetOf(contentType: string | undefined): string | undefined {
   for (const param of (contentType ?? '').split(';').slice(1)) {
     const eq = param.indexOf('=');
     if (eq < 0 || param.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
-    return param.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    return param
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1')
+      .toLowerCase();
   }
   return undefined;
 }
@@ -28,7 +32,13 @@ export function acceptJsonBodies(app: FastifyInstance) {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     const charset = charsetOf(req.headers['content-type']);
     if (charset !== undefined && !UTF8_LABELS.has(charset)) {
-      return done(new AppError('unsupported_media_type', `charset ${charset} is not supported: send the JSON as UTF-8 (charset=utf-8, or no charset)`), undefined);
+      return done(
+        new AppError(
+          'unsupported_media_type',
+          `charset ${charset} is not supported: send the JSON as UTF-8 (charset=utf-8, or no charset)`,
+        ),
+        undefined,
+      );
     }
     done(null, body);
   });
@@ -73,8 +83,16 @@ export function parseJsonBody(body: unknown): unknown {
  * mail headers) ends a string there.
  */
 function checkText(s: string, what: 'string' | 'key', example = '') {
-  if (LONE_SURROGATE.test(s)) throw new AppError('invalid_json', `the body has a ${what} with an unpaired UTF-16 surrogate${example}: not valid Unicode`);
-  if (s.includes('\0')) throw new AppError('invalid_json', `the body has a ${what} with a NUL character (\\u0000), which msgd does not take`);
+  if (LONE_SURROGATE.test(s))
+    throw new AppError(
+      'invalid_json',
+      `the body has a ${what} with an unpaired UTF-16 surrogate${example}: not valid Unicode`,
+    );
+  if (s.includes('\0'))
+    throw new AppError(
+      'invalid_json',
+      `the body has a ${what} with a NUL character (\\u0000), which msgd does not take`,
+    );
 }
 
 /** Depth and Unicode checks over a parsed body, without recursion (a deep body must not blow the stack). */
@@ -87,7 +105,8 @@ function checkJsonValue(root: unknown) {
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;
-    if (depth > MAX_JSON_DEPTH) throw new AppError('invalid_json', `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
+    if (depth > MAX_JSON_DEPTH)
+      throw new AppError('invalid_json', `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
     if (Array.isArray(v)) {
       for (const item of v) stack.push([item, depth + 1]);
     } else {

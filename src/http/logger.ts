@@ -23,7 +23,10 @@ export const REDACT_PATHS = [
   'secrets',
 ];
 
-export function createLogger(level: string, opts: { pretty?: boolean; destination?: NodeJS.WritableStream } = {}): Logger {
+export function createLogger(
+  level: string,
+  opts: { pretty?: boolean; destination?: NodeJS.WritableStream } = {},
+): Logger {
   const options: LoggerOptions = {
     level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },

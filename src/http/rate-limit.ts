@@ -30,7 +30,13 @@ export class RateLimiter {
     const next = tat + interval;
     if (next - now > window) {
       const wait = next - now - window;
-      return { allowed: false, limit: perMinute, remaining: 0, resetS: Math.ceil((tat - now) / 1000), retryAfterS: Math.max(1, Math.ceil(wait / 1000)) };
+      return {
+        allowed: false,
+        limit: perMinute,
+        remaining: 0,
+        resetS: Math.ceil((tat - now) / 1000),
+        retryAfterS: Math.max(1, Math.ceil(wait / 1000)),
+      };
     }
     this.tat.set(key, next);
     if (this.tat.size > 50_000) this.sweep(now);
@@ -69,7 +75,13 @@ export function rateLimitHook(auth: TokenAuthenticator, limiter: RateLimiter, de
     reply.header('ratelimit-reset', v.resetS);
     if (!v.allowed) {
       reply.header('retry-after', v.retryAfterS);
-      return sendError(reply, 'rate_limited', `too many requests: the limit is ${v.limit} per minute; retry in ${v.retryAfterS} s`, [], 429);
+      return sendError(
+        reply,
+        'rate_limited',
+        `too many requests: the limit is ${v.limit} per minute; retry in ${v.retryAfterS} s`,
+        [],
+        429,
+      );
     }
   };
 }

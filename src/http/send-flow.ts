@@ -41,7 +41,11 @@ export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     // Every field is then missing: list them, as for an empty object.
     const empty = schema.safeParse({}, { error: houseError });
-    throw new AppError('invalid_request', 'the body must be a JSON object', empty.success ? [] : zodDetails(empty.error));
+    throw new AppError(
+      'invalid_request',
+      'the body must be a JSON object',
+      empty.success ? [] : zodDetails(empty.error),
+    );
   }
   const parsed = schema.safeParse(body, { error: houseError });
   if (!parsed.success) throw new AppError('invalid_request', 'the request is invalid', zodDetails(parsed.error));
@@ -86,7 +90,9 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
   // 403 channel not assigned / gateway disabled; with no channel named, 403 unless one of the
   // endpoint's is assigned, then 402 funds exhausted.
   const channel = parsed.error ? spec.fixedChannel : spec.channelOf(parsed.value);
-  const pre = channel ? preflight(rt.ctx, principal, channel) : (fundsCheck(rt.ctx, principal, spec.channels), undefined);
+  const pre = channel
+    ? preflight(rt.ctx, principal, channel)
+    : (fundsCheck(rt.ctx, principal, spec.channels), undefined);
   const planned = parsed.error || idem.error ? undefined : deferred(() => spec.plan(parsed.value, channel));
   const invalid = parsed.error ?? idem.error ?? planned?.error;
   if (invalid !== undefined) {

@@ -119,16 +119,18 @@ export class Cron {
     const slotIso = new Date(Math.floor(slot.getTime() / 1000) * 1000).toISOString();
     const key = `${name}:${slotIso}`;
     const now = this.now();
-    return this.db.sqlite.transaction(() => {
-      this.prune.run(`${name}:`, `${name}:${new Date(now - this.keepRunsMs).toISOString()}`);
-      if (this.claimSlot.run(key, now).changes === 0) {
-        const job = this.jobByKey.get(`cron:${key}`) as { id: number } | undefined;
-        return { id: job?.id ?? null, created: false, key };
-      }
-      const spec = typeof entry.task === 'function' ? entry.task(new Date(slotIso)) : entry.task;
-      const res = this.queue.enqueue({ ...spec, uniqueKey: `cron:${key}` }, now);
-      return { ...res, key };
-    }).immediate();
+    return this.db.sqlite
+      .transaction(() => {
+        this.prune.run(`${name}:`, `${name}:${new Date(now - this.keepRunsMs).toISOString()}`);
+        if (this.claimSlot.run(key, now).changes === 0) {
+          const job = this.jobByKey.get(`cron:${key}`) as { id: number } | undefined;
+          return { id: job?.id ?? null, created: false, key };
+        }
+        const spec = typeof entry.task === 'function' ? entry.task(new Date(slotIso)) : entry.task;
+        const res = this.queue.enqueue({ ...spec, uniqueKey: `cron:${key}` }, now);
+        return { ...res, key };
+      })
+      .immediate();
   }
 
   private arm(entry: Entry) {

@@ -75,7 +75,10 @@ function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): Prefl
 export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
   const row = preflightRow(ctx, principal.partnerId, type);
   if (!row || !row.channel_id) {
-    throw new AppError('channel_not_assigned', `no ${type} gateway is assigned to this partner; ask the operator to assign one`);
+    throw new AppError(
+      'channel_not_assigned',
+      `no ${type} gateway is assigned to this partner; ask the operator to assign one`,
+    );
   }
   if (row.gateway_status !== 'active') {
     throw new AppError('channel_not_assigned', `the ${type} gateway assigned to this partner is disabled`);
@@ -102,7 +105,10 @@ export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readon
     ).get(principal.partnerId, JSON.stringify(anyOf))!;
     if (usable.n === 0) {
       const names = anyOf.length === 1 ? anyOf[0] : `${anyOf.slice(0, -1).join(', ')} or ${anyOf[anyOf.length - 1]}`;
-      throw new AppError('channel_not_assigned', `no active ${names} gateway is assigned to this partner; ask the operator to assign one`);
+      throw new AppError(
+        'channel_not_assigned',
+        `no active ${names} gateway is assigned to this partner; ask the operator to assign one`,
+      );
     }
   }
   refuseIfExhausted(ctx, principal.partnerId);
@@ -132,9 +138,15 @@ export function canonicalHash(method: string, path: string, body: unknown): stri
     Array.isArray(v)
       ? v.map(canon)
       : v && typeof v === 'object'
-        ? Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, canon((v as any)[k])]))
+        ? Object.fromEntries(
+            Object.keys(v as object)
+              .sort()
+              .map((k) => [k, canon((v as any)[k])]),
+          )
         : v;
-  return createHash('sha256').update(`${method} ${path}\n${JSON.stringify(canon(body))}`).digest('hex');
+  return createHash('sha256')
+    .update(`${method} ${path}\n${JSON.stringify(canon(body))}`)
+    .digest('hex');
 }
 
 interface IdemRow {

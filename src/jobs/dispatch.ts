@@ -5,7 +5,14 @@ import { sleep } from '../lib/time.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
-import { applyStatus, flagUncertain, getMessageRow, getMessageState, markSent, type MessageRow } from '../core/messages.js';
+import {
+  applyStatus,
+  flagUncertain,
+  getMessageRow,
+  getMessageState,
+  markSent,
+  type MessageRow,
+} from '../core/messages.js';
 import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
 import { redactSecrets } from '../providers/send-results.js';
@@ -43,7 +50,10 @@ export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
 }
 
 /** The columns of a message its dispatch reads (a claim returns only these). */
-type DispatchRow = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status' | 'created_at'>;
+type DispatchRow = Pick<
+  MessageRow,
+  'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status' | 'created_at'
+>;
 const DISPATCH_COLUMNS = 'id, partner_id, channel_type, gateway_id, "to", "from", content, status, created_at';
 
 export interface DispatchDeps {
@@ -75,7 +85,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
 
   function outbound(m: DispatchRow): OutboundMessage {
     const content = JSON.parse(m.content) as MessageContent;
-    if (content.kind !== 'text' && content.kind !== 'template' && content.kind !== 'email') throw new Error(`outbound ${content.kind} messages are not supported`);
+    if (content.kind !== 'text' && content.kind !== 'template' && content.kind !== 'email')
+      throw new Error(`outbound ${content.kind} messages are not supported`);
     return { id: m.id, channel: m.channel_type, to: m.to, from: m.from, content };
   }
 
@@ -234,7 +245,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       next.set(gw.id, now);
       const was = seen.get(gw.id);
       if (first || !was) continue;
-      if (was.active && !now.active) lineUp(gw.id, `gateway ${gw.name} disabled`, 'its waiting messages wait until it is enabled');
+      if (was.active && !now.active)
+        lineUp(gw.id, `gateway ${gw.name} disabled`, 'its waiting messages wait until it is enabled');
       else if (!was.active && now.active) lineUp(gw.id, `gateway ${gw.name} enabled`);
       else if (now.active && was.rate !== now.rate) lineUp(gw.id, `gateway ${gw.name} rate changed to ${now.rate}/s`);
     }
@@ -263,7 +275,12 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       result = await getAdapter(gw.kind).send(
         { id: gw.id, kind: gw.kind, name: gw.name, settings: gw.settings, secrets: gw.secrets },
         outbound(m),
-        { dispatcher: deps.dispatcher, timeoutMs: deps.config.dispatch.timeoutMs, publicUrl: deps.callbackBase(providerBase(gw)), now: ctx.now },
+        {
+          dispatcher: deps.dispatcher,
+          timeoutMs: deps.config.dispatch.timeoutMs,
+          publicUrl: deps.callbackBase(providerBase(gw)),
+          now: ctx.now,
+        },
       );
     } catch (e: any) {
       result = { outcome: 'retry', message: e?.message ?? String(e) };
@@ -286,7 +303,13 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           type: 'ok',
           apply: () => {
             const namedInReports = r.namedInReports === true;
-            const change = { providerMessageId: r.providerMessageId, namedInReports, providerStatus: r.providerStatus ?? null, occurredAt: startedAt, uncertain };
+            const change = {
+              providerMessageId: r.providerMessageId,
+              namedInReports,
+              providerStatus: r.providerStatus ?? null,
+              occurredAt: startedAt,
+              uncertain,
+            };
             if (markSent(ctx, m, change)) return enqueueSandboxReport();
             const fresh = getMessageState(ctx, m.id)!;
             if (uncertain) flagUncertain(ctx, m.id);
@@ -321,12 +344,10 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
             // attempt could send it twice, and the message says so from now on.
             if (uncertain || result.maybeDelivered) flagUncertain(ctx, m.id);
             // Only a message still waiting for its dispatch: a provider report may have settled it.
-            stmt(ctx.db.sqlite, `UPDATE messages SET error_code = ?, error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`).run(
-              result.code ?? 'retrying',
-              result.message,
-              ctx.now(),
-              m.id,
-            );
+            stmt(
+              ctx.db.sqlite,
+              `UPDATE messages SET error_code = ?, error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
+            ).run(result.code ?? 'retrying', result.message, ctx.now(), m.id);
           },
         };
       }

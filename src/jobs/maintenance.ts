@@ -26,7 +26,9 @@ export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask[] {
       cron: '17 * * * *',
       run: (rt) => {
         const cutoff = rt.ctx.now() - rt.config.idempotency.ttlHours * 3_600_000;
-        return { deleted: rt.ctx.db.sqlite.prepare('DELETE FROM idempotency_keys WHERE created_at < ?').run(cutoff).changes };
+        return {
+          deleted: rt.ctx.db.sqlite.prepare('DELETE FROM idempotency_keys WHERE created_at < ?').run(cutoff).changes,
+        };
       },
     },
     {
@@ -35,7 +37,9 @@ export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask[] {
       // Providers retry for up to 7 days (Meta); keys older than that can no longer dedupe anything.
       run: (rt) => {
         const cutoff = rt.ctx.now() - 8 * 86_400_000;
-        return { deleted: rt.ctx.db.sqlite.prepare('DELETE FROM provider_event_keys WHERE created_at < ?').run(cutoff).changes };
+        return {
+          deleted: rt.ctx.db.sqlite.prepare('DELETE FROM provider_event_keys WHERE created_at < ?').run(cutoff).changes,
+        };
       },
     },
     {

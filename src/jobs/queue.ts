@@ -129,9 +129,16 @@ export class JobQueue {
     const payload = JSON.stringify(spec.payload ?? null);
     if (payload === undefined) throw invalid('job payload must be JSON-serialisable');
     // Positional: kind, payload, priority, run_at, max_attempts, unique_key, created_at, updated_at.
-    const row = this.s.insert.get(spec.kind, payload, spec.priority ?? 0, Math.round(runAt), maxAttempts, spec.uniqueKey ?? null, now, now) as
-      | { id: number }
-      | undefined;
+    const row = this.s.insert.get(
+      spec.kind,
+      payload,
+      spec.priority ?? 0,
+      Math.round(runAt),
+      maxAttempts,
+      spec.uniqueKey ?? null,
+      now,
+      now,
+    ) as { id: number } | undefined;
     if (row) {
       this.scheduleNotify(spec.kind, runAt);
       return { id: row.id, created: true };
@@ -189,7 +196,13 @@ export class JobQueue {
     return rows.sort(claimOrder).map(toJob);
   }
 
-  private claimKinds(workerId: string, limit: number, now: number, lockedUntil: number, kinds: readonly string[]): Job[] {
+  private claimKinds(
+    workerId: string,
+    limit: number,
+    now: number,
+    lockedUntil: number,
+    kinds: readonly string[],
+  ): Job[] {
     let chosen: SeekRow[] = [];
     for (const kind of kinds.length > 1 ? new Set(kinds) : kinds) {
       for (const seek of [this.s.seekAvailable, this.s.seekRetry]) {
@@ -325,7 +338,11 @@ export class JobQueue {
         `SELECT * FROM jobs WHERE state = 'dead' AND (@kind IS NULL OR kind = @kind) AND id > @afterId
          ORDER BY id LIMIT @limit`,
       )
-      .all({ kind: opts.kind ?? null, afterId: opts.afterId ?? 0, limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000) }) as Row[];
+      .all({
+        kind: opts.kind ?? null,
+        afterId: opts.afterId ?? 0,
+        limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
+      }) as Row[];
     return rows.map(toJob);
   }
 
@@ -340,14 +357,20 @@ export class JobQueue {
            AND (@kind IS NULL OR kind = @kind)
          ORDER BY priority, run_at, id LIMIT @limit`,
       )
-      .all({ state: opts.state ?? null, kind: opts.kind ?? null, limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000) }) as Row[];
+      .all({
+        state: opts.state ?? null,
+        kind: opts.kind ?? null,
+        limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
+      }) as Row[];
     return rows.map(toJob);
   }
 
   /** The dead jobs a target names (an id, a kind, or all), oldest first. */
   deadJobs(target: DeadTarget): Job[] {
     const [where, params] = deadWhere(target);
-    return (this.db.sqlite.prepare(`SELECT * FROM jobs WHERE state = 'dead'${where} ORDER BY id`).all(...params) as Row[]).map(toJob);
+    return (
+      this.db.sqlite.prepare(`SELECT * FROM jobs WHERE state = 'dead'${where} ORDER BY id`).all(...params) as Row[]
+    ).map(toJob);
   }
 
   /** Give dead jobs a fresh set of attempts, to run now. Returns how many. */

@@ -81,7 +81,9 @@ export function settle(ctx: SettleContext, job: Job, lease: Lease, result: JobRe
   const userCode = ('apply' in result && result.apply !== undefined) || hooks?.onDead !== undefined;
   // A bare completion is one statement, atomic on its own: skip the savepoint round trip.
   const once = (r: JobResult) =>
-    userCode ? ctx.savepoint(() => settleOnce(ctx, job, lease, r, now, hooks)) : settleOnce(ctx, job, lease, r, now, hooks);
+    userCode
+      ? ctx.savepoint(() => settleOnce(ctx, job, lease, r, now, hooks))
+      : settleOnce(ctx, job, lease, r, now, hooks);
   try {
     return once(result);
   } catch (err) {
@@ -158,12 +160,20 @@ function settleOnce(
 
 /** A job out of attempts: the operator's log says so (msgctl jobs dead lists them). */
 function dead(ctx: SettleContext, job: Job, error: string): Outcome {
-  ctx.log('warn', { jobId: job.id, kind: job.kind, attempts: job.attempts, payload: job.payload, error }, 'job dead: out of attempts (msgctl jobs dead)');
+  ctx.log(
+    'warn',
+    { jobId: job.id, kind: job.kind, attempts: job.attempts, payload: job.payload, error },
+    'job dead: out of attempts (msgctl jobs dead)',
+  );
   return { kind: 'dead' };
 }
 
 function lost(ctx: SettleContext, job: Job): Outcome {
   // The lease lapsed and the lifeline gave the job to another run; that run decides.
-  ctx.log('warn', { jobId: job.id, kind: job.kind, attempts: job.attempts }, 'job lease lost before its result was saved; result dropped');
+  ctx.log(
+    'warn',
+    { jobId: job.id, kind: job.kind, attempts: job.attempts },
+    'job lease lost before its result was saved; result dropped',
+  );
   return { kind: 'lost' };
 }

@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import { applyProviderEvents, type ApplyOutcome, type ProviderEvent } from '../core/inbound.js';
-import { expireWebhookLog, finishWebhookLog, getWebhookLog, noteWebhookProgress, type Processing, type WebhookLogRow } from '../core/webhook-log.js';
+import {
+  expireWebhookLog,
+  finishWebhookLog,
+  getWebhookLog,
+  noteWebhookProgress,
+  type Processing,
+  type WebhookLogRow,
+} from '../core/webhook-log.js';
 import { callProvider, isResponse, truncate } from '../providers/http.js';
 import { SANDBOX_SIGNATURE_HEADER, sandboxBody, signSandbox } from '../providers/sandbox/webhook.js';
 import { webhookHandler, type WebhookHandler } from '../providers/webhooks.js';
@@ -80,7 +87,13 @@ function parseStored(row: WebhookLogRow): Parsed | string {
   const handler = webhookHandler(row.provider);
   if (!handler) return `no webhook handler for provider ${row.provider}`;
   try {
-    const payload = handler.parse({ raw: row.body ?? Buffer.alloc(0), headers: JSON.parse(row.headers), path: row.path, url: row.path, method: row.method });
+    const payload = handler.parse({
+      raw: row.body ?? Buffer.alloc(0),
+      headers: JSON.parse(row.headers),
+      path: row.path,
+      url: row.path,
+      method: row.method,
+    });
     if (payload === null) return `the stored body no longer parses as a ${row.provider} webhook`;
     return { row, handler, events: handler.events(payload, row.received_at) };
   } catch (e) {
@@ -90,7 +103,12 @@ function parseStored(row: WebhookLogRow): Parsed | string {
 
 // One job per intake batch: the events are worked out here, between transactions, and applied
 // webhook by webhook (each in its own savepoint) inside the worker's settling transaction.
-function processWebhooks(rt: Runtime, book: GatewayBook, savepoint: (fn: () => void) => void, job: Job<ProcessPayload>): JobResult {
+function processWebhooks(
+  rt: Runtime,
+  book: GatewayBook,
+  savepoint: (fn: () => void) => void,
+  job: Job<ProcessPayload>,
+): JobResult {
   const { ctx } = rt;
   const round = job.payload.round ?? 0;
   const waits = waitForMessageMs(rt.config.dispatch.timeoutMs);
@@ -117,7 +135,11 @@ function processWebhooks(rt: Runtime, book: GatewayBook, savepoint: (fn: () => v
         try {
           savepoint(() => {
             const signer = w.row.gateway_id ? book.get(w.row.gateway_id) : null;
-            const out = applyProviderEvents(ctx, w.events, { trusted: (id) => book.trusts(w.handler, signer, id), refundOnFailure, final });
+            const out = applyProviderEvents(ctx, w.events, {
+              trusted: (id) => book.trusts(w.handler, signer, id),
+              refundOnFailure,
+              final,
+            });
             if (out.waiting.length) {
               waiting.push(w.row.id);
               const note = `waiting for ${out.waiting.join('; ')} (look ${round + 1} of ${waits.length + 1})`;
@@ -150,7 +172,9 @@ async function sandboxReport(rt: Runtime, book: GatewayBook, job: Job<SandboxRep
   if (bases.length === 0) return { type: 'retry', afterMs: 1000, error: 'msgd is not listening yet' };
   // The same report always carries the same event id, so a repeat is dropped as a duplicate.
   const id = `sbx_${createHash('sha256').update(`${p.provider_message_id}:${p.status}`).digest('hex').slice(0, 24)}`;
-  const body = sandboxBody([{ id, message_id: p.provider_message_id, status: p.status, timestamp: Math.floor(rt.ctx.now() / 1000) }]);
+  const body = sandboxBody([
+    { id, message_id: p.provider_message_id, status: p.status, timestamp: Math.floor(rt.ctx.now() / 1000) },
+  ]);
   let problem = '';
   for (const base of bases) {
     const res = await callProvider(

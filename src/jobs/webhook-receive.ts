@@ -4,7 +4,13 @@ import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
 import { insertWebhookLog, type WebhookLogRow } from '../core/webhook-log.js';
 import type { GroupCommitter } from '../db/group-commit.js';
 import { newId } from '../lib/ids.js';
-import { detectWebhook, redactHeaders, type RawWebhook, type WebhookHandler, type WebhookProvider } from '../providers/webhooks.js';
+import {
+  detectWebhook,
+  redactHeaders,
+  type RawWebhook,
+  type WebhookHandler,
+  type WebhookProvider,
+} from '../providers/webhooks.js';
 import type { GatewayBook } from './webhook-gateways.js';
 import type { JobQueue } from './queue.js';
 
@@ -70,22 +76,37 @@ export class WebhookIntake {
     };
     const found = detectWebhook(req);
     if (!found) {
-      row.error = 'unrecognised payload: not a WhatsApp, Messenger, Instagram, Twilio, SendGrid or sandbox webhook' + keepLess(row);
+      row.error =
+        'unrecognised payload: not a WhatsApp, Messenger, Instagram, Twilio, SendGrid or sandbox webhook' +
+        keepLess(row);
       await this.store(row);
       return { status: 400, id: row.id, provider: 'unknown', code: 'unknown_payload', message: row.error };
     }
     const { handler, payload } = found;
     row.provider = handler.provider;
-    const opts = { now, acceptLegacySha1: config.webhooksIn.acceptLegacySha1, sendgridToleranceSeconds: config.webhooksIn.sendgridToleranceSeconds };
+    const opts = {
+      now,
+      acceptLegacySha1: config.webhooksIn.acceptLegacySha1,
+      sendgridToleranceSeconds: config.webhooksIn.sendgridToleranceSeconds,
+    };
     const sig = handler.signature(req, opts);
-    const verdict: Verdict = sig.ok ? this.verify(handler, req, payload, sig.sig, inc.gatewayId) : { reason: sig.reason, gatewayId: null };
+    const verdict: Verdict = sig.ok
+      ? this.verify(handler, req, payload, sig.sig, inc.gatewayId)
+      : { reason: sig.reason, gatewayId: null };
     if ('reason' in verdict) {
-      Object.assign(row, { gateway_id: verdict.gatewayId, verification: 'failed', verification_reason: verdict.reason, error: 'not processed: signature not verified' });
+      Object.assign(row, {
+        gateway_id: verdict.gatewayId,
+        verification: 'failed',
+        verification_reason: verdict.reason,
+        error: 'not processed: signature not verified',
+      });
       row.error += keepLess(row);
       await this.store(row);
       // What the signature header lacked is the sender's business; which gateways exist and
       // which secret failed is not: that stays in the log (msgctl webhooks log).
-      const message = sig.ok ? `the signature does not verify; msgctl webhooks log on msgd shows why (webhook ${row.id})` : verdict.reason;
+      const message = sig.ok
+        ? `the signature does not verify; msgctl webhooks log on msgd shows why (webhook ${row.id})`
+        : verdict.reason;
       return { status: 401, id: row.id, provider: handler.provider, code: 'invalid_signature', message };
     }
     row.gateway_id = verdict.gateway.id;
@@ -117,28 +138,46 @@ export class WebhookIntake {
     return { status: 413, id: row.id, provider: 'unknown', code: 'payload_too_large', message };
   }
 
-  private verify(handler: WebhookHandler, req: RawWebhook, payload: unknown, sig: unknown, gatewayId?: string): Verdict {
+  private verify(
+    handler: WebhookHandler,
+    req: RawWebhook,
+    payload: unknown,
+    sig: unknown,
+    gatewayId?: string,
+  ): Verdict {
     const { book } = this.deps;
     const named = gatewayId ? book.get(gatewayId) : null;
     let candidates: GatewayWithSecrets[];
     let prefix = '';
     if (named && handler.kinds.includes(named.kind)) candidates = [named];
     else {
-      if (gatewayId) prefix = named ? `gateway ${named.name} in the URL is a ${named.kind}, not a ${handler.kinds.join('/')}; ` : `gateway "${gatewayId}" in the URL does not exist; `;
+      if (gatewayId)
+        prefix = named
+          ? `gateway ${named.name} in the URL is a ${named.kind}, not a ${handler.kinds.join('/')}; `
+          : `gateway "${gatewayId}" in the URL does not exist; `;
       // Several gateways can share one provider account (a Meta app, a Twilio account):
       // ids in the payload narrow it down, otherwise every gateway of the kind is tried.
       const hinted = book.byHints(handler.hints(payload));
       candidates = hinted.length ? hinted : book.ofKinds(handler.kinds);
     }
     const oneId = candidates.length === 1 ? candidates[0].id : null;
-    if (candidates.length === 0) return { reason: `${prefix}no ${handler.kinds.join('/')} gateway matches this webhook`, gatewayId: null };
-    const keyed = candidates.filter((g) => typeof g.secrets[handler.secretName] === 'string' && g.secrets[handler.secretName] !== '');
+    if (candidates.length === 0)
+      return { reason: `${prefix}no ${handler.kinds.join('/')} gateway matches this webhook`, gatewayId: null };
+    const keyed = candidates.filter(
+      (g) => typeof g.secrets[handler.secretName] === 'string' && g.secrets[handler.secretName] !== '',
+    );
     if (keyed.length === 0) {
-      return { reason: `${prefix}gateway ${candidates.map((g) => g.name).join(', ')} has no ${handler.secretName} secret to verify with`, gatewayId: oneId };
+      return {
+        reason: `${prefix}gateway ${candidates.map((g) => g.name).join(', ')} has no ${handler.secretName} secret to verify with`,
+        gatewayId: oneId,
+      };
     }
     const match = keyed.find((g) => handler.matches(req, payload, sig, g.secrets[handler.secretName]));
     if (match) return { gateway: match };
-    return { reason: `${prefix}signature does not match the ${handler.secretName} of gateway ${keyed.map((g) => g.name).join(', ')}`, gatewayId: oneId };
+    return {
+      reason: `${prefix}signature does not match the ${handler.secretName} of gateway ${keyed.map((g) => g.name).join(', ')}`,
+      gatewayId: oneId,
+    };
   }
 
   /**
@@ -167,7 +206,11 @@ export class WebhookIntake {
  * Queue stored webhooks for processing, one job for the lot. `round` numbers the follow-ups
  * of webhooks waiting for their message (a new job each, spending no attempt).
  */
-export function enqueueWebhookProcessing(queue: JobQueue, ids: string[], opts: { runAt?: number; round?: number } = {}): void {
+export function enqueueWebhookProcessing(
+  queue: JobQueue,
+  ids: string[],
+  opts: { runAt?: number; round?: number } = {},
+): void {
   const payload = opts.round === undefined ? { webhook_ids: ids } : { webhook_ids: ids, round: opts.round };
   queue.enqueue({ kind: WEBHOOK_PROCESS_JOB, payload, runAt: opts.runAt, maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS });
 }

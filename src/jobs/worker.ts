@@ -3,7 +3,16 @@ import { hostname } from 'node:os';
 import type { Db } from '../db/open.js';
 import { BAD_PAYLOAD, LEASE_EXPIRED, type Job, type JobQueue, type Lease } from './queue.js';
 import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
-import { abortIfRolledBack, checkResult, errorMessage, settle, type JobResult, type KindHooks, type Outcome, type SettleContext } from './settle.js';
+import {
+  abortIfRolledBack,
+  checkResult,
+  errorMessage,
+  settle,
+  type JobResult,
+  type KindHooks,
+  type Outcome,
+  type SettleContext,
+} from './settle.js';
 
 export type { Apply, JobResult, KindHooks } from './settle.js';
 export { workerOptionsFromConfig, type JobLogger, type WorkerCounters, type WorkerOptions } from './worker-options.js';
@@ -37,7 +46,15 @@ const silent: JobLogger = { info: noop, warn: noop, error: noop };
 export class Worker {
   readonly id: string;
   readonly counters: WorkerCounters = {
-    claimed: 0, completed: 0, retried: 0, snoozed: 0, dead: 0, lost: 0, released: 0, reclaimed: 0, batches: 0,
+    claimed: 0,
+    completed: 0,
+    retried: 0,
+    snoozed: 0,
+    dead: 0,
+    lost: 0,
+    released: 0,
+    reclaimed: 0,
+    batches: 0,
   };
   readonly db: Db;
   readonly queue: JobQueue;
@@ -241,7 +258,12 @@ export class Worker {
     const jobs = this.claimJobs(want, now);
     const byKind = new Map<string, Running[]>();
     for (const job of jobs) {
-      const run: Running = { job, lease: { workerId: this.id, attempts: job.attempts }, lockedUntil: job.lockedUntil!, released: false };
+      const run: Running = {
+        job,
+        lease: { workerId: this.id, attempts: job.attempts },
+        lockedUntil: job.lockedUntil!,
+        released: false,
+      };
       const badPayload = (job as { [BAD_PAYLOAD]?: string })[BAD_PAYLOAD];
       if (badPayload !== undefined || job.attempts > job.maxAttempts) {
         // attempts > max: only the lifeline hands back a job with no attempts left, when its
@@ -259,7 +281,13 @@ export class Worker {
       const onClaim = this.handlers.get(kind)?.hooks.onClaim;
       let settled: Map<Job, JobResult> | void = undefined;
       try {
-        if (onClaim) settled = this.ctx.savepoint(() => onClaim(runs.map((r) => r.job), this.db));
+        if (onClaim)
+          settled = this.ctx.savepoint(() =>
+            onClaim(
+              runs.map((r) => r.job),
+              this.db,
+            ),
+          );
       } catch (err) {
         abortIfRolledBack(this.ctx, err);
         // Counted as a failed try (backoff, then dead) so a broken hook cannot spin the loop.
@@ -299,7 +327,9 @@ export class Worker {
       const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: hot.kinds });
       if (jobs.length === want) return jobs;
       this.hot = null;
-      return jobs.concat(this.queue.claim(this.id, want - jobs.length, now, { leaseMs: this.leaseMs, kinds: this.kinds }));
+      return jobs.concat(
+        this.queue.claim(this.id, want - jobs.length, now, { leaseMs: this.leaseMs, kinds: this.kinds }),
+      );
     }
     const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: this.kinds });
     if (jobs.length < want) {
@@ -427,7 +457,9 @@ export class Worker {
     if (due.length === 0) return;
     const until = now + this.leaseMs;
     try {
-      const renewed = this.db.sqlite.transaction(() => due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until))).immediate();
+      const renewed = this.db.sqlite
+        .transaction(() => due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until)))
+        .immediate();
       for (const r of renewed) r.lockedUntil = until;
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'lease renewal failed');
@@ -481,13 +513,18 @@ export class Worker {
     const now = this.now();
     let n = 0;
     try {
-      n = this.db.sqlite.transaction(() => runs.filter((r) => this.queue.release(r.job.id, { lease: r.lease, now })).length).immediate();
+      n = this.db.sqlite
+        .transaction(() => runs.filter((r) => this.queue.release(r.job.id, { lease: r.lease, now })).length)
+        .immediate();
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'releasing running jobs failed; the lifeline will reclaim them');
     }
     for (const r of runs) r.released = true;
     this.inflight.clear();
     this.counters.released += n;
-    this.logger.warn({ workerId: this.id, count: n }, 'stop timed out; jobs still running were handed back to the queue');
+    this.logger.warn(
+      { workerId: this.id, count: n },
+      'stop timed out; jobs still running were handed back to the queue',
+    );
   }
 }

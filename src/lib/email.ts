@@ -28,7 +28,9 @@ export function isEmail(input: string): boolean {
 function validPunycode(label: string): boolean {
   if (!/^xn--/i.test(label)) return true;
   const unicode = domainToUnicode(label);
-  return unicode !== '' && unicode.toLowerCase() !== label.toLowerCase() && domainToASCII(unicode) === label.toLowerCase();
+  return (
+    unicode !== '' && unicode.toLowerCase() !== label.toLowerCase() && domainToASCII(unicode) === label.toLowerCase()
+  );
 }
 
 /**

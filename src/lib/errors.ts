@@ -21,8 +21,7 @@ export class AppError extends Error {
   }
 }
 
-export const notFound = (what: string, ref: string) =>
-  new AppError('not_found', `${what} "${ref}" not found`);
+export const notFound = (what: string, ref: string) => new AppError('not_found', `${what} "${ref}" not found`);
 
 export const invalid = (message: string, details: ErrorDetail[] = []) =>
   new AppError('invalid_request', message, details);

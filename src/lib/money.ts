@@ -36,7 +36,9 @@ export function formatMoney(micro: number): string {
   const neg = micro < 0;
   const abs = Math.abs(micro);
   const whole = Math.floor(abs / MICRO);
-  let frac = String(abs % MICRO).padStart(6, '0').replace(/0+$/, '');
+  let frac = String(abs % MICRO)
+    .padStart(6, '0')
+    .replace(/0+$/, '');
   if (frac.length < 2) frac = frac.padEnd(2, '0');
   return `${neg ? '-' : ''}${whole}.${frac}`;
 }

@@ -49,7 +49,12 @@ export async function postGraph(
         : { outcome: 'accepted', providerMessageId: id };
     }
     // A 2xx without an id is most likely a proxy page, not Graph; Graph itself never does this.
-    return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a message id: ${truncate(res.text)}`, maybeDelivered: true };
+    return {
+      outcome: 'retry',
+      code: 'bad_response',
+      message: `HTTP ${res.status} without a message id: ${truncate(res.text)}`,
+      maybeDelivered: true,
+    };
   }
   return classifyGraphError(res, ctx.now());
 }
@@ -72,7 +77,12 @@ export function classifyGraphError(res: HttpResponse, now: number): SendResult {
     return { outcome: 'failed', code: codeStr, message };
   }
   // 408: Graph (or a proxy before it) gave up waiting for the request, so it took nothing.
-  if (res.status >= 500 || res.status === 408 || err?.is_transient === true || (code !== undefined && TRANSIENT_CODES.has(code))) {
+  if (
+    res.status >= 500 ||
+    res.status === 408 ||
+    err?.is_transient === true ||
+    (code !== undefined && TRANSIENT_CODES.has(code))
+  ) {
     const after = retryAfterMs(res, now);
     return after === undefined
       ? { outcome: 'retry', code: codeStr, message }

@@ -94,7 +94,14 @@ function parseJson(text: string): any {
 }
 
 /** Failures that happen before the request is sent: the provider cannot have seen it. */
-export const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+export const NOT_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 // A certificate that fails verification ends the TLS handshake, before a byte of the request
 // is written (OpenSSL's verify codes, and Node's own for a name or a handshake that timed out).
@@ -109,13 +116,27 @@ export function notSent(code: string | undefined): boolean {
 function networkRetry(err: unknown, ctx: SendContext): RetryResult {
   const e = err as { name?: string; code?: string; message?: string; cause?: { code?: string } };
   if (e?.code === 'UND_ERR_BODY_TIMEOUT') {
-    return { outcome: 'retry', code: 'timeout', message: `provider began to answer, then sent nothing for ${ctx.timeoutMs} ms`, maybeDelivered: true };
+    return {
+      outcome: 'retry',
+      code: 'timeout',
+      message: `provider began to answer, then sent nothing for ${ctx.timeoutMs} ms`,
+      maybeDelivered: true,
+    };
   }
   if (e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.name === 'TimeoutError' || e?.name === 'AbortError') {
-    return { outcome: 'retry', code: 'timeout', message: `provider did not answer within ${ctx.timeoutMs} ms`, maybeDelivered: true };
+    return {
+      outcome: 'retry',
+      code: 'timeout',
+      message: `provider did not answer within ${ctx.timeoutMs} ms`,
+      maybeDelivered: true,
+    };
   }
   const code = e?.code ?? e?.cause?.code ?? 'network_error';
-  const retry: RetryResult = { outcome: 'retry', code: 'network_error', message: `${code}: ${e?.message ?? String(err)}` };
+  const retry: RetryResult = {
+    outcome: 'retry',
+    code: 'network_error',
+    message: `${code}: ${e?.message ?? String(err)}`,
+  };
   return notSent(code) || notSent(e?.cause?.code) ? retry : { ...retry, maybeDelivered: true };
 }
 

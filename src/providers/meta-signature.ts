@@ -22,7 +22,10 @@ export function metaSignature(req: RawWebhook, opts: VerifyOptions): SignatureCh
   const v1 = header(req, 'x-hub-signature');
   if (v1 === undefined) return { ok: false, reason: 'missing X-Hub-Signature-256 header' };
   if (!opts.acceptLegacySha1) {
-    return { ok: false, reason: 'only the legacy X-Hub-Signature (sha1) was sent and webhooksIn.acceptLegacySha1 is off' };
+    return {
+      ok: false,
+      reason: 'only the legacy X-Hub-Signature (sha1) was sent and webhooksIn.acceptLegacySha1 is off',
+    };
   }
   const m = SHA1.exec(v1.trim());
   if (!m) return { ok: false, reason: 'malformed X-Hub-Signature header (expected sha1=<40 hex digits>)' };

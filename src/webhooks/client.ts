@@ -19,7 +19,9 @@ export type OutConfig = Config['webhooksOut'];
 export function createWebhookAgent(cfg: OutConfig): Agent {
   // `ca` replaces the default trust store, so the default roots are passed along with the file.
   // Built once: a context per connection would parse every root certificate again each time.
-  const secureContext = cfg.caFile ? createSecureContext({ ca: [...rootCertificates, readFileSync(cfg.caFile, 'utf8')] }) : undefined;
+  const secureContext = cfg.caFile
+    ? createSecureContext({ ca: [...rootCertificates, readFileSync(cfg.caFile, 'utf8')] })
+    : undefined;
   const base = buildConnector({
     ...(secureContext ? { secureContext } : {}),
     ...(cfg.allowPrivateTargets ? {} : { lookup: guardedLookup as any }),
@@ -53,7 +55,12 @@ export interface AttemptOutcome {
 
 function describe(err: any, timeoutMs: number): string {
   const code: string | undefined = err?.code ?? err?.cause?.code;
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || err?.name === 'TimeoutError') {
+  if (
+    code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    code === 'UND_ERR_BODY_TIMEOUT' ||
+    code === 'UND_ERR_CONNECT_TIMEOUT' ||
+    err?.name === 'TimeoutError'
+  ) {
     return `timeout: no complete answer within ${timeoutMs} ms`;
   }
   if (code === 'ERR_WEBHOOK_TARGET_REFUSED') return `refused by the private-address guard: ${err.message}`;
@@ -117,11 +124,19 @@ export async function postEvent(
       status,
       durationMs: Math.round(performance.now() - started),
       snippet,
-      error: ok ? null : readError ?? `HTTP ${status}${status >= 300 && status < 400 ? ' (redirects are not followed)' : ''}`,
+      error: ok
+        ? null
+        : (readError ?? `HTTP ${status}${status >= 300 && status < 400 ? ' (redirects are not followed)' : ''}`),
       retryAfterMs: status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after'], now()) : null,
     };
   } catch (e) {
-    return { ok: false, status: null, durationMs: Math.round(performance.now() - started), snippet: null, error: describe(e, timeoutMs), retryAfterMs: null };
+    return {
+      ok: false,
+      status: null,
+      durationMs: Math.round(performance.now() - started),
+      snippet: null,
+      error: describe(e, timeoutMs),
+      retryAfterMs: null,
+    };
   }
 }
-

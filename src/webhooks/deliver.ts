@@ -8,7 +8,14 @@ import type { JobLogger, Worker } from '../jobs/worker.js';
 import { postEvent, type AttemptOutcome, type OutConfig } from './client.js';
 import { nextDelayMs } from './schedule.js';
 import { PreparedSecrets, signatureHeaders } from './signing.js';
-import { DELIVERY_JOB, cancelDelivery, loadForAttempt, recordAttempt, type AttemptRecord, type DeliveryPayload } from './store.js';
+import {
+  DELIVERY_JOB,
+  cancelDelivery,
+  loadForAttempt,
+  recordAttempt,
+  type AttemptRecord,
+  type DeliveryPayload,
+} from './store.js';
 
 // One attempt of one delivery per job run: the request happens between transactions, and its
 // outcome (attempt log, delivery state, endpoint health) commits with the job's own settlement,
@@ -49,7 +56,10 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
   }
 
   function clearFailing(endpointId: string) {
-    stmt(ctx.db.sqlite, 'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL').run(endpointId);
+    stmt(
+      ctx.db.sqlite,
+      'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL',
+    ).run(endpointId);
   }
 
   function cancel(deliveryId: string, reason: string): JobResult {
@@ -66,7 +76,8 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     const ep = a.endpoint;
     const id = a.delivery.id;
     if (ep.deleted_at !== null) return cancel(id, 'endpoint deleted');
-    if (ep.status !== 'enabled') return cancel(id, `endpoint disabled${ep.disabled_reason ? `: ${ep.disabled_reason}` : ''}`);
+    if (ep.status !== 'enabled')
+      return cancel(id, `endpoint disabled${ep.disabled_reason ? `: ${ep.disabled_reason}` : ''}`);
 
     const now = ctx.now();
     const eventId = a.delivery.event_id;
@@ -89,7 +100,8 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
         type: 'ok',
         apply: () => {
           recordAttempt(ctx, id, rec, { status: 'failed', nextAttemptAt: null });
-          if (disableEndpoint(ctx, ep.id, reason)) deps.logger.warn({ endpointId: ep.id, url: ep.url }, 'webhook endpoint disabled: 410 Gone');
+          if (disableEndpoint(ctx, ep.id, reason))
+            deps.logger.warn({ endpointId: ep.id, url: ep.url }, 'webhook endpoint disabled: 410 Gone');
         },
       };
     }
@@ -98,7 +110,10 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     // The endpoint's failure clock as loaded before the request; apply (markFailing) reads it
     // again, since another delivery's failure may have started it meanwhile.
     const failingFor = at - (ep.failing_since ?? at);
-    const delay = nextDelayMs(config.retryScheduleMs, rec.attemptNo - job.payload.b, { retryAfterMs: out.retryAfterMs, random: deps.random });
+    const delay = nextDelayMs(config.retryScheduleMs, rec.attemptNo - job.payload.b, {
+      retryAfterMs: out.retryAfterMs,
+      random: deps.random,
+    });
     const giveUp = (status: 'dead' | 'failed') => () => {
       recordAttempt(ctx, id, rec, { status, nextAttemptAt: null });
       disableIfFailingTooLong(ep, markFailing(ep.id, at), at, out.error);
@@ -120,14 +135,18 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     if (at - since < disableAfterMs) return;
     const hours = Math.round(((at - since) / 3_600_000) * 10) / 10;
     const reason = `failing continuously since ${new Date(since).toISOString()} (${hours} h); last error: ${lastError ?? 'unknown'}`;
-    if (disableEndpoint(ctx, ep.id, reason)) deps.logger.warn({ endpointId: ep.id, url: ep.url, reason }, 'webhook endpoint disabled');
+    if (disableEndpoint(ctx, ep.id, reason))
+      deps.logger.warn({ endpointId: ep.id, url: ep.url, reason }, 'webhook endpoint disabled');
   }
 
   worker.register<DeliveryPayload>(DELIVERY_JOB, handler, {
     // Only reachable when the handler itself keeps throwing: the delivery must not stay pending.
     onDead: (job, error) => {
-      stmt(ctx.db.sqlite, `UPDATE webhook_deliveries SET status = 'dead', last_error = ?, next_attempt_at = NULL, updated_at = ?
-        WHERE id = ? AND status = 'pending'`).run(`job failed: ${error}`, ctx.now(), job.payload.d);
+      stmt(
+        ctx.db.sqlite,
+        `UPDATE webhook_deliveries SET status = 'dead', last_error = ?, next_attempt_at = NULL, updated_at = ?
+        WHERE id = ? AND status = 'pending'`,
+      ).run(`job failed: ${error}`, ctx.now(), job.payload.d);
     },
   });
 }

@@ -28,9 +28,17 @@ export class Fanout {
   private readonly run: (limit: number) => number;
 
   constructor(
-    private readonly deps: { ctx: CoreCtx; queue: JobQueue; firstDelayMs: () => number; logger: FanoutLogger; sweepMs?: number },
+    private readonly deps: {
+      ctx: CoreCtx;
+      queue: JobQueue;
+      firstDelayMs: () => number;
+      logger: FanoutLogger;
+      sweepMs?: number;
+    },
   ) {
-    this.run = deps.ctx.db.sqlite.transaction((limit: number) => this.batch(limit)).immediate as (limit: number) => number;
+    this.run = deps.ctx.db.sqlite.transaction((limit: number) => this.batch(limit)).immediate as (
+      limit: number,
+    ) => number;
   }
 
   /** Fan out up to `limit` pending events; returns how many were handled. */

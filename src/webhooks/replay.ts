@@ -12,17 +12,28 @@ import { createDelivery, restartDelivery, type DeliveryRow } from './store.js';
 // picks up (from another process, msgctl, within its worker's idle poll).
 
 /** A webhook.test event addressed to this endpoint only. */
-export function sendTestEvent(ctx: CoreCtx, queue: JobQueue, endpoint: EndpointRow): { eventId: string; deliveryId: string } {
-  return ctx.db.sqlite.transaction(() => {
-    const ev = emitEvent(ctx, endpoint.partner_id, 'webhook.test', {
-      endpoint_id: endpoint.id,
-      message: 'This is a test event from msgd. Verify its signature and answer 2xx.',
-    });
-    // Already addressed: the fan-out must not broadcast it.
-    stmt(ctx.db.sqlite, 'UPDATE events SET fanned_out = 1 WHERE id = ?').run(ev.id);
-    const deliveryId = createDelivery(ctx, queue, { eventId: ev.id, endpointId: endpoint.id, partnerId: endpoint.partner_id, runAt: ctx.now() })!;
-    return { eventId: ev.id, deliveryId };
-  }).immediate();
+export function sendTestEvent(
+  ctx: CoreCtx,
+  queue: JobQueue,
+  endpoint: EndpointRow,
+): { eventId: string; deliveryId: string } {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const ev = emitEvent(ctx, endpoint.partner_id, 'webhook.test', {
+        endpoint_id: endpoint.id,
+        message: 'This is a test event from msgd. Verify its signature and answer 2xx.',
+      });
+      // Already addressed: the fan-out must not broadcast it.
+      stmt(ctx.db.sqlite, 'UPDATE events SET fanned_out = 1 WHERE id = ?').run(ev.id);
+      const deliveryId = createDelivery(ctx, queue, {
+        eventId: ev.id,
+        endpointId: endpoint.id,
+        partnerId: endpoint.partner_id,
+        runAt: ctx.now(),
+      })!;
+      return { eventId: ev.id, deliveryId };
+    })
+    .immediate();
 }
 
 export interface ReplayReport {
@@ -67,10 +78,16 @@ function replay(ctx: CoreCtx, queue: JobQueue, events: EventRow[], opts: { endpo
       const d = existing.get(ep.id);
       if (ev.type === 'webhook.test' ? !d : !subscribedTo(ep, ev.type)) continue;
       if (d) {
-        if (restartDelivery(ctx, queue, d, now) === 'pending') report.pending.push({ event_id: ev.id, endpoint_id: ep.id, delivery_id: d.id });
+        if (restartDelivery(ctx, queue, d, now) === 'pending')
+          report.pending.push({ event_id: ev.id, endpoint_id: ep.id, delivery_id: d.id });
         else report.queued.push({ event_id: ev.id, endpoint_id: ep.id, delivery_id: d.id, kind: 'restarted' });
       } else {
-        const id = createDelivery(ctx, queue, { eventId: ev.id, endpointId: ep.id, partnerId: ev.partner_id, runAt: now })!;
+        const id = createDelivery(ctx, queue, {
+          eventId: ev.id,
+          endpointId: ep.id,
+          partnerId: ev.partner_id,
+          runAt: now,
+        })!;
         report.queued.push({ event_id: ev.id, endpoint_id: ep.id, delivery_id: id, kind: 'new' });
       }
     }
@@ -78,12 +95,21 @@ function replay(ctx: CoreCtx, queue: JobQueue, events: EventRow[], opts: { endpo
   return report;
 }
 
-export function replayEvent(ctx: CoreCtx, queue: JobQueue, eventId: string, opts: { endpointId?: string } = {}): ReplayReport {
-  return ctx.db.sqlite.transaction(() => {
-    const ev = stmt<[string], EventRow>(ctx.db.sqlite, 'SELECT id, partner_id, type FROM events WHERE id = ?').get(eventId);
-    if (!ev) throw notFound('event', eventId);
-    return replay(ctx, queue, [ev], opts);
-  }).immediate();
+export function replayEvent(
+  ctx: CoreCtx,
+  queue: JobQueue,
+  eventId: string,
+  opts: { endpointId?: string } = {},
+): ReplayReport {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const ev = stmt<[string], EventRow>(ctx.db.sqlite, 'SELECT id, partner_id, type FROM events WHERE id = ?').get(
+        eventId,
+      );
+      if (!ev) throw notFound('event', eventId);
+      return replay(ctx, queue, [ev], opts);
+    })
+    .immediate();
 }
 
 export const MAX_REPLAY_EVENTS = 100_000;
@@ -94,16 +120,21 @@ export function replaySince(
   since: number,
   opts: { partnerId?: string; endpointId?: string } = {},
 ): ReplayReport {
-  return ctx.db.sqlite.transaction(() => {
-    const events = ctx.db.sqlite
-      .prepare(
-        `SELECT id, partner_id, type FROM events WHERE id >= @floor AND created_at >= @since AND (@p IS NULL OR partner_id = @p)
+  return ctx.db.sqlite
+    .transaction(() => {
+      const events = ctx.db.sqlite
+        .prepare(
+          `SELECT id, partner_id, type FROM events WHERE id >= @floor AND created_at >= @since AND (@p IS NULL OR partner_id = @p)
           ORDER BY id LIMIT ${MAX_REPLAY_EVENTS + 1}`,
-      )
-      .all({ floor: idFloor('evt', since), since, p: opts.partnerId ?? null }) as EventRow[];
-    if (events.length > MAX_REPLAY_EVENTS) {
-      throw new AppError('invalid_request', `more than ${MAX_REPLAY_EVENTS} events since then; narrow it with a later --since or --partner`);
-    }
-    return replay(ctx, queue, events, opts);
-  }).immediate();
+        )
+        .all({ floor: idFloor('evt', since), since, p: opts.partnerId ?? null }) as EventRow[];
+      if (events.length > MAX_REPLAY_EVENTS) {
+        throw new AppError(
+          'invalid_request',
+          `more than ${MAX_REPLAY_EVENTS} events since then; narrow it with a later --since or --partner`,
+        );
+      }
+      return replay(ctx, queue, events, opts);
+    })
+    .immediate();
 }

@@ -2,7 +2,9 @@
 // previous failure. The defaults live in config (webhooksOut.retryScheduleMs) so tests can
 // shrink them; docs/webhooks-out.md documents them.
 
-export const DEFAULT_SCHEDULE_MS: readonly number[] = [0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+export const DEFAULT_SCHEDULE_MS: readonly number[] = [
+  0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000,
+];
 
 /** ±10%: receivers that failed together do not all get retried in the same second. */
 export const JITTER = 0.1;

@@ -50,7 +50,12 @@ export class PreparedSecrets {
  * signatures (new first). X-Msgd-Signature holds one value by its format: the new secret's;
  * the old secret's goes in X-Msgd-Signature-Previous so a receiver not yet updated still verifies.
  */
-export function signatureHeaders(eventId: string, timestamp: number, body: string, s: PreparedSecrets): Record<string, string> {
+export function signatureHeaders(
+  eventId: string,
+  timestamp: number,
+  body: string,
+  s: PreparedSecrets,
+): Record<string, string> {
   const sigs = [standardSignature(eventId, timestamp, body, s.current.key)];
   const headers: Record<string, string> = {
     'x-msgd-signature': msgdSignature(body, s.current.secret),

@@ -132,14 +132,18 @@ function refuseAny(host: string, addresses: string[]): void {
   for (const a of addresses) {
     const why = forbiddenReason(a);
     if (why) {
-      throw new TargetRefused(a === host ? `${host} is a ${why} address` : `${host} resolves to ${a}, a ${why} address`);
+      throw new TargetRefused(
+        a === host ? `${host} is a ${why} address` : `${host} resolves to ${a}, a ${why} address`,
+      );
     }
   }
 }
 
 function resolveAll(host: string): Promise<string[]> {
   return new Promise((resolve, reject) =>
-    dnsLookup(host, { all: true, verbatim: true }, (err, list) => (err ? reject(err) : resolve(list.map((a) => a.address)))),
+    dnsLookup(host, { all: true, verbatim: true }, (err, list) =>
+      err ? reject(err) : resolve(list.map((a) => a.address)),
+    ),
   );
 }
 
@@ -152,15 +156,21 @@ export async function checkEndpointUrl(raw: string, allowPrivate: boolean): Prom
   try {
     url = new URL(raw);
   } catch {
-    throw new AppError('invalid_request', 'the url is not a valid absolute URL', [{ field: 'url', message: 'an https:// URL' }]);
+    throw new AppError('invalid_request', 'the url is not a valid absolute URL', [
+      { field: 'url', message: 'an https:// URL' },
+    ]);
   }
   if (url.protocol !== 'https:') {
-    throw new AppError('invalid_request', 'webhook endpoints must use https://', [{ field: 'url', message: 'must start with https://' }]);
+    throw new AppError('invalid_request', 'webhook endpoints must use https://', [
+      { field: 'url', message: 'must start with https://' },
+    ]);
   }
   if (url.username || url.password) {
-    throw new AppError('invalid_request', 'the url must not contain credentials; verify requests by their signature instead', [
-      { field: 'url', message: 'no user:password@ part' },
-    ]);
+    throw new AppError(
+      'invalid_request',
+      'the url must not contain credentials; verify requests by their signature instead',
+      [{ field: 'url', message: 'no user:password@ part' }],
+    );
   }
   if (allowPrivate) return url;
   const host = url.hostname.replace(/^\[|\]$/g, '');
@@ -178,9 +188,11 @@ export async function checkEndpointUrl(raw: string, allowPrivate: boolean): Prom
   try {
     refuseAny(host, addresses);
   } catch (e) {
-    throw new AppError('url_not_allowed', `refused: ${(e as Error).message}; endpoints must be reachable on the public internet`, [
-      { field: 'url', message: 'loopback, private, link-local, CGNAT and metadata addresses are refused' },
-    ]);
+    throw new AppError(
+      'url_not_allowed',
+      `refused: ${(e as Error).message}; endpoints must be reachable on the public internet`,
+      [{ field: 'url', message: 'loopback, private, link-local, CGNAT and metadata addresses are refused' }],
+    );
   }
   return url;
 }
@@ -191,12 +203,19 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Look
  * A `lookup` for net/tls.connect that fails the connection when any address of the host is
  * forbidden. IP-literal hosts never reach a lookup: guardIpLiteral covers those.
  */
-export function guardedLookup(hostname: string, options: { all?: boolean; family?: number } | number, cb: LookupCallback): void {
-  const opts = typeof options === 'number' ? { family: options } : options ?? {};
+export function guardedLookup(
+  hostname: string,
+  options: { all?: boolean; family?: number } | number,
+  cb: LookupCallback,
+): void {
+  const opts = typeof options === 'number' ? { family: options } : (options ?? {});
   dnsLookup(hostname, { all: true, verbatim: true, family: opts.family ?? 0 }, (err, list) => {
     if (err) return cb(err, opts.all ? [] : '', 0);
     try {
-      refuseAny(hostname, list.map((a) => a.address));
+      refuseAny(
+        hostname,
+        list.map((a) => a.address),
+      );
     } catch (e) {
       return cb(e as NodeJS.ErrnoException, opts.all ? [] : '', 0);
     }

@@ -69,7 +69,12 @@ export function createDelivery(
  * Replay: a finished delivery goes back to pending with a fresh schedule. A pending one
  * already has a job and is left alone (returns 'pending').
  */
-export function restartDelivery(ctx: CoreCtx, queue: JobQueue, row: DeliveryRow, runAt: number): 'restarted' | 'pending' {
+export function restartDelivery(
+  ctx: CoreCtx,
+  queue: JobQueue,
+  row: DeliveryRow,
+  runAt: number,
+): 'restarted' | 'pending' {
   if (row.status === 'pending') return 'pending';
   const now = ctx.now();
   stmt(
@@ -89,8 +94,35 @@ export interface AttemptContext {
   eventType: string;
 }
 
-const D = ['id', 'event_id', 'endpoint_id', 'partner_id', 'status', 'attempts', 'next_attempt_at', 'last_status_code', 'last_error', 'created_at', 'updated_at'];
-const E = ['id', 'partner_id', 'url', 'description', 'events', 'secret', 'previous_secret', 'previous_secret_expires_at', 'status', 'disabled_reason', 'failing_since', 'deleted_at', 'created_at', 'updated_at'];
+const D = [
+  'id',
+  'event_id',
+  'endpoint_id',
+  'partner_id',
+  'status',
+  'attempts',
+  'next_attempt_at',
+  'last_status_code',
+  'last_error',
+  'created_at',
+  'updated_at',
+];
+const E = [
+  'id',
+  'partner_id',
+  'url',
+  'description',
+  'events',
+  'secret',
+  'previous_secret',
+  'previous_secret_expires_at',
+  'status',
+  'disabled_reason',
+  'failing_since',
+  'deleted_at',
+  'created_at',
+  'updated_at',
+];
 // One statement per attempt instead of three: this runs for every delivery.
 const LOAD = `SELECT ${D.map((c) => `d.${c}`).join(', ')}, ${E.map((c) => `e.${c}`).join(', ')}, ev.payload, ev.type
   FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id WHERE d.id = ?`;
@@ -143,8 +175,11 @@ export function recordAttempt(
 }
 
 export function cancelDelivery(ctx: CoreCtx, id: string, reason: string) {
-  stmt(ctx.db.sqlite, `UPDATE webhook_deliveries SET status = 'cancelled', last_error = ?, next_attempt_at = NULL, updated_at = ?
-    WHERE id = ? AND status = 'pending'`).run(reason, ctx.now(), id);
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE webhook_deliveries SET status = 'cancelled', last_error = ?, next_attempt_at = NULL, updated_at = ?
+    WHERE id = ? AND status = 'pending'`,
+  ).run(reason, ctx.now(), id);
 }
 
 export interface DeliveryListRow extends DeliveryRow {
@@ -179,7 +214,10 @@ export function listDeliveries(
 }
 
 export function listAttempts(ctx: CoreCtx, deliveryId: string): AttemptRow[] {
-  return stmt<[string], AttemptRow>(ctx.db.sqlite, 'SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY id').all(deliveryId);
+  return stmt<[string], AttemptRow>(
+    ctx.db.sqlite,
+    'SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY id',
+  ).all(deliveryId);
 }
 
 /** Attempts across deliveries since a time, newest first: the outbound half of a webhook log. */

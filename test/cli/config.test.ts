@@ -26,17 +26,48 @@ describe('where msgctl finds the data directory', () => {
     const dataDir = tmpDataDir();
     const root = dirname(dataDir);
     const good = writeConfig(root, 'good.json', { dataDir, server: { publicUrl: 'https://msgd.example.com/' } });
-    const other = writeConfig(root, 'other.json', { dataDir: join(root, 'other'), server: { host: '0.0.0.0', port: 9000 } });
+    const other = writeConfig(root, 'other.json', {
+      dataDir: join(root, 'other'),
+      server: { host: '0.0.0.0', port: 9000 },
+    });
     await runJson(['init'], { env: { MSGD_CONFIG: good } });
-    const fb = await runJson(['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=123', '--secret-env', 'page_access_token=T'], {
-      env: { MSGD_CONFIG: good, T: 'page-token' },
-    });
+    const fb = await runJson(
+      [
+        'gateway',
+        'add',
+        'meta_messenger',
+        '--name',
+        'fb',
+        '--set',
+        'page_id=123',
+        '--secret-env',
+        'page_access_token=T',
+      ],
+      {
+        env: { MSGD_CONFIG: good, T: 'page-token' },
+      },
+    );
     expect(fb.webhook_url).toBe(`https://msgd.example.com/api/webhook-messenger.php?gateway=${fb.id}`);
-    const ig = await runJson(['gateway', 'add', 'meta_instagram', '--name', 'ig', '--set', 'ig_account_id=456', '--secret-env', 'access_token=T'], {
-      env: { MSGD_CONFIG: good, T: 'ig-token' },
-    });
+    const ig = await runJson(
+      [
+        'gateway',
+        'add',
+        'meta_instagram',
+        '--name',
+        'ig',
+        '--set',
+        'ig_account_id=456',
+        '--secret-env',
+        'access_token=T',
+      ],
+      {
+        env: { MSGD_CONFIG: good, T: 'ig-token' },
+      },
+    );
     expect(ig.webhook_url).toBe(`https://msgd.example.com/api/webhook-messenger.php?gateway=${ig.id}`);
-    const sg = await runJson(['gateway', 'add', 'sendgrid', '--name', 'sg', '--secret-env', 'api_key=T'], { env: { MSGD_CONFIG: good, T: 'sg-key' } });
+    const sg = await runJson(['gateway', 'add', 'sendgrid', '--name', 'sg', '--secret-env', 'api_key=T'], {
+      env: { MSGD_CONFIG: good, T: 'sg-key' },
+    });
     expect(sg.webhook_url).toBe(`https://msgd.example.com/api/webhook.php?gateway=${sg.id}`);
     // The other config points elsewhere (and that directory does not exist): --config wins.
     const r = await runCli(['gateway', 'show', 'fb'], { env: { MSGD_CONFIG: other } });
@@ -64,10 +95,15 @@ describe('the master key', () => {
   it('a wrong MSGD_MASTER_KEY gives a clear one-line error, not a crash', async () => {
     const dataDir = tmpDataDir();
     await runJson(['init'], { dataDir });
-    await runJson(['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'], { dataDir, stdin: 'x' });
+    await runJson(
+      ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
+      { dataDir, stdin: 'x' },
+    );
     const r = await runCli(['gateway', 'show', 'tw'], { dataDir, env: { MSGD_MASTER_KEY: '00'.repeat(32) } });
     expect(r.code).toBe(1);
-    expect(oneErrorLine(r.stderr)).toBe('msgctl: cannot decrypt a stored secret: the master key does not match the one it was sealed with');
+    expect(oneErrorLine(r.stderr)).toBe(
+      'msgctl: cannot decrypt a stored secret: the master key does not match the one it was sealed with',
+    );
     const malformed = await runCli(['partner', 'list'], { dataDir, env: { MSGD_MASTER_KEY: 'short' } });
     expect(oneErrorLine(malformed.stderr)).toMatch(/MSGD_MASTER_KEY must be 32 bytes/);
   });

@@ -36,7 +36,17 @@ describe('msgctl doctor', () => {
     expect(code).toBe(0);
     expect(report).toMatchObject({ ok: true, failures: 0, warnings: 0 });
     expect(report.checks.map((c: any) => c.name)).toEqual(
-      expect.arrayContaining(['data directory', 'database', 'master key', 'migrations', 'ledger', 'gateway secrets', 'prices', 'channels', 'webhook verification']),
+      expect.arrayContaining([
+        'data directory',
+        'database',
+        'master key',
+        'migrations',
+        'ledger',
+        'gateway secrets',
+        'prices',
+        'channels',
+        'webhook verification',
+      ]),
     );
   });
 
@@ -63,7 +73,10 @@ describe('msgctl doctor', () => {
     try {
       const { code, report } = await doctorJson();
       expect(code).toBe(1);
-      expect(check(report, 'ledger')).toMatchObject({ status: 'fail', message: expect.stringContaining('acme: balance 21.00 but entries sum to 20.00') });
+      expect(check(report, 'ledger')).toMatchObject({
+        status: 'fail',
+        message: expect.stringContaining('acme: balance 21.00 but entries sum to 20.00'),
+      });
     } finally {
       withDb(dataDir, (db) => db.prepare("UPDATE partners SET balance = balance - 1000000 WHERE slug = 'acme'").run());
     }
@@ -82,8 +95,23 @@ describe('msgctl doctor', () => {
   });
 
   it('warns, and still exits 0, about unpriced channels, unverifiable webhooks, no public URL and disabled gateways in use', async () => {
-    await json(['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=4242', '--secret-env', 'page_access_token=PAT'], { env: { PAT: 'pat-1' } });
-    await json(['gateway', 'add', 'sendgrid', '--name', 'sg', '--secret-env', 'api_key=SGK'], { env: { SGK: 'SG.key' } });
+    await json(
+      [
+        'gateway',
+        'add',
+        'meta_messenger',
+        '--name',
+        'fb',
+        '--set',
+        'page_id=4242',
+        '--secret-env',
+        'page_access_token=PAT',
+      ],
+      { env: { PAT: 'pat-1' } },
+    );
+    await json(['gateway', 'add', 'sendgrid', '--name', 'sg', '--secret-env', 'api_key=SGK'], {
+      env: { SGK: 'SG.key' },
+    });
     await json(['channel', 'assign', 'acme', 'fb', 'messenger']);
     await json(['gateway', 'update', 'demo', '--disable']);
     const r = await run(['doctor']);
@@ -97,28 +125,51 @@ describe('msgctl doctor', () => {
     expect(report).toMatchObject({ ok: true, failures: 0, warnings: 4 });
 
     await json(['gateway', 'update', 'fb', '--secret-env', 'app_secret=APP'], { env: { APP: 'app-1' } });
-    await json(['gateway', 'update', 'sg', '--secret-env', 'webhook_public_key=PK'], { env: { PK: SENDGRID_VECTOR.publicKey } });
+    await json(['gateway', 'update', 'sg', '--secret-env', 'webhook_public_key=PK'], {
+      env: { PK: SENDGRID_VECTOR.publicKey },
+    });
     await json(['price', 'set', 'messenger', '0.005', '--partner', 'acme']);
     await json(['gateway', 'update', 'demo', '--enable']);
-    expect((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report).toMatchObject({ ok: true, warnings: 0 });
+    expect((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report).toMatchObject({
+      ok: true,
+      warnings: 0,
+    });
     await json(['gateway', 'remove', 'sg']);
   });
 
-  it('warns about a Meta gateway calling a Graph version older than msgd\'s default', async () => {
+  it("warns about a Meta gateway calling a Graph version older than msgd's default", async () => {
     await json(['gateway', 'update', 'fb', '--set', 'api_version=v21.0']);
     const r = await run(['doctor'], { env: { MSGD_PUBLIC_URL: 'https://msgd.example.com' } });
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/warn\s+graph version\s+fb calls Graph v21\.0, older than msgd's v26\.0.*--set api_version=v26\.0/);
+    expect(r.stdout).toMatch(
+      /warn\s+graph version\s+fb calls Graph v21\.0, older than msgd's v26\.0.*--set api_version=v26\.0/,
+    );
     await json(['gateway', 'update', 'fb', '--unset', 'api_version']);
-    expect(check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'graph version')).toBeUndefined();
+    expect(
+      check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'graph version'),
+    ).toBeUndefined();
   });
 
   it('warns about an SMTP gateway set to implicit TLS on port 587', async () => {
-    await json(['gateway', 'add', 'smtp', '--name', 'mx-tls', '--set', 'host=mx.example.com', '--set', 'port=587', '--set', 'secure=true']);
+    await json([
+      'gateway',
+      'add',
+      'smtp',
+      '--name',
+      'mx-tls',
+      '--set',
+      'host=mx.example.com',
+      '--set',
+      'port=587',
+      '--set',
+      'secure=true',
+    ]);
     const r = await run(['doctor'], { env: { MSGD_PUBLIC_URL: 'https://msgd.example.com' } });
     expect(r.stdout).toMatch(/warn\s+smtp port\s+mx-tls: secure .* on port 587.*--unset port/);
     await json(['gateway', 'update', 'mx-tls', '--unset', 'port']);
-    expect(check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'smtp port')).toBeUndefined();
+    expect(
+      check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'smtp port'),
+    ).toBeUndefined();
     await json(['gateway', 'remove', 'mx-tls']);
   });
 
@@ -129,7 +180,10 @@ describe('msgctl doctor', () => {
     })();
     expect(code).toBe(1);
     expect(check(report, 'master key')).toMatchObject({ status: 'ok', message: 'from MSGD_MASTER_KEY' });
-    expect(check(report, 'gateway secrets')).toMatchObject({ status: 'fail', message: expect.stringContaining('cannot decrypt') });
+    expect(check(report, 'gateway secrets')).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining('cannot decrypt'),
+    });
   });
 
   it('fails on a missing data directory', async () => {

@@ -21,12 +21,30 @@ function leaves(cmd: Command, prefix: string[] = []): [string, Command][] {
 const EXPECTED = [
   'init',
   'migrate',
-  'partner create', 'partner list', 'partner show', 'partner suspend', 'partner activate', 'partner set-credit', 'partner set-limits',
-  'token issue', 'token list', 'token revoke',
-  'gateway add', 'gateway list', 'gateway show', 'gateway update', 'gateway remove',
-  'channel assign', 'channel unassign', 'channel list',
-  'price set', 'price unset', 'price list',
-  'balance topup', 'balance adjust', 'balance show',
+  'partner create',
+  'partner list',
+  'partner show',
+  'partner suspend',
+  'partner activate',
+  'partner set-credit',
+  'partner set-limits',
+  'token issue',
+  'token list',
+  'token revoke',
+  'gateway add',
+  'gateway list',
+  'gateway show',
+  'gateway update',
+  'gateway remove',
+  'channel assign',
+  'channel unassign',
+  'channel list',
+  'price set',
+  'price unset',
+  'price list',
+  'balance topup',
+  'balance adjust',
+  'balance show',
   'ledger list',
   'audit list',
   'doctor',
@@ -42,7 +60,8 @@ describe('msgctl help', () => {
 
   it('lists every command group in msgctl --help, with the first session', () => {
     const help = helpOf(program);
-    for (const group of new Set(EXPECTED.map((c) => c.split(' ')[0]))) expect(help).toMatch(new RegExp(`^  ${group}\\b`, 'm'));
+    for (const group of new Set(EXPECTED.map((c) => c.split(' ')[0])))
+      expect(help).toMatch(new RegExp(`^  ${group}\\b`, 'm'));
     expect(help).toContain('msgctl balance topup acme 100.00 --note "invoice 42"');
   });
 

@@ -13,7 +13,12 @@ const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir,
 function authenticate(secret: string) {
   const dd = openDataDir(dataDir, { migrate: false });
   try {
-    return new TokenAuthenticator({ db: dd.db, masterKey: dd.masterKey, config: {} as any, now: Date.now }).authenticate(secret);
+    return new TokenAuthenticator({
+      db: dd.db,
+      masterKey: dd.masterKey,
+      config: {} as any,
+      now: Date.now,
+    }).authenticate(secret);
   } finally {
     dd.close();
   }
@@ -40,13 +45,21 @@ describe('partners', () => {
     expect(authenticate(secret)).toMatchObject({ ok: false, reason: 'partner_suspended' });
     expect((await json(['partner', 'activate', 'acme'])).status).toBe('active');
     expect(authenticate(secret).ok).toBe(true);
-    const actions = withDb(dataDir, (db) => db.prepare("SELECT action, actor FROM audit_log WHERE action LIKE 'partner.%' ORDER BY id").all() as any[]);
+    const actions = withDb(
+      dataDir,
+      (db) =>
+        db.prepare("SELECT action, actor FROM audit_log WHERE action LIKE 'partner.%' ORDER BY id").all() as any[],
+    );
     expect(actions.map((a) => a.action)).toEqual(['partner.create', 'partner.suspend', 'partner.activate']);
     expect(actions.every((a) => /^cli:\S+$/.test(a.actor))).toBe(true);
   });
 
   it('set-credit and set-limits', async () => {
-    expect((await json(['partner', 'set-credit', 'acme', '25.50'])).credit_limit).toEqual({ micro: 25_500_000, amount: '25.50', currency: 'USD' });
+    expect((await json(['partner', 'set-credit', 'acme', '25.50'])).credit_limit).toEqual({
+      micro: 25_500_000,
+      amount: '25.50',
+      currency: 'USD',
+    });
     const p = await json(['partner', 'set-limits', 'acme', '--rate-limit', '120', '--low-balance', '10']);
     expect(p.rate_limit_per_minute).toBe(120);
     expect(p.low_balance_threshold.micro).toBe(10_000_000);
@@ -69,7 +82,11 @@ describe('money', () => {
   it('adjusts by a negative amount given plainly or after --', async () => {
     await json(['balance', 'topup', 'acme', '10.00']);
     const a = await json(['balance', 'adjust', 'acme', '-5.00', '--note', 'duplicate top-up']);
-    expect(a.entry).toMatchObject({ kind: 'adjustment', amount: { micro: -5_000_000, amount: '-5.00' }, note: 'duplicate top-up' });
+    expect(a.entry).toMatchObject({
+      kind: 'adjustment',
+      amount: { micro: -5_000_000, amount: '-5.00' },
+      note: 'duplicate top-up',
+    });
     const b = await json(['balance', 'adjust', 'acme', '--note', 'goodwill', '--', '-0.25']);
     expect(b.entry.amount.micro).toBe(-250_000);
     expect(b.partner.balance.micro).toBe(4_750_000);
@@ -113,19 +130,60 @@ describe('tokens', () => {
 
 describe('gateways, channels and prices', () => {
   it('coerces --set values by the kind schema, including false', async () => {
-    const g = await json(['gateway', 'add', 'smtp', '--name', 'relay', '--set', 'host=smtp.example.com', '--set', 'port=2525', '--set', 'secure=false', '--set', 'require_tls=yes']);
+    const g = await json([
+      'gateway',
+      'add',
+      'smtp',
+      '--name',
+      'relay',
+      '--set',
+      'host=smtp.example.com',
+      '--set',
+      'port=2525',
+      '--set',
+      'secure=false',
+      '--set',
+      'require_tls=yes',
+    ]);
     expect(g.settings).toMatchObject({ host: 'smtp.example.com', port: 2525, secure: false, require_tls: true });
     expect(g.webhook_url).toBeNull();
-    const sb = await json(['gateway', 'add', 'sandbox', '--name', 'demo', '--set', 'delivery_delay_ms=100', '--set', 'rate_per_second=2.5']);
+    const sb = await json([
+      'gateway',
+      'add',
+      'sandbox',
+      '--name',
+      'demo',
+      '--set',
+      'delivery_delay_ms=100',
+      '--set',
+      'rate_per_second=2.5',
+    ]);
     expect(sb.settings).toEqual({ delivery_delay_ms: 100, rate_per_second: 2.5 });
     expect(sb.secret_names).toEqual(['signing_secret']);
   });
 
   it('update rotates a secret from an env var, unsets one, disables and enables', async () => {
     const env = { WA_TOKEN: 'wa-token-1', WA_APP: 'wa-app-secret-1' };
-    const wa = await json(['gateway', 'add', 'whatsapp_cloud', '--name', 'wa', '--set', 'phone_number_id=1234567890', '--secret-env', 'access_token=WA_TOKEN', '--secret-env', 'app_secret=WA_APP'], { env });
+    const wa = await json(
+      [
+        'gateway',
+        'add',
+        'whatsapp_cloud',
+        '--name',
+        'wa',
+        '--set',
+        'phone_number_id=1234567890',
+        '--secret-env',
+        'access_token=WA_TOKEN',
+        '--secret-env',
+        'app_secret=WA_APP',
+      ],
+      { env },
+    );
     expect(wa.secret_names).toEqual(['access_token', 'app_secret']);
-    expect((await json(['gateway', 'update', 'wa', '--unset-secret', 'app_secret'])).secret_names).toEqual(['access_token']);
+    expect((await json(['gateway', 'update', 'wa', '--unset-secret', 'app_secret'])).secret_names).toEqual([
+      'access_token',
+    ]);
     const upd = await json(['gateway', 'update', 'wa', '--secret-stdin', 'verify_token', '--disable'], { stdin: 'vt' });
     expect(upd).toMatchObject({ status: 'disabled', secret_names: ['access_token', 'verify_token'] });
     expect((await json(['gateway', 'update', 'wa', '--enable'])).status).toBe('active');
@@ -138,9 +196,38 @@ describe('gateways, channels and prices', () => {
 
   it('--unset removes a setting (back to its default) so a gateway can be switched back without re-adding it', async () => {
     const env = { FB_TOKEN: 'page-token-1' };
-    const fb = await json(['gateway', 'add', 'meta_messenger', '--name', 'fb', '--set', 'page_id=123', '--set', 'messaging_type=MESSAGE_TAG', '--set', 'tag=HUMAN_AGENT', '--set', 'api_version=v22.0', '--secret-env', 'page_access_token=FB_TOKEN'], { env });
+    const fb = await json(
+      [
+        'gateway',
+        'add',
+        'meta_messenger',
+        '--name',
+        'fb',
+        '--set',
+        'page_id=123',
+        '--set',
+        'messaging_type=MESSAGE_TAG',
+        '--set',
+        'tag=HUMAN_AGENT',
+        '--set',
+        'api_version=v22.0',
+        '--secret-env',
+        'page_access_token=FB_TOKEN',
+      ],
+      { env },
+    );
     expect(fb.settings).toMatchObject({ messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT', api_version: 'v22.0' });
-    const back = await json(['gateway', 'update', 'fb', '--set', 'messaging_type=RESPONSE', '--unset', 'tag', '--unset', 'api_version']);
+    const back = await json([
+      'gateway',
+      'update',
+      'fb',
+      '--set',
+      'messaging_type=RESPONSE',
+      '--unset',
+      'tag',
+      '--unset',
+      'api_version',
+    ]);
     expect(back.settings).toMatchObject({ messaging_type: 'RESPONSE', api_version: 'v26.0' });
     expect(back.settings).not.toHaveProperty('tag');
     // Unsetting the tag alone would leave MESSAGE_TAG without one: refused, nothing changed.
@@ -155,20 +242,45 @@ describe('gateways, channels and prices', () => {
     expect([typo.code, typo.stderr]).toEqual([1, expect.stringMatching(/has no setting tagg/)]);
     const required = await run(['gateway', 'update', 'fb', '--unset', 'page_id']);
     expect(required.code).toBe(1);
-    expect((await json(['gateway', 'show', 'fb'])).settings).toMatchObject({ page_id: '123', messaging_type: 'MESSAGE_TAG', tag: 'ACCOUNT_UPDATE' });
+    expect((await json(['gateway', 'show', 'fb'])).settings).toMatchObject({
+      page_id: '123',
+      messaging_type: 'MESSAGE_TAG',
+      tag: 'ACCOUNT_UPDATE',
+    });
     await json(['gateway', 'remove', 'fb']);
   });
 
   it('a Twilio API key needs its secret: a gateway that would fail every send is refused', async () => {
     const env = { TW_TOKEN: 'auth-token-1', TW_KEY: 'key-secret-1' };
-    const args = ['gateway', 'add', 'twilio', '--name', 'tw-key', '--set', 'account_sid=AC123', '--set', 'api_key_sid=SK123', '--secret-env', 'auth_token=TW_TOKEN'];
+    const args = [
+      'gateway',
+      'add',
+      'twilio',
+      '--name',
+      'tw-key',
+      '--set',
+      'account_sid=AC123',
+      '--set',
+      'api_key_sid=SK123',
+      '--secret-env',
+      'auth_token=TW_TOKEN',
+    ];
     const bare = await run(args, { env });
-    expect([bare.code, bare.stderr]).toEqual([1, expect.stringMatching(/api_key_secret: required with the settings given/)]);
+    expect([bare.code, bare.stderr]).toEqual([
+      1,
+      expect.stringMatching(/api_key_secret: required with the settings given/),
+    ]);
     const tw = await json([...args, '--secret-env', 'api_key_secret=TW_KEY'], { env });
     expect(tw.secret_names).toEqual(['api_key_secret', 'auth_token']);
     const drop = await run(['gateway', 'update', 'tw-key', '--unset-secret', 'api_key_secret']);
-    expect([drop.code, drop.stderr]).toEqual([1, expect.stringMatching(/api_key_secret: required with the settings given/)]);
-    expect((await json(['gateway', 'update', 'tw-key', '--unset', 'api_key_sid', '--unset-secret', 'api_key_secret'])).secret_names).toEqual(['auth_token']);
+    expect([drop.code, drop.stderr]).toEqual([
+      1,
+      expect.stringMatching(/api_key_secret: required with the settings given/),
+    ]);
+    expect(
+      (await json(['gateway', 'update', 'tw-key', '--unset', 'api_key_sid', '--unset-secret', 'api_key_secret']))
+        .secret_names,
+    ).toEqual(['auth_token']);
     await json(['gateway', 'remove', 'tw-key']);
   });
 
@@ -176,25 +288,46 @@ describe('gateways, channels and prices', () => {
     const env = { SMTP_PASS: 'relay-pass-1' };
     const base = ['gateway', 'add', 'smtp', '--name', 'mx-auth', '--set', 'host=mx.example.com'];
     const passOnly = await run([...base, '--secret-env', 'password=SMTP_PASS'], { env });
-    expect([passOnly.code, passOnly.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
-    const ok = await json([...base, '--set', 'user=relay', '--set', 'secure=true', '--secret-env', 'password=SMTP_PASS'], { env });
+    expect([passOnly.code, passOnly.stderr]).toEqual([
+      1,
+      expect.stringMatching(/user: required with the password secret/),
+    ]);
+    const ok = await json(
+      [...base, '--set', 'user=relay', '--set', 'secure=true', '--secret-env', 'password=SMTP_PASS'],
+      { env },
+    );
     // No port stored: the adapter takes 465 for secure, 587 otherwise.
-    expect(ok.settings).toEqual({ host: 'mx.example.com', user: 'relay', secure: true, require_tls: false, tls_reject_unauthorized: true });
+    expect(ok.settings).toEqual({
+      host: 'mx.example.com',
+      user: 'relay',
+      secure: true,
+      require_tls: false,
+      tls_reject_unauthorized: true,
+    });
     const dropUser = await run(['gateway', 'update', 'mx-auth', '--unset', 'user']);
-    expect([dropUser.code, dropUser.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
+    expect([dropUser.code, dropUser.stderr]).toEqual([
+      1,
+      expect.stringMatching(/user: required with the password secret/),
+    ]);
     // A user without a password is taken: a relay that offers no AUTH is sent none.
     await json(['gateway', 'update', 'mx-auth', '--unset-secret', 'password']);
     // A gateway stored before the rule (a password, no user) can still be disabled and changed
     // elsewhere; touching the pair asks for the fix.
     withDb(dataDir, (db) => {
-      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(JSON.stringify({ host: 'mx.example.com', port: 587 }));
+      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(
+        JSON.stringify({ host: 'mx.example.com', port: 587 }),
+      );
     });
     await json(['gateway', 'update', 'mx-auth', '--secret-env', 'password=SMTP_PASS', '--set', 'user=relay'], { env });
     withDb(dataDir, (db) => {
-      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(JSON.stringify({ host: 'mx.example.com', port: 587 }));
+      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(
+        JSON.stringify({ host: 'mx.example.com', port: 587 }),
+      );
     });
     expect((await json(['gateway', 'update', 'mx-auth', '--disable'])).status).toBe('disabled');
-    expect((await json(['gateway', 'update', 'mx-auth', '--set', 'rate_per_second=5'])).settings).toMatchObject({ rate_per_second: 5 });
+    expect((await json(['gateway', 'update', 'mx-auth', '--set', 'rate_per_second=5'])).settings).toMatchObject({
+      rate_per_second: 5,
+    });
     const rotate = await run(['gateway', 'update', 'mx-auth', '--secret-env', 'password=SMTP_PASS'], { env });
     expect([rotate.code, rotate.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
     await json(['gateway', 'remove', 'mx-auth']);
@@ -217,7 +350,12 @@ describe('gateways, channels and prices', () => {
   it('a partner override beats the default price and can be removed', async () => {
     await json(['price', 'set', 'whatsapp', '0.02']);
     const o = await json(['price', 'set', 'whatsapp', '0.015', '--partner', 'globex']);
-    expect(o).toMatchObject({ scope: 'partner', partner: 'globex', per: 'message', amount: { micro: 15_000, amount: '0.015', currency: 'EUR' } });
+    expect(o).toMatchObject({
+      scope: 'partner',
+      partner: 'globex',
+      per: 'message',
+      amount: { micro: 15_000, amount: '0.015', currency: 'EUR' },
+    });
     const list = await json(['price', 'list', '--partner', 'acme']);
     expect(list.data.map((p: any) => p.scope)).toEqual(['default']);
     const r = await run(['price', 'list']);
@@ -229,7 +367,20 @@ describe('gateways, channels and prices', () => {
   it('the audit log lists every change with its actor', async () => {
     const a = await json(['audit', 'list', '--limit', '500']);
     const actions = new Set(a.data.map((e: any) => e.action));
-    for (const x of ['partner.create', 'token.issue', 'token.revoke', 'gateway.add', 'gateway.update', 'gateway.remove', 'channel.assign', 'channel.unassign', 'price.set', 'price.unset', 'balance.topup', 'balance.adjust']) {
+    for (const x of [
+      'partner.create',
+      'token.issue',
+      'token.revoke',
+      'gateway.add',
+      'gateway.update',
+      'gateway.remove',
+      'channel.assign',
+      'channel.unassign',
+      'price.set',
+      'price.unset',
+      'balance.topup',
+      'balance.adjust',
+    ]) {
       expect(actions, x).toContain(x);
     }
     const text = await run(['audit', 'list', '--limit', '1']);

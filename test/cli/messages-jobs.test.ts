@@ -40,7 +40,9 @@ beforeAll(() => {
   waitingId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: dupId } }).id;
   // What dispatch writes on a message whose gateway is disabled (the job itself keeps no error).
   t.ctx.db.sqlite
-    .prepare(`UPDATE messages SET error_code = 'gateway_disabled', error_message = 'gateway sbx is disabled: the message waits until it is enabled' WHERE id = ?`)
+    .prepare(
+      `UPDATE messages SET error_code = 'gateway_disabled', error_message = 'gateway sbx is disabled: the message waits until it is enabled' WHERE id = ?`,
+    )
     .run(dupId);
   // A message in its gateway's line: queued, no error, its job snoozed to its place.
   linedMsg = mk('+14155550126').id;
@@ -49,7 +51,12 @@ beforeAll(() => {
   q.fail(deadHookId, 'endpoint down');
   q.fail(deadDispatchId, 'gave up');
   const m = getMessageRow(t.ctx, failedId)!;
-  applyStatus(t.ctx, m, { status: 'failed', errorCode: 'retries_exhausted', errorMessage: 'gave up', refundOnFailure: true });
+  applyStatus(t.ctx, m, {
+    status: 'failed',
+    errorCode: 'retries_exhausted',
+    errorMessage: 'gave up',
+    refundOnFailure: true,
+  });
   t.dd.close();
 });
 afterAll(() => t.close());
@@ -65,7 +72,10 @@ describe('msgctl messages', () => {
     expect(text.stdout).toContain('possible duplicate');
     // A status msgd does not have is a mistake, not an empty list.
     const bogus = await runCli(['messages', 'list', '--status', 'bogus'], { dataDir: t.dir });
-    expect([bogus.code, bogus.stderr]).toEqual([2, expect.stringMatching(/--status must be one of queued, sending, sent, .*received/)]);
+    expect([bogus.code, bogus.stderr]).toEqual([
+      2,
+      expect.stringMatching(/--status must be one of queued, sending, sent, .*received/),
+    ]);
   });
 
   it('shows one message with its history, and 404s an unknown id', async () => {
@@ -86,23 +96,45 @@ describe('msgctl jobs', () => {
       [inLineId, 'available'],
       [retryingId, 'retry'],
     ]);
-    expect(all.data[2]).toMatchObject({ kind: 'webhook.deliver', attempts: 1, last_error: 'endpoint answered 503', reason: 'endpoint answered 503' });
+    expect(all.data[2]).toMatchObject({
+      kind: 'webhook.deliver',
+      attempts: 1,
+      last_error: 'endpoint answered 503',
+      reason: 'endpoint answered 503',
+    });
     expect(all.data[1]).toMatchObject({ last_error: null, reason: "in line for its gateway's rate" });
     // A dispatch job waits for the reason its message gives.
-    expect(all.data[0]).toMatchObject({ last_error: null, reason: 'gateway_disabled: gateway sbx is disabled: the message waits until it is enabled' });
-    expect((await runCli(['jobs', 'list'], { dataDir: t.dir })).stdout).toMatch(/available .*gateway_disabled: gateway sbx is disabled/);
+    expect(all.data[0]).toMatchObject({
+      last_error: null,
+      reason: 'gateway_disabled: gateway sbx is disabled: the message waits until it is enabled',
+    });
+    expect((await runCli(['jobs', 'list'], { dataDir: t.dir })).stdout).toMatch(
+      /available .*gateway_disabled: gateway sbx is disabled/,
+    );
     const retrying = await runCli(['jobs', 'list', '--state', 'retry'], { dataDir: t.dir });
-    expect(retrying.stdout).toMatch(new RegExp(`${retryingId}\\s+webhook\\.deliver\\s+retry\\s+1/\\d+ .*endpoint answered 503`));
+    expect(retrying.stdout).toMatch(
+      new RegExp(`${retryingId}\\s+webhook\\.deliver\\s+retry\\s+1/\\d+ .*endpoint answered 503`),
+    );
     expect(retrying.stdout).not.toContain('message.dispatch');
-    expect((await runJson(['jobs', 'list', '--kind', 'message.dispatch'], { dataDir: t.dir })).data.map((j: any) => j.id)).toEqual([waitingId, inLineId]);
+    expect(
+      (await runJson(['jobs', 'list', '--kind', 'message.dispatch'], { dataDir: t.dir })).data.map((j: any) => j.id),
+    ).toEqual([waitingId, inLineId]);
     const bad = await runCli(['jobs', 'list', '--state', 'dead'], { dataDir: t.dir });
-    expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/--state must be available, running, retry \(dead jobs: msgctl jobs dead\)/)]);
+    expect([bad.code, bad.stderr]).toEqual([
+      2,
+      expect.stringMatching(/--state must be available, running, retry \(dead jobs: msgctl jobs dead\)/),
+    ]);
   });
 
   it('shows dead jobs and retries them, but not a dispatch whose message is already settled', async () => {
     const dead = await runJson(['jobs', 'dead'], { dataDir: t.dir });
     expect(dead.data.map((j: any) => j.id)).toEqual([deadJobId, deadHookId, deadDispatchId]);
-    expect(dead.data[0]).toMatchObject({ id: deadJobId, kind: 'message.dispatch', state: 'dead', last_error: 'provider said no forever' });
+    expect(dead.data[0]).toMatchObject({
+      id: deadJobId,
+      kind: 'message.dispatch',
+      state: 'dead',
+      last_error: 'provider said no forever',
+    });
     const stats = await runJson(['jobs', 'stats'], { dataDir: t.dir });
     expect(stats.data).toContainEqual({ kind: 'message.dispatch', state: 'dead', count: 2 });
 

@@ -1,7 +1,16 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { pinConnection } from '../../src/db/pin.js';
-import { cleanupTmp, dumpDb, migrationTags, oneErrorLine, runCli, runJson, tmpDataDir, withDb } from '../helpers/cli.js';
+import {
+  cleanupTmp,
+  dumpDb,
+  migrationTags,
+  oneErrorLine,
+  runCli,
+  runJson,
+  tmpDataDir,
+  withDb,
+} from '../helpers/cli.js';
 
 const TAGS = migrationTags();
 
@@ -22,8 +31,11 @@ async function databaseBefore(tag: string) {
   const { mkdirSync, readFileSync, readdirSync } = await import('node:fs');
   const { default: Database } = await import('better-sqlite3');
   const dir = new URL('../../migrations/', import.meta.url);
-  const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
-  const apply = (f: string) => db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .sort();
+  const apply = (f: string) =>
+    db.exec(readFileSync(new URL(f, dir), 'utf8').split('--> statement-breakpoint').join('\n'));
   const at = tmpDataDir();
   mkdirSync(at, { recursive: true });
   const db = pinConnection(new Database(join(at, 'old.db')));
@@ -52,13 +64,17 @@ describe('a database migrated by a newer msgd', () => {
   it('is refused by migrate, init, ordinary commands and doctor, and left untouched', async () => {
     const dataDir = await freshDir();
     const future = Date.now() + 365 * 86_400_000;
-    withDb(dataDir, (db) => db.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('future-schema', future));
+    withDb(dataDir, (db) =>
+      db.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('future-schema', future),
+    );
     const before = dumpDb(dataDir, ['__drizzle_migrations', 'partners', 'audit_log']);
     for (const args of [['migrate'], ['init'], ['partner', 'list'], ['balance', 'topup', 'acme', '5']]) {
       const r = await runCli(args, { dataDir });
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stdout).toBe('');
-      expect(oneErrorLine(r.stderr)).toMatch(/the database was migrated by a newer msgd .*run the newer msgd or restore a backup/);
+      expect(oneErrorLine(r.stderr)).toMatch(
+        /the database was migrated by a newer msgd .*run the newer msgd or restore a backup/,
+      );
     }
     const d = await runCli(['doctor'], { dataDir });
     expect(d.code).toBe(1);
@@ -74,10 +90,14 @@ describe('a database with pending migrations', () => {
     withDb(dataDir, (db) => db.prepare('DELETE FROM __drizzle_migrations').run());
     const r = await runCli(['partner', 'list'], { dataDir });
     expect(r.code).toBe(1);
-    expect(oneErrorLine(r.stderr)).toBe(`msgctl: the database has ${TAGS.length} pending migration(s) (${TAGS.join(', ')}); run "msgctl migrate"`);
+    expect(oneErrorLine(r.stderr)).toBe(
+      `msgctl: the database has ${TAGS.length} pending migration(s) (${TAGS.join(', ')}); run "msgctl migrate"`,
+    );
     const d = await runCli(['--json', 'doctor'], { dataDir });
     expect(d.code).toBe(1);
-    expect(JSON.parse(d.stdout).checks.find((c: any) => c.name === 'migrations')).toMatchObject({ message: expect.stringContaining(`${TAGS.length} pending: ${TAGS.join(', ')}`) });
+    expect(JSON.parse(d.stdout).checks.find((c: any) => c.name === 'migrations')).toMatchObject({
+      message: expect.stringContaining(`${TAGS.length} pending: ${TAGS.join(', ')}`),
+    });
   });
 });
 
@@ -86,7 +106,9 @@ describe('a data directory that is not there', () => {
     const dataDir = join(tmpDataDir(), 'missing');
     const r = await runCli(['partner', 'list'], { dataDir });
     expect(r.code).toBe(1);
-    expect(oneErrorLine(r.stderr)).toBe(`msgctl: no msgd data directory at ${dataDir} (run "msgctl init" or start msgd once)`);
+    expect(oneErrorLine(r.stderr)).toBe(
+      `msgctl: no msgd data directory at ${dataDir} (run "msgctl init" or start msgd once)`,
+    );
   });
 });
 
@@ -103,10 +125,20 @@ describe('the 0006 migration (provider_id_indexed)', () => {
       ins.run('msg_old_wa', 'whatsapp', 'wamid.OLD1');
       ins.run('msg_old_queued', 'sms', null);
       upgrade();
-      const find = db.prepare('SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1');
+      const find = db.prepare(
+        'SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1',
+      );
       expect(find.get('SM11111111111111111111111111111111')).toEqual({ id: 'msg_old_sms' });
       expect(find.get('wamid.OLD1')).toEqual({ id: 'msg_old_wa' });
-      expect((db.prepare('SELECT count(*) AS n FROM messages INDEXED BY messages_provider WHERE provider_id_indexed = 1 AND provider_message_id IS NOT NULL').get() as any).n).toBe(2);
+      expect(
+        (
+          db
+            .prepare(
+              'SELECT count(*) AS n FROM messages INDEXED BY messages_provider WHERE provider_id_indexed = 1 AND provider_message_id IS NOT NULL',
+            )
+            .get() as any
+        ).n,
+      ).toBe(2);
       expect(db.prepare('SELECT DISTINCT provider_id_indexed AS v FROM messages').all()).toEqual([{ v: 1 }]);
     } finally {
       db.close();
@@ -120,9 +152,13 @@ describe('the 0007 migration (no ledger_message index)', () => {
     try {
       db.pragma('foreign_keys = OFF'); // entries with no partner row: only the ledger's indexes are under test
       const indexes = () =>
-        (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger_entries' ORDER BY name`).all() as { name: string }[]).map(
-          (r) => r.name,
-        );
+        (
+          db
+            .prepare(
+              `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger_entries' ORDER BY name`,
+            )
+            .all() as { name: string }[]
+        ).map((r) => r.name);
       expect(indexes()).toEqual(['ledger_message', 'ledger_partner']);
       const ins = db.prepare(
         `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, actor, created_at) VALUES ('pt_1', ?, ?, ?, ?, 'test', 1)`,
@@ -131,7 +167,13 @@ describe('the 0007 migration (no ledger_message index)', () => {
       ins.run('debit', -10, 990, 'msg_1');
       upgrade();
       expect(indexes()).toEqual(['ledger_partner']);
-      expect(db.prepare(`SELECT kind, balance_after, message_id FROM ledger_entries INDEXED BY ledger_partner WHERE partner_id = 'pt_1' ORDER BY id DESC`).all()).toEqual([
+      expect(
+        db
+          .prepare(
+            `SELECT kind, balance_after, message_id FROM ledger_entries INDEXED BY ledger_partner WHERE partner_id = 'pt_1' ORDER BY id DESC`,
+          )
+          .all(),
+      ).toEqual([
         { kind: 'debit', balance_after: 990, message_id: 'msg_1' },
         { kind: 'topup', balance_after: 1000, message_id: null },
       ]);

@@ -4,7 +4,15 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDataDir } from '../../src/db/datadir.js';
 import { openGateway } from '../../src/core/gateway-secrets.js';
-import { cleanupTmp, migrationTags, runCli, tmpDataDir, withDb, type CliResult, type RunOptions } from '../helpers/cli.js';
+import {
+  cleanupTmp,
+  migrationTags,
+  runCli,
+  tmpDataDir,
+  withDb,
+  type CliResult,
+  type RunOptions,
+} from '../helpers/cli.js';
 
 // The operator's first session from issue 2, exactly as written there, in text and in --json.
 
@@ -67,7 +75,17 @@ describe('first session, text output', () => {
 
   it('echo "$AUTH_TOKEN" | msgctl gateway add twilio ... --secret-stdin auth_token', async () => {
     const r = await s.run(
-      ['gateway', 'add', 'twilio', '--name', 'twilio-main', '--set', 'account_sid=AC123', '--secret-stdin', 'auth_token'],
+      [
+        'gateway',
+        'add',
+        'twilio',
+        '--name',
+        'twilio-main',
+        '--set',
+        'account_sid=AC123',
+        '--secret-stdin',
+        'auth_token',
+      ],
       { stdin: `${AUTH_TOKEN}\n` },
     );
     expect(r.code).toBe(0);
@@ -76,7 +94,9 @@ describe('first session, text output', () => {
     const dd = openDataDir(s.dataDir, { migrate: false });
     try {
       const id = (dd.db.sqlite.prepare('SELECT id FROM gateways').get() as { id: string }).id;
-      expect(openGateway({ db: dd.db, masterKey: dd.masterKey, config: {} as any, now: Date.now }, id).secrets).toEqual({ auth_token: AUTH_TOKEN });
+      expect(openGateway({ db: dd.db, masterKey: dd.masterKey, config: {} as any, now: Date.now }, id).secrets).toEqual(
+        { auth_token: AUTH_TOKEN },
+      );
     } finally {
       dd.close();
     }
@@ -101,14 +121,18 @@ describe('first session, text output', () => {
     const r = await s.run(['price', 'set', 'sms', '0.0075']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('0.0075 per segment');
-    expect(withDb(s.dataDir, (db) => db.prepare("SELECT amount FROM prices WHERE channel_type='sms'").pluck().get())).toBe(7500);
+    expect(
+      withDb(s.dataDir, (db) => db.prepare("SELECT amount FROM prices WHERE channel_type='sms'").pluck().get()),
+    ).toBe(7500);
   });
 
   it('msgctl balance topup acme 100.00 --note "invoice 42"', async () => {
     const r = await s.run(['balance', 'topup', 'acme', '100.00', '--note', 'invoice 42']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/balance\s+100\.00 USD/);
-    expect(withDb(s.dataDir, (db) => db.prepare("SELECT balance FROM partners WHERE slug='acme'").pluck().get())).toBe(100_000_000);
+    expect(withDb(s.dataDir, (db) => db.prepare("SELECT balance FROM partners WHERE slug='acme'").pluck().get())).toBe(
+      100_000_000,
+    );
   });
 
   it('msgctl ledger list acme shows the top-up as an aligned table', async () => {
@@ -122,7 +146,9 @@ describe('first session, text output', () => {
   });
 
   it('the database files hold neither secret in the clear', () => {
-    for (const f of ['msgd.db', 'msgd.db-wal', 'msgd.db-shm'].map((n) => join(s.dataDir, n)).filter((f) => existsSync(f))) {
+    for (const f of ['msgd.db', 'msgd.db-wal', 'msgd.db-shm']
+      .map((n) => join(s.dataDir, n))
+      .filter((f) => existsSync(f))) {
       const bytes = readFileSync(f);
       expect(bytes.includes(Buffer.from(AUTH_TOKEN)), f).toBe(false);
       expect(bytes.includes(Buffer.from(secret)), f).toBe(false);
@@ -133,7 +159,8 @@ describe('first session, text output', () => {
     expect(s.results.length).toBeGreaterThanOrEqual(10);
     for (const { args, r } of s.results) {
       expect(r.stdout + r.stderr, args.join(' ')).not.toContain(AUTH_TOKEN);
-      if (!(args[0] === 'token' && args[1] === 'issue')) expect(r.stdout + r.stderr, args.join(' ')).not.toContain(secret);
+      if (!(args[0] === 'token' && args[1] === 'issue'))
+        expect(r.stdout + r.stderr, args.join(' ')).not.toContain(secret);
     }
   });
 });
@@ -150,19 +177,35 @@ describe('first session, --json output', () => {
 
   it('init', async () => {
     const j = await json(['init']);
-    expect(j).toMatchObject({ created: true, data_dir: s.dataDir, master_key: { source: 'file', mode: '0600' }, migrations: { applied: migrationTags() } });
+    expect(j).toMatchObject({
+      created: true,
+      data_dir: s.dataDir,
+      master_key: { source: 'file', mode: '0600' },
+      migrations: { applied: migrationTags() },
+    });
     expect((await json(['init'])).created).toBe(false);
   });
 
   it('partner create', async () => {
     const j = await json(['partner', 'create', 'acme', '--name', 'Acme Ltd']);
-    expect(j).toMatchObject({ slug: 'acme', name: 'Acme Ltd', status: 'active', currency: 'USD', balance: { micro: 0, amount: '0.00', currency: 'USD' } });
+    expect(j).toMatchObject({
+      slug: 'acme',
+      name: 'Acme Ltd',
+      status: 'active',
+      currency: 'USD',
+      balance: { micro: 0, amount: '0.00', currency: 'USD' },
+    });
     expect(j.id).toMatch(/^prt_/);
   });
 
   it('token issue: the secret is a field, and nothing goes to stderr', async () => {
     const j = await json(['token', 'issue', 'acme', '--name', 'prod', '--scopes', 'messages:send,messages:read']);
-    expect(j).toMatchObject({ name: 'prod', scopes: ['messages:read', 'messages:send'], state: 'active', expires_at: null });
+    expect(j).toMatchObject({
+      name: 'prod',
+      scopes: ['messages:read', 'messages:send'],
+      state: 'active',
+      expires_at: null,
+    });
     expect(j.secret).toMatch(/^msgd_live_[A-Za-z0-9_-]{43,}$/);
     expect(j.secret.startsWith(j.prefix)).toBe(true);
     secret = j.secret;
@@ -173,10 +216,29 @@ describe('first session, --json output', () => {
   });
 
   it('gateway add and show', async () => {
-    const j = await json(['gateway', 'add', 'twilio', '--name', 'twilio-main', '--set', 'account_sid=AC123', '--secret-stdin', 'auth_token'], {
-      stdin: `${AUTH_TOKEN}\n`,
+    const j = await json(
+      [
+        'gateway',
+        'add',
+        'twilio',
+        '--name',
+        'twilio-main',
+        '--set',
+        'account_sid=AC123',
+        '--secret-stdin',
+        'auth_token',
+      ],
+      {
+        stdin: `${AUTH_TOKEN}\n`,
+      },
+    );
+    expect(j).toMatchObject({
+      kind: 'twilio',
+      name: 'twilio-main',
+      status: 'active',
+      settings: { account_sid: 'AC123' },
+      secret_names: ['auth_token'],
     });
-    expect(j).toMatchObject({ kind: 'twilio', name: 'twilio-main', status: 'active', settings: { account_sid: 'AC123' }, secret_names: ['auth_token'] });
     const show = await json(['gateway', 'show', 'twilio-main']);
     expect(show.webhook_url).toBe(`http://127.0.0.1:8080/api/webhook.php?gateway=${j.id}`);
     expect(show).not.toHaveProperty('secrets');
@@ -184,15 +246,33 @@ describe('first session, --json output', () => {
 
   it('channel assign, price set, balance topup, ledger list', async () => {
     const ch = await json(['channel', 'assign', 'acme', 'twilio-main', 'sms', '--from', '+15550001111']);
-    expect(ch).toMatchObject({ type: 'sms', sender: '+15550001111', status: 'active', gateway: { name: 'twilio-main', kind: 'twilio' } });
+    expect(ch).toMatchObject({
+      type: 'sms',
+      sender: '+15550001111',
+      status: 'active',
+      gateway: { name: 'twilio-main', kind: 'twilio' },
+    });
     const price = await json(['price', 'set', 'sms', '0.0075']);
-    expect(price).toMatchObject({ channel: 'sms', per: 'segment', scope: 'default', amount: { micro: 7500, amount: '0.0075', currency: null } });
+    expect(price).toMatchObject({
+      channel: 'sms',
+      per: 'segment',
+      scope: 'default',
+      amount: { micro: 7500, amount: '0.0075', currency: null },
+    });
     const top = await json(['balance', 'topup', 'acme', '100.00', '--note', 'invoice 42']);
-    expect(top.entry).toMatchObject({ kind: 'topup', amount: { micro: 100_000_000, amount: '100.00', currency: 'USD' }, note: 'invoice 42' });
+    expect(top.entry).toMatchObject({
+      kind: 'topup',
+      amount: { micro: 100_000_000, amount: '100.00', currency: 'USD' },
+      note: 'invoice 42',
+    });
     expect(top.partner.balance).toEqual({ micro: 100_000_000, amount: '100.00', currency: 'USD' });
     const ledger = await json(['ledger', 'list', 'acme']);
     expect(ledger.data).toHaveLength(1);
-    expect(ledger.data[0]).toMatchObject({ kind: 'topup', balance_after: { micro: 100_000_000 }, actor: expect.stringMatching(/^cli:/) });
+    expect(ledger.data[0]).toMatchObject({
+      kind: 'topup',
+      balance_after: { micro: 100_000_000 },
+      actor: expect.stringMatching(/^cli:/),
+    });
   });
 
   it('partner show has balance, credit, available, channels and the token count', async () => {
@@ -206,7 +286,8 @@ describe('first session, --json output', () => {
   it('no output carried the gateway secret; only token issue carried the token secret', () => {
     for (const { args, r } of s.results) {
       expect(r.stdout + r.stderr, args.join(' ')).not.toContain(AUTH_TOKEN);
-      if (!(args[0] === 'token' && args[1] === 'issue')) expect(r.stdout + r.stderr, args.join(' ')).not.toContain(secret);
+      if (!(args[0] === 'token' && args[1] === 'issue'))
+        expect(r.stdout + r.stderr, args.join(' ')).not.toContain(secret);
     }
   });
 });

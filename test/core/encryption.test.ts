@@ -45,7 +45,8 @@ function expectAbsent(dir: string) {
   expect(files.length).toBeGreaterThan(0);
   for (const [file, bytes] of files) {
     for (const secret of Object.values(SECRETS)) {
-      for (const [enc, needle] of encodings(secret)) expect(bytes.includes(needle), `${secret} (${enc}) in ${file}`).toBe(false);
+      for (const [enc, needle] of encodings(secret))
+        expect(bytes.includes(needle), `${secret} (${enc}) in ${file}`).toBe(false);
     }
   }
 }
@@ -54,10 +55,32 @@ describe('gateway secrets at rest', () => {
   it('never appear in msgd.db, -wal or -shm, before or after a checkpoint', () => {
     // Keep the WAL around: it is where fresh pages land first.
     t.ctx.db.sqlite.pragma('wal_autocheckpoint = 0');
-    addGateway(t.ctx, { kind: 'whatsapp_cloud', name: 'wa', settings: { phone_number_id: '123' }, secrets: { access_token: SECRETS.wa, app_secret: SECRETS.waApp } }, 'test');
-    addGateway(t.ctx, { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: SECRETS.twilio } }, 'test');
+    addGateway(
+      t.ctx,
+      {
+        kind: 'whatsapp_cloud',
+        name: 'wa',
+        settings: { phone_number_id: '123' },
+        secrets: { access_token: SECRETS.wa, app_secret: SECRETS.waApp },
+      },
+      'test',
+    );
+    addGateway(
+      t.ctx,
+      { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: SECRETS.twilio } },
+      'test',
+    );
     addGateway(t.ctx, { kind: 'sendgrid', name: 'sg', secrets: { api_key: SECRETS.sendgrid } }, 'test');
-    addGateway(t.ctx, { kind: 'smtp', name: 'relay', settings: { host: 'mx.example.com', user: 'relay' }, secrets: { password: SECRETS.smtp } }, 'test');
+    addGateway(
+      t.ctx,
+      {
+        kind: 'smtp',
+        name: 'relay',
+        settings: { host: 'mx.example.com', user: 'relay' },
+        secrets: { password: SECRETS.smtp },
+      },
+      'test',
+    );
     updateGateway(t.ctx, 'tw', { secrets: { auth_token: SECRETS.rotated } }, 'test');
     expect(existsSync(join(t.dir, 'msgd.db-wal'))).toBe(true);
     expectAbsent(t.dir);
@@ -82,7 +105,9 @@ describe('gateway secrets at rest', () => {
     expect(() => openGateway(other, getGateway(t.ctx, 'wa').id)).toThrow(/master key does not match/);
     const reopened = openDataDir(t.dir, { env: { MSGD_MASTER_KEY: 'ff'.repeat(32) }, migrate: false });
     try {
-      expect(() => listGateways({ ...t.ctx, db: reopened.db, masterKey: reopened.masterKey })).toThrow(SecretDecryptError);
+      expect(() => listGateways({ ...t.ctx, db: reopened.db, masterKey: reopened.masterKey })).toThrow(
+        SecretDecryptError,
+      );
     } finally {
       reopened.close();
     }

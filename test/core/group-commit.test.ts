@@ -30,7 +30,10 @@ function setup() {
 }
 
 const rows = () => (db.sqlite.prepare('SELECT k FROM t ORDER BY k').all() as { k: string }[]).map((r) => r.k);
-const put = (k: string, bytes = 10) => () => db.sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run(k, Buffer.alloc(bytes));
+const put =
+  (k: string, bytes = 10) =>
+  () =>
+    db.sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run(k, Buffer.alloc(bytes));
 
 describe('GroupCommitter', () => {
   it('commits a turn in one transaction; a failing piece rolls back only itself', async () => {
@@ -85,7 +88,11 @@ describe('GroupCommitter', () => {
     const gc = setup();
     const pages = (db.sqlite.pragma('page_count', { simple: true }) as number) + 4;
     db.sqlite.pragma(`max_page_count = ${pages}`);
-    const results = await Promise.allSettled([gc.run(put('small-1')), gc.run(put('huge', 1024 * 1024)), gc.run(put('small-2'))]);
+    const results = await Promise.allSettled([
+      gc.run(put('small-1')),
+      gc.run(put('huge', 1024 * 1024)),
+      gc.run(put('small-2')),
+    ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
     expect(rows()).toEqual([]);
     expect(db.sqlite.inTransaction).toBe(false);
@@ -105,8 +112,16 @@ describe('accepting sends in a batch that must run again', () => {
       const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
       const committer = new GroupCommitter(ctx.db.sqlite);
       const deps = { ctx, committer, queue: new JobQueue(ctx.db), defaultLowBalance: null };
-      const pre = { channel: { id: channel.id, type: 'sms' as const, gatewayId: channel.gateway_id, sender: '+15550001111' }, partner: { lowBalanceThreshold: null }, unitPrice: parseMoney('0.01') };
-      const send = (to: string, key?: string, respond = (m: MessageRow) => ({ status: 200, body: { id: m.id, status: m.status } })) =>
+      const pre = {
+        channel: { id: channel.id, type: 'sms' as const, gatewayId: channel.gateway_id, sender: '+15550001111' },
+        partner: { lowBalanceThreshold: null },
+        unitPrice: parseMoney('0.01'),
+      };
+      const send = (
+        to: string,
+        key?: string,
+        respond = (m: MessageRow) => ({ status: 200, body: { id: m.id, status: m.status } }),
+      ) =>
         accept(deps, {
           principal: { partnerId: p.partnerId, tokenId: 'tok_test', scopes: ['*'] } as any,
           preflight: pre,
@@ -128,16 +143,27 @@ describe('accepting sends in a batch that must run again', () => {
         send('+14155550104'),
         send('+14155550105'), // past the funds: 402
       ]);
-      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'rejected']);
+      expect(results.map((r) => r.status)).toEqual([
+        'fulfilled',
+        'fulfilled',
+        'rejected',
+        'fulfilled',
+        'fulfilled',
+        'rejected',
+      ]);
       expect((results[1] as PromiseFulfilledResult<any>).value.kind).toBe('replay');
       expect((results[5] as PromiseRejectedResult).reason.code).toBe('insufficient_balance');
       expect(committer.reruns).toBe(1);
       const db = ctx.db.sqlite;
       const messages = db.prepare('SELECT id, "to" FROM messages ORDER BY "to"').all() as { id: string; to: string }[];
       expect(messages.map((m) => m.to)).toEqual(['+14155550101', '+14155550103', '+14155550104']);
-      const jobs = (db.prepare(`SELECT payload FROM jobs WHERE kind = 'message.dispatch'`).all() as { payload: string }[]).map((j) => JSON.parse(j.payload).message_id);
+      const jobs = (
+        db.prepare(`SELECT payload FROM jobs WHERE kind = 'message.dispatch'`).all() as { payload: string }[]
+      ).map((j) => JSON.parse(j.payload).message_id);
       expect(jobs.sort()).toEqual(messages.map((m) => m.id).sort());
-      const debits = db.prepare(`SELECT message_id FROM ledger_entries WHERE kind = 'debit'`).all() as { message_id: string }[];
+      const debits = db.prepare(`SELECT message_id FROM ledger_entries WHERE kind = 'debit'`).all() as {
+        message_id: string;
+      }[];
       expect(debits.map((d) => d.message_id).sort()).toEqual(messages.map((m) => m.id).sort());
       expect(db.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId)).toEqual({ balance: 0 });
       expect(verifyLedger(ctx).ok).toBe(true);

@@ -62,7 +62,9 @@ describe('concurrent debits from two processes', () => {
     try {
       const ctx = { ...t.ctx, db: dd.db };
       expect(getPartner(ctx, p.id).balance).toBe(-CREDIT);
-      const debits = dd.db.sqlite.prepare("SELECT amount, balance_after, actor FROM ledger_entries WHERE kind = 'debit' ORDER BY id").all() as any[];
+      const debits = dd.db.sqlite
+        .prepare("SELECT amount, balance_after, actor FROM ledger_entries WHERE kind = 'debit' ORDER BY id")
+        .all() as any[];
       expect(debits).toHaveLength(N);
       expect(Math.min(...debits.map((d) => d.balance_after))).toBe(-CREDIT);
       // Entries are in commit order: each balance_after is exactly one unit below the last.

@@ -41,7 +41,9 @@ describe(`ledger property (seed ${SEED})`, () => {
       const p = createPartner(t.ctx, { slug, name: slug }, 'test');
       model.set(slug, { id: p.id, balance: 0, credit: 0 });
     }
-    const sumStmt = t.ctx.db.sqlite.prepare('SELECT COALESCE(SUM(amount), 0) FROM ledger_entries WHERE partner_id = ?').pluck();
+    const sumStmt = t.ctx.db.sqlite
+      .prepare('SELECT COALESCE(SUM(amount), 0) FROM ledger_entries WHERE partner_id = ?')
+      .pluck();
     const counts = { topup: 0, debit: 0, refused: 0, refund: 0, adjust: 0, credit: 0 };
 
     for (let i = 0; i < OPS; i++) {
@@ -113,10 +115,13 @@ describe(`ledger property (seed ${SEED})`, () => {
     }
     expect(verifyLedger(t.ctx)).toMatchObject({ ok: true, mismatches: [] });
     // Every branch ran often enough to mean something (refusals are rarer by chance).
-    for (const [k, n] of Object.entries(counts)) expect(n, `${k} (seed ${SEED})`).toBeGreaterThan(k === 'refused' ? 2 : 20);
+    for (const [k, n] of Object.entries(counts))
+      expect(n, `${k} (seed ${SEED})`).toBeGreaterThan(k === 'refused' ? 2 : 20);
     // Each entry's balance_after is the running sum of the entries before it.
     for (const { id } of model.values()) {
-      const rows = t.ctx.db.sqlite.prepare('SELECT kind, amount, balance_after FROM ledger_entries WHERE partner_id = ? ORDER BY id').all(id) as any[];
+      const rows = t.ctx.db.sqlite
+        .prepare('SELECT kind, amount, balance_after FROM ledger_entries WHERE partner_id = ? ORDER BY id')
+        .all(id) as any[];
       let running = 0;
       for (const r of rows) {
         running += r.amount;

@@ -18,7 +18,8 @@ function setup() {
   topup(ctx, p.id, 10_000_000, 'funds', 'test');
   const gw = addGateway(ctx, { kind: 'sandbox', name: 'sb', settings: {}, secrets: {} }, 'test');
   const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test');
-  const send = () => ctx.db.sqlite.transaction(() => storeOutboundSms(ctx, p.id, { id: ch.id, gatewayId: gw.id, sender: ch.sender }))();
+  const send = () =>
+    ctx.db.sqlite.transaction(() => storeOutboundSms(ctx, p.id, { id: ch.id, gatewayId: gw.id, sender: ch.sender }))();
   return { ctx, partnerId: p.id, send };
 }
 
@@ -26,7 +27,9 @@ describe('status history', () => {
   it("starts with 'queued' at the message's creation, derived rather than stored", () => {
     const { ctx, send } = setup();
     const m = send();
-    const stored = ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM message_status_history WHERE message_id = ?').get(m.id) as { n: number };
+    const stored = ctx.db.sqlite
+      .prepare('SELECT COUNT(*) AS n FROM message_status_history WHERE message_id = ?')
+      .get(m.id) as { n: number };
     expect(stored.n).toBe(0);
     expect(messageHistory(ctx, m.id).map((h) => [h.status, h.occurred_at])).toEqual([['queued', m.created_at]]);
   });
@@ -35,7 +38,9 @@ describe('status history', () => {
     const { ctx, send } = setup();
     const m = send();
     ctx.db.sqlite
-      .prepare(`INSERT INTO message_status_history (message_id, status, ignored, occurred_at, created_at) VALUES (?, 'queued', 0, ?, ?)`)
+      .prepare(
+        `INSERT INTO message_status_history (message_id, status, ignored, occurred_at, created_at) VALUES (?, 'queued', 0, ?, ?)`,
+      )
       .run(m.id, m.created_at, m.created_at);
     expect(messageHistory(ctx, m.id).map((h) => h.status)).toEqual(['queued']);
   });

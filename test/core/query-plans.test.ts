@@ -16,15 +16,33 @@ afterEach(() => t.close());
 
 const plan = (sql: string) => {
   const n = (sql.match(/\?/g) ?? []).length;
-  return (t.ctx.db.sqlite.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...Array(n).fill('x')) as { detail: string }[]).map((r) => r.detail).join(' | ');
+  return (t.ctx.db.sqlite.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...Array(n).fill('x')) as { detail: string }[])
+    .map((r) => r.detail)
+    .join(' | ');
 };
 
 describe('per-message queries seek, never walk a partner', () => {
   it.each([
-    ['the open conversation of a contact (every send, every inbound message)', OPEN_CONVERSATION_SQL, ['conversations_contact (contact_id=? AND channel_type=? AND status=?)']],
-    ['a reply or reaction finding the message it names', MESSAGE_BY_PROVIDER_ID_SQL, ['messages_provider (provider_message_id=?)']],
-    ['a Messenger read watermark', watermarkSql('read'), ['conversations_contact (contact_id=? AND channel_type=?)', 'messages_conversation (conversation_id=?)']],
-    ['a Messenger delivery watermark', watermarkSql('delivered'), ['conversations_contact (contact_id=? AND channel_type=?)', 'messages_conversation (conversation_id=?)']],
+    [
+      'the open conversation of a contact (every send, every inbound message)',
+      OPEN_CONVERSATION_SQL,
+      ['conversations_contact (contact_id=? AND channel_type=? AND status=?)'],
+    ],
+    [
+      'a reply or reaction finding the message it names',
+      MESSAGE_BY_PROVIDER_ID_SQL,
+      ['messages_provider (provider_message_id=?)'],
+    ],
+    [
+      'a Messenger read watermark',
+      watermarkSql('read'),
+      ['conversations_contact (contact_id=? AND channel_type=?)', 'messages_conversation (conversation_id=?)'],
+    ],
+    [
+      'a Messenger delivery watermark',
+      watermarkSql('delivered'),
+      ['conversations_contact (contact_id=? AND channel_type=?)', 'messages_conversation (conversation_id=?)'],
+    ],
   ])('%s', (_what, sql, seeks) => {
     const detail = plan(sql);
     for (const s of seeks) expect(detail).toContain(`USING INDEX ${s}`);

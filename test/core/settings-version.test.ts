@@ -15,7 +15,8 @@ import { nextTurn } from '../helpers/wait.js';
 // channels, gateways and prices in memory while msgctl changes still apply on the next request.
 
 let t: TestCtx;
-const stored = (c: CoreCtx) => (c.db.sqlite.prepare(`SELECT value FROM meta WHERE key = 'settings_version'`).get() as { value: string }).value;
+const stored = (c: CoreCtx) =>
+  (c.db.sqlite.prepare(`SELECT value FROM meta WHERE key = 'settings_version'`).get() as { value: string }).value;
 
 beforeEach(() => {
   t = openTestCtx();
@@ -36,10 +37,18 @@ describe('settings_version', () => {
       expect(stored(t.ctx), what).toBe(before);
     };
     let secret = '';
-    moved('token issued', () => (secret = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test').secret));
+    moved(
+      'token issued',
+      () => (secret = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test').secret),
+    );
     const gw = { id: '' };
-    moved('gateway added', () => (gw.id = addGateway(t.ctx, { kind: 'sandbox', name: 'sbx', settings: {}, secrets: {} }, 'test').id));
-    moved('channel assigned', () => assignChannel(t.ctx, { partner: 'acme', gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test'));
+    moved(
+      'gateway added',
+      () => (gw.id = addGateway(t.ctx, { kind: 'sandbox', name: 'sbx', settings: {}, secrets: {} }, 'test').id),
+    );
+    moved('channel assigned', () =>
+      assignChannel(t.ctx, { partner: 'acme', gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test'),
+    );
     moved('price set', () => setPrice(t.ctx, { channel: 'sms', amount: 7500 }, 'test'));
     const partnerId = (t.ctx.db.sqlite.prepare('SELECT id FROM partners').get() as { id: string }).id;
     still('top-up', () => topup(t.ctx, partnerId, 1_000_000, null, 'test'));

@@ -1,6 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { activatePartner, createPartner, suspendPartner } from '../../src/core/partners.js';
-import { TokenAuthenticator, bearer, hasScope, hashSecret, issueToken, parseScopes, revokeToken } from '../../src/core/tokens.js';
+import {
+  TokenAuthenticator,
+  bearer,
+  hasScope,
+  hashSecret,
+  issueToken,
+  parseScopes,
+  revokeToken,
+} from '../../src/core/tokens.js';
 import { AppError } from '../../src/lib/errors.js';
 import { openTestCtx, type TestCtx } from './ctx.js';
 
@@ -13,11 +21,21 @@ afterEach(() => t.close());
 
 describe('TokenAuthenticator', () => {
   it('accepts a valid token and returns its partner and scopes', () => {
-    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: 'messages:send,contacts:write' }, 'test');
+    const { secret, token } = issueToken(
+      t.ctx,
+      { partner: 'acme', name: 'p', scopes: 'messages:send,contacts:write' },
+      'test',
+    );
     const r = new TokenAuthenticator(t.ctx).authenticate(secret);
     expect(r).toEqual({
       ok: true,
-      principal: { tokenId: token.id, partnerId: token.partnerId, partnerSlug: 'acme', scopes: ['contacts:write', 'messages:send'], rateLimitPerMinute: null },
+      principal: {
+        tokenId: token.id,
+        partnerId: token.partnerId,
+        partnerSlug: 'acme',
+        scopes: ['contacts:write', 'messages:send'],
+        rateLimitPerMinute: null,
+      },
     });
   });
 
@@ -54,7 +72,11 @@ describe('TokenAuthenticator', () => {
   });
 
   it('expired: valid until the instant of expiry, refused from then on', () => {
-    const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now + 60_000 }, 'test');
+    const { secret } = issueToken(
+      t.ctx,
+      { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now + 60_000 },
+      'test',
+    );
     const auth = new TokenAuthenticator(t.ctx);
     t.clock.now += 59_999;
     expect(auth.authenticate(secret).ok).toBe(true);
@@ -63,7 +85,9 @@ describe('TokenAuthenticator', () => {
   });
 
   it('an expiry in the past is refused at issue', () => {
-    expect(() => issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now }, 'test')).toThrow(/future/);
+    expect(() =>
+      issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now }, 'test'),
+    ).toThrow(/future/);
   });
 
   it('partner_suspended: refused while suspended, with the principal for logging; accepted again after activate', () => {
@@ -78,7 +102,8 @@ describe('TokenAuthenticator', () => {
 
   it('records last use at most once a minute', () => {
     const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
-    const lastUsed = () => t.ctx.db.sqlite.prepare('SELECT last_used_at FROM tokens WHERE id = ?').pluck().get(token.id);
+    const lastUsed = () =>
+      t.ctx.db.sqlite.prepare('SELECT last_used_at FROM tokens WHERE id = ?').pluck().get(token.id);
     const auth = new TokenAuthenticator(t.ctx);
     const first = t.clock.now;
     auth.authenticate(secret);

@@ -25,13 +25,26 @@ export interface Prepared {
 }
 
 /** A data dir with one partner whose SMS goes to the Twilio fake, and a config file. */
-export async function prepare(fake: TwilioFake, config: Record<string, unknown>, partner: { balance: string; price: string }): Promise<Prepared> {
+export async function prepare(
+  fake: TwilioFake,
+  config: Record<string, unknown>,
+  partner: { balance: string; price: string },
+): Promise<Prepared> {
   const dir = tmpDir('msgd-e2e-');
   const dd = openDataDir(dir, { create: true, env: {} });
   try {
-    const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: dir }), now: Date.now };
+    const ctx: CoreCtx = {
+      db: dd.db,
+      masterKey: dd.masterKey,
+      config: loadConfig({ env: {}, dataDir: dir }),
+      now: Date.now,
+    };
     // The load is a crash test's, not the rate limiter's: a limit it cannot reach.
-    const p = setupPartner(ctx, { balance: partner.balance, prices: { sms: partner.price }, rateLimitPerMinute: 1_000_000 });
+    const p = setupPartner(ctx, {
+      balance: partner.balance,
+      prices: { sms: partner.price },
+      rateLimitPerMinute: 1_000_000,
+    });
     twilioGateway(ctx, p.partnerId, fake);
     const configFile = join(dir, 'msgd.json');
     writeFileSync(configFile, JSON.stringify(config));
@@ -101,7 +114,12 @@ export async function killIfRunning(c: MsgdChild | undefined) {
 /** A second connection on the data dir, as msgctl opens it. */
 export function inspect(prep: Prepared): { ctx: CoreCtx; close(): void } {
   const dd = openDataDir(prep.dir, { env: {}, migrate: false });
-  const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: prep.dir }), now: Date.now };
+  const ctx: CoreCtx = {
+    db: dd.db,
+    masterKey: dd.masterKey,
+    config: loadConfig({ env: {}, dataDir: prep.dir }),
+    now: Date.now,
+  };
   return { ctx, close: () => dd.close() };
 }
 

@@ -123,7 +123,9 @@ describe('crash: kill -9 mid-load, restart', () => {
       expectMoneyConsistent(view.ctx, prep.partner.partnerId);
       expect(rows.filter((m) => m.refunded)).toHaveLength(0);
       expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('1000') - rows.length * parseMoney(price));
-      const jobs = view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get() as { n: number };
+      const jobs = view.ctx.db.sqlite
+        .prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`)
+        .get() as { n: number };
       expect(jobs.n).toBe(0);
     } finally {
       view.close();

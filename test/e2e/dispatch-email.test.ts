@@ -19,7 +19,14 @@ import {
 // Email through the full path: SendGrid v3 Mail Send over HTTP, and SMTP through
 // nodemailer to a real smtp-server.
 
-const MAIL = { to: 'ana@example.com', subject: 'Your receipt', html: '<p>Thanks!</p>', text: 'Thanks!', from_name: 'The Shop', reply_to: 'help@shop.example' };
+const MAIL = {
+  to: 'ana@example.com',
+  subject: 'Your receipt',
+  html: '<p>Thanks!</p>',
+  text: 'Thanks!',
+  from_name: 'The Shop',
+  reply_to: 'help@shop.example',
+};
 
 describe('sendgrid through the full path', () => {
   let s: TestServer;
@@ -91,7 +98,7 @@ describe('sendgrid through the full path', () => {
     expectSent(s.ctx, m, fake.sent[0].messageId, { uncertain: true });
   });
 
-  it('a revoked API key (401) fails with SendGrid\'s message and refunds', async () => {
+  it("a revoked API key (401) fails with SendGrid's message and refunds", async () => {
     const start = balanceOf(s.ctx, p.partnerId);
     fake.apiKeys.delete(SG_KEY);
     try {
@@ -107,7 +114,12 @@ describe('sendgrid through the full path', () => {
 
   it('a 400 field error fails with the field named, refunded', async () => {
     const start = balanceOf(s.ctx, p.partnerId);
-    fake.failNext({ kind: 'error', status: 400, field: 'from', message: 'The from address does not match a verified Sender Identity.' });
+    fake.failNext({
+      kind: 'error',
+      status: 400,
+      field: 'from',
+      message: 'The from address does not match a verified Sender Identity.',
+    });
     const id = await mail();
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toBe('from: The from address does not match a verified Sender Identity.');

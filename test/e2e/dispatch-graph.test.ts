@@ -74,7 +74,13 @@ describe('WhatsApp Cloud API', () => {
   });
 
   it('template: name, language code and body parameters as the Cloud API takes them', async () => {
-    const id = await post({ to: '+14155550123', type: 'template', template: 'order_shipped', language: 'en_US', parameters: ['Ana', '#42'] });
+    const id = await post({
+      to: '+14155550123',
+      type: 'template',
+      template: 'order_shipped',
+      language: 'en_US',
+      parameters: ['Ana', '#42'],
+    });
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests[0].body).toEqual({
       messaging_product: 'whatsapp',
@@ -84,7 +90,15 @@ describe('WhatsApp Cloud API', () => {
       template: {
         name: 'order_shipped',
         language: { code: 'en_US' },
-        components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ana' }, { type: 'text', text: '#42' }] }],
+        components: [
+          {
+            type: 'body',
+            parameters: [
+              { type: 'text', text: 'Ana' },
+              { type: 'text', text: '#42' },
+            ],
+          },
+        ],
       },
     });
     expect(replyJson(0).messages[0].message_status).toBe('accepted');
@@ -93,7 +107,13 @@ describe('WhatsApp Cloud API', () => {
 
   it('template, flat shape with components: Graph receives the components', async () => {
     const components = [{ type: 'body', parameters: [{ type: 'text', text: 'Ann' }] }];
-    const id = await post({ to: '+14155550123', type: 'template', template: 'order_shipped', language: 'en_US', components });
+    const id = await post({
+      to: '+14155550123',
+      type: 'template',
+      template: 'order_shipped',
+      language: 'en_US',
+      components,
+    });
     await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests[0].body.template).toEqual({ name: 'order_shipped', language: { code: 'en_US' }, components });
   });
@@ -163,7 +183,11 @@ describe('Messenger Send API', () => {
     const req = fake.requests[0];
     expect(req.path).toBe(`/v26.0/${PAGE_ID}/messages`);
     expect(req.headers.authorization).toBe(`Bearer ${PAGE_TOKEN}`);
-    expect(req.body).toEqual({ recipient: { id: '2460102340987654' }, messaging_type: 'RESPONSE', message: { text: 'Your table is ready' } });
+    expect(req.body).toEqual({
+      recipient: { id: '2460102340987654' },
+      messaging_type: 'RESPONSE',
+      message: { text: 'Your table is ready' },
+    });
     expect(replyJson(0)).toEqual({ recipient_id: '2460102340987654', message_id: expect.stringMatching(/^m_/) });
     expectSent(s.ctx, m, replyJson(0).message_id);
   });
@@ -193,7 +217,11 @@ describe('Instagram messaging', () => {
     const req = fake.requests[0];
     expect(req.path).toBe(`/v26.0/${IG_ID}/messages`);
     expect(req.headers.authorization).toBe(`Bearer ${IG_TOKEN}`);
-    expect(req.body).toEqual({ recipient: { id: '6789012345678901' }, messaging_type: 'RESPONSE', message: { text: 'Thanks for the follow' } });
+    expect(req.body).toEqual({
+      recipient: { id: '6789012345678901' },
+      messaging_type: 'RESPONSE',
+      message: { text: 'Thanks for the follow' },
+    });
     expectSent(s.ctx, m, replyJson(0).message_id);
     expect(m.price).toBe(parseMoney('0.001'));
   });

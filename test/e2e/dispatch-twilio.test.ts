@@ -138,7 +138,9 @@ describe('twilio through the full path', () => {
         refunded: 1,
         uncertain: 1,
       });
-      expect(m.error_message).toMatch(/may have reached the provider \(refunded; the operator can check with the provider\)/);
+      expect(m.error_message).toMatch(
+        /may have reached the provider \(refunded; the operator can check with the provider\)/,
+      );
       expectFailedAndRefunded(s.ctx, p.partnerId, m, 'outcome_unknown', start);
     } finally {
       fake.clearFaults();
@@ -190,14 +192,21 @@ describe('twilio through the full path', () => {
 
   it("a provider answer that echoes the credentials is stored without them, for the partner's error.message and the job's note", async () => {
     const basic = Buffer.from(`${TWILIO_SID}:${TWILIO_TOKEN}`).toString('base64');
-    const echo = (code: number, status: number) => ({ code, message: `Authenticate Basic ${basic} (token ${TWILIO_TOKEN})`, status });
+    const echo = (code: number, status: number) => ({
+      code,
+      message: `Authenticate Basic ${basic} (token ${TWILIO_TOKEN})`,
+      status,
+    });
     fake.failNext({ kind: 'status', status: 503, body: echo(20500, 503) });
     fake.failNext({ kind: 'status', status: 400, body: echo(21211, 400) });
     const id = await sms();
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(fake.requests).toHaveLength(2);
     expect(m.error_message).toBe('Authenticate Basic [redacted] (token [redacted])');
-    const stored = JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM message_status_history WHERE message_id = ?').all(id)) + JSON.stringify(jobsOf(s.ctx, id)) + s.logs.join('');
+    const stored =
+      JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM message_status_history WHERE message_id = ?').all(id)) +
+      JSON.stringify(jobsOf(s.ctx, id)) +
+      s.logs.join('');
     expect(stored).not.toContain(TWILIO_TOKEN);
     expect(stored).not.toContain(basic);
   });
@@ -218,7 +227,14 @@ describe('twilio through the full path', () => {
   async function twilioReports(id: string, to: string, status: string) {
     const callback = fake.requests.find((r) => r.body?.To === to)!.body.StatusCallback as string;
     expect(callback).toBe(`${s.url}/api/webhook.php?gateway=${gatewayId}&message=${id}`);
-    const params = { AccountSid: TWILIO_SID, ApiVersion: '2010-04-01', From: from, MessageSid: `SM${to.slice(1).padStart(32, '5')}`, MessageStatus: status, To: to };
+    const params = {
+      AccountSid: TWILIO_SID,
+      ApiVersion: '2010-04-01',
+      From: from,
+      MessageSid: `SM${to.slice(1).padStart(32, '5')}`,
+      MessageStatus: status,
+      To: to,
+    };
     const res = await postWebhook(callback, twilioForm(params), twilioHeaders(TWILIO_TOKEN, callback, params));
     expect(res.status).toBe(200);
     return processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
@@ -234,9 +250,17 @@ describe('twilio through the full path', () => {
     // Twilio sends the same callback again: nothing more is charged.
     expect((await twilioReports(id, to, 'delivered')).processing).toBe('duplicate');
     const m = message(s.ctx, id);
-    expect({ status: m.status, refunded: m.refunded, possibleDuplicate: m.dispatch_uncertain }).toEqual({ status: 'delivered', refunded: 0, possibleDuplicate: 1 });
+    expect({ status: m.status, refunded: m.refunded, possibleDuplicate: m.dispatch_uncertain }).toEqual({
+      status: 'delivered',
+      refunded: 0,
+      possibleDuplicate: 1,
+    });
     expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
-    expect(ledgerOf(s.ctx, p.partnerId).filter((e) => e.message_id === id).map((e) => [e.kind, e.amount, e.note])).toEqual([
+    expect(
+      ledgerOf(s.ctx, p.partnerId)
+        .filter((e) => e.message_id === id)
+        .map((e) => [e.kind, e.amount, e.note]),
+    ).toEqual([
       ['debit', -PRICE, null],
       ['refund', PRICE, expect.stringMatching(/^refund: failed \(outcome_unknown\)/)],
       ['debit', -PRICE, 'charged again: delivered after the refund'],
@@ -253,7 +277,11 @@ describe('twilio through the full path', () => {
       expect((await twilioReports(id, to, 'delivered')).processing).toBe('processed');
       expect(message(s.ctx, id)).toMatchObject({ status: 'delivered', refunded: 1 });
       expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
-      expect(ledgerOf(s.ctx, p.partnerId).filter((e) => e.message_id === id).map((e) => e.kind)).toEqual(['debit', 'refund']);
+      expect(
+        ledgerOf(s.ctx, p.partnerId)
+          .filter((e) => e.message_id === id)
+          .map((e) => e.kind),
+      ).toEqual(['debit', 'refund']);
     } finally {
       adjust(s.ctx, p.partnerId, left, 'back', 'test');
     }
@@ -273,8 +301,15 @@ describe('twilio through the full path', () => {
     expect(jobs[0]).toMatchObject({ state: 'dead', attempts: 4, max_attempts: 4 });
     expect(jobs[0].last_error).toMatch(/20500/);
     // The operator watching msgd's log sees it too.
-    const line = s.logs.map((l) => JSON.parse(l)).find((l) => l.msg?.startsWith('job dead') && l.payload?.message_id === id);
-    expect(line).toMatchObject({ level: 40, kind: 'message.dispatch', attempts: 4, error: expect.stringMatching(/20500/) });
+    const line = s.logs
+      .map((l) => JSON.parse(l))
+      .find((l) => l.msg?.startsWith('job dead') && l.payload?.message_id === id);
+    expect(line).toMatchObject({
+      level: 40,
+      kind: 'message.dispatch',
+      attempts: 4,
+      error: expect.stringMatching(/20500/),
+    });
   });
 
   it('a disabled gateway pauses its queue: the message waits, saying why, spends no attempt, and goes out once enabled', async () => {
@@ -285,14 +320,22 @@ describe('twilio through the full path', () => {
     await waitFor(() => fake.requests.length >= 1, 5_000, 'the first attempt');
     updateGateway(s.ctx, gatewayId, { status: 'disabled' }, 'test');
     try {
-      await waitFor(() => message(s.ctx, id).error_code === 'gateway_disabled', 5_000, 'the message to say why it waits');
+      await waitFor(
+        () => message(s.ctx, id).error_code === 'gateway_disabled',
+        5_000,
+        'the message to say why it waits',
+      );
       const tried = fake.requests.length;
       const snoozedBefore = s.rt.worker.counters.snoozed;
       // Long past what four attempts with this backoff take: still waiting, not failed. It is
       // looked at again every second or so, in the claim itself: never seen 'sending' (claimed
       // with nothing in flight, which a crash would flag a possible duplicate).
       const status = await watchValue(s.dataDir, 'SELECT status FROM messages WHERE id = ?', id);
-      const job = await watchValue(s.dataDir, `SELECT state FROM jobs WHERE json_extract(payload, '$.message_id') = ?`, id);
+      const job = await watchValue(
+        s.dataDir,
+        `SELECT state FROM jobs WHERE json_extract(payload, '$.message_id') = ?`,
+        id,
+      );
       await new Promise((r) => setTimeout(r, 3_000));
       expect(await status.stop()).toEqual(['queued']);
       expect(await job.stop()).toEqual(['available']);
@@ -327,7 +370,9 @@ describe('twilio through the full path', () => {
       .prepare(`SELECT ignored FROM message_status_history WHERE message_id = ? AND status = 'sent'`)
       .all(id) as { ignored: number }[];
     expect(sent).toEqual([{ ignored: 1 }]);
-    const events = s.ctx.db.sqlite.prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ?`).all(id);
+    const events = s.ctx.db.sqlite
+      .prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ?`)
+      .all(id);
     expect(events).toEqual([]);
   });
 
@@ -352,9 +397,13 @@ describe('twilio through the full path', () => {
     const m = message(s.ctx, id);
     expect(Date.parse(payload.occurred_at)).toBe(m.sent_at);
     // The history entry the partner reads: Twilio's own status word, at the hand-over.
-    expect(s.ctx.db.sqlite.prepare(`SELECT status, provider_status, ignored, occurred_at FROM message_status_history WHERE message_id = ?`).all(id)).toEqual([
-      { status: 'sent', provider_status: 'queued', ignored: 0, occurred_at: m.sent_at },
-    ]);
+    expect(
+      s.ctx.db.sqlite
+        .prepare(
+          `SELECT status, provider_status, ignored, occurred_at FROM message_status_history WHERE message_id = ?`,
+        )
+        .all(id),
+    ).toEqual([{ status: 'sent', provider_status: 'queued', ignored: 0, occurred_at: m.sent_at }]);
   });
 
   it('a later failure never refunds twice, and a sent message is never refunded', async () => {

@@ -45,7 +45,13 @@ export function sandboxPartner(
   const gateways: Record<string, string> = {};
   for (const type of channels) {
     // The delivery report is far away: these tests are about the send API, not the sandbox.
-    const { gateway } = connect(ctx, p.partnerId, { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } }, type, sender(type));
+    const { gateway } = connect(
+      ctx,
+      p.partnerId,
+      { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } },
+      type,
+      sender(type),
+    );
     gateways[type] = gateway.id;
   }
   return { ...p, gateways };
@@ -61,7 +67,9 @@ export function message(ctx: CoreCtx, id: string): MessageRow {
 }
 
 export function messagesOf(ctx: CoreCtx, partnerId: string): MessageRow[] {
-  return ctx.db.sqlite.prepare('SELECT * FROM messages WHERE partner_id = ? ORDER BY id').all(partnerId) as MessageRow[];
+  return ctx.db.sqlite
+    .prepare('SELECT * FROM messages WHERE partner_id = ? ORDER BY id')
+    .all(partnerId) as MessageRow[];
 }
 
 export interface LedgerRow {
@@ -75,12 +83,15 @@ export interface LedgerRow {
 
 export function ledgerOf(ctx: CoreCtx, partnerId: string): LedgerRow[] {
   return ctx.db.sqlite
-    .prepare('SELECT id, kind, amount, balance_after, message_id, note FROM ledger_entries WHERE partner_id = ? ORDER BY id')
+    .prepare(
+      'SELECT id, kind, amount, balance_after, message_id, note FROM ledger_entries WHERE partner_id = ? ORDER BY id',
+    )
     .all(partnerId) as LedgerRow[];
 }
 
 export function balanceOf(ctx: CoreCtx, partnerId: string): number {
-  return (ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number }).balance;
+  return (ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number })
+    .balance;
 }
 
 export interface JobRow {
@@ -105,7 +116,12 @@ export function historyOf(ctx: CoreCtx, messageId: string): string[] {
   return messageHistory(ctx, messageId).map((r) => r.status);
 }
 
-export async function waitStatus(ctx: CoreCtx, id: string, status: string | string[], timeoutMs = 10_000): Promise<MessageRow> {
+export async function waitStatus(
+  ctx: CoreCtx,
+  id: string,
+  status: string | string[],
+  timeoutMs = 10_000,
+): Promise<MessageRow> {
   const want = Array.isArray(status) ? status : [status];
   return waitFor(
     () => {
@@ -134,8 +150,14 @@ export function expectMoneyConsistent(ctx: CoreCtx, partnerId: string) {
   // refund) strictly alternating, so it ends paid once, or refunded: never twice either way.
   for (const m of msgs) {
     const mine = entries.filter((e) => e.message_id === m.id);
-    expect(mine.map((e) => e.kind), m.id).toEqual(mine.map((_, i) => (i % 2 === 0 ? 'debit' : 'refund')));
-    expect(mine.reduce((cost, e) => cost - e.amount, 0), m.id).toBe(m.refunded === 1 ? 0 : m.price);
+    expect(
+      mine.map((e) => e.kind),
+      m.id,
+    ).toEqual(mine.map((_, i) => (i % 2 === 0 ? 'debit' : 'refund')));
+    expect(
+      mine.reduce((cost, e) => cost - e.amount, 0),
+      m.id,
+    ).toBe(m.refunded === 1 ? 0 : m.price);
     if (m.price === 0) expect(mine, m.id).toHaveLength(1);
   }
 }
@@ -152,20 +174,34 @@ export const IG_ID = '17841400000000001';
 export const IG_TOKEN = 'IGQ-instagram-token';
 export const SG_KEY = 'SG.test-key.abcdef';
 
-export function twilioGateway(ctx: CoreCtx, partnerId: string, fake: TwilioFake, settings: Record<string, unknown> = {}) {
+export function twilioGateway(
+  ctx: CoreCtx,
+  partnerId: string,
+  fake: TwilioFake,
+  settings: Record<string, unknown> = {},
+) {
   fake.addAccount(TWILIO_SID, TWILIO_TOKEN);
   const from = sender('sms');
   const r = connect(
     ctx,
     partnerId,
-    { kind: 'twilio', settings: { base_url: fake.url, account_sid: TWILIO_SID, rate_per_second: 10_000, ...settings }, secrets: { auth_token: TWILIO_TOKEN } },
+    {
+      kind: 'twilio',
+      settings: { base_url: fake.url, account_sid: TWILIO_SID, rate_per_second: 10_000, ...settings },
+      secrets: { auth_token: TWILIO_TOKEN },
+    },
     'sms',
     from,
   );
   return { ...r, from };
 }
 
-export function whatsappGateway(ctx: CoreCtx, partnerId: string, fake: GraphFake, settings: Record<string, unknown> = {}) {
+export function whatsappGateway(
+  ctx: CoreCtx,
+  partnerId: string,
+  fake: GraphFake,
+  settings: Record<string, unknown> = {},
+) {
   fake.addAccount({ id: WA_PHONE_ID, kind: 'whatsapp', token: WA_TOKEN });
   const from = sender('whatsapp');
   const r = connect(
@@ -173,7 +209,13 @@ export function whatsappGateway(ctx: CoreCtx, partnerId: string, fake: GraphFake
     partnerId,
     {
       kind: 'whatsapp_cloud',
-      settings: { base_url: fake.url, api_version: 'v21.0', phone_number_id: WA_PHONE_ID, rate_per_second: 10_000, ...settings },
+      settings: {
+        base_url: fake.url,
+        api_version: 'v21.0',
+        phone_number_id: WA_PHONE_ID,
+        rate_per_second: 10_000,
+        ...settings,
+      },
       secrets: { access_token: WA_TOKEN },
     },
     'whatsapp',
@@ -187,7 +229,11 @@ export function messengerGateway(ctx: CoreCtx, partnerId: string, fake: GraphFak
   return connect(
     ctx,
     partnerId,
-    { kind: 'meta_messenger', settings: { base_url: fake.url, page_id: PAGE_ID, rate_per_second: 10_000 }, secrets: { page_access_token: PAGE_TOKEN } },
+    {
+      kind: 'meta_messenger',
+      settings: { base_url: fake.url, page_id: PAGE_ID, rate_per_second: 10_000 },
+      secrets: { page_access_token: PAGE_TOKEN },
+    },
     'messenger',
   );
 }
@@ -197,7 +243,11 @@ export function instagramGateway(ctx: CoreCtx, partnerId: string, fake: GraphFak
   return connect(
     ctx,
     partnerId,
-    { kind: 'meta_instagram', settings: { base_url: fake.url, ig_account_id: IG_ID, rate_per_second: 10_000 }, secrets: { access_token: IG_TOKEN } },
+    {
+      kind: 'meta_instagram',
+      settings: { base_url: fake.url, ig_account_id: IG_ID, rate_per_second: 10_000 },
+      secrets: { access_token: IG_TOKEN },
+    },
     'instagram',
   );
 }
@@ -222,7 +272,13 @@ export function smtpGateway(ctx: CoreCtx, partnerId: string, fake: SmtpFake, aut
     partnerId,
     {
       kind: 'smtp',
-      settings: { host: fake.host, port: fake.port, secure: false, rate_per_second: 10_000, ...(auth ? { user: auth.user } : {}) },
+      settings: {
+        host: fake.host,
+        port: fake.port,
+        secure: false,
+        rate_per_second: 10_000,
+        ...(auth ? { user: auth.user } : {}),
+      },
       secrets: auth ? { password: auth.pass } : {},
     },
     'email',
@@ -240,7 +296,13 @@ export const FAST_DISPATCH = {
 };
 
 /** A message the provider refused (or never took): failed, with its error, refunded once. */
-export function expectFailedAndRefunded(ctx: CoreCtx, partnerId: string, m: MessageRow, code: string | RegExp, startBalance: number) {
+export function expectFailedAndRefunded(
+  ctx: CoreCtx,
+  partnerId: string,
+  m: MessageRow,
+  code: string | RegExp,
+  startBalance: number,
+) {
   expect(m.status).toBe('failed');
   if (typeof code === 'string') expect(m.error_code).toBe(code);
   else expect(m.error_code).toMatch(code);
@@ -262,7 +324,12 @@ export function expectFailedAndRefunded(ctx: CoreCtx, partnerId: string, m: Mess
  * `uncertain`: an earlier attempt may also have reached the provider (timeout, reset).
  * `indexed`: whether the provider id is in messages_provider (its reports name it only by that id).
  */
-export function expectSent(ctx: CoreCtx, m: MessageRow, providerMessageId: string, opts: { uncertain?: boolean; indexed?: boolean } = {}) {
+export function expectSent(
+  ctx: CoreCtx,
+  m: MessageRow,
+  providerMessageId: string,
+  opts: { uncertain?: boolean; indexed?: boolean } = {},
+) {
   if (opts.indexed !== undefined) expect(m.provider_id_indexed, 'provider_id_indexed').toBe(opts.indexed ? 1 : 0);
   expect({
     status: m.status,
@@ -283,4 +350,3 @@ export function expectSent(ctx: CoreCtx, m: MessageRow, providerMessageId: strin
   expect(historyOf(ctx, m.id)).toEqual(['queued', 'sent']);
   expect(jobsOf(ctx, m.id)).toEqual([]);
 }
-

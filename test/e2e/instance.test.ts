@@ -19,9 +19,20 @@ describe('one msgd per data directory', () => {
   it('takes back at start the jobs a crashed msgd left running: resent at once, flagged a possible duplicate', async () => {
     // What kill -9 mid-call leaves behind: a dispatch job running under a 10-minute lease.
     const dd = openDataDir(dir, { create: true, env: {} });
-    const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: dir }), now: Date.now };
+    const ctx: CoreCtx = {
+      db: dd.db,
+      masterKey: dd.masterKey,
+      config: loadConfig({ env: {}, dataDir: dir }),
+      now: Date.now,
+    };
     const p = setupPartner(ctx, { balance: '10' });
-    const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } }, 'sms', '+15550001111');
+    const { channel } = connect(
+      ctx,
+      p.partnerId,
+      { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } },
+      'sms',
+      '+15550001111',
+    );
     const m = storeOutboundSms(ctx, p.partnerId, channel, { text: 'in flight when msgd died' });
     const queue = new JobQueue(dd.db);
     queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
@@ -31,15 +42,23 @@ describe('one msgd per data directory', () => {
 
     const s = await startTestServer({}, { dataDir: dir });
     try {
-      const sent = await waitFor(() => {
-        const row = getMessageRow(s.ctx, m.id);
-        return row?.status === 'sent' ? row : undefined;
-      }, 5_000, 'the orphaned message to be sent');
+      const sent = await waitFor(
+        () => {
+          const row = getMessageRow(s.ctx, m.id);
+          return row?.status === 'sent' ? row : undefined;
+        },
+        5_000,
+        'the orphaned message to be sent',
+      );
       expect(sent.dispatch_uncertain).toBe(1);
-      expect(s.logs.join('')).toContain('jobs left running by a msgd that stopped without finishing them were taken back');
+      expect(s.logs.join('')).toContain(
+        'jobs left running by a msgd that stopped without finishing them were taken back',
+      );
 
       // A second msgd on the same directory is refused, and the first keeps running.
-      await expect(startTestServer({}, { dataDir: dir })).rejects.toThrow(/another msgd is already running on .*: run one msgd per data directory/);
+      await expect(startTestServer({}, { dataDir: dir })).rejects.toThrow(
+        /another msgd is already running on .*: run one msgd per data directory/,
+      );
       expect((await fetch(`${s.url}/healthz`)).status).toBeLessThan(500);
     } finally {
       await s.stop();

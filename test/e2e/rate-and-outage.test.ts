@@ -58,7 +58,10 @@ describe('per-gateway rate shaping', () => {
     expect(twilio.requests).toHaveLength(40);
     expect(twilio.requests.every((r) => r.reply?.status === 201)).toBe(true);
     const at = twilio.requests.map((r) => r.at).sort((a, b) => a - b);
-    const gaps = at.slice(1).map((t, i) => t - at[i]).join(',');
+    const gaps = at
+      .slice(1)
+      .map((t, i) => t - at[i])
+      .join(',');
     // 40 slots 50 ms apart from the first: the last goes out about 1.95 s after the burst
     // (unshaped: ~0.1 s). The margin absorbs timer skew on a loaded 2-core machine.
     expect(at[39] - started, `gaps ${gaps}`).toBeGreaterThanOrEqual(1_750);
@@ -66,7 +69,8 @@ describe('per-gateway rate shaping', () => {
     // No one-second window holds much more than the rate. Slots are reserved up to 250 ms
     // ahead, so a stalled event loop (a busy 2-core machine) releases a few together: allow
     // half again the rate. Unshaped, all 40 land in one window.
-    for (let i = 0; i < at.length; i++) expect(at.filter((t) => t >= at[i] && t < at[i] + 1000).length, `gaps ${gaps}`).toBeLessThanOrEqual(30);
+    for (let i = 0; i < at.length; i++)
+      expect(at.filter((t) => t >= at[i] && t < at[i] + 1000).length, `gaps ${gaps}`).toBeLessThanOrEqual(30);
     for (const id of ids) expect(messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.error_code).toBeNull();
   });
 
@@ -124,7 +128,11 @@ describe('per-gateway rate shaping', () => {
   it("raising a gateway's rate speeds up the messages already waiting in its line", async () => {
     const p = setupPartner(s.ctx, { balance: '10' });
     const { gateway } = twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 2 });
-    await burst(p.token, SMS, Array.from({ length: 20 }, (_, i) => ({ to: '+14155550123', text: `raise ${i}` })));
+    await burst(
+      p.token,
+      SMS,
+      Array.from({ length: 20 }, (_, i) => ({ to: '+14155550123', text: `raise ${i}` })),
+    );
     await waitFor(() => twilio.requests.length >= 2, 5_000, 'the first two sent');
     // At 2/s the other 18 would take 9 s more; their places in line were counted at 2/s.
     updateGateway(s.ctx, gateway.id, { settings: { rate_per_second: 100 } }, 'test');
@@ -132,7 +140,9 @@ describe('per-gateway rate shaping', () => {
     await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '20 sent');
     expect(Date.now() - changed).toBeLessThan(3_000);
     expect(twilio.requests).toHaveLength(20);
-    expect(s.logs.some((l) => /rate changed to 100\/s: its waiting messages take new places in line/.test(l))).toBe(true);
+    expect(s.logs.some((l) => /rate changed to 100\/s: its waiting messages take new places in line/.test(l))).toBe(
+      true,
+    );
   });
 
   it('msgd restarted with a backlog in line: the backlog keeps its order and new messages wait behind it', async () => {
@@ -143,13 +153,15 @@ describe('per-gateway rate shaping', () => {
     try {
       const p = setupPartner(a.ctx, { balance: '10' });
       twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
-      for (let i = 0; i < 12; i++) expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
+      for (let i = 0; i < 12; i++)
+        expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
       await waitFor(() => twilio.requests.length >= 2, 5_000, 'the first two sent');
       await a.stop();
       a = undefined;
       b = await startTestServer(config, { dataDir });
       // Sent at once after the restart: without a line in memory they would take the free slots.
-      for (let i = 0; i < 3; i++) expect((await send(b.url, SMS, { to: '+14155550123', text: `new ${i}` }, p.token)).status).toBe(200);
+      for (let i = 0; i < 3; i++)
+        expect((await send(b.url, SMS, { to: '+14155550123', text: `new ${i}` }, p.token)).status).toBe(200);
       await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '15 sent');
       const order = twilio.requests.map((r) => r.body.Body);
       expect(order).toEqual([...Array.from({ length: 12 }, (_, i) => `old ${i}`), 'new 0', 'new 1', 'new 2']);
@@ -169,8 +181,16 @@ describe('per-gateway rate shaping', () => {
     twilioGateway(s.ctx, b.partnerId, twilio, { rate_per_second: 10 });
     const started = Date.now();
     await Promise.all([
-      burst(a.token, SMS, Array.from({ length: 10 }, (_, i) => ({ to: '+14155550123', text: `a${i}` }))),
-      burst(b.token, SMS, Array.from({ length: 10 }, (_, i) => ({ to: '+14155550123', text: `b${i}` }))),
+      burst(
+        a.token,
+        SMS,
+        Array.from({ length: 10 }, (_, i) => ({ to: '+14155550123', text: `a${i}` })),
+      ),
+      burst(
+        b.token,
+        SMS,
+        Array.from({ length: 10 }, (_, i) => ({ to: '+14155550123', text: `b${i}` })),
+      ),
     ]);
     await waitFor(
       () => [...messagesOf(s.ctx, a.partnerId), ...messagesOf(s.ctx, b.partnerId)].every((m) => m.status === 'sent'),
@@ -205,7 +225,9 @@ describe('provider outage', () => {
       const during = messagesOf(s.ctx, p.partnerId);
       expect(during.every((m) => m.status === 'sending' || m.status === 'queued')).toBe(true);
       const jobs = s.ctx.db.sqlite
-        .prepare(`SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch' AND json_extract(payload, '$.message_id') IN (${ids.map(() => '?').join(',')})`)
+        .prepare(
+          `SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch' AND json_extract(payload, '$.message_id') IN (${ids.map(() => '?').join(',')})`,
+        )
         .all(...ids) as { state: string; attempts: number }[];
       expect(jobs).toHaveLength(30);
       expect(jobs.every((j) => j.state !== 'dead')).toBe(true);
@@ -213,7 +235,11 @@ describe('provider outage', () => {
     } finally {
       await twilio.up();
     }
-    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, 'all sent after the outage');
+    await waitFor(
+      () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
+      10_000,
+      'all sent after the outage',
+    );
     const msgs = messagesOf(s.ctx, p.partnerId);
     expect(msgs).toHaveLength(30);
     expect(msgs.filter((m) => m.refunded)).toHaveLength(0);
@@ -232,7 +258,11 @@ describe('provider outage', () => {
       await burst(
         p.token,
         EMAIL,
-        Array.from({ length: 10 }, (_, i) => ({ to: `user${i}@example.com`, subject: `outage ${i}`, html: '<p>x</p>' })),
+        Array.from({ length: 10 }, (_, i) => ({
+          to: `user${i}@example.com`,
+          subject: `outage ${i}`,
+          html: '<p>x</p>',
+        })),
       );
       await waitFor(
         () => messagesOf(s.ctx, p.partnerId).filter((m) => m.error_code === 'network_error').length === 10,
@@ -242,8 +272,14 @@ describe('provider outage', () => {
     } finally {
       await smtp.up();
     }
-    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, 'all delivered after the outage');
-    expect(smtp.messages.map((m) => m.subject).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `outage ${i}`).sort());
+    await waitFor(
+      () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
+      10_000,
+      'all delivered after the outage',
+    );
+    expect(smtp.messages.map((m) => m.subject).sort()).toEqual(
+      Array.from({ length: 10 }, (_, i) => `outage ${i}`).sort(),
+    );
     expectMoneyConsistent(s.ctx, p.partnerId);
   });
 });
@@ -261,7 +297,8 @@ describe('a paused gateway, enabled again', () => {
   it('a line that fell behind (the event loop stalled) catches up at the rate, not in a burst', async () => {
     const p = setupPartner(slow.ctx, { balance: '10' });
     twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 2 });
-    for (let i = 0; i < 10; i++) expect((await send(slow.url, SMS, { to: '+14155550123', text: `stall ${i}` }, p.token)).status).toBe(200);
+    for (let i = 0; i < 10; i++)
+      expect((await send(slow.url, SMS, { to: '+14155550123', text: `stall ${i}` }, p.token)).status).toBe(200);
     await waitFor(() => twilio.requests.length >= 1, 5_000, 'the first sent');
     // A 3 s stall (a long GC, a slow disk): six places pass meanwhile.
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3_000);
@@ -276,17 +313,23 @@ describe('a paused gateway, enabled again', () => {
   it('a gateway removed with messages in its line fails and refunds them at once, not at their places', async () => {
     const p = setupPartner(slow.ctx, { balance: '10', prices: { sms: '0.01' } });
     const { gateway, channel } = twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 1 });
-    for (let i = 0; i < 8; i++) expect((await send(slow.url, SMS, { to: '+14155550123', text: `gone ${i}` }, p.token)).status).toBe(200);
+    for (let i = 0; i < 8; i++)
+      expect((await send(slow.url, SMS, { to: '+14155550123', text: `gone ${i}` }, p.token)).status).toBe(200);
     await waitFor(() => twilio.requests.length >= 1, 5_000, 'the first sent');
     unassignChannel(slow.ctx, { channel: channel.id }, 'test');
     removeGateway(slow.ctx, gateway.id, 'test');
     const removed = Date.now();
-    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent' || m.status === 'failed'), 10_000, 'all settled');
+    await waitFor(
+      () => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent' || m.status === 'failed'),
+      10_000,
+      'all settled',
+    );
     // At 1/s their places were up to 7 s away.
     expect(Date.now() - removed).toBeLessThan(3_000);
     const failed = messagesOf(slow.ctx, p.partnerId).filter((m) => m.status === 'failed');
     expect(failed.length).toBeGreaterThanOrEqual(6);
-    for (const m of failed) expect({ code: m.error_code, refunded: m.refunded }).toEqual({ code: 'gateway_removed', refunded: 1 });
+    for (const m of failed)
+      expect({ code: m.error_code, refunded: m.refunded }).toEqual({ code: 'gateway_removed', refunded: 1 });
     expectMoneyConsistent(slow.ctx, p.partnerId);
   });
 
@@ -298,7 +341,12 @@ describe('a paused gateway, enabled again', () => {
     // what the accept transaction writes, a message and its dispatch job.
     const ids = slow.ctx.db.sqlite.transaction(() =>
       Array.from({ length: 10 }, (_, i) => {
-        const m = storeOutboundSms(slow.ctx, p.partnerId, { id: channel.id, gatewayId: gateway.id, sender: channel.sender }, { text: `paused ${i}` });
+        const m = storeOutboundSms(
+          slow.ctx,
+          p.partnerId,
+          { id: channel.id, gatewayId: gateway.id, sender: channel.sender },
+          { text: `paused ${i}` },
+        );
         slow.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
         return m.id;
       }),

@@ -13,12 +13,20 @@ describe('graceful shutdown', () => {
     const fake = cleanup.fake(await startTwilioFake());
     fake.latencyMs = 700;
     // Five calls at a time, so most messages are still waiting when the signal comes.
-    const prep = cleanup.prep(await prepare(fake, { jobs: { concurrency: 5, leaseSeconds: 60 }, dispatch: { timeoutMs: 5000 } }, { balance: '10', price: '0.01' }));
+    const prep = cleanup.prep(
+      await prepare(
+        fake,
+        { jobs: { concurrency: 5, leaseSeconds: 60 }, dispatch: { timeoutMs: 5000 } },
+        { balance: '10', price: '0.01' },
+      ),
+    );
     const first = await startMsgd(prep);
     cleanup.child(first);
 
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => send(first.url, SMS, { to: '+14155550123', text: `shutdown ${i}` }, prep.partner.token)),
+      Array.from({ length: 20 }, (_, i) =>
+        send(first.url, SMS, { to: '+14155550123', text: `shutdown ${i}` }, prep.partner.token),
+      ),
     );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
     await waitFor(() => fake.requests.length >= 5, 5_000, 'provider calls in flight');
@@ -32,7 +40,9 @@ describe('graceful shutdown', () => {
 
     const view = inspect(prep);
     try {
-      const running = view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE state = 'running'`).get() as { n: number };
+      const running = view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE state = 'running'`).get() as {
+        n: number;
+      };
       expect(running.n).toBe(0);
       const rows = messagesOf(view.ctx, prep.partner.partnerId);
       const byText = new Map(rows.map((m) => [JSON.parse(m.content).text as string, m]));
@@ -57,9 +67,16 @@ describe('graceful shutdown', () => {
     cleanup.child(second);
     const again = inspect(prep);
     try {
-      await waitFor(() => messagesOf(again.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'), 15_000, 'all sent after restart', 50);
+      await waitFor(
+        () => messagesOf(again.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
+        15_000,
+        'all sent after restart',
+        50,
+      );
       // Exactly one provider call per message: nothing was cut off mid-call.
-      expect(fake.requests.map((r) => r.body.Body).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `shutdown ${i}`).sort());
+      expect(fake.requests.map((r) => r.body.Body).sort()).toEqual(
+        Array.from({ length: 20 }, (_, i) => `shutdown ${i}`).sort(),
+      );
       const rows = messagesOf(again.ctx, prep.partner.partnerId);
       expect(rows.every((m) => m.dispatch_uncertain === 0)).toBe(true);
       expectMoneyConsistent(again.ctx, prep.partner.partnerId);
@@ -73,7 +90,9 @@ describe('graceful shutdown', () => {
   it('a provider call slower than the usual 10 s stop wait is still waited for (within dispatch.timeoutMs)', async () => {
     const fake = cleanup.fake(await startTwilioFake());
     fake.latencyMs = 10_500;
-    const prep = cleanup.prep(await prepare(fake, { dispatch: { timeoutMs: 15_000 } }, { balance: '1', price: '0.01' }));
+    const prep = cleanup.prep(
+      await prepare(fake, { dispatch: { timeoutMs: 15_000 } }, { balance: '1', price: '0.01' }),
+    );
     const c = await startMsgd(prep);
     cleanup.child(c);
     const r = await send(c.url, SMS, { to: '+14155550123', text: 'slow provider' }, prep.partner.token);
@@ -87,7 +106,9 @@ describe('graceful shutdown', () => {
       // Handing the job back mid-call would re-send it on the next start, unflagged.
       const [m] = messagesOf(view.ctx, prep.partner.partnerId);
       expect(m.status).toBe('sent');
-      expect(view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get()).toEqual({ n: 0 });
+      expect(
+        view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get(),
+      ).toEqual({ n: 0 });
     } finally {
       view.close();
     }

@@ -33,7 +33,15 @@ export type Fault =
   /** Tear the TCP connection down (RST) without answering. */
   | { kind: 'reset' }
   /** A permanent provider error: code from the provider's table, status/message defaulted from it. */
-  | { kind: 'error'; code?: number | string; status?: number; message?: string; subcode?: number; details?: string; field?: string };
+  | {
+      kind: 'error';
+      code?: number | string;
+      status?: number;
+      message?: string;
+      subcode?: number;
+      details?: string;
+      field?: string;
+    };
 
 export type FaultSpec = Fault & { count?: number };
 
@@ -59,7 +67,10 @@ interface ArmedFault {
 }
 
 export function normalizeRecipient(r: string): string {
-  return r.trim().toLowerCase().replace(/^(whatsapp:)?\+/, '');
+  return r
+    .trim()
+    .toLowerCase()
+    .replace(/^(whatsapp:)?\+/, '');
 }
 
 export function listen(server: http.Server | import('node:net').Server, port = 0): Promise<number> {
@@ -75,7 +86,10 @@ export function listen(server: http.Server | import('node:net').Server, port = 0
 
 /** Meta sends non-ASCII as \uXXXX with lowercase hex; clients must cope with it. */
 export function asciiJson(value: unknown): string {
-  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(value).replace(
+    /[\u007f-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 export function randomToken(bytes: number): string {

@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { asciiJson, FakeHttpServer, randomToken, type Dialect, type Fault, type RecordedRequest, type Reply } from './common.js';
+import {
+  asciiJson,
+  FakeHttpServer,
+  randomToken,
+  type Dialect,
+  type Fault,
+  type RecordedRequest,
+  type Reply,
+} from './common.js';
 
 // One Graph API server for WhatsApp Cloud (phone number ids), Messenger (page ids) and
 // Instagram (IG account ids), as Meta runs them: the object id in the path decides
@@ -37,15 +45,25 @@ export const GRAPH_ERRORS: Record<number, CodeInfo> = {
   130429: {
     status: 400,
     message: '(#130429) Rate limit hit',
-    details: 'Message failed to send because there were too many messages sent from this phone number in a short period of time',
+    details:
+      'Message failed to send because there were too many messages sent from this phone number in a short period of time',
   },
-  131000: { status: 500, message: '(#131000) Something went wrong', details: 'Message failed to send due to an unknown error.' },
+  131000: {
+    status: 500,
+    message: '(#131000) Something went wrong',
+    details: 'Message failed to send due to an unknown error.',
+  },
   131008: { status: 400, message: '(#131008) Required parameter is missing' },
-  131026: { status: 400, message: '(#131026) Message undeliverable', details: 'Message failed to send because the recipient is not a WhatsApp user.' },
+  131026: {
+    status: 400,
+    message: '(#131026) Message undeliverable',
+    details: 'Message failed to send because the recipient is not a WhatsApp user.',
+  },
   131056: {
     status: 400,
     message: '(#131056) (Business Account, Consumer Account) pair rate limit hit',
-    details: 'Message failed to send because there were too many messages sent from this phone number to the same phone number in a short period of time.',
+    details:
+      'Message failed to send because there were too many messages sent from this phone number to the same phone number in a short period of time.',
   },
   132001: { status: 404, message: '(#132001) Template name does not exist in the translation' },
 };
@@ -91,8 +109,16 @@ function tokenOf(req: RecordedRequest): string | undefined {
   return req.query.access_token;
 }
 
-function graphError(info: CodeInfo & { code: number; type?: string }, whatsapp: boolean, headers?: Record<string, string>): Reply {
-  const error: Record<string, unknown> = { message: info.message, type: info.type ?? 'OAuthException', code: info.code };
+function graphError(
+  info: CodeInfo & { code: number; type?: string },
+  whatsapp: boolean,
+  headers?: Record<string, string>,
+): Reply {
+  const error: Record<string, unknown> = {
+    message: info.message,
+    type: info.type ?? 'OAuthException',
+    code: info.code,
+  };
   // WhatsApp errors carry error_data and (v16+) no subcode; Messenger errors carry the subcode.
   if (whatsapp) {
     if (info.details) error.error_data = { messaging_product: 'whatsapp', details: info.details };
@@ -100,7 +126,11 @@ function graphError(info: CodeInfo & { code: number; type?: string }, whatsapp: 
     error.error_subcode = info.subcode;
   }
   error.fbtrace_id = fbtrace();
-  return { status: info.status, headers: { 'content-type': 'application/json; charset=UTF-8', ...headers }, body: asciiJson({ error }) };
+  return {
+    status: info.status,
+    headers: { 'content-type': 'application/json; charset=UTF-8', ...headers },
+    body: asciiJson({ error }),
+  };
 }
 
 function invalidParam(message: string, whatsapp: boolean, details?: string): Reply {
@@ -123,7 +153,14 @@ function makeDialect(self: () => GraphFake): Dialect {
       const token = tokenOf(req);
       const account = self().accountFor(req);
       if (!token) {
-        return graphError({ status: 401, code: 190, message: 'An active access token must be used to query information about the current user.' }, false);
+        return graphError(
+          {
+            status: 401,
+            code: 190,
+            message: 'An active access token must be used to query information about the current user.',
+          },
+          false,
+        );
       }
       if (!account) {
         const id = PATH.exec(req.path)?.[1];
@@ -138,12 +175,16 @@ function makeDialect(self: () => GraphFake): Dialect {
         );
       }
       if (account.token !== token) {
-        return graphError({ status: 401, code: 190, message: 'Invalid OAuth access token - Cannot parse access token' }, account.kind === 'whatsapp');
+        return graphError(
+          { status: 401, code: 190, message: 'Invalid OAuth access token - Cannot parse access token' },
+          account.kind === 'whatsapp',
+        );
       }
       // Graph reads a JSON or form body by its Content-Type; any other body it does not see, and
       // the send then fails on its first missing parameter, as it does at Meta.
       const type = String(req.headers['content-type'] ?? '').toLowerCase();
-      if (!type.startsWith('application/json') && !type.startsWith('application/x-www-form-urlencoded')) req = { ...req, body: undefined };
+      if (!type.startsWith('application/json') && !type.startsWith('application/x-www-form-urlencoded'))
+        req = { ...req, body: undefined };
       return account.kind === 'whatsapp' ? sendWhatsapp(self(), req) : sendMessenger(req, account.kind);
     },
     rateLimit(req, fault) {
@@ -154,7 +195,10 @@ function makeDialect(self: () => GraphFake): Dialect {
     },
     serverError(req, status) {
       const whatsapp = self().accountFor(req)?.kind === 'whatsapp';
-      const reply = graphError({ status, code: 2, message: 'An unexpected error has occurred. Please retry your request later.' }, whatsapp);
+      const reply = graphError(
+        { status, code: 2, message: 'An unexpected error has occurred. Please retry your request later.' },
+        whatsapp,
+      );
       return { ...reply, body: (reply.body as string).replace('"code":2', '"is_transient":true,"code":2') };
     },
     providerError(req, fault: Extract<Fault, { kind: 'error' }>) {
@@ -176,7 +220,11 @@ function makeDialect(self: () => GraphFake): Dialect {
 }
 
 function wamid(digits: string): string {
-  const inner = Buffer.concat([Buffer.from(`\x18\x0b${digits}\x15\x02\x00\x11\x18\x12`), Buffer.from(randomBytes(9).toString('hex').toUpperCase()), Buffer.from([0])]);
+  const inner = Buffer.concat([
+    Buffer.from(`\x18\x0b${digits}\x15\x02\x00\x11\x18\x12`),
+    Buffer.from(randomBytes(9).toString('hex').toUpperCase()),
+    Buffer.from([0]),
+  ]);
   return `wamid.HBgL${inner.toString('base64')}`;
 }
 
@@ -205,13 +253,20 @@ function sendWhatsapp(fake: GraphFake, req: RecordedRequest): Reply {
     }
   } else if (type === 'template') {
     const t = b.template;
-    if (typeof t?.name !== 'string' || t.name === '') return invalidParam("The parameter template['name'] is required.", true);
-    if (typeof t.language?.code !== 'string') return invalidParam("The parameter template['language']['code'] is required.", true);
-    if (t.components !== undefined && !Array.isArray(t.components)) return invalidParam("Param template['components'] must be an array.", true);
+    if (typeof t?.name !== 'string' || t.name === '')
+      return invalidParam("The parameter template['name'] is required.", true);
+    if (typeof t.language?.code !== 'string')
+      return invalidParam("The parameter template['language']['code'] is required.", true);
+    if (t.components !== undefined && !Array.isArray(t.components))
+      return invalidParam("Param template['components'] must be an array.", true);
     const known = fake.templates;
     if (known && !known.some((k) => k.name === t.name && k.language === t.language.code)) {
       return graphError(
-        { ...GRAPH_ERRORS[132001], code: 132001, details: `template name (${t.name}) does not exist in ${t.language.code}` },
+        {
+          ...GRAPH_ERRORS[132001],
+          code: 132001,
+          details: `template name (${t.name}) does not exist in ${t.language.code}`,
+        },
         true,
       );
     }

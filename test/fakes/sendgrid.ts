@@ -64,7 +64,9 @@ function makeDialect(fake: SendgridFake): Dialect {
       const key = auth.replace(/^Bearer\s+/i, '').trim();
       if (fake.restrictedKeys.has(key)) return sendgridErrors(403, [{ field: null, message: 'access forbidden' }]);
       if (!fake.apiKeys.has(key)) {
-        return sendgridErrors(401, [{ field: null, message: 'The provided authorization grant is invalid, expired, or revoked' }]);
+        return sendgridErrors(401, [
+          { field: null, message: 'The provided authorization grant is invalid, expired, or revoked' },
+        ]);
       }
       if (req.path !== '/v3/mail/send') return sendgridErrors(404, [{ field: null, message: 'resource not found' }]);
       if (req.method !== 'POST') return sendgridErrors(405, [{ field: null, message: 'method not allowed' }]);
@@ -91,11 +93,17 @@ function makeDialect(fake: SendgridFake): Dialect {
       });
     },
     serverError(_req, status) {
-      return sendgridErrors(status, [{ field: null, message: status === 503 ? 'service unavailable' : 'internal server error' }]);
+      return sendgridErrors(status, [
+        { field: null, message: status === 503 ? 'service unavailable' : 'internal server error' },
+      ]);
     },
     providerError(_req, fault) {
       return sendgridErrors(fault.status ?? 400, [
-        { field: fault.field ?? null, message: fault.message ?? 'Bad Request', help: fault.field ? `${HELP}#message.${fault.field}` : null },
+        {
+          field: fault.field ?? null,
+          message: fault.message ?? 'Bad Request',
+          help: fault.field ? `${HELP}#message.${fault.field}` : null,
+        },
       ]);
     },
   };
@@ -110,9 +118,12 @@ function validate(b: any): SgError[] {
   const hasTemplate = typeof b.template_id === 'string';
   const ps = b.personalizations;
   if (!Array.isArray(ps) || ps.length === 0) {
-    out.push(err('personalizations', 'The personalizations field is required and must have at least one personalization.'));
+    out.push(
+      err('personalizations', 'The personalizations field is required and must have at least one personalization.'),
+    );
   } else {
-    if (ps.length > 1000) out.push(err('personalizations', 'The personalizations field may not contain more than 1000 items.'));
+    if (ps.length > 1000)
+      out.push(err('personalizations', 'The personalizations field may not contain more than 1000 items.'));
     ps.forEach((p: any, i: number) => {
       if (!Array.isArray(p?.to) || p.to.length === 0) {
         out.push(
@@ -123,7 +134,8 @@ function validate(b: any): SgError[] {
         );
       } else {
         p.to.forEach((t: any, j: number) => {
-          if (typeof t?.email !== 'string' || !EMAIL.test(t.email)) out.push(err(`personalizations.${i}.to.${j}.email`, 'Does not contain a valid address.'));
+          if (typeof t?.email !== 'string' || !EMAIL.test(t.email))
+            out.push(err(`personalizations.${i}.to.${j}.email`, 'Does not contain a valid address.'));
         });
       }
       if (p?.custom_args !== undefined) {
@@ -135,7 +147,12 @@ function validate(b: any): SgError[] {
     });
   }
   if (typeof b.from?.email !== 'string') {
-    out.push(err('from.email', 'The from object must be provided for every email send. It is an object that requires the email parameter, but may also contain a name parameter.'));
+    out.push(
+      err(
+        'from.email',
+        'The from object must be provided for every email send. It is an object that requires the email parameter, but may also contain a name parameter.',
+      ),
+    );
   } else if (!EMAIL.test(b.from.email)) {
     out.push(err('from.email', 'The from email does not contain a valid address.'));
   }
@@ -161,8 +178,15 @@ function validate(b: any): SgError[] {
     );
   } else if (Array.isArray(content)) {
     content.forEach((c: any, i: number) => {
-      if (typeof c?.value !== 'string' || c.value === '') out.push(err(`content.${i}.value`, 'The content value must be a string at least one character in length.'));
-      if (typeof c?.type !== 'string' || c.type === '') out.push(err(`content.${i}.type`, 'The content type cannot contain ";", or CRLF characters, and must be at least 1 character.'));
+      if (typeof c?.value !== 'string' || c.value === '')
+        out.push(err(`content.${i}.value`, 'The content value must be a string at least one character in length.'));
+      if (typeof c?.type !== 'string' || c.type === '')
+        out.push(
+          err(
+            `content.${i}.type`,
+            'The content type cannot contain ";", or CRLF characters, and must be at least 1 character.',
+          ),
+        );
     });
     const types = content.map((c: any) => c?.type);
     const plain = types.indexOf('text/plain');

@@ -49,9 +49,23 @@ export function selfSignedCert(): SelfSignedCert | null {
     execFileSync(
       'openssl',
       [
-        'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-        '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '2',
-        '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '2',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
       ],
       { stdio: 'ignore' },
     );
@@ -153,7 +167,12 @@ export class SmtpFake {
   private take(rcpt: string | undefined, stage: 'mail' | 'rcpt' | 'data'): SmtpFault | undefined {
     const stageOf = (f: SmtpFault) => (f.kind === 'reply' ? (f.stage ?? 'rcpt') : 'data');
     const byTo = rcpt === undefined ? undefined : this.byRcpt.get(normalizeRecipient(rcpt));
-    const armed = byTo && stageOf(byTo.fault) === stage ? byTo : this.next[0] && stageOf(this.next[0].fault) === stage ? this.next[0] : undefined;
+    const armed =
+      byTo && stageOf(byTo.fault) === stage
+        ? byTo
+        : this.next[0] && stageOf(this.next[0].fault) === stage
+          ? this.next[0]
+          : undefined;
     if (!armed) return undefined;
     armed.left -= 1;
     if (armed.left <= 0) {
@@ -195,7 +214,11 @@ export class SmtpFake {
     cb();
   }
 
-  private finishData(raw: string, session: SMTPServerSession, cb: (err?: Error | null, message?: string) => void): void {
+  private finishData(
+    raw: string,
+    session: SMTPServerSession,
+    cb: (err?: Error | null, message?: string) => void,
+  ): void {
     const rcpts = session.envelope.rcptTo.map((r) => r.address);
     const fault = this.take(rcpts[0], 'data');
     if (fault?.kind === 'timeout') return;

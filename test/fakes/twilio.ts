@@ -15,7 +15,10 @@ export const TWILIO_ERRORS: Record<number, { status: number; message: string }> 
   20429: { status: 429, message: 'Too Many Requests' },
   20500: { status: 500, message: 'Internal Server Error' },
   21211: { status: 400, message: "The 'To' number is not a valid phone number." },
-  21408: { status: 400, message: "Permission to send an SMS has not been enabled for the region indicated by the 'To' number." },
+  21408: {
+    status: 400,
+    message: "Permission to send an SMS has not been enabled for the region indicated by the 'To' number.",
+  },
   21602: { status: 400, message: 'Message body is required.' },
   21603: { status: 400, message: "A 'From' phone number is required." },
   21604: { status: 400, message: "A 'To' phone number is required." },
@@ -27,7 +30,8 @@ export const TWILIO_ERRORS: Record<number, { status: number; message: string }> 
 const PATH = /^\/2010-04-01\/Accounts\/([^/]+)\/Messages\.json$/;
 const E164 = /^\+[1-9]\d{1,14}$/;
 // GSM 03.38 basic set plus the extension table (which costs two septets).
-const GSM_BASIC = "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà";
+const GSM_BASIC =
+  '@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !"#¤%&\'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà';
 const GSM_EXT = '^{}\\[~]|€\f';
 
 export function twilioError(code: number, message?: string, status?: number, headers?: Record<string, string>): Reply {
@@ -36,7 +40,12 @@ export function twilioError(code: number, message?: string, status?: number, hea
   return {
     status: s,
     headers: { 'content-type': 'application/json; charset=utf-8', ...headers },
-    body: { code, message: message ?? known?.message ?? 'Error', more_info: `https://www.twilio.com/docs/errors/${code}`, status: s },
+    body: {
+      code,
+      message: message ?? known?.message ?? 'Error',
+      more_info: `https://www.twilio.com/docs/errors/${code}`,
+      status: s,
+    },
   };
 }
 
@@ -99,7 +108,13 @@ function makeDialect(fake: TwilioFake): Dialect {
       const auth = basicAuth(req);
       // Twilio authenticates before routing: no valid credentials, no 404 either.
       const key = auth && fake.apiKeys.get(auth.user);
-      const account = key ? (key.secret === auth!.pass ? key.account : undefined) : auth && fake.accounts.get(auth.user) === auth.pass ? auth.user : undefined;
+      const account = key
+        ? key.secret === auth!.pass
+          ? key.account
+          : undefined
+        : auth && fake.accounts.get(auth.user) === auth.pass
+          ? auth.user
+          : undefined;
       if (!account) return twilioError(20003);
       if (!m || req.method !== 'POST') {
         return twilioError(20404, `The requested resource ${req.path} was not found`);
@@ -135,7 +150,10 @@ function createMessage(accountSid: string, req: RecordedRequest): Reply {
   if (body && body.length > 1600) return twilioError(21617);
   if (!E164.test(to)) return twilioError(21211, `The 'To' number ${to} is not a valid phone number.`);
   if (from && !E164.test(from) && !/^[A-Za-z0-9 ]{1,11}$/.test(from) && !/^\d{5,6}$/.test(from)) {
-    return twilioError(21212, `The 'From' number ${from} is not a valid phone number, shortcode, or alphanumeric sender ID.`);
+    return twilioError(
+      21212,
+      `The 'From' number ${from} is not a valid phone number, shortcode, or alphanumeric sender ID.`,
+    );
   }
   const sid = `SM${randomBytes(16).toString('hex')}`;
   const now = rfc2822(new Date());

@@ -38,7 +38,11 @@ function waEnvelope(phoneNumberId: string, value: Record<string, unknown>, displ
         changes: [
           {
             field: 'messages',
-            value: { messaging_product: 'whatsapp', metadata: { display_phone_number: display, phone_number_id: phoneNumberId }, ...value },
+            value: {
+              messaging_product: 'whatsapp',
+              metadata: { display_phone_number: display, phone_number_id: phoneNumberId },
+              ...value,
+            },
           },
         ],
       },
@@ -89,7 +93,15 @@ export function twilioSign(authToken: string, url: string, params: TwilioParams)
     .sort()
     .reduce((acc, key) => {
       const v = params[key];
-      return acc + (Array.isArray(v) ? [...new Set(v)].sort().map((x) => key + x).join('') : key + v);
+      return (
+        acc +
+        (Array.isArray(v)
+          ? [...new Set(v)]
+              .sort()
+              .map((x) => key + x)
+              .join('')
+          : key + v)
+      );
     }, url);
   return createHmac('sha1', authToken).update(Buffer.from(data, 'utf-8')).digest('base64');
 }
@@ -121,7 +133,10 @@ export function sendgridSigner(): SendgridSigner {
   return {
     publicKey: (publicKey as KeyObject).export({ format: 'der', type: 'spki' }).toString('base64'),
     headers(body, timestamp = String(Math.floor(Date.now() / 1000))) {
-      const sig = ecSign('sha256', Buffer.concat([Buffer.from(timestamp), Buffer.from(body)]), { key: privateKey, dsaEncoding: 'der' });
+      const sig = ecSign('sha256', Buffer.concat([Buffer.from(timestamp), Buffer.from(body)]), {
+        key: privateKey,
+        dsaEncoding: 'der',
+      });
       return {
         'content-type': 'application/json',
         'x-twilio-email-event-webhook-signature': sig.toString('base64'),
@@ -134,7 +149,10 @@ export function sendgridSigner(): SendgridSigner {
 // ---- msgd sandbox
 
 export function sandboxHeaders(secret: string, body: string | Buffer): Record<string, string> {
-  return { 'content-type': 'application/json', 'x-msgd-sandbox-signature': `sha256=${hmacHex('sha256', secret, body)}` };
+  return {
+    'content-type': 'application/json',
+    'x-msgd-sandbox-signature': `sha256=${hmacHex('sha256', secret, body)}`,
+  };
 }
 
 // ---- HTTP
@@ -147,7 +165,11 @@ export interface Posted {
 }
 
 /** POST the exact bytes given (a string is sent as its UTF-8 bytes, unchanged). */
-export async function postWebhook(url: string, body: string | Buffer, headers: Record<string, string>): Promise<Posted> {
+export async function postWebhook(
+  url: string,
+  body: string | Buffer,
+  headers: Record<string, string>,
+): Promise<Posted> {
   const res = await fetch(url, { method: 'POST', headers, body });
   const text = await res.text();
   let json: any;

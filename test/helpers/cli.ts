@@ -80,7 +80,15 @@ export function cleanupTmp() {
   for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
 }
 
-export const DUMP_TABLES = ['partners', 'tokens', 'gateways', 'channels', 'prices', 'ledger_entries', 'audit_log'] as const;
+export const DUMP_TABLES = [
+  'partners',
+  'tokens',
+  'gateways',
+  'channels',
+  'prices',
+  'ledger_entries',
+  'audit_log',
+] as const;
 
 /** Every row of the operator-managed tables, for before/after comparisons. */
 export function dumpDb(dataDir: string, tables: readonly string[] = DUMP_TABLES): Record<string, unknown[]> {

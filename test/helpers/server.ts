@@ -66,11 +66,19 @@ export interface PartnerSetup {
 /** A partner with a token, optional funds and prices. */
 export function setupPartner(
   ctx: CoreCtx,
-  opts: { slug?: string; scopes?: string; balance?: string; credit?: string; prices?: Record<string, string>; rateLimitPerMinute?: number } = {},
+  opts: {
+    slug?: string;
+    scopes?: string;
+    balance?: string;
+    credit?: string;
+    prices?: Record<string, string>;
+    rateLimitPerMinute?: number;
+  } = {},
 ): PartnerSetup {
   const slug = opts.slug ?? `p${Math.random().toString(36).slice(2, 10)}`;
   const p = createPartner(ctx, { slug, name: slug, creditLimit: opts.credit ? parseMoney(opts.credit) : 0 }, 'test');
-  if (opts.rateLimitPerMinute !== undefined) setPartnerLimits(ctx, p.id, { rateLimitPerMinute: opts.rateLimitPerMinute }, 'test');
+  if (opts.rateLimitPerMinute !== undefined)
+    setPartnerLimits(ctx, p.id, { rateLimitPerMinute: opts.rateLimitPerMinute }, 'test');
   if (opts.balance && parseMoney(opts.balance) > 0) topup(ctx, p.id, parseMoney(opts.balance), null, 'test');
   for (const [channel, amount] of Object.entries(opts.prices ?? {})) {
     setPrice(ctx, { channel, amount: parseMoney(amount), partner: p.id }, 'test');
@@ -89,7 +97,12 @@ export function connect(
 ) {
   const g = addGateway(
     ctx,
-    { kind: gw.kind, name: gw.name ?? `${gw.kind}-${Math.random().toString(36).slice(2, 8)}`, settings: gw.settings, secrets: gw.secrets },
+    {
+      kind: gw.kind,
+      name: gw.name ?? `${gw.kind}-${Math.random().toString(36).slice(2, 8)}`,
+      settings: gw.settings,
+      secrets: gw.secrets,
+    },
     'test',
   );
   const ch = assignChannel(ctx, { partner: partnerId, gateway: g.id, type, sender }, 'test');

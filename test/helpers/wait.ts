@@ -59,7 +59,10 @@ export function waitForExit(
     return Promise.resolve({ code: child.exitCode, signal: child.signalCode, ms: 0 });
   }
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`process ${child.pid} did not exit within ${timeoutMs} ms`)), timeoutMs);
+    const t = setTimeout(
+      () => reject(new Error(`process ${child.pid} did not exit within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     child.once('exit', (code, signal) => {
       clearTimeout(t);
       resolve({ code, signal, ms: Date.now() - started });

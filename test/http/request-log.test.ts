@@ -20,12 +20,19 @@ const requestLines = (logs: string[]) =>
 describe('request log', () => {
   it('at debug, logs method, path without the query, status and time; the secret in the query never appears', async () => {
     s = await startTestServer({ 'log.level': 'debug' });
-    const res = await fetch(`${s.url}/api/webhook.php?hub.mode=subscribe&hub.verify_token=sekrit-token&hub.challenge=5`);
+    const res = await fetch(
+      `${s.url}/api/webhook.php?hub.mode=subscribe&hub.verify_token=sekrit-token&hub.challenge=5`,
+    );
     expect(res.status).toBe(403);
     expect(res.headers.get('x-request-id')).toMatch(/^req_/);
     const lines = requestLines(s.logs);
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ method: 'GET', path: '/api/webhook.php', status: 403, reqId: res.headers.get('x-request-id') });
+    expect(lines[0]).toMatchObject({
+      method: 'GET',
+      path: '/api/webhook.php',
+      status: 403,
+      reqId: res.headers.get('x-request-id'),
+    });
     expect(typeof lines[0].ms).toBe('number');
     expect(s.logs.join('')).not.toContain('sekrit-token');
   });

@@ -24,7 +24,12 @@ describe('race for the last funds', () => {
   it('1,000 concurrent sends against funds for 100: exactly 100 × 200 and 900 × 402', async () => {
     const price = parseMoney('0.0075');
     // A limit the burst cannot reach: this is about money, not the rate limiter.
-    const p = setupPartner(s.ctx, { balance: '0.75', credit: '0', prices: { sms: '0.0075' }, rateLimitPerMinute: 1_000_000 });
+    const p = setupPartner(s.ctx, {
+      balance: '0.75',
+      credit: '0',
+      prices: { sms: '0.0075' },
+      rateLimitPerMinute: 1_000_000,
+    });
     twilioGateway(s.ctx, p.partnerId, twilio);
     const batchesBefore = s.rt.committer.batches;
 
@@ -42,7 +47,11 @@ describe('race for the last funds', () => {
         }),
       );
       const by = (st: number) => results.filter((r) => r.status === st);
-      expect({ ok: by(200).length, broke: by(402).length, other: results.length - by(200).length - by(402).length }).toEqual({
+      expect({
+        ok: by(200).length,
+        broke: by(402).length,
+        other: results.length - by(200).length - by(402).length,
+      }).toEqual({
         ok: 100,
         broke: 900,
         other: 0,
@@ -66,12 +75,18 @@ describe('race for the last funds', () => {
       expect(s.rt.committer.batches - batchesBefore).toBeLessThan(1000);
 
       // Every accepted message is dispatched exactly once.
-      await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 20_000, '100 messages sent');
+      await waitFor(
+        () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
+        20_000,
+        '100 messages sent',
+      );
       expect(twilio.requests).toHaveLength(100);
       const bodies = twilio.requests.map((r) => r.body.Body).sort();
       expect(new Set(bodies).size).toBe(100);
       expect(bodies).toEqual(msgs.map((m) => JSON.parse(m.content).text).sort());
-      const left = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get() as { n: number };
+      const left = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get() as {
+        n: number;
+      };
       expect(left.n).toBe(0);
     } finally {
       await pool.close();

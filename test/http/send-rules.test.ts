@@ -40,7 +40,13 @@ const CASES: Array<{ name: string; path: string; body: unknown; channel: string 
   { name: 'messenger', path: WHATSAPP, body: VALID.messenger, channel: 'messenger' },
   { name: 'instagram', path: WHATSAPP, body: VALID.instagram, channel: 'instagram' },
 ];
-const INVALID: Record<string, unknown> = { sms: { to: 'nope' }, email: { to: 'nope' }, whatsapp: { to: 'nope' }, messenger: { channel: 'messenger' }, instagram: { channel: 'instagram', text: 5 } };
+const INVALID: Record<string, unknown> = {
+  sms: { to: 'nope' },
+  email: { to: 'nope' },
+  whatsapp: { to: 'nope' },
+  messenger: { channel: 'messenger' },
+  instagram: { channel: 'instagram', text: 5 },
+};
 
 function expectError(r: { status: number; body: any; headers: Headers }, status: number, code: string) {
   expect({ status: r.status, code: r.body?.error?.code }).toEqual({ status, code });
@@ -163,7 +169,11 @@ describe.each(CASES)('$name: 402 when funds are exhausted, before the payload is
   });
 
   it('a balance at -credit_limit is exhausted; credit above it still sends', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '0', credit: '0.02', prices: { sms: '0.01', email: '0.01', whatsapp: '0.01', messenger: '0.01', instagram: '0.01' } });
+    const p = sandboxPartner(s.ctx, {
+      balance: '0',
+      credit: '0.02',
+      prices: { sms: '0.01', email: '0.01', whatsapp: '0.01', messenger: '0.01', instagram: '0.01' },
+    });
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
     expect(balanceOf(s.ctx, p.partnerId)).toBe(-parseMoney('0.02'));
@@ -180,7 +190,11 @@ describe('a body that names no channel', () => {
       const r = await send(s.url, WHATSAPP, body, none.token);
       expectError(r, 403, 'channel_not_assigned');
       expect(r.body.error.message).toContain('whatsapp, messenger or instagram');
-      expectError(await send(s.url, SMS, body, sandboxPartner(s.ctx, { balance: '0', channels: ['email'] }).token), 403, 'channel_not_assigned');
+      expectError(
+        await send(s.url, SMS, body, sandboxPartner(s.ctx, { balance: '0', channels: ['email'] }).token),
+        403,
+        'channel_not_assigned',
+      );
     }
     // A disabled gateway is no gateway.
     const disabled = sandboxPartner(s.ctx, { balance: '0', channels: ['messenger'] });
@@ -215,18 +229,40 @@ describe('order of the rules across the board', () => {
     const json = JSON.stringify(VALID[SMS]);
     for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages', '/v1/contacts']) {
       for (const auth of [{}, { authorization: 'Bearer msgd_live_bogus' }]) {
-        expectError(await raw(path, { headers: { 'content-type': 'text/plain', ...auth }, body: json }), 401, 'unauthorized');
-        expectError(await raw(path, { headers: { 'content-type': 'application/json; charset=latin1', ...auth }, body: json }), 401, 'unauthorized');
-        const gz = await raw(path, { headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', ...auth }, body: gzipSync(json) });
+        expectError(
+          await raw(path, { headers: { 'content-type': 'text/plain', ...auth }, body: json }),
+          401,
+          'unauthorized',
+        );
+        expectError(
+          await raw(path, { headers: { 'content-type': 'application/json; charset=latin1', ...auth }, body: json }),
+          401,
+          'unauthorized',
+        );
+        const gz = await raw(path, {
+          headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', ...auth },
+          body: gzipSync(json),
+        });
         expectError(gz, 401, 'unauthorized');
       }
     }
     // The partner's own 403s come before 415 too; 415 still comes before the channel, money and payload.
     const suspended = sandboxPartner(s.ctx, { balance: '10' });
     suspendPartner(s.ctx, suspended.partnerId, 'test');
-    expectError(await raw(SMS, { headers: { 'content-type': 'text/plain', authorization: `Bearer ${suspended.token}` }, body: json }), 403, 'partner_suspended');
+    expectError(
+      await raw(SMS, {
+        headers: { 'content-type': 'text/plain', authorization: `Bearer ${suspended.token}` },
+        body: json,
+      }),
+      403,
+      'partner_suspended',
+    );
     const broke = sandboxPartner(s.ctx, { balance: '0' });
-    expectError(await raw(SMS, { headers: { 'content-type': 'text/plain', authorization: `Bearer ${broke.token}` }, body: json }), 415, 'unsupported_media_type');
+    expectError(
+      await raw(SMS, { headers: { 'content-type': 'text/plain', authorization: `Bearer ${broke.token}` }, body: json }),
+      415,
+      'unsupported_media_type',
+    );
   });
 
   it('401 answers carry an RFC 6750 WWW-Authenticate challenge', async () => {
@@ -235,23 +271,42 @@ describe('order of the rules across the board', () => {
     revokeToken(s.ctx, tok.id, 'test');
     for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages']) {
       expect((await send(s.url, path, VALID[SMS])).headers.get('www-authenticate')).toBe('Bearer');
-      expect((await send(s.url, path, VALID[SMS], undefined, { authorization: 'Basic dXNlcjpwYXNz' })).headers.get('www-authenticate')).toBe('Bearer');
+      expect(
+        (await send(s.url, path, VALID[SMS], undefined, { authorization: 'Basic dXNlcjpwYXNz' })).headers.get(
+          'www-authenticate',
+        ),
+      ).toBe('Bearer');
       for (const bad of ['msgd_live_thisisnotarealtokenatall0000000000000000', p.token]) {
         const r = await send(s.url, path, VALID[SMS], bad);
         expectError(r, 401, 'unauthorized');
-        expect(r.headers.get('www-authenticate')).toBe(`Bearer error="invalid_token", error_description="${r.body.error.message}"`);
+        expect(r.headers.get('www-authenticate')).toBe(
+          `Bearer error="invalid_token", error_description="${r.body.error.message}"`,
+        );
       }
       for (const empty of ['Bearer', 'Bearer ', 'bearer  ']) {
         const r = await send(s.url, path, VALID[SMS], undefined, { authorization: empty });
-        expect([r.status, r.body.error.message, r.headers.get('www-authenticate')]).toEqual([401, expect.stringMatching(/^missing bearer token/), 'Bearer']);
+        expect([r.status, r.body.error.message, r.headers.get('www-authenticate')]).toEqual([
+          401,
+          expect.stringMatching(/^missing bearer token/),
+          'Bearer',
+        ]);
       }
       const malformed = await send(s.url, path, VALID[SMS], undefined, { authorization: 'Bearer a b' });
-      expect(malformed.headers.get('www-authenticate')).toMatch(/^Bearer error="invalid_token", error_description="malformed Authorization header/);
+      expect(malformed.headers.get('www-authenticate')).toMatch(
+        /^Bearer error="invalid_token", error_description="malformed Authorization header/,
+      );
     }
     const v1get = await fetch(`${s.url}/v1/channels`, { headers: { authorization: 'Bearer msgd_live_nope' } });
-    expect([v1get.status, v1get.headers.get('www-authenticate')]).toEqual([401, expect.stringMatching(/^Bearer error="invalid_token"/)]);
+    expect([v1get.status, v1get.headers.get('www-authenticate')]).toEqual([
+      401,
+      expect.stringMatching(/^Bearer error="invalid_token"/),
+    ]);
     // Other answers carry none.
-    expect((await send(s.url, SMS, VALID[SMS], sandboxPartner(s.ctx, { balance: '10' }).token)).headers.get('www-authenticate')).toBeNull();
+    expect(
+      (await send(s.url, SMS, VALID[SMS], sandboxPartner(s.ctx, { balance: '10' }).token)).headers.get(
+        'www-authenticate',
+      ),
+    ).toBeNull();
   });
 
   it('two Authorization headers are 401 whichever comes first: which token was meant is a guess', async () => {
@@ -260,11 +315,21 @@ describe('order of the rules across the board', () => {
     revokeToken(s.ctx, listTokens(s.ctx, revoked.partnerId)[0].id, 'test');
     const post = (authorization: string[]) =>
       new Promise<{ status: number; body: any; remaining: number }>((resolve, reject) => {
-        const req = httpRequest(`${s.url}${SMS}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization } }, (res) => {
-          let text = '';
-          res.on('data', (c) => (text += c));
-          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text), remaining: Number(res.headers['ratelimit-remaining']) }));
-        });
+        const req = httpRequest(
+          `${s.url}${SMS}`,
+          { method: 'POST', headers: { 'content-type': 'application/json', authorization } },
+          (res) => {
+            let text = '';
+            res.on('data', (c) => (text += c));
+            res.on('end', () =>
+              resolve({
+                status: res.statusCode!,
+                body: JSON.parse(text),
+                remaining: Number(res.headers['ratelimit-remaining']),
+              }),
+            );
+          },
+        );
         req.on('error', reject);
         req.end(JSON.stringify(VALID[SMS]));
       });
@@ -274,7 +339,11 @@ describe('order of the rules across the board', () => {
       [`Bearer ${good.token}`, `Bearer ${good.token}`],
     ]) {
       const r = await post(pair);
-      expect([r.status, r.body.error.code, r.body.error.message]).toEqual([401, 'unauthorized', 'more than one Authorization header: send exactly one']);
+      expect([r.status, r.body.error.code, r.body.error.message]).toEqual([
+        401,
+        'unauthorized',
+        'more than one Authorization header: send exactly one',
+      ]);
     }
     expect(messagesOf(s.ctx, good.partnerId)).toHaveLength(1);
     // Not counted against either token's rate limit.
@@ -374,7 +443,11 @@ describe('HTTP envelope', () => {
       }
     }
     // A POST is never told to send a POST: a path the router does not know stays a 404.
-    const twice = await fetch(`${s.url}${SMS}//`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const twice = await fetch(`${s.url}${SMS}//`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect([twice.status, (await twice.json()).error.code]).toEqual([404, 'not_found']);
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
@@ -395,7 +468,11 @@ describe('HTTP envelope', () => {
     };
     const cases: Array<[string, number, string]> = [
       [`FOO ${SMS} HTTP/1.1\r\nHost: x\r\n\r\n`, 400, 'bad_request'],
-      [`POST ${SMS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n{}`, 400, 'bad_request'],
+      [
+        `POST ${SMS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n{}`,
+        400,
+        'bad_request',
+      ],
       [`POST ${SMS} HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n`, 400, 'bad_request'],
       [`POST ${SMS} HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(17_000)}\r\n\r\n`, 431, 'headers_too_large'],
     ];
@@ -428,14 +505,20 @@ describe('HTTP envelope', () => {
         const ended = new Promise<void>((resolve) => sock.on('end', resolve));
         sock.write(c.request);
         if (c.halfClose) sock.end();
-        const outcome = await Promise.race([ended.then(() => 'answered'), new Promise((r) => setTimeout(() => r('no answer'), 3000))]);
+        const outcome = await Promise.race([
+          ended.then(() => 'answered'),
+          new Promise((r) => setTimeout(() => r('no answer'), 3000)),
+        ]);
         expect(outcome).toBe('answered');
         expect(got).toMatch(/^HTTP\/1\.1 400 /);
         expect(JSON.parse(got.split('\r\n\r\n')[1]).error.code).toBe('bad_request');
         sock.destroy();
       }
       expect(messagesOf(own.ctx, p.partnerId)).toHaveLength(0);
-      const stopped = await Promise.race([own.stop().then(() => 'stopped'), new Promise((r) => setTimeout(() => r('hung'), 5000))]);
+      const stopped = await Promise.race([
+        own.stop().then(() => 'stopped'),
+        new Promise((r) => setTimeout(() => r('hung'), 5000)),
+      ]);
       expect(stopped).toBe('stopped');
     } catch (e) {
       await own.stop();
@@ -463,7 +546,10 @@ describe('HTTP envelope', () => {
       expect(JSON.parse(answers[0].split('\r\n\r\n')[1])).toMatchObject({ status: 'queued' });
       expect(messagesOf(own.ctx, p.partnerId)).toHaveLength(1);
       // The client never closes its side: msgd must still stop at once.
-      const stopped = await Promise.race([own.stop().then(() => 'stopped'), new Promise((r) => setTimeout(() => r('hung'), 5000))]);
+      const stopped = await Promise.race([
+        own.stop().then(() => 'stopped'),
+        new Promise((r) => setTimeout(() => r('hung'), 5000)),
+      ]);
       expect(stopped).toBe('stopped');
       sock.destroy();
     } catch (e) {
@@ -475,7 +561,10 @@ describe('HTTP envelope', () => {
   it('a body over the limit is 413 payload_too_large', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const big = JSON.stringify({ to: 'a@example.com', subject: 'x', html: 'x'.repeat(1024 * 1024 + 10) });
-    const r = await raw(EMAIL, { headers: { 'content-type': 'application/json', authorization: `Bearer ${p.token}` }, body: big });
+    const r = await raw(EMAIL, {
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${p.token}` },
+      body: big,
+    });
     expectError(r, 413, 'payload_too_large');
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
     // The token is checked before the body is read: without one, the same body is a 401.
@@ -485,11 +574,19 @@ describe('HTTP envelope', () => {
   it('anything but JSON is 415 unsupported_media_type, even when the bytes are JSON', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const json = JSON.stringify(VALID[SMS]);
-    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']) {
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'application/xml',
+    ]) {
       const r = await raw(SMS, { headers: { 'content-type': type, authorization: `Bearer ${p.token}` }, body: json });
       expectError(r, 415, 'unsupported_media_type');
     }
-    const charset = await raw(SMS, { headers: { 'content-type': 'application/json; charset=utf-8', authorization: `Bearer ${p.token}` }, body: json });
+    const charset = await raw(SMS, {
+      headers: { 'content-type': 'application/json; charset=utf-8', authorization: `Bearer ${p.token}` },
+      body: json,
+    });
     expect(charset.status).toBe(200);
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
   });
@@ -498,7 +595,11 @@ describe('HTTP envelope', () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const auth = { authorization: `Bearer ${p.token}` };
     const latin1 = Buffer.from('{"to":"+14155550123","text":"Gr\u00fc\u00dfe"}', 'latin1');
-    for (const type of ['application/json; charset=iso-8859-1', 'application/json;charset="ISO-8859-1"', 'application/json; charset=windows-1252']) {
+    for (const type of [
+      'application/json; charset=iso-8859-1',
+      'application/json;charset="ISO-8859-1"',
+      'application/json; charset=windows-1252',
+    ]) {
       for (const path of [SMS, '/v1/messages']) {
         const r = await raw(path, { headers: { 'content-type': type, ...auth }, body: latin1 });
         expectError(r, 415, 'unsupported_media_type');
@@ -511,19 +612,32 @@ describe('HTTP envelope', () => {
       expectError(r, 400, 'invalid_json');
       expect(r.body.error.message).toMatch(/UTF-8/);
     }
-    const contact = await raw('/v1/contacts', { headers: { 'content-type': 'application/json', ...auth }, body: Buffer.from('{"email":"x@example.com","name":"\xe9"}', 'latin1') });
+    const contact = await raw('/v1/contacts', {
+      headers: { 'content-type': 'application/json', ...auth },
+      body: Buffer.from('{"email":"x@example.com","name":"\xe9"}', 'latin1'),
+    });
     expectError(contact, 400, 'invalid_json');
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
 
     const utf8 = Buffer.from('{"to":"+14155550123","text":"Gr\u00fc\u00dfe"}', 'utf8');
-    for (const type of ['application/json; charset=utf-8', 'application/json; charset="UTF-8"', 'application/json; charset=UTF8']) {
+    for (const type of [
+      'application/json; charset=utf-8',
+      'application/json; charset="UTF-8"',
+      'application/json; charset=UTF8',
+    ]) {
       expect((await raw(SMS, { headers: { 'content-type': type, ...auth }, body: utf8 })).status).toBe(200);
     }
-    const bom = await raw(SMS, { headers: { 'content-type': 'application/json', ...auth }, body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), utf8]) });
+    const bom = await raw(SMS, {
+      headers: { 'content-type': 'application/json', ...auth },
+      body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), utf8]),
+    });
     expect(bom.status, bom.text).toBe(200);
     const v1bom = await raw('/v1/messages', {
       headers: { 'content-type': 'application/json', ...auth },
-      body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"channel":"sms","to":"+14155550123","body":"hi"}')]),
+      body: Buffer.concat([
+        Buffer.from([0xef, 0xbb, 0xbf]),
+        Buffer.from('{"channel":"sms","to":"+14155550123","body":"hi"}'),
+      ]),
     });
     expect(v1bom.status, v1bom.text).toBe(200);
     const stored = messagesOf(s.ctx, p.partnerId);
@@ -538,7 +652,9 @@ describe('HTTP envelope', () => {
     expect(first.status).toBe(200);
     expect([first.headers.get('ratelimit-limit'), first.headers.get('ratelimit-remaining')]).toEqual(['3', '2']);
     // A /v1 read spends from the same allowance.
-    const v1 = await fetch(`${s.url}/v1/messages/${first.body.id}`, { headers: { authorization: `Bearer ${p.token}` } });
+    const v1 = await fetch(`${s.url}/v1/messages/${first.body.id}`, {
+      headers: { authorization: `Bearer ${p.token}` },
+    });
     expect([v1.status, v1.headers.get('ratelimit-remaining')]).toEqual([200, '1']);
     expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
     const refused = await send(s.url, SMS, VALID[SMS], p.token);

@@ -47,7 +47,11 @@ describe('Cron', () => {
     expect(second).toEqual({ created: false, key: first.key, id: first.id });
     expect(again.created).toBe(false);
     expect(jobs(t.db)).toEqual([
-      { kind: 'purge', payload: '{"slot":"2026-11-22T10:00:00.000Z"}', unique_key: 'cron:purge:2026-11-22T10:00:00.000Z' },
+      {
+        kind: 'purge',
+        payload: '{"slot":"2026-11-22T10:00:00.000Z"}',
+        unique_key: 'cron:purge:2026-11-22T10:00:00.000Z',
+      },
     ]);
     // the slot stays taken after its job is done and deleted: a restart cannot run it again
     t.db.sqlite.prepare('DELETE FROM jobs').run();
@@ -55,7 +59,7 @@ describe('Cron', () => {
     expect(a.cron.fire('purge', new Date('2026-11-22T11:00:00.000Z')).created).toBe(true);
   });
 
-  it('prunes its own old slot records, not other tasks\' ones', () => {
+  it("prunes its own old slot records, not other tasks' ones", () => {
     const t = tempDb();
     const now = Date.parse('2026-11-22T10:00:00.000Z');
     const queue = new JobQueue(t.db);
@@ -64,7 +68,9 @@ describe('Cron', () => {
     cron.fire('a', new Date('2026-11-22T07:00:00.000Z'));
     cron.fire('a-b', new Date('2026-11-22T07:00:00.000Z'));
     cron.fire('a', new Date('2026-11-22T10:00:00.000Z'));
-    const keys = (t.db.sqlite.prepare('SELECT key FROM cron_runs ORDER BY key').all() as { key: string }[]).map((r) => r.key);
+    const keys = (t.db.sqlite.prepare('SELECT key FROM cron_runs ORDER BY key').all() as { key: string }[]).map(
+      (r) => r.key,
+    );
     expect(keys).toEqual(['a-b:2026-11-22T07:00:00.000Z', 'a:2026-11-22T10:00:00.000Z']);
   });
 

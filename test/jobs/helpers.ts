@@ -58,7 +58,10 @@ export async function until(fn: () => unknown, what: string, timeoutMs = 5000): 
 }
 
 export function effects(db: Db): { job_id: number; note: string }[] {
-  return db.sqlite.prepare('SELECT job_id, note FROM effects ORDER BY rowid').all() as { job_id: number; note: string }[];
+  return db.sqlite.prepare('SELECT job_id, note FROM effects ORDER BY rowid').all() as {
+    job_id: number;
+    note: string;
+  }[];
 }
 
 export function jobRow(db: Db, id: number) {

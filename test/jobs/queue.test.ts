@@ -161,10 +161,16 @@ describe('JobQueue.claim', () => {
   it('two connections claiming by kind, interleaved, never take the same job', () => {
     const t = setup();
     const other = new JobQueue(t.open(), { leaseMs: 60_000, now: () => T0 });
-    const ids = Array.from({ length: 50 }, (_, i) => t.queue.enqueue({ kind: i % 2 ? 'a' : 'b', runAt: T0 - 100 + i }).id);
+    const ids = Array.from(
+      { length: 50 },
+      (_, i) => t.queue.enqueue({ kind: i % 2 ? 'a' : 'b', runAt: T0 - 100 + i }).id,
+    );
     const taken: number[] = [];
     for (let round = 0; round < 20; round++) {
-      for (const [q, w] of [[t.queue, 'w1'], [other, 'w2']] as const) {
+      for (const [q, w] of [
+        [t.queue, 'w1'],
+        [other, 'w2'],
+      ] as const) {
         for (const j of q.claim(w, 3, T0, { kinds: ['a', 'b'] })) {
           expect(jobRow(t.db, j.id)).toMatchObject({ state: 'running', locked_by: w, attempts: 1 });
           taken.push(j.id);
@@ -183,7 +189,12 @@ describe('JobQueue.claim', () => {
     queue.enqueue({ kind: 'y', runAt: T0 + 10 });
     queue.enqueue({ kind: 'x', runAt: T0 + 20 });
     await sleep(5);
-    expect(seen).toEqual([[['x', T0 + 20], ['y', T0 + 10]]]);
+    expect(seen).toEqual([
+      [
+        ['x', T0 + 20],
+        ['y', T0 + 10],
+      ],
+    ]);
   });
 });
 
@@ -245,7 +256,13 @@ describe('JobQueue.lifeline', () => {
     queue.claim('w', 1, T0, { leaseMs: 10_000 });
     expect(queue.lifeline(T0 + 100)).toBe(0); // not yet expired: locked_until < now
     expect(queue.lifeline(T0 + 101)).toBe(1);
-    expect(jobRow(db, a)).toMatchObject({ state: 'retry', run_at: T0 + 101, reclaims: 1, last_error: LEASE_EXPIRED, locked_by: null });
+    expect(jobRow(db, a)).toMatchObject({
+      state: 'retry',
+      run_at: T0 + 101,
+      reclaims: 1,
+      last_error: LEASE_EXPIRED,
+      locked_by: null,
+    });
     expect(jobRow(db, b)).toMatchObject({ state: 'running', reclaims: 0 });
   });
 });

@@ -38,7 +38,13 @@ describe('crash recovery', () => {
 
     const seen = new Map<number, { attempts: number; reclaims: number; lastError: string | null }>();
     const make = (offsetMs: number) => {
-      const w = new Worker({ db: t.db, queue: new JobQueue(t.db), concurrency: 8, leaseMs: 1000, now: () => Date.now() + offsetMs });
+      const w = new Worker({
+        db: t.db,
+        queue: new JobQueue(t.db),
+        concurrency: 8,
+        leaseMs: 1000,
+        now: () => Date.now() + offsetMs,
+      });
       w.register('work', async (job) => (seen.set(job.id, job), { type: 'ok' }));
       onCleanup(() => w.stop({ timeoutMs: 100 }));
       return w;
@@ -68,7 +74,13 @@ describe('crash recovery', () => {
     for (const id of ids) expect(jobRow(t.db, id)).toMatchObject({ state: 'running' });
 
     const done: number[] = [];
-    const w = new Worker({ db: t.db, queue: new JobQueue(t.db), concurrency: 8, leaseMs: 1000, lifelineIntervalMs: 50 });
+    const w = new Worker({
+      db: t.db,
+      queue: new JobQueue(t.db),
+      concurrency: 8,
+      leaseMs: 1000,
+      lifelineIntervalMs: 50,
+    });
     w.register('work', async (job) => (done.push(job.id), { type: 'ok' }));
     onCleanup(() => w.stop({ timeoutMs: 100 }));
     w.start();

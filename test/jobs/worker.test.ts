@@ -23,7 +23,9 @@ function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: Db = t.db,
 function insertElsewhere(t: TempDb, kind: string, runAt: number) {
   const now = Date.now();
   t.open()
-    .sqlite.prepare(`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES (?, 'null', ?, 3, ?, ?)`)
+    .sqlite.prepare(
+      `INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES (?, 'null', ?, 3, ?, ?)`,
+    )
     .run(kind, runAt, now, now);
 }
 
@@ -44,7 +46,10 @@ describe('Worker results', () => {
     const { id } = queue.enqueue({ kind: 'flaky' });
     await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
     expect(seen.map((s) => s.attempts)).toEqual([1, 2, 3]);
-    for (const [i, delay] of [[1, 30], [2, 60]]) {
+    for (const [i, delay] of [
+      [1, 30],
+      [2, 60],
+    ]) {
       expect(seen[i].lastError).toBe('provider 503');
       expect(seen[i].runAt - seen[i - 1].at).toBeGreaterThanOrEqual(delay);
       expect(seen[i].runAt - seen[i - 1].at).toBeLessThan(delay + 100); // + settle slack
@@ -81,7 +86,11 @@ describe('Worker results', () => {
     queue.enqueue({ kind: 'k' });
     await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
     expect(seen).toHaveLength(4);
-    for (const [i, delay] of [[1, 100], [2, 100], [3, 160]]) {
+    for (const [i, delay] of [
+      [1, 100],
+      [2, 100],
+      [3, 160],
+    ]) {
       expect(seen[i].runAt - seen[i - 1].at).toBeGreaterThanOrEqual(delay);
       expect(seen[i].runAt - seen[i - 1].at).toBeLessThan(delay + 150); // + settle slack
     }
@@ -197,7 +206,11 @@ describe('Worker results', () => {
     await until(() => worker.counters.completed === 4, '4 completions');
     // the first batch: four committed, the bad one's write undone and the job retried
     expect(worker.counters.batches).toBe(2); // one claim, one settle
-    expect(effects(t.db).map((e) => e.job_id).sort()).toEqual(ids.filter((i) => i !== bad).sort());
+    expect(
+      effects(t.db)
+        .map((e) => e.job_id)
+        .sort(),
+    ).toEqual(ids.filter((i) => i !== bad).sort());
     expect(jobRow(t.db, bad)!.last_error).toBe('apply failed: bad apply');
     await worker.drain({ untilEmpty: true, maxWaitMs: 3000 });
     expect(effects(t.db).filter((e) => e.job_id === bad)).toEqual([{ job_id: bad, note: 'attempt 2' }]);
@@ -253,23 +266,27 @@ describe('Worker hooks', () => {
     const handled: number[] = [];
     const seen: { id: number; state: string }[] = [];
     const held = new Set<number>();
-    worker.register('k', async (job) => {
-      handled.push(job.id);
-      // What another connection sees of every job while one runs: the held ones never run.
-      const other = t.open();
-      seen.push(...(other.sqlite.prepare(`SELECT id, state FROM jobs`).all() as { id: number; state: string }[]));
-      other.close();
-      return { type: 'ok' };
-    }, {
-      onClaim: (jobs, db) => {
-        const settled = new Map();
-        for (const j of jobs) {
-          if (!held.has(j.id)) continue;
-          settled.set(j, { type: 'snooze', afterMs: 60_000, apply: (d: Db) => note(d, j.id, 'held') });
-        }
-        return settled;
+    worker.register(
+      'k',
+      async (job) => {
+        handled.push(job.id);
+        // What another connection sees of every job while one runs: the held ones never run.
+        const other = t.open();
+        seen.push(...(other.sqlite.prepare(`SELECT id, state FROM jobs`).all() as { id: number; state: string }[]));
+        other.close();
+        return { type: 'ok' };
       },
-    });
+      {
+        onClaim: (jobs, db) => {
+          const settled = new Map();
+          for (const j of jobs) {
+            if (!held.has(j.id)) continue;
+            settled.set(j, { type: 'snooze', afterMs: 60_000, apply: (d: Db) => note(d, j.id, 'held') });
+          }
+          return settled;
+        },
+      },
+    );
     const ids = [0, 1, 2, 3].map(() => queue.enqueue({ kind: 'k' }).id);
     held.add(ids[1]).add(ids[3]);
     const before = Date.now();
@@ -282,7 +299,12 @@ describe('Worker hooks', () => {
       expect(row).toMatchObject({ state: 'available', attempts: 0, locked_by: null });
       expect(row.run_at).toBeGreaterThanOrEqual(before + 60_000);
     }
-    expect(effects(t.db).filter((e) => e.note === 'held').map((e) => e.job_id).sort()).toEqual([ids[1], ids[3]].sort());
+    expect(
+      effects(t.db)
+        .filter((e) => e.note === 'held')
+        .map((e) => e.job_id)
+        .sort(),
+    ).toEqual([ids[1], ids[3]].sort());
     expect(worker.counters).toMatchObject({ completed: 2, snoozed: 2 });
   });
 
@@ -485,7 +507,10 @@ describe('Worker stop and drain', () => {
     const t = tempDb();
     const { queue, worker } = makeWorker(t);
     const release: (() => void)[] = [];
-    worker.register('k', (job) => new Promise((r) => release.push(() => r({ type: 'ok', apply: (db) => note(db, job.id, 'late') }))));
+    worker.register(
+      'k',
+      (job) => new Promise((r) => release.push(() => r({ type: 'ok', apply: (db) => note(db, job.id, 'late') }))),
+    );
     const ids = [1, 2, 3].map(() => queue.enqueue({ kind: 'k' }).id);
     worker.start();
     await until(() => worker.inFlight === 3, '3 in flight');
@@ -493,7 +518,8 @@ describe('Worker stop and drain', () => {
     await worker.stop({ timeoutMs: 100 });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(95);
     expect(worker.counters.released).toBe(3);
-    for (const id of ids) expect(jobRow(t.db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null, locked_until: null });
+    for (const id of ids)
+      expect(jobRow(t.db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null, locked_until: null });
     release.forEach((r) => r());
     await sleep(20);
     expect(effects(t.db)).toEqual([]);
@@ -524,7 +550,9 @@ describe('Worker poison jobs', () => {
     const now = Date.now();
     const bad = Number(
       t.db.sqlite
-        .prepare(`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES ('k', '{oops', ?, 3, ?, ?)`)
+        .prepare(
+          `INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES ('k', '{oops', ?, 3, ?, ?)`,
+        )
         .run(now, now, now).lastInsertRowid,
     );
     const good = queue.enqueue({ kind: 'k' }).id;

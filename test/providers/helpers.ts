@@ -13,7 +13,11 @@ export function makeCtx(dispatcher: Agent, over: Partial<SendContext> = {}): Sen
 
 let seq = 0;
 
-export function makeGw(kind: GatewayKind, settings: Record<string, any>, secrets: Record<string, string>): GatewayRuntime {
+export function makeGw(
+  kind: GatewayKind,
+  settings: Record<string, any>,
+  secrets: Record<string, string>,
+): GatewayRuntime {
   seq += 1;
   return { id: `gw_test${seq}`, kind, name: `${kind} ${seq}`, settings, secrets };
 }

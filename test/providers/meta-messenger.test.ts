@@ -17,7 +17,11 @@ const ctx = makeCtx(dispatcher);
 let fake: GraphFake;
 
 const pageGw = (extra: Record<string, unknown> = {}, token = PAGE_TOKEN) =>
-  makeGw('meta_messenger', { base_url: fake.url, api_version: 'v19.0', page_id: PAGE_ID, ...extra }, { page_access_token: token });
+  makeGw(
+    'meta_messenger',
+    { base_url: fake.url, api_version: 'v19.0', page_id: PAGE_ID, ...extra },
+    { page_access_token: token },
+  );
 const psidMsg = (to = 'PSID_1') => makeMsg('messenger', to, PAGE_ID, text('hello, world'));
 
 beforeAll(async () => {
@@ -41,7 +45,11 @@ describe('meta_messenger adapter', () => {
     expect(req.path).toBe(`/v19.0/${PAGE_ID}/messages`);
     expect(req.headers.authorization).toBe(`Bearer ${PAGE_TOKEN}`);
     expect(req.headers['content-type']).toBe('application/json');
-    expect(req.body).toEqual({ recipient: { id: 'PSID_1' }, messaging_type: 'RESPONSE', message: { text: 'hello, world' } });
+    expect(req.body).toEqual({
+      recipient: { id: 'PSID_1' },
+      messaging_type: 'RESPONSE',
+      message: { text: 'hello, world' },
+    });
     const answered = JSON.parse(req.reply!.body);
     expect(answered).toEqual({ recipient_id: 'PSID_1', message_id: expect.stringMatching(/^m_/) });
     expect(r).toEqual({ outcome: 'accepted', providerMessageId: answered.message_id });
@@ -88,7 +96,11 @@ describe('meta_messenger adapter', () => {
 
 describe('meta_instagram adapter', () => {
   const igGw = (extra: Record<string, unknown> = {}, token = IG_TOKEN) =>
-    makeGw('meta_instagram', { base_url: fake.url, api_version: 'v21.0', ig_account_id: IG_ID, ...extra }, { access_token: token });
+    makeGw(
+      'meta_instagram',
+      { base_url: fake.url, api_version: 'v21.0', ig_account_id: IG_ID, ...extra },
+      { access_token: token },
+    );
 
   it('sends as the IG account (Instagram Login flow), with the Send API body and messaging_type RESPONSE', async () => {
     const r = await instagram.send(igGw(), makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')), ctx);
@@ -101,40 +113,83 @@ describe('meta_instagram adapter', () => {
   });
 
   it('sends a tagged message (HUMAN_AGENT) when the gateway says so, and refuses MESSAGE_TAG without a tag', async () => {
-    const settings = GATEWAY_KINDS.meta_instagram.settings.parse({ base_url: fake.url, ig_account_id: IG_ID, messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT' }) as Record<string, unknown>;
-    const r = await instagram.send(makeGw('meta_instagram', settings, { access_token: IG_TOKEN }), makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')), ctx);
+    const settings = GATEWAY_KINDS.meta_instagram.settings.parse({
+      base_url: fake.url,
+      ig_account_id: IG_ID,
+      messaging_type: 'MESSAGE_TAG',
+      tag: 'HUMAN_AGENT',
+    }) as Record<string, unknown>;
+    const r = await instagram.send(
+      makeGw('meta_instagram', settings, { access_token: IG_TOKEN }),
+      makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')),
+      ctx,
+    );
     expect(r.outcome).toBe('accepted');
-    expect(fake.last()!.body).toEqual({ recipient: { id: 'IGSID_9' }, messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT', message: { text: 'hi' } });
-    const bad = GATEWAY_KINDS.meta_instagram.settings.safeParse({ ig_account_id: IG_ID, messaging_type: 'MESSAGE_TAG' });
+    expect(fake.last()!.body).toEqual({
+      recipient: { id: 'IGSID_9' },
+      messaging_type: 'MESSAGE_TAG',
+      tag: 'HUMAN_AGENT',
+      message: { text: 'hi' },
+    });
+    const bad = GATEWAY_KINDS.meta_instagram.settings.safeParse({
+      ig_account_id: IG_ID,
+      messaging_type: 'MESSAGE_TAG',
+    });
     expect(bad.success).toBe(false);
     expect(bad.error!.issues[0]).toMatchObject({ path: ['tag'] });
   });
 
   it('sends through the linked page when page_id is set (Facebook Login flow)', async () => {
-    const r = await instagram.send(igGw({ page_id: PAGE_ID }, PAGE_TOKEN), makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')), ctx);
+    const r = await instagram.send(
+      igGw({ page_id: PAGE_ID }, PAGE_TOKEN),
+      makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')),
+      ctx,
+    );
     expect(fake.last()!.path).toBe(`/v21.0/${PAGE_ID}/messages`);
     expect(r.outcome).toBe('accepted');
   });
 
   it('defaults to graph.instagram.com without a page (Instagram Login), graph.facebook.com with one (FACTS B1)', () => {
-    const stored = (settings: Record<string, unknown>) => GATEWAY_KINDS.meta_instagram.settings.parse(settings) as Record<string, unknown>;
+    const stored = (settings: Record<string, unknown>) =>
+      GATEWAY_KINDS.meta_instagram.settings.parse(settings) as Record<string, unknown>;
     expect(stored({ ig_account_id: IG_ID })).not.toHaveProperty('base_url');
     expect(instagramBase(stored({ ig_account_id: IG_ID }))).toBe('https://graph.instagram.com');
     expect(instagramBase(stored({ ig_account_id: IG_ID, page_id: PAGE_ID }))).toBe('https://graph.facebook.com');
-    expect(instagramBase(stored({ ig_account_id: IG_ID, base_url: 'https://proxy.example.com/' }))).toBe('https://proxy.example.com');
+    expect(instagramBase(stored({ ig_account_id: IG_ID, base_url: 'https://proxy.example.com/' }))).toBe(
+      'https://proxy.example.com',
+    );
   });
 
   it('the 0004 migration drops the old graph.facebook.com default from Instagram Login gateways only', () => {
     const db = pinConnection(new Database(':memory:'));
     db.exec('CREATE TABLE gateways (id TEXT PRIMARY KEY, kind TEXT, settings TEXT)');
     const put = db.prepare('INSERT INTO gateways VALUES (?, ?, ?)');
-    put.run('ig_login', 'meta_instagram', JSON.stringify({ base_url: 'https://graph.facebook.com', ig_account_id: IG_ID }));
-    put.run('ig_page', 'meta_instagram', JSON.stringify({ base_url: 'https://graph.facebook.com', ig_account_id: IG_ID, page_id: PAGE_ID }));
-    put.run('ig_proxy', 'meta_instagram', JSON.stringify({ base_url: 'https://proxy.example.com', ig_account_id: IG_ID }));
+    put.run(
+      'ig_login',
+      'meta_instagram',
+      JSON.stringify({ base_url: 'https://graph.facebook.com', ig_account_id: IG_ID }),
+    );
+    put.run(
+      'ig_page',
+      'meta_instagram',
+      JSON.stringify({ base_url: 'https://graph.facebook.com', ig_account_id: IG_ID, page_id: PAGE_ID }),
+    );
+    put.run(
+      'ig_proxy',
+      'meta_instagram',
+      JSON.stringify({ base_url: 'https://proxy.example.com', ig_account_id: IG_ID }),
+    );
     put.run('fb', 'meta_messenger', JSON.stringify({ base_url: 'https://graph.facebook.com', page_id: PAGE_ID }));
     db.exec(readFileSync(new URL('../../migrations/0004_instagram_login_base.sql', import.meta.url), 'utf8'));
-    const base = (id: string) => JSON.parse((db.prepare('SELECT settings FROM gateways WHERE id = ?').get(id) as { settings: string }).settings).base_url;
-    expect([base('ig_login'), base('ig_page'), base('ig_proxy'), base('fb')]).toEqual([undefined, 'https://graph.facebook.com', 'https://proxy.example.com', 'https://graph.facebook.com']);
+    const base = (id: string) =>
+      JSON.parse((db.prepare('SELECT settings FROM gateways WHERE id = ?').get(id) as { settings: string }).settings)
+        .base_url;
+    expect([base('ig_login'), base('ig_page'), base('ig_proxy'), base('fb')]).toEqual([
+      undefined,
+      'https://graph.facebook.com',
+      'https://proxy.example.com',
+      'https://graph.facebook.com',
+    ]);
     db.close();
   });
 

@@ -19,11 +19,21 @@ describe('provider registry', () => {
     const d = newDispatcher();
     const sandbox = getAdapter('sandbox');
     const gw = makeGw('sandbox', { delivery_delay_ms: 0 }, {});
-    const a = await sandbox.send(gw, makeMsg('sms', '+15550001111', '+15550002222', { kind: 'text', text: 'x' }), makeCtx(d));
-    const b = await sandbox.send(gw, makeMsg('email', 'a@example.com', 'b@example.com', { kind: 'email', subject: 's' }), makeCtx(d));
+    const a = await sandbox.send(
+      gw,
+      makeMsg('sms', '+15550001111', '+15550002222', { kind: 'text', text: 'x' }),
+      makeCtx(d),
+    );
+    const b = await sandbox.send(
+      gw,
+      makeMsg('email', 'a@example.com', 'b@example.com', { kind: 'email', subject: 's' }),
+      makeCtx(d),
+    );
     expect(a).toMatchObject({ outcome: 'accepted', providerMessageId: expect.stringMatching(/^sbx_[0-9a-f]{24}$/) });
     expect(b.outcome).toBe('accepted');
-    expect(a.outcome === 'accepted' && b.outcome === 'accepted' && a.providerMessageId !== b.providerMessageId).toBe(true);
+    expect(a.outcome === 'accepted' && b.outcome === 'accepted' && a.providerMessageId !== b.providerMessageId).toBe(
+      true,
+    );
     await d.close();
   });
 

@@ -10,8 +10,11 @@ const ctx = makeCtx(dispatcher);
 let fake: SendgridFake;
 
 const gw = (key = KEY) => makeGw('sendgrid', { base_url: fake.url }, { api_key: key });
-const email = (content: Partial<Extract<MessageContent, { kind: 'email' }>> = {}, to = 'to@example.com', from = 'news@example.com') =>
-  makeMsg('email', to, from, { kind: 'email', subject: 'Hi', html: '<p>Hello</p>', text: 'Hello', ...content });
+const email = (
+  content: Partial<Extract<MessageContent, { kind: 'email' }>> = {},
+  to = 'to@example.com',
+  from = 'news@example.com',
+) => makeMsg('email', to, from, { kind: 'email', subject: 'Hi', html: '<p>Hello</p>', text: 'Hello', ...content });
 
 beforeAll(async () => {
   fake = await startSendgridFake({ apiKeys: [KEY], restrictedKeys: ['SG.readonly'] });
@@ -58,7 +61,11 @@ describe('sendgrid adapter', () => {
   it('accepts a 200 (sandbox mode) under our own message id', async () => {
     fake.failNext({ kind: 'status', status: 200, body: '' });
     const m = email();
-    expect(await adapter.send(gw(), m, ctx)).toEqual({ outcome: 'accepted', providerMessageId: m.id, providerStatus: 'sandbox' });
+    expect(await adapter.send(gw(), m, ctx)).toEqual({
+      outcome: 'accepted',
+      providerMessageId: m.id,
+      providerStatus: 'sandbox',
+    });
   });
 
   it('retries a 429 using X-RateLimit-Reset', async () => {
@@ -93,7 +100,11 @@ describe('sendgrid adapter', () => {
   it('fails on a bad key (401) and a key without mail.send (403)', async () => {
     const bad = await adapter.send(gw('SG.nope'), email(), ctx);
     const restricted = await adapter.send(gw('SG.readonly'), email(), ctx);
-    expect(bad).toEqual({ outcome: 'failed', code: 'sendgrid_401', message: 'The provided authorization grant is invalid, expired, or revoked' });
+    expect(bad).toEqual({
+      outcome: 'failed',
+      code: 'sendgrid_401',
+      message: 'The provided authorization grant is invalid, expired, or revoked',
+    });
     expect(restricted).toMatchObject({ outcome: 'failed', code: 'sendgrid_403' });
   });
 

@@ -11,7 +11,11 @@ let plain: SmtpFake;
 let authed: SmtpFake;
 
 const gwFor = (fake: SmtpFake, extra: Record<string, unknown> = {}, secrets: Record<string, string> = {}) =>
-  makeGw('smtp', { host: fake.host, port: fake.port, secure: false, require_tls: false, tls_reject_unauthorized: true, ...extra }, secrets);
+  makeGw(
+    'smtp',
+    { host: fake.host, port: fake.port, secure: false, require_tls: false, tls_reject_unauthorized: true, ...extra },
+    secrets,
+  );
 const mail = (to = 'alice@example.com', content: Partial<Extract<MessageContent, { kind: 'email' }>> = {}) =>
   makeMsg('email', to, 'noreply@msgd.test', {
     kind: 'email',
@@ -122,7 +126,11 @@ describe('smtp adapter', () => {
     await new Promise<void>((r) => mute.listen(0, '127.0.0.1', r));
     try {
       const port = (mute.address() as AddressInfo).port;
-      const g = makeGw('smtp', { host: '127.0.0.1', port, secure: false, require_tls: false, tls_reject_unauthorized: true }, {});
+      const g = makeGw(
+        'smtp',
+        { host: '127.0.0.1', port, secure: false, require_tls: false, tls_reject_unauthorized: true },
+        {},
+      );
       const r = await adapter.send(g, mail(), makeCtx(dispatcher, { timeoutMs: 300 }));
       expect(r).toMatchObject({ outcome: 'retry', code: 'timeout' });
       expect(r.outcome === 'retry' && r.message).toMatch(/greeting/i);

@@ -47,17 +47,31 @@ describe('twilio adapter', () => {
     expect(answered.sid).toMatch(/^SM[0-9a-f]{32}$/);
     expect(answered.num_segments).toBe('1');
     expect(answered.date_created).toMatch(/^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} \+0000$/);
-    expect(r).toEqual({ outcome: 'accepted', providerMessageId: answered.sid, providerStatus: 'queued', namedInReports: true });
+    expect(r).toEqual({
+      outcome: 'accepted',
+      providerMessageId: answered.sid,
+      providerStatus: 'queued',
+      namedInReports: true,
+    });
   });
 
   it('uses MessagingServiceSid instead of From and omits StatusCallback without a public URL', async () => {
-    const r = await adapter.send(gw({ messaging_service_sid: 'MG0123456789abcdef0123456789abcdef' }), sms(), makeCtx(dispatcher));
+    const r = await adapter.send(
+      gw({ messaging_service_sid: 'MG0123456789abcdef0123456789abcdef' }),
+      sms(),
+      makeCtx(dispatcher),
+    );
     const body = fake.last()!.body;
     expect(body.MessagingServiceSid).toBe('MG0123456789abcdef0123456789abcdef');
     expect(body).not.toHaveProperty('From');
     expect(body).not.toHaveProperty('StatusCallback');
     // No callback, so any report (a Messaging Service's own callback URL) has only the SID.
-    expect(r).toEqual({ outcome: 'accepted', providerMessageId: expect.stringMatching(/^SM/), providerStatus: 'accepted', namedInReports: false });
+    expect(r).toEqual({
+      outcome: 'accepted',
+      providerMessageId: expect.stringMatching(/^SM/),
+      providerStatus: 'accepted',
+      namedInReports: false,
+    });
   });
 
   it('retries 20429 with the Retry-After hint', async () => {
@@ -87,7 +101,11 @@ describe('twilio adapter', () => {
     expect(c).toMatchObject({ outcome: 'retry', code: 'network_error' });
     // A 5xx is Twilio's answer that it did not take the message; a timeout or a reset after
     // the request was sent may have been accepted.
-    expect([a, b, c].map((r) => (r as { maybeDelivered?: boolean }).maybeDelivered ?? false)).toEqual([false, true, true]);
+    expect([a, b, c].map((r) => (r as { maybeDelivered?: boolean }).maybeDelivered ?? false)).toEqual([
+      false,
+      true,
+      true,
+    ]);
   });
 
   it('retries an answer whose body stalls after its headers, as one that may have been taken', async () => {
@@ -107,7 +125,10 @@ describe('twilio adapter', () => {
     expect(r).toMatchObject({ outcome: 'retry', code: 'http_503' });
     expect((r as { message: string }).message).toMatch(/^HTTP 503: <html>x+…$/);
     fake.failNext({ kind: 'status', status: 503, body: '<html>' + 'x'.repeat(3 * 1024 * 1024) });
-    const raw = (await callProvider(ctx, { url: `${fake.url}/2010-04-01/Accounts/${SID}/Messages.json`, headers: {} })) as HttpResponse;
+    const raw = (await callProvider(ctx, {
+      url: `${fake.url}/2010-04-01/Accounts/${SID}/Messages.json`,
+      headers: {},
+    })) as HttpResponse;
     expect(raw.status).toBe(503);
     expect(raw.text.startsWith('<html>x')).toBe(true);
     expect(raw.text.length).toBeLessThanOrEqual(1024 * 1024);
@@ -123,7 +144,10 @@ describe('twilio adapter', () => {
       fake.failNext({ kind: 'timeout', count: 2 });
       const started = Date.now();
       const results = await Promise.all([1, 2].map(() => adapter.send(gw(), sms(), makeCtx(one, { timeoutMs: 300 }))));
-      expect(results.map((r) => `${r.outcome}:${(r as { code?: string }).code}`)).toEqual(['retry:timeout', 'retry:timeout']);
+      expect(results.map((r) => `${r.outcome}:${(r as { code?: string }).code}`)).toEqual([
+        'retry:timeout',
+        'retry:timeout',
+      ]);
       expect(Date.now() - started).toBeLessThan(4_000);
       expect(fake.requests).toHaveLength(2);
     } finally {
@@ -134,7 +158,11 @@ describe('twilio adapter', () => {
   it('fails an invalid To with 21211 (real validation by the fake)', async () => {
     const r = await adapter.send(gw(), sms('5551234567'), ctx);
     expect(fake.last()!.reply!.status).toBe(400);
-    expect(r).toEqual({ outcome: 'failed', code: '21211', message: "The 'To' number 5551234567 is not a valid phone number." });
+    expect(r).toEqual({
+      outcome: 'failed',
+      code: '21211',
+      message: "The 'To' number 5551234567 is not a valid phone number.",
+    });
   });
 
   it('fails an unsubscribed recipient (21610) and a blocked region (21408), only for them', async () => {
@@ -151,8 +179,13 @@ describe('twilio adapter', () => {
   it('sends with an API key (SK sid and secret) instead of the auth token when the gateway has one', async () => {
     const KEY = 'SK0123456789abcdef0123456789abcdef';
     fake.apiKeys.set(KEY, { account: SID, secret: 'key_secret' });
-    const settings = GATEWAY_KINDS.twilio.settings.parse({ base_url: fake.url, account_sid: SID, api_key_sid: KEY }) as Record<string, unknown>;
-    const keyed = (secret?: string) => makeGw('twilio', settings, { auth_token: TOKEN, ...(secret ? { api_key_secret: secret } : {}) });
+    const settings = GATEWAY_KINDS.twilio.settings.parse({
+      base_url: fake.url,
+      account_sid: SID,
+      api_key_sid: KEY,
+    }) as Record<string, unknown>;
+    const keyed = (secret?: string) =>
+      makeGw('twilio', settings, { auth_token: TOKEN, ...(secret ? { api_key_secret: secret } : {}) });
     const r = await adapter.send(keyed('key_secret'), sms(), ctx);
     expect(r.outcome).toBe('accepted');
     const req = fake.last()!;
@@ -179,7 +212,11 @@ describe('twilio adapter', () => {
     await fresh.close();
     await fake.up();
     expect(r).toMatchObject({ outcome: 'retry', code: 'network_error' });
-    expect(refused).toMatchObject({ outcome: 'retry', code: 'network_error', message: expect.stringContaining('ECONNREFUSED') });
+    expect(refused).toMatchObject({
+      outcome: 'retry',
+      code: 'network_error',
+      message: expect.stringContaining('ECONNREFUSED'),
+    });
     expect((refused as { maybeDelivered?: boolean }).maybeDelivered).toBeUndefined();
     expect((await adapter.send(gw(), sms(), ctx)).outcome).toBe('accepted');
   });

@@ -14,7 +14,11 @@ const ctx = makeCtx(dispatcher);
 let fake: GraphFake;
 
 const gw = () =>
-  makeGw('whatsapp_cloud', { base_url: `${fake.url}/`, api_version: 'v21.0', phone_number_id: PHONE_ID }, { access_token: TOKEN });
+  makeGw(
+    'whatsapp_cloud',
+    { base_url: `${fake.url}/`, api_version: 'v21.0', phone_number_id: PHONE_ID },
+    { access_token: TOKEN },
+  );
 const msg = (to = '+16505551234') => makeMsg('whatsapp', to, '+15550783881', text('Hello there'));
 
 beforeAll(async () => {
@@ -52,7 +56,10 @@ describe('whatsapp_cloud adapter', () => {
 
   it('sends templates with language and components and reports message_status', async () => {
     const components = [{ type: 'body', parameters: [{ type: 'text', text: '42' }] }];
-    const m = makeMsg('whatsapp', '16505551234', 'x', { kind: 'template', template: { name: 'order_update', language: 'en_US', components } });
+    const m = makeMsg('whatsapp', '16505551234', 'x', {
+      kind: 'template',
+      template: { name: 'order_update', language: 'en_US', components },
+    });
     const r = await adapter.send(gw(), m, ctx);
     expect(fake.last()!.body).toMatchObject({
       type: 'template',
@@ -62,7 +69,10 @@ describe('whatsapp_cloud adapter', () => {
   });
 
   it('fails permanently with 132001 when the template does not exist', async () => {
-    const m = makeMsg('whatsapp', '16505551234', 'x', { kind: 'template', template: { name: 'nope', language: 'en_US' } });
+    const m = makeMsg('whatsapp', '16505551234', 'x', {
+      kind: 'template',
+      template: { name: 'nope', language: 'en_US' },
+    });
     const r = await adapter.send(gw(), m, ctx);
     expect(fake.last()!.reply!.status).toBe(404);
     expect(r).toMatchObject({ outcome: 'failed', code: '132001' });
@@ -100,7 +110,11 @@ describe('whatsapp_cloud adapter', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-      const g = makeGw('whatsapp_cloud', { base_url: url, api_version: 'v21.0', phone_number_id: PHONE_ID }, { access_token: TOKEN });
+      const g = makeGw(
+        'whatsapp_cloud',
+        { base_url: url, api_version: 'v21.0', phone_number_id: PHONE_ID },
+        { access_token: TOKEN },
+      );
       const r = await adapter.send(g, msg(), ctx);
       expect(r).toMatchObject({ outcome: 'retry', code: 'network_error' });
       expect(r.outcome === 'retry' && r.message).toMatch(/DEPTH_ZERO_SELF_SIGNED_CERT/);
@@ -138,7 +152,11 @@ describe('whatsapp_cloud adapter', () => {
   });
 
   it('fails on an invalid token (401, code 190)', async () => {
-    const bad = makeGw('whatsapp_cloud', { base_url: fake.url, api_version: 'v21.0', phone_number_id: PHONE_ID }, { access_token: 'wrong' });
+    const bad = makeGw(
+      'whatsapp_cloud',
+      { base_url: fake.url, api_version: 'v21.0', phone_number_id: PHONE_ID },
+      { access_token: 'wrong' },
+    );
     const r = await adapter.send(bad, msg(), ctx);
     expect(fake.last()!.reply!.status).toBe(401);
     expect(r).toMatchObject({ outcome: 'failed', code: '190' });

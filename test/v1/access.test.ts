@@ -22,14 +22,24 @@ interface Route {
 }
 
 const ROUTES: Route[] = [
-  { method: 'POST', path: () => '/v1/messages', scope: 'messages:send', body: () => ({ channel: 'sms', to: '+14155550160', body: 'x' }) },
+  {
+    method: 'POST',
+    path: () => '/v1/messages',
+    scope: 'messages:send',
+    body: () => ({ channel: 'sms', to: '+14155550160', body: 'x' }),
+  },
   { method: 'GET', path: (i) => `/v1/messages/${i.msg}`, scope: 'messages:read', idKind: 'msg' },
   { method: 'GET', path: () => '/v1/conversations', scope: 'conversations:read' },
   { method: 'GET', path: (i) => `/v1/conversations/${i.conv}`, scope: 'conversations:read', idKind: 'conv' },
   { method: 'POST', path: () => '/v1/contacts', scope: 'contacts:write', body: () => ({ phone: '+14155550161' }) },
   { method: 'GET', path: () => '/v1/contacts', scope: 'contacts:read' },
   { method: 'GET', path: (i) => `/v1/contacts/${i.ct}`, scope: 'contacts:read', idKind: 'ct' },
-  { method: 'POST', path: () => '/v1/webhooks', scope: 'webhooks:manage', body: () => ({ url: 'https://hooks.example.com/x' }) },
+  {
+    method: 'POST',
+    path: () => '/v1/webhooks',
+    scope: 'webhooks:manage',
+    body: () => ({ url: 'https://hooks.example.com/x' }),
+  },
   { method: 'GET', path: () => '/v1/webhooks', scope: 'webhooks:manage' },
   { method: 'GET', path: (i) => `/v1/webhooks/${i.whe}`, scope: 'webhooks:manage', idKind: 'whe' },
   { method: 'POST', path: (i) => `/v1/webhooks/${i.whe}/rotate-secret`, scope: 'webhooks:manage', idKind: 'whe' },
@@ -52,17 +62,28 @@ beforeAll(async () => {
   server = await startV1({ 'webhooksOut.allowPrivateTargets': true, 'webhooksOut.retryScheduleMs': [0] });
   a = richPartner(server.ctx, 1);
   b = richPartner(server.ctx, 2);
-  const sent = await call(server, 'POST', '/v1/messages', { token: a.token, body: { channel: 'sms', to: '+14155550150', body: 'a' } });
+  const sent = await call(server, 'POST', '/v1/messages', {
+    token: a.token,
+    body: { channel: 'sms', to: '+14155550150', body: 'a' },
+  });
   ids.msg = sent.body.id;
   const m = await call(server, 'GET', `/v1/messages/${ids.msg}`, { token: a.token });
   ids.conv = m.body.conversation_id;
   ids.ct = m.body.contact_id;
-  ids.whe = (await call(server, 'POST', '/v1/webhooks', { token: a.token, body: { url: 'https://a.example.com/' } })).body.id;
-  ids.whe2 = (await call(server, 'POST', '/v1/webhooks', { token: a.token, body: { url: 'https://a2.example.com/' } })).body.id;
+  ids.whe = (
+    await call(server, 'POST', '/v1/webhooks', { token: a.token, body: { url: 'https://a.example.com/' } })
+  ).body.id;
+  ids.whe2 = (
+    await call(server, 'POST', '/v1/webhooks', { token: a.token, body: { url: 'https://a2.example.com/' } })
+  ).body.id;
 });
 afterAll(() => server.stop());
 
-describe.each(ROUTES.map((r) => [`${r.method} ${r.path({ msg: '{id}', conv: '{id}', ct: '{id}', whe: '{id}', whe2: '{id}' })}`, r] as const))('%s', (_name, route) => {
+describe.each(
+  ROUTES.map(
+    (r) => [`${r.method} ${r.path({ msg: '{id}', conv: '{id}', ct: '{id}', whe: '{id}', whe2: '{id}' })}`, r] as const,
+  ),
+)('%s', (_name, route) => {
   it('401 without a token and with an unknown one', async () => {
     for (const t of [null, 'msgd_live_unknown']) {
       const r = await req(route, t);
@@ -73,8 +94,14 @@ describe.each(ROUTES.map((r) => [`${r.method} ${r.path({ msg: '{id}', conv: '{id
 
   it(`403 insufficient_scope without ${route.scope}; allowed with only it`, async () => {
     // contacts:write implies contacts:read, so it is left out too.
-    const others = SCOPES.filter((s) => s !== route.scope && !(route.scope === 'contacts:read' && s === 'contacts:write'));
-    const without = issueToken(server.ctx, { partner: a.partnerId, name: 'w', scopes: others.join(' ') }, 'test').secret;
+    const others = SCOPES.filter(
+      (s) => s !== route.scope && !(route.scope === 'contacts:read' && s === 'contacts:write'),
+    );
+    const without = issueToken(
+      server.ctx,
+      { partner: a.partnerId, name: 'w', scopes: others.join(' ') },
+      'test',
+    ).secret;
     const r = await req(route, without);
     expect(r.status).toBe(403);
     expect(r.body.error).toMatchObject({ code: 'insufficient_scope' });
@@ -101,7 +128,10 @@ describe.each(ROUTES.map((r) => [`${r.method} ${r.path({ msg: '{id}', conv: '{id
       const missing = await req(route, b.token, MISSING);
       expect(foreign.status).toBe(404);
       expect(missing.status).toBe(404);
-      const shape = (r: typeof foreign, id: string) => ({ ...r.body, error: { ...r.body.error, message: r.body.error.message.replace(id, '<id>') } });
+      const shape = (r: typeof foreign, id: string) => ({
+        ...r.body,
+        error: { ...r.body.error, message: r.body.error.message.replace(id, '<id>') },
+      });
       const key = route.path === ROUTES[12].path ? 'whe2' : route.idKind!;
       expect(shape(foreign, ids[key])).toEqual(shape(missing, MISSING[key]));
     });
@@ -110,11 +140,16 @@ describe.each(ROUTES.map((r) => [`${r.method} ${r.path({ msg: '{id}', conv: '{id
 
 describe('isolation of lists and writes', () => {
   it("B's lists never include A's rows", async () => {
-    await call(server, 'POST', '/v1/messages', { token: b.token, body: { channel: 'sms', to: '+14155550151', body: 'b' } });
+    await call(server, 'POST', '/v1/messages', {
+      token: b.token,
+      body: { channel: 'sms', to: '+14155550151', body: 'b' },
+    });
     const convs = await call(server, 'GET', '/v1/conversations?limit=200', { token: b.token });
     expect(convs.body.data.length).toBeGreaterThan(0);
     expect(convs.body.data.map((c: any) => c.id)).not.toContain(ids.conv);
-    expect((await call(server, 'GET', `/v1/conversations?contact=${ids.ct}`, { token: b.token })).body.data).toEqual([]);
+    expect((await call(server, 'GET', `/v1/conversations?contact=${ids.ct}`, { token: b.token })).body.data).toEqual(
+      [],
+    );
     const contacts = await call(server, 'GET', '/v1/contacts?limit=200', { token: b.token });
     expect(contacts.body.data.map((c: any) => c.id)).not.toContain(ids.ct);
     expect((await call(server, 'GET', '/v1/contacts?phone=%2B14155550150', { token: b.token })).body.data).toEqual([]);
@@ -129,7 +164,10 @@ describe('isolation of lists and writes', () => {
 
   it("B upserting A's contact's phone makes B its own contact; A's stays untouched", async () => {
     const before = await call(server, 'GET', `/v1/contacts/${ids.ct}`, { token: a.token });
-    const r = await call(server, 'POST', '/v1/contacts', { token: b.token, body: { phone: '+14155550150', name: 'B says' } });
+    const r = await call(server, 'POST', '/v1/contacts', {
+      token: b.token,
+      body: { phone: '+14155550150', name: 'B says' },
+    });
     expect(r.status).toBe(201);
     expect(r.body.id).not.toBe(ids.ct);
     expect((await call(server, 'GET', `/v1/contacts/${ids.ct}`, { token: a.token })).body).toEqual(before.body);
@@ -137,7 +175,11 @@ describe('isolation of lists and writes', () => {
 
   it("B cannot delete, rotate or test A's endpoint; it stays as it was", async () => {
     const before = server.ctx.db.sqlite.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').get(ids.whe);
-    for (const path of [`/v1/webhooks/${ids.whe}`, `/v1/webhooks/${ids.whe}/rotate-secret`, `/v1/webhooks/${ids.whe}/test`]) {
+    for (const path of [
+      `/v1/webhooks/${ids.whe}`,
+      `/v1/webhooks/${ids.whe}/rotate-secret`,
+      `/v1/webhooks/${ids.whe}/test`,
+    ]) {
       const r = await call(server, path.endsWith(ids.whe) ? 'DELETE' : 'POST', path, { token: b.token });
       expect(r.status).toBe(404);
     }

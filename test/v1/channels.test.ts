@@ -17,7 +17,11 @@ describe('GET /v1/channels', () => {
     connect(
       server.ctx,
       p.partnerId,
-      { kind: 'twilio', settings: { account_sid: 'AC0123456789abcdef', base_url: 'http://127.0.0.1:9' }, secrets: { auth_token: 'sekret-auth-token-XYZ' } },
+      {
+        kind: 'twilio',
+        settings: { account_sid: 'AC0123456789abcdef', base_url: 'http://127.0.0.1:9' },
+        secrets: { auth_token: 'sekret-auth-token-XYZ' },
+      },
       'sms',
       '+15550001234',
     );
@@ -35,17 +39,40 @@ describe('GET /v1/channels', () => {
 
   it('health follows the outcomes of recent sends and the gateway status', async () => {
     const p = setupPartner(server.ctx, { balance: '10', prices: { sms: '0.01' } });
-    const { gateway } = connect(server.ctx, p.partnerId, { kind: 'sandbox', settings: { delivery_delay_ms: 60_000 } }, 'sms', '+15550004321');
+    const { gateway } = connect(
+      server.ctx,
+      p.partnerId,
+      { kind: 'sandbox', settings: { delivery_delay_ms: 60_000 } },
+      'sms',
+      '+15550004321',
+    );
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) {
-      ids.push((await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: `m${i}` } })).body.id);
+      ids.push(
+        (
+          await call(server, 'POST', '/v1/messages', {
+            token: p.token,
+            body: { channel: 'sms', to: '+14155550123', body: `m${i}` },
+          })
+        ).body.id,
+      );
     }
     // Let dispatch finish first: it must not overwrite the outcomes set below.
-    await waitFor(() => ids.every((id) => (server.ctx.db.sqlite.prepare('SELECT status FROM messages WHERE id = ?').get(id) as any).status === 'sent'), 5000, 'sent');
+    await waitFor(
+      () =>
+        ids.every(
+          (id) =>
+            (server.ctx.db.sqlite.prepare('SELECT status FROM messages WHERE id = ?').get(id) as any).status === 'sent',
+        ),
+      5000,
+      'sent',
+    );
     const health = async () => (await call(server, 'GET', '/v1/channels', { token: p.token })).body.data[0];
     const db = server.ctx.db.sqlite;
     const set = (status: string, which: string[], error: string | null = null) =>
-      which.forEach((id) => db.prepare('UPDATE messages SET status = ?, error_code = ? WHERE id = ?').run(status, error, id));
+      which.forEach((id) =>
+        db.prepare('UPDATE messages SET status = ?, error_code = ? WHERE id = ?').run(status, error, id),
+      );
 
     set('sent', ids);
     expect(await health()).toMatchObject({ health: 'ok', recent: { accepted: 4, failed: 0 } });

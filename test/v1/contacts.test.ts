@@ -20,11 +20,22 @@ describe('POST /v1/contacts (upsert)', () => {
     const a = await post({ phone: '+14155550101', name: 'Ann', attributes: { plan: 'gold', tier: 1 } });
     expect(a.status).toBe(201);
     expect(contactOut.parse(a.body)).toBeTruthy();
-    expect(a.body).toMatchObject({ id: expect.stringMatching(/^ct_/), name: 'Ann', phone: '+14155550101', attributes: { plan: 'gold', tier: 1 } });
+    expect(a.body).toMatchObject({
+      id: expect.stringMatching(/^ct_/),
+      name: 'Ann',
+      phone: '+14155550101',
+      attributes: { plan: 'gold', tier: 1 },
+    });
 
     const b = await post({ phone: '+14155550101', email: 'ann@example.com', attributes: { tier: null, city: 'Oslo' } });
     expect(b.status).toBe(200);
-    expect(b.body).toMatchObject({ id: a.body.id, name: 'Ann', phone: '+14155550101', email: 'ann@example.com', attributes: { plan: 'gold', city: 'Oslo' } });
+    expect(b.body).toMatchObject({
+      id: a.body.id,
+      name: 'Ann',
+      phone: '+14155550101',
+      email: 'ann@example.com',
+      attributes: { plan: 'gold', city: 'Oslo' },
+    });
     expect(b.body.attributes).not.toHaveProperty('tier');
 
     // Found by the other address now.
@@ -59,14 +70,23 @@ describe('POST /v1/contacts (upsert)', () => {
   });
 
   it('400 invalid_json for a malformed body, 415 for another content type', async () => {
-    expect((await call(server, 'POST', '/v1/contacts', { token, body: '{"phone":' })).body.error.code).toBe('invalid_json');
-    const r = await call(server, 'POST', '/v1/contacts', { token, body: 'phone=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect((await call(server, 'POST', '/v1/contacts', { token, body: '{"phone":' })).body.error.code).toBe(
+      'invalid_json',
+    );
+    const r = await call(server, 'POST', '/v1/contacts', {
+      token,
+      body: 'phone=1',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(r.status).toBe(415);
   });
 
   it('a later send to the upserted number joins that contact', async () => {
     const ct = await post({ phone: '+14155550104', name: 'Known' });
-    const sent = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'sms', to: '+14155550104', body: 'hi' } });
+    const sent = await call(server, 'POST', '/v1/messages', {
+      token,
+      body: { channel: 'sms', to: '+14155550104', body: 'hi' },
+    });
     const m = await get(`/v1/messages/${sent.body.id}`);
     expect(m.body.contact_id).toBe(ct.body.id);
     const conv = await get(`/v1/conversations/${m.body.conversation_id}`);
@@ -81,8 +101,13 @@ describe('email addresses are one contact whatever their case', () => {
     expect(a.body.email).toBe('case.test@example.com');
     const again = await post({ email: 'case.test@example.com' });
     expect([again.status, again.body.id]).toEqual([200, a.body.id]);
-    expect((await get('/v1/contacts?email=CASE.TEST@example.com')).body.data.map((c: any) => c.id)).toEqual([a.body.id]);
-    const sent = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: 'CASE.test@EXAMPLE.com', subject: 'Hi', body: 'hello' } });
+    expect((await get('/v1/contacts?email=CASE.TEST@example.com')).body.data.map((c: any) => c.id)).toEqual([
+      a.body.id,
+    ]);
+    const sent = await call(server, 'POST', '/v1/messages', {
+      token,
+      body: { channel: 'email', to: 'CASE.test@EXAMPLE.com', subject: 'Hi', body: 'hello' },
+    });
     expect(sent.status, JSON.stringify(sent.body)).toBe(200);
     const m = await get(`/v1/messages/${sent.body.id}`);
     expect(m.body).toMatchObject({ contact_id: a.body.id, to: 'CASE.test@EXAMPLE.com' });
@@ -92,20 +117,28 @@ describe('email addresses are one contact whatever their case', () => {
     const { readFileSync } = await import('node:fs');
     const db = server.ctx.db.sqlite;
     const partner = setupPartner(server.ctx).partnerId;
-    const ins = db.prepare(`INSERT INTO contacts (id, partner_id, email, attributes, created_at, updated_at) VALUES (?, ?, ?, '{}', 1, 1)`);
+    const ins = db.prepare(
+      `INSERT INTO contacts (id, partner_id, email, attributes, created_at, updated_at) VALUES (?, ?, ?, '{}', 1, 1)`,
+    );
     ins.run('ct_mig1', partner, 'Old.Mixed@Example.com');
     ins.run('ct_mig2', partner, 'DUP@example.com');
     ins.run('ct_mig3', partner, 'dup@example.com');
     db.exec(readFileSync(new URL('../../migrations/0003_contact_emails_lowercase.sql', import.meta.url), 'utf8'));
-    const email = (id: string) => (db.prepare('SELECT email FROM contacts WHERE id = ?').get(id) as { email: string }).email;
-    expect([email('ct_mig1'), email('ct_mig2'), email('ct_mig3')]).toEqual(['old.mixed@example.com', 'DUP@example.com', 'dup@example.com']);
+    const email = (id: string) =>
+      (db.prepare('SELECT email FROM contacts WHERE id = ?').get(id) as { email: string }).email;
+    expect([email('ct_mig1'), email('ct_mig2'), email('ct_mig3')]).toEqual([
+      'old.mixed@example.com',
+      'DUP@example.com',
+      'dup@example.com',
+    ]);
   });
 });
 
 describe('GET /v1/contacts', () => {
   it('pages newest first, searches by q, finds exact phone and email', async () => {
     const made: string[] = [];
-    for (let i = 0; i < 12; i++) made.push((await post({ phone: `+1415555${String(2000 + i)}`, name: i % 2 ? `Odd ${i}` : `Even_${i}` })).body.id);
+    for (let i = 0; i < 12; i++)
+      made.push((await post({ phone: `+1415555${String(2000 + i)}`, name: i % 2 ? `Odd ${i}` : `Even_${i}` })).body.id);
     const first = await get('/v1/contacts?limit=5');
     expect(pageOf(contactOut).parse(first.body)).toBeTruthy();
     expect(first.body.data.map((c: any) => c.id)).toEqual(made.slice(-5).reverse());

@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conversationsQuery, type ConversationFilter, type ConversationSort } from '../../src/core/conversations-api.js';
+import {
+  conversationsQuery,
+  type ConversationFilter,
+  type ConversationSort,
+} from '../../src/core/conversations-api.js';
 import { conversationOut, conversationWithMessages, pageOf } from '../../src/http/schemas/v1.js';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, seedConversations, startV1 } from './helpers.js';
@@ -63,7 +67,10 @@ describe('GET /v1/conversations', () => {
     const insert = async () => {
       // New conversations through the real send path, between and during page reads.
       const sends = [0, 1, 2].map(() =>
-        call(server, 'POST', '/v1/messages', { token, body: { channel: 'sms', to: `+1415555${String(1000 + n++).padStart(4, '0')}`, body: 'new' } }),
+        call(server, 'POST', '/v1/messages', {
+          token,
+          body: { channel: 'sms', to: `+1415555${String(1000 + n++).padStart(4, '0')}`, body: 'new' },
+        }),
       );
       for (const s of await Promise.all(sends)) expect(s.status).toBe(200);
     };
@@ -81,7 +88,11 @@ describe('GET /v1/conversations', () => {
   });
 
   it('filters: channel, status, contact, updated_since/updated_before, and they combine', async () => {
-    const all = (await Promise.all((await pageAll('/v1/conversations?limit=200')).map((id) => get(`/v1/conversations/${id}?limit=1`)))).map((r) => r.body);
+    const all = (
+      await Promise.all(
+        (await pageAll('/v1/conversations?limit=200')).map((id) => get(`/v1/conversations/${id}?limit=1`)),
+      )
+    ).map((r) => r.body);
     const email = await pageAll('/v1/conversations?channel=email&limit=13');
     expect(email.length).toBe(all.filter((c) => c.channel === 'email').length);
     expect(email.length).toBeGreaterThan(0);
@@ -89,14 +100,26 @@ describe('GET /v1/conversations', () => {
     const target = all[5];
     server.ctx.db.sqlite.prepare(`UPDATE conversations SET status = 'closed' WHERE id = ?`).run(target.id);
     expect((await get('/v1/conversations?status=closed')).body.data.map((c: any) => c.id)).toEqual([target.id]);
-    expect((await get(`/v1/conversations?status=open&limit=200`)).body.data.map((c: any) => c.id)).not.toContain(target.id);
-    expect((await get(`/v1/conversations?contact=${target.contact.id}`)).body.data.map((c: any) => c.id)).toEqual([target.id]);
-    expect((await get(`/v1/conversations?contact=${target.contact.id}&channel=${target.channel === 'sms' ? 'email' : 'sms'}`)).body.data).toEqual([]);
+    expect((await get(`/v1/conversations?status=open&limit=200`)).body.data.map((c: any) => c.id)).not.toContain(
+      target.id,
+    );
+    expect((await get(`/v1/conversations?contact=${target.contact.id}`)).body.data.map((c: any) => c.id)).toEqual([
+      target.id,
+    ]);
+    expect(
+      (
+        await get(
+          `/v1/conversations?contact=${target.contact.id}&channel=${target.channel === 'sms' ? 'email' : 'sms'}`,
+        )
+      ).body.data,
+    ).toEqual([]);
 
     const t = Date.parse(all[10].updated_at);
     server.ctx.db.sqlite.prepare('UPDATE conversations SET updated_at = ? WHERE id = ?').run(t + 60_000, all[20].id);
     const since = new Date(t + 30_000).toISOString();
-    expect((await get(`/v1/conversations?updated_since=${since}`)).body.data.map((c: any) => c.id)).toEqual([all[20].id]);
+    expect((await get(`/v1/conversations?updated_since=${since}`)).body.data.map((c: any) => c.id)).toEqual([
+      all[20].id,
+    ]);
     const sync = await get(`/v1/conversations?sort=updated_at&updated_since=${since}`);
     expect(sync.body.data.map((c: any) => c.id)).toEqual([all[20].id]);
     const older = await pageAll(`/v1/conversations?updated_before=${since}&limit=50`);
@@ -107,7 +130,9 @@ describe('GET /v1/conversations', () => {
 
   it('sort=-updated_at pages by last activity, newest first', async () => {
     const ids = await pageAll('/v1/conversations?sort=-updated_at&limit=11');
-    const rows = ids.map((id) => server.ctx.db.sqlite.prepare('SELECT updated_at FROM conversations WHERE id = ?').get(id) as any);
+    const rows = ids.map(
+      (id) => server.ctx.db.sqlite.prepare('SELECT updated_at FROM conversations WHERE id = ?').get(id) as any,
+    );
     for (let i = 1; i < rows.length; i++) expect(rows[i - 1].updated_at).toBeGreaterThanOrEqual(rows[i].updated_at);
     expect(new Set(ids).size).toBe(ids.length);
   });
@@ -145,15 +170,18 @@ describe('query plans', () => {
     [{ updatedSince: 1 }, 'updated_at', 'conversations_partner_updated'],
     [{ updatedBefore: 2e12 }, '-updated_at', 'conversations_partner_updated'],
     [{ contactId: 'ct_x' }, '-created_at', 'conversations_contact'],
-  ] as [ConversationFilter, ConversationSort, string][])('%j sorted %s reads %s without a full sort', (f, sort, index) => {
-    for (const after of [null, { id: 'conv_01k0000000000000000000000', updatedAt: 1 }]) {
-      const q = conversationsQuery(partnerId, f, sort, 51, after);
-      const rows = server.ctx.db.sqlite.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).all(q.params) as { detail: string }[];
-      const detail = rows.map((r) => r.detail).join(' | ');
-      expect(detail).toContain(`USING INDEX ${index}`);
-      // The contact's few conversations may be sorted; a partner-wide list never is.
-      if (index !== 'conversations_contact') expect(detail).not.toMatch(/TEMP B-TREE FOR ORDER BY/);
-      if (index === 'conversations_partner') expect(detail).not.toContain('TEMP B-TREE');
-    }
-  });
+  ] as [ConversationFilter, ConversationSort, string][])(
+    '%j sorted %s reads %s without a full sort',
+    (f, sort, index) => {
+      for (const after of [null, { id: 'conv_01k0000000000000000000000', updatedAt: 1 }]) {
+        const q = conversationsQuery(partnerId, f, sort, 51, after);
+        const rows = server.ctx.db.sqlite.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).all(q.params) as { detail: string }[];
+        const detail = rows.map((r) => r.detail).join(' | ');
+        expect(detail).toContain(`USING INDEX ${index}`);
+        // The contact's few conversations may be sorted; a partner-wide list never is.
+        if (index !== 'conversations_contact') expect(detail).not.toMatch(/TEMP B-TREE FOR ORDER BY/);
+        if (index === 'conversations_partner') expect(detail).not.toContain('TEMP B-TREE');
+      }
+    },
+  );
 });

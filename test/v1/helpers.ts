@@ -57,12 +57,20 @@ export function richPartner(ctx: CoreCtx, n: number, opts: { scopes?: string; ba
 }
 
 /** Bulk conversations straight through core, as inbound/outbound traffic would make them. */
-export function seedConversations(ctx: CoreCtx, partnerId: string, count: number, opts: { channel?: 'sms' | 'email'; prefix?: string } = {}) {
+export function seedConversations(
+  ctx: CoreCtx,
+  partnerId: string,
+  count: number,
+  opts: { channel?: 'sms' | 'email'; prefix?: string } = {},
+) {
   const ids: string[] = [];
   ctx.db.sqlite.transaction(() => {
     for (let i = 0; i < count; i++) {
       const channel = opts.channel ?? (i % 3 === 0 ? 'email' : 'sms');
-      const addr = channel === 'email' ? `${opts.prefix ?? 'c'}${i}@example.org` : `+1415${(opts.prefix ? 7 : 6).toString()}${String(i).padStart(6, '0')}`;
+      const addr =
+        channel === 'email'
+          ? `${opts.prefix ?? 'c'}${i}@example.org`
+          : `+1415${(opts.prefix ? 7 : 6).toString()}${String(i).padStart(6, '0')}`;
       const { contact } = findOrCreateContact(ctx, partnerId, channel, addr);
       ids.push(touchConversation(ctx, partnerId, contact.id, channel, null).id);
     }

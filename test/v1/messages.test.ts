@@ -20,7 +20,9 @@ beforeAll(async () => {
 });
 afterAll(() => server.stop());
 
-const balance = () => (server.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number }).balance;
+const balance = () =>
+  (server.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number })
+    .balance;
 
 describe('sending on every channel', () => {
   it.each([
@@ -33,36 +35,62 @@ describe('sending on every channel', () => {
     const before = balance();
     const r = await call(server, 'POST', '/v1/messages', { token, body: { channel, ...payload } });
     expect(r.status).toBe(200);
-    expect(messageAccepted.parse(r.body)).toEqual({ id: r.body.id, status: 'queued', channel, to, created_at: r.body.created_at });
+    expect(messageAccepted.parse(r.body)).toEqual({
+      id: r.body.id,
+      status: 'queued',
+      channel,
+      to,
+      created_at: r.body.created_at,
+    });
     expect(r.body.id).toMatch(/^msg_[0-9a-z]{26}$/);
     expect(r.body.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(before - balance()).toBe(price);
 
-    const m = await waitFor(async () => {
-      const g = await call(server, 'GET', `/v1/messages/${r.body.id}`, { token });
-      return g.body?.status === 'sent' || g.body?.status === 'delivered' ? g : undefined;
-    }, 5000, 'message sent');
+    const m = await waitFor(
+      async () => {
+        const g = await call(server, 'GET', `/v1/messages/${r.body.id}`, { token });
+        return g.body?.status === 'sent' || g.body?.status === 'delivered' ? g : undefined;
+      },
+      5000,
+      'message sent',
+    );
     expect(messageOut.parse(m.body)).toBeTruthy();
     expect(m.body).toMatchObject({ id: r.body.id, direction: 'outbound', channel, to, price: { micro: price } });
     expect(m.body.history.map((h: any) => h.status).slice(0, 1)).toEqual(['queued']);
     expect(m.body.history.map((h: any) => h.status)).toContain('sent');
-    if (channel === 'email') expect(m.body.content).toMatchObject({ kind: 'email', subject: 'Hi', text: 'plain', html: '<p>hi</p>' });
+    if (channel === 'email')
+      expect(m.body.content).toMatchObject({ kind: 'email', subject: 'Hi', text: 'plain', html: '<p>hi</p>' });
     else expect(m.body.content).toEqual({ kind: 'text', text: payload.body });
   });
 
   it('null for subject or html is the same as leaving it out', async () => {
-    const sms = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'sms', to: '+14155550123', body: 'x', subject: null, html: null } });
+    const sms = await call(server, 'POST', '/v1/messages', {
+      token,
+      body: { channel: 'sms', to: '+14155550123', body: 'x', subject: null, html: null },
+    });
     expect(sms.status, sms.text).toBe(200);
-    const email = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: 'bob@example.com', subject: 'Hi', body: 'plain', html: null } });
+    const email = await call(server, 'POST', '/v1/messages', {
+      token,
+      body: { channel: 'email', to: 'bob@example.com', subject: 'Hi', body: 'plain', html: null },
+    });
     expect(email.status, email.text).toBe(200);
     const m = await call(server, 'GET', `/v1/messages/${email.body.id}`, { token });
     expect(m.body.content).toEqual({ kind: 'email', subject: 'Hi', text: 'plain' });
-    const noSubject = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: 'bob@example.com', subject: null, body: 'plain' } });
-    expect([noSubject.status, noSubject.body.error.details]).toEqual([400, [{ field: 'subject', message: 'required for email' }]]);
+    const noSubject = await call(server, 'POST', '/v1/messages', {
+      token,
+      body: { channel: 'email', to: 'bob@example.com', subject: null, body: 'plain' },
+    });
+    expect([noSubject.status, noSubject.body.error.details]).toEqual([
+      400,
+      [{ field: 'subject', message: 'required for email' }],
+    ]);
   });
 
   it('an email address is trimmed, and an internationalised domain sent in ASCII', async () => {
-    const r = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'email', to: ' bob@bücher.de ', subject: 'Hi', body: 'x' } });
+    const r = await call(server, 'POST', '/v1/messages', {
+      token,
+      body: { channel: 'email', to: ' bob@bücher.de ', subject: 'Hi', body: 'x' },
+    });
     expect([r.status, r.body.to]).toEqual([200, 'bob@xn--bcher-kva.de']);
     const contact = await call(server, 'POST', '/v1/contacts', { token, body: { email: ' ann@bücher.de' } });
     expect([contact.status, contact.body.email]).toEqual([201, 'ann@xn--bcher-kva.de']);
@@ -71,7 +99,10 @@ describe('sending on every channel', () => {
   });
 
   it('a message sent through /api/send-sms.php is visible through /v1', async () => {
-    const legacy = await call(server, 'POST', '/api/send-sms.php', { token, body: { to: '+14155550999', text: 'legacy' } });
+    const legacy = await call(server, 'POST', '/api/send-sms.php', {
+      token,
+      body: { to: '+14155550999', text: 'legacy' },
+    });
     expect(legacy.status).toBe(200);
     const m = await call(server, 'GET', `/v1/messages/${legacy.body.id}`, { token });
     expect(m.status).toBe(200);
@@ -83,11 +114,23 @@ describe('sending on every channel', () => {
   });
 
   it('an email sent through /api/send-email.php shows from_name and reply_to as the partner wrote them', async () => {
-    const body = { to: 'bob@example.com', subject: 'Hi', html: '<p>hi</p>', from_name: 'The Shop', reply_to: 'help@shop.example' };
+    const body = {
+      to: 'bob@example.com',
+      subject: 'Hi',
+      html: '<p>hi</p>',
+      from_name: 'The Shop',
+      reply_to: 'help@shop.example',
+    };
     const legacy = await call(server, 'POST', '/api/send-email.php', { token, body });
     expect(legacy.status, legacy.text).toBe(200);
     const m = await call(server, 'GET', `/v1/messages/${legacy.body.id}`, { token });
-    expect(m.body.content).toEqual({ kind: 'email', subject: 'Hi', html: '<p>hi</p>', from_name: 'The Shop', reply_to: 'help@shop.example' });
+    expect(m.body.content).toEqual({
+      kind: 'email',
+      subject: 'Hi',
+      html: '<p>hi</p>',
+      from_name: 'The Shop',
+      reply_to: 'help@shop.example',
+    });
   });
 });
 
@@ -110,14 +153,20 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
   it('403 partner_suspended', async () => {
     const p = richPartner(server.ctx, 7);
     suspendPartner(server.ctx, p.partnerId, 'test');
-    const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: 'x' } });
+    const r = await call(server, 'POST', '/v1/messages', {
+      token: p.token,
+      body: { channel: 'sms', to: '+14155550123', body: 'x' },
+    });
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('partner_suspended');
   });
 
   it('403 channel_not_assigned before a 400 for the same body', async () => {
     const p = setupPartner(server.ctx, { balance: '10' });
-    const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'instagram', to: 'not-digits', body: '' } });
+    const r = await call(server, 'POST', '/v1/messages', {
+      token: p.token,
+      body: { channel: 'instagram', to: 'not-digits', body: '' },
+    });
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('channel_not_assigned');
   });
@@ -151,8 +200,11 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
     expect(balance()).toBe(before);
   });
 
-  it('field problems are worded in the house style, never in zod\'s own words', async () => {
-    const r = await call(server, 'POST', '/v1/messages', { token, body: { channel: 'fax', to: '', body: 5, subject: 5 } });
+  it("field problems are worded in the house style, never in zod's own words", async () => {
+    const r = await call(server, 'POST', '/v1/messages', {
+      token,
+      body: { channel: 'fax', to: '', body: 5, subject: 5 },
+    });
     expect(r.body.error.details).toEqual([
       { field: 'channel', message: 'must be one of whatsapp, messenger, instagram, sms, email' },
       { field: 'to', message: 'must not be empty' },
@@ -160,9 +212,14 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
       { field: 'subject', message: 'must be a string' },
     ]);
     const missing = await call(server, 'POST', '/v1/messages', { token, body: { to: '+14155550123', body: 'x' } });
-    expect(missing.body.error.details).toEqual([{ field: 'channel', message: 'required: one of whatsapp, messenger, instagram, sms, email' }]);
+    expect(missing.body.error.details).toEqual([
+      { field: 'channel', message: 'required: one of whatsapp, messenger, instagram, sms, email' },
+    ]);
     // The other /v1 routes word their problems the same way.
-    const contact = await call(server, 'POST', '/v1/contacts', { token, body: { phone: 5, name: 'x'.repeat(201), attributes: [] } });
+    const contact = await call(server, 'POST', '/v1/contacts', {
+      token,
+      body: { phone: 5, name: 'x'.repeat(201), attributes: [] },
+    });
     expect(contact.status).toBe(400);
     expect(contact.body.error.details).toEqual([
       { field: 'name', message: 'must be at most 200 characters' },
@@ -198,7 +255,10 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
       ],
       // One problem per field: an empty number is not also "not a valid phone number".
       [{ channel: 'sms', to: '', body: 'x' }, [{ field: 'to', message: 'must not be empty' }]],
-      [{ channel: 'email', to: 'bob@example.com', subject: 's', body: 'x', html: '' }, [{ field: 'html', message: 'must not be empty: leave it out for a plain-text email' }]],
+      [
+        { channel: 'email', to: 'bob@example.com', subject: 's', body: 'x', html: '' },
+        [{ field: 'html', message: 'must not be empty: leave it out for a plain-text email' }],
+      ],
       [
         { channel: 'email', to: 'bob@example.com', subject: ' ', body: 'x', html: '\n' },
         [
@@ -224,9 +284,15 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
 
   it('402 when this message costs more than is left', async () => {
     const p = richPartner(server.ctx, 9, { balance: '0.015' });
-    const ok = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: 'one' } });
+    const ok = await call(server, 'POST', '/v1/messages', {
+      token: p.token,
+      body: { channel: 'sms', to: '+14155550123', body: 'one' },
+    });
     expect(ok.status).toBe(200);
-    const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: 'two' } });
+    const r = await call(server, 'POST', '/v1/messages', {
+      token: p.token,
+      body: { channel: 'sms', to: '+14155550123', body: 'two' },
+    });
     expect(r.status).toBe(402);
     expect(r.body.error.code).toBe('insufficient_balance');
   });

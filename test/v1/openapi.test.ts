@@ -41,16 +41,22 @@ describe('GET /v1/openapi.json', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' });
     // Every named schema is used; every reference resolves.
-    for (const m of JSON.stringify(doc).matchAll(/"#\/components\/schemas\/(\w+)"/g)) expect(doc.components.schemas).toHaveProperty(m[1]);
+    for (const m of JSON.stringify(doc).matchAll(/"#\/components\/schemas\/(\w+)"/g))
+      expect(doc.components.schemas).toHaveProperty(m[1]);
     expect(Object.keys(doc.components.schemas)).not.toContain('ErrorInput');
-    const ops = Object.entries(doc.paths).flatMap(([path, item]: [string, any]) => Object.keys(item).map((m) => `${m} ${path}`));
+    const ops = Object.entries(doc.paths).flatMap(([path, item]: [string, any]) =>
+      Object.keys(item).map((m) => `${m} ${path}`),
+    );
     expect(ops.sort()).toEqual([...OPERATIONS].sort());
     for (const op of OPERATIONS) {
       const [m, p] = op.split(' ');
       const o = doc.paths[p][m];
       expect(o.security, op).toEqual([{ bearerAuth: [] }]);
       expect(o.summary, op).toBeTruthy();
-      for (const code of ['401', '403', '429']) expect(resolve(o.responses[code].content['application/json'].schema), `${op} ${code}`).toHaveProperty('properties.error');
+      for (const code of ['401', '403', '429'])
+        expect(resolve(o.responses[code].content['application/json'].schema), `${op} ${code}`).toHaveProperty(
+          'properties.error',
+        );
     }
   });
 
@@ -68,7 +74,8 @@ describe('GET /v1/openapi.json', () => {
         }
       }
     }
-    for (const [name, schema] of schemas) expect(ajv.validateSchema(schema as object), `${name}: ${ajv.errorsText()}`).toBe(true);
+    for (const [name, schema] of schemas)
+      expect(ajv.validateSchema(schema as object), `${name}: ${ajv.errorsText()}`).toBe(true);
     expect(JSON.stringify(doc)).not.toContain('"$id"');
     const ids = OPERATIONS.map((op) => {
       const [m, p] = op.split(' ');
@@ -86,7 +93,18 @@ describe('GET /v1/openapi.json', () => {
     expect(Object.keys(send.properties)).toEqual(expect.arrayContaining(['subject', 'html']));
     expect(doc.paths['/v1/messages'].post.parameters.map((p: any) => p.name)).toContain('idempotency-key');
     const q = doc.paths['/v1/conversations'].get.parameters.map((p: any) => p.name);
-    expect(q).toEqual(expect.arrayContaining(['limit', 'cursor', 'channel', 'status', 'contact', 'updated_since', 'updated_before', 'sort']));
+    expect(q).toEqual(
+      expect.arrayContaining([
+        'limit',
+        'cursor',
+        'channel',
+        'status',
+        'contact',
+        'updated_since',
+        'updated_before',
+        'sort',
+      ]),
+    );
     const limit = doc.paths['/v1/conversations'].get.parameters.find((p: any) => p.name === 'limit');
     expect(limit.schema).toMatchObject({ maximum: 200, minimum: 1, default: 50 });
     const hook = resolve(doc.paths['/v1/webhooks'].post.requestBody.content['application/json'].schema);

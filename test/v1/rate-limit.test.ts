@@ -54,7 +54,9 @@ describe('rate limits on /v1', () => {
     expect(seen.map((r) => limits(r).remaining)).toEqual([2, 1, 0, 0]);
     expect(limits(seen[0]).limit).toBe(3);
     const refused = seen[3];
-    expect(refused.body).toEqual({ error: { code: 'rate_limited', message: expect.stringContaining('3 per minute'), details: [] } });
+    expect(refused.body).toEqual({
+      error: { code: 'rate_limited', message: expect.stringContaining('3 per minute'), details: [] },
+    });
     const retryAfter = Number(refused.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(20);
@@ -67,7 +69,10 @@ describe('rate limits on /v1', () => {
     const other = richPartner(server.ctx, 3);
     expect(limits(await call(server, 'GET', '/v1/channels', { token: other.token })).limit).toBe(20);
     // Even a send is refused before it is priced.
-    const send = await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to: '+14155550123', body: 'x' } });
+    const send = await call(server, 'POST', '/v1/messages', {
+      token: p.token,
+      body: { channel: 'sms', to: '+14155550123', body: 'x' },
+    });
     expect(send.status).toBe(429);
   });
 });

@@ -19,7 +19,11 @@ const api = (method: string, path: string, body?: unknown) => call(server, metho
 
 describe('/v1/webhooks', () => {
   it('create shows the secret once; list and get never show it', async () => {
-    const c = await api('POST', '/v1/webhooks', { url: 'https://hooks.example.com/msgd?x=1', events: ['message.received', 'message.sent'], description: 'crm' });
+    const c = await api('POST', '/v1/webhooks', {
+      url: 'https://hooks.example.com/msgd?x=1',
+      events: ['message.received', 'message.sent'],
+      description: 'crm',
+    });
     expect(c.status).toBe(201);
     expect(webhookWithSecret.parse(c.body)).toBeTruthy();
     expect(c.body).toMatchObject({
@@ -43,7 +47,9 @@ describe('/v1/webhooks', () => {
     }
     expect(one.body).not.toHaveProperty('secret');
     // At rest the secret is sealed, not stored in the clear.
-    const row = server.ctx.db.sqlite.prepare('SELECT secret FROM webhook_endpoints WHERE id = ?').get(c.body.id) as { secret: string };
+    const row = server.ctx.db.sqlite.prepare('SELECT secret FROM webhook_endpoints WHERE id = ?').get(c.body.id) as {
+      secret: string;
+    };
     expect(row.secret).not.toContain(secret.slice(6));
     expect(row.secret.startsWith('v1:')).toBe(true);
   });
@@ -62,7 +68,9 @@ describe('/v1/webhooks', () => {
     const r = await api('POST', `/v1/webhooks/${c.body.id}/test`);
     expect(r.status).toBe(202);
     expect(r.body).toEqual({ event_id: expect.stringMatching(/^evt_/), delivery_id: expect.stringMatching(/^dlv_/) });
-    const d = server.ctx.db.sqlite.prepare('SELECT endpoint_id, event_id FROM webhook_deliveries WHERE id = ?').get(r.body.delivery_id);
+    const d = server.ctx.db.sqlite
+      .prepare('SELECT endpoint_id, event_id FROM webhook_deliveries WHERE id = ?')
+      .get(r.body.delivery_id);
     expect(d).toEqual({ endpoint_id: c.body.id, event_id: r.body.event_id });
   });
 
@@ -92,7 +100,11 @@ describe('/v1/webhooks', () => {
   it('pages with limit and cursor', async () => {
     const p = richPartner(server.ctx, 2);
     const made: string[] = [];
-    for (let i = 0; i < 5; i++) made.push((await call(server, 'POST', '/v1/webhooks', { token: p.token, body: { url: `https://h${i}.example.com/` } })).body.id);
+    for (let i = 0; i < 5; i++)
+      made.push(
+        (await call(server, 'POST', '/v1/webhooks', { token: p.token, body: { url: `https://h${i}.example.com/` } }))
+          .body.id,
+      );
     const a = await call(server, 'GET', '/v1/webhooks?limit=3', { token: p.token });
     const b = await call(server, 'GET', `/v1/webhooks?limit=3&cursor=${a.body.next_cursor}`, { token: p.token });
     expect([...a.body.data, ...b.body.data].map((e: any) => e.id)).toEqual([...made].reverse());

@@ -9,7 +9,6 @@ import { processed, sleep } from './helpers.js';
 // msgctl webhooks log, run as a real process against the live server's data directory
 // (WAL lets both open it).
 
-
 /** `msgctl webhooks log …` against the live server's data directory. */
 const msgctl = (args: string[]) => runCli(['webhooks', 'log', ...args], { dataDir: s.dataDir });
 
@@ -27,14 +26,27 @@ beforeAll(async () => {
   // A short dispatch timeout: a status for an unknown message is waited on for about that long.
   s = await startTestServer({ 'dispatch.timeoutMs': 2000 });
   const p = setupPartner(s.ctx);
-  connect(s.ctx, p.partnerId, { kind: 'whatsapp_cloud', name: 'wa-cli', settings: { phone_number_id: '5551' }, secrets: { access_token: 't', app_secret: SECRET } }, 'whatsapp', '+15550783881');
+  connect(
+    s.ctx,
+    p.partnerId,
+    {
+      kind: 'whatsapp_cloud',
+      name: 'wa-cli',
+      settings: { phone_number_id: '5551' },
+      secrets: { access_token: 't', app_secret: SECRET },
+    },
+    'whatsapp',
+    '+15550783881',
+  );
   // Addressed to a number no gateway has: verified by the app secret, then unroutable.
   const body = JSON.stringify(waInbound('9999', { from: '14155550100', id: 'wamid.CLI', text: { body: 'hi' } }));
   const url = `${s.url}/api/webhook.php`;
   ids.push((await postWebhook(url, body, metaHeaders(SECRET, body))).json.id);
   await processed(s.ctx, ids[0]);
   ids.push((await postWebhook(url, body, metaHeaders('wrong', body))).headers.get('x-msgd-webhook-id')!);
-  ids.push((await postWebhook(url, '{"what":1}', { 'content-type': 'application/json' })).headers.get('x-msgd-webhook-id')!);
+  ids.push(
+    (await postWebhook(url, '{"what":1}', { 'content-type': 'application/json' })).headers.get('x-msgd-webhook-id')!,
+  );
 });
 afterAll(async () => {
   await s.stop();
@@ -44,8 +56,18 @@ describe('msgctl webhooks log', () => {
   it('--json lists the latest rows oldest first, with outcomes and redacted headers, no body', async () => {
     const data = await json([]);
     expect(data.map((r) => r.id)).toEqual(ids);
-    expect(data[0]).toMatchObject({ provider: 'whatsapp', verification: 'ok', processing: 'unroutable', path: '/api/webhook.php', body_bytes: expect.any(Number) });
-    expect(data[1]).toMatchObject({ verification: 'failed', processing: 'rejected', verification_reason: expect.stringContaining('signature does not match') });
+    expect(data[0]).toMatchObject({
+      provider: 'whatsapp',
+      verification: 'ok',
+      processing: 'unroutable',
+      path: '/api/webhook.php',
+      body_bytes: expect.any(Number),
+    });
+    expect(data[1]).toMatchObject({
+      verification: 'failed',
+      processing: 'rejected',
+      verification_reason: expect.stringContaining('signature does not match'),
+    });
     expect(data[2]).toMatchObject({ provider: 'unknown', processing: 'rejected' });
     expect(data[0].headers['x-hub-signature-256']).toBe('[redacted]');
     expect(data[0]).not.toHaveProperty('body');
@@ -69,9 +91,11 @@ describe('msgctl webhooks log', () => {
     expect(bad.stderr).toContain('--provider must be one of');
   });
 
-  it('a body sent by anyone cannot drive the operator\'s terminal: control characters are shown escaped', async () => {
+  it("a body sent by anyone cannot drive the operator's terminal: control characters are shown escaped", async () => {
     const evil = '{"x":"\u001b]0;owned\u0007\u001b[2J"}';
-    const id = (await postWebhook(`${s.url}/api/webhook.php`, evil, { 'content-type': 'application/json' })).headers.get('x-msgd-webhook-id')!;
+    const id = (
+      await postWebhook(`${s.url}/api/webhook.php`, evil, { 'content-type': 'application/json' })
+    ).headers.get('x-msgd-webhook-id')!;
     const r = await msgctl(['--limit', '1', '--body']);
     expect(r.stdout).toContain(id);
     expect(r.stdout).not.toMatch(/[\u001b\u0007]/);
@@ -81,17 +105,44 @@ describe('msgctl webhooks log', () => {
 
   it('--follow prints a status still waiting for its message, then again when it settles (also with --failed)', async () => {
     const follow = (extra: string[]) => {
-      const child = spawn(process.execPath, [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1', ...extra], { env: cleanEnv() });
+      const child = spawn(
+        process.execPath,
+        [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1', ...extra],
+        { env: cleanEnv() },
+      );
       let out = '';
       child.stdout.setEncoding('utf8').on('data', (d) => (out += d));
-      return { child, lines: () => out.split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
+      return {
+        child,
+        lines: () =>
+          out
+            .split('\n')
+            .filter(Boolean)
+            .map((l) => JSON.parse(l)),
+      };
     };
     const plain = follow([]);
     const failed = follow(['--failed']);
     await sleep(800);
     const body = JSON.stringify({
       object: 'whatsapp_business_account',
-      entry: [{ id: '1', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: '5551' }, statuses: [{ id: 'wamid.NOBODY', status: 'delivered', timestamp: '1700000000', recipient_id: '14155550100' }] } }] }],
+      entry: [
+        {
+          id: '1',
+          changes: [
+            {
+              field: 'messages',
+              value: {
+                messaging_product: 'whatsapp',
+                metadata: { display_phone_number: '15550783881', phone_number_id: '5551' },
+                statuses: [
+                  { id: 'wamid.NOBODY', status: 'delivered', timestamp: '1700000000', recipient_id: '14155550100' },
+                ],
+              },
+            },
+          ],
+        },
+      ],
     });
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders(SECRET, body));
     ids.push(res.json.id);
@@ -113,11 +164,19 @@ describe('msgctl webhooks log', () => {
   }, 40_000);
 
   it('--follow streams new webhooks once processed, until SIGINT', async () => {
-    const child = spawn(process.execPath, [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'], { env: cleanEnv() });
+    const child = spawn(
+      process.execPath,
+      [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'],
+      { env: cleanEnv() },
+    );
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (out += d));
     const exited = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)));
-    const lines = () => out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const lines = () =>
+      out
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
     const until = async (n: number) => {
       for (let i = 0; i < 300 && lines().length < n; i++) await sleep(50);
       return lines();
@@ -137,20 +196,38 @@ describe('msgctl webhooks reprocess', () => {
   it('processes an unroutable webhook again once its channel exists; refuses unverified and settled ones', async () => {
     // ids[0] was addressed to phone number id 9999, which no gateway had.
     const p = setupPartner(s.ctx);
-    connect(s.ctx, p.partnerId, { kind: 'whatsapp_cloud', name: 'wa-late', settings: { phone_number_id: '9999' }, secrets: { access_token: 't', app_secret: SECRET } }, 'whatsapp', '+15550009999');
+    connect(
+      s.ctx,
+      p.partnerId,
+      {
+        kind: 'whatsapp_cloud',
+        name: 'wa-late',
+        settings: { phone_number_id: '9999' },
+        secrets: { access_token: 't', app_secret: SECRET },
+      },
+      'whatsapp',
+      '+15550009999',
+    );
     const r = await runCli(['webhooks', 'reprocess', ids[0]], { dataDir: s.dataDir });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('1 webhook(s) queued to be processed again');
     expect((await processed(s.ctx, ids[0])).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite.prepare(`SELECT partner_id, "from" FROM messages WHERE provider_message_id = 'wamid.CLI'`).get();
+    const msg = s.ctx.db.sqlite
+      .prepare(`SELECT partner_id, "from" FROM messages WHERE provider_message_id = 'wamid.CLI'`)
+      .get();
     expect(msg).toEqual({ partner_id: p.partnerId, from: '+14155550100' });
 
     const again = await runCli(['webhooks', 'reprocess', ids[0]], { dataDir: s.dataDir });
-    expect([again.code, again.stderr]).toEqual([1, expect.stringContaining('is processed: only unroutable or errored')]);
+    expect([again.code, again.stderr]).toEqual([
+      1,
+      expect.stringContaining('is processed: only unroutable or errored'),
+    ]);
     const unsigned = await runCli(['webhooks', 'reprocess', ids[1]], { dataDir: s.dataDir });
     expect([unsigned.code, unsigned.stderr]).toEqual([1, expect.stringContaining('was not verified')]);
     expect((await runCli(['webhooks', 'reprocess'], { dataDir: s.dataDir })).code).toBe(2);
-    const none = await runCli(['webhooks', 'reprocess', '--unroutable', '--since', '2020-01-01', '--json'], { dataDir: s.dataDir });
+    const none = await runCli(['webhooks', 'reprocess', '--unroutable', '--since', '2020-01-01', '--json'], {
+      dataDir: s.dataDir,
+    });
     expect(JSON.parse(none.stdout).queued).not.toContain(ids[0]);
   });
 });
@@ -172,7 +249,13 @@ describe('msgctl webhooks log --outbound', () => {
     const data = await json(['--outbound']);
     expect(data.filter((r) => r.direction === 'in').map((r) => r.id)).toEqual(expect.arrayContaining(ids));
     const last = data[data.length - 1];
-    expect(last).toMatchObject({ direction: 'out', event_id: 'evt_cli', url: 'https://hooks.example.com/x', status_code: 503, attempt: 1 });
+    expect(last).toMatchObject({
+      direction: 'out',
+      event_id: 'evt_cli',
+      url: 'https://hooks.example.com/x',
+      status_code: 503,
+      attempt: 1,
+    });
     const text = await msgctl(['--outbound']);
     expect(text.stdout).toMatch(/out #1\s+-\s+503\s+12 ms\s+https:\/\/hooks\.example\.com\/x/);
     // Without the flag, inbound only.

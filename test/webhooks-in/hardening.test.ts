@@ -14,18 +14,49 @@ beforeAll(async () => {
   // A short dispatch timeout: a status for an unknown message is waited on for about that long.
   s = await startTestServer({ 'log.level': 'debug', 'dispatch.timeoutMs': 2000 });
   const p = setupPartner(s.ctx);
-  connect(s.ctx, p.partnerId, { kind: 'twilio', name: 'tw-hard', settings: { account_sid: 'AC' + '1'.repeat(32) }, secrets: { auth_token: AUTH } }, 'sms', '+15017250604');
-  connect(s.ctx, p.partnerId, { kind: 'meta_messenger', name: 'fb-hard', settings: { page_id: '4242' }, secrets: { page_access_token: 't', app_secret: 's', verify_token: VERIFY } }, 'messenger');
+  connect(
+    s.ctx,
+    p.partnerId,
+    {
+      kind: 'twilio',
+      name: 'tw-hard',
+      settings: { account_sid: 'AC' + '1'.repeat(32) },
+      secrets: { auth_token: AUTH },
+    },
+    'sms',
+    '+15017250604',
+  );
+  connect(
+    s.ctx,
+    p.partnerId,
+    {
+      kind: 'meta_messenger',
+      name: 'fb-hard',
+      settings: { page_id: '4242' },
+      secrets: { page_access_token: 't', app_secret: 's', verify_token: VERIFY },
+    },
+    'messenger',
+  );
 });
 afterAll(() => s.stop());
 
 function rawPost(path: string, host: string, headers: Record<string, string>, body: string): Promise<number> {
   const u = new URL(s.url);
   return new Promise((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path, method: 'POST', setHost: false, headers: { host, ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode!));
-    });
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path,
+        method: 'POST',
+        setHost: false,
+        headers: { host, ...headers, 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -35,7 +66,12 @@ describe('webhooks in: hostile input', () => {
   it('a Twilio-shaped POST with a Host that makes no URL is a logged 401, not a 500', async () => {
     const params = { AccountSid: 'AC' + '1'.repeat(32), MessageSid: 'SM1', MessageStatus: 'delivered' };
     for (const host of ['a b', '[', 'x:99999']) {
-      const status = await rawPost('/api/webhook.php', host, { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': 'abc' }, twilioForm(params));
+      const status = await rawPost(
+        '/api/webhook.php',
+        host,
+        { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': 'abc' },
+        twilioForm(params),
+      );
       expect(status, host).toBe(401);
       expect(lastRow(s.ctx)).toMatchObject({ provider: 'twilio', verification: 'failed' });
     }
@@ -43,8 +79,18 @@ describe('webhooks in: hostile input', () => {
 
   it('status names that are Object.prototype keys are ignored as unknown, not applied', async () => {
     const url = `${s.url}/api/webhook.php`;
-    const params = { AccountSid: 'AC' + '1'.repeat(32), MessageSid: 'SMproto', MessageStatus: 'constructor', constructor: 'x', toString: 'y' };
-    const res = await fetch(url, { method: 'POST', headers: twilioHeaders(AUTH, url, params), body: twilioForm(params) });
+    const params = {
+      AccountSid: 'AC' + '1'.repeat(32),
+      MessageSid: 'SMproto',
+      MessageStatus: 'constructor',
+      constructor: 'x',
+      toString: 'y',
+    };
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: twilioHeaders(AUTH, url, params),
+      body: twilioForm(params),
+    });
     expect(res.status).toBe(200);
     const row = await processed(s.ctx, lastRow(s.ctx).id);
     expect(row.verification).toBe('ok');
@@ -52,7 +98,9 @@ describe('webhooks in: hostile input', () => {
   });
 
   it('the Meta verify token never reaches the log, even at debug level', async () => {
-    const res = await fetch(`${s.url}/api/webhook-messenger.php?hub.mode=subscribe&hub.verify_token=${VERIFY}&hub.challenge=77`);
+    const res = await fetch(
+      `${s.url}/api/webhook-messenger.php?hub.mode=subscribe&hub.verify_token=${VERIFY}&hub.challenge=77`,
+    );
     expect(await res.text()).toBe('77');
     await new Promise((r) => setTimeout(r, 50));
     expect(s.logs.join('')).toContain('/api/webhook-messenger.php');

@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { metaHeaders, postWebhook, twilioForm, twilioHeaders, waInbound, waStatuses } from '../fakes/webhook-senders.js';
+import {
+  metaHeaders,
+  postWebhook,
+  twilioForm,
+  twilioHeaders,
+  waInbound,
+  waStatuses,
+} from '../fakes/webhook-senders.js';
 import { lastRow, META_VECTOR, processed, row } from './helpers.js';
 
 // The front door: handshake, recognition, verification over raw bytes, and every way a
@@ -19,14 +26,24 @@ beforeAll(async () => {
   waGateway = connect(
     s.ctx,
     a.partnerId,
-    { kind: 'whatsapp_cloud', name: 'wa-a', settings: { phone_number_id: PHONE_ID }, secrets: { access_token: 't', app_secret: META_VECTOR.secret, verify_token: 'vt-alpha' } },
+    {
+      kind: 'whatsapp_cloud',
+      name: 'wa-a',
+      settings: { phone_number_id: PHONE_ID },
+      secrets: { access_token: 't', app_secret: META_VECTOR.secret, verify_token: 'vt-alpha' },
+    },
     'whatsapp',
     '+15550783881',
   ).gateway.id;
   connect(
     s.ctx,
     b.partnerId,
-    { kind: 'meta_messenger', name: 'fb-b', settings: { page_id: '682498302938465' }, secrets: { page_access_token: 't', app_secret: 'page_secret', verify_token: 'vt-bravo' } },
+    {
+      kind: 'meta_messenger',
+      name: 'fb-b',
+      settings: { page_id: '682498302938465' },
+      secrets: { page_access_token: 't', app_secret: 'page_secret', verify_token: 'vt-bravo' },
+    },
     'messenger',
   );
 });
@@ -35,11 +52,16 @@ afterAll(async () => {
 });
 
 const hook = (path = '/api/webhook.php') => `${s.url}${path}`;
-const jobsFor = (id: string) => (s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE payload LIKE ?`).get(`%${id}%`) as { n: number }).n;
+const jobsFor = (id: string) =>
+  (s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE payload LIKE ?`).get(`%${id}%`) as { n: number }).n;
 
 describe('GET verification handshake (FACTS A2)', () => {
   it('echoes the challenge as text/plain when the verify token matches any Meta gateway, on both paths', async () => {
-    for (const [path, token] of [['/api/webhook.php', 'vt-alpha'], ['/api/webhook-messenger.php', 'vt-bravo'], ['/api/webhook-messenger.php', 'vt-alpha']]) {
+    for (const [path, token] of [
+      ['/api/webhook.php', 'vt-alpha'],
+      ['/api/webhook-messenger.php', 'vt-bravo'],
+      ['/api/webhook-messenger.php', 'vt-alpha'],
+    ]) {
       const res = await fetch(`${hook(path)}?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=${token}`);
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
@@ -67,7 +89,13 @@ describe('Meta signature over the raw bytes', () => {
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ received: true, id: expect.stringMatching(/^pwh_/) });
     const r = await processed(s.ctx, res.json.id);
-    expect(r).toMatchObject({ provider: 'whatsapp', gateway_id: waGateway, verification: 'ok', processing: 'processed', error: null });
+    expect(r).toMatchObject({
+      provider: 'whatsapp',
+      gateway_id: waGateway,
+      verification: 'ok',
+      processing: 'processed',
+      error: null,
+    });
     expect(r.body!.toString('utf8')).toBe(META_VECTOR.body);
     const headers = JSON.parse(r.headers);
     expect(headers['x-hub-signature-256']).toBe('[redacted]');
@@ -75,30 +103,56 @@ describe('Meta signature over the raw bytes', () => {
     expect(headers['content-type']).toBe('application/json');
     expect(r.headers).not.toContain(META_VECTOR.sha256.slice(7));
 
-    const msg = s.ctx.db.sqlite.prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.TEST1'`).get() as any;
-    expect(msg).toMatchObject({ partner_id: a.partnerId, direction: 'inbound', from: '+16505551234', to: '+15550783881', status: 'received' });
+    const msg = s.ctx.db.sqlite
+      .prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.TEST1'`)
+      .get() as any;
+    expect(msg).toMatchObject({
+      partner_id: a.partnerId,
+      direction: 'inbound',
+      from: '+16505551234',
+      to: '+15550783881',
+      status: 'received',
+    });
     expect(JSON.parse(msg.content)).toEqual({ kind: 'text', text: 'Grüß dich' });
     const contact = s.ctx.db.sqlite.prepare('SELECT * FROM contacts WHERE id = ?').get(msg.contact_id) as any;
-    expect(contact).toMatchObject({ partner_id: a.partnerId, phone: '+16505551234', name: 'Jürgen', last_inbound_at: 1739321024000 });
+    expect(contact).toMatchObject({
+      partner_id: a.partnerId,
+      phone: '+16505551234',
+      name: 'Jürgen',
+      last_inbound_at: 1739321024000,
+    });
   });
 
   it('acknowledges a redelivery and ignores it', async () => {
     const res = await postWebhook(hook(), META_VECTOR.body, metaHeaders(META_VECTOR.secret, META_VECTOR.body));
     expect(res.status).toBe(200);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('duplicate');
-    const n = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM messages WHERE provider_message_id = 'wamid.TEST1'`).get() as { n: number };
+    const n = s.ctx.db.sqlite
+      .prepare(`SELECT COUNT(*) AS n FROM messages WHERE provider_message_id = 'wamid.TEST1'`)
+      .get() as { n: number };
     expect(n.n).toBe(1);
   });
 
   it('refuses the re-serialised body under the original signature: 401, logged, not processed', async () => {
     const reserialised = JSON.stringify(JSON.parse(META_VECTOR.body));
-    const res = await postWebhook(hook(), reserialised, { 'content-type': 'application/json', 'x-hub-signature-256': META_VECTOR.sha256 });
+    const res = await postWebhook(hook(), reserialised, {
+      'content-type': 'application/json',
+      'x-hub-signature-256': META_VECTOR.sha256,
+    });
     expect(res.status).toBe(401);
     // The caller is not told which gateways exist or whose secret failed; the log keeps it.
-    expect(res.json.error).toMatchObject({ code: 'invalid_signature', message: expect.stringContaining('the signature does not verify') });
+    expect(res.json.error).toMatchObject({
+      code: 'invalid_signature',
+      message: expect.stringContaining('the signature does not verify'),
+    });
     expect(JSON.stringify(res.json)).not.toContain('wa-a');
     const id = res.headers.get('x-msgd-webhook-id')!;
-    expect(row(s.ctx, id)).toMatchObject({ provider: 'whatsapp', verification: 'failed', processing: 'rejected', gateway_id: waGateway });
+    expect(row(s.ctx, id)).toMatchObject({
+      provider: 'whatsapp',
+      verification: 'failed',
+      processing: 'rejected',
+      gateway_id: waGateway,
+    });
     expect(row(s.ctx, id).verification_reason).toContain('does not match the app_secret of gateway wa-a');
     expect(jobsFor(id)).toBe(0);
   });
@@ -109,7 +163,13 @@ describe('Meta signature over the raw bytes', () => {
       [{ 'content-type': 'application/json' }, 'missing X-Hub-Signature-256 header'],
       [{ ...metaHeaders('wrong_secret', body) }, 'signature does not match'],
       [{ 'content-type': 'application/json', 'x-hub-signature-256': 'sha256=abc' }, 'malformed X-Hub-Signature-256'],
-      [{ 'content-type': 'application/json', 'x-hub-signature': metaHeaders(META_VECTOR.secret, body)['x-hub-signature'] }, 'acceptLegacySha1 is off'],
+      [
+        {
+          'content-type': 'application/json',
+          'x-hub-signature': metaHeaders(META_VECTOR.secret, body)['x-hub-signature'],
+        },
+        'acceptLegacySha1 is off',
+      ],
     ];
     for (const [headers, reason] of cases) {
       const res = await postWebhook(hook(), body, headers);
@@ -147,7 +207,17 @@ describe('refusals', () => {
 
   it('answers 200 to a signed Meta webhook for an object msgd does not use, logs it ignored, and still refuses a bad signature', async () => {
     // An app also subscribed to "user" or "permissions": a 400 would have Meta retry for days.
-    const body = JSON.stringify({ object: 'user', entry: [{ id: '10210299214172187', uid: '10210299214172187', time: 1520383571, changes: [{ field: 'photos', value: { verb: 'update' } }] }] });
+    const body = JSON.stringify({
+      object: 'user',
+      entry: [
+        {
+          id: '10210299214172187',
+          uid: '10210299214172187',
+          time: 1520383571,
+          changes: [{ field: 'photos', value: { verb: 'update' } }],
+        },
+      ],
+    });
     const ok = await postWebhook(hook('/api/webhook-messenger.php'), body, metaHeaders(META_VECTOR.secret, body));
     expect(ok.status).toBe(200);
     const r = await processed(s.ctx, ok.json.id);
@@ -155,7 +225,11 @@ describe('refusals', () => {
     expect(r.error).toContain('Meta "user" webhook (photos) is not used by msgd');
     const bad = await postWebhook(hook(), body, metaHeaders('not_the_app_secret', body));
     expect(bad.status).toBe(401);
-    expect(row(s.ctx, bad.headers.get('x-msgd-webhook-id')!)).toMatchObject({ provider: 'meta', verification: 'failed', processing: 'rejected' });
+    expect(row(s.ctx, bad.headers.get('x-msgd-webhook-id')!)).toMatchObject({
+      provider: 'meta',
+      verification: 'failed',
+      processing: 'rejected',
+    });
     // Without Meta's signature header the shape is nobody's.
     const unsigned = await postWebhook(hook(), body, { 'content-type': 'application/json' });
     expect(unsigned.status).toBe(400);
@@ -166,7 +240,11 @@ describe('refusals', () => {
     try {
       const url = `${big.url}/api/webhook.php`;
       const unsigned = JSON.stringify({ object: 'whatsapp_business_account', entry: [], pad: 'x'.repeat(300 * 1024) });
-      const res = await postWebhook(url, unsigned, { 'content-type': 'application/json', 'x-hub-signature-256': 'sha256=' + '0'.repeat(64), 'x-api-key': 'k-secret' });
+      const res = await postWebhook(url, unsigned, {
+        'content-type': 'application/json',
+        'x-hub-signature-256': 'sha256=' + '0'.repeat(64),
+        'x-api-key': 'k-secret',
+      });
       expect(res.status).toBe(401);
       const r = row(big.ctx, res.headers.get('x-msgd-webhook-id')!);
       expect(r.body!.length).toBe(64 * 1024);
@@ -186,11 +264,18 @@ describe('refusals', () => {
     expect(res.status).toBe(413);
     expect(res.json.error.code).toBe('payload_too_large');
     const r = row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
-    expect(r).toMatchObject({ provider: 'meta', processing: 'rejected', body: null, error: expect.stringContaining('larger than 65536') });
+    expect(r).toMatchObject({
+      provider: 'meta',
+      processing: 'rejected',
+      body: null,
+      error: expect.stringContaining('larger than 65536'),
+    });
   });
 
   it('logs a webhook for a phone number no gateway has as unroutable, and still answers 200', async () => {
-    const body = JSON.stringify(waInbound('999000111', { from: '16505550000', id: 'wamid.LOST', text: { body: 'hi' } }));
+    const body = JSON.stringify(
+      waInbound('999000111', { from: '16505550000', id: 'wamid.LOST', text: { body: 'hi' } }),
+    );
     const res = await postWebhook(hook(), body, metaHeaders(META_VECTOR.secret, body));
     expect(res.status).toBe(200);
     const r = await processed(s.ctx, res.json.id);
@@ -204,7 +289,11 @@ describe('refusals', () => {
     expect(res.status).toBe(401);
     expect(lastRow(s.ctx).verification_reason).toContain('gateway "gw_nope" in the URL does not exist');
     const form = twilioForm({ AccountSid: 'AC123', MessageSid: 'SM1', MessageStatus: 'sent' });
-    res = await postWebhook(hook(), form, twilioHeaders('tok', hook(), { AccountSid: 'AC123', MessageSid: 'SM1', MessageStatus: 'sent' }));
+    res = await postWebhook(
+      hook(),
+      form,
+      twilioHeaders('tok', hook(), { AccountSid: 'AC123', MessageSid: 'SM1', MessageStatus: 'sent' }),
+    );
     expect(res.status).toBe(401);
     expect(lastRow(s.ctx).verification_reason).toContain('no twilio gateway matches');
     expect(lastRow(s.ctx)).toMatchObject({ provider: 'twilio', verification: 'failed' });

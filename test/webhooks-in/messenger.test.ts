@@ -28,8 +28,26 @@ beforeAll(async () => {
   s = await startTestServer();
   p = setupPartner(s.ctx, { balance: '10.00' });
   // One Meta app serves both: the same app secret signs page and Instagram events.
-  connect(s.ctx, p.partnerId, { kind: 'meta_messenger', settings: { base_url: graph.url, page_id: PAGE }, secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET } }, 'messenger');
-  connect(s.ctx, p.partnerId, { kind: 'meta_instagram', settings: { base_url: graph.url, ig_account_id: IG }, secrets: { access_token: 'IG-TOKEN', app_secret: SECRET } }, 'instagram');
+  connect(
+    s.ctx,
+    p.partnerId,
+    {
+      kind: 'meta_messenger',
+      settings: { base_url: graph.url, page_id: PAGE },
+      secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET },
+    },
+    'messenger',
+  );
+  connect(
+    s.ctx,
+    p.partnerId,
+    {
+      kind: 'meta_instagram',
+      settings: { base_url: graph.url, ig_account_id: IG },
+      secrets: { access_token: 'IG-TOKEN', app_secret: SECRET },
+    },
+    'instagram',
+  );
 });
 afterAll(async () => {
   await s.stop();
@@ -72,15 +90,29 @@ describe('Messenger', () => {
     const m3 = await sent('messenger', PSID, 'three');
     const stranger = await sent('messenger', '999888777', 'not them');
 
-    let r = await meta(pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: m2.sent_at } }]));
+    let r = await meta(
+      pageEvent(PAGE, [
+        { sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: m2.sent_at } },
+      ]),
+    );
     expect(r.processing).toBe('processed');
     expect([status(m1), status(m2), status(m3), status(stranger)]).toEqual(['delivered', 'delivered', 'sent', 'sent']);
 
     // mids name messages directly, whatever the watermark.
-    r = await meta(pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, delivery: { mids: [m3.provider_message_id], watermark: m1.sent_at } }]));
+    r = await meta(
+      pageEvent(PAGE, [
+        {
+          sender: { id: PSID },
+          recipient: { id: PAGE },
+          delivery: { mids: [m3.provider_message_id], watermark: m1.sent_at },
+        },
+      ]),
+    );
     expect(status(m3)).toBe('delivered');
 
-    const read = pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: m3.sent_at } }]);
+    const read = pageEvent(PAGE, [
+      { sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: m3.sent_at } },
+    ]);
     r = await meta(read, '/api/webhook.php');
     expect(r.processing).toBe('processed');
     expect([status(m1), status(m2), status(m3), status(stranger)]).toEqual(['read', 'read', 'read', 'sent']);
@@ -92,14 +124,34 @@ describe('Messenger', () => {
     const m = await sent('messenger', them, 'read me later');
     const deliveredAt = m.sent_at! + 30_000;
     const readAt = m.sent_at! + 90_000;
-    await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: deliveredAt, delivery: { mids: [m.provider_message_id], watermark: m.sent_at } }]));
-    const r = await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: readAt, read: { watermark: m.sent_at } }]));
+    await meta(
+      pageEvent(PAGE, [
+        {
+          sender: { id: them },
+          recipient: { id: PAGE },
+          timestamp: deliveredAt,
+          delivery: { mids: [m.provider_message_id], watermark: m.sent_at },
+        },
+      ]),
+    );
+    const r = await meta(
+      pageEvent(PAGE, [
+        { sender: { id: them }, recipient: { id: PAGE }, timestamp: readAt, read: { watermark: m.sent_at } },
+      ]),
+    );
     expect(r.processing).toBe('processed');
     expect(status(m)).toBe('read');
-    const at = (st: string) => (s.ctx.db.sqlite.prepare(`SELECT occurred_at FROM message_status_history WHERE message_id = ? AND status = ?`).get(m.id, st) as any).occurred_at;
+    const at = (st: string) =>
+      (
+        s.ctx.db.sqlite
+          .prepare(`SELECT occurred_at FROM message_status_history WHERE message_id = ? AND status = ?`)
+          .get(m.id, st) as any
+      ).occurred_at;
     expect(at('delivered')).toBe(deliveredAt);
     expect(at('read')).toBe(readAt);
-    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.read' AND payload LIKE ?`).get(`%${m.id}%`) as any;
+    const ev = s.ctx.db.sqlite
+      .prepare(`SELECT payload FROM events WHERE type = 'message.read' AND payload LIKE ?`)
+      .get(`%${m.id}%`) as any;
     expect(JSON.parse(ev.payload).occurred_at).toBe(new Date(readAt).toISOString());
   });
 
@@ -111,7 +163,11 @@ describe('Messenger', () => {
       const m2 = await sent('messenger', them, 'newest');
       // Meta stamps a message when it takes it; msgd settles it after the answer comes back.
       expect(metaStamp(m2)).toBeLessThan(getMessageRow(s.ctx, m2.id)!.updated_at);
-      const r = await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: metaStamp(m2) } }]));
+      const r = await meta(
+        pageEvent(PAGE, [
+          { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: metaStamp(m2) } },
+        ]),
+      );
       expect(r.processing).toBe('processed');
       expect([status(m1), status(m2)]).toEqual(['read', 'read']);
     } finally {
@@ -131,15 +187,30 @@ describe('Messenger', () => {
     const them = '7788990044';
     graph.latencyMs = 1200;
     try {
-      const res = await postJson(`${s.url}/api/send-whatsapp.php`, { channel: 'messenger', to: them, text: 'in flight' }, p.token);
+      const res = await postJson(
+        `${s.url}/api/send-whatsapp.php`,
+        { channel: 'messenger', to: them, text: 'in flight' },
+        p.token,
+      );
       expect(res.status).toBe(200);
       const before = graph.requests.length;
       // Meta has the message (and reports it delivered) before it has answered msgd.
-      await waitFor(() => graph.requests.length > before && getMessageRow(s.ctx, res.body.id)!.status === 'sending', 'the send to be in flight');
-      const raw = asciiJson(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: Date.now() } }]));
+      await waitFor(
+        () => graph.requests.length > before && getMessageRow(s.ctx, res.body.id)!.status === 'sending',
+        'the send to be in flight',
+      );
+      const raw = asciiJson(
+        pageEvent(PAGE, [
+          { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: Date.now() } },
+        ]),
+      );
       const hook = await postWebhook(`${s.url}/api/webhook-messenger.php`, raw, metaHeaders(SECRET, raw));
       expect(hook.status).toBe(200);
-      await waitFor(() => getMessageRow(s.ctx, res.body.id)!.status === 'delivered', 'the message to be delivered', 15_000);
+      await waitFor(
+        () => getMessageRow(s.ctx, res.body.id)!.status === 'delivered',
+        'the message to be delivered',
+        15_000,
+      );
       const r = await processed(s.ctx, hook.json.id);
       expect([r.processing, r.error]).toEqual(['processed', null]);
     } finally {
@@ -153,16 +224,46 @@ describe('Messenger', () => {
     const r = await meta(
       pageEvent(PAGE, [
         // FACTS B2: quick_reply.payload beside the text; reply_to names the message answered.
-        { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), message: { mid: 'm_qr1', text: 'Medium', quick_reply: { payload: 'SIZE_M' }, reply_to: { mid: out.provider_message_id } } },
-        { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), message: { mid: 'm_rt1', attachments: [{ type: 'image', payload: { url: 'https://scontent.xx.fbcdn.net/y.jpg' } }], reply_to: { mid: 'm_unknown' } } },
+        {
+          sender: { id: them },
+          recipient: { id: PAGE },
+          timestamp: Date.now(),
+          message: {
+            mid: 'm_qr1',
+            text: 'Medium',
+            quick_reply: { payload: 'SIZE_M' },
+            reply_to: { mid: out.provider_message_id },
+          },
+        },
+        {
+          sender: { id: them },
+          recipient: { id: PAGE },
+          timestamp: Date.now(),
+          message: {
+            mid: 'm_rt1',
+            attachments: [{ type: 'image', payload: { url: 'https://scontent.xx.fbcdn.net/y.jpg' } }],
+            reply_to: { mid: 'm_unknown' },
+          },
+        },
       ]),
     );
     expect(r.processing).toBe('processed');
-    const stored = (mid: string) => s.ctx.db.sqlite.prepare('SELECT id, content FROM messages WHERE provider_message_id = ?').get(mid) as any;
-    const qr = { kind: 'text', text: 'Medium', choice: { type: 'quick_reply', id: null, payload: 'SIZE_M', title: 'Medium' }, reply_to: { provider_message_id: out.provider_message_id, message_id: out.id } };
+    const stored = (mid: string) =>
+      s.ctx.db.sqlite.prepare('SELECT id, content FROM messages WHERE provider_message_id = ?').get(mid) as any;
+    const qr = {
+      kind: 'text',
+      text: 'Medium',
+      choice: { type: 'quick_reply', id: null, payload: 'SIZE_M', title: 'Medium' },
+      reply_to: { provider_message_id: out.provider_message_id, message_id: out.id },
+    };
     expect(JSON.parse(stored('m_qr1').content)).toEqual(qr);
-    expect(JSON.parse(stored('m_rt1').content).reply_to).toEqual({ provider_message_id: 'm_unknown', message_id: null });
-    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.received' AND payload LIKE ?`).get(`%${stored('m_qr1').id}%`) as any;
+    expect(JSON.parse(stored('m_rt1').content).reply_to).toEqual({
+      provider_message_id: 'm_unknown',
+      message_id: null,
+    });
+    const ev = s.ctx.db.sqlite
+      .prepare(`SELECT payload FROM events WHERE type = 'message.received' AND payload LIKE ?`)
+      .get(`%${stored('m_qr1').id}%`) as any;
     expect(JSON.parse(ev.payload)).toMatchObject({ body: 'Medium', from: them, content: qr });
   });
 
@@ -170,7 +271,12 @@ describe('Messenger', () => {
     const them = '7788990055';
     const out = await sent('messenger', them, 'Rate us?');
     const t0 = Date.now() + 1000;
-    const ev = (dt: number, body: Record<string, unknown>) => ({ sender: { id: them }, recipient: { id: PAGE }, timestamp: t0 + dt, ...body });
+    const ev = (dt: number, body: Record<string, unknown>) => ({
+      sender: { id: them },
+      recipient: { id: PAGE },
+      timestamp: t0 + dt,
+      ...body,
+    });
     const batch = pageEvent(PAGE, [
       ev(0, { postback: { mid: 'm_pb1', title: 'Get Started', payload: 'GET_STARTED' } }),
       // An older postback without a mid.
@@ -182,45 +288,113 @@ describe('Messenger', () => {
     const r = await meta(batch);
     expect([r.processing, r.error]).toEqual(['processed', null]);
     const db = s.ctx.db.sqlite;
-    const rows = db.prepare(`SELECT * FROM messages WHERE direction = 'inbound' AND "from" = ? ORDER BY id`).all(them) as any[];
+    const rows = db
+      .prepare(`SELECT * FROM messages WHERE direction = 'inbound' AND "from" = ? ORDER BY id`)
+      .all(them) as any[];
     const target = { provider_message_id: out.provider_message_id, message_id: out.id };
     expect(rows.map((m) => [m.provider_message_id, m.sent_at - t0, JSON.parse(m.content)])).toEqual([
-      ['m_pb1', 0, { kind: 'text', text: 'Get Started', choice: { type: 'postback', id: null, payload: 'GET_STARTED', title: 'Get Started' } }],
-      [null, 10, { kind: 'text', text: 'Talk to a human', choice: { type: 'postback', id: null, payload: 'HUMAN', title: 'Talk to a human' } }],
+      [
+        'm_pb1',
+        0,
+        {
+          kind: 'text',
+          text: 'Get Started',
+          choice: { type: 'postback', id: null, payload: 'GET_STARTED', title: 'Get Started' },
+        },
+      ],
+      [
+        null,
+        10,
+        {
+          kind: 'text',
+          text: 'Talk to a human',
+          choice: { type: 'postback', id: null, payload: 'HUMAN', title: 'Talk to a human' },
+        },
+      ],
       [null, 20, { kind: 'reaction', action: 'react', emoji: '\u{1F60D}', reaction: 'love', target }],
       [null, 30, { kind: 'reaction', action: 'unreact', emoji: null, reaction: null, target }],
       ['m_unsup1', 40, { kind: 'other', type: 'unsupported', text: null, error: null, data: { is_unsupported: true } }],
     ]);
-    const received = (db.prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`).all(p.partnerId) as any[])
+    const received = (
+      db
+        .prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`)
+        .all(p.partnerId) as any[]
+    )
       .map((e) => JSON.parse(e.payload))
       .filter((e) => e.from === them);
     expect(received.map((e) => [e.message_id, e.body, e.content.kind])).toEqual(
-      rows.map((m, i) => [m.id, ['Get Started', 'Talk to a human', '\u{1F60D}', '', ''][i], JSON.parse(m.content).kind]),
+      rows.map((m, i) => [
+        m.id,
+        ['Get Started', 'Talk to a human', '\u{1F60D}', '', ''][i],
+        JSON.parse(m.content).kind,
+      ]),
     );
     const contact = db.prepare('SELECT last_inbound_at FROM contacts WHERE id = ?').get(rows[0].contact_id) as any;
     expect(contact.last_inbound_at).toBe(t0 + 40);
-    const conv = db.prepare('SELECT last_inbound_at FROM conversations WHERE id = ?').get(rows[0].conversation_id) as any;
+    const conv = db
+      .prepare('SELECT last_inbound_at FROM conversations WHERE id = ?')
+      .get(rows[0].conversation_id) as any;
     expect(conv.last_inbound_at).toBe(t0 + 40);
 
     // Meta redelivers: nothing is stored or announced twice, ids or not.
     expect((await meta(batch)).processing).toBe('duplicate');
-    expect((db.prepare(`SELECT COUNT(*) AS n FROM messages WHERE direction = 'inbound' AND "from" = ?`).get(them) as any).n).toBe(5);
+    expect(
+      (db.prepare(`SELECT COUNT(*) AS n FROM messages WHERE direction = 'inbound' AND "from" = ?`).get(them) as any).n,
+    ).toBe(5);
   });
 
   it('stores text and attachments, skips echoes of our own sends', async () => {
     const r = await meta(
       pageEvent(PAGE, [
-        { sender: { id: '4455' }, recipient: { id: PAGE }, timestamp: 1518479195308, message: { mid: 'm_abc', text: 'hello, world!', quick_reply: { payload: 'DEV' } } },
-        { sender: { id: '4455' }, recipient: { id: PAGE }, timestamp: 1518479195400, message: { mid: 'm_img', attachments: [{ type: 'image', payload: { url: 'https://scontent.xx.fbcdn.net/x.jpg' } }] } },
-        { sender: { id: PAGE }, recipient: { id: '4455' }, timestamp: 1518479195500, message: { mid: 'm_echo', is_echo: true, text: 'ours' } },
+        {
+          sender: { id: '4455' },
+          recipient: { id: PAGE },
+          timestamp: 1518479195308,
+          message: { mid: 'm_abc', text: 'hello, world!', quick_reply: { payload: 'DEV' } },
+        },
+        {
+          sender: { id: '4455' },
+          recipient: { id: PAGE },
+          timestamp: 1518479195400,
+          message: {
+            mid: 'm_img',
+            attachments: [{ type: 'image', payload: { url: 'https://scontent.xx.fbcdn.net/x.jpg' } }],
+          },
+        },
+        {
+          sender: { id: PAGE },
+          recipient: { id: '4455' },
+          timestamp: 1518479195500,
+          message: { mid: 'm_echo', is_echo: true, text: 'ours' },
+        },
       ]),
     );
     expect(r.processing).toBe('processed');
     expect(r.error).toContain('echo of our own messenger send skipped (m_echo)');
-    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, content, "from", contact_id FROM messages WHERE direction = 'inbound' AND channel_type = 'messenger' AND "from" = '4455' ORDER BY id`).all() as any[];
+    const rows = s.ctx.db.sqlite
+      .prepare(
+        `SELECT provider_message_id, content, "from", contact_id FROM messages WHERE direction = 'inbound' AND channel_type = 'messenger' AND "from" = '4455' ORDER BY id`,
+      )
+      .all() as any[];
     expect(rows.map((m) => [m.provider_message_id, JSON.parse(m.content), m.from])).toEqual([
-      ['m_abc', { kind: 'text', text: 'hello, world!', choice: { type: 'quick_reply', id: null, payload: 'DEV', title: 'hello, world!' } }, '4455'],
-      ['m_img', { kind: 'media', caption: null, media: [{ type: 'image', url: 'https://scontent.xx.fbcdn.net/x.jpg', caption: null }] }, '4455'],
+      [
+        'm_abc',
+        {
+          kind: 'text',
+          text: 'hello, world!',
+          choice: { type: 'quick_reply', id: null, payload: 'DEV', title: 'hello, world!' },
+        },
+        '4455',
+      ],
+      [
+        'm_img',
+        {
+          kind: 'media',
+          caption: null,
+          media: [{ type: 'image', url: 'https://scontent.xx.fbcdn.net/x.jpg', caption: null }],
+        },
+        '4455',
+      ],
     ]);
     const contact = s.ctx.db.sqlite.prepare('SELECT * FROM contacts WHERE id = ?').get(rows[0].contact_id) as any;
     expect(contact).toMatchObject({ psid: '4455', partner_id: p.partnerId });
@@ -230,15 +404,36 @@ describe('Messenger', () => {
 
 describe('Instagram', () => {
   it('takes the array-wrapped form, and a messaging_seen read marks that message and every earlier one', async () => {
-    const r = await meta(instagramEvent(IG, [{ sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), message: { mid: 'ig_m1', text: 'hi from IG' } }], { wrapped: true }));
+    const r = await meta(
+      instagramEvent(
+        IG,
+        [
+          {
+            sender: { id: IGSID },
+            recipient: { id: IG },
+            timestamp: Date.now(),
+            message: { mid: 'ig_m1', text: 'hi from IG' },
+          },
+        ],
+        { wrapped: true },
+      ),
+    );
     expect(r.processing).toBe('processed');
-    const inbound = s.ctx.db.sqlite.prepare(`SELECT m.partner_id, c.igsid FROM messages m JOIN contacts c ON c.id = m.contact_id WHERE m.provider_message_id = 'ig_m1'`).get();
+    const inbound = s.ctx.db.sqlite
+      .prepare(
+        `SELECT m.partner_id, c.igsid FROM messages m JOIN contacts c ON c.id = m.contact_id WHERE m.provider_message_id = 'ig_m1'`,
+      )
+      .get();
     expect(inbound).toEqual({ partner_id: p.partnerId, igsid: IGSID });
 
     const m1 = await sent('instagram', IGSID, 'first');
     const m2 = await sent('instagram', IGSID, 'second');
     const m3 = await sent('instagram', IGSID, 'third');
-    const seen = await meta(instagramEvent(IG, [{ sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), read: { mid: m2.provider_message_id } }]));
+    const seen = await meta(
+      instagramEvent(IG, [
+        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), read: { mid: m2.provider_message_id } },
+      ]),
+    );
     expect(seen.processing).toBe('processed');
     expect([status(m1), status(m2), status(m3)]).toEqual(['read', 'read', 'sent']);
   });
@@ -246,8 +441,18 @@ describe('Instagram', () => {
   it('skips Instagram echoes and reports event kinds that are not messages as ignored', async () => {
     const r = await meta(
       instagramEvent(IG, [
-        { sender: { id: IG }, recipient: { id: IGSID }, timestamp: Date.now(), message: { mid: 'ig_echo', is_echo: true, text: 'ours' } },
-        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), optin: { type: 'notification_messages', payload: 'x' } },
+        {
+          sender: { id: IG },
+          recipient: { id: IGSID },
+          timestamp: Date.now(),
+          message: { mid: 'ig_echo', is_echo: true, text: 'ours' },
+        },
+        {
+          sender: { id: IGSID },
+          recipient: { id: IG },
+          timestamp: Date.now(),
+          optin: { type: 'notification_messages', payload: 'x' },
+        },
       ]),
     );
     expect(r.processing).toBe('ignored');
@@ -259,15 +464,41 @@ describe('Instagram', () => {
     const at = Date.now();
     const r = await meta(
       instagramEvent(IG, [
-        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: at, reaction: { mid: out.provider_message_id, action: 'react', reaction: 'love', emoji: '\u{2764}\u{FE0F}' } },
-        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: at + 1, postback: { mid: 'ig_pb1', title: 'Shop now', payload: 'SHOP' } },
+        {
+          sender: { id: IGSID },
+          recipient: { id: IG },
+          timestamp: at,
+          reaction: { mid: out.provider_message_id, action: 'react', reaction: 'love', emoji: '\u{2764}\u{FE0F}' },
+        },
+        {
+          sender: { id: IGSID },
+          recipient: { id: IG },
+          timestamp: at + 1,
+          postback: { mid: 'ig_pb1', title: 'Shop now', payload: 'SHOP' },
+        },
       ]),
     );
     expect([r.processing, r.error]).toEqual(['processed', null]);
-    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, content FROM messages WHERE direction = 'inbound' AND channel_type = 'instagram' AND sent_at >= ? ORDER BY id`).all(at) as any[];
+    const rows = s.ctx.db.sqlite
+      .prepare(
+        `SELECT provider_message_id, content FROM messages WHERE direction = 'inbound' AND channel_type = 'instagram' AND sent_at >= ? ORDER BY id`,
+      )
+      .all(at) as any[];
     expect(rows.map((m) => [m.provider_message_id, JSON.parse(m.content)])).toEqual([
-      [null, { kind: 'reaction', action: 'react', emoji: '\u{2764}\u{FE0F}', reaction: 'love', target: { provider_message_id: out.provider_message_id, message_id: out.id } }],
-      ['ig_pb1', { kind: 'text', text: 'Shop now', choice: { type: 'postback', id: null, payload: 'SHOP', title: 'Shop now' } }],
+      [
+        null,
+        {
+          kind: 'reaction',
+          action: 'react',
+          emoji: '\u{2764}\u{FE0F}',
+          reaction: 'love',
+          target: { provider_message_id: out.provider_message_id, message_id: out.id },
+        },
+      ],
+      [
+        'ig_pb1',
+        { kind: 'text', text: 'Shop now', choice: { type: 'postback', id: null, payload: 'SHOP', title: 'Shop now' } },
+      ],
     ]);
   });
 });

@@ -25,7 +25,11 @@ afterAll(async () => {
 describe('the demo sandbox flow', () => {
   it('goes queued -> sent -> delivered through a signed sandbox webhook', async () => {
     expect(s.demo?.token).toBeTruthy();
-    const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155550123', text: 'Hello from msgd' }, s.demo!.token);
+    const res = await postJson(
+      `${s.url}/api/send-sms.php`,
+      { to: '+14155550123', text: 'Hello from msgd' },
+      s.demo!.token,
+    );
     expect(res.status).toBe(200);
     const m = await waitFor(() => {
       const row = getMessageRow(s.ctx, res.body.id);
@@ -33,34 +37,74 @@ describe('the demo sandbox flow', () => {
     }, 'the demo message to be delivered');
     expect(m.provider_message_id).toMatch(/^sbx_/);
     expect(messageHistory(s.ctx, m.id).map((h) => h.status)).toEqual(['queued', 'sent', 'delivered']);
-    const log = s.ctx.db.sqlite.prepare(`SELECT * FROM provider_webhooks WHERE provider = 'sandbox' ORDER BY id DESC LIMIT 1`).get() as any;
-    expect(log).toMatchObject({ gateway_id: gatewayId, verification: 'ok', processing: 'processed', path: `/api/webhook.php?gateway=${gatewayId}` });
+    const log = s.ctx.db.sqlite
+      .prepare(`SELECT * FROM provider_webhooks WHERE provider = 'sandbox' ORDER BY id DESC LIMIT 1`)
+      .get() as any;
+    expect(log).toMatchObject({
+      gateway_id: gatewayId,
+      verification: 'ok',
+      processing: 'processed',
+      path: `/api/webhook.php?gateway=${gatewayId}`,
+    });
     expect(JSON.parse(log.body.toString())).toEqual({
       object: 'msgd_sandbox',
-      events: [{ id: expect.stringMatching(/^sbx_[0-9a-f]{24}$/), message_id: m.provider_message_id, status: 'delivered', timestamp: expect.any(Number) }],
+      events: [
+        {
+          id: expect.stringMatching(/^sbx_[0-9a-f]{24}$/),
+          message_id: m.provider_message_id,
+          status: 'delivered',
+          timestamp: expect.any(Number),
+        },
+      ],
     });
     expect(JSON.parse(log.headers)['x-msgd-sandbox-signature']).toBe('[redacted]');
-    const delivered = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM events WHERE type = 'message.delivered'`).get() as { n: number };
+    const delivered = s.ctx.db.sqlite
+      .prepare(`SELECT COUNT(*) AS n FROM events WHERE type = 'message.delivered'`)
+      .get() as { n: number };
     expect(delivered.n).toBe(1);
   });
 
   it('simulates an inbound message posted by hand with the gateway’s signing secret', async () => {
     const body = JSON.stringify({
       object: 'msgd_sandbox',
-      events: [{ id: 'demo-in-1', type: 'message', channel: 'sms', from: '+14155550123', to: '+15550000001', text: 'Reply!', timestamp: Math.floor(Date.now() / 1000) }],
+      events: [
+        {
+          id: 'demo-in-1',
+          type: 'message',
+          channel: 'sms',
+          from: '+14155550123',
+          to: '+15550000001',
+          text: 'Reply!',
+          timestamp: Math.floor(Date.now() / 1000),
+        },
+      ],
     });
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, sandboxHeaders(secret, body));
     expect(res.status).toBe(200);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.received'`).get() as { payload: string };
-    expect(JSON.parse(ev.payload)).toMatchObject({ channel: 'sms', from: '+14155550123', body: 'Reply!', to: '+15550000001' });
+    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.received'`).get() as {
+      payload: string;
+    };
+    expect(JSON.parse(ev.payload)).toMatchObject({
+      channel: 'sms',
+      from: '+14155550123',
+      body: 'Reply!',
+      to: '+15550000001',
+    });
   });
 
   it('refuses a sandbox webhook with a wrong or missing signature', async () => {
-    const body = JSON.stringify({ object: 'msgd_sandbox', events: [{ id: 'x', message_id: 'sbx_1', status: 'delivered', timestamp: 1 }] });
+    const body = JSON.stringify({
+      object: 'msgd_sandbox',
+      events: [{ id: 'x', message_id: 'sbx_1', status: 'delivered', timestamp: 1 }],
+    });
     expect((await postWebhook(`${s.url}/api/webhook.php`, body, sandboxHeaders('guess', body))).status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toContain('signature does not match the signing_secret of gateway sandbox');
-    expect((await postWebhook(`${s.url}/api/webhook.php`, body, { 'content-type': 'application/json' })).status).toBe(401);
+    expect(lastRow(s.ctx).verification_reason).toContain(
+      'signature does not match the signing_secret of gateway sandbox',
+    );
+    expect((await postWebhook(`${s.url}/api/webhook.php`, body, { 'content-type': 'application/json' })).status).toBe(
+      401,
+    );
     expect(lastRow(s.ctx).verification_reason).toBe('missing X-Msgd-Sandbox-Signature header');
   });
 });

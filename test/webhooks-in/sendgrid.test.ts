@@ -20,8 +20,23 @@ beforeAll(async () => {
   s = await startTestServer();
   p = setupPartner(s.ctx, { balance: '10.00', prices: { email: '0.002' } });
   // A second account first: the batch must still verify, against the right key.
-  addGateway(s.ctx, { kind: 'sendgrid', name: 'sg-other', secrets: { api_key: 'SG.other', webhook_public_key: other.publicKey } }, 'test');
-  connect(s.ctx, p.partnerId, { kind: 'sendgrid', name: 'sg-main', settings: { base_url: fake.url }, secrets: { api_key: 'SG.key', webhook_public_key: signer.publicKey } }, 'email', 'news@acme.example');
+  addGateway(
+    s.ctx,
+    { kind: 'sendgrid', name: 'sg-other', secrets: { api_key: 'SG.other', webhook_public_key: other.publicKey } },
+    'test',
+  );
+  connect(
+    s.ctx,
+    p.partnerId,
+    {
+      kind: 'sendgrid',
+      name: 'sg-main',
+      settings: { base_url: fake.url },
+      secrets: { api_key: 'SG.key', webhook_public_key: signer.publicKey },
+    },
+    'email',
+    'news@acme.example',
+  );
 });
 afterAll(async () => {
   await s.stop();
@@ -47,12 +62,57 @@ describe('SendGrid event batches', () => {
     expect(fake.sent.map((x) => x.messageId)).toContain(xid);
     const t = Math.floor(Date.now() / 1000);
     const events = [
-      { email: 'to@example.com', timestamp: t, 'smtp-id': `<${xid}@ismtpd-1>`, event: 'processed', category: ['otp'], sg_event_id: 'cHJvY2Vzc2VkLTE', sg_message_id: `${xid}.filter0001.1.2.0` },
-      { email: 'to@example.com', timestamp: t + 5, event: 'delivered', response: '250 OK', sg_event_id: 'ZGVsaXZlcmVkLTE', sg_message_id: `${xid}.filter0001.1.2.0` },
-      { email: 'to@example.com', timestamp: t + 100, event: 'click', url: 'https://example.com/x', sg_event_id: 'Y2xpY2stMQ', sg_message_id: `${xid}.filter0001.1.2.0`, msgd_message_id: good.id },
-      { email: 'to@example.com', timestamp: t + 50, event: 'open', sg_event_id: 'b3Blbi0x', sg_message_id: `${xid}.filter0001.1.2.0` },
-      { email: 'bad@example.com', timestamp: t + 6, event: 'bounce', type: 'blocked', reason: '550 5.7.1 blocked', status: '5.7.1', sg_event_id: 'Ym91bmNlLTE', msgd_message_id: bad.id },
-      { email: 'to@example.com', timestamp: t + 200, event: 'group_unsubscribe', asm_group_id: 1, sg_event_id: 'Z3JvdXAtMQ', sg_message_id: `${xid}.x` },
+      {
+        email: 'to@example.com',
+        timestamp: t,
+        'smtp-id': `<${xid}@ismtpd-1>`,
+        event: 'processed',
+        category: ['otp'],
+        sg_event_id: 'cHJvY2Vzc2VkLTE',
+        sg_message_id: `${xid}.filter0001.1.2.0`,
+      },
+      {
+        email: 'to@example.com',
+        timestamp: t + 5,
+        event: 'delivered',
+        response: '250 OK',
+        sg_event_id: 'ZGVsaXZlcmVkLTE',
+        sg_message_id: `${xid}.filter0001.1.2.0`,
+      },
+      {
+        email: 'to@example.com',
+        timestamp: t + 100,
+        event: 'click',
+        url: 'https://example.com/x',
+        sg_event_id: 'Y2xpY2stMQ',
+        sg_message_id: `${xid}.filter0001.1.2.0`,
+        msgd_message_id: good.id,
+      },
+      {
+        email: 'to@example.com',
+        timestamp: t + 50,
+        event: 'open',
+        sg_event_id: 'b3Blbi0x',
+        sg_message_id: `${xid}.filter0001.1.2.0`,
+      },
+      {
+        email: 'bad@example.com',
+        timestamp: t + 6,
+        event: 'bounce',
+        type: 'blocked',
+        reason: '550 5.7.1 blocked',
+        status: '5.7.1',
+        sg_event_id: 'Ym91bmNlLTE',
+        msgd_message_id: bad.id,
+      },
+      {
+        email: 'to@example.com',
+        timestamp: t + 200,
+        event: 'group_unsubscribe',
+        asm_group_id: 1,
+        sg_event_id: 'Z3JvdXAtMQ',
+        sg_message_id: `${xid}.x`,
+      },
     ];
     // SendGrid's docs warn not to strip the trailing CRLF: it is part of what was signed.
     const body = `${JSON.stringify(events)}\r\n`;
@@ -72,8 +132,16 @@ describe('SendGrid event batches', () => {
       ['group_unsubscribe', 'group_unsubscribe', 1],
     ]);
     // A delivered event's SMTP response ("250 OK") is no error.
-    expect(messageHistory(s.ctx, good.id).find((h) => h.status === 'delivered')).toMatchObject({ error_code: null, error_message: null });
-    expect(getMessageRow(s.ctx, bad.id)).toMatchObject({ status: 'bounced', error_code: '5.7.1', error_message: '550 5.7.1 blocked', refunded: 1 });
+    expect(messageHistory(s.ctx, good.id).find((h) => h.status === 'delivered')).toMatchObject({
+      error_code: null,
+      error_message: null,
+    });
+    expect(getMessageRow(s.ctx, bad.id)).toMatchObject({
+      status: 'bounced',
+      error_code: '5.7.1',
+      error_message: '550 5.7.1 blocked',
+      refunded: 1,
+    });
 
     const again = await post(body);
     expect((await processed(s.ctx, again.json.id)).processing).toBe('duplicate');
@@ -86,20 +154,54 @@ describe('SendGrid event batches', () => {
     const t = Math.floor(Date.now() / 1000);
     const body = `${JSON.stringify([
       { email: 'grumpy@example.com', timestamp: t, event: 'spamreport', sg_event_id: 'c3BhbS0x', sg_message_id: sg },
-      { email: 'grumpy@example.com', timestamp: t + 1, event: 'unsubscribe', sg_event_id: 'dW5zdWItMQ', sg_message_id: sg },
-      { email: 'grumpy@example.com', timestamp: t + 2, event: 'group_unsubscribe', asm_group_id: 42, sg_event_id: 'Z3Vuc3ViLTE', msgd_message_id: m.id },
-      { email: 'grumpy@example.com', timestamp: t + 3, event: 'group_resubscribe', asm_group_id: 42, sg_event_id: 'Z3Jlc3ViLTE', msgd_message_id: m.id },
+      {
+        email: 'grumpy@example.com',
+        timestamp: t + 1,
+        event: 'unsubscribe',
+        sg_event_id: 'dW5zdWItMQ',
+        sg_message_id: sg,
+      },
+      {
+        email: 'grumpy@example.com',
+        timestamp: t + 2,
+        event: 'group_unsubscribe',
+        asm_group_id: 42,
+        sg_event_id: 'Z3Vuc3ViLTE',
+        msgd_message_id: m.id,
+      },
+      {
+        email: 'grumpy@example.com',
+        timestamp: t + 3,
+        event: 'group_resubscribe',
+        asm_group_id: 42,
+        sg_event_id: 'Z3Jlc3ViLTE',
+        msgd_message_id: m.id,
+      },
     ])}\r\n`;
     const eventsOf = () =>
-      (s.ctx.db.sqlite.prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ? ORDER BY id`).all(p.partnerId, `%${m.id}%`) as { type: string; payload: string }[])
-        .filter((e) => !['message.sent'].includes(e.type));
+      (
+        s.ctx.db.sqlite
+          .prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ? ORDER BY id`)
+          .all(p.partnerId, `%${m.id}%`) as { type: string; payload: string }[]
+      ).filter((e) => !['message.sent'].includes(e.type));
     const res = await post(body);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
     const got = eventsOf();
-    expect(got.map((e) => e.type)).toEqual(['message.complained', 'message.unsubscribed', 'message.unsubscribed', 'message.resubscribed']);
+    expect(got.map((e) => e.type)).toEqual([
+      'message.complained',
+      'message.unsubscribed',
+      'message.unsubscribed',
+      'message.resubscribed',
+    ]);
     expect(JSON.parse(got[0].payload)).toMatchObject({
-      event: 'message.complained', message_id: m.id, channel: 'email', to: 'grumpy@example.com', status: 'sent',
-      provider_status: 'spamreport', email: 'grumpy@example.com', occurred_at: new Date(t * 1000).toISOString(),
+      event: 'message.complained',
+      message_id: m.id,
+      channel: 'email',
+      to: 'grumpy@example.com',
+      status: 'sent',
+      provider_status: 'spamreport',
+      email: 'grumpy@example.com',
+      occurred_at: new Date(t * 1000).toISOString(),
     });
     expect(JSON.parse(got[2].payload)).toMatchObject({ provider_status: 'group_unsubscribe', asm_group_id: 42 });
     // The status is not moved by any of them, and a redelivery tells nobody twice.
@@ -118,23 +220,77 @@ describe('SendGrid event batches', () => {
       expect(res.status).toBe(200);
       return processed(s.ctx, res.json.id);
     };
-    await step([{ email: 'later-bounce@example.com', timestamp: t, event: 'deferred', response: '451 4.7.1 try later', attempt: '1', sg_event_id: 'ZGVmZXJyZWQtOTk', sg_message_id: sg }]);
+    await step([
+      {
+        email: 'later-bounce@example.com',
+        timestamp: t,
+        event: 'deferred',
+        response: '451 4.7.1 try later',
+        attempt: '1',
+        sg_event_id: 'ZGVmZXJyZWQtOTk',
+        sg_message_id: sg,
+      },
+    ]);
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('deferred');
-    await step([{ email: 'later-bounce@example.com', timestamp: t + 60, event: 'delivered', response: '250 OK', sg_event_id: 'ZGVsaXZlcmVkLTk5', sg_message_id: sg }]);
+    await step([
+      {
+        email: 'later-bounce@example.com',
+        timestamp: t + 60,
+        event: 'delivered',
+        response: '250 OK',
+        sg_event_id: 'ZGVsaXZlcmVkLTk5',
+        sg_message_id: sg,
+      },
+    ]);
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
-    const bounce = { email: 'later-bounce@example.com', timestamp: t + 600, event: 'bounce', type: 'bounce', reason: '550 5.1.1 mailbox unknown', status: '5.1.1', sg_event_id: 'Ym91bmNlLTk5', msgd_message_id: m.id };
+    const bounce = {
+      email: 'later-bounce@example.com',
+      timestamp: t + 600,
+      event: 'bounce',
+      type: 'bounce',
+      reason: '550 5.1.1 mailbox unknown',
+      status: '5.1.1',
+      sg_event_id: 'Ym91bmNlLTk5',
+      msgd_message_id: m.id,
+    };
     expect((await step([bounce])).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'bounced', error_code: '5.1.1', error_message: '550 5.1.1 mailbox unknown', refunded: 1 });
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({
+      status: 'bounced',
+      error_code: '5.1.1',
+      error_message: '550 5.1.1 mailbox unknown',
+      refunded: 1,
+    });
     // The delivered event again, late and under a new event id: the bounce stands.
-    await step([{ email: 'later-bounce@example.com', timestamp: t + 60, event: 'delivered', response: '250 OK', sg_event_id: 'ZGVsaXZlcmVkLTk5Yg', sg_message_id: sg }]);
+    await step([
+      {
+        email: 'later-bounce@example.com',
+        timestamp: t + 60,
+        event: 'delivered',
+        response: '250 OK',
+        sg_event_id: 'ZGVsaXZlcmVkLTk5Yg',
+        sg_message_id: sg,
+      },
+    ]);
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('bounced');
-    const types = (s.ctx.db.sqlite.prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ? ORDER BY id`).all(m.id) as { type: string }[]).map((e) => e.type);
+    const types = (
+      s.ctx.db.sqlite
+        .prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ? ORDER BY id`)
+        .all(m.id) as { type: string }[]
+    ).map((e) => e.type);
     expect(types).toEqual(['message.sent', 'message.deferred', 'message.delivered', 'message.bounced']);
   });
 
   it('an event whose prefix matches but whose recipient does not is not applied to that message', async () => {
     const m = await sentEmail('solo@example.com');
-    const body = JSON.stringify([{ email: 'someone@else.example', timestamp: 1, event: 'delivered', sg_event_id: 'eC0x', sg_message_id: `${m.provider_message_id}.f` }]);
+    const body = JSON.stringify([
+      {
+        email: 'someone@else.example',
+        timestamp: 1,
+        event: 'delivered',
+        sg_event_id: 'eC0x',
+        sg_message_id: `${m.provider_message_id}.f`,
+      },
+    ]);
     const r = await processed(s.ctx, (await post(body)).json.id);
     expect(r.processing).toBe('unroutable');
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
@@ -144,7 +300,9 @@ describe('SendGrid event batches', () => {
     const body = JSON.stringify([{ email: 'a@b.example', timestamp: 1, event: 'delivered', sg_event_id: 'c3RhbGU' }]);
     const stale = await post(body, signer.headers(body, String(Math.floor(Date.now() / 1000) - 3600)));
     expect(stale.status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toMatch(/timestamp \d+ is 360\d s away from now; the tolerance is 600 s/);
+    expect(lastRow(s.ctx).verification_reason).toMatch(
+      /timestamp \d+ is 360\d s away from now; the tolerance is 600 s/,
+    );
 
     const h = signer.headers(body);
     const { ['x-twilio-email-event-webhook-timestamp']: _ts, ...noTs } = h;
@@ -152,7 +310,10 @@ describe('SendGrid event batches', () => {
     expect(lastRow(s.ctx).verification_reason).toBe('missing X-Twilio-Email-Event-Webhook-Timestamp header');
     const { ['x-twilio-email-event-webhook-signature']: _sig, ...noSig } = h;
     expect((await post(body, noSig)).status).toBe(401);
-    expect(lastRow(s.ctx)).toMatchObject({ provider: 'sendgrid', verification_reason: 'missing X-Twilio-Email-Event-Webhook-Signature header' });
+    expect(lastRow(s.ctx)).toMatchObject({
+      provider: 'sendgrid',
+      verification_reason: 'missing X-Twilio-Email-Event-Webhook-Signature header',
+    });
 
     const foreign = sendgridSigner();
     expect((await post(body, foreign.headers(body))).status).toBe(401);
@@ -165,7 +326,11 @@ describe('the official SendGrid vector, end to end', () => {
   it('verifies over the wire (with a tolerance wide enough for its 2020 timestamp)', async () => {
     const t = await startTestServer({ 'webhooksIn.sendgridToleranceSeconds': 400_000_000 });
     try {
-      addGateway(t.ctx, { kind: 'sendgrid', name: 'sg', secrets: { api_key: 'k', webhook_public_key: SENDGRID_VECTOR.publicKey } }, 'test');
+      addGateway(
+        t.ctx,
+        { kind: 'sendgrid', name: 'sg', secrets: { api_key: 'k', webhook_public_key: SENDGRID_VECTOR.publicKey } },
+        'test',
+      );
       const headers = {
         'content-type': 'application/json',
         'x-twilio-email-event-webhook-signature': SENDGRID_VECTOR.signature,
@@ -174,7 +339,12 @@ describe('the official SendGrid vector, end to end', () => {
       const res = await postWebhook(`${t.url}/api/webhook.php`, SENDGRID_VECTOR.payload, headers);
       expect(res.status).toBe(200);
       const r = await processed(t.ctx, res.json.id);
-      expect(r).toMatchObject({ provider: 'sendgrid', verification: 'ok', processing: 'ignored', error: 'SendGrid event "test_event" is not handled' });
+      expect(r).toMatchObject({
+        provider: 'sendgrid',
+        verification: 'ok',
+        processing: 'ignored',
+        error: 'SendGrid event "test_event" is not handled',
+      });
       const spaced = await postWebhook(`${t.url}/api/webhook.php`, SENDGRID_VECTOR.payload.replace(',', ', '), headers);
       expect(spaced.status).toBe(401);
     } finally {

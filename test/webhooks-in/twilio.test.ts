@@ -24,8 +24,13 @@ beforeAll(async () => {
   fake = await startTwilioFake({ accounts: { [SID]: TOKEN } });
   s = await startTestServer({ 'billing.refundOnProviderFailure': 'never' });
   p = setupPartner(s.ctx, { balance: '10.00', prices: { sms: '0.01' } });
-  gatewayId = connect(s.ctx, p.partnerId, { kind: 'twilio', settings: { base_url: fake.url, account_sid: SID }, secrets: { auth_token: TOKEN } }, 'sms', FROM)
-    .gateway.id;
+  gatewayId = connect(
+    s.ctx,
+    p.partnerId,
+    { kind: 'twilio', settings: { base_url: fake.url, account_sid: SID }, secrets: { auth_token: TOKEN } },
+    'sms',
+    FROM,
+  ).gateway.id;
 });
 afterAll(async () => {
   await s.stop();
@@ -34,14 +39,31 @@ afterAll(async () => {
 
 const hookUrl = () => `${s.url}/api/webhook.php?gateway=${gatewayId}`;
 
-async function twilioPost(params: TwilioParams, opts: { url?: string; signUrl?: string; token?: string; headers?: Record<string, string> } = {}) {
+async function twilioPost(
+  params: TwilioParams,
+  opts: { url?: string; signUrl?: string; token?: string; headers?: Record<string, string> } = {},
+) {
   const url = opts.url ?? hookUrl();
-  return postWebhook(url, twilioForm(params), { ...twilioHeaders(opts.token ?? TOKEN, opts.signUrl ?? url, params), ...opts.headers });
+  return postWebhook(url, twilioForm(params), {
+    ...twilioHeaders(opts.token ?? TOKEN, opts.signUrl ?? url, params),
+    ...opts.headers,
+  });
 }
 
 function status(sid: string, st: string, extra: TwilioParams = {}): TwilioParams {
   // FACTS D2 fixture, with an unknown extra param that must be signed over like any other.
-  return { AccountSid: SID, ApiVersion: '2010-04-01', From: FROM, MessageSid: sid, MessageStatus: st, SmsSid: sid, SmsStatus: st, To: '+14155552671', RawDlrDoneDate: '2508171206', ...extra };
+  return {
+    AccountSid: SID,
+    ApiVersion: '2010-04-01',
+    From: FROM,
+    MessageSid: sid,
+    MessageStatus: st,
+    SmsSid: sid,
+    SmsStatus: st,
+    To: '+14155552671',
+    RawDlrDoneDate: '2508171206',
+    ...extra,
+  };
 }
 
 /** An inbound SMS as Twilio posts it (FACTS D3). */
@@ -88,7 +110,12 @@ describe('Twilio status callbacks', () => {
     const id = res.headers.get('x-msgd-webhook-id')!;
     expect((await processed(s.ctx, id)).processing).toBe('processed');
     for (const late of ['sent', 'undelivered']) {
-      await processed(s.ctx, (await twilioPost(status(sid, late, { ErrorCode: '30003' }), { url: m.callback })).headers.get('x-msgd-webhook-id')!);
+      await processed(
+        s.ctx,
+        (await twilioPost(status(sid, late, { ErrorCode: '30003' }), { url: m.callback })).headers.get(
+          'x-msgd-webhook-id',
+        )!,
+      );
     }
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
     expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.ignored])).toEqual([
@@ -107,17 +134,30 @@ describe('Twilio status callbacks', () => {
     const m = await sentSms('dlr date');
     const sid = m.provider_message_id!;
     // The FACTS D2 fixture: 2508171206 is 2025-08-17 12:06 UTC.
-    await processed(s.ctx, (await twilioPost(status(sid, 'delivered'), { url: m.callback })).headers.get('x-msgd-webhook-id')!);
+    await processed(
+      s.ctx,
+      (await twilioPost(status(sid, 'delivered'), { url: m.callback })).headers.get('x-msgd-webhook-id')!,
+    );
     const delivered = messageHistory(s.ctx, m.id).find((h) => h.status === 'delivered')!;
     expect(new Date(delivered.occurred_at).toISOString()).toBe('2025-08-17T12:06:00.000Z');
-    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.delivered' AND payload LIKE ?`).get(`%${m.id}%`) as any;
+    const ev = s.ctx.db.sqlite
+      .prepare(`SELECT payload FROM events WHERE type = 'message.delivered' AND payload LIKE ?`)
+      .get(`%${m.id}%`) as any;
     expect(JSON.parse(ev.payload).occurred_at).toBe('2025-08-17T12:06:00.000Z');
 
     // Not a date (month 13, 30 February, too short), or one far in the future: arrival time.
     for (const [i, bad] of ['2513171206', '2502301206', '25081712', '9912312359'].entries()) {
       const other = await sentSms(`bad dlr ${i}`);
       const before = Date.now();
-      await processed(s.ctx, (await twilioPost(status(other.provider_message_id!, 'undelivered', { RawDlrDoneDate: bad, ErrorCode: '30003' }), { url: other.callback })).headers.get('x-msgd-webhook-id')!);
+      await processed(
+        s.ctx,
+        (
+          await twilioPost(
+            status(other.provider_message_id!, 'undelivered', { RawDlrDoneDate: bad, ErrorCode: '30003' }),
+            { url: other.callback },
+          )
+        ).headers.get('x-msgd-webhook-id')!,
+      );
       const h = messageHistory(s.ctx, other.id).find((x) => x.status === 'undelivered')!;
       expect(h.occurred_at, bad).toBeGreaterThanOrEqual(before);
       expect(h.occurred_at, bad).toBeLessThanOrEqual(Date.now());
@@ -128,10 +168,16 @@ describe('Twilio status callbacks', () => {
     const named = await sentSms('named in its callback');
     // Its reports name it, so its SID has no entry in the provider-id index.
     expect(named.provider_id_indexed).toBe(0);
-    const plan = s.ctx.db.sqlite.prepare('EXPLAIN QUERY PLAN SELECT * FROM messages WHERE provider_message_id = ? AND provider_id_indexed = 1').all('x') as any[];
+    const plan = s.ctx.db.sqlite
+      .prepare('EXPLAIN QUERY PLAN SELECT * FROM messages WHERE provider_message_id = ? AND provider_id_indexed = 1')
+      .all('x') as any[];
     expect(plan.map((r) => r.detail).join()).toContain('messages_provider');
     const inIndex = (sid: string) =>
-      s.ctx.db.sqlite.prepare('SELECT count(*) AS n FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1').get(sid) as any;
+      s.ctx.db.sqlite
+        .prepare(
+          'SELECT count(*) AS n FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1',
+        )
+        .get(sid) as any;
     expect(inIndex(named.provider_message_id!).n).toBe(0);
 
     // A message an older msgd sent: its StatusCallback had no ?message=, and its SID is indexed.
@@ -147,7 +193,10 @@ describe('Twilio status callbacks', () => {
     const stray = await twilioPost(status(named.provider_message_id!, 'delivered'));
     expect(stray.status).toBe(200);
     const id = stray.headers.get('x-msgd-webhook-id')!;
-    await waitFor(() => lastRow(s.ctx).id === id && /waiting for no message with provider id SM/.test(lastRow(s.ctx).error ?? ''), 'the stray callback to wait');
+    await waitFor(
+      () => lastRow(s.ctx).id === id && /waiting for no message with provider id SM/.test(lastRow(s.ctx).error ?? ''),
+      'the stray callback to wait',
+    );
     expect(getMessageRow(s.ctx, named.id)!.status).toBe('sent');
     // The same report at the URL msgd gave applies.
     const ok = await twilioPost(status(named.provider_message_id!, 'delivered'), { url: named.callback });
@@ -155,11 +204,14 @@ describe('Twilio status callbacks', () => {
     expect(getMessageRow(s.ctx, named.id)!.status).toBe('delivered');
   });
 
-  it('a callback naming a message msgd does not have says so by msgd\'s id', async () => {
+  it("a callback naming a message msgd does not have says so by msgd's id", async () => {
     const url = `${hookUrl()}&message=msg_doesnotexist`;
     const res = await twilioPost(status('SMnone', 'delivered'), { url });
     const id = res.headers.get('x-msgd-webhook-id')!;
-    await waitFor(() => /waiting for no message msg_doesnotexist \(/.test(row(s.ctx, id).error ?? ''), 'the callback to wait');
+    await waitFor(
+      () => /waiting for no message msg_doesnotexist \(/.test(row(s.ctx, id).error ?? ''),
+      'the callback to wait',
+    );
   });
 
   it("a report for another SID at the URL naming the message (a retried send's first copy) does not move it", async () => {
@@ -168,7 +220,10 @@ describe('Twilio status callbacks', () => {
     const firstCopy = `SM${'f'.repeat(32)}`;
     const stale = await twilioPost(status(firstCopy, 'undelivered', { ErrorCode: '30003' }), { url: m.callback });
     const log = await processed(s.ctx, stale.headers.get('x-msgd-webhook-id')!);
-    expect([log.processing, log.error]).toEqual(['unroutable', `undelivered for provider id ${firstCopy}, another attempt's copy: message ${m.id} was sent as ${m.provider_message_id}`]);
+    expect([log.processing, log.error]).toEqual([
+      'unroutable',
+      `undelivered for provider id ${firstCopy}, another attempt's copy: message ${m.id} was sent as ${m.provider_message_id}`,
+    ]);
     expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'sent', error_code: null });
     const ok = await twilioPost(status(m.provider_message_id!, 'delivered'), { url: m.callback });
     expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
@@ -183,25 +238,40 @@ describe('Twilio status callbacks', () => {
     const m = await sentSms('early report');
     const sid = m.provider_message_id!;
     // As if Twilio called back before msgd had committed its answer to the send.
-    s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'sending', provider_message_id = NULL, sent_at = NULL WHERE id = ?`).run(m.id);
+    s.ctx.db.sqlite
+      .prepare(`UPDATE messages SET status = 'sending', provider_message_id = NULL, sent_at = NULL WHERE id = ?`)
+      .run(m.id);
     const res = await twilioPost(status(sid, 'delivered'), { url: m.callback });
     const id = res.headers.get('x-msgd-webhook-id')!;
-    await waitFor(() => /waiting for message .* has no provider id yet \(reported as SM/.test(row(s.ctx, id).error ?? ''), 'the report to wait');
+    await waitFor(
+      () => /waiting for message .* has no provider id yet \(reported as SM/.test(row(s.ctx, id).error ?? ''),
+      'the report to wait',
+    );
     expect(row(s.ctx, id).processing).toBe('pending');
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('sending');
     // What the dispatch commit does: the message is sent, under that SID.
-    s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'sent', provider_message_id = ?, sent_at = ? WHERE id = ?`).run(sid, m.sent_at, m.id);
+    s.ctx.db.sqlite
+      .prepare(`UPDATE messages SET status = 'sent', provider_message_id = ?, sent_at = ? WHERE id = ?`)
+      .run(sid, m.sent_at, m.id);
     expect((await processed(s.ctx, id)).processing).toBe('processed');
     expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'delivered', provider_message_id: sid });
   });
 
   it('undelivered records the carrier error and, with refundOnProviderFailure=never, keeps the charge', async () => {
     const m = await sentSms('to a landline');
-    const bal = () => (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as any).balance;
+    const bal = () =>
+      (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as any).balance;
     const before = bal();
-    const res = await twilioPost(status(m.provider_message_id!, 'undelivered', { ErrorCode: '30006' }), { url: m.callback });
+    const res = await twilioPost(status(m.provider_message_id!, 'undelivered', { ErrorCode: '30006' }), {
+      url: m.callback,
+    });
     await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'undelivered', error_code: '30006', error_message: 'Twilio error 30006', refunded: 0 });
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({
+      status: 'undelivered',
+      error_code: '30006',
+      error_message: 'Twilio error 30006',
+      refunded: 0,
+    });
     expect(bal()).toBe(before);
   });
 
@@ -209,17 +279,25 @@ describe('Twilio status callbacks', () => {
     const m = await sentSms('json');
     const body = JSON.stringify({ AccountSid: SID, MessageSid: m.provider_message_id, MessageStatus: 'delivered' });
     const jsonUrl = `${m.callback}&bodySHA256=${createHash('sha256').update(body).digest('hex')}`;
-    const ok = await postWebhook(jsonUrl, body, { 'content-type': 'application/json', 'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}) });
+    const ok = await postWebhook(jsonUrl, body, {
+      'content-type': 'application/json',
+      'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}),
+    });
     expect(ok.status).toBe(200);
     expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
-    const tampered = await postWebhook(jsonUrl, body.replace('delivered', 'read'), { 'content-type': 'application/json', 'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}) });
+    const tampered = await postWebhook(jsonUrl, body.replace('delivered', 'read'), {
+      'content-type': 'application/json',
+      'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}),
+    });
     expect(tampered.status).toBe(401);
   });
 
   it('refuses a missing or wrong signature, and params changed after signing', async () => {
     const params = status('SM1', 'sent');
-    const missing = await postWebhook(hookUrl(), twilioForm(params), { 'content-type': 'application/x-www-form-urlencoded' });
+    const missing = await postWebhook(hookUrl(), twilioForm(params), {
+      'content-type': 'application/x-www-form-urlencoded',
+    });
     expect(missing.status).toBe(401);
     expect(lastRow(s.ctx).verification_reason).toBe('missing X-Twilio-Signature header');
     expect((await twilioPost(params, { token: 'other' })).status).toBe(401);
@@ -233,7 +311,10 @@ describe('Twilio status callbacks', () => {
     // Parsed before the signature is checked: copying per repeat once took a minute and more,
     // with the event loop (every other request) held the whole time.
     const body = `AccountSid=${SID}${'&a=1'.repeat(250_000)}`;
-    const big = await postWebhook(hookUrl(), body, { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': 'bm90IGEgc2lnbmF0dXJl' });
+    const big = await postWebhook(hookUrl(), body, {
+      'content-type': 'application/x-www-form-urlencoded',
+      'x-twilio-signature': 'bm90IGEgc2lnbmF0dXJl',
+    });
     expect(big.status).toBe(401);
     expect(lastRow(s.ctx).verification_reason).toContain('signature does not match the auth_token');
   });
@@ -251,14 +332,24 @@ describe('Twilio inbound SMS', () => {
     expect(res.status).toBe(200);
     expect(res.text).toBe(EMPTY_TWIML);
     expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE provider_message_id = ?').get(params.MessageSid) as any;
-    expect(msg).toMatchObject({ partner_id: p.partnerId, channel_type: 'sms', direction: 'inbound', from: '+14155551234', to: FROM });
+    const msg = s.ctx.db.sqlite
+      .prepare('SELECT * FROM messages WHERE provider_message_id = ?')
+      .get(params.MessageSid) as any;
+    expect(msg).toMatchObject({
+      partner_id: p.partnerId,
+      channel_type: 'sms',
+      direction: 'inbound',
+      from: '+14155551234',
+      to: FROM,
+    });
     expect(JSON.parse(msg.content)).toEqual({
       kind: 'media',
       caption: 'look at this',
       media: [{ type: 'image', url: params.MediaUrl0, mime_type: 'image/jpeg' }],
     });
-    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`).get(p.partnerId) as any;
+    const ev = s.ctx.db.sqlite
+      .prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`)
+      .get(p.partnerId) as any;
     expect(JSON.parse(ev.payload)).toMatchObject({ channel: 'sms', from: '+14155551234', body: 'look at this' });
   });
 
@@ -277,7 +368,9 @@ describe('Twilio inbound SMS', () => {
     });
     const res = await twilioPost(params, { url: `${s.url}/api/webhook.php` });
     expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite.prepare('SELECT content FROM messages WHERE provider_message_id = ?').get(params.MessageSid) as any;
+    const msg = s.ctx.db.sqlite
+      .prepare('SELECT content FROM messages WHERE provider_message_id = ?')
+      .get(params.MessageSid) as any;
     const media = JSON.parse(msg.content).media.map((m: any) => [m.type, m.mime_type]);
     expect(media).toEqual([
       ['document', 'application/pdf'],
@@ -301,13 +394,28 @@ describe('Twilio inbound SMS', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/xml/);
     expect(await res.text()).toBe(EMPTY_TWIML);
     expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE provider_message_id = ?').get(params.MessageSid) as any;
-    expect(msg).toMatchObject({ partner_id: p.partnerId, channel_type: 'sms', direction: 'inbound', from: '+14155557777', to: FROM });
+    const msg = s.ctx.db.sqlite
+      .prepare('SELECT * FROM messages WHERE provider_message_id = ?')
+      .get(params.MessageSid) as any;
+    expect(msg).toMatchObject({
+      partner_id: p.partnerId,
+      channel_type: 'sms',
+      direction: 'inbound',
+      from: '+14155557777',
+      to: FROM,
+    });
     expect(JSON.parse(msg.content)).toEqual({ kind: 'text', text: "it's me & you" });
   });
 
   it('an SMS to a number no channel has is unroutable (answered 200 all the same)', async () => {
-    const res = await twilioPost({ AccountSid: SID, MessageSid: 'SMx', From: '+14155551234', To: '+15550009999', Body: 'hi', SmsStatus: 'received' });
+    const res = await twilioPost({
+      AccountSid: SID,
+      MessageSid: 'SMx',
+      From: '+14155551234',
+      To: '+15550009999',
+      Body: 'hi',
+      SmsStatus: 'received',
+    });
     expect(res.status).toBe(200);
     const r = await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
     expect(r.processing).toBe('unroutable');
@@ -315,13 +423,26 @@ describe('Twilio inbound SMS', () => {
   });
 
   it('processed again later (reprocess), an inbound SMS keeps the time it arrived, which Twilio does not give', async () => {
-    const res = await twilioPost({ AccountSid: SID, MessageSid: 'SMlate', From: '+14155551234', To: '+15550008888', Body: 'hi', SmsStatus: 'received' });
+    const res = await twilioPost({
+      AccountSid: SID,
+      MessageSid: 'SMlate',
+      From: '+14155551234',
+      To: '+15550008888',
+      Body: 'hi',
+      SmsStatus: 'received',
+    });
     const id = res.headers.get('x-msgd-webhook-id')!;
     const first = await processed(s.ctx, id);
     expect(first.processing).toBe('unroutable');
     await new Promise((r) => setTimeout(r, 50));
     const q = setupPartner(s.ctx);
-    connect(s.ctx, q.partnerId, { kind: 'twilio', name: 'tw-late', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } }, 'sms', '+15550008888');
+    connect(
+      s.ctx,
+      q.partnerId,
+      { kind: 'twilio', name: 'tw-late', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } },
+      'sms',
+      '+15550008888',
+    );
     reopenWebhookLog(s.ctx, id);
     enqueueWebhookProcessing(s.rt.queue, [id]);
     expect((await processed(s.ctx, id)).processing).toBe('processed');
@@ -337,7 +458,13 @@ describe('the URL Twilio signs, behind a proxy', () => {
     const t = await startTestServer(over);
     try {
       const q = setupPartner(t.ctx);
-      const gw = connect(t.ctx, q.partnerId, { kind: 'twilio', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } }, 'sms', FROM).gateway.id;
+      const gw = connect(
+        t.ctx,
+        q.partnerId,
+        { kind: 'twilio', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } },
+        'sms',
+        FROM,
+      ).gateway.id;
       await fn(t, gw);
     } finally {
       await t.stop();
@@ -358,8 +485,11 @@ describe('the URL Twilio signs, behind a proxy', () => {
     await withServer({ 'server.publicUrl': 'https://msgd.example.com/' }, async (t, gw) => {
       const path = `/api/webhook.php?gateway=${gw}&note=o%27brien`;
       const variants = [`https://msgd.example.com:443${path}`, `https://msgd.example.com${path.replace('%27', "'")}`];
-      for (const signUrl of variants) expect((await twilioPost(params, { url: t.url + path, signUrl })).status, signUrl).toBe(200);
-      expect((await twilioPost(params, { url: t.url + path, signUrl: `https://msgd.example.com:8443${path}` })).status).toBe(401);
+      for (const signUrl of variants)
+        expect((await twilioPost(params, { url: t.url + path, signUrl })).status, signUrl).toBe(200);
+      expect(
+        (await twilioPost(params, { url: t.url + path, signUrl: `https://msgd.example.com:8443${path}` })).status,
+      ).toBe(401);
     });
   });
 
@@ -368,7 +498,11 @@ describe('the URL Twilio signs, behind a proxy', () => {
     for (const trust of [true, false]) {
       await withServer({ 'server.trustProxy': trust }, async (t, gw) => {
         const path = `/api/webhook.php?gateway=${gw}`;
-        const res = await twilioPost(params, { url: t.url + path, signUrl: `https://hooks.example.org${path}`, headers: forwarded });
+        const res = await twilioPost(params, {
+          url: t.url + path,
+          signUrl: `https://hooks.example.org${path}`,
+          headers: forwarded,
+        });
         expect(res.status, `trustProxy=${trust}`).toBe(trust ? 200 : 401);
       });
     }

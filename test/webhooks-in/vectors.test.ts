@@ -11,7 +11,12 @@ import { META_VECTOR, SENDGRID_VECTOR, TWILIO_STATUS_FORM } from './helpers.js';
 // end-to-end tests then rely on).
 
 const opts = { now: Date.now(), acceptLegacySha1: false, sendgridToleranceSeconds: 600 };
-const raw = (body: string, headers: Record<string, string>): RawWebhook => ({ raw: Buffer.from(body), headers, path: '/', url: 'http://x/' });
+const raw = (body: string, headers: Record<string, string>): RawWebhook => ({
+  raw: Buffer.from(body),
+  headers,
+  path: '/',
+  url: 'http://x/',
+});
 
 describe('Meta X-Hub-Signature-256 (FACTS A3)', () => {
   it('the signer produces exactly the documented headers for the unicode-escaped body', () => {
@@ -44,13 +49,21 @@ describe('Meta X-Hub-Signature-256 (FACTS A3)', () => {
 
 describe('X-Twilio-Signature (FACTS D4)', () => {
   const url = 'https://mycompany.com/myapp.php?foo=1&bar=2';
-  const params = { CallSid: 'CA1234567890ABCDE', Caller: '+14158675309', Digits: '1234', From: '+14158675309', To: '+18005551212' };
+  const params = {
+    CallSid: 'CA1234567890ABCDE',
+    Caller: '+14158675309',
+    Digits: '1234',
+    From: '+14158675309',
+    To: '+18005551212',
+  };
 
   it('official form vector', () => {
     expect(twilioSign('12345', url, params)).toBe('RSOYDt4T1cUTdK1PDd93/VVr8B8=');
     expect(validateTwilioSignature('12345', 'RSOYDt4T1cUTdK1PDd93/VVr8B8=', url, params)).toBe(true);
     expect(validateTwilioSignature('12346', 'RSOYDt4T1cUTdK1PDd93/VVr8B8=', url, params)).toBe(false);
-    expect(validateTwilioSignature('12345', 'RSOYDt4T1cUTdK1PDd93/VVr8B8=', url, { ...params, Digits: '1235' })).toBe(false);
+    expect(validateTwilioSignature('12345', 'RSOYDt4T1cUTdK1PDd93/VVr8B8=', url, { ...params, Digits: '1235' })).toBe(
+      false,
+    );
   });
 
   it('official bodySHA256 vector', () => {
@@ -72,7 +85,12 @@ describe('X-Twilio-Signature (FACTS D4)', () => {
 
   it('accepts the URL with and without the standard port and with the legacy query encoding', () => {
     expect(twilioUrlVariants('https://a.example/x?q=it%27s')).toEqual(
-      expect.arrayContaining(['https://a.example/x?q=it%27s', 'https://a.example:443/x?q=it%27s', "https://a.example/x?q=it's", "https://a.example:443/x?q=it's"]),
+      expect.arrayContaining([
+        'https://a.example/x?q=it%27s',
+        'https://a.example:443/x?q=it%27s',
+        "https://a.example/x?q=it's",
+        "https://a.example:443/x?q=it's",
+      ]),
     );
     const withPort = twilioSign('tok', 'https://mycompany.com:443/myapp.php?foo=1&bar=2', params);
     expect(validateTwilioSignature('tok', withPort, url, params)).toBe(true);
@@ -93,13 +111,28 @@ describe('X-Twilio-Signature (FACTS D4)', () => {
 describe('SendGrid signed event webhook (FACTS C3)', () => {
   it('official ECDSA vector', () => {
     const v = SENDGRID_VECTOR;
-    expect(verifySendgridSignature(v.publicKey, v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(true);
-    expect(verifySendgridSignature(v.publicKey, '1588788368', Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(false);
-    expect(verifySendgridSignature(v.publicKey, v.timestamp, Buffer.from(v.payload + '\r\n'), Buffer.from(v.signature, 'base64'))).toBe(false);
-    expect(verifySendgridSignature('not a key', v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(false);
+    expect(
+      verifySendgridSignature(v.publicKey, v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64')),
+    ).toBe(true);
+    expect(
+      verifySendgridSignature(v.publicKey, '1588788368', Buffer.from(v.payload), Buffer.from(v.signature, 'base64')),
+    ).toBe(false);
+    expect(
+      verifySendgridSignature(
+        v.publicKey,
+        v.timestamp,
+        Buffer.from(v.payload + '\r\n'),
+        Buffer.from(v.signature, 'base64'),
+      ),
+    ).toBe(false);
+    expect(
+      verifySendgridSignature('not a key', v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64')),
+    ).toBe(false);
     // The same key pasted as PEM, as an operator copying it into a key file would have it.
     const pem = `-----BEGIN PUBLIC KEY-----\n${v.publicKey.match(/.{1,64}/g)!.join('\n')}\n-----END PUBLIC KEY-----\n`;
-    expect(verifySendgridSignature(pem, v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(true);
+    expect(verifySendgridSignature(pem, v.timestamp, Buffer.from(v.payload), Buffer.from(v.signature, 'base64'))).toBe(
+      true,
+    );
   });
 
   it('the fake signer signs like SendGrid (trailing CRLF included)', () => {

@@ -60,9 +60,14 @@ async function sendSent(text: string) {
   }, `message ${id} to be sent`);
 }
 
-const balance = (partnerId: string) => (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number }).balance;
+const balance = (partnerId: string) =>
+  (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number }).balance;
 const events = (partnerId: string, type: string) =>
-  (s.ctx.db.sqlite.prepare('SELECT payload FROM events WHERE partner_id = ? AND type = ? ORDER BY id').all(partnerId, type) as { payload: string }[]).map((e) => JSON.parse(e.payload));
+  (
+    s.ctx.db.sqlite
+      .prepare('SELECT payload FROM events WHERE partner_id = ? AND type = ? ORDER BY id')
+      .all(partnerId, type) as { payload: string }[]
+  ).map((e) => JSON.parse(e.payload));
 
 describe('WhatsApp statuses, end to end', () => {
   it('read, delivered, sent arrive out of order: the message ends read with the full history', async () => {
@@ -101,7 +106,10 @@ describe('WhatsApp statuses, end to end', () => {
           code: 131047,
           title: 'Re-engagement message',
           message: 'Re-engagement message',
-          error_data: { details: 'Message failed to send because more than 24 hours have passed since the customer last replied to this number.' },
+          error_data: {
+            details:
+              'Message failed to send because more than 24 hours have passed since the customer last replied to this number.',
+          },
         },
       ],
     };
@@ -111,7 +119,9 @@ describe('WhatsApp statuses, end to end', () => {
     expect(after).toMatchObject({ status: 'failed', error_code: '131047', refunded: 1 });
     expect(after.error_message).toMatch(/^Re-engagement message: Message failed to send because more than 24 hours/);
     expect(balance(a.partnerId)).toBe(before);
-    const refunds = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM ledger_entries WHERE message_id = ? AND kind = 'refund'`).get(m.id) as { n: number };
+    const refunds = s.ctx.db.sqlite
+      .prepare(`SELECT COUNT(*) AS n FROM ledger_entries WHERE message_id = ? AND kind = 'refund'`)
+      .get(m.id) as { n: number };
     expect(refunds.n).toBe(1);
   });
 
@@ -119,19 +129,32 @@ describe('WhatsApp statuses, end to end', () => {
     const before = balance(a.partnerId);
     const m = await sendSent('failed, then read');
     const wamid = m.provider_message_id!;
-    await statusHook([{ id: wamid, status: 'failed', errors: [{ code: 131026, title: 'Message undeliverable', message: 'Message undeliverable' }] }]);
+    await statusHook([
+      {
+        id: wamid,
+        status: 'failed',
+        errors: [{ code: 131026, title: 'Message undeliverable', message: 'Message undeliverable' }],
+      },
+    ]);
     expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'failed', refunded: 1, error_code: '131026' });
     expect(balance(a.partnerId)).toBe(before);
     // Out of order: the recipient read it after all. Proof it arrived moves it out of the failure,
     // and the failure's error goes with it (the history keeps it).
     expect((await statusHook([{ id: wamid, status: 'read' }])).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0, error_code: null, error_message: null });
+    expect(getMessageRow(s.ctx, m.id)).toMatchObject({
+      status: 'read',
+      refunded: 0,
+      error_code: null,
+      error_message: null,
+    });
     expect(messageHistory(s.ctx, m.id).find((h) => h.status === 'failed')).toMatchObject({ error_code: '131026' });
     expect(balance(a.partnerId)).toBe(before - 50_000);
     await statusHook([{ id: wamid, status: 'delivered' }]);
     expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0 });
     expect(balance(a.partnerId)).toBe(before - 50_000);
-    const kinds = s.ctx.db.sqlite.prepare('SELECT kind, note FROM ledger_entries WHERE message_id = ? ORDER BY id').all(m.id);
+    const kinds = s.ctx.db.sqlite
+      .prepare('SELECT kind, note FROM ledger_entries WHERE message_id = ? ORDER BY id')
+      .all(m.id);
     expect(kinds).toEqual([
       { kind: 'debit', note: null },
       { kind: 'refund', note: 'refund: failed (131026)' },
@@ -143,7 +166,10 @@ describe('WhatsApp statuses, end to end', () => {
   it('a status that beats the dispatch commit waits for its message, then lands', async () => {
     const m = await sendSent('racing');
     const res = await postWebhook(`${s.url}/api/webhook.php`, ...signed([{ id: 'wamid.EARLY', status: 'delivered' }]));
-    await waitFor(() => row(s.ctx, res.json.id).error?.includes('waiting for no message with provider id wamid.EARLY'), 'the webhook to wait');
+    await waitFor(
+      () => row(s.ctx, res.json.id).error?.includes('waiting for no message with provider id wamid.EARLY'),
+      'the webhook to wait',
+    );
     expect(row(s.ctx, res.json.id).processing).toBe('pending');
     // What the late dispatch commit would do: record the provider id.
     s.ctx.db.sqlite.prepare('UPDATE messages SET provider_message_id = ? WHERE id = ?').run('wamid.EARLY', m.id);
@@ -183,7 +209,9 @@ function signed(statuses: WaStatus[]): [string, Record<string, string>] {
 
 describe('WhatsApp inbound', () => {
   it('a text from a new number creates contact, conversation, message and message.received for the owning partner only', async () => {
-    const body = asciiJson(waInbound(PHONE_A, { from: '14155550199', id: 'wamid.IN1', text: { body: 'Hallo, schön!' } }, { name: 'Zoë' }));
+    const body = asciiJson(
+      waInbound(PHONE_A, { from: '14155550199', id: 'wamid.IN1', text: { body: 'Hallo, schön!' } }, { name: 'Zoë' }),
+    );
     const res = await postWebhook(`${s.url}/api/webhook-messenger.php`, body, metaHeaders('secret-a', body));
     expect(res.status).toBe(200);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
@@ -195,28 +223,55 @@ describe('WhatsApp inbound', () => {
     expect(contact[0].last_inbound_at).toBeGreaterThan(0);
     const conv = db.prepare('SELECT * FROM conversations WHERE contact_id = ?').all(contact[0].id) as any[];
     expect(conv).toHaveLength(1);
-    expect(conv[0]).toMatchObject({ partner_id: a.partnerId, channel_type: 'whatsapp', status: 'open', last_inbound_at: contact[0].last_inbound_at });
+    expect(conv[0]).toMatchObject({
+      partner_id: a.partnerId,
+      channel_type: 'whatsapp',
+      status: 'open',
+      last_inbound_at: contact[0].last_inbound_at,
+    });
     const msg = db.prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.IN1'`).get() as any;
-    expect(msg).toMatchObject({ partner_id: a.partnerId, conversation_id: conv[0].id, direction: 'inbound', from: '+14155550199' });
+    expect(msg).toMatchObject({
+      partner_id: a.partnerId,
+      conversation_id: conv[0].id,
+      direction: 'inbound',
+      from: '+14155550199',
+    });
 
     const received = events(a.partnerId, 'message.received').filter((e) => e.message_id === msg.id);
     expect(received).toHaveLength(1);
-    expect(received[0]).toMatchObject({ event: 'message.received', channel: 'whatsapp', from: '+14155550199', body: 'Hallo, schön!', conversation_id: conv[0].id });
+    expect(received[0]).toMatchObject({
+      event: 'message.received',
+      channel: 'whatsapp',
+      from: '+14155550199',
+      body: 'Hallo, schön!',
+      conversation_id: conv[0].id,
+    });
     expect(events(b.partnerId, 'message.received')).toEqual([]);
     expect(db.prepare('SELECT COUNT(*) AS n FROM contacts WHERE partner_id = ?').get(b.partnerId)).toEqual({ n: 0 });
   });
 
   it("the /v1 message shows when the customer sent it (Meta's timestamp) as sent_at, beside created_at (when it arrived)", async () => {
     // FACTS A4: timestamps are strings of Unix seconds; this one is 2025-02-12T00:43:44Z.
-    const body = asciiJson(waInbound(PHONE_A, { from: '14155550177', id: 'wamid.LATE1', timestamp: '1739321024', text: { body: 'sent while offline' } }));
+    const body = asciiJson(
+      waInbound(PHONE_A, {
+        from: '14155550177',
+        id: 'wamid.LATE1',
+        timestamp: '1739321024',
+        text: { body: 'sent while offline' },
+      }),
+    );
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite.prepare(`SELECT id, conversation_id FROM messages WHERE provider_message_id = 'wamid.LATE1'`).get() as any;
+    const msg = s.ctx.db.sqlite
+      .prepare(`SELECT id, conversation_id FROM messages WHERE provider_message_id = 'wamid.LATE1'`)
+      .get() as any;
     const auth = { authorization: `Bearer ${a.token}` };
     const one = (await (await fetch(`${s.url}/v1/messages/${msg.id}`, { headers: auth })).json()) as any;
     expect(one.sent_at).toBe('2025-02-12T00:43:44.000Z');
     expect(Date.parse(one.created_at)).toBeGreaterThan(Date.parse(one.sent_at));
-    const conv = (await (await fetch(`${s.url}/v1/conversations/${msg.conversation_id}`, { headers: auth })).json()) as any;
+    const conv = (await (
+      await fetch(`${s.url}/v1/conversations/${msg.conversation_id}`, { headers: auth })
+    ).json()) as any;
     expect(conv.messages.data.find((m: any) => m.id === msg.id).sent_at).toBe('2025-02-12T00:43:44.000Z');
 
     // Outbound: when msgd handed it to the provider.
@@ -226,14 +281,28 @@ describe('WhatsApp inbound', () => {
   });
 
   it('a timestamp no date can hold (signed all the same) stands for arrival time; the batch around it is stored', async () => {
-    const payload = waInbound(PHONE_A, { from: '14155550166', id: 'wamid.ODD1', timestamp: '99999999999999999999', text: { body: 'odd' } });
-    const normal = waInbound(PHONE_A, { from: '14155550166', id: 'wamid.ODD2', timestamp: '1739321024', text: { body: 'fine' } });
+    const payload = waInbound(PHONE_A, {
+      from: '14155550166',
+      id: 'wamid.ODD1',
+      timestamp: '99999999999999999999',
+      text: { body: 'odd' },
+    });
+    const normal = waInbound(PHONE_A, {
+      from: '14155550166',
+      id: 'wamid.ODD2',
+      timestamp: '1739321024',
+      text: { body: 'fine' },
+    });
     payload.entry[0].changes[0].value.messages.push(normal.entry[0].changes[0].value.messages[0]);
     const body = asciiJson(payload);
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
     const r = await processed(s.ctx, res.json.id);
     expect([r.processing, r.error]).toEqual(['processed', null]);
-    const rows = s.ctx.db.sqlite.prepare(`SELECT provider_message_id, sent_at FROM messages WHERE provider_message_id LIKE 'wamid.ODD%' ORDER BY 1`).all();
+    const rows = s.ctx.db.sqlite
+      .prepare(
+        `SELECT provider_message_id, sent_at FROM messages WHERE provider_message_id LIKE 'wamid.ODD%' ORDER BY 1`,
+      )
+      .all();
     expect(rows).toEqual([
       { provider_message_id: 'wamid.ODD1', sent_at: r.received_at },
       { provider_message_id: 'wamid.ODD2', sent_at: 1739321024000 },
@@ -242,7 +311,9 @@ describe('WhatsApp inbound', () => {
 
   it('media arrives as a reference (type, media id, mime type, caption); B’s number routes to B', async () => {
     const image = { caption: 'receipt', mime_type: 'image/jpeg', sha256: 'abc', id: '2754859441498128' };
-    const body = asciiJson(waInbound(PHONE_B, { from: '14155550123', id: 'wamid.IMG1', type: 'image', image }, { display: '15550783882' }));
+    const body = asciiJson(
+      waInbound(PHONE_B, { from: '14155550123', id: 'wamid.IMG1', type: 'image', image }, { display: '15550783882' }),
+    );
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-b', body));
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
     const msg = s.ctx.db.sqlite.prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.IMG1'`).get() as any;
@@ -250,7 +321,17 @@ describe('WhatsApp inbound', () => {
     expect(JSON.parse(msg.content)).toEqual({
       kind: 'media',
       caption: 'receipt',
-      media: [{ type: 'image', media_id: '2754859441498128', url: null, mime_type: 'image/jpeg', caption: 'receipt', filename: null, sha256: 'abc' }],
+      media: [
+        {
+          type: 'image',
+          media_id: '2754859441498128',
+          url: null,
+          mime_type: 'image/jpeg',
+          caption: 'receipt',
+          filename: null,
+          sha256: 'abc',
+        },
+      ],
     });
   });
 
@@ -262,24 +343,65 @@ describe('WhatsApp inbound', () => {
       // A template's quick-reply button (FACTS A4 shapes; context names the message replied to).
       [
         { type: 'button', button: { payload: 'CONFIRM_42', text: 'Yes' }, context: { from: '15550783881', id: wamid } },
-        { kind: 'text', text: 'Yes', choice: { type: 'button', id: null, payload: 'CONFIRM_42', title: 'Yes' }, reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' } },
+        {
+          kind: 'text',
+          text: 'Yes',
+          choice: { type: 'button', id: null, payload: 'CONFIRM_42', title: 'Yes' },
+          reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' },
+        },
       ],
       [
-        { type: 'interactive', interactive: { type: 'button_reply', button_reply: { id: 'btn-yes', title: 'Yes please' } }, context: { from: '15550783881', id: wamid } },
-        { kind: 'text', text: 'Yes please', choice: { type: 'button_reply', id: 'btn-yes', payload: null, title: 'Yes please' }, reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' } },
+        {
+          type: 'interactive',
+          interactive: { type: 'button_reply', button_reply: { id: 'btn-yes', title: 'Yes please' } },
+          context: { from: '15550783881', id: wamid },
+        },
+        {
+          kind: 'text',
+          text: 'Yes please',
+          choice: { type: 'button_reply', id: 'btn-yes', payload: null, title: 'Yes please' },
+          reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' },
+        },
       ],
       [
-        { type: 'interactive', interactive: { type: 'list_reply', list_reply: { id: 'row-2', title: 'Tomorrow', description: '9-12 am' } }, context: { from: '15550783881', id: 'wamid.NOT_OURS' } },
-        { kind: 'text', text: 'Tomorrow', choice: { type: 'list_reply', id: 'row-2', payload: null, title: 'Tomorrow', description: '9-12 am' }, reply_to: { provider_message_id: 'wamid.NOT_OURS', message_id: null, from: '+15550783881' } },
+        {
+          type: 'interactive',
+          interactive: { type: 'list_reply', list_reply: { id: 'row-2', title: 'Tomorrow', description: '9-12 am' } },
+          context: { from: '15550783881', id: 'wamid.NOT_OURS' },
+        },
+        {
+          kind: 'text',
+          text: 'Tomorrow',
+          choice: { type: 'list_reply', id: 'row-2', payload: null, title: 'Tomorrow', description: '9-12 am' },
+          reply_to: { provider_message_id: 'wamid.NOT_OURS', message_id: null, from: '+15550783881' },
+        },
       ],
       [
-        { type: 'interactive', interactive: { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: flow } } },
-        { kind: 'text', text: 'Sent', choice: { type: 'nfm_reply', id: null, payload: null, title: null, name: 'flow', response: { flow_token: 'tok-1', size: 'M', agree: true } } },
+        {
+          type: 'interactive',
+          interactive: { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: flow } },
+        },
+        {
+          kind: 'text',
+          text: 'Sent',
+          choice: {
+            type: 'nfm_reply',
+            id: null,
+            payload: null,
+            title: null,
+            name: 'flow',
+            response: { flow_token: 'tok-1', size: 'M', agree: true },
+          },
+        },
       ],
       // A plain text reply, quoting our message.
       [
         { type: 'text', text: { body: 'and one more thing' }, context: { from: '15550783881', id: wamid } },
-        { kind: 'text', text: 'and one more thing', reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' } },
+        {
+          kind: 'text',
+          text: 'and one more thing',
+          reply_to: { provider_message_id: wamid, message_id: out.id, from: '+15550783881' },
+        },
       ],
     ];
     for (const [i, [msg, content]] of cases.entries()) {
@@ -287,11 +409,15 @@ describe('WhatsApp inbound', () => {
       const body = asciiJson(waInbound(PHONE_A, { from: '16505551234', id, ...msg }));
       const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
       expect((await processed(s.ctx, res.json.id)).processing, id).toBe('processed');
-      const row = s.ctx.db.sqlite.prepare('SELECT id, content FROM messages WHERE provider_message_id = ?').get(id) as any;
+      const row = s.ctx.db.sqlite
+        .prepare('SELECT id, content FROM messages WHERE provider_message_id = ?')
+        .get(id) as any;
       expect(JSON.parse(row.content), id).toEqual(content);
       const ev = events(a.partnerId, 'message.received').find((e) => e.message_id === row.id);
       expect(ev, id).toMatchObject({ body: content.text, content, media: [] });
-      const v1 = (await (await fetch(`${s.url}/v1/messages/${row.id}`, { headers: { authorization: `Bearer ${a.token}` } })).json()) as any;
+      const v1 = (await (
+        await fetch(`${s.url}/v1/messages/${row.id}`, { headers: { authorization: `Bearer ${a.token}` } })
+      ).json()) as any;
       expect(v1.content, id).toEqual(content);
     }
   });
@@ -306,18 +432,33 @@ describe('WhatsApp inbound', () => {
       org: { company: 'Example Inc' },
       urls: [{ url: 'https://example.com', type: 'WORK' }],
     };
-    const unsupportedErr = { code: 131051, title: 'Message type unknown', message: 'Message type unknown', error_data: { details: 'Message type is currently not supported.' } };
+    const unsupportedErr = {
+      code: 131051,
+      title: 'Message type unknown',
+      message: 'Message type unknown',
+      error_data: { details: 'Message type is currently not supported.' },
+    };
     const cases: [string, Record<string, unknown>, Record<string, unknown>, string][] = [
       [
         'wamid.REACT1',
         { type: 'reaction', reaction: { message_id: out.provider_message_id, emoji: '\u{1F44D}' } },
-        { kind: 'reaction', action: 'react', emoji: '\u{1F44D}', target: { provider_message_id: out.provider_message_id, message_id: out.id } },
+        {
+          kind: 'reaction',
+          action: 'react',
+          emoji: '\u{1F44D}',
+          target: { provider_message_id: out.provider_message_id, message_id: out.id },
+        },
         '\u{1F44D}',
       ],
       [
         'wamid.UNREACT1',
         { type: 'reaction', reaction: { message_id: out.provider_message_id, emoji: '' } },
-        { kind: 'reaction', action: 'unreact', emoji: null, target: { provider_message_id: out.provider_message_id, message_id: out.id } },
+        {
+          kind: 'reaction',
+          action: 'unreact',
+          emoji: null,
+          target: { provider_message_id: out.provider_message_id, message_id: out.id },
+        },
         '',
       ],
       [
@@ -340,20 +481,46 @@ describe('WhatsApp inbound', () => {
       [
         'wamid.UNSUP1',
         { type: 'unsupported', errors: [unsupportedErr], unsupported: { type: 'edit' } },
-        { kind: 'other', type: 'unsupported', text: null, error: { code: '131051', message: 'Message type unknown: Message type is currently not supported.' }, data: { type: 'edit' } },
+        {
+          kind: 'other',
+          type: 'unsupported',
+          text: null,
+          error: { code: '131051', message: 'Message type unknown: Message type is currently not supported.' },
+          data: { type: 'edit' },
+        },
         '',
       ],
       [
         'wamid.SYS1',
-        { type: 'system', system: { body: 'Ann changed their phone number', wa_id: '14155550156', type: 'user_changed_number' } },
-        { kind: 'other', type: 'system', text: 'Ann changed their phone number', error: null, data: { body: 'Ann changed their phone number', wa_id: '14155550156', type: 'user_changed_number' } },
+        {
+          type: 'system',
+          system: { body: 'Ann changed their phone number', wa_id: '14155550156', type: 'user_changed_number' },
+        },
+        {
+          kind: 'other',
+          type: 'system',
+          text: 'Ann changed their phone number',
+          error: null,
+          data: { body: 'Ann changed their phone number', wa_id: '14155550156', type: 'user_changed_number' },
+        },
         'Ann changed their phone number',
       ],
       // A type newer than msgd, quoting our message.
       [
         'wamid.NEW1',
-        { type: 'poll_vote', poll_vote: { option: 'B' }, context: { from: '15550783881', id: out.provider_message_id } },
-        { kind: 'other', type: 'poll_vote', text: null, error: null, data: { option: 'B' }, reply_to: { provider_message_id: out.provider_message_id, message_id: out.id, from: '+15550783881' } },
+        {
+          type: 'poll_vote',
+          poll_vote: { option: 'B' },
+          context: { from: '15550783881', id: out.provider_message_id },
+        },
+        {
+          kind: 'other',
+          type: 'poll_vote',
+          text: null,
+          error: null,
+          data: { option: 'B' },
+          reply_to: { provider_message_id: out.provider_message_id, message_id: out.id, from: '+15550783881' },
+        },
         '',
       ],
     ];
@@ -366,7 +533,13 @@ describe('WhatsApp inbound', () => {
       const r = await processed(s.ctx, res.json.id);
       expect([r.processing, r.error], id).toEqual(['processed', null]);
       const row = db.prepare('SELECT * FROM messages WHERE provider_message_id = ?').get(id) as any;
-      expect(row, id).toMatchObject({ partner_id: a.partnerId, direction: 'inbound', status: 'received', from: `+${customer}`, sent_at: ts * 1000 });
+      expect(row, id).toMatchObject({
+        partner_id: a.partnerId,
+        direction: 'inbound',
+        status: 'received',
+        from: `+${customer}`,
+        sent_at: ts * 1000,
+      });
       expect(JSON.parse(row.content), id).toEqual(content);
       const ev = events(a.partnerId, 'message.received').filter((e) => e.message_id === row.id);
       expect(ev, id).toHaveLength(1);
@@ -382,7 +555,28 @@ describe('WhatsApp inbound', () => {
   it('only events that are not messages stay ignored: an out-of-band value.errors', async () => {
     const raw = asciiJson({
       object: 'whatsapp_business_account',
-      entry: [{ id: '102290129340398', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: PHONE_A }, errors: [{ code: 130429, title: 'Rate limit hit', message: 'Rate limit hit', error_data: { details: 'too many messages' } }] } }] }],
+      entry: [
+        {
+          id: '102290129340398',
+          changes: [
+            {
+              field: 'messages',
+              value: {
+                messaging_product: 'whatsapp',
+                metadata: { display_phone_number: '15550783881', phone_number_id: PHONE_A },
+                errors: [
+                  {
+                    code: 130429,
+                    title: 'Rate limit hit',
+                    message: 'Rate limit hit',
+                    error_data: { details: 'too many messages' },
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      ],
     });
     const res = await postWebhook(`${s.url}/api/webhook.php`, raw, metaHeaders('secret-a', raw));
     const r = await processed(s.ctx, res.json.id);
@@ -391,11 +585,28 @@ describe('WhatsApp inbound', () => {
   });
 
   it('a location becomes a geo: URI only with a real position; a sender that is no number is not stored', async () => {
-    const payload = waInbound(PHONE_A, { from: '14155550155', id: 'wamid.LOC1', type: 'location', location: { latitude: 52.52, longitude: '13.405', name: 'Office' } });
+    const payload = waInbound(PHONE_A, {
+      from: '14155550155',
+      id: 'wamid.LOC1',
+      type: 'location',
+      location: { latitude: 52.52, longitude: '13.405', name: 'Office' },
+    });
     const value = payload.entry[0].changes[0].value;
     value.messages.push(
-      { from: '14155550155', id: 'wamid.LOC2', timestamp: '1739321024', type: 'location', location: { name: 'Somewhere' } },
-      { from: '14155550155', id: 'wamid.LOC3', timestamp: '1739321024', type: 'location', location: { latitude: 123, longitude: 0 } },
+      {
+        from: '14155550155',
+        id: 'wamid.LOC2',
+        timestamp: '1739321024',
+        type: 'location',
+        location: { name: 'Somewhere' },
+      },
+      {
+        from: '14155550155',
+        id: 'wamid.LOC3',
+        timestamp: '1739321024',
+        type: 'location',
+        location: { latitude: 123, longitude: 0 },
+      },
       { from: 'abc', id: 'wamid.NOTANUMBER', timestamp: '1739321024', type: 'text', text: { body: 'x' } },
     );
     const raw = asciiJson(payload);
@@ -403,7 +614,10 @@ describe('WhatsApp inbound', () => {
     const r = await processed(s.ctx, res.json.id);
     expect(r.processing).toBe('processed');
     expect(r.error).toContain('WhatsApp message wamid.NOTANUMBER from "abc", which is not a phone number');
-    const media = (id: string) => JSON.parse((s.ctx.db.sqlite.prepare('SELECT content FROM messages WHERE provider_message_id = ?').get(id) as any).content).media[0];
+    const media = (id: string) =>
+      JSON.parse(
+        (s.ctx.db.sqlite.prepare('SELECT content FROM messages WHERE provider_message_id = ?').get(id) as any).content,
+      ).media[0];
     expect(media('wamid.LOC1')).toEqual({ type: 'location', url: 'geo:52.52,13.405', caption: 'Office' });
     expect(media('wamid.LOC2')).toEqual({ type: 'location', url: null, caption: 'Somewhere' });
     expect(media('wamid.LOC3').url).toBeNull();

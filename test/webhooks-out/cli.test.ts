@@ -10,7 +10,11 @@ import { FAST_SCHEDULE, deliveryRows, inbound, world, type World } from './helpe
 // them (commander, --data-dir, --json), against the data directory of a running msgd.
 
 async function msgctl(dataDir: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const program = new Command('msgctl').option('--data-dir <dir>').option('--config <file>').option('--json').exitOverride();
+  const program = new Command('msgctl')
+    .option('--data-dir <dir>')
+    .option('--config <file>')
+    .option('--json')
+    .exitOverride();
   registerWebhookOutCommands(program.command('webhooks').exitOverride());
   for (const c of program.commands) for (const s of c.commands) s.exitOverride();
   let stdout = '';
@@ -55,7 +59,11 @@ beforeAll(async () => {
   await waitFor(() => w.receiver.delivered.includes(okEvent), 5000, 'first delivered');
   w.receiver.behave({ kind: 'status', status: 500, body: 'broken today' });
   deadEvent = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550401', 'doomed').eventId;
-  await waitFor(() => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === deadEvent)?.status === 'dead', 8000, 'dead');
+  await waitFor(
+    () => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === deadEvent)?.status === 'dead',
+    8000,
+    'dead',
+  );
 });
 afterAll(async () => {
   await w.close();
@@ -66,13 +74,24 @@ describe('msgctl webhooks deliveries', () => {
   it('lists deliveries newest first; --failed only the failed; --attempts with the attempt log', async () => {
     const all = await json(w.server.dataDir, ['webhooks', 'deliveries']);
     expect(all.data.map((d: any) => d.event_id)).toEqual([deadEvent, okEvent]);
-    expect(all.data[0]).toMatchObject({ status: 'dead', attempts: FAST_SCHEDULE.length, last_status_code: 500, url: w.receiver.url, event_type: 'message.received' });
+    expect(all.data[0]).toMatchObject({
+      status: 'dead',
+      attempts: FAST_SCHEDULE.length,
+      last_status_code: 500,
+      url: w.receiver.url,
+      event_type: 'message.received',
+    });
     expect(all.data[1]).toMatchObject({ status: 'succeeded', attempts: 1, last_status_code: 200 });
 
     const failed = await json(w.server.dataDir, ['webhooks', 'deliveries', '--failed', '--attempts']);
     expect(failed.data.map((d: any) => d.event_id)).toEqual([deadEvent]);
     expect(failed.data[0].attempt_log).toHaveLength(FAST_SCHEDULE.length);
-    expect(failed.data[0].attempt_log[0]).toMatchObject({ attempt: 1, status_code: 500, error: 'HTTP 500', response_snippet: 'broken today' });
+    expect(failed.data[0].attempt_log[0]).toMatchObject({
+      attempt: 1,
+      status_code: 500,
+      error: 'HTTP 500',
+      response_snippet: 'broken today',
+    });
 
     const text = await msgctl(w.server.dataDir, ['webhooks', 'deliveries', '--endpoint', ep.id, '--attempts']);
     expect(text.code).toBe(0);
@@ -90,10 +109,16 @@ describe('msgctl webhooks replay', () => {
     w.receiver.behave({ kind: 'ok' });
     const before = w.receiver.seen.get(deadEvent)!;
     const r = await json(w.server.dataDir, ['webhooks', 'replay', deadEvent]);
-    expect(r.queued).toEqual([{ event_id: deadEvent, endpoint_id: ep.id, delivery_id: expect.stringMatching(/^dlv_/), kind: 'restarted' }]);
+    expect(r.queued).toEqual([
+      { event_id: deadEvent, endpoint_id: ep.id, delivery_id: expect.stringMatching(/^dlv_/), kind: 'restarted' },
+    ]);
     await waitFor(() => w.receiver.delivered.includes(deadEvent), 5000, 'replayed delivery');
     expect(w.receiver.seen.get(deadEvent)).toBe(before + 1);
-    const d = await waitFor(() => deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === deadEvent && x.status === 'succeeded'), 3000, 'succeeded');
+    const d = await waitFor(
+      () => deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === deadEvent && x.status === 'succeeded'),
+      3000,
+      'succeeded',
+    );
     // The attempt log continues; it is not renumbered.
     expect(d.attempts).toBe(FAST_SCHEDULE.length + 1);
   });
@@ -125,7 +150,16 @@ describe('msgctl webhooks endpoints / enable', () => {
       other.setSecrets([created.body.secret]);
       other.behave({ kind: 'status', status: 410 });
       const e1 = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550402', 'x').eventId;
-      await waitFor(() => (w.server.ctx.db.sqlite.prepare('SELECT status FROM webhook_endpoints WHERE id = ?').get(created.body.id) as any).status === 'disabled', 5000, 'disabled');
+      await waitFor(
+        () =>
+          (
+            w.server.ctx.db.sqlite
+              .prepare('SELECT status FROM webhook_endpoints WHERE id = ?')
+              .get(created.body.id) as any
+          ).status === 'disabled',
+        5000,
+        'disabled',
+      );
 
       const list = await json(w.server.dataDir, ['webhooks', 'endpoints', '--partner', w.partner.slug]);
       const row = list.data.find((e: any) => e.id === created.body.id);

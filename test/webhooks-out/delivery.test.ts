@@ -32,7 +32,9 @@ describe('message.received to a subscribed endpoint', () => {
     // The receiver's own HMAC: hex SHA-256 of the raw bytes keyed with the secret string.
     expect(r.headers['x-msgd-signature']).toBe('sha256=' + createHmac('sha256', ep.secret).update(r.raw).digest('hex'));
     expect(() => new Webhook(ep.secret).verify(r.raw.toString(), r.headers)).not.toThrow();
-    expect(() => new Webhook('whsec_' + Buffer.alloc(32, 7).toString('base64')).verify(r.raw.toString(), r.headers)).toThrow();
+    expect(() =>
+      new Webhook('whsec_' + Buffer.alloc(32, 7).toString('base64')).verify(r.raw.toString(), r.headers),
+    ).toThrow();
 
     expect(r.headers['x-msgd-event-id']).toBe(eventId);
     expect(r.headers['webhook-id']).toBe(eventId);
@@ -41,7 +43,9 @@ describe('message.received to a subscribed endpoint', () => {
     expect(r.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
 
     // The exact bytes stored in the outbox are the bytes sent.
-    const stored = w.server.ctx.db.sqlite.prepare('SELECT payload FROM events WHERE id = ?').get(eventId) as { payload: string };
+    const stored = w.server.ctx.db.sqlite.prepare('SELECT payload FROM events WHERE id = ?').get(eventId) as {
+      payload: string;
+    };
     expect(r.raw.toString('utf8')).toBe(stored.payload);
     expect(r.body).toMatchObject({
       id: eventId,
@@ -55,7 +59,11 @@ describe('message.received to a subscribed endpoint', () => {
     });
     expect(r.body.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
-    await waitFor(() => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === eventId)?.status === 'succeeded', 3000, 'succeeded');
+    await waitFor(
+      () => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === eventId)?.status === 'succeeded',
+      3000,
+      'succeeded',
+    );
     const d = deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId);
     expect(d).toMatchObject({ status: 'succeeded', attempts: 1, last_status_code: 200 });
     const attempts = attemptRows(w.server.ctx, d.id);
@@ -65,11 +73,17 @@ describe('message.received to a subscribed endpoint', () => {
   });
 
   it('a message sent through /v1 produces message.sent, and a low balance partner.balance_low', async () => {
-    w.server.ctx.db.sqlite.prepare('UPDATE partners SET low_balance_threshold = ? WHERE id = ?').run(99_995_000, w.partner.partnerId);
+    w.server.ctx.db.sqlite
+      .prepare('UPDATE partners SET low_balance_threshold = ? WHERE id = ?')
+      .run(99_995_000, w.partner.partnerId);
     const sent = await w.api('POST', '/v1/messages', { channel: 'sms', to: '+14155550111', body: 'hi' });
     expect(sent.status).toBe(200);
     const byType = (t: string) => w.receiver.received.filter((x) => x.body?.event === t);
-    const s = await waitFor(() => byType('message.sent').find((x) => x.body.message_id === sent.body.id), 5000, 'message.sent');
+    const s = await waitFor(
+      () => byType('message.sent').find((x) => x.body.message_id === sent.body.id),
+      5000,
+      'message.sent',
+    );
     expect(s.verified).toBe(true);
     expect(s.body).toMatchObject({ channel: 'sms', to: '+14155550111', status: 'sent', previous_status: 'sending' });
     const low = await waitFor(() => byType('partner.balance_low')[0], 5000, 'partner.balance_low');
@@ -96,15 +110,27 @@ describe('subscriptions and test events', () => {
       await waitFor(() => w.receiver.delivered.includes(eventId), 5000, 'received by the all-events endpoint');
       const test = await w.api('POST', `/v1/webhooks/${all.id}/test`);
       expect(test.status).toBe(202);
-      const t = await waitFor(() => w.receiver.received.find((x) => x.id === test.body.event_id), 5000, 'the test event');
+      const t = await waitFor(
+        () => w.receiver.received.find((x) => x.id === test.body.event_id),
+        5000,
+        'the test event',
+      );
       expect(t.verified).toBe(true);
       expect(t.body).toMatchObject({ event: 'webhook.test', endpoint_id: all.id });
 
       // Give the other endpoint every chance to (wrongly) receive either.
       const sent = await w.api('POST', '/v1/messages', { channel: 'sms', to: '+14155550133', body: 'x' });
-      await waitFor(() => other.received.some((x) => x.body?.message_id === sent.body.id), 5000, 'message.sent at the filtered endpoint');
+      await waitFor(
+        () => other.received.some((x) => x.body?.message_id === sent.body.id),
+        5000,
+        'message.sent at the filtered endpoint',
+      );
       expect(other.received.map((x) => x.body.event)).toEqual(['message.sent']);
-      expect(deliveryRows(w.server.ctx, onlySent.body.id).every((d) => d.event_id !== eventId && d.event_id !== test.body.event_id)).toBe(true);
+      expect(
+        deliveryRows(w.server.ctx, onlySent.body.id).every(
+          (d) => d.event_id !== eventId && d.event_id !== test.body.event_id,
+        ),
+      ).toBe(true);
     } finally {
       await other.close();
     }
@@ -132,9 +158,12 @@ describe('secret rotation', () => {
     const during = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550144', 'during').eventId;
     const r = await waitFor(() => w.receiver.received.find((x) => x.id === during), 5000, 'event during grace');
     expect(r.headers['webhook-signature'].split(' ')).toHaveLength(2);
-    for (const secret of [ep.secret, fresh]) expect(() => new Webhook(secret).verify(r.raw.toString(), r.headers)).not.toThrow();
+    for (const secret of [ep.secret, fresh])
+      expect(() => new Webhook(secret).verify(r.raw.toString(), r.headers)).not.toThrow();
     expect(r.headers['x-msgd-signature']).toBe('sha256=' + createHmac('sha256', fresh).update(r.raw).digest('hex'));
-    expect(r.headers['x-msgd-signature-previous']).toBe('sha256=' + createHmac('sha256', ep.secret).update(r.raw).digest('hex'));
+    expect(r.headers['x-msgd-signature-previous']).toBe(
+      'sha256=' + createHmac('sha256', ep.secret).update(r.raw).digest('hex'),
+    );
 
     await new Promise((res) => setTimeout(res, 2000));
     const after = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550144', 'after').eventId;

@@ -72,10 +72,14 @@ describe('retries', () => {
   it('receiver down: connection errors are retried until it is back', async () => {
     await w.receiver.down();
     const { eventId } = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550202', 'down');
-    await waitFor(() => {
-      const d = deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId);
-      return d && d.attempts >= 2;
-    }, 5000, 'two failed attempts');
+    await waitFor(
+      () => {
+        const d = deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId);
+        return d && d.attempts >= 2;
+      },
+      5000,
+      'two failed attempts',
+    );
     await w.receiver.up();
     const d = await settled(w, ep.id, eventId, 'succeeded');
     const a = attemptRows(w.server.ctx, d.id);
@@ -106,7 +110,11 @@ describe('retries', () => {
   it('a redirect is a failure and is not followed', async () => {
     w.receiver.behave({ kind: 'status', status: 302, headers: { location: 'https://127.0.0.1:1/elsewhere' } });
     const { eventId } = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550204', 'moved');
-    const d = await waitFor(() => deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId && x.attempts >= 1), 5000, 'attempt');
+    const d = await waitFor(
+      () => deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId && x.attempts >= 1),
+      5000,
+      'attempt',
+    );
     const a = attemptRows(w.server.ctx, d.id);
     expect(a[0].status_code).toBe(302);
     expect(a[0].error).toMatch(/redirects are not followed/);
@@ -127,7 +135,9 @@ describe('giving up', () => {
       expect(w.receiver.seen.get(eventId)).toBe(FAST_SCHEDULE.length);
       expect(attemptRows(w.server.ctx, d.id)).toHaveLength(FAST_SCHEDULE.length);
       // Its job is finished: nothing left in the queue for it.
-      expect(w.server.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'webhook.deliver'`).get()).toEqual({ n: 0 });
+      expect(
+        w.server.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'webhook.deliver'`).get(),
+      ).toEqual({ n: 0 });
     } finally {
       await w.close();
     }
@@ -150,8 +160,18 @@ describe('giving up', () => {
 
       w.receiver.behave({ kind: 'ok' });
       const second = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550211', 'after').eventId;
-      await waitFor(() => w.server.ctx.db.sqlite.prepare('SELECT fanned_out FROM events WHERE id = ?').get(second) as any, 3000, 'row');
-      await waitFor(() => (w.server.ctx.db.sqlite.prepare('SELECT fanned_out FROM events WHERE id = ?').get(second) as any).fanned_out === 1, 3000, 'fanned out');
+      await waitFor(
+        () => w.server.ctx.db.sqlite.prepare('SELECT fanned_out FROM events WHERE id = ?').get(second) as any,
+        3000,
+        'row',
+      );
+      await waitFor(
+        () =>
+          (w.server.ctx.db.sqlite.prepare('SELECT fanned_out FROM events WHERE id = ?').get(second) as any)
+            .fanned_out === 1,
+        3000,
+        'fanned out',
+      );
       await new Promise((r) => setTimeout(r, 300));
       expect(w.receiver.received).toHaveLength(1);
       expect(deliveryRows(w.server.ctx, ep.id)).toHaveLength(1);
@@ -162,7 +182,13 @@ describe('giving up', () => {
 
   it('an endpoint failing continuously past disableAfterHours is disabled and its pending deliveries stop', async () => {
     // 0.0004 h = 1.44 s; a schedule long enough to outlast it.
-    const w = await world({ 'webhooksOut.disableAfterHours': 0.0004, 'webhooksOut.retryScheduleMs': [0, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200] }, { tls });
+    const w = await world(
+      {
+        'webhooksOut.disableAfterHours': 0.0004,
+        'webhooksOut.retryScheduleMs': [0, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200],
+      },
+      { tls },
+    );
     try {
       const ep = await w.register();
       w.receiver.behave({ kind: 'status', status: 500 });
@@ -171,7 +197,13 @@ describe('giving up', () => {
       await waitFor(() => endpointRow(w, ep.id).status === 'disabled', 8000, 'endpoint disabled');
       const row = endpointRow(w, ep.id);
       expect(row.disabled_reason).toMatch(/failing continuously since .* last error: HTTP 500/);
-      for (const id of [a, b]) await waitFor(() => ['failed', 'cancelled'].includes(deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === id)?.status), 3000, `${id} stopped`);
+      for (const id of [a, b])
+        await waitFor(
+          () =>
+            ['failed', 'cancelled'].includes(deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === id)?.status),
+          3000,
+          `${id} stopped`,
+        );
       const count = w.receiver.received.length;
       w.receiver.behave({ kind: 'ok' });
       const c = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550214', 'c').eventId;

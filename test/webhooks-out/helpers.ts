@@ -4,14 +4,22 @@ import { connect, setupPartner, startTestServer, type PartnerSetup, type TestSer
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from './receiver.js';
 
 export interface Api {
-  (method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: any; headers: Headers }>;
+  (
+    method: string,
+    path: string,
+    body?: unknown,
+    token?: string,
+  ): Promise<{ status: number; body: any; headers: Headers }>;
 }
 
 export function apiFor(server: { url: string }, defaultToken: string): Api {
   return async (method, path, body, token = defaultToken) => {
     const res = await fetch(server.url + path, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
@@ -44,7 +52,10 @@ export interface World {
   close(): Promise<void>;
 }
 
-export async function world(extra: Record<string, unknown> = {}, opts: { dataDir?: string; tls?: TlsFiles } = {}): Promise<World> {
+export async function world(
+  extra: Record<string, unknown> = {},
+  opts: { dataDir?: string; tls?: TlsFiles } = {},
+): Promise<World> {
   const tls = opts.tls ?? makeCert();
   const server = await startTestServer(outOverrides(tls, extra), { dataDir: opts.dataDir });
   const receiver = await startReceiver(tls);
@@ -60,7 +71,10 @@ export async function world(extra: Record<string, unknown> = {}, opts: { dataDir
     channel: { id: channel.id, type: 'sms', gatewayId: channel.gatewayId, sender: channel.sender },
     api,
     async register(o = {}) {
-      const r = await api('POST', '/v1/webhooks', { url: o.url ?? receiver.url, ...(o.events ? { events: o.events } : {}) });
+      const r = await api('POST', '/v1/webhooks', {
+        url: o.url ?? receiver.url,
+        ...(o.events ? { events: o.events } : {}),
+      });
       if (r.status !== 201) throw new Error(`register: ${r.status} ${JSON.stringify(r.body)}`);
       secrets.push(r.body.secret);
       receiver.setSecrets([...secrets]);

@@ -25,14 +25,17 @@ describe('the outbox', () => {
     const db = pinConnection(new Database(join(w.server.dataDir, 'msgd.db')));
     try {
       const id = 'evt_01kxyz0000000000000000000a';
-      const payload = JSON.stringify({ id, event: 'message.received', created_at: new Date().toISOString(), channel: 'sms', from: '+1', body: 'x' });
-      db.prepare('INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, 0, ?)').run(
+      const payload = JSON.stringify({
         id,
-        w.partner.partnerId,
-        'message.received',
-        payload,
-        Date.now(),
-      );
+        event: 'message.received',
+        created_at: new Date().toISOString(),
+        channel: 'sms',
+        from: '+1',
+        body: 'x',
+      });
+      db.prepare(
+        'INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, 0, ?)',
+      ).run(id, w.partner.partnerId, 'message.received', payload, Date.now());
       const r = await waitFor(() => w.receiver.received.find((x) => x.id === id), 5000, 'swept event delivered');
       expect(r.raw.toString()).toBe(payload);
       expect(r.verified).toBe(true);
@@ -42,7 +45,10 @@ describe('the outbox', () => {
   });
 
   it('fans out each event once, however often it is woken', async () => {
-    const ids = Array.from({ length: 20 }, (_, i) => inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550500', `n${i}`).eventId);
+    const ids = Array.from(
+      { length: 20 },
+      (_, i) => inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550500', `n${i}`).eventId,
+    );
     for (let i = 0; i < 5; i++) w.server.rt.webhooksOut.fanout.runOnce();
     await waitFor(() => ids.every((id) => w.receiver.delivered.includes(id)), 5000, 'all delivered');
     const rows = deliveryRows(w.server.ctx, ep.id).filter((d) => ids.includes(d.event_id));
@@ -54,20 +60,36 @@ describe('the outbox', () => {
     const task = w.server.rt.maintenanceTasks.find((t) => t.name === 'webhooks-out-retention')!;
     expect(task).toBeTruthy();
     const old = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550501', 'old').eventId;
-    await waitFor(() => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === old)?.status === 'succeeded', 5000, 'delivered');
+    await waitFor(
+      () => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === old)?.status === 'succeeded',
+      5000,
+      'delivered',
+    );
     const d = deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === old);
     const db = w.server.ctx.db.sqlite;
     // Age everything by 40 days: ids carry their time, so rewrite them as well.
     const past = (id: string, prefix: string) => `${prefix}_000000${id.slice(prefix.length + 7)}`;
     const oldEvent = past(old, 'evt');
     const oldDelivery = past(d.id, 'dlv');
-    db.prepare('UPDATE events SET id = ?, created_at = created_at - ? WHERE id = ?').run(oldEvent, 40 * 86_400_000, old);
+    db.prepare('UPDATE events SET id = ?, created_at = created_at - ? WHERE id = ?').run(
+      oldEvent,
+      40 * 86_400_000,
+      old,
+    );
     db.prepare('UPDATE webhook_deliveries SET id = ?, event_id = ? WHERE id = ?').run(oldDelivery, oldEvent, d.id);
-    db.prepare('UPDATE webhook_attempts SET delivery_id = ?, created_at = created_at - ? WHERE delivery_id = ?').run(oldDelivery, 40 * 86_400_000, d.id);
+    db.prepare('UPDATE webhook_attempts SET delivery_id = ?, created_at = created_at - ? WHERE delivery_id = ?').run(
+      oldDelivery,
+      40 * 86_400_000,
+      d.id,
+    );
     // An equally old delivery still pending keeps its event.
     w.receiver.behave({ kind: 'status', status: 500 });
     const pending = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550502', 'pending').eventId;
-    await waitFor(() => (deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === pending)?.attempts ?? 0) >= 1, 5000, 'attempted');
+    await waitFor(
+      () => (deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === pending)?.attempts ?? 0) >= 1,
+      5000,
+      'attempted',
+    );
     db.prepare(`UPDATE webhook_deliveries SET status = 'pending' WHERE event_id = ?`).run(pending);
     const oldPending = past(pending, 'evt');
     db.prepare('UPDATE events SET id = ? WHERE id = ?').run(oldPending, pending);

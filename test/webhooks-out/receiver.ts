@@ -23,10 +23,29 @@ export function makeCert(): TlsFiles {
   const dir = mkdtempSync(join(tmpdir(), 'msgd-tls-'));
   const key = join(dir, 'key.pem');
   const cert = join(dir, 'cert.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert,
-  ], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { stdio: 'ignore' },
+  );
   return { dir, key, cert, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
@@ -72,58 +91,66 @@ function hmacOk(raw: Buffer, header: string | undefined, secret: string): boolea
   return got.length === want.length && timingSafeEqual(got, want);
 }
 
-export async function startReceiver(tls: TlsFiles, opts: { secrets?: string[]; path?: string } = {}): Promise<Receiver> {
+export async function startReceiver(
+  tls: TlsFiles,
+  opts: { secrets?: string[]; path?: string } = {},
+): Promise<Receiver> {
   let secrets = opts.secrets ?? [];
   let behaviour: Behaviour | ((r: Received, n: number) => Behaviour) = { kind: 'ok' };
   const received: Received[] = [];
   const delivered: string[] = [];
   const seen = new Map<string, number>();
   const sockets = new Set<import('node:net').Socket>();
-  const server = https.createServer({ key: readFileSync(tls.key), cert: readFileSync(tls.cert), keepAlive: true }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks);
-      const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
-      const id = headers['webhook-id'] ?? '';
-      const h = secrets.some((s) => hmacOk(raw, headers['x-msgd-signature'], s) || hmacOk(raw, headers['x-msgd-signature-previous'], s));
-      let std = false;
-      for (const s of secrets) {
-        try {
-          new Webhook(s).verify(raw.toString('utf8'), headers);
-          std = true;
-        } catch {
-          // another secret may match (rotation)
+  const server = https.createServer(
+    { key: readFileSync(tls.key), cert: readFileSync(tls.cert), keepAlive: true },
+    (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks);
+        const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
+        const id = headers['webhook-id'] ?? '';
+        const h = secrets.some(
+          (s) => hmacOk(raw, headers['x-msgd-signature'], s) || hmacOk(raw, headers['x-msgd-signature-previous'], s),
+        );
+        let std = false;
+        for (const s of secrets) {
+          try {
+            new Webhook(s).verify(raw.toString('utf8'), headers);
+            std = true;
+          } catch {
+            // another secret may match (rotation)
+          }
         }
-      }
-      let body: any;
-      try {
-        body = JSON.parse(raw.toString('utf8'));
-      } catch {
-        body = undefined;
-      }
-      const r: Received = { id, headers, raw, body, at: Date.now(), verified: h && std, hmacOk: h, standardOk: std };
-      received.push(r);
-      seen.set(id, (seen.get(id) ?? 0) + 1);
-      const b = typeof behaviour === 'function' ? behaviour(r, received.length) : behaviour;
-      const ok = (status = 200) => {
-        // A receiver acknowledges only what it could verify; it processes each id once.
-        if (!r.verified) return res.writeHead(401).end('bad signature');
-        if (!delivered.includes(id)) delivered.push(id);
-        res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
-      };
-      switch (b.kind) {
-        case 'ok':
-          return ok(b.status);
-        case 'status':
-          return res.writeHead(b.status, b.headers ?? {}).end(b.body ?? `status ${b.status}`);
-        case 'slow':
-          return void setTimeout(() => ok(), b.ms);
-        case 'hang':
-          return;
-      }
-    });
-  });
+        let body: any;
+        try {
+          body = JSON.parse(raw.toString('utf8'));
+        } catch {
+          body = undefined;
+        }
+        const r: Received = { id, headers, raw, body, at: Date.now(), verified: h && std, hmacOk: h, standardOk: std };
+        received.push(r);
+        seen.set(id, (seen.get(id) ?? 0) + 1);
+        const b = typeof behaviour === 'function' ? behaviour(r, received.length) : behaviour;
+        const ok = (status = 200) => {
+          // A receiver acknowledges only what it could verify; it processes each id once.
+          if (!r.verified) return res.writeHead(401).end('bad signature');
+          if (!delivered.includes(id)) delivered.push(id);
+          res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+        };
+        switch (b.kind) {
+          case 'ok':
+            return ok(b.status);
+          case 'status':
+            return res.writeHead(b.status, b.headers ?? {}).end(b.body ?? `status ${b.status}`);
+          case 'slow':
+            return void setTimeout(() => ok(), b.ms);
+          case 'hang':
+            return;
+        }
+      });
+    },
+  );
   server.on('connection', (s) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));

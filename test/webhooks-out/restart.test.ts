@@ -51,11 +51,22 @@ describe('restart mid-retry', () => {
     await good.down();
 
     const ids: string[] = [];
-    for (let i = 0; i < N; i++) ids.push(inbound(server.ctx, p.partnerId, channel, `+1415555${String(i).padStart(4, '0')}`, `m${i}`).eventId);
+    for (let i = 0; i < N; i++)
+      ids.push(inbound(server.ctx, p.partnerId, channel, `+1415555${String(i).padStart(4, '0')}`, `m${i}`).eventId);
     const ctx1 = server.ctx;
-    await waitFor(() => deliveryRows(ctx1, a.body.id).filter((d) => d.attempts >= 1).length === N, 8000, 'a failed first attempt each');
-    await waitFor(() => deliveryRows(ctx1, b.body.id).every((d) => d.status !== 'pending'), 8000, '410 endpoint settled');
-    expect(ctx1.db.sqlite.prepare('SELECT status FROM webhook_endpoints WHERE id = ?').get(b.body.id)).toEqual({ status: 'disabled' });
+    await waitFor(
+      () => deliveryRows(ctx1, a.body.id).filter((d) => d.attempts >= 1).length === N,
+      8000,
+      'a failed first attempt each',
+    );
+    await waitFor(
+      () => deliveryRows(ctx1, b.body.id).every((d) => d.status !== 'pending'),
+      8000,
+      '410 endpoint settled',
+    );
+    expect(ctx1.db.sqlite.prepare('SELECT status FROM webhook_endpoints WHERE id = ?').get(b.body.id)).toEqual({
+      status: 'disabled',
+    });
     // Requests already in flight when the first 410 came back got theirs too; none after.
     expect(gone.received.length).toBeGreaterThanOrEqual(1);
     const goneAfter410 = gone.received.length;

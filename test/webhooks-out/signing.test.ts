@@ -2,21 +2,35 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { newSigningSecret } from '../../src/core/endpoints.js';
-import { DEFAULT_SCHEDULE_MS, JITTER, nextDelayMs, parseRetryAfter, scheduleSpanMs } from '../../src/webhooks/schedule.js';
-import { PreparedSecrets, msgdSignature, signatureHeaders, standardKey, standardSignature } from '../../src/webhooks/signing.js';
+import {
+  DEFAULT_SCHEDULE_MS,
+  JITTER,
+  nextDelayMs,
+  parseRetryAfter,
+  scheduleSpanMs,
+} from '../../src/webhooks/schedule.js';
+import {
+  PreparedSecrets,
+  msgdSignature,
+  signatureHeaders,
+  standardKey,
+  standardSignature,
+} from '../../src/webhooks/signing.js';
 import { configSchema } from '../../src/config/schema.js';
 
 describe('signatures', () => {
   it('matches the official Standard Webhooks vector (FACTS.md section G)', () => {
     const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
-    expect(standardSignature('msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}', standardKey(secret))).toBe(
-      'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
-    );
+    expect(
+      standardSignature('msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}', standardKey(secret)),
+    ).toBe('v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=');
   });
 
   it('X-Msgd-Signature is hex HMAC-SHA256 of the raw body keyed with the secret string', () => {
     const body = '{"id":"evt_1","event":"message.received","body":"héllo"}';
-    expect(msgdSignature(body, 'whsec_abc')).toBe('sha256=' + createHmac('sha256', 'whsec_abc').update(Buffer.from(body, 'utf8')).digest('hex'));
+    expect(msgdSignature(body, 'whsec_abc')).toBe(
+      'sha256=' + createHmac('sha256', 'whsec_abc').update(Buffer.from(body, 'utf8')).digest('hex'),
+    );
   });
 
   it('new secrets are whsec_ + base64 of 32 random bytes, and verify with the library', () => {
@@ -38,7 +52,10 @@ describe('signatures', () => {
     const ts = Math.floor(Date.now() / 1000);
     const h = signatureHeaders('evt_y', ts, '{}', new PreparedSecrets({ current: b, previous: a }));
     const sigs = h['webhook-signature'].split(' ');
-    expect(sigs).toEqual([standardSignature('evt_y', ts, '{}', standardKey(b)), standardSignature('evt_y', ts, '{}', standardKey(a))]);
+    expect(sigs).toEqual([
+      standardSignature('evt_y', ts, '{}', standardKey(b)),
+      standardSignature('evt_y', ts, '{}', standardKey(a)),
+    ]);
     expect(() => new Webhook(a).verify('{}', h)).not.toThrow();
     expect(() => new Webhook(b).verify('{}', h)).not.toThrow();
     expect(h['x-msgd-signature']).toBe(msgdSignature('{}', b));

@@ -36,12 +36,17 @@ describe('address classification', () => {
     expect(forbiddenReason(ip)).toBe(why);
   });
 
-  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2002:0808:0808::1'])(
-    '%s is public',
-    (ip) => {
-      expect(forbiddenReason(ip)).toBeNull();
-    },
-  );
+  it.each([
+    '8.8.8.8',
+    '1.1.1.1',
+    '172.32.0.1',
+    '100.128.0.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.8.8',
+    '2002:0808:0808::1',
+  ])('%s is public', (ip) => {
+    expect(forbiddenReason(ip)).toBeNull();
+  });
 });
 
 describe('with private targets refused (the default)', () => {
@@ -54,7 +59,11 @@ describe('with private targets refused (the default)', () => {
 
   beforeAll(async () => {
     tls = makeCert();
-    server = await startTestServer({ 'webhooksOut.caFile': tls.cert, 'webhooksOut.retryScheduleMs': [0, 100], 'webhooksOut.timeoutMs': 1000 });
+    server = await startTestServer({
+      'webhooksOut.caFile': tls.cert,
+      'webhooksOut.retryScheduleMs': [0, 100],
+      'webhooksOut.timeoutMs': 1000,
+    });
     receiver = await startReceiver(tls);
     const p = setupPartner(server.ctx);
     partnerId = p.partnerId;
@@ -94,14 +103,22 @@ describe('with private targets refused (the default)', () => {
   });
 
   it.each([
-    ['a hostname resolving to loopback', (port: number) => `https://localhost:${port}/hooks`, /localhost resolves to .* loopback/],
+    [
+      'a hostname resolving to loopback',
+      (port: number) => `https://localhost:${port}/hooks`,
+      /localhost resolves to .* loopback/,
+    ],
     ['an IP literal', (port: number) => `https://127.0.0.1:${port}/hooks`, /127\.0\.0\.1 is a loopback address/],
   ])('the connection-time guard refuses %s that got stored anyway (rebinding)', async (_what, urlOf, reason) => {
     // As if the name resolved to a public address at registration and to 127.0.0.1 now.
     const { endpoint } = createEndpoint(server.ctx, partnerId, { url: urlOf(receiver.port) });
     try {
       const { eventId } = inbound(server.ctx, partnerId, channel, '+14155550300', 'probe');
-      const d = await waitFor(() => deliveryRows(server.ctx, endpoint.id).find((x) => x.event_id === eventId && x.attempts >= 1), 5000, 'an attempt');
+      const d = await waitFor(
+        () => deliveryRows(server.ctx, endpoint.id).find((x) => x.event_id === eventId && x.attempts >= 1),
+        5000,
+        'an attempt',
+      );
       const a = attemptRows(server.ctx, d.id)[0];
       expect(a.status_code).toBeNull();
       expect(a.error).toMatch(/refused by the private-address guard/);
@@ -116,7 +133,10 @@ describe('with private targets refused (the default)', () => {
 describe('TLS is verified', () => {
   it('without the CA file the self-signed receiver is refused; nothing is sent', async () => {
     const tls = makeCert();
-    const server = await startTestServer({ 'webhooksOut.allowPrivateTargets': true, 'webhooksOut.retryScheduleMs': [0] });
+    const server = await startTestServer({
+      'webhooksOut.allowPrivateTargets': true,
+      'webhooksOut.retryScheduleMs': [0],
+    });
     const receiver = await startReceiver(tls);
     try {
       const p = setupPartner(server.ctx);
@@ -124,8 +144,18 @@ describe('TLS is verified', () => {
       const api = apiFor(server, p.token);
       const ep = await api('POST', '/v1/webhooks', { url: receiver.url });
       expect(ep.status).toBe(201);
-      const { eventId } = inbound(server.ctx, p.partnerId, { id: c.id, type: 'sms', gatewayId: c.gatewayId, sender: c.sender }, '+14155550301', 'x');
-      const d = await waitFor(() => deliveryRows(server.ctx, ep.body.id).find((x) => x.event_id === eventId && x.status === 'dead'), 5000, 'dead');
+      const { eventId } = inbound(
+        server.ctx,
+        p.partnerId,
+        { id: c.id, type: 'sms', gatewayId: c.gatewayId, sender: c.sender },
+        '+14155550301',
+        'x',
+      );
+      const d = await waitFor(
+        () => deliveryRows(server.ctx, ep.body.id).find((x) => x.event_id === eventId && x.status === 'dead'),
+        5000,
+        'dead',
+      );
       expect(attemptRows(server.ctx, d.id)[0].error).toMatch(/self[- ]signed|certificate/i);
       expect(receiver.received).toHaveLength(0);
     } finally {

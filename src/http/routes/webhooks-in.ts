@@ -77,7 +77,8 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
   }
 
   app.setErrorHandler(async (err: FastifyError, req, reply) => {
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return answer(reply, await intake.tooLarge(incoming(req), rt.config.server.bodyLimitBytes));
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return answer(reply, await intake.tooLarge(incoming(req), rt.config.server.bodyLimitBytes));
     return errorHandler(err, req, reply);
   });
 
@@ -101,8 +102,17 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
       const q = (req.query ?? {}) as Record<string, unknown>;
       const token = q['hub.verify_token'];
       const challenge = q['hub.challenge'];
-      if (q['hub.mode'] === 'subscribe' && typeof token === 'string' && typeof challenge === 'string' && verifyTokenMatches(token)) {
-        return reply.code(200).type('text/plain; charset=utf-8').header('x-content-type-options', 'nosniff').send(challenge);
+      if (
+        q['hub.mode'] === 'subscribe' &&
+        typeof token === 'string' &&
+        typeof challenge === 'string' &&
+        verifyTokenMatches(token)
+      ) {
+        return reply
+          .code(200)
+          .type('text/plain; charset=utf-8')
+          .header('x-content-type-options', 'nosniff')
+          .send(challenge);
       }
       return reply.code(403).type('text/plain; charset=utf-8').send('');
     });

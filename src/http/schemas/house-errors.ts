@@ -31,8 +31,10 @@ export const houseError: z.core.$ZodErrorMap = (iss) => {
       return `must be ${TYPES[iss.expected] ?? iss.expected}`;
     case 'too_small': {
       const min = iss.minimum;
-      if (iss.origin === 'string') return Number(min) <= 1 ? 'must not be empty' : `must be at least ${count(min, 'character')}`;
-      if (iss.origin === 'array' || iss.origin === 'set') return Number(min) <= 1 ? 'must not be empty' : `must have at least ${count(min, 'item')}`;
+      if (iss.origin === 'string')
+        return Number(min) <= 1 ? 'must not be empty' : `must be at least ${count(min, 'character')}`;
+      if (iss.origin === 'array' || iss.origin === 'set')
+        return Number(min) <= 1 ? 'must not be empty' : `must have at least ${count(min, 'item')}`;
       return iss.inclusive === false ? `must be greater than ${min}` : `must be at least ${min}`;
     }
     case 'too_big': {
@@ -43,7 +45,9 @@ export const houseError: z.core.$ZodErrorMap = (iss) => {
     }
     case 'invalid_value':
       if (iss.input === undefined || iss.input === null) return `required: one of ${iss.values.map(show).join(', ')}`;
-      return iss.values.length === 1 ? `must be ${JSON.stringify(iss.values[0])}` : `must be one of ${iss.values.map(show).join(', ')}`;
+      return iss.values.length === 1
+        ? `must be ${JSON.stringify(iss.values[0])}`
+        : `must be one of ${iss.values.map(show).join(', ')}`;
     case 'invalid_format':
       return iss.format === 'regex' ? 'is not in the expected format' : `must be a valid ${iss.format}`;
     case 'not_multiple_of':

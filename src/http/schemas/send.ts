@@ -24,7 +24,8 @@ export const LIMITS = {
  */
 export function requiredString(what: string) {
   return z.string({
-    error: (iss) => (iss.code !== 'invalid_type' ? undefined : iss.input == null ? `required: ${what}` : `must be a string: ${what}`),
+    error: (iss) =>
+      iss.code !== 'invalid_type' ? undefined : iss.input == null ? `required: ${what}` : `must be a string: ${what}`,
   });
 }
 
@@ -62,7 +63,9 @@ export function textLimitProblem(channel: TextChannel, text: string): string | n
       : null;
   }
   const max = channel === 'sms' ? LIMITS.smsText : channel === 'whatsapp' ? LIMITS.whatsappText : LIMITS.messengerText;
-  return text.length > max ? `must be at most ${max} characters${channel === 'sms' ? '' : ` on ${channel}`} (an emoji counts as 2)` : null;
+  return text.length > max
+    ? `must be at most ${max} characters${channel === 'sms' ? '' : ` on ${channel}`} (an emoji counts as 2)`
+    : null;
 }
 
 /**
@@ -71,22 +74,29 @@ export function textLimitProblem(channel: TextChannel, text: string): string | n
  */
 export function recipientProblem(channel: TextChannel | 'email', to: string): string | null {
   if (channel === 'sms' || channel === 'whatsapp') {
-    return normalizeE164(to) === null ? 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123' : null;
+    return normalizeE164(to) === null
+      ? 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123'
+      : null;
   }
   if (channel === 'email') return normalizeEmail(to) === null ? 'must be a valid email address' : null;
-  return /^\d{1,64}$/.test(to) ? null : `must be the ${channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`;
+  return /^\d{1,64}$/.test(to)
+    ? null
+    : `must be the ${channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`;
 }
 
 // One parse per number (the max-metadata validity check is the costliest step of a send).
-export const e164 = requiredString('a phone number in E.164 format, e.g. +14155550123')
-  .transform((v, ctx) => {
-    const n = normalizeE164(v);
-    if (n !== null) return n;
-    ctx.addIssue({ code: 'custom', message: 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123' });
-    return z.NEVER;
+export const e164 = requiredString('a phone number in E.164 format, e.g. +14155550123').transform((v, ctx) => {
+  const n = normalizeE164(v);
+  if (n !== null) return n;
+  ctx.addIssue({
+    code: 'custom',
+    message: 'must be a valid phone number in E.164 format with a leading +, e.g. +14155550123',
   });
+  return z.NEVER;
+});
 
-const bytes = (max: number) => z.string().refine((v) => Buffer.byteLength(v, 'utf8') <= max, `must be at most ${max} bytes of UTF-8`);
+const bytes = (max: number) =>
+  z.string().refine((v) => Buffer.byteLength(v, 'utf8') <= max, `must be at most ${max} bytes of UTF-8`);
 
 export const smsBody = z.object({
   to: e164,
@@ -130,7 +140,9 @@ export const emailBody = z.object({
 
 export const whatsappBody = z
   .object({
-    channel: optional(z.enum(['whatsapp', 'messenger', 'instagram'], { error: 'must be whatsapp, messenger or instagram' })),
+    channel: optional(
+      z.enum(['whatsapp', 'messenger', 'instagram'], { error: 'must be whatsapp, messenger or instagram' }),
+    ),
     to: requiredString('the recipient').min(1, 'must not be empty'),
     type: z
       .enum(['text', 'template'], { error: 'must be "text" or "template"' })
@@ -164,7 +176,8 @@ export const whatsappBody = z
           if (problem) add(['text'], problem);
         }
       } else if (b.type === 'template') {
-        if (channel !== 'whatsapp') add(['type'], 'templates are a WhatsApp feature; use type "text" on messenger and instagram');
+        if (channel !== 'whatsapp')
+          add(['type'], 'templates are a WhatsApp feature; use type "text" on messenger and instagram');
         templateOf(b, add);
       }
     },

@@ -3,7 +3,17 @@ import { CHANNEL_TYPES } from '../../core/context.js';
 import { EVENT_TYPES } from '../../core/events.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
-import { LIMITS, charCount, emailAddress, isBlank, optional, recipientProblem, requiredString, textLimitProblem, type TextChannel } from './send.js';
+import {
+  LIMITS,
+  charCount,
+  emailAddress,
+  isBlank,
+  optional,
+  recipientProblem,
+  requiredString,
+  textLimitProblem,
+  type TextChannel,
+} from './send.js';
 
 // The /v1 schemas: the same objects validate requests and generate /v1/openapi.json.
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
@@ -31,8 +41,12 @@ export const pageQuery = z.object({ limit, cursor });
 export const messageCreate = z
   .object({
     channel,
-    to: requiredString('the recipient').min(1).describe('E.164 phone (sms, whatsapp), email address, or the PSID / IGSID (messenger, instagram)'),
-    body: requiredString('the message text').min(1, 'must not be empty').describe('the text; for email the plain-text part. Not only whitespace, except on email'),
+    to: requiredString('the recipient')
+      .min(1)
+      .describe('E.164 phone (sms, whatsapp), email address, or the PSID / IGSID (messenger, instagram)'),
+    body: requiredString('the message text')
+      .min(1, 'must not be empty')
+      .describe('the text; for email the plain-text part. Not only whitespace, except on email'),
     subject: optional(z.string()).describe('email only, required there; null is the same as absent'),
     html: optional(z.string()).describe('email only: an HTML part; null is the same as absent'),
   })
@@ -58,13 +72,16 @@ export const messageCreate = z
         if (b.subject === undefined || b.subject === '') add('subject', 'required for email');
         else if (str(b.subject)) {
           if (isBlank(b.subject)) add('subject', 'must not be only whitespace');
-          else if (charCount(b.subject) > LIMITS.subject) add('subject', `must be at most ${LIMITS.subject} characters`);
+          else if (charCount(b.subject) > LIMITS.subject)
+            add('subject', `must be at most ${LIMITS.subject} characters`);
           else if (/[\r\n]/.test(b.subject)) add('subject', 'must not contain line breaks');
         }
-        if (str(b.body) && Buffer.byteLength(b.body) > LIMITS.textBytes) add('body', `must be at most ${LIMITS.textBytes} bytes`);
+        if (str(b.body) && Buffer.byteLength(b.body) > LIMITS.textBytes)
+          add('body', `must be at most ${LIMITS.textBytes} bytes`);
         if (b.html === '') add('html', 'must not be empty: leave it out for a plain-text email');
         else if (str(b.html) && isBlank(b.html)) add('html', 'must not be only whitespace');
-        else if (str(b.html) && Buffer.byteLength(b.html) > LIMITS.htmlBytes) add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
+        else if (str(b.html) && Buffer.byteLength(b.html) > LIMITS.htmlBytes)
+          add('html', `must be at most ${LIMITS.htmlBytes} bytes`);
       } else {
         if (str(b.body) && b.body !== '') {
           if (isBlank(b.body)) add('body', 'must not be only whitespace');
@@ -154,13 +171,18 @@ export const conversationsQuery = z.object({
   sort: z
     .enum(['-created_at', 'updated_at', '-updated_at'])
     .default('-created_at')
-    .describe('-created_at (newest first, default), updated_at (oldest activity first: use with updated_since to sync), -updated_at'),
+    .describe(
+      '-created_at (newest first, default), updated_at (oldest activity first: use with updated_since to sync), -updated_at',
+    ),
 });
 
 export const conversationQuery = z.object({
   limit,
   cursor,
-  order: z.enum(['desc', 'asc']).default('desc').describe("the conversation's messages: desc (newest first, default) or asc"),
+  order: z
+    .enum(['desc', 'asc'])
+    .default('desc')
+    .describe("the conversation's messages: desc (newest first, default) or asc"),
 });
 
 const contactSummary = z.object({
@@ -185,7 +207,8 @@ export const conversationOut = z
   })
   .meta({ id: 'Conversation' });
 
-export const pageOf = <T extends z.ZodType>(item: T) => z.object({ data: z.array(item), next_cursor: z.string().nullable() });
+export const pageOf = <T extends z.ZodType>(item: T) =>
+  z.object({ data: z.array(item), next_cursor: z.string().nullable() });
 
 export const conversationWithMessages = conversationOut
   .extend({ messages: pageOf(messageOut).describe('a page of its messages; page on with ?cursor') })
@@ -203,12 +226,22 @@ export const contactUpsert = z
     name: z.string().max(200).nullable().optional(),
     phone: phoneParam.optional(),
     email: emailAddress.optional(),
-    messenger_psid: z.string().regex(/^\d{1,64}$/, 'digits: the page-scoped id').optional(),
-    instagram_igsid: z.string().regex(/^\d{1,64}$/, 'digits: the Instagram-scoped id').optional(),
-    attributes: z.record(z.string().max(100), z.unknown()).optional().describe('merged into the stored attributes; a null value removes a key'),
+    messenger_psid: z
+      .string()
+      .regex(/^\d{1,64}$/, 'digits: the page-scoped id')
+      .optional(),
+    instagram_igsid: z
+      .string()
+      .regex(/^\d{1,64}$/, 'digits: the Instagram-scoped id')
+      .optional(),
+    attributes: z
+      .record(z.string().max(100), z.unknown())
+      .optional()
+      .describe('merged into the stored attributes; a null value removes a key'),
   })
   .refine((b) => b.phone || b.email || b.messenger_psid || b.instagram_igsid, {
-    message: 'at least one of phone, email, messenger_psid, instagram_igsid is required: the contact is found or created by it',
+    message:
+      'at least one of phone, email, messenger_psid, instagram_igsid is required: the contact is found or created by it',
     path: ['phone'],
   })
   .meta({ id: 'ContactUpsert' });

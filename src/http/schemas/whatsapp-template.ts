@@ -53,22 +53,27 @@ function checkParameters(v: unknown, path: Path, add: AddIssue) {
 export const isBlank = (s: string) => /^[\s\u200B-\u200D\u2060]*$/.test(s);
 
 function checkComponents(v: unknown, path: Path, add: AddIssue) {
-  if (!Array.isArray(v)) return add(path, 'must be a list of Cloud API components, e.g. [{"type": "body", "parameters": [...]}]');
+  if (!Array.isArray(v))
+    return add(path, 'must be a list of Cloud API components, e.g. [{"type": "body", "parameters": [...]}]');
   if (v.length > MAX_COMPONENTS) return add(path, `must have at most ${MAX_COMPONENTS} components`);
   // Only what is surely broken is refused here; the rest of a component is Meta's to judge.
   v.forEach((c, i) => {
     const at = [...path, i];
     if (!isObject(c)) return add(at, 'must be an object with a type, e.g. {"type": "body", "parameters": [...]}');
-    if (typeof c.type !== 'string' || isBlank(c.type)) add([...at, 'type'], 'required: the component type (header, body, button, ...)');
+    if (typeof c.type !== 'string' || isBlank(c.type))
+      add([...at, 'type'], 'required: the component type (header, body, button, ...)');
     if (c.parameters === undefined) return;
-    if (!Array.isArray(c.parameters)) return add([...at, 'parameters'], 'must be a list of parameters, e.g. [{"type": "text", "text": "Ann"}]');
+    if (!Array.isArray(c.parameters))
+      return add([...at, 'parameters'], 'must be a list of parameters, e.g. [{"type": "text", "text": "Ann"}]');
     c.parameters.forEach((p, j) => {
       const pat = [...at, 'parameters', j];
       if (!isObject(p)) return add(pat, 'must be an object with a type, e.g. {"type": "text", "text": "Ann"}');
-      if (typeof p.type !== 'string' || isBlank(p.type)) return add([...pat, 'type'], 'required: the parameter type (text, currency, date_time, image, ...)');
+      if (typeof p.type !== 'string' || isBlank(p.type))
+        return add([...pat, 'type'], 'required: the parameter type (text, currency, date_time, image, ...)');
       if (p.type !== 'text') return;
       if (typeof p.text !== 'string') add([...pat, 'text'], 'required for a text parameter: a string');
-      else if (p.text.trim() === '') add([...pat, 'text'], 'must not be empty or only whitespace: Meta refuses a blank parameter');
+      else if (p.text.trim() === '')
+        add([...pat, 'text'], 'must not be empty or only whitespace: Meta refuses a blank parameter');
     });
   });
 }
@@ -93,18 +98,31 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
     name = t;
     at = [];
     if (!TEMPLATE_NAME.test(t)) report(['template'], 'template name: lowercase letters, digits and underscores');
-    if (languageCode(language) === null) report(['language'], languageProblem(language, 'required with a template name: a language code such as en or en_US'));
+    if (languageCode(language) === null)
+      report(
+        ['language'],
+        languageProblem(language, 'required with a template name: a language code such as en or en_US'),
+      );
   } else if (isObject(t)) {
     ({ name, language, parameters, components } = t);
     at = ['template'];
-    if (name == null) report(['template', 'name'], 'required: the template name (lowercase letters, digits and underscores)');
-    else if (typeof name !== 'string' || !TEMPLATE_NAME.test(name)) report(['template', 'name'], 'must be a template name: lowercase letters, digits and underscores');
+    if (name == null)
+      report(['template', 'name'], 'required: the template name (lowercase letters, digits and underscores)');
+    else if (typeof name !== 'string' || !TEMPLATE_NAME.test(name))
+      report(['template', 'name'], 'must be a template name: lowercase letters, digits and underscores');
     if (languageCode(language) === null) {
-      report(['template', 'language'], languageProblem(language, 'required: a language code such as en or en_US, or {"code": "en_US"}'));
+      report(
+        ['template', 'language'],
+        languageProblem(language, 'required: a language code such as en or en_US, or {"code": "en_US"}'),
+      );
     }
     // Outside the object they would not be sent: say so rather than charge for a template without them.
     for (const k of ['language', 'parameters', 'components'] as const) {
-      if (b[k] != null) report([k], `with a template object, put ${k} inside it: "template": {"name", "language", "parameters" or "components"}`);
+      if (b[k] != null)
+        report(
+          [k],
+          `with a template object, put ${k} inside it: "template": {"name", "language", "parameters" or "components"}`,
+        );
     }
   } else {
     report(['template'], 'must be a template name or {name, language, parameters?}');
@@ -114,7 +132,10 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
   parameters ??= undefined;
   components ??= undefined;
   if (parameters !== undefined && components !== undefined) {
-    report([...at, 'components'], 'give parameters or components, not both: components (the Cloud API shape) replace parameters');
+    report(
+      [...at, 'components'],
+      'give parameters or components, not both: components (the Cloud API shape) replace parameters',
+    );
   } else if (components !== undefined) {
     checkComponents(components, [...at, 'components'], report);
   } else if (parameters !== undefined) {

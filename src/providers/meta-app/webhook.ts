@@ -22,7 +22,10 @@ export const metaAppWebhook: WebhookHandler<Notification, MetaSignature> = {
   kinds: META_KINDS,
   secretName: 'app_secret',
   // Only with Meta's signature header: a bare {object, entry} from anyone else stays unknown.
-  parse: (req) => (req.headers['x-hub-signature-256'] !== undefined || req.headers['x-hub-signature'] !== undefined ? notification(jsonBody(req)) : null),
+  parse: (req) =>
+    req.headers['x-hub-signature-256'] !== undefined || req.headers['x-hub-signature'] !== undefined
+      ? notification(jsonBody(req))
+      : null,
   hints: () => [],
   signature: metaSignature,
   matches: (req, _p, sig, secret) => metaMatches(req, sig, secret),

@@ -2,7 +2,16 @@ import type { ChannelType } from '../../core/context.js';
 import type { ProviderEvent, Receiver } from '../../core/inbound.js';
 import type { MediaRef, MessageContent } from '../../core/message-content.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
-import { isObject, jsonBody, kept, note, str, timeOr, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
+import {
+  isObject,
+  jsonBody,
+  kept,
+  note,
+  str,
+  timeOr,
+  type GatewayHint,
+  type WebhookHandler,
+} from '../webhook-common.js';
 
 // Messenger (object "page") and Instagram (object "instagram") webhooks (FACTS B2): entry[]
 // per page / IG account, messaging[] events with sender, recipient, timestamp (ms) and one of
@@ -13,7 +22,8 @@ type Notifications = any[];
 
 function notifications(j: unknown, object: string): Notifications | null {
   const list = Array.isArray(j) ? j : [j];
-  if (list.length === 0 || !list.every((n) => isObject(n) && n.object === object && Array.isArray(n.entry))) return null;
+  if (list.length === 0 || !list.every((n) => isObject(n) && n.object === object && Array.isArray(n.entry)))
+    return null;
   return list;
 }
 
@@ -30,7 +40,12 @@ function baseContent(m: Record<string, any>): MessageContent | null {
   if (typeof m.text !== 'string') return null;
   // A quick reply tapped: its text arrives as the message, its payload beside it.
   const qr = m.quick_reply;
-  if (isObject(qr)) return { kind: 'text', text: m.text, choice: { type: 'quick_reply', id: null, payload: str(qr.payload) ?? null, title: m.text } };
+  if (isObject(qr))
+    return {
+      kind: 'text',
+      text: m.text,
+      choice: { type: 'quick_reply', id: null, payload: str(qr.payload) ?? null, title: m.text },
+    };
   return { kind: 'text', text: m.text };
 }
 
@@ -45,7 +60,8 @@ function content(m: Record<string, any>): MessageContent {
     data: kept(Object.fromEntries(Object.entries(m).filter(([k]) => k !== 'mid'))),
   };
   const replied = isObject(m.reply_to) ? str(m.reply_to.mid) : undefined;
-  if (replied && c.kind !== 'template' && c.kind !== 'email') c.reply_to = { provider_message_id: replied, message_id: null };
+  if (replied && c.kind !== 'template' && c.kind !== 'email')
+    c.reply_to = { provider_message_id: replied, message_id: null };
   return c;
 }
 
@@ -70,7 +86,8 @@ function reactionContent(r: Record<string, any>): Extract<MessageContent, { kind
   };
 }
 
-const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : /^\d+$/.test(String(v)) ? Number(v) : null);
+const num = (v: unknown): number | null =>
+  typeof v === 'number' && Number.isFinite(v) ? v : /^\d+$/.test(String(v)) ? Number(v) : null;
 
 function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, receivedAt: number): ProviderEvent[] {
   const channel: ChannelType = provider;
@@ -81,7 +98,10 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, rece
       for (const ev of Array.isArray(entry?.messaging) ? entry.messaging : []) {
         const account = str(ev?.recipient?.id);
         const user = str(ev?.sender?.id);
-        const receiver: Receiver = { channel, addresses: [...new Set([account, entryId].filter((x): x is string => !!x))] };
+        const receiver: Receiver = {
+          channel,
+          addresses: [...new Set([account, entryId].filter((x): x is string => !!x))],
+        };
         const stamp = num(ev?.timestamp);
         const at = stamp === null ? receivedAt : timeOr(Math.round(stamp), receivedAt);
         if (!user || receiver.addresses.length === 0) {
@@ -93,26 +113,54 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, rece
           else if (m.is_deleted) out.push(note(`${provider} message deleted by the sender${mid ? ` (${mid})` : ''}`));
           else if (!mid) out.push(note(`${provider} message without mid`));
           else {
-            out.push({ type: 'message', key: `${provider}:message:${mid}`, receiver, from: user, providerMessageId: mid, content: content(m), occurredAt: at });
+            out.push({
+              type: 'message',
+              key: `${provider}:message:${mid}`,
+              receiver,
+              from: user,
+              providerMessageId: mid,
+              content: content(m),
+              occurredAt: at,
+            });
           }
         } else if (isObject(ev.postback)) {
           // Newer postbacks carry a mid; older ones are identified by who, when and what.
           const mid = str(ev.postback.mid);
-          const key = mid ? `${provider}:postback:${mid}` : `${provider}:postback:${receiver.addresses[0]}:${user}:${stamp ?? ''}:${str(ev.postback.payload) ?? ''}`;
-          out.push({ type: 'message', key, receiver, from: user, providerMessageId: mid ?? null, content: postbackContent(ev.postback), occurredAt: at });
+          const key = mid
+            ? `${provider}:postback:${mid}`
+            : `${provider}:postback:${receiver.addresses[0]}:${user}:${stamp ?? ''}:${str(ev.postback.payload) ?? ''}`;
+          out.push({
+            type: 'message',
+            key,
+            receiver,
+            from: user,
+            providerMessageId: mid ?? null,
+            content: postbackContent(ev.postback),
+            occurredAt: at,
+          });
         } else if (isObject(ev.reaction)) {
           const c = reactionContent(ev.reaction);
           if (!c) out.push(note(`${provider} reaction without mid`));
           else {
             // A reaction has no id of its own: stored without a provider id, keyed by who reacted to what, how and when.
             const key = `${provider}:reaction:${receiver.addresses[0]}:${user}:${c.target.provider_message_id}:${c.action}:${stamp ?? ''}`;
-            out.push({ type: 'message', key, receiver, from: user, providerMessageId: null, content: c, occurredAt: at });
+            out.push({
+              type: 'message',
+              key,
+              receiver,
+              from: user,
+              providerMessageId: null,
+              content: c,
+              occurredAt: at,
+            });
           }
         } else if (isObject(ev.delivery) || isObject(ev.read)) {
           const status = isObject(ev.delivery) ? 'delivered' : 'read';
           const body = ev.delivery ?? ev.read;
           const watermark = num(body.watermark);
-          const mids = [...(Array.isArray(body.mids) ? body.mids : []), body.mid].filter((x): x is string => typeof x === 'string' && x !== '');
+          const mids = [...(Array.isArray(body.mids) ? body.mids : []), body.mid].filter(
+            (x): x is string => typeof x === 'string' && x !== '',
+          );
           if (watermark === null && mids.length === 0) {
             out.push(note(`${provider} ${status} receipt without watermark or mid`));
             continue;

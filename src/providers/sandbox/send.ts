@@ -5,6 +5,10 @@ import type { ProviderAdapter } from '../types.js';
 export const sandboxAdapter: ProviderAdapter = {
   kind: 'sandbox',
   async send() {
-    return { outcome: 'accepted', providerMessageId: `sbx_${randomBytes(12).toString('hex')}`, providerStatus: 'accepted' };
+    return {
+      outcome: 'accepted',
+      providerMessageId: `sbx_${randomBytes(12).toString('hex')}`,
+      providerStatus: 'accepted',
+    };
   },
 };

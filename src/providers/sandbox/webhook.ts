@@ -2,7 +2,16 @@ import { createHmac } from 'node:crypto';
 import type { ChannelType } from '../../core/context.js';
 import type { ProviderEvent } from '../../core/inbound.js';
 import type { MessageStatus } from '../../core/statuses.js';
-import { fromSeconds, header, hmacEquals, isObject, jsonBody, note, str, type WebhookHandler } from '../webhook-common.js';
+import {
+  fromSeconds,
+  header,
+  hmacEquals,
+  isObject,
+  jsonBody,
+  note,
+  str,
+  type WebhookHandler,
+} from '../webhook-common.js';
 
 // The sandbox provider's own webhook, posted by msgd to itself (the sandbox.report job) so a
 // demo runs through the same inbound path as a real provider. Format (docs/webhooks-in.md):
@@ -64,7 +73,8 @@ function event(e: any, receivedAt: number): ProviderEvent {
     const channel = str(e.channel);
     const from = str(e.from);
     const to = str(e.to);
-    if (!channel || !CHANNELS.has(channel) || !from || !to) return note(`sandbox message ${id} needs channel, from and to`);
+    if (!channel || !CHANNELS.has(channel) || !from || !to)
+      return note(`sandbox message ${id} needs channel, from and to`);
     return {
       type: 'message',
       key: `sandbox:${id}`,
@@ -103,7 +113,9 @@ export const sandboxWebhook: WebhookHandler<SandboxPayload, Buffer> = {
     const v = header(req, SANDBOX_SIGNATURE_HEADER);
     if (v === undefined) return { ok: false, reason: 'missing X-Msgd-Sandbox-Signature header' };
     const m = /^sha256=([0-9a-f]{64})$/i.exec(v.trim());
-    return m ? { ok: true, sig: Buffer.from(m[1], 'hex') } : { ok: false, reason: 'malformed X-Msgd-Sandbox-Signature header' };
+    return m
+      ? { ok: true, sig: Buffer.from(m[1], 'hex') }
+      : { ok: false, reason: 'malformed X-Msgd-Sandbox-Signature header' };
   },
   matches: (req, _p, sig, secret) => hmacEquals('sha256', secret, req.raw, sig),
   events: (p, receivedAt) => p.events.map((e) => event(e, receivedAt)),

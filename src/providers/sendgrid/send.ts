@@ -53,14 +53,18 @@ export const sendgridAdapter: ProviderAdapter = {
 
 export function classifySendgridError(res: HttpResponse, now: number): SendResult {
   const code = `sendgrid_${res.status}`;
-  const errors: Array<{ message?: string; field?: string | null }> = Array.isArray(res.json?.errors) ? res.json.errors : [];
+  const errors: Array<{ message?: string; field?: string | null }> = Array.isArray(res.json?.errors)
+    ? res.json.errors
+    : [];
   const message = errors.length
-    ? truncate(errors.map((e) => (e.field ? `${e.field}: ${e.message ?? ''}` : e.message ?? '')).join('; '), 1000)
+    ? truncate(errors.map((e) => (e.field ? `${e.field}: ${e.message ?? ''}` : (e.message ?? ''))).join('; '), 1000)
     : `HTTP ${res.status}: ${truncate(res.text) || 'empty body'}`;
   // 408: the provider gave up waiting for the request, so it took nothing; try again.
   if (res.status === 429 || res.status === 408 || res.status >= 500) {
     const after = retryAfterMs(res, now) ?? rateLimitResetMs(res, now);
-    return after === undefined ? { outcome: 'retry', code, message } : { outcome: 'retry', code, message, retryAfterMs: after };
+    return after === undefined
+      ? { outcome: 'retry', code, message }
+      : { outcome: 'retry', code, message, retryAfterMs: after };
   }
   return { outcome: 'failed', code, message };
 }

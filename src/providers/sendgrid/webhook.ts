@@ -60,11 +60,21 @@ function publicKey(b64: string): KeyObject | null {
   return k;
 }
 
-export function verifySendgridSignature(publicKeyB64: string, timestamp: string, raw: Buffer, signature: Buffer): boolean {
+export function verifySendgridSignature(
+  publicKeyB64: string,
+  timestamp: string,
+  raw: Buffer,
+  signature: Buffer,
+): boolean {
   const key = publicKey(publicKeyB64);
   if (!key) return false;
   try {
-    return verify('sha256', Buffer.concat([Buffer.from(timestamp, 'utf8'), raw]), { key, dsaEncoding: 'der' }, signature);
+    return verify(
+      'sha256',
+      Buffer.concat([Buffer.from(timestamp, 'utf8'), raw]),
+      { key, dsaEncoding: 'der' },
+      signature,
+    );
   } catch {
     return false;
   }
@@ -88,7 +98,13 @@ function events(p: SgPayload, receivedAt: number): ProviderEvent[] {
       errorMessage: failing || event === 'deferred' ? (str(e.reason) ?? str(e.response) ?? null) : null,
       occurredAt: fromSeconds(e.timestamp, receivedAt),
       ...(Object.hasOwn(NOTIFY, event)
-        ? { notify: NOTIFY[event], detail: { email: str(e.email) ?? null, ...(e.asm_group_id !== undefined ? { asm_group_id: e.asm_group_id } : {}) } }
+        ? {
+            notify: NOTIFY[event],
+            detail: {
+              email: str(e.email) ?? null,
+              ...(e.asm_group_id !== undefined ? { asm_group_id: e.asm_group_id } : {}),
+            },
+          }
         : {}),
     };
   });
@@ -100,9 +116,14 @@ export const sendgridWebhook: WebhookHandler<SgPayload, SgSignature> = {
   secretName: 'webhook_public_key',
   parse(req) {
     const j = jsonBody(req);
-    if (Array.isArray(j) && j.length > 0 && j.every((e) => isObject(e) && typeof e.event === 'string')) return { events: j };
+    if (Array.isArray(j) && j.length > 0 && j.every((e) => isObject(e) && typeof e.event === 'string'))
+      return { events: j };
     // A lone event object only when SendGrid's own signature header says whose it is.
-    if (header(req, 'x-twilio-email-event-webhook-signature') !== undefined && isObject(j) && typeof j.event === 'string') {
+    if (
+      header(req, 'x-twilio-email-event-webhook-signature') !== undefined &&
+      isObject(j) &&
+      typeof j.event === 'string'
+    ) {
       return { events: [j] };
     }
     return null;
@@ -113,10 +134,14 @@ export const sendgridWebhook: WebhookHandler<SgPayload, SgSignature> = {
     const ts = header(req, 'x-twilio-email-event-webhook-timestamp');
     if (!sig) return { ok: false, reason: 'missing X-Twilio-Email-Event-Webhook-Signature header' };
     if (!ts) return { ok: false, reason: 'missing X-Twilio-Email-Event-Webhook-Timestamp header' };
-    if (!/^\d{1,12}$/.test(ts.trim())) return { ok: false, reason: 'malformed X-Twilio-Email-Event-Webhook-Timestamp header' };
+    if (!/^\d{1,12}$/.test(ts.trim()))
+      return { ok: false, reason: 'malformed X-Twilio-Email-Event-Webhook-Timestamp header' };
     const age = Math.abs(opts.now / 1000 - Number(ts));
     if (age > opts.sendgridToleranceSeconds) {
-      return { ok: false, reason: `timestamp ${ts} is ${Math.round(age)} s away from now; the tolerance is ${opts.sendgridToleranceSeconds} s` };
+      return {
+        ok: false,
+        reason: `timestamp ${ts} is ${Math.round(age)} s away from now; the tolerance is ${opts.sendgridToleranceSeconds} s`,
+      };
     }
     return { ok: true, sig: { timestamp: ts.trim(), sig: Buffer.from(sig.trim(), 'base64') } };
   },

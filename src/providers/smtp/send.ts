@@ -84,7 +84,11 @@ export const smtpAdapter: ProviderAdapter = {
       const info = await (await poolFor(gw, ctx)).sendMail(mail);
       const rejected = info.rejected ?? [];
       if (rejected.length > 0) {
-        return { outcome: 'failed', code: 'smtp_rejected', message: `recipient refused: ${info.response ?? ''}`.trim() };
+        return {
+          outcome: 'failed',
+          code: 'smtp_rejected',
+          message: `recipient refused: ${info.response ?? ''}`.trim(),
+        };
       }
       // No provider reports come back over SMTP, and the Message-ID is built from msgd's id.
       return { outcome: 'accepted', providerMessageId: info.messageId, namedInReports: true };

@@ -48,7 +48,12 @@ export const twilioAdapter: ProviderAdapter = {
         const accepted = { outcome: 'accepted' as const, providerMessageId: id, namedInReports: callback !== null };
         return typeof status === 'string' ? { ...accepted, providerStatus: status } : accepted;
       }
-      return { outcome: 'retry', code: 'bad_response', message: `HTTP ${res.status} without a sid: ${truncate(res.text)}`, maybeDelivered: true };
+      return {
+        outcome: 'retry',
+        code: 'bad_response',
+        message: `HTTP ${res.status} without a sid: ${truncate(res.text)}`,
+        maybeDelivered: true,
+      };
     }
     return classifyTwilioError(res, ctx.now());
   },
@@ -58,7 +63,9 @@ export function classifyTwilioError(res: HttpResponse, now: number): SendResult 
   const code = res.json?.code;
   const codeStr = typeof code === 'number' || typeof code === 'string' ? String(code) : `http_${res.status}`;
   const message =
-    typeof res.json?.message === 'string' ? truncate(res.json.message, 1000) : `HTTP ${res.status}: ${truncate(res.text) || 'empty body'}`;
+    typeof res.json?.message === 'string'
+      ? truncate(res.json.message, 1000)
+      : `HTTP ${res.status}: ${truncate(res.text) || 'empty body'}`;
   // 408: the provider gave up waiting for the request, so it took nothing; try again.
   if (res.status === 429 || codeStr === '20429' || res.status === 408 || res.status >= 500) {
     const after = retryAfterMs(res, now);

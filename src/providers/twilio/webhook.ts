@@ -67,7 +67,12 @@ export function twilioUrlVariants(url: string): string[] {
   return [...new Set([withoutPort, withPort, legacyQuery(withoutPort), legacyQuery(withPort)])];
 }
 
-export function validateTwilioSignature(authToken: string, signature: string, url: string, params: TwilioParams): boolean {
+export function validateTwilioSignature(
+  authToken: string,
+  signature: string,
+  url: string,
+  params: TwilioParams,
+): boolean {
   const got = Buffer.from(signature);
   let ok = false;
   // Every variant is computed and compared: how many match reveals nothing.
@@ -198,7 +203,8 @@ export const twilioWebhook: WebhookHandler<TwilioPayload, string> = {
   kinds: ['twilio'],
   secretName: 'auth_token',
   parse(req) {
-    const twilioLike = (params: TwilioParams) => params.AccountSid !== undefined || params.MessageSid !== undefined || params.SmsSid !== undefined;
+    const twilioLike = (params: TwilioParams) =>
+      params.AccountSid !== undefined || params.MessageSid !== undefined || params.SmsSid !== undefined;
     if (req.method === 'GET') {
       if (header(req, 'x-twilio-signature') === undefined) return null;
       const q = req.path.indexOf('?');
@@ -210,7 +216,11 @@ export const twilioWebhook: WebhookHandler<TwilioPayload, string> = {
       const params = formParams(req.raw.toString('utf8'));
       return twilioLike(params) ? { params, from: 'form', messageId: namedMessage(req.path) } : null;
     }
-    if (type === 'application/json' && header(req, 'x-twilio-signature') !== undefined && /[?&]bodySHA256=/.test(req.path)) {
+    if (
+      type === 'application/json' &&
+      header(req, 'x-twilio-signature') !== undefined &&
+      /[?&]bodySHA256=/.test(req.path)
+    ) {
       const j = jsonBody(req);
       if (!isObject(j)) return null;
       const params: TwilioParams = {};

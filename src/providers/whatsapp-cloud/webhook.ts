@@ -3,7 +3,16 @@ import type { Choice, MediaRef, MessageContent, SharedContact } from '../../core
 import type { MessageStatus } from '../../core/statuses.js';
 import { fromWaId } from '../../lib/phone.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
-import { fromSeconds, isObject, jsonBody, kept, note, str, type GatewayHint, type WebhookHandler } from '../webhook-common.js';
+import {
+  fromSeconds,
+  isObject,
+  jsonBody,
+  kept,
+  note,
+  str,
+  type GatewayHint,
+  type WebhookHandler,
+} from '../webhook-common.js';
 
 // WhatsApp Cloud API webhooks (FACTS A4): object "whatsapp_business_account", one
 // entry per WABA, changes with field "messages" whose value carries statuses, inbound
@@ -51,15 +60,32 @@ function flowResponse(v: unknown): unknown {
 
 function interactiveContent(i: Record<string, any>): MessageContent | null {
   const b = i.button_reply;
-  if (isObject(b)) return choiceText({ type: 'button_reply', id: str(b.id) ?? null, payload: null, title: str(b.title) ?? null }, str(b.title));
+  if (isObject(b))
+    return choiceText(
+      { type: 'button_reply', id: str(b.id) ?? null, payload: null, title: str(b.title) ?? null },
+      str(b.title),
+    );
   const l = i.list_reply;
   if (isObject(l)) {
-    const choice: Choice = { type: 'list_reply', id: str(l.id) ?? null, payload: null, title: str(l.title) ?? null, description: str(l.description) ?? null };
+    const choice: Choice = {
+      type: 'list_reply',
+      id: str(l.id) ?? null,
+      payload: null,
+      title: str(l.title) ?? null,
+      description: str(l.description) ?? null,
+    };
     return choiceText(choice, str(l.title));
   }
   const n = i.nfm_reply;
   if (isObject(n)) {
-    const choice: Choice = { type: 'nfm_reply', id: null, payload: null, title: null, name: str(n.name) ?? null, response: flowResponse(n.response_json) };
+    const choice: Choice = {
+      type: 'nfm_reply',
+      id: null,
+      payload: null,
+      title: null,
+      name: str(n.name) ?? null,
+      response: flowResponse(n.response_json),
+    };
     return choiceText(choice, str(n.body));
   }
   return null;
@@ -87,21 +113,34 @@ function baseContent(m: Record<string, any>): MessageContent | null {
     // geo: URI (RFC 5870) only for a real position; a location without one keeps its name and address.
     const lat = degrees(l.latitude, 90);
     const lon = degrees(l.longitude, 180);
-    return { kind: 'media', caption, media: [{ type: 'location', url: lat !== null && lon !== null ? `geo:${lat},${lon}` : null, caption }] };
+    return {
+      kind: 'media',
+      caption,
+      media: [{ type: 'location', url: lat !== null && lon !== null ? `geo:${lat},${lon}` : null, caption }],
+    };
   }
   // Taps on template quick-reply buttons and interactive buttons and lists are what the
   // customer "wrote"; the id or payload says which option it was.
   if (type === 'button') {
     const b = isObject(m.button) ? m.button : {};
-    return choiceText({ type: 'button', id: null, payload: str(b.payload) ?? null, title: str(b.text) ?? null }, str(b.text) ?? str(b.payload));
+    return choiceText(
+      { type: 'button', id: null, payload: str(b.payload) ?? null, title: str(b.text) ?? null },
+      str(b.text) ?? str(b.payload),
+    );
   }
   if (type === 'interactive' && isObject(m.interactive)) return interactiveContent(m.interactive);
   // A reaction names the message reacted to; an empty emoji takes the reaction back.
   if (type === 'reaction' && isObject(m.reaction) && str(m.reaction.message_id)) {
     const emoji = str(m.reaction.emoji) ?? null;
-    return { kind: 'reaction', action: emoji ? 'react' : 'unreact', emoji, target: { provider_message_id: str(m.reaction.message_id)!, message_id: null } };
+    return {
+      kind: 'reaction',
+      action: emoji ? 'react' : 'unreact',
+      emoji,
+      target: { provider_message_id: str(m.reaction.message_id)!, message_id: null },
+    };
   }
-  if (type === 'contacts' && Array.isArray(m.contacts)) return { kind: 'contacts', contacts: m.contacts.filter(isObject).map(sharedContact) };
+  if (type === 'contacts' && Array.isArray(m.contacts))
+    return { kind: 'contacts', contacts: m.contacts.filter(isObject).map(sharedContact) };
   return null;
 }
 
@@ -109,8 +148,14 @@ const list = (v: unknown): Record<string, any>[] => (Array.isArray(v) ? v.filter
 
 function sharedContact(c: Record<string, any>): SharedContact {
   return {
-    name: str(c.name?.formatted_name) ?? ([str(c.name?.first_name), str(c.name?.last_name)].filter(Boolean).join(' ') || null),
-    phones: list(c.phones).map((p) => ({ phone: str(p.phone) ?? null, wa_id: str(p.wa_id) ?? null, type: str(p.type) ?? null })),
+    name:
+      str(c.name?.formatted_name) ??
+      ([str(c.name?.first_name), str(c.name?.last_name)].filter(Boolean).join(' ') || null),
+    phones: list(c.phones).map((p) => ({
+      phone: str(p.phone) ?? null,
+      wa_id: str(p.wa_id) ?? null,
+      type: str(p.type) ?? null,
+    })),
     emails: list(c.emails).map((e) => ({ email: str(e.email) ?? null, type: str(e.type) ?? null })),
     organization: str(c.org?.company) ?? null,
     data: kept(c),

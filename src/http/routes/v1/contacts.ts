@@ -49,7 +49,8 @@ export const contactRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         tags: ['contacts'],
         summary: "The partner's contacts, newest first",
         operationId: 'listContacts',
-        description: 'Scope contacts:read (contacts:write includes it). Search with q, or look up one address with phone or email.',
+        description:
+          'Scope contacts:read (contacts:write includes it). Search with q, or look up one address with phone or email.',
         security: SECURITY,
         querystring: contactsQuery,
         response: responses({ 200: pageOf(contactOut) }, [400]),
@@ -58,7 +59,13 @@ export const contactRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
     async (req) => {
       const q = req.query;
       const after = decodeCursor(q.cursor, 'ct');
-      const rows = listContacts(rt.ctx, principalOf(req).partnerId, { q: q.q, phone: q.phone, email: q.email?.trim() }, q.limit + 1, after?.id);
+      const rows = listContacts(
+        rt.ctx,
+        principalOf(req).partnerId,
+        { q: q.q, phone: q.phone, email: q.email?.trim() },
+        q.limit + 1,
+        after?.id,
+      );
       return page(rows, q.limit, contactJson, (c) => ({ o: 'ct', id: c.id }));
     },
   );

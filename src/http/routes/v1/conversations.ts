@@ -13,7 +13,14 @@ import {
 import { messageJson } from '../../../core/messages.js';
 import type { Runtime } from '../../../runtime.js';
 import { decodeCursor, page } from '../../pagination.js';
-import { conversationOut, conversationQuery, conversationWithMessages, conversationsQuery, idParams, pageOf } from '../../schemas/v1.js';
+import {
+  conversationOut,
+  conversationQuery,
+  conversationWithMessages,
+  conversationsQuery,
+  idParams,
+  pageOf,
+} from '../../schemas/v1.js';
 import { SECURITY, notFoundError, principalOf, requireScope, responses } from './common.js';
 
 // Cursor orders: 'c' newest first by id, 'u' / '-u' by last activity then id.
@@ -72,7 +79,8 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (ap
         tags: ['conversations'],
         summary: 'A conversation with a page of its messages',
         operationId: 'getConversation',
-        description: 'Scope conversations:read. Messages newest first (order=desc, default) or oldest first (order=asc).',
+        description:
+          'Scope conversations:read. Messages newest first (order=desc, default) or oldest first (order=asc).',
         security: SECURITY,
         params: idParams,
         querystring: conversationQuery,
@@ -86,7 +94,15 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (ap
       const tag = order === 'asc' ? 'ma' : 'md';
       const after = decodeCursor(cursor, tag);
       const rows = conversationMessages(rt.ctx, conversationKey(c).id, order, limit + 1, after?.id);
-      return { ...conversationJson(c), messages: page(rows, limit, (m) => messageJson(m), (m) => ({ o: tag, id: m.id })) };
+      return {
+        ...conversationJson(c),
+        messages: page(
+          rows,
+          limit,
+          (m) => messageJson(m),
+          (m) => ({ o: tag, id: m.id }),
+        ),
+      };
     },
   );
 };

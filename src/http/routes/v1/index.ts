@@ -31,7 +31,16 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
   app.setValidatorCompiler<z.ZodType>(({ schema }) => (data) => {
     const r = schema.safeParse(data, { error: houseError });
     if (r.success) return { value: r.data };
-    return { error: r.error.issues.map((i) => ({ path: i.path, message: i.message, instancePath: `/${i.path.join('/')}`, schemaPath: '', keyword: i.code, params: {} })) };
+    return {
+      error: r.error.issues.map((i) => ({
+        path: i.path,
+        message: i.message,
+        instancePath: `/${i.path.join('/')}`,
+        schemaPath: '',
+        keyword: i.code,
+        params: {},
+      })),
+    };
   });
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
@@ -56,7 +65,11 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
           'and ?cursor. Every response carries X-Request-Id and RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset.',
       },
       servers: [{ url: rt.config.server.publicUrl ?? '/' }],
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'a msgd API token (msgd_live_…)' } } },
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'a msgd API token (msgd_live_…)' },
+        },
+      },
       tags: ['messages', 'conversations', 'contacts', 'webhooks', 'channels'].map((name) => ({ name })),
     },
     transform: jsonSchemaTransform,
@@ -65,7 +78,9 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
 
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
   app.addHook('preParsing', refuseEncodedBody);
-  app.setNotFoundHandler((req, reply) => sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
+  app.setNotFoundHandler((req, reply) =>
+    sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`),
+  );
 
   await app.register(messageRoutes, { rt });
   await app.register(conversationRoutes, { rt });

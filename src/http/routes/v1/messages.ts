@@ -33,7 +33,11 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
           'payload, 402 when this message costs more than is left. Honours Idempotency-Key.',
         security: SECURITY,
         headers: z.object({
-          'idempotency-key': z.string().max(255).optional().describe('retries with the same key and body get the first answer'),
+          'idempotency-key': z
+            .string()
+            .max(255)
+            .optional()
+            .describe('retries with the same key and body get the first answer'),
         }),
         body: messageCreate,
         response: responses({ 200: messageAccepted }, [400, 402, 409, 422]),
@@ -51,13 +55,27 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
           const b = validate(messageCreate, body);
           const to = normalizeTo(b.channel, b.to);
           if (b.channel === 'email') {
-            return { to, content: { kind: 'email', subject: b.subject!, text: b.body, ...(b.html !== undefined ? { html: b.html } : {}) } };
+            return {
+              to,
+              content: {
+                kind: 'email',
+                subject: b.subject!,
+                text: b.body,
+                ...(b.html !== undefined ? { html: b.html } : {}),
+              },
+            };
           }
           return { to, content: { kind: 'text', text: b.body }, priceText: b.body };
         },
         respond: (m) => ({
           status: 200,
-          body: { id: m.id, status: 'queued', channel: m.channel_type, to: m.to, created_at: new Date(m.created_at).toISOString() },
+          body: {
+            id: m.id,
+            status: 'queued',
+            channel: m.channel_type,
+            to: m.to,
+            created_at: new Date(m.created_at).toISOString(),
+          },
         }),
       }),
   );

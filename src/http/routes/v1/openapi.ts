@@ -7,7 +7,10 @@ import type { Runtime } from '../../../runtime.js';
 type Doc = Record<string, any>;
 
 const esc = (s: unknown) =>
-  String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+  String(s ?? '').replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
+  );
 
 const refName = (ref: string) => ref.split('/').pop()!;
 
@@ -20,7 +23,10 @@ function schemaHtml(schema: unknown): string {
 function operationHtml(path: string, method: string, op: Doc): string {
   const params = (op.parameters ?? []) as Doc[];
   const rows = params
-    .map((p) => `<tr><td><code>${esc(p.name)}</code></td><td>${esc(p.in)}</td><td>${p.required ? 'yes' : ''}</td><td>${esc(p.schema?.type ?? '')}</td><td>${esc(p.description ?? p.schema?.description ?? '')}</td></tr>`)
+    .map(
+      (p) =>
+        `<tr><td><code>${esc(p.name)}</code></td><td>${esc(p.in)}</td><td>${p.required ? 'yes' : ''}</td><td>${esc(p.schema?.type ?? '')}</td><td>${esc(p.description ?? p.schema?.description ?? '')}</td></tr>`,
+    )
     .join('');
   const body = op.requestBody?.content?.['application/json']?.schema;
   const responses = Object.entries((op.responses ?? {}) as Record<string, Doc>)
@@ -45,7 +51,9 @@ export function renderDocs(doc: Doc): string {
     for (const [method, op] of Object.entries(item)) {
       if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
       const id = `${method}-${path}`.replace(/[^a-zA-Z0-9]+/g, '-');
-      toc.push(`<li><a href="#${id}"><span class="m ${method}">${method.toUpperCase()}</span> ${esc(path)}</a> ${esc(op.summary ?? '')}</li>`);
+      toc.push(
+        `<li><a href="#${id}"><span class="m ${method}">${method.toUpperCase()}</span> ${esc(path)}</a> ${esc(op.summary ?? '')}</li>`,
+      );
       ops.push(operationHtml(path, method, op));
     }
   }
@@ -80,7 +88,11 @@ export function pruneComponents(doc: Doc): Doc {
     }
   };
   visit(doc.paths);
-  const schemas = Object.fromEntries(Object.entries(all).filter(([k]) => keep.has(k)).map(([k, v]) => [k, withoutIds(v)]));
+  const schemas = Object.fromEntries(
+    Object.entries(all)
+      .filter(([k]) => keep.has(k))
+      .map(([k, v]) => [k, withoutIds(v)]),
+  );
   return { ...doc, components: { ...doc.components, schemas } };
 }
 
@@ -104,9 +116,14 @@ export const openapiRoutes: FastifyPluginAsync<{ rt: Runtime; root: FastifyInsta
   let doc: Doc | null = null;
   let html: string | null = null;
   const document = () => (doc ??= pruneComponents((root as any).swagger()));
-  app.get('/openapi.json', { schema: { hide: true } }, async (_req, reply) => reply.type('application/json; charset=utf-8').send(document()));
+  app.get('/openapi.json', { schema: { hide: true } }, async (_req, reply) =>
+    reply.type('application/json; charset=utf-8').send(document()),
+  );
   app.get('/docs', { schema: { hide: true } }, async (_req, reply) => {
     html ??= renderDocs(document());
-    return reply.type('text/html; charset=utf-8').header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'").send(html);
+    return reply
+      .type('text/html; charset=utf-8')
+      .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'")
+      .send(html);
   });
 };

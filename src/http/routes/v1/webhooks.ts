@@ -15,7 +15,15 @@ import type { Runtime } from '../../../runtime.js';
 import { sendTestEvent } from '../../../webhooks/replay.js';
 import { checkEndpointUrl } from '../../../webhooks/ssrf.js';
 import { decodeCursor, page } from '../../pagination.js';
-import { idParams, pageOf, pageQuery, webhookCreate, webhookOut, webhookTestOut, webhookWithSecret } from '../../schemas/v1.js';
+import {
+  idParams,
+  pageOf,
+  pageQuery,
+  webhookCreate,
+  webhookOut,
+  webhookTestOut,
+  webhookWithSecret,
+} from '../../schemas/v1.js';
 import { SECURITY, notFoundError, principalOf, requireScope, responses } from './common.js';
 
 // Endpoints a partner registers for events. The secret appears in two responses only:
@@ -71,7 +79,12 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       const after = decodeCursor(req.query.cursor, 'whe');
       const rows = listEndpoints(rt.ctx, principalOf(req).partnerId, { limit: req.query.limit + 1, before: after?.id });
       const now = rt.ctx.now();
-      return page(rows, req.query.limit, (e) => endpointJson(e, now), (e) => ({ o: 'whe', id: e.id }));
+      return page(
+        rows,
+        req.query.limit,
+        (e) => endpointJson(e, now),
+        (e) => ({ o: 'whe', id: e.id }),
+      );
     },
   );
 
@@ -79,7 +92,14 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
     '/webhooks/:id',
     {
       onRequest: scope,
-      schema: { tags: ['webhooks'], summary: 'One endpoint (without its secret)', operationId: 'getWebhookEndpoint', security: SECURITY, params: idParams, response: responses({ 200: webhookOut }, [404]) },
+      schema: {
+        tags: ['webhooks'],
+        summary: 'One endpoint (without its secret)',
+        operationId: 'getWebhookEndpoint',
+        security: SECURITY,
+        params: idParams,
+        response: responses({ 200: webhookOut }, [404]),
+      },
     },
     async (req) => {
       const e = getEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id);
@@ -103,7 +123,8 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       },
     },
     async (req, reply) => {
-      if (!deleteEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id)) throw notFoundError('webhook endpoint', req.params.id);
+      if (!deleteEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id))
+        throw notFoundError('webhook endpoint', req.params.id);
       return reply.code(204).send();
     },
   );
@@ -140,7 +161,8 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         tags: ['webhooks'],
         summary: 'Send a webhook.test event to this endpoint',
         operationId: 'testWebhookEndpoint',
-        description: 'Scope webhooks:manage. Signed and retried like any event, sent to this endpoint only. 409 while it is disabled.',
+        description:
+          'Scope webhooks:manage. Signed and retried like any event, sent to this endpoint only. 409 while it is disabled.',
         security: SECURITY,
         params: idParams,
         response: responses({ 202: webhookTestOut }, [404, 409]),
@@ -150,7 +172,10 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       const e = getEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id);
       if (!e) throw notFoundError('webhook endpoint', req.params.id);
       if (e.status !== 'enabled') {
-        throw new AppError('conflict', `this endpoint is disabled (${e.disabled_reason ?? 'no reason recorded'}); the operator can enable it again`);
+        throw new AppError(
+          'conflict',
+          `this endpoint is disabled (${e.disabled_reason ?? 'no reason recorded'}); the operator can enable it again`,
+        );
       }
       const { eventId, deliveryId } = sendTestEvent(rt.ctx, rt.queue, e);
       return reply.code(202).send({ event_id: eventId, delivery_id: deliveryId });
