@@ -23,7 +23,7 @@ export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
   const { setPrice } = await dist('core/prices.js');
   const { issueToken } = await dist('core/tokens.js');
   const { createOutbound } = await dist('core/messages.js');
-  const { JobQueue } = await dist('jobs/queue.js');
+  const { JobQueue } = await dist('queue/queue.js');
   const config = loadConfig({ env: {}, dataDir });
   const dd = openDataDir(dataDir, { create: true, env: {} });
   const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now };

@@ -3,7 +3,7 @@ import { enableEndpoint, listAllEndpoints, type EndpointRow } from '../core/endp
 import { getPartner } from '../core/partners.js';
 import { AppError } from '../lib/errors.js';
 import { iso, parseSince } from '../lib/time.js';
-import { JobQueue } from '../jobs/queue.js';
+import { JobQueue } from '../queue/queue.js';
 import { replayEvent, replaySince, type ReplayReport } from '../webhooks/replay.js';
 import { listAttempts, listDeliveries, type DeliveryListRow } from '../webhooks/store.js';
 import { positiveInt } from './args.js';

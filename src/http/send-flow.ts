@@ -4,7 +4,7 @@ import type { ChannelType } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import type { MessageRow } from '../core/messages.js';
 import { AppError } from '../lib/errors.js';
-import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../jobs/dispatch-accept.js';
+import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../core/send.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
 import { statusFor } from './errors.js';
@@ -14,7 +14,7 @@ import { zodDetails } from './schemas/send.js';
 
 // The one send path behind both partner APIs (/api/send-*.php and POST /v1/messages): checks
 // in the spec's order — 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload,
-// 402 price — then the money rule (src/jobs/dispatch-accept.ts). Each surface supplies only
+// 402 price — then the money rule (src/core/send.ts). Each surface supplies only
 // how its body names the channel, how it becomes a message, and the shape of its answer.
 // The body arrives as bytes (src/http/json-body.ts) so even malformed JSON meets the checks in order.
 

@@ -17,12 +17,12 @@ import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
 import { redactSecrets } from '../providers/send-results.js';
 import type { OutboundMessage, SendResult } from '../providers/types.js';
-import { DISPATCH_JOB } from './dispatch-accept.js';
-import type { Job } from './queue.js';
-import type { RateShaper } from './rate.js';
-import type { GatewayBook } from './webhook-gateways.js';
-import type { JobResult } from './settle.js';
-import type { Worker } from './worker.js';
+import { DISPATCH_JOB } from '../core/send.js';
+import type { Job } from '../queue/queue.js';
+import type { RateShaper } from '../queue/rate.js';
+import type { GatewayBook } from './gateway-book.js';
+import type { JobResult } from '../queue/settle.js';
+import type { Worker } from '../queue/worker.js';
 
 // The dispatch job: one provider call per message, between transactions. The outcome and
 // the job's completion commit together (apply), so a crash between them re-runs the call

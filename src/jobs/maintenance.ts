@@ -1,6 +1,6 @@
 import type { Checkpointer } from '../db/checkpointer.js';
 import type { Runtime } from '../runtime.js';
-import { Cron } from './cron.js';
+import { Cron } from '../queue/cron.js';
 
 // Periodic upkeep. Cron only enqueues a job per task and minute slot (so a restart never runs
 // a slot twice); the worker runs it like any other job. Surfaces add their own retention tasks

@@ -1,7 +1,7 @@
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import { outboxSignal } from '../core/events.js';
-import type { JobQueue } from '../jobs/queue.js';
+import type { JobQueue } from '../queue/queue.js';
 import { createDelivery } from './store.js';
 
 // Outbox → deliveries. Each pending event becomes, in one transaction, a delivery row and a

@@ -4,7 +4,7 @@ import { type EndpointRow, subscribedTo } from '../core/endpoints.js';
 import { emitEvent } from '../core/events.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { idFloor } from '../lib/id-time.js';
-import type { JobQueue } from '../jobs/queue.js';
+import type { JobQueue } from '../queue/queue.js';
 import { createDelivery, restartDelivery, type DeliveryRow } from './store.js';
 
 // Deliveries made by hand: the partner's test event to one endpoint, and the operator's

@@ -2,7 +2,7 @@ import { rawStmt, stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import type { EndpointRow } from '../core/endpoints.js';
 import { newId } from '../lib/ids.js';
-import type { JobQueue } from '../jobs/queue.js';
+import type { JobQueue } from '../queue/queue.js';
 
 // Deliveries and their attempt log. A delivery is one event for one endpoint; its job
 // carries the delivery id and the attempt count the current run started from (a replay

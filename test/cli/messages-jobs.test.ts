@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestCtx, type TestCtx } from '../core/ctx.js';
 import { applyStatus, flagUncertain, getMessageRow } from '../../src/core/messages.js';
-import { JobQueue } from '../../src/jobs/queue.js';
+import { JobQueue } from '../../src/queue/queue.js';
 import { connect, setupPartner, storeOutboundSms } from '../helpers/server.js';
 import { runCli, runJson } from '../helpers/cli.js';
 

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../jobs/webhook-receive.js';
+import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../jobs/webhook-intake.js';
 import type { Runtime } from '../../runtime.js';
 import { META_KINDS } from '../../core/gateway-kinds.js';
 import { errorHandler, sendError } from '../errors.js';

@@ -3,14 +3,14 @@ import type { Database } from 'better-sqlite3';
 import { stmt } from '../db/stmt.js';
 import type { GroupCommitter } from '../db/group-commit.js';
 import { AppError } from '../lib/errors.js';
-import type { ChannelType, CoreCtx } from '../core/context.js';
-import type { MessageContent } from '../core/message-content.js';
-import { createOutbound, type MessageRow } from '../core/messages.js';
-import { refuseIfExhausted } from '../core/ledger.js';
-import { quote, type Quote } from '../core/prices.js';
-import type { AuthPrincipal } from '../core/tokens.js';
-import { SettingsCache } from '../core/settings-version.js';
-import type { JobQueue } from './queue.js';
+import type { ChannelType, CoreCtx } from './context.js';
+import type { MessageContent } from './message-content.js';
+import { createOutbound, type MessageRow } from './messages.js';
+import { refuseIfExhausted } from './ledger.js';
+import { quote, type Quote } from './prices.js';
+import type { AuthPrincipal } from './tokens.js';
+import { SettingsCache } from './settings-version.js';
+import type { JobQueue } from '../queue/queue.js';
 
 // Accepting a message is the money rule made code: price it, then in ONE transaction check
 // funds, debit, write the message (queued) and its dispatch job. No provider is called

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffMs } from '../../src/jobs/backoff.js';
+import { backoffMs } from '../../src/queue/backoff.js';
 import { disabledRecheckMs } from '../../src/jobs/dispatch.js';
 
 const opts = { baseMs: 100, capMs: 10_000 };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Cron } from '../../src/jobs/cron.js';
-import { JobQueue } from '../../src/jobs/queue.js';
+import { Cron } from '../../src/queue/cron.js';
+import { JobQueue } from '../../src/queue/queue.js';
 import { onCleanup, sleep, tempDb } from './helpers.js';
 
 function makeCron(db: ReturnType<typeof tempDb>['db'], now?: () => number) {

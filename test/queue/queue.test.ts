@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { JobQueue, LEASE_EXPIRED } from '../../src/jobs/queue.js';
+import { JobQueue, LEASE_EXPIRED } from '../../src/queue/queue.js';
 import { effects, jobRow, sleep, tempDb } from './helpers.js';
 
 const T0 = 1_800_000_000_000;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/open.js';
-import { JobQueue, LEASE_EXPIRED, type Job } from '../../src/jobs/queue.js';
-import { Worker, type WorkerOptions } from '../../src/jobs/worker.js';
-import { MAX_HINT_MS } from '../../src/jobs/settle.js';
+import { JobQueue, LEASE_EXPIRED, type Job } from '../../src/queue/queue.js';
+import { Worker, type WorkerOptions } from '../../src/queue/worker.js';
+import { MAX_HINT_MS } from '../../src/queue/settle.js';
 import { effects, jobRow, onCleanup, sleep, tempDb, until, type TempDb } from './helpers.js';
 
 function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: Db = t.db, maxAttempts = 5) {
@@ -429,7 +429,7 @@ describe('Worker loop timing', () => {
   });
 
   // A worker kept busy by one kind claims from that kind only between looks at every kind
-  // (src/jobs/worker.ts, claimJobs): these two check that the looks happen. Without them, the
+  // (src/queue/worker.ts, claimJobs): these two check that the looks happen. Without them, the
   // b below would wait for all 300 a's.
   function busyWithA(t: TempDb) {
     const { queue, worker } = makeWorker(t, { concurrency: 2, maxSleepMs: 5000 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RateShaper } from '../../src/jobs/rate.js';
+import { RateShaper } from '../../src/queue/rate.js';
 
 function clock(start = 1_000_000) {
   let t = start;

@@ -2,8 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { JobQueue, LEASE_EXPIRED } from '../../src/jobs/queue.js';
-import { Worker } from '../../src/jobs/worker.js';
+import { JobQueue, LEASE_EXPIRED } from '../../src/queue/queue.js';
+import { Worker } from '../../src/queue/worker.js';
 import { jobRow, onCleanup, tempDb, until } from './helpers.js';
 
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'child-worker.mjs');

@@ -1,0 +1,214 @@
+import { createHash } from 'node:crypto';
+import { applyProviderEvents, type ApplyOutcome, type ProviderEvent } from '../core/inbound.js';
+import {
+  expireWebhookLog,
+  finishWebhookLog,
+  getWebhookLog,
+  noteWebhookProgress,
+  type Processing,
+  type WebhookLogRow,
+} from '../core/webhook-log.js';
+import { callProvider, isResponse, truncate } from '../providers/http.js';
+import { SANDBOX_SIGNATURE_HEADER, sandboxBody, signSandbox } from '../providers/sandbox/webhook.js';
+import { webhookHandler, type WebhookHandler } from '../providers/webhooks.js';
+import type { Runtime } from '../runtime.js';
+import { SANDBOX_REPORT_JOB } from './dispatch.js';
+import type { MaintenanceTask } from './maintenance.js';
+import type { Job } from '../queue/queue.js';
+import { errorMessage, type JobResult } from '../queue/settle.js';
+import type { GatewayBook } from './gateway-book.js';
+import { WEBHOOK_PROCESS_JOB, enqueueWebhookProcessing } from './webhook-intake.js';
+
+// The jobs behind the inbound webhook endpoints: processing stored webhooks (dedupe, route,
+// apply) and the sandbox's delivery report. Processing applies inside the worker's batch
+// transaction (apply), so thousands of webhooks share a commit.
+
+/**
+ * A status can beat the commit that records its message's provider id: the provider calls
+ * back before its answer to our send reaches us, and that answer may take up to
+ * dispatch.timeoutMs. Such a webhook is looked at again after doubling delays from 200 ms
+ * until the waits cover that timeout and 2 s more (25 s in all at the default 15 s), before
+ * its event is called unroutable.
+ */
+export function waitForMessageMs(dispatchTimeoutMs: number): number[] {
+  const waits: number[] = [];
+  for (let d = 200, total = 0; total < dispatchTimeoutMs + 2000; d *= 2) {
+    waits.push(d);
+    total += d;
+  }
+  return waits;
+}
+
+interface ProcessPayload {
+  webhook_ids: string[];
+  /** Follow-up number while waiting for a message to appear. */
+  round?: number;
+}
+
+interface SandboxReportPayload {
+  gateway_id: string;
+  provider_message_id: string;
+  status: string;
+}
+
+export function outcomeOf(o: ApplyOutcome, progressedBefore: boolean): [Processing, string | null] {
+  const notes = [...o.unroutable, ...o.ignored];
+  const error = notes.length ? notes.join('; ') : null;
+  // Events applied by an earlier round are duplicates now; the webhook still did its work.
+  if (o.processed > 0 || (progressedBefore && o.duplicates > 0)) return ['processed', error];
+  if (o.unroutable.length) return ['unroutable', error];
+  if (o.duplicates > 0) return ['duplicate', error];
+  return ['ignored', error ?? 'no events in the payload'];
+}
+
+export function registerWebhooksIn(rt: Runtime): void {
+  const book = rt.gateways;
+  // Built once: better-sqlite3's transaction() wrapper is costly to create per call.
+  const savepoint = rt.ctx.db.sqlite.transaction((fn: () => void) => fn());
+  rt.worker.register<ProcessPayload>(WEBHOOK_PROCESS_JOB, (job) => processWebhooks(rt, book, savepoint, job), {
+    onDead: (job, error) => {
+      for (const id of job.payload.webhook_ids) {
+        if (getWebhookLog(rt.ctx, id)?.processing === 'pending') finishWebhookLog(rt.ctx, id, 'error', error);
+      }
+    },
+  });
+  rt.worker.register<SandboxReportPayload>(SANDBOX_REPORT_JOB, (job) => sandboxReport(rt, book, job));
+  rt.maintenanceTasks.push(webhookRetentionTask());
+}
+
+interface Parsed {
+  row: WebhookLogRow;
+  handler: WebhookHandler;
+  events: ProviderEvent[];
+}
+
+/** The stored request back into events; a string says why it cannot be. */
+function parseStored(row: WebhookLogRow): Parsed | string {
+  const handler = webhookHandler(row.provider);
+  if (!handler) return `no webhook handler for provider ${row.provider}`;
+  try {
+    const payload = handler.parse({
+      raw: row.body ?? Buffer.alloc(0),
+      headers: JSON.parse(row.headers),
+      path: row.path,
+      url: row.path,
+      method: row.method,
+    });
+    if (payload === null) return `the stored body no longer parses as a ${row.provider} webhook`;
+    return { row, handler, events: handler.events(payload, row.received_at) };
+  } catch (e) {
+    return errorMessage(e);
+  }
+}
+
+// One job per intake batch: the events are worked out here, between transactions, and applied
+// webhook by webhook (each in its own savepoint) inside the worker's settling transaction.
+function processWebhooks(
+  rt: Runtime,
+  book: GatewayBook,
+  savepoint: (fn: () => void) => void,
+  job: Job<ProcessPayload>,
+): JobResult {
+  const { ctx } = rt;
+  const round = job.payload.round ?? 0;
+  const waits = waitForMessageMs(rt.config.dispatch.timeoutMs);
+  const final = round >= waits.length;
+  const refundOnFailure = rt.config.billing.refundOnProviderFailure === 'always';
+  const work: (Parsed | { row: WebhookLogRow; error: string })[] = [];
+  for (const id of job.payload.webhook_ids) {
+    const row = getWebhookLog(ctx, id);
+    // Gone (retention) or settled by an earlier run whose completion was lost.
+    if (!row || row.processing !== 'pending') continue;
+    const p = parseStored(row);
+    work.push(typeof p === 'string' ? { row, error: p } : p);
+  }
+  if (work.length === 0) return { type: 'ok' };
+  return {
+    type: 'ok',
+    apply: () => {
+      const waiting: string[] = [];
+      for (const w of work) {
+        if ('error' in w) {
+          finishWebhookLog(ctx, w.row.id, 'error', w.error);
+          continue;
+        }
+        try {
+          savepoint(() => {
+            const signer = w.row.gateway_id ? book.get(w.row.gateway_id) : null;
+            const out = applyProviderEvents(ctx, w.events, {
+              trusted: (id) => book.trusts(w.handler, signer, id),
+              refundOnFailure,
+              final,
+            });
+            if (out.waiting.length) {
+              waiting.push(w.row.id);
+              const note = `waiting for ${out.waiting.join('; ')} (look ${round + 1} of ${waits.length + 1})`;
+              noteWebhookProgress(ctx, w.row.id, note, out.processed > 0);
+              return;
+            }
+            const [processing, error] = outcomeOf(out, w.row.processed_at !== null);
+            finishWebhookLog(ctx, w.row.id, processing, error);
+          });
+        } catch (e) {
+          // Rolled back to its savepoint: this webhook's events did not happen; the others stand.
+          finishWebhookLog(ctx, w.row.id, 'error', errorMessage(e));
+        }
+      }
+      if (waiting.length) {
+        // A new job rather than a retry: waiting is not a failure and spends no attempt.
+        enqueueWebhookProcessing(rt.queue, waiting, { runAt: ctx.now() + waits[round], round: round + 1 });
+      }
+    },
+  };
+}
+
+async function sandboxReport(rt: Runtime, book: GatewayBook, job: Job<SandboxReportPayload>): Promise<JobResult> {
+  const p = job.payload;
+  const gw = book.get(p.gateway_id);
+  if (!gw || gw.kind !== 'sandbox') return { type: 'fail', error: `sandbox gateway ${p.gateway_id} no longer exists` };
+  const secret = gw.secrets.signing_secret;
+  if (!secret) return { type: 'fail', error: `sandbox gateway ${gw.name} has no signing_secret` };
+  const bases = [...new Set([rt.callbackBase(), rt.selfUrl].filter((b): b is string => !!b))];
+  if (bases.length === 0) return { type: 'retry', afterMs: 1000, error: 'msgd is not listening yet' };
+  // The same report always carries the same event id, so a repeat is dropped as a duplicate.
+  const id = `sbx_${createHash('sha256').update(`${p.provider_message_id}:${p.status}`).digest('hex').slice(0, 24)}`;
+  const body = sandboxBody([
+    { id, message_id: p.provider_message_id, status: p.status, timestamp: Math.floor(rt.ctx.now() / 1000) },
+  ]);
+  let problem = '';
+  for (const base of bases) {
+    const res = await callProvider(
+      { dispatcher: rt.dispatcher, timeoutMs: rt.config.dispatch.timeoutMs, publicUrl: null, now: rt.ctx.now },
+      {
+        url: `${base}/api/webhook.php?gateway=${encodeURIComponent(gw.id)}`,
+        headers: { 'content-type': 'application/json', [SANDBOX_SIGNATURE_HEADER]: signSandbox(secret, body) },
+        body,
+      },
+    );
+    if (isResponse(res)) {
+      if (res.status >= 200 && res.status < 300) return { type: 'ok' };
+      return { type: 'retry', error: `POST ${base}/api/webhook.php answered ${res.status}: ${truncate(res.text)}` };
+    }
+    // Unreachable: the public URL may not loop back from inside; try our own address next.
+    problem += `${base}: ${res.message}; `;
+  }
+  return { type: 'retry', error: `sandbox report not delivered: ${problem}` };
+}
+
+export function webhookRetentionTask(): MaintenanceTask {
+  return {
+    name: 'provider-webhooks-expire',
+    cron: '29 * * * *',
+    async run(rt) {
+      const cutoff = rt.ctx.now() - rt.config.webhooksIn.retentionDays * 86_400_000;
+      let deleted = 0;
+      // Small batches, yielding between them: a big backlog must not hold the write lock.
+      for (;;) {
+        const n = expireWebhookLog(rt.ctx, cutoff);
+        deleted += n;
+        if (n < 5000) return { deleted };
+        await new Promise((r) => setImmediate(r));
+      }
+    },
+  };
+}
