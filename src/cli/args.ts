@@ -46,9 +46,9 @@ export function parsePairs(list: string[] | undefined, flag: string): [string, s
 }
 
 /** Read all of stdin; one trailing newline (from echo or a heredoc) is not part of a secret. */
-export async function readStdin(): Promise<string> {
+export async function readStdin(stdin: AsyncIterable<Buffer | string> = process.stdin): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
   return Buffer.concat(chunks)
     .toString('utf8')
     .replace(/\r?\n$/, '');

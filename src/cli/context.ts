@@ -6,12 +6,15 @@ import type { CoreCtx } from '../core/context.js';
 import { openDataDir, type DataDir } from '../db/datadir.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
 import { AppError } from '../lib/errors.js';
+import { ioOf, processIO, setExitCode, type CliIO } from './io.js';
 import { emit, type Result } from './output.js';
 
 export interface Globals {
   dataDir?: string;
   config?: string;
   json?: boolean;
+  /** The streams and environment of this run (the process's when absent). */
+  io?: CliIO;
 }
 
 export interface Cli {
@@ -20,26 +23,27 @@ export interface Cli {
   dir: DataDir;
   ctx: CoreCtx;
   actor: string;
+  io: CliIO;
 }
 
 /** Who the audit log names for this invocation. */
-export function actor(): string {
+export function actor(env: NodeJS.ProcessEnv = process.env): string {
   let name: string | undefined;
   try {
     name = userInfo().username;
   } catch {
     // No passwd entry (some containers): fall back to the environment.
   }
-  return `cli:${name || process.env.USER || process.env.LOGNAME || 'unknown'}`;
+  return `cli:${name || env.USER || env.LOGNAME || 'unknown'}`;
 }
 
 export function globalsOf(cmd: Command): Globals {
-  return cmd.optsWithGlobals() as Globals;
+  return { ...(cmd.optsWithGlobals() as Globals), io: ioOf(cmd) };
 }
 
 /** --config beats MSGD_CONFIG, --data-dir beats MSGD_DATA_DIR (loadConfig applies both rules). */
 export function configFor(globals: Globals): Config {
-  return loadConfig({ configPath: globals.config, dataDir: globals.dataDir });
+  return loadConfig({ configPath: globals.config, dataDir: globals.dataDir, env: globals.io?.env });
 }
 
 /**
@@ -48,8 +52,9 @@ export function configFor(globals: Globals): Config {
  * `partner list`. A database with pending migrations or a newer schema is refused.
  */
 export function openCli(globals: Globals, opts: { check?: boolean } = {}): Cli {
+  const io = globals.io ?? processIO();
   const config = configFor(globals);
-  const dir = openDataDir(config.dataDir, { create: false, migrate: false });
+  const dir = openDataDir(config.dataDir, { create: false, migrate: false, env: io.env });
   try {
     if (opts.check ?? true) {
       const status = migrationStatus(dir.db);
@@ -67,7 +72,7 @@ export function openCli(globals: Globals, opts: { check?: boolean } = {}): Cli {
     throw e;
   }
   const ctx: CoreCtx = { db: dir.db, masterKey: dir.masterKey, config, now: Date.now };
-  return { globals, config, dir, ctx, actor: actor() };
+  return { globals, config, dir, ctx, actor: actor(io.env), io };
 }
 
 /**
@@ -84,7 +89,7 @@ export function withCli<A extends unknown[]>(
     const cli = openCli(globals, opts);
     try {
       const result = await handler(cli, ...(raw.slice(0, -1) as A));
-      process.exitCode = emit(result, !!globals.json);
+      setExitCode(cmd, emit(result, !!globals.json, cli.io));
     } finally {
       cli.dir.close();
     }
@@ -97,6 +102,6 @@ export function withGlobals<A extends unknown[]>(handler: (globals: Globals, ...
     const cmd = raw[raw.length - 1] as Command;
     const globals = globalsOf(cmd);
     const result = await handler(globals, ...(raw.slice(0, -1) as A));
-    process.exitCode = emit(result, !!globals.json);
+    setExitCode(cmd, emit(result, !!globals.json, globals.io));
   };
 }

@@ -186,7 +186,7 @@ function inspect(dir: string, globals: Globals): Check[] {
     return [...checks, { name: 'database', status: 'fail', message: `${join(dir, DB_FILE)} is missing (msgctl init)` }];
   let dd: DataDir;
   try {
-    dd = openDataDir(dir, { create: false, migrate: false });
+    dd = openDataDir(dir, { create: false, migrate: false, env: globals.io?.env });
   } catch (e) {
     return [...checks, { name: 'master key', status: 'fail', message: describeError(e) }];
   }

@@ -1,6 +1,7 @@
 import { invalid, type ErrorDetail } from '../lib/errors.js';
 import { parsePairs, readStdin } from './args.js';
 import { UsageError } from './errors.js';
+import { processIO, type CliIO } from './io.js';
 
 // Turning --set / --secret-* flags into the settings and secrets core validates. The shell
 // only has strings: core's gateway-kind schemas read numbers and booleans from them, and name
@@ -21,8 +22,9 @@ export interface SecretFlags {
  */
 export async function collectSecrets(
   flags: SecretFlags,
-  env: NodeJS.ProcessEnv = process.env,
+  io: Pick<CliIO, 'env' | 'stdin' | 'stderr' | 'isTTY'> = processIO(),
 ): Promise<Record<string, string>> {
+  const env = io.env;
   const secrets: Record<string, string> = {};
   const take = (name: string, value: string, from: string) => {
     if (!name) throw new UsageError(`${from}: the secret name is missing`);
@@ -36,8 +38,8 @@ export async function collectSecrets(
     take(name, value, `--secret-env ${name}=${variable}`);
   }
   if (flags.secretStdin !== undefined) {
-    if (process.stdin.isTTY) process.stderr.write(`Enter ${flags.secretStdin}, then Ctrl-D:\n`);
-    take(flags.secretStdin.trim(), await readStdin(), '--secret-stdin');
+    if (io.isTTY) io.stderr.write(`Enter ${flags.secretStdin}, then Ctrl-D:\n`);
+    take(flags.secretStdin.trim(), await readStdin(io.stdin), '--secret-stdin');
   }
   return secrets;
 }

@@ -88,7 +88,7 @@ async function add(cli: Cli, kind: string, opts: AddOpts): Promise<Result> {
     ]);
   }
   const settings = settingsFromFlags(opts.set);
-  const secrets = await collectSecrets(opts);
+  const secrets = await collectSecrets(opts, cli.io);
   let g: GatewayView;
   try {
     g = addGateway(cli.ctx, { kind, name: opts.name, settings, secrets }, cli.actor);
@@ -125,7 +125,7 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
   }
   const current = getGateway(cli.ctx, ref);
   const settings = settingsFromFlags(opts.set);
-  const secrets = await collectSecrets(opts);
+  const secrets = await collectSecrets(opts, cli.io);
   const status = opts.disable ? 'disabled' : opts.enable ? 'active' : undefined;
   let g: GatewayView;
   try {

@@ -13,7 +13,7 @@ function init(globals: Globals): Result {
   const existed = existsSync(join(dir, DB_FILE));
   // An existing directory is only inspected: creating a fresh key beside an existing
   // database would make every stored secret unreadable.
-  const dd = openDataDir(dir, { create: !existed, migrate: false });
+  const dd = openDataDir(dir, { create: !existed, migrate: false, env: globals.io?.env });
   try {
     let applied: string[] = [];
     let pending: string[] = [];

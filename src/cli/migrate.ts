@@ -7,7 +7,7 @@ import type { Result } from './output.js';
 
 function runMigrate(globals: Globals): Result {
   const config = configFor(globals);
-  const dd = openDataDir(config.dataDir, { create: false, migrate: false });
+  const dd = openDataDir(config.dataDir, { create: false, migrate: false, env: globals.io?.env });
   try {
     const applied = migrate(dd.db);
     const status = migrationStatus(dd.db);

@@ -1,4 +1,5 @@
 import { formatMoney } from '../lib/money.js';
+import type { CliWritable } from './io.js';
 
 // The output layer: commands return a Result and never write to stdout themselves, so
 // --json can promise that stdout holds nothing but one JSON document.
@@ -14,15 +15,19 @@ export interface Result {
   failure?: string;
 }
 
-export function emit(result: Result, json: boolean): number {
+export function emit(
+  result: Result,
+  json: boolean,
+  out: { stdout: CliWritable; stderr: CliWritable } = process,
+): number {
   if (json) {
-    process.stdout.write(JSON.stringify(result.json, null, 2) + '\n');
+    out.stdout.write(JSON.stringify(result.json, null, 2) + '\n');
   } else {
-    if (result.text) process.stdout.write(terminalSafe(result.text.endsWith('\n') ? result.text : result.text + '\n'));
-    for (const n of result.notices ?? []) process.stderr.write(n + '\n');
+    if (result.text) out.stdout.write(terminalSafe(result.text.endsWith('\n') ? result.text : result.text + '\n'));
+    for (const n of result.notices ?? []) out.stderr.write(n + '\n');
   }
   if (result.failure) {
-    process.stderr.write(`msgctl: ${result.failure}\n`);
+    out.stderr.write(`msgctl: ${result.failure}\n`);
     return 1;
   }
   return 0;

@@ -17,6 +17,7 @@ import { registerMessages } from './messages.js';
 import { registerWebhookLogCommands } from './webhooks-in.js';
 import { registerWebhookOutCommands } from './webhooks-out.js';
 import { titled } from './help.js';
+import { bindIO, processIO, type CliIO } from './io.js';
 
 function version(): string {
   try {
@@ -91,19 +92,24 @@ function configureTree(cmd: Command) {
   for (const sub of cmd.commands) configureTree(sub);
 }
 
-export async function run(argv: string[]): Promise<number> {
+/** msgctl with `argv` as process.argv has it (node, script, args...); resolves to the exit code. */
+export async function run(argv: string[], io: CliIO = processIO()): Promise<number> {
   const program = buildProgram();
+  const state = bindIO(program, io);
   try {
     await program.parseAsync(argv);
-    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+    // Run as the process itself, a command may also have set process.exitCode directly.
+    if (state.exitCode === 0 && io.stdout === process.stdout && typeof process.exitCode === 'number')
+      return process.exitCode;
+    return state.exitCode;
   } catch (e) {
     if (e instanceof CommanderError) {
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version') return 0;
       // A group run without a subcommand printed its help; anything else printed its one line.
       return EXIT_USAGE;
     }
-    process.stderr.write(`msgctl: ${describeError(e)}\n`);
-    if (process.env.MSGD_DEBUG === '1' && e instanceof Error && e.stack) process.stderr.write(e.stack + '\n');
+    io.stderr.write(`msgctl: ${describeError(e)}\n`);
+    if (io.env.MSGD_DEBUG === '1' && e instanceof Error && e.stack) io.stderr.write(e.stack + '\n');
     return exitCodeFor(e);
   }
 }

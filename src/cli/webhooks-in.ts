@@ -18,6 +18,7 @@ import { JobQueue } from '../queue/queue.js';
 import { enqueueWebhookProcessing } from '../jobs/webhook-intake.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { examples } from './help.js';
+import type { CliWritable } from './io.js';
 import { table, terminalSafe, when, type Result } from './output.js';
 
 // msgctl webhooks log: the operator's "tail the provider webhook log". Without --follow a
@@ -25,11 +26,11 @@ import { table, terminalSafe, when, type Result } from './output.js';
 // one JSON object per line) per webhook, until Ctrl-C.
 
 export interface WebhookLogDeps {
-  /** Where --follow streams (stdout by default). */
-  out?: NodeJS.WritableStream;
+  /** Where --follow streams (the run's stdout by default). */
+  out?: CliWritable;
   /** How often --follow looks for new rows. */
   pollMs?: number;
-  /** Ends --follow; SIGINT by default. */
+  /** Ends --follow; the run's signal, else SIGINT, by default. */
   signal?: AbortSignal;
 }
 
@@ -179,7 +180,7 @@ function list(cli: Cli, opts: LogOpts): Result {
 }
 
 async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDeps): Promise<void> {
-  const out = deps.out ?? process.stdout;
+  const out = deps.out ?? cli.io.stdout;
   const pollMs = deps.pollMs ?? 500;
   const filter = filterOf(cli, opts);
   // --failed is decided after a row settles: a pending row may still end unroutable.
@@ -205,8 +206,9 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
 
   const ctrl = new AbortController();
   const onSigint = () => ctrl.abort();
-  if (!deps.signal) process.once('SIGINT', onSigint);
-  const signal = deps.signal ?? ctrl.signal;
+  const given = deps.signal ?? cli.io.signal;
+  if (!given) process.once('SIGINT', onSigint);
+  const signal = given ?? ctrl.signal;
   // Rows passed while still pending (a status waiting for its message can take half a
   // minute): looked at again each poll, and printed once more when they settle.
   const watching = new Set<string>();

@@ -4,7 +4,7 @@ import { buildProgram } from '../../src/cli/program.js';
 import { runCli } from '../helpers/cli.js';
 
 // Help is documentation: every command the issue names exists, and each one's --help
-// carries examples. Checked in-process (fast), plus one spawned run for exit codes.
+// carries examples. Checked in-process; test/cli/binary.test.ts runs the real binary.
 
 function helpOf(cmd: Command): string {
   let out = '';

@@ -3,7 +3,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PassThrough } from 'node:stream';
 import Database from 'better-sqlite3';
+import { run } from '../../src/cli/program.js';
 import { pinConnection } from '../../src/db/pin.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -23,6 +25,7 @@ export interface RunOptions {
   /** Leave stdin open (a pipe nobody writes to): a command that reads it would hang. */
   holdStdin?: boolean;
   env?: Record<string, string | undefined>;
+  /** Only for the spawned binary (spawnCli): in-process runs share the test's directory. */
   cwd?: string;
 }
 
@@ -33,18 +36,48 @@ export function cleanEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Run `node bin/msgctl` the way an operator would, in a clean MSGD_* environment. */
-export function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
+function envFor(opts: RunOptions): NodeJS.ProcessEnv {
   const env = cleanEnv();
   for (const [k, v] of Object.entries(opts.env ?? {})) {
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
-  const argv = opts.dataDir ? ['--data-dir', opts.dataDir, ...args] : args;
+  return env;
+}
+
+const argvFor = (args: string[], opts: RunOptions) => (opts.dataDir ? ['--data-dir', opts.dataDir, ...args] : args);
+
+/**
+ * msgctl in this process, through the same run(argv, io) the binary calls: its own stdout,
+ * stderr and stdin, a clean MSGD_* environment, and no terminal.
+ */
+export async function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
+  if (opts.cwd !== undefined) throw new Error('runCli: cwd needs the real binary (spawnCli)');
+  let stdout = '';
+  let stderr = '';
+  const stdin = new PassThrough();
+  if (!opts.holdStdin) stdin.end(opts.stdin ?? '');
+  try {
+    const code = await run(['node', 'msgctl', ...argvFor(args, opts)], {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+      stdin,
+      env: envFor(opts),
+      isTTY: false,
+    });
+    return { code, stdout, stderr };
+  } finally {
+    stdin.destroy();
+  }
+}
+
+/** Run `node bin/msgctl` the way an operator would, in a clean MSGD_* environment. */
+export function spawnCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
+  const argv = argvFor(args, opts);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MSGCTL, ...argv], {
       cwd: opts.cwd ?? (opts.dataDir && existsSync(dirname(opts.dataDir)) ? dirname(opts.dataDir) : tmpdir()),
-      env,
+      env: envFor(opts),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -1,43 +1,13 @@
-import { Command, CommanderError } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registerWebhookOutCommands } from '../../src/cli/webhooks-out.js';
-import { describeError, exitCodeFor } from '../../src/cli/errors.js';
+import { runCli } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeCert, startReceiver, type TlsFiles } from './receiver.js';
 import { FAST_SCHEDULE, deliveryRows, inbound, world, type World } from './helpers.js';
 
-// msgctl webhooks deliveries | replay | enable | endpoints, run in-process the way msgctl runs
-// them (commander, --data-dir, --json), against the data directory of a running msgd.
+// msgctl webhooks deliveries | replay | enable | endpoints, run in-process against the data
+// directory of a running msgd.
 
-async function msgctl(dataDir: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const program = new Command('msgctl')
-    .option('--data-dir <dir>')
-    .option('--config <file>')
-    .option('--json')
-    .exitOverride();
-  registerWebhookOutCommands(program.command('webhooks').exitOverride());
-  for (const c of program.commands) for (const s of c.commands) s.exitOverride();
-  let stdout = '';
-  let stderr = '';
-  const write = process.stdout.write.bind(process.stdout);
-  const writeErr = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((s: string) => ((stdout += s), true)) as typeof process.stdout.write;
-  process.stderr.write = ((s: string) => ((stderr += s), true)) as typeof process.stderr.write;
-  process.exitCode = 0;
-  let code = 0;
-  try {
-    await program.parseAsync(['node', 'msgctl', '--data-dir', dataDir, ...args]);
-    code = Number(process.exitCode ?? 0);
-  } catch (e) {
-    code = e instanceof CommanderError ? 2 : exitCodeFor(e);
-    if (!(e instanceof CommanderError)) stderr += `msgctl: ${describeError(e)}\n`;
-  } finally {
-    process.stdout.write = write;
-    process.stderr.write = writeErr;
-    process.exitCode = 0;
-  }
-  return { code, stdout, stderr };
-}
+const msgctl = (dataDir: string, args: string[]) => runCli(args, { dataDir });
 
 const json = async (dataDir: string, args: string[]) => {
   const r = await msgctl(dataDir, [...args, '--json']);
