@@ -1,7 +1,7 @@
 import { chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SENDGRID_VECTOR } from '../webhooks-in/helpers.js';
+import { SENDGRID_VECTOR } from '../helpers/vectors.js';
 import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
 
 const dataDir = tmpDataDir();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openTestCtx, type TestCtx } from '../core/ctx.js';
+import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 import { applyStatus, flagUncertain, getMessageRow } from '../../src/core/messages.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { connect, setupPartner, storeOutboundSms } from '../helpers/server.js';

@@ -7,7 +7,7 @@ import { addGateway, getGateway, listGateways, updateGateway } from '../../src/c
 import { SecretDecryptError, seal, unseal } from '../../src/core/secrets.js';
 import { listAudit } from '../../src/core/audit.js';
 import { openDataDir } from '../../src/db/datadir.js';
-import { openTestCtx } from './ctx.js';
+import { openTestCtx } from '../helpers/ctx.js';
 
 // Secrets at rest: no byte sequence of a secret value may appear in the database, its WAL
 // or its shared-memory file, in any encoding a careless write might have used.

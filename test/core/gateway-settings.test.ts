@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { addGateway, getGateway, updateGateway } from '../../src/core/gateways.js';
-import { openTestCtx } from './ctx.js';
+import { openTestCtx } from '../helpers/ctx.js';
 
 const t = openTestCtx();
 afterAll(() => t.close());

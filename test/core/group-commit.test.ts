@@ -10,7 +10,7 @@ import { accept } from '../../src/core/send.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { connect, setupPartner } from '../helpers/server.js';
-import { openTestCtx } from './ctx.js';
+import { openTestCtx } from '../helpers/ctx.js';
 
 // Work submitted in one event-loop turn shares one transaction; a piece that fails takes back
 // only its own writes; every promise settles after the shared COMMIT, and says the truth about it.

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { topup, verifyLedger } from '../../src/core/ledger.js';
 import { createPartner, getPartner, suspendPartner, activatePartner } from '../../src/core/partners.js';
 import { openDataDir } from '../../src/db/datadir.js';
-import { openTestCtx } from './ctx.js';
+import { openTestCtx } from '../helpers/ctx.js';
 
 // Two OS processes, each with its own SQLite connection to the same file, race to debit
 // one partner. The conditional UPDATE in debit() must let exactly as many debits through

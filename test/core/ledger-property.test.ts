@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InsufficientBalanceError, adjust, debit, refund, topup, verifyLedger } from '../../src/core/ledger.js';
 import { createPartner, getPartner, setCreditLimit } from '../../src/core/partners.js';
 import { AppError } from '../../src/lib/errors.js';
-import { openTestCtx, type TestCtx } from './ctx.js';
+import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
 // 2,000 random money moves against a model. After every one: the stored balance equals
 // the model, equals the sum of the entries, never sits below -credit_limit after a debit,

@@ -6,7 +6,7 @@ import { topup } from '../../src/core/ledger.js';
 import { messageHistory } from '../../src/core/messages.js';
 import { storeOutboundSms } from '../helpers/server.js';
 import { createPartner } from '../../src/core/partners.js';
-import { openTestCtx, type TestCtx } from './ctx.js';
+import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
 let t: TestCtx;
 afterEach(() => t?.close());

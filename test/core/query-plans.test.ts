@@ -4,7 +4,7 @@ import { OPEN_CONVERSATION_SQL, touchConversation } from '../../src/core/convers
 import { watermarkSql } from '../../src/core/inbound.js';
 import { MESSAGE_BY_PROVIDER_ID_SQL } from '../../src/core/messages.js';
 import { createPartner } from '../../src/core/partners.js';
-import { openTestCtx, type TestCtx } from './ctx.js';
+import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
 // Queries that run once per message must seek by the contact or the provider id. A fresh
 // database has no ANALYZE statistics, and SQLite then picked (partner_id, id) indexes and walked

@@ -8,7 +8,7 @@ import { SettingsCache, settingsVersion } from '../../src/core/settings-version.
 import { TokenAuthenticator, issueToken, revokeToken } from '../../src/core/tokens.js';
 import { openDb } from '../../src/db/open.js';
 import type { CoreCtx } from '../../src/core/context.js';
-import { openTestCtx, type TestCtx } from './ctx.js';
+import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 import { nextTurn } from '../helpers/wait.js';
 
 // The settings version (meta.settings_version, moved by triggers) is what lets msgd keep tokens,

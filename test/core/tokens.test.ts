@@ -10,7 +10,7 @@ import {
   revokeToken,
 } from '../../src/core/tokens.js';
 import { AppError } from '../../src/lib/errors.js';
-import { openTestCtx, type TestCtx } from './ctx.js';
+import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
 let t: TestCtx;
 beforeEach(() => {

@@ -9,7 +9,7 @@ import type { CoreCtx } from '../../src/core/context.js';
 import { setupPartner, tmpDir, type PartnerSetup } from '../helpers/server.js';
 import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
 import type { TwilioFake } from '../fakes/twilio.js';
-import { twilioGateway } from './harness.js';
+import { twilioGateway } from '../helpers/gateways.js';
 
 // msgd as the operator runs it: `node bin/msgd` in its own process (the compiled dist/, built
 // by test/global-setup.ts), configured by MSGD_* and a config file, over a data dir prepared
@@ -93,7 +93,7 @@ async function startOnce(prep: Prepared): Promise<MsgdChild> {
     ({ code }) => Promise.reject(new Error(`msgd exited with ${code} before it answered: ${out}`)),
     () => new Promise<never>(() => {}),
   );
-  const ready = waitFor(async () => (await fetch(`${url}/healthz`)).ok, 15_000, 'msgd to answer /healthz', 25);
+  const ready = waitFor(async () => (await fetch(`${url}/healthz`)).ok, 'msgd to answer /healthz', 15_000, 25);
   try {
     await Promise.race([ready, exited]);
   } catch (e) {

@@ -4,7 +4,9 @@ import { parseMoney } from '../../src/lib/money.js';
 import { startTwilioFake } from '../fakes/twilio.js';
 import { waitFor, waitForExit } from '../helpers/wait.js';
 import { cleanupAfterEach, inspect, prepare, startMsgd } from './child.js';
-import { SMS, balanceOf, expectMoneyConsistent, messagesOf } from './harness.js';
+import { SMS } from '../helpers/gateways.js';
+import { balanceOf, messagesOf } from '../helpers/rows.js';
+import { expectMoneyConsistent } from '../helpers/expectations.js';
 
 // kill -9 in the middle of a load, then start again: nothing that got a 200 is lost, no
 // money moves without its message, every message reaches the provider, and a message whose
@@ -62,8 +64,8 @@ describe('crash: kill -9 mid-load, restart', () => {
         fake.requests.filter((r) => r.reply !== undefined).length >= 40 &&
         accepted.size >= 200 &&
         fake.requests.some((r) => r.reply === undefined),
-      15_000,
       'load to be under way',
+      15_000,
     );
     const inFlightAtKill = fake.requests.filter((r) => r.reply === undefined).length;
     first.child.kill('SIGKILL');
@@ -96,8 +98,8 @@ describe('crash: kill -9 mid-load, restart', () => {
       // The lease of the killed process's jobs (5 s) must pass before they are taken back.
       await waitFor(
         () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
-        25_000,
         'every message to be sent after the restart',
+        25_000,
         100,
       );
       const rows = messagesOf(view.ctx, prep.partner.partnerId);

@@ -2,19 +2,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
 import { startSendgridFake, type SendgridFake } from '../fakes/sendgrid.js';
 import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
-import {
-  EMAIL,
-  FAST_DISPATCH,
-  SG_KEY,
-  balanceOf,
-  expectFailedAndRefunded,
-  expectSent,
-  jobsOf,
-  send,
-  sendgridGateway,
-  smtpGateway,
-  waitStatus,
-} from './harness.js';
+import { EMAIL, FAST_DISPATCH, SG_KEY, send, sendgridGateway, smtpGateway } from '../helpers/gateways.js';
+import { balanceOf, jobsOf, waitStatus } from '../helpers/rows.js';
+import { expectFailedAndRefunded, expectSent } from '../helpers/expectations.js';
 
 // Email through the full path: SendGrid v3 Mail Send over HTTP, and SMTP through
 // nodemailer to a real smtp-server.

@@ -11,16 +11,13 @@ import {
   WA_PHONE_ID,
   WA_TOKEN,
   WHATSAPP,
-  balanceOf,
-  expectFailedAndRefunded,
-  expectSent,
   instagramGateway,
-  jobsOf,
   messengerGateway,
   send,
-  waitStatus,
   whatsappGateway,
-} from './harness.js';
+} from '../helpers/gateways.js';
+import { balanceOf, jobsOf, waitStatus } from '../helpers/rows.js';
+import { expectFailedAndRefunded, expectSent } from '../helpers/expectations.js';
 
 // WhatsApp Cloud, Messenger and Instagram through the full path to one Graph fake, which
 // routes by the object id in the path exactly as graph.facebook.com does.

@@ -5,25 +5,12 @@ import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { waitFor } from '../helpers/wait.js';
 import { watchValue } from '../helpers/watch.js';
 import { postWebhook, twilioForm, twilioHeaders } from '../fakes/webhook-senders.js';
-import { processed } from '../webhooks-in/helpers.js';
+import { processed } from '../helpers/webhook-log.js';
 import { adjust } from '../../src/core/ledger.js';
 import { updateGateway } from '../../src/core/gateways.js';
-import {
-  FAST_DISPATCH,
-  SMS,
-  TWILIO_SID,
-  TWILIO_TOKEN,
-  balanceOf,
-  expectFailedAndRefunded,
-  expectMoneyConsistent,
-  ledgerOf,
-  expectSent,
-  jobsOf,
-  message,
-  send,
-  twilioGateway,
-  waitStatus,
-} from './harness.js';
+import { FAST_DISPATCH, SMS, TWILIO_SID, TWILIO_TOKEN, send, twilioGateway } from '../helpers/gateways.js';
+import { balanceOf, ledgerOf, jobsOf, message, waitStatus } from '../helpers/rows.js';
+import { expectFailedAndRefunded, expectMoneyConsistent, expectSent } from '../helpers/expectations.js';
 
 // SMS through the whole path: HTTP send -> accept -> dispatch job -> Twilio fake, and each
 // outcome class back into the message row and the ledger.
@@ -317,13 +304,13 @@ describe('twilio through the full path', () => {
     // A rate limit with a second's hint: the disable lands before the next attempt.
     fake.failFor('+14155550166', { kind: 'rate_limit', retryAfterS: 1 });
     const id = await sms('paused', '+14155550166');
-    await waitFor(() => fake.requests.length >= 1, 5_000, 'the first attempt');
+    await waitFor(() => fake.requests.length >= 1, 'the first attempt', 5_000);
     updateGateway(s.ctx, gatewayId, { status: 'disabled' }, 'test');
     try {
       await waitFor(
         () => message(s.ctx, id).error_code === 'gateway_disabled',
-        5_000,
         'the message to say why it waits',
+        5_000,
       );
       const tried = fake.requests.length;
       const snoozedBefore = s.rt.worker.counters.snoozed;
@@ -357,10 +344,10 @@ describe('twilio through the full path', () => {
   it('a status that moved on while the call was in flight is kept: the acceptance is history, its sid stored', async () => {
     fake.failNext({ kind: 'latency', ms: 300 });
     const id = await sms();
-    await waitFor(() => fake.requests.length === 1, 5_000, 'the call to reach Twilio');
+    await waitFor(() => fake.requests.length === 1, 'the call to reach Twilio', 5_000);
     // Ahead of the answer, the message moves past 'sending' (written here directly).
     s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'delivered' WHERE id = ?`).run(id);
-    await waitFor(() => jobsOf(s.ctx, id).length === 0, 5_000, 'the dispatch job to settle');
+    await waitFor(() => jobsOf(s.ctx, id).length === 0, 'the dispatch job to settle', 5_000);
     const m = message(s.ctx, id);
     expect({ status: m.status, provider: m.provider_message_id }).toEqual({
       status: 'delivered',

@@ -47,8 +47,8 @@ describe('one msgd per data directory', () => {
           const row = getMessageRow(s.ctx, m.id);
           return row?.status === 'sent' ? row : undefined;
         },
-        5_000,
         'the orphaned message to be sent',
+        5_000,
       );
       expect(sent.dispatch_uncertain).toBe(1);
       expect(s.logs.join('')).toContain(

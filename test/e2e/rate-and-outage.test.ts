@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { removeGateway, updateGateway } from '../../src/core/gateways.js';
 import { unassignChannel } from '../../src/core/channels.js';
-import { EMAIL, SMS, expectMoneyConsistent, messagesOf, send, smtpGateway, twilioGateway } from './harness.js';
+import { EMAIL, SMS, send, smtpGateway, twilioGateway } from '../helpers/gateways.js';
+import { messagesOf } from '../helpers/rows.js';
+import { expectMoneyConsistent } from '../helpers/expectations.js';
 
 // Throughput is shaped per gateway by queueing, never by refusing; a provider outage holds
 // messages in retry and loses none.
@@ -54,7 +56,7 @@ describe('per-gateway rate shaping', () => {
       SMS,
       Array.from({ length: 40 }, (_, i) => ({ to: '+14155550123', text: `shaped ${i}` })),
     );
-    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '40 sent');
+    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), '40 sent', 10_000);
     expect(twilio.requests).toHaveLength(40);
     expect(twilio.requests.every((r) => r.reply?.status === 201)).toBe(true);
     const at = twilio.requests.map((r) => r.at).sort((a, b) => a - b);
@@ -84,13 +86,13 @@ describe('per-gateway rate shaping', () => {
     );
     const statusOf = () => ids.map((id) => messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.status);
     // Every job has been claimed once and put back to wait for its slot (~0.5 s apart).
-    await waitFor(() => statusOf().filter((st) => st === 'sent').length >= 1, 5_000, 'the first sent');
+    await waitFor(() => statusOf().filter((st) => st === 'sent').length >= 1, 'the first sent', 5_000);
     await new Promise((r) => setTimeout(r, 300));
     const mid = statusOf();
     expect(mid.filter((st) => st === 'queued').length, mid.join(',')).toBeGreaterThanOrEqual(4);
     // At most the message whose slot is due is in flight.
     expect(mid.filter((st) => st === 'sending').length, mid.join(',')).toBeLessThanOrEqual(1);
-    await waitFor(() => statusOf().every((st) => st === 'sent'), 10_000, '8 sent');
+    await waitFor(() => statusOf().every((st) => st === 'sent'), '8 sent', 10_000);
     expect(twilio.requests).toHaveLength(8);
   });
 
@@ -112,8 +114,8 @@ describe('per-gateway rate shaping', () => {
         mostSending = Math.max(mostSending, msgs.filter((m) => m.status === 'sending').length);
         return msgs.every((m) => m.status === 'sent');
       },
-      15_000,
       '60 sent',
+      15_000,
     );
     // 60 at 20/s is ~3 s. Each message is claimed to take its place in line, then to go. Before
     // the line, every waiting message was claimed (and marked 'sending') again at every slot:
@@ -133,11 +135,11 @@ describe('per-gateway rate shaping', () => {
       SMS,
       Array.from({ length: 20 }, (_, i) => ({ to: '+14155550123', text: `raise ${i}` })),
     );
-    await waitFor(() => twilio.requests.length >= 2, 5_000, 'the first two sent');
+    await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
     // At 2/s the other 18 would take 9 s more; their places in line were counted at 2/s.
     updateGateway(s.ctx, gateway.id, { settings: { rate_per_second: 100 } }, 'test');
     const changed = Date.now();
-    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '20 sent');
+    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), '20 sent', 10_000);
     expect(Date.now() - changed).toBeLessThan(3_000);
     expect(twilio.requests).toHaveLength(20);
     expect(s.logs.some((l) => /rate changed to 100\/s: its waiting messages take new places in line/.test(l))).toBe(
@@ -155,14 +157,14 @@ describe('per-gateway rate shaping', () => {
       twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
       for (let i = 0; i < 12; i++)
         expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
-      await waitFor(() => twilio.requests.length >= 2, 5_000, 'the first two sent');
+      await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
       await a.stop();
       a = undefined;
       b = await startTestServer(config, { dataDir });
       // Sent at once after the restart: without a line in memory they would take the free slots.
       for (let i = 0; i < 3; i++)
         expect((await send(b.url, SMS, { to: '+14155550123', text: `new ${i}` }, p.token)).status).toBe(200);
-      await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '15 sent');
+      await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), '15 sent', 10_000);
       const order = twilio.requests.map((r) => r.body.Body);
       expect(order).toEqual([...Array.from({ length: 12 }, (_, i) => `old ${i}`), 'new 0', 'new 1', 'new 2']);
       expect(b.logs.some((l) => /msgd started: its waiting messages take new places in line/.test(l))).toBe(true);
@@ -194,8 +196,8 @@ describe('per-gateway rate shaping', () => {
     ]);
     await waitFor(
       () => [...messagesOf(s.ctx, a.partnerId), ...messagesOf(s.ctx, b.partnerId)].every((m) => m.status === 'sent'),
-      10_000,
       '20 sent',
+      10_000,
     );
     // 10 each at 10/s side by side: about 0.9 s, not the 1.9 s one shared slot would take.
     expect(Date.now() - started).toBeLessThan(1_800);
@@ -218,8 +220,8 @@ describe('provider outage', () => {
       // They are retrying: the refused connections are recorded, nothing is failed.
       await waitFor(
         () => messagesOf(s.ctx, p.partnerId).filter((m) => m.error_code === 'network_error').length === 30,
-        5_000,
         'every message to have hit the outage',
+        5_000,
       );
       await new Promise((r) => setTimeout(r, 1_500));
       const during = messagesOf(s.ctx, p.partnerId);
@@ -237,8 +239,8 @@ describe('provider outage', () => {
     }
     await waitFor(
       () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
-      10_000,
       'all sent after the outage',
+      10_000,
     );
     const msgs = messagesOf(s.ctx, p.partnerId);
     expect(msgs).toHaveLength(30);
@@ -266,16 +268,16 @@ describe('provider outage', () => {
       );
       await waitFor(
         () => messagesOf(s.ctx, p.partnerId).filter((m) => m.error_code === 'network_error').length === 10,
-        5_000,
         'every mail to have hit the outage',
+        5_000,
       );
     } finally {
       await smtp.up();
     }
     await waitFor(
       () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
-      10_000,
       'all delivered after the outage',
+      10_000,
     );
     expect(smtp.messages.map((m) => m.subject).sort()).toEqual(
       Array.from({ length: 10 }, (_, i) => `outage ${i}`).sort(),
@@ -299,10 +301,10 @@ describe('a paused gateway, enabled again', () => {
     twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 2 });
     for (let i = 0; i < 10; i++)
       expect((await send(slow.url, SMS, { to: '+14155550123', text: `stall ${i}` }, p.token)).status).toBe(200);
-    await waitFor(() => twilio.requests.length >= 1, 5_000, 'the first sent');
+    await waitFor(() => twilio.requests.length >= 1, 'the first sent', 5_000);
     // A 3 s stall (a long GC, a slow disk): six places pass meanwhile.
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3_000);
-    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), 15_000, '10 sent');
+    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), '10 sent', 15_000);
     const at = twilio.requests.map((r) => r.at);
     const gaps = at.slice(1).map((t, i) => t - at[i]);
     // 500 ms apart at 2/s; timers on a busy machine fire a little early or late.
@@ -315,14 +317,14 @@ describe('a paused gateway, enabled again', () => {
     const { gateway, channel } = twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 1 });
     for (let i = 0; i < 8; i++)
       expect((await send(slow.url, SMS, { to: '+14155550123', text: `gone ${i}` }, p.token)).status).toBe(200);
-    await waitFor(() => twilio.requests.length >= 1, 5_000, 'the first sent');
+    await waitFor(() => twilio.requests.length >= 1, 'the first sent', 5_000);
     unassignChannel(slow.ctx, { channel: channel.id }, 'test');
     removeGateway(slow.ctx, gateway.id, 'test');
     const removed = Date.now();
     await waitFor(
       () => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent' || m.status === 'failed'),
-      10_000,
       'all settled',
+      10_000,
     );
     // At 1/s their places were up to 7 s away.
     expect(Date.now() - removed).toBeLessThan(3_000);
@@ -353,13 +355,13 @@ describe('a paused gateway, enabled again', () => {
     )();
     await waitFor(
       () => messagesOf(slow.ctx, p.partnerId).every((m) => m.error_code === 'gateway_disabled'),
-      5_000,
       'every message paused',
+      5_000,
     );
     expect(twilio.requests).toHaveLength(0);
     updateGateway(slow.ctx, gateway.id, { status: 'active' }, 'test');
     const enabled = Date.now();
-    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), 10_000, '10 sent');
+    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), '10 sent', 10_000);
     // Their rechecks were 15-20 s away.
     expect(Date.now() - enabled).toBeLessThan(4_000);
     expect(twilio.requests.map((r) => r.body.Body)).toEqual(ids.map((_, i) => `paused ${i}`));

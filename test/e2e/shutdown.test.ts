@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { startTwilioFake } from '../fakes/twilio.js';
 import { waitFor, waitForExit } from '../helpers/wait.js';
 import { cleanupAfterEach, inspect, prepare, startMsgd } from './child.js';
-import { SMS, expectMoneyConsistent, messagesOf, send } from './harness.js';
+import { SMS, send } from '../helpers/gateways.js';
+import { messagesOf } from '../helpers/rows.js';
+import { expectMoneyConsistent } from '../helpers/expectations.js';
 
 // SIGTERM: stop taking work, finish what is at the provider, hand the rest back, exit 0.
 
@@ -29,7 +31,7 @@ describe('graceful shutdown', () => {
       ),
     );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
-    await waitFor(() => fake.requests.length >= 5, 5_000, 'provider calls in flight');
+    await waitFor(() => fake.requests.length >= 5, 'provider calls in flight', 5_000);
     const inFlight = fake.requests.filter((r) => r.reply === undefined).map((r) => r.body.Body as string);
     expect(inFlight.length).toBeGreaterThan(0);
 
@@ -69,8 +71,8 @@ describe('graceful shutdown', () => {
     try {
       await waitFor(
         () => messagesOf(again.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
-        15_000,
         'all sent after restart',
+        15_000,
         50,
       );
       // Exactly one provider call per message: nothing was cut off mid-call.
@@ -97,7 +99,7 @@ describe('graceful shutdown', () => {
     cleanup.child(c);
     const r = await send(c.url, SMS, { to: '+14155550123', text: 'slow provider' }, prep.partner.token);
     expect(r.status).toBe(200);
-    await waitFor(() => fake.requests.length === 1, 5_000, 'the provider call');
+    await waitFor(() => fake.requests.length === 1, 'the provider call', 5_000);
     c.child.kill('SIGTERM');
     const exit = await waitForExit(c.child, 20_000);
     expect(exit.code).toBe(0);

@@ -10,14 +10,18 @@ export const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 
 /**
  * Poll `predicate` (sync or async) every `intervalMs` until it returns a truthy value, and
- * return that value. Throws after `timeoutMs`, naming `what` and the last value or error seen.
+ * return that value. Throws after `timeoutMs`, naming `what` and the last value or error seen:
+ * `await waitFor(() => receiver.delivered.includes(id), 'the event to be delivered')`.
  */
 export async function waitFor<T>(
   predicate: () => T | Promise<T>,
+  what: string,
   timeoutMs = 5_000,
-  what = 'condition',
   intervalMs = 10,
 ): Promise<NonNullable<T>> {
+  // Arguments in another order would give a deadline of NaN, polled until the test times out.
+  if (typeof what !== 'string' || typeof timeoutMs !== 'number')
+    throw new TypeError('waitFor(predicate, what: string, timeoutMs?: number, intervalMs?: number)');
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

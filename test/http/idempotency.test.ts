@@ -1,17 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseMoney } from '../../src/lib/money.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import {
-  EMAIL,
-  SMS,
-  WHATSAPP,
-  balanceOf,
-  expectMoneyConsistent,
-  ledgerOf,
-  messagesOf,
-  sandboxPartner,
-  send,
-} from '../e2e/harness.js';
+import { EMAIL, SMS, WHATSAPP, sandboxPartner, send } from '../helpers/gateways.js';
+import { balanceOf, ledgerOf, messagesOf } from '../helpers/rows.js';
+import { expectMoneyConsistent } from '../helpers/expectations.js';
 
 // Idempotency-Key: a retried request gets the first answer and costs nothing more; the
 // same key with another body is refused. Concurrent duplicates included.

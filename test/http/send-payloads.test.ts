@@ -1,17 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseMoney } from '../../src/lib/money.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import {
-  EMAIL,
-  SMS,
-  WHATSAPP,
-  balanceOf,
-  ledgerOf,
-  message,
-  messagesOf,
-  sandboxPartner,
-  send,
-} from '../e2e/harness.js';
+import { EMAIL, SMS, WHATSAPP, sandboxPartner, send } from '../helpers/gateways.js';
+import { balanceOf, ledgerOf, message, messagesOf } from '../helpers/rows.js';
 
 // Payload rules per endpoint: every problem is listed in details (field + message), limits
 // per channel hold at exactly the boundary, SMS is priced per segment.

@@ -4,7 +4,9 @@ import { parseMoney } from '../../src/lib/money.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
-import { SMS, balanceOf, expectMoneyConsistent, ledgerOf, messagesOf, twilioGateway } from '../e2e/harness.js';
+import { SMS, twilioGateway } from '../helpers/gateways.js';
+import { balanceOf, ledgerOf, messagesOf } from '../helpers/rows.js';
+import { expectMoneyConsistent } from '../helpers/expectations.js';
 
 // Concurrent requests can never overspend: 1,000 sends at once against funds for exactly
 // 100 messages. The accept path is group-committed, so many land in one transaction.
@@ -77,8 +79,8 @@ describe('race for the last funds', () => {
       // Every accepted message is dispatched exactly once.
       await waitFor(
         () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
-        20_000,
         '100 messages sent',
+        20_000,
       );
       expect(twilio.requests).toHaveLength(100);
       const bodies = twilio.requests.map((r) => r.body.Body).sort();

@@ -12,7 +12,8 @@ import { setPrice } from '../../src/core/prices.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { sleep } from '../helpers/wait.js';
-import { EMAIL, SMS, WHATSAPP, balanceOf, messagesOf, sandboxPartner, send } from '../e2e/harness.js';
+import { EMAIL, SMS, WHATSAPP, sandboxPartner, send } from '../helpers/gateways.js';
+import { balanceOf, messagesOf } from '../helpers/rows.js';
 
 // The rules every send endpoint shares, in the spec's order: 401 token, 403 partner/scope/
 // channel, 402 funds exhausted, 400 payload, 402 price, 200; and the HTTP envelope around

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { whatsappCloudAdapter as adapter } from '../../src/providers/whatsapp-cloud/send.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
-import { makeCert } from '../webhooks-out/receiver.js';
+import { makeCert } from '../helpers/webhook-receiver.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
 
 const PHONE_ID = '106540352242922';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Cron } from '../../src/queue/cron.js';
 import { JobQueue } from '../../src/queue/queue.js';
-import { onCleanup, sleep, tempDb } from './helpers.js';
+import { onCleanup, tempDb } from './helpers.js';
+import { sleep } from '../helpers/wait.js';
 
 function makeCron(db: ReturnType<typeof tempDb>['db'], now?: () => number) {
   const queue = new JobQueue(db);

@@ -1,4 +1,3 @@
-import { sleep } from '../helpers/wait.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,17 +43,6 @@ export function tempDb(): TempDb {
     fs.rmSync(dir, { recursive: true, force: true });
   });
   return { file, db, open };
-}
-
-export { sleep };
-
-/** Poll until fn() is truthy; fail with `what` after timeoutMs. */
-export async function until(fn: () => unknown, what: string, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!fn()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
 }
 
 export function effects(db: Db): { job_id: number; note: string }[] {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { JobQueue, LEASE_EXPIRED } from '../../src/queue/queue.js';
-import { effects, jobRow, sleep, tempDb } from './helpers.js';
+import { effects, jobRow, tempDb } from './helpers.js';
+import { sleep } from '../helpers/wait.js';
 
 const T0 = 1_800_000_000_000;
 

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { JobQueue, LEASE_EXPIRED } from '../../src/queue/queue.js';
 import { Worker } from '../../src/queue/worker.js';
-import { jobRow, onCleanup, tempDb, until } from './helpers.js';
+import { jobRow, onCleanup, tempDb } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'child-worker.mjs');
 
@@ -68,7 +69,7 @@ describe('crash recovery', () => {
     const t = tempDb();
     const ids = enqueueMany(new JobQueue(t.db), 10);
     const c = child(t.file, 'hang', 1000);
-    await until(() => (c.out().match(/claimed/g) ?? []).length === 10, 'child claims', 10_000);
+    await waitFor(() => (c.out().match(/claimed/g) ?? []).length === 10, 'child claims', 10_000);
     c.p.kill('SIGKILL');
     await c.exited;
     for (const id of ids) expect(jobRow(t.db, id)).toMatchObject({ state: 'running' });
@@ -84,7 +85,7 @@ describe('crash recovery', () => {
     w.register('work', async (job) => (done.push(job.id), { type: 'ok' }));
     onCleanup(() => w.stop({ timeoutMs: 100 }));
     w.start();
-    await until(() => done.length === 10, 'reclaimed jobs done', 5000);
+    await waitFor(() => done.length === 10, 'reclaimed jobs done', 5000);
     expect(done.sort((a, b) => a - b)).toEqual(ids);
     expect(w.counters.reclaimed).toBe(10);
   });
@@ -118,7 +119,7 @@ describe('concurrent workers', () => {
     const t = tempDb();
     const ids = enqueueMany(new JobQueue(t.db), 3000);
     const c = child(t.file, 'drain', 30_000);
-    await until(() => c.out().includes('ready'), 'child ready', 10_000);
+    await waitFor(() => c.out().includes('ready'), 'child ready', 10_000);
     const here: number[] = [];
     const w = new Worker({ db: t.db, queue: new JobQueue(t.db), concurrency: 32, leaseMs: 30_000 });
     w.register('work', async (job) => {
@@ -129,7 +130,7 @@ describe('concurrent workers', () => {
     onCleanup(() => w.stop({ timeoutMs: 100 }));
     c.p.stdin!.write('go\n');
     // start here only once the child is busy, so both really compete for the same rows
-    await until(() => c.out().includes('working'), 'child working', 10_000);
+    await waitFor(() => c.out().includes('working'), 'child working', 10_000);
     await w.drain({ maxWaitMs: 30_000 });
     expect(await c.exited, 'child exit code').toBe(0);
     const there = JSON.parse(/seen (.*)\n/.exec(c.out())![1]) as number[];

@@ -3,7 +3,8 @@ import type { Db } from '../../src/db/open.js';
 import { JobQueue, LEASE_EXPIRED, type Job } from '../../src/queue/queue.js';
 import { Worker, type WorkerOptions } from '../../src/queue/worker.js';
 import { MAX_HINT_MS } from '../../src/queue/settle.js';
-import { effects, jobRow, onCleanup, sleep, tempDb, until, type TempDb } from './helpers.js';
+import { effects, jobRow, onCleanup, tempDb, type TempDb } from './helpers.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: Db = t.db, maxAttempts = 5) {
   const queue = new JobQueue(db, { maxAttempts });
@@ -203,7 +204,7 @@ describe('Worker results', () => {
       },
     }));
     worker.start();
-    await until(() => worker.counters.completed === 4, '4 completions');
+    await waitFor(() => worker.counters.completed === 4, '4 completions');
     // the first batch: four committed, the bad one's write undone and the job retried
     expect(worker.counters.batches).toBe(2); // one claim, one settle
     expect(
@@ -321,7 +322,7 @@ describe('Worker hooks', () => {
     queue.enqueue({ kind: 'k', payload: { name: 'now' } });
     queue.enqueue({ kind: 'k', payload: { name: 'soon' }, runAt: Date.now() + 300 });
     worker.start();
-    await until(() => ran.includes('soon'), "'soon' to run", 3000);
+    await waitFor(() => ran.includes('soon'), "'soon' to run", 3000);
     expect(ran).toEqual(['far', 'now', 'soon']);
   });
 
@@ -338,7 +339,7 @@ describe('Worker hooks', () => {
     worker.register('k', async () => (handled++, { type: 'ok' }));
     queue.enqueue({ kind: 'k' });
     worker.start();
-    await until(() => handled === 1, 'the job to run despite the throw');
+    await waitFor(() => handled === 1, 'the job to run despite the throw');
     const before = calls;
     // Idle: the worker still looks every maxSleepMs.
     await sleep(300);
@@ -394,7 +395,7 @@ describe('Worker loop timing', () => {
       ranAt = 0;
       const t0 = performance.now();
       queue.enqueue({ kind: 'k' });
-      await until(() => ranAt > 0, 'job run', 2000);
+      await waitFor(() => ranAt > 0, 'job run', 2000);
       latencies.push(ranAt - t0);
     }
     // typically ~1 ms; the bound only has to separate a wake-up from the 1 s poll
@@ -410,7 +411,7 @@ describe('Worker loop timing', () => {
     await sleep(30);
     const runAt = Date.now() + 150;
     queue.enqueue({ kind: 'k', runAt });
-    await until(() => ranAt > 0, 'job run', 3000);
+    await waitFor(() => ranAt > 0, 'job run', 3000);
     expect(ranAt).toBeGreaterThanOrEqual(runAt);
     expect(ranAt - runAt).toBeLessThan(250);
   });
@@ -424,7 +425,7 @@ describe('Worker loop timing', () => {
     await sleep(50);
     const t0 = Date.now();
     insertElsewhere(t, 'k', t0);
-    await until(() => ranAt > 0, 'job run', 2000);
+    await waitFor(() => ranAt > 0, 'job run', 2000);
     expect(ranAt - t0).toBeLessThan(800);
   });
 
@@ -448,7 +449,7 @@ describe('Worker loop timing', () => {
     const t0 = Date.now();
     // Due before every waiting a, so first in line (claims are first-due, first-claimed).
     insertElsewhere(t, 'b', t0 - 60_000);
-    await until(() => log.includes('b'), 'job b run', 3000);
+    await waitFor(() => log.includes('b'), 'job b run', 3000);
     const ranAfter = Date.now() - t0;
     // Within the 100 ms between looks at every kind, not after the 300 a's.
     expect(log.filter((k) => k === 'a').length).toBeLessThan(250);
@@ -462,7 +463,7 @@ describe('Worker loop timing', () => {
     await sleep(150);
     const before = log.length;
     queue.enqueue({ kind: 'b', runAt: Date.now() - 60_000 }); // first in line, as above
-    await until(() => log.includes('b'), 'job b run', 3000);
+    await waitFor(() => log.includes('b'), 'job b run', 3000);
     // A slot frees every ~5 ms; waiting for the next look at every kind (100 ms) would let ~20
     // more a's start first.
     expect(log.indexOf('b') - before).toBeLessThanOrEqual(4);
@@ -478,9 +479,9 @@ describe('Worker loop timing', () => {
     b.worker.register('k', async () => (runs.push('watcher'), { type: 'ok' }));
     const { id } = a.queue.enqueue({ kind: 'k' });
     a.worker.start();
-    await until(() => runs.length === 1, 'slow start');
+    await waitFor(() => runs.length === 1, 'slow start');
     b.worker.start();
-    await until(() => a.worker.counters.completed === 1, 'slow completion', 5000);
+    await waitFor(() => a.worker.counters.completed === 1, 'slow completion', 5000);
     expect(runs).toEqual(['slow']);
     expect(b.worker.counters.reclaimed).toBe(0);
     expect(jobRow(t.db, id)).toBeUndefined();
@@ -494,7 +495,7 @@ describe('Worker stop and drain', () => {
     worker.register('k', async (job) => (await sleep(150), { type: 'ok', apply: (db) => note(db, job.id, 'done') }));
     const ids = Array.from({ length: 8 }, () => queue.enqueue({ kind: 'k' }).id);
     worker.start();
-    await until(() => worker.inFlight === 5, '5 in flight');
+    await waitFor(() => worker.inFlight === 5, '5 in flight');
     await worker.stop({ timeoutMs: 5000 });
     expect(worker.counters).toMatchObject({ completed: 5, released: 0 });
     expect(effects(t.db)).toHaveLength(5);
@@ -513,7 +514,7 @@ describe('Worker stop and drain', () => {
     );
     const ids = [1, 2, 3].map(() => queue.enqueue({ kind: 'k' }).id);
     worker.start();
-    await until(() => worker.inFlight === 3, '3 in flight');
+    await waitFor(() => worker.inFlight === 3, '3 in flight');
     const t0 = Date.now();
     await worker.stop({ timeoutMs: 100 });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(95);

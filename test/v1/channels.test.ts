@@ -64,8 +64,8 @@ describe('GET /v1/channels', () => {
           (id) =>
             (server.ctx.db.sqlite.prepare('SELECT status FROM messages WHERE id = ?').get(id) as any).status === 'sent',
         ),
-      5000,
       'sent',
+      5000,
     );
     const health = async () => (await call(server, 'GET', '/v1/channels', { token: p.token })).body.data[0];
     const db = server.ctx.db.sqlite;

@@ -51,8 +51,8 @@ describe('sending on every channel', () => {
         const g = await call(server, 'GET', `/v1/messages/${r.body.id}`, { token });
         return g.body?.status === 'sent' || g.body?.status === 'delivered' ? g : undefined;
       },
-      5000,
       'message sent',
+      5000,
     );
     expect(messageOut.parse(m.body)).toBeTruthy();
     expect(m.body).toMatchObject({ id: r.body.id, direction: 'outbound', channel, to, price: { micro: price } });

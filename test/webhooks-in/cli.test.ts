@@ -4,7 +4,8 @@ import { webhookRetentionTask } from '../../src/jobs/webhook-process.js';
 import { metaHeaders, postWebhook, waInbound } from '../fakes/webhook-senders.js';
 import { cleanEnv, MSGCTL, runCli } from '../helpers/cli.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { processed, sleep } from './helpers.js';
+import { processed } from '../helpers/webhook-log.js';
+import { sleep } from '../helpers/wait.js';
 
 // msgctl webhooks log, run as a real process against the live server's data directory
 // (WAL lets both open it).

@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { twilioForm, twilioHeaders } from '../fakes/webhook-senders.js';
-import { lastRow, processed } from './helpers.js';
+import { lastRow, processed } from '../helpers/webhook-log.js';
 
 // Inputs a provider would never send, but an attacker or a broken proxy might.
 

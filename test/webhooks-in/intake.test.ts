@@ -8,7 +8,8 @@ import {
   waInbound,
   waStatuses,
 } from '../fakes/webhook-senders.js';
-import { lastRow, META_VECTOR, processed, row } from './helpers.js';
+import { lastRow, processed, row } from '../helpers/webhook-log.js';
+import { META_VECTOR } from '../helpers/vectors.js';
 
 // The front door: handshake, recognition, verification over raw bytes, and every way a
 // request is refused. Each refusal is logged with its reason and nothing is processed.

@@ -4,7 +4,8 @@ import { getMessageRow, type MessageRow } from '../../src/core/messages.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { processed, sleep, waitFor } from './helpers.js';
+import { processed } from '../helpers/webhook-log.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 // Messenger and Instagram: inbound text and attachments, echoes skipped, delivery and read
 // watermarks marking every earlier message of the conversation, Instagram's array form.
@@ -64,10 +65,14 @@ async function meta(body: unknown, path = '/api/webhook-messenger.php') {
 async function sent(channel: 'messenger' | 'instagram', to: string, text: string): Promise<MessageRow> {
   const res = await postJson(`${s.url}/api/send-whatsapp.php`, { channel, to, text }, p.token);
   expect(res.status).toBe(200);
-  const m = await waitFor(() => {
-    const row = getMessageRow(s.ctx, res.body.id);
-    return row?.status === 'sent' && row.sent_at ? row : undefined;
-  }, `${channel} message to be sent`);
+  const m = await waitFor(
+    () => {
+      const row = getMessageRow(s.ctx, res.body.id);
+      return row?.status === 'sent' && row.sent_at ? row : undefined;
+    },
+    `${channel} message to be sent`,
+    10_000,
+  );
   await sleep(3); // distinct sent_at per message, so a named message's mark falls between them
   return m;
 }
@@ -198,6 +203,7 @@ describe('Messenger', () => {
       await waitFor(
         () => graph.requests.length > before && getMessageRow(s.ctx, res.body.id)!.status === 'sending',
         'the send to be in flight',
+        10_000,
       );
       const raw = asciiJson(
         pageEvent(PAGE, [

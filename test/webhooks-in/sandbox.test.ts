@@ -3,7 +3,8 @@ import { openGatewaysOfKind } from '../../src/core/gateway-secrets.js';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
 import { postWebhook, sandboxHeaders } from '../fakes/webhook-senders.js';
 import { postJson, startTestServer, type TestServer } from '../helpers/server.js';
-import { lastRow, processed, waitFor } from './helpers.js';
+import { lastRow, processed } from '../helpers/webhook-log.js';
+import { waitFor } from '../helpers/wait.js';
 
 // The demo: no provider anywhere. The sandbox accepts, then msgd posts the signed delivery
 // report to its own /api/webhook.php and it goes through the real inbound path.
@@ -31,10 +32,14 @@ describe('the demo sandbox flow', () => {
       s.demo!.token,
     );
     expect(res.status).toBe(200);
-    const m = await waitFor(() => {
-      const row = getMessageRow(s.ctx, res.body.id);
-      return row?.status === 'delivered' ? row : undefined;
-    }, 'the demo message to be delivered');
+    const m = await waitFor(
+      () => {
+        const row = getMessageRow(s.ctx, res.body.id);
+        return row?.status === 'delivered' ? row : undefined;
+      },
+      'the demo message to be delivered',
+      10_000,
+    );
     expect(m.provider_message_id).toMatch(/^sbx_/);
     expect(messageHistory(s.ctx, m.id).map((h) => h.status)).toEqual(['queued', 'sent', 'delivered']);
     const log = s.ctx.db.sqlite

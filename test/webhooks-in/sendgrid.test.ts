@@ -4,7 +4,9 @@ import { getMessageRow, messageHistory } from '../../src/core/messages.js';
 import { startSendgridFake, type SendgridFake } from '../fakes/sendgrid.js';
 import { postWebhook, sendgridSigner } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { lastRow, processed, SENDGRID_VECTOR, waitFor } from './helpers.js';
+import { lastRow, processed } from '../helpers/webhook-log.js';
+import { SENDGRID_VECTOR } from '../helpers/vectors.js';
+import { waitFor } from '../helpers/wait.js';
 
 // SendGrid Event Webhook batches: ECDSA over timestamp + raw body, correlation by the
 // X-Message-Id prefix + recipient or by msgd's custom arg, sg_event_id dedupe.
@@ -46,10 +48,14 @@ afterAll(async () => {
 async function sentEmail(to: string) {
   const res = await postJson(`${s.url}/api/send-email.php`, { to, subject: 'Hi', html: '<p>Hello</p>' }, p.token);
   expect(res.status).toBe(200);
-  return waitFor(() => {
-    const m = getMessageRow(s.ctx, res.body.id);
-    return m?.status === 'sent' ? m : undefined;
-  }, 'the email to be sent');
+  return waitFor(
+    () => {
+      const m = getMessageRow(s.ctx, res.body.id);
+      return m?.status === 'sent' ? m : undefined;
+    },
+    'the email to be sent',
+    10_000,
+  );
 }
 
 const post = (body: string, headers = signer.headers(body)) => postWebhook(`${s.url}/api/webhook.php`, body, headers);

@@ -7,7 +7,8 @@ import { enqueueWebhookProcessing } from '../../src/jobs/webhook-intake.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { postWebhook, twilioForm, twilioHeaders, twilioSign, type TwilioParams } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { lastRow, processed, row, waitFor } from './helpers.js';
+import { lastRow, processed, row } from '../helpers/webhook-log.js';
+import { waitFor } from '../helpers/wait.js';
 
 // Twilio status callbacks and inbound SMS, signed over the URL Twilio was given: rebuilt
 // from the request, or server.publicUrl behind a proxy, or X-Forwarded-* when trusted.
@@ -89,10 +90,14 @@ function inboundSms(sid: string, from: string, body: string, extra: TwilioParams
 async function sentSms(text: string) {
   const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155552671', text }, p.token);
   expect(res.status).toBe(200);
-  const m = await waitFor(() => {
-    const m = getMessageRow(s.ctx, res.body.id);
-    return m?.status === 'sent' ? m : undefined;
-  }, 'the SMS to be sent');
+  const m = await waitFor(
+    () => {
+      const m = getMessageRow(s.ctx, res.body.id);
+      return m?.status === 'sent' ? m : undefined;
+    },
+    'the SMS to be sent',
+    10_000,
+  );
   const callback = fake.requests.findLast((r) => r.body?.Body === text)?.body?.StatusCallback;
   expect(callback).toBe(`${hookUrl()}&message=${m.id}`);
   return { ...m, callback: callback as string };
@@ -196,6 +201,7 @@ describe('Twilio status callbacks', () => {
     await waitFor(
       () => lastRow(s.ctx).id === id && /waiting for no message with provider id SM/.test(lastRow(s.ctx).error ?? ''),
       'the stray callback to wait',
+      10_000,
     );
     expect(getMessageRow(s.ctx, named.id)!.status).toBe('sent');
     // The same report at the URL msgd gave applies.
@@ -211,6 +217,7 @@ describe('Twilio status callbacks', () => {
     await waitFor(
       () => /waiting for no message msg_doesnotexist \(/.test(row(s.ctx, id).error ?? ''),
       'the callback to wait',
+      10_000,
     );
   });
 
@@ -246,6 +253,7 @@ describe('Twilio status callbacks', () => {
     await waitFor(
       () => /waiting for message .* has no provider id yet \(reported as SM/.test(row(s.ctx, id).error ?? ''),
       'the report to wait',
+      10_000,
     );
     expect(row(s.ctx, id).processing).toBe('pending');
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('sending');

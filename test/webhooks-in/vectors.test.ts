@@ -5,7 +5,7 @@ import { verifySendgridSignature } from '../../src/providers/sendgrid/webhook.js
 import { twilioUrlVariants, validateTwilioBody, validateTwilioSignature } from '../../src/providers/twilio/webhook.js';
 import type { RawWebhook } from '../../src/providers/webhooks.js';
 import { metaHeaders, sendgridSigner, twilioSign } from '../fakes/webhook-senders.js';
-import { META_VECTOR, SENDGRID_VECTOR, TWILIO_STATUS_FORM } from './helpers.js';
+import { META_VECTOR, SENDGRID_VECTOR, TWILIO_STATUS_FORM } from '../helpers/vectors.js';
 
 // Every test vector of FACTS.md, against both our verifiers and the test signers (which the
 // end-to-end tests then rely on).

@@ -5,7 +5,8 @@ import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, metaHeaders, postWebhook, waInbound, waStatuses, type WaStatus } from '../fakes/webhook-senders.js';
 import { waitForMessageMs } from '../../src/jobs/webhook-process.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { processed, row, waitFor } from './helpers.js';
+import { processed, row } from '../helpers/webhook-log.js';
+import { waitFor } from '../helpers/wait.js';
 
 // End to end with the send path: a message goes out through the Graph fake, then Meta's
 // status callbacks come back late, twice and out of order; inbound messages land with the
@@ -54,10 +55,14 @@ async function sendSent(text: string) {
   const res = await postJson(`${s.url}/api/send-whatsapp.php`, { to: '+16505551234', text }, a.token);
   expect(res.status).toBe(200);
   const id = res.body.id as string;
-  return waitFor(() => {
-    const m = getMessageRow(s.ctx, id);
-    return m?.status === 'sent' && m.provider_message_id ? m : undefined;
-  }, `message ${id} to be sent`);
+  return waitFor(
+    () => {
+      const m = getMessageRow(s.ctx, id);
+      return m?.status === 'sent' && m.provider_message_id ? m : undefined;
+    },
+    `message ${id} to be sent`,
+    10_000,
+  );
 }
 
 const balance = (partnerId: string) =>
@@ -169,6 +174,7 @@ describe('WhatsApp statuses, end to end', () => {
     await waitFor(
       () => row(s.ctx, res.json.id).error?.includes('waiting for no message with provider id wamid.EARLY'),
       'the webhook to wait',
+      10_000,
     );
     expect(row(s.ctx, res.json.id).processing).toBe('pending');
     // What the late dispatch commit would do: record the provider id.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
-import { makeCert, startReceiver, type TlsFiles } from './receiver.js';
+import { makeCert, startReceiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { FAST_SCHEDULE, deliveryRows, inbound, world, type World } from './helpers.js';
 
 // msgctl webhooks deliveries | replay | enable | endpoints, run in-process against the data
@@ -26,13 +26,13 @@ beforeAll(async () => {
   w = await world({}, { tls });
   ep = await w.register();
   okEvent = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550400', 'fine').eventId;
-  await waitFor(() => w.receiver.delivered.includes(okEvent), 5000, 'first delivered');
+  await waitFor(() => w.receiver.delivered.includes(okEvent), 'first delivered', 5000);
   w.receiver.behave({ kind: 'status', status: 500, body: 'broken today' });
   deadEvent = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550401', 'doomed').eventId;
   await waitFor(
     () => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === deadEvent)?.status === 'dead',
-    8000,
     'dead',
+    8000,
   );
 });
 afterAll(async () => {
@@ -82,12 +82,12 @@ describe('msgctl webhooks replay', () => {
     expect(r.queued).toEqual([
       { event_id: deadEvent, endpoint_id: ep.id, delivery_id: expect.stringMatching(/^dlv_/), kind: 'restarted' },
     ]);
-    await waitFor(() => w.receiver.delivered.includes(deadEvent), 5000, 'replayed delivery');
+    await waitFor(() => w.receiver.delivered.includes(deadEvent), 'replayed delivery', 5000);
     expect(w.receiver.seen.get(deadEvent)).toBe(before + 1);
     const d = await waitFor(
       () => deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === deadEvent && x.status === 'succeeded'),
-      3000,
       'succeeded',
+      3000,
     );
     // The attempt log continues; it is not renumbered.
     expect(d.attempts).toBe(FAST_SCHEDULE.length + 1);
@@ -98,7 +98,7 @@ describe('msgctl webhooks replay', () => {
     const r = await msgctl(w.server.dataDir, ['webhooks', 'replay', '--since', '1h']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/2 deliveries queued over 2 event\(s\)/);
-    await waitFor(() => w.receiver.seen.get(okEvent) === seenOk + 1, 5000, 'ok event again');
+    await waitFor(() => w.receiver.seen.get(okEvent) === seenOk + 1, 'ok event again', 5000);
     expect(w.receiver.delivered.filter((x) => x === okEvent)).toHaveLength(1);
   });
 
@@ -127,8 +127,8 @@ describe('msgctl webhooks endpoints / enable', () => {
               .prepare('SELECT status FROM webhook_endpoints WHERE id = ?')
               .get(created.body.id) as any
           ).status === 'disabled',
-        5000,
         'disabled',
+        5000,
       );
 
       const list = await json(w.server.dataDir, ['webhooks', 'endpoints', '--partner', w.partner.slug]);
@@ -145,11 +145,11 @@ describe('msgctl webhooks endpoints / enable', () => {
       expect(en.stdout).toContain('replay --since');
       expect((await msgctl(w.server.dataDir, ['webhooks', 'enable', created.body.id])).code).toBe(1);
       const e2 = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550403', 'y').eventId;
-      await waitFor(() => other.delivered.includes(e2), 5000, 'delivered after enable');
+      await waitFor(() => other.delivered.includes(e2), 'delivered after enable', 5000);
       expect(other.delivered).not.toContain(e1);
       const r = await json(w.server.dataDir, ['webhooks', 'replay', e1, '--endpoint', created.body.id]);
       expect(r.queued).toHaveLength(1);
-      await waitFor(() => other.delivered.includes(e1), 5000, 'missed event replayed');
+      await waitFor(() => other.delivered.includes(e1), 'missed event replayed', 5000);
     } finally {
       await other.close();
     }

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { waitFor } from '../helpers/wait.js';
-import { makeCert, startReceiver, type TlsFiles } from './receiver.js';
+import { makeCert, startReceiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { attemptRows, deliveryRows, inbound, world, type World } from './helpers.js';
 
 // The happy path end to end: an event caused in msgd reaches a real HTTPS receiver, signed so
@@ -25,7 +25,7 @@ describe('message.received to a subscribed endpoint', () => {
 
   it('arrives once, verified both ways, with the documented payload and headers', async () => {
     const { message, eventId } = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550100', 'Hello there');
-    const r = await waitFor(() => w.receiver.received.find((x) => x.id === eventId), 5000, 'the event at the receiver');
+    const r = await waitFor(() => w.receiver.received.find((x) => x.id === eventId), 'the event at the receiver', 5000);
     expect(r.hmacOk).toBe(true);
     expect(r.standardOk).toBe(true);
 
@@ -61,8 +61,8 @@ describe('message.received to a subscribed endpoint', () => {
 
     await waitFor(
       () => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === eventId)?.status === 'succeeded',
-      3000,
       'succeeded',
+      3000,
     );
     const d = deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId);
     expect(d).toMatchObject({ status: 'succeeded', attempts: 1, last_status_code: 200 });
@@ -81,12 +81,12 @@ describe('message.received to a subscribed endpoint', () => {
     const byType = (t: string) => w.receiver.received.filter((x) => x.body?.event === t);
     const s = await waitFor(
       () => byType('message.sent').find((x) => x.body.message_id === sent.body.id),
-      5000,
       'message.sent',
+      5000,
     );
     expect(s.verified).toBe(true);
     expect(s.body).toMatchObject({ channel: 'sms', to: '+14155550111', status: 'sent', previous_status: 'sending' });
-    const low = await waitFor(() => byType('partner.balance_low')[0], 5000, 'partner.balance_low');
+    const low = await waitFor(() => byType('partner.balance_low')[0], 'partner.balance_low', 5000);
     expect(low.body).toMatchObject({ partner_id: w.partner.partnerId, threshold: { micro: 99_995_000 } });
   });
 });
@@ -107,13 +107,13 @@ describe('subscriptions and test events', () => {
       const all = await w.register();
 
       const { eventId } = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550122', 'only for the first');
-      await waitFor(() => w.receiver.delivered.includes(eventId), 5000, 'received by the all-events endpoint');
+      await waitFor(() => w.receiver.delivered.includes(eventId), 'received by the all-events endpoint', 5000);
       const test = await w.api('POST', `/v1/webhooks/${all.id}/test`);
       expect(test.status).toBe(202);
       const t = await waitFor(
         () => w.receiver.received.find((x) => x.id === test.body.event_id),
-        5000,
         'the test event',
+        5000,
       );
       expect(t.verified).toBe(true);
       expect(t.body).toMatchObject({ event: 'webhook.test', endpoint_id: all.id });
@@ -122,8 +122,8 @@ describe('subscriptions and test events', () => {
       const sent = await w.api('POST', '/v1/messages', { channel: 'sms', to: '+14155550133', body: 'x' });
       await waitFor(
         () => other.received.some((x) => x.body?.message_id === sent.body.id),
-        5000,
         'message.sent at the filtered endpoint',
+        5000,
       );
       expect(other.received.map((x) => x.body.event)).toEqual(['message.sent']);
       expect(
@@ -156,7 +156,7 @@ describe('secret rotation', () => {
 
     w.receiver.setSecrets([ep.secret, fresh]);
     const during = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550144', 'during').eventId;
-    const r = await waitFor(() => w.receiver.received.find((x) => x.id === during), 5000, 'event during grace');
+    const r = await waitFor(() => w.receiver.received.find((x) => x.id === during), 'event during grace', 5000);
     expect(r.headers['webhook-signature'].split(' ')).toHaveLength(2);
     for (const secret of [ep.secret, fresh])
       expect(() => new Webhook(secret).verify(r.raw.toString(), r.headers)).not.toThrow();
@@ -167,7 +167,7 @@ describe('secret rotation', () => {
 
     await new Promise((res) => setTimeout(res, 2000));
     const after = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550144', 'after').eventId;
-    const r2 = await waitFor(() => w.receiver.received.find((x) => x.id === after), 5000, 'event after grace');
+    const r2 = await waitFor(() => w.receiver.received.find((x) => x.id === after), 'event after grace', 5000);
     expect(r2.headers['webhook-signature'].split(' ')).toHaveLength(1);
     expect(r2.headers['x-msgd-signature-previous']).toBeUndefined();
     expect(() => new Webhook(fresh).verify(r2.raw.toString(), r2.headers)).not.toThrow();

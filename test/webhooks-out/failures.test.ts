@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.js';
-import { makeCert, type TlsFiles } from './receiver.js';
+import { makeCert, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { FAST_SCHEDULE, attemptRows, deliveryRows, inbound, world, type World } from './helpers.js';
 
 // Receivers that fail: every failure is an attempt in the log, retried on the schedule
@@ -23,8 +23,8 @@ async function settled(w: World, endpointId: string, eventId: string, status: st
       const d = deliveryRows(w.server.ctx, endpointId).find((x) => x.event_id === eventId);
       return d && d.status === status ? d : undefined;
     },
-    timeoutMs,
     `delivery of ${eventId} ${status}`,
+    timeoutMs,
   );
 }
 
@@ -65,7 +65,7 @@ describe('retries', () => {
     expect(a[0].error).toMatch(/timeout/);
     expect(a[0].duration_ms).toBeGreaterThanOrEqual(900);
     expect(a[a.length - 1].status_code).toBe(200);
-    await waitFor(() => (w.receiver.seen.get(eventId) ?? 0) >= 2, 3000, 'both requests seen');
+    await waitFor(() => (w.receiver.seen.get(eventId) ?? 0) >= 2, 'both requests seen', 3000);
     expect(w.receiver.delivered.filter((x) => x === eventId)).toHaveLength(1);
   });
 
@@ -77,8 +77,8 @@ describe('retries', () => {
         const d = deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId);
         return d && d.attempts >= 2;
       },
-      5000,
       'two failed attempts',
+      5000,
     );
     await w.receiver.up();
     const d = await settled(w, ep.id, eventId, 'succeeded');
@@ -112,8 +112,8 @@ describe('retries', () => {
     const { eventId } = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550204', 'moved');
     const d = await waitFor(
       () => deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === eventId && x.attempts >= 1),
-      5000,
       'attempt',
+      5000,
     );
     const a = attemptRows(w.server.ctx, d.id);
     expect(a[0].status_code).toBe(302);
@@ -162,15 +162,15 @@ describe('giving up', () => {
       const second = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550211', 'after').eventId;
       await waitFor(
         () => w.server.ctx.db.sqlite.prepare('SELECT fanned_out FROM events WHERE id = ?').get(second) as any,
-        3000,
         'row',
+        3000,
       );
       await waitFor(
         () =>
           (w.server.ctx.db.sqlite.prepare('SELECT fanned_out FROM events WHERE id = ?').get(second) as any)
             .fanned_out === 1,
-        3000,
         'fanned out',
+        3000,
       );
       await new Promise((r) => setTimeout(r, 300));
       expect(w.receiver.received).toHaveLength(1);
@@ -194,15 +194,15 @@ describe('giving up', () => {
       w.receiver.behave({ kind: 'status', status: 500 });
       const a = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550212', 'a').eventId;
       const b = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550213', 'b').eventId;
-      await waitFor(() => endpointRow(w, ep.id).status === 'disabled', 8000, 'endpoint disabled');
+      await waitFor(() => endpointRow(w, ep.id).status === 'disabled', 'endpoint disabled', 8000);
       const row = endpointRow(w, ep.id);
       expect(row.disabled_reason).toMatch(/failing continuously since .* last error: HTTP 500/);
       for (const id of [a, b])
         await waitFor(
           () =>
             ['failed', 'cancelled'].includes(deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === id)?.status),
-          3000,
           `${id} stopped`,
+          3000,
         );
       const count = w.receiver.received.length;
       w.receiver.behave({ kind: 'ok' });

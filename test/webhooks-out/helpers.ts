@@ -1,7 +1,7 @@
 import type { CoreCtx } from '../../src/core/context.js';
 import { createInbound } from '../../src/core/messages.js';
 import { connect, setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
-import { makeCert, startReceiver, type Receiver, type TlsFiles } from './receiver.js';
+import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 
 export interface Api {
   (

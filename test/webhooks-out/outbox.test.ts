@@ -3,7 +3,7 @@ import { pinConnection } from '../../src/db/pin.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.js';
-import { makeCert, type TlsFiles } from './receiver.js';
+import { makeCert, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { attemptRows, deliveryRows, inbound, world, type World } from './helpers.js';
 
 let tls: TlsFiles;
@@ -36,7 +36,7 @@ describe('the outbox', () => {
       db.prepare(
         'INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at) VALUES (?, ?, ?, ?, 0, ?)',
       ).run(id, w.partner.partnerId, 'message.received', payload, Date.now());
-      const r = await waitFor(() => w.receiver.received.find((x) => x.id === id), 5000, 'swept event delivered');
+      const r = await waitFor(() => w.receiver.received.find((x) => x.id === id), 'swept event delivered', 5000);
       expect(r.raw.toString()).toBe(payload);
       expect(r.verified).toBe(true);
     } finally {
@@ -50,7 +50,7 @@ describe('the outbox', () => {
       (_, i) => inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550500', `n${i}`).eventId,
     );
     for (let i = 0; i < 5; i++) w.server.rt.webhooksOut.fanout.runOnce();
-    await waitFor(() => ids.every((id) => w.receiver.delivered.includes(id)), 5000, 'all delivered');
+    await waitFor(() => ids.every((id) => w.receiver.delivered.includes(id)), 'all delivered', 5000);
     const rows = deliveryRows(w.server.ctx, ep.id).filter((d) => ids.includes(d.event_id));
     expect(rows).toHaveLength(20);
     for (const id of ids) expect(w.receiver.seen.get(id)).toBe(1);
@@ -62,8 +62,8 @@ describe('the outbox', () => {
     const old = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550501', 'old').eventId;
     await waitFor(
       () => deliveryRows(w.server.ctx, ep.id).find((d) => d.event_id === old)?.status === 'succeeded',
-      5000,
       'delivered',
+      5000,
     );
     const d = deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === old);
     const db = w.server.ctx.db.sqlite;
@@ -87,8 +87,8 @@ describe('the outbox', () => {
     const pending = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550502', 'pending').eventId;
     await waitFor(
       () => (deliveryRows(w.server.ctx, ep.id).find((x) => x.event_id === pending)?.attempts ?? 0) >= 1,
-      5000,
       'attempted',
+      5000,
     );
     db.prepare(`UPDATE webhook_deliveries SET status = 'pending' WHERE event_id = ?`).run(pending);
     const oldPending = past(pending, 'evt');

@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, setupPartner, startTestServer, tmpDir, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
-import { makeCert, startReceiver, type Receiver, type TlsFiles } from './receiver.js';
+import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { apiFor, deliveryRows, inbound, outOverrides } from './helpers.js';
 
 // Deliveries are jobs in the database: stopping msgd in the middle of retrying loses none.
@@ -56,13 +56,13 @@ describe('restart mid-retry', () => {
     const ctx1 = server.ctx;
     await waitFor(
       () => deliveryRows(ctx1, a.body.id).filter((d) => d.attempts >= 1).length === N,
-      8000,
       'a failed first attempt each',
+      8000,
     );
     await waitFor(
       () => deliveryRows(ctx1, b.body.id).every((d) => d.status !== 'pending'),
-      8000,
       '410 endpoint settled',
+      8000,
     );
     expect(ctx1.db.sqlite.prepare('SELECT status FROM webhook_endpoints WHERE id = ?').get(b.body.id)).toEqual({
       status: 'disabled',
@@ -82,10 +82,10 @@ describe('restart mid-retry', () => {
     const late = inbound(ctx2, p.partnerId, channel, '+14155559999', 'after restart').eventId;
     ids.push(late);
 
-    await waitFor(() => ids.every((id) => good.delivered.includes(id)), 15000, 'every event delivered');
+    await waitFor(() => ids.every((id) => good.delivered.includes(id)), 'every event delivered', 15000);
     expect(new Set(good.delivered).size).toBe(good.delivered.length);
     expect([...good.delivered].sort()).toEqual([...ids].sort());
-    await waitFor(() => deliveryRows(ctx2, a.body.id).every((d) => d.status === 'succeeded'), 5000, 'all succeeded');
+    await waitFor(() => deliveryRows(ctx2, a.body.id).every((d) => d.status === 'succeeded'), 'all succeeded', 5000);
     expect(deliveryRows(ctx2, a.body.id)).toHaveLength(N + 1);
     expect(good.received.every((r) => r.verified)).toBe(true);
     expect(gone.received).toHaveLength(goneAfter410);

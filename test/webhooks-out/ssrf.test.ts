@@ -3,7 +3,7 @@ import { createEndpoint } from '../../src/core/endpoints.js';
 import { forbiddenReason } from '../../src/webhooks/ssrf.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
-import { makeCert, startReceiver, type Receiver, type TlsFiles } from './receiver.js';
+import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { apiFor, attemptRows, deliveryRows, inbound } from './helpers.js';
 
 // Partner URLs must not reach msgd's own network. Refused at registration (resolving the
@@ -116,8 +116,8 @@ describe('with private targets refused (the default)', () => {
       const { eventId } = inbound(server.ctx, partnerId, channel, '+14155550300', 'probe');
       const d = await waitFor(
         () => deliveryRows(server.ctx, endpoint.id).find((x) => x.event_id === eventId && x.attempts >= 1),
-        5000,
         'an attempt',
+        5000,
       );
       const a = attemptRows(server.ctx, d.id)[0];
       expect(a.status_code).toBeNull();
@@ -153,8 +153,8 @@ describe('TLS is verified', () => {
       );
       const d = await waitFor(
         () => deliveryRows(server.ctx, ep.body.id).find((x) => x.event_id === eventId && x.status === 'dead'),
-        5000,
         'dead',
+        5000,
       );
       expect(attemptRows(server.ctx, d.id)[0].error).toMatch(/self[- ]signed|certificate/i);
       expect(receiver.received).toHaveLength(0);

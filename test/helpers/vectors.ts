@@ -1,6 +1,5 @@
-import { waitFor as waitForShared } from '../helpers/wait.js';
-import type { CoreCtx } from '../../src/core/context.js';
-import { getWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
+// Signature test vectors from shared/providers/FACTS.md, byte for byte: tests check msgd's
+// verification against the providers' own published examples.
 
 // The facts from FACTS.md A3, byte for byte.
 export const META_VECTOR = {
@@ -22,33 +21,3 @@ export const SENDGRID_VECTOR = {
 // FACTS.md D2/D4.
 export const TWILIO_STATUS_FORM =
   'AccountSid=AC00000000000000000000000000000000&ApiVersion=2010-04-01&From=%2B15017250604&MessageSid=SM11111111111111111111111111111111&MessageStatus=delivered&SmsSid=SM11111111111111111111111111111111&SmsStatus=delivered&To=%2B15558675310&RawDlrDoneDate=2508171206';
-
-export { sleep } from '../helpers/wait.js';
-
-/** The shared poller, with this suite's argument order (what before timeout). */
-export function waitFor<T>(fn: () => T | undefined | null | false, what: string, timeoutMs = 10_000): Promise<T> {
-  return waitForShared(fn, timeoutMs, what, 20) as Promise<T>;
-}
-
-/** The log row once its processing job has settled it. */
-export function processed(ctx: CoreCtx, id: string, timeoutMs = 15_000): Promise<WebhookLogRow> {
-  return waitFor(
-    () => {
-      const r = getWebhookLog(ctx, id);
-      return r && r.processing !== 'pending' ? r : undefined;
-    },
-    `webhook ${id} to be processed`,
-    timeoutMs,
-  );
-}
-
-export function row(ctx: CoreCtx, id: string): WebhookLogRow {
-  const r = getWebhookLog(ctx, id);
-  if (!r) throw new Error(`no webhook log row ${id}`);
-  return r;
-}
-
-/** The newest log row (for requests whose answer carries no id in the body). */
-export function lastRow(ctx: CoreCtx): WebhookLogRow {
-  return ctx.db.sqlite.prepare('SELECT * FROM provider_webhooks ORDER BY id DESC LIMIT 1').get() as WebhookLogRow;
-}
