@@ -21,6 +21,8 @@ export interface StartOptions extends LoadOptions {
   /** Where the one-time demo banner goes (stdout by default). */
   print?: (text: string) => void;
   logDestination?: NodeJS.WritableStream;
+  /** The clock msgd's work reads (expiry, grace periods, run_at, leases); Date.now by default. */
+  now?: () => number;
 }
 
 function demoBanner(seed: DemoSeed, url: string): string {
@@ -48,7 +50,7 @@ function demoBanner(seed: DemoSeed, url: string): string {
 export async function startServer(opts: StartOptions = {}): Promise<Server> {
   const config = opts.config ?? loadConfig(opts);
   const logger = createLogger(config.log.level, { destination: opts.logDestination });
-  const rt = createRuntime({ config, logger, env: opts.env });
+  const rt = createRuntime({ config, logger, env: opts.env, now: opts.now });
   let app: FastifyInstance | undefined;
   let checkpointer: Checkpointer | undefined;
   let maintenance: Maintenance | undefined;

@@ -14,6 +14,7 @@ import { topup } from '../../src/core/ledger.js';
 import { setPrice } from '../../src/core/prices.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { postWebhook } from '../fakes/webhook-senders.js';
+import { testClock, type TestClock } from './clock.js';
 
 export function tmpDir(prefix = 'msgd-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -23,14 +24,17 @@ export interface TestServer extends Server {
   dataDir: string;
   logs: string[];
   ctx: CoreCtx;
+  /** msgd's clock: advance() it instead of sleeping until something expires. */
+  clock: TestClock;
   stop(): Promise<void>;
 }
 
 /** A real msgd (HTTP on 127.0.0.1:0, job loop, cron) over a fresh temp data dir. */
 export async function startTestServer(
   overrides: Record<string, unknown> = {},
-  opts: { dataDir?: string; env?: NodeJS.ProcessEnv } = {},
+  opts: { dataDir?: string; env?: NodeJS.ProcessEnv; clock?: TestClock } = {},
 ): Promise<TestServer> {
+  const clock = opts.clock ?? testClock();
   const dataDir = opts.dataDir ?? tmpDir();
   const logs: string[] = [];
   const sink = new Writable({
@@ -44,12 +48,19 @@ export async function startTestServer(
     dataDir,
     overrides: { 'server.port': 0, 'demo.enabled': false, 'log.level': 'info', ...overrides },
   });
-  const server = await startServer({ config, logDestination: sink, env: opts.env ?? {}, print: () => {} });
+  const server = await startServer({
+    config,
+    logDestination: sink,
+    env: opts.env ?? {},
+    print: () => {},
+    now: clock.now,
+  });
   return {
     ...server,
     dataDir,
     logs,
     ctx: server.rt.ctx,
+    clock,
     async stop() {
       await server.close();
       if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });

@@ -140,8 +140,9 @@ describe('subscriptions and test events', () => {
 describe('secret rotation', () => {
   let w: World;
   beforeAll(async () => {
-    // 0.0005 h = 1.8 s of grace.
-    w = await world({ 'webhooksOut.rotationGraceHours': 0.0005 }, { tls });
+    // 0.01 h = 36 s of grace: short enough that moving msgd's clock past it keeps its signature
+    // timestamps within the receiver's 5-minute tolerance.
+    w = await world({ 'webhooksOut.rotationGraceHours': 0.01 }, { tls });
   });
   afterAll(() => w.close());
 
@@ -165,7 +166,7 @@ describe('secret rotation', () => {
       'sha256=' + createHmac('sha256', ep.secret).update(r.raw).digest('hex'),
     );
 
-    await new Promise((res) => setTimeout(res, 2000));
+    w.server.clock.advance(36_000);
     const after = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550144', 'after').eventId;
     const r2 = await waitFor(() => w.receiver.received.find((x) => x.id === after), 'event after grace', 5000);
     expect(r2.headers['webhook-signature'].split(' ')).toHaveLength(1);

@@ -17,6 +17,12 @@ function endpointRow(w: World, id: string): any {
   return w.server.ctx.db.sqlite.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').get(id);
 }
 
+function fannedOut(w: World, eventId: string): boolean {
+  const row = w.server.ctx.db.sqlite.prepare('SELECT fanned_out FROM events WHERE id = ?').get(eventId) as
+    { fanned_out: number } | undefined;
+  return row?.fanned_out === 1;
+}
+
 async function settled(w: World, endpointId: string, eventId: string, status: string, timeoutMs = 8000) {
   return waitFor(
     () => {
@@ -172,21 +178,18 @@ describe('giving up', () => {
         'fanned out',
         3000,
       );
-      await new Promise((r) => setTimeout(r, 300));
-      expect(w.receiver.received).toHaveLength(1);
+      // Fanned out without a delivery to the disabled endpoint: nothing can be sent to it.
       expect(deliveryRows(w.server.ctx, ep.id)).toHaveLength(1);
+      expect(w.receiver.received).toHaveLength(1);
     } finally {
       await w.close();
     }
   });
 
   it('an endpoint failing continuously past disableAfterHours is disabled and its pending deliveries stop', async () => {
-    // 0.0004 h = 1.44 s; a schedule long enough to outlast it.
+    // The default 5 days, reached by moving msgd's clock; a schedule long enough to outlast it.
     const w = await world(
-      {
-        'webhooksOut.disableAfterHours': 0.0004,
-        'webhooksOut.retryScheduleMs': [0, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200],
-      },
+      { 'webhooksOut.retryScheduleMs': [0, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200] },
       { tls },
     );
     try {
@@ -194,6 +197,8 @@ describe('giving up', () => {
       w.receiver.behave({ kind: 'status', status: 500 });
       const a = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550212', 'a').eventId;
       const b = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550213', 'b').eventId;
+      await waitFor(() => endpointRow(w, ep.id).failing_since !== null, 'the endpoint to start failing', 5000);
+      w.server.clock.advance(w.server.rt.config.webhooksOut.disableAfterHours * 3_600_000);
       await waitFor(() => endpointRow(w, ep.id).status === 'disabled', 'endpoint disabled', 8000);
       const row = endpointRow(w, ep.id);
       expect(row.disabled_reason).toMatch(/failing continuously since .* last error: HTTP 500/);
@@ -207,7 +212,8 @@ describe('giving up', () => {
       const count = w.receiver.received.length;
       w.receiver.behave({ kind: 'ok' });
       const c = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550214', 'c').eventId;
-      await new Promise((r) => setTimeout(r, 800));
+      await waitFor(() => fannedOut(w, c), 'event c to be fanned out', 3000);
+      expect(deliveryRows(w.server.ctx, ep.id).some((d) => d.event_id === c)).toBe(false);
       expect(w.receiver.received.length).toBe(count);
       expect(w.receiver.seen.has(c)).toBe(false);
       const test = await w.api('POST', `/v1/webhooks/${ep.id}/test`);
