@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Cron } from '../../src/queue/cron.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { onCleanup, tempDb } from './helpers.js';
-import { sleep } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 function makeCron(db: ReturnType<typeof tempDb>['db'], now?: () => number) {
   const queue = new JobQueue(db);
@@ -83,7 +83,7 @@ describe('Cron', () => {
     b.cron.schedule('tick', '* * * * * *', { kind: 'tick' });
     a.cron.start();
     b.cron.start();
-    await sleep(2300);
+    await waitFor(() => jobs(t.db).length >= 2, 'two slots to fire', 5000);
     a.cron.stop();
     b.cron.stop();
     const rows = jobs(t.db);
@@ -94,8 +94,10 @@ describe('Cron', () => {
     for (const k of keys) expect(k).toMatch(/^cron:tick:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
     const runs = t.db.sqlite.prepare('SELECT COUNT(*) AS n FROM cron_runs').get() as { n: number };
     expect(runs.n).toBe(rows.length);
-    // stopped: no more slots
-    await sleep(1100);
-    expect(jobs(t.db)).toHaveLength(rows.length);
+    // Stopped: a witness task started now fires at the next slot, and the stopped ones did not.
+    const witness = makeCron(t.open());
+    witness.cron.schedule('witness', '* * * * * *', { kind: 'witness' }).start();
+    await waitFor(() => jobs(t.db).some((j) => j.kind === 'witness'), 'the next slot', 3000);
+    expect(jobs(t.db).filter((j) => j.kind === 'tick')).toHaveLength(rows.length);
   });
 });

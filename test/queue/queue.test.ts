@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { JobQueue, LEASE_EXPIRED } from '../../src/queue/queue.js';
 import { effects, jobRow, tempDb } from './helpers.js';
-import { sleep } from '../helpers/wait.js';
+import { nextTurn } from '../helpers/wait.js';
 
 const T0 = 1_800_000_000_000;
 
@@ -60,11 +60,11 @@ describe('JobQueue.enqueue', () => {
       expect(calls).toHaveLength(0);
     })();
     expect(calls).toHaveLength(0);
-    await sleep(5);
+    await nextTurn();
     expect(calls).toEqual([{ at: T0 + 100, inTx: false }]);
     off();
     queue.enqueue({ kind: 'k' });
-    await sleep(5);
+    await nextTurn();
     expect(calls).toHaveLength(1);
   });
 
@@ -75,7 +75,7 @@ describe('JobQueue.enqueue', () => {
     let woken = 0;
     q2.onEnqueue(() => woken++);
     q1.enqueue({ kind: 'k' });
-    await sleep(5);
+    await nextTurn();
     expect(woken).toBe(1);
   });
 
@@ -189,7 +189,7 @@ describe('JobQueue.claim', () => {
     queue.enqueue({ kind: 'x', runAt: T0 + 30 });
     queue.enqueue({ kind: 'y', runAt: T0 + 10 });
     queue.enqueue({ kind: 'x', runAt: T0 + 20 });
-    await sleep(5);
+    await nextTurn();
     expect(seen).toEqual([
       [
         ['x', T0 + 20],

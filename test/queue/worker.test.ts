@@ -4,7 +4,7 @@ import { JobQueue, LEASE_EXPIRED, type Job } from '../../src/queue/queue.js';
 import { Worker, type WorkerOptions } from '../../src/queue/worker.js';
 import { MAX_HINT_MS } from '../../src/queue/settle.js';
 import { effects, jobRow, onCleanup, tempDb, type TempDb } from './helpers.js';
-import { sleep, waitFor } from '../helpers/wait.js';
+import { nextTurn, sleep, waitFor } from '../helpers/wait.js';
 
 function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: Db = t.db, maxAttempts = 5) {
   const queue = new JobQueue(db, { maxAttempts });
@@ -342,8 +342,7 @@ describe('Worker hooks', () => {
     await waitFor(() => handled === 1, 'the job to run despite the throw');
     const before = calls;
     // Idle: the worker still looks every maxSleepMs.
-    await sleep(300);
-    expect(calls).toBeGreaterThan(before + 2);
+    await waitFor(() => calls > before + 2, 'the idle worker to look again', 2000);
     expect(inTx.every((x) => x === false)).toBe(true);
   });
 
@@ -368,9 +367,9 @@ describe('Worker hooks', () => {
   it('dead-letters a reclaimed job with no attempts left, with onDead, without running it', async () => {
     const t = tempDb();
     const { queue, worker } = makeWorker(t);
-    const { id } = queue.enqueue({ kind: 'k', maxAttempts: 1 });
-    expect(queue.claim('crashed-worker', 1, Date.now(), { leaseMs: 1 })).toHaveLength(1);
-    await sleep(5);
+    // Claimed a second ago with a 1 ms lease: long expired now.
+    const { id } = queue.enqueue({ kind: 'k', maxAttempts: 1, runAt: Date.now() - 1000 });
+    expect(queue.claim('crashed-worker', 1, Date.now() - 1000, { leaseMs: 1 })).toHaveLength(1);
     let handled = 0;
     worker.register('k', async () => (handled++, { type: 'ok' }), {
       onDead: (job, error, db) => note(db, job.id, error),
@@ -391,7 +390,8 @@ describe('Worker loop timing', () => {
     worker.start();
     const latencies: number[] = [];
     for (let i = 0; i < 5; i++) {
-      await sleep(60); // idle, asleep on its 1 s poll timer
+      // Idle, asleep on its 1 s poll timer: it has settled every job and found nothing more.
+      await waitFor(() => worker.counters.batches > i && worker.counters.completed === i, 'the worker to be idle');
       ranAt = 0;
       const t0 = performance.now();
       queue.enqueue({ kind: 'k' });
@@ -408,7 +408,7 @@ describe('Worker loop timing', () => {
     let ranAt = 0;
     worker.register('k', async () => ((ranAt = Date.now()), { type: 'ok' }));
     worker.start();
-    await sleep(30);
+    await waitFor(() => worker.counters.batches > 0, 'the worker to look and find nothing');
     const runAt = Date.now() + 150;
     queue.enqueue({ kind: 'k', runAt });
     await waitFor(() => ranAt > 0, 'job run', 3000);
@@ -422,7 +422,7 @@ describe('Worker loop timing', () => {
     let ranAt = 0;
     worker.register('k', async () => ((ranAt = Date.now()), { type: 'ok' }));
     worker.start();
-    await sleep(50);
+    await waitFor(() => worker.counters.batches > 0, 'the worker to look and find nothing');
     const t0 = Date.now();
     insertElsewhere(t, 'k', t0);
     await waitFor(() => ranAt > 0, 'job run', 2000);
@@ -445,7 +445,7 @@ describe('Worker loop timing', () => {
     const t = tempDb();
     const { worker, log } = busyWithA(t);
     worker.start();
-    await sleep(150);
+    await waitFor(() => log.length >= 10, 'the worker to be busy with a');
     const t0 = Date.now();
     // Due before every waiting a, so first in line (claims are first-due, first-claimed).
     insertElsewhere(t, 'b', t0 - 60_000);
@@ -460,7 +460,7 @@ describe('Worker loop timing', () => {
     const t = tempDb();
     const { queue, worker, log } = busyWithA(t);
     worker.start();
-    await sleep(150);
+    await waitFor(() => log.length >= 10, 'the worker to be busy with a');
     const before = log.length;
     queue.enqueue({ kind: 'b', runAt: Date.now() - 60_000 }); // first in line, as above
     await waitFor(() => log.includes('b'), 'job b run', 3000);
@@ -522,7 +522,8 @@ describe('Worker stop and drain', () => {
     for (const id of ids)
       expect(jobRow(t.db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null, locked_until: null });
     release.forEach((r) => r());
-    await sleep(20);
+    // The handlers' results are in hand once every promise continuation has run.
+    await nextTurn();
     expect(effects(t.db)).toEqual([]);
     for (const id of ids) expect(jobRow(t.db, id)).toMatchObject({ state: 'available' });
   });
