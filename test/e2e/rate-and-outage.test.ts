@@ -86,8 +86,7 @@ describe('per-gateway rate shaping', () => {
     );
     const statusOf = () => ids.map((id) => messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.status);
     // Every job has been claimed once and put back to wait for its slot (~0.5 s apart).
-    await waitFor(() => statusOf().filter((st) => st === 'sent').length >= 1, 'the first sent', 5_000);
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(() => statusOf().filter((st) => st === 'sent').length >= 2, 'the second sent', 5_000);
     const mid = statusOf();
     expect(mid.filter((st) => st === 'queued').length, mid.join(',')).toBeGreaterThanOrEqual(4);
     // At most the message whose slot is due is in flight.
@@ -223,14 +222,21 @@ describe('provider outage', () => {
         'every message to have hit the outage',
         5_000,
       );
-      await new Promise((r) => setTimeout(r, 1_500));
+      const jobsNow = () =>
+        s.ctx.db.sqlite
+          .prepare(
+            `SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch' AND json_extract(payload, '$.message_id') IN (${ids.map(() => '?').join(',')})`,
+          )
+          .all(...ids) as { state: string; attempts: number }[];
+      // Each one is tried again, and again refused, while the provider stays down.
+      await waitFor(
+        () => jobsNow().filter((j) => j.attempts >= 3).length === 30,
+        'every message to be retried during the outage',
+        10_000,
+      );
       const during = messagesOf(s.ctx, p.partnerId);
       expect(during.every((m) => m.status === 'sending' || m.status === 'queued')).toBe(true);
-      const jobs = s.ctx.db.sqlite
-        .prepare(
-          `SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch' AND json_extract(payload, '$.message_id') IN (${ids.map(() => '?').join(',')})`,
-        )
-        .all(...ids) as { state: string; attempts: number }[];
+      const jobs = jobsNow();
       expect(jobs).toHaveLength(30);
       expect(jobs.every((j) => j.state !== 'dead')).toBe(true);
       expect(Math.max(...jobs.map((j) => j.attempts))).toBeGreaterThan(1);

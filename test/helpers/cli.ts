@@ -71,6 +71,38 @@ export async function runCli(args: string[], opts: RunOptions = {}): Promise<Cli
   }
 }
 
+export interface RunningCli {
+  /** What it has written to stdout so far. */
+  stdout(): string;
+  /** End it the way Ctrl-C does (its abort signal) and wait for it to finish. */
+  stop(): Promise<CliResult>;
+}
+
+/** A long-running msgctl command (webhooks log --follow) in-process, until stop(). */
+export function startCli(args: string[], opts: RunOptions = {}): RunningCli {
+  let stdout = '';
+  let stderr = '';
+  const ctrl = new AbortController();
+  const stdin = new PassThrough();
+  stdin.end(opts.stdin ?? '');
+  const done = run(['node', 'msgctl', ...argvFor(args, opts)], {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+    stdin,
+    env: envFor(opts),
+    isTTY: false,
+    signal: ctrl.signal,
+  });
+  return {
+    stdout: () => stdout,
+    async stop() {
+      ctrl.abort();
+      const code = await done;
+      return { code, stdout, stderr };
+    },
+  };
+}
+
 /** Run `node bin/msgctl` the way an operator would, in a clean MSGD_* environment. */
 export function spawnCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
   const argv = argvFor(args, opts);

@@ -2,13 +2,13 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookRetentionTask } from '../../src/jobs/webhook-process.js';
 import { metaHeaders, postWebhook, waInbound } from '../fakes/webhook-senders.js';
-import { cleanEnv, MSGCTL, runCli } from '../helpers/cli.js';
+import { cleanEnv, MSGCTL, runCli, startCli } from '../helpers/cli.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { processed } from '../helpers/webhook-log.js';
-import { sleep } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
-// msgctl webhooks log, run as a real process against the live server's data directory
-// (WAL lets both open it).
+// msgctl webhooks log against the live server's data directory (WAL lets both open it):
+// in-process, and once as the real binary ended by Ctrl-C.
 
 /** `msgctl webhooks log …` against the live server's data directory. */
 const msgctl = (args: string[]) => runCli(['webhooks', 'log', ...args], { dataDir: s.dataDir });
@@ -106,17 +106,14 @@ describe('msgctl webhooks log', () => {
 
   it('--follow prints a status still waiting for its message, then again when it settles (also with --failed)', async () => {
     const follow = (extra: string[]) => {
-      const child = spawn(
-        process.execPath,
-        [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1', ...extra],
-        { env: cleanEnv() },
-      );
-      let out = '';
-      child.stdout.setEncoding('utf8').on('data', (d) => (out += d));
+      const cli = startCli(['--json', 'webhooks', 'log', '--follow', '--limit', '1', ...extra], {
+        dataDir: s.dataDir,
+      });
       return {
-        child,
+        cli,
         lines: () =>
-          out
+          cli
+            .stdout()
             .split('\n')
             .filter(Boolean)
             .map((l) => JSON.parse(l)),
@@ -124,7 +121,8 @@ describe('msgctl webhooks log', () => {
     };
     const plain = follow([]);
     const failed = follow(['--failed']);
-    await sleep(800);
+    // Both have read where the log ends (plain printed its one latest row) before the new one comes.
+    await waitFor(() => plain.lines().length === 1, 'plain --follow to print the latest row');
     const body = JSON.stringify({
       object: 'whatsapp_business_account',
       entry: [
@@ -152,7 +150,12 @@ describe('msgctl webhooks log', () => {
     // Waited on for dispatch.timeoutMs (2 s here) + 2 s, so past the 5 s --follow holds a row.
     const mine = (f: { lines: () => any[] }) => f.lines().filter((r) => r.id === res.json.id);
     const settled = (f: { lines: () => any[] }) => mine(f).some((r) => r.processing === 'unroutable');
-    for (let i = 0; i < 400 && !(settled(failed) && settled(plain) && settled(late)); i++) await sleep(50);
+    await waitFor(
+      () => settled(failed) && settled(plain) && settled(late),
+      'every follower to print the settled row',
+      20_000,
+      50,
+    );
     // Plain --follow printed it pending once its 5 s hold ran out (unless a slow poll only saw
     // it settled), then settled.
     const seen = mine(plain).map((r) => r.processing);
@@ -161,7 +164,7 @@ describe('msgctl webhooks log', () => {
     expect(seen.length).toBeLessThanOrEqual(2);
     expect(mine(failed).map((r) => [r.id, r.processing])).toEqual([[res.json.id, 'unroutable']]);
     expect(mine(late).map((r) => [r.id, r.processing])).toEqual([[res.json.id, 'unroutable']]);
-    for (const f of [plain, failed, late]) f.child.kill('SIGINT');
+    for (const f of [plain, failed, late]) expect((await f.cli.stop()).code).toBe(0);
   }, 40_000);
 
   it('--follow streams new webhooks once processed, until SIGINT', async () => {
@@ -178,10 +181,8 @@ describe('msgctl webhooks log', () => {
         .split('\n')
         .filter(Boolean)
         .map((l) => JSON.parse(l));
-    const until = async (n: number) => {
-      for (let i = 0; i < 300 && lines().length < n; i++) await sleep(50);
-      return lines();
-    };
+    const until = (n: number) =>
+      waitFor(() => (lines().length >= n ? lines() : null), `${n} line(s) from --follow`, 15_000);
     expect((await until(1)).map((r) => r.id)).toEqual([ids[ids.length - 1]]);
     const body = JSON.stringify(waInbound('5551', { from: '14155550100', id: 'wamid.CLI2', text: { body: 'hello' } }));
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders(SECRET, body));
