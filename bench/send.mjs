@@ -1,4 +1,4 @@
-// Send API and dispatch benchmarks (issue 3): hello-world baseline, durable accept rate and
+// Send API and dispatch benchmarks: hello-world baseline, durable accept rate and
 // latency at 50 connections, dispatch throughput to a 0 ms and a 20 ms provider, peak RSS.
 // Sends go to 10,000 different recipients (a partner's customers), so each one finds its
 // contact and conversation among many, as in production, not one hot row.

@@ -1,4 +1,4 @@
-// Resource API and outbound webhook benchmarks (issue 5):
+// Resource API and outbound webhook benchmarks:
 //  1. GET /v1/conversations with 1,000,000 conversations stored: p50/p99 at 10, 50 and 1
 //     connections for the first page, a filtered page, pages deep in the list and a sync page
 //     (target p99 <= 10 ms).

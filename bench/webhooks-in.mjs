@@ -5,7 +5,7 @@
 // msgd runs in this process from dist/ (build first); the load generator runs in a worker
 // thread (an undici Pool, 50 keep-alive connections, for a fixed duration) so it gets the
 // other core instead of the server's event loop. Three phases:
-//   1. intake alone (processing paused): the accept rate the target is about;
+//   1. intake alone (processing paused): the accept rate the target is about;
 //   2. processing the backlog phase 1 stored: the end-to-end processing rate;
 //   3. both at once, as in production.
 // A bare Fastify endpoint under the same generator is printed as the machine's ceiling, since
