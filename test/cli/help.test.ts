@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
 import { runCli } from '../helpers/cli.js';
 
-// Help is documentation: every command the issue names exists, and each one's --help
+// Help is documentation: every command the operator guide names exists, and each one's --help
 // carries examples. Checked in-process; test/cli/binary.test.ts runs the real binary.
 
 function helpOf(cmd: Command): string {
@@ -54,7 +54,7 @@ describe('msgctl help', () => {
   const program = buildProgram();
   const all = new Map(leaves(program));
 
-  it('has every command issue 2 names', () => {
+  it('has every command the operator guide names', () => {
     expect([...all.keys()]).toEqual(expect.arrayContaining(EXPECTED));
   });
 

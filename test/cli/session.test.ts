@@ -14,7 +14,7 @@ import {
   type RunOptions,
 } from '../helpers/cli.js';
 
-// The operator's first session from issue 2, exactly as written there, in text and in --json.
+// The operator's first session from the README and msgctl --help, exactly as written there, in text and in --json.
 
 const AUTH_TOKEN = 'tw-auth-7f3a9c2e5b1d4f60';
 
