@@ -121,6 +121,8 @@ export class FakeHttpServer {
   readonly requests: RecordedRequest[] = [];
   /** Added to every answer, for load and timing tests. */
   latencyMs = 0;
+  /** The provider's clock, which stamps each request; a test can give it msgd's TestClock. */
+  now: () => number = Date.now;
   private readonly server: http.Server;
   private port = 0;
   private listening = false;
@@ -222,7 +224,7 @@ export class FakeHttpServer {
       raw,
       rawText: raw.toString('utf8'),
       body: parseBody(req.headers, raw),
-      at: Date.now(),
+      at: this.now(),
     };
     this.requests.push(rec);
     const fault = this.takeFault(rec);

@@ -5,7 +5,8 @@ import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { processed } from '../helpers/webhook-log.js';
-import { sleep, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
+import { testClock } from '../helpers/clock.js';
 
 // Messenger and Instagram: inbound text and attachments, echoes skipped, delivery and read
 // watermarks marking every earlier message of the conversation, Instagram's array form.
@@ -26,7 +27,10 @@ beforeAll(async () => {
       { id: IG, kind: 'instagram', token: 'IG-TOKEN' },
     ],
   });
-  s = await startTestServer();
+  // Meta and msgd read one clock, which the tests move instead of waiting.
+  const clock = testClock();
+  graph.now = clock.now;
+  s = await startTestServer({}, { clock });
   p = setupPartner(s.ctx, { balance: '10.00' });
   // One Meta app serves both: the same app secret signs page and Instagram events.
   connect(
@@ -73,7 +77,7 @@ async function sent(channel: 'messenger' | 'instagram', to: string, text: string
     `${channel} message to be sent`,
     10_000,
   );
-  await sleep(3); // distinct sent_at per message, so a named message's mark falls between them
+  s.clock.advance(3); // distinct sent_at per message, so a named message's mark falls between them
   return m;
 }
 
@@ -91,13 +95,18 @@ describe('Messenger', () => {
     const m1 = await sent('messenger', PSID, 'one');
     const m2 = await sent('messenger', PSID, 'two');
     // Past the watermark's clock slack, so a watermark can fall between m2 and m3.
-    await sleep(WATERMARK_SLACK_MS + 100);
+    s.clock.advance(WATERMARK_SLACK_MS + 100);
     const m3 = await sent('messenger', PSID, 'three');
     const stranger = await sent('messenger', '999888777', 'not them');
 
     let r = await meta(
       pageEvent(PAGE, [
-        { sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: m2.sent_at } },
+        {
+          sender: { id: PSID },
+          recipient: { id: PAGE },
+          timestamp: s.clock.now(),
+          delivery: { watermark: m2.sent_at },
+        },
       ]),
     );
     expect(r.processing).toBe('processed');
@@ -116,7 +125,7 @@ describe('Messenger', () => {
     expect(status(m3)).toBe('delivered');
 
     const read = pageEvent(PAGE, [
-      { sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: m3.sent_at } },
+      { sender: { id: PSID }, recipient: { id: PAGE }, timestamp: s.clock.now(), read: { watermark: m3.sent_at } },
     ]);
     r = await meta(read, '/api/webhook.php');
     expect(r.processing).toBe('processed');
@@ -170,7 +179,12 @@ describe('Messenger', () => {
       expect(metaStamp(m2)).toBeLessThan(getMessageRow(s.ctx, m2.id)!.updated_at);
       const r = await meta(
         pageEvent(PAGE, [
-          { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), read: { watermark: metaStamp(m2) } },
+          {
+            sender: { id: them },
+            recipient: { id: PAGE },
+            timestamp: s.clock.now(),
+            read: { watermark: metaStamp(m2) },
+          },
         ]),
       );
       expect(r.processing).toBe('processed');
@@ -207,7 +221,12 @@ describe('Messenger', () => {
       );
       const raw = asciiJson(
         pageEvent(PAGE, [
-          { sender: { id: them }, recipient: { id: PAGE }, timestamp: Date.now(), delivery: { watermark: Date.now() } },
+          {
+            sender: { id: them },
+            recipient: { id: PAGE },
+            timestamp: s.clock.now(),
+            delivery: { watermark: s.clock.now() },
+          },
         ]),
       );
       const hook = await postWebhook(`${s.url}/api/webhook-messenger.php`, raw, metaHeaders(SECRET, raw));
@@ -233,7 +252,7 @@ describe('Messenger', () => {
         {
           sender: { id: them },
           recipient: { id: PAGE },
-          timestamp: Date.now(),
+          timestamp: s.clock.now(),
           message: {
             mid: 'm_qr1',
             text: 'Medium',
@@ -244,7 +263,7 @@ describe('Messenger', () => {
         {
           sender: { id: them },
           recipient: { id: PAGE },
-          timestamp: Date.now(),
+          timestamp: s.clock.now(),
           message: {
             mid: 'm_rt1',
             attachments: [{ type: 'image', payload: { url: 'https://scontent.xx.fbcdn.net/y.jpg' } }],
@@ -276,7 +295,7 @@ describe('Messenger', () => {
   it('stores postbacks (title as text, payload kept), reactions and unsupported messages, announces them and moves the window', async () => {
     const them = '7788990055';
     const out = await sent('messenger', them, 'Rate us?');
-    const t0 = Date.now() + 1000;
+    const t0 = s.clock.now() + 1000;
     const ev = (dt: number, body: Record<string, unknown>) => ({
       sender: { id: them },
       recipient: { id: PAGE },
@@ -417,7 +436,7 @@ describe('Instagram', () => {
           {
             sender: { id: IGSID },
             recipient: { id: IG },
-            timestamp: Date.now(),
+            timestamp: s.clock.now(),
             message: { mid: 'ig_m1', text: 'hi from IG' },
           },
         ],
@@ -437,7 +456,12 @@ describe('Instagram', () => {
     const m3 = await sent('instagram', IGSID, 'third');
     const seen = await meta(
       instagramEvent(IG, [
-        { sender: { id: IGSID }, recipient: { id: IG }, timestamp: Date.now(), read: { mid: m2.provider_message_id } },
+        {
+          sender: { id: IGSID },
+          recipient: { id: IG },
+          timestamp: s.clock.now(),
+          read: { mid: m2.provider_message_id },
+        },
       ]),
     );
     expect(seen.processing).toBe('processed');
@@ -450,13 +474,13 @@ describe('Instagram', () => {
         {
           sender: { id: IG },
           recipient: { id: IGSID },
-          timestamp: Date.now(),
+          timestamp: s.clock.now(),
           message: { mid: 'ig_echo', is_echo: true, text: 'ours' },
         },
         {
           sender: { id: IGSID },
           recipient: { id: IG },
-          timestamp: Date.now(),
+          timestamp: s.clock.now(),
           optin: { type: 'notification_messages', payload: 'x' },
         },
       ]),
@@ -467,7 +491,7 @@ describe('Instagram', () => {
 
   it('stores Instagram reactions and postbacks as inbound messages', async () => {
     const out = await sent('instagram', IGSID, 'new arrivals!');
-    const at = Date.now();
+    const at = s.clock.now();
     const r = await meta(
       instagramEvent(IG, [
         {
