@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import type { Config } from './config/schema.js';
+import { backupBeforeMigrate } from './db/backup.js';
 import { openDataDir, type DataDir } from './db/datadir.js';
 import { GroupCommitter } from './db/group-commit.js';
 import { lockDataDir } from './db/instance-lock.js';
@@ -71,7 +72,16 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const lock = lockDataDir(config.dataDir);
   let dataDir: DataDir;
   try {
-    dataDir = openDataDir(config.dataDir, { create: true, env: opts.env, manualCheckpoint: true });
+    dataDir = openDataDir(config.dataDir, {
+      create: true,
+      env: opts.env,
+      manualCheckpoint: true,
+      beforeMigrate: config.backup.beforeMigrate
+        ? backupBeforeMigrate(config, (file, pending, keyFile) =>
+            logger.info({ file, keyFile, pending }, 'backup taken before applying migrations'),
+          )
+        : undefined,
+    });
   } catch (e) {
     lock.release();
     throw e;

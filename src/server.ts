@@ -5,6 +5,7 @@ import { startCheckpointer, type Checkpointer } from './db/checkpointer.js';
 import { maybeSeedDemo, type DemoSeed } from './core/demo.js';
 import { buildApp } from './http/app.js';
 import { createLogger } from './http/logger.js';
+import { dataUpkeepTasks } from './jobs/data-upkeep.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { createRuntime, type Runtime } from './runtime.js';
 
@@ -67,6 +68,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       writer: rt.dataDir.db.sqlite,
       onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed'),
     });
+    rt.maintenanceTasks.push(...dataUpkeepTasks(config));
     maintenance = startMaintenance(rt, { checkpointer });
     // The data directory is locked to this process: jobs left running were a dead msgd's.
     const orphans = rt.queue.reclaimOrphans();

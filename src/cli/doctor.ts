@@ -9,13 +9,14 @@ import { verifyLedger } from '../core/ledger.js';
 import { listPrices } from '../core/prices.js';
 import { DB_FILE, keyFileMode, openDataDir, type DataDir } from '../db/datadir.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
+import type { Config } from '../config/schema.js';
 import { configFor, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
 import { examples } from './help.js';
 import { money, table, type Result } from './output.js';
 
 type Status = 'ok' | 'warn' | 'fail';
-interface Check {
+export interface Check {
   name: string;
   status: Status;
   message: string;
@@ -177,7 +178,15 @@ function schemaChecks(ctx: CoreCtx): Check[] {
   return checks;
 }
 
-function inspect(dir: string, globals: Globals): Check[] {
+/**
+ * Every check of a data directory, in order. `integrity: 'full'` runs PRAGMA integrity_check
+ * (msgctl restore) rather than the faster quick_check.
+ */
+export function inspect(
+  dir: string,
+  config: Config,
+  opts: { integrity?: 'quick' | 'full'; env?: NodeJS.ProcessEnv } = {},
+): Check[] {
   const checks: Check[] = [];
   if (!existsSync(dir))
     return [{ name: 'data directory', status: 'fail', message: `${dir} does not exist (msgctl init)` }];
@@ -186,13 +195,15 @@ function inspect(dir: string, globals: Globals): Check[] {
     return [...checks, { name: 'database', status: 'fail', message: `${join(dir, DB_FILE)} is missing (msgctl init)` }];
   let dd: DataDir;
   try {
-    dd = openDataDir(dir, { create: false, migrate: false, env: globals.io?.env });
+    dd = openDataDir(dir, { create: false, migrate: false, env: opts.env });
   } catch (e) {
     return [...checks, { name: 'master key', status: 'fail', message: describeError(e) }];
   }
   try {
     checks.push(keyCheck(dd));
-    const integrity = dd.db.sqlite.pragma('quick_check', { simple: true });
+    const integrity = dd.db.sqlite.pragma(opts.integrity === 'full' ? 'integrity_check' : 'quick_check', {
+      simple: true,
+    });
     checks.push({
       name: 'database',
       status: integrity === 'ok' ? 'ok' : 'fail',
@@ -218,7 +229,7 @@ function inspect(dir: string, globals: Globals): Check[] {
         : { name: 'migrations', status: 'ok', message: `${status.applied} applied, none pending` },
     );
     if (status.applied === 0) return checks;
-    const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config: configFor(globals), now: Date.now };
+    const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now };
     try {
       checks.push(...schemaChecks(ctx));
     } catch (e) {
@@ -230,19 +241,23 @@ function inspect(dir: string, globals: Globals): Check[] {
   }
 }
 
+export function checkTable(checks: Check[]): string {
+  return table(
+    ['status', 'check', 'details'],
+    checks.map((c) => [c.status, c.name, c.message]),
+  );
+}
+
 function doctor(globals: Globals): Result {
   const config = configFor(globals);
   const dir = resolve(config.dataDir);
-  const checks = inspect(dir, globals);
+  const checks = inspect(dir, config, { env: globals.io?.env });
   const failures = checks.filter((c) => c.status === 'fail').length;
   const warnings = checks.filter((c) => c.status === 'warn').length;
   const summary = `${failures} failed, ${warnings} warning(s), ${checks.length - failures - warnings} ok`;
   return {
     json: { ok: failures === 0, data_dir: dir, failures, warnings, checks },
-    text: `${table(
-      ['status', 'check', 'details'],
-      checks.map((c) => [c.status, c.name, c.message]),
-    )}\n\n${summary}`,
+    text: `${checkTable(checks)}\n\n${summary}`,
     failure: failures ? `doctor: ${failures} check(s) failed` : undefined,
   };
 }

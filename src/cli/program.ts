@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { registerAudit } from './audit.js';
+import { registerBackup } from './backup.js';
 import { registerBalance } from './balance.js';
 import { registerChannel } from './channel.js';
 import { registerDoctor } from './doctor.js';
@@ -11,6 +12,7 @@ import { registerLedger } from './ledger.js';
 import { registerMigrate } from './migrate.js';
 import { registerPartner } from './partner.js';
 import { registerPrice } from './price.js';
+import { registerRestore } from './restore.js';
 import { registerToken } from './token.js';
 import { registerJobs } from './jobs.js';
 import { registerMessages } from './messages.js';
@@ -67,6 +69,8 @@ export function buildProgram(): Command {
   registerWebhookLogCommands(webhooks);
   registerWebhookOutCommands(webhooks);
   registerDoctor(program);
+  registerBackup(program);
+  registerRestore(program);
 
   configureTree(program);
   return program;

@@ -55,6 +55,9 @@ const ENV: Record<string, Setter> = {
   MSGD_WEBHOOKS_ALLOW_PRIVATE: (r, v) =>
     setPath(r, ['webhooksOut', 'allowPrivateTargets'], asBool('MSGD_WEBHOOKS_ALLOW_PRIVATE', v)),
   MSGD_WEBHOOKS_CA_FILE: (r, v) => setPath(r, ['webhooksOut', 'caFile'], v === '' ? null : v),
+  MSGD_BACKUP_DIR: (r, v) => setPath(r, ['backup', 'dir'], v === '' ? null : v),
+  MSGD_BACKUP_BEFORE_MIGRATE: (r, v) =>
+    setPath(r, ['backup', 'beforeMigrate'], asBool('MSGD_BACKUP_BEFORE_MIGRATE', v)),
 };
 
 export const ENV_VARS = ['MSGD_CONFIG', 'MSGD_MASTER_KEY', ...Object.keys(ENV)];

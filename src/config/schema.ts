@@ -1,3 +1,4 @@
+import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
 
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
@@ -131,6 +132,22 @@ export const configSchema = z
           .min(1)
           .max(50)
           .default([0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000]),
+      })
+      .strict()
+      .prefault({}),
+    backup: z
+      .object({
+        /** Where scheduled and pre-migration backups go; null: <dataDir>/backups. */
+        dir: z.string().min(1).nullable().default(null),
+        /** node-cron expression for scheduled backups; null: none. */
+        schedule: z
+          .string()
+          .refine((v) => validCron(v), { message: 'not a valid cron expression (e.g. "15 2 * * *")' })
+          .nullable()
+          .default(null),
+        keep: z.number().int().min(1).max(1000).default(7),
+        withKey: z.boolean().default(true),
+        beforeMigrate: z.boolean().default(true),
       })
       .strict()
       .prefault({}),

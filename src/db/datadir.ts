@@ -2,7 +2,7 @@ import { chmodSync, closeSync, existsSync, openSync, mkdirSync, readFileSync, st
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { openDb, type Db, type OpenOptions } from './open.js';
-import { migrate } from './migrate.js';
+import { migrate, migrationStatus } from './migrate.js';
 
 export const DB_FILE = 'msgd.db';
 export const KEY_FILE = 'master.key';
@@ -59,6 +59,8 @@ export interface OpenDataDirOptions extends OpenOptions {
   create?: boolean;
   /** Apply pending migrations (default true). */
   migrate?: boolean;
+  /** Called before migrations are applied to a database that has some applied already (a backup). */
+  beforeMigrate?: (db: Db, pending: string[], key: { key: Buffer; source: string }) => void;
 }
 
 export function openDataDir(path: string, opts: OpenDataDirOptions = {}): DataDir {
@@ -76,7 +78,14 @@ export function openDataDir(path: string, opts: OpenDataDirOptions = {}): DataDi
   if (!existed) closeSync(openSync(dbPath, 'a', 0o600));
   const db = openDb(dbPath, opts);
   try {
-    if (opts.migrate ?? true) migrate(db);
+    if (opts.migrate ?? true) {
+      if (opts.beforeMigrate) {
+        const status = migrationStatus(db);
+        if (status.pending.length && status.applied > 0 && !status.tooNew)
+          opts.beforeMigrate(db, status.pending, { key, source });
+      }
+      migrate(db);
+    }
   } catch (e) {
     db.close();
     throw e;

@@ -1,0 +1,31 @@
+import { mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config/schema.js';
+import { backupDir, backupFileName, keepKeyBeside, pruneBackups, snapshot } from '../db/backup.js';
+import type { MaintenanceTask } from './maintenance.js';
+
+// Scheduled backups, run by the job loop like the other maintenance tasks.
+
+/** backup.schedule: a snapshot into backup.dir, keeping the newest backup.keep. */
+function backupTask(schedule: string): MaintenanceTask {
+  return {
+    name: 'backup',
+    cron: schedule,
+    run: async (rt) => {
+      const dir = backupDir(rt.config);
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      // From its own thread and connection: the event loop keeps serving while it copies.
+      const result = await snapshot(rt.dataDir.db.path, join(dir, backupFileName(rt.ctx.now())));
+      const keyFile = keepKeyBeside(rt.config, result.file, {
+        key: rt.dataDir.masterKey,
+        source: rt.dataDir.keySource,
+      });
+      const removed = pruneBackups(dir, rt.config.backup.keep, readdirSync(dir));
+      return { file: result.file, keyFile, bytes: result.bytes, durationMs: result.durationMs, removed };
+    },
+  };
+}
+
+export function dataUpkeepTasks(config: Config): MaintenanceTask[] {
+  return config.backup.schedule ? [backupTask(config.backup.schedule)] : [];
+}
