@@ -165,6 +165,23 @@ function schemaChecks(ctx: CoreCtx): Check[] {
       : { name: 'prices', status: 'ok', message: `${channels.length} active channel(s), all priced` },
   );
 
+  // Content also lives in outbound events and the raw provider webhook log, each deleted on
+  // its own schedule: kept longer, they would hold what retention redacted from messages.
+  const contentDays = ctx.config.retention.messageContentDays;
+  if (contentDays !== null) {
+    const longer = [
+      ['webhooksOut.retentionDays', ctx.config.webhooksOut.retentionDays],
+      ['webhooksIn.retentionDays', ctx.config.webhooksIn.retentionDays],
+    ].filter(([, days]) => Number(days) > contentDays);
+    if (longer.length) {
+      checks.push({
+        name: 'retention',
+        status: 'warn',
+        message: `retention.messageContentDays is ${contentDays} but ${longer.map(([k, d]) => `${k} is ${d}`).join(', ')}: message content stays there that long (set them to ${contentDays} or less)`,
+      });
+    }
+  }
+
   const orphaned = channels.filter((c) => c.gatewayStatus === 'disabled');
   checks.push(
     orphaned.length

@@ -151,6 +151,13 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    retention: z
+      .object({
+        messageContentDays: z.number().int().min(1).max(36500).nullable().default(null),
+        loginAuditDays: z.number().int().min(1).max(36500).default(90),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

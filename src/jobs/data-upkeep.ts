@@ -1,10 +1,11 @@
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/schema.js';
+import { pruneLoginAudit, redactOldContent } from '../core/retention.js';
 import { backupDir, backupFileName, keepKeyBeside, pruneBackups, snapshot } from '../db/backup.js';
 import type { MaintenanceTask } from './maintenance.js';
 
-// Scheduled backups, run by the job loop like the other maintenance tasks.
+// Scheduled backups and retention, run by the job loop like the other maintenance tasks.
 
 /** backup.schedule: a snapshot into backup.dir, keeping the newest backup.keep. */
 function backupTask(schedule: string): MaintenanceTask {
@@ -26,6 +27,20 @@ function backupTask(schedule: string): MaintenanceTask {
   };
 }
 
+/** Hourly, so each run has about an hour of messages to redact: small batches, never a backlog. */
+function retentionTask(): MaintenanceTask {
+  return {
+    name: 'retention',
+    cron: '53 * * * *',
+    run: async (rt) => {
+      const { messageContentDays, loginAuditDays } = rt.config.retention;
+      const content = messageContentDays === null ? null : await redactOldContent(rt.ctx, messageContentDays);
+      const logins = await pruneLoginAudit(rt.ctx, loginAuditDays);
+      return { content, loginAuditDeleted: logins };
+    },
+  };
+}
+
 export function dataUpkeepTasks(config: Config): MaintenanceTask[] {
-  return config.backup.schedule ? [backupTask(config.backup.schedule)] : [];
+  return [...(config.backup.schedule ? [backupTask(config.backup.schedule)] : []), retentionTask()];
 }

@@ -1,0 +1,120 @@
+import { idFloor } from '../lib/id-time.js';
+import type { CoreCtx } from './context.js';
+
+// Message content is personal data: after retention.messageContentDays it is replaced by a
+// marker (`{"kind":"redacted","was":"text","redacted_at":…}`), while the message row (who,
+// when, channel, status, price), its status history and its ledger entries stay.
+//
+// The work walks messages in id order (ids begin with their creation time, src/lib/ids.ts)
+// from a watermark kept in `meta`, a few hundred rows per transaction, giving the event loop
+// back between them, so a first run over years of messages never holds up a send. A message
+// still queued or sending needs its content for the provider call: it is remembered and
+// redacted on a later run, once it has settled.
+
+/** What messages.content holds once redacted (shown as `content` in /v1). */
+export interface RedactedContent {
+  kind: 'redacted';
+  /** The kind it had: text, template, email, media, ... */
+  was: string | null;
+  redacted_at: string;
+}
+
+const UPTO = 'retention.content_upto';
+const HELD = 'retention.content_held';
+/** Unsettled messages remembered across runs; past this the watermark waits for them. */
+const MAX_HELD = 10_000;
+const UNSETTLED = new Set(['queued', 'sending']);
+
+export interface RedactOptions {
+  /** Rows per transaction. */
+  batch?: number;
+  /** Between transactions: give the event loop back (msgd) or nothing (tests, msgctl). */
+  pause?: () => Promise<void>;
+}
+
+export interface RedactSummary {
+  redacted: number;
+  /** Older than the cutoff but not settled yet: redacted on a later run. */
+  held: number;
+}
+
+const immediate = () => new Promise<void>((r) => setImmediate(r));
+
+export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactOptions = {}): Promise<RedactSummary> {
+  const sqlite = ctx.db.sqlite;
+  const batch = opts.batch ?? 500;
+  const pause = opts.pause ?? immediate;
+  const now = ctx.now();
+  const bound = idFloor('msg', now - days * 86_400_000);
+  const marker = new Date(now).toISOString();
+  const getMeta = sqlite.prepare(`SELECT value FROM meta WHERE key = ?`).pluck();
+  const setMeta = sqlite.prepare(
+    `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+  );
+  const page = sqlite.prepare(`SELECT id, status FROM messages WHERE id > ? AND id < ? ORDER BY id LIMIT ?`);
+  const one = sqlite.prepare(`SELECT status FROM messages WHERE id = ?`).pluck();
+  const redact = sqlite.prepare(
+    `UPDATE messages SET content = json_object('kind', 'redacted', 'was', json_extract(content, '$.kind'), 'redacted_at', ?)
+      WHERE id = ? AND json_extract(content, '$.kind') IS NOT 'redacted'`,
+  );
+
+  let held: string[] = JSON.parse((getMeta.get(HELD) as string | undefined) ?? '[]');
+  let upto = (getMeta.get(UPTO) as string | undefined) ?? 'msg_';
+  let redacted = 0;
+
+  // Messages passed over earlier because they had not settled.
+  const still: string[] = [];
+  for (let i = 0; i < held.length; i += batch) {
+    const slice = held.slice(i, i + batch);
+    sqlite.transaction(() => {
+      for (const id of slice) {
+        const status = one.get(id) as string | undefined;
+        if (status === undefined) continue;
+        if (UNSETTLED.has(status)) still.push(id);
+        else redacted += redact.run(marker, id).changes;
+      }
+    })();
+    await pause();
+  }
+  held = still;
+  setMeta.run(HELD, JSON.stringify(held));
+
+  while (held.length < MAX_HELD) {
+    const rows = page.all(upto, bound, batch) as { id: string; status: string }[];
+    if (rows.length === 0) break;
+    sqlite.transaction(() => {
+      for (const r of rows) {
+        if (UNSETTLED.has(r.status)) held.push(r.id);
+        else redacted += redact.run(marker, r.id).changes;
+      }
+      upto = rows[rows.length - 1].id;
+      setMeta.run(UPTO, upto);
+      setMeta.run(HELD, JSON.stringify(held));
+    })();
+    if (rows.length < batch) break;
+    await pause();
+  }
+  return { redacted, held: held.length };
+}
+
+/**
+ * Audit entries of logins, failed logins and logouts (the web console's, msgctl's and the
+ * TUI's) older than `days`. Everything else in the audit log (money, configuration, tokens,
+ * gateways) is kept for good. An action counts as one when its name says login or logout.
+ */
+export async function pruneLoginAudit(ctx: CoreCtx, days: number, opts: RedactOptions = {}): Promise<number> {
+  const cutoff = ctx.now() - days * 86_400_000;
+  const batch = opts.batch ?? 5000;
+  const pause = opts.pause ?? immediate;
+  const del = ctx.db.sqlite.prepare(
+    `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE created_at < ?
+       AND (action LIKE '%login%' OR action LIKE '%logout%') LIMIT ?)`,
+  );
+  let total = 0;
+  for (;;) {
+    const n = del.run(cutoff, batch).changes;
+    total += n;
+    if (n < batch) return total;
+    await pause();
+  }
+}
