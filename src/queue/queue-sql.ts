@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { DeadTarget, Job, JobState, Lease } from './queue.js';
+import type { DeadTarget, Job, JobState, Lease } from './job.js';
 
 // The queue's SQL and row mapping, kept apart from the JobQueue class. Hot-path statements
 // are prepared once per connection by prepare(); the rest are built per shape and cached.

@@ -2,9 +2,11 @@ import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
 import { invalid } from '../lib/errors.js';
+import type { DeadTarget, Job, JobState, Lease } from './job.js';
 import { CLAIM_ANY_SQL, clip, deadWhere, nextRunAtSql, owner, prepare, toJob } from './queue-sql.js';
 
 export { BAD_PAYLOAD } from './queue-sql.js';
+export type { DeadTarget, Job, JobState, Lease } from './job.js';
 
 // The durable queue over the `jobs` table. Every method is synchronous so a caller can run it
 // inside its own better-sqlite3 transaction, next to the state change that causes it (outbox
@@ -23,27 +25,6 @@ interface SeekRow {
 
 const claimOrder = (a: SeekRow, b: SeekRow) => a.priority - b.priority || a.run_at - b.run_at || a.id - b.id;
 
-export type JobState = 'available' | 'running' | 'retry' | 'dead';
-
-export interface Job<P = unknown> {
-  id: number;
-  kind: string;
-  payload: P;
-  state: JobState;
-  priority: number;
-  runAt: number;
-  /** Claims so far, this one included while the job runs. */
-  attempts: number;
-  maxAttempts: number;
-  lockedUntil: number | null;
-  lockedBy: string | null;
-  reclaims: number;
-  uniqueKey: string | null;
-  lastError: string | null;
-  createdAt: number;
-  updatedAt: number;
-}
-
 export interface EnqueueSpec {
   kind: string;
   /** Anything JSON-serialisable. */
@@ -60,12 +41,6 @@ export interface EnqueueSpec {
 export interface EnqueueResult {
   id: number;
   created: boolean;
-}
-
-/** Proof of holding a claim: a completion carrying one only lands while that claim stands. */
-export interface Lease {
-  workerId: string;
-  attempts: number;
 }
 
 export interface SettleOptions {
@@ -86,9 +61,6 @@ export interface KindStateCount {
   state: JobState;
   count: number;
 }
-
-/** Which dead jobs an operator command targets. */
-export type DeadTarget = number | 'all' | { kind: string };
 
 export const LEASE_EXPIRED = 'lease expired: the worker holding it stopped (crash or stall)';
 
