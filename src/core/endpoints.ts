@@ -5,7 +5,7 @@ import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import { audit } from './audit.js';
 import type { CoreCtx } from './context.js';
-import type { EventType } from './events.js';
+import type { EventType } from './event-types.js';
 import { seal, unseal } from './secrets.js';
 
 // Partner webhook endpoints. The signing secret is sealed at rest and leaves this module

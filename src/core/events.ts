@@ -3,47 +3,13 @@ import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import type { CoreCtx } from './context.js';
 import { subscribedTo } from './endpoints.js';
+import type { EventType } from './event-types.js';
+
+export { EVENT_TYPES, type EventType } from './event-types.js';
 
 // The outbox. An event is written in the same transaction as the change that causes it;
 // src/webhooks fans it out to the partner's endpoints afterwards. The payload stored is
 // the exact JSON body endpoints receive.
-
-export type EventType =
-  | 'message.received'
-  | 'message.sent'
-  | 'message.delivered'
-  | 'message.read'
-  | 'message.failed'
-  | 'message.undelivered'
-  | 'message.bounced'
-  | 'message.opened'
-  | 'message.clicked'
-  | 'message.deferred'
-  | 'message.dropped'
-  | 'message.complained'
-  | 'message.unsubscribed'
-  | 'message.resubscribed'
-  | 'partner.balance_low'
-  | 'webhook.test';
-
-export const EVENT_TYPES: readonly EventType[] = [
-  'message.received',
-  'message.sent',
-  'message.delivered',
-  'message.read',
-  'message.failed',
-  'message.undelivered',
-  'message.bounced',
-  'message.opened',
-  'message.clicked',
-  'message.deferred',
-  'message.dropped',
-  'message.complained',
-  'message.unsubscribed',
-  'message.resubscribed',
-  'partner.balance_low',
-  'webhook.test',
-];
 
 /** In-process signal that the outbox has new rows (wakes the fan-out without polling). */
 export const outboxSignal = new EventEmitter();
