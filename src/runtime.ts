@@ -17,7 +17,7 @@ import { forbiddenReason } from './webhooks/ssrf.js';
 import { RateShaper } from './queue/rate.js';
 import { GatewayBook } from './jobs/gateway-book.js';
 import { registerDispatch } from './jobs/dispatch.js';
-import { registerWebhooksIn } from './jobs/webhook-process.js';
+import { registerWebhooksIn, webhookRetentionTask } from './jobs/webhook-process.js';
 import type { AcceptDeps } from './core/send.js';
 import { closeAdapters } from './providers/registry.js';
 import type { MaintenanceTask } from './jobs/maintenance.js';
@@ -177,10 +177,16 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     logger,
     callbackBase: (base) => rt.callbackBase(base),
   });
-  registerWebhooksIn(rt);
-  // [webhooks-in jobs]
-  // [webhooks-out jobs]
-  rt.maintenanceTasks.push(...webhooksOut.maintenanceTasks);
+  registerWebhooksIn(worker, {
+    ctx,
+    config,
+    queue,
+    gateways,
+    dispatcher,
+    callbackBase: () => rt.callbackBase(),
+    selfUrl: () => rt.selfUrl,
+  });
+  rt.maintenanceTasks.push(webhookRetentionTask(), ...webhooksOut.maintenanceTasks);
   return rt;
 }
 

@@ -68,7 +68,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       writer: rt.dataDir.db.sqlite,
       onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed'),
     });
-    rt.maintenanceTasks.push(...dataUpkeepTasks(config));
+    rt.maintenanceTasks.push(...dataUpkeepTasks(config, rt.dataDir));
     maintenance = startMaintenance(rt, { checkpointer });
     // The data directory is locked to this process: jobs left running were a dead msgd's.
     const orphans = rt.queue.reclaimOrphans();

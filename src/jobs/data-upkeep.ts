@@ -1,6 +1,7 @@
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/schema.js';
+import type { DataDir } from '../db/datadir.js';
 import { pruneLoginAudit, redactOldContent } from '../core/retention.js';
 import { backupDir, backupFileName, keepKeyBeside, pruneBackups, snapshot } from '../db/backup.js';
 import type { MaintenanceTask } from './maintenance.js';
@@ -8,7 +9,7 @@ import type { MaintenanceTask } from './maintenance.js';
 // Scheduled backups and retention, run by the job loop like the other maintenance tasks.
 
 /** backup.schedule: a snapshot into backup.dir, keeping the newest backup.keep. */
-function backupTask(schedule: string): MaintenanceTask {
+function backupTask(schedule: string, dataDir: DataDir): MaintenanceTask {
   return {
     name: 'backup',
     cron: schedule,
@@ -16,10 +17,10 @@ function backupTask(schedule: string): MaintenanceTask {
       const dir = backupDir(rt.config);
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       // From its own thread and connection: the event loop keeps serving while it copies.
-      const result = await snapshot(rt.dataDir.db.path, join(dir, backupFileName(rt.ctx.now())));
+      const result = await snapshot(dataDir.db.path, join(dir, backupFileName(rt.ctx.now())));
       const keyFile = keepKeyBeside(rt.config, result.file, {
-        key: rt.dataDir.masterKey,
-        source: rt.dataDir.keySource,
+        key: dataDir.masterKey,
+        source: dataDir.keySource,
       });
       const removed = pruneBackups(dir, rt.config.backup.keep, readdirSync(dir));
       return { file: result.file, keyFile, bytes: result.bytes, durationMs: result.durationMs, removed };
@@ -41,6 +42,6 @@ function retentionTask(): MaintenanceTask {
   };
 }
 
-export function dataUpkeepTasks(config: Config): MaintenanceTask[] {
-  return [...(config.backup.schedule ? [backupTask(config.backup.schedule)] : []), retentionTask()];
+export function dataUpkeepTasks(config: Config, dataDir: DataDir): MaintenanceTask[] {
+  return [...(config.backup.schedule ? [backupTask(config.backup.schedule, dataDir)] : []), retentionTask()];
 }

@@ -1,17 +1,35 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema.js';
+import type { CoreCtx } from '../core/context.js';
 import type { Checkpointer } from '../db/checkpointer.js';
-import type { Runtime } from '../runtime.js';
 import { Cron } from '../queue/cron.js';
+import type { JobQueue } from '../queue/queue.js';
+import type { Worker } from '../queue/worker.js';
 
 // Periodic upkeep. Cron only enqueues a job per task and minute slot (so a restart never runs
 // a slot twice); the worker runs it like any other job. Surfaces add their own retention tasks
 // to rt.maintenanceTasks before the server starts.
+
+/** What a task may use: the database, the config and the log. */
+export interface MaintenanceDeps {
+  ctx: CoreCtx;
+  config: Config;
+  logger: Logger;
+}
+
+/** What scheduling the tasks needs: the runtime passes itself. */
+export interface MaintenanceHost extends MaintenanceDeps {
+  queue: JobQueue;
+  worker: Worker;
+  maintenanceTasks: MaintenanceTask[];
+}
 
 export interface MaintenanceTask {
   name: string;
   /** node-cron expression (with seconds optional). */
   cron: string;
   /** Synchronous or async work; returns a small summary for the log. */
-  run(rt: Runtime): unknown;
+  run(deps: MaintenanceDeps): unknown;
 }
 
 export interface Maintenance {
@@ -54,7 +72,7 @@ export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask[] {
   ];
 }
 
-export function startMaintenance(rt: Runtime, opts: { checkpointer?: Checkpointer } = {}): Maintenance {
+export function startMaintenance(rt: MaintenanceHost, opts: { checkpointer?: Checkpointer } = {}): Maintenance {
   const cron = new Cron({ db: rt.ctx.db, queue: rt.queue, logger: rt.logger });
   for (const task of [...builtinTasks(opts.checkpointer), ...rt.maintenanceTasks]) {
     const kind = `maintenance.${task.name}`;

@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import type { Dispatcher } from 'undici';
+import type { Config } from '../config/schema.js';
+import type { CoreCtx } from '../core/context.js';
 import { applyProviderEvents, type ApplyOutcome, type ProviderEvent } from '../core/inbound.js';
 import {
   expireWebhookLog,
@@ -11,10 +14,10 @@ import {
 import { callProvider, isResponse, truncate } from '../providers/http.js';
 import { SANDBOX_SIGNATURE_HEADER, sandboxBody, signSandbox } from '../providers/sandbox/webhook.js';
 import { webhookHandler, type WebhookHandler } from '../providers/webhooks.js';
-import type { Runtime } from '../runtime.js';
 import { SANDBOX_REPORT_JOB } from './dispatch.js';
 import type { MaintenanceTask } from './maintenance.js';
-import type { Job } from '../queue/queue.js';
+import type { Job, JobQueue } from '../queue/queue.js';
+import type { Worker } from '../queue/worker.js';
 import { errorMessage, type JobResult } from '../queue/settle.js';
 import type { GatewayBook } from './gateway-book.js';
 import { WEBHOOK_PROCESS_JOB, enqueueWebhookProcessing } from './webhook-intake.js';
@@ -61,19 +64,30 @@ export function outcomeOf(o: ApplyOutcome, progressedBefore: boolean): [Processi
   return ['ignored', error ?? 'no events in the payload'];
 }
 
-export function registerWebhooksIn(rt: Runtime): void {
-  const book = rt.gateways;
+export interface WebhooksInDeps {
+  ctx: CoreCtx;
+  config: Config;
+  queue: JobQueue;
+  gateways: GatewayBook;
+  dispatcher: Dispatcher;
+  /** msgd's base URL for provider callbacks (see Runtime.callbackBase). */
+  callbackBase: () => string | null;
+  /** Where msgd listens, once it does. */
+  selfUrl: () => string | null;
+}
+
+export function registerWebhooksIn(worker: Worker, deps: WebhooksInDeps): void {
+  const book = deps.gateways;
   // Built once: better-sqlite3's transaction() wrapper is costly to create per call.
-  const savepoint = rt.ctx.db.sqlite.transaction((fn: () => void) => fn());
-  rt.worker.register<ProcessPayload>(WEBHOOK_PROCESS_JOB, (job) => processWebhooks(rt, book, savepoint, job), {
+  const savepoint = deps.ctx.db.sqlite.transaction((fn: () => void) => fn());
+  worker.register<ProcessPayload>(WEBHOOK_PROCESS_JOB, (job) => processWebhooks(deps, book, savepoint, job), {
     onDead: (job, error) => {
       for (const id of job.payload.webhook_ids) {
-        if (getWebhookLog(rt.ctx, id)?.processing === 'pending') finishWebhookLog(rt.ctx, id, 'error', error);
+        if (getWebhookLog(deps.ctx, id)?.processing === 'pending') finishWebhookLog(deps.ctx, id, 'error', error);
       }
     },
   });
-  rt.worker.register<SandboxReportPayload>(SANDBOX_REPORT_JOB, (job) => sandboxReport(rt, book, job));
-  rt.maintenanceTasks.push(webhookRetentionTask());
+  worker.register<SandboxReportPayload>(SANDBOX_REPORT_JOB, (job) => sandboxReport(deps, book, job));
 }
 
 interface Parsed {
@@ -104,16 +118,16 @@ function parseStored(row: WebhookLogRow): Parsed | string {
 // One job per intake batch: the events are worked out here, between transactions, and applied
 // webhook by webhook (each in its own savepoint) inside the worker's settling transaction.
 function processWebhooks(
-  rt: Runtime,
+  deps: WebhooksInDeps,
   book: GatewayBook,
   savepoint: (fn: () => void) => void,
   job: Job<ProcessPayload>,
 ): JobResult {
-  const { ctx } = rt;
+  const { ctx } = deps;
   const round = job.payload.round ?? 0;
-  const waits = waitForMessageMs(rt.config.dispatch.timeoutMs);
+  const waits = waitForMessageMs(deps.config.dispatch.timeoutMs);
   const final = round >= waits.length;
-  const refundOnFailure = rt.config.billing.refundOnProviderFailure === 'always';
+  const refundOnFailure = deps.config.billing.refundOnProviderFailure === 'always';
   const work: (Parsed | { row: WebhookLogRow; error: string })[] = [];
   for (const id of job.payload.webhook_ids) {
     const row = getWebhookLog(ctx, id);
@@ -156,29 +170,33 @@ function processWebhooks(
       }
       if (waiting.length) {
         // A new job rather than a retry: waiting is not a failure and spends no attempt.
-        enqueueWebhookProcessing(rt.queue, waiting, { runAt: ctx.now() + waits[round], round: round + 1 });
+        enqueueWebhookProcessing(deps.queue, waiting, { runAt: ctx.now() + waits[round], round: round + 1 });
       }
     },
   };
 }
 
-async function sandboxReport(rt: Runtime, book: GatewayBook, job: Job<SandboxReportPayload>): Promise<JobResult> {
+async function sandboxReport(
+  deps: WebhooksInDeps,
+  book: GatewayBook,
+  job: Job<SandboxReportPayload>,
+): Promise<JobResult> {
   const p = job.payload;
   const gw = book.get(p.gateway_id);
   if (!gw || gw.kind !== 'sandbox') return { type: 'fail', error: `sandbox gateway ${p.gateway_id} no longer exists` };
   const secret = gw.secrets.signing_secret;
   if (!secret) return { type: 'fail', error: `sandbox gateway ${gw.name} has no signing_secret` };
-  const bases = [...new Set([rt.callbackBase(), rt.selfUrl].filter((b): b is string => !!b))];
+  const bases = [...new Set([deps.callbackBase(), deps.selfUrl()].filter((b): b is string => !!b))];
   if (bases.length === 0) return { type: 'retry', afterMs: 1000, error: 'msgd is not listening yet' };
   // The same report always carries the same event id, so a repeat is dropped as a duplicate.
   const id = `sbx_${createHash('sha256').update(`${p.provider_message_id}:${p.status}`).digest('hex').slice(0, 24)}`;
   const body = sandboxBody([
-    { id, message_id: p.provider_message_id, status: p.status, timestamp: Math.floor(rt.ctx.now() / 1000) },
+    { id, message_id: p.provider_message_id, status: p.status, timestamp: Math.floor(deps.ctx.now() / 1000) },
   ]);
   let problem = '';
   for (const base of bases) {
     const res = await callProvider(
-      { dispatcher: rt.dispatcher, timeoutMs: rt.config.dispatch.timeoutMs, publicUrl: null, now: rt.ctx.now },
+      { dispatcher: deps.dispatcher, timeoutMs: deps.config.dispatch.timeoutMs, publicUrl: null, now: deps.ctx.now },
       {
         url: `${base}/api/webhook.php?gateway=${encodeURIComponent(gw.id)}`,
         headers: { 'content-type': 'application/json', [SANDBOX_SIGNATURE_HEADER]: signSandbox(secret, body) },
@@ -199,12 +217,12 @@ export function webhookRetentionTask(): MaintenanceTask {
   return {
     name: 'provider-webhooks-expire',
     cron: '29 * * * *',
-    async run(rt) {
-      const cutoff = rt.ctx.now() - rt.config.webhooksIn.retentionDays * 86_400_000;
+    async run(deps) {
+      const cutoff = deps.ctx.now() - deps.config.webhooksIn.retentionDays * 86_400_000;
       let deleted = 0;
       // Small batches, yielding between them: a big backlog must not hold the write lock.
       for (;;) {
-        const n = expireWebhookLog(rt.ctx, cutoff);
+        const n = expireWebhookLog(deps.ctx, cutoff);
         deleted += n;
         if (n < 5000) return { deleted };
         await new Promise((r) => setImmediate(r));
