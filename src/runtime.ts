@@ -16,7 +16,7 @@ import { Worker } from './queue/worker.js';
 import { forbiddenReason } from './webhooks/ssrf.js';
 import { RateShaper } from './queue/rate.js';
 import { GatewayBook } from './jobs/gateway-book.js';
-import { registerDispatch } from './jobs/dispatch.js';
+import { dispatchEnqueuer, registerDispatch } from './jobs/dispatch.js';
 import { registerWebhooksIn, webhookRetentionTask } from './jobs/webhook-process.js';
 import type { AcceptDeps } from './core/send.js';
 import { closeAdapters } from './providers/registry.js';
@@ -130,7 +130,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     acceptDeps: {
       ctx,
       committer,
-      queue,
+      enqueueDispatch: dispatchEnqueuer(queue),
       defaultLowBalance:
         config.billing.balanceLowThreshold === null ? null : parseMoney(config.billing.balanceLowThreshold),
     },

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { JobQueue, type DeadTarget, type Job } from '../queue/queue.js';
 import { getMessageRow } from '../core/messages.js';
-import { DISPATCH_JOB } from '../core/send.js';
-import { awaitsDispatch } from '../jobs/dispatch.js';
+import { DISPATCH_JOB, awaitsDispatch } from '../jobs/dispatch.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { iso } from '../lib/time.js';
 import { positiveInt } from './args.js';

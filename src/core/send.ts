@@ -10,14 +10,12 @@ import { refuseIfExhausted } from './ledger.js';
 import { quote, type Quote } from './prices.js';
 import type { AuthPrincipal } from './tokens.js';
 import { SettingsCache } from './settings-version.js';
-import type { JobQueue } from '../queue/queue.js';
 
 // Accepting a message is the money rule made code: price it, then in ONE transaction check
 // funds, debit, write the message (queued) and its dispatch job. No provider is called
 // before that commit. Concurrent accepts share a group commit (src/db/group-commit.ts); one that
-// fails takes back only its own writes.
-
-export const DISPATCH_JOB = 'message.dispatch';
+// fails takes back only its own writes. The dispatch job is written by the enqueue the caller
+// passes in (src/jobs/dispatch.ts), inside the same transaction.
 
 export interface Preflight {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
@@ -127,7 +125,8 @@ export type AcceptResult =
 export interface AcceptDeps {
   ctx: CoreCtx;
   committer: GroupCommitter;
-  queue: JobQueue;
+  /** Writes the message's dispatch job; called inside the accept transaction. */
+  enqueueDispatch: (messageId: string) => void;
   /** config.billing low-balance default when the partner has none (micro-units). */
   defaultLowBalance: number | null;
 }
@@ -209,7 +208,7 @@ export async function accept(
       actor: `token:${input.principal.tokenId}`,
       lowBalanceThreshold: input.preflight.partner.lowBalanceThreshold ?? deps.defaultLowBalance,
     });
-    deps.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: message.id } });
+    deps.enqueueDispatch(message.id);
     const res = input.respond(message);
     if (input.idempotency) {
       stmt(

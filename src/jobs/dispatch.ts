@@ -17,8 +17,7 @@ import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
 import { redactSecrets } from '../providers/send-results.js';
 import type { OutboundMessage, SendResult } from '../providers/types.js';
-import { DISPATCH_JOB } from '../core/send.js';
-import type { Job } from '../queue/queue.js';
+import type { Job, JobQueue } from '../queue/queue.js';
 import type { RateShaper } from '../queue/rate.js';
 import type { GatewayBook } from './gateway-book.js';
 import type { JobResult } from '../queue/settle.js';
@@ -28,7 +27,15 @@ import type { Worker } from '../queue/worker.js';
 // the job's completion commit together (apply), so a crash between them re-runs the call
 // (at-least-once to the provider) and never loses the result of a committed one.
 
+export const DISPATCH_JOB = 'message.dispatch';
 export const SANDBOX_REPORT_JOB = 'sandbox.report';
+
+/** The enqueue the accept transaction is given (src/core/send.ts): one dispatch job per message. */
+export function dispatchEnqueuer(queue: JobQueue): (messageId: string) => void {
+  return (messageId) => {
+    queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: messageId } });
+  };
+}
 
 /**
  * How often a message on a disabled gateway looks again: 15 s at first, longer the longer it

@@ -7,6 +7,7 @@ import { GroupCommitter } from '../../src/db/group-commit.js';
 import { verifyLedger } from '../../src/core/ledger.js';
 import type { MessageRow } from '../../src/core/messages.js';
 import { accept } from '../../src/core/send.js';
+import { dispatchEnqueuer } from '../../src/jobs/dispatch.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { connect, setupPartner } from '../helpers/server.js';
@@ -111,7 +112,7 @@ describe('accepting sends in a batch that must run again', () => {
       const p = setupPartner(ctx, { balance: '0.03', prices: { sms: '0.01' } });
       const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
       const committer = new GroupCommitter(ctx.db.sqlite);
-      const deps = { ctx, committer, queue: new JobQueue(ctx.db), defaultLowBalance: null };
+      const deps = { ctx, committer, enqueueDispatch: dispatchEnqueuer(new JobQueue(ctx.db)), defaultLowBalance: null };
       const pre = {
         channel: { id: channel.id, type: 'sms' as const, gatewayId: channel.gateway_id, sender: '+15550001111' },
         partner: { lowBalanceThreshold: null },

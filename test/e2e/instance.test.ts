@@ -4,7 +4,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { getMessageRow } from '../../src/core/messages.js';
 import { openDataDir } from '../../src/db/datadir.js';
-import { DISPATCH_JOB } from '../../src/core/send.js';
+import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { connect, setupPartner, startTestServer, storeOutboundSms, tmpDir } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
-import { DISPATCH_JOB } from '../../src/core/send.js';
+import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { waitFor } from '../helpers/wait.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
