@@ -20,6 +20,7 @@ import type { OutboundMessage, SendResult } from '../providers/types.js';
 import type { Job, JobQueue } from '../queue/queue.js';
 import type { RateShaper } from '../queue/rate.js';
 import type { GatewayBook } from './gateway-book.js';
+import { GatewayLines } from './gateway-lines.js';
 import type { JobResult } from '../queue/settle.js';
 import type { Worker } from '../queue/worker.js';
 
@@ -47,9 +48,6 @@ export function disabledRecheckMs(waitedMs: number, backoffCapMs: number, random
   const base = Math.min(Math.max(15_000, waitedMs / 10), 300_000);
   return Math.round(Math.min(base * (1 + random() / 3), backoffCapMs));
 }
-
-/** Waits up to this long in-process for the gateway's rate; longer waits snooze the job. */
-const MAX_INLINE_WAIT_MS = 250;
 
 /** Is the message still waiting for its provider call (not yet settled by any attempt)? */
 export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
@@ -106,40 +104,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   // Decided in the claim transaction (onClaim), for the handler that runs right after it.
   const ready = new WeakMap<Job, Go>();
 
-  // The gateways' lines. A message that cannot go within MAX_INLINE_WAIT_MS reserves the next
-  // free slot of its gateway's rate (the shaper's TAT moves past it, so whoever asks next gets
-  // the slot after) and is snoozed until then: a place in line, first come first served, one
-  // slot apart. At its place it goes without asking again. Kept in memory, as the shaper is:
-  // a place whose snooze was rolled back is found again here, and at start every waiting
-  // message is woken to take a new place in the order it was accepted (lineUp).
-  interface Place {
-    gatewayId: string;
-    at: number;
-    /** The gateway's line it was given in: a rate change or re-enable starts a new line. */
-    line: number;
-    /** Moved back behind others that fell due with it (a line that fell behind). */
-    respaced?: boolean;
-  }
-  const places = new Map<number, Place>();
-  const lineOf = new Map<string, number>();
-  // Per gateway, the earliest a message from its line may go: places that come due together
-  // (claimed late, after a stall or with every slot busy) go one slot apart, not in a burst.
-  const nextGo = new Map<string, number>();
-  /** The next message from the gateway's line goes no sooner than one slot after `at`. */
-  const spaceAfter = (gatewayId: string, at: number, interval: number) =>
-    nextGo.set(gatewayId, Math.max(nextGo.get(gatewayId) ?? 0, at + interval));
-  // Each gateway's status and rate as last seen: a change wakes the messages waiting in its line.
-  let seen = new Map<string, { active: boolean; rate: number; name: string }>();
-  let seenGeneration = -1;
-
-  /** This job's place in its gateway's current line, if it has one; any other is forgotten. */
-  function placeOf(jobId: number, gatewayId: string | null): Place | undefined {
-    const p = places.get(jobId);
-    if (p === undefined) return undefined;
-    if (p.gatewayId === gatewayId && p.line === (lineOf.get(p.gatewayId) ?? 0)) return p;
-    places.delete(jobId);
-    return undefined;
-  }
+  const lines = new GatewayLines({ shaper: deps.shaper, now: ctx.now });
 
   /**
    * What a claimed job does: go (its gateway and the rate's short wait), or a result settled in
@@ -149,8 +114,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    */
   function decide(job: Job<DispatchPayload>, marked: DispatchRow | undefined): Go | JobResult {
     const m = marked ?? getMessageRow(ctx, job.payload.message_id);
-    const place = placeOf(job.id, m?.gateway_id ?? null);
-    if (place) places.delete(job.id);
+    const place = lines.leave(job.id, m?.gateway_id ?? null);
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
     if (!m || !awaitsDispatch(m)) return { type: 'ok' };
     if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
@@ -160,7 +124,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (gw.status !== 'active') {
       // Disabled is paused: the message keeps its place (a snooze spends no attempt) and says why.
       // It goes out once the gateway is enabled again (which wakes it); removing the gateway
-      // fails and refunds it. (It used to spend its attempts and fail within the hour.)
+      // fails and refunds it.
       const note = `gateway ${gw.name} is disabled: the message waits until it is enabled`;
       return {
         type: 'snooze',
@@ -173,30 +137,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         },
       };
     }
-    const now = ctx.now();
-    const rate = ratePerSecond(gw);
-    const interval = 1000 / rate;
-    if (place) {
-      // At its place: it goes. Early (a snooze rolled back with its batch): back to it. Late,
-      // with others: one slot after the last, so a line that fell behind catches up at the rate.
-      // A place handed out again below is a slot of its own already: only a first place can find
-      // others ahead of it. Each late one takes the slot after the last, in the order they are
-      // claimed, which is their places' order.
-      const at = Math.max(place.at, place.respaced ? 0 : (nextGo.get(gw.id) ?? 0), now);
-      const wait = Math.ceil(at - now);
-      if (wait <= MAX_INLINE_WAIT_MS || at > place.at) spaceAfter(gw.id, at, interval);
-      if (wait <= MAX_INLINE_WAIT_MS) return { m, gw, wait };
-      places.set(job.id, { ...place, at, respaced: at > place.at || place.respaced });
-      return inLine(m, wait);
-    }
-    const wait = deps.shaper.take(gw.id, rate, 1, Infinity);
-    if (wait <= MAX_INLINE_WAIT_MS) {
-      spaceAfter(gw.id, now + wait, interval);
-      return { m, gw, wait };
-    }
-    // A longer wait (a backlog on a 1/s Twilio number can wait hours): a place in line.
-    places.set(job.id, { gatewayId: gw.id, at: now + wait, line: lineOf.get(gw.id) ?? 0 });
-    return inLine(m, wait);
+    const turn = lines.turn(job.id, gw.id, ratePerSecond(gw), place);
+    // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
+    return turn.go ? { m, gw, wait: turn.wait } : inLine(m, turn.wait);
   }
 
   /** Waiting for the gateway's rate: nothing is in flight, so the partner sees 'queued'. */
@@ -218,17 +161,10 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   /**
    * The messages waiting for a gateway (null: for every active gateway) are woken to take new
    * places in the order they were accepted (their run_at becomes their acceptance time): the
-   * gateway was enabled again, disabled or removed, or given another rate (places given at the
-   * old rate, or rechecks minutes apart), or msgd has just started (the places were in memory).
-   * Its own transaction, before a claim; a throw leaves the change to be handled next turn.
+   * gateway was enabled again, disabled or removed, or given another rate, or msgd has just
+   * started (the places were in memory). Its own transaction, before a claim.
    */
-  function lineUp(gatewayId: string | null, why: string, then = 'its waiting messages take new places in line') {
-    if (gatewayId !== null) {
-      lineOf.set(gatewayId, (lineOf.get(gatewayId) ?? 0) + 1);
-      nextGo.delete(gatewayId);
-      // Slots already reserved within the inline wait stay; the line beyond them starts over.
-      deps.shaper.rebase(gatewayId, MAX_INLINE_WAIT_MS);
-    }
+  function wakeLine(gatewayId: string | null, why: string, then = 'its waiting messages take new places in line') {
     const now = ctx.now();
     const woken = stmt(
       ctx.db.sqlite,
@@ -241,30 +177,19 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   }
 
   // Before each claim: a gateway enabled, disabled, removed or given another rate wakes its line.
-  worker.beforeClaim(() => {
-    const generation = deps.gateways.generation();
-    if (generation === seenGeneration) return;
-    const first = seenGeneration === -1;
-    if (first) lineUp(null, 'msgd started');
-    const next = new Map<string, { active: boolean; rate: number; name: string }>();
-    for (const gw of deps.gateways.all()) {
-      const now = { active: gw.status === 'active', rate: ratePerSecond(gw), name: gw.name };
-      next.set(gw.id, now);
-      const was = seen.get(gw.id);
-      if (first || !was) continue;
-      if (was.active && !now.active)
-        lineUp(gw.id, `gateway ${gw.name} disabled`, 'its waiting messages wait until it is enabled');
-      else if (!was.active && now.active) lineUp(gw.id, `gateway ${gw.name} enabled`);
-      else if (now.active && was.rate !== now.rate) lineUp(gw.id, `gateway ${gw.name} rate changed to ${now.rate}/s`);
-    }
-    for (const [id, was] of seen) {
-      if (next.has(id)) continue;
-      lineUp(id, `gateway ${was.name} removed`, 'its waiting messages fail and are refunded');
-    }
-    // Only once every change was handled: a throw above has them all looked at again next turn.
-    seen = next;
-    seenGeneration = generation;
-  });
+  worker.beforeClaim(() =>
+    lines.watch(
+      deps.gateways.generation(),
+      () =>
+        deps.gateways.all().map((gw) => ({
+          id: gw.id,
+          name: gw.name,
+          active: gw.status === 'active',
+          rate: ratePerSecond(gw),
+        })),
+      wakeLine,
+    ),
+  );
 
   const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
     // Every claimed job has been decided in the claim (onClaim); this covers one that was not.
@@ -390,12 +315,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       }
       return settled;
     },
-    // Retries exhausted: the message is failed and the partner gets the money back (issue 3:
-    // "a message that exhausts its retries is failed and refunded"). If an attempt may have
-    // reached the provider (a timeout or reset after sending, or a crash mid-call), the outcome
-    // is unknown: the message is also flagged and says so. A delivery report that finds it later
-    // (Twilio's callback and SendGrid's custom_args name msgd's id) charges it again (applyStatus);
-    // otherwise the operator can check with the provider (msgctl messages list --uncertain).
+    // Retries exhausted: the message is failed and the partner gets the money back. If an
+    // attempt may have reached the provider (a timeout or reset after sending, or a crash
+    // mid-call), the outcome is unknown and the message is flagged. A delivery report that finds
+    // it later (Twilio's callback and SendGrid's custom_args name msgd's id) charges it again
+    // (applyStatus); otherwise the operator checks with the provider (messages list --uncertain).
     onDead: (job, error) => {
       const m = getMessageState(ctx, job.payload.message_id);
       if (m && awaitsDispatch(m)) {
