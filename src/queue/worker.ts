@@ -37,6 +37,40 @@ interface BatchOut {
   claimed: number;
 }
 
+/**
+ * The worker's life: `stopped` (no timers, nothing claimed), `running` (claims and settles),
+ * `stopping` (claims nothing more; running jobs finish, or are handed back at the timeout).
+ */
+type Life = 'stopped' | 'running' | 'stopping';
+
+/**
+ * Whether the next turn claims: `claiming` while work may be waiting (start, an enqueue, a
+ * timer, a job put back due now), `sleeping` once a claim came back short, until one of those
+ * wakes it. Finished jobs are settled in either.
+ */
+type Loop = 'claiming' | 'sleeping';
+
+/** The one timer that ends a sleep, at the earliest run_at known. */
+interface Alarm {
+  timer: NodeJS.Timeout;
+  at: number;
+  /** Armed from the queue's answer (nextRunAt), not only for a job this worker put back. */
+  fromQueue: boolean;
+}
+
+/** The timers and subscription a running worker holds. */
+interface Background {
+  lifeline: NodeJS.Timeout;
+  heartbeat: NodeJS.Timeout;
+  unsubscribe: () => void;
+}
+
+/**
+ * Which kinds a claim reads: `every` kind, or while every claim comes back full the `hot`
+ * kinds that filled the last one, until `until` (see claimJobs).
+ */
+type ClaimScope = { of: 'every' } | { of: 'hot'; kinds: string[]; set: Set<string>; until: number };
+
 const BATCH_RETRY_MS = 250;
 /** A busy worker looks at every one of its kinds at least this often (see claimJobs). */
 const EVERY_KIND_MS = 100;
@@ -69,24 +103,18 @@ export class Worker {
   private readonly ctx: SettleContext;
   private readonly batch: { immediate: (finished: Finished[], want: number, now: number) => BatchOut };
 
-  private running = false;
-  private stopping = false;
-  private maybeWork = true;
+  private life: Life = 'stopped';
+  private loop: Loop = 'claiming';
+  private scope: ClaimScope = { of: 'every' };
+  private alarm: Alarm | null = null;
+  private background: Background | null = null;
+  /** A turn is already queued with setImmediate: many finishes, one turn. */
   private tickScheduled = false;
   private readonly inflight = new Map<number, Running>();
   private finished: Finished[] = [];
-  private wakeTimer: NodeJS.Timeout | null = null;
-  private wakeAt = Infinity;
-  /** The armed timer is for the next run_at the queue reported (not only for a job put back). */
-  private wakeKnowsQueue = false;
   private readonly beforeClaimHooks: (() => void)[] = [];
-  private lifelineTimer: NodeJS.Timeout | null = null;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
-  private unsubscribe: (() => void) | null = null;
   private waiters: (() => void)[] = [];
   private stopping$: Promise<void> | null = null;
-  /** The kinds that filled the last claim over every kind, while that claim still counts. */
-  private hot: { kinds: string[]; set: Set<string>; until: number } | null = null;
 
   constructor(opts: WorkerOptions) {
     if (!(opts.concurrency >= 1)) throw new Error('concurrency must be at least 1');
@@ -118,7 +146,7 @@ export class Worker {
     if (this.handlers.has(kind)) throw new Error(`a handler for job kind "${kind}" is already registered`);
     this.handlers.set(kind, { handler, hooks });
     this.kinds = [...this.handlers.keys()].sort();
-    if (this.running && !this.stopping) this.wake();
+    if (this.life === 'running') this.wake();
     return this;
   }
 
@@ -147,17 +175,18 @@ export class Worker {
   }
 
   start(): void {
-    if (this.running) {
-      if (this.stopping) throw new Error('worker is stopping');
-      return;
-    }
+    if (this.life === 'stopping') throw new Error('worker is stopping');
+    if (this.life === 'running') return;
     if (this.kinds.length === 0) throw new Error('register a job handler before start()');
-    this.running = true;
-    this.maybeWork = true;
-    this.unsubscribe = this.queue.onEnqueue(this.onEnqueue);
+    this.life = 'running';
+    this.loop = 'claiming';
+    const unsubscribe = this.queue.onEnqueue(this.onEnqueue);
     this.runLifeline();
-    this.lifelineTimer = setInterval(this.runLifeline, this.lifelineIntervalMs);
-    this.heartbeatTimer = setInterval(this.heartbeat, Math.min(Math.max(this.leaseMs / 4, 5), 60_000));
+    this.background = {
+      lifeline: setInterval(this.runLifeline, this.lifelineIntervalMs),
+      heartbeat: setInterval(this.heartbeat, Math.min(Math.max(this.leaseMs / 4, 5), 60_000)),
+      unsubscribe,
+    };
     this.scheduleTick();
   }
 
@@ -166,7 +195,7 @@ export class Worker {
    * runs back to the queue (available, attempt not spent); their late results are dropped.
    */
   stop(opts: { timeoutMs?: number } = {}): Promise<void> {
-    if (!this.running) return Promise.resolve();
+    if (this.life === 'stopped') return Promise.resolve();
     this.stopping$ ??= this.shutdown(opts.timeoutMs ?? 30_000).finally(() => (this.stopping$ = null));
     return this.stopping$;
   }
@@ -178,7 +207,7 @@ export class Worker {
    */
   async drain(opts: { untilEmpty?: boolean; maxWaitMs?: number } = {}): Promise<void> {
     const maxWaitMs = opts.maxWaitMs ?? 30_000;
-    const wasRunning = this.running;
+    const wasRunning = this.life !== 'stopped';
     if (!wasRunning) this.start();
     const deadline = Date.now() + maxWaitMs;
     try {
@@ -210,15 +239,15 @@ export class Worker {
 
   /** everyKind: the next claim looks at every kind, not only those that filled the last one. */
   private wake(everyKind = true) {
-    this.maybeWork = true;
-    if (everyKind) this.hot = null;
+    this.loop = 'claiming';
+    if (everyKind) this.scope = { of: 'every' };
     this.scheduleTick();
   }
 
   private readonly tick = () => {
     this.tickScheduled = false;
-    if (!this.running) return;
-    const want = this.maybeWork && !this.stopping ? this.concurrency - this.inflight.size : 0;
+    if (this.life === 'stopped') return;
+    const want = this.loop === 'claiming' && this.life === 'running' ? this.concurrency - this.inflight.size : 0;
     if (this.finished.length === 0 && want <= 0) return this.progress();
     if (want > 0) this.runBeforeClaim();
     const finished = this.finished;
@@ -239,7 +268,7 @@ export class Worker {
     this.counters.claimed += out.claimed;
     for (const run of out.started) this.launch(run);
     if (want > 0 && out.claimed < want) {
-      this.maybeWork = false;
+      this.loop = 'sleeping';
       this.sleepUntilNext(now);
     } else if (out.started.length < out.claimed) {
       // Claimed jobs that did not start (settled in the claim by onClaim, dead-lettered, or
@@ -310,33 +339,28 @@ export class Worker {
     return { outcomes, started, claimed: jobs.length };
   }
 
-  // A claim over every kind is two index seeks per kind: with the six kinds of msgd's job loop,
-  // ~55 µs before it takes a single job (~10 µs for one kind; then ~7 µs a job taken), a large
-  // share of a turn that settles the few messages providers answering in 20 ms leave it. So while
-  // every claim comes back full, the worker claims from the kinds that filled the last claim over
-  // every kind, and looks at every kind again: after EVERY_KIND_MS (a monotonic clock, whatever
-  // clock the worker was given, so neither a test's frozen clock nor a system clock stepped back
-  // can stretch it); as soon as those kinds run short; when a job of another kind is enqueued in
-  // this process or falls due on a timer; and after a retry, a reclaim or a new handler. Across
-  // kinds, a job may so wait up to EVERY_KIND_MS behind jobs of a busy kind that were enqueued
-  // after it.
+  // A claim over every kind costs index seeks per kind. So while every claim comes back full,
+  // the worker claims from the kinds that filled the last claim over every kind, and looks at
+  // every kind again: after EVERY_KIND_MS (a monotonic clock, so neither a test's frozen clock
+  // nor a system clock stepped back can stretch it); as soon as those kinds run short; when a
+  // job of another kind is enqueued in this process or falls due on a timer; and after a retry,
+  // a reclaim or a new handler.
   private claimJobs(want: number, now: number): Job[] {
-    const hot = this.hot;
+    const scope = this.scope;
     const wall = performance.now();
-    if (hot && wall < hot.until) {
-      const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: hot.kinds });
+    const all = { leaseMs: this.leaseMs, kinds: this.kinds };
+    if (scope.of === 'hot' && wall < scope.until) {
+      const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: scope.kinds });
       if (jobs.length === want) return jobs;
-      this.hot = null;
-      return jobs.concat(
-        this.queue.claim(this.id, want - jobs.length, now, { leaseMs: this.leaseMs, kinds: this.kinds }),
-      );
+      this.scope = { of: 'every' };
+      return jobs.concat(this.queue.claim(this.id, want - jobs.length, now, all));
     }
-    const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: this.kinds });
+    const jobs = this.queue.claim(this.id, want, now, all);
     if (jobs.length < want) {
-      this.hot = null;
+      this.scope = { of: 'every' };
     } else {
       const set = new Set(jobs.map((j) => j.kind));
-      this.hot = { kinds: [...set].sort(), set, until: wall + EVERY_KIND_MS };
+      this.scope = { of: 'hot', kinds: [...set].sort(), set, until: wall + EVERY_KIND_MS };
     }
     return jobs;
   }
@@ -386,50 +410,46 @@ export class Worker {
   // Sleeping: exactly until the next known run_at, never longer than maxSleepMs.
 
   private sleepUntilNext(now: number) {
-    // A timer armed from the queue's answer covers what we know: local enqueues, retries and
+    // An alarm armed from the queue's answer covers what we know: local enqueues, retries and
     // snoozes only pull it earlier. One armed only for a job just put back may be later than
-    // others already waiting (it was armed after the timer for those had fired): ask the queue.
-    if (this.wakeTimer && this.wakeKnowsQueue) return;
+    // others already waiting (it was armed after the alarm for those had fired): ask the queue.
+    if (this.alarm?.fromQueue) return;
     const next = this.queue.nextRunAt(this.kinds);
     let at = now + this.maxSleepMs;
     // next <= now: another connection committed a job after our claim; look again shortly.
     if (next !== null) at = Math.min(at, next > now ? next : now + 5);
     this.armWake(at);
-    this.wakeKnowsQueue = true;
+    this.alarm!.fromQueue = true;
   }
 
   private armWake(at: number) {
-    if (at >= this.wakeAt) return;
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
-    this.wakeAt = at;
+    if (this.alarm && at >= this.alarm.at) return;
+    if (this.alarm) clearTimeout(this.alarm.timer);
     // +1: timers may fire a hair before Date.now() reaches the target.
-    this.wakeTimer = setTimeout(this.onWakeTimer, Math.max(0, at - this.now()) + 1);
+    const timer = setTimeout(this.onWakeTimer, Math.max(0, at - this.now()) + 1);
+    this.alarm = { timer, at, fromQueue: false };
   }
 
   private clearWake() {
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
-    this.wakeTimer = null;
-    this.wakeAt = Infinity;
-    this.wakeKnowsQueue = false;
+    if (this.alarm) clearTimeout(this.alarm.timer);
+    this.alarm = null;
   }
 
   private readonly onWakeTimer = () => {
-    this.wakeTimer = null;
-    this.wakeAt = Infinity;
-    this.wakeKnowsQueue = false;
+    this.alarm = null;
     this.wake();
   };
 
   // Only jobs of this worker's kinds wake it: another worker's enqueues are not its business.
   private readonly onEnqueue = (earliestByKind: ReadonlyMap<string, number>) => {
-    if (!this.running || this.stopping) return;
+    if (this.life !== 'running') return;
     const now = this.now();
     let earliestRunAt = Infinity;
     let otherKindDue = false;
     for (const [kind, at] of earliestByKind) {
       if (!this.handlers.has(kind)) continue;
       if (at < earliestRunAt) earliestRunAt = at;
-      if (at <= now && !this.hot?.set.has(kind)) otherKindDue = true;
+      if (at <= now && !(this.scope.of === 'hot' && this.scope.set.has(kind))) otherKindDue = true;
     }
     if (earliestRunAt === Infinity) return;
     if (earliestRunAt <= now) this.wake(otherKindDue);
@@ -442,7 +462,7 @@ export class Worker {
       if (n === 0) return;
       this.counters.reclaimed += n;
       this.logger.warn({ workerId: this.id, count: n }, 'lifeline reclaimed jobs whose lease expired');
-      if (!this.stopping) this.wake();
+      if (this.life === 'running') this.wake();
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'lifeline failed');
     }
@@ -489,22 +509,20 @@ export class Worker {
   }
 
   private async shutdown(timeoutMs: number) {
-    this.stopping = true;
-    this.unsubscribe?.();
-    this.unsubscribe = null;
+    this.life = 'stopping';
+    const background = this.background!;
+    this.background = null;
+    background.unsubscribe();
     this.clearWake();
-    if (this.lifelineTimer) clearInterval(this.lifelineTimer);
-    this.lifelineTimer = null;
+    clearInterval(background.lifeline);
     // Wall-clock wait even under an injected clock: this is real time the caller is waiting.
     const deadline = Date.now() + timeoutMs;
     while (!this.quiet() && Date.now() < deadline) await this.nextProgress(deadline - Date.now());
     if (this.inflight.size > 0) this.releaseInflight();
     if (this.finished.length > 0) this.tick();
     this.clearWake();
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    this.heartbeatTimer = null;
-    this.running = false;
-    this.stopping = false;
+    clearInterval(background.heartbeat);
+    this.life = 'stopped';
     this.progress();
   }
 
