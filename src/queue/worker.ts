@@ -1,75 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Db } from '../db/open.js';
-import { BAD_PAYLOAD, LEASE_EXPIRED, type Job, type JobQueue, type Lease } from './queue.js';
+import type { Job, JobQueue } from './queue.js';
 import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
-import {
-  abortIfRolledBack,
-  checkResult,
-  errorMessage,
-  settle,
-  type JobResult,
-  type KindHooks,
-  type Outcome,
-  type SettleContext,
-} from './settle.js';
+import { checkResult, errorMessage, type JobResult, type KindHooks, type Outcome } from './settle.js';
+import type { Alarm, Background, ClaimScope, Life, Loop } from './worker-state.js';
+import { settleAndClaim, type BatchEnv, type BatchOut, type Finished, type Running } from './worker-batch.js';
 
 export type { Apply, JobResult, KindHooks } from './settle.js';
 export { workerOptionsFromConfig, type JobLogger, type WorkerCounters, type WorkerOptions } from './worker-options.js';
 
 export type JobHandler<P = any> = (job: Job<P>) => Promise<JobResult> | JobResult;
-
-interface Running {
-  job: Job;
-  lease: Lease;
-  lockedUntil: number;
-  released: boolean;
-}
-
-interface Finished {
-  run: Running;
-  result: JobResult;
-}
-
-interface BatchOut {
-  outcomes: Outcome[];
-  started: Running[];
-  claimed: number;
-}
-
-/**
- * The worker's life: `stopped` (no timers, nothing claimed), `running` (claims and settles),
- * `stopping` (claims nothing more; running jobs finish, or are handed back at the timeout).
- */
-type Life = 'stopped' | 'running' | 'stopping';
-
-/**
- * Whether the next turn claims: `claiming` while work may be waiting (start, an enqueue, a
- * timer, a job put back due now), `sleeping` once a claim came back short, until one of those
- * wakes it. Finished jobs are settled in either.
- */
-type Loop = 'claiming' | 'sleeping';
-
-/** The one timer that ends a sleep, at the earliest run_at known. */
-interface Alarm {
-  timer: NodeJS.Timeout;
-  at: number;
-  /** Armed from the queue's answer (nextRunAt), not only for a job this worker put back. */
-  fromQueue: boolean;
-}
-
-/** The timers and subscription a running worker holds. */
-interface Background {
-  lifeline: NodeJS.Timeout;
-  heartbeat: NodeJS.Timeout;
-  unsubscribe: () => void;
-}
-
-/**
- * Which kinds a claim reads: `every` kind, or while every claim comes back full the `hot`
- * kinds that filled the last one, until `until` (see claimJobs).
- */
-type ClaimScope = { of: 'every' } | { of: 'hot'; kinds: string[]; set: Set<string>; until: number };
 
 const BATCH_RETRY_MS = 250;
 /** A busy worker looks at every one of its kinds at least this often (see claimJobs). */
@@ -100,7 +41,6 @@ export class Worker {
   private readonly maxSleepMs: number;
   private readonly handlers = new Map<string, { handler: JobHandler; hooks: KindHooks }>();
   private kinds: string[] = [];
-  private readonly ctx: SettleContext;
   private readonly batch: { immediate: (finished: Finished[], want: number, now: number) => BatchOut };
 
   private life: Life = 'stopped';
@@ -129,17 +69,24 @@ export class Worker {
     this.lifelineIntervalMs = opts.lifelineIntervalMs ?? 30_000;
     this.maxSleepMs = opts.maxSleepMs ?? 1000;
     const savepoint = this.db.sqlite.transaction((fn: () => unknown) => fn());
-    this.ctx = {
-      db: this.db,
-      queue: this.queue,
-      backoff: opts.backoff ?? { baseMs: 1000, capMs: 15 * 60_000 },
-      hooks: (kind) => this.handlers.get(kind)?.hooks,
-      log: (level, obj, msg) => this.logger[level]({ workerId: this.id, ...obj }, msg),
-      savepoint: savepoint as <T>(fn: () => T) => T,
+    const env: BatchEnv = {
+      ctx: {
+        db: this.db,
+        workerId: this.id,
+        queue: this.queue,
+        backoff: opts.backoff ?? { baseMs: 1000, capMs: 15 * 60_000 },
+        hooks: (kind) => this.handlers.get(kind)?.hooks,
+        log: (level, obj, msg) => this.logger[level]({ workerId: this.id, ...obj }, msg),
+        savepoint: savepoint as <T>(fn: () => T) => T,
+      },
+      claim: (want, now) => this.claimJobs(want, now),
+      logger: this.logger,
     };
     // IMMEDIATE: take the write lock up front, so a busy database waits in busy_timeout
     // instead of failing a read-then-write upgrade.
-    this.batch = this.db.sqlite.transaction((f: Finished[], want: number, now: number) => this.runBatch(f, want, now));
+    this.batch = this.db.sqlite.transaction((f: Finished[], want: number, now: number) =>
+      settleAndClaim(env, f, want, now),
+    );
   }
 
   register<P = any>(kind: string, handler: JobHandler<P>, hooks: KindHooks<P> = {}): this {
@@ -278,66 +225,6 @@ export class Worker {
     }
     this.progress();
   };
-
-  private runBatch(finished: Finished[], want: number, now: number): BatchOut {
-    const outcomes: Outcome[] = [];
-    for (const f of finished) outcomes.push(settle(this.ctx, f.run.job, f.run.lease, f.result, now));
-    const started: Running[] = [];
-    if (want <= 0) return { outcomes, started, claimed: 0 };
-    const jobs = this.claimJobs(want, now);
-    const byKind = new Map<string, Running[]>();
-    for (const job of jobs) {
-      const run: Running = {
-        job,
-        lease: { workerId: this.id, attempts: job.attempts },
-        lockedUntil: job.lockedUntil!,
-        released: false,
-      };
-      const badPayload = (job as { [BAD_PAYLOAD]?: string })[BAD_PAYLOAD];
-      if (badPayload !== undefined || job.attempts > job.maxAttempts) {
-        // attempts > max: only the lifeline hands back a job with no attempts left, when its
-        // runs keep dying with their worker. Dead-letter it (onDead included) rather than
-        // crash another process.
-        const error = badPayload ?? `${job.lastError ?? LEASE_EXPIRED} (no attempts left)`;
-        outcomes.push(settle(this.ctx, job, run.lease, { type: 'fail', error }, now));
-        continue;
-      }
-      const group = byKind.get(job.kind);
-      if (group) group.push(run);
-      else byKind.set(job.kind, [run]);
-    }
-    for (const [kind, runs] of byKind) {
-      const onClaim = this.handlers.get(kind)?.hooks.onClaim;
-      let settled: Map<Job, JobResult> | void = undefined;
-      try {
-        if (onClaim)
-          settled = this.ctx.savepoint(() =>
-            onClaim(
-              runs.map((r) => r.job),
-              this.db,
-            ),
-          );
-      } catch (err) {
-        abortIfRolledBack(this.ctx, err);
-        // Counted as a failed try (backoff, then dead) so a broken hook cannot spin the loop.
-        this.logger.error({ workerId: this.id, kind, err }, 'onClaim hook threw; jobs retried');
-        const error = `onClaim failed: ${errorMessage(err)}`;
-        for (const r of runs) outcomes.push(settle(this.ctx, r.job, r.lease, { type: 'retry', error }, now));
-        continue;
-      }
-      for (const r of runs) {
-        const result = settled ? settled.get(r.job) : undefined;
-        if (result === undefined) {
-          started.push(r);
-          continue;
-        }
-        // Settled in the claim's own transaction: the job is never seen running, so a crash
-        // cannot leave it claimed with nothing in flight.
-        outcomes.push(settle(this.ctx, r.job, r.lease, checkResult(result), now));
-      }
-    }
-    return { outcomes, started, claimed: jobs.length };
-  }
 
   // A claim over every kind costs index seeks per kind. So while every claim comes back full,
   // the worker claims from the kinds that filled the last claim over every kind, and looks at
