@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { invalid } from '../lib/errors.js';
+import { parseDuration, parseIsoTime } from '../lib/time.js';
 import { UsageError } from './errors.js';
 
 /** Commander collector for options that may be given more than once (--set a=1 --set b=2). */
@@ -15,20 +16,15 @@ export function positiveInt(value: string): number {
   return Number(value);
 }
 
-const UNITS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000, w: 7 * 86_400_000 };
-
 /** An expiry: a duration from now ("30d", "12h", "90m", "2w") or an ISO 8601 date/time. */
 export function parseExpiry(input: string, now: number): number {
-  const s = input.trim();
-  const rel = /^(\d+)\s*([mhdw])$/.exec(s);
-  if (rel) {
-    const ms = Number(rel[1]) * UNITS[rel[2]];
+  const ms = parseDuration(input);
+  if (ms !== null) {
     if (ms <= 0) throw invalid(`invalid expiry "${input}": must be in the future`);
     return now + ms;
   }
-  // Date.parse alone accepts "1" or "March"; require an ISO shape so typos are not dates.
-  const t = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(s) ? Date.parse(s) : NaN;
-  if (Number.isNaN(t)) {
+  const t = parseIsoTime(input);
+  if (t === null) {
     throw invalid(`invalid expiry "${input}"`, [
       { field: 'expires', message: 'an ISO date such as 2027-01-31 or a duration such as 30d, 12h, 90m, 2w' },
     ]);

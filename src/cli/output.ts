@@ -1,4 +1,5 @@
 import { formatMoney } from '../lib/money.js';
+import { iso } from '../lib/time.js';
 import type { CliWritable } from './io.js';
 
 // The output layer: commands return a Result and never write to stdout themselves, so
@@ -68,7 +69,7 @@ export function money(micro: number, currency?: string | null): string {
 /** A timestamp for tables: UTC, to the second, without the ISO noise. */
 export function when(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return '-';
-  return new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+  return iso(ms).slice(0, 19).replace('T', ' ');
 }
 
 export const lines = (...parts: (string | false | null | undefined)[]) =>

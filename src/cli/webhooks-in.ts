@@ -20,6 +20,7 @@ import { AppError, notFound } from '../lib/errors.js';
 import { examples } from './help.js';
 import type { CliWritable } from './io.js';
 import { table, terminalSafe, when, type Result } from './output.js';
+import { iso } from '../lib/time.js';
 
 // msgctl webhooks log: the operator's "tail the provider webhook log". Without --follow a
 // command like any other (Result, text or --json); with --follow it streams, one line (or
@@ -98,7 +99,7 @@ function attemptJson(a: Attempt) {
   return {
     direction: 'out',
     id: a.id,
-    time: new Date(a.created_at).toISOString(),
+    time: iso(a.created_at),
     event_id: a.event_id,
     event_type: a.event_type,
     endpoint_id: a.endpoint_id,

@@ -1,5 +1,5 @@
 import { rawStmt, stmt } from '../db/stmt.js';
-import { fastIso, fastIsoOrNull } from '../lib/fast-iso.js';
+import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageRow } from './messages.js';
 
@@ -182,9 +182,9 @@ export function conversationJson(c: ConversationListRow) {
       messenger_psid: c[COL.psid],
       instagram_igsid: c[COL.igsid],
     },
-    last_message_at: fastIsoOrNull(c[COL.lastMessageAt]),
-    last_inbound_at: fastIsoOrNull(c[COL.lastInboundAt]),
-    created_at: fastIso(c[COL.createdAt]),
-    updated_at: fastIso(c[COL.updatedAt]),
+    last_message_at: iso(c[COL.lastMessageAt]),
+    last_inbound_at: iso(c[COL.lastInboundAt]),
+    created_at: iso(c[COL.createdAt]),
+    updated_at: iso(c[COL.updatedAt]),
   };
 }

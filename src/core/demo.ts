@@ -7,6 +7,7 @@ import { topup } from './ledger.js';
 import { createPartner } from './partners.js';
 import { setPrice } from './prices.js';
 import { issueToken } from './tokens.js';
+import { iso } from '../lib/time.js';
 
 // First start on an empty data directory: a demo partner on a sandbox gateway for every
 // channel, so a new user can send at once and watch queued -> sent -> delivered. Runs at
@@ -44,10 +45,7 @@ export function maybeSeedDemo(ctx: CoreCtx): DemoSeed | null {
       setPrice(ctx, { channel: 'sms', amount: parseMoney('0.0075'), partner: partner.id }, actor);
       topup(ctx, partner.id, parseMoney('10.00'), 'demo credit', actor);
       const { secret } = issueToken(ctx, { partner: partner.id, name: 'demo', scopes: '*' }, actor);
-      stmt(ctx.db.sqlite, 'INSERT INTO meta (key, value) VALUES (?, ?)').run(
-        DEMO_SEEDED_KEY,
-        new Date(ctx.now()).toISOString(),
-      );
+      stmt(ctx.db.sqlite, 'INSERT INTO meta (key, value) VALUES (?, ?)').run(DEMO_SEEDED_KEY, iso(ctx.now()));
       return { partnerSlug: partner.slug, token: secret, gatewayName: gw.name };
     })
     .immediate();

@@ -4,6 +4,7 @@ import { newId } from '../lib/ids.js';
 import type { CoreCtx } from './context.js';
 import { subscribedTo } from './endpoints.js';
 import type { EventType } from './event-types.js';
+import { iso } from '../lib/time.js';
 
 export { EVENT_TYPES, type EventType } from './event-types.js';
 
@@ -30,7 +31,7 @@ export function emitEvent(
 ): EmittedEvent {
   const id = newId('evt');
   const now = ctx.now();
-  const payload = { id, event: type, created_at: new Date(now).toISOString(), ...data };
+  const payload = { id, event: type, created_at: iso(now), ...data };
   // An event no enabled endpoint subscribes to is stored already fanned out: kept for replay
   // (after an endpoint is enabled or subscribes), but the fan-out has nothing to do for it.
   const pending = type === 'webhook.test' || hasSubscriber(ctx, partnerId, type);

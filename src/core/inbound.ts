@@ -5,6 +5,7 @@ import { emitEvent, type EventType } from './events.js';
 import type { MessageContent } from './message-content.js';
 import { applyStatus, createInbound, getMessageRow, type MessageRow } from './messages.js';
 import { canAdvance, type MessageStatus } from './statuses.js';
+import { iso } from '../lib/time.js';
 
 // What provider webhooks mean, once src/providers has verified and parsed them, and how it
 // lands: dedupe by the provider's own event identity, statuses routed by provider message id
@@ -195,7 +196,7 @@ function historyOnly(ctx: CoreCtx, m: MessageRow, ev: Extract<ProviderEvent, { t
       status: m.status,
       provider_status: ev.providerStatus,
       ...(ev.detail ?? {}),
-      occurred_at: new Date(ev.occurredAt).toISOString(),
+      occurred_at: iso(ev.occurredAt),
     });
   }
 }

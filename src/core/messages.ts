@@ -8,6 +8,7 @@ import { touchConversation } from './conversations.js';
 import { emitEvent, type EventType } from './events.js';
 import { debit, InsufficientBalanceError, refund } from './ledger.js';
 import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
+import { iso } from '../lib/time.js';
 
 export interface MessageRow {
   id: string;
@@ -235,7 +236,7 @@ export function createInbound(
     to: input.channel.sender,
     media: content.kind === 'media' ? content.media : [],
     contact: { id: contact.id, name: contact.name, phone: contact.phone, email: contact.email },
-    received_at: new Date(input.occurredAt).toISOString(),
+    received_at: iso(input.occurredAt),
     // The whole content, as GET /v1/messages/{id} shows it: kind, the option picked, reply_to, ...
     content,
   });
@@ -447,7 +448,7 @@ function emitStatusEvent(
     previous_status: from,
     provider_status: change.providerStatus ?? null,
     error: isFailure(change.status) ? { code: change.errorCode ?? null, message: change.errorMessage ?? null } : null,
-    occurred_at: new Date(at).toISOString(),
+    occurred_at: iso(at),
   });
 }
 
@@ -529,9 +530,9 @@ export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
     contact_id: m.contact_id,
     // Inbound: when the customer sent it (the provider's timestamp); outbound: when msgd handed
     // it to the provider. created_at is when msgd stored the message.
-    sent_at: m.sent_at === null ? null : new Date(m.sent_at).toISOString(),
-    created_at: new Date(m.created_at).toISOString(),
-    updated_at: new Date(m.updated_at).toISOString(),
+    sent_at: m.sent_at === null ? null : iso(m.sent_at),
+    created_at: iso(m.created_at),
+    updated_at: iso(m.updated_at),
     ...(hist
       ? {
           history: hist.map((h) => ({
@@ -539,8 +540,8 @@ export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
             provider_status: h.provider_status,
             error: h.error_code || h.error_message ? { code: h.error_code, message: h.error_message } : null,
             applied: h.ignored === 0,
-            occurred_at: new Date(h.occurred_at).toISOString(),
-            recorded_at: new Date(h.created_at).toISOString(),
+            occurred_at: iso(h.occurred_at),
+            recorded_at: iso(h.created_at),
           })),
         }
       : {}),

@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { migrate as drizzleMigrate } from 'drizzle-orm/better-sqlite3/migrator';
 import type { Db } from './open.js';
+import { iso } from '../lib/time.js';
 
 export const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
 
@@ -15,8 +16,8 @@ interface JournalEntry {
 export class SchemaTooNewError extends Error {
   constructor(dbLatest: number, codeLatest: number) {
     super(
-      `the database was migrated by a newer msgd (schema ${new Date(dbLatest).toISOString()}, ` +
-        `this build knows up to ${new Date(codeLatest).toISOString()}); run the newer msgd or restore a backup`,
+      `the database was migrated by a newer msgd (schema ${iso(dbLatest)}, ` +
+        `this build knows up to ${iso(codeLatest)}); run the newer msgd or restore a backup`,
     );
     this.name = 'SchemaTooNewError';
   }

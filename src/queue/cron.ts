@@ -3,6 +3,7 @@ import type { Db } from '../db/open.js';
 import { invalid } from '../lib/errors.js';
 import type { EnqueueSpec, JobQueue } from './queue.js';
 import type { JobLogger } from './worker.js';
+import { iso } from '../lib/time.js';
 
 // Cron only enqueues. The slot is claimed in `cron_runs` (INSERT OR IGNORE on name + slot) in
 // the same transaction as the enqueue, so two processes, or a restart inside the same
@@ -116,12 +117,12 @@ export class Cron {
     const entry = this.entries.get(name);
     if (!entry) throw invalid(`no cron task named "${name}"`);
     // Whole seconds: node-cron's slot dates carry none, but a manual call might.
-    const slotIso = new Date(Math.floor(slot.getTime() / 1000) * 1000).toISOString();
+    const slotIso = iso(Math.floor(slot.getTime() / 1000) * 1000);
     const key = `${name}:${slotIso}`;
     const now = this.now();
     return this.db.sqlite
       .transaction(() => {
-        this.prune.run(`${name}:`, `${name}:${new Date(now - this.keepRunsMs).toISOString()}`);
+        this.prune.run(`${name}:`, `${name}:${iso(now - this.keepRunsMs)}`);
         if (this.claimSlot.run(key, now).changes === 0) {
           const job = this.jobByKey.get(`cron:${key}`) as { id: number } | undefined;
           return { id: job?.id ?? null, created: false, key };
@@ -148,7 +149,7 @@ export class Cron {
     );
     // A missed slot means the event loop was blocked past node-cron's tolerance; say so in our log.
     task.on('execution:missed', (ctx) =>
-      this.logger?.warn({ task: entry.name, slot: ctx.date.toISOString() }, 'cron slot missed: event loop blocked'),
+      this.logger?.warn({ task: entry.name, slot: iso(ctx.date.getTime()) }, 'cron slot missed: event loop blocked'),
     );
     entry.scheduled = task;
     void Promise.resolve(task.start()).catch((err) =>

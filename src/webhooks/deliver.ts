@@ -16,6 +16,7 @@ import {
   type AttemptRecord,
   type DeliveryPayload,
 } from './store.js';
+import { iso } from '../lib/time.js';
 
 // One attempt of one delivery per job run: the request happens between transactions, and its
 // outcome (attempt log, delivery state, endpoint health) commits with the job's own settlement,
@@ -95,7 +96,7 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
       };
     }
     if (out.status === 410) {
-      const reason = `the endpoint answered 410 Gone on ${new Date(ctx.now()).toISOString()}`;
+      const reason = `the endpoint answered 410 Gone on ${iso(ctx.now())}`;
       return {
         type: 'ok',
         apply: () => {
@@ -134,7 +135,7 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
   function disableIfFailingTooLong(ep: EndpointRow, since: number, at: number, lastError: string | null) {
     if (at - since < disableAfterMs) return;
     const hours = Math.round(((at - since) / 3_600_000) * 10) / 10;
-    const reason = `failing continuously since ${new Date(since).toISOString()} (${hours} h); last error: ${lastError ?? 'unknown'}`;
+    const reason = `failing continuously since ${iso(since)} (${hours} h); last error: ${lastError ?? 'unknown'}`;
     if (disableEndpoint(ctx, ep.id, reason))
       deps.logger.warn({ endpointId: ep.id, url: ep.url, reason }, 'webhook endpoint disabled');
   }

@@ -106,6 +106,8 @@ describe('msgctl webhooks replay', () => {
     expect((await msgctl(w.server.dataDir, ['webhooks', 'replay'])).code).toBe(2);
     expect((await msgctl(w.server.dataDir, ['webhooks', 'replay', okEvent, '--since', '1h'])).code).toBe(2);
     expect((await msgctl(w.server.dataDir, ['webhooks', 'replay', '--since', 'last tuesday'])).code).toBe(2);
+    // Date.parse would read "1" as the year 2001 and replay everything.
+    expect((await msgctl(w.server.dataDir, ['webhooks', 'replay', '--since', '1'])).code).toBe(2);
     const missing = await msgctl(w.server.dataDir, ['webhooks', 'replay', 'evt_01kzzzzzzzzzzzzzzzzzzzzzzz']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/event "evt_01kzzzzzzzzzzzzzzzzzzzzzzz" not found/);

@@ -8,6 +8,7 @@ import { CHANNEL_TYPES } from '../../../core/context.js';
 import { acceptSend, validate } from '../../send-flow.js';
 import { idParams, messageAccepted, messageCreate, messageOut, normalizeTo } from '../../schemas/v1.js';
 import { SECURITY, notFoundError, principalOf, requireScope, responses } from './common.js';
+import { iso } from '../../../lib/time.js';
 
 // POST /v1/messages is the send API's money path with a /v1 body; the body is validated in
 // the handler (same schema as the document shows) so the checks keep the spec's order.
@@ -74,7 +75,7 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
             status: 'queued',
             channel: m.channel_type,
             to: m.to,
-            created_at: new Date(m.created_at).toISOString(),
+            created_at: iso(m.created_at),
           },
         }),
       }),
