@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from './config/load.js';
 import { DataDirError } from './db/datadir.js';
 import { SchemaTooNewError } from './db/migrate.js';
 import { startServer } from './server.js';
-import { VERSION } from './runtime.js';
+import { VERSION } from './lib/version.js';
 
 // bin/msgd: the server. `msgd` and `msgd serve` are the same thing.
 

@@ -1,6 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import type { Config } from './config/schema.js';
@@ -11,6 +8,7 @@ import { lockDataDir } from './db/instance-lock.js';
 import type { CoreCtx } from './core/context.js';
 import { TokenAuthenticator } from './core/tokens.js';
 import { parseMoney } from './lib/money.js';
+import { VERSION } from './lib/version.js';
 import { JobQueue } from './queue/queue.js';
 import { Worker } from './queue/worker.js';
 import { forbiddenReason } from './webhooks/ssrf.js';
@@ -25,10 +23,6 @@ import { createWebhooksOut, type WebhooksOut } from './webhooks/index.js';
 
 // The composition root: one object holding everything a running msgd needs. msgd's
 // server builds it with background work; tests build it over a temp data directory.
-
-export const VERSION: string = JSON.parse(
-  readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8'),
-).version;
 
 export interface Runtime {
   version: string;

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { VERSION } from '../lib/version.js';
 import { registerAudit } from './audit.js';
 import { registerBackup } from './backup.js';
 import { registerBalance } from './balance.js';
@@ -21,18 +21,10 @@ import { registerWebhookOutCommands } from './webhooks-out.js';
 import { titled } from './help.js';
 import { bindIO, processIO, type CliIO } from './io.js';
 
-function version(): string {
-  try {
-    return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
-  } catch {
-    return 'unknown';
-  }
-}
-
 export function buildProgram(): Command {
   const program = new Command('msgctl')
     .description('Operate a msgd data directory: partners, tokens, gateways, channels, prices and money.')
-    .version(version(), '-V, --version')
+    .version(VERSION, '-V, --version')
     .option('--data-dir <dir>', 'the data directory (default: $MSGD_DATA_DIR, the config file, or ./data)')
     .option('--config <file>', 'config file (default: $MSGD_CONFIG)')
     .option('--json', 'print only JSON on stdout (errors still go to stderr)')
