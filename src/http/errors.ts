@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, type ErrorDetail } from '../lib/errors.js';
+import { AppError, issueDetails, type ErrorDetail } from '../lib/errors.js';
 
 // Domain codes carry no HTTP status; this table is the only place they get one.
 const STATUS: Record<string, number> = {
@@ -46,19 +46,20 @@ export function sendError(
     .send(errorBody(code, message, details));
 }
 
-function zodDetails(err: any): ErrorDetail[] | null {
-  const issues = err?.validation ?? err?.issues;
-  if (!Array.isArray(issues)) return null;
-  return issues.map((i: any) => {
-    const path = Array.isArray(i.path)
-      ? i.path
-      : i.instancePath
-        ? String(i.instancePath).split('/').filter(Boolean)
-        : [];
-    const params = i.params ?? {};
-    const field = path.length ? path.join('.') : (params.missingProperty ?? undefined);
-    return { field, message: i.message ?? 'invalid', ...(i.code ? { code: String(i.code) } : {}) };
-  });
+/** Fastify's validation items: the /v1 validator compiler's (zod paths) or JSON-schema ones. */
+function validationDetails(items: unknown): ErrorDetail[] {
+  if (!Array.isArray(items)) return [];
+  return issueDetails(
+    items.map((i: any) => {
+      let path: PropertyKey[] = Array.isArray(i.path)
+        ? i.path
+        : String(i.instancePath ?? '')
+            .split('/')
+            .filter(Boolean);
+      if (path.length === 0 && i.params?.missingProperty) path = [i.params.missingProperty];
+      return { path, message: i.message ?? 'invalid' };
+    }),
+  );
 }
 
 /** The one error handler: domain errors to their status, framework errors to ours, 5xx hidden. */
@@ -72,7 +73,7 @@ export function errorHandler(err: FastifyError | AppError | Error, req: FastifyR
   }
   const fe = err as FastifyError & { validation?: unknown };
   if (fe.validation) {
-    return sendError(reply, 'invalid_request', 'the request is invalid', zodDetails(fe) ?? []);
+    return sendError(reply, 'invalid_request', 'the request is invalid', validationDetails(fe.validation));
   }
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

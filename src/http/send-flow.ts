@@ -3,14 +3,13 @@ import type { z } from 'zod';
 import type { ChannelType } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import type { MessageRow } from '../core/messages.js';
-import { AppError } from '../lib/errors.js';
+import { AppError, issueDetails } from '../lib/errors.js';
 import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../core/send.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
 import { statusFor } from './errors.js';
 import { parseJsonBody } from './json-body.js';
 import { houseError } from './schemas/house-errors.js';
-import { zodDetails } from './schemas/send.js';
 
 // The one send path behind both partner APIs (/api/send-*.php and POST /v1/messages): checks
 // in the spec's order — 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload,
@@ -44,11 +43,12 @@ export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer
     throw new AppError(
       'invalid_request',
       'the body must be a JSON object',
-      empty.success ? [] : zodDetails(empty.error),
+      empty.success ? [] : issueDetails(empty.error.issues),
     );
   }
   const parsed = schema.safeParse(body, { error: houseError });
-  if (!parsed.success) throw new AppError('invalid_request', 'the request is invalid', zodDetails(parsed.error));
+  if (!parsed.success)
+    throw new AppError('invalid_request', 'the request is invalid', issueDetails(parsed.error.issues));
   return parsed.data;
 }
 

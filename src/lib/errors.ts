@@ -21,6 +21,16 @@ export class AppError extends Error {
   }
 }
 
+/** A validation issue (zod's, or one shaped like it) as an error detail: its dotted path and message. */
+export interface Issue {
+  path: readonly PropertyKey[];
+  message: string;
+}
+
+export function issueDetails(issues: readonly Issue[]): ErrorDetail[] {
+  return issues.map((i) => ({ field: i.path.map(String).join('.') || undefined, message: i.message }));
+}
+
 export const notFound = (what: string, ref: string) => new AppError('not_found', `${what} "${ref}" not found`);
 
 export const invalid = (message: string, details: ErrorDetail[] = []) =>

@@ -194,9 +194,3 @@ export const whatsappBody = z
 function channelOf(b: { channel?: string }) {
   return b.channel === 'messenger' || b.channel === 'instagram' ? b.channel : 'whatsapp';
 }
-
-export type WhatsappBody = z.infer<typeof whatsappBody>;
-
-export function zodDetails(error: z.ZodError) {
-  return error.issues.map((i) => ({ field: i.path.join('.') || undefined, message: i.message }));
-}
