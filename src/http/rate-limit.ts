@@ -1,11 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthResult, TokenAuthenticator } from '../core/tokens.js';
+import { Gcra } from '../lib/gcra.js';
 import { lookupToken } from './auth.js';
 import { sendError } from './errors.js';
 
-// Per-token request limits with GCRA (a token bucket kept as one timestamp per key): smooth,
-// O(1), no timers. A token's partner may carry its own limit; requests without a valid token
-// are limited per client address at the default. In memory: one msgd process serves the API.
+// Per-token request limits with GCRA (src/lib/gcra.ts): smooth, O(1), no timers. A token's
+// partner may carry its own limit; requests without a valid token are limited per client
+// address at the default. In memory: one msgd process serves the API. GCRA rather than
+// @fastify/rate-limit: its per-key window counter lets twice the limit through across a window's end.
 
 export interface Verdict {
   allowed: boolean;
@@ -18,18 +20,18 @@ export interface Verdict {
 }
 
 export class RateLimiter {
-  private readonly tat = new Map<string, number>();
+  private readonly gcra: Gcra;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(now: () => number = Date.now) {
+    this.gcra = new Gcra(now);
+  }
 
   take(key: string, perMinute: number): Verdict {
-    const now = this.now();
-    const interval = 60_000 / perMinute;
     const window = 60_000;
-    const tat = Math.max(this.tat.get(key) ?? now, now);
-    const next = tat + interval;
-    if (next - now > window) {
-      const wait = next - now - window;
+    const interval = window / perMinute;
+    // Up to a window's worth back to back (the limit as a burst), then one per interval.
+    const { now, wait, tat, next } = this.gcra.take(key, interval, window, 0);
+    if (wait > 0) {
       return {
         allowed: false,
         limit: perMinute,
@@ -38,8 +40,6 @@ export class RateLimiter {
         retryAfterS: Math.max(1, Math.ceil(wait / 1000)),
       };
     }
-    this.tat.set(key, next);
-    if (this.tat.size > 50_000) this.sweep(now);
     return {
       allowed: true,
       limit: perMinute,
@@ -47,11 +47,6 @@ export class RateLimiter {
       resetS: Math.ceil((next - now) / 1000),
       retryAfterS: 0,
     };
-  }
-
-  /** Keys whose bucket has refilled carry no state worth keeping. */
-  private sweep(now: number) {
-    for (const [k, t] of this.tat) if (t <= now) this.tat.delete(k);
   }
 }
 
@@ -67,7 +62,7 @@ export function rateLimitHook(auth: TokenAuthenticator, limiter: RateLimiter, de
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const result = lookupToken(auth, req);
     req.tokenLookup = result;
-    const principal = result.ok ? result.principal : result.principal;
+    const principal = result.principal;
     const key = principal ? `tok:${principal.tokenId}` : `ip:${req.ip}`;
     const v = limiter.take(key, principal?.rateLimitPerMinute ?? defaultPerMinute);
     reply.header('ratelimit-limit', v.limit);
