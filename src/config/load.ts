@@ -60,16 +60,11 @@ const ENV: Record<string, Setter> = {
     setPath(r, ['backup', 'beforeMigrate'], asBool('MSGD_BACKUP_BEFORE_MIGRATE', v)),
 };
 
-export const ENV_VARS = ['MSGD_CONFIG', 'MSGD_MASTER_KEY', ...Object.keys(ENV)];
-
 function describeIssue(issue: z.core.$ZodIssue): string {
   const key = issue.path.join('.') || '(root)';
   if (issue.code === 'unrecognized_keys') {
     const prefix = issue.path.length ? `${issue.path.join('.')}.` : '';
     return `unknown key ${issue.keys.map((k) => `"${prefix}${k}"`).join(', ')}`;
-  }
-  if (issue.code === 'invalid_value') {
-    return `${key}: ${issue.message}`;
   }
   return `${key}: ${issue.message}`;
 }

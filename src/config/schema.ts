@@ -162,4 +162,3 @@ export const configSchema = z
   .strict();
 
 export type Config = z.infer<typeof configSchema>;
-export type ConfigInput = z.input<typeof configSchema>;

@@ -179,15 +179,6 @@ export function listChannels(
     .map((r) => ({ ...r.ch, gatewayName: r.gatewayName, gatewayKind: r.gatewayKind, gatewayStatus: r.gatewayStatus }));
 }
 
-/** The partner's active channel of a type, or undefined (the send path's 403). */
-export function activeChannel(ctx: CoreCtx, partnerId: string, type: ChannelType): Channel | undefined {
-  return ctx.db.orm
-    .select()
-    .from(channels)
-    .where(and(eq(channels.partnerId, partnerId), eq(channels.type, type), eq(channels.status, 'active')))
-    .get();
-}
-
 export function channelJson(c: Channel | ChannelWithGateway) {
   const g = c as Partial<ChannelWithGateway>;
   return {

@@ -60,12 +60,3 @@ export function canAdvance(from: MessageStatus, to: MessageStatus): boolean {
   if (FAILURES.has(to)) return STATUS_RANK[from] < STATUS_RANK.delivered;
   return STATUS_RANK[to] > STATUS_RANK[from];
 }
-
-export const FINAL_STATUSES = new Set<MessageStatus>([
-  'read',
-  'clicked',
-  'failed',
-  'undelivered',
-  'bounced',
-  'dropped',
-]);

@@ -1,9 +1,8 @@
-import type { Config } from '../config/schema.js';
 import type { Db } from '../db/open.js';
 import type { BackoffOptions } from './backoff.js';
 import type { JobQueue } from './queue.js';
 
-// The Worker's options and counters, and how the config's `jobs` section maps onto them.
+// The Worker's options and counters.
 
 /** pino's Logger fits. */
 export interface JobLogger {
@@ -43,13 +42,4 @@ export interface WorkerCounters {
   reclaimed: number;
   /** Committed settle-and-claim transactions: (completed + retried + …) / batches = jobs per fsync. */
   batches: number;
-}
-
-export function workerOptionsFromConfig(jobs: Config['jobs']) {
-  return {
-    concurrency: jobs.concurrency,
-    leaseMs: jobs.leaseSeconds * 1000,
-    lifelineIntervalMs: jobs.lifelineIntervalSeconds * 1000,
-    backoff: { baseMs: jobs.backoffBaseMs, capMs: jobs.backoffCapMs },
-  };
 }

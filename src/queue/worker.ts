@@ -8,7 +8,7 @@ import type { Alarm, Background, ClaimScope, Life, Loop } from './worker-state.j
 import { settleAndClaim, type BatchEnv, type BatchOut, type Finished, type Running } from './worker-batch.js';
 
 export type { Apply, JobResult, KindHooks } from './settle.js';
-export { workerOptionsFromConfig, type JobLogger, type WorkerCounters, type WorkerOptions } from './worker-options.js';
+export type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
 
 export type JobHandler<P = any> = (job: Job<P>) => Promise<JobResult> | JobResult;
 

@@ -33,15 +33,6 @@ describe('backoffMs', () => {
     expect(mean).toBeLessThan(950);
   });
 
-  it('decorrelated jitter stays within [base, 3·previous] and the cap', () => {
-    const d = { ...opts, jitter: 'decorrelated' as const };
-    expect(backoffMs(2, { ...d, previousMs: 500 }, () => 0)).toBe(100);
-    expect(backoffMs(2, { ...d, previousMs: 500 }, () => 0.999999)).toBe(1500);
-    expect(backoffMs(9, { ...d, previousMs: 9000 }, () => 0.999999)).toBe(10_000);
-    // without previousMs the curve's midpoint stands in: attempt 3 → previous 200 → ≤ 600
-    expect(backoffMs(3, d, () => 0.999999)).toBe(600);
-  });
-
   it('treats attempt < 1 as the first attempt', () => {
     expect(backoffMs(0, { ...opts, jitter: 'none' })).toBe(100);
     expect(backoffMs(-3, { ...opts, jitter: 'none' })).toBe(100);
