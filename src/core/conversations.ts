@@ -15,9 +15,9 @@ export interface ConversationRow {
   updated_at: number;
 }
 
-// INDEXED BY: without ANALYZE statistics the planner took conversations_partner and walked
-// every conversation of the partner, newest first, until this contact's (1 ms a send at
-// 10,000 recipients, growing with every new one).
+// INDEXED BY: without ANALYZE statistics the planner may take conversations_partner and walk
+// every conversation of the partner, newest first, until this contact's: a cost that grows
+// with every new recipient.
 export const OPEN_CONVERSATION_SQL = `SELECT * FROM conversations INDEXED BY conversations_contact
   WHERE contact_id = ? AND channel_type = ? AND status = 'open' AND partner_id = ?
   ORDER BY id DESC LIMIT 1`;

@@ -4,22 +4,9 @@ import type { Database } from 'better-sqlite3';
 
 const require = createRequire(import.meta.url);
 
-// The server turns off SQLite's automatic checkpoint (it runs on the committing thread and
-// was the p99.9 of the send path). This thread checkpoints the WAL through its own
-// connection instead, off the event loop.
-//
-// Checkpointing alone is not enough under steady load. SQLite starts writing the WAL from its
-// beginning again only when a write transaction begins on a WAL that is entirely copied into
-// the database; a checkpoint running beside a busy writer never finds it so (frames keep
-// landing while it copies), and the WAL file then grows without end: 170 MB in the first five
-// seconds of the webhook intake benchmark. Appending to a growing file is also what makes a
-// commit slow: its fsync must journal the file's new blocks. One intake commit (26 webhooks)
-// cost 470-510 µs on a growing WAL and 320-350 µs writing over an old one.
-//
-// So the thread copies the bulk, chasing the writer with further passes while each still
-// finds many new frames, and then tells the writing connection, which copies the last few
-// frames itself between two of its transactions (a short pause: a handful of pages and two
-// fsyncs). Its next write transaction finds the WAL fully copied and starts it over.
+// WAL checkpoints off the event loop: a worker thread with its own connection copies the bulk,
+// and the writing connection copies the last small tail between two of its transactions, so
+// its next write starts the WAL over instead of growing it (docs/architecture.md, Storage).
 
 /** A pass that found at most this many new frames left the writer only a small tail. */
 const SMALL_TAIL_FRAMES = 256;

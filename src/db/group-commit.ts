@@ -5,8 +5,8 @@ import type { Database } from 'better-sqlite3';
 // turns one fsync per request into one per batch.
 //
 // A piece that throws must take back only its own writes. A savepoint per piece does that, but
-// costs ~5 µs a piece (SQLite copies each page the piece first touches into its statement
-// journal): as much as a row write. So a batch first runs without savepoints, reading SQLite's
+// costs as much as a row write (SQLite copies each page the piece first touches into its
+// statement journal). So a batch first runs without savepoints, reading SQLite's
 // total_changes() before each piece: a piece that throws having changed no row (a 402 refused
 // by the debit's WHERE, a replayed Idempotency-Key, a statement that failed as a whole) needs
 // nothing taken back. Only when a piece throws after some of its writes is the batch rolled

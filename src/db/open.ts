@@ -34,15 +34,12 @@ export function openDb(path: string, opts: OpenOptions = {}): Db {
   sqlite.pragma('synchronous = FULL');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('temp_store = MEMORY');
-  // No memory mapping: every mapped page the process touches counts in its RSS (95 MB under
-  // the dispatch benchmark against 54 MB without), and with the page cache below the accept
-  // rate is the same within noise (bench/send.mjs).
+  // No memory mapping: every mapped page the process touches counts in its RSS, and with the
+  // page cache below the accept rate is the same (npm run bench: send).
   sqlite.pragma('mmap_size = 0');
   // 4 MiB of page cache per connection. The hot pages (partners, tokens, channels, queued jobs,
   // the interior pages of the indexes a send walks) fit many times over; the operating system's
-  // page cache holds the rest of the file. Against 16 MiB (interleaved runs, bench/send.mjs):
-  // 10-11 MB less peak RSS under the dispatch benchmark, the same CPU per dispatched message,
-  // dispatch within 3 % and the send accept rate no lower.
+  // page cache holds the rest of the file, and a larger cache only adds RSS (npm run bench: send).
   sqlite.pragma('cache_size = -4096');
   if (opts.manualCheckpoint) sqlite.pragma('wal_autocheckpoint = 0');
   const orm = drizzle({ client: sqlite, schema }) as Orm;

@@ -1,18 +1,10 @@
 import Database from 'better-sqlite3';
 
-// Node 24.19 changed node::ObjectWrap: its destructor now removes an environment cleanup hook,
-// and that CHECKs that a JS context is entered. better-sqlite3 12's Database and Statement are
-// ObjectWraps, so when the garbage collector frees one outside JS (an idle-time or task GC, which
-// a busy server runs often), the process aborts: "Assertion failed: (env) != nullptr" in
-// node::RemoveEnvironmentCleanupHook, from Statement::~Statement (nodejs/node#65446; it follows
-// the headers better-sqlite3 was compiled against, so every `npm ci` on Node >= 24.19 has it).
-// better-sqlite3 13 no longer uses ObjectWrap but needs Node 22, and msgd runs on Node 20 too.
-//
-// So no connection or statement of msgd's ever becomes garbage. Every connection is kept for
-// the life of the process (closed ones too: closing frees SQLite's memory, not the JS object),
-// and its prepare() hands out one statement per SQL text, prepared once and kept with it: drizzle
-// prepares a statement for every query it runs, and those used to be left to the collector.
-// pragma() prepares its own statements behind prepare(), so it goes through the same cache.
+// No connection or statement of msgd's ever becomes garbage: on Node 24.19 and later,
+// better-sqlite3 12 aborts the process when the collector frees one outside JavaScript
+// (docs/architecture.md, Storage). Every connection is kept for the life of the process (closed
+// ones too), and its prepare() hands out one statement per SQL text, prepared once and kept:
+// drizzle prepares one for every query it runs, and pragma() prepares through prepare() too.
 // Objects still alive when the process (or a worker thread) exits are freed safely.
 
 /** Every pinned connection, with the statements its prepare() has made (by SQL text). */

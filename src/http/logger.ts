@@ -44,7 +44,7 @@ export interface LazyRequestLogger extends Pick<Logger, (typeof LEVELS)[number]>
 /**
  * A request's logger, made the first time something logs through it. Fastify gives every
  * request a child of the server's logger, and pino's child() runs the redaction over its
- * bindings (~1 µs, 2-3 % of a webhook's main-thread time), while most requests log nothing.
+ * bindings, a visible share of a webhook's main-thread time, while most requests log nothing.
  */
 export class LazyRequestLogger {
   #real: Logger | undefined;

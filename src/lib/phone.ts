@@ -8,8 +8,8 @@ export function normalizeE164(input: string): string | null {
   if (typeof input !== 'string') return null;
   const trimmed = input.trim();
   if (!/^\+[1-9]\d{1,14}$/.test(trimmed)) return null;
-  // Parsing with the full metadata costs ~10 µs, most of a send's validation; partners send to
-  // the same numbers again and again, and the answer for a string never changes.
+  // Parsing with the full metadata is most of a send's validation; partners send to the same
+  // numbers again and again, and the answer for a string never changes.
   const known = recent.get(trimmed);
   if (known !== undefined) return known;
   const parsed = parsePhoneNumberFromString(trimmed, { extract: false });

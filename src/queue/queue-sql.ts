@@ -23,8 +23,7 @@ export function owner(lease?: Lease) {
 
 /**
  * A claim over every kind (a worker names its kinds: see claimKinds in queue.ts). INDEXED BY,
- * since with no ANALYZE statistics the planner may pick another index and scan the table
- * (30 ms at 200k rows).
+ * since with no ANALYZE statistics the planner may pick another index and scan the table.
  */
 export const CLAIM_ANY_SQL = `UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_until = @lockedUntil, locked_by = @by,
       updated_at = @now
@@ -32,8 +31,8 @@ export const CLAIM_ANY_SQL = `UPDATE jobs SET state = 'running', attempts = atte
         ORDER BY priority, run_at, id LIMIT @limit)
     RETURNING *`;
 
-// MIN(run_at) over state IN (...) walks every waiting row (9 ms at 200k); this skip-scan seeks
-// the index once per distinct priority instead (0.01 ms). With kinds, per kind on jobs_kind_claim.
+// MIN(run_at) over state IN (...) walks every waiting row; this skip-scan seeks the index once
+// per distinct priority instead. With kinds, per kind on jobs_kind_claim.
 export function nextRunAtSql(kindCount: number): string {
   if (kindCount === 0) {
     return `WITH RECURSIVE p(s, v) AS (
@@ -87,8 +86,8 @@ export function prepare(sqlite: Database.Database) {
     ),
     extend: sqlite.prepare(`UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),
     // A claim with kinds: each (kind, runnable state)'s first jobs, read in index order (no sort,
-    // no temporary table), then each chosen job taken by its id. One UPDATE … WHERE id IN
-    // (a merged, sorted subquery) cost ~30 µs more per claim in its temporary tables alone.
+    // no temporary table, which one UPDATE … WHERE id IN (a merged, sorted subquery) needs),
+    // then each chosen job taken by its id.
     seekAvailable: sqlite.prepare(`SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim
         WHERE kind = ? AND state = 'available' AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?`),
     seekRetry: sqlite.prepare(`SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim

@@ -14,8 +14,7 @@ export type { DeadTarget, Job, JobState, Lease } from './job.js';
 //
 // Priority: LOWER runs first (0 default, negative = urgent), as in graphile-worker and Oban.
 // The `jobs_claim` index is (state, priority, run_at) ascending: this order is read straight
-// off it, while `priority DESC` forces a sort of every runnable row (measured 16 ms per claim
-// with 200k jobs queued, against 0.04 ms).
+// off it, while `priority DESC` would sort every runnable row on each claim.
 
 interface SeekRow {
   id: number;
