@@ -1,3 +1,5 @@
+import type { channels, gateways, messages } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
 import { idFloor } from '../lib/id-time.js';
 import { iso } from '../lib/time.js';
@@ -13,14 +15,10 @@ const SAMPLE = 5000;
 
 export type ChannelHealth = 'ok' | 'degraded' | 'down' | 'disabled' | 'unknown';
 
-interface Row {
-  id: string;
-  type: ChannelType;
-  sender: string;
-  gateway_kind: string;
-  gateway_status: string;
-  created_at: number;
-}
+type ChannelRow = Pick<Row<typeof channels>, 'id' | 'type' | 'sender' | 'created_at'> & {
+  gateway_kind: Row<typeof gateways>['kind'];
+  gateway_status: Row<typeof gateways>['status'];
+};
 
 interface Outcomes {
   accepted: number;
@@ -32,7 +30,7 @@ interface Outcomes {
 const PENDING = new Set(['queued', 'sending']);
 
 export function partnerChannels(ctx: CoreCtx, partnerId: string) {
-  const rows = stmt<[string], Row>(
+  const rows = stmt<[string], ChannelRow>(
     ctx.db.sqlite,
     `SELECT c.id, c.type, c.sender, g.kind AS gateway_kind, g.status AS gateway_status, c.created_at
        FROM channels c JOIN gateways g ON g.id = c.gateway_id
@@ -43,7 +41,7 @@ export function partnerChannels(ctx: CoreCtx, partnerId: string) {
   // Ids start with their creation time: the window is a range on messages_partner.
   const recent = stmt<
     [string, string, number, number],
-    { channel_id: string; status: string; error_code: string | null }
+    Pick<Row<typeof messages>, 'channel_id' | 'status' | 'error_code'>
   >(
     ctx.db.sqlite,
     `SELECT channel_id, status, error_code FROM messages INDEXED BY messages_partner
@@ -51,6 +49,8 @@ export function partnerChannels(ctx: CoreCtx, partnerId: string) {
   ).all(partnerId, idFloor('msg', since), since, SAMPLE);
   const byChannel = new Map<string, Outcomes>();
   for (const m of recent) {
+    // Every outbound message has its channel; the column allows none for inbound ones.
+    if (m.channel_id === null) continue;
     let o = byChannel.get(m.channel_id);
     if (!o) byChannel.set(m.channel_id, (o = { accepted: 0, failed: 0, retrying: 0, queued: 0 }));
     if (m.status === 'failed') o.failed++;

@@ -1,3 +1,5 @@
+import type { contacts } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { rawStmt, stmt } from '../db/stmt.js';
 import { contactEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
@@ -23,19 +25,7 @@ export function contactKeyFor(channel: ChannelType): ContactKey {
   }
 }
 
-export interface ContactRow {
-  id: string;
-  partner_id: string;
-  name: string | null;
-  phone: string | null;
-  email: string | null;
-  psid: string | null;
-  igsid: string | null;
-  attributes: string;
-  last_inbound_at: number | null;
-  created_at: number;
-  updated_at: number;
-}
+export type ContactRow = Row<typeof contacts>;
 
 /**
  * Find the partner's contact for an address, creating it if absent. A profile name from

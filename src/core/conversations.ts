@@ -1,19 +1,10 @@
+import type { conversations } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import type { ChannelType, CoreCtx } from './context.js';
 
-export interface ConversationRow {
-  id: string;
-  partner_id: string;
-  contact_id: string;
-  channel_type: ChannelType;
-  channel_id: string | null;
-  status: 'open' | 'closed';
-  last_message_at: number | null;
-  last_inbound_at: number | null;
-  created_at: number;
-  updated_at: number;
-}
+export type ConversationRow = Row<typeof conversations>;
 
 // INDEXED BY: without ANALYZE statistics the planner may take conversations_partner and walk
 // every conversation of the partner, newest first, until this contact's: a cost that grows

@@ -1,3 +1,5 @@
+import type { webhookEndpoints } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { randomBytes } from 'node:crypto';
 import { stmt } from '../db/stmt.js';
 import { AppError, notFound } from '../lib/errors.js';
@@ -14,23 +16,8 @@ import { seal, unseal } from './secrets.js';
 
 export const MAX_ENDPOINTS_PER_PARTNER = 50;
 
-export interface EndpointRow {
-  id: string;
-  partner_id: string;
-  url: string;
-  description: string | null;
-  /** JSON array of event types; null = every event. */
-  events: string | null;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_expires_at: number | null;
-  status: 'enabled' | 'disabled';
-  disabled_reason: string | null;
-  failing_since: number | null;
-  deleted_at: number | null;
-  created_at: number;
-  updated_at: number;
-}
+/** events: a JSON array of event types; null = every event. */
+export type EndpointRow = Row<typeof webhookEndpoints>;
 
 export function newSigningSecret(): string {
   return 'whsec_' + randomBytes(32).toString('base64');

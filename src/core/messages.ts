@@ -1,3 +1,5 @@
+import type { Row } from '../db/rows.js';
+import type { messages, messageStatusHistory } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import { moneyJson } from '../lib/money.js';
@@ -10,44 +12,10 @@ import { debit, InsufficientBalanceError, refund } from './ledger.js';
 import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
 import { iso } from '../lib/time.js';
 
-export interface MessageRow {
-  id: string;
-  partner_id: string;
-  direction: 'outbound' | 'inbound';
-  channel_type: ChannelType;
-  channel_id: string | null;
-  gateway_id: string | null;
-  conversation_id: string | null;
-  contact_id: string | null;
-  to: string;
-  from: string;
-  content: string;
-  status: MessageStatus;
-  provider_message_id: string | null;
-  /** 1: provider reports find this message by provider_message_id (indexed); 0: by msgd's id, or none come. */
-  provider_id_indexed: number;
-  price: number;
-  segments: number;
-  error_code: string | null;
-  error_message: string | null;
-  dispatch_uncertain: number;
-  refunded: number;
-  sent_at: number | null;
-  created_at: number;
-  updated_at: number;
-}
+/** A message as `SELECT *` returns it; its status is one the state machine knows. */
+export type MessageRow = Row<typeof messages> & { status: MessageStatus };
 
-export interface HistoryRow {
-  id: number;
-  message_id: string;
-  status: string;
-  provider_status: string | null;
-  error_code: string | null;
-  error_message: string | null;
-  ignored: number;
-  occurred_at: number;
-  created_at: number;
-}
+export type HistoryRow = Row<typeof messageStatusHistory>;
 
 // Positional parameters: binding a named-parameter object costs ~1.3 µs more a send.
 const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,

@@ -1,3 +1,5 @@
+import type { idempotencyKeys } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { createHash } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
 import { stmt } from '../db/stmt.js';
@@ -148,12 +150,7 @@ export function canonicalHash(method: string, path: string, body: unknown): stri
     .digest('hex');
 }
 
-interface IdemRow {
-  request_hash: string;
-  response_status: number;
-  response_body: string;
-  created_at: number;
-}
+type IdemRow = Pick<Row<typeof idempotencyKeys>, 'request_hash' | 'response_status' | 'response_body' | 'created_at'>;
 
 /** A stored response for this key, or null; throws if the key was used with another body. */
 export function findIdempotent(ctx: CoreCtx, partnerId: string, idem: IdempotencyInput, ttlMs: number) {

@@ -1,7 +1,8 @@
+import type { Row } from '../db/rows.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, desc, eq } from 'drizzle-orm';
 import type { Statement } from 'better-sqlite3';
-import { tokens } from '../db/schema.js';
+import { tokens, type partners } from '../db/schema.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
@@ -155,18 +156,11 @@ export interface AuthPrincipal {
 export type AuthResult =
   { ok: true; principal: AuthPrincipal } | { ok: false; reason: AuthFailure; principal?: AuthPrincipal };
 
-interface AuthRow {
-  id: string;
-  hash: string;
-  scopes: string;
-  expires_at: number | null;
-  revoked_at: number | null;
-  last_used_at: number | null;
-  partner_id: string;
-  slug: string;
-  status: string;
-  rate_limit_per_minute: number | null;
-}
+type AuthRow = Pick<
+  Row<typeof tokens>,
+  'id' | 'hash' | 'scopes' | 'expires_at' | 'revoked_at' | 'last_used_at' | 'partner_id'
+> &
+  Pick<Row<typeof partners>, 'slug' | 'status' | 'rate_limit_per_minute'>;
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 

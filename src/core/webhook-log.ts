@@ -1,3 +1,5 @@
+import type { providerWebhooks } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
@@ -9,24 +11,9 @@ import type { CoreCtx } from './context.js';
 export type Verification = 'ok' | 'failed' | 'skipped';
 export type Processing = 'pending' | 'processed' | 'duplicate' | 'unroutable' | 'ignored' | 'error' | 'rejected';
 
-export interface WebhookLogRow {
-  id: string;
-  provider: string;
-  gateway_id: string | null;
-  method: string;
-  /** Path and query as requested. */
-  path: string;
-  /** JSON object of the request headers, secrets redacted. */
-  headers: string;
-  body: Buffer | null;
-  verification: Verification;
-  verification_reason: string | null;
-  processing: Processing;
-  error: string | null;
-  received_at: number;
-  /** When processing finished; while still pending, when a first part of it took effect. */
-  processed_at: number | null;
-}
+/** path: as requested, with its query; headers: JSON, secrets redacted; processed_at: when processing
+ * finished, or while still pending, when a first part of it took effect. */
+export type WebhookLogRow = Row<typeof providerWebhooks>;
 
 const MAX_TEXT = 2000;
 const clip = (s: string | null) => (s !== null && s.length > MAX_TEXT ? `${s.slice(0, MAX_TEXT - 1)}…` : s);

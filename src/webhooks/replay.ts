@@ -1,3 +1,5 @@
+import type { events as eventsTable } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import { type EndpointRow, subscribedTo } from '../core/endpoints.js';
@@ -44,11 +46,7 @@ export interface ReplayReport {
   pending: { event_id: string; endpoint_id: string; delivery_id: string }[];
 }
 
-interface EventRow {
-  id: string;
-  partner_id: string;
-  type: string;
-}
+type EventRow = Pick<Row<typeof eventsTable>, 'id' | 'partner_id' | 'type'>;
 
 /**
  * Send events again to the partner's enabled endpoints that subscribe to them (a test event

@@ -1,3 +1,5 @@
+import type { webhookAttempts, webhookDeliveries } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { rawStmt, stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import type { EndpointRow } from '../core/endpoints.js';
@@ -21,30 +23,9 @@ export interface DeliveryPayload {
   b: number;
 }
 
-export interface DeliveryRow {
-  id: string;
-  event_id: string;
-  endpoint_id: string;
-  partner_id: string;
-  status: DeliveryStatus;
-  attempts: number;
-  next_attempt_at: number | null;
-  last_status_code: number | null;
-  last_error: string | null;
-  created_at: number;
-  updated_at: number;
-}
+export type DeliveryRow = Row<typeof webhookDeliveries>;
 
-export interface AttemptRow {
-  id: number;
-  delivery_id: string;
-  attempt_no: number;
-  status_code: number | null;
-  duration_ms: number;
-  response_snippet: string | null;
-  error: string | null;
-  created_at: number;
-}
+export type AttemptRow = Row<typeof webhookAttempts>;
 
 /** In the caller's transaction: a pending delivery and its job. Returns null if it already exists. */
 export function createDelivery(
