@@ -1,5 +1,6 @@
-import { desc } from 'drizzle-orm';
-import { auditLog } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
+import type { auditLog } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
 import { iso } from '../lib/time.js';
 import { settingsChanged } from './settings-version.js';
@@ -14,33 +15,22 @@ export function audit(
 ) {
   // Every operator change is audited; those to settings must be seen by this process at once.
   settingsChanged(ctx.db.sqlite);
-  ctx.db.orm
-    .insert(auditLog)
-    .values({
-      actor,
-      action,
-      targetType,
-      targetId,
-      details: details ? JSON.stringify(details) : null,
-      createdAt: ctx.now(),
-    })
-    .run();
+  stmt(
+    ctx.db.sqlite,
+    'INSERT INTO audit_log (actor, action, target_type, target_id, details, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+  ).run(actor, action, targetType, targetId, details ? JSON.stringify(details) : null, ctx.now());
 }
 
 export function listAudit(ctx: CoreCtx, limit = 100) {
-  return ctx.db.orm
-    .select()
-    .from(auditLog)
-    .orderBy(desc(auditLog.id))
-    .limit(limit)
-    .all()
+  return stmt<[number], Row<typeof auditLog>>(ctx.db.sqlite, 'SELECT * FROM audit_log ORDER BY id DESC LIMIT ?')
+    .all(limit)
     .map((r) => ({
       id: r.id,
       actor: r.actor,
       action: r.action,
-      target_type: r.targetType,
-      target_id: r.targetId,
+      target_type: r.target_type,
+      target_id: r.target_id,
       details: r.details ? JSON.parse(r.details) : null,
-      created_at: iso(r.createdAt),
+      created_at: iso(r.created_at),
     }));
 }

@@ -1,5 +1,6 @@
-import { eq } from 'drizzle-orm';
-import { gateways } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
+import type { gateways } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { notFound } from '../lib/errors.js';
 import type { CoreCtx, GatewayKind } from './context.js';
 import { unsealJson } from './secrets.js';
@@ -19,7 +20,7 @@ export interface GatewayWithSecrets {
 }
 
 export function openGateway(ctx: CoreCtx, id: string): GatewayWithSecrets {
-  const row = ctx.db.orm.select().from(gateways).where(eq(gateways.id, id)).get();
+  const row = stmt<[string], Row<typeof gateways>>(ctx.db.sqlite, 'SELECT * FROM gateways WHERE id = ?').get(id);
   if (!row) throw notFound('gateway', id);
   return {
     id: row.id,
@@ -28,11 +29,14 @@ export function openGateway(ctx: CoreCtx, id: string): GatewayWithSecrets {
     status: row.status,
     settings: JSON.parse(row.settings),
     secrets: unsealJson(ctx.masterKey, row.secrets),
-    updatedAt: row.updatedAt,
+    updatedAt: row.updated_at,
   };
 }
 
 export function openGatewaysOfKind(ctx: CoreCtx, kinds: GatewayKind[]): GatewayWithSecrets[] {
-  const rows = ctx.db.orm.select({ id: gateways.id, kind: gateways.kind }).from(gateways).all();
+  const rows = stmt<[], Pick<Row<typeof gateways>, 'id' | 'kind'>>(
+    ctx.db.sqlite,
+    'SELECT id, kind FROM gateways',
+  ).all();
   return rows.filter((r) => kinds.includes(r.kind)).map((r) => openGateway(ctx, r.id));
 }

@@ -1,6 +1,7 @@
-import type { Database, Statement } from 'better-sqlite3';
 import { and, desc, eq, lt } from 'drizzle-orm';
-import { ledgerEntries } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
+import { ledgerEntries, type partners } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { AppError, invalid } from '../lib/errors.js';
 import { formatMoney, moneyJson } from '../lib/money.js';
 import { iso } from '../lib/time.js';
@@ -15,38 +16,24 @@ import { getPartner } from './partners.js';
 export type LedgerKind = 'topup' | 'debit' | 'refund' | 'adjustment';
 export type LedgerEntry = typeof ledgerEntries.$inferSelect;
 
-interface Stmts {
-  debit: Statement<[number, number, string, number]>;
-  credit: Statement<[number, number, string]>;
-  funds: Statement<[string], { balance: number; credit_limit: number }>;
-  insert: Statement<[string, string, number, number, string | null, string | null, string, number]>;
-}
+type Funds = Pick<Row<typeof partners>, 'balance' | 'credit_limit'>;
+type Balance = Pick<Row<typeof partners>, 'balance'>;
 
-const cache = new WeakMap<Database, Stmts>();
+// Exhausted (balance + credit <= 0) refuses even a free message, as the send API's rule 3 says.
+const DEBIT_SQL = `UPDATE partners SET balance = balance - ?, updated_at = ?
+  WHERE id = ? AND balance + credit_limit > 0 AND balance - ? >= -credit_limit RETURNING balance`;
+const CREDIT_SQL = 'UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance';
+const FUNDS_SQL = 'SELECT balance, credit_limit FROM partners WHERE id = ?';
+const INSERT_SQL = `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
 
-function stmts(ctx: CoreCtx): Stmts {
-  let s = cache.get(ctx.db.sqlite);
-  if (!s) {
-    const db = ctx.db.sqlite;
-    s = {
-      // Exhausted (balance + credit <= 0) refuses even a free message, as the send API's rule 3 says.
-      debit: db.prepare(
-        `UPDATE partners SET balance = balance - ?, updated_at = ?
-          WHERE id = ? AND balance + credit_limit > 0 AND balance - ? >= -credit_limit RETURNING balance`,
-      ) as any,
-      funds: db.prepare('SELECT balance, credit_limit FROM partners WHERE id = ?') as any,
-      credit: db.prepare(
-        `UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance`,
-      ) as any,
-      insert: db.prepare(
-        `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      ) as any,
-    };
-    cache.set(ctx.db.sqlite, s);
-  }
-  return s;
-}
+const funds = (ctx: CoreCtx, partnerId: string) => stmt<[string], Funds>(ctx.db.sqlite, FUNDS_SQL).get(partnerId);
+const credit = (ctx: CoreCtx, partnerId: string, amount: number, now: number) =>
+  stmt<[number, number, string], Balance>(ctx.db.sqlite, CREDIT_SQL).get(amount, now, partnerId)!;
+const insertEntry = (
+  ctx: CoreCtx,
+  e: [string, LedgerKind, number, number, string | null, string | null, string, number],
+) => stmt(ctx.db.sqlite, INSERT_SQL).run(...e);
 
 export class InsufficientBalanceError extends AppError {
   constructor(message = 'balance and credit limit do not cover this message', data?: Record<string, unknown>) {
@@ -67,7 +54,7 @@ export function exhaustedError(balance: number, creditLimit: number): Insufficie
  * a message would cost: the send API's rule 3. Reads the partner's funds.
  */
 export function refuseIfExhausted(ctx: CoreCtx, partnerId: string): void {
-  const f = stmts(ctx).funds.get(partnerId);
+  const f = funds(ctx, partnerId);
   if (f && f.balance + f.credit_limit <= 0) throw exhaustedError(f.balance, f.credit_limit);
 }
 
@@ -87,20 +74,24 @@ export function debit(
 ): number {
   if (!Number.isSafeInteger(amount) || amount < 0)
     throw new Error(`debit amount must be a non-negative integer: ${amount}`);
-  const s = stmts(ctx);
   const now = ctx.now();
-  const row = s.debit.get(amount, now, partnerId, amount) as { balance: number } | undefined;
+  const row = stmt<[number, number, string, number], Balance>(ctx.db.sqlite, DEBIT_SQL).get(
+    amount,
+    now,
+    partnerId,
+    amount,
+  );
   if (!row) {
     refuseIfExhausted(ctx, partnerId);
     throw shortOfFunds(ctx, partnerId, amount);
   }
-  s.insert.run(partnerId, 'debit', -amount, row.balance, messageId, note, actor, now);
+  insertEntry(ctx, [partnerId, 'debit', -amount, row.balance, messageId, note, actor, now]);
   return row.balance;
 }
 
 /** The 402 for a price the partner's funds do not cover, saying by how much. */
 function shortOfFunds(ctx: CoreCtx, partnerId: string, price: number): InsufficientBalanceError {
-  const f = stmts(ctx).funds.get(partnerId);
+  const f = funds(ctx, partnerId);
   if (!f) return new InsufficientBalanceError();
   const available = f.balance + f.credit_limit;
   return new InsufficientBalanceError(
@@ -120,10 +111,9 @@ export function refund(
 ): number {
   if (!Number.isSafeInteger(amount) || amount < 0)
     throw new Error(`refund amount must be a non-negative integer: ${amount}`);
-  const s = stmts(ctx);
   const now = ctx.now();
-  const row = s.credit.get(amount, now, partnerId) as { balance: number };
-  s.insert.run(partnerId, 'refund', amount, row.balance, messageId, note, actor, now);
+  const row = credit(ctx, partnerId, amount, now);
+  insertEntry(ctx, [partnerId, 'refund', amount, row.balance, messageId, note, actor, now]);
   return row.balance;
 }
 
@@ -179,10 +169,9 @@ function writeEntry(
   note: string | null,
   actor: string,
 ) {
-  const s = stmts(ctx);
   const now = ctx.now();
-  const row = s.credit.get(amount, now, partnerId) as { balance: number };
-  const info = s.insert.run(partnerId, kind, amount, row.balance, null, note, actor, now);
+  const row = credit(ctx, partnerId, amount, now);
+  const info = insertEntry(ctx, [partnerId, kind, amount, row.balance, null, note, actor, now]);
   return ctx.db.orm
     .select()
     .from(ledgerEntries)
@@ -229,14 +218,13 @@ export interface LedgerMismatch {
 
 /** Every partner's balance must equal the sum of its entries and its last entry's balance_after. */
 export function verifyLedger(ctx: CoreCtx): { ok: boolean; partners: number; mismatches: LedgerMismatch[] } {
-  const rows = ctx.db.sqlite
-    .prepare(
-      `SELECT p.id AS partner_id, p.slug, p.balance,
-              COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.partner_id = p.id), 0) AS sum_of_entries,
-              (SELECT balance_after FROM ledger_entries e WHERE e.partner_id = p.id ORDER BY id DESC LIMIT 1) AS last_balance_after
-         FROM partners p`,
-    )
-    .all() as LedgerMismatch[];
+  const rows = stmt<[], LedgerMismatch>(
+    ctx.db.sqlite,
+    `SELECT p.id AS partner_id, p.slug, p.balance,
+            COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.partner_id = p.id), 0) AS sum_of_entries,
+            (SELECT balance_after FROM ledger_entries e WHERE e.partner_id = p.id ORDER BY id DESC LIMIT 1) AS last_balance_after
+       FROM partners p`,
+  ).all();
   const mismatches = rows.filter(
     (r) => r.balance !== r.sum_of_entries || (r.last_balance_after !== null && r.last_balance_after !== r.balance),
   );

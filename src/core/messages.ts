@@ -17,7 +17,6 @@ export type MessageRow = Row<typeof messages> & { status: MessageStatus };
 
 export type HistoryRow = Row<typeof messageStatusHistory>;
 
-// Positional parameters: binding a named-parameter object costs ~1.3 µs more a send.
 const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
   contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message,
   dispatch_uncertain, refunded, sent_at, created_at, updated_at)

@@ -3,6 +3,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, desc, eq } from 'drizzle-orm';
 import type { Statement } from 'better-sqlite3';
 import { tokens, type partners } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
@@ -175,7 +176,8 @@ export class TokenAuthenticator {
   private touched = new Map<string, number>();
 
   constructor(private ctx: CoreCtx) {
-    const lookup: Statement<[string], AuthRow> = ctx.db.sqlite.prepare(
+    const lookup = stmt<[string], AuthRow>(
+      ctx.db.sqlite,
       `SELECT t.id, t.hash, t.scopes, t.expires_at, t.revoked_at, t.last_used_at,
               p.id AS partner_id, p.slug, p.status, p.rate_limit_per_minute
          FROM tokens t JOIN partners p ON p.id = t.partner_id
@@ -184,7 +186,7 @@ export class TokenAuthenticator {
     // Kept until a token or partner changes (src/core/settings-version.ts): revoking, expiring
     // by hand, suspending or issuing is seen on the next request; unknown hashes are kept too.
     this.rows = new SettingsCache(ctx.db.sqlite, (hash) => lookup.get(hash) ?? null);
-    this.touch = ctx.db.sqlite.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?');
+    this.touch = stmt(ctx.db.sqlite, 'UPDATE tokens SET last_used_at = ? WHERE id = ?');
   }
 
   authenticate(presented: string | undefined | null): AuthResult {

@@ -94,7 +94,7 @@ export function listWebhookLog(ctx: CoreCtx, f: WebhookLogFilter): WebhookLogRow
     : 'id, provider, gateway_id, method, path, headers, NULL AS body, length(body) AS body_bytes, verification, verification_reason, processing, error, received_at, processed_at';
   const sql = `SELECT ${cols} FROM provider_webhooks ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
     ORDER BY id ${f.latest ? 'DESC' : 'ASC'} LIMIT ?`;
-  const rows = ctx.db.sqlite.prepare(sql).all(...params, f.limit) as WebhookLogRow[];
+  const rows = stmt<unknown[], WebhookLogRow>(ctx.db.sqlite, sql).all(...params, f.limit);
   return f.latest ? rows.reverse() : rows;
 }
 

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { Checkpointer } from '../db/checkpointer.js';
+import { stmt } from '../db/stmt.js';
 import { Cron } from '../queue/cron.js';
 import type { JobQueue } from '../queue/queue.js';
 import type { Worker } from '../queue/worker.js';
@@ -45,7 +46,7 @@ export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask[] {
       run: (rt) => {
         const cutoff = rt.ctx.now() - rt.config.idempotency.ttlHours * 3_600_000;
         return {
-          deleted: rt.ctx.db.sqlite.prepare('DELETE FROM idempotency_keys WHERE created_at < ?').run(cutoff).changes,
+          deleted: stmt(rt.ctx.db.sqlite, 'DELETE FROM idempotency_keys WHERE created_at < ?').run(cutoff).changes,
         };
       },
     },
@@ -56,7 +57,7 @@ export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask[] {
       run: (rt) => {
         const cutoff = rt.ctx.now() - 8 * 86_400_000;
         return {
-          deleted: rt.ctx.db.sqlite.prepare('DELETE FROM provider_event_keys WHERE created_at < ?').run(cutoff).changes,
+          deleted: stmt(rt.ctx.db.sqlite, 'DELETE FROM provider_event_keys WHERE created_at < ?').run(cutoff).changes,
         };
       },
     },

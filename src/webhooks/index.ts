@@ -1,6 +1,7 @@
 import type { Agent } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
+import { stmt } from '../db/stmt.js';
 import { idFloor } from '../lib/id-time.js';
 import type { MaintenanceTask } from '../jobs/maintenance.js';
 import type { JobQueue } from '../queue/queue.js';
@@ -71,7 +72,7 @@ const CHUNK = 5000;
 
 /** Delete in chunks so a large backlog never holds the event loop (or the write lock) for long. */
 async function chunked(ctx: CoreCtx, sql: string, params: unknown[]): Promise<number> {
-  const st = ctx.db.sqlite.prepare(sql);
+  const st = stmt(ctx.db.sqlite, sql);
   let total = 0;
   for (;;) {
     const n = st.run(...params, CHUNK).changes;
