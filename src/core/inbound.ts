@@ -1,3 +1,5 @@
+import type { channels } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import { findContactId } from './contacts.js';
@@ -90,13 +92,7 @@ export interface ApplyOutcome {
 
 type Step = { ok: true } | { unroutable: string } | { waiting: string } | { ignored: string };
 
-interface ChannelRef {
-  id: string;
-  partner_id: string;
-  gateway_id: string;
-  type: ChannelType;
-  sender: string;
-}
+type ChannelRef = Pick<Row<typeof channels>, 'id' | 'partner_id' | 'gateway_id' | 'type' | 'sender'>;
 
 export function applyProviderEvents(ctx: CoreCtx, events: ProviderEvent[], opts: ApplyOptions): ApplyOutcome {
   const out: ApplyOutcome = { processed: 0, duplicates: 0, unroutable: [], ignored: [], waiting: [] };

@@ -1,4 +1,4 @@
-import type { idempotencyKeys } from '../db/schema.js';
+import type { idempotencyKeys, channels, gateways, partners, prices } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { createHash } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
@@ -26,15 +26,17 @@ export interface Preflight {
   unitPrice: number;
 }
 
+type Channel = Row<typeof channels>;
+/** The partner's row joined LEFT to its channel of a type and that channel's gateway: either may be missing. */
 interface PreflightRow {
-  channel_id: string | null;
-  channel_type: ChannelType | null;
-  gateway_id: string | null;
-  sender: string | null;
-  gateway_status: string | null;
-  low_balance_threshold: number | null;
-  own_price: number | null;
-  default_price: number | null;
+  channel_id: Channel['id'] | null;
+  channel_type: Channel['type'] | null;
+  gateway_id: Channel['gateway_id'] | null;
+  sender: Channel['sender'] | null;
+  gateway_status: Row<typeof gateways>['status'] | null;
+  low_balance_threshold: Row<typeof partners>['low_balance_threshold'];
+  own_price: Row<typeof prices>['amount'] | null;
+  default_price: Row<typeof prices>['amount'] | null;
 }
 
 const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
