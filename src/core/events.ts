@@ -1,3 +1,5 @@
+import type { webhookEndpoints } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { EventEmitter } from 'node:events';
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
@@ -53,7 +55,7 @@ export function emitEvent(
 
 /** Whether an enabled endpoint of the partner takes events of this type (subscribedTo, as replay uses). */
 function hasSubscriber(ctx: CoreCtx, partnerId: string, type: EventType): boolean {
-  const rows = stmt<[string], { events: string | null }>(
+  const rows = stmt<[string], Pick<Row<typeof webhookEndpoints>, 'events'>>(
     ctx.db.sqlite,
     `SELECT events FROM webhook_endpoints WHERE partner_id = ? AND status = 'enabled' AND deleted_at IS NULL`,
   ).all(partnerId);

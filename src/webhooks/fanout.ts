@@ -1,3 +1,5 @@
+import type { events as eventsTable, webhookEndpoints } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import { outboxSignal } from '../core/events.js';
@@ -82,13 +84,13 @@ export class Fanout {
   private batch(limit: number): number {
     const { ctx, queue } = this.deps;
     const db = ctx.db.sqlite;
-    const events = stmt<[number], { id: string; partner_id: string; type: string }>(
+    const events = stmt<[number], Pick<Row<typeof eventsTable>, 'id' | 'partner_id' | 'type'>>(
       db,
       'SELECT id, partner_id, type FROM events INDEXED BY events_pending WHERE fanned_out = 0 LIMIT ?',
     ).all(limit);
     if (events.length === 0) return 0;
     const subs = new Map<string, Sub[]>();
-    const endpointsOf = stmt<[string], { id: string; events: string | null }>(
+    const endpointsOf = stmt<[string], Pick<Row<typeof webhookEndpoints>, 'id' | 'events'>>(
       db,
       `SELECT id, events FROM webhook_endpoints WHERE partner_id = ? AND status = 'enabled' AND deleted_at IS NULL`,
     );
