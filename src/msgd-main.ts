@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig } from './config/load.js';
 import { DataDirError } from './db/datadir.js';
@@ -8,9 +9,23 @@ import { VERSION } from './lib/version.js';
 // bin/msgd: the server. `msgd` and `msgd serve` are the same thing.
 
 function fail(message: string): never {
-  process.stderr.write(`msgd: ${message}\n`);
+  writeStderr(`msgd: ${message}\n`);
   process.exit(1);
 }
+
+/** Straight to the descriptor: a broken stderr must not throw or emit an unhandled 'error'. */
+function writeStderr(text: string) {
+  try {
+    writeSync(2, text);
+  } catch {
+    // Nowhere left to say it.
+  }
+}
+
+// A broken stdout or stderr (a full disk, a closed pipe) must not kill msgd with an unhandled
+// 'error' from a console write; msgd's logs have their own destination (src/lib/log-sink.ts).
+process.stdout.on('error', () => {});
+process.stderr.on('error', () => {});
 
 async function serve(opts: { config?: string; dataDir?: string; host?: string; port?: string; demo?: boolean }) {
   let config;
@@ -39,20 +54,27 @@ async function serve(opts: { config?: string; dataDir?: string; host?: string; p
       fail(`cannot open the data directory ${config.dataDir}: ${e.message}`);
     fail(e?.message ?? String(e));
   }
+  const exit = (code: number, message?: string) => {
+    server.logSink?.flushSync();
+    if (message) writeStderr(message);
+    process.exit(code);
+  };
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) {
-      process.stderr.write(`msgd: ${signal} again, exiting now\n`);
-      process.exit(1);
-    }
+    if (stopping) exit(1, `msgd: ${signal} again, exiting now\n`);
     stopping = true;
     server.rt.logger.info({ signal }, 'signal received');
+    // The bound on the whole shutdown: whatever still waits (a slow client, a provider that
+    // does not answer, a stuck delivery) is abandoned; jobs left running are taken back and
+    // resent at the next start, as after a crash.
+    const limit = config.server.shutdownTimeoutMs;
+    setTimeout(
+      () => exit(1, `msgd: shutdown took longer than server.shutdownTimeoutMs (${limit} ms): exiting now\n`),
+      limit,
+    ).unref();
     server.close().then(
-      () => process.exit(0),
-      (e) => {
-        process.stderr.write(`msgd: shutdown failed: ${e?.message ?? e}\n`);
-        process.exit(1);
-      },
+      () => exit(0),
+      (e) => exit(1, `msgd: shutdown failed: ${e?.message ?? e}\n`),
     );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));

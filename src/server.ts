@@ -6,6 +6,7 @@ import { maybeSeedDemo, type DemoSeed } from './core/demo.js';
 import { buildApp } from './http/app.js';
 import { createLogger } from './http/logger.js';
 import { dataUpkeepTasks } from './jobs/data-upkeep.js';
+import { LogSink } from './lib/log-sink.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { createRuntime, type Runtime } from './runtime.js';
 
@@ -14,6 +15,8 @@ export interface Server {
   app: FastifyInstance;
   url: string;
   demo: DemoSeed | null;
+  /** msgd's own log destination (stdout), unless the caller gave one. */
+  logSink: LogSink | null;
   close(): Promise<void>;
 }
 
@@ -50,7 +53,9 @@ function demoBanner(seed: DemoSeed, url: string): string {
 /** msgd serve: open (create, migrate) the data dir, listen, run the job loop and cron. */
 export async function startServer(opts: StartOptions = {}): Promise<Server> {
   const config = opts.config ?? loadConfig(opts);
-  const logger = createLogger(config.log.level, { destination: opts.logDestination });
+  // Never pino's default destination: it blocks forever on a log output that fails.
+  const logSink = opts.logDestination ? null : new LogSink();
+  const logger = createLogger(config.log.level, { destination: opts.logDestination ?? logSink! });
   const rt = createRuntime({ config, logger, env: opts.env, now: opts.now });
   let app: FastifyInstance | undefined;
   let checkpointer: Checkpointer | undefined;
@@ -89,10 +94,19 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       app,
       url,
       demo,
+      logSink,
       close() {
         closing ??= (async () => {
           logger.info('msgd shutting down: no new requests, finishing in-flight jobs');
-          await app!.close();
+          // Requests under way get a moment to finish; connections still open after it (a
+          // slow client) are cut, so HTTP never holds up the jobs' own shutdown.
+          const http = app!.close();
+          const grace = Math.min(5_000, config.server.shutdownTimeoutMs / 4);
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([http, new Promise((r) => (timer = setTimeout(r, grace)))]);
+          clearTimeout(timer);
+          app!.server.closeAllConnections();
+          await http;
           maintenance?.stop();
           await rt.close();
           await checkpointer?.stop();

@@ -22,6 +22,7 @@ export const configSchema = z
           .min(1024)
           .max(50 * 1024 * 1024)
           .default(1024 * 1024),
+        shutdownTimeoutMs: z.number().int().min(1000).max(600_000).default(30_000),
       })
       .strict()
       .prefault({}),

@@ -1,4 +1,5 @@
 import pino, { type Bindings, type ChildLoggerOptions, type Logger, type LoggerOptions } from 'pino';
+import type { LogSink } from '../lib/log-sink.js';
 
 // Everything that could carry a credential is censored before it reaches a log line:
 // partner tokens, provider signatures, and any body field named like a secret.
@@ -25,7 +26,7 @@ export const REDACT_PATHS = [
 
 export function createLogger(
   level: string,
-  opts: { pretty?: boolean; destination?: NodeJS.WritableStream } = {},
+  opts: { pretty?: boolean; destination?: NodeJS.WritableStream | LogSink } = {},
 ): Logger {
   const options: LoggerOptions = {
     level,

@@ -60,12 +60,21 @@ export interface MsgdChild {
   output(): string;
 }
 
-export async function startMsgd(prep: Prepared): Promise<MsgdChild> {
+export interface SpawnOptions {
+  /** Where msgd's stdout goes: a pipe read by the test (the default) or an open file descriptor. */
+  stdout?: number;
+  /** More MSGD_* variables, or ones replacing the defaults. */
+  env?: Record<string, string>;
+  /** A command msgd runs under, e.g. `['prlimit', '--fsize=1000000', '--']`. */
+  wrap?: string[];
+}
+
+export async function startMsgd(prep: Prepared, opts: SpawnOptions = {}): Promise<MsgdChild> {
   // dist/ is shared: another test run's global setup may be rewriting it this very moment,
   // which shows as a module link error. Try again a few times; a broken build still fails.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(prep);
+      return await startOnce(prep, opts);
     } catch (e) {
       if (attempt >= 3 || !/SyntaxError|ERR_MODULE_NOT_FOUND/.test(String((e as Error).message))) throw e;
       await new Promise((r) => setTimeout(r, 2_000));
@@ -73,8 +82,9 @@ export async function startMsgd(prep: Prepared): Promise<MsgdChild> {
   }
 }
 
-async function startOnce(prep: Prepared): Promise<MsgdChild> {
-  const child = spawn(process.execPath, [BIN], {
+async function startOnce(prep: Prepared, opts: SpawnOptions): Promise<MsgdChild> {
+  const [cmd, ...args] = [...(opts.wrap ?? []), process.execPath, BIN];
+  const child = spawn(cmd, args, {
     env: {
       PATH: process.env.PATH,
       MSGD_DATA_DIR: prep.dir,
@@ -82,11 +92,12 @@ async function startOnce(prep: Prepared): Promise<MsgdChild> {
       MSGD_DEMO: 'false',
       MSGD_CONFIG: prep.configFile,
       MSGD_LOG_LEVEL: 'warn',
+      ...opts.env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', opts.stdout ?? 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout!.on('data', (d) => (out += d));
+  child.stdout?.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   const url = `http://127.0.0.1:${prep.port}`;
   const exited = waitForExit(child, 60_000).then(
