@@ -23,6 +23,9 @@ export const configSchema = z
           .max(50 * 1024 * 1024)
           .default(1024 * 1024),
         shutdownTimeoutMs: z.number().int().min(1000).max(600_000).default(30_000),
+        requestTimeoutMs: z.number().int().min(1000).max(600_000).default(30_000),
+        headersTimeoutMs: z.number().int().min(1000).max(600_000).default(10_000),
+        keepAliveTimeoutMs: z.number().int().min(1000).max(600_000).default(5_000),
       })
       .strict()
       .prefault({}),

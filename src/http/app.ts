@@ -24,6 +24,14 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     childLoggerFactory: (logger, bindings, options) =>
       new LazyRequestLogger(logger as unknown as Logger, bindings, options) as unknown as FastifyBaseLogger,
     bodyLimit: rt.config.server.bodyLimitBytes,
+    // A slow client cannot hold a connection: its headers, then its whole request, must arrive
+    // in time (a body dripped a byte a second is cut off), checked every second.
+    requestTimeout: rt.config.server.requestTimeoutMs,
+    keepAliveTimeout: rt.config.server.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: Math.min(rt.config.server.headersTimeoutMs, rt.config.server.requestTimeoutMs),
+      connectionsCheckingInterval: 1_000,
+    },
     // /api/send-sms.php/ is /api/send-sms.php: partners' URL builders add slashes.
     routerOptions: { ignoreTrailingSlash: true },
     trustProxy: rt.config.server.trustProxy,
@@ -52,6 +60,12 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   // Callback hooks, not async ones: every request runs both, and a promise each is measurable.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
+    done();
+  });
+  // An answer given before the body was read (a 401 from an onRequest hook): the connection
+  // closes with it rather than wait for the rest of a body nobody will read.
+  app.addHook('onSend', (req, reply, _payload, done) => {
+    if (!req.raw.complete) reply.header('connection', 'close');
     done();
   });
   app.addHook('onResponse', (req, reply, done) => {
