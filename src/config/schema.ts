@@ -29,6 +29,12 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    health: z
+      .object({
+        minFreeDiskMb: z.number().int().min(0).default(100),
+      })
+      .strict()
+      .prefault({}),
     log: z
       .object({
         level: logLevel.default('info'),

@@ -1,6 +1,7 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { isStorageError, StorageHealth } from '../db/storage.js';
 import { ulid } from '../lib/ids.js';
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtime.js';
@@ -70,7 +71,9 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   });
   app.addHook('onResponse', (req, reply, done) => {
     // The path only: query strings carry secrets (Meta's hub.verify_token).
-    if (reply.statusCode >= 500)
+    // A 503 is a state msgd reports on purpose (not ready, storage full, shutting down), logged
+    // where it is decided, once per spell rather than once per request.
+    if (reply.statusCode >= 500 && reply.statusCode !== 503)
       req.log.error({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode }, 'request failed');
     else if (rt.logger.isLevelEnabled('debug'))
       req.log.debug(
@@ -79,7 +82,16 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       );
     done();
   });
-  app.setErrorHandler(errorHandler);
+  const storage = new StorageHealth(
+    rt.ctx.db,
+    rt.dataDir.dir,
+    rt.config.health.minFreeDiskMb * 1024 * 1024,
+    rt.ctx.now,
+  );
+  app.setErrorHandler((err: Error, req, reply) => {
+    if (isStorageError(err)) storage.noteFailure(err);
+    return errorHandler(err, req, reply);
+  });
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0];
     // Methods the router has no route for (TRACE, PROPFIND, …) on a send path: 405 like the rest.
@@ -93,7 +105,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   // Routes, one module per surface.
   // One limiter for both partner APIs: a token's requests count together wherever they go.
   const limiter = new RateLimiter();
-  await app.register(healthRoutes, { rt });
+  await app.register(healthRoutes, { rt, storage });
   await app.register(sendRoutes, { rt, limiter });
   await app.register(sendMethodRoutes);
   await app.register(webhooksInRoutes, { rt });

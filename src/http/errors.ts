@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { isStorageError } from '../db/storage.js';
 import { AppError, issueDetails, type ErrorDetail } from '../lib/errors.js';
 
 // Domain codes carry no HTTP status; this table is the only place they get one.
@@ -23,6 +24,8 @@ const STATUS: Record<string, number> = {
   unsupported_media_type: 415,
   rate_limited: 429,
   service_unavailable: 503,
+  storage_unavailable: 503,
+  not_ready: 503,
 };
 
 export function statusFor(code: string): number {
@@ -94,8 +97,33 @@ export function errorHandler(err: FastifyError | AppError | Error, req: FastifyR
   if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
     return sendError(reply, 'invalid_request', fe.message, [], fe.statusCode);
   }
+  if (isStorageError(err)) {
+    // The batch it was part of was rolled back whole: nothing of this request was kept.
+    logStorageError(req, err);
+    reply.header('retry-after', String(STORAGE_RETRY_AFTER_S));
+    return sendError(
+      reply,
+      'storage_unavailable',
+      'msgd cannot write to its storage right now (the disk may be full); nothing of this request was kept: try again later',
+    );
+  }
   req.log.error({ err }, 'unhandled error');
   return sendError(reply, 'internal_error', 'something went wrong on our side; the request id identifies it', [], 500);
+}
+
+const STORAGE_RETRY_AFTER_S = 30;
+let storageLog = { at: 0, refused: 0 };
+
+/** One line per 10 s while the storage fails, with the count refused since: not one per request. */
+function logStorageError(req: FastifyRequest, err: unknown) {
+  storageLog.refused++;
+  const now = Date.now();
+  if (now - storageLog.at < 10_000) return;
+  req.log.error(
+    { err, refused: storageLog.refused },
+    'storage refuses writes: requests are answered 503 storage_unavailable until it takes them again',
+  );
+  storageLog = { at: now, refused: 0 };
 }
 
 /**

@@ -1,10 +1,35 @@
 import type { FastifyPluginAsync } from 'fastify';
+import type { StorageHealth } from '../../db/storage.js';
 import type { Runtime } from '../../runtime.js';
+import { sendError } from '../errors.js';
 
-export const healthRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
-  app.get('/healthz', async (_req, reply) => {
-    // A cheap query proves the database answers, not only the process.
+// /healthz: the process is alive and answers (for a supervisor's liveness check; never
+// restarts msgd over a full disk). /readyz: msgd can keep what it accepts (for a load
+// balancer or an alert): the database takes a write, migrations are current, the disk has room.
+
+export const healthRoutes: FastifyPluginAsync<{ rt: Runtime; storage: StorageHealth }> = async (
+  app,
+  { rt, storage },
+) => {
+  app.get('/healthz', (_req, reply) => {
+    // A read proves the database answers; it reads even from a full disk.
     rt.ctx.db.sqlite.prepare('SELECT 1').get();
-    return reply.send({ status: 'ok', version: rt.version, uptime_s: Math.round(process.uptime()) });
+    reply.send({ status: 'ok', version: rt.version, uptime_s: Math.round(process.uptime()) });
+  });
+
+  app.get('/readyz', (_req, reply) => {
+    const r = storage.readiness();
+    const checks = Object.fromEntries(r.checks.map((c) => [c.name, { ok: c.ok, message: c.message }]));
+    if (r.ok) return reply.send({ status: 'ready', checks });
+    reply.header('retry-after', '30');
+    return sendError(
+      reply,
+      'not_ready',
+      `msgd cannot keep what it accepts right now: ${r.checks
+        .filter((c) => !c.ok)
+        .map((c) => c.message)
+        .join('; ')}`,
+      r.checks.filter((c) => !c.ok).map((c) => ({ field: c.name, message: c.message })),
+    );
   });
 };
