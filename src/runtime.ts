@@ -179,6 +179,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     dispatcher,
     callbackBase: () => rt.callbackBase(),
     selfUrl: () => rt.selfUrl,
+    logger,
   });
   rt.maintenanceTasks.push(webhookRetentionTask(), ...webhooksOut.maintenanceTasks);
   return rt;

@@ -85,7 +85,11 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     }
     rt.worker.start();
     rt.webhooksOut.start();
-    logger.info({ url, dataDir: rt.dataDir.dir, version: rt.version }, 'msgd listening');
+    // The settings in force, so a log shows what the process ran with (the config holds no secrets).
+    logger.info(
+      { url, dataDir: rt.dataDir.dir, version: rt.version, node: process.version, pid: process.pid, config },
+      'msgd listening',
+    );
     if (demo)
       (opts.print ?? ((t: string) => process.stdout.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
     let closing: Promise<void> | undefined;

@@ -51,6 +51,7 @@ const ENV: Record<string, Setter> = {
   MSGD_TRUST_PROXY: (r, v) => setPath(r, ['server', 'trustProxy'], asBool('MSGD_TRUST_PROXY', v)),
   MSGD_LOG_LEVEL: (r, v) => setPath(r, ['log', 'level'], v),
   MSGD_LOG_PRETTY: (r, v) => setPath(r, ['log', 'pretty'], asBool('MSGD_LOG_PRETTY', v)),
+  MSGD_ACCESS_LOG: (r, v) => setPath(r, ['log', 'accessLog'], asBool('MSGD_ACCESS_LOG', v)),
   MSGD_DEMO: (r, v) => setPath(r, ['demo', 'enabled'], asBool('MSGD_DEMO', v)),
   MSGD_WEBHOOKS_ALLOW_PRIVATE: (r, v) =>
     setPath(r, ['webhooksOut', 'allowPrivateTargets'], asBool('MSGD_WEBHOOKS_ALLOW_PRIVATE', v)),

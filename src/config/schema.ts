@@ -39,6 +39,7 @@ export const configSchema = z
       .object({
         level: logLevel.default('info'),
         pretty: z.boolean().default(false),
+        accessLog: z.boolean().default(false),
       })
       .strict()
       .prefault({}),

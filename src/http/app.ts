@@ -19,7 +19,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: rt.logger as unknown as FastifyBaseLogger,
-    // One line per request is written by the onResponse hook below, at debug (5xx at error).
+    // One line per request is written by the onResponse hook below: at info with log.accessLog,
+    // else at debug (5xx at error).
     logController: new LogController({ disableRequestLogging: true }),
     // Each request's child logger is made only if the request logs (src/http/logger.ts).
     childLoggerFactory: (logger, bindings, options) =>
@@ -69,12 +70,24 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     if (!req.raw.complete) reply.header('connection', 'close');
     done();
   });
+  const accessLog = rt.config.log.accessLog;
   app.addHook('onResponse', (req, reply, done) => {
     // The path only: query strings carry secrets (Meta's hub.verify_token).
     // A 503 is a state msgd reports on purpose (not ready, storage full, shutting down), logged
     // where it is decided, once per spell rather than once per request.
     if (reply.statusCode >= 500 && reply.statusCode !== 503)
       req.log.error({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode }, 'request failed');
+    else if (accessLog)
+      req.log.info(
+        {
+          method: req.method,
+          route: req.routeOptions.url ?? null,
+          path: req.url.split('?')[0],
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime * 10) / 10,
+        },
+        'request',
+      );
     else if (rt.logger.isLevelEnabled('debug'))
       req.log.debug(
         { method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime },

@@ -24,6 +24,22 @@ export const REDACT_PATHS = [
   'secrets',
 ];
 
+/**
+ * Field names whose string values are secrets, at any depth: pino's paths above match fixed
+ * places only, and an error can carry its request's headers several levels down
+ * (`err.request.headers.authorization`), a provider's settings its own names
+ * (`page_access_token`, `api_key_secret`, `signing_secret`), a webhook its signature headers.
+ */
+export const SECRET_FIELD =
+  /^(?:authorization|proxy-authorization|cookie|set-cookie|password|passphrase|secret|secrets|token|tokens|api_?key|x-api-key|signature|session_?id|master_?key|private_?key|.*[_-](?:token|secret|password|signature|api_?key)|x-[a-z0-9-]*signature[a-z0-9-]*)$/i;
+
+const STRING_FIELD = /"((?:[^"\\]|\\.)*)":"((?:[^"\\]|\\.)*)"/g;
+
+/** One serialized log line with every secret-named string field's value censored. */
+export function redactLine(line: string): string {
+  return line.replace(STRING_FIELD, (all, key: string) => (SECRET_FIELD.test(key) ? `"${key}":"[redacted]"` : all));
+}
+
 export function createLogger(
   level: string,
   opts: { pretty?: boolean; destination?: NodeJS.WritableStream | LogSink } = {},
@@ -34,7 +50,9 @@ export function createLogger(
     base: { service: 'msgd' },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  return opts.destination ? pino(options, opts.destination as any) : pino(options);
+  const dest = opts.destination ?? process.stdout;
+  // Every line passes through redactLine on its way out, whatever logged it.
+  return pino(options, { write: (line: string) => dest.write(redactLine(line)) });
 }
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

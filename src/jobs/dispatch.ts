@@ -21,6 +21,7 @@ import type { Job, JobQueue } from '../queue/queue.js';
 import type { RateShaper } from '../queue/rate.js';
 import type { GatewayBook } from './gateway-book.js';
 import { GatewayLines } from './gateway-lines.js';
+import { sendAttemptLog } from './send-log.js';
 import type { JobResult } from '../queue/settle.js';
 import type { Worker } from '../queue/worker.js';
 
@@ -78,6 +79,7 @@ interface DispatchPayload {
 
 export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   const { ctx } = deps;
+  const logAttempt = sendAttemptLog(deps.logger, deps.config);
 
   function ratePerSecond(gw: GatewayWithSecrets): number {
     return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
@@ -218,6 +220,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       result = { outcome: 'retry', message: e?.message ?? String(e) };
     }
     if (result.outcome !== 'accepted') result = { ...result, message: redactSecrets(result.message, gw.secrets) };
+    logAttempt(gw, m.id, job, result);
     const uncertain = job.reclaims > 0;
     switch (result.outcome) {
       case 'accepted': {

@@ -14,6 +14,8 @@ import {
 import { callProvider, isResponse, truncate } from '../providers/http.js';
 import { SANDBOX_SIGNATURE_HEADER, sandboxBody, signSandbox } from '../providers/sandbox/webhook.js';
 import { webhookHandler, type WebhookHandler } from '../providers/webhooks.js';
+import type { Logger } from 'pino';
+import { FailureLog } from '../lib/failure-log.js';
 import { SANDBOX_REPORT_JOB } from './dispatch.js';
 import type { MaintenanceTask } from './maintenance.js';
 import type { Job, JobQueue } from '../queue/queue.js';
@@ -74,6 +76,7 @@ export interface WebhooksInDeps {
   callbackBase: () => string | null;
   /** Where msgd listens, once it does. */
   selfUrl: () => string | null;
+  logger: Logger;
 }
 
 export function registerWebhooksIn(worker: Worker, deps: WebhooksInDeps): void {
@@ -162,6 +165,7 @@ function processWebhooks(
             }
             const [processing, error] = outcomeOf(out, w.row.processed_at !== null);
             finishWebhookLog(ctx, w.row.id, processing, error);
+            if (processing === 'unroutable') noteUnroutable(deps, w.row, error);
           });
         } catch (e) {
           // Rolled back to its savepoint: this webhook's events did not happen; the others stand.
@@ -229,4 +233,18 @@ export function webhookRetentionTask(): MaintenanceTask {
       }
     },
   };
+}
+
+const unroutableLogs = new WeakMap<WebhooksInDeps, FailureLog>();
+
+/** At info, summed up per provider: a misconfigured channel would otherwise log every event. */
+function noteUnroutable(deps: WebhooksInDeps, row: WebhookLogRow, error: string | null) {
+  let log = unroutableLogs.get(deps);
+  if (!log) unroutableLogs.set(deps, (log = new FailureLog(deps.logger, { what: 'provider webhooks unroutable' })));
+  log.failure(
+    `${row.provider}:${row.gateway_id ?? ''}`,
+    'unroutable',
+    { provider: row.provider, gatewayId: row.gateway_id, webhookId: row.id, reason: error },
+    'provider webhook unroutable: no message or channel matches its events (msgctl webhooks reprocess --unroutable once fixed)',
+  );
 }

@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { FailureLog } from '../lib/failure-log.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import { disableEndpoint, openSecrets, type EndpointRow } from '../core/endpoints.js';
@@ -36,6 +37,8 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
   const { ctx, config } = deps;
   const disableAfterMs = config.disableAfterHours * 3_600_000;
   const prepared = new Map<string, { version: string; secrets: PreparedSecrets }>();
+  // Failed attempts at info, summed up per endpoint while it keeps failing.
+  const failures = new FailureLog(deps.logger, { what: 'webhook deliveries' });
 
   // Unsealing and decoding per request would cost more than the HMACs; endpoints change rarely.
   function secretsFor(ep: EndpointRow, now: number): PreparedSecrets {
@@ -87,6 +90,7 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     const rec = record(out, a.delivery.attempts + 1);
 
     if (out.ok) {
+      failures.success(ep.id, { endpointId: ep.id });
       return {
         type: 'ok',
         apply: () => {
@@ -108,6 +112,19 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     }
 
     const at = ctx.now();
+    failures.failure(
+      ep.id,
+      out.status === null ? 'no_answer' : `http_${out.status}`,
+      {
+        endpointId: ep.id,
+        url: ep.url.split('?')[0],
+        eventId,
+        attempt: rec.attemptNo,
+        status: out.status,
+        error: out.error,
+      },
+      'webhook delivery to a partner endpoint failed',
+    );
     // The endpoint's failure clock as loaded before the request; apply (markFailing) reads it
     // again, since another delivery's failure may have started it meanwhile.
     const failingFor = at - (ep.failing_since ?? at);

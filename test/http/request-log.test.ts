@@ -43,4 +43,21 @@ describe('request log', () => {
     expect(res.headers.get('x-request-id')).toMatch(/^req_/);
     expect(requestLines(s.logs)).toEqual([]);
   });
+
+  it('with log.accessLog, at info, one line per request with request id, route, status and duration', async () => {
+    s = await startTestServer({ 'log.level': 'info', 'log.accessLog': true });
+    const res = await fetch(`${s.url}/v1/messages/msg_nope?limit=5`, { headers: { 'x-request-id': 'trace-42' } });
+    expect(res.status).toBe(401);
+    const lines = requestLines(s.logs);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      level: 30,
+      reqId: 'trace-42',
+      method: 'GET',
+      route: '/v1/messages/:id',
+      path: '/v1/messages/msg_nope',
+      status: 401,
+    });
+    expect(typeof lines[0].ms).toBe('number');
+  });
 });

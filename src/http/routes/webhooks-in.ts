@@ -3,6 +3,7 @@ import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } f
 import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../jobs/webhook-intake.js';
 import type { Runtime } from '../../runtime.js';
 import { META_KINDS } from '../../core/gateway-kinds.js';
+import { FailureLog } from '../../lib/failure-log.js';
 import { errorHandler, sendError } from '../errors.js';
 
 // Provider webhooks in. One URL takes WhatsApp, Twilio, SendGrid and sandbox events, the
@@ -67,9 +68,21 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app,
     return new Incoming(req, raw, typeof gateway === 'string' && gateway !== '' ? gateway : undefined, rt);
   }
 
+  // Refusals at info, summed up per provider and reason: a flood of forged requests is a few
+  // lines a minute. The stored request (msgctl webhooks log) has the rest.
+  const refused = new FailureLog(rt.logger, { what: 'provider webhooks refused' });
+
   function answer(reply: FastifyReply, a: IntakeAnswer) {
     reply.header('x-msgd-webhook-id', a.id);
-    if (a.status !== 200) return sendError(reply, a.code, a.message, [], a.status);
+    if (a.status !== 200) {
+      refused.failure(
+        `${a.provider}:${a.code}`,
+        a.code,
+        { provider: a.provider, webhookId: a.id, status: a.status, reason: a.message },
+        'provider webhook refused',
+      );
+      return sendError(reply, a.code, a.message, [], a.status);
+    }
     // Twilio reads the answer to an inbound SMS as TwiML: an empty Response sends no reply.
     if (a.provider === 'twilio') return reply.code(200).type('text/xml').send(EMPTY_TWIML);
     // Ids are [a-z0-9_]: the body needs no serializer.
