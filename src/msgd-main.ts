@@ -108,7 +108,8 @@ Serve options (msgd [serve] [options]):
   --no-demo              never create the demo partner on an empty data directory
 
 Environment: MSGD_CONFIG, MSGD_DATA_DIR, MSGD_HOST, MSGD_PORT, MSGD_PUBLIC_URL, MSGD_MASTER_KEY,
-MSGD_LOG_LEVEL, MSGD_ACCESS_LOG, MSGD_DEMO (see docs/configuration.md).
+MSGD_LOG_LEVEL, MSGD_ACCESS_LOG, MSGD_METRICS_PORT, MSGD_METRICS_TOKEN, MSGD_DEMO
+(see docs/configuration.md).
 Operator commands are in msgctl (msgctl --help).`,
 );
 

@@ -7,6 +7,13 @@ import { buildApp } from './http/app.js';
 import { createLogger } from './http/logger.js';
 import { dataUpkeepTasks } from './jobs/data-upkeep.js';
 import { LogSink } from './lib/log-sink.js';
+import {
+  createMetricsRegistry,
+  instrumentApp,
+  metricsEnabled,
+  startMetricsListener,
+  type Metrics,
+} from './http/metrics/index.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { createRuntime, type Runtime } from './runtime.js';
 
@@ -17,6 +24,8 @@ export interface Server {
   demo: DemoSeed | null;
   /** msgd's own log destination (stdout), unless the caller gave one. */
   logSink: LogSink | null;
+  /** The separate metrics listener's /metrics URL (metrics.port), or null. */
+  metricsUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -60,10 +69,24 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
   let app: FastifyInstance | undefined;
   let checkpointer: Checkpointer | undefined;
   let maintenance: Maintenance | undefined;
+  let metrics: Metrics | undefined;
   try {
     const demo = config.demo.enabled ? maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
+    const registry = metricsEnabled(rt)
+      ? createMetricsRegistry({
+          rt,
+          checkpointer: {
+            get last() {
+              return checkpointer?.last ?? null;
+            },
+          },
+          logSink,
+        })
+      : null;
+    if (registry) instrumentApp(app, rt, registry);
     await app.listen({ host: config.server.host, port: config.server.port });
+    if (registry) metrics = await startMetricsListener(rt, registry);
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.server.port;
     const host = config.server.host === '0.0.0.0' || config.server.host === '::' ? '127.0.0.1' : config.server.host;
@@ -87,7 +110,15 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     rt.webhooksOut.start();
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).
     logger.info(
-      { url, dataDir: rt.dataDir.dir, version: rt.version, node: process.version, pid: process.pid, config },
+      {
+        url,
+        metricsUrl: metrics?.url ?? (config.metrics.token ? `${url}/metrics` : null),
+        dataDir: rt.dataDir.dir,
+        version: rt.version,
+        node: process.version,
+        pid: process.pid,
+        config,
+      },
       'msgd listening',
     );
     if (demo)
@@ -99,6 +130,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       url,
       demo,
       logSink,
+      metricsUrl: metrics?.url ?? null,
       close() {
         closing ??= (async () => {
           logger.info('msgd shutting down: no new requests, finishing in-flight jobs');
@@ -111,6 +143,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
           clearTimeout(timer);
           app!.server.closeAllConnections();
           await http;
+          await metrics?.close();
           maintenance?.stop();
           await rt.close();
           await checkpointer?.stop();
@@ -121,6 +154,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     };
     return server;
   } catch (e) {
+    await metrics?.close();
     maintenance?.stop();
     await app?.close().catch(() => {});
     await checkpointer?.stop();

@@ -52,6 +52,8 @@ const ENV: Record<string, Setter> = {
   MSGD_LOG_LEVEL: (r, v) => setPath(r, ['log', 'level'], v),
   MSGD_LOG_PRETTY: (r, v) => setPath(r, ['log', 'pretty'], asBool('MSGD_LOG_PRETTY', v)),
   MSGD_ACCESS_LOG: (r, v) => setPath(r, ['log', 'accessLog'], asBool('MSGD_ACCESS_LOG', v)),
+  MSGD_METRICS_PORT: (r, v) => setPath(r, ['metrics', 'port'], v === '' ? null : asInt('MSGD_METRICS_PORT', v)),
+  MSGD_METRICS_TOKEN: (r, v) => setPath(r, ['metrics', 'token'], v === '' ? null : v),
   MSGD_DEMO: (r, v) => setPath(r, ['demo', 'enabled'], asBool('MSGD_DEMO', v)),
   MSGD_WEBHOOKS_ALLOW_PRIVATE: (r, v) =>
     setPath(r, ['webhooksOut', 'allowPrivateTargets'], asBool('MSGD_WEBHOOKS_ALLOW_PRIVATE', v)),

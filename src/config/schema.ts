@@ -29,6 +29,14 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    metrics: z
+      .object({
+        host: z.string().min(1).default('127.0.0.1'),
+        port: z.number().int().min(0).max(65535).nullable().default(null),
+        token: z.string().min(16).nullable().default(null),
+      })
+      .strict()
+      .prefault({}),
     health: z
       .object({
         minFreeDiskMb: z.number().int().min(0).default(100),

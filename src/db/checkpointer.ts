@@ -57,6 +57,8 @@ export interface Checkpointer {
   stop(): Promise<void>;
   /** Rounds after which the writing connection copied the tail itself (the WAL then starts over). */
   readonly finished: number;
+  /** The last round's result: when, frames in the WAL, frames copied (for /metrics). */
+  readonly last: { at: number; log: number; checkpointed: number } | null;
 }
 
 export interface CheckpointerOptions {
@@ -85,8 +87,10 @@ export function startCheckpointer(path: string, opts: CheckpointerOptions = {}):
     resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 2 },
   });
   let finished = 0;
+  let last: Checkpointer['last'] = null;
   w.on('message', (m) => {
     if (m?.type === 'error') opts.onError?.(m.message);
+    if (m?.type === 'checkpoint') last = { at: Date.now(), log: m.log, checkpointed: m.checkpointed };
     if (m?.type === 'checkpoint' && m.mode === 'PASSIVE' && opts.writer) {
       // Still chasing a writer that outruns it: copying the tail here would be a long pause.
       if (m.busy !== 0 || m.fresh > SMALL_TAIL_FRAMES || m.log === 0) return;
@@ -99,6 +103,9 @@ export function startCheckpointer(path: string, opts: CheckpointerOptions = {}):
     truncate: () => w.postMessage('truncate'),
     get finished() {
       return finished;
+    },
+    get last() {
+      return last;
     },
     stop: () =>
       new Promise<void>((resolve) => {
