@@ -441,3 +441,74 @@ export const meta = sqliteTable('meta', {
   key: text('key').primaryKey(),
   value: text('value').notNull(),
 });
+
+/** People of a partner who use the web console (/ui). Email is unique across partners: it is the login. */
+export const users = sqliteTable(
+  'users',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
+    email: text('email').notNull().unique(),
+    role: text('role', { enum: ['admin', 'developer', 'billing'] }).notNull(),
+    /** scrypt$N$r$p$salt$hash (src/core/passwords.ts); null until the invite is accepted. */
+    passwordHash: text('password_hash'),
+    status: text('status', { enum: ['active', 'disabled'] })
+      .notNull()
+      .default('active'),
+    /** Sessions created before this moment are no longer valid. */
+    sessionsValidAfter: integer('sessions_valid_after').notNull().default(0),
+    lastLoginAt: integer('last_login_at'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [index('users_partner').on(t.partnerId)],
+);
+
+/** One-time links: an invite (set the first password) or a reset. Only a hash of the link's secret. */
+export const userInvites = sqliteTable(
+  'user_invites',
+  {
+    id: text('id').primaryKey(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id),
+    hash: text('hash').notNull().unique(),
+    kind: text('kind', { enum: ['invite', 'reset'] }).notNull(),
+    expiresAt: integer('expires_at').notNull(),
+    usedAt: integer('used_at'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('user_invites_user').on(t.userId)],
+);
+
+/** Console sessions. The cookie holds the secret; only its SHA-256 is kept. */
+export const uiSessions = sqliteTable(
+  'ui_sessions',
+  {
+    id: text('id').primaryKey(),
+    hash: text('hash').notNull().unique(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id),
+    createdAt: integer('created_at').notNull(),
+    lastSeenAt: integer('last_seen_at').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (t) => [index('ui_sessions_user').on(t.userId)],
+);
+
+/** Spend per partner and UTC day, rolled up from the ledger's new rows (src/core/spend.ts). */
+export const spendDaily = sqliteTable(
+  'spend_daily',
+  {
+    partnerId: text('partner_id').notNull(),
+    /** UTC day as YYYY-MM-DD. */
+    day: text('day').notNull(),
+    /** Debits minus refunds, micro-units (positive = spent). */
+    spend: integer('spend').notNull().default(0),
+    messages: integer('messages').notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.partnerId, t.day] })],
+);

@@ -60,7 +60,23 @@ export function ulid(now: number = Date.now()): string {
 }
 
 export type IdPrefix =
-  'prt' | 'tok' | 'gw' | 'ch' | 'prc' | 'msg' | 'conv' | 'ct' | 'evt' | 'whe' | 'dlv' | 'pwh' | 'req' | 'aud';
+  | 'prt'
+  | 'tok'
+  | 'gw'
+  | 'ch'
+  | 'prc'
+  | 'msg'
+  | 'conv'
+  | 'ct'
+  | 'evt'
+  | 'whe'
+  | 'dlv'
+  | 'pwh'
+  | 'req'
+  | 'aud'
+  | 'usr'
+  | 'ses'
+  | 'inv';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${ulid()}`;
