@@ -177,6 +177,32 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    ui: z
+      .object({
+        /** A console session ends after this long without a request. */
+        sessionIdleMinutes: z
+          .number()
+          .int()
+          .min(1)
+          .max(7 * 24 * 60)
+          .default(30),
+        /** And this long after login, however busy. */
+        sessionMaxHours: z
+          .number()
+          .int()
+          .min(1)
+          .max(30 * 24)
+          .default(12),
+        /** How long an invite or reset link stays usable. */
+        inviteHours: z
+          .number()
+          .int()
+          .min(1)
+          .max(30 * 24)
+          .default(72),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

@@ -34,3 +34,21 @@ export function listAudit(ctx: CoreCtx, limit = 100) {
       created_at: iso(r.created_at),
     }));
 }
+
+/**
+ * An audit entry that changes no setting (console logins and their failures): written without
+ * moving the settings version, so a burst of failed logins does not empty every request cache.
+ */
+export function auditEvent(
+  ctx: CoreCtx,
+  actor: string,
+  action: string,
+  targetType: string,
+  targetId: string | null,
+  details?: Record<string, unknown>,
+) {
+  stmt(
+    ctx.db.sqlite,
+    'INSERT INTO audit_log (actor, action, target_type, target_id, details, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+  ).run(actor, action, targetType, targetId, details ? JSON.stringify(details) : null, ctx.now());
+}
