@@ -14,6 +14,7 @@ import { registerPartner } from './partner.js';
 import { registerPrice } from './price.js';
 import { registerRestore } from './restore.js';
 import { registerToken } from './token.js';
+import { registerUser } from './user.js';
 import { registerJobs } from './jobs.js';
 import { registerMessages } from './messages.js';
 import { registerWebhookLogCommands } from './webhooks-in.js';
@@ -47,6 +48,7 @@ export function buildProgram(): Command {
   registerMigrate(program);
   registerPartner(program);
   registerToken(program);
+  registerUser(program);
   registerGateway(program);
   registerChannel(program);
   registerPrice(program);

@@ -1,0 +1,127 @@
+import type { Command } from 'commander';
+import type { Config } from '../config/schema.js';
+import { getPartner } from '../core/partners.js';
+import { ROLES, inviteUser, listUsers, resetUser, setUserStatus, userJson, type IssuedLink } from '../core/users.js';
+import { withCli, type Cli } from './context.js';
+import { examples } from './help.js';
+import { kv, lines, table, when, type Result } from './output.js';
+
+// msgctl user: the partner's web console users. The operator invites a partner's first admin;
+// that admin invites the rest from the console.
+
+/** Where a link points: server.publicUrl, else the configured host and port (with a warning). */
+export function consoleBase(config: Config): { base: string; warning: string | null } {
+  if (config.server.publicUrl) return { base: config.server.publicUrl.replace(/\/+$/, ''), warning: null };
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  return {
+    base: `http://${host}:${config.server.port}`,
+    warning:
+      'server.publicUrl is not set: the link uses the listening address, which a browser elsewhere may not reach. Set server.publicUrl (MSGD_PUBLIC_URL).',
+  };
+}
+
+function linkResult(cli: Cli, issued: IssuedLink, verb: string): Result {
+  const { base, warning } = consoleBase(cli.config);
+  const url = `${base}/ui/invite/${issued.secret}`;
+  const partner = getPartner(cli.ctx, issued.user.partner_id);
+  return {
+    json: {
+      ...userJson(issued.user),
+      partner: partner.slug,
+      link: url,
+      link_expires_at: new Date(issued.expiresAt).toISOString(),
+    },
+    text: lines(
+      `${verb} ${issued.user.email} (${issued.user.role}) for ${partner.slug}.`,
+      kv(
+        [
+          ['link', url],
+          ['expires', when(issued.expiresAt)],
+        ],
+        '  ',
+      ),
+    ),
+    notices: [
+      'The link works once and is not shown again: send it to the user now.',
+      ...(warning ? [`warning: ${warning}`] : []),
+    ],
+  };
+}
+
+function invite(cli: Cli, partnerRef: string, email: string, opts: { role: string }): Result {
+  return linkResult(cli, inviteUser(cli.ctx, { partner: partnerRef, email, role: opts.role }, cli.actor), 'Invited');
+}
+
+function list(cli: Cli, partnerRef: string): Result {
+  const partner = getPartner(cli.ctx, partnerRef);
+  const rows = listUsers(cli.ctx, partner.id);
+  return {
+    json: { data: rows.map(userJson) },
+    text: rows.length
+      ? table(
+          ['id', 'email', 'role', 'state', 'last login', 'created'],
+          rows.map((u) => [u.id, u.email, u.role, userJson(u).state, when(u.last_login_at), when(u.created_at)]),
+        )
+      : `No console users for ${partner.slug}. Invite one with: msgctl user invite ${partner.slug} <email> --role admin`,
+  };
+}
+
+function disable(cli: Cli, partnerRef: string, ref: string): Result {
+  const partner = getPartner(cli.ctx, partnerRef);
+  const u = setUserStatus(cli.ctx, partner.id, ref, 'disabled', cli.actor);
+  return { json: userJson(u), text: `Disabled ${u.email}: their sessions have ended and they cannot log in.` };
+}
+
+function enable(cli: Cli, partnerRef: string, ref: string): Result {
+  const partner = getPartner(cli.ctx, partnerRef);
+  const u = setUserStatus(cli.ctx, partner.id, ref, 'active', cli.actor);
+  return { json: userJson(u), text: `Enabled ${u.email}.` };
+}
+
+function reset(cli: Cli, partnerRef: string, ref: string): Result {
+  const partner = getPartner(cli.ctx, partnerRef);
+  return linkResult(cli, resetUser(cli.ctx, partner.id, ref, cli.actor), 'Reset link for');
+}
+
+export function registerUser(program: Command) {
+  const user = program.command('user').description("a partner's web console users: invite, list, disable, reset");
+
+  user
+    .command('invite')
+    .description('invite a user; prints a one-time link to set a password')
+    .argument('<partner>', 'slug or id')
+    .argument('<email>', "the user's email address (their login)")
+    .requiredOption('--role <role>', `one of ${ROLES.join(', ')}`)
+    .addHelpText('after', examples('msgctl user invite acme ann@acme.example --role admin'))
+    .action(withCli(invite));
+
+  user
+    .command('list')
+    .description("list a partner's console users")
+    .argument('<partner>', 'slug or id')
+    .addHelpText('after', examples('msgctl user list acme'))
+    .action(withCli(list));
+
+  user
+    .command('disable')
+    .description('disable a user: ends their sessions at once')
+    .argument('<partner>', 'slug or id')
+    .argument('<user>', 'email or user id (usr_...)')
+    .addHelpText('after', examples('msgctl user disable acme ann@acme.example'))
+    .action(withCli(disable));
+
+  user
+    .command('enable')
+    .description('enable a disabled user again')
+    .argument('<partner>', 'slug or id')
+    .argument('<user>', 'email or user id (usr_...)')
+    .action(withCli(enable));
+
+  user
+    .command('reset')
+    .description('print a one-time link to set a new password (the current one works until it is used)')
+    .argument('<partner>', 'slug or id')
+    .argument('<user>', 'email or user id (usr_...)')
+    .addHelpText('after', examples('msgctl user reset acme ann@acme.example'))
+    .action(withCli(reset));
+}
