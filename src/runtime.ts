@@ -20,6 +20,7 @@ import type { AcceptDeps } from './core/send.js';
 import { closeAdapters } from './providers/registry.js';
 import type { MaintenanceTask } from './jobs/maintenance.js';
 import { createWebhooksOut, type WebhooksOut } from './webhooks/index.js';
+import { consoleTasks } from './ui/tasks.js';
 
 // The composition root: one object holding everything a running msgd needs. msgd's
 // server builds it with background work; tests build it over a temp data directory.
@@ -182,6 +183,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     logger,
   });
   rt.maintenanceTasks.push(webhookRetentionTask(), ...webhooksOut.maintenanceTasks);
+  rt.maintenanceTasks.push(...consoleTasks);
   return rt;
 }
 

@@ -6,12 +6,13 @@ import { ulid } from '../lib/ids.js';
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtime.js';
 import { errorBody, errorHandler, sendError } from './errors.js';
-import { LazyRequestLogger } from './logger.js';
+import { LazyRequestLogger, loggedPath } from './logger.js';
 import { RateLimiter } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
 import { SEND_PATHS, sendMethodRoutes, sendRoutes } from './routes/send.js';
 import { v1Routes } from './routes/v1/index.js';
 import { webhooksInRoutes } from './routes/webhooks-in.js';
+import { uiPlugin } from '../ui/plugin.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -72,17 +73,17 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   });
   const accessLog = rt.config.log.accessLog;
   app.addHook('onResponse', (req, reply, done) => {
-    // The path only: query strings carry secrets (Meta's hub.verify_token).
+    // The path only, and no invite link's secret: query strings carry secrets (Meta's hub.verify_token).
     // A 503 is a state msgd reports on purpose (not ready, storage full, shutting down), logged
     // where it is decided, once per spell rather than once per request.
     if (reply.statusCode >= 500 && reply.statusCode !== 503)
-      req.log.error({ method: req.method, path: req.url.split('?')[0], status: reply.statusCode }, 'request failed');
+      req.log.error({ method: req.method, path: loggedPath(req.url), status: reply.statusCode }, 'request failed');
     else if (accessLog)
       req.log.info(
         {
           method: req.method,
           route: req.routeOptions.url ?? null,
-          path: req.url.split('?')[0],
+          path: loggedPath(req.url),
           status: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 10) / 10,
         },
@@ -90,7 +91,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       );
     else if (rt.logger.isLevelEnabled('debug'))
       req.log.debug(
-        { method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime },
+        { method: req.method, path: loggedPath(req.url), status: reply.statusCode, ms: reply.elapsedTime },
         'request',
       );
     done();
@@ -123,6 +124,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(sendMethodRoutes);
   await app.register(webhooksInRoutes, { rt });
   await app.register(v1Routes, { rt, limiter, prefix: '/v1' });
+  await app.register(uiPlugin, { rt, prefix: '/ui' });
   return app;
 }
 

@@ -26,6 +26,8 @@ const STATUS: Record<string, number> = {
   service_unavailable: 503,
   storage_unavailable: 503,
   not_ready: 503,
+  link_expired: 410,
+  csrf_token_mismatch: 419,
 };
 
 export function statusFor(code: string): number {

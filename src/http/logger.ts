@@ -102,3 +102,8 @@ export class LazyRequestLogger {
     }
   }
 }
+
+/** A request's path as logs show it: no query string, and no secret an invite link carries. */
+export function loggedPath(url: string): string {
+  return url.split('?')[0].replace(/^\/ui\/invite\/[^/]+/, '/ui/invite/[redacted]');
+}

@@ -194,6 +194,11 @@ export function listDeliveries(
     .all(params) as DeliveryListRow[];
 }
 
+/** One delivery by id (the caller checks whose it is). */
+export function getDelivery(ctx: CoreCtx, id: string): DeliveryRow | undefined {
+  return stmt<[string], DeliveryRow>(ctx.db.sqlite, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(id);
+}
+
 export function listAttempts(ctx: CoreCtx, deliveryId: string): AttemptRow[] {
   return stmt<[string], AttemptRow>(
     ctx.db.sqlite,

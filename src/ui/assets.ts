@@ -1,0 +1,76 @@
+// The console's stylesheet and script, shipped inside msgd (no front-end build step). The
+// script only enhances: every page works without it.
+
+export const CSS = `
+:root { --fg:#1b1f24; --muted:#57606a; --line:#d0d7de; --bg:#fff; --accent:#0b5cad; --bad:#a40e26; --ok:#116329; --warn:#7d4e00; }
+* { box-sizing: border-box; }
+body { margin:0; font:15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color:var(--fg); background:var(--bg); }
+a { color:var(--accent); }
+.top { display:flex; flex-wrap:wrap; align-items:center; gap:1rem; padding:.6rem 1.2rem; border-bottom:1px solid var(--line); background:#f6f8fa; }
+.brand { font-weight:700; text-decoration:none; color:var(--fg); font-size:1.1rem; }
+nav ul { list-style:none; display:flex; flex-wrap:wrap; gap:.9rem; margin:0; padding:0; }
+nav a[aria-current="page"] { font-weight:700; text-decoration:none; color:var(--fg); }
+.who { margin-left:auto; font-size:.9rem; }
+.who form { margin-left:.6rem; }
+main { padding:1rem 1.2rem 3rem; max-width:1200px; }
+h1 { font-size:1.5rem; margin:.3rem 0 1rem; }
+h2 { font-size:1.15rem; margin:1.6rem 0 .6rem; }
+table { border-collapse:collapse; width:100%; font-size:.92rem; }
+th, td { text-align:left; padding:.35rem .5rem; border-bottom:1px solid var(--line); vertical-align:top; }
+th { background:#f6f8fa; }
+td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
+.muted { color:var(--muted); }
+.inline { display:inline; }
+button, .button { font:inherit; padding:.35rem .8rem; border:1px solid #1f6feb; background:#0b5cad; color:#fff; border-radius:6px; cursor:pointer; }
+button.secondary { background:#fff; color:var(--accent); }
+button.danger { background:#fff; color:var(--bad); border-color:var(--bad); }
+button.link { background:none; border:none; color:var(--accent); text-decoration:underline; padding:0; }
+label { display:block; margin:.5rem 0 .2rem; font-weight:600; }
+input[type=text], input[type=email], input[type=password], input[type=url], input[type=date], select { font:inherit; padding:.3rem .45rem; border:1px solid #8c959f; border-radius:6px; min-width:16rem; max-width:100%; }
+fieldset { border:1px solid var(--line); border-radius:6px; margin:.6rem 0; }
+.filters { display:flex; flex-wrap:wrap; gap:.8rem; align-items:flex-end; margin-bottom:1rem; }
+.filters label { margin:0 0 .2rem; }
+.filters input, .filters select { min-width:10rem; }
+.notice { padding:.6rem .9rem; border-radius:6px; margin:.8rem 0; border:1px solid var(--line); }
+.notice.error { border-color:var(--bad); color:var(--bad); background:#fff5f5; }
+.notice.ok { border-color:var(--ok); color:var(--ok); background:#f4fff6; }
+.notice.secret { border-color:var(--warn); background:#fff8e6; color:#4d3000; }
+code.secret { display:block; padding:.5rem; background:#fff; border:1px dashed var(--warn); word-break:break-all; font-size:1rem; color:var(--fg); }
+.cards { display:flex; flex-wrap:wrap; gap:1rem; }
+.card { border:1px solid var(--line); border-radius:8px; padding:.8rem 1rem; min-width:12rem; }
+.card .big { font-size:1.5rem; font-weight:700; }
+.status { font-weight:600; }
+.status.delivered, .status.read, .status.sent, .status.succeeded, .status.ok, .status.active, .status.enabled { color:var(--ok); }
+.status.failed, .status.undelivered, .status.bounced, .status.dropped, .status.dead, .status.down, .status.disabled, .status.revoked { color:var(--bad); }
+.status.degraded, .status.pending, .status.expired, .status.invited { color:var(--warn); }
+.thread { list-style:none; padding:0; }
+.thread li { max-width:40rem; margin:.5rem 0; padding:.5rem .8rem; border-radius:10px; border:1px solid var(--line); white-space:pre-wrap; word-break:break-word; }
+.thread li.outbound { margin-left:auto; background:#eef5ff; }
+.thread li.inbound { background:#f6f8fa; }
+pre.body { white-space:pre-wrap; word-break:break-word; background:#f6f8fa; padding:.6rem; border-radius:6px; }
+.chart { max-width:100%; height:auto; }
+.chart rect.bar { fill:#0b5cad; }
+.chart text { font-size:10px; fill:var(--muted); }
+.login { max-width:26rem; }
+.pager { margin-top:1rem; }
+dl.kv { display:grid; grid-template-columns:max-content 1fr; gap:.25rem 1rem; }
+dl.kv dt { font-weight:600; }
+dl.kv dd { margin:0; word-break:break-word; }
+.scopes label { display:inline-block; font-weight:400; margin-right:1rem; }
+`;
+
+export const JS = `
+// Confirm destructive actions; copy buttons for secrets. Pages work without this file.
+document.addEventListener('submit', function (e) {
+  var f = e.target;
+  var q = f && f.getAttribute && f.getAttribute('data-confirm');
+  if (q && !window.confirm(q)) e.preventDefault();
+});
+document.addEventListener('click', function (e) {
+  var b = e.target && e.target.closest && e.target.closest('[data-copy]');
+  if (!b) return;
+  var el = document.getElementById(b.getAttribute('data-copy'));
+  if (el && navigator.clipboard) navigator.clipboard.writeText(el.textContent || '').then(function () { b.textContent = 'Copied'; });
+});
+document.querySelectorAll('[data-copy]').forEach(function (b) { b.hidden = false; });
+`;

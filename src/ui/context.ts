@@ -1,0 +1,70 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { SessionUser } from '../core/ui-sessions.js';
+import { can, type Area } from '../core/users.js';
+import { AppError } from '../lib/errors.js';
+import type { Runtime } from '../runtime.js';
+import { anonBinding, type Csrf } from './csrf.js';
+import type { CookieNames } from './cookies.js';
+import type { LoginThrottle } from './throttle.js';
+
+// What every console route receives, and the per-request state the plugin's hooks leave.
+
+export interface Ui {
+  rt: Runtime;
+  names: CookieNames;
+  csrf: Csrf;
+  throttle: LoginThrottle;
+}
+
+export interface UiRequestState {
+  user: SessionUser | null;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    ui?: UiRequestState;
+  }
+}
+
+export type Form = Record<string, string | string[] | undefined>;
+
+export function form(req: FastifyRequest): Form {
+  return (req.body && typeof req.body === 'object' ? req.body : {}) as Form;
+}
+
+/** One value of a form field (the first, if it came several times). */
+export function field(f: Form, name: string): string {
+  const v = f[name];
+  return (Array.isArray(v) ? v[0] : v) ?? '';
+}
+
+export function fields(f: Form, name: string): string[] {
+  const v = f[name];
+  return v === undefined ? [] : Array.isArray(v) ? v : [v];
+}
+
+export function query(req: FastifyRequest): Record<string, string | undefined> {
+  const q = (req.query ?? {}) as Record<string, unknown>;
+  const out: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(q))
+    out[k] = typeof v === 'string' ? v : Array.isArray(v) ? String(v[0]) : undefined;
+  return out;
+}
+
+/** The CSRF token the page's forms carry: bound to the session, or before login to the anonymous cookie. */
+export function csrfToken(ui: Ui, req: FastifyRequest, reply: FastifyReply): string {
+  const user = req.ui?.user;
+  return ui.csrf.tokenFor(user ? `ses:${user.sessionId}` : anonBinding(req, reply, ui.names));
+}
+
+export class LoginRequired extends Error {}
+
+/** The signed-in user allowed into this area; a visitor without a session is sent to log in. */
+export function userFor(req: FastifyRequest, area: Area): SessionUser {
+  const user = req.ui?.user;
+  if (!user) throw new LoginRequired();
+  if (!can(user.role, area)) throw new AppError('forbidden', `your role (${user.role}) does not include this page`);
+  return user;
+}
+
+export const actorOf = (user: SessionUser) => `user:${user.userId}`;

@@ -1,0 +1,52 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config/schema.js';
+
+// The console's two cookies: the session, and before login a random value the login form's
+// CSRF token is bound to. Both HttpOnly and SameSite=Lax; Secure with the __Host- prefix
+// whenever msgd's public URL is HTTPS (the prefix makes the browser refuse a cookie set by a
+// sibling subdomain or over plain HTTP).
+
+export interface CookieNames {
+  session: string;
+  anon: string;
+  secure: boolean;
+}
+
+export function cookieNames(config: Config): CookieNames {
+  const secure = (config.server.publicUrl ?? '').startsWith('https:');
+  return secure
+    ? { session: '__Host-msgd_session', anon: '__Host-msgd_csrf', secure }
+    : { session: 'msgd_session', anon: 'msgd_csrf', secure };
+}
+
+export function readCookie(req: FastifyRequest, name: string): string | undefined {
+  const header = req.headers.cookie;
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() !== name) continue;
+    const value = part.slice(eq + 1).trim();
+    return /^[A-Za-z0-9_-]{1,100}$/.test(value) ? value : undefined;
+  }
+  return undefined;
+}
+
+export function setCookie(
+  reply: FastifyReply,
+  names: CookieNames,
+  name: string,
+  value: string,
+  maxAgeSeconds: number | null,
+) {
+  const parts = [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
+  if (names.secure) parts.push('Secure');
+  if (maxAgeSeconds !== null) parts.push(`Max-Age=${maxAgeSeconds}`);
+  const prev = reply.getHeader('set-cookie');
+  const list = Array.isArray(prev) ? prev.map(String) : prev ? [String(prev)] : [];
+  reply.header('set-cookie', [...list, parts.join('; ')]);
+}
+
+export function clearCookie(reply: FastifyReply, names: CookieNames, name: string) {
+  setCookie(reply, names, name, '', 0);
+}

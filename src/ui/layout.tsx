@@ -1,0 +1,121 @@
+import type { ReactNode } from 'react';
+import { renderToStaticMarkup } from 'react-dom/server';
+import type { FastifyReply } from 'fastify';
+import type { SessionUser } from '../core/ui-sessions.js';
+import { can, type Area } from '../core/users.js';
+import { CSRF_FIELD } from './csrf.js';
+
+// The page frame and the small pieces every page uses. React escapes every value it renders,
+// so partner, customer and provider text always arrives as text, never as markup.
+
+const NAV: [Area, string, string][] = [
+  ['overview', 'Overview', '/ui/overview'],
+  ['messages', 'Messages', '/ui/messages'],
+  ['conversations', 'Conversations', '/ui/conversations'],
+  ['webhooks', 'Webhooks', '/ui/webhooks'],
+  ['tokens', 'API tokens', '/ui/tokens'],
+  ['ledger', 'Ledger', '/ui/ledger'],
+  ['channels', 'Channels', '/ui/channels'],
+  ['users', 'Users', '/ui/users'],
+];
+
+export interface PageProps {
+  title: string;
+  user: SessionUser | null;
+  csrf: string;
+  active?: Area;
+  children: ReactNode;
+}
+
+export function Page({ title, user, csrf, active, children }: PageProps) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charSet="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>{`${title} · msgd console`}</title>
+        <link rel="stylesheet" href="/ui/static/console.css" />
+        <script src="/ui/static/console.js" defer></script>
+      </head>
+      <body>
+        <header className="top">
+          <a className="brand" href="/ui">
+            msgd
+          </a>
+          {user && (
+            <>
+              <nav aria-label="Main">
+                <ul>
+                  {NAV.filter(([area]) => can(user.role, area)).map(([area, label, href]) => (
+                    <li key={area}>
+                      <a href={href} aria-current={active === area ? 'page' : undefined}>
+                        {label}
+                      </a>
+                    </li>
+                  ))}
+                </ul>
+              </nav>
+              <div className="who">
+                <a href="/ui/account">{user.email}</a>{' '}
+                <span className="muted">
+                  ({user.role}, {user.partnerName})
+                </span>
+                <form method="post" action="/ui/logout" className="inline">
+                  <Csrf token={csrf} />
+                  <button type="submit" className="link">
+                    Log out
+                  </button>
+                </form>
+              </div>
+            </>
+          )}
+        </header>
+        <main id="main">
+          <h1>{title}</h1>
+          {children}
+        </main>
+      </body>
+    </html>
+  );
+}
+
+export const Csrf = ({ token }: { token: string }) => <input type="hidden" name={CSRF_FIELD} value={token} />;
+
+export function Notice({ kind, children }: { kind: 'error' | 'ok' | 'secret'; children: ReactNode }) {
+  return (
+    <div className={`notice ${kind}`} role={kind === 'error' ? 'alert' : 'status'}>
+      {children}
+    </div>
+  );
+}
+
+/** A page of a keyset-paged list: "Next" carries the cursor and the current filters. */
+export function Pager({
+  base,
+  query,
+  next,
+}: {
+  base: string;
+  query: Record<string, string | undefined>;
+  next: string | null;
+}) {
+  if (!next) return null;
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v) q.set(k, v);
+  q.set('cursor', next);
+  return (
+    <p className="pager">
+      <a href={`${base}?${q}`}>Next page →</a>
+    </p>
+  );
+}
+
+export function sendPage(reply: FastifyReply, node: ReactNode, status = 200) {
+  return reply
+    .code(status)
+    .type('text/html; charset=utf-8')
+    .send('<!doctype html>' + renderToStaticMarkup(node));
+}
+
+export const utc = (ms: number | null | undefined) =>
+  ms === null || ms === undefined ? '—' : new Date(ms).toISOString().slice(0, 19).replace('T', ' ') + ' UTC';

@@ -1,0 +1,264 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { auditEvent } from '../../core/audit.js';
+import { PASSWORD_MIN } from '../../core/passwords.js';
+import { createSession, endAllSessions, endSession } from '../../core/ui-sessions.js';
+import { acceptLink, changePassword, checkLogin, findUserByEmail, openLink } from '../../core/users.js';
+import { AppError } from '../../lib/errors.js';
+import { clearCookie, setCookie } from '../cookies.js';
+import { csrfToken, field, form, query, userFor, type Ui } from '../context.js';
+import { Csrf, Notice, Page, sendPage } from '../layout.js';
+
+// Logging in and out, accepting an invite or reset link, and the account page.
+
+const GENERIC_FAILURE = 'The email or password is not right, or the account cannot log in.';
+
+/** Only a path inside the console: never another host (//evil.example) or scheme. */
+function safeNext(next: string | undefined): string {
+  return next && /^\/ui\/[A-Za-z0-9/_.?=&%-]*$/.test(next) && !next.startsWith('//') ? next : '/ui/overview';
+}
+
+export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
+  const { rt } = ui;
+
+  const loginPage = (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    opts: { error?: string; notice?: string; email?: string; status?: number } = {},
+  ) =>
+    sendPage(
+      reply,
+      <Page title="Log in" user={null} csrf="">
+        <div className="login">
+          {opts.notice && <Notice kind="ok">{opts.notice}</Notice>}
+          {opts.error && <Notice kind="error">{opts.error}</Notice>}
+          <form method="post" action={`/ui/login${req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : ''}`}>
+            <Csrf token={csrfToken(ui, req, reply)} />
+            <label htmlFor="email">Email</label>
+            <input id="email" name="email" type="email" autoComplete="username" required defaultValue={opts.email} />
+            <label htmlFor="password">Password</label>
+            <input id="password" name="password" type="password" autoComplete="current-password" required />
+            <p>
+              <button type="submit">Log in</button>
+            </p>
+          </form>
+          <p className="muted">Forgot your password? Ask your admin or operator for a reset link.</p>
+        </div>
+      </Page>,
+      opts.status ?? 200,
+    );
+
+  app.get('/login', async (req, reply) => {
+    if (req.ui?.user) return reply.redirect(safeNext(query(req).next), 303);
+    const q = query(req);
+    return loginPage(req, reply, {
+      notice:
+        q.done === 'password'
+          ? 'Your password is set. Log in with it.'
+          : q.done === 'logout'
+            ? 'You are logged out.'
+            : undefined,
+    });
+  });
+
+  app.post('/login', async (req, reply) => {
+    const f = form(req);
+    const email = field(f, 'email').slice(0, 254);
+    const ip = req.ip;
+    const wait = ui.throttle.waitMs(email, ip);
+    if (wait > 0) {
+      auditEvent(rt.ctx, 'anonymous', 'ui.login_throttled', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
+        email,
+        ip,
+      });
+      reply.header('retry-after', String(Math.ceil(wait / 1000)));
+      return loginPage(req, reply, {
+        error: `Too many attempts. Try again in ${Math.ceil(wait / 60_000)} minute(s).`,
+        email,
+        status: 429,
+      });
+    }
+    const user = await checkLogin(rt.ctx, email, field(f, 'password'));
+    if (!user) {
+      ui.throttle.fail(email, ip);
+      auditEvent(rt.ctx, 'anonymous', 'ui.login_failed', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
+        email,
+        ip,
+      });
+      return loginPage(req, reply, { error: GENERIC_FAILURE, email, status: 401 });
+    }
+    ui.throttle.succeed(email);
+    // A session this browser already had ends: every login starts a fresh one.
+    if (req.ui?.user) endSession(rt.ctx, req.ui.user.sessionId, req.ui.user.userId);
+    const { secret } = createSession(rt.ctx, user.id, { ip });
+    setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
+    return reply.redirect(safeNext(query(req).next), 303);
+  });
+
+  app.post('/logout', async (req, reply) => {
+    const user = req.ui?.user;
+    if (user) endSession(rt.ctx, user.sessionId, user.userId);
+    clearCookie(reply, ui.names, ui.names.session);
+    return reply.redirect('/ui/login?done=logout', 303);
+  });
+
+  app.post('/logout-everywhere', async (req, reply) => {
+    const user = userFor(req, 'overview');
+    endAllSessions(rt.ctx, user.userId);
+    clearCookie(reply, ui.names, ui.names.session);
+    return reply.redirect('/ui/login?done=logout', 303);
+  });
+
+  const linkPage = (req: FastifyRequest, reply: FastifyReply, secret: string, error?: string, status = 200) => {
+    const info = openLink(rt.ctx, secret);
+    if (!info)
+      return sendPage(
+        reply,
+        <Page title="Link expired" user={null} csrf="">
+          <Notice kind="error">
+            This link has expired or was already used. Ask your admin or operator for a new one.
+          </Notice>
+          <p>
+            <a href="/ui/login">Log in</a>
+          </p>
+        </Page>,
+        410,
+      );
+    return sendPage(
+      reply,
+      <Page title={info.kind === 'invite' ? `Join ${info.partnerName}` : 'Set a new password'} user={null} csrf="">
+        <div className="login">
+          {error && <Notice kind="error">{error}</Notice>}
+          <p>
+            {info.kind === 'invite'
+              ? `You are invited to the ${info.partnerName} console as ${info.user.role}. Choose a password to finish.`
+              : 'Choose a new password. Every session of this account will end.'}
+          </p>
+          <form method="post" action={`/ui/invite/${secret}`}>
+            <Csrf token={csrfToken(ui, req, reply)} />
+            <label htmlFor="email">Email</label>
+            <input id="email" name="email" type="email" autoComplete="username" readOnly value={info.user.email} />
+            <label htmlFor="password">New password (at least {PASSWORD_MIN} characters)</label>
+            <input
+              id="password"
+              name="password"
+              type="password"
+              autoComplete="new-password"
+              minLength={PASSWORD_MIN}
+              required
+            />
+            <label htmlFor="confirm">Repeat the password</label>
+            <input
+              id="confirm"
+              name="confirm"
+              type="password"
+              autoComplete="new-password"
+              minLength={PASSWORD_MIN}
+              required
+            />
+            <p>
+              <button type="submit">Set password</button>
+            </p>
+          </form>
+        </div>
+      </Page>,
+      status,
+    );
+  };
+
+  app.get<{ Params: { secret: string } }>('/invite/:secret', async (req, reply) =>
+    linkPage(req, reply, req.params.secret),
+  );
+
+  app.post<{ Params: { secret: string } }>('/invite/:secret', async (req, reply) => {
+    const f = form(req);
+    const password = field(f, 'password');
+    if (password !== field(f, 'confirm'))
+      return linkPage(req, reply, req.params.secret, 'The two passwords differ.', 400);
+    try {
+      await acceptLink(rt.ctx, req.params.secret, password);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'invalid_request')
+        return linkPage(req, reply, req.params.secret, e.message, 400);
+      throw e;
+    }
+    // Any session in this browser belonged to the account before: it ended with the password.
+    clearCookie(reply, ui.names, ui.names.session);
+    return reply.redirect('/ui/login?done=password', 303);
+  });
+
+  const accountPage = (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    msg: { error?: string; ok?: string } = {},
+    status = 200,
+  ) => {
+    const user = userFor(req, 'overview');
+    const csrf = csrfToken(ui, req, reply);
+    return sendPage(
+      reply,
+      <Page title="Your account" user={user} csrf={csrf}>
+        {msg.error && <Notice kind="error">{msg.error}</Notice>}
+        {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
+        <dl className="kv">
+          <dt>Email</dt>
+          <dd>{user.email}</dd>
+          <dt>Role</dt>
+          <dd>{user.role}</dd>
+          <dt>Partner</dt>
+          <dd>{user.partnerName}</dd>
+        </dl>
+        <h2>Change password</h2>
+        <form method="post" action="/ui/account/password">
+          <Csrf token={csrf} />
+          <label htmlFor="current">Current password</label>
+          <input id="current" name="current" type="password" autoComplete="current-password" required />
+          <label htmlFor="password">New password (at least {PASSWORD_MIN} characters)</label>
+          <input
+            id="password"
+            name="password"
+            type="password"
+            autoComplete="new-password"
+            minLength={PASSWORD_MIN}
+            required
+          />
+          <p>
+            <button type="submit">Change password</button>
+          </p>
+        </form>
+        <h2>Sessions</h2>
+        <form method="post" action="/ui/logout-everywhere" data-confirm="Log out of every browser, this one included?">
+          <Csrf token={csrf} />
+          <p>Ends every session of your account, on every device, this one included.</p>
+          <button type="submit" className="danger">
+            Log out everywhere
+          </button>
+        </form>
+      </Page>,
+      status,
+    );
+  };
+
+  app.get('/account', async (req, reply) =>
+    accountPage(
+      req,
+      reply,
+      query(req).done === 'password' ? { ok: 'Your password is changed; your other sessions have ended.' } : {},
+    ),
+  );
+
+  app.post('/account/password', async (req, reply) => {
+    const user = userFor(req, 'overview');
+    const f = form(req);
+    try {
+      await changePassword(rt.ctx, user.userId, field(f, 'current'), field(f, 'password'));
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'invalid_request')
+        return accountPage(req, reply, { error: e.message }, 400);
+      throw e;
+    }
+    // Every session ended with the password; this browser starts a fresh one.
+    const { secret } = createSession(rt.ctx, user.userId, { ip: req.ip });
+    setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
+    return reply.redirect('/ui/account?done=password', 303);
+  });
+};

@@ -1,0 +1,122 @@
+import { Readable } from 'node:stream';
+import type { FastifyPluginAsync } from 'fastify';
+import { listLedger, type LedgerEntry } from '../../core/ledger.js';
+import { getPartner } from '../../core/partners.js';
+import { formatMoney } from '../../lib/money.js';
+import { query, userFor, type Ui } from '../context.js';
+import { Notice, utc } from '../layout.js';
+import { money, pageCtx } from '../pages.js';
+
+// The ledger: every money move with the balance after it (the running balance), newest first,
+// paged by entry id; and the whole ledger as CSV.
+
+const PAGE = 50;
+
+/** A CSV cell: quoted, and text a spreadsheet would run as a formula defused with a quote mark. */
+export function csvCell(v: string | number | null): string {
+  if (v === null) return '';
+  let s = String(v);
+  if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
+  return /[",\r\n]/.test(s) || s !== String(v) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
+  const { rt } = ui;
+
+  app.get('/ledger', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'ledger');
+    const q = query(req);
+    const before = q.before && /^\d{1,15}$/.test(q.before) ? Number(q.before) : undefined;
+    const bad = q.before !== undefined && before === undefined;
+    const { partner, entries } = listLedger(rt.ctx, p.user.partnerId, { limit: PAGE + 1, before });
+    const shown = entries.slice(0, PAGE);
+    const more = entries.length > PAGE;
+    return p.render(
+      'Ledger',
+      <>
+        {bad && <Notice kind="error">That page link is not valid; showing the newest entries.</Notice>}
+        <p>
+          Balance <strong>{money(partner.balance, partner.currency)}</strong>, credit limit{' '}
+          {money(partner.creditLimit, partner.currency)}. <a href="/ui/ledger.csv">Download the ledger as CSV</a>
+        </p>
+        {shown.length === 0 ? (
+          <p>No entries yet.</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Kind</th>
+                <th scope="col" className="num">
+                  Amount
+                </th>
+                <th scope="col" className="num">
+                  Balance after
+                </th>
+                <th scope="col">Message</th>
+                <th scope="col">Note</th>
+              </tr>
+            </thead>
+            <tbody>
+              {shown.map((e) => (
+                <tr key={e.id}>
+                  <td>{utc(e.createdAt)}</td>
+                  <td>{e.kind}</td>
+                  <td className="num">{formatMoney(e.amount)}</td>
+                  <td className="num">{formatMoney(e.balanceAfter)}</td>
+                  <td>{e.messageId ? <a href={`/ui/messages/${e.messageId}`}>{e.messageId}</a> : '—'}</td>
+                  <td>{e.note ?? '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        {more && (
+          <p className="pager">
+            <a href={`/ui/ledger?before=${shown[shown.length - 1].id}`}>Older entries →</a>
+          </p>
+        )}
+      </>,
+      bad ? 400 : 200,
+    );
+  });
+
+  app.get('/ledger.csv', async (req, reply) => {
+    const user = userFor(req, 'ledger');
+    const partner = getPartner(rt.ctx, user.partnerId);
+    // Read in pages between which other requests run: a long ledger never holds the process.
+    async function* rows() {
+      yield 'id,created_at,kind,amount,balance_after,currency,message_id,note\r\n';
+      let before: number | undefined;
+      for (;;) {
+        const { entries } = listLedger(rt.ctx, partner.id, { limit: 1000, before });
+        if (entries.length === 0) return;
+        yield entries.map((e) => line(e, partner.currency)).join('');
+        before = entries[entries.length - 1].id;
+        await new Promise((r) => setImmediate(r));
+      }
+    }
+    const day = new Date(rt.ctx.now()).toISOString().slice(0, 10);
+    return reply
+      .type('text/csv; charset=utf-8')
+      .header('content-disposition', `attachment; filename="ledger-${partner.slug}-${day}.csv"`)
+      .send(Readable.from(rows()));
+  });
+};
+
+function line(e: LedgerEntry, currency: string): string {
+  return (
+    [
+      e.id,
+      new Date(e.createdAt).toISOString(),
+      e.kind,
+      formatMoney(e.amount),
+      formatMoney(e.balanceAfter),
+      currency,
+      e.messageId,
+      e.note,
+    ]
+      .map((v, i) => (i === 3 || i === 4 ? String(v) : csvCell(v as string | number | null)))
+      .join(',') + '\r\n'
+  );
+}

@@ -1,0 +1,265 @@
+import type { FastifyPluginAsync } from 'fastify';
+import { CHANNEL_TYPES, type ChannelType } from '../../core/context.js';
+import { contentText, type MessageContent } from '../../core/message-content.js';
+import { listPartnerMessages, type MessageFilter } from '../../core/message-list.js';
+import { getMessageRow, messageHistory, type MessageRow } from '../../core/messages.js';
+import { STATUS_RANK } from '../../core/statuses.js';
+import { decodeCursor, encodeCursor } from '../../http/pagination.js';
+import { invalid } from '../../lib/errors.js';
+import { query, type Ui } from '../context.js';
+import { Notice, Pager, utc } from '../layout.js';
+import { StatusText, money, pageCtx } from '../pages.js';
+import { notFoundPage } from '../responses.js';
+
+// Messages: a filtered, cursor-paged list, and one message with its status timeline.
+
+const PAGE = 50;
+
+function parseDay(value: string | undefined, field: string, endOfDay: boolean): number | undefined {
+  if (!value) return undefined;
+  const m = /^\d{4}-\d{2}-\d{2}$/.exec(value);
+  const t = m ? Date.parse(`${value}T00:00:00.000Z`) : NaN;
+  if (Number.isNaN(t)) throw invalid(`${field} must be a date like 2026-11-22`, [{ field, message: 'YYYY-MM-DD' }]);
+  return endOfDay ? t + 86_400_000 : t;
+}
+
+export function messagePreview(m: Pick<MessageRow, 'content'>): string {
+  const c = JSON.parse(m.content) as MessageContent;
+  if (c.kind === 'email') return c.subject;
+  if (c.kind === 'template') return `template ${c.template.name} (${c.template.language})`;
+  if ((c as { kind: string }).kind === 'redacted') return '(content removed by the retention policy)';
+  const text = contentText(c);
+  return text || `(${c.kind})`;
+}
+
+export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
+  const { rt } = ui;
+
+  app.get('/messages', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'messages');
+    const q = query(req);
+    const filter: MessageFilter = {};
+    let error: string | null = null;
+    let status = 200;
+    let rows: MessageRow[] = [];
+    let next: string | null = null;
+    try {
+      if (q.channel) {
+        if (!(CHANNEL_TYPES as readonly string[]).includes(q.channel)) throw invalid('unknown channel');
+        filter.channel = q.channel as ChannelType;
+      }
+      if (q.status) {
+        if (!(q.status in STATUS_RANK)) throw invalid('unknown status');
+        filter.status = q.status;
+      }
+      if (q.recipient) filter.address = q.recipient.trim().slice(0, 320);
+      filter.createdAfter = parseDay(q.from, 'from', false);
+      filter.createdBefore = parseDay(q.to, 'to', true);
+      const after = decodeCursor(q.cursor, 'msg');
+      rows = listPartnerMessages(rt.ctx, p.user.partnerId, filter, PAGE + 1, after?.id);
+      if (rows.length > PAGE) {
+        rows = rows.slice(0, PAGE);
+        next = encodeCursor({ o: 'msg', id: rows[rows.length - 1].id });
+      }
+    } catch (e) {
+      error = (e as Error).message;
+      status = 400;
+    }
+    return p.render(
+      'Messages',
+      <>
+        <form method="get" action="/ui/messages" className="filters" role="search">
+          <div>
+            <label htmlFor="f-channel">Channel</label>
+            <select id="f-channel" name="channel" defaultValue={q.channel ?? ''}>
+              <option value="">any</option>
+              {CHANNEL_TYPES.map((c) => (
+                <option key={c} value={c}>
+                  {c}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div>
+            <label htmlFor="f-status">Status</label>
+            <select id="f-status" name="status" defaultValue={q.status ?? ''}>
+              <option value="">any</option>
+              {Object.keys(STATUS_RANK).map((s) => (
+                <option key={s} value={s}>
+                  {s}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div>
+            <label htmlFor="f-recipient">Recipient or sender</label>
+            <input
+              id="f-recipient"
+              name="recipient"
+              type="text"
+              defaultValue={q.recipient ?? ''}
+              placeholder="+14155550123"
+            />
+          </div>
+          <div>
+            <label htmlFor="f-from">From (UTC)</label>
+            <input id="f-from" name="from" type="date" defaultValue={q.from ?? ''} />
+          </div>
+          <div>
+            <label htmlFor="f-to">To (UTC)</label>
+            <input id="f-to" name="to" type="date" defaultValue={q.to ?? ''} />
+          </div>
+          <div>
+            <button type="submit">Filter</button>
+          </div>
+        </form>
+        {error && <Notice kind="error">{error}</Notice>}
+        {rows.length === 0 && !error ? (
+          <p>No messages match.</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Created</th>
+                <th scope="col">Direction</th>
+                <th scope="col">Channel</th>
+                <th scope="col">To / from</th>
+                <th scope="col">Text</th>
+                <th scope="col">Status</th>
+                <th scope="col" className="num">
+                  Price
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((m) => (
+                <tr key={m.id}>
+                  <td>
+                    <a href={`/ui/messages/${m.id}`}>{utc(m.created_at)}</a>
+                  </td>
+                  <td>{m.direction}</td>
+                  <td>{m.channel_type}</td>
+                  <td>{m.direction === 'outbound' ? m.to : m.from}</td>
+                  <td>{truncate(messagePreview(m), 80)}</td>
+                  <td>
+                    <StatusText status={m.status} />
+                  </td>
+                  <td className="num">{money(m.price, p.user.currency)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <Pager
+          base="/ui/messages"
+          query={{ channel: q.channel, status: q.status, recipient: q.recipient, from: q.from, to: q.to }}
+          next={next}
+        />
+      </>,
+      status,
+    );
+  });
+
+  app.get<{ Params: { id: string } }>('/messages/:id', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'messages');
+    const m = getMessageRow(rt.ctx, req.params.id);
+    if (!m || m.partner_id !== p.user.partnerId) return notFoundPage(ui, req, reply);
+    const history = messageHistory(rt.ctx, m.id, m);
+    const content = JSON.parse(m.content) as MessageContent;
+    return p.render(
+      `Message ${m.id}`,
+      <>
+        <dl className="kv">
+          <dt>Status</dt>
+          <dd>
+            <StatusText status={m.status} />
+          </dd>
+          <dt>Direction</dt>
+          <dd>{m.direction}</dd>
+          <dt>Channel</dt>
+          <dd>{m.channel_type}</dd>
+          <dt>To</dt>
+          <dd>{m.to}</dd>
+          <dt>From</dt>
+          <dd>{m.from}</dd>
+          <dt>Price</dt>
+          <dd>
+            {money(m.price, p.user.currency)}
+            {m.refunded ? ' (refunded)' : ''}
+          </dd>
+          <dt>Segments</dt>
+          <dd>{m.segments}</dd>
+          <dt>Created</dt>
+          <dd>{utc(m.created_at)}</dd>
+          {m.provider_message_id && (
+            <>
+              <dt>Provider id</dt>
+              <dd>{m.provider_message_id}</dd>
+            </>
+          )}
+          {m.conversation_id && (
+            <>
+              <dt>Conversation</dt>
+              <dd>
+                <a href={`/ui/conversations/${m.conversation_id}`}>{m.conversation_id}</a>
+              </dd>
+            </>
+          )}
+          {m.dispatch_uncertain ? (
+            <>
+              <dt>Note</dt>
+              <dd>Possibly sent twice: the provider call may have been in flight during an interruption.</dd>
+            </>
+          ) : null}
+        </dl>
+        {(m.error_code || m.error_message) && (
+          <Notice kind="error">
+            Provider error{m.error_code ? ` ${m.error_code}` : ''}: {m.error_message ?? 'no message given'}
+          </Notice>
+        )}
+        <h2>Content</h2>
+        {content.kind === 'email' ? (
+          <>
+            <p>
+              <strong>Subject:</strong> {content.subject}
+            </p>
+            <pre className="body">{content.text ?? content.html ?? ''}</pre>
+          </>
+        ) : (
+          <pre className="body">{messagePreview(m)}</pre>
+        )}
+        <h2>Status timeline</h2>
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Status</th>
+              <th scope="col">Provider said</th>
+              <th scope="col">Error</th>
+              <th scope="col">Applied</th>
+            </tr>
+          </thead>
+          <tbody>
+            {history.map((h, i) => (
+              <tr key={i}>
+                <td>{utc(h.occurred_at)}</td>
+                <td>
+                  <StatusText status={h.status} />
+                </td>
+                <td>{h.provider_status ?? '—'}</td>
+                <td>
+                  {h.error_code || h.error_message ? `${h.error_code ?? ''} ${h.error_message ?? ''}`.trim() : '—'}
+                </td>
+                <td>{h.ignored ? 'no (arrived late)' : 'yes'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </>,
+    );
+  });
+};
+
+export function truncate(s: string, n: number): string {
+  return s.length > n ? s.slice(0, n - 1) + '…' : s;
+}

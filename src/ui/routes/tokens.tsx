@@ -1,0 +1,189 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { SCOPES, issueToken, listTokens, revokeToken, tokenJson, type Token } from '../../core/tokens.js';
+import { AppError } from '../../lib/errors.js';
+import { actorOf, field, fields, form, type Ui } from '../context.js';
+import { Csrf, Notice, utc } from '../layout.js';
+import { StatusText, pageCtx } from '../pages.js';
+import { notFoundPage } from '../responses.js';
+
+// API tokens: issue with a scope picker (the secret shown once, on the answer to the POST and
+// never again), list with last use, revoke. The same core functions as msgctl token.
+
+/** The expiry choices: a label and the lifetime in days (null = never). */
+const EXPIRY: Record<string, [string, number | null]> = {
+  never: ['never', null],
+  '30d': ['in 30 days', 30],
+  '90d': ['in 90 days', 90],
+  '365d': ['in a year', 365],
+};
+
+const SCOPE_HELP: Record<string, string> = {
+  'messages:send': 'send messages',
+  'messages:read': 'read messages',
+  'conversations:read': 'read conversations',
+  'contacts:read': 'read contacts',
+  'contacts:write': 'create and update contacts',
+  'webhooks:manage': 'manage webhook endpoints',
+  'channels:read': 'read channels',
+};
+
+export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
+  const { rt } = ui;
+
+  const page = (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    msg: { error?: string; ok?: string; issued?: { token: Token; secret: string } } = {},
+    status = 200,
+  ) => {
+    const p = pageCtx(ui, req, reply, 'tokens');
+    const now = rt.ctx.now();
+    const rows = listTokens(rt.ctx, p.user.partnerId);
+    const base =
+      rt.config.server.publicUrl?.replace(/\/+$/, '') ?? `${req.protocol}://${req.headers.host ?? 'localhost'}`;
+    return p.render(
+      'API tokens',
+      <>
+        {msg.error && <Notice kind="error">{msg.error}</Notice>}
+        {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
+        {msg.issued && (
+          <Notice kind="secret">
+            <p>
+              <strong>Token “{msg.issued.token.name}” issued.</strong> Copy its secret now: it is not stored and will
+              not be shown again.
+            </p>
+            <code className="secret" id="new-secret">
+              {msg.issued.secret}
+            </code>
+            <p>
+              <button type="button" className="secondary" data-copy="new-secret" hidden>
+                Copy
+              </button>
+            </p>
+            <p className="muted">Try it:</p>
+            <pre className="body">{`curl -s ${base}/v1/channels -H "Authorization: Bearer ${msg.issued.secret}"`}</pre>
+          </Notice>
+        )}
+        <h2>Issue a token</h2>
+        <form method="post" action="/ui/tokens">
+          <Csrf token={p.csrf} />
+          <label htmlFor="t-name">Name</label>
+          <input id="t-name" name="name" type="text" required maxLength={100} placeholder="production" />
+          <fieldset className="scopes">
+            <legend>Scopes</legend>
+            {SCOPES.map((s) => (
+              <label key={s}>
+                <input type="checkbox" name="scopes" value={s} /> {s} <span className="muted">({SCOPE_HELP[s]})</span>
+              </label>
+            ))}
+          </fieldset>
+          <label htmlFor="t-expires">Expires</label>
+          <select id="t-expires" name="expires" defaultValue="never">
+            {Object.entries(EXPIRY).map(([value, [label]]) => (
+              <option key={value} value={value}>
+                {label}
+              </option>
+            ))}
+          </select>
+          <p>
+            <button type="submit">Issue token</button>
+          </p>
+        </form>
+        <h2>Tokens</h2>
+        {rows.length === 0 ? (
+          <p>No tokens yet.</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Prefix</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">State</th>
+                <th scope="col">Expires</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Created</th>
+                <th scope="col">
+                  <span className="muted">Action</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((t) => {
+                const state = tokenJson(t, now).state;
+                return (
+                  <tr key={t.id}>
+                    <td>{t.name}</td>
+                    <td>
+                      <code>{t.prefix}…</code>
+                    </td>
+                    <td>{t.scopes.split(' ').join(', ')}</td>
+                    <td>
+                      <StatusText status={state} />
+                    </td>
+                    <td>{t.expiresAt === null ? 'never' : utc(t.expiresAt)}</td>
+                    <td>{utc(t.lastUsedAt)}</td>
+                    <td>{utc(t.createdAt)}</td>
+                    <td>
+                      {state === 'active' && (
+                        <form
+                          method="post"
+                          action={`/ui/tokens/${t.id}/revoke`}
+                          data-confirm={`Revoke the token “${t.name}”? Requests with it fail at once.`}
+                        >
+                          <Csrf token={p.csrf} />
+                          <button type="submit" className="danger" aria-label={`Revoke ${t.name}`}>
+                            Revoke
+                          </button>
+                        </form>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        )}
+      </>,
+      status,
+    );
+  };
+
+  app.get('/tokens', async (req, reply) => page(req, reply));
+
+  app.post('/tokens', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'tokens');
+    const f = form(req);
+    try {
+      const expiry = EXPIRY[field(f, 'expires') || 'never'];
+      if (!expiry) throw new AppError('invalid_request', 'choose when the token expires from the list');
+      const issued = issueToken(
+        rt.ctx,
+        {
+          partner: p.user.partnerId,
+          name: field(f, 'name').trim(),
+          scopes: fields(f, 'scopes'),
+          expiresAt: expiry[1] === null ? null : rt.ctx.now() + expiry[1] * 86_400_000,
+        },
+        actorOf(p.user),
+      );
+      return page(req, reply, { issued }, 201);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'invalid_request') return page(req, reply, { error: e.message }, 400);
+      throw e;
+    }
+  });
+
+  app.post<{ Params: { id: string } }>('/tokens/:id/revoke', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'tokens');
+    const own = listTokens(rt.ctx, p.user.partnerId).find((t) => t.id === req.params.id);
+    if (!own) return notFoundPage(ui, req, reply);
+    try {
+      revokeToken(rt.ctx, own.id, actorOf(p.user));
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'conflict') return page(req, reply, { error: e.message }, 409);
+      throw e;
+    }
+    return page(req, reply, { ok: `Token “${own.name}” is revoked: requests with it are refused from now on.` });
+  });
+};

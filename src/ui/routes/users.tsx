@@ -1,0 +1,186 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { ROLES, inviteUser, listUsers, resetUser, setUserStatus, userJson, type IssuedLink } from '../../core/users.js';
+import { statusFor } from '../../http/errors.js';
+import { AppError } from '../../lib/errors.js';
+import { actorOf, field, form, type Ui } from '../context.js';
+import { Csrf, Notice, utc } from '../layout.js';
+import { StatusText, pageCtx } from '../pages.js';
+
+// Users (admins only): invite with a role (a one-time link, shown once), disable, enable and
+// issue a reset link. The same core functions as msgctl user.
+
+export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
+  const { rt } = ui;
+
+  const linkBase = (req: FastifyRequest) =>
+    rt.config.server.publicUrl?.replace(/\/+$/, '') ?? `${req.protocol}://${req.headers.host ?? 'localhost'}`;
+
+  const page = (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    msg: { error?: string; ok?: string; link?: IssuedLink } = {},
+    status = 200,
+  ) => {
+    const p = pageCtx(ui, req, reply, 'users');
+    const rows = listUsers(rt.ctx, p.user.partnerId);
+    return p.render(
+      'Users',
+      <>
+        {msg.error && <Notice kind="error">{msg.error}</Notice>}
+        {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
+        {msg.link && (
+          <Notice kind="secret">
+            <p>
+              Send this link to <strong>{msg.link.user.email}</strong>. It works once, until {utc(msg.link.expiresAt)},
+              and is not shown again.
+            </p>
+            <code className="secret" id="new-link">
+              {`${linkBase(req)}/ui/invite/${msg.link.secret}`}
+            </code>
+            <p>
+              <button type="button" className="secondary" data-copy="new-link" hidden>
+                Copy
+              </button>
+            </p>
+          </Notice>
+        )}
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Email</th>
+              <th scope="col">Role</th>
+              <th scope="col">State</th>
+              <th scope="col">Last login</th>
+              <th scope="col">
+                <span className="muted">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((u) => {
+              const state = userJson(u).state;
+              return (
+                <tr key={u.id}>
+                  <td>{u.email}</td>
+                  <td>{u.role}</td>
+                  <td>
+                    <StatusText status={state} />
+                  </td>
+                  <td>{utc(u.last_login_at)}</td>
+                  <td>
+                    {u.id !== p.user.userId && (
+                      <>
+                        {u.status === 'active' && (
+                          <form method="post" action={`/ui/users/${u.id}/reset`} className="inline">
+                            <Csrf token={p.csrf} />
+                            <button type="submit" className="secondary" aria-label={`New link for ${u.email}`}>
+                              New link
+                            </button>
+                          </form>
+                        )}{' '}
+                        <form
+                          method="post"
+                          action={`/ui/users/${u.id}/${u.status === 'active' ? 'disable' : 'enable'}`}
+                          className="inline"
+                          data-confirm={
+                            u.status === 'active' ? `Disable ${u.email}? Their sessions end at once.` : undefined
+                          }
+                        >
+                          <Csrf token={p.csrf} />
+                          <button
+                            type="submit"
+                            className={u.status === 'active' ? 'danger' : 'secondary'}
+                            aria-label={`${u.status === 'active' ? 'Disable' : 'Enable'} ${u.email}`}
+                          >
+                            {u.status === 'active' ? 'Disable' : 'Enable'}
+                          </button>
+                        </form>
+                      </>
+                    )}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+        <h2>Invite a user</h2>
+        <form method="post" action="/ui/users">
+          <Csrf token={p.csrf} />
+          <label htmlFor="u-email">Email</label>
+          <input id="u-email" name="email" type="email" required />
+          <label htmlFor="u-role">Role</label>
+          <select id="u-role" name="role" defaultValue="developer">
+            {ROLES.map((r) => (
+              <option key={r} value={r}>
+                {r}
+              </option>
+            ))}
+          </select>
+          <p className="muted">
+            admin: everything, users included; developer: tokens, webhooks, messages, conversations, channels; billing:
+            balance and ledger.
+          </p>
+          <p>
+            <button type="submit">Invite</button>
+          </p>
+        </form>
+      </>,
+      status,
+    );
+  };
+
+  const attempt = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    act: () => Parameters<typeof page>[2],
+    status = 200,
+  ) => {
+    try {
+      return page(req, reply, act(), status);
+    } catch (e) {
+      if (e instanceof AppError && statusFor(e.code) < 500)
+        return page(req, reply, { error: e.message }, statusFor(e.code));
+      throw e;
+    }
+  };
+
+  app.get('/users', async (req, reply) => page(req, reply));
+
+  app.post('/users', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'users');
+    const f = form(req);
+    return attempt(
+      req,
+      reply,
+      () => ({
+        link: inviteUser(
+          rt.ctx,
+          { partner: p.user.partnerId, email: field(f, 'email'), role: field(f, 'role') },
+          actorOf(p.user),
+        ),
+      }),
+      201,
+    );
+  });
+
+  for (const action of ['disable', 'enable', 'reset'] as const) {
+    app.post<{ Params: { id: string } }>(`/users/:id/${action}`, async (req, reply) => {
+      const p = pageCtx(ui, req, reply, 'users');
+      if (req.params.id === p.user.userId)
+        return page(req, reply, { error: 'You cannot change your own account here.' }, 409);
+      return attempt(req, reply, () => {
+        if (action === 'reset') return { link: resetUser(rt.ctx, p.user.partnerId, req.params.id, actorOf(p.user)) };
+        const u = setUserStatus(
+          rt.ctx,
+          p.user.partnerId,
+          req.params.id,
+          action === 'disable' ? 'disabled' : 'active',
+          actorOf(p.user),
+        );
+        return {
+          ok: `${u.email} is ${u.status === 'disabled' ? 'disabled: their sessions have ended' : 'enabled again'}.`,
+        };
+      });
+    });
+  }
+};
