@@ -18,7 +18,7 @@ import {
   mainText,
   userSession,
   type TestBrowser,
-} from './browser.js';
+} from './helpers.js';
 
 // The partner console in a real browser against a real msgd: invited by msgctl, a partner's
 // admin sets a password, logs in and out, issues a token and sends with it, registers a

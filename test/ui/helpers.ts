@@ -103,3 +103,76 @@ export async function axeViolations(page: Page): Promise<string[]> {
     .filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
+
+// A small cookie-keeping HTTP client for console tests that need no rendering (sessions,
+// throttling, headers): it sends what a same-origin browser form sends, the CSRF token taken
+// from the last page it read.
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+export class Client {
+  cookies = new Map<string, string>();
+  csrf = '';
+
+  constructor(readonly base: string) {}
+
+  private cookieHeader() {
+    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+  }
+
+  private async send(method: string, path: string, init: { body?: string; headers?: Record<string, string> } = {}) {
+    const res = await fetch(this.base + path, {
+      method,
+      redirect: 'manual',
+      headers: {
+        cookie: this.cookieHeader(),
+        'sec-fetch-site': 'same-origin',
+        origin: this.base,
+        ...(init.body !== undefined ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+        ...init.headers,
+      },
+      body: init.body,
+    });
+    for (const c of res.headers.getSetCookie()) {
+      const [pair, ...attrs] = c.split(';');
+      const [name, value] = [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)];
+      if (attrs.some((a) => a.trim() === 'Max-Age=0')) this.cookies.delete(name);
+      else this.cookies.set(name, value);
+    }
+    const text = await res.text();
+    const token = /name="_csrf" value="([^"]+)"/.exec(text);
+    if (token) this.csrf = token[1];
+    return { status: res.status, headers: res.headers, text };
+  }
+
+  get(path: string, headers?: Record<string, string>): Promise<Answer> {
+    return this.send('GET', path, { headers });
+  }
+
+  post(path: string, fields: Record<string, string>, headers?: Record<string, string>): Promise<Answer> {
+    const body = new URLSearchParams({ _csrf: this.csrf, ...fields }).toString();
+    return this.send('POST', path, { body, headers });
+  }
+
+  async login(email: string, password = PASSWORD): Promise<Answer> {
+    await this.get('/ui/login');
+    return this.post('/ui/login', { email, password });
+  }
+}
+
+/** An invited user who has set PASSWORD, and a client logged in as them. */
+export async function loggedIn(ctx: CoreCtx, base: string, partnerId: string, role = 'admin') {
+  const email = `${role}-${Math.random().toString(36).slice(2, 8)}@example.com`;
+  const { secret } = inviteUser(ctx, { partner: partnerId, email, role }, 'test');
+  const c = new Client(base);
+  await c.get(`/ui/invite/${secret}`);
+  const set = await c.post(`/ui/invite/${secret}`, { password: PASSWORD, confirm: PASSWORD });
+  if (set.status !== 303) throw new Error(`invite not accepted: ${set.status}`);
+  const r = await c.login(email);
+  if (r.status !== 303) throw new Error(`login failed: ${r.status}`);
+  return { client: c, email };
+}

@@ -1,0 +1,168 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyStatus, getMessageState } from '../../src/core/messages.js';
+import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { Client, PASSWORD, loggedIn } from './helpers.js';
+
+// The pages' content over real HTTP: filters and paging, a failed message's provider error,
+// the ledger and its CSV, the URL guard on endpoints, admins inviting, and no secret in logs.
+
+let s: TestServer;
+let acme: ReturnType<typeof setupPartner>;
+let admin: Client;
+let channel: { id: string; gatewayId: string; sender: string | null };
+
+beforeAll(async () => {
+  s = await startTestServer({ 'log.level': 'debug' });
+  acme = setupPartner(s.ctx, { slug: 'acme', balance: '10.00' });
+  channel = connect(s.ctx, acme.partnerId, { kind: 'sandbox' }, 'sms', '+15550000001').channel;
+  admin = (await loggedIn(s.ctx, s.url, acme.partnerId, 'admin')).client;
+});
+afterAll(async () => {
+  await s?.stop();
+});
+
+const rowsOf = (html: string) => [...html.matchAll(/<tr><td><a href="\/ui\/messages\/(msg_\w+)"/g)].map((m) => m[1]);
+
+describe('console pages', () => {
+  it('Messages filters by status and recipient, pages by cursor, and refuses a bad date with 400', async () => {
+    const made = [];
+    for (let i = 0; i < 55; i++)
+      made.push(storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550123', text: `n${i}` }).id);
+    const other = storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550999', text: 'elsewhere' });
+    const first = await admin.get('/ui/messages?recipient=%2B14155550123');
+    expect(first.status).toBe(200);
+    const page1 = rowsOf(first.text);
+    expect(page1).toEqual(made.slice(-50).reverse());
+    const next = /href="(\/ui\/messages\?recipient=[^"]+cursor=[^"]+)"/.exec(first.text)![1].replace(/&amp;/g, '&');
+    const page2 = rowsOf((await admin.get(next)).text);
+    expect(page2).toEqual(made.slice(0, 5).reverse());
+    expect(rowsOf((await admin.get('/ui/messages?recipient=%2B14155550999')).text)).toEqual([other.id]);
+    expect(rowsOf((await admin.get('/ui/messages?status=delivered')).text)).toEqual([]);
+    const today = new Date().toISOString().slice(0, 10);
+    expect(rowsOf((await admin.get(`/ui/messages?from=${today}&to=${today}`)).text)).toHaveLength(50);
+    expect(rowsOf((await admin.get('/ui/messages?to=2020-01-01')).text)).toEqual([]);
+    const bad = await admin.get('/ui/messages?from=yesterday');
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('from must be a date like 2026-11-22');
+    expect((await admin.get('/ui/messages?cursor=garbage')).status).toBe(400);
+  });
+
+  it("a failed message's page shows the provider's error and the refund", async () => {
+    const m = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'will fail', price: 7500 });
+    s.ctx.db.sqlite.transaction(() => {
+      applyStatus(s.ctx, getMessageState(s.ctx, m.id)!, {
+        status: 'failed',
+        providerStatus: 'undeliverable',
+        errorCode: '30007',
+        errorMessage: 'Carrier <filtered> the message',
+        refundOnFailure: true,
+      });
+    })();
+    const page = await admin.get(`/ui/messages/${m.id}`);
+    expect(page.text).toContain('Provider error 30007: Carrier &lt;filtered&gt; the message');
+    expect(page.text).toContain('0.0075 USD (refunded)');
+    expect(page.text).toMatch(/<td><span class="status failed">failed<\/span><\/td><td>undeliverable<\/td>/);
+  });
+
+  it('the ledger shows the running balance, and its CSV defuses formulas', async () => {
+    s.ctx.db.sqlite
+      .prepare(`UPDATE ledger_entries SET note = '=HYPERLINK("http://x")' WHERE partner_id = ? AND kind = 'topup'`)
+      .run(acme.partnerId);
+    const balance = (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(acme.partnerId) as any)
+      .balance;
+    const page = await admin.get('/ui/ledger');
+    const first =
+      /<tbody><tr><td>[^<]+<\/td><td>(\w+)<\/td><td class="num">([-\d.]+)<\/td><td class="num">([-\d.]+)<\/td>/.exec(
+        page.text,
+      )!;
+    expect(Number(first[3])).toBe(balance / 1e6);
+    expect((await admin.get('/ui/ledger?before=abc')).status).toBe(400);
+    const csv = await admin.get('/ui/ledger.csv');
+    expect(csv.headers.get('content-type')).toBe('text/csv; charset=utf-8');
+    expect(csv.headers.get('content-disposition')).toMatch(
+      /^attachment; filename="ledger-acme-\d{4}-\d{2}-\d{2}\.csv"$/,
+    );
+    const lines = csv.text.trim().split('\r\n');
+    expect(lines[0]).toBe('id,created_at,kind,amount,balance_after,currency,message_id,note');
+    expect(lines.at(-1)).toMatch(/^\d+,[\d\-T:.]+Z,topup,10\.00,10\.00,USD,,"'=HYPERLINK\(""http:\/\/x""\)"$/);
+    // Oldest last: in id order every balance_after is the one before plus the amount.
+    const rows = lines
+      .slice(1)
+      .reverse()
+      .map((l) => l.split(','));
+    let running = 0;
+    for (const r of rows) {
+      running = Math.round((running + Number(r[3])) * 1e6) / 1e6;
+      expect(Number(r[4])).toBe(running);
+    }
+    expect(lines.length - 1).toBe(
+      (
+        s.ctx.db.sqlite
+          .prepare('SELECT COUNT(*) AS n FROM ledger_entries WHERE partner_id = ?')
+          .get(acme.partnerId) as any
+      ).n,
+    );
+  });
+
+  it('issues a token with an expiry and the chosen scopes, and refuses an unknown expiry or scope', async () => {
+    await admin.get('/ui/tokens');
+    const body = new URLSearchParams({ _csrf: admin.csrf, name: 'ci', expires: '30d' });
+    body.append('scopes', 'messages:read');
+    body.append('scopes', 'channels:read');
+    const res = await fetch(`${s.url}/ui/tokens`, {
+      method: 'POST',
+      headers: {
+        cookie: [...admin.cookies].map(([k, v]) => `${k}=${v}`).join('; '),
+        'content-type': 'application/x-www-form-urlencoded',
+        'sec-fetch-site': 'same-origin',
+      },
+      body: body.toString(),
+    });
+    expect(res.status).toBe(201);
+    const row = s.ctx.db.sqlite.prepare(`SELECT * FROM tokens WHERE name = 'ci'`).get() as any;
+    expect(row.scopes).toBe('channels:read messages:read');
+    expect(row.expires_at - Date.now()).toBeGreaterThan(29.9 * 86_400_000);
+    expect(row.expires_at - Date.now()).toBeLessThan(30 * 86_400_000);
+    await admin.get('/ui/tokens');
+    const badExpiry = await admin.post('/ui/tokens', { name: 'x', scopes: 'messages:read', expires: 'forever' });
+    expect(badExpiry.status).toBe(400);
+    expect(badExpiry.text).toContain('choose when the token expires');
+    const badScope = await admin.post('/ui/tokens', { name: 'x', scopes: 'admin:all' });
+    expect(badScope.status).toBe(400);
+    expect(badScope.text).toContain('unknown scope &quot;admin:all&quot;');
+    const none = await admin.post('/ui/tokens', { name: 'x' });
+    expect(none.text).toContain('at least one scope is required');
+    expect(s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM tokens WHERE name = 'x'`).get()).toEqual({ n: 0 });
+  });
+
+  it('refuses an endpoint on a private address, as /v1 does, and registers nothing', async () => {
+    await admin.get('/ui/webhooks');
+    const r = await admin.post('/ui/webhooks', { url: 'https://127.0.0.1:8443/hook' });
+    expect(r.status).toBe(400);
+    expect(r.text).toContain('refused: 127.0.0.1 is a loopback address');
+    expect(s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM webhook_endpoints').get()).toEqual({ n: 0 });
+  });
+
+  it('an admin invites a user, who joins with the link; secrets stay out of the logs', async () => {
+    await admin.get('/ui/users');
+    const r = await admin.post('/ui/users', { email: 'Dev@Acme.example', role: 'developer' });
+    expect(r.status).toBe(201);
+    const link = /(\/ui\/invite\/[\w-]{43})/.exec(r.text)![1];
+    expect((await admin.get('/ui/users')).text).not.toContain(link);
+    const dev = new Client(s.url);
+    await dev.get(link);
+    const short = await dev.post(link, { password: 'short', confirm: 'short' });
+    expect(short.status).toBe(400);
+    expect(short.text).toContain('the password must be at least 12 characters');
+    expect((await dev.post(link, { password: PASSWORD, confirm: PASSWORD })).status).toBe(303);
+    expect((await dev.login('dev@acme.example')).status).toBe(303);
+    expect((await dev.get('/ui/tokens')).status).toBe(200);
+    // A tampered post to the link is logged without the link's secret.
+    await new Client(s.url).post(link, { password: PASSWORD, confirm: PASSWORD });
+    const logs = s.logs.join('');
+    expect(logs).toContain('/ui/invite/[redacted]');
+    expect(logs).not.toContain(link.slice('/ui/invite/'.length));
+    expect(logs).not.toContain(dev.cookies.get('msgd_session')!);
+    expect(logs).not.toContain(PASSWORD);
+  });
+});
