@@ -1,6 +1,7 @@
 // npm run bench: every benchmark in one run on this machine, printing figures and ratios.
 // Run after `npm ci` (which builds dist/). BENCH_SECONDS shortens or lengthens load phases;
-// BENCH_ONLY=send,webhooks-in,v1,backup,metrics picks suites; BENCH_BACKUP_MESSAGES sizes the backup's store.
+// BENCH_ONLY=send,webhooks-in,v1,backup,metrics,ui picks suites; BENCH_BACKUP_MESSAGES sizes the backup's
+// store, BENCH_UI_MESSAGES the console's.
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 
@@ -18,6 +19,7 @@ const suites = [
   ['v1', './v1.mjs', 'Resource API and webhooks out'],
   ['backup', './backup.mjs', 'Backup under send load'],
   ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time'],
+  ['ui', './ui.mjs', 'Web console pages'],
 ];
 let failed = false;
 for (const [name, file, title] of suites) {
