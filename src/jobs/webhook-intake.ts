@@ -6,6 +6,7 @@ import type { GroupCommitter } from '../db/group-commit.js';
 import { newId } from '../lib/ids.js';
 import {
   detectWebhook,
+  metaSignedHandler,
   redactHeaders,
   type RawWebhook,
   type WebhookHandler,
@@ -75,14 +76,11 @@ export class WebhookIntake {
       processed_at: null,
     };
     const found = detectWebhook(req);
-    if (!found) {
-      row.error =
-        'unrecognised payload: not a WhatsApp, Messenger, Instagram, Twilio, SendGrid or sandbox webhook' +
-        keepLess(row);
-      await this.store(row);
-      return { status: 400, id: row.id, provider: 'unknown', code: 'unknown_payload', message: row.error };
-    }
-    const { handler, payload } = found;
+    // A body no handler recognises but that carries Meta's signature header is checked as Meta's
+    // first: a signature that does not verify is a 401 whatever the body holds (even cut short).
+    const metaSigned = found ? null : metaSignedHandler(req);
+    if (!found && !metaSigned) return this.unknown(row);
+    const { handler, payload } = found ?? { handler: metaSigned!, payload: null };
     row.provider = handler.provider;
     const opts = {
       now,
@@ -111,9 +109,18 @@ export class WebhookIntake {
     }
     row.gateway_id = verdict.gateway.id;
     row.verification = 'ok';
+    if (!found) return this.unknown(row);
     row.processing = 'pending';
     await this.store(row);
     return { status: 200, id: row.id, provider: handler.provider };
+  }
+
+  /** A body no provider sends (or a Meta-signed one that verified but is no Meta payload): 400, logged, not processed. */
+  private async unknown(row: WebhookLogRow): Promise<IntakeAnswer> {
+    row.error =
+      'unrecognised payload: not a WhatsApp, Messenger, Instagram, Twilio, SendGrid or sandbox webhook' + keepLess(row);
+    await this.store(row);
+    return { status: 400, id: row.id, provider: 'unknown', code: 'unknown_payload', message: row.error };
   }
 
   /** A body over the size limit never reaches a parser; log that it came, without it. */

@@ -39,6 +39,17 @@ export function detectWebhook(req: RawWebhook): Detected | null {
   return null;
 }
 
+/**
+ * The handler that checks a Meta signature when the body is not one Meta's handlers recognise
+ * (cut short in transit, or not Meta's at all): the signature header says who claims to have
+ * sent it, and a signature that does not verify is answered 401 whatever the body holds.
+ */
+export function metaSignedHandler(req: RawWebhook): WebhookHandler | null {
+  return req.headers['x-hub-signature-256'] !== undefined || req.headers['x-hub-signature'] !== undefined
+    ? metaAppWebhook
+    : null;
+}
+
 export function webhookHandler(provider: string): WebhookHandler | undefined {
   return HANDLERS.find((h) => h.provider === provider);
 }
