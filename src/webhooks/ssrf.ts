@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { AppError } from '../lib/errors.js';
 
 // Partner-supplied URLs must not reach msgd's own network: loopback, private ranges,
@@ -7,117 +8,79 @@ import { AppError } from '../lib/errors.js';
 // blocks. Checked when an endpoint is registered AND on every connection, against the
 // address actually dialled, so a DNS answer that changes later (rebinding) gains nothing.
 
-type Range = [prefix: bigint, bits: number, label: string];
+// The special-purpose ranges come from ipaddr.js, which follows the IANA registries (RFC 6890
+// and its successors: 5f00::/16, 3fff::/20, ::ffff:0:0:0/96, ...). msgd adds three judgements
+// of its own: the cloud metadata address gets its own name, an IPv6 address that carries an
+// IPv4 address is judged by that IPv4 address, and IPv6 outside the global unicast block
+// 2000::/3 (IETF-reserved ::/8 and the rest) is never a public host.
 
-function v4(ip: string): bigint | null {
-  const parts = ip.split('.');
-  if (parts.length !== 4) return null;
-  let n = 0n;
-  for (const p of parts) {
-    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) return null;
-    n = (n << 8n) | BigInt(Number(p));
-  }
-  return n;
-}
+const { IPv4, IPv6 } = ipaddr;
 
-function v6(ip: string): bigint | null {
-  let s = ip.split('%')[0];
-  // A trailing dotted quad (::ffff:1.2.3.4) becomes two hex groups.
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
-  if (dotted) {
-    const n = v4(dotted[1]);
-    if (n === null) return null;
-    s = s.slice(0, -dotted[1].length) + `${(n >> 16n).toString(16)}:${(n & 0xffffn).toString(16)}`;
-  }
-  const halves = s.split('::');
-  if (halves.length > 2) return null;
-  const head = halves[0] ? halves[0].split(':') : [];
-  const tail = halves.length === 2 && halves[1] ? halves[1].split(':') : [];
-  const missing = 8 - head.length - tail.length;
-  if (halves.length === 1 ? missing !== 0 : missing < 1) return null;
-  const groups = [...head, ...Array(halves.length === 2 ? missing : 0).fill('0'), ...tail];
-  let n = 0n;
-  for (const g of groups) {
-    if (!/^[0-9a-f]{1,4}$/i.test(g)) return null;
-    n = (n << 16n) | BigInt(parseInt(g, 16));
-  }
-  return n;
-}
-
-const r4 = (cidr: string, label: string): Range => {
-  const [ip, bits] = cidr.split('/');
-  return [v4(ip)!, Number(bits), label];
-};
-const r6 = (cidr: string, label: string): Range => {
-  const [ip, bits] = cidr.split('/');
-  return [v6(ip)!, Number(bits), label];
+const LABELS: Record<string, string> = {
+  unspecified: 'unspecified',
+  broadcast: 'reserved',
+  multicast: 'multicast',
+  linkLocal: 'link-local',
+  loopback: 'loopback',
+  carrierGradeNat: 'shared address space (CGNAT)',
+  private: 'private',
+  reserved: 'reserved',
+  as112: 'AS112 DNS sink',
+  as112v6: 'AS112 DNS sink',
+  amt: 'AMT relay',
+  uniqueLocal: 'unique local (private)',
+  deprecatedSiteLocal: 'site-local',
+  discard: 'discard-only',
+  teredo: 'Teredo',
+  benchmarking: 'benchmarking',
+  deprecatedOrchid: 'ORCHID',
+  orchid2: 'ORCHIDv2',
+  droneRemoteIdProtocolEntityTags: 'drone remote ID (DRIP)',
+  segmentRouting: 'segment routing (SRv6)',
 };
 
-const V4: Range[] = [
-  r4('169.254.169.254/32', 'cloud metadata'),
-  r4('0.0.0.0/8', 'unspecified ("this network")'),
-  r4('10.0.0.0/8', 'private'),
-  r4('100.64.0.0/10', 'shared address space (CGNAT)'),
-  r4('127.0.0.0/8', 'loopback'),
-  r4('169.254.0.0/16', 'link-local'),
-  r4('172.16.0.0/12', 'private'),
-  r4('192.0.0.0/24', 'IETF protocol assignments'),
-  r4('192.0.2.0/24', 'documentation'),
-  r4('192.88.99.0/24', '6to4 relay'),
-  r4('192.168.0.0/16', 'private'),
-  r4('198.18.0.0/15', 'benchmarking'),
-  r4('198.51.100.0/24', 'documentation'),
-  r4('203.0.113.0/24', 'documentation'),
-  r4('224.0.0.0/4', 'multicast'),
-  r4('240.0.0.0/4', 'reserved'),
-];
+const METADATA = IPv4.parse('169.254.169.254');
+const NAT64 = IPv6.parse('64:ff9b::');
+const GLOBAL_UNICAST = IPv6.parse('2000::');
 
-const V6: Range[] = [
-  r6('::/128', 'unspecified'),
-  r6('::1/128', 'loopback'),
-  r6('::/96', 'IPv4-compatible'),
-  r6('64:ff9b:1::/48', 'local-use NAT64'),
-  r6('100::/64', 'discard-only'),
-  r6('2001::/23', 'IETF protocol assignments'),
-  r6('2001:db8::/32', 'documentation'),
-  r6('fc00::/7', 'unique local (private)'),
-  r6('fe80::/10', 'link-local'),
-  r6('fec0::/10', 'site-local'),
-  r6('ff00::/8', 'multicast'),
-];
-
-// IPv6 forms that carry an IPv4 address inside: judged by that IPv4 address.
-const EMBEDDED: [prefix: bigint, bits: number, extract: (n: bigint) => bigint][] = [
-  [v6('::ffff:0:0')!, 96, (n) => n & 0xffffffffn],
-  [v6('64:ff9b::')!, 96, (n) => n & 0xffffffffn],
-  [v6('2002::')!, 16, (n) => (n >> 80n) & 0xffffffffn],
-];
-
-function inRange(n: bigint, width: number, [prefix, bits]: [bigint, number, ...unknown[]]): boolean {
-  const shift = BigInt(width - bits);
-  return n >> shift === prefix >> shift;
+function classify4(ip: ipaddr.IPv4): string | null {
+  if (ip.match(METADATA, 32)) return 'cloud metadata';
+  const range = ip.range();
+  if (range === 'unicast') return null;
+  if (range === 'unspecified') return 'unspecified ("this network")';
+  return LABELS[range] ?? range;
 }
 
-function classify4(n: bigint): string | null {
-  for (const r of V4) if (inRange(n, 32, r)) return r[2];
+const v4of = (a: number, b: number) => new IPv4([a >> 8, a & 0xff, b >> 8, b & 0xff]);
+
+/** The IPv4 address an IPv6 form carries (mapped, RFC 6145 translated, NAT64 /96, 6to4), or null. */
+function embedded(ip: ipaddr.IPv6, range: string): ipaddr.IPv4 | null {
+  const p = ip.parts;
+  if (range === 'ipv4Mapped' || range === 'rfc6145') return v4of(p[6], p[7]);
+  if (range === 'rfc6052' && ip.match(NAT64, 96)) return v4of(p[6], p[7]);
+  if (range === '6to4') return v4of(p[1], p[2]);
   return null;
+}
+
+function classify6(ip: ipaddr.IPv6): string | null {
+  const range = ip.range();
+  const inner = embedded(ip, range);
+  if (inner) {
+    const why = classify4(inner);
+    return why ? `${why} (IPv4 inside IPv6)` : null;
+  }
+  if (range === 'rfc6052') return 'local-use NAT64';
+  if (range !== 'unicast') return LABELS[range] ?? range;
+  return ip.match(GLOBAL_UNICAST, 3) ? null : 'reserved (outside global unicast 2000::/3)';
 }
 
 /** Why an address may not be dialled ("loopback", "private", ...), or null when it may. */
 export function forbiddenReason(ip: string): string | null {
-  const family = isIP(ip.split('%')[0]);
-  if (family === 4) return classify4(v4(ip)!);
-  if (family !== 6) return 'not an IP address';
-  const n = v6(ip);
-  if (n === null) return 'not an IP address';
-  for (const [prefix, bits, extract] of EMBEDDED) {
-    if (inRange(n, 128, [prefix, bits])) {
-      const inner = classify4(extract(n));
-      return inner ? `${inner} (IPv4 inside IPv6)` : null;
-    }
-  }
-  for (const r of V6) if (inRange(n, 128, r)) return r[2];
-  return null;
+  const bare = ip.split('%')[0];
+  const family = isIP(bare);
+  if (family === 4 && IPv4.isValidFourPartDecimal(bare)) return classify4(IPv4.parse(bare));
+  if (family === 6 && IPv6.isValid(bare)) return classify6(IPv6.parse(bare));
+  return 'not an IP address';
 }
 
 export class TargetRefused extends Error {

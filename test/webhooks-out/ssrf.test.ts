@@ -32,6 +32,22 @@ describe('address classification', () => {
     ['::ffff:a9fe:a9fe', 'cloud metadata (IPv4 inside IPv6)'],
     ['64:ff9b::a00:1', 'private (IPv4 inside IPv6)'],
     ['2002:c0a8:0101::1', 'private (IPv4 inside IPv6)'],
+    // RFC 6145 IPv4-translated addresses, inside the IETF-reserved ::/8.
+    ['::ffff:0:7f00:1', 'loopback (IPv4 inside IPv6)'],
+    ['::ffff:0:10.1.2.3', 'private (IPv4 inside IPv6)'],
+    ['::ffff:0:a9fe:a9fe', 'cloud metadata (IPv4 inside IPv6)'],
+    ['::7f00:1', 'reserved (outside global unicast 2000::/3)'],
+    ['1::1', 'reserved (outside global unicast 2000::/3)'],
+    ['5f00::1', 'segment routing (SRv6)'],
+    ['3fff::1', 'reserved'],
+    ['3fff:fff::1', 'reserved'],
+    ['2001:db8::1', 'reserved'],
+    ['64:ff9b:1::a00:1', 'local-use NAT64'],
+    ['100::1', 'discard-only'],
+    ['fec0::1', 'site-local'],
+    ['2001:2::1', 'benchmarking'],
+    ['192.0.2.1', 'reserved'],
+    ['fe80::1%eth0', 'link-local'],
   ])('%s is refused as %s', (ip, why) => {
     expect(forbiddenReason(ip)).toBe(why);
   });
@@ -44,6 +60,10 @@ describe('address classification', () => {
     '2606:4700:4700::1111',
     '::ffff:8.8.8.8',
     '2002:0808:0808::1',
+    '::ffff:0:8.8.8.8',
+    '64:ff9b::808:808',
+    '3fff:1000::1',
+    '2a00:1450:4001::1',
   ])('%s is public', (ip) => {
     expect(forbiddenReason(ip)).toBeNull();
   });
@@ -87,6 +107,9 @@ describe('with private targets refused (the default)', () => {
     ['https://169.254.169.254/latest/meta-data', 400, 'url_not_allowed', /cloud metadata/],
     ['https://[::1]:8443/hook', 400, 'url_not_allowed', /loopback/],
     ['https://[fd00::1]/hook', 400, 'url_not_allowed', /unique local/],
+    ['https://[::ffff:0:7f00:1]/hook', 400, 'url_not_allowed', /loopback \(IPv4 inside IPv6\)/],
+    ['https://[5f00::1]/hook', 400, 'url_not_allowed', /segment routing/],
+    ['https://[3fff::1]/hook', 400, 'url_not_allowed', /reserved/],
     ['https://0.0.0.0/hook', 400, 'url_not_allowed', /unspecified/],
     ['https://100.64.1.1/hook', 400, 'url_not_allowed', /CGNAT/],
     ['https://localhost:8443/hook', 400, 'url_not_allowed', /localhost resolves to .*loopback/],
