@@ -62,7 +62,7 @@ export function kv(pairs: [string, Cell][], indent = ''): string {
   return pairs.map(([k, v]) => `${indent}${k.padEnd(width)}  ${cell(v)}`.trimEnd()).join('\n');
 }
 
-export function money(micro: number, currency?: string | null): string {
+export function money(micro: number | bigint, currency?: string | null): string {
   return currency ? `${formatMoney(micro)} ${currency}` : formatMoney(micro);
 }
 

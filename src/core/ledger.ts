@@ -3,7 +3,7 @@ import type { Row } from '../db/rows.js';
 import { ledgerEntries, type partners } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid } from '../lib/errors.js';
-import { formatMoney, moneyJson } from '../lib/money.js';
+import { formatMoney, inMoneyRange, MAX_MONEY, moneyJson } from '../lib/money.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 import { audit } from './audit.js';
@@ -12,6 +12,8 @@ import { getPartner } from './partners.js';
 // The ledger is append-only. partner.balance moves in the same transaction as its entry, so
 // balance == sum(entries) always; verifyLedger() proves it. A debit is one conditional
 // UPDATE: it cannot take the balance below -credit_limit, whatever runs concurrently.
+// Amounts are bound as SQLite integers (BigInt): a JS number binds as a REAL, and the sum in
+// the UPDATE would then be floating-point arithmetic.
 
 export type LedgerKind = 'topup' | 'debit' | 'refund' | 'adjustment';
 export type LedgerEntry = typeof ledgerEntries.$inferSelect;
@@ -23,16 +25,27 @@ type Balance = Pick<Row<typeof partners>, 'balance'>;
 const DEBIT_SQL = `UPDATE partners SET balance = balance - ?, updated_at = ?
   WHERE id = ? AND balance + credit_limit > 0 AND balance - ? >= -credit_limit RETURNING balance`;
 const CREDIT_SQL = 'UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance';
+// Top-ups and adjustments keep the balance within ±MAX_MONEY; a refund only gives back what a
+// debit took, so it is never refused.
+const CREDIT_IN_RANGE_SQL = `UPDATE partners SET balance = balance + ?, updated_at = ?
+  WHERE id = ? AND balance + ? BETWEEN -${MAX_MONEY} AND ${MAX_MONEY} RETURNING balance`;
 const FUNDS_SQL = 'SELECT balance, credit_limit FROM partners WHERE id = ?';
 const INSERT_SQL = `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
 
 const funds = (ctx: CoreCtx, partnerId: string) => stmt<[string], Funds>(ctx.db.sqlite, FUNDS_SQL).get(partnerId);
-const credit = (ctx: CoreCtx, partnerId: string, amount: number, now: number) =>
-  stmt<[number, number, string], Balance>(ctx.db.sqlite, CREDIT_SQL).get(amount, now, partnerId)!;
+const credit = (ctx: CoreCtx, partnerId: string, amount: bigint, now: number) =>
+  stmt<[bigint, number, string], Balance>(ctx.db.sqlite, CREDIT_SQL).get(amount, now, partnerId)!;
+const creditInRange = (ctx: CoreCtx, partnerId: string, amount: bigint, now: number) =>
+  stmt<[bigint, number, string, bigint], Balance>(ctx.db.sqlite, CREDIT_IN_RANGE_SQL).get(
+    amount,
+    now,
+    partnerId,
+    amount,
+  );
 const insertEntry = (
   ctx: CoreCtx,
-  e: [string, LedgerKind, number, number, string | null, string | null, string, number],
+  e: [string, LedgerKind, bigint, number, string | null, string | null, string, number],
 ) => stmt(ctx.db.sqlite, INSERT_SQL).run(...e);
 
 export class InsufficientBalanceError extends AppError {
@@ -74,18 +87,21 @@ export function debit(
 ): number {
   if (!Number.isSafeInteger(amount) || amount < 0)
     throw new Error(`debit amount must be a non-negative integer: ${amount}`);
+  if (amount > MAX_MONEY) {
+    refuseIfExhausted(ctx, partnerId);
+    throw new InsufficientBalanceError(
+      `this message costs ${formatMoney(amount)}, more than the largest amount msgd handles (${formatMoney(MAX_MONEY)})`,
+      { price: amount },
+    );
+  }
   const now = ctx.now();
-  const row = stmt<[number, number, string, number], Balance>(ctx.db.sqlite, DEBIT_SQL).get(
-    amount,
-    now,
-    partnerId,
-    amount,
-  );
+  const big = BigInt(amount);
+  const row = stmt<[bigint, number, string, bigint], Balance>(ctx.db.sqlite, DEBIT_SQL).get(big, now, partnerId, big);
   if (!row) {
     refuseIfExhausted(ctx, partnerId);
     throw shortOfFunds(ctx, partnerId, amount);
   }
-  insertEntry(ctx, [partnerId, 'debit', -amount, row.balance, messageId, note, actor, now]);
+  insertEntry(ctx, [partnerId, 'debit', -big, row.balance, messageId, note, actor, now]);
   return row.balance;
 }
 
@@ -112,8 +128,9 @@ export function refund(
   if (!Number.isSafeInteger(amount) || amount < 0)
     throw new Error(`refund amount must be a non-negative integer: ${amount}`);
   const now = ctx.now();
-  const row = credit(ctx, partnerId, amount, now);
-  insertEntry(ctx, [partnerId, 'refund', amount, row.balance, messageId, note, actor, now]);
+  const big = BigInt(amount);
+  const row = credit(ctx, partnerId, big, now);
+  insertEntry(ctx, [partnerId, 'refund', big, row.balance, messageId, note, actor, now]);
   return row.balance;
 }
 
@@ -127,10 +144,11 @@ export function topup(
   if (!Number.isSafeInteger(amount) || amount <= 0) {
     throw invalid('a top-up must be a positive amount', [{ field: 'amount', message: 'must be greater than zero' }]);
   }
+  if (amount > MAX_MONEY) throw tooLarge('a top-up', amount);
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, partnerRef);
-      const entry = writeEntry(ctx, p.id, 'topup', amount, note, actor);
+      const entry = writeEntry(ctx, p, 'topup', amount, note, actor);
       audit(ctx, actor, 'balance.topup', 'partner', p.id, { amount, note });
       return entry;
     })
@@ -150,28 +168,50 @@ export function adjust(
       { field: 'amount', message: 'use a negative amount to take money off' },
     ]);
   }
+  if (!inMoneyRange(amount)) throw tooLarge('an adjustment', amount);
   if (!note) throw invalid('an adjustment needs a --note saying why');
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, partnerRef);
-      const entry = writeEntry(ctx, p.id, 'adjustment', amount, note, actor);
+      const entry = writeEntry(ctx, p, 'adjustment', amount, note, actor);
       audit(ctx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
       return entry;
     })
     .immediate();
 }
 
+function tooLarge(what: string, amount: number) {
+  return invalid(`${what} can be at most ${formatMoney(MAX_MONEY)} either way`, [
+    { field: 'amount', message: `${formatMoney(amount)} is out of range` },
+  ]);
+}
+
+/** A top-up or adjustment; refused, with nothing written, if it would take the balance past ±MAX_MONEY. */
 function writeEntry(
   ctx: CoreCtx,
-  partnerId: string,
+  p: { id: string; slug: string; currency: string },
   kind: LedgerKind,
   amount: number,
   note: string | null,
   actor: string,
 ) {
   const now = ctx.now();
-  const row = credit(ctx, partnerId, amount, now);
-  const info = insertEntry(ctx, [partnerId, kind, amount, row.balance, null, note, actor, now]);
+  const big = BigInt(amount);
+  const row = creditInRange(ctx, p.id, big, now);
+  if (!row) {
+    const f = funds(ctx, p.id)!;
+    const room = amount > 0 ? MAX_MONEY - f.balance : MAX_MONEY + f.balance;
+    throw invalid(
+      `this ${kind} would take the balance of ${p.slug} from ${formatMoney(f.balance)} to ${formatMoney(f.balance + amount)} ${p.currency}, past the largest balance msgd keeps (${formatMoney(MAX_MONEY)} either way)`,
+      [
+        {
+          field: 'amount',
+          message: `at most ${formatMoney(Math.max(0, room))} ${amount > 0 ? 'can be added' : 'can be taken off'}`,
+        },
+      ],
+    );
+  }
+  const info = insertEntry(ctx, [p.id, kind, big, row.balance, null, note, actor, now]);
   return ctx.db.orm
     .select()
     .from(ledgerEntries)
@@ -211,22 +251,29 @@ export function ledgerEntryJson(e: LedgerEntry, currency: string) {
 export interface LedgerMismatch {
   partner_id: string;
   slug: string;
-  balance: number;
-  sum_of_entries: number;
-  last_balance_after: number | null;
+  balance: bigint;
+  sum_of_entries: bigint;
+  last_balance_after: bigint | null;
 }
 
-/** Every partner's balance must equal the sum of its entries and its last entry's balance_after. */
+/**
+ * Every partner's balance must equal the sum of its entries and its last entry's balance_after.
+ * Compared in SQL as 64-bit integers and read as BigInt: a difference of one micro-unit past
+ * 2^53 would vanish in JS numbers.
+ */
 export function verifyLedger(ctx: CoreCtx): { ok: boolean; partners: number; mismatches: LedgerMismatch[] } {
-  const rows = stmt<[], LedgerMismatch>(
+  const partners = stmt<[], { n: number }>(ctx.db.sqlite, 'SELECT COUNT(*) AS n FROM partners').get()!.n;
+  const mismatches = stmt<[], LedgerMismatch>(
     ctx.db.sqlite,
-    `SELECT p.id AS partner_id, p.slug, p.balance,
-            COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.partner_id = p.id), 0) AS sum_of_entries,
-            (SELECT balance_after FROM ledger_entries e WHERE e.partner_id = p.id ORDER BY id DESC LIMIT 1) AS last_balance_after
-       FROM partners p`,
-  ).all();
-  const mismatches = rows.filter(
-    (r) => r.balance !== r.sum_of_entries || (r.last_balance_after !== null && r.last_balance_after !== r.balance),
-  );
-  return { ok: mismatches.length === 0, partners: rows.length, mismatches };
+    `SELECT * FROM (
+       SELECT p.id AS partner_id, p.slug, p.balance,
+              COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.partner_id = p.id), 0) AS sum_of_entries,
+              (SELECT balance_after FROM ledger_entries e WHERE e.partner_id = p.id ORDER BY id DESC LIMIT 1) AS last_balance_after
+         FROM partners p)
+      WHERE balance IS NOT sum_of_entries OR (last_balance_after IS NOT NULL AND last_balance_after IS NOT balance)
+      ORDER BY slug`,
+  )
+    .safeIntegers(true)
+    .all();
+  return { ok: mismatches.length === 0, partners, mismatches };
 }

@@ -2,7 +2,7 @@ import { asc, eq, or } from 'drizzle-orm';
 import { partners } from '../db/schema.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import { moneyJson } from '../lib/money.js';
+import { formatMoney, MAX_MONEY, moneyJson } from '../lib/money.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 import { audit } from './audit.js';
@@ -33,6 +33,8 @@ export function createPartner(
   const creditLimit = input.creditLimit ?? 0;
   if (!Number.isSafeInteger(creditLimit) || creditLimit < 0) {
     details.push({ field: 'credit_limit', message: 'must be zero or positive' });
+  } else if (creditLimit > MAX_MONEY) {
+    details.push({ field: 'credit_limit', message: `at most ${formatMoney(MAX_MONEY)}` });
   }
   if (details.length) throw invalid('invalid partner', details);
   return ctx.db.sqlite
@@ -99,6 +101,7 @@ export function setCreditLimit(ctx: CoreCtx, ref: string, creditLimit: number, a
   if (!Number.isSafeInteger(creditLimit) || creditLimit < 0) {
     throw invalid('credit limit must be zero or positive', [{ field: 'credit_limit', message: 'must be >= 0' }]);
   }
+  if (creditLimit > MAX_MONEY) throw invalid(`credit limit can be at most ${formatMoney(MAX_MONEY)}`);
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, ref);
@@ -127,6 +130,8 @@ export function setPartnerLimits(
   ) {
     throw invalid('low-balance threshold must be zero or positive');
   }
+  if (limits.lowBalanceThreshold != null && limits.lowBalanceThreshold > MAX_MONEY)
+    throw invalid(`low-balance threshold can be at most ${formatMoney(MAX_MONEY)}`);
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, ref);

@@ -2,7 +2,7 @@ import { and, asc, eq } from 'drizzle-orm';
 import { partners, prices } from '../db/schema.js';
 import { invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import { moneyJson } from '../lib/money.js';
+import { formatMoney, MAX_MONEY, moneyJson } from '../lib/money.js';
 import { smsSegments } from '../lib/segments.js';
 import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
@@ -22,6 +22,7 @@ export function setPrice(
 ): Price {
   if (!isChannelType(input.channel)) throw invalid(`unknown channel type "${input.channel}"`);
   if (!Number.isSafeInteger(input.amount) || input.amount < 0) throw invalid('a price must be zero or positive');
+  if (input.amount > MAX_MONEY) throw invalid(`a price can be at most ${formatMoney(MAX_MONEY)}`);
   const channel = input.channel;
   return ctx.db.sqlite
     .transaction(() => {

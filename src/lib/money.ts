@@ -3,6 +3,18 @@
 
 export const MICRO = 1_000_000;
 
+/**
+ * The largest balance, credit limit, price or amount, either way: 10^15 micro-units, one
+ * billion currency units. Any sum of two such values (a balance plus a top-up, a balance plus
+ * its credit limit) stays far inside the range where JS numbers are exact integers (2^53).
+ */
+export const MAX_MONEY = 1_000_000_000_000_000;
+
+/** Whether a value is an integer amount within ±MAX_MONEY. */
+export function inMoneyRange(micro: number): boolean {
+  return Number.isSafeInteger(micro) && micro <= MAX_MONEY && micro >= -MAX_MONEY;
+}
+
 const DECIMAL = /^([+-])?(\d+)(?:\.(\d{1,6}))?$/;
 
 export class MoneyParseError extends Error {
@@ -24,21 +36,30 @@ export function parseMoney(input: string): number {
   const whole = m[2];
   const frac = (m[3] ?? '').padEnd(6, '0');
   const wholeNum = Number(whole);
-  if (!Number.isSafeInteger(wholeNum * MICRO)) throw new MoneyParseError(s, 'too large');
   const micro = wholeNum * MICRO + Number(frac);
-  if (!Number.isSafeInteger(micro)) throw new MoneyParseError(s, 'too large');
+  if (!(wholeNum <= MAX_MONEY / MICRO) || !inMoneyRange(micro))
+    throw new MoneyParseError(s, `too large: at most ${formatMoney(MAX_MONEY)} either way`);
   return sign * micro === 0 ? 0 : sign * micro;
 }
 
 /** Format micro-units as a decimal string with at least 2 decimals: 12500000 -> "12.50". */
-export function formatMoney(micro: number): string {
+export function formatMoney(micro: number | bigint): string {
+  if (typeof micro === 'bigint') return formatBig(micro);
   if (!Number.isSafeInteger(micro)) throw new Error(`not an integer amount: ${micro}`);
   const neg = micro < 0;
   const abs = Math.abs(micro);
-  const whole = Math.floor(abs / MICRO);
-  let frac = String(abs % MICRO)
-    .padStart(6, '0')
-    .replace(/0+$/, '');
+  return decimal(neg, String(Math.floor(abs / MICRO)), abs % MICRO);
+}
+
+/** A BigInt amount (the ledger check reads sums as BigInt): exact past 2^53 too. */
+function formatBig(micro: bigint): string {
+  const neg = micro < 0n;
+  const abs = neg ? -micro : micro;
+  return decimal(neg, String(abs / BigInt(MICRO)), Number(abs % BigInt(MICRO)));
+}
+
+function decimal(neg: boolean, whole: string, fraction: number): string {
+  let frac = String(fraction).padStart(6, '0').replace(/0+$/, '');
   if (frac.length < 2) frac = frac.padEnd(2, '0');
   return `${neg ? '-' : ''}${whole}.${frac}`;
 }

@@ -83,6 +83,43 @@ describe('msgctl doctor', () => {
     expect((await doctorJson()).report.ok).toBe(true);
   });
 
+  it('sees a one micro-unit mismatch past 2^53, and a top-up past the bound is refused with nothing written', async () => {
+    const saved = withDb(dataDir, (db) =>
+      db.prepare("SELECT balance FROM partners WHERE slug = 'acme'").safeIntegers(true).get(),
+    ) as { balance: bigint };
+    const entries = withDb(dataDir, (db) => db.prepare('SELECT id, amount, balance_after FROM ledger_entries').all());
+    withDb(dataDir, (db) => {
+      db.prepare(
+        'UPDATE ledger_entries SET amount = CASE WHEN id = (SELECT MIN(id) FROM ledger_entries) THEN ? ELSE 0 END, balance_after = ?',
+      ).run(2n ** 53n, 2n ** 53n + 1n);
+      db.prepare("UPDATE partners SET balance = ? WHERE slug = 'acme'").run(2n ** 53n + 1n);
+    });
+    try {
+      const { code, report } = await doctorJson();
+      expect(code).toBe(1);
+      expect(check(report, 'ledger')).toMatchObject({
+        status: 'fail',
+        message: 'acme: balance 9007199254.740993 but entries sum to 9007199254.740992',
+      });
+    } finally {
+      withDb(dataDir, (db) => {
+        const put = db.prepare('UPDATE ledger_entries SET amount = ?, balance_after = ? WHERE id = ?');
+        for (const e of entries as { id: number; amount: number; balance_after: number }[])
+          put.run(e.amount, e.balance_after, e.id);
+        db.prepare("UPDATE partners SET balance = ? WHERE slug = 'acme'").run(saved.balance);
+      });
+    }
+    expect((await doctorJson()).report.ok).toBe(true);
+    const before = withDb(dataDir, (db) => db.prepare('SELECT COUNT(*) AS n FROM ledger_entries').get());
+    const r = await run(['balance', 'topup', 'acme', '999999999.99']);
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r.stderr)).toMatch(
+      /would take the balance of acme from 20\.00 to 1000000019\.99 USD, past the largest balance/,
+    );
+    expect(withDb(dataDir, (db) => db.prepare('SELECT COUNT(*) AS n FROM ledger_entries').get())).toEqual(before);
+    expect((await doctorJson()).report.ok).toBe(true);
+  });
+
   it('fails when a ledger entry was edited', async () => {
     withDb(dataDir, (db) => db.prepare('UPDATE ledger_entries SET amount = amount * 2').run());
     try {

@@ -16,7 +16,10 @@ describe('parseMoney', () => {
     ['0.000001', 1],
     [' 7.25 ', 7_250_000],
     ['007.10', 7_100_000],
-    ['9007199254.740991', Number.MAX_SAFE_INTEGER],
+    // The bound: one billion units either way.
+    ['1000000000', 1_000_000_000_000_000],
+    ['-1000000000.000000', -1_000_000_000_000_000],
+    ['999999999.999999', 999_999_999_999_999],
     // The float trap: 0.1 + 0.2 style inputs stay exact.
     ['0.3', 300_000],
     ['1.005', 1_005_000],
@@ -43,6 +46,10 @@ describe('parseMoney', () => {
     ['NaN', /expected a decimal number/],
     ['1 000', /expected a decimal number/],
     ['$5', /expected a decimal number/],
+    ['1000000000.000001', /too large: at most 1000000000\.00 either way/],
+    ['-1000000000.000001', /too large/],
+    ['1000000001', /too large/],
+    ['9007199254.740991', /too large/],
     ['9007199254.740992', /too large/],
     ['9007199255', /too large/],
     ['99999999999999999999', /too large/],
@@ -66,7 +73,8 @@ describe('formatMoney', () => {
     [-5_000_000, '-5.00'],
     [-1, '-0.000001'],
     [1_234_567, '1.234567'],
-    [Number.MAX_SAFE_INTEGER, '9007199254.740991'],
+    [1_000_000_000_000_000, '1000000000.00'],
+    [-1_000_000_000_000_000, '-1000000000.00'],
   ];
   for (const [micro, text] of table) {
     it(`${micro} -> "${text}" and back`, () => {
@@ -74,6 +82,12 @@ describe('formatMoney', () => {
       expect(parseMoney(text)).toBe(micro);
     });
   }
+
+  it('formats BigInt amounts exactly, also past 2^53', () => {
+    expect(formatMoney(2n ** 53n + 1n)).toBe('9007199254.740993');
+    expect(formatMoney(-(2n ** 63n))).toBe('-9223372036854.775808');
+    expect(formatMoney(Number.MAX_SAFE_INTEGER)).toBe('9007199254.740991');
+  });
 
   it('refuses non-integers', () => {
     expect(() => formatMoney(0.5)).toThrow(/not an integer/);

@@ -1,0 +1,118 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { adjust, debit, InsufficientBalanceError, topup, verifyLedger } from '../../src/core/ledger.js';
+import { createPartner, getPartner, setCreditLimit, setPartnerLimits } from '../../src/core/partners.js';
+import { setPrice } from '../../src/core/prices.js';
+import { AppError } from '../../src/lib/errors.js';
+import { MAX_MONEY } from '../../src/lib/money.js';
+import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
+
+// Money is exact at every size: balances, credit limits, prices and amounts stay within
+// ±10^15 micro-units, so no sum leaves the range where JS numbers are exact; a move that
+// would leave it is refused with nothing written; and the ledger check is exact whatever is stored.
+
+let t: TestCtx;
+let pid: string;
+beforeEach(() => {
+  t = openTestCtx();
+  pid = createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test').id;
+});
+afterEach(() => t.close());
+
+const counts = () =>
+  t.ctx.db.sqlite
+    .prepare(
+      `SELECT (SELECT COUNT(*) FROM ledger_entries) AS entries, (SELECT COUNT(*) FROM audit_log) AS audits,
+              (SELECT balance FROM partners WHERE id = ?) AS balance`,
+    )
+    .get(pid);
+
+function refused(fn: () => unknown, message: RegExp) {
+  const before = counts();
+  expect(fn).toThrow(message);
+  expect(counts()).toEqual(before);
+}
+
+describe('balances stay within ±10^15 micro-units', () => {
+  it('a top-up may fill the balance to the bound exactly, and not one micro-unit past it', () => {
+    topup(t.ctx, pid, MAX_MONEY - 1, null, 'test');
+    const last = topup(t.ctx, pid, 1, null, 'test');
+    expect(last.balanceAfter).toBe(MAX_MONEY);
+    refused(
+      () => topup(t.ctx, pid, 1, null, 'test'),
+      /would take the balance of acme from 1000000000\.00 to 1000000000\.000001 USD, past the largest balance/,
+    );
+    expect(verifyLedger(t.ctx).ok).toBe(true);
+  });
+
+  it('a top-up larger than the bound is refused before anything is read', () => {
+    refused(() => topup(t.ctx, pid, MAX_MONEY + 1, null, 'test'), /a top-up can be at most 1000000000\.00/);
+    // The case that used to commit and then fail: a balance pushed past 2^53.
+    topup(t.ctx, pid, MAX_MONEY, null, 'test');
+    for (let i = 0; i < 9; i++) refused(() => topup(t.ctx, pid, MAX_MONEY, null, 'test'), /past the largest/);
+    expect(getPartner(t.ctx, pid).balance).toBe(MAX_MONEY);
+  });
+
+  it('an adjustment is bounded both ways', () => {
+    adjust(t.ctx, pid, -MAX_MONEY, 'write-off', 'test');
+    refused(() => adjust(t.ctx, pid, -1, 'one more', 'test'), /from -1000000000\.00 to -1000000000\.000001/);
+    refused(() => adjust(t.ctx, pid, -(MAX_MONEY + 1), 'x', 'test'), /an adjustment can be at most/);
+    adjust(t.ctx, pid, 2 * 1, 'back', 'test');
+    expect(getPartner(t.ctx, pid).balance).toBe(-MAX_MONEY + 2);
+    expect(verifyLedger(t.ctx).ok).toBe(true);
+  });
+
+  it('credit limits, prices and low-balance thresholds are bounded too', () => {
+    expect(setCreditLimit(t.ctx, pid, MAX_MONEY, 'test').creditLimit).toBe(MAX_MONEY);
+    expect(() => setCreditLimit(t.ctx, pid, MAX_MONEY + 1, 'test')).toThrow(/credit limit can be at most/);
+    expect(() => createPartner(t.ctx, { slug: 'big', name: 'Big', creditLimit: MAX_MONEY + 1 }, 'test')).toThrow(
+      AppError,
+    );
+    expect(setPrice(t.ctx, { channel: 'sms', amount: MAX_MONEY }, 'test').amount).toBe(MAX_MONEY);
+    expect(() => setPrice(t.ctx, { channel: 'sms', amount: MAX_MONEY + 1 }, 'test')).toThrow(/price can be at most/);
+    expect(() => setPartnerLimits(t.ctx, pid, { lowBalanceThreshold: MAX_MONEY + 1 }, 'test')).toThrow(
+      /low-balance threshold can be at most/,
+    );
+  });
+
+  it('a message costing more than the bound (a maximal SMS price times its segments) is a 402, with nothing written', () => {
+    topup(t.ctx, pid, MAX_MONEY, null, 'test');
+    setCreditLimit(t.ctx, pid, MAX_MONEY, 'test');
+    const before = counts();
+    const price = 3 * MAX_MONEY;
+    expect(() => t.ctx.db.sqlite.transaction(() => debit(t.ctx, pid, price, null, 'send'))()).toThrow(
+      InsufficientBalanceError,
+    );
+    expect(() => debit(t.ctx, pid, price, null, 'send')).toThrow(/more than the largest amount msgd handles/);
+    expect(counts()).toEqual(before);
+    // The whole of balance and credit can be spent, exactly.
+    debit(t.ctx, pid, MAX_MONEY, null, 'send');
+    debit(t.ctx, pid, MAX_MONEY, null, 'send');
+    expect(getPartner(t.ctx, pid).balance).toBe(-MAX_MONEY);
+    expect(verifyLedger(t.ctx).ok).toBe(true);
+  });
+});
+
+describe('the ledger check is exact', () => {
+  it('sees a one micro-unit difference past 2^53, where JS numbers cannot', () => {
+    topup(t.ctx, pid, 1, null, 'test');
+    // As a damaged or hand-edited database might hold: balance 2^53 + 1, entries summing to 2^53.
+    const db = t.ctx.db.sqlite;
+    db.prepare('UPDATE ledger_entries SET amount = ?, balance_after = ? WHERE partner_id = ?').run(
+      2n ** 53n,
+      2n ** 53n + 1n,
+      pid,
+    );
+    db.prepare('UPDATE partners SET balance = ? WHERE id = ?').run(2n ** 53n + 1n, pid);
+    const v = verifyLedger(t.ctx);
+    expect(v.ok).toBe(false);
+    expect(v.mismatches).toEqual([
+      {
+        partner_id: pid,
+        slug: 'acme',
+        balance: 2n ** 53n + 1n,
+        sum_of_entries: 2n ** 53n,
+        last_balance_after: 2n ** 53n + 1n,
+      },
+    ]);
+  });
+});
