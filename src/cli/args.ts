@@ -1,7 +1,10 @@
 import { InvalidArgumentError } from 'commander';
-import { invalid } from '../lib/errors.js';
+import { isChannelType } from '../core/channels.js';
+import { CHANNEL_TYPES, type ChannelType } from '../core/context.js';
+import { AppError, invalid } from '../lib/errors.js';
+import { MoneyParseError, parseMoney } from '../lib/money.js';
 import { parseDuration, parseIsoTime } from '../lib/time.js';
-import { UsageError } from './errors.js';
+import { describeError, UsageError } from './errors.js';
 
 /** Commander collector for options that may be given more than once (--set a=1 --set b=2). */
 export function collect(value: string, previous: string[] = []): string[] {
@@ -48,4 +51,35 @@ export async function readStdin(stdin: AsyncIterable<Buffer | string> = process.
   return Buffer.concat(chunks)
     .toString('utf8')
     .replace(/\r?\n$/, '');
+}
+
+/**
+ * Run a check of a command-line value that needs no data (the form of an amount, a channel
+ * type, a scope name) and report what it refuses as a usage error: exit 2, like a missing option.
+ */
+export function usage<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (e) {
+    if (e instanceof AppError || e instanceof MoneyParseError) throw new UsageError(describeError(e));
+    throw e;
+  }
+}
+
+/** An amount from the command line, in micro-units; its form and sign are usage errors. */
+export function moneyArg(input: string, rule: 'any' | 'positive' | 'non-negative' | 'non-zero', what: string): number {
+  const micro = usage(() => parseMoney(input));
+  const ok =
+    rule === 'positive' ? micro > 0 : rule === 'non-negative' ? micro >= 0 : rule === 'non-zero' ? micro !== 0 : true;
+  if (!ok)
+    throw new UsageError(
+      `${what} must be ${rule === 'non-zero' ? 'a non-zero amount' : rule === 'positive' ? 'a positive amount' : 'zero or positive'}, got "${input}"`,
+    );
+  return micro;
+}
+
+export function channelTypeArg(input: string): ChannelType {
+  if (!isChannelType(input))
+    throw new UsageError(`unknown channel type "${input}": one of ${CHANNEL_TYPES.join(', ')}`);
+  return input;
 }

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { adjust, ledgerEntryJson, listLedger, topup, type LedgerEntry } from '../core/ledger.js';
 import { getPartner, partnerJson, type Partner } from '../core/partners.js';
-import { parseMoney } from '../lib/money.js';
+import { moneyArg } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { kv, lines, money, when, type Result } from './output.js';
@@ -23,13 +23,13 @@ function moved(cli: Cli, entry: LedgerEntry, headline: string): Result {
 }
 
 function doTopup(cli: Cli, ref: string, amount: string, opts: { note?: string }): Result {
-  const entry = topup(cli.ctx, ref, parseMoney(amount), opts.note ?? null, cli.actor);
+  const entry = topup(cli.ctx, ref, moneyArg(amount, 'positive', 'a top-up'), opts.note ?? null, cli.actor);
   const p = getPartner(cli.ctx, entry.partnerId);
   return moved(cli, entry, `Topped up ${p.slug} by ${money(entry.amount, p.currency)}.`);
 }
 
 function doAdjust(cli: Cli, ref: string, amount: string, opts: { note: string }): Result {
-  const entry = adjust(cli.ctx, ref, parseMoney(amount), opts.note, cli.actor);
+  const entry = adjust(cli.ctx, ref, moneyArg(amount, 'non-zero', 'an adjustment'), opts.note, cli.actor);
   const p = getPartner(cli.ctx, entry.partnerId);
   return moved(
     cli,

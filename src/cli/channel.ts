@@ -4,6 +4,7 @@ import { CHANNEL_TYPES } from '../core/context.js';
 import { getGatewayRow } from '../core/gateways.js';
 import { getPartner, listPartners } from '../core/partners.js';
 import { withCli, type Cli } from './context.js';
+import { channelTypeArg } from './args.js';
 import { UsageError } from './errors.js';
 import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
@@ -35,7 +36,7 @@ function describe(cli: Cli, c: Channel): string {
 }
 
 function assign(cli: Cli, partner: string, gateway: string, type: string, opts: { from?: string }): Result {
-  const c = assignChannel(cli.ctx, { partner, gateway, type, sender: opts.from }, cli.actor);
+  const c = assignChannel(cli.ctx, { partner, gateway, type: channelTypeArg(type), sender: opts.from }, cli.actor);
   return {
     json: full(cli, c),
     text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partnerId).slug}.`, describe(cli, c)),
@@ -45,7 +46,11 @@ function assign(cli: Cli, partner: string, gateway: string, type: string, opts: 
 function unassign(cli: Cli, partner: string | undefined, type: string | undefined, opts: { id?: string }): Result {
   if (opts.id && (partner || type)) throw new UsageError('give either --id <channel-id> or <partner> <type>, not both');
   if (!opts.id && !(partner && type)) throw new UsageError('give <partner> <type>, or --id <channel-id>');
-  const c = unassignChannel(cli.ctx, opts.id ? { channel: opts.id } : { partner, type }, cli.actor);
+  const c = unassignChannel(
+    cli.ctx,
+    opts.id ? { channel: opts.id } : { partner, type: channelTypeArg(type!) },
+    cli.actor,
+  );
   return {
     json: full(cli, c),
     text: lines(`Unassigned ${c.type} (${c.sender}): sends on it are refused from now on.`, describe(cli, c)),

@@ -11,6 +11,17 @@ export class UsageError extends Error {
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
 
+/** The one rule for exit codes, as `msgctl --help` states it. */
+export const EXIT_CODES_HELP = [
+  'Exit codes:',
+  '  0  ok',
+  '  1  refused by a rule checked against the data (unknown partner, insufficient funds,',
+  '     a channel already assigned), or failed',
+  '  2  usage error, found before any data is read: a missing or unknown option or command,',
+  '     or a malformed argument (an amount that is not a number or has the wrong sign,',
+  '     an unknown channel type, gateway kind or scope, an unreadable expiry)',
+].join('\n');
+
 /** Collapse a possibly multi-line message into the one line msgctl promises on stderr. */
 export function oneLine(s: string): string {
   return s

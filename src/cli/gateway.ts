@@ -83,9 +83,8 @@ interface AddOpts {
 
 async function add(cli: Cli, kind: string, opts: AddOpts): Promise<Result> {
   if (!isGatewayKind(kind)) {
-    throw invalid(`unknown gateway kind "${kind}"`, [
-      { field: 'kind', message: `one of ${Object.keys(GATEWAY_KINDS).join(', ')}` },
-    ]);
+    const known = Object.keys(GATEWAY_KINDS).join(', ');
+    throw new UsageError(`unknown gateway kind "${kind}": kind: one of ${known}`);
   }
   const settings = settingsFromFlags(opts.set);
   const secrets = await collectSecrets(opts, cli.io);

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { listChannels, channelJson } from '../core/channels.js';
 import {
   activatePartner,
+  checkPartnerInput,
   createPartner,
   getPartner,
   listPartners,
@@ -12,8 +13,8 @@ import {
   type Partner,
 } from '../core/partners.js';
 import { listTokens, tokenJson } from '../core/tokens.js';
-import { parseMoney } from '../lib/money.js';
 import { withCli, type Cli } from './context.js';
+import { moneyArg, usage } from './args.js';
 import { UsageError } from './errors.js';
 import { kv, lines, money, table, when, type Result } from './output.js';
 import { examples } from './help.js';
@@ -38,8 +39,10 @@ function one(headline: string, p: Partner): Result {
 }
 
 function create(cli: Cli, slug: string, opts: { name: string; currency?: string; credit?: string }): Result {
-  const creditLimit = opts.credit === undefined ? undefined : parseMoney(opts.credit);
-  const p = createPartner(cli.ctx, { slug, name: opts.name, currency: opts.currency, creditLimit }, cli.actor);
+  const creditLimit = opts.credit === undefined ? undefined : moneyArg(opts.credit, 'non-negative', 'a credit limit');
+  const input = { slug, name: opts.name, currency: opts.currency, creditLimit };
+  usage(() => checkPartnerInput(input));
+  const p = createPartner(cli.ctx, input, cli.actor);
   return one(`Created partner ${p.slug} (${p.id}).`, p);
 }
 
@@ -103,7 +106,8 @@ function setLimits(cli: Cli, ref: string, opts: { rateLimit?: string; lowBalance
       );
   }
   if (opts.lowBalance !== undefined) {
-    limits.lowBalanceThreshold = opts.lowBalance === 'default' ? null : parseMoney(opts.lowBalance);
+    limits.lowBalanceThreshold =
+      opts.lowBalance === 'default' ? null : moneyArg(opts.lowBalance, 'non-negative', 'a low-balance threshold');
   }
   const p = setPartnerLimits(cli.ctx, ref, limits, cli.actor);
   return one(`Updated limits of ${p.slug}.`, p);
@@ -173,7 +177,7 @@ export function registerPartner(program: Command) {
     .addHelpText('after', examples('msgctl partner set-credit acme 25.00', 'msgctl partner set-credit acme 0'))
     .action(
       withCli((cli, ref: string, amount: string) => {
-        const p = setCreditLimit(cli.ctx, ref, parseMoney(amount), cli.actor);
+        const p = setCreditLimit(cli.ctx, ref, moneyArg(amount, 'non-negative', 'a credit limit'), cli.actor);
         return one(`Credit limit of ${p.slug} is now ${money(p.creditLimit, p.currency)}.`, p);
       }),
     );

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { CHANNEL_TYPES } from '../core/context.js';
 import { getPartner, listPartners } from '../core/partners.js';
 import { listPrices, priceJson, setPrice, unsetPrice, type PriceListRow } from '../core/prices.js';
-import { parseMoney } from '../lib/money.js';
+import { channelTypeArg, moneyArg } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { lines, money, table, when, type Result } from './output.js';
@@ -21,7 +21,9 @@ function json(row: PriceListRow, currency: string | undefined) {
 const per = (channel: string) => (channel === 'sms' ? 'per segment' : 'per message');
 
 function set(cli: Cli, channel: string, amount: string, opts: { partner?: string }): Result {
-  const p = setPrice(cli.ctx, { channel, amount: parseMoney(amount), partner: opts.partner }, cli.actor);
+  const type = channelTypeArg(channel);
+  const micro = moneyArg(amount, 'non-negative', 'a price');
+  const p = setPrice(cli.ctx, { channel: type, amount: micro, partner: opts.partner }, cli.actor);
   const row: PriceListRow = {
     channel: p.channelType,
     partnerId: p.partnerId || null,
@@ -45,7 +47,7 @@ function set(cli: Cli, channel: string, amount: string, opts: { partner?: string
 }
 
 function unset(cli: Cli, channel: string, opts: { partner?: string }): Result {
-  const p = unsetPrice(cli.ctx, { channel, partner: opts.partner }, cli.actor);
+  const p = unsetPrice(cli.ctx, { channel: channelTypeArg(channel), partner: opts.partner }, cli.actor);
   const row: PriceListRow = {
     channel: p.channelType,
     partnerId: p.partnerId || null,

@@ -5,7 +5,7 @@ import { registerBackup } from './backup.js';
 import { registerBalance } from './balance.js';
 import { registerChannel } from './channel.js';
 import { registerDoctor } from './doctor.js';
-import { EXIT_USAGE, describeError, exitCodeFor, oneLine } from './errors.js';
+import { EXIT_CODES_HELP, EXIT_USAGE, describeError, exitCodeFor, oneLine } from './errors.js';
 import { registerGateway } from './gateway.js';
 import { registerInit } from './init.js';
 import { registerLedger } from './ledger.js';
@@ -41,7 +41,7 @@ export function buildProgram(): Command {
         'msgctl balance topup acme 100.00 --note "invoice 42"',
         'msgctl ledger list acme',
       ]) +
-        `\nPartners and gateways are named by slug/name or id. Money is a decimal string (12.50).\nExit codes: 0 ok, 1 failed, 2 usage error. MSGD_DEBUG=1 prints stack traces.\n`,
+        `\nPartners and gateways are named by slug/name or id. Money is a decimal string (12.50).\n${EXIT_CODES_HELP}\nMSGD_DEBUG=1 prints stack traces.\n`,
     );
 
   registerInit(program);

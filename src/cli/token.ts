@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
-import { SCOPES, issueToken, listTokens, revokeToken, tokenJson, type Token } from '../core/tokens.js';
-import { parseExpiry } from './args.js';
+import { SCOPES, issueToken, parseScopes, listTokens, revokeToken, tokenJson, type Token } from '../core/tokens.js';
+import { parseExpiry, usage } from './args.js';
+import { UsageError } from './errors.js';
 import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
@@ -19,12 +20,11 @@ function details(t: Token, state: string): [string, string | null][] {
 
 function issue(cli: Cli, partnerRef: string, opts: { name: string; scopes: string; expires?: string }): Result {
   const now = cli.ctx.now();
-  const expiresAt = opts.expires === undefined ? null : parseExpiry(opts.expires, now);
-  const { token, secret } = issueToken(
-    cli.ctx,
-    { partner: partnerRef, name: opts.name, scopes: opts.scopes, expiresAt },
-    cli.actor,
-  );
+  const expiresAt = opts.expires === undefined ? null : usage(() => parseExpiry(opts.expires!, now));
+  if (expiresAt !== null && expiresAt <= now)
+    throw new UsageError(`the expiry must be in the future, got "${opts.expires}"`);
+  const scopes = usage(() => parseScopes(opts.scopes));
+  const { token, secret } = issueToken(cli.ctx, { partner: partnerRef, name: opts.name, scopes, expiresAt }, cli.actor);
   const partner = getPartner(cli.ctx, token.partnerId);
   const json = tokenJson(token, now);
   return {

@@ -12,11 +12,15 @@ export type Partner = typeof partners.$inferSelect;
 const SLUG = /^[a-z0-9][a-z0-9-]{1,62}$/;
 const CURRENCY = /^[A-Z]{3}$/;
 
-export function createPartner(
-  ctx: CoreCtx,
-  input: { slug: string; name: string; currency?: string; creditLimit?: number },
-  actor: string,
-): Partner {
+export interface PartnerInput {
+  slug: string;
+  name: string;
+  currency?: string;
+  creditLimit?: number;
+}
+
+/** The checks of a new partner that need no data (the form of slug, name, currency, credit); throws invalid. */
+export function checkPartnerInput(input: PartnerInput): { currency: string; creditLimit: number } {
   const details = [];
   if (!SLUG.test(input.slug)) {
     details.push({
@@ -37,6 +41,11 @@ export function createPartner(
     details.push({ field: 'credit_limit', message: `at most ${formatMoney(MAX_MONEY)}` });
   }
   if (details.length) throw invalid('invalid partner', details);
+  return { currency, creditLimit };
+}
+
+export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string): Partner {
+  const { currency, creditLimit } = checkPartnerInput(input);
   return ctx.db.sqlite
     .transaction(() => {
       const existing = ctx.db.orm.select({ id: partners.id }).from(partners).where(eq(partners.slug, input.slug)).get();

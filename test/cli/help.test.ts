@@ -88,3 +88,12 @@ describe('msgctl help', () => {
     expect(v.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
   });
 });
+
+describe('exit codes', () => {
+  it('msgctl --help states the one rule: 2 for what is wrong before any data is read, 1 for rules of the data', async () => {
+    const h = await runCli(['--help']);
+    expect(h.code).toBe(0);
+    expect(h.stdout).toMatch(/Exit codes:\n {2}0 {2}ok\n {2}1 {2}refused by a rule checked against the data/);
+    expect(h.stdout).toMatch(/ {2}2 {2}usage error, found before any data is read/);
+  });
+});
