@@ -5,6 +5,7 @@ import type { GatewayKind } from '../core/context.js';
 import { GATEWAY_KINDS, isGatewayKind } from '../core/gateway-kinds.js';
 import {
   addGateway,
+  assertGatewayRemovable,
   getGateway,
   listGateways,
   removeGateway,
@@ -15,6 +16,7 @@ import { listPartners } from '../core/partners.js';
 import { AppError, invalid } from '../lib/errors.js';
 import { collect } from './args.js';
 import { withCli, type Cli } from './context.js';
+import { confirm, YES_FLAG } from './confirm.js';
 import { UsageError } from './errors.js';
 import { SECRET_HINT, collectSecrets, settingsFromFlags } from './gateway-input.js';
 import { examples } from './help.js';
@@ -102,6 +104,7 @@ interface UpdateOpts {
   secretStdin?: string;
   secretEnv?: string[];
   unsetSecret?: string[];
+  yes?: boolean;
   unset?: string[];
   disable?: boolean;
   enable?: boolean;
@@ -124,6 +127,13 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
   }
   const current = getGateway(cli.ctx, ref);
   const settings = settingsFromFlags(opts.set);
+  // A stored secret is never shown again: removing it loses it for good.
+  if (opts.unsetSecret?.length)
+    await confirm(
+      cli.io,
+      `Remove secret ${opts.unsetSecret.join(', ')} of gateway ${current.name} (${current.id})`,
+      opts.yes,
+    );
   const secrets = await collectSecrets(opts, cli.io);
   const status = opts.disable ? 'disabled' : opts.enable ? 'active' : undefined;
   let g: GatewayView;
@@ -241,7 +251,8 @@ export function registerGateway(program: Command) {
       .argument('<gateway>', 'name or id'),
   )
     .option('--unset <key>', 'remove a setting, back to its default if it has one (repeatable)', collect)
-    .option('--unset-secret <name>', 'remove an optional secret (repeatable)', collect)
+    .option('--unset-secret <name>', 'remove an optional secret (repeatable; asks first, or give --yes)', collect)
+    .option(...YES_FLAG)
     .option('--disable', 'pause this gateway: queued messages wait (no tries spent), new sends get 403')
     .option('--enable', 'send through this gateway again')
     .addHelpText(
@@ -260,10 +271,22 @@ export function registerGateway(program: Command) {
     .command('remove')
     .description('remove a gateway that no active channel uses')
     .argument('<gateway>', 'name or id')
-    .addHelpText('after', examples('msgctl gateway remove twilio-old'))
+    .option(...YES_FLAG)
+    .addHelpText(
+      'after',
+      examples('msgctl gateway remove twilio-old', 'msgctl gateway remove twilio-old --yes   # in a script'),
+    )
     .action(
-      withCli((cli, ref: string) => {
-        const g = removeGateway(cli.ctx, ref, cli.actor);
+      withCli(async (cli, ref: string, opts: { yes?: boolean }) => {
+        // Refused before asking: a yes to a removal that cannot happen helps no one.
+        assertGatewayRemovable(cli.ctx, ref);
+        const found = getGateway(cli.ctx, ref);
+        await confirm(
+          cli.io,
+          `Remove ${found.kind} gateway ${found.name} (${found.id}) and its stored secrets`,
+          opts.yes,
+        );
+        const g = removeGateway(cli.ctx, found.id, cli.actor);
         return { json: gatewayJson(cli, g), text: `Removed gateway ${g.name} (${g.id}).` };
       }),
     );

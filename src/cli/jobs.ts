@@ -6,6 +6,7 @@ import { AppError, notFound } from '../lib/errors.js';
 import { iso } from '../lib/time.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
+import { confirm, YES_FLAG } from './confirm.js';
 import { UsageError } from './errors.js';
 import { examples } from './help.js';
 import { lines, table, when, type Result } from './output.js';
@@ -159,8 +160,23 @@ function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: b
   };
 }
 
-function remove(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
-  const n = queueOf(cli).deleteDead(target(ref, opts));
+async function remove(
+  cli: Cli,
+  ref: string | undefined,
+  opts: { kind?: string; all?: boolean; yes?: boolean },
+): Promise<Result> {
+  const t = target(ref, opts);
+  const queue = queueOf(cli);
+  const found = queue.deadJobs(t);
+  if (typeof t === 'number' && found.length === 0) throw notFound('dead job', String(t));
+  if (found.length) {
+    const what =
+      typeof t === 'number'
+        ? `Delete dead job ${t} (${found[0].kind})`
+        : `Delete ${found.length} dead job${found.length === 1 ? '' : 's'}${typeof t === 'object' ? ` of kind ${t.kind}` : ''}`;
+    await confirm(cli.io, what, opts.yes);
+  }
+  const n = queue.deleteDead(t);
   return { json: { deleted: n }, text: `${n} dead job(s) deleted.` };
 }
 
@@ -196,5 +212,10 @@ export function registerJobs(program: Command) {
     .argument('[id]', 'dead job id')
     .option('--all', 'every dead job (with --kind: of that kind)')
     .option('--kind <kind>', 'with --all: only this kind')
+    .option(...YES_FLAG)
+    .addHelpText(
+      'after',
+      examples('msgctl jobs delete 42', 'msgctl jobs delete --all --kind webhook.deliver --yes   # in a script'),
+    )
     .action(withCli(remove));
 }

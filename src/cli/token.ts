@@ -1,7 +1,17 @@
 import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
-import { SCOPES, issueToken, parseScopes, listTokens, revokeToken, tokenJson, type Token } from '../core/tokens.js';
+import {
+  SCOPES,
+  getTokenByRef,
+  issueToken,
+  parseScopes,
+  listTokens,
+  revokeToken,
+  tokenJson,
+  type Token,
+} from '../core/tokens.js';
 import { parseExpiry, usage } from './args.js';
+import { confirm, YES_FLAG } from './confirm.js';
 import { UsageError } from './errors.js';
 import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
@@ -60,8 +70,17 @@ function list(cli: Cli, partnerRef: string): Result {
   return { json: { data: rows.map((t) => tokenJson(t, now)) }, text };
 }
 
-function revoke(cli: Cli, ref: string): Result {
-  const t = revokeToken(cli.ctx, ref, cli.actor);
+async function revoke(cli: Cli, ref: string, opts: { yes?: boolean }): Promise<Result> {
+  const found = getTokenByRef(cli.ctx, ref);
+  if (!found.revokedAt) {
+    const owner = getPartner(cli.ctx, found.partnerId).slug;
+    await confirm(
+      cli.io,
+      `Revoke token "${found.name}" of ${owner} (${found.id}, ${found.prefix}…): requests with it are refused from then on`,
+      opts.yes,
+    );
+  }
+  const t = revokeToken(cli.ctx, found.id, cli.actor);
   const json = tokenJson(t, cli.ctx.now());
   return {
     json,
@@ -103,6 +122,10 @@ export function registerToken(program: Command) {
     .command('revoke')
     .description('revoke a token by id or by its visible prefix')
     .argument('<token>', 'token id (tok_...) or prefix (msgd_live_xxxxxx)')
-    .addHelpText('after', examples('msgctl token revoke tok_01jd3k...', 'msgctl token revoke msgd_live_a1b2c3'))
+    .option(...YES_FLAG)
+    .addHelpText(
+      'after',
+      examples('msgctl token revoke tok_01jd3k...', 'msgctl token revoke msgd_live_a1b2c3 --yes   # in a script'),
+    )
     .action(withCli(revoke));
 }

@@ -265,21 +265,27 @@ export function listGateways(ctx: CoreCtx): GatewayView[] {
     .map((r) => viewWithSecretNames(ctx, r));
 }
 
+/** Throws the conflict that refuses removing a gateway an active channel still uses. */
+export function assertGatewayRemovable(ctx: CoreCtx, ref: string): GatewayRow {
+  const row = getGatewayRow(ctx, ref);
+  const active = ctx.db.orm
+    .select({ id: channels.id })
+    .from(channels)
+    .where(and(eq(channels.gatewayId, row.id), eq(channels.status, 'active')))
+    .all();
+  if (active.length) {
+    throw new AppError(
+      'conflict',
+      `gateway "${row.name}" is assigned to ${active.length} active channel(s); unassign them first`,
+    );
+  }
+  return row;
+}
+
 export function removeGateway(ctx: CoreCtx, ref: string, actor: string): GatewayView {
   return ctx.db.sqlite
     .transaction(() => {
-      const row = getGatewayRow(ctx, ref);
-      const active = ctx.db.orm
-        .select({ id: channels.id })
-        .from(channels)
-        .where(and(eq(channels.gatewayId, row.id), eq(channels.status, 'active')))
-        .all();
-      if (active.length) {
-        throw new AppError(
-          'conflict',
-          `gateway "${row.name}" is assigned to ${active.length} active channel(s); unassign them first`,
-        );
-      }
+      const row = assertGatewayRemovable(ctx, ref);
       ctx.db.orm.delete(channels).where(eq(channels.gatewayId, row.id)).run();
       ctx.db.orm.delete(gateways).where(eq(gateways.id, row.id)).run();
       audit(ctx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });

@@ -99,22 +99,28 @@ export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
   return ctx.db.orm.select().from(tokens).where(eq(tokens.partnerId, partner.id)).orderBy(desc(tokens.createdAt)).all();
 }
 
+/** A token by id or by its visible prefix (refused when several share the prefix). */
+export function getTokenByRef(ctx: CoreCtx, ref: string): Token {
+  let t = ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get();
+  if (!t) {
+    const byPrefix = ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).all();
+    if (byPrefix.length > 1) {
+      throw new AppError(
+        'conflict',
+        `${byPrefix.length} tokens share the prefix "${ref}"; revoke by token id (msgctl token list)`,
+      );
+    }
+    t = byPrefix[0];
+  }
+  if (!t) throw notFound('token', ref);
+  return t;
+}
+
 /** Revoke by token id or by the visible prefix. */
 export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
   return ctx.db.sqlite
     .transaction(() => {
-      let t = ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get();
-      if (!t) {
-        const byPrefix = ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).all();
-        if (byPrefix.length > 1) {
-          throw new AppError(
-            'conflict',
-            `${byPrefix.length} tokens share the prefix "${ref}"; revoke by token id (msgctl token list)`,
-          );
-        }
-        t = byPrefix[0];
-      }
-      if (!t) throw notFound('token', ref);
+      const t = getTokenByRef(ctx, ref);
       if (t.revokedAt) throw new AppError('conflict', `token ${t.id} is already revoked`);
       const now = ctx.now();
       ctx.db.orm

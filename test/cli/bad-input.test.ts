@@ -291,7 +291,7 @@ const cases: Case[] = [
   },
   {
     name: 'removing a gateway in use',
-    args: ['gateway', 'remove', 'twilio-main'],
+    args: ['gateway', 'remove', 'twilio-main', '--yes'],
     error: /assigned to 1 active channel/,
   },
   { name: 'unknown token', args: ['token', 'revoke', 'tok_nope'], error: /token "tok_nope" not found/ },

@@ -171,7 +171,7 @@ describe('msgctl doctor', () => {
       ok: true,
       warnings: 0,
     });
-    await json(['gateway', 'remove', 'sg']);
+    await json(['gateway', 'remove', 'sg', '--yes']);
   });
 
   it("warns about a Meta gateway calling a Graph version older than msgd's default", async () => {
@@ -207,7 +207,7 @@ describe('msgctl doctor', () => {
     expect(
       check((await doctorJson({ MSGD_PUBLIC_URL: 'https://msgd.example.com' })).report, 'smtp port'),
     ).toBeUndefined();
-    await json(['gateway', 'remove', 'mx-tls']);
+    await json(['gateway', 'remove', 'mx-tls', '--yes']);
   });
 
   it('fails when the master key does not open the stored secrets', async () => {

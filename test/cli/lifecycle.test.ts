@@ -110,20 +110,20 @@ describe('tokens', () => {
   it('revoke by prefix refuses the token from the next request; list shows it revoked', async () => {
     const second = await json(['token', 'issue', 'acme', '--name', 'ci', '--scopes', '*', '--expires', '12h']);
     expect(Date.parse(second.expires_at) - Date.now()).toBeGreaterThan(11.9 * 3_600_000);
-    const r = await run(['token', 'revoke', second.prefix]);
+    const r = await run(['token', 'revoke', second.prefix, '--yes']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('Revoked token "ci"');
     expect(authenticate(second.secret)).toMatchObject({ ok: false, reason: 'revoked' });
     expect(authenticate(secret).ok).toBe(true);
     const list = await json(['token', 'list', 'acme']);
     expect(Object.fromEntries(list.data.map((t: any) => [t.name, t.state]))).toEqual({ ci: 'revoked', prod: 'active' });
-    const again = await run(['token', 'revoke', second.id]);
+    const again = await run(['token', 'revoke', second.id, '--yes']);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already revoked/);
   });
 
   it('revoke by id', async () => {
-    expect((await json(['token', 'revoke', tokenId])).state).toBe('revoked');
+    expect((await json(['token', 'revoke', tokenId, '--yes'])).state).toBe('revoked');
     expect(authenticate(secret)).toMatchObject({ ok: false, reason: 'revoked' });
   });
 });
@@ -181,13 +181,13 @@ describe('gateways, channels and prices', () => {
       { env },
     );
     expect(wa.secret_names).toEqual(['access_token', 'app_secret']);
-    expect((await json(['gateway', 'update', 'wa', '--unset-secret', 'app_secret'])).secret_names).toEqual([
+    expect((await json(['gateway', 'update', 'wa', '--unset-secret', 'app_secret', '--yes'])).secret_names).toEqual([
       'access_token',
     ]);
     const upd = await json(['gateway', 'update', 'wa', '--secret-stdin', 'verify_token', '--disable'], { stdin: 'vt' });
     expect(upd).toMatchObject({ status: 'disabled', secret_names: ['access_token', 'verify_token'] });
     expect((await json(['gateway', 'update', 'wa', '--enable'])).status).toBe('active');
-    const missing = await run(['gateway', 'update', 'wa', '--unset-secret', 'access_token']);
+    const missing = await run(['gateway', 'update', 'wa', '--unset-secret', 'access_token', '--yes']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/access_token: required secret/);
     const nothing = await run(['gateway', 'update', 'wa']);
@@ -247,7 +247,7 @@ describe('gateways, channels and prices', () => {
       messaging_type: 'MESSAGE_TAG',
       tag: 'ACCOUNT_UPDATE',
     });
-    await json(['gateway', 'remove', 'fb']);
+    await json(['gateway', 'remove', 'fb', '--yes']);
   });
 
   it('a Twilio API key needs its secret: a gateway that would fail every send is refused', async () => {
@@ -272,16 +272,26 @@ describe('gateways, channels and prices', () => {
     ]);
     const tw = await json([...args, '--secret-env', 'api_key_secret=TW_KEY'], { env });
     expect(tw.secret_names).toEqual(['api_key_secret', 'auth_token']);
-    const drop = await run(['gateway', 'update', 'tw-key', '--unset-secret', 'api_key_secret']);
+    const drop = await run(['gateway', 'update', 'tw-key', '--unset-secret', 'api_key_secret', '--yes']);
     expect([drop.code, drop.stderr]).toEqual([
       1,
       expect.stringMatching(/api_key_secret: required with the settings given/),
     ]);
     expect(
-      (await json(['gateway', 'update', 'tw-key', '--unset', 'api_key_sid', '--unset-secret', 'api_key_secret']))
-        .secret_names,
+      (
+        await json([
+          'gateway',
+          'update',
+          'tw-key',
+          '--unset',
+          'api_key_sid',
+          '--unset-secret',
+          'api_key_secret',
+          '--yes',
+        ])
+      ).secret_names,
     ).toEqual(['auth_token']);
-    await json(['gateway', 'remove', 'tw-key']);
+    await json(['gateway', 'remove', 'tw-key', '--yes']);
   });
 
   it('an SMTP password needs its user, checked when either changes; secure alone means port 465', async () => {
@@ -310,7 +320,7 @@ describe('gateways, channels and prices', () => {
       expect.stringMatching(/user: required with the password secret/),
     ]);
     // A user without a password is taken: a relay that offers no AUTH is sent none.
-    await json(['gateway', 'update', 'mx-auth', '--unset-secret', 'password']);
+    await json(['gateway', 'update', 'mx-auth', '--unset-secret', 'password', '--yes']);
     // A gateway stored before the rule (a password, no user) can still be disabled and changed
     // elsewhere; touching the pair asks for the fix.
     withDb(dataDir, (db) => {
@@ -330,7 +340,7 @@ describe('gateways, channels and prices', () => {
     });
     const rotate = await run(['gateway', 'update', 'mx-auth', '--secret-env', 'password=SMTP_PASS'], { env });
     expect([rotate.code, rotate.stderr]).toEqual([1, expect.stringMatching(/user: required with the password secret/)]);
-    await json(['gateway', 'remove', 'mx-auth']);
+    await json(['gateway', 'remove', 'mx-auth', '--yes']);
   });
 
   it('assigns, lists and unassigns channels; remove works once nothing uses the gateway', async () => {
@@ -342,7 +352,7 @@ describe('gateways, channels and prices', () => {
     expect((await json(['channel', 'unassign', '--id', email.id])).status).toBe('inactive');
     expect((await json(['channel', 'list'])).data).toEqual([]);
     expect((await json(['channel', 'list', '--all'])).data).toHaveLength(2);
-    const r = await run(['gateway', 'remove', 'relay']);
+    const r = await run(['gateway', 'remove', 'relay', '--yes']);
     expect(r.code, r.stderr).toBe(0);
     expect((await json(['gateway', 'list'])).data.map((g: any) => g.name)).toEqual(['demo', 'wa']);
   });
