@@ -4,6 +4,7 @@ import { registerAudit } from './audit.js';
 import { registerBackup } from './backup.js';
 import { registerBalance } from './balance.js';
 import { registerChannel } from './channel.js';
+import { registerCompletion } from './completion.js';
 import { registerDoctor } from './doctor.js';
 import { EXIT_CODES_HELP, EXIT_USAGE, describeError, exitCodeFor, oneLine } from './errors.js';
 import { registerGateway } from './gateway.js';
@@ -65,6 +66,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerBackup(program);
   registerRestore(program);
+  registerCompletion(program);
 
   configureTree(program);
   return program;
