@@ -12,7 +12,7 @@ import {
   type WebhookLogRow,
 } from '../core/webhook-log.js';
 import { callProvider, isResponse, truncate } from '../providers/http.js';
-import { SANDBOX_SIGNATURE_HEADER, sandboxBody, signSandbox } from '../providers/sandbox/webhook.js';
+import { SANDBOX_SIGNATURE_HEADER, sandboxBody, sandboxTimestamp, signSandbox } from '../providers/sandbox/webhook.js';
 import { webhookHandler, type WebhookHandler } from '../providers/webhooks.js';
 import type { Logger } from 'pino';
 import { FailureLog } from '../lib/failure-log.js';
@@ -194,8 +194,10 @@ async function sandboxReport(
   if (bases.length === 0) return { type: 'retry', afterMs: 1000, error: 'msgd is not listening yet' };
   // The same report always carries the same event id, so a repeat is dropped as a duplicate.
   const id = `sbx_${createHash('sha256').update(`${p.provider_message_id}:${p.status}`).digest('hex').slice(0, 24)}`;
+  // Seconds with milliseconds: whole seconds would put a report made at 12:00:00.700 before a
+  // send recorded at 12:00:00.400, and the message would read delivered before it was sent.
   const body = sandboxBody([
-    { id, message_id: p.provider_message_id, status: p.status, timestamp: Math.floor(deps.ctx.now() / 1000) },
+    { id, message_id: p.provider_message_id, status: p.status, timestamp: sandboxTimestamp(deps.ctx.now()) },
   ]);
   let problem = '';
   for (const base of bases) {

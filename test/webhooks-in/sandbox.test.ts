@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openGatewaysOfKind } from '../../src/core/gateway-secrets.js';
+import { updateGateway } from '../../src/core/gateways.js';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
 import { postWebhook, sandboxHeaders } from '../fakes/webhook-senders.js';
 import { postJson, startTestServer, type TestServer } from '../helpers/server.js';
@@ -67,6 +68,24 @@ describe('the demo sandbox flow', () => {
       .prepare(`SELECT COUNT(*) AS n FROM events WHERE type = 'message.delivered'`)
       .get() as { n: number };
     expect(delivered.n).toBe(1);
+  });
+
+  it('reports delivered no earlier than sent, to the millisecond', async () => {
+    const gw = openGatewaysOfKind(s.ctx, ['sandbox'])[0];
+    // Reported at once: with whole seconds the report then nearly always reads earlier than the send.
+    updateGateway(s.ctx, gw.id, { settings: { delivery_delay_ms: '0' } }, 'test');
+    for (let i = 0; i < 5; i++) {
+      const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155550123', text: `n${i}` }, s.demo!.token);
+      expect(res.status).toBe(200);
+      const m = await waitFor(() => {
+        const row = getMessageRow(s.ctx, res.body.id);
+        return row?.status === 'delivered' ? row : undefined;
+      }, 'delivered');
+      const h = messageHistory(s.ctx, m.id);
+      const sent = h.find((x) => x.status === 'sent')!;
+      const delivered = h.find((x) => x.status === 'delivered')!;
+      expect(delivered.occurred_at, JSON.stringify(h)).toBeGreaterThanOrEqual(sent.occurred_at);
+    }
   });
 
   it('simulates an inbound message posted by hand with the gateway’s signing secret', async () => {

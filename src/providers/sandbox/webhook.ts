@@ -28,7 +28,7 @@ export interface SandboxStatusEvent {
   id: string;
   message_id: string;
   status: string;
-  /** Unix seconds. */
+  /** Unix seconds, with milliseconds as a fraction. */
   timestamp: number;
   error?: { code?: string; message?: string };
 }
@@ -59,6 +59,11 @@ const CHANNELS = new Set(['whatsapp', 'messenger', 'instagram', 'sms', 'email'])
 
 export function sandboxBody(events: (SandboxStatusEvent | SandboxInboundEvent)[]): string {
   return JSON.stringify({ object: 'msgd_sandbox', events });
+}
+
+/** Unix seconds with millisecond precision (1763800000.123), as the sandbox's events carry them. */
+export function sandboxTimestamp(ms: number): number {
+  return Math.round(ms) / 1000;
 }
 
 export function signSandbox(secret: string, body: string | Buffer): string {
