@@ -14,6 +14,7 @@ import { registerMigrate } from './migrate.js';
 import { registerPartner } from './partner.js';
 import { registerPrice } from './price.js';
 import { registerRestore } from './restore.js';
+import { registerSandbox } from './sandbox.js';
 import { registerToken } from './token.js';
 import { registerUser } from './user.js';
 import { registerJobs } from './jobs.js';
@@ -66,6 +67,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerBackup(program);
   registerRestore(program);
+  registerSandbox(program);
   registerCompletion(program);
 
   configureTree(program);
