@@ -13,7 +13,7 @@ import type { Config } from '../config/schema.js';
 import { configFor, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
 import { examples } from './help.js';
-import { money, table, type Result } from './output.js';
+import { count, money, table, type Result } from './output.js';
 
 type Status = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -52,7 +52,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
       ? {
           name: 'ledger',
           status: 'ok',
-          message: `${ledger.partners} partner(s): every balance equals the sum of its entries`,
+          message: `${count(ledger.partners, 'partner')}: every balance equals the sum of its entries`,
         }
       : {
           name: 'ledger',
@@ -84,7 +84,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
       : {
           name: 'gateway secrets',
           status: 'ok',
-          message: `${gateways.length} gateway(s), secrets readable with this master key`,
+          message: `${count(gateways.length, 'gateway')}, secrets readable with this master key`,
         },
   );
 
@@ -112,7 +112,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
     checks.push({
       name: 'public URL',
       status: 'warn',
-      message: `server.publicUrl is not set but ${external.map((g) => g.name).join(', ')} need(s) it: Twilio gets no StatusCallback and webhook URLs point at this machine's address (set server.publicUrl or MSGD_PUBLIC_URL)`,
+      message: `server.publicUrl is not set but ${external.map((g) => g.name).join(', ')} ${external.length === 1 ? 'needs' : 'need'} it: Twilio gets no StatusCallback and webhook URLs point at this machine's address (set server.publicUrl or MSGD_PUBLIC_URL)`,
     });
   }
 
@@ -162,7 +162,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
           status: 'warn',
           message: `no price for ${free.map((c) => `${slugs.get(c.partnerId)} ${c.type}`).join(', ')}: these sends are free (msgctl price set <channel> <amount>)`,
         }
-      : { name: 'prices', status: 'ok', message: `${channels.length} active channel(s), all priced` },
+      : { name: 'prices', status: 'ok', message: `${count(channels.length, 'active channel')}, all priced` },
   );
 
   // Content also lives in outbound events and the raw provider webhook log, each deleted on
@@ -188,7 +188,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
       ? {
           name: 'channels',
           status: 'warn',
-          message: `active channel(s) on disabled gateways: ${orphaned.map((c) => `${slugs.get(c.partnerId)} ${c.type} via ${c.gatewayName}`).join(', ')}; their sends will fail`,
+          message: `${orphaned.length === 1 ? 'an active channel on a disabled gateway' : 'active channels on disabled gateways'}: ${orphaned.map((c) => `${slugs.get(c.partnerId)} ${c.type} via ${c.gatewayName}`).join(', ')}; ${orphaned.length === 1 ? 'its' : 'their'} sends will fail`,
         }
       : { name: 'channels', status: 'ok', message: 'no active channel uses a disabled gateway' },
   );
@@ -271,11 +271,13 @@ function doctor(globals: Globals): Result {
   const checks = inspect(dir, config, { env: globals.io?.env });
   const failures = checks.filter((c) => c.status === 'fail').length;
   const warnings = checks.filter((c) => c.status === 'warn').length;
-  const summary = `${failures} failed, ${warnings} warning(s), ${checks.length - failures - warnings} ok`;
+  const summary = `${failures} failed, ${count(warnings, 'warning')}, ${checks.length - failures - warnings} ok`;
   return {
     json: { ok: failures === 0, data_dir: dir, failures, warnings, checks },
-    text: `${checkTable(checks)}\n\n${summary}`,
-    failure: failures ? `doctor: ${failures} check(s) failed` : undefined,
+    text: `${checkTable(checks)}
+
+${summary}`,
+    failure: failures ? `doctor: ${count(failures, 'check')} failed` : undefined,
   };
 }
 

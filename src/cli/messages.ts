@@ -62,13 +62,14 @@ function show(cli: Cli, id: string): Result {
   const m = getMessageRow(cli.ctx, id);
   if (!m) throw notFound('message', id);
   const hist = messageHistory(cli.ctx, id, m);
-  const json = messageJson(m, hist);
+  const partner = getPartner(cli.ctx, m.partner_id);
+  const json = { ...messageJson(m, hist), partner: { id: partner.id, slug: partner.slug } };
   return {
     json,
     text: lines(
       kv([
         ['id', m.id],
-        ['partner', m.partner_id],
+        ['partner', `${partner.slug} (${partner.id})`],
         ['direction', m.direction],
         ['channel', m.channel_type],
         ['from', m.from],

@@ -72,6 +72,11 @@ export function when(ms: number | null | undefined): string {
   return iso(ms).slice(0, 19).replace('T', ' ');
 }
 
+/** "1 partner", "3 partners": a count with its noun agreeing (plural given when not noun + s). */
+export function count(n: number, noun: string, plural = `${noun}s`): string {
+  return `${n} ${n === 1 ? noun : plural}`;
+}
+
 export const lines = (...parts: (string | false | null | undefined)[]) =>
   parts.filter((p) => p !== false && p != null).join('\n');
 

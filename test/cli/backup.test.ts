@@ -123,8 +123,8 @@ describe('msgctl restore', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/ok +database +.*integrity ok/);
     expect(r.stdout).toMatch(/ok +migrations +\d+ applied, none pending/);
-    expect(r.stdout).toMatch(/ok +ledger +1 partner\(s\): every balance equals the sum of its entries/);
-    expect(r.stdout).toMatch(/ok +gateway secrets +1 gateway\(s\), secrets readable with this master key/);
+    expect(r.stdout).toMatch(/ok +ledger +1 partner: every balance equals the sum of its entries/);
+    expect(r.stdout).toMatch(/ok +gateway secrets +1 gateway, secrets readable with this master key/);
     expect(dumpDb(target)).toEqual(dumpDb(dataDir));
     expect(mode(join(target, 'master.key'))).toBe('600');
     expect(mode(join(target, 'msgd.db'))).toBe('600');

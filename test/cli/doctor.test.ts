@@ -31,7 +31,7 @@ describe('msgctl doctor', () => {
     expect(r.stderr).toBe('');
     expect(r.stdout).toMatch(/ok\s+master key\s+.*master\.key \(mode 0600\)/);
     expect(r.stdout).toMatch(/ok\s+ledger/);
-    expect(r.stdout).toMatch(/0 failed, 0 warning\(s\)/);
+    expect(r.stdout).toMatch(/0 failed, 0 warnings/);
     const { code, report } = await doctorJson();
     expect(code).toBe(0);
     expect(report).toMatchObject({ ok: true, failures: 0, warnings: 0 });
@@ -57,7 +57,7 @@ describe('msgctl doctor', () => {
       const r = await run(['doctor']);
       expect(r.code).toBe(1);
       expect(r.stdout).toMatch(/fail\s+master key\s+.*mode 0644; it must be 0600/);
-      expect(oneErrorLine(r.stderr)).toBe('msgctl: doctor: 1 check(s) failed');
+      expect(oneErrorLine(r.stderr)).toBe('msgctl: doctor: 1 check failed');
       const { code, report } = await doctorJson();
       expect(code).toBe(1);
       expect(report.ok).toBe(false);
@@ -155,7 +155,9 @@ describe('msgctl doctor', () => {
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(r.stderr).toBe('');
     expect(r.stdout).toMatch(/warn\s+webhook verification\s+no app_secret on fb; no webhook_public_key on sg/);
-    expect(r.stdout).toMatch(/warn\s+public URL\s+server.publicUrl is not set but fb, sg need/);
+    expect(r.stdout).toMatch(/warn\s+public URL\s+server.publicUrl is not set but fb, sg need it:/);
+    expect(r.stdout).toMatch(/0 failed, 4 warnings, \d+ ok\n$/);
+    expect(r.stdout).not.toContain('(s)');
     expect(r.stdout).toMatch(/warn\s+prices\s+no price for acme messenger/);
     expect(r.stdout).toMatch(/warn\s+channels\s+.*acme sms via demo/);
     const { report } = await doctorJson();
@@ -172,6 +174,10 @@ describe('msgctl doctor', () => {
       warnings: 0,
     });
     await json(['gateway', 'remove', 'sg', '--yes']);
+    const one = await run(['doctor']);
+    expect(one.stdout).toMatch(/server.publicUrl is not set but fb needs it:/);
+    expect(one.stdout).toMatch(/0 failed, 1 warning, \d+ ok\n$/);
+    expect(one.stdout).toMatch(/ok\s+ledger\s+1 partner: every balance equals the sum of its entries/);
   });
 
   it("warns about a Meta gateway calling a Graph version older than msgd's default", async () => {

@@ -82,6 +82,9 @@ describe('msgctl messages', () => {
     const m = await runJson(['messages', 'show', okId], { dataDir: t.dir });
     expect(m.status).toBe('queued');
     expect(m.history.map((h: any) => h.status)).toEqual(['queued']);
+    expect(m.partner).toEqual({ id: expect.stringMatching(/^prt_/), slug: 'acme' });
+    const text = await runCli(['messages', 'show', okId], { dataDir: t.dir });
+    expect(text.stdout).toMatch(new RegExp(`^partner\\s+acme \\(${m.partner.id}\\)$`, 'm'));
     const r = await runCli(['messages', 'show', 'msg_nope'], { dataDir: t.dir });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/message "msg_nope" not found/);
