@@ -11,6 +11,7 @@ import {
   migrationTags,
   oneErrorLine,
   runCli,
+  rewindNewestMigration,
   runJson,
   tmpDataDir,
   withDb,
@@ -205,16 +206,10 @@ describe('msgctl restore', () => {
 });
 
 describe('a backup before migrations', () => {
-  /** A data directory whose newest migration is pending again (it only drops an index if present). */
+  /** A data directory made before the newest migration: that migration is pending. */
   async function withPending() {
     const dataDir = await populated();
-    withDb(dataDir, (db) =>
-      db
-        .prepare(
-          'DELETE FROM __drizzle_migrations WHERE created_at = (SELECT MAX(created_at) FROM __drizzle_migrations)',
-        )
-        .run(),
-    );
+    rewindNewestMigration(dataDir);
     return dataDir;
   }
   const backups = (dataDir: string) =>

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -189,4 +189,57 @@ export function oneErrorLine(stderr: string): string {
 export function migrationTags(): string[] {
   const journal = JSON.parse(readFileSync(join(ROOT, 'migrations', 'meta', '_journal.json'), 'utf8'));
   return journal.entries.map((e: { tag: string }) => e.tag);
+}
+
+/**
+ * Turns a data directory's database back into what the migration files before the newest one
+ * build, and forgets that the newest was applied: a real upgrade is then pending, whatever that
+ * migration does (new tables and indexes are dropped, added columns removed, dropped ones back).
+ */
+export function rewindNewestMigration(dataDir: string): void {
+  const dir = join(ROOT, 'migrations');
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .sort();
+  const ref = pinConnection(new Database(':memory:'));
+  for (const f of files.slice(0, -1)) {
+    ref.exec(readFileSync(join(dir, f), 'utf8').split('--> statement-breakpoint').join('\n'));
+  }
+  type Obj = { type: string; name: string; tbl_name: string; sql: string | null };
+  const objects = (db: Database.Database) =>
+    new Map(
+      (
+        db
+          .prepare(
+            `SELECT type, name, tbl_name, sql FROM sqlite_master
+             WHERE name NOT LIKE 'sqlite_%' AND name != '__drizzle_migrations'`,
+          )
+          .all() as Obj[]
+      ).map((o) => [o.name, o]),
+    );
+  const columns = (db: Database.Database, table: string) =>
+    (db.prepare('SELECT name FROM pragma_table_info(?)').all(table) as { name: string }[]).map((c) => c.name);
+  const want = objects(ref);
+  withDb(dataDir, (db) => {
+    db.pragma('foreign_keys = OFF');
+    const have = objects(db);
+    db.transaction(() => {
+      for (const o of have.values()) if (o.type === 'index' && !want.has(o.name)) db.exec(`DROP INDEX "${o.name}"`);
+      for (const o of have.values()) if (o.type === 'table' && !want.has(o.name)) db.exec(`DROP TABLE "${o.name}"`);
+      for (const o of want.values()) {
+        if (o.type !== 'table') continue;
+        if (!have.has(o.name)) {
+          db.exec(o.sql!);
+          continue;
+        }
+        const keep = new Set(columns(ref, o.name));
+        for (const c of columns(db, o.name)) if (!keep.has(c)) db.exec(`ALTER TABLE "${o.name}" DROP COLUMN "${c}"`);
+      }
+      for (const o of want.values()) if (o.type === 'index' && o.sql && !have.has(o.name)) db.exec(o.sql);
+      db.prepare(
+        'DELETE FROM __drizzle_migrations WHERE created_at = (SELECT MAX(created_at) FROM __drizzle_migrations)',
+      ).run();
+    })();
+  });
+  ref.close();
 }
