@@ -1,7 +1,7 @@
 // npm run bench: every benchmark in one run on this machine, printing figures and ratios.
 // Run after `npm ci` (which builds dist/). BENCH_SECONDS shortens or lengthens load phases;
-// BENCH_ONLY=send,webhooks-in,v1,backup,metrics,ui picks suites; BENCH_BACKUP_MESSAGES sizes the backup's
-// store, BENCH_UI_MESSAGES the console's.
+// BENCH_ONLY=send,webhooks-in,v1,v1-messages,backup,metrics,ui picks suites; BENCH_BACKUP_MESSAGES sizes
+// the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's.
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 
@@ -17,6 +17,7 @@ const suites = [
   ['send', './send.mjs', 'Send API and dispatch'],
   ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in'],
   ['v1', './v1.mjs', 'Resource API and webhooks out'],
+  ['v1-messages', './v1-messages.mjs', 'Resource API: the message list'],
   ['backup', './backup.mjs', 'Backup under send load'],
   ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time'],
   ['ui', './ui.mjs', 'Web console pages'],

@@ -15,7 +15,7 @@ const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
 /** A ULID-shaped id for a past time (src/lib/ids.ts layout), so ids sort by creation. */
-function idAt(prefix, ms) {
+export function idAt(prefix, ms) {
   let t = ms;
   let time = '';
   for (let i = 0; i < 10; i++) {
@@ -28,7 +28,7 @@ function idAt(prefix, ms) {
   return `${prefix}_${time}${rand}`;
 }
 
-async function openCtx(dataDir, overrides = {}) {
+export async function openCtx(dataDir, overrides = {}) {
   const { openDataDir } = await dist('db/datadir.js');
   const { loadConfig } = await dist('config/load.js');
   const config = loadConfig({ env: {}, dataDir, overrides });
@@ -36,7 +36,7 @@ async function openCtx(dataDir, overrides = {}) {
   return { dd, ctx: { db: dd.db, masterKey: dd.masterKey, config, now: Date.now } };
 }
 
-async function partnerWithToken(ctx) {
+export async function partnerWithToken(ctx) {
   const { createPartner, setPartnerLimits } = await dist('core/partners.js');
   const { issueToken } = await dist('core/tokens.js');
   const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
@@ -90,7 +90,7 @@ async function seed(dataDir, count) {
   return { token, cursors };
 }
 
-async function startMsgd(dataDir, port, env = {}) {
+export async function startMsgd(dataDir, port, env = {}) {
   return child([...MSGD_NODE_FLAGS, 'bin/msgd', '--data-dir', dataDir, '--port', String(port), '--no-demo'], {
     env: { MSGD_LOG_LEVEL: 'info', MSGD_CONFIG: '', ...env },
     ready: /msgd listening|msgd: /,

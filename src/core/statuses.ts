@@ -38,6 +38,9 @@ export const STATUS_RANK: Readonly<Record<MessageStatus, number>> = {
   received: 0,
 };
 
+/** Every status a message can have, for filters and documents. */
+export const MESSAGE_STATUSES = Object.keys(STATUS_RANK) as MessageStatus[];
+
 export const FAILURE_STATUSES: readonly MessageStatus[] = ['failed', 'undelivered', 'bounced', 'dropped'];
 const FAILURES = new Set<MessageStatus>(FAILURE_STATUSES);
 

@@ -17,6 +17,7 @@ afterAll(() => server.stop());
 
 const OPERATIONS = [
   'post /v1/messages',
+  'get /v1/messages',
   'get /v1/messages/{id}',
   'get /v1/conversations',
   'get /v1/conversations/{id}',

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
 import { EVENT_TYPES } from '../../core/events.js';
+import { MESSAGE_STATUSES } from '../../core/statuses.js';
 import { normalizeE164 } from '../../lib/phone.js';
 import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
 import {
@@ -153,12 +154,31 @@ export const messageOut = z
   })
   .meta({ id: 'Message' });
 
-// --- conversations ---------------------------------------------------------------------
-
 const timeParam = z
   .string()
   .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 time, e.g. 2026-11-22T10:00:00Z')
   .transform((v) => Date.parse(v));
+
+export const messagesQuery = z.object({
+  limit,
+  cursor,
+  channel: channel.optional(),
+  status: z.enum(MESSAGE_STATUSES as [string, ...string[]]).optional(),
+  direction: z.enum(['outbound', 'inbound']).optional(),
+  conversation: z.string().max(64).optional().describe('a conversation id (conv_…)'),
+  recipient: z
+    .string()
+    .min(1)
+    .max(320)
+    .optional()
+    .describe(
+      "the customer's address (E.164 phone, email in any case, PSID or IGSID): the messages to and from that customer",
+    ),
+  created_since: timeParam.optional().describe('only messages created at or after this time'),
+  created_before: timeParam.optional().describe('only messages created before this time'),
+});
+
+// --- conversations ---------------------------------------------------------------------
 
 export const conversationsQuery = z.object({
   limit,

@@ -3,10 +3,21 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ChannelType } from '../../../core/context.js';
 import { getMessageRow, messageHistory, messageJson } from '../../../core/messages.js';
+import { listMessages } from '../../../core/messages-api.js';
+import type { MessageStatus } from '../../../core/statuses.js';
 import type { Runtime } from '../../../runtime.js';
 import { CHANNEL_TYPES } from '../../../core/context.js';
 import { acceptSend, validate } from '../../send-flow.js';
-import { idParams, messageAccepted, messageCreate, messageOut, normalizeTo } from '../../schemas/v1.js';
+import { decodeCursor, encodeCursor } from '../../pagination.js';
+import {
+  idParams,
+  messageAccepted,
+  messageCreate,
+  messageOut,
+  messagesQuery,
+  normalizeTo,
+  pageOf,
+} from '../../schemas/v1.js';
 import { SECURITY, notFoundError, principalOf, requireScope, responses } from './common.js';
 import { iso } from '../../../lib/time.js';
 
@@ -79,6 +90,45 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
           },
         }),
       }),
+  );
+
+  r.get(
+    '/messages',
+    {
+      onRequest: requireScope(rt, 'messages:read'),
+      schema: {
+        tags: ['messages'],
+        summary: "The partner's messages, newest first",
+        operationId: 'listMessages',
+        description:
+          'Scope messages:read. Filters combine. A page examines a bounded number of messages: with channel, status or ' +
+          'direction filters a page may hold fewer than limit items (even none) and still have a next_cursor; page on ' +
+          'until next_cursor is null. Without history (GET /v1/messages/{id} has it).',
+        security: SECURITY,
+        querystring: messagesQuery,
+        response: responses({ 200: pageOf(messageOut) }, [400]),
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const after = decodeCursor(q.cursor, 'm');
+      const { rows, next } = listMessages(
+        rt.ctx,
+        principalOf(req).partnerId,
+        {
+          channel: q.channel as ChannelType | undefined,
+          status: q.status as MessageStatus | undefined,
+          direction: q.direction,
+          conversationId: q.conversation,
+          recipient: q.recipient,
+          createdSince: q.created_since,
+          createdBefore: q.created_before,
+        },
+        q.limit,
+        after?.id,
+      );
+      return { data: rows.map((m) => messageJson(m)), next_cursor: next ? encodeCursor({ o: 'm', id: next }) : null };
+    },
   );
 
   r.get(

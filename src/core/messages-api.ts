@@ -1,0 +1,239 @@
+import type { Row } from '../db/rows.js';
+import type { conversations } from '../db/schema.js';
+import { rawStmt, stmt } from '../db/stmt.js';
+import { contactEmail } from '../lib/email.js';
+import { idFloor } from '../lib/id-time.js';
+import { normalizeE164 } from '../lib/phone.js';
+import type { ChannelType, CoreCtx } from './context.js';
+import type { MessageRow } from './messages.js';
+import type { MessageStatus } from './statuses.js';
+
+// The partner's message list (GET /v1/messages and the web console). Pages are keyset reads,
+// newest first, on two indexes the send path already writes and nothing else:
+//   no conversation or recipient  → messages_partner (partner_id, id)
+//   conversation, or recipient    → messages_conversation (conversation_id, id), one range per
+//                                   conversation of that customer, merged here
+// Time bounds are id bounds (ids start with their creation time). channel, status and
+// direction are checked on the rows the range yields: no index for them, since every index
+// costs each send WAL pages and a status index would be rewritten at every status change. So
+// that a rare status cannot turn a page into a walk over millions of rows, a page examines at
+// most SCAN_LIMIT messages and then ends with a cursor, possibly short or empty.
+
+export const SCAN_LIMIT = 2_000;
+
+export interface MessageFilter {
+  channel?: ChannelType;
+  status?: MessageStatus;
+  direction?: 'outbound' | 'inbound';
+  /** A conversation id (conv_…). */
+  conversationId?: string;
+  /** The customer's address (phone, email, PSID or IGSID): messages to and from them. */
+  recipient?: string;
+  /** Epoch ms, inclusive. */
+  createdSince?: number;
+  /** Epoch ms, exclusive. */
+  createdBefore?: number;
+}
+
+export interface MessagePage {
+  /** At most `limit` messages, newest first. */
+  rows: MessageRow[];
+  /** Pass back as `after` for the next page; null when the list is done. */
+  next: string | null;
+}
+
+type ConversationRef = Pick<Row<typeof conversations>, 'id' | 'channel_type'>;
+
+/** Where a page's rows come from: one index range. */
+interface Lane {
+  index: 'messages_partner' | 'messages_conversation';
+  key: string;
+}
+
+export function listMessages(
+  ctx: CoreCtx,
+  partnerId: string,
+  f: MessageFilter,
+  limit: number,
+  after?: string | null,
+): MessagePage {
+  const lanes = lanesFor(ctx, partnerId, f);
+  const upper = minId([
+    after ?? undefined,
+    f.createdBefore === undefined ? undefined : idFloor('msg', f.createdBefore),
+  ]);
+  const lower = f.createdSince === undefined ? 'msg_' : idFloor('msg', f.createdSince);
+  if (upper !== undefined && upper <= lower) return { rows: [], next: null };
+  const post: [string, unknown][] = [];
+  // The partner lane holds every channel; a conversation lane is one channel (checked in lanesFor).
+  if (f.channel && lanes.some((l) => l.index === 'messages_partner')) post.push(['channel_type', f.channel]);
+  if (f.status) post.push(['status', f.status]);
+  if (f.direction) post.push(['direction', f.direction]);
+
+  let rows: MessageRow[] = [];
+  // The lowest id each lane examined when it stopped at SCAN_LIMIT: below the highest of them
+  // not every lane has been read, so the page ends there.
+  let stop: string | null = null;
+  for (const lane of lanes) {
+    let floor = lower;
+    if (post.length > 0) {
+      const last = scanFloor(ctx, lane, upper, lower);
+      if (last !== undefined) {
+        floor = last;
+        if (stop === null || last > stop) stop = last;
+      }
+    }
+    rows.push(...laneRows(ctx, lane, upper, floor, post, limit + 1));
+  }
+  if (lanes.length > 1) rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  if (stop !== null) rows = rows.filter((r) => r.id >= stop!);
+  if (rows.length > limit) return { rows: rows.slice(0, limit), next: rows[limit - 1].id };
+  return { rows, next: stop };
+}
+
+function minId(ids: (string | undefined)[]): string | undefined {
+  let m: string | undefined;
+  for (const id of ids) if (id !== undefined && (m === undefined || id < m)) m = id;
+  return m;
+}
+
+const laneKey = (lane: Lane) => (lane.index === 'messages_partner' ? 'partner_id' : 'conversation_id');
+
+/** The SCAN_LIMIT-th id of the range, read off the index alone; undefined when the range is shorter. */
+function scanFloor(ctx: CoreCtx, lane: Lane, upper: string | undefined, lower: string): string | undefined {
+  const sql = `SELECT id FROM messages INDEXED BY ${lane.index} WHERE ${laneKey(lane)} = ?${upper ? ' AND id < ?' : ''} AND id >= ?
+     ORDER BY id DESC LIMIT 1 OFFSET ${SCAN_LIMIT - 1}`;
+  const args = upper ? [lane.key, upper, lower] : [lane.key, lower];
+  return (rawStmt(ctx.db.sqlite, sql).get(...args) as [string] | undefined)?.[0];
+}
+
+// Rows as arrays (rawStmt), made objects here: better-sqlite3 builds named rows property by
+// property through the V8 API, which costs more than the query on a 50-row page (npm run bench: v1-messages).
+const COLUMNS = [
+  'id',
+  'partner_id',
+  'direction',
+  'channel_type',
+  'channel_id',
+  'gateway_id',
+  'conversation_id',
+  'contact_id',
+  'to',
+  'from',
+  'content',
+  'status',
+  'provider_message_id',
+  'provider_id_indexed',
+  'price',
+  'segments',
+  'error_code',
+  'error_message',
+  'dispatch_uncertain',
+  'refunded',
+  'sent_at',
+  'created_at',
+  'updated_at',
+] as const satisfies readonly (keyof MessageRow)[];
+const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ');
+
+function toRow(a: unknown[]): MessageRow {
+  return {
+    id: a[0],
+    partner_id: a[1],
+    direction: a[2],
+    channel_type: a[3],
+    channel_id: a[4],
+    gateway_id: a[5],
+    conversation_id: a[6],
+    contact_id: a[7],
+    to: a[8],
+    from: a[9],
+    content: a[10],
+    status: a[11],
+    provider_message_id: a[12],
+    provider_id_indexed: a[13],
+    price: a[14],
+    segments: a[15],
+    error_code: a[16],
+    error_message: a[17],
+    dispatch_uncertain: a[18],
+    refunded: a[19],
+    sent_at: a[20],
+    created_at: a[21],
+    updated_at: a[22],
+  } as MessageRow;
+}
+
+function laneRows(
+  ctx: CoreCtx,
+  lane: Lane,
+  upper: string | undefined,
+  lower: string,
+  post: [string, unknown][],
+  limit: number,
+): MessageRow[] {
+  const where = [`${laneKey(lane)} = ?`];
+  const args: unknown[] = [lane.key];
+  if (upper) {
+    where.push('id < ?');
+    args.push(upper);
+  }
+  where.push('id >= ?');
+  args.push(lower);
+  for (const [col, v] of post) {
+    where.push(`${col} = ?`);
+    args.push(v);
+  }
+  args.push(limit);
+  const sql = `SELECT ${SELECT} FROM messages INDEXED BY ${lane.index} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT ?`;
+  return (rawStmt(ctx.db.sqlite, sql).all(...args) as unknown[][]).map(toRow);
+}
+
+/** The index ranges a filter reads; none when the conversation or customer has no messages here. */
+function lanesFor(ctx: CoreCtx, partnerId: string, f: MessageFilter): Lane[] {
+  if (f.conversationId === undefined && f.recipient === undefined)
+    return [{ index: 'messages_partner', key: partnerId }];
+  let convs: ConversationRef[];
+  if (f.recipient !== undefined) {
+    convs = recipientConversations(ctx, partnerId, f.recipient);
+    if (f.conversationId !== undefined) convs = convs.filter((c) => c.id === f.conversationId);
+  } else {
+    const c = stmt<[string, string], ConversationRef>(
+      ctx.db.sqlite,
+      'SELECT id, channel_type FROM conversations WHERE id = ? AND partner_id = ?',
+    ).get(f.conversationId!, partnerId);
+    convs = c ? [c] : [];
+  }
+  return convs
+    .filter((c) => f.channel === undefined || c.channel_type === f.channel)
+    .map((c) => ({ index: 'messages_conversation', key: c.id }));
+}
+
+/**
+ * The conversations of the partner's contacts with this address. Every message, outbound or
+ * inbound, joins its customer's contact and conversation when it is written, so these ranges
+ * hold all messages with that customer.
+ */
+function recipientConversations(ctx: CoreCtx, partnerId: string, address: string) {
+  const a = address.trim();
+  const clauses: string[] = [];
+  const args: string[] = [];
+  const phone = normalizeE164(a);
+  if (phone) {
+    clauses.push('SELECT id FROM contacts INDEXED BY contacts_phone WHERE partner_id = ? AND phone = ?');
+    args.push(partnerId, phone);
+  }
+  if (a.includes('@')) {
+    clauses.push('SELECT id FROM contacts INDEXED BY contacts_email WHERE partner_id = ? AND email = ?');
+    args.push(partnerId, contactEmail(a));
+  }
+  if (/^\d{1,64}$/.test(a)) {
+    clauses.push('SELECT id FROM contacts INDEXED BY contacts_psid WHERE partner_id = ? AND psid = ?');
+    clauses.push('SELECT id FROM contacts INDEXED BY contacts_igsid WHERE partner_id = ? AND igsid = ?');
+    args.push(partnerId, a, partnerId, a);
+  }
+  if (clauses.length === 0) return [];
+  const sql = `SELECT v.id, v.channel_type FROM conversations v INDEXED BY conversations_contact
+     WHERE v.contact_id IN (${clauses.join(' UNION ')}) AND v.partner_id = ?`;
+  return stmt<string[], ConversationRef>(ctx.db.sqlite, sql).all(...args, partnerId);
+}
