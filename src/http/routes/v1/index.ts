@@ -1,5 +1,5 @@
 import swagger from '@fastify/swagger';
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { Runtime } from '../../../runtime.js';
@@ -78,9 +78,22 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
 
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
   app.addHook('preParsing', refuseEncodedBody);
-  app.setNotFoundHandler((req, reply) =>
-    sendError(reply, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`),
-  );
+  // A path that exists with another method is a 405 naming the methods it has (RFC 9110), as on
+  // the send API; only a path that does not exist at all is a 404.
+  const allowed = methodsByPath(app);
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0];
+    const allow = allowed(path);
+    if (allow.length > 0) {
+      reply.header('allow', allow.join(', '));
+      return sendError(
+        reply,
+        'method_not_allowed',
+        `${req.method} is not allowed on ${path}: use ${allow.join(' or ')}`,
+      );
+    }
+    return sendError(reply, 'not_found', `no route ${req.method} ${path}`);
+  });
 
   await app.register(messageRoutes, { rt });
   await app.register(conversationRoutes, { rt });
@@ -89,3 +102,27 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
   await app.register(channelRoutes, { rt });
   await app.register(openapiRoutes, { rt, root: app });
 };
+
+const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** The methods each route path answers, collected as routes register; `:param` matches one segment. */
+function methodsByPath(app: FastifyInstance): (path: string) => string[] {
+  const routes = new Map<string, { re: RegExp; methods: Set<string> }>();
+  app.addHook('onRoute', (r) => {
+    const url = r.url.replace(/\/+$/, '');
+    let route = routes.get(url);
+    if (!route) {
+      const source = url
+        .split('/')
+        .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+        .join('/');
+      routes.set(url, (route = { re: new RegExp(`^${source}/*$`), methods: new Set() }));
+    }
+    for (const m of [r.method].flat()) route.methods.add(m);
+  });
+  return (path) => {
+    const methods = new Set<string>();
+    for (const r of routes.values()) if (r.re.test(path)) for (const m of r.methods) methods.add(m);
+    return METHOD_ORDER.filter((m) => methods.has(m));
+  };
+}
