@@ -263,6 +263,7 @@ export function registerGateway(program: Command) {
         'msgctl gateway update relay --set port=465 --set secure=true',
         'msgctl gateway update twilio-main --disable',
         'msgctl gateway update fb-page --set messaging_type=RESPONSE --unset tag',
+        'msgctl gateway update wa --set customer_service_window=off   # inbound goes elsewhere: do not enforce the 24 h window',
       ),
     )
     .action(withCli(update));

@@ -1,6 +1,7 @@
 import { rawStmt, stmt } from '../db/stmt.js';
 import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
+import { windowExpiresAt } from './customer-window.js';
 import type { MessageRow } from './messages.js';
 
 // Read side of conversations for the resource API. Every list is a keyset page read straight
@@ -182,6 +183,7 @@ export function conversationJson(c: ConversationListRow) {
     },
     last_message_at: iso(c[COL.lastMessageAt]),
     last_inbound_at: iso(c[COL.lastInboundAt]),
+    window_expires_at: iso(windowExpiresAt(c[COL.channel], c[COL.lastInboundAt])),
     created_at: iso(c[COL.createdAt]),
     updated_at: iso(c[COL.updatedAt]),
   };

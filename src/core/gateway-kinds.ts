@@ -78,6 +78,15 @@ function ecPublicKeyProblem(value: string): string | null {
   }
 }
 
+/**
+ * Meta's 24-hour customer-service window (src/core/customer-window.ts): msgd refuses a free-form
+ * message outside it unless this is `off` (for a business number or page whose inbound messages
+ * go elsewhere, so msgd cannot see the window).
+ */
+const customerServiceWindow = {
+  customer_service_window: z.enum(['enforce', 'off']).optional(),
+};
+
 /** The Send API's messaging_type (Messenger and Instagram), and the tag a MESSAGE_TAG send needs. */
 const messagingType = {
   messaging_type: z.enum(['RESPONSE', 'UPDATE', 'MESSAGE_TAG']).default('RESPONSE'),
@@ -110,6 +119,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
         api_version: version.default(GRAPH_API_VERSION),
         phone_number_id: z.string().regex(/^\d+$/, 'expected the numeric phone number id'),
         waba_id: z.string().regex(/^\d+$/).optional(),
+        ...customerServiceWindow,
         rate_per_second: rate,
       })
       .strict(),
@@ -125,6 +135,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
         api_version: version.default(GRAPH_API_VERSION),
         page_id: z.string().regex(/^\d+$/, 'expected the numeric page id'),
         ...messagingType,
+        ...customerServiceWindow,
         rate_per_second: rate,
       })
       .strict()
@@ -144,6 +155,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
         /** Facebook Login flow sends through the page; Instagram Login flow through the IG account. */
         page_id: z.string().regex(/^\d+$/).optional(),
         ...messagingType,
+        ...customerServiceWindow,
         rate_per_second: rate,
       })
       .strict()

@@ -7,6 +7,7 @@ import type { GroupCommitter } from '../db/group-commit.js';
 import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent } from './message-content.js';
+import { enforcesWindow } from './customer-window.js';
 import { createOutbound, type MessageRow } from './messages.js';
 import { refuseIfExhausted } from './ledger.js';
 import { quote, type Quote } from './prices.js';
@@ -20,7 +21,7 @@ import { SettingsCache } from './settings-version.js';
 // passes in (src/jobs/dispatch.ts), inside the same transaction.
 
 export interface Preflight {
-  channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
+  channel: { id: string; type: ChannelType; gatewayId: string; sender: string; enforceWindow: boolean };
   partner: { lowBalanceThreshold: number | null };
   /** The partner's unit price on this channel: its own, else the default, else 0. */
   unitPrice: number;
@@ -34,12 +35,15 @@ interface PreflightRow {
   gateway_id: Channel['gateway_id'] | null;
   sender: Channel['sender'] | null;
   gateway_status: Row<typeof gateways>['status'] | null;
+  gateway_kind: Row<typeof gateways>['kind'] | null;
+  gateway_settings: Row<typeof gateways>['settings'] | null;
   low_balance_threshold: Row<typeof partners>['low_balance_threshold'];
   own_price: Row<typeof prices>['amount'] | null;
   default_price: Row<typeof prices>['amount'] | null;
 }
 
 const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
+            g.kind AS gateway_kind, g.settings AS gateway_settings,
             p.low_balance_threshold,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = p.id) AS own_price,
             (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = '') AS default_price
@@ -86,7 +90,13 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
     throw new AppError('channel_not_assigned', `the ${type} gateway assigned to this partner is disabled`);
   }
   return {
-    channel: { id: row.channel_id, type: row.channel_type!, gatewayId: row.gateway_id!, sender: row.sender! },
+    channel: {
+      id: row.channel_id,
+      type: row.channel_type!,
+      gatewayId: row.gateway_id!,
+      sender: row.sender!,
+      enforceWindow: enforcesWindow(row.gateway_kind, row.gateway_settings),
+    },
     partner: { lowBalanceThreshold: row.low_balance_threshold },
     unitPrice: row.own_price ?? row.default_price ?? 0,
   };

@@ -15,6 +15,7 @@ const STATUS: Record<string, number> = {
   url_not_allowed: 400,
   invalid_json: 400,
   unknown_payload: 400,
+  outside_customer_service_window: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,

@@ -4,6 +4,7 @@ import type { ChannelType } from '../core/context.js';
 import type { MessageContent } from '../core/message-content.js';
 import type { MessageRow } from '../core/messages.js';
 import { AppError, issueDetails } from '../lib/errors.js';
+import { refuseOutsideWindow } from '../core/customer-window.js';
 import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../core/send.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
@@ -103,6 +104,13 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
   }
   const p = planned!.value!;
   if (!pre) throw new AppError('invalid_request', 'the request names no channel');
+  try {
+    refuseOutsideWindow(rt.ctx, principal.partnerId, pre.channel, p.to, p.content);
+  } catch (e) {
+    // A 400 like the payload's: exhausted funds (402) still come first.
+    fundsCheck(rt.ctx, principal);
+    throw e;
+  }
   const result = await accept(rt.acceptDeps, {
     principal,
     preflight: pre,

@@ -108,6 +108,9 @@ export function whatsappGateway(
         api_version: 'v21.0',
         phone_number_id: WA_PHONE_ID,
         rate_per_second: 10_000,
+        // Off: these sends reach Graph for customers who never wrote, to test dispatch and Graph's
+        // own answers; msgd's window check has its own suite (test/http/customer-window.test.ts).
+        customer_service_window: 'off',
         ...settings,
       },
       secrets: { access_token: WA_TOKEN },
@@ -125,7 +128,7 @@ export function messengerGateway(ctx: CoreCtx, partnerId: string, fake: GraphFak
     partnerId,
     {
       kind: 'meta_messenger',
-      settings: { base_url: fake.url, page_id: PAGE_ID, rate_per_second: 10_000 },
+      settings: { base_url: fake.url, page_id: PAGE_ID, rate_per_second: 10_000, customer_service_window: 'off' },
       secrets: { page_access_token: PAGE_TOKEN },
     },
     'messenger',
@@ -139,7 +142,7 @@ export function instagramGateway(ctx: CoreCtx, partnerId: string, fake: GraphFak
     partnerId,
     {
       kind: 'meta_instagram',
-      settings: { base_url: fake.url, ig_account_id: IG_ID, rate_per_second: 10_000 },
+      settings: { base_url: fake.url, ig_account_id: IG_ID, rate_per_second: 10_000, customer_service_window: 'off' },
       secrets: { access_token: IG_TOKEN },
     },
     'instagram',

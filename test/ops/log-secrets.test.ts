@@ -41,13 +41,18 @@ describe('secrets never reach the log', () => {
       'sms',
       '+15550002222',
     );
-    // A WhatsApp gateway on a dead address: the connection error is logged.
+    // A WhatsApp gateway on a dead address: the connection error is logged. The window check is
+    // off so the send to a customer who never wrote goes out.
     connect(
       s.ctx,
       p.partnerId,
       {
         kind: 'whatsapp_cloud',
-        settings: { base_url: 'http://127.0.0.1:9', phone_number_id: '106540352242922' },
+        settings: {
+          base_url: 'http://127.0.0.1:9',
+          phone_number_id: '106540352242922',
+          customer_service_window: 'off',
+        },
         secrets: { access_token: c[2], app_secret: c[3], verify_token: c[4] },
       },
       'whatsapp',

@@ -32,13 +32,14 @@ beforeAll(async () => {
   graph.now = clock.now;
   s = await startTestServer({}, { clock });
   p = setupPartner(s.ctx, { balance: '10.00' });
-  // One Meta app serves both: the same app secret signs page and Instagram events.
+  // One Meta app serves both: the same app secret signs page and Instagram events. The window
+  // check is off: these tests send to customers who have not written (test/http/customer-window.test.ts has it).
   connect(
     s.ctx,
     p.partnerId,
     {
       kind: 'meta_messenger',
-      settings: { base_url: graph.url, page_id: PAGE },
+      settings: { base_url: graph.url, page_id: PAGE, customer_service_window: 'off' },
       secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET },
     },
     'messenger',
@@ -48,7 +49,7 @@ beforeAll(async () => {
     p.partnerId,
     {
       kind: 'meta_instagram',
-      settings: { base_url: graph.url, ig_account_id: IG },
+      settings: { base_url: graph.url, ig_account_id: IG, customer_service_window: 'off' },
       secrets: { access_token: 'IG-TOKEN', app_secret: SECRET },
     },
     'instagram',

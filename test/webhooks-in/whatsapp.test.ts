@@ -33,7 +33,8 @@ beforeAll(async () => {
   const wa = (name: string, phone: string, token: string, secret: string) => ({
     kind: 'whatsapp_cloud',
     name,
-    settings: { base_url: graph.url, phone_number_id: phone },
+    // Off: these tests send to customers who have not written (test/http/customer-window.test.ts has the check).
+    settings: { base_url: graph.url, phone_number_id: phone, customer_service_window: 'off' },
     secrets: { access_token: token, app_secret: secret, verify_token: `vt-${name}` },
   });
   connect(s.ctx, a.partnerId, wa('wa-a', PHONE_A, 'EAA-a', 'secret-a'), 'whatsapp', '+15550783881');

@@ -222,6 +222,11 @@ export const conversationOut = z
     contact: contactSummary,
     last_message_at: isoTime.nullable(),
     last_inbound_at: isoTime.nullable(),
+    window_expires_at: isoTime
+      .nullable()
+      .describe(
+        "whatsapp, messenger, instagram: when the 24-hour customer-service window closes (24 h after the customer's last message; in the past: closed). null when the customer has not written, or on sms and email",
+      ),
     created_at: isoTime,
     updated_at: isoTime,
   })

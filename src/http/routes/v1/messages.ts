@@ -42,7 +42,9 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         description:
           'Scope messages:send. Priced and debited before it is queued; the same rules as the send API: 401, 403 (scope, ' +
           'suspended, channel not assigned), 402 insufficient_balance when balance and credit are exhausted, 400 invalid ' +
-          'payload, 402 when this message costs more than is left. Honours Idempotency-Key.',
+          'payload, 400 outside_customer_service_window (a free-form WhatsApp, Messenger or Instagram message to a ' +
+          'customer who has not written to that sender in 24 hours), 402 when this message costs more than is left. ' +
+          'Honours Idempotency-Key.',
         security: SECURITY,
         headers: z.object({
           'idempotency-key': z
