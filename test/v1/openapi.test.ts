@@ -1,6 +1,7 @@
 import Ajv2020 from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestServer } from '../helpers/server.js';
+import { EVENT_TYPES } from '../../src/core/events.js';
 import { call, richPartner, startV1 } from './helpers.js';
 
 // The document is generated from the zod schemas that validate requests. A client that
@@ -16,6 +17,9 @@ beforeAll(async () => {
 afterAll(() => server.stop());
 
 const OPERATIONS = [
+  'post /api/send-sms.php',
+  'post /api/send-email.php',
+  'post /api/send-whatsapp.php',
   'post /v1/messages',
   'get /v1/messages',
   'get /v1/messages/{id}',
@@ -61,6 +65,38 @@ describe('GET /v1/openapi.json', () => {
     }
   });
 
+  it('names the headers every response carries, and the 413, 414 and 415 answers where they happen', () => {
+    for (const op of OPERATIONS) {
+      const [m, p] = op.split(' ');
+      const responses = doc.paths[p][m].responses;
+      for (const [code, r] of Object.entries(responses) as [string, any][]) {
+        if (code === '414' || code === '405') continue; // answered before the rate limiter
+        expect(Object.keys(r.headers), `${op} ${code}`).toEqual(
+          expect.arrayContaining(['X-Request-Id', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']),
+        );
+      }
+      expect(responses['401'].headers).toHaveProperty('WWW-Authenticate');
+      expect(responses['429'].headers).toHaveProperty('Retry-After');
+      if (m === 'post') expect(Object.keys(responses), op).toEqual(expect.arrayContaining(['413', '415']));
+      if (p.includes('{')) expect(Object.keys(responses), op).toContain('414');
+    }
+    for (const p of ['/v1/messages', '/api/send-sms.php', '/api/send-email.php', '/api/send-whatsapp.php'])
+      expect(doc.paths[p].post.responses['200'].headers).toHaveProperty('Idempotent-Replayed');
+    for (const name of Object.keys(doc.components.headers)) expect(JSON.stringify(doc)).toContain(`headers/${name}"`);
+  });
+
+  it('has a webhooks section with the body of every event type msgd sends', () => {
+    expect(Object.keys(doc.webhooks).sort()).toEqual([...EVENT_TYPES].sort());
+    for (const [type, item] of Object.entries(doc.webhooks) as [string, any][]) {
+      const body = resolve(item.post.requestBody.content['application/json'].schema);
+      expect(body.properties.event.enum, type).toContain(type);
+      expect(body.required).toEqual(expect.arrayContaining(['id', 'event', 'created_at']));
+      expect(item.post.parameters.map((h: any) => h.name)).toEqual(
+        expect.arrayContaining(['X-Msgd-Signature', 'webhook-signature', 'webhook-timestamp']),
+      );
+    }
+  });
+
   it('is valid JSON Schema 2020-12 throughout (what OpenAPI 3.1 tools check), and names every operation', () => {
     const ajv = new Ajv2020({ strict: false });
     const schemas: [string, unknown][] = Object.entries(doc.components.schemas);
@@ -88,10 +124,24 @@ describe('GET /v1/openapi.json', () => {
   });
 
   it('documents request bodies and query parameters from the validating schemas', () => {
+    // One object per channel, told apart by channel: email alone requires a subject.
     const send = resolve(doc.paths['/v1/messages'].post.requestBody.content['application/json'].schema);
-    expect(send.required).toEqual(expect.arrayContaining(['channel', 'to', 'body']));
-    expect(send.properties.channel.enum.sort()).toEqual(['email', 'instagram', 'messenger', 'sms', 'whatsapp']);
-    expect(Object.keys(send.properties)).toEqual(expect.arrayContaining(['subject', 'html']));
+    expect(send.discriminator.propertyName).toBe('channel');
+    expect(Object.keys(send.discriminator.mapping).sort()).toEqual([
+      'email',
+      'instagram',
+      'messenger',
+      'sms',
+      'whatsapp',
+    ]);
+    for (const [channel, ref] of Object.entries(send.discriminator.mapping) as [string, string][]) {
+      const member = resolve({ $ref: ref });
+      expect(member.properties.channel.const).toBe(channel);
+      expect(member.required).toEqual(
+        expect.arrayContaining(channel === 'email' ? ['channel', 'to', 'body', 'subject'] : ['channel', 'to', 'body']),
+      );
+      if (channel !== 'email') expect(member.required).not.toContain('subject');
+    }
     expect(doc.paths['/v1/messages'].post.parameters.map((p: any) => p.name)).toContain('idempotency-key');
     const q = doc.paths['/v1/conversations'].get.parameters.map((p: any) => p.name);
     expect(q).toEqual(
@@ -126,7 +176,7 @@ describe('GET /v1/openapi.json', () => {
   it('a client driven only by the document sends on every channel', async () => {
     const p = richPartner(server.ctx, 1);
     const op = doc.paths['/v1/messages'].post;
-    const schema = resolve(op.requestBody.content['application/json'].schema);
+    const union = resolve(op.requestBody.content['application/json'].schema);
     const example: Record<string, Record<string, string>> = {
       sms: { to: '+14155550123' },
       whatsapp: { to: '+14155550123' },
@@ -134,7 +184,8 @@ describe('GET /v1/openapi.json', () => {
       messenger: { to: '1234567' },
       instagram: { to: '7654321' },
     };
-    for (const channel of schema.properties.channel.enum) {
+    for (const [channel, ref] of Object.entries(union.discriminator.mapping) as [string, string][]) {
+      const schema = resolve({ $ref: ref });
       const body = { channel, body: 'hello', ...example[channel] };
       for (const k of schema.required) expect(body).toHaveProperty(k);
       const r = await call(server, 'POST', '/v1/messages', { token: p.token, body });
@@ -152,6 +203,8 @@ describe('GET /v1/docs', () => {
     expect(r.headers.get('content-type')).toMatch(/^text\/html/);
     for (const op of OPERATIONS) expect(r.text).toContain(op.split(' ')[1]);
     expect(r.text).toContain('MessageCreate');
+    expect(r.text).toContain('/api/send-whatsapp.php');
+    for (const type of EVENT_TYPES) expect(r.text).toContain(type);
     // Nothing loaded from anywhere: no scripts, stylesheets, images or outside links.
     expect(r.text).not.toMatch(/<script|<link|<img|<iframe|src=|href="(?!#|openapi\.json)/i);
     expect(r.headers.get('content-security-policy')).toContain("default-src 'none'");

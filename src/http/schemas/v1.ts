@@ -96,8 +96,7 @@ export const messageCreate = z
       }
     },
     { when: () => true },
-  )
-  .meta({ id: 'MessageCreate' });
+  );
 
 export type MessageCreate = z.infer<typeof messageCreate>;
 

@@ -9,6 +9,7 @@ import type { Runtime } from '../../../runtime.js';
 import { CHANNEL_TYPES } from '../../../core/context.js';
 import { acceptSend, validate } from '../../send-flow.js';
 import { decodeCursor, encodeCursor } from '../../pagination.js';
+import { messageCreateUnion } from '../../schemas/message-create-union.js';
 import {
   idParams,
   messageAccepted,
@@ -53,7 +54,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
             .optional()
             .describe('retries with the same key and body get the first answer'),
         }),
-        body: messageCreate,
+        // The document shows one object per channel; the handler validates with messageCreate.
+        body: messageCreateUnion,
         response: responses({ 200: messageAccepted }, [400, 402, 409, 422]),
       },
     },

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { Runtime } from '../../../runtime.js';
+import { completeDocument } from './openapi-contract.js';
 
 // GET /v1/openapi.json (generated from the route schemas) and GET /v1/docs, a page rendered
 // on the server from that same document: no scripts, no CDN, readable in any browser or curl.
@@ -57,6 +58,9 @@ export function renderDocs(doc: Doc): string {
       ops.push(operationHtml(path, method, op));
     }
   }
+  const events = Object.entries((doc.webhooks ?? {}) as Record<string, Doc>).map(([type, item]) =>
+    operationHtml(type, 'post', item.post),
+  );
   const schemas = Object.entries((doc.components?.schemas ?? {}) as Record<string, unknown>)
     .map(([name, s]) => `<section id="schema-${esc(name)}"><h3>${esc(name)}</h3>${schemaHtml(s)}</section>`)
     .join('\n');
@@ -68,7 +72,9 @@ section{border-top:1px solid #eee;padding-top:.5em}.m{font:bold 12px monospace;p
 .get{background:#2b7}.post{background:#27b}.delete{background:#b33}</style></head><body>
 <h1>${esc(doc.info?.title)} <small>${esc(doc.info?.version)}</small></h1><p>${esc(doc.info?.description)}</p>
 <p>Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI ${esc(doc.openapi)}). Authenticate with <code>Authorization: Bearer &lt;token&gt;</code>.</p>
-<h2>Endpoints</h2><ul>${toc.join('')}</ul>${ops.join('\n')}<h2>Schemas</h2>${schemas}</body></html>`;
+<h2>Endpoints</h2><ul>${toc.join('')}</ul>${ops.join('\n')}
+<h2>Webhooks</h2><p>Events msgd POSTs to your endpoints, signed (X-Msgd-Signature and the Standard Webhooks headers).</p>${events.join('\n')}
+<h2>Schemas</h2>${schemas}</body></html>`;
 }
 
 /**
@@ -115,7 +121,7 @@ function withoutIds(v: unknown): unknown {
 export const openapiRoutes: FastifyPluginAsync<{ rt: Runtime; root: FastifyInstance }> = async (app, { root }) => {
   let doc: Doc | null = null;
   let html: string | null = null;
-  const document = () => (doc ??= pruneComponents((root as any).swagger()));
+  const document = () => (doc ??= completeDocument(pruneComponents((root as any).swagger())));
   app.get('/openapi.json', { schema: { hide: true } }, async (_req, reply) =>
     reply.type('application/json; charset=utf-8').send(document()),
   );

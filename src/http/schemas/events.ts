@@ -1,0 +1,115 @@
+import { z } from 'zod';
+import { CHANNEL_TYPES } from '../../core/context.js';
+import { MESSAGE_STATUSES } from '../../core/statuses.js';
+
+// The events msgd POSTs to partner endpoints (docs/webhooks-out.md), for the OpenAPI document's
+// `webhooks` section. The bodies are built in src/core (messages.ts, inbound.ts) and
+// src/webhooks (replay.ts); test/v1/openapi-contract.test.ts holds real events to these.
+// Objects are open: fields may be added to any event, and receivers ignore what they do not know.
+
+const isoTime = z.string().describe('ISO 8601 UTC, e.g. 2026-11-22T10:00:00.000Z');
+const channel = z.enum(CHANNEL_TYPES as [string, ...string[]]);
+const status = z.enum(MESSAGE_STATUSES as [string, ...string[]]);
+const money = z.object({ micro: z.number().int(), amount: z.string() });
+
+const base = <T extends string>(types: readonly T[]) => ({
+  id: z.string().describe('evt_…: the same on every retry of this event; use it to drop duplicates'),
+  event: z.enum(types as unknown as [T, ...T[]]),
+  created_at: isoTime,
+});
+
+export const STATUS_EVENTS = [
+  'message.sent',
+  'message.delivered',
+  'message.read',
+  'message.failed',
+  'message.undelivered',
+  'message.bounced',
+  'message.opened',
+  'message.clicked',
+  'message.deferred',
+  'message.dropped',
+] as const;
+
+export const EMAIL_FEEDBACK_EVENTS = ['message.complained', 'message.unsubscribed', 'message.resubscribed'] as const;
+
+export const messageReceivedEvent = z
+  .object({
+    ...base(['message.received']),
+    channel,
+    from: z.string().describe("the customer's address"),
+    to: z.string().describe('your channel’s sender address that received it'),
+    body: z.string().describe('the text the message shows ("" when none)'),
+    message_id: z.string(),
+    conversation_id: z.string(),
+    media: z.array(z.record(z.string(), z.unknown())),
+    contact: z.object({
+      id: z.string(),
+      name: z.string().nullable(),
+      phone: z.string().nullable(),
+      email: z.string().nullable(),
+    }),
+    received_at: isoTime.describe("when the customer sent it, by the provider's clock"),
+    content: z
+      .object({ kind: z.string() })
+      .catchall(z.unknown())
+      .describe('the whole content, as GET /v1/messages/{id} shows it; see docs/api.md "Message content"'),
+  })
+  .describe('An inbound message arrived on one of your channels.');
+
+export const messageStatusEvent = z
+  .object({
+    ...base(STATUS_EVENTS),
+    message_id: z.string(),
+    channel,
+    to: z.string(),
+    status,
+    previous_status: status,
+    provider_status: z.string().nullable().describe("the provider's own word for it"),
+    error: z
+      .object({ code: z.string().nullable(), message: z.string().nullable() })
+      .nullable()
+      .describe('on failures: the provider’s error'),
+    occurred_at: isoTime,
+  })
+  .describe("An outbound message's status moved (it never moves backwards).");
+
+export const emailFeedbackEvent = z
+  .object({
+    ...base(EMAIL_FEEDBACK_EVENTS),
+    message_id: z.string(),
+    channel,
+    to: z.string(),
+    status: status.describe("the message's status, which this event does not change"),
+    provider_status: z.string().nullable(),
+    email: z.string().nullable(),
+    asm_group_id: z.number().int().optional().describe('the unsubscribe group, for group unsubscribes'),
+    occurred_at: isoTime,
+  })
+  .describe('The recipient of an email marked it as spam, unsubscribed or resubscribed.');
+
+export const balanceLowEvent = z
+  .object({
+    ...base(['partner.balance_low']),
+    partner_id: z.string(),
+    balance: money,
+    threshold: money,
+  })
+  .describe("A debit took the balance below the partner's low-balance threshold.");
+
+export const webhookTestEvent = z
+  .object({
+    ...base(['webhook.test']),
+    endpoint_id: z.string(),
+    message: z.string(),
+  })
+  .describe('Sent by POST /v1/webhooks/{id}/test to that endpoint only.');
+
+/** Each event type and the schema of its body, under the component name it is documented as. */
+export const EVENT_SCHEMAS: [name: string, types: readonly string[], schema: z.ZodType][] = [
+  ['MessageReceivedEvent', ['message.received'], messageReceivedEvent],
+  ['MessageStatusEvent', STATUS_EVENTS, messageStatusEvent],
+  ['EmailFeedbackEvent', EMAIL_FEEDBACK_EVENTS, emailFeedbackEvent],
+  ['BalanceLowEvent', ['partner.balance_low'], balanceLowEvent],
+  ['WebhookTestEvent', ['webhook.test'], webhookTestEvent],
+];
