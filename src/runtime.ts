@@ -21,6 +21,8 @@ import { closeAdapters } from './providers/registry.js';
 import type { MaintenanceTask } from './jobs/maintenance.js';
 import { createWebhooksOut, type WebhooksOut } from './webhooks/index.js';
 import { consoleTasks } from './ui/tasks.js';
+import { Counters } from './core/counters.js';
+import type { Heartbeat } from './jobs/heartbeat.js';
 
 // The composition root: one object holding everything a running msgd needs. msgd's
 // server builds it with background work; tests build it over a temp data directory.
@@ -46,6 +48,10 @@ export interface Runtime {
   selfUrl: string | null;
   /** Retention and upkeep tasks each surface adds; scheduled by src/jobs/maintenance.ts. */
   maintenanceTasks: MaintenanceTask[];
+  /** Work counters (src/core/counters.ts): the console's and a metrics exporter's one source. */
+  counters: Counters;
+  /** Writes the counters and "msgd is alive" to the database; started by the server. */
+  heartbeat: Heartbeat | null;
   /**
    * Base URL a provider calls back on: config server.publicUrl; else the listening address,
    * unless that is a loopback address and the provider (its base URL) is not on this machine.
@@ -106,7 +112,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   });
   const shaper = new RateShaper({ now });
   const committer = new GroupCommitter(dataDir.db.sqlite);
-  const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now });
+  const counters = new Counters();
+  const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now, counters });
   const gateways = new GatewayBook(ctx);
   const loopback = { self: '', selfIs: false, providers: new Map<string, boolean>() };
   const rt: Runtime = {
@@ -132,6 +139,8 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     webhooksOut,
     selfUrl: null,
     maintenanceTasks: [],
+    counters,
+    heartbeat: null,
     callbackBase(providerBaseUrl?: string) {
       if (config.server.publicUrl) return config.server.publicUrl.replace(/\/+$/, '');
       const self = rt.selfUrl;
@@ -159,6 +168,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       // destroy, not close: close() would still send the calls queued for a free connection,
       // and their jobs are back in the queue by now.
       await dispatcher.destroy();
+      rt.heartbeat?.stop();
       dataDir.close();
       lock.release();
     },
@@ -170,6 +180,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     shaper,
     gateways,
     logger,
+    counters,
     callbackBase: (base) => rt.callbackBase(base),
   });
   registerWebhooksIn(worker, {
@@ -181,6 +192,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     callbackBase: () => rt.callbackBase(),
     selfUrl: () => rt.selfUrl,
     logger,
+    counters,
   });
   rt.maintenanceTasks.push(webhookRetentionTask(), ...webhooksOut.maintenanceTasks);
   rt.maintenanceTasks.push(...consoleTasks);

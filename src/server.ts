@@ -16,6 +16,7 @@ import {
 } from './http/metrics/index.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { createRuntime, type Runtime } from './runtime.js';
+import { startHeartbeat } from './jobs/heartbeat.js';
 
 export interface Server {
   rt: Runtime;
@@ -108,6 +109,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     }
     rt.worker.start();
     rt.webhooksOut.start();
+    rt.heartbeat = startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).
     logger.info(
       {

@@ -512,3 +512,33 @@ export const spendDaily = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.partnerId, t.day] })],
 );
+/**
+ * Work counters msgd keeps in memory (src/core/counters.ts), added up per 10-second bucket
+ * every few seconds: what the console's overview reads for "last minute / last hour" without
+ * counting the messages table. A row exists only for a series that moved in its bucket.
+ */
+export const counterBuckets = sqliteTable(
+  'counter_buckets',
+  {
+    /** Start of the bucket, ms since the epoch, a multiple of 10 s. */
+    bucket: integer('bucket').notNull(),
+    name: text('name').notNull(),
+    /** The series' labels as "k=v,k=v" (sorted keys), "" when it has none. */
+    labels: text('labels').notNull(),
+    value: integer('value').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.bucket, t.name, t.labels] })],
+);
+
+/** One row per data directory: the running msgd says who it is and that it is alive. */
+export const heartbeat = sqliteTable('heartbeat', {
+  id: integer('id').primaryKey(),
+  version: text('version').notNull(),
+  pid: integer('pid').notNull(),
+  startedAt: integer('started_at').notNull(),
+  beatAt: integer('beat_at').notNull(),
+  /** 0 once msgd stopped cleanly; the beat's age tells a crash. */
+  running: integer('running').notNull(),
+  /** JSON of gauges read at the beat (queue depths), capped counts. */
+  gauges: text('gauges').notNull().default('{}'),
+});

@@ -4,6 +4,7 @@ import { stmt } from '../db/stmt.js';
 import { sleep } from '../lib/time.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
+import type { Counters } from '../core/counters.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
 import {
   applyStatus,
@@ -69,9 +70,13 @@ export interface DispatchDeps {
   shaper: RateShaper;
   gateways: GatewayBook;
   logger: Logger;
+  /** Counts each provider call's outcome (the console's overview, metrics). */
+  counters?: Counters;
   /** msgd's base URL for callbacks from a provider at this base URL (see Runtime.callbackBase). */
   callbackBase: (providerBaseUrl?: string) => string | null;
 }
+
+const OUTCOME_COUNTED = { accepted: 'sent', failed: 'failed', retry: 'retried' } as const;
 
 interface DispatchPayload {
   message_id: string;
@@ -222,6 +227,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (result.outcome !== 'accepted') result = { ...result, message: redactSecrets(result.message, gw.secrets) };
     logAttempt(gw, m.id, job, result);
     const uncertain = job.reclaims > 0;
+    deps.counters?.dispatch(
+      gw.id,
+      OUTCOME_COUNTED[result.outcome],
+      result.outcome === 'accepted' ? undefined : result.code,
+    );
     switch (result.outcome) {
       case 'accepted': {
         const r = result;

@@ -1,5 +1,6 @@
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
+import type { Counters } from '../core/counters.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
 import { insertWebhookLog, type WebhookLogRow } from '../core/webhook-log.js';
 import type { GroupCommitter } from '../db/group-commit.js';
@@ -45,6 +46,8 @@ export interface IntakeDeps {
   committer: GroupCommitter;
   queue: JobQueue;
   book: GatewayBook;
+  /** Counts each webhook's verdict at the door (the console's overview, metrics). */
+  counters?: Counters;
 }
 
 type Verdict = { gateway: GatewayWithSecrets } | { reason: string; gatewayId: string | null };
@@ -99,6 +102,7 @@ export class WebhookIntake {
         error: 'not processed: signature not verified',
       });
       row.error += keepLess(row);
+      this.deps.counters?.webhookIn(row.provider, 'bad_signature');
       await this.store(row);
       // What the signature header lacked is the sender's business; which gateways exist and
       // which secret failed is not: that stays in the log (msgctl webhooks log).
@@ -111,6 +115,7 @@ export class WebhookIntake {
     row.verification = 'ok';
     if (!found) return this.unknown(row);
     row.processing = 'pending';
+    this.deps.counters?.webhookIn(row.provider, 'verified');
     await this.store(row);
     return { status: 200, id: row.id, provider: handler.provider };
   }

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
+import type { Counters } from '../core/counters.js';
 import { applyProviderEvents, type ApplyOutcome, type ProviderEvent } from '../core/inbound.js';
 import {
   expireWebhookLog,
@@ -77,6 +78,8 @@ export interface WebhooksInDeps {
   /** Where msgd listens, once it does. */
   selfUrl: () => string | null;
   logger: Logger;
+  /** Counts webhooks found unroutable (the console's overview, metrics). */
+  counters?: Counters;
 }
 
 export function registerWebhooksIn(worker: Worker, deps: WebhooksInDeps): void {
@@ -165,7 +168,10 @@ function processWebhooks(
             }
             const [processing, error] = outcomeOf(out, w.row.processed_at !== null);
             finishWebhookLog(ctx, w.row.id, processing, error);
-            if (processing === 'unroutable') noteUnroutable(deps, w.row, error);
+            if (processing === 'unroutable') {
+              noteUnroutable(deps, w.row, error);
+              deps.counters?.webhookIn(w.row.provider, 'unroutable');
+            }
           });
         } catch (e) {
           // Rolled back to its savepoint: this webhook's events did not happen; the others stand.

@@ -2,6 +2,7 @@ import type { Dispatcher } from 'undici';
 import { FailureLog } from '../lib/failure-log.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
+import type { Counters } from '../core/counters.js';
 import { disableEndpoint, openSecrets, type EndpointRow } from '../core/endpoints.js';
 import type { Job } from '../queue/queue.js';
 import type { JobResult } from '../queue/settle.js';
@@ -31,6 +32,8 @@ export interface DeliveryDeps {
   config: OutConfig;
   logger: JobLogger;
   random?: () => number;
+  /** Counts each attempt's outcome and each endpoint disabled (the console's overview, metrics). */
+  counters?: Counters;
 }
 
 export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
@@ -88,6 +91,7 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     const headers = signatureHeaders(eventId, Math.floor(now / 1000), a.body, secretsFor(ep, now));
     const out = await postEvent(deps.agent, ep.url, a.body, headers, config.timeoutMs, ctx.now);
     const rec = record(out, a.delivery.attempts + 1);
+    deps.counters?.delivery(out.ok ? 'ok' : 'failed');
 
     if (out.ok) {
       failures.success(ep.id, { endpointId: ep.id });
@@ -105,8 +109,10 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
         type: 'ok',
         apply: () => {
           recordAttempt(ctx, id, rec, { status: 'failed', nextAttemptAt: null });
-          if (disableEndpoint(ctx, ep.id, reason))
+          if (disableEndpoint(ctx, ep.id, reason)) {
+            deps.counters?.endpointDisabled();
             deps.logger.warn({ endpointId: ep.id, url: ep.url }, 'webhook endpoint disabled: 410 Gone');
+          }
         },
       };
     }
@@ -153,8 +159,10 @@ export function registerDelivery(worker: Worker, deps: DeliveryDeps) {
     if (at - since < disableAfterMs) return;
     const hours = Math.round(((at - since) / 3_600_000) * 10) / 10;
     const reason = `failing continuously since ${iso(since)} (${hours} h); last error: ${lastError ?? 'unknown'}`;
-    if (disableEndpoint(ctx, ep.id, reason))
+    if (disableEndpoint(ctx, ep.id, reason)) {
+      deps.counters?.endpointDisabled();
       deps.logger.warn({ endpointId: ep.id, url: ep.url, reason }, 'webhook endpoint disabled');
+    }
   }
 
   worker.register<DeliveryPayload>(DELIVERY_JOB, handler, {

@@ -1,6 +1,7 @@
 import type { Agent } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
+import type { Counters } from '../core/counters.js';
 import { stmt } from '../db/stmt.js';
 import { idFloor } from '../lib/id-time.js';
 import type { MaintenanceTask } from '../jobs/maintenance.js';
@@ -29,6 +30,7 @@ export interface WebhooksOutOptions {
   config: Config;
   logger: JobLogger & { error(obj: object, msg?: string): void };
   now?: () => number;
+  counters?: Counters;
 }
 
 export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
@@ -44,7 +46,7 @@ export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
     logger,
     now: opts.now,
   });
-  registerDelivery(worker, { ctx, agent, config: cfg, logger });
+  registerDelivery(worker, { ctx, agent, config: cfg, logger, counters: opts.counters });
   const fanout = new Fanout({ ctx, queue, logger, firstDelayMs: () => cfg.retryScheduleMs[0] });
   let started = false;
   return {

@@ -55,7 +55,14 @@ function publicUrl(req: FastifyRequest, rt: Runtime): string {
 
 export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   const book = rt.gateways;
-  const intake = new WebhookIntake({ ctx: rt.ctx, config: rt.config, committer: rt.committer, queue: rt.queue, book });
+  const intake = new WebhookIntake({
+    ctx: rt.ctx,
+    config: rt.config,
+    committer: rt.committer,
+    queue: rt.queue,
+    book,
+    counters: rt.counters,
+  });
 
   app.removeAllContentTypeParsers();
   const keepRaw = (_req: FastifyRequest, body: Buffer, done: (err: null, body: Buffer) => void) => done(null, body);

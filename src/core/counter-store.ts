@@ -1,0 +1,132 @@
+import { stmt } from '../db/stmt.js';
+import type { CoreCtx } from './context.js';
+import { labelKey, parseLabelKey, type CounterSample } from './counters.js';
+
+// The counters and heartbeat in the database: msgd adds what moved since its last write to
+// the current 10-second bucket; the console (another process) reads sums over the last minute
+// and hour off the primary key, and the heartbeat row, never the messages table.
+
+export const BUCKET_MS = 10_000;
+/** Buckets older than this are pruned. */
+export const KEEP_BUCKETS_MS = 24 * 3_600_000;
+/** msgd beats this often; a beat older than STALE_AFTER_MS means it is gone or stuck. */
+export const BEAT_MS = 2_000;
+export const STALE_AFTER_MS = 10_000;
+
+export const bucketOf = (ms: number) => ms - (ms % BUCKET_MS);
+
+/**
+ * Remembers what was written so each write adds only the change. Deltas, not totals, so two
+ * msgd lifetimes (a restart within the minute) add up instead of overwriting each other.
+ */
+export class CounterWriter {
+  private readonly written = new Map<string, number>();
+
+  constructor(private readonly ctx: CoreCtx) {}
+
+  /** Add the moves since the last call to the bucket of `now`; returns how many series moved. */
+  write(samples: CounterSample[], now: number): number {
+    const upsert = stmt(
+      this.ctx.db.sqlite,
+      `INSERT INTO counter_buckets (bucket, name, labels, value) VALUES (?, ?, ?, ?)
+       ON CONFLICT (bucket, name, labels) DO UPDATE SET value = value + excluded.value`,
+    );
+    const bucket = bucketOf(now);
+    let moved = 0;
+    for (const s of samples) {
+      const labels = labelKey(s.labels);
+      const key = `${s.name}|${labels}`;
+      const delta = s.value - (this.written.get(key) ?? 0);
+      if (delta <= 0) continue;
+      upsert.run(bucket, s.name, labels, delta);
+      this.written.set(key, s.value);
+      moved++;
+    }
+    return moved;
+  }
+}
+
+export function pruneCounterBuckets(ctx: CoreCtx, now: number): number {
+  return stmt(ctx.db.sqlite, 'DELETE FROM counter_buckets WHERE bucket < ?').run(bucketOf(now) - KEEP_BUCKETS_MS)
+    .changes;
+}
+
+export interface CounterWindow {
+  name: string;
+  labels: Record<string, string>;
+  lastMinute: number;
+  lastHour: number;
+}
+
+/** Each series' sum over the last minute and the last hour (six and 360 buckets, the current one included). */
+export function readCounterWindows(ctx: CoreCtx, now: number): CounterWindow[] {
+  const current = bucketOf(now);
+  const rows = stmt<[number, number], { name: string; labels: string; minute: number; hour: number }>(
+    ctx.db.sqlite,
+    `SELECT name, labels, SUM(CASE WHEN bucket >= ? THEN value ELSE 0 END) AS minute, SUM(value) AS hour
+       FROM counter_buckets WHERE bucket >= ? GROUP BY name, labels`,
+  ).all(current - 5 * BUCKET_MS, current - 359 * BUCKET_MS);
+  return rows.map((r) => ({ name: r.name, labels: parseLabelKey(r.labels), lastMinute: r.minute, lastHour: r.hour }));
+}
+
+export interface QueueGauges {
+  /** Messages waiting for their dispatch (in line or due). */
+  waiting: number;
+  /** Messages with a provider call under way. */
+  inFlight: number;
+  /** Messages waiting to try their provider again. */
+  retrying: number;
+  /** Jobs of any kind that used up their attempts. */
+  dead: number;
+  /** Counts stop here: a figure equal to it means "at least". */
+  cap: number;
+}
+
+export interface HeartbeatRow {
+  version: string;
+  pid: number;
+  startedAt: number;
+  beatAt: number;
+  running: boolean;
+  gauges: Partial<QueueGauges>;
+}
+
+export function writeHeartbeat(ctx: CoreCtx, hb: HeartbeatRow): void {
+  stmt(
+    ctx.db.sqlite,
+    `INSERT INTO heartbeat (id, version, pid, started_at, beat_at, running, gauges) VALUES (1, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (id) DO UPDATE SET version = excluded.version, pid = excluded.pid, started_at = excluded.started_at,
+       beat_at = excluded.beat_at, running = excluded.running, gauges = excluded.gauges`,
+  ).run(hb.version, hb.pid, hb.startedAt, hb.beatAt, hb.running ? 1 : 0, JSON.stringify(hb.gauges));
+}
+
+export function readHeartbeat(ctx: CoreCtx): HeartbeatRow | null {
+  const r = stmt<
+    [],
+    { version: string; pid: number; started_at: number; beat_at: number; running: number; gauges: string }
+  >(ctx.db.sqlite, 'SELECT version, pid, started_at, beat_at, running, gauges FROM heartbeat WHERE id = 1').get();
+  if (!r) return null;
+  let gauges: Partial<QueueGauges> = {};
+  try {
+    gauges = JSON.parse(r.gauges);
+  } catch {
+    // A row written by hand: no gauges rather than no console.
+  }
+  return {
+    version: r.version,
+    pid: r.pid,
+    startedAt: r.started_at,
+    beatAt: r.beat_at,
+    running: r.running === 1,
+    gauges,
+  };
+}
+
+export type ServerState =
+  { state: 'running'; hb: HeartbeatRow } | { state: 'stopped' | 'silent'; hb: HeartbeatRow | null };
+
+/** Is msgd running on this data directory, from its heartbeat alone (never its instance lock)? */
+export function serverState(hb: HeartbeatRow | null, now: number): ServerState {
+  if (!hb || !hb.running) return { state: 'stopped', hb };
+  return now - hb.beatAt <= STALE_AFTER_MS ? { state: 'running', hb } : { state: 'silent', hb };
+}
