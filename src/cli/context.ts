@@ -26,15 +26,15 @@ export interface Cli {
   io: CliIO;
 }
 
-/** Who the audit log names for this invocation. */
-export function actor(env: NodeJS.ProcessEnv = process.env): string {
+/** Who the audit log names for this invocation: cli:<os user>, or tui:<os user> from the console. */
+export function actor(env: NodeJS.ProcessEnv = process.env, surface: 'cli' | 'tui' = 'cli'): string {
   let name: string | undefined;
   try {
     name = userInfo().username;
   } catch {
     // No passwd entry (some containers): fall back to the environment.
   }
-  return `cli:${name || env.USER || env.LOGNAME || 'unknown'}`;
+  return `${surface}:${name || env.USER || env.LOGNAME || 'unknown'}`;
 }
 
 export function globalsOf(cmd: Command): Globals {

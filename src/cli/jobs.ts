@@ -133,7 +133,7 @@ function unretryable(cli: Cli, job: Job): string | null {
   return `message ${m.id} is already ${m.status}${m.error_code ? ` (${m.error_code})` : ''}, ${money}: the partner sends it again as a new message`;
 }
 
-function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
+export function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
   const t = target(ref, opts);
   const queue = queueOf(cli);
   const jobs = queue.deadJobs(t);

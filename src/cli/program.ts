@@ -17,6 +17,7 @@ import { registerRestore } from './restore.js';
 import { registerSandbox } from './sandbox.js';
 import { registerToken } from './token.js';
 import { registerUser } from './user.js';
+import { registerTui } from './tui.js';
 import { registerJobs } from './jobs.js';
 import { registerMessages } from './messages.js';
 import { registerWebhookLogCommands } from './webhooks-in.js';
@@ -68,6 +69,7 @@ export function buildProgram(): Command {
   registerBackup(program);
   registerRestore(program);
   registerSandbox(program);
+  registerTui(program);
   registerCompletion(program);
 
   configureTree(program);

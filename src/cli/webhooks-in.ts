@@ -269,7 +269,7 @@ const REPROCESSABLE = ['unroutable', 'error'] as const;
  * not yet assigned, a wrong phone number id): the provider got its 200 and will not resend.
  * Only verified rows whose events did not apply; events that did apply are deduped anyway.
  */
-function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?: string }): Result {
+export function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?: string }): Result {
   if (ids.length === 0 && !opts.unroutable)
     throw new UsageError('give webhook ids (pwh_…), or --unroutable to take every unroutable one (with --since)');
   if (ids.length > 0 && opts.unroutable) throw new UsageError('give webhook ids or --unroutable, not both');

@@ -1,0 +1,180 @@
+import { Box, Text, useApp, useInput } from 'ink';
+import { Component, useState, type ReactNode } from 'react';
+import { readHeartbeat, serverState } from '../core/counter-store.js';
+import type { TuiDeps } from './deps.js';
+import { DepsContext, ModeContext, usePoll, useSize, type Mode, type Size } from './hooks.js';
+import { GLOBAL_KEYS, SCREENS, SCREEN_KEYS, footerKeys, type ScreenId } from './keymap.js';
+import { GatewaysScreen } from './screens/gateways.js';
+import { JobsScreen } from './screens/jobs.js';
+import { MessagesScreen } from './screens/messages.js';
+import { OverviewScreen } from './screens/overview.js';
+import { PartnersScreen } from './screens/partners.js';
+import { WebhooksScreen } from './screens/webhooks.js';
+import { ThemeContext, makeTheme, useTheme } from './theme.js';
+import { clean, duration, when } from './text.js';
+
+export interface AppProps {
+  deps: TuiDeps;
+  /** Draw at this size instead of the terminal's (tests). */
+  size?: Size;
+  color?: boolean;
+  initialScreen?: ScreenId;
+}
+
+/** The console: header (is msgd running), screen tabs, the screen, the keys that matter. */
+export function App(props: AppProps) {
+  return (
+    <DepsContext.Provider value={props.deps}>
+      <ThemeContext.Provider value={makeTheme(props.color ?? false)}>
+        <Shell {...props} />
+      </ThemeContext.Provider>
+    </DepsContext.Provider>
+  );
+}
+
+function Header({ deps, width }: { deps: TuiDeps; width: number }) {
+  const theme = useTheme();
+  const hb = usePoll(1000, () => serverState(readHeartbeat(deps.ctx), deps.ctx.now()));
+  const s = hb.data;
+  let state: ReactNode = <Text dimColor>reading…</Text>;
+  if (s?.state === 'running')
+    state = (
+      <Text>
+        <Text color={theme.good} bold>
+          ● msgd running
+        </Text>{' '}
+        {clean(s.hb.version)} · up {duration(deps.ctx.now() - s.hb.startedAt)} · pid {s.hb.pid}
+      </Text>
+    );
+  else if (s?.state === 'silent')
+    state = (
+      <Text color={theme.bad} bold>
+        ▲ msgd not responding: last beat {when(s.hb!.beatAt)} UTC
+      </Text>
+    );
+  else if (s)
+    state = (
+      <Text color={theme.warn} bold>
+        ○ msgd not running{s.hb ? ` (stopped ${when(s.hb.beatAt)} UTC)` : ''}
+      </Text>
+    );
+  return (
+    <Box width={width} justifyContent="space-between">
+      {state}
+      <Text dimColor wrap="truncate-start">
+        {' '}
+        {clean(deps.dataDir)}
+      </Text>
+    </Box>
+  );
+}
+
+function Tabs({ screen }: { screen: ScreenId }) {
+  return (
+    <Text wrap="truncate-end">
+      {SCREENS.map((s) => (
+        <Text key={s.id} inverse={s.id === screen} bold={s.id === screen}>
+          {` ${s.key} ${s.title} `}
+        </Text>
+      ))}
+    </Text>
+  );
+}
+
+function Footer({ screen, mode }: { screen: ScreenId; mode: Mode }) {
+  const keys = footerKeys(screen, mode === 'form' ? 'form' : mode);
+  return (
+    <Text wrap="truncate-end" dimColor>
+      {keys.map(([k, what]) => `${k} ${what}`).join(' · ')}
+    </Text>
+  );
+}
+
+function Help({ screen, height }: { screen: ScreenId; height: number }) {
+  const rows: [string, string][] = [...SCREEN_KEYS[screen], ...GLOBAL_KEYS];
+  return (
+    <Box flexDirection="column" height={height} borderStyle="round" paddingX={1}>
+      <Text bold>Keys ({SCREENS.find((s) => s.id === screen)!.title}) · any key closes</Text>
+      {rows.slice(0, Math.max(1, height - 3)).map(([k, what]) => (
+        <Text key={k + what}>
+          {k.padEnd(18)} {what}
+        </Text>
+      ))}
+    </Box>
+  );
+}
+
+/** An exception inside a screen is shown in its place; the console and the terminal stay usable. */
+class ScreenBoundary extends Component<
+  { children: ReactNode; resetKey: string },
+  { error: Error | null; key: string }
+> {
+  state = { error: null as Error | null, key: this.props.resetKey };
+  static getDerivedStateFromError(error: Error) {
+    return { error };
+  }
+  static getDerivedStateFromProps(props: { resetKey: string }, state: { error: Error | null; key: string }) {
+    return props.resetKey !== state.key ? { error: null, key: props.resetKey } : null;
+  }
+  render() {
+    if (this.state.error)
+      return (
+        <Box flexDirection="column">
+          <Text bold>This screen failed: {clean(this.state.error.message)}</Text>
+          <Text>Switch screens (1-6) to carry on, or q to quit. MSGD_DEBUG=1 keeps the stack for a report.</Text>
+        </Box>
+      );
+    return this.props.children;
+  }
+}
+
+function Shell(props: AppProps) {
+  const { exit } = useApp();
+  const size = useSize(props.size);
+  const [screen, setScreen] = useState<ScreenId>(props.initialScreen ?? 'overview');
+  const [mode, setMode] = useState<Mode>('list');
+  const [help, setHelp] = useState(false);
+  const [gen, setGen] = useState(0);
+  useInput((input, key) => {
+    if (help) return setHelp(false);
+    if (key.ctrl && input === 'c') return exit();
+    if (mode === 'form') return;
+    if (input === 'q') return exit();
+    if (input === '?') return setHelp(true);
+    const byKey = SCREENS.find((s) => s.key === input);
+    const i = SCREENS.findIndex((s) => s.id === screen);
+    let next: ScreenId | null = byKey ? byKey.id : null;
+    if (key.tab) next = SCREENS[(i + (key.shift ? SCREENS.length - 1 : 1)) % SCREENS.length].id;
+    if (next && next !== screen) {
+      setMode('list');
+      setScreen(next);
+      setGen((g) => g + 1);
+    }
+  });
+  const bodyHeight = Math.max(4, size.rows - 3);
+  const body = { width: size.columns, height: bodyHeight };
+  const screens: Record<ScreenId, ReactNode> = {
+    overview: <OverviewScreen {...body} />,
+    partners: <PartnersScreen {...body} />,
+    gateways: <GatewaysScreen {...body} />,
+    webhooks: <WebhooksScreen {...body} />,
+    messages: <MessagesScreen {...body} />,
+    jobs: <JobsScreen {...body} />,
+  };
+  return (
+    <ModeContext.Provider value={setMode}>
+      <Box flexDirection="column" width={size.columns} height={size.rows}>
+        <Header deps={props.deps} width={size.columns} />
+        <Tabs screen={screen} />
+        <Box height={bodyHeight} flexDirection="column" overflow="hidden">
+          {help ? (
+            <Help screen={screen} height={bodyHeight} />
+          ) : (
+            <ScreenBoundary resetKey={`${screen}:${gen}`}>{screens[screen]}</ScreenBoundary>
+          )}
+        </Box>
+        <Footer screen={screen} mode={mode} />
+      </Box>
+    </ModeContext.Provider>
+  );
+}

@@ -1,0 +1,89 @@
+import type { CoreCtx } from '../../core/context.js';
+import {
+  TAIL_WINDOW,
+  attemptsAfter,
+  latestAttempts,
+  latestWebhooks,
+  webhooksAfter,
+  webhooksByIds,
+  type AttemptRow,
+  type TailRow,
+} from './tail.js';
+
+// The live tail's memory: the newest rows, extended each poll by the rows after the last one
+// seen, with rows that were still pending read again until they settle.
+
+/** Pending rows looked at again per poll (the newest ones). */
+const RECHECK = 200;
+
+export class TailState {
+  rows: TailRow[] = [];
+  attempts: AttemptRow[] = [];
+  /** Moves when rows or attempts change: an unchanged tail is not drawn again. */
+  version = 0;
+  private lastAttempt: number | null = null;
+
+  constructor(private readonly ctx: CoreCtx) {}
+
+  poll(outbound: boolean): void {
+    const ctx = this.ctx;
+    if (this.rows.length === 0) {
+      this.rows = latestWebhooks(ctx);
+      if (this.rows.length) this.version++;
+    }
+    else {
+      const pending = this.rows.filter((r) => r.processing === 'pending').slice(-RECHECK);
+      if (pending.length) {
+        const now = new Map(webhooksByIds(ctx, pending.map((r) => r.id)).map((r) => [r.id, r]));
+        if ([...now.values()].some((r) => r.processing !== 'pending')) {
+          this.rows = this.rows.map((r) => now.get(r.id) ?? r);
+          this.version++;
+        }
+      }
+      const fresh = webhooksAfter(ctx, this.rows[this.rows.length - 1].id);
+      if (fresh.length) {
+        this.rows = [...this.rows, ...fresh].slice(-TAIL_WINDOW);
+        this.version++;
+      }
+    }
+    if (!outbound) return;
+    if (this.lastAttempt === null) {
+      this.attempts = latestAttempts(ctx);
+      this.version++;
+    } else {
+      const fresh = attemptsAfter(ctx, this.lastAttempt);
+      if (fresh.length) {
+        this.attempts = [...this.attempts, ...fresh].slice(-TAIL_WINDOW);
+        this.version++;
+      }
+    }
+    this.lastAttempt = this.attempts.length ? this.attempts[this.attempts.length - 1].id : 0;
+  }
+}
+
+export type Verdict = 'verified' | 'bad signature' | 'unroutable' | 'pending' | 'rejected' | 'other';
+
+/** What became of a webhook, in the operator's words. */
+export function verdictOf(r: Pick<TailRow, 'verification' | 'processing'>): Verdict {
+  if (r.verification === 'failed') return 'bad signature';
+  if (r.processing === 'unroutable') return 'unroutable';
+  if (r.processing === 'pending') return 'pending';
+  if (r.processing === 'rejected') return 'rejected';
+  if (r.verification === 'ok') return 'verified';
+  return 'other';
+}
+
+export interface TailFilter {
+  provider: string;
+  gateway: string;
+  verdict: string;
+}
+
+export const NO_FILTER: TailFilter = { provider: '', gateway: '', verdict: '' };
+
+export function matches(r: TailRow, f: TailFilter): boolean {
+  if (f.provider && r.provider !== f.provider) return false;
+  if (f.gateway && r.gateway_id !== f.gateway) return false;
+  if (f.verdict && verdictOf(r) !== f.verdict) return false;
+  return true;
+}

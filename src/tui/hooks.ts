@@ -1,0 +1,100 @@
+import { useStdout } from 'ink';
+import { createContext, useContext, useEffect, useRef, useState } from 'react';
+import type { TuiDeps } from './deps.js';
+
+export interface Size {
+  columns: number;
+  rows: number;
+}
+
+/** The terminal's size, followed on resize; `fixed` wins (tests draw at exactly 80×24). */
+export function useSize(fixed?: Size): Size {
+  const { stdout } = useStdout();
+  const read = (): Size => ({ columns: stdout?.columns || 80, rows: (stdout as { rows?: number })?.rows || 24 });
+  const [size, setSize] = useState<Size>(fixed ?? read());
+  useEffect(() => {
+    if (fixed) return;
+    const onResize = () => setSize(read());
+    stdout?.on('resize', onResize);
+    return () => {
+      stdout?.off('resize', onResize);
+    };
+  }, [stdout, fixed]);
+  return fixed ?? size;
+}
+
+/**
+ * Read now and every `ms` while mounted: each read is a few statements that finish at once
+ * (no transaction stays open between reads, so msgd's WAL checkpoints are never held up).
+ * A read that throws is shown, and tried again on the next tick.
+ */
+export function usePoll<T>(
+  ms: number,
+  read: () => T,
+  keys: unknown[] = [],
+  paused = false,
+): { data: T | null; error: string | null; reload(): void } {
+  const deps = useDeps();
+  // The first read is synchronous, so the first frame already shows data.
+  const [state, setState] = useState<{ data: T | null; error: string | null }>(() => {
+    try {
+      return { data: paused ? null : read(), error: null };
+    } catch (e) {
+      return { data: null, error: deps.describeError(e) };
+    }
+  });
+  const readRef = useRef(read);
+  readRef.current = read;
+  const first = useRef(true);
+  const tick = () => {
+    try {
+      setState({ data: readRef.current(), error: null });
+    } catch (e) {
+      setState((s) => ({ data: s.data, error: deps.describeError(e) }));
+    }
+  };
+  useEffect(() => {
+    if (paused) return;
+    // Mounting read already; a change of keys or a resume reads at once.
+    if (!first.current) tick();
+    first.current = false;
+    const t = setInterval(tick, ms);
+    return () => clearInterval(t);
+  }, [ms, paused, ...keys]);
+  return { ...state, reload: tick };
+}
+
+export const DepsContext = createContext<TuiDeps | null>(null);
+export function useDeps(): TuiDeps {
+  const d = useContext(DepsContext);
+  if (!d) throw new Error('the console has no data directory');
+  return d;
+}
+
+export type Mode = 'list' | 'detail' | 'form';
+/** Screens say whether they hold the keyboard (a form): then the global keys stand back. */
+export const ModeContext = createContext<(m: Mode) => void>(() => {});
+
+export function useMode(mode: Mode) {
+  const set = useContext(ModeContext);
+  useEffect(() => set(mode), [mode]);
+}
+
+export type FlashState = { ok: boolean; text: string } | null;
+
+/**
+ * Run an action; its outcome (or msgctl's message for its error) becomes the flash line.
+ * Returns whether it succeeded.
+ */
+export function useAction(setFlash: (f: FlashState) => void) {
+  const deps = useDeps();
+  return (fn: () => string): boolean => {
+    try {
+      setFlash({ ok: true, text: fn() });
+      return true;
+    } catch (e) {
+      setFlash({ ok: false, text: deps.describeError(e) });
+      return false;
+    }
+  };
+}

@@ -1,0 +1,303 @@
+import { Box, Text, useInput } from 'ink';
+import { useState } from 'react';
+import { listChannels } from '../../core/channels.js';
+import { CHANNEL_TYPES, type GatewayKind } from '../../core/context.js';
+import { COUNTER_NAMES } from '../../core/counters.js';
+import { readCounterWindows } from '../../core/counter-store.js';
+import { GATEWAY_KINDS, isGatewayKind } from '../../core/gateway-kinds.js';
+import { addGateway, getGateway, listGateways, updateGateway, type GatewayView } from '../../core/gateways.js';
+import { getPartner, listPartners } from '../../core/partners.js';
+import { setPrice, unsetPrice } from '../../core/prices.js';
+import { parseMoney } from '../../lib/money.js';
+import { Flash, Table, moveSel, type Field, type FormValues } from '../components.js';
+import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
+import { useOverlay, type Step } from '../overlay.js';
+import { clean, money } from '../text.js';
+
+// Gateways: provider accounts with their health (errors of the last hour by provider code, from
+// msgd's counters) and the webhook URL to register. Secrets are typed into masked fields, go
+// straight to the same core function as msgctl gateway add/update, and are never shown again.
+
+interface Row {
+  g: GatewayView;
+  rate: string;
+  channels: number;
+  errors: { code: string; n: number }[];
+}
+
+function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
+  const counts = new Map<string, number>();
+  for (const c of listChannels(ctx)) counts.set(c.gatewayId, (counts.get(c.gatewayId) ?? 0) + 1);
+  const errors = new Map<string, { code: string; n: number }[]>();
+  for (const w of readCounterWindows(ctx, ctx.now()))
+    if (w.name === COUNTER_NAMES.dispatchErrors && w.lastHour > 0) {
+      const list = errors.get(w.labels.gateway) ?? [];
+      list.push({ code: w.labels.code, n: w.lastHour });
+      errors.set(w.labels.gateway, list);
+    }
+  return listGateways(ctx).map((g) => {
+    const own = g.settings.rate_per_second;
+    return {
+      g,
+      rate: own === undefined ? `${ctx.config.dispatch.ratePerSecond[g.kind]} (default)` : String(own),
+      channels: counts.get(g.id) ?? 0,
+      errors: (errors.get(g.id) ?? []).sort((a, b) => b.n - a.n),
+    };
+  });
+}
+
+const str = (v: FormValues[string] | undefined) => (typeof v === 'string' ? v.trim() : '');
+
+function settingFields(kind: GatewayKind, current?: Record<string, unknown>): Field[] {
+  return Object.keys(GATEWAY_KINDS[kind].settings.shape).map((k) => ({
+    key: `set:${k}`,
+    label: k,
+    type: 'text' as const,
+    initial:
+      current?.[k] === undefined
+        ? ''
+        : typeof current[k] === 'string'
+          ? (current[k] as string)
+          : JSON.stringify(current[k]),
+    hint: current ? 'empty: back to its default' : 'empty: its default, if it has one',
+  }));
+}
+
+function secretFields(kind: GatewayKind, editing: boolean): Field[] {
+  const spec = GATEWAY_KINDS[kind].secrets;
+  return [...spec.required.map((s) => [s, true] as const), ...spec.optional.map((s) => [s, false] as const)].map(
+    ([s, req]) => ({
+      key: `secret:${s}`,
+      label: `${s}${req && !editing ? ' *' : ''}`,
+      type: 'secret' as const,
+      hint: editing ? 'masked; empty keeps the stored one' : req ? 'masked; required' : 'masked; optional',
+    }),
+  );
+}
+
+function split(values: FormValues) {
+  const settings: Record<string, string> = {};
+  const secrets: Record<string, string> = {};
+  const cleared: string[] = [];
+  for (const [k, raw] of Object.entries(values)) {
+    const v = typeof raw === 'string' ? raw : '';
+    if (k.startsWith('set:')) {
+      if (v.trim()) settings[k.slice(4)] = v.trim();
+      else cleared.push(k.slice(4));
+    } else if (k.startsWith('secret:') && v) secrets[k.slice(7)] = v.replace(/\r?\n$/, '');
+  }
+  return { settings, secrets, cleared };
+}
+
+export function GatewaysScreen({ width, height }: { width: number; height: number }) {
+  const deps = useDeps();
+  const { ctx, actor } = deps;
+  const [sel, setSel] = useState(0);
+  const [flash, setFlash] = useState<FlashState>(null);
+  const list = usePoll(2000, () => readRows(ctx));
+  const rows = list.data ?? [];
+  const cur = rows[Math.min(sel, rows.length - 1)];
+  const overlay = useOverlay(setFlash, () => list.reload());
+  useMode(overlay.step ? 'form' : 'list');
+
+  const steps: Record<string, () => Step> = {
+    n: () => ({
+      kind: 'form',
+      title: 'Add a gateway: its kind',
+      fields: [
+        { key: 'name', label: 'Name', type: 'text', hint: 'letters, digits, . - _: twilio-main' },
+        {
+          key: 'kind',
+          label: 'Kind',
+          type: 'choice',
+          options: Object.values(GATEWAY_KINDS).map((k) => ({ value: k.kind, label: `${k.kind}: ${k.label}` })),
+          hint: '←→ choose',
+        },
+      ],
+      submit: (v) => {
+        const kind = str(v.kind);
+        const name = str(v.name);
+        if (!isGatewayKind(kind)) throw new Error(`unknown gateway kind "${kind}"`);
+        if (!name) throw new Error('a name is required');
+        return {
+          kind: 'form',
+          title: `Add ${kind} gateway ${name}`,
+          note: 'Secrets are masked, stored encrypted, and never shown again.',
+          fields: [...settingFields(kind), ...secretFields(kind, false)],
+          submit: (w) => {
+            const { settings, secrets } = split(w);
+            const g = addGateway(ctx, { kind, name, settings, secrets }, actor);
+            const url = deps.webhookUrl(g);
+            return { text: `Added ${kind} gateway ${g.name}.${url ? ` Register its webhook URL: ${url}` : ''}` };
+          },
+        };
+      },
+    }),
+    e: () => {
+      const g = getGateway(ctx, cur!.g.id);
+      return {
+        kind: 'form',
+        title: `Edit gateway ${g.name} (${g.kind})`,
+        note: `Stored secrets: ${g.secret_names.join(', ') || 'none'} (values never shown).`,
+        fields: [...settingFields(g.kind, g.settings), ...secretFields(g.kind, true)],
+        submit: (w) => {
+          const { settings, secrets, cleared } = split(w);
+          const unset = cleared.filter((k) => g.settings[k] !== undefined);
+          const after = updateGateway(ctx, g.id, { settings, unsetSettings: unset, secrets }, actor);
+          const changed = Object.keys(secrets);
+          return { text: `Updated gateway ${after.name}${changed.length ? ` (new ${changed.join(', ')})` : ''}.` };
+        },
+      };
+    },
+    d: () => {
+      const g = cur!.g;
+      const disable = g.status === 'active';
+      return {
+        kind: 'confirm',
+        title: `${disable ? 'Disable' : 'Enable'} gateway ${g.name}?`,
+        lines: disable
+          ? [
+              `Messages queued for ${g.name} wait (no attempts spent) until it is enabled again;`,
+              `new sends on its ${cur!.channels} channel(s) are refused (403).`,
+            ]
+          : [`${g.name} sends again; the messages waiting for it take their places in its line.`],
+        run: () => {
+          const after = updateGateway(ctx, g.id, { status: disable ? 'disabled' : 'active' }, actor);
+          return { text: `${disable ? 'Disabled' : 'Enabled'} gateway ${after.name}.` };
+        },
+      };
+    },
+    p: () => ({
+      kind: 'form',
+      title: 'Set a price',
+      fields: [
+        {
+          key: 'channel',
+          label: 'Channel',
+          type: 'choice',
+          options: CHANNEL_TYPES.map((c) => ({ value: c, label: c })),
+          hint: '←→ choose',
+        },
+        {
+          key: 'partner',
+          label: 'For',
+          type: 'choice',
+          options: [
+            { value: '', label: 'every partner (default)' },
+            ...listPartners(ctx).map((p) => ({ value: p.id, label: p.slug })),
+          ],
+          hint: '←→ choose: the default, or one partner',
+        },
+        { key: 'amount', label: 'Amount', type: 'text', hint: 'decimal, e.g. 0.0075; empty removes the price' },
+      ],
+      submit: (v) => {
+        const channel = str(v.channel);
+        const partner = str(v.partner) || undefined;
+        const p = partner ? getPartner(ctx, partner) : null;
+        const whom = p ? `for ${p.slug}, overriding the default` : 'for every partner without an override';
+        const per = channel === 'sms' ? 'per segment' : 'per message';
+        const raw = str(v.amount);
+        if (!raw)
+          return {
+            kind: 'confirm',
+            title: `Remove the ${channel} price ${p ? `of ${p.slug}` : '(default)'}?`,
+            lines: [
+              p
+                ? `${p.slug} pays the default ${channel} price again.`
+                : `Partners without an override then send ${channel} for free.`,
+            ],
+            run: () => {
+              unsetPrice(ctx, { channel, partner }, actor);
+              return { text: `Removed the ${channel} price ${p ? `override of ${p.slug}` : 'default'}.` };
+            },
+          };
+        const amount = parseMoney(raw);
+        return {
+          kind: 'confirm',
+          title: `Set the ${channel} price?`,
+          lines: [`${channel} costs ${money(amount, p?.currency)} ${per} ${whom}, from the next send on.`],
+          run: () => {
+            setPrice(ctx, { channel, amount, partner }, actor);
+            return { text: `${channel} now costs ${money(amount, p?.currency)} ${per} ${whom}.` };
+          },
+        };
+      },
+    }),
+  };
+
+  useInput(
+    (input, key) => {
+      const step = steps[input];
+      if (step && (input === 'n' || input === 'p' || cur)) {
+        try {
+          overlay.open(step());
+        } catch (e) {
+          setFlash({ ok: false, text: deps.describeError(e) });
+        }
+        return;
+      }
+      setSel((s) => moveSel(s, rows.length, input, key));
+    },
+    { isActive: !overlay.step },
+  );
+
+  const over = overlay.element(width);
+  const detailH = cur ? 7 : 0;
+  return (
+    <Box flexDirection="column" width={width} height={height}>
+      {over ?? (
+        <>
+          <Table
+            width={width}
+            height={height - 1 - detailH}
+            selected={sel}
+            empty="No gateways yet: n adds one (sandbox needs no provider account)."
+            columns={[
+              { title: 'name', width: 16 },
+              { title: 'kind', width: 14 },
+              { title: 'status', width: 8 },
+              { title: 'rate/s', width: 13 },
+              { title: 'chans', width: 5, align: 'right' },
+              { title: 'errors (last hour)', width: 0 },
+            ]}
+            rows={rows.map((r) => [
+              r.g.name,
+              r.g.kind,
+              r.g.status,
+              r.rate,
+              String(r.channels),
+              r.errors.length ? r.errors.map((e) => `${e.code} ×${e.n}`).join(', ') : 'none',
+            ])}
+          />
+          {cur ? <GatewayDetail row={cur} width={width} /> : null}
+        </>
+      )}
+      <Flash flash={flash ?? (list.error ? { ok: false, text: list.error } : null)} />
+    </Box>
+  );
+}
+
+function GatewayDetail({ row, width }: { row: Row; width: number }) {
+  const deps = useDeps();
+  const g = row.g;
+  const url = deps.webhookUrl(g);
+  const settings = Object.entries(g.settings)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join(' ');
+  return (
+    <Box flexDirection="column" borderStyle="single" width={width} height={7} overflow="hidden">
+      <Text bold wrap="truncate-end">
+        {clean(g.name)} · {GATEWAY_KINDS[g.kind].label} · {g.id}
+      </Text>
+      <Text wrap="truncate-end">
+        webhook URL: {url ? clean(url) : 'none (this kind sends no webhooks)'}
+        {url && !deps.config.server.publicUrl ? ' (set server.publicUrl)' : ''}
+      </Text>
+      <Text wrap="truncate-end">settings: {clean(settings) || 'none'}</Text>
+      <Text wrap="truncate-end">
+        secrets: {g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'}
+      </Text>
+      <Text wrap="truncate-end">serves: {GATEWAY_KINDS[g.kind].channels.join(', ')}</Text>
+    </Box>
+  );
+}

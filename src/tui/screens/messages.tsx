@@ -1,0 +1,125 @@
+import { Box, Text, useInput } from 'ink';
+import { useState } from 'react';
+import { Flash, Table, moveSel } from '../components.js';
+import { FIND_LIMIT, STATUS_SCAN, findMessages, messageWithHistory, type MessageQuery } from '../data/messages.js';
+import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
+import { useOverlay } from '../overlay.js';
+import { clean, fit, money, when } from '../text.js';
+
+// Messages: find by id, partner, recipient or status (the newest first), and a message's
+// status history, as msgctl messages list / show give them.
+
+export function MessagesScreen({ width, height }: { width: number; height: number }) {
+  const deps = useDeps();
+  const { ctx } = deps;
+  const [query, setQuery] = useState<MessageQuery>({});
+  const [sel, setSel] = useState(0);
+  const [open, setOpen] = useState<string | null>(null);
+  const [flash, setFlash] = useState<FlashState>(null);
+  const found = usePoll(3000, () => findMessages(ctx, query), [JSON.stringify(query)]);
+  const detail = usePoll(2000, () => (open ? messageWithHistory(ctx, open) : null), [open]);
+  const rows = found.data ?? [];
+  const overlay = useOverlay(setFlash, () => {});
+  useMode(overlay.step ? 'form' : open ? 'detail' : 'list');
+
+  useInput(
+    (input, key) => {
+      if (open) {
+        if (key.escape) setOpen(null);
+        return;
+      }
+      if (input === '/')
+        return overlay.open({
+          kind: 'form',
+          title: 'Find messages',
+          note: `Fill any; the newest ${FIND_LIMIT} matches. A status alone looks among the newest ${STATUS_SCAN.toLocaleString('en-US')}.`,
+          fields: [
+            { key: 'id', label: 'Message id', type: 'text', initial: query.id, hint: 'msg_…' },
+            { key: 'partner', label: 'Partner', type: 'text', initial: query.partner, hint: 'slug or id' },
+            {
+              key: 'recipient',
+              label: 'Recipient',
+              type: 'text',
+              initial: query.recipient,
+              hint: '+14155550123, an email, a page-scoped id',
+            },
+            {
+              key: 'status',
+              label: 'Status',
+              type: 'text',
+              initial: query.status,
+              hint: 'queued, sent, delivered, failed, …',
+            },
+          ],
+          submit: (v) => {
+            const q: MessageQuery = {
+              id: String(v.id),
+              partner: String(v.partner),
+              recipient: String(v.recipient),
+              status: String(v.status),
+            };
+            const n = findMessages(ctx, q).length;
+            setQuery(q);
+            setSel(0);
+            return { text: `${n} message(s) found.` };
+          },
+        });
+      if (key.return && rows[sel]) return setOpen(rows[sel].id);
+      setSel((s) => moveSel(s, rows.length, input, key));
+    },
+    { isActive: !overlay.step },
+  );
+
+  const over = overlay.element(width);
+  const d = detail.data;
+  return (
+    <Box flexDirection="column" width={width} height={height}>
+      {over ??
+        (open && d ? (
+          <Box flexDirection="column" height={height - 1} overflow="hidden">
+            {[
+              `${d.m.id} · ${d.m.direction} ${d.m.channel_type} · partner ${d.m.partner_id}`,
+              `from ${clean(d.m.from)} to ${clean(d.m.to)}`,
+              `status ${d.m.status} · price ${money(d.m.price)}${d.m.refunded ? ' (refunded)' : ''} · provider id ${clean(d.m.provider_message_id) || '-'}`,
+              d.m.error_code ? `error ${clean(d.m.error_code)}: ${clean(d.m.error_message)}` : 'no error',
+              d.m.dispatch_uncertain ? 'possible duplicate: an attempt may have reached the provider unseen' : '',
+              'HISTORY',
+              ...d.history.map(
+                (h) =>
+                  `  ${when(h.occurred_at)}  ${fit(h.status, 11)} ${fit(clean(h.provider_status) || '-', 14)} ${h.ignored ? 'not applied (late/duplicate)' : 'applied'}${h.error_code ? `  ${clean(h.error_code)}: ${clean(h.error_message)}` : ''}`,
+              ),
+            ]
+              .filter((l) => l !== '')
+              .slice(0, height - 1)
+              .map((l, i) => (
+                <Text key={i} wrap="truncate-end" bold={i === 0 || l === 'HISTORY'}>
+                  {l}
+                </Text>
+              ))}
+          </Box>
+        ) : (
+          <Table
+            width={width}
+            height={height - 1}
+            selected={sel}
+            empty="No messages match. / finds by id, partner, recipient or status."
+            columns={[
+              { title: 'id', width: 30 },
+              { title: 'created (utc)', width: 19 },
+              { title: 'chan', width: 8 },
+              { title: 'to', width: 0 },
+              { title: 'status', width: 10 },
+            ]}
+            rows={rows.map((m) => [
+              m.id,
+              when(m.created_at),
+              m.channel_type,
+              m.direction === 'inbound' ? `(in) ${m.from}` : m.to,
+              m.status,
+            ])}
+          />
+        ))}
+      <Flash flash={flash ?? (found.error ? { ok: false, text: found.error } : null)} />
+    </Box>
+  );
+}

@@ -1,0 +1,409 @@
+import { Box, Text, useInput } from 'ink';
+import { useMemo, useState } from 'react';
+import { assignChannel, unassignChannel } from '../../core/channels.js';
+import { CHANNEL_TYPES } from '../../core/context.js';
+import { GATEWAY_KINDS } from '../../core/gateway-kinds.js';
+import { listGateways } from '../../core/gateways.js';
+import { adjust, topup } from '../../core/ledger.js';
+import {
+  activatePartner,
+  createPartner,
+  getPartner,
+  setCreditLimit,
+  suspendPartner,
+  type Partner,
+} from '../../core/partners.js';
+import { SCOPES, issueToken, revokeToken } from '../../core/tokens.js';
+import { parseMoney } from '../../lib/money.js';
+import { Flash, Table, moveSel, type FormValues } from '../components.js';
+import { SpendToday, readPartnerDetail, readPartners, type PartnerDetail } from '../data/partners.js';
+import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
+import { useOverlay, type Step } from '../overlay.js';
+import { clean, fit, money, when } from '../text.js';
+
+// Partners: the list with money at a glance, a partner's detail, and every action msgctl's
+// partner, balance, token and channel commands have, through the same core functions.
+
+const str = (v: FormValues[string] | undefined) => (typeof v === 'string' ? v.trim() : '');
+
+export function PartnersScreen({ width, height }: { width: number; height: number }) {
+  const deps = useDeps();
+  const { ctx, actor } = deps;
+  const spend = useMemo(() => new SpendToday(ctx), [ctx]);
+  const [sel, setSel] = useState(0);
+  const [view, setView] = useState<'list' | 'detail'>('list');
+  const [flash, setFlash] = useState<FlashState>(null);
+  const list = usePoll(2000, () => readPartners(ctx, spend));
+  const rows = list.data ?? [];
+  const current: Partner | undefined = rows[Math.min(sel, rows.length - 1)];
+  const detail = usePoll(2000, () => (view === 'detail' && current ? readPartnerDetail(ctx, current.id) : null), [
+    view,
+    current?.id,
+  ]);
+  const overlay = useOverlay(setFlash, () => {
+    list.reload();
+    detail.reload();
+  });
+  useMode(overlay.step ? 'form' : view);
+
+  const p = () => getPartner(ctx, current!.id);
+  const steps: Record<string, () => Step> = {
+    n: () => ({
+      kind: 'form',
+      title: 'New partner',
+      fields: [
+        { key: 'slug', label: 'Slug', type: 'text', hint: 'lowercase letters, digits, dashes: acme' },
+        { key: 'name', label: 'Name', type: 'text' },
+        { key: 'currency', label: 'Currency', type: 'text', initial: 'USD' },
+        {
+          key: 'credit',
+          label: 'Credit limit',
+          type: 'text',
+          initial: '0',
+          hint: 'how far the balance may go below zero',
+        },
+      ],
+      submit: (v) => {
+        const created = createPartner(
+          ctx,
+          {
+            slug: str(v.slug),
+            name: str(v.name),
+            currency: str(v.currency) || undefined,
+            creditLimit: parseMoney(str(v.credit) || '0'),
+          },
+          actor,
+        );
+        return { text: `Created partner ${created.slug} (${created.id}).` };
+      },
+    }),
+    t: () => ({
+      kind: 'form',
+      title: `Top up ${p().slug}`,
+      fields: [
+        { key: 'amount', label: 'Amount', type: 'text', hint: `decimal, in ${p().currency}: 100.00` },
+        { key: 'note', label: 'Note', type: 'text', hint: 'why, e.g. the invoice number' },
+      ],
+      submit: (v) => {
+        const partner = p();
+        const amount = parseMoney(str(v.amount));
+        const note = str(v.note) || null;
+        return {
+          kind: 'confirm',
+          title: `Top up ${partner.slug}?`,
+          lines: [
+            `Adds ${money(amount, partner.currency)} to ${partner.slug} (${partner.name}), recorded in its ledger${note ? ` with the note "${note}"` : ''}.`,
+            `Balance ${money(partner.balance, partner.currency)} → ${money(partner.balance + amount, partner.currency)}.`,
+          ],
+          run: () => {
+            const e = topup(ctx, partner.id, amount, note, actor);
+            const after = getPartner(ctx, partner.id);
+            return {
+              text: `Topped up ${after.slug} by ${money(e.amount, after.currency)}; balance ${money(after.balance, after.currency)}.`,
+            };
+          },
+        };
+      },
+    }),
+    a: () => ({
+      kind: 'form',
+      title: `Adjust the balance of ${p().slug}`,
+      fields: [
+        { key: 'amount', label: 'Amount', type: 'text', hint: 'signed: -5.00 takes money off, 5.00 adds' },
+        { key: 'note', label: 'Note', type: 'text', hint: 'required: why the correction is made' },
+      ],
+      submit: (v) => {
+        const partner = p();
+        const amount = parseMoney(str(v.amount));
+        const note = str(v.note);
+        return {
+          kind: 'confirm',
+          title: `Adjust ${partner.slug}?`,
+          lines: [
+            `${amount < 0 ? 'Takes' : 'Adds'} ${money(Math.abs(amount), partner.currency)} ${amount < 0 ? 'off' : 'to'} ${partner.slug}'s balance, noted "${note}".`,
+            `Balance ${money(partner.balance, partner.currency)} → ${money(partner.balance + amount, partner.currency)}.`,
+          ],
+          run: () => {
+            const e = adjust(ctx, partner.id, amount, note, actor);
+            const after = getPartner(ctx, partner.id);
+            return {
+              text: `Adjusted ${after.slug} by ${money(e.amount, after.currency)} (${note}); balance ${money(after.balance, after.currency)}.`,
+            };
+          },
+        };
+      },
+    }),
+    c: () => ({
+      kind: 'form',
+      title: `Credit limit of ${p().slug}`,
+      fields: [
+        {
+          key: 'amount',
+          label: 'Credit limit',
+          type: 'text',
+          initial: money(p().creditLimit),
+          hint: 'how far below zero; 0 for prepaid only',
+        },
+      ],
+      submit: (v) => {
+        const partner = p();
+        const amount = parseMoney(str(v.amount));
+        return {
+          kind: 'confirm',
+          title: `Set the credit limit of ${partner.slug}?`,
+          lines: [
+            `Credit limit ${money(partner.creditLimit, partner.currency)} → ${money(amount, partner.currency)}.`,
+            `It may then spend down to ${money(-amount, partner.currency)} (available ${money(partner.balance + amount, partner.currency)}).`,
+          ],
+          run: () => {
+            const after = setCreditLimit(ctx, partner.id, amount, actor);
+            return { text: `Credit limit of ${after.slug} is now ${money(after.creditLimit, after.currency)}.` };
+          },
+        };
+      },
+    }),
+    s: () => {
+      const partner = p();
+      const suspend = partner.status === 'active';
+      return {
+        kind: 'confirm',
+        title: `${suspend ? 'Suspend' : 'Activate'} ${partner.slug}?`,
+        lines: suspend
+          ? [
+              `Every API request with ${partner.slug}'s tokens is refused (403) from the next request on.`,
+              'Queued messages still go out.',
+            ]
+          : [`${partner.slug}'s tokens work again from the next request on.`],
+        run: () => {
+          const after = suspend ? suspendPartner(ctx, partner.id, actor) : activatePartner(ctx, partner.id, actor);
+          return { text: `${suspend ? 'Suspended' : 'Activated'} ${after.slug}.` };
+        },
+      };
+    },
+    i: () => ({
+      kind: 'form',
+      title: `Issue a token for ${p().slug}`,
+      fields: [
+        { key: 'name', label: 'Name', type: 'text', hint: 'what it is for: prod' },
+        {
+          key: 'scopes',
+          label: 'Scopes',
+          type: 'multi',
+          options: [...SCOPES.map((s) => ({ value: s, label: s })), { value: '*', label: '* (all)' }],
+          initial: ['messages:send'],
+          hint: '←→ move, Space tick',
+        },
+        { key: 'expires', label: 'Expires', type: 'text', hint: 'empty: never; 2027-01-31, or 30d, 12h, 2w' },
+      ],
+      submit: (v) => {
+        const partner = p();
+        const expires = str(v.expires);
+        const { token, secret } = issueToken(
+          ctx,
+          {
+            partner: partner.id,
+            name: str(v.name),
+            scopes: v.scopes as string[],
+            expiresAt: expires ? deps.parseExpiry(expires, ctx.now()) : null,
+          },
+          actor,
+        );
+        return {
+          text: `Issued token "${token.name}" (${token.prefix}…) for ${partner.slug}.`,
+          secret: { title: `Token "${token.name}" for ${partner.slug}: its secret`, value: secret },
+        };
+      },
+    }),
+    r: () => {
+      const d = readPartnerDetail(ctx, current!.id);
+      const active = d.tokens.filter((t) => t.state === 'active');
+      if (active.length === 0) throw new Error(`${d.partner.slug} has no active token to revoke`);
+      return {
+        kind: 'form',
+        title: `Revoke a token of ${d.partner.slug}`,
+        fields: [
+          {
+            key: 'token',
+            label: 'Token',
+            type: 'choice',
+            options: active.map((t) => ({ value: t.id, label: `${t.name} (${t.prefix}…, ${t.scopes.join(',')})` })),
+            hint: '←→ choose',
+          },
+        ],
+        submit: (v) => {
+          const t = active.find((x) => x.id === v.token)!;
+          return {
+            kind: 'confirm',
+            title: `Revoke token "${t.name}" of ${d.partner.slug}?`,
+            lines: [`Token ${t.prefix}… (${t.id}) is refused from the next request on. This cannot be undone.`],
+            run: () => {
+              const r = revokeToken(ctx, t.id, actor);
+              return { text: `Revoked token "${r.name}" (${r.id}): requests with it are refused from now on.` };
+            },
+          };
+        },
+      };
+    },
+    g: () => {
+      const partner = p();
+      const gws = listGateways(ctx);
+      if (gws.length === 0) throw new Error('no gateways yet: add one on the Gateways screen (3)');
+      return {
+        kind: 'form',
+        title: `Assign a channel to ${partner.slug}`,
+        fields: [
+          {
+            key: 'type',
+            label: 'Channel',
+            type: 'choice',
+            options: CHANNEL_TYPES.map((c) => ({ value: c, label: c })),
+            hint: '←→ choose',
+          },
+          {
+            key: 'gateway',
+            label: 'Gateway',
+            type: 'choice',
+            options: gws.map((g) => ({
+              value: g.id,
+              label: `${g.name} (${g.kind}: ${GATEWAY_KINDS[g.kind].channels.join(', ')})`,
+            })),
+            hint: '←→ choose',
+          },
+          { key: 'sender', label: 'Sender', type: 'text', hint: 'E.164 number, page id, Instagram id or from-address' },
+        ],
+        submit: (v) => {
+          const c = assignChannel(
+            ctx,
+            { partner: partner.id, gateway: str(v.gateway), type: str(v.type), sender: str(v.sender) || undefined },
+            actor,
+          );
+          return { text: `Assigned ${c.type} to ${partner.slug} (sender ${c.sender}).` };
+        },
+      };
+    },
+    u: () => {
+      const d = readPartnerDetail(ctx, current!.id);
+      if (d.channels.length === 0) throw new Error(`${d.partner.slug} has no channel to unassign`);
+      return {
+        kind: 'form',
+        title: `Unassign a channel of ${d.partner.slug}`,
+        fields: [
+          {
+            key: 'channel',
+            label: 'Channel',
+            type: 'choice',
+            options: d.channels.map((c) => ({ value: c.id, label: `${c.type} ${c.sender} via ${c.gatewayName}` })),
+            hint: '←→ choose',
+          },
+        ],
+        submit: (v) => {
+          const c = d.channels.find((x) => x.id === v.channel)!;
+          return {
+            kind: 'confirm',
+            title: `Unassign ${c.type} from ${d.partner.slug}?`,
+            lines: [
+              `${d.partner.slug}'s ${c.type} sends (from ${c.sender} via ${c.gatewayName}) are refused (403) from the next request on.`,
+            ],
+            run: () => {
+              const u = unassignChannel(ctx, { channel: c.id }, actor);
+              return { text: `Unassigned ${u.type} (${u.sender}) from ${d.partner.slug}.` };
+            },
+          };
+        },
+      };
+    },
+  };
+
+  useInput(
+    (input, key) => {
+      if (key.escape) return setView('list');
+      if (key.return && current) return setView('detail');
+      const step = steps[input];
+      if (step && (input === 'n' || current)) {
+        try {
+          overlay.open(step());
+        } catch (e) {
+          setFlash({ ok: false, text: deps.describeError(e) });
+        }
+        return;
+      }
+      setSel((s) => moveSel(s, rows.length, input, key));
+    },
+    { isActive: !overlay.step },
+  );
+
+  const over = overlay.element(width);
+  const listHeight = height - 1;
+  return (
+    <Box flexDirection="column" width={width} height={height}>
+      {over ? (
+        over
+      ) : view === 'detail' && detail.data ? (
+        <Detail d={detail.data} width={width} height={listHeight} />
+      ) : (
+        <Table
+          width={width}
+          height={listHeight}
+          selected={sel}
+          empty="No partners yet: n creates one."
+          columns={[
+            { title: 'slug', width: 14 },
+            { title: 'name', width: 0 },
+            { title: 'status', width: 9 },
+            { title: 'balance', width: 14, align: 'right' },
+            { title: 'credit', width: 10, align: 'right' },
+            { title: 'spent today', width: 11, align: 'right' },
+          ]}
+          rows={rows.map((r) => [
+            r.slug,
+            r.name,
+            r.status,
+            money(r.balance, r.currency),
+            money(r.creditLimit),
+            money(r.spendToday),
+          ])}
+        />
+      )}
+      <Flash flash={flash ?? (list.error ? { ok: false, text: list.error } : null)} />
+    </Box>
+  );
+}
+
+function Detail({ d, width, height }: { d: PartnerDetail; width: number; height: number }) {
+  const p = d.partner;
+  const lines: string[] = [
+    `${p.slug} · ${p.name} · ${p.status} · ${p.id}`,
+    `balance ${money(p.balance, p.currency)} · credit ${money(p.creditLimit, p.currency)} · available ${money(p.balance + p.creditLimit, p.currency)}`,
+    '',
+    'CHANNELS',
+    ...(d.channels.length
+      ? d.channels.map(
+          (c) =>
+            `  ${fit(c.type, 10)} ${fit(clean(c.sender), 22)} via ${clean(c.gatewayName)} (${c.gatewayKind}${c.gatewayStatus === 'disabled' ? ', disabled' : ''})`,
+        )
+      : ['  none: g assigns one']),
+    'TOKENS',
+    ...(d.tokens.length
+      ? d.tokens.map(
+          (t) =>
+            `  ${fit(clean(t.name), 12)} ${fit(t.prefix + '…', 18)} ${fit(t.state, 8)} used ${fit(t.last_used_at ? t.last_used_at.slice(0, 16).replace('T', ' ') : 'never', 16)} ${t.scopes.join(',')}`,
+        )
+      : ['  none: i issues one']),
+    'RECENT LEDGER',
+    ...(d.ledger.length
+      ? d.ledger.map(
+          (e) =>
+            `  ${when(e.createdAt)} ${fit(e.kind, 10)} ${fit(money(e.amount), 12, 'right')} → ${fit(money(e.balanceAfter), 12, 'right')} ${clean(e.note ?? e.messageId ?? '')}`,
+        )
+      : ['  no entries: t tops up']),
+  ];
+  return (
+    <Box flexDirection="column" height={height} width={width} overflow="hidden">
+      {lines.slice(0, height).map((l, i) => (
+        <Text key={i} wrap="truncate-end" bold={i === 0 || /^[A-Z ]+$/.test(l)}>
+          {l || ' '}
+        </Text>
+      ))}
+    </Box>
+  );
+}

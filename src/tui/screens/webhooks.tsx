@@ -1,0 +1,253 @@
+import { Box, Text, useInput } from 'ink';
+import { useMemo, useRef, useState } from 'react';
+import { WEBHOOK_PROVIDERS } from '../../providers/webhooks.js';
+import { Flash, Table } from '../components.js';
+import { gatewayNames, webhookDetail } from '../data/tail.js';
+import { NO_FILTER, TailState, matches, verdictOf, type TailFilter } from '../data/tail-state.js';
+import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
+import { useOverlay } from '../overlay.js';
+import { useTheme } from '../theme.js';
+import { clean, clock, fit, when } from '../text.js';
+
+// The webhook log, live: provider webhooks in (and, toggled, delivery attempts out), newest at
+// the bottom. Moving up stops following; G or End follows again. Enter opens a detail pane.
+
+interface Line {
+  key: string;
+  at: number;
+  id: string | null;
+  cells: string[];
+}
+
+function prettyBody(body: Buffer | null): string[] {
+  if (!body || body.length === 0) return ['(no body)'];
+  const text = body.toString('utf8');
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2).split('\n');
+  } catch {
+    // Twilio posts a form: one field a line reads better than one long line.
+    if (/^[\w.%+-]+=/.test(text) && text.includes('&'))
+      return [...new URLSearchParams(text)].map(([k, v]) => `${k} = ${v}`);
+    return text.split('\n');
+  }
+}
+
+export function WebhooksScreen({ width, height }: { width: number; height: number }) {
+  const deps = useDeps();
+  const theme = useTheme();
+  const { ctx } = deps;
+  const tail = useRef(new TailState(ctx)).current;
+  const [paused, setPaused] = useState(false);
+  const [outbound, setOutbound] = useState(false);
+  const [filter, setFilter] = useState<TailFilter>(NO_FILTER);
+  const [sel, setSel] = useState(-1);
+  const [detailId, setDetailId] = useState<string | null>(null);
+  const [scroll, setScroll] = useState(0);
+  const [flash, setFlash] = useState<FlashState>(null);
+  const poll = usePoll(
+    500,
+    () => {
+      tail.poll(outbound);
+      return { rows: tail.rows, attempts: tail.attempts, at: Date.now() };
+    },
+    [outbound],
+    paused,
+  );
+  const names = useMemo(() => gatewayNames(ctx), [ctx, poll.data?.rows.length]);
+  const overlay = useOverlay(setFlash, () => poll.reload());
+  useMode(overlay.step ? 'form' : detailId ? 'detail' : 'list');
+
+  const lines: Line[] = useMemo(() => {
+    const inRows = (poll.data?.rows ?? []).filter((r) => matches(r, filter));
+    const out: Line[] = inRows.map((r) => ({
+      key: r.id,
+      at: r.received_at,
+      id: r.id,
+      cells: [
+        clock(r.received_at),
+        'in',
+        r.provider,
+        r.gateway_id ? (names.get(r.gateway_id) ?? r.gateway_id) : '-',
+        verdictOf(r),
+        r.processing,
+        r.verification_reason ?? r.error ?? r.id,
+      ],
+    }));
+    if (outbound)
+      for (const a of poll.data?.attempts ?? [])
+        out.push({
+          key: `a${a.id}`,
+          at: a.created_at,
+          id: null,
+          cells: [
+            clock(a.created_at),
+            'out',
+            a.event_type ?? 'event',
+            `#${a.attempt_no} ${a.duration_ms} ms`,
+            a.status_code
+              ? `${a.status_code >= 200 && a.status_code < 300 ? 'ok' : 'failed'} ${a.status_code}`
+              : 'failed',
+            '',
+            a.error ? `${a.url} ${a.error}` : a.url,
+          ],
+        });
+    return outbound ? out.sort((x, y) => x.at - y.at) : out;
+  }, [poll.data, filter, outbound, names]);
+
+  const selected = sel >= 0 ? lines[Math.min(sel, lines.length - 1)] : undefined;
+  const openFilter = () =>
+    overlay.open({
+      kind: 'form',
+      title: 'Filter the tail',
+      note: 'Applies to the latest 2,000 webhooks kept on screen.',
+      fields: [
+        {
+          key: 'provider',
+          label: 'Provider',
+          type: 'choice',
+          initial: filter.provider,
+          options: [{ value: '', label: 'any' }, ...WEBHOOK_PROVIDERS.map((p) => ({ value: p, label: p }))],
+        },
+        {
+          key: 'gateway',
+          label: 'Gateway',
+          type: 'choice',
+          initial: filter.gateway,
+          options: [
+            { value: '', label: 'any' },
+            ...[...gatewayNames(ctx)].map(([id, name]) => ({ value: id, label: name })),
+          ],
+        },
+        {
+          key: 'verdict',
+          label: 'Verdict',
+          type: 'choice',
+          initial: filter.verdict,
+          options: ['', 'verified', 'bad signature', 'unroutable', 'pending', 'rejected'].map((v) => ({
+            value: v,
+            label: v || 'any',
+          })),
+        },
+      ],
+      submit: (v) => {
+        const f = { provider: String(v.provider), gateway: String(v.gateway), verdict: String(v.verdict) };
+        setFilter(f);
+        setSel(-1);
+        const parts = [f.provider, f.gateway && (names.get(f.gateway) ?? f.gateway), f.verdict].filter(Boolean);
+        return { text: parts.length ? `Showing only ${parts.join(', ')}.` : 'Showing every webhook.' };
+      },
+    });
+
+  useInput(
+    (input, key) => {
+      if (detailId) {
+        if (key.escape) return (setDetailId(null), setScroll(0));
+        if (key.downArrow || input === 'j') return setScroll((s) => s + 1);
+        if (key.upArrow || input === 'k') return setScroll((s) => Math.max(0, s - 1));
+      }
+      if (input === ' ') return setPaused((p) => !p);
+      if (input === '/') return openFilter();
+      if (input === 'o') return (setOutbound((o) => !o), setSel(-1));
+      if (key.return && selected?.id) return (setDetailId(selected.id), setScroll(0));
+      if (key.return && !selected) return setFlash({ ok: true, text: 'Select a webhook with ↑ first.' });
+      if (input === 'R') {
+        const id = detailId ?? selected?.id;
+        if (!id) return setFlash({ ok: false, text: 'Select an unroutable webhook (↑), then R.' });
+        const row = webhookDetail(ctx, id);
+        if (!row) return setFlash({ ok: false, text: `webhook ${id} is no longer in the log` });
+        return overlay.open({
+          kind: 'confirm',
+          title: `Reprocess webhook ${id}?`,
+          lines: [
+            `A ${row.provider} webhook received ${when(row.received_at)} UTC, now ${row.processing}${row.error ? `: ${row.error}` : ''}.`,
+            'Its events are processed again from the stored body, as msgctl webhooks reprocess does;',
+            'only a verified webhook that ended unroutable or in error is taken.',
+          ],
+          run: () => ({ text: deps.reprocessWebhook(id) }),
+        });
+      }
+      if (key.escape) return setSel(-1);
+      if (input === 'G' || key.end) return setSel(-1);
+      if (key.upArrow || input === 'k') return setSel((s) => (s < 0 ? lines.length - 1 : Math.max(0, s - 1)));
+      if (key.downArrow || input === 'j') return setSel((s) => (s < 0 || s >= lines.length - 1 ? -1 : s + 1));
+    },
+    { isActive: !overlay.step },
+  );
+
+  const over = overlay.element(width);
+  const status = [
+    paused ? 'PAUSED (Space resumes)' : sel >= 0 ? 'live, not following (G follows)' : 'live',
+    outbound ? 'in + out' : 'in only (o adds deliveries out)',
+    filter.provider || filter.gateway || filter.verdict
+      ? `filter: ${[filter.provider, filter.gateway && (names.get(filter.gateway) ?? filter.gateway), filter.verdict].filter(Boolean).join(', ')}`
+      : 'no filter (/)',
+  ].join(' · ');
+  const detailH = detailId ? Math.floor((height - 2) / 2) + 2 : 0;
+  return (
+    <Box flexDirection="column" width={width} height={height}>
+      {over ?? (
+        <>
+          <Text wrap="truncate-end" color={paused ? theme.warn : undefined} bold={paused}>
+            {status}
+          </Text>
+          <Table
+            width={width}
+            height={height - 2 - detailH}
+            selected={sel}
+            empty={
+              filter.provider || filter.gateway || filter.verdict
+                ? 'No webhook on screen matches the filter.'
+                : 'No provider webhooks yet. They appear here as they arrive.'
+            }
+            columns={[
+              { title: 'time', width: 8 },
+              { title: 'dir', width: 3 },
+              { title: 'provider', width: 10 },
+              { title: 'gateway', width: 12 },
+              { title: 'verdict', width: 13 },
+              { title: 'outcome', width: 10 },
+              { title: 'note', width: 0 },
+            ]}
+            rows={lines.map((l) => l.cells)}
+          />
+          {detailId ? <Detail id={detailId} width={width} height={detailH} scroll={scroll} names={names} /> : null}
+        </>
+      )}
+      <Flash flash={flash ?? (poll.error ? { ok: false, text: poll.error } : null)} />
+    </Box>
+  );
+}
+
+function Detail(props: { id: string; width: number; height: number; scroll: number; names: Map<string, string> }) {
+  const deps = useDeps();
+  const r = webhookDetail(deps.ctx, props.id);
+  if (!r) return <Text>Webhook {props.id} is no longer in the log (retention removed it).</Text>;
+  let headers: Record<string, unknown> = {};
+  try {
+    headers = JSON.parse(r.headers);
+  } catch {
+    // Shown as stored below.
+  }
+  const lines = [
+    `${r.id} · ${r.method} ${r.path}`,
+    `received ${when(r.received_at)} UTC · provider ${r.provider} · gateway ${r.gateway_id ? (props.names.get(r.gateway_id) ?? r.gateway_id) : '-'}`,
+    `verification: ${r.verification}${r.verification_reason ? ` (${r.verification_reason})` : ''}`,
+    `what it changed: ${r.processing}${r.error ? `: ${r.error}` : ''}${r.processed_at ? ` at ${when(r.processed_at)} UTC` : ''}`,
+    'HEADERS (secrets redacted)',
+    ...Object.entries(headers).map(([k, v]) => `  ${k}: ${Array.isArray(v) ? v.join(', ') : String(v)}`),
+    'BODY',
+    ...prettyBody(r.body).map((l) => `  ${l}`),
+  ];
+  const shown = lines
+    .slice(0, 4)
+    .concat(lines.slice(4 + Math.min(props.scroll, Math.max(0, lines.length - 4 - (props.height - 5)))));
+  return (
+    <Box flexDirection="column" borderStyle="single" height={props.height} width={props.width} overflow="hidden">
+      {shown.slice(0, props.height - 2).map((l, i) => (
+        <Text key={i} wrap="truncate-end" bold={/^[A-Z]+( |$)/.test(l)}>
+          {fit(clean(l), props.width - 2)}
+        </Text>
+      ))}
+    </Box>
+  );
+}
