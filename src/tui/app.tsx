@@ -1,8 +1,9 @@
 import { Box, Text, useApp, useInput } from 'ink';
-import { Component, useState, type ReactNode } from 'react';
+import { Component, useMemo, useRef, useState, type ReactNode } from 'react';
 import { readHeartbeat, serverState } from '../core/counter-store.js';
 import type { TuiDeps } from './deps.js';
 import { DepsContext, ModeContext, usePoll, useSize, type Mode, type Size } from './hooks.js';
+import { KeyContext, KeyRouter } from './keys.js';
 import { GLOBAL_KEYS, SCREENS, SCREEN_KEYS, footerKeys, type ScreenId } from './keymap.js';
 import { GatewaysScreen } from './screens/gateways.js';
 import { JobsScreen } from './screens/jobs.js';
@@ -133,23 +134,41 @@ function Shell(props: AppProps) {
   const size = useSize(props.size);
   const [screen, setScreen] = useState<ScreenId>(props.initialScreen ?? 'overview');
   const [mode, setMode] = useState<Mode>('list');
+  const modeRef = useRef<{ mode: Mode }>({ mode: 'list' });
+  const modeCtl = useMemo(() => ({ current: modeRef.current, set: setMode }), []);
+  const router = useMemo(() => new KeyRouter(), []);
   const [help, setHelp] = useState(false);
+  const helpRef = useRef(false);
+  const screenRef = useRef(screen);
+  screenRef.current = screen;
   const [gen, setGen] = useState(0);
+  const showHelp = (on: boolean) => {
+    helpRef.current = on;
+    setHelp(on);
+  };
   useInput((input, key) => {
-    if (help) return setHelp(false);
     if (key.ctrl && input === 'c') return exit();
-    if (mode === 'form') return;
-    if (input === 'q') return exit();
-    if (input === '?') return setHelp(true);
-    const byKey = SCREENS.find((s) => s.key === input);
-    const i = SCREENS.findIndex((s) => s.id === screen);
-    let next: ScreenId | null = byKey ? byKey.id : null;
-    if (key.tab) next = SCREENS[(i + (key.shift ? SCREENS.length - 1 : 1)) % SCREENS.length].id;
-    if (next && next !== screen) {
-      setMode('list');
-      setScreen(next);
-      setGen((g) => g + 1);
+    if (helpRef.current) return showHelp(false);
+    if (modeRef.current.mode !== 'form') {
+      if (input === 'q') return exit();
+      if (input === '?') return showHelp(true);
+      const byKey = SCREENS.find((s) => s.key === input);
+      const i = SCREENS.findIndex((s) => s.id === screenRef.current);
+      let next: ScreenId | null = byKey ? byKey.id : null;
+      if (key.tab) next = SCREENS[(i + (key.shift ? SCREENS.length - 1 : 1)) % SCREENS.length].id;
+      if (next) {
+        if (next !== screenRef.current) {
+          modeRef.current.mode = 'list';
+          // The screen going away hears no more keys; the next one registers as it renders.
+          router.handlers.clear();
+          screenRef.current = next;
+          setScreen(next);
+          setGen((g) => g + 1);
+        }
+        return;
+      }
     }
+    router.dispatch(input, key);
   });
   const bodyHeight = Math.max(4, size.rows - 3);
   const body = { width: size.columns, height: bodyHeight };
@@ -162,19 +181,21 @@ function Shell(props: AppProps) {
     jobs: <JobsScreen {...body} />,
   };
   return (
-    <ModeContext.Provider value={setMode}>
-      <Box flexDirection="column" width={size.columns} height={size.rows}>
-        <Header deps={props.deps} width={size.columns} />
-        <Tabs screen={screen} />
-        <Box height={bodyHeight} flexDirection="column" overflow="hidden">
-          {help ? (
-            <Help screen={screen} height={bodyHeight} />
-          ) : (
-            <ScreenBoundary resetKey={`${screen}:${gen}`}>{screens[screen]}</ScreenBoundary>
-          )}
+    <KeyContext.Provider value={router}>
+      <ModeContext.Provider value={modeCtl}>
+        <Box flexDirection="column" width={size.columns} height={size.rows}>
+          <Header deps={props.deps} width={size.columns} />
+          <Tabs screen={screen} />
+          <Box height={bodyHeight} flexDirection="column" overflow="hidden">
+            {help ? (
+              <Help screen={screen} height={bodyHeight} />
+            ) : (
+              <ScreenBoundary resetKey={`${screen}:${gen}`}>{screens[screen]}</ScreenBoundary>
+            )}
+          </Box>
+          <Footer screen={screen} mode={mode} />
         </Box>
-        <Footer screen={screen} mode={mode} />
-      </Box>
-    </ModeContext.Provider>
+      </ModeContext.Provider>
+    </KeyContext.Provider>
   );
 }

@@ -1,4 +1,5 @@
-import { Box, Text, useInput } from 'ink';
+import { Box, Text } from 'ink';
+import { useKeys } from './keys.js';
 import { useRef, useState, type ReactNode } from 'react';
 import { useTheme } from './theme.js';
 import { clean, fit } from './text.js';
@@ -127,7 +128,7 @@ export function Form(props: {
   const st = useRef({ values: initialValues(props.fields), at: 0, cursor: 0 });
   const [, bump] = useState(0);
   const { values, at, cursor } = st.current;
-  useInput((input, key) => {
+  useKeys((input, key) => {
     const s = st.current;
     const n = props.fields.length;
     const field = props.fields[s.at];
@@ -208,7 +209,7 @@ export function Form(props: {
 /** "What will happen", then y to do it, n or Esc to leave everything as it is. */
 export function Confirm(props: { title: string; lines: string[]; onYes(): void; onNo(): void; width: number }) {
   const theme = useTheme();
-  useInput((input, key) => {
+  useKeys((input, key) => {
     if (input === 'y' || input === 'Y') props.onYes();
     else if (input === 'n' || input === 'N' || key.escape) props.onNo();
   });
@@ -228,7 +229,7 @@ export function Confirm(props: { title: string; lines: string[]; onYes(): void; 
 /** A token's secret, once: closing the box drops it from the console's memory. */
 export function SecretBox(props: { title: string; secret: string; onClose(): void; width: number }) {
   const theme = useTheme();
-  useInput((_input, key) => {
+  useKeys((_input, key) => {
     if (key.return || key.escape) props.onClose();
   });
   return (

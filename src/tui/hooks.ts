@@ -72,12 +72,20 @@ export function useDeps(): TuiDeps {
 }
 
 export type Mode = 'list' | 'detail' | 'form';
+
+export interface ModeControl {
+  /** Read by the key router at once; the footer follows through set(). */
+  current: { mode: Mode };
+  set(m: Mode): void;
+}
+
 /** Screens say whether they hold the keyboard (a form): then the global keys stand back. */
-export const ModeContext = createContext<(m: Mode) => void>(() => {});
+export const ModeContext = createContext<ModeControl>({ current: { mode: 'list' }, set: () => {} });
 
 export function useMode(mode: Mode) {
-  const set = useContext(ModeContext);
-  useEffect(() => set(mode), [mode]);
+  const ctl = useContext(ModeContext);
+  ctl.current.mode = mode;
+  useEffect(() => ctl.set(mode), [mode]);
 }
 
 export type FlashState = { ok: boolean; text: string } | null;

@@ -94,5 +94,5 @@ export function useOverlay(setFlash: (f: FlashState) => void, onDone: () => void
     setFlash(null);
     setStep(s);
   };
-  return { step, open, element };
+  return { step, open, element, isOpen: () => live.current !== null };
 }

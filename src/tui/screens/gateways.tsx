@@ -1,4 +1,5 @@
-import { Box, Text, useInput } from 'ink';
+import { Box, Text } from 'ink';
+import { useKeys } from '../keys.js';
 import { useState } from 'react';
 import { listChannels } from '../../core/channels.js';
 import { CHANNEL_TYPES, type GatewayKind } from '../../core/context.js';
@@ -39,7 +40,7 @@ function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
     const own = g.settings.rate_per_second;
     return {
       g,
-      rate: own === undefined ? `${ctx.config.dispatch.ratePerSecond[g.kind]} (default)` : String(own),
+      rate: own === undefined ? `${ctx.config.dispatch.ratePerSecond[g.kind]} default` : String(own),
       channels: counts.get(g.id) ?? 0,
       errors: (errors.get(g.id) ?? []).sort((a, b) => b.n - a.n),
     };
@@ -128,7 +129,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
             const { settings, secrets } = split(w);
             const g = addGateway(ctx, { kind, name, settings, secrets }, actor);
             const url = deps.webhookUrl(g);
-            return { text: `Added ${kind} gateway ${g.name}.${url ? ` Register its webhook URL: ${url}` : ''}` };
+            return { text: `Added ${kind} gateway ${g.name}.${url ? ' Its webhook URL is below.' : ''}` };
           },
         };
       },
@@ -225,8 +226,9 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
     }),
   };
 
-  useInput(
+  useKeys(
     (input, key) => {
+      if (overlay.isOpen()) return;
       const step = steps[input];
       if (step && (input === 'n' || input === 'p' || cur)) {
         try {
@@ -242,7 +244,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
   );
 
   const over = overlay.element(width);
-  const detailH = cur ? 7 : 0;
+  const detailH = cur ? 9 : 0;
   return (
     <Box flexDirection="column" width={width} height={height}>
       {over ?? (
@@ -285,14 +287,15 @@ function GatewayDetail({ row, width }: { row: Row; width: number }) {
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
     .join(' ');
   return (
-    <Box flexDirection="column" borderStyle="single" width={width} height={7} overflow="hidden">
+    <Box flexDirection="column" borderStyle="single" width={width} height={9} overflow="hidden">
       <Text bold wrap="truncate-end">
         {clean(g.name)} · {GATEWAY_KINDS[g.kind].label} · {g.id}
       </Text>
       <Text wrap="truncate-end">
-        webhook URL: {url ? clean(url) : 'none (this kind sends no webhooks)'}
-        {url && !deps.config.server.publicUrl ? ' (set server.publicUrl)' : ''}
+        webhook URL to register with the provider
+        {url && !deps.config.server.publicUrl ? ' (local: set server.publicUrl)' : ''}:
       </Text>
+      <Text wrap="wrap">{url ? clean(url) : 'none (this kind sends no webhooks)'}</Text>
       <Text wrap="truncate-end">settings: {clean(settings) || 'none'}</Text>
       <Text wrap="truncate-end">
         secrets: {g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'}

@@ -1,4 +1,5 @@
-import { Box, Text, useInput } from 'ink';
+import { Box, Text } from 'ink';
+import { useKeys } from '../keys.js';
 import { useState } from 'react';
 import { JobQueue, type Job } from '../../queue/queue.js';
 import { Flash, Table, moveSel } from '../components.js';
@@ -28,8 +29,9 @@ export function JobsScreen({ width, height }: { width: number; height: number })
   const overlay = useOverlay(setFlash, () => jobs.reload());
   useMode(overlay.step ? 'form' : 'list');
 
-  useInput(
+  useKeys(
     (input, key) => {
+      if (overlay.isOpen()) return;
       if (input === 'd') return (setDead((x) => !x), setSel(0));
       if (input === 'R') {
         if (!dead || !cur) return setFlash({ ok: false, text: 'Select a dead job first (d shows dead jobs).' });

@@ -1,4 +1,5 @@
-import { Box, Text, useInput } from 'ink';
+import { Box, Text } from 'ink';
+import { useKeys } from '../keys.js';
 import { useState } from 'react';
 import { Flash, Table, moveSel } from '../components.js';
 import { FIND_LIMIT, STATUS_SCAN, findMessages, messageWithHistory, type MessageQuery } from '../data/messages.js';
@@ -22,8 +23,9 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
   const overlay = useOverlay(setFlash, () => {});
   useMode(overlay.step ? 'form' : open ? 'detail' : 'list');
 
-  useInput(
+  useKeys(
     (input, key) => {
+      if (overlay.isOpen()) return;
       if (open) {
         if (key.escape) setOpen(null);
         return;

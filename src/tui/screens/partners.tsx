@@ -1,4 +1,5 @@
-import { Box, Text, useInput } from 'ink';
+import { Box, Text } from 'ink';
+import { useKeys } from '../keys.js';
 import { useMemo, useState } from 'react';
 import { assignChannel, unassignChannel } from '../../core/channels.js';
 import { CHANNEL_TYPES } from '../../core/context.js';
@@ -314,8 +315,9 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
     },
   };
 
-  useInput(
+  useKeys(
     (input, key) => {
+      if (overlay.isOpen()) return;
       if (key.escape) return setView('list');
       if (key.return && current) return setView('detail');
       const step = steps[input];

@@ -1,4 +1,5 @@
-import { Box, Text, useInput } from 'ink';
+import { Box, Text } from 'ink';
+import { useKeys } from '../keys.js';
 import { useMemo, useRef, useState } from 'react';
 import { WEBHOOK_PROVIDERS } from '../../providers/webhooks.js';
 import { Flash, Table } from '../components.js';
@@ -138,8 +139,9 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
       },
     });
 
-  useInput(
+  useKeys(
     (input, key) => {
+      if (overlay.isOpen()) return;
       if (detailId) {
         if (key.escape) return (setDetailId(null), setScroll(0));
         if (key.downArrow || input === 'j') return setScroll((s) => s + 1);
