@@ -4,7 +4,7 @@ import { readHeartbeat, serverState } from '../core/counter-store.js';
 import type { TuiDeps } from './deps.js';
 import { DepsContext, ModeContext, usePoll, useSize, type Mode, type Size } from './hooks.js';
 import { KeyContext, KeyRouter } from './keys.js';
-import { GLOBAL_KEYS, SCREENS, SCREEN_KEYS, footerKeys, type ScreenId } from './keymap.js';
+import { GLOBAL_KEYS, SCREENS, SCREEN_KEYS, footer, type ScreenId } from './keymap.js';
 import { GatewaysScreen } from './screens/gateways.js';
 import { JobsScreen } from './screens/jobs.js';
 import { MessagesScreen } from './screens/messages.js';
@@ -82,11 +82,10 @@ function Tabs({ screen }: { screen: ScreenId }) {
   );
 }
 
-function Footer({ screen, mode }: { screen: ScreenId; mode: Mode }) {
-  const keys = footerKeys(screen, mode === 'form' ? 'form' : mode);
+function Footer({ screen, mode, width }: { screen: ScreenId; mode: Mode; width: number }) {
   return (
     <Text wrap="truncate-end" dimColor>
-      {keys.map(([k, what]) => `${k} ${what}`).join(' · ')}
+      {footer(screen, mode, width)}
     </Text>
   );
 }
@@ -193,7 +192,7 @@ function Shell(props: AppProps) {
               <ScreenBoundary resetKey={`${screen}:${gen}`}>{screens[screen]}</ScreenBoundary>
             )}
           </Box>
-          <Footer screen={screen} mode={mode} />
+          <Footer screen={screen} mode={mode} width={size.columns} />
         </Box>
       </ModeContext.Provider>
     </KeyContext.Provider>

@@ -58,14 +58,26 @@ export const SCREEN_KEYS: Record<ScreenId, Binding[]> = {
   ],
 };
 
-/** The footer: the screen's keys first, then the global few. */
-export function footerKeys(screen: ScreenId, mode: 'list' | 'detail' | 'form'): Binding[] {
+const text = (keys: Binding[]) => keys.map(([k, what]) => `${k} ${what}`).join(' · ');
+
+/** The footer: as many of the screen's keys as fit in `width`, then always ? and q. */
+export function footer(screen: ScreenId, mode: 'list' | 'detail' | 'form', width: number): string {
   if (mode === 'form')
-    return [
+    return text([
       ['Tab/↑↓', 'field'],
+      ['←→', 'choose'],
       ['Enter', 'submit'],
       ['Esc', 'cancel'],
-    ];
-  const own = SCREEN_KEYS[screen];
-  return [...own.slice(0, mode === 'detail' ? 9 : 4), ['?', 'keys'], ['q', 'quit']];
+    ]);
+  const always: Binding[] = [
+    ...(mode === 'detail' ? ([['Esc', 'back']] as Binding[]) : []),
+    ['?', 'keys'],
+    ['q', 'quit'],
+  ];
+  const shown: Binding[] = [];
+  for (const b of SCREEN_KEYS[screen]) {
+    if (text([...shown, b, ...always]).length > width) break;
+    shown.push(b);
+  }
+  return text([...shown, ...always]);
 }

@@ -1,7 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { render } from 'ink-testing-library';
+import { expect } from 'vitest';
+import { ROOT } from '../helpers/cli.js';
 import { openCli, type Cli } from '../../src/cli/context.js';
 import { tuiDeps } from '../../src/cli/tui.js';
 import { openDataDir } from '../../src/db/datadir.js';
@@ -56,9 +58,17 @@ export function cleanupDirs() {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 }
 
-export function openConsole(dataDir: string, screen?: ScreenId): Console {
+/** The clock of captured screens: 2026-11-26 10:00:00 UTC. */
+export const FIXED_NOW = Date.UTC(2026, 10, 26, 10, 0, 0);
+
+export function openConsole(
+  dataDir: string,
+  screen?: ScreenId,
+  opts: { now?: () => number; showDir?: string } = {},
+): Console {
   const cli = openCli({ dataDir });
-  const deps = tuiDeps(cli);
+  if (opts.now) cli.ctx.now = opts.now;
+  const deps = { ...tuiDeps(cli), ...(opts.showDir ? { dataDir: opts.showDir } : {}) };
   const r = render(<App deps={deps} size={{ columns: 80, rows: 24 }} initialScreen={screen} />);
   const frame = () => r.lastFrame() ?? '';
   return {
@@ -93,4 +103,42 @@ export function openConsole(dataDir: string, screen?: ScreenId): Console {
       cli.dir.close();
     },
   };
+}
+
+const DOC = join(ROOT, 'docs', 'tui.md');
+
+/** Ids and the data directory as a reader of the docs sees them. */
+function normalize(frame: string): string {
+  return frame
+    .replace(
+      /\b(prt|gw|tok|pwh|msg|ch|evt)_([0-9a-z]{4,26})/g,
+      (_m, p: string, id: string) => `${p}_${'01jd2k8x4v9q6r3m5t7w0y1z2a'.slice(0, id.length)}`,
+    )
+    .replace(/msgd_live_[A-Za-z0-9_-]{6}/g, 'msgd_live_a1B2c3')
+    .split('\n')
+    .map((l) => l.trimEnd())
+    .join('\n')
+    .trimEnd();
+}
+
+/**
+ * The frame must equal the capture of that name in docs/tui.md, so the docs show the screens
+ * as they are. UPDATE_CAPTURES=1 rewrites the capture instead.
+ */
+export function capture(name: string, frame: string) {
+  const doc = readFileSync(DOC, 'utf8');
+  const marker = `<!-- capture: ${name} -->`;
+  const at = doc.indexOf(marker);
+  const text = normalize(frame);
+  const block = (t: string) => `${marker}\n\`\`\`text\n${t}\n\`\`\``;
+  if (process.env.UPDATE_CAPTURES === '1') {
+    if (at < 0) throw new Error(`docs/tui.md has no ${marker}`);
+    const end = doc.indexOf('```', doc.indexOf('```text', at) + 7) + 3;
+    writeFileSync(DOC, doc.slice(0, at) + block(text) + doc.slice(end));
+    return;
+  }
+  expect(at, `docs/tui.md has the capture ${name}`).toBeGreaterThanOrEqual(0);
+  const start = doc.indexOf('```text\n', at) + 8;
+  const stored = doc.slice(start, doc.indexOf('\n```', start));
+  expect(text).toBe(stored);
 }

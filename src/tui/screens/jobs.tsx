@@ -67,11 +67,11 @@ export function JobsScreen({ width, height }: { width: number; height: number })
             selected={sel}
             empty={dead ? 'No dead jobs.' : 'No jobs waiting or running.'}
             columns={[
-              { title: 'id', width: 8, align: 'right' },
+              { title: 'id', width: 6, align: 'right' },
               { title: 'kind', width: 17 },
               { title: 'state', width: 9 },
               { title: 'tries', width: 5 },
-              { title: dead ? 'died (utc)' : 'run at (utc)', width: 19 },
+              { title: dead ? 'died (utc)' : 'run at (utc)', width: 16 },
               { title: 'last error', width: 0 },
             ]}
             rows={rows.map((j) => [
@@ -79,7 +79,7 @@ export function JobsScreen({ width, height }: { width: number; height: number })
               j.kind,
               j.state,
               `${j.attempts}/${j.maxAttempts}`,
-              when(dead ? j.updatedAt : j.runAt),
+              when(dead ? j.updatedAt : j.runAt).slice(0, 16),
               clean(j.lastError) || '-',
             ])}
           />

@@ -107,14 +107,14 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
             empty="No messages match. / finds by id, partner, recipient or status."
             columns={[
               { title: 'id', width: 30 },
-              { title: 'created (utc)', width: 19 },
+              { title: 'created (utc)', width: 16 },
               { title: 'chan', width: 8 },
               { title: 'to', width: 0 },
-              { title: 'status', width: 10 },
+              { title: 'status', width: 9 },
             ]}
             rows={rows.map((m) => [
               m.id,
-              when(m.created_at),
+              when(m.created_at).slice(0, 16),
               m.channel_type,
               m.direction === 'inbound' ? `(in) ${m.from}` : m.to,
               m.status,

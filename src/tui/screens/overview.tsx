@@ -46,9 +46,9 @@ export function OverviewScreen({ width, height }: { width: number; height: numbe
         )}
       </Section>
       <Section title="Gateways (last minute/last hour)">
-        <Text bold>
+        <Text bold wrap="truncate-end">
           {fit('GATEWAY', nameW)} {fit('KIND', 14)} {fit('SENT', 11, 'right')} {fit('FAILED', 11, 'right')}{' '}
-          {fit('RETRIED', 11, 'right')} TOP ERROR (HOUR)
+          {fit('RETRIED', 11, 'right')} TOP ERROR
         </Text>
         {gws.length === 0 ? <Text dimColor>No gateways. Add one on the Gateways screen (3).</Text> : null}
         {gws.map((g) => (

@@ -71,7 +71,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
         r.gateway_id ? (names.get(r.gateway_id) ?? r.gateway_id) : '-',
         verdictOf(r),
         r.processing,
-        r.verification_reason ?? r.error ?? r.id,
+        r.verification_reason ?? r.error ?? '',
       ],
     }));
     if (outbound)
@@ -184,7 +184,8 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
       ? `filter: ${[filter.provider, filter.gateway && (names.get(filter.gateway) ?? filter.gateway), filter.verdict].filter(Boolean).join(', ')}`
       : 'no filter (/)',
   ].join(' · ');
-  const detailH = detailId ? Math.floor((height - 2) / 2) + 2 : 0;
+  // The detail takes the screen but for a few rows of the tail above it.
+  const detailH = detailId ? Math.max(8, height - 7) : 0;
   return (
     <Box flexDirection="column" width={width} height={height}>
       {over ?? (
