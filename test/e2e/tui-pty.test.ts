@@ -5,6 +5,10 @@ import { join } from 'node:path';
 import pty from '@lydell/node-pty';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MSGCTL, ROOT, cleanEnv } from '../helpers/cli.js';
+import { loadConfig } from '../../src/config/load.js';
+import type { CoreCtx } from '../../src/core/context.js';
+import { addGateway } from '../../src/core/gateways.js';
+import { openDataDir } from '../../src/db/datadir.js';
 import { postJson } from '../helpers/server.js';
 import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
 
@@ -157,4 +161,57 @@ describe('msgctl tui in a real terminal', () => {
     expect(s.raw.lastIndexOf('\x1b[?25h')).toBeGreaterThan(s.raw.lastIndexOf('\x1b[?25l'));
     expect(tailEnd.replace(ANSI, '').trim()).toBe('');
   }, 120_000);
+
+  it('keeps the terminal clean: a screen that fails, a resize, and SIGTERM', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'msgd-tui-pty-'));
+    cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+    const dataDir = join(root, 'data');
+    const dd = openDataDir(dataDir, { create: true, env: {} });
+    const ctx: CoreCtx = {
+      db: dd.db,
+      masterKey: dd.masterKey,
+      config: loadConfig({ env: {}, dataDir }),
+      now: Date.now,
+    };
+    addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    // A gateway of a kind this msgctl does not know: drawing its detail throws.
+    dd.db.sqlite
+      .prepare(
+        `INSERT INTO gateways (id, kind, name, status, settings, secrets, created_at, updated_at)
+         SELECT 'gw_x', 'pigeon', 'coop', 'active', '{}', secrets, 0, 0 FROM gateways LIMIT 1`,
+      )
+      .run();
+    dd.close();
+
+    const term = pty.spawn(process.execPath, [MSGCTL, '--data-dir', dataDir, 'tui'], {
+      name: 'xterm',
+      cols: 80,
+      rows: 24,
+      cwd: root,
+      env: { ...cleanEnv(), TERM: 'xterm', NO_COLOR: '1' } as Record<string, string>,
+    });
+    let exit: { exitCode: number; signal?: number } | null = null;
+    term.onExit((e) => (exit = e));
+    cleanup.push(() => {
+      if (!exit) term.kill();
+    });
+    const s = new Screen(term);
+    await s.see(/○ msgd not running/);
+    await s.keys('3');
+    await s.see(/This screen failed: .*Switch screens/s);
+    await s.keys('2');
+    await s.see(/No partners yet/);
+    // NO_COLOR: no colour escapes at all (bold and inverse remain).
+    expect(s.raw).not.toMatch(/\x1b\[3[0-7]m|\x1b\[38;/);
+
+    s.mark = s.raw.length;
+    term.resize(100, 30);
+    // The header spans the new width: the data directory ends at column 100.
+    await s.see(new RegExp(`○ msgd not running {20,}${dataDir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+
+    term.kill('SIGTERM');
+    await waitFor(() => exit, 'msgctl tui to exit on SIGTERM', 10_000);
+    expect(s.raw.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(s.raw.lastIndexOf('\x1b[?1049h'));
+    expect(s.raw.lastIndexOf('\x1b[?25h')).toBeGreaterThan(s.raw.lastIndexOf('\x1b[?25l'));
+  }, 60_000);
 });
