@@ -1,7 +1,8 @@
 // npm run bench: every benchmark in one run on this machine, printing figures and ratios.
 // Run after `npm ci` (which builds dist/). BENCH_SECONDS shortens or lengthens load phases;
-// BENCH_ONLY=send,webhooks-in,v1,v1-messages,backup,metrics,ui picks suites; BENCH_BACKUP_MESSAGES sizes
-// the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's.
+// BENCH_ONLY=send,webhooks-in,v1,v1-messages,backup,metrics,ui,tui picks suites; BENCH_BACKUP_MESSAGES sizes
+// the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's,
+// BENCH_TUI_MESSAGES and BENCH_TUI_WEBHOOKS msgctl tui's.
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 
@@ -21,6 +22,7 @@ const suites = [
   ['backup', './backup.mjs', 'Backup under send load'],
   ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time'],
   ['ui', './ui.mjs', 'Web console pages'],
+  ['tui', './tui.mjs', 'The operator console (msgctl tui) beside the send API'],
 ];
 let failed = false;
 for (const [name, file, title] of suites) {

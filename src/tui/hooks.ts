@@ -46,9 +46,19 @@ export function usePoll<T>(
   const readRef = useRef(read);
   readRef.current = read;
   const first = useRef(true);
+  const last = useRef<{ data: unknown; json: string | null }>({ data: state.data, json: null });
   const tick = () => {
     try {
-      setState({ data: readRef.current(), error: null });
+      const data = readRef.current();
+      // Unchanged figures draw nothing: no render, no layout, no bytes to the terminal.
+      if (data === last.current.data) return;
+      const json =
+        data !== null && typeof data === 'object' && !('length' in data && (data as unknown[]).length > 500)
+          ? JSON.stringify(data)
+          : null;
+      if (json !== null && json === last.current.json) return;
+      last.current = { data, json };
+      setState({ data, error: null });
     } catch (e) {
       setState((s) => ({ data: s.data, error: deps.describeError(e) }));
     }

@@ -38,6 +38,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   const theme = useTheme();
   const { ctx } = deps;
   const tail = useRef(new TailState(ctx)).current;
+  const snapshot = useRef<{ rows: TailState['rows']; attempts: TailState['attempts']; version: number } | null>(null);
   const [paused, setPaused] = useState(false);
   const [outbound, setOutbound] = useState(false);
   const [filter, setFilter] = useState<TailFilter>(NO_FILTER);
@@ -49,7 +50,10 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
     500,
     () => {
       tail.poll(outbound);
-      return { rows: tail.rows, attempts: tail.attempts, at: Date.now() };
+      // The same object while nothing moved, so usePoll draws nothing.
+      if (snapshot.current?.version !== tail.version)
+        snapshot.current = { rows: tail.rows, attempts: tail.attempts, version: tail.version };
+      return snapshot.current;
     },
     [outbound],
     paused,
