@@ -19,7 +19,7 @@ import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
 // webhook, and q leaves the terminal as it was.
 
 const ESC = '\x1b';
-const KEY = { enter: '\r', tab: '\t', left: `${ESC}[D`, right: `${ESC}[C` };
+const KEY = { enter: '\r', tab: '\t', left: `${ESC}[D`, right: `${ESC}[C`, up: `${ESC}[A` };
 const ANSI = /\x1b\[[0-9;?]*[ -\/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]/g;
 
 class Screen {
@@ -151,6 +151,10 @@ describe('msgctl tui in a real terminal', () => {
     );
     expect(sent.status).toBe(200);
     await s.see(/in\s+sandbox\s+sbx\s+verified\s+processed/, 20_000);
+    // Its detail: what the webhook changed, the message it moved.
+    await s.keys(KEY.up, KEY.enter);
+    await s.see(new RegExp(`status delivered: message ${sent.body.id} \\(now delivered\\)`));
+    await s.keys(ESC);
 
     await s.keys('q');
     await waitFor(() => exit, 'msgctl tui to exit', 10_000);
@@ -211,6 +215,32 @@ describe('msgctl tui in a real terminal', () => {
 
     term.kill('SIGTERM');
     await waitFor(() => exit, 'msgctl tui to exit on SIGTERM', 10_000);
+    expect(s.raw.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(s.raw.lastIndexOf('\x1b[?1049h'));
+    expect(s.raw.lastIndexOf('\x1b[?25h')).toBeGreaterThan(s.raw.lastIndexOf('\x1b[?25l'));
+  }, 60_000);
+
+  it('quits on Ctrl-C with the terminal restored', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'msgd-tui-pty-'));
+    cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+    const dataDir = join(root, 'data');
+    openDataDir(dataDir, { create: true, env: {} }).close();
+    const term = pty.spawn(process.execPath, [MSGCTL, '--data-dir', dataDir, 'tui'], {
+      name: 'xterm',
+      cols: 80,
+      rows: 24,
+      cwd: root,
+      env: { ...cleanEnv(), TERM: 'xterm' } as Record<string, string>,
+    });
+    let exit: { exitCode: number } | null = null;
+    term.onExit((e) => (exit = e));
+    cleanup.push(() => {
+      if (!exit) term.kill();
+    });
+    const s = new Screen(term);
+    await s.see(/○ msgd not running/);
+    await s.keys('\x03');
+    await waitFor(() => exit, 'msgctl tui to exit on Ctrl-C', 10_000);
+    expect(exit!.exitCode).toBe(0);
     expect(s.raw.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(s.raw.lastIndexOf('\x1b[?1049h'));
     expect(s.raw.lastIndexOf('\x1b[?25h')).toBeGreaterThan(s.raw.lastIndexOf('\x1b[?25l'));
   }, 60_000);

@@ -4,6 +4,7 @@ import { useMemo, useRef, useState } from 'react';
 import { WEBHOOK_PROVIDERS } from '../../providers/webhooks.js';
 import { Flash, Table } from '../components.js';
 import { gatewayNames, webhookDetail } from '../data/tail.js';
+import { describeEvents } from '../data/webhook-events.js';
 import { NO_FILTER, TailState, matches, verdictOf, type TailFilter } from '../data/tail-state.js';
 import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
 import { useOverlay } from '../overlay.js';
@@ -240,6 +241,8 @@ function Detail(props: { id: string; width: number; height: number; scroll: numb
     `received ${when(r.received_at)} UTC · provider ${r.provider} · gateway ${r.gateway_id ? (props.names.get(r.gateway_id) ?? r.gateway_id) : '-'}`,
     `verification: ${r.verification}${r.verification_reason ? ` (${r.verification_reason})` : ''}`,
     `what it changed: ${r.processing}${r.error ? `: ${r.error}` : ''}${r.processed_at ? ` at ${when(r.processed_at)} UTC` : ''}`,
+    'EVENTS',
+    ...describeEvents(deps.ctx, r).map((l) => `  ${l}`),
     'HEADERS (secrets redacted)',
     ...Object.entries(headers).map(([k, v]) => `  ${k}: ${Array.isArray(v) ? v.join(', ') : String(v)}`),
     'BODY',
