@@ -28,21 +28,22 @@ export async function runTui(
     stdout.write(LEAVE);
   };
   stdout.write(ENTER);
+  let instance: ReturnType<typeof render> | undefined;
   const crash = (e: unknown) => {
-    instance.unmount();
+    instance?.unmount();
     restore();
     process.stderr.write(`msgctl tui: ${deps.describeError(e)}\n`);
     if (process.env.MSGD_DEBUG === '1' && e instanceof Error && e.stack) process.stderr.write(e.stack + '\n');
     process.exit(1);
   };
-  const stop = () => instance.unmount();
+  const stop = () => instance?.unmount();
   process.on('exit', restore);
   process.on('uncaughtException', crash);
   process.on('unhandledRejection', crash);
   process.on('SIGTERM', stop);
   process.on('SIGHUP', stop);
   process.on('SIGINT', stop);
-  const instance = render(<App deps={deps} color={colorWanted(process.env, stdout)} />, {
+  instance = render(<App deps={deps} color={colorWanted(process.env, stdout)} />, {
     stdin,
     stdout,
     exitOnCtrlC: false,

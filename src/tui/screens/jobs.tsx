@@ -1,7 +1,8 @@
 import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useState } from 'react';
-import { JobQueue, type Job } from '../../queue/queue.js';
+import type { Job } from '../../queue/queue.js';
+import { deadJobs, pendingJobs } from '../data/jobs.js';
 import { Flash, Table, moveSel } from '../components.js';
 import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
 import { useOverlay } from '../overlay.js';
@@ -16,14 +17,7 @@ export function JobsScreen({ width, height }: { width: number; height: number })
   const [dead, setDead] = useState(true);
   const [sel, setSel] = useState(0);
   const [flash, setFlash] = useState<FlashState>(null);
-  const jobs = usePoll(
-    2000,
-    () => {
-      const q = new JobQueue(ctx.db);
-      return dead ? q.listDead({ limit: 200 }) : q.listPending({ limit: 200 });
-    },
-    [dead],
-  );
+  const jobs = usePoll(2000, () => (dead ? deadJobs(ctx) : pendingJobs(ctx)), [dead]);
   const rows: Job[] = jobs.data ?? [];
   const cur = rows[Math.min(sel, rows.length - 1)];
   const overlay = useOverlay(setFlash, () => jobs.reload());
@@ -58,7 +52,7 @@ export function JobsScreen({ width, height }: { width: number; height: number })
         <>
           <Text bold>
             {dead
-              ? 'Dead jobs, oldest first (d: waiting and running)'
+              ? 'Dead jobs, by when they were due (d: waiting and running)'
               : 'Jobs waiting or running, next first (d: dead)'}
           </Text>
           <Table

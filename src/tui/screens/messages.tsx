@@ -17,7 +17,7 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
   const [sel, setSel] = useState(0);
   const [open, setOpen] = useState<string | null>(null);
   const [flash, setFlash] = useState<FlashState>(null);
-  const found = usePoll(3000, () => findMessages(ctx, query), [JSON.stringify(query)]);
+  const found = usePoll(5000, () => findMessages(ctx, query), [JSON.stringify(query)]);
   const detail = usePoll(2000, () => (open ? messageWithHistory(ctx, open) : null), [open]);
   const rows = found.data ?? [];
   const overlay = useOverlay(setFlash, () => {});
