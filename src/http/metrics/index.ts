@@ -6,6 +6,7 @@ import type { Runtime } from '../../runtime.js';
 import { sendError } from '../errors.js';
 import { SEND_PATHS } from '../routes/send.js';
 import { registerCollectors, type CollectorSources } from './collectors.js';
+import { registerWorkCounters } from './work-counters.js';
 
 // GET /metrics in Prometheus' text format. Not public: served only on metrics.port (its own
 // listener, meant for a private address) and/or on the main port behind metrics.token. The
@@ -83,6 +84,7 @@ export function createMetricsRegistry(src: CollectorSources): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
   registerCollectors(registry, src);
+  registerWorkCounters(registry, src.rt.counters);
   return registry;
 }
 
