@@ -169,13 +169,15 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    * The messages waiting for a gateway (null: for every active gateway) are woken to take new
    * places in the order they were accepted (their run_at becomes their acceptance time): the
    * gateway was enabled again, disabled or removed, or given another rate, or msgd has just
-   * started (the places were in memory). Its own transaction, before a claim.
+   * started (the places were in memory). Its own transaction, before a claim. A place that
+   * fell due before the wake (a slow start) is reset too: left at its snooze time it would go
+   * behind later messages that were given their acceptance time.
    */
   function wakeLine(gatewayId: string | null, why: string, then = 'its waiting messages take new places in line') {
     const now = ctx.now();
     const woken = stmt(
       ctx.db.sqlite,
-      `UPDATE jobs SET run_at = MIN(created_at, ?), updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > ?
+      `UPDATE jobs SET run_at = MIN(created_at, ?), updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > MIN(created_at, ?)
          AND EXISTS (SELECT 1 FROM messages m LEFT JOIN gateways g ON g.id = m.gateway_id
            WHERE m.id = json_extract(jobs.payload, '$.message_id') AND m.status = 'queued'
              AND (? IS NULL OR m.gateway_id = ?) AND (? IS NOT NULL OR g.status = 'active'))`,

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
 import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { waitFor } from '../helpers/wait.js';
+import { testClock } from '../helpers/clock.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -168,6 +169,33 @@ describe('per-gateway rate shaping', () => {
       expect(order).toEqual([...Array.from({ length: 12 }, (_, i) => `old ${i}`), 'new 0', 'new 1', 'new 2']);
       expect(b.logs.some((l) => /msgd started: its waiting messages take new places in line/.test(l))).toBe(true);
       expect(messagesOf(b.ctx, p.partnerId).filter((m) => m.dispatch_uncertain)).toEqual([]);
+    } finally {
+      await a?.stop();
+      await b?.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('msgd restarted after some places in line fell due: the backlog still goes in the order accepted', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'msgd-line-'));
+    const config = { 'jobs.backoffBaseMs': 20, 'jobs.backoffCapMs': 1000 };
+    let a: TestServer | undefined = await startTestServer(config, { dataDir });
+    let b: TestServer | undefined;
+    try {
+      const p = setupPartner(a.ctx, { balance: '10' });
+      twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
+      for (let i = 0; i < 12; i++)
+        expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
+      await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
+      await a.stop();
+      a = undefined;
+      // msgd comes back a second later (a slow start): the first places of the line, 200 ms
+      // apart, are already due, the later ones are not.
+      const clock = testClock();
+      clock.advance(1_000);
+      b = await startTestServer(config, { dataDir, clock });
+      await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), '12 sent', 10_000);
+      expect(twilio.requests.map((r) => r.body.Body)).toEqual(Array.from({ length: 12 }, (_, i) => `old ${i}`));
     } finally {
       await a?.stop();
       await b?.stop();
