@@ -52,6 +52,18 @@ class Screen {
 }
 
 const cleanup: (() => unknown)[] = [];
+
+/**
+ * The environment of an operator's shell: without the variables that mark a CI run (CI, CI_*),
+ * which make Ink draw only the last frame, so the screen would stay blank until msgctl exits.
+ */
+function terminalEnv(term: string, extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(cleanEnv())) {
+    if (v !== undefined && k !== 'CI' && k !== 'CONTINUOUS_INTEGRATION' && !k.startsWith('CI_')) env[k] = v;
+  }
+  return { ...env, TERM: term, ...extra };
+}
 afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
 });
@@ -89,7 +101,7 @@ describe('msgctl tui in a real terminal', () => {
       cols: 80,
       rows: 24,
       cwd: root,
-      env: { ...cleanEnv(), TERM: 'xterm-256color' } as Record<string, string>,
+      env: terminalEnv('xterm-256color'),
     });
     let exit: { exitCode: number } | null = null;
     term.onExit((e) => (exit = e));
@@ -192,7 +204,7 @@ describe('msgctl tui in a real terminal', () => {
       cols: 80,
       rows: 24,
       cwd: root,
-      env: { ...cleanEnv(), TERM: 'xterm', NO_COLOR: '1' } as Record<string, string>,
+      env: terminalEnv('xterm', { NO_COLOR: '1' }),
     });
     let exit: { exitCode: number; signal?: number } | null = null;
     term.onExit((e) => (exit = e));
@@ -229,7 +241,7 @@ describe('msgctl tui in a real terminal', () => {
       cols: 80,
       rows: 24,
       cwd: root,
-      env: { ...cleanEnv(), TERM: 'xterm' } as Record<string, string>,
+      env: terminalEnv('xterm'),
     });
     let exit: { exitCode: number } | null = null;
     term.onExit((e) => (exit = e));
