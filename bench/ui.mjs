@@ -107,7 +107,7 @@ async function seed(dataDir, count) {
   db.exec('ANALYZE');
   const { secret } = createSession(ctx, user.id, { ip: '127.0.0.1' });
   dd.close();
-  const cursors = deep.map((id) => Buffer.from(JSON.stringify({ o: 'msg', id })).toString('base64url'));
+  const cursors = deep.map((id) => Buffer.from(JSON.stringify({ o: 'm', id })).toString('base64url'));
   return { cookie: `msgd_session=${secret}`, sample, cursors, conversation: convs[convs.length - 1] };
 }
 

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { CHANNEL_TYPES, type ChannelType } from '../../core/context.js';
 import { contentText, type MessageContent } from '../../core/message-content.js';
-import { listPartnerMessages, type MessageFilter } from '../../core/message-list.js';
 import { getMessageRow, messageHistory, type MessageRow } from '../../core/messages.js';
-import { STATUS_RANK } from '../../core/statuses.js';
+import { listMessages, type MessageFilter } from '../../core/messages-api.js';
+import { MESSAGE_STATUSES, type MessageStatus } from '../../core/statuses.js';
 import { decodeCursor, encodeCursor } from '../../http/pagination.js';
 import { invalid } from '../../lib/errors.js';
 import { query, type Ui } from '../context.js';
@@ -11,10 +11,13 @@ import { Notice, Pager, utc } from '../layout.js';
 import { StatusText, money, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
-// Messages: a filtered, cursor-paged list, and one message with its status timeline.
+// Messages: a filtered, cursor-paged list read by the same query as GET /v1/messages (the same
+// filters, bounds and cursors), and one message with its status timeline.
 
 const PAGE = 50;
 
+// The date inputs are whole UTC days: "from" is /v1's created_since at that day's start, "to"
+// is created_before at the start of the next day, so the "to" day is included.
 function parseDay(value: string | undefined, field: string, endOfDay: boolean): number | undefined {
   if (!value) return undefined;
   const m = /^\d{4}-\d{2}-\d{2}$/.exec(value);
@@ -49,18 +52,21 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         filter.channel = q.channel as ChannelType;
       }
       if (q.status) {
-        if (!(q.status in STATUS_RANK)) throw invalid('unknown status');
-        filter.status = q.status;
+        if (!(MESSAGE_STATUSES as readonly string[]).includes(q.status)) throw invalid('unknown status');
+        filter.status = q.status as MessageStatus;
       }
-      if (q.recipient) filter.address = q.recipient.trim().slice(0, 320);
-      filter.createdAfter = parseDay(q.from, 'from', false);
+      if (q.direction) {
+        if (q.direction !== 'outbound' && q.direction !== 'inbound') throw invalid('unknown direction');
+        filter.direction = q.direction;
+      }
+      const recipient = q.recipient?.trim();
+      if (recipient) filter.recipient = recipient.slice(0, 320);
+      filter.createdSince = parseDay(q.from, 'from', false);
       filter.createdBefore = parseDay(q.to, 'to', true);
-      const after = decodeCursor(q.cursor, 'msg');
-      rows = listPartnerMessages(rt.ctx, p.user.partnerId, filter, PAGE + 1, after?.id);
-      if (rows.length > PAGE) {
-        rows = rows.slice(0, PAGE);
-        next = encodeCursor({ o: 'msg', id: rows[rows.length - 1].id });
-      }
+      const after = decodeCursor(q.cursor, 'm');
+      const page = listMessages(rt.ctx, p.user.partnerId, filter, PAGE, after?.id);
+      rows = page.rows;
+      next = page.next ? encodeCursor({ o: 'm', id: page.next }) : null;
     } catch (e) {
       error = (e as Error).message;
       status = 400;
@@ -84,11 +90,19 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             <label htmlFor="f-status">Status</label>
             <select id="f-status" name="status" defaultValue={q.status ?? ''}>
               <option value="">any</option>
-              {Object.keys(STATUS_RANK).map((s) => (
+              {MESSAGE_STATUSES.map((s) => (
                 <option key={s} value={s}>
                   {s}
                 </option>
               ))}
+            </select>
+          </div>
+          <div>
+            <label htmlFor="f-direction">Direction</label>
+            <select id="f-direction" name="direction" defaultValue={q.direction ?? ''}>
+              <option value="">any</option>
+              <option value="outbound">outbound</option>
+              <option value="inbound">inbound</option>
             </select>
           </div>
           <div>
@@ -115,7 +129,9 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         </form>
         {error && <Notice kind="error">{error}</Notice>}
         {rows.length === 0 && !error ? (
-          <p>No messages match.</p>
+          <p>
+            {next ? 'No messages match among the messages this page looked at; more may follow.' : 'No messages match.'}
+          </p>
         ) : (
           <table>
             <thead>
@@ -150,9 +166,21 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             </tbody>
           </table>
         )}
+        {next && rows.length > 0 && rows.length < PAGE && (
+          <p className="muted">
+            Fewer than {PAGE} messages match among the messages this page looked at; more may follow on the next page.
+          </p>
+        )}
         <Pager
           base="/ui/messages"
-          query={{ channel: q.channel, status: q.status, recipient: q.recipient, from: q.from, to: q.to }}
+          query={{
+            channel: q.channel,
+            status: q.status,
+            direction: q.direction,
+            recipient: q.recipient,
+            from: q.from,
+            to: q.to,
+          }}
           next={next}
         />
       </>,

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { listAllEndpoints } from '../../core/endpoints.js';
-import { statusCounts } from '../../core/message-list.js';
+import { statusCounts } from '../../core/message-stats.js';
 import { getPartner } from '../../core/partners.js';
 import { rollUpSpend, spendSeries, type SpendDay } from '../../core/spend.js';
 import { can } from '../../core/users.js';

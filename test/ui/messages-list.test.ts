@@ -1,0 +1,189 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChannelType, CoreCtx } from '../../src/core/context.js';
+import { createInbound, createOutbound } from '../../src/core/messages.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { richPartner } from '../v1/helpers.js';
+import { Client, loggedIn } from './helpers.js';
+
+// The console's Messages page and GET /v1/messages are one query: for the same filter they
+// show the same messages, page by page, with the same cursors; a page that stopped at the
+// scan bound says that more may follow.
+
+let s: TestServer;
+let token: string;
+let admin: Client;
+let channels: Record<ChannelType, { id: string; gatewayId: string; sender: string }>;
+const stamp: Record<string, string> = {};
+
+const CUSTOMERS: Record<ChannelType, string[]> = {
+  sms: ['+14155550101', '+14155550102'],
+  whatsapp: ['+14155550101', '+447911123456'],
+  email: ['Ann@Example.com', 'bob@example.com'],
+  messenger: ['24681357'],
+  instagram: ['13572468'],
+};
+const STATUSES = ['queued', 'sent', 'delivered', 'failed', 'read'];
+
+function channelsOf(ctx: CoreCtx, pid: string) {
+  const rows = ctx.db.sqlite
+    .prepare("SELECT id, type, gateway_id, sender FROM channels WHERE partner_id = ? AND status = 'active'")
+    .all(pid) as { id: string; type: ChannelType; gateway_id: string; sender: string }[];
+  return Object.fromEntries(rows.map((r) => [r.type, { id: r.id, gatewayId: r.gateway_id, sender: r.sender }])) as any;
+}
+
+function outbound(ctx: CoreCtx, pid: string, type: ChannelType, to: string, status: string, text: string) {
+  const m = createOutbound(ctx, {
+    partnerId: pid,
+    channel: { ...channels[type], type },
+    to,
+    content: type === 'email' ? { kind: 'email', subject: text, text } : { kind: 'text', text },
+    price: 0,
+    segments: 1,
+    actor: 'test',
+    lowBalanceThreshold: null,
+  });
+  ctx.db.sqlite.prepare('UPDATE messages SET status = ? WHERE id = ?').run(status, m.id);
+  return m.id;
+}
+
+/** Mixed traffic, then a run of plain SMS long enough that a rare status is past the scan bound. */
+function seed(ctx: CoreCtx, pid: string) {
+  const types = Object.keys(CUSTOMERS) as ChannelType[];
+  ctx.db.sqlite.transaction(() => {
+    stamp.oldUndelivered = outbound(ctx, pid, 'sms', '+14155550102', 'undelivered', 'old undelivered');
+    for (let i = 0; i < 240; i++) {
+      const type = types[i % types.length];
+      const list = CUSTOMERS[type];
+      const who = list[Math.floor(i / types.length) % list.length];
+      if (i % 4 === 3) {
+        createInbound(ctx, {
+          partnerId: pid,
+          channel: { ...channels[type], type },
+          from: type === 'email' ? who.toLowerCase() : who,
+          providerMessageId: null,
+          content: { kind: 'text', text: `in ${i}` },
+          occurredAt: Date.now(),
+        });
+      } else outbound(ctx, pid, type, who, STATUSES[i % STATUSES.length], `out ${i}`);
+    }
+    for (let i = 0; i < 2_100; i++) outbound(ctx, pid, 'sms', '+14155550109', 'queued', `bulk ${i}`);
+    stamp.newUndelivered = outbound(ctx, pid, 'whatsapp', '+14155550101', 'undelivered', 'new undelivered');
+  })();
+}
+
+beforeAll(async () => {
+  s = await startTestServer();
+  const p = richPartner(s.ctx, 1);
+  token = p.token;
+  channels = channelsOf(s.ctx, p.partnerId);
+  seed(s.ctx, p.partnerId);
+  // Another partner's traffic to the same customers never shows on either surface.
+  const other = richPartner(s.ctx, 2);
+  const mine = channels;
+  channels = channelsOf(s.ctx, other.partnerId);
+  outbound(s.ctx, other.partnerId, 'sms', '+14155550101', 'undelivered', 'not yours');
+  channels = mine;
+  admin = (await loggedIn(s.ctx, s.url, p.partnerId, 'developer')).client;
+}, 60_000);
+afterAll(async () => {
+  await s?.stop();
+});
+
+interface Page {
+  ids: string[];
+  next: string | null;
+  text: string;
+}
+
+const rowsOf = (html: string) => [...html.matchAll(/<tr><td><a href="\/ui\/messages\/(msg_\w+)"/g)].map((m) => m[1]);
+
+async function consolePage(query: string, cursor: string | null): Promise<Page> {
+  const q = new URLSearchParams(query);
+  if (cursor) q.set('cursor', cursor);
+  const r = await admin.get(`/ui/messages?${q}`);
+  expect(r.status, r.text).toBe(200);
+  const link = /<p class="pager"><a href="([^"]+)"/.exec(r.text);
+  const next = link ? new URLSearchParams(link[1].replace(/&amp;/g, '&').split('?')[1]).get('cursor') : null;
+  return { ids: rowsOf(r.text), next, text: r.text };
+}
+
+async function apiPage(query: string, cursor: string | null): Promise<Page> {
+  const q = new URLSearchParams(query);
+  q.set('limit', '50');
+  if (cursor) q.set('cursor', cursor);
+  const r = await fetch(`${s.url}/v1/messages?${q}`, { headers: { authorization: `Bearer ${token}` } });
+  const text = await r.text();
+  expect(r.status, text).toBe(200);
+  const body = JSON.parse(text);
+  return { ids: body.data.map((m: { id: string }) => m.id), next: body.next_cursor, text };
+}
+
+/** Both surfaces, page by page to the end: the same messages and the same cursors. */
+async function walkBoth(consoleQuery: string, apiQuery: string): Promise<Page[]> {
+  const pages: Page[] = [];
+  let cursor: string | null = null;
+  for (let i = 0; i < 100; i++) {
+    const [ui, api] = await Promise.all([consolePage(consoleQuery, cursor), apiPage(apiQuery, cursor)]);
+    expect(ui.ids).toEqual(api.ids);
+    expect(ui.next).toBe(api.next);
+    pages.push(ui);
+    cursor = ui.next;
+    if (!cursor) return pages;
+  }
+  throw new Error('the list did not end');
+}
+
+const all = (pages: Page[]) => pages.flatMap((p) => p.ids);
+
+describe('Messages page and GET /v1/messages', () => {
+  const today = new Date().toISOString().slice(0, 10);
+  const tomorrow = new Date(Date.parse(`${today}T00:00:00Z`) + 86_400_000).toISOString();
+  const cases: [string, string, string][] = [
+    ['no filter', '', ''],
+    ['channel', 'channel=email', 'channel=email'],
+    ['status', 'status=delivered', 'status=delivered'],
+    ['direction', 'direction=inbound', 'direction=inbound'],
+    ['recipient by phone, on every channel', 'recipient=%2B14155550101', 'recipient=%2B14155550101'],
+    ['recipient by email in another case', 'recipient=ANN%40example.com', 'recipient=ANN%40example.com'],
+    [
+      'channel, status and recipient together',
+      'channel=whatsapp&status=sent&recipient=%2B14155550101',
+      'channel=whatsapp&status=sent&recipient=%2B14155550101',
+    ],
+    ['UTC days', `from=${today}&to=${today}`, `created_since=${today}T00:00:00Z&created_before=${tomorrow}`],
+    ['a day with nothing', 'from=2020-01-01&to=2020-01-01', 'created_since=2020-01-01&created_before=2020-01-02'],
+  ];
+
+  it.each(cases)('show the same messages for %s', async (_name, consoleQuery, apiQuery) => {
+    const pages = await walkBoth(consoleQuery, apiQuery);
+    const ids = all(pages);
+    expect(new Set(ids).size).toBe(ids.length);
+    if (consoleQuery === '') expect(ids).toHaveLength(2_342);
+    if (consoleQuery.startsWith('recipient=%2B')) expect(ids).toContain(stamp.newUndelivered);
+    if (consoleQuery.startsWith('from=2020')) expect(ids).toEqual([]);
+  });
+
+  it('a page that stopped at the scan bound says more may follow, and the next page has the rest', async () => {
+    const pages = await walkBoth('status=undelivered', 'status=undelivered');
+    expect(pages.map((p) => p.ids)).toEqual([[stamp.newUndelivered], [stamp.oldUndelivered]]);
+    expect(pages[0].text).toContain('more may follow on the next page');
+    expect(pages[0].text).toContain('Next page');
+    expect(pages[1].text).not.toContain('more may follow');
+
+    const empty = await walkBoth('status=undelivered&channel=sms', 'status=undelivered&channel=sms');
+    expect(empty.map((p) => p.ids)).toEqual([[], [stamp.oldUndelivered]]);
+    expect(empty[0].text).toContain('No messages match among the messages this page looked at; more may follow.');
+    expect(empty[1].text).not.toContain('more may follow');
+  });
+
+  it('a cursor from /v1 opens the same page in the console, and a bad filter is a 400 on the page', async () => {
+    const first = await apiPage('channel=sms', null);
+    const [ui, api] = await Promise.all([consolePage('channel=sms', first.next), apiPage('channel=sms', first.next)]);
+    expect(ui.ids).toEqual(api.ids);
+    for (const bad of ['status=lost', 'direction=sideways', 'channel=fax', 'to=tomorrow']) {
+      const r = await admin.get(`/ui/messages?${bad}`);
+      expect(r.status).toBe(400);
+      expect(rowsOf(r.text)).toEqual([]);
+    }
+  });
+});
