@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { and, asc, eq, or } from 'drizzle-orm';
-import { channels, gateways } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
+import type { gateways } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound, type ErrorDetail } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
@@ -9,7 +10,7 @@ import { audit } from './audit.js';
 import { GATEWAY_KINDS, isGatewayKind } from './gateway-kinds.js';
 import { sealJson, unsealJson } from './secrets.js';
 
-export type GatewayRow = typeof gateways.$inferSelect;
+export type GatewayRow = Row<typeof gateways>;
 
 /** A gateway as every layer but the provider layer sees it: secrets only by name. */
 export interface GatewayView {
@@ -107,8 +108,8 @@ export function gatewayView(row: GatewayRow): GatewayView {
     settings: JSON.parse(row.settings),
     // Names only: the values are sealed and never leave the provider layer.
     secret_names: [],
-    created_at: iso(row.createdAt)!,
-    updated_at: iso(row.updatedAt)!,
+    created_at: iso(row.created_at)!,
+    updated_at: iso(row.updated_at)!,
   };
 }
 
@@ -142,7 +143,7 @@ export function addGateway(
   if (kind === 'sandbox' && !secrets.signing_secret) secrets.signing_secret = randomBytes(32).toString('base64url');
   return ctx.db.sqlite
     .transaction(() => {
-      if (ctx.db.orm.select({ id: gateways.id }).from(gateways).where(eq(gateways.name, input.name)).get()) {
+      if (stmt(ctx.db.sqlite, 'SELECT id FROM gateways WHERE name = ?').get(input.name)) {
         throw new AppError('conflict', `a gateway named "${input.name}" already exists`);
       }
       const now = ctx.now();
@@ -153,10 +154,14 @@ export function addGateway(
         settings: JSON.stringify(settings),
         secrets: sealJson(ctx.masterKey, secrets),
         status: 'active',
-        createdAt: now,
-        updatedAt: now,
+        created_at: now,
+        updated_at: now,
       };
-      ctx.db.orm.insert(gateways).values(row).run();
+      stmt(
+        ctx.db.sqlite,
+        `INSERT INTO gateways (id, kind, name, settings, secrets, status, created_at, updated_at)
+         VALUES (@id, @kind, @name, @settings, @secrets, @status, @created_at, @updated_at)`,
+      ).run(row);
       audit(ctx, actor, 'gateway.add', 'gateway', row.id, {
         kind,
         name: row.name,
@@ -217,16 +222,13 @@ export function updateGateway(
         ...(input.unsetSecrets ?? []),
       ]);
       checkPairs(row.kind, settings, secrets, touched);
-      ctx.db.orm
-        .update(gateways)
-        .set({
-          settings: JSON.stringify(settings),
-          secrets: sealJson(ctx.masterKey, secrets),
-          status: input.status ?? row.status,
-          updatedAt: ctx.now(),
-        })
-        .where(eq(gateways.id, row.id))
-        .run();
+      stmt(ctx.db.sqlite, 'UPDATE gateways SET settings = ?, secrets = ?, status = ?, updated_at = ? WHERE id = ?').run(
+        JSON.stringify(settings),
+        sealJson(ctx.masterKey, secrets),
+        input.status ?? row.status,
+        ctx.now(),
+        row.id,
+      );
       audit(ctx, actor, 'gateway.update', 'gateway', row.id, {
         settings: input.settings ? Object.keys(input.settings) : [],
         ...(unset.length ? { unset } : {}),
@@ -239,11 +241,10 @@ export function updateGateway(
 }
 
 export function findGatewayRow(ctx: CoreCtx, ref: string): GatewayRow | undefined {
-  return ctx.db.orm
-    .select()
-    .from(gateways)
-    .where(or(eq(gateways.id, ref), eq(gateways.name, ref)))
-    .get();
+  return stmt<[string, string], GatewayRow>(ctx.db.sqlite, 'SELECT * FROM gateways WHERE id = ? OR name = ?').get(
+    ref,
+    ref,
+  );
 }
 
 export function getGatewayRow(ctx: CoreCtx, ref: string): GatewayRow {
@@ -257,10 +258,7 @@ export function getGateway(ctx: CoreCtx, ref: string): GatewayView {
 }
 
 export function listGateways(ctx: CoreCtx): GatewayView[] {
-  return ctx.db.orm
-    .select()
-    .from(gateways)
-    .orderBy(asc(gateways.name))
+  return stmt<[], GatewayRow>(ctx.db.sqlite, 'SELECT * FROM gateways ORDER BY name')
     .all()
     .map((r) => viewWithSecretNames(ctx, r));
 }
@@ -268,11 +266,10 @@ export function listGateways(ctx: CoreCtx): GatewayView[] {
 /** Throws the conflict that refuses removing a gateway an active channel still uses. */
 export function assertGatewayRemovable(ctx: CoreCtx, ref: string): GatewayRow {
   const row = getGatewayRow(ctx, ref);
-  const active = ctx.db.orm
-    .select({ id: channels.id })
-    .from(channels)
-    .where(and(eq(channels.gatewayId, row.id), eq(channels.status, 'active')))
-    .all();
+  const active = stmt<[string], { id: string }>(
+    ctx.db.sqlite,
+    "SELECT id FROM channels WHERE gateway_id = ? AND status = 'active'",
+  ).all(row.id);
   if (active.length) {
     throw new AppError(
       'conflict',
@@ -286,8 +283,8 @@ export function removeGateway(ctx: CoreCtx, ref: string, actor: string): Gateway
   return ctx.db.sqlite
     .transaction(() => {
       const row = assertGatewayRemovable(ctx, ref);
-      ctx.db.orm.delete(channels).where(eq(channels.gatewayId, row.id)).run();
-      ctx.db.orm.delete(gateways).where(eq(gateways.id, row.id)).run();
+      stmt(ctx.db.sqlite, 'DELETE FROM channels WHERE gateway_id = ?').run(row.id);
+      stmt(ctx.db.sqlite, 'DELETE FROM gateways WHERE id = ?').run(row.id);
       audit(ctx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });
       return gatewayView(row);
     })
