@@ -153,7 +153,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
       p.slug,
     ]),
   );
-  const priced = new Set(listPrices(ctx).map((p) => `${p.channel}/${p.partnerId ?? ''}`));
+  const priced = new Set(listPrices(ctx).map((p) => `${p.channel_type}/${p.partner_id}`));
   const free = channels.filter((c) => !priced.has(`${c.type}/${c.partnerId}`) && !priced.has(`${c.type}/`));
   checks.push(
     free.length

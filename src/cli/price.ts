@@ -8,8 +8,8 @@ import { examples } from './help.js';
 import { lines, money, table, when, type Result } from './output.js';
 
 // A default price has no currency of its own: each partner is charged it in theirs.
-function currencyOf(cli: Cli, row: { partnerId: string | null }): string | undefined {
-  return row.partnerId ? getPartner(cli.ctx, row.partnerId).currency : undefined;
+function currencyOf(cli: Cli, row: { partner_id: string }): string | undefined {
+  return row.partner_id ? getPartner(cli.ctx, row.partner_id).currency : undefined;
 }
 
 // Same money shape everywhere, even where a default price has no currency of its own.
@@ -24,22 +24,16 @@ function set(cli: Cli, channel: string, amount: string, opts: { partner?: string
   const type = channelTypeArg(channel);
   const micro = moneyArg(amount, 'non-negative', 'a price');
   const p = setPrice(cli.ctx, { channel: type, amount: micro, partner: opts.partner }, cli.actor);
-  const row: PriceListRow = {
-    channel: p.channelType,
-    partnerId: p.partnerId || null,
-    partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null,
-    amount: p.amount,
-    updatedAt: p.updatedAt,
-  };
+  const row: PriceListRow = { ...p, partner_slug: opts.partner ? getPartner(cli.ctx, p.partner_id).slug : null };
   const currency = currencyOf(cli, row);
-  const whom = row.partnerSlug
-    ? `for ${row.partnerSlug}, overriding the default`
+  const whom = row.partner_slug
+    ? `for ${row.partner_slug}, overriding the default`
     : "the default for partners without an override, in each partner's currency";
   return {
     json: json(row, currency),
     text: lines(
-      `${p.channelType} now costs ${money(p.amount, currency)} ${per(p.channelType)}: ${whom}.`,
-      p.channelType === 'sms'
+      `${p.channel_type} now costs ${money(p.amount, currency)} ${per(p.channel_type)}: ${whom}.`,
+      p.channel_type === 'sms'
         ? 'An SMS is charged per segment: up to 160 GSM-7 or 70 UCS-2 characters in one; longer texts 153 / 67 per segment.'
         : null,
     ),
@@ -48,32 +42,26 @@ function set(cli: Cli, channel: string, amount: string, opts: { partner?: string
 
 function unset(cli: Cli, channel: string, opts: { partner?: string }): Result {
   const p = unsetPrice(cli.ctx, { channel: channelTypeArg(channel), partner: opts.partner }, cli.actor);
-  const row: PriceListRow = {
-    channel: p.channelType,
-    partnerId: p.partnerId || null,
-    partnerSlug: opts.partner ? getPartner(cli.ctx, p.partnerId).slug : null,
-    amount: p.amount,
-    updatedAt: p.updatedAt,
-  };
-  const text = row.partnerSlug
-    ? `Removed the ${p.channelType} price override of ${row.partnerSlug}; the default applies again.`
-    : `Removed the default ${p.channelType} price; partners without an override now send ${p.channelType} for free.`;
+  const row: PriceListRow = { ...p, partner_slug: opts.partner ? getPartner(cli.ctx, p.partner_id).slug : null };
+  const text = row.partner_slug
+    ? `Removed the ${p.channel_type} price override of ${row.partner_slug}; the default applies again.`
+    : `Removed the default ${p.channel_type} price; partners without an override now send ${p.channel_type} for free.`;
   return { json: { removed: json(row, currencyOf(cli, row)) }, text };
 }
 
 function list(cli: Cli, opts: { partner?: string }): Result {
   const rows = listPrices(cli.ctx, { partner: opts.partner });
   const currencies = new Map(listPartners(cli.ctx).map((p) => [p.id, p.currency]));
-  const cur = (r: PriceListRow) => (r.partnerId ? currencies.get(r.partnerId) : undefined);
+  const cur = (r: PriceListRow) => (r.partner_id ? currencies.get(r.partner_id) : undefined);
   const text = rows.length
     ? table(
         ['channel', 'applies to', 'amount', 'per', 'updated'],
         rows.map((r) => [
-          r.channel,
-          r.partnerSlug ?? 'default',
+          r.channel_type,
+          r.partner_slug ?? 'default',
           money(r.amount, cur(r)),
-          per(r.channel).slice(4),
-          when(r.updatedAt),
+          per(r.channel_type).slice(4),
+          when(r.updated_at),
         ]),
         { right: [2] },
       )

@@ -1,5 +1,6 @@
-import { and, asc, eq } from 'drizzle-orm';
-import { partners, prices } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
+import type { partners, prices } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { formatMoney, MAX_MONEY, moneyJson } from '../lib/money.js';
@@ -13,7 +14,9 @@ import { getPartner } from './partners.js';
 // A price is micro-units per message (per segment for SMS). A partner override beats the
 // default; a channel with no price at all is free (msgctl doctor warns about it).
 
-export type Price = typeof prices.$inferSelect;
+export type Price = Row<typeof prices>;
+
+const FIND = 'SELECT * FROM prices WHERE channel_type = ? AND partner_id = ?';
 
 export function setPrice(
   ctx: CoreCtx,
@@ -28,25 +31,29 @@ export function setPrice(
     .transaction(() => {
       const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
       const now = ctx.now();
-      const existing = ctx.db.orm
-        .select()
-        .from(prices)
-        .where(and(eq(prices.channelType, channel), eq(prices.partnerId, partnerId)))
-        .get();
+      const existing = stmt<[string, string], Price>(ctx.db.sqlite, FIND).get(channel, partnerId);
       let row: Price;
       if (existing) {
-        ctx.db.orm.update(prices).set({ amount: input.amount, updatedAt: now }).where(eq(prices.id, existing.id)).run();
-        row = { ...existing, amount: input.amount, updatedAt: now };
+        stmt(ctx.db.sqlite, 'UPDATE prices SET amount = ?, updated_at = ? WHERE id = ?').run(
+          input.amount,
+          now,
+          existing.id,
+        );
+        row = { ...existing, amount: input.amount, updated_at: now };
       } else {
         row = {
           id: newId('prc'),
-          channelType: channel,
-          partnerId,
+          channel_type: channel,
+          partner_id: partnerId,
           amount: input.amount,
-          createdAt: now,
-          updatedAt: now,
+          created_at: now,
+          updated_at: now,
         };
-        ctx.db.orm.insert(prices).values(row).run();
+        stmt(
+          ctx.db.sqlite,
+          `INSERT INTO prices (id, channel_type, partner_id, amount, created_at, updated_at)
+           VALUES (@id, @channel_type, @partner_id, @amount, @created_at, @updated_at)`,
+        ).run(row);
       }
       audit(ctx, actor, 'price.set', 'price', row.id, {
         channel,
@@ -64,13 +71,9 @@ export function unsetPrice(ctx: CoreCtx, input: { channel: string; partner?: str
   return ctx.db.sqlite
     .transaction(() => {
       const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
-      const existing = ctx.db.orm
-        .select()
-        .from(prices)
-        .where(and(eq(prices.channelType, input.channel as ChannelType), eq(prices.partnerId, partnerId)))
-        .get();
+      const existing = stmt<[string, string], Price>(ctx.db.sqlite, FIND).get(input.channel, partnerId);
       if (!existing) throw notFound('price', `${input.channel}${input.partner ? ` for ${input.partner}` : ''}`);
-      ctx.db.orm.delete(prices).where(eq(prices.id, existing.id)).run();
+      stmt(ctx.db.sqlite, 'DELETE FROM prices WHERE id = ?').run(existing.id);
       audit(ctx, actor, 'price.unset', 'price', existing.id, {
         channel: input.channel,
         partner: input.partner ?? null,
@@ -80,31 +83,20 @@ export function unsetPrice(ctx: CoreCtx, input: { channel: string; partner?: str
     .immediate();
 }
 
-export interface PriceListRow {
-  channel: ChannelType;
-  partnerId: string | null;
-  partnerSlug: string | null;
-  amount: number;
-  updatedAt: number;
-}
+/** A price with the slug of the partner it overrides for (null for a default: partner_id ''). */
+export type PriceListRow = Pick<Price, 'channel_type' | 'partner_id' | 'amount' | 'updated_at'> & {
+  partner_slug: Row<typeof partners>['slug'] | null;
+};
 
 export function listPrices(ctx: CoreCtx, opts: { partner?: string } = {}): PriceListRow[] {
   const partnerId = opts.partner ? getPartner(ctx, opts.partner).id : undefined;
-  const rows = ctx.db.orm
-    .select({ p: prices, slug: partners.slug })
-    .from(prices)
-    .leftJoin(partners, eq(partners.id, prices.partnerId))
-    .orderBy(asc(prices.channelType), asc(prices.partnerId))
-    .all();
-  return rows
-    .filter((r) => partnerId === undefined || r.p.partnerId === '' || r.p.partnerId === partnerId)
-    .map((r) => ({
-      channel: r.p.channelType,
-      partnerId: r.p.partnerId || null,
-      partnerSlug: r.slug ?? null,
-      amount: r.p.amount,
-      updatedAt: r.p.updatedAt,
-    }));
+  const rows = stmt<[], PriceListRow>(
+    ctx.db.sqlite,
+    `SELECT p.channel_type, p.partner_id, p.amount, p.updated_at, pt.slug AS partner_slug
+     FROM prices p LEFT JOIN partners pt ON pt.id = p.partner_id
+     ORDER BY p.channel_type, p.partner_id`,
+  ).all();
+  return rows.filter((r) => partnerId === undefined || r.partner_id === '' || r.partner_id === partnerId);
 }
 
 export interface Quote {
@@ -129,12 +121,12 @@ export function quote(unit: number, channel: ChannelType, text?: string): Quote 
 
 export function priceJson(p: PriceListRow, currency?: string) {
   return {
-    channel: p.channel,
-    partner_id: p.partnerId,
-    partner: p.partnerSlug,
-    scope: p.partnerId ? 'partner' : 'default',
-    per: p.channel === 'sms' ? 'segment' : 'message',
+    channel: p.channel_type,
+    partner_id: p.partner_id || null,
+    partner: p.partner_slug,
+    scope: p.partner_id ? 'partner' : 'default',
+    per: p.channel_type === 'sms' ? 'segment' : 'message',
     amount: moneyJson(p.amount, currency),
-    updated_at: iso(p.updatedAt),
+    updated_at: iso(p.updated_at),
   };
 }

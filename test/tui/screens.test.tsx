@@ -210,7 +210,9 @@ describe('msgctl tui: screens', () => {
     expect(f).toContain('sms costs 0.02 USD per segment for acme, overriding the default');
     await con.press('y');
     await con.see('sms now costs 0.02 USD per segment for acme');
-    expect(listPrices(con.cli.ctx).map((p) => [p.channel, p.partnerSlug, p.amount])).toEqual([['sms', 'acme', 20_000]]);
+    expect(listPrices(con.cli.ctx).map((p) => [p.channel_type, p.partner_slug, p.amount])).toEqual([
+      ['sms', 'acme', 20_000],
+    ]);
 
     await con.press('d');
     f = flat(await con.see('Disable gateway sandbox-1?'));
