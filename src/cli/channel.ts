@@ -11,17 +11,17 @@ import { kv, lines, table, when, type Result } from './output.js';
 
 /** The channel with its partner slug and gateway, as `channel list` shows it. */
 function full(cli: Cli, c: Channel) {
-  const gw = getGatewayRow(cli.ctx, c.gatewayId);
+  const gw = getGatewayRow(cli.ctx, c.gateway_id);
   return {
     ...channelJson(c),
-    partner: getPartner(cli.ctx, c.partnerId).slug,
+    partner: getPartner(cli.ctx, c.partner_id).slug,
     gateway: { id: gw.id, name: gw.name, kind: gw.kind },
   };
 }
 
 function describe(cli: Cli, c: Channel): string {
-  const gw = getGatewayRow(cli.ctx, c.gatewayId);
-  const partner = getPartner(cli.ctx, c.partnerId);
+  const gw = getGatewayRow(cli.ctx, c.gateway_id);
+  const partner = getPartner(cli.ctx, c.partner_id);
   return kv(
     [
       ['id', c.id],
@@ -39,7 +39,7 @@ function assign(cli: Cli, partner: string, gateway: string, type: string, opts: 
   const c = assignChannel(cli.ctx, { partner, gateway, type: channelTypeArg(type), sender: opts.from }, cli.actor);
   return {
     json: full(cli, c),
-    text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partnerId).slug}.`, describe(cli, c)),
+    text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partner_id).slug}.`, describe(cli, c)),
   };
 }
 
@@ -64,18 +64,18 @@ function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): R
     ? table(
         ['partner', 'type', 'sender', 'gateway', 'kind', 'status', 'created', 'id'],
         rows.map((c) => [
-          slugs.get(c.partnerId),
+          slugs.get(c.partner_id),
           c.type,
           c.sender,
-          c.gatewayName,
-          c.gatewayKind,
-          c.status === 'active' && c.gatewayStatus === 'disabled' ? 'active (gateway disabled)' : c.status,
-          when(c.createdAt),
+          c.gateway_name,
+          c.gateway_kind,
+          c.status === 'active' && c.gateway_status === 'disabled' ? 'active (gateway disabled)' : c.status,
+          when(c.created_at),
           c.id,
         ]),
       )
     : 'No channels assigned. Assign one with: msgctl channel assign <partner> <gateway> <type> --from <sender>';
-  return { json: { data: rows.map((c) => ({ ...channelJson(c), partner: slugs.get(c.partnerId) ?? null })) }, text };
+  return { json: { data: rows.map((c) => ({ ...channelJson(c), partner: slugs.get(c.partner_id) ?? null })) }, text };
 }
 
 export function registerChannel(program: Command) {

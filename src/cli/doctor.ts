@@ -154,13 +154,13 @@ function schemaChecks(ctx: CoreCtx): Check[] {
     ]),
   );
   const priced = new Set(listPrices(ctx).map((p) => `${p.channel_type}/${p.partner_id}`));
-  const free = channels.filter((c) => !priced.has(`${c.type}/${c.partnerId}`) && !priced.has(`${c.type}/`));
+  const free = channels.filter((c) => !priced.has(`${c.type}/${c.partner_id}`) && !priced.has(`${c.type}/`));
   checks.push(
     free.length
       ? {
           name: 'prices',
           status: 'warn',
-          message: `no price for ${free.map((c) => `${slugs.get(c.partnerId)} ${c.type}`).join(', ')}: these sends are free (msgctl price set <channel> <amount>)`,
+          message: `no price for ${free.map((c) => `${slugs.get(c.partner_id)} ${c.type}`).join(', ')}: these sends are free (msgctl price set <channel> <amount>)`,
         }
       : { name: 'prices', status: 'ok', message: `${count(channels.length, 'active channel')}, all priced` },
   );
@@ -182,13 +182,13 @@ function schemaChecks(ctx: CoreCtx): Check[] {
     }
   }
 
-  const orphaned = channels.filter((c) => c.gatewayStatus === 'disabled');
+  const orphaned = channels.filter((c) => c.gateway_status === 'disabled');
   checks.push(
     orphaned.length
       ? {
           name: 'channels',
           status: 'warn',
-          message: `${orphaned.length === 1 ? 'an active channel on a disabled gateway' : 'active channels on disabled gateways'}: ${orphaned.map((c) => `${slugs.get(c.partnerId)} ${c.type} via ${c.gatewayName}`).join(', ')}; ${orphaned.length === 1 ? 'its' : 'their'} sends will fail`,
+          message: `${orphaned.length === 1 ? 'an active channel on a disabled gateway' : 'active channels on disabled gateways'}: ${orphaned.map((c) => `${slugs.get(c.partner_id)} ${c.type} via ${c.gateway_name}`).join(', ')}; ${orphaned.length === 1 ? 'its' : 'their'} sends will fail`,
         }
       : { name: 'channels', status: 'ok', message: 'no active channel uses a disabled gateway' },
   );

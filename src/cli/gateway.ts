@@ -153,7 +153,7 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
 function list(cli: Cli): Result {
   const rows = listGateways(cli.ctx);
   const assigned = new Map<string, number>();
-  for (const c of listChannels(cli.ctx)) assigned.set(c.gatewayId, (assigned.get(c.gatewayId) ?? 0) + 1);
+  for (const c of listChannels(cli.ctx)) assigned.set(c.gateway_id, (assigned.get(c.gateway_id) ?? 0) + 1);
   const text = rows.length
     ? table(
         ['name', 'kind', 'status', 'channels', 'secrets', 'id'],
@@ -165,15 +165,15 @@ function list(cli: Cli): Result {
 
 function show(cli: Cli, ref: string): Result {
   const g = getGateway(cli.ctx, ref);
-  const channels = listChannels(cli.ctx).filter((c) => c.gatewayId === g.id);
+  const channels = listChannels(cli.ctx).filter((c) => c.gateway_id === g.id);
   const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
   return {
     json: {
       ...gatewayJson(cli, g),
       channels: channels.map((c) => ({
         id: c.id,
-        partner_id: c.partnerId,
-        partner: slugs.get(c.partnerId) ?? null,
+        partner_id: c.partner_id,
+        partner: slugs.get(c.partner_id) ?? null,
         type: c.type,
         sender: c.sender,
       })),
@@ -184,7 +184,7 @@ function show(cli: Cli, ref: string): Result {
       channels.length
         ? table(
             ['channel', 'sender', 'partner', 'id'],
-            channels.map((c) => [c.type, c.sender, slugs.get(c.partnerId), c.id]),
+            channels.map((c) => [c.type, c.sender, slugs.get(c.partner_id), c.id]),
           )
         : 'Not assigned to any partner.',
     ),

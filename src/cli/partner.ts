@@ -78,7 +78,7 @@ function show(cli: Cli, ref: string): Result {
     channels.length
       ? table(
           ['channel', 'sender', 'gateway', 'kind', 'id'],
-          channels.map((c) => [c.type, c.sender, c.gatewayName, c.gatewayKind, c.id]),
+          channels.map((c) => [c.type, c.sender, c.gateway_name, c.gateway_kind, c.id]),
         )
       : 'No channels assigned. Assign one with: msgctl channel assign <partner> <gateway> <type> --from <sender>',
   );

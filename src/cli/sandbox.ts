@@ -116,7 +116,7 @@ async function inbound(
   const type = opts.channel === undefined ? undefined : channelTypeArg(opts.channel);
   const base = msgdUrl(cli.config, opts.url);
   const { gw, secret } = sandboxGateway(cli, ref);
-  let served = listChannels(cli.ctx).filter((c) => c.gatewayId === gw.id && (!type || c.type === type));
+  let served = listChannels(cli.ctx).filter((c) => c.gateway_id === gw.id && (!type || c.type === type));
   if (opts.to !== undefined) {
     const to = opts.to;
     served = served.filter((c) => c.sender === to || (c.type !== 'email' && safeNormal(c.type, to) === c.sender));
@@ -142,7 +142,7 @@ async function inbound(
     timestamp: sandboxTimestamp(cli.ctx.now()),
   };
   const p = await post(base, gw.id, secret, event);
-  const partner = getPartner(cli.ctx, ch.partnerId).slug;
+  const partner = getPartner(cli.ctx, ch.partner_id).slug;
   return posted(`Posted a signed inbound ${ch.type} message from ${opts.from} to ${ch.sender} (${partner}).`, p, event);
 }
 

@@ -1,5 +1,6 @@
-import { and, asc, eq } from 'drizzle-orm';
-import { channels, gateways } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
+import type { channels, gateways } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
@@ -11,7 +12,9 @@ import { GATEWAY_KINDS } from './gateway-kinds.js';
 import { getGatewayRow } from './gateways.js';
 import { getPartner } from './partners.js';
 
-export type Channel = typeof channels.$inferSelect;
+export type Channel = Row<typeof channels>;
+
+const ACTIVE_OF_PARTNER = "SELECT * FROM channels WHERE partner_id = ? AND type = ? AND status = 'active'";
 
 export function isChannelType(t: string): t is ChannelType {
   return (CHANNEL_TYPES as readonly string[]).includes(t);
@@ -77,36 +80,35 @@ export function assignChannel(
           { field: 'from', message: 'required' },
         ]);
       const sender = normalizeSender(type, raw);
-      const mine = ctx.db.orm
-        .select()
-        .from(channels)
-        .where(and(eq(channels.partnerId, partner.id), eq(channels.type, type), eq(channels.status, 'active')))
-        .get();
+      const mine = stmt<[string, string], Channel>(ctx.db.sqlite, ACTIVE_OF_PARTNER).get(partner.id, type);
       if (mine) {
         throw new AppError(
           'conflict',
           `partner "${partner.slug}" already has an active ${type} channel (${mine.id}); unassign it first`,
         );
       }
-      const taken = ctx.db.orm
-        .select()
-        .from(channels)
-        .where(and(eq(channels.type, type), eq(channels.sender, sender), eq(channels.status, 'active')))
-        .get();
+      const taken = stmt<[string, string], Channel>(
+        ctx.db.sqlite,
+        "SELECT * FROM channels WHERE type = ? AND sender = ? AND status = 'active'",
+      ).get(type, sender);
       if (taken)
         throw new AppError('conflict', `${type} sender ${sender} is already assigned to another partner (${taken.id})`);
       const now = ctx.now();
       const row: Channel = {
         id: newId('ch'),
-        partnerId: partner.id,
-        gatewayId: gw.id,
+        partner_id: partner.id,
+        gateway_id: gw.id,
         type,
         sender,
         status: 'active',
-        createdAt: now,
-        updatedAt: now,
+        created_at: now,
+        updated_at: now,
       };
-      ctx.db.orm.insert(channels).values(row).run();
+      stmt(
+        ctx.db.sqlite,
+        `INSERT INTO channels (id, partner_id, gateway_id, type, sender, status, created_at, updated_at)
+         VALUES (@id, @partner_id, @gateway_id, @type, @sender, @status, @created_at, @updated_at)`,
+      ).run(row);
       audit(ctx, actor, 'channel.assign', 'channel', row.id, { partner: partner.slug, gateway: gw.name, type, sender });
       return row;
     })
@@ -123,73 +125,60 @@ export function unassignChannel(
     .transaction(() => {
       let row: Channel | undefined;
       if (input.channel) {
-        row = ctx.db.orm.select().from(channels).where(eq(channels.id, input.channel)).get();
+        row = stmt<[string], Channel>(ctx.db.sqlite, 'SELECT * FROM channels WHERE id = ?').get(input.channel);
       } else if (input.partner && input.type) {
         const partner = getPartner(ctx, input.partner);
-        row = ctx.db.orm
-          .select()
-          .from(channels)
-          .where(
-            and(
-              eq(channels.partnerId, partner.id),
-              eq(channels.type, input.type as ChannelType),
-              eq(channels.status, 'active'),
-            ),
-          )
-          .get();
+        row = stmt<[string, string], Channel>(ctx.db.sqlite, ACTIVE_OF_PARTNER).get(partner.id, input.type);
       }
       if (!row) throw notFound('active channel', input.channel ?? `${input.partner} ${input.type}`);
       if (row.status !== 'active') throw new AppError('conflict', `channel ${row.id} is already unassigned`);
-      ctx.db.orm
-        .update(channels)
-        .set({ status: 'inactive', updatedAt: ctx.now() })
-        .where(eq(channels.id, row.id))
-        .run();
+      stmt(ctx.db.sqlite, "UPDATE channels SET status = 'inactive', updated_at = ? WHERE id = ?").run(
+        ctx.now(),
+        row.id,
+      );
       audit(ctx, actor, 'channel.unassign', 'channel', row.id, { type: row.type, sender: row.sender });
       return { ...row, status: 'inactive' as const };
     })
     .immediate();
 }
 
-export interface ChannelWithGateway extends Channel {
-  gatewayName: string;
-  gatewayKind: string;
-  gatewayStatus: string;
-}
+/** A channel with the name, kind and status of its gateway, as the lists show it. */
+export type ChannelWithGateway = Channel & {
+  gateway_name: Row<typeof gateways>['name'];
+  gateway_kind: Row<typeof gateways>['kind'];
+  gateway_status: Row<typeof gateways>['status'];
+};
 
 export function listChannels(
   ctx: CoreCtx,
   opts: { partner?: string; includeInactive?: boolean } = {},
 ): ChannelWithGateway[] {
-  const conds = [];
-  if (opts.partner) conds.push(eq(channels.partnerId, getPartner(ctx, opts.partner).id));
-  if (!opts.includeInactive) conds.push(eq(channels.status, 'active'));
-  return ctx.db.orm
-    .select({
-      ch: channels,
-      gatewayName: gateways.name,
-      gatewayKind: gateways.kind,
-      gatewayStatus: gateways.status,
-    })
-    .from(channels)
-    .innerJoin(gateways, eq(gateways.id, channels.gatewayId))
-    .where(conds.length ? and(...conds) : undefined)
-    .orderBy(asc(channels.partnerId), asc(channels.type))
-    .all()
-    .map((r) => ({ ...r.ch, gatewayName: r.gatewayName, gatewayKind: r.gatewayKind, gatewayStatus: r.gatewayStatus }));
+  const where: string[] = [];
+  const params: string[] = [];
+  if (opts.partner) (where.push('c.partner_id = ?'), params.push(getPartner(ctx, opts.partner).id));
+  if (!opts.includeInactive) where.push("c.status = 'active'");
+  return stmt<string[], ChannelWithGateway>(
+    ctx.db.sqlite,
+    `SELECT c.*, g.name AS gateway_name, g.kind AS gateway_kind, g.status AS gateway_status
+     FROM channels c JOIN gateways g ON g.id = c.gateway_id
+     ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+     ORDER BY c.partner_id, c.type`,
+  ).all(...params);
 }
 
 export function channelJson(c: Channel | ChannelWithGateway) {
   const g = c as Partial<ChannelWithGateway>;
   return {
     id: c.id,
-    partner_id: c.partnerId,
+    partner_id: c.partner_id,
     type: c.type,
     sender: c.sender,
     status: c.status,
     gateway:
-      g.gatewayName !== undefined ? { id: c.gatewayId, name: g.gatewayName, kind: g.gatewayKind } : { id: c.gatewayId },
-    created_at: iso(c.createdAt),
-    updated_at: iso(c.updatedAt),
+      g.gateway_name !== undefined
+        ? { id: c.gateway_id, name: g.gateway_name, kind: g.gateway_kind }
+        : { id: c.gateway_id },
+    created_at: iso(c.created_at),
+    updated_at: iso(c.updated_at),
   };
 }

@@ -19,7 +19,7 @@ function setup() {
   const gw = addGateway(ctx, { kind: 'sandbox', name: 'sb', settings: {}, secrets: {} }, 'test');
   const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test');
   const send = () =>
-    ctx.db.sqlite.transaction(() => storeOutboundSms(ctx, p.id, { id: ch.id, gatewayId: gw.id, sender: ch.sender }))();
+    ctx.db.sqlite.transaction(() => storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender }))();
   return { ctx, partnerId: p.id, send };
 }
 

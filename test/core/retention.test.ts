@@ -21,7 +21,7 @@ function scene(count: number) {
       storeOutboundSms(
         t.ctx,
         p.partnerId,
-        { id: channel.id, gatewayId: gateway.id, sender: '+15550001111' },
+        { id: channel.id, gateway_id: gateway.id, sender: '+15550001111' },
         {
           text: `personal ${i}`,
         },
@@ -88,7 +88,7 @@ describe('message content retention', () => {
         storeOutboundSms(
           t.ctx,
           (db().prepare(`SELECT id FROM partners`).get() as { id: string }).id,
-          { ...(db().prepare(`SELECT id, gateway_id AS gatewayId FROM channels`).get() as any), sender: '+1555' },
+          { ...(db().prepare(`SELECT id, gateway_id FROM channels`).get() as any), sender: '+1555' },
           { text: `young ${i}` },
         ).id,
     );
@@ -164,7 +164,7 @@ describe('in msgd', () => {
       expect(task.cron).toBe('53 * * * *');
       const p = setupPartner(server.ctx, { balance: '10' });
       const { gateway, channel } = connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
-      const m = storeOutboundSms(server.ctx, p.partnerId, { id: channel.id, gatewayId: gateway.id, sender: null });
+      const m = storeOutboundSms(server.ctx, p.partnerId, { id: channel.id, gateway_id: gateway.id, sender: null });
       server.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'delivered' WHERE id = ?`).run(m.id);
       audit(server.ctx, 'ui:a@example.com', 'ui.login', 'session', null);
       server.ctx.db.sqlite.prepare(`UPDATE audit_log SET created_at = created_at - 2 * ?`).run(DAY);

@@ -380,7 +380,7 @@ describe('a paused gateway, enabled again', () => {
         const m = storeOutboundSms(
           slow.ctx,
           p.partnerId,
-          { id: channel.id, gatewayId: gateway.id, sender: channel.sender },
+          { id: channel.id, gateway_id: gateway.id, sender: channel.sender },
           { text: `paused ${i}` },
         );
         slow.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });

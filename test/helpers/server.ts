@@ -137,12 +137,12 @@ export async function postJson(url: string, body: unknown, token?: string, heade
 export function storeOutboundSms(
   ctx: CoreCtx,
   partnerId: string,
-  channel: { id: string; gatewayId: string; sender: string | null },
+  channel: { id: string; gateway_id: string; sender: string | null },
   opts: { to?: string; text?: string; price?: number } = {},
 ): MessageRow {
   return createOutbound(ctx, {
     partnerId,
-    channel: { id: channel.id, type: 'sms', gatewayId: channel.gatewayId, sender: channel.sender ?? '' },
+    channel: { id: channel.id, type: 'sms', gatewayId: channel.gateway_id, sender: channel.sender ?? '' },
     to: opts.to ?? '+14155550123',
     content: { kind: 'text', text: opts.text ?? 'hi' },
     price: opts.price ?? 1000,

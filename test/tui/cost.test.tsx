@@ -37,7 +37,7 @@ describe("the console's reads", () => {
     const p = createPartner(c0, { slug: 'acme', name: 'Acme' }, 'test');
     topup(c0, p.id, 10_000_000, null, 'test');
     const ch = assignChannel(c0, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
-    const m = storeOutboundSms(c0, p.id, { id: ch.id, gatewayId: gw.id, sender: ch.sender });
+    const m = storeOutboundSms(c0, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
     setupCli.dir.close();
 
     // The console's connection, logging every statement it runs (with its values).

@@ -137,7 +137,7 @@ describe('msgctl tui: screens', () => {
     storeOutboundSms(
       con.cli.ctx,
       s.acme.id,
-      { id: s.ch.id, gatewayId: s.sandbox.id, sender: '+15550001111' },
+      { id: s.ch.id, gateway_id: s.sandbox.id, sender: '+15550001111' },
       { price: 7500 },
     );
     const f = await con.see('globex');
@@ -289,7 +289,7 @@ describe('msgctl tui: screens', () => {
     const s = scene(con);
     const m = storeOutboundSms(con.cli.ctx, s.acme.id, {
       id: s.ch.id,
-      gatewayId: s.sandbox.id,
+      gateway_id: s.sandbox.id,
       sender: '+15550001111',
     });
     await con.see('No messages match.');

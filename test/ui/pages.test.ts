@@ -9,7 +9,7 @@ import { Client, PASSWORD, loggedIn } from './helpers.js';
 let s: TestServer;
 let acme: ReturnType<typeof setupPartner>;
 let admin: Client;
-let channel: { id: string; gatewayId: string; sender: string | null };
+let channel: { id: string; gateway_id: string; sender: string | null };
 
 beforeAll(async () => {
   s = await startTestServer({ 'log.level': 'debug' });

@@ -68,7 +68,7 @@ export async function world(
     server,
     receiver,
     partner,
-    channel: { id: channel.id, type: 'sms', gatewayId: channel.gatewayId, sender: channel.sender },
+    channel: { id: channel.id, type: 'sms', gatewayId: channel.gateway_id, sender: channel.sender },
     api,
     async register(o = {}) {
       const r = await api('POST', '/v1/webhooks', {

@@ -89,7 +89,7 @@ describe('with private targets refused (the default)', () => {
     partnerId = p.partnerId;
     api = apiFor(server, p.token);
     const c = connect(server.ctx, partnerId, { kind: 'sandbox' }, 'sms', '+15550009999').channel;
-    channel = { id: c.id, type: 'sms', gatewayId: c.gatewayId, sender: c.sender };
+    channel = { id: c.id, type: 'sms', gatewayId: c.gateway_id, sender: c.sender };
   });
   afterAll(async () => {
     await receiver.close();
@@ -170,7 +170,7 @@ describe('TLS is verified', () => {
       const { eventId } = inbound(
         server.ctx,
         p.partnerId,
-        { id: c.id, type: 'sms', gatewayId: c.gatewayId, sender: c.sender },
+        { id: c.id, type: 'sms', gatewayId: c.gateway_id, sender: c.sender },
         '+14155550301',
         'x',
       );

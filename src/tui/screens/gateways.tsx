@@ -28,7 +28,7 @@ interface Row {
 
 function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
   const counts = new Map<string, number>();
-  for (const c of listChannels(ctx)) counts.set(c.gatewayId, (counts.get(c.gatewayId) ?? 0) + 1);
+  for (const c of listChannels(ctx)) counts.set(c.gateway_id, (counts.get(c.gateway_id) ?? 0) + 1);
   const errors = new Map<string, { code: string; n: number }[]>();
   for (const w of readCounterWindows(ctx, ctx.now()))
     if (w.name === COUNTER_NAMES.dispatchErrors && w.lastHour > 0) {

@@ -293,7 +293,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             key: 'channel',
             label: 'Channel',
             type: 'choice',
-            options: d.channels.map((c) => ({ value: c.id, label: `${c.type} ${c.sender} via ${c.gatewayName}` })),
+            options: d.channels.map((c) => ({ value: c.id, label: `${c.type} ${c.sender} via ${c.gateway_name}` })),
             hint: '←→ choose',
           },
         ],
@@ -303,7 +303,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             kind: 'confirm',
             title: `Unassign ${c.type} from ${d.partner.slug}?`,
             lines: [
-              `${d.partner.slug}'s ${c.type} sends (from ${c.sender} via ${c.gatewayName}) are refused (403) from the next request on.`,
+              `${d.partner.slug}'s ${c.type} sends (from ${c.sender} via ${c.gateway_name}) are refused (403) from the next request on.`,
             ],
             run: () => {
               const u = unassignChannel(ctx, { channel: c.id }, actor);
@@ -381,7 +381,7 @@ function Detail({ d, width, height }: { d: PartnerDetail; width: number; height:
     ...(d.channels.length
       ? d.channels.map(
           (c) =>
-            `  ${fit(c.type, 10)} ${fit(clean(c.sender), 22)} via ${clean(c.gatewayName)} (${c.gatewayKind}${c.gatewayStatus === 'disabled' ? ', disabled' : ''})`,
+            `  ${fit(c.type, 10)} ${fit(clean(c.sender), 22)} via ${clean(c.gateway_name)} (${c.gateway_kind}${c.gateway_status === 'disabled' ? ', disabled' : ''})`,
         )
       : ['  none: g assigns one']),
     'TOKENS',
