@@ -24,7 +24,7 @@ function details(t: Token, state: string): [string, string | null][] {
     ['prefix', t.prefix],
     ['scopes', t.scopes.split(' ').join(', ')],
     ['state', state],
-    ['expires', t.expiresAt === null ? 'never' : when(t.expiresAt)],
+    ['expires', t.expires_at === null ? 'never' : when(t.expires_at)],
   ];
 }
 
@@ -35,7 +35,7 @@ function issue(cli: Cli, partnerRef: string, opts: { name: string; scopes: strin
     throw new UsageError(`the expiry must be in the future, got "${opts.expires}"`);
   const scopes = usage(() => parseScopes(opts.scopes));
   const { token, secret } = issueToken(cli.ctx, { partner: partnerRef, name: opts.name, scopes, expiresAt }, cli.actor);
-  const partner = getPartner(cli.ctx, token.partnerId);
+  const partner = getPartner(cli.ctx, token.partner_id);
   const json = tokenJson(token, now);
   return {
     json: { ...json, partner: partner.slug, secret },
@@ -61,9 +61,9 @@ function list(cli: Cli, partnerRef: string): Result {
           t.prefix,
           t.scopes.split(' ').join(','),
           tokenJson(t, now).state,
-          t.expiresAt === null ? 'never' : when(t.expiresAt),
-          when(t.lastUsedAt),
-          when(t.createdAt),
+          t.expires_at === null ? 'never' : when(t.expires_at),
+          when(t.last_used_at),
+          when(t.created_at),
         ]),
       )
     : `No tokens for ${partner.slug}. Issue one with: msgctl token issue ${partner.slug} --name <name> --scopes <scopes>`;
@@ -72,8 +72,8 @@ function list(cli: Cli, partnerRef: string): Result {
 
 async function revoke(cli: Cli, ref: string, opts: { yes?: boolean }): Promise<Result> {
   const found = getTokenByRef(cli.ctx, ref);
-  if (!found.revokedAt) {
-    const owner = getPartner(cli.ctx, found.partnerId).slug;
+  if (!found.revoked_at) {
+    const owner = getPartner(cli.ctx, found.partner_id).slug;
     await confirm(
       cli.io,
       `Revoke token "${found.name}" of ${owner} (${found.id}, ${found.prefix}…): requests with it are refused from then on`,

@@ -1,8 +1,7 @@
 import type { Row } from '../db/rows.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, desc, eq } from 'drizzle-orm';
 import type { Statement } from 'better-sqlite3';
-import { tokens, type partners } from '../db/schema.js';
+import type { partners, tokens } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -31,7 +30,7 @@ const IMPLIED: Partial<Record<Scope, Scope[]>> = {
 export const TOKEN_PREFIX = 'msgd_live_';
 const PREFIX_SHOWN = TOKEN_PREFIX.length + 6;
 
-export type Token = typeof tokens.$inferSelect;
+export type Token = Row<typeof tokens>;
 
 export function parseScopes(input: string | string[]): string[] {
   const list = (Array.isArray(input) ? input : input.split(/[\s,]+/)).map((s) => s.trim()).filter(Boolean);
@@ -77,17 +76,21 @@ export function issueToken(
       const secret = TOKEN_PREFIX + randomBytes(32).toString('base64url');
       const row: Token = {
         id: newId('tok'),
-        partnerId: partner.id,
+        partner_id: partner.id,
         name: input.name,
         scopes: scopes.join(' '),
         prefix: secret.slice(0, PREFIX_SHOWN),
         hash: hashSecret(secret),
-        expiresAt: input.expiresAt ?? null,
-        revokedAt: null,
-        lastUsedAt: null,
-        createdAt: ctx.now(),
+        expires_at: input.expiresAt ?? null,
+        revoked_at: null,
+        last_used_at: null,
+        created_at: ctx.now(),
       };
-      ctx.db.orm.insert(tokens).values(row).run();
+      stmt(
+        ctx.db.sqlite,
+        `INSERT INTO tokens (id, partner_id, name, scopes, prefix, hash, expires_at, revoked_at, last_used_at, created_at)
+         VALUES (@id, @partner_id, @name, @scopes, @prefix, @hash, @expires_at, @revoked_at, @last_used_at, @created_at)`,
+      ).run(row);
       audit(ctx, actor, 'token.issue', 'token', row.id, { partner: partner.slug, name: row.name, scopes });
       return { token: row, secret };
     })
@@ -96,14 +99,16 @@ export function issueToken(
 
 export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
   const partner = getPartner(ctx, partnerRef);
-  return ctx.db.orm.select().from(tokens).where(eq(tokens.partnerId, partner.id)).orderBy(desc(tokens.createdAt)).all();
+  return stmt<[string], Token>(ctx.db.sqlite, 'SELECT * FROM tokens WHERE partner_id = ? ORDER BY created_at DESC').all(
+    partner.id,
+  );
 }
 
 /** A token by id or by its visible prefix (refused when several share the prefix). */
 export function getTokenByRef(ctx: CoreCtx, ref: string): Token {
-  let t = ctx.db.orm.select().from(tokens).where(eq(tokens.id, ref)).get();
+  let t = stmt<[string], Token>(ctx.db.sqlite, 'SELECT * FROM tokens WHERE id = ?').get(ref);
   if (!t) {
-    const byPrefix = ctx.db.orm.select().from(tokens).where(eq(tokens.prefix, ref)).all();
+    const byPrefix = stmt<[string], Token>(ctx.db.sqlite, 'SELECT * FROM tokens WHERE prefix = ?').all(ref);
     if (byPrefix.length > 1) {
       throw new AppError(
         'conflict',
@@ -121,32 +126,28 @@ export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
   return ctx.db.sqlite
     .transaction(() => {
       const t = getTokenByRef(ctx, ref);
-      if (t.revokedAt) throw new AppError('conflict', `token ${t.id} is already revoked`);
+      if (t.revoked_at) throw new AppError('conflict', `token ${t.id} is already revoked`);
       const now = ctx.now();
-      ctx.db.orm
-        .update(tokens)
-        .set({ revokedAt: now })
-        .where(and(eq(tokens.id, t.id)))
-        .run();
+      stmt(ctx.db.sqlite, 'UPDATE tokens SET revoked_at = ? WHERE id = ?').run(now, t.id);
       audit(ctx, actor, 'token.revoke', 'token', t.id, { name: t.name });
-      return { ...t, revokedAt: now };
+      return { ...t, revoked_at: now };
     })
     .immediate();
 }
 
 export function tokenJson(t: Token, now: number) {
-  const state = t.revokedAt ? 'revoked' : t.expiresAt !== null && t.expiresAt <= now ? 'expired' : 'active';
+  const state = t.revoked_at ? 'revoked' : t.expires_at !== null && t.expires_at <= now ? 'expired' : 'active';
   return {
     id: t.id,
-    partner_id: t.partnerId,
+    partner_id: t.partner_id,
     name: t.name,
     prefix: t.prefix,
     scopes: t.scopes.split(' '),
     state,
-    expires_at: iso(t.expiresAt),
-    revoked_at: iso(t.revokedAt),
-    last_used_at: iso(t.lastUsedAt),
-    created_at: iso(t.createdAt),
+    expires_at: iso(t.expires_at),
+    revoked_at: iso(t.revoked_at),
+    last_used_at: iso(t.last_used_at),
+    created_at: iso(t.created_at),
   };
 }
 

@@ -31,7 +31,7 @@ describe('TokenAuthenticator', () => {
       ok: true,
       principal: {
         tokenId: token.id,
-        partnerId: token.partnerId,
+        partnerId: token.partner_id,
         partnerSlug: 'acme',
         scopes: ['contacts:write', 'messages:send'],
         rateLimitPerMinute: null,

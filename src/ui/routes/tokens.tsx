@@ -121,9 +121,9 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
                     <td>
                       <StatusText status={state} />
                     </td>
-                    <td>{t.expiresAt === null ? 'never' : utc(t.expiresAt)}</td>
-                    <td>{utc(t.lastUsedAt)}</td>
-                    <td>{utc(t.createdAt)}</td>
+                    <td>{t.expires_at === null ? 'never' : utc(t.expires_at)}</td>
+                    <td>{utc(t.last_used_at)}</td>
+                    <td>{utc(t.created_at)}</td>
                     <td>
                       {state === 'active' && (
                         <form
