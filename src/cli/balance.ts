@@ -15,7 +15,7 @@ function balanceLines(p: Partner): [string, string][] {
 }
 
 function moved(cli: Cli, entry: LedgerEntry, headline: string): Result {
-  const p = getPartner(cli.ctx, entry.partnerId);
+  const p = getPartner(cli.ctx, entry.partner_id);
   return {
     json: { entry: ledgerEntryJson(entry, p.currency), partner: partnerJson(p) },
     text: lines(headline, kv([['entry', `#${entry.id}`], ...balanceLines(p)], '  ')),
@@ -24,13 +24,13 @@ function moved(cli: Cli, entry: LedgerEntry, headline: string): Result {
 
 function doTopup(cli: Cli, ref: string, amount: string, opts: { note?: string }): Result {
   const entry = topup(cli.ctx, ref, moneyArg(amount, 'positive', 'a top-up'), opts.note ?? null, cli.actor);
-  const p = getPartner(cli.ctx, entry.partnerId);
+  const p = getPartner(cli.ctx, entry.partner_id);
   return moved(cli, entry, `Topped up ${p.slug} by ${money(entry.amount, p.currency)}.`);
 }
 
 function doAdjust(cli: Cli, ref: string, amount: string, opts: { note: string }): Result {
   const entry = adjust(cli.ctx, ref, moneyArg(amount, 'non-zero', 'an adjustment'), opts.note, cli.actor);
-  const p = getPartner(cli.ctx, entry.partnerId);
+  const p = getPartner(cli.ctx, entry.partner_id);
   return moved(
     cli,
     entry,
@@ -60,7 +60,7 @@ function show(cli: Cli, ref: string): Result {
           ...balanceLines(p),
           [
             'last entry',
-            last ? `#${last.id} ${last.kind} ${money(last.amount, p.currency)} at ${when(last.createdAt)}` : 'none',
+            last ? `#${last.id} ${last.kind} ${money(last.amount, p.currency)} at ${when(last.created_at)}` : 'none',
           ],
         ],
         '  ',

@@ -14,13 +14,13 @@ function list(cli: Cli, ref: string, opts: { limit: number; before?: number }): 
         ['#', 'time (utc)', 'kind', 'amount', 'balance after', 'note', 'actor', 'message'],
         entries.map((e) => [
           e.id,
-          when(e.createdAt),
+          when(e.created_at),
           e.kind,
           money(e.amount, cur),
-          money(e.balanceAfter, cur),
+          money(e.balance_after, cur),
           e.note,
           e.actor,
-          e.messageId,
+          e.message_id,
         ]),
         { right: [0, 3, 4] },
       )

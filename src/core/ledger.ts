@@ -1,6 +1,5 @@
-import { and, desc, eq, lt } from 'drizzle-orm';
 import type { Row } from '../db/rows.js';
-import { ledgerEntries, type partners } from '../db/schema.js';
+import type { ledgerEntries, partners } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid } from '../lib/errors.js';
 import { formatMoney, inMoneyRange, MAX_MONEY, moneyJson } from '../lib/money.js';
@@ -16,7 +15,7 @@ import { getPartner } from './partners.js';
 // the UPDATE would then be floating-point arithmetic.
 
 export type LedgerKind = 'topup' | 'debit' | 'refund' | 'adjustment';
-export type LedgerEntry = typeof ledgerEntries.$inferSelect;
+export type LedgerEntry = Row<typeof ledgerEntries>;
 
 type Funds = Pick<Row<typeof partners>, 'balance' | 'credit_limit'>;
 type Balance = Pick<Row<typeof partners>, 'balance'>;
@@ -212,39 +211,37 @@ function writeEntry(
     );
   }
   const info = insertEntry(ctx, [p.id, kind, big, row.balance, null, note, actor, now]);
-  return ctx.db.orm
-    .select()
-    .from(ledgerEntries)
-    .where(eq(ledgerEntries.id, Number(info.lastInsertRowid)))
-    .get()!;
+  return stmt<[number | bigint], LedgerEntry>(ctx.db.sqlite, 'SELECT * FROM ledger_entries WHERE id = ?').get(
+    info.lastInsertRowid,
+  )!;
 }
 
 export function listLedger(ctx: CoreCtx, partnerRef: string, opts: { limit?: number; before?: number } = {}) {
   const p = getPartner(ctx, partnerRef);
-  const where = opts.before
-    ? and(eq(ledgerEntries.partnerId, p.id), lt(ledgerEntries.id, opts.before))
-    : eq(ledgerEntries.partnerId, p.id);
-  const rows = ctx.db.orm
-    .select()
-    .from(ledgerEntries)
-    .where(where)
-    .orderBy(desc(ledgerEntries.id))
-    .limit(Math.min(opts.limit ?? 50, 1000))
-    .all();
+  const limit = Math.min(opts.limit ?? 50, 1000);
+  const rows = opts.before
+    ? stmt<[string, number, number], LedgerEntry>(
+        ctx.db.sqlite,
+        'SELECT * FROM ledger_entries WHERE partner_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
+      ).all(p.id, opts.before, limit)
+    : stmt<[string, number], LedgerEntry>(
+        ctx.db.sqlite,
+        'SELECT * FROM ledger_entries WHERE partner_id = ? ORDER BY id DESC LIMIT ?',
+      ).all(p.id, limit);
   return { partner: p, entries: rows };
 }
 
 export function ledgerEntryJson(e: LedgerEntry, currency: string) {
   return {
     id: e.id,
-    partner_id: e.partnerId,
+    partner_id: e.partner_id,
     kind: e.kind,
     amount: moneyJson(e.amount, currency),
-    balance_after: moneyJson(e.balanceAfter, currency),
-    message_id: e.messageId,
+    balance_after: moneyJson(e.balance_after, currency),
+    message_id: e.message_id,
     note: e.note,
     actor: e.actor,
-    created_at: iso(e.createdAt),
+    created_at: iso(e.created_at),
   };
 }
 

@@ -36,7 +36,7 @@ describe('balances stay within ±10^15 micro-units', () => {
   it('a top-up may fill the balance to the bound exactly, and not one micro-unit past it', () => {
     topup(t.ctx, pid, MAX_MONEY - 1, null, 'test');
     const last = topup(t.ctx, pid, 1, null, 'test');
-    expect(last.balanceAfter).toBe(MAX_MONEY);
+    expect(last.balance_after).toBe(MAX_MONEY);
     refused(
       () => topup(t.ctx, pid, 1, null, 'test'),
       /would take the balance of acme from 1000000000\.00 to 1000000000\.000001 USD, past the largest balance/,

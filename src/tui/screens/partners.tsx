@@ -395,7 +395,7 @@ function Detail({ d, width, height }: { d: PartnerDetail; width: number; height:
     ...(d.ledger.length
       ? d.ledger.map(
           (e) =>
-            `  ${when(e.createdAt)} ${fit(e.kind, 10)} ${fit(money(e.amount), 12, 'right')} → ${fit(money(e.balanceAfter), 12, 'right')} ${clean(e.note ?? e.messageId ?? '')}`,
+            `  ${when(e.created_at)} ${fit(e.kind, 10)} ${fit(money(e.amount), 12, 'right')} → ${fit(money(e.balance_after), 12, 'right')} ${clean(e.note ?? e.message_id ?? '')}`,
         )
       : ['  no entries: t tops up']),
   ];

@@ -60,11 +60,11 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
             <tbody>
               {shown.map((e) => (
                 <tr key={e.id}>
-                  <td>{utc(e.createdAt)}</td>
+                  <td>{utc(e.created_at)}</td>
                   <td>{e.kind}</td>
                   <td className="num">{formatMoney(e.amount)}</td>
-                  <td className="num">{formatMoney(e.balanceAfter)}</td>
-                  <td>{e.messageId ? <a href={`/ui/messages/${e.messageId}`}>{e.messageId}</a> : '—'}</td>
+                  <td className="num">{formatMoney(e.balance_after)}</td>
+                  <td>{e.message_id ? <a href={`/ui/messages/${e.message_id}`}>{e.message_id}</a> : '—'}</td>
                   <td>{e.note ?? '—'}</td>
                 </tr>
               ))}
@@ -108,12 +108,12 @@ function line(e: LedgerEntry, currency: string): string {
   return (
     [
       e.id,
-      new Date(e.createdAt).toISOString(),
+      new Date(e.created_at).toISOString(),
       e.kind,
       formatMoney(e.amount),
-      formatMoney(e.balanceAfter),
+      formatMoney(e.balance_after),
       currency,
-      e.messageId,
+      e.message_id,
       e.note,
     ]
       .map((v, i) => (i === 3 || i === 4 ? String(v) : csvCell(v as string | number | null)))
