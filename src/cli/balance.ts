@@ -9,8 +9,8 @@ import { kv, lines, money, when, type Result } from './output.js';
 function balanceLines(p: Partner): [string, string][] {
   return [
     ['balance', money(p.balance, p.currency)],
-    ['credit limit', money(p.creditLimit, p.currency)],
-    ['available', money(p.balance + p.creditLimit, p.currency)],
+    ['credit limit', money(p.credit_limit, p.currency)],
+    ['available', money(p.balance + p.credit_limit, p.currency)],
   ];
 }
 

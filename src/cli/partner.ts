@@ -26,11 +26,11 @@ function summary(p: Partner): [string, string | number | null][] {
     ['name', p.name],
     ['status', p.status],
     ['balance', money(p.balance, p.currency)],
-    ['credit limit', money(p.creditLimit, p.currency)],
-    ['available', money(p.balance + p.creditLimit, p.currency)],
-    ['rate limit', p.rateLimitPerMinute === null ? 'config default' : `${p.rateLimitPerMinute}/min per token`],
-    ['low balance', p.lowBalanceThreshold === null ? 'config default' : money(p.lowBalanceThreshold, p.currency)],
-    ['created', when(p.createdAt)],
+    ['credit limit', money(p.credit_limit, p.currency)],
+    ['available', money(p.balance + p.credit_limit, p.currency)],
+    ['rate limit', p.rate_limit_per_minute === null ? 'config default' : `${p.rate_limit_per_minute}/min per token`],
+    ['low balance', p.low_balance_threshold === null ? 'config default' : money(p.low_balance_threshold, p.currency)],
+    ['created', when(p.created_at)],
   ];
 }
 
@@ -56,8 +56,8 @@ function list(cli: Cli): Result {
           p.name,
           p.status,
           money(p.balance, p.currency),
-          money(p.creditLimit, p.currency),
-          money(p.balance + p.creditLimit, p.currency),
+          money(p.credit_limit, p.currency),
+          money(p.balance + p.credit_limit, p.currency),
           p.id,
         ]),
         { right: [3, 4, 5] },
@@ -178,7 +178,7 @@ export function registerPartner(program: Command) {
     .action(
       withCli((cli, ref: string, amount: string) => {
         const p = setCreditLimit(cli.ctx, ref, moneyArg(amount, 'non-negative', 'a credit limit'), cli.actor);
-        return one(`Credit limit of ${p.slug} is now ${money(p.creditLimit, p.currency)}.`, p);
+        return one(`Credit limit of ${p.slug} is now ${money(p.credit_limit, p.currency)}.`, p);
       }),
     );
 

@@ -1,5 +1,6 @@
-import { asc, eq, or } from 'drizzle-orm';
-import { partners } from '../db/schema.js';
+import type { Row } from '../db/rows.js';
+import type { partners } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { formatMoney, MAX_MONEY, moneyJson } from '../lib/money.js';
@@ -7,7 +8,7 @@ import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 import { audit } from './audit.js';
 
-export type Partner = typeof partners.$inferSelect;
+export type Partner = Row<typeof partners>;
 
 const SLUG = /^[a-z0-9][a-z0-9-]{1,62}$/;
 const CURRENCY = /^[A-Z]{3}$/;
@@ -48,7 +49,7 @@ export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string):
   const { currency, creditLimit } = checkPartnerInput(input);
   return ctx.db.sqlite
     .transaction(() => {
-      const existing = ctx.db.orm.select({ id: partners.id }).from(partners).where(eq(partners.slug, input.slug)).get();
+      const existing = stmt(ctx.db.sqlite, 'SELECT id FROM partners WHERE slug = ?').get(input.slug);
       if (existing) throw new AppError('conflict', `a partner with slug "${input.slug}" already exists`);
       const now = ctx.now();
       const row: Partner = {
@@ -58,13 +59,19 @@ export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string):
         status: 'active',
         currency,
         balance: 0,
-        creditLimit,
-        rateLimitPerMinute: null,
-        lowBalanceThreshold: null,
-        createdAt: now,
-        updatedAt: now,
+        credit_limit: creditLimit,
+        rate_limit_per_minute: null,
+        low_balance_threshold: null,
+        created_at: now,
+        updated_at: now,
       };
-      ctx.db.orm.insert(partners).values(row).run();
+      stmt(
+        ctx.db.sqlite,
+        `INSERT INTO partners (id, slug, name, status, currency, balance, credit_limit, rate_limit_per_minute,
+           low_balance_threshold, created_at, updated_at)
+         VALUES (@id, @slug, @name, @status, @currency, @balance, @credit_limit, @rate_limit_per_minute,
+           @low_balance_threshold, @created_at, @updated_at)`,
+      ).run(row);
       audit(ctx, actor, 'partner.create', 'partner', row.id, { slug: row.slug, name: row.name, currency });
       return row;
     })
@@ -73,11 +80,10 @@ export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string):
 
 /** Find a partner by id or slug. */
 export function findPartner(ctx: CoreCtx, ref: string): Partner | undefined {
-  return ctx.db.orm
-    .select()
-    .from(partners)
-    .where(or(eq(partners.id, ref), eq(partners.slug, ref)))
-    .get();
+  return stmt<[string, string], Partner>(ctx.db.sqlite, 'SELECT * FROM partners WHERE id = ? OR slug = ?').get(
+    ref,
+    ref,
+  );
 }
 
 export function getPartner(ctx: CoreCtx, ref: string): Partner {
@@ -87,14 +93,14 @@ export function getPartner(ctx: CoreCtx, ref: string): Partner {
 }
 
 export function listPartners(ctx: CoreCtx): Partner[] {
-  return ctx.db.orm.select().from(partners).orderBy(asc(partners.slug)).all();
+  return stmt<[], Partner>(ctx.db.sqlite, 'SELECT * FROM partners ORDER BY slug').all();
 }
 
 function setStatus(ctx: CoreCtx, ref: string, status: 'active' | 'suspended', actor: string): Partner {
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, ref);
-      ctx.db.orm.update(partners).set({ status, updatedAt: ctx.now() }).where(eq(partners.id, p.id)).run();
+      stmt(ctx.db.sqlite, 'UPDATE partners SET status = ?, updated_at = ? WHERE id = ?').run(status, ctx.now(), p.id);
       audit(ctx, actor, status === 'active' ? 'partner.activate' : 'partner.suspend', 'partner', p.id, {
         from: p.status,
       });
@@ -114,8 +120,12 @@ export function setCreditLimit(ctx: CoreCtx, ref: string, creditLimit: number, a
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, ref);
-      ctx.db.orm.update(partners).set({ creditLimit, updatedAt: ctx.now() }).where(eq(partners.id, p.id)).run();
-      audit(ctx, actor, 'partner.set_credit', 'partner', p.id, { from: p.creditLimit, to: creditLimit });
+      stmt(ctx.db.sqlite, 'UPDATE partners SET credit_limit = ?, updated_at = ? WHERE id = ?').run(
+        creditLimit,
+        ctx.now(),
+        p.id,
+      );
+      audit(ctx, actor, 'partner.set_credit', 'partner', p.id, { from: p.credit_limit, to: creditLimit });
       return getPartner(ctx, p.id);
     })
     .immediate();
@@ -144,11 +154,22 @@ export function setPartnerLimits(
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, ref);
-      ctx.db.orm
-        .update(partners)
-        .set({ ...limits, updatedAt: ctx.now() })
-        .where(eq(partners.id, p.id))
-        .run();
+      // Only the limits given change; one left out keeps its value.
+      stmt(
+        ctx.db.sqlite,
+        `UPDATE partners SET
+           rate_limit_per_minute = CASE WHEN ? THEN ? ELSE rate_limit_per_minute END,
+           low_balance_threshold = CASE WHEN ? THEN ? ELSE low_balance_threshold END,
+           updated_at = ?
+         WHERE id = ?`,
+      ).run(
+        limits.rateLimitPerMinute !== undefined ? 1 : 0,
+        limits.rateLimitPerMinute ?? null,
+        limits.lowBalanceThreshold !== undefined ? 1 : 0,
+        limits.lowBalanceThreshold ?? null,
+        ctx.now(),
+        p.id,
+      );
       audit(ctx, actor, 'partner.set_limits', 'partner', p.id, limits);
       return getPartner(ctx, p.id);
     })
@@ -163,11 +184,11 @@ export function partnerJson(p: Partner) {
     status: p.status,
     currency: p.currency,
     balance: moneyJson(p.balance, p.currency),
-    credit_limit: moneyJson(p.creditLimit, p.currency),
-    available: moneyJson(p.balance + p.creditLimit, p.currency),
-    rate_limit_per_minute: p.rateLimitPerMinute,
-    low_balance_threshold: p.lowBalanceThreshold === null ? null : moneyJson(p.lowBalanceThreshold, p.currency),
-    created_at: iso(p.createdAt),
-    updated_at: iso(p.updatedAt),
+    credit_limit: moneyJson(p.credit_limit, p.currency),
+    available: moneyJson(p.balance + p.credit_limit, p.currency),
+    rate_limit_per_minute: p.rate_limit_per_minute,
+    low_balance_threshold: p.low_balance_threshold === null ? null : moneyJson(p.low_balance_threshold, p.currency),
+    created_at: iso(p.created_at),
+    updated_at: iso(p.updated_at),
   };
 }

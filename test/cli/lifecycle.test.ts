@@ -63,7 +63,10 @@ describe('partners', () => {
     const p = await json(['partner', 'set-limits', 'acme', '--rate-limit', '120', '--low-balance', '10']);
     expect(p.rate_limit_per_minute).toBe(120);
     expect(p.low_balance_threshold.micro).toBe(10_000_000);
-    expect((await json(['partner', 'set-limits', 'acme', '--rate-limit', 'default'])).rate_limit_per_minute).toBeNull();
+    const back = await json(['partner', 'set-limits', 'acme', '--rate-limit', 'default']);
+    expect(back.rate_limit_per_minute).toBeNull();
+    // A limit left out keeps its value.
+    expect(back.low_balance_threshold.micro).toBe(10_000_000);
     const none = await run(['partner', 'set-limits', 'acme']);
     expect(none.code).toBe(2);
   });

@@ -88,7 +88,7 @@ describe(`ledger property (seed ${SEED})`, () => {
       const p = getPartner(t.ctx, slug);
       expect(p.balance, where).toBe(m.balance);
       expect(sumStmt.get(m.id), where).toBe(m.balance);
-      expect(p.creditLimit, where).toBe(m.credit);
+      expect(p.credit_limit, where).toBe(m.credit);
       if (i % 50 === 0 || i === OPS - 1) expect(verifyLedger(t.ctx), where).toMatchObject({ ok: true, mismatches: [] });
     }
     // Drain every partner: debits stop exactly where credit ends, whatever the history.

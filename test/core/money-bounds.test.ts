@@ -62,7 +62,7 @@ describe('balances stay within ±10^15 micro-units', () => {
   });
 
   it('credit limits, prices and low-balance thresholds are bounded too', () => {
-    expect(setCreditLimit(t.ctx, pid, MAX_MONEY, 'test').creditLimit).toBe(MAX_MONEY);
+    expect(setCreditLimit(t.ctx, pid, MAX_MONEY, 'test').credit_limit).toBe(MAX_MONEY);
     expect(() => setCreditLimit(t.ctx, pid, MAX_MONEY + 1, 'test')).toThrow(/credit limit can be at most/);
     expect(() => createPartner(t.ctx, { slug: 'big', name: 'Big', creditLimit: MAX_MONEY + 1 }, 'test')).toThrow(
       AppError,

@@ -142,7 +142,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
           key: 'amount',
           label: 'Credit limit',
           type: 'text',
-          initial: money(p().creditLimit),
+          initial: money(p().credit_limit),
           hint: 'how far below zero; 0 for prepaid only',
         },
       ],
@@ -153,12 +153,12 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
           kind: 'confirm',
           title: `Set the credit limit of ${partner.slug}?`,
           lines: [
-            `Credit limit ${money(partner.creditLimit, partner.currency)} → ${money(amount, partner.currency)}.`,
+            `Credit limit ${money(partner.credit_limit, partner.currency)} → ${money(amount, partner.currency)}.`,
             `It may then spend down to ${money(-amount, partner.currency)} (available ${money(partner.balance + amount, partner.currency)}).`,
           ],
           run: () => {
             const after = setCreditLimit(ctx, partner.id, amount, actor);
-            return { text: `Credit limit of ${after.slug} is now ${money(after.creditLimit, after.currency)}.` };
+            return { text: `Credit limit of ${after.slug} is now ${money(after.credit_limit, after.currency)}.` };
           },
         };
       },
@@ -361,7 +361,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             r.name,
             r.status,
             money(r.balance, r.currency),
-            money(r.creditLimit),
+            money(r.credit_limit),
             money(r.spendToday),
           ])}
         />
@@ -375,7 +375,7 @@ function Detail({ d, width, height }: { d: PartnerDetail; width: number; height:
   const p = d.partner;
   const lines: string[] = [
     `${p.slug} · ${p.name} · ${p.status} · ${p.id}`,
-    `balance ${money(p.balance, p.currency)} · credit ${money(p.creditLimit, p.currency)} · available ${money(p.balance + p.creditLimit, p.currency)}`,
+    `balance ${money(p.balance, p.currency)} · credit ${money(p.credit_limit, p.currency)} · available ${money(p.balance + p.credit_limit, p.currency)}`,
     '',
     'CHANNELS',
     ...(d.channels.length

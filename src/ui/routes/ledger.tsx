@@ -37,7 +37,7 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
         {bad && <Notice kind="error">That page link is not valid; showing the newest entries.</Notice>}
         <p>
           Balance <strong>{money(partner.balance, partner.currency)}</strong>, credit limit{' '}
-          {money(partner.creditLimit, partner.currency)}. <a href="/ui/ledger.csv">Download the ledger as CSV</a>
+          {money(partner.credit_limit, partner.currency)}. <a href="/ui/ledger.csv">Download the ledger as CSV</a>
         </p>
         {shown.length === 0 ? (
           <p>No entries yet.</p>

@@ -43,11 +43,11 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
               </div>
               <div className="card">
                 <div className="muted">Credit limit</div>
-                <div className="big">{money(partner.creditLimit, partner.currency)}</div>
+                <div className="big">{money(partner.credit_limit, partner.currency)}</div>
               </div>
               <div className="card">
                 <div className="muted">Available to spend</div>
-                <div className="big">{money(partner.balance + partner.creditLimit, partner.currency)}</div>
+                <div className="big">{money(partner.balance + partner.credit_limit, partner.currency)}</div>
               </div>
             </div>
             <h2>Spend per day, last 30 days (UTC)</h2>
