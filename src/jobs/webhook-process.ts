@@ -14,7 +14,7 @@ import {
 } from '../core/webhook-log.js';
 import { callProvider, isResponse, truncate } from '../providers/http.js';
 import { SANDBOX_SIGNATURE_HEADER, sandboxBody, sandboxTimestamp, signSandbox } from '../providers/sandbox/webhook.js';
-import { webhookHandler, type WebhookHandler } from '../providers/webhooks.js';
+import { parseStoredWebhook, type WebhookHandler } from '../providers/webhooks.js';
 import type { Logger } from 'pino';
 import { FailureLog } from '../lib/failure-log.js';
 import { SANDBOX_REPORT_JOB } from './dispatch.js';
@@ -104,21 +104,11 @@ interface Parsed {
 
 /** The stored request back into events; a string says why it cannot be. */
 function parseStored(row: WebhookLogRow): Parsed | string {
-  const handler = webhookHandler(row.provider);
-  if (!handler) return `no webhook handler for provider ${row.provider}`;
-  try {
-    const payload = handler.parse({
-      raw: row.body ?? Buffer.alloc(0),
-      headers: JSON.parse(row.headers),
-      path: row.path,
-      url: row.path,
-      method: row.method,
-    });
-    if (payload === null) return `the stored body no longer parses as a ${row.provider} webhook`;
-    return { row, handler, events: handler.events(payload, row.received_at) };
-  } catch (e) {
-    return errorMessage(e);
-  }
+  const p = parseStoredWebhook(row);
+  if (!('fault' in p)) return { row, ...p };
+  if (p.fault === 'no_handler') return `no webhook handler for provider ${row.provider}`;
+  if (p.fault === 'no_parse') return `the stored body no longer parses as a ${row.provider} webhook`;
+  return errorMessage(p.error);
 }
 
 // One job per intake batch: the events are worked out here, between transactions, and applied

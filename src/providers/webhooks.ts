@@ -4,6 +4,8 @@ import { sandboxWebhook } from './sandbox/webhook.js';
 import { sendgridWebhook } from './sendgrid/webhook.js';
 import { twilioWebhook } from './twilio/webhook.js';
 import { whatsappWebhook } from './whatsapp-cloud/webhook.js';
+import type { ProviderEvent } from '../core/inbound.js';
+import type { WebhookLogRow } from '../core/webhook-log.js';
 import type { RawWebhook, WebhookHandler, WebhookProvider } from './webhook-common.js';
 
 // Which provider sent a webhook. The shapes are disjoint (Meta's `object` names, SendGrid's
@@ -52,6 +54,36 @@ export function metaSignedHandler(req: RawWebhook): WebhookHandler | null {
 
 export function webhookHandler(provider: string): WebhookHandler | undefined {
   return HANDLERS.find((h) => h.provider === provider);
+}
+
+export type StoredParse =
+  | { handler: WebhookHandler; events: ProviderEvent[] }
+  | { fault: 'no_handler' }
+  | { fault: 'no_parse' }
+  | { fault: 'threw'; error: unknown };
+
+/**
+ * A stored webhook back into events, the one way processing and the console's tail both read
+ * it; the fault is returned rather than worded so each says it in its own place.
+ */
+export function parseStoredWebhook(
+  row: Pick<WebhookLogRow, 'provider' | 'body' | 'headers' | 'path' | 'method' | 'received_at'>,
+): StoredParse {
+  const handler = webhookHandler(row.provider);
+  if (!handler) return { fault: 'no_handler' };
+  try {
+    const payload = handler.parse({
+      raw: row.body ?? Buffer.alloc(0),
+      headers: JSON.parse(row.headers),
+      path: row.path,
+      url: row.path,
+      method: row.method,
+    });
+    if (payload === null) return { fault: 'no_parse' };
+    return { handler, events: handler.events(payload, row.received_at) };
+  } catch (error) {
+    return { fault: 'threw', error };
+  }
 }
 
 /** Headers that prove or grant something: never stored. Signatures are per-request, but a log is not the place for them. */

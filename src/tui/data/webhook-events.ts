@@ -1,7 +1,7 @@
 import type { CoreCtx } from '../../core/context.js';
 import type { WebhookLogRow } from '../../core/webhook-log.js';
 import { stmt } from '../../db/stmt.js';
-import { webhookHandler } from '../../providers/webhooks.js';
+import { parseStoredWebhook } from '../../providers/webhooks.js';
 
 // What a stored webhook says, in msgd's terms, for the tail's detail pane: each event parsed
 // from the stored body as processing parses it, with the message a status names and where
@@ -9,22 +9,13 @@ import { webhookHandler } from '../../providers/webhooks.js';
 
 export function describeEvents(ctx: CoreCtx, row: WebhookLogRow): string[] {
   if (row.verification !== 'ok') return ['not processed: its signature was not verified'];
-  const handler = webhookHandler(row.provider);
-  if (!handler) return [`no handler for provider ${row.provider}`];
-  let events;
-  try {
-    const payload = handler.parse({
-      raw: row.body ?? Buffer.alloc(0),
-      headers: JSON.parse(row.headers),
-      path: row.path,
-      url: row.path,
-      method: row.method,
-    });
-    if (payload === null) return ['the stored body does not parse'];
-    events = handler.events(payload, row.received_at);
-  } catch (e) {
-    return [`the stored body does not parse: ${(e as Error).message}`];
+  const parsed = parseStoredWebhook(row);
+  if ('fault' in parsed) {
+    if (parsed.fault === 'no_handler') return [`no handler for provider ${row.provider}`];
+    if (parsed.fault === 'no_parse') return ['the stored body does not parse'];
+    return [`the stored body does not parse: ${(parsed.error as Error).message}`];
   }
+  const { events } = parsed;
   if (events.length === 0) return ['no events in it'];
   const byProviderId = stmt<[string], { id: string; status: string }>(
     ctx.db.sqlite,
