@@ -1,25 +1,9 @@
 // The event types partners can receive; endpoints subscribe to them and events carry one.
+// Grouped by the body they carry, so the OpenAPI schemas (src/http/schemas/events.ts) name
+// the same groups rather than a second list.
 
-export type EventType =
-  | 'message.received'
-  | 'message.sent'
-  | 'message.delivered'
-  | 'message.read'
-  | 'message.failed'
-  | 'message.undelivered'
-  | 'message.bounced'
-  | 'message.opened'
-  | 'message.clicked'
-  | 'message.deferred'
-  | 'message.dropped'
-  | 'message.complained'
-  | 'message.unsubscribed'
-  | 'message.resubscribed'
-  | 'partner.balance_low'
-  | 'webhook.test';
-
-export const EVENT_TYPES: readonly EventType[] = [
-  'message.received',
+/** Events about an outbound message's status moving. */
+export const STATUS_EVENTS = [
   'message.sent',
   'message.delivered',
   'message.read',
@@ -30,9 +14,17 @@ export const EVENT_TYPES: readonly EventType[] = [
   'message.clicked',
   'message.deferred',
   'message.dropped',
-  'message.complained',
-  'message.unsubscribed',
-  'message.resubscribed',
+] as const;
+
+/** A recipient's feedback on an email, which leaves the message's status as it is. */
+export const EMAIL_FEEDBACK_EVENTS = ['message.complained', 'message.unsubscribed', 'message.resubscribed'] as const;
+
+export const EVENT_TYPES = [
+  'message.received',
+  ...STATUS_EVENTS,
+  ...EMAIL_FEEDBACK_EVENTS,
   'partner.balance_low',
   'webhook.test',
-];
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
+import { EMAIL_FEEDBACK_EVENTS, STATUS_EVENTS } from '../../core/event-types.js';
 import { MESSAGE_STATUSES } from '../../core/statuses.js';
 
 // The events msgd POSTs to partner endpoints (docs/webhooks-out.md), for the OpenAPI document's
@@ -17,21 +18,6 @@ const base = <T extends string>(types: readonly T[]) => ({
   event: z.enum(types as unknown as [T, ...T[]]),
   created_at: isoTime,
 });
-
-export const STATUS_EVENTS = [
-  'message.sent',
-  'message.delivered',
-  'message.read',
-  'message.failed',
-  'message.undelivered',
-  'message.bounced',
-  'message.opened',
-  'message.clicked',
-  'message.deferred',
-  'message.dropped',
-] as const;
-
-export const EMAIL_FEEDBACK_EVENTS = ['message.complained', 'message.unsubscribed', 'message.resubscribed'] as const;
 
 export const messageReceivedEvent = z
   .object({
