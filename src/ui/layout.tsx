@@ -89,6 +89,37 @@ export function Notice({ kind, children }: { kind: 'error' | 'ok' | 'secret'; ch
   );
 }
 
+/**
+ * A secret shown once, on the answer that made it: what it is, the value and a Copy button
+ * (hidden until the page's script can copy). Whatever follows the button goes in children.
+ */
+export function ShownOnce({
+  id,
+  value,
+  intro,
+  children,
+}: {
+  id: string;
+  value: string;
+  intro: ReactNode;
+  children?: ReactNode;
+}) {
+  return (
+    <Notice kind="secret">
+      <p>{intro}</p>
+      <code className="secret" id={id}>
+        {value}
+      </code>
+      <p>
+        <button type="button" className="secondary" data-copy={id} hidden>
+          Copy
+        </button>
+      </p>
+      {children}
+    </Notice>
+  );
+}
+
 /** A page of a keyset-paged list: "Next" carries the cursor and the current filters. */
 export function Pager({
   base,

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { SCOPES, issueToken, listTokens, revokeToken, tokenJson, type Token } from '../../core/tokens.js';
 import { AppError } from '../../lib/errors.js';
 import { actorOf, field, fields, form, type Ui } from '../context.js';
-import { Csrf, Notice, utc } from '../layout.js';
+import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
@@ -47,22 +47,19 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
         {msg.error && <Notice kind="error">{msg.error}</Notice>}
         {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
         {msg.issued && (
-          <Notice kind="secret">
-            <p>
-              <strong>Token “{msg.issued.token.name}” issued.</strong> Copy its secret now: it is not stored and will
-              not be shown again.
-            </p>
-            <code className="secret" id="new-secret">
-              {msg.issued.secret}
-            </code>
-            <p>
-              <button type="button" className="secondary" data-copy="new-secret" hidden>
-                Copy
-              </button>
-            </p>
+          <ShownOnce
+            id="new-secret"
+            value={msg.issued.secret}
+            intro={
+              <>
+                <strong>Token “{msg.issued.token.name}” issued.</strong> Copy its secret now: it is not stored and will
+                not be shown again.
+              </>
+            }
+          >
             <p className="muted">Try it:</p>
             <pre className="body">{`curl -s ${base}/v1/channels -H "Authorization: Bearer ${msg.issued.secret}"`}</pre>
-          </Notice>
+          </ShownOnce>
         )}
         <h2>Issue a token</h2>
         <form method="post" action="/ui/tokens">

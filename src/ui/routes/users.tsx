@@ -3,7 +3,7 @@ import { ROLES, inviteUser, listUsers, resetUser, setUserStatus, userJson, type 
 import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { actorOf, field, form, type Ui } from '../context.js';
-import { Csrf, Notice, utc } from '../layout.js';
+import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 
 // Users (admins only): invite with a role (a one-time link, shown once), disable, enable and
@@ -29,20 +29,16 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
         {msg.error && <Notice kind="error">{msg.error}</Notice>}
         {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
         {msg.link && (
-          <Notice kind="secret">
-            <p>
-              Send this link to <strong>{msg.link.user.email}</strong>. It works once, until {utc(msg.link.expiresAt)},
-              and is not shown again.
-            </p>
-            <code className="secret" id="new-link">
-              {`${linkBase(req)}/ui/invite/${msg.link.secret}`}
-            </code>
-            <p>
-              <button type="button" className="secondary" data-copy="new-link" hidden>
-                Copy
-              </button>
-            </p>
-          </Notice>
+          <ShownOnce
+            id="new-link"
+            value={`${linkBase(req)}/ui/invite/${msg.link.secret}`}
+            intro={
+              <>
+                Send this link to <strong>{msg.link.user.email}</strong>. It works once, until {utc(msg.link.expiresAt)}
+                , and is not shown again.
+              </>
+            }
+          />
         )}
         <table>
           <thead>

@@ -14,7 +14,7 @@ import { replayEvent, sendTestEvent } from '../../webhooks/replay.js';
 import { checkEndpointUrl } from '../../webhooks/ssrf.js';
 import { getDelivery, listAttempts, listDeliveries } from '../../webhooks/store.js';
 import { field, fields, form, query, type Ui } from '../context.js';
-import { Csrf, Notice, utc } from '../layout.js';
+import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
@@ -120,20 +120,16 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         {msg.error && <Notice kind="error">{msg.error}</Notice>}
         {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
         {msg.secret && (
-          <Notice kind="secret">
-            <p>
-              <strong>Signing secret.</strong> Copy it now: it is not shown again. Verify every request’s
-              X-Msgd-Signature (HMAC-SHA256 of the raw body) with it.
-            </p>
-            <code className="secret" id="new-secret">
-              {msg.secret}
-            </code>
-            <p>
-              <button type="button" className="secondary" data-copy="new-secret" hidden>
-                Copy
-              </button>
-            </p>
-          </Notice>
+          <ShownOnce
+            id="new-secret"
+            value={msg.secret}
+            intro={
+              <>
+                <strong>Signing secret.</strong> Copy it now: it is not shown again. Verify every request’s
+                X-Msgd-Signature (HMAC-SHA256 of the raw body) with it.
+              </>
+            }
+          />
         )}
         <dl className="kv">
           <dt>URL</dt>
