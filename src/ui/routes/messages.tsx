@@ -26,6 +26,35 @@ function parseDay(value: string | undefined, field: string, endOfDay: boolean): 
   return endOfDay ? t + 86_400_000 : t;
 }
 
+const DIRECTIONS = ['outbound', 'inbound'] as const;
+
+/** A filter's drop-down: "any" first, then each value as its own label. */
+function AnyOf({
+  name,
+  label,
+  value,
+  options,
+}: {
+  name: string;
+  label: string;
+  value: string | undefined;
+  options: readonly string[];
+}) {
+  return (
+    <div>
+      <label htmlFor={`f-${name}`}>{label}</label>
+      <select id={`f-${name}`} name={name} defaultValue={value ?? ''}>
+        <option value="">any</option>
+        {options.map((o) => (
+          <option key={o} value={o}>
+            {o}
+          </option>
+        ))}
+      </select>
+    </div>
+  );
+}
+
 export function messagePreview(m: Pick<MessageRow, 'content'>): string {
   const c = JSON.parse(m.content) as MessageContent;
   if (c.kind === 'email') return c.subject;
@@ -75,36 +104,9 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
       'Messages',
       <>
         <form method="get" action="/ui/messages" className="filters" role="search">
-          <div>
-            <label htmlFor="f-channel">Channel</label>
-            <select id="f-channel" name="channel" defaultValue={q.channel ?? ''}>
-              <option value="">any</option>
-              {CHANNEL_TYPES.map((c) => (
-                <option key={c} value={c}>
-                  {c}
-                </option>
-              ))}
-            </select>
-          </div>
-          <div>
-            <label htmlFor="f-status">Status</label>
-            <select id="f-status" name="status" defaultValue={q.status ?? ''}>
-              <option value="">any</option>
-              {MESSAGE_STATUSES.map((s) => (
-                <option key={s} value={s}>
-                  {s}
-                </option>
-              ))}
-            </select>
-          </div>
-          <div>
-            <label htmlFor="f-direction">Direction</label>
-            <select id="f-direction" name="direction" defaultValue={q.direction ?? ''}>
-              <option value="">any</option>
-              <option value="outbound">outbound</option>
-              <option value="inbound">inbound</option>
-            </select>
-          </div>
+          <AnyOf name="channel" label="Channel" value={q.channel} options={CHANNEL_TYPES} />
+          <AnyOf name="status" label="Status" value={q.status} options={MESSAGE_STATUSES} />
+          <AnyOf name="direction" label="Direction" value={q.direction} options={DIRECTIONS} />
           <div>
             <label htmlFor="f-recipient">Recipient or sender</label>
             <input
