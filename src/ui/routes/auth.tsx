@@ -17,6 +17,18 @@ function safeNext(next: string | undefined): string {
   return next && /^\/ui\/[A-Za-z0-9/_.?=&%-]*$/.test(next) && !next.startsWith('//') ? next : '/ui/overview';
 }
 
+const NEW_PASSWORD = `New password (at least ${PASSWORD_MIN} characters)`;
+
+/** A field for a password being chosen: browsers may suggest one, and enforce the minimum before sending. */
+function NewPassword({ name, label }: { name: string; label: string }) {
+  return (
+    <>
+      <label htmlFor={name}>{label}</label>
+      <input id={name} name={name} type="password" autoComplete="new-password" minLength={PASSWORD_MIN} required />
+    </>
+  );
+}
+
 export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
   const { rt } = ui;
 
@@ -137,24 +149,8 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
             <Csrf token={csrfToken(ui, req, reply)} />
             <label htmlFor="email">Email</label>
             <input id="email" name="email" type="email" autoComplete="username" readOnly value={info.user.email} />
-            <label htmlFor="password">New password (at least {PASSWORD_MIN} characters)</label>
-            <input
-              id="password"
-              name="password"
-              type="password"
-              autoComplete="new-password"
-              minLength={PASSWORD_MIN}
-              required
-            />
-            <label htmlFor="confirm">Repeat the password</label>
-            <input
-              id="confirm"
-              name="confirm"
-              type="password"
-              autoComplete="new-password"
-              minLength={PASSWORD_MIN}
-              required
-            />
+            <NewPassword name="password" label={NEW_PASSWORD} />
+            <NewPassword name="confirm" label="Repeat the password" />
             <p>
               <button type="submit">Set password</button>
             </p>
@@ -212,15 +208,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
           <Csrf token={csrf} />
           <label htmlFor="current">Current password</label>
           <input id="current" name="current" type="password" autoComplete="current-password" required />
-          <label htmlFor="password">New password (at least {PASSWORD_MIN} characters)</label>
-          <input
-            id="password"
-            name="password"
-            type="password"
-            autoComplete="new-password"
-            minLength={PASSWORD_MIN}
-            required
-          />
+          <NewPassword name="password" label={NEW_PASSWORD} />
           <p>
             <button type="submit">Change password</button>
           </p>
