@@ -94,5 +94,14 @@ export function useOverlay(setFlash: (f: FlashState) => void, onDone: () => void
     setFlash(null);
     setStep(s);
   };
-  return { step, open, element, isOpen: () => live.current !== null };
+  // A step is often built from the selected row; an error building it (the row gone meanwhile)
+  // shows in the flash instead of tearing the screen down.
+  const openFrom = (make: () => Step) => {
+    try {
+      open(make());
+    } catch (e) {
+      setFlash({ ok: false, text: deps.describeError(e) });
+    }
+  };
+  return { step, open, openFrom, element, isOpen: () => live.current !== null };
 }

@@ -230,14 +230,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
     (input, key) => {
       if (overlay.isOpen()) return;
       const step = steps[input];
-      if (step && (input === 'n' || input === 'p' || cur)) {
-        try {
-          overlay.open(step());
-        } catch (e) {
-          setFlash({ ok: false, text: deps.describeError(e) });
-        }
-        return;
-      }
+      if (step && (input === 'n' || input === 'p' || cur)) return overlay.openFrom(step);
       setSel((s) => moveSel(s, rows.length, input, key));
     },
     { isActive: !overlay.step },

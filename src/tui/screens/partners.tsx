@@ -321,14 +321,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
       if (key.escape) return setView('list');
       if (key.return && current) return setView('detail');
       const step = steps[input];
-      if (step && (input === 'n' || current)) {
-        try {
-          overlay.open(step());
-        } catch (e) {
-          setFlash({ ok: false, text: deps.describeError(e) });
-        }
-        return;
-      }
+      if (step && (input === 'n' || current)) return overlay.openFrom(step);
       setSel((s) => moveSel(s, rows.length, input, key));
     },
     { isActive: !overlay.step },
