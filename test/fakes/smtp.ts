@@ -1,8 +1,6 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
+import { makeCert, type TlsFiles } from '../helpers/tls.js';
 import { normalizeRecipient } from './common.js';
 
 // A real SMTP server (smtp-server) that records what it receives, with optional AUTH,
@@ -44,36 +42,16 @@ export interface SelfSignedCert {
 
 /** A throwaway localhost certificate; null when openssl is not installed. */
 export function selfSignedCert(): SelfSignedCert | null {
-  const dir = mkdtempSync(join(tmpdir(), 'msgd-cert-'));
+  let tls: TlsFiles;
   try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-        '-days',
-        '2',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
-    return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
+    tls = makeCert();
   } catch {
     return null;
+  }
+  try {
+    return { key: readFileSync(tls.key, 'utf8'), cert: readFileSync(tls.cert, 'utf8') };
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    tls.cleanup();
   }
 }
 

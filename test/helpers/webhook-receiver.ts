@@ -1,10 +1,7 @@
-import { execFileSync } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 
 // A partner's webhook receiver, for real: HTTPS on 127.0.0.1 with a self-signed certificate
@@ -12,42 +9,7 @@ import { Webhook } from 'standardwebhooks';
 // HMAC of the raw body (X-Msgd-Signature) and the standardwebhooks library. It keeps every
 // request and dedupes by webhook-id, as the docs tell partners to.
 
-export interface TlsFiles {
-  dir: string;
-  key: string;
-  cert: string;
-  cleanup(): void;
-}
-
-export function makeCert(): TlsFiles {
-  const dir = mkdtempSync(join(tmpdir(), 'msgd-tls-'));
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { stdio: 'ignore' },
-  );
-  return { dir, key, cert, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
+export { makeCert, type TlsFiles } from './tls.js';
 
 export interface Received {
   id: string;
