@@ -4,12 +4,12 @@
 //     (target p99 <= 10 ms).
 //  2. Outbound deliveries per second to a local HTTPS receiver (target >= 5,000/s).
 // msgd runs as a child (bin/msgd), so client and server share the 2 cores as in DESIGN.md.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, rateUntil, stop, tmp, verdict } from './lib.mjs';
+import { selfSignedCert } from './self-signed-cert.mjs';
 
 const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -153,31 +153,7 @@ async function conversationsBench({ print, seconds }) {
 async function deliveriesBench({ print }) {
   const events = Number(process.env.BENCH_DELIVERIES ?? 40_000);
   const dir = tmp();
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { stdio: 'ignore' },
-  );
+  const { key, cert } = selfSignedCert(dir);
   const rport = await freePort();
   const receiver = await child(['bench/https-receiver.mjs'], { env: { PORT: String(rport), KEY: key, CERT: cert } });
   const dataDir = join(dir, 'data');

@@ -3,13 +3,13 @@
 // before it) over a temporary data directory; Chromium comes from @sparticuz/chromium.
 // Run after a build (npm ci or npx tsc -p tsconfig.json). Not part of npm test: it rewrites
 // tracked files.
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { selfSignedCert } from '../bench/self-signed-cert.mjs';
 
 const DAY = 86_400_000;
 const FIXED = Date.UTC(2026, 10, 20, 9, 30, 0);
@@ -36,31 +36,7 @@ const chromium = (await import('@sparticuz/chromium')).default;
 const puppeteer = (await import('puppeteer-core')).default;
 
 const work = mkdtempSync(join(tmpdir(), 'msgd-screens-'));
-const cert = join(work, 'cert.pem');
-const key = join(work, 'key.pem');
-execFileSync(
-  'openssl',
-  [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=localhost',
-    '-addext',
-    'subjectAltName=IP:127.0.0.1',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-  ],
-  { stdio: 'ignore' },
-);
+const { key, cert } = selfSignedCert(work);
 const receiver = https.createServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
   req.resume();
   req.on('end', () => res.writeHead(200).end('ok'));
