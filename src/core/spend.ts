@@ -14,9 +14,17 @@ const BATCH = 20_000;
 
 type Entry = Pick<Row<typeof ledgerEntries>, 'id' | 'partner_id' | 'kind' | 'amount' | 'created_at'>;
 
+/** Whether the ledger has rows past the watermark: one seek on the primary key, no lock taken. */
+export const SPEND_PENDING_SQL = `SELECT EXISTS (SELECT 1 FROM ledger_entries
+  WHERE id > COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0)) AS pending`;
+
 /** Fold the ledger's new debits and refunds into spend_daily; returns the entries read. */
 export function rollUpSpend(ctx: CoreCtx): number {
   const db = ctx.db.sqlite;
+  // Every Overview folds first; most find nothing new, and a write transaction for nothing
+  // would queue the page behind any writer holding the lock (msgctl, a backup, a send batch).
+  const pending = stmt<[string], { pending: number }>(db, SPEND_PENDING_SQL).get(WATERMARK)?.pending;
+  if (pending === 0) return 0;
   let total = 0;
   for (;;) {
     const read = db

@@ -4,6 +4,7 @@ import { OPEN_CONVERSATION_SQL, touchConversation } from '../../src/core/convers
 import { watermarkSql } from '../../src/core/inbound.js';
 import { MESSAGE_BY_PROVIDER_ID_SQL } from '../../src/core/messages.js';
 import { createPartner } from '../../src/core/partners.js';
+import { SPEND_PENDING_SQL } from '../../src/core/spend.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
 // Queries that run once per message must seek by the contact or the provider id. A fresh
@@ -69,5 +70,14 @@ describe('per-message queries seek, never walk a partner', () => {
     const late = timed(5000, 5500);
     // A walk of the partner's conversations made the late batch ~50x slower; a seek keeps it flat.
     expect(late).toBeLessThan(early * 5 + 50);
+  });
+});
+
+describe('the console Overview reads seek', () => {
+  it('asks whether the ledger has spend to fold by one primary-key seek', () => {
+    const detail = plan(SPEND_PENDING_SQL);
+    expect(detail).toContain('SEARCH ledger_entries USING INTEGER PRIMARY KEY (rowid>?)');
+    expect(detail).toContain('SEARCH meta USING');
+    expect(detail).not.toMatch(/SCAN (ledger_entries|meta)/);
   });
 });

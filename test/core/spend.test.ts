@@ -1,3 +1,5 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { debit, refund, topup } from '../../src/core/ledger.js';
 import { createPartner } from '../../src/core/partners.js';
@@ -13,6 +15,28 @@ afterEach(() => t?.close());
 const DAY = 86_400_000;
 
 describe('spend rollup', () => {
+  it('with nothing new in the ledger, reads without waiting for a writer', () => {
+    t = openTestCtx();
+    const { ctx } = t;
+    const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    topup(ctx, p.id, 1_000_000, null, 'test');
+    debit(ctx, p.id, 7_500, 'msg_a', 'test');
+    expect(rollUpSpend(ctx)).toBe(2);
+    // Another connection (msgctl, a backup) holds the write lock: the Overview must not queue
+    // behind it when there is nothing to fold.
+    const other = new Database(join(t.dir, 'msgd.db'));
+    other.pragma('busy_timeout = 0');
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      ctx.db.sqlite.pragma('busy_timeout = 0');
+      expect(rollUpSpend(ctx)).toBe(0);
+      expect(spendSeries(ctx, p.id, 1)[0].spend).toBe(7_500);
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+  });
+
   it('sums debits minus refunds per UTC day, counts each entry once, and zero-fills the series', () => {
     t = openTestCtx({ clock: true });
     const { ctx, clock } = t;
