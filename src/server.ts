@@ -7,13 +7,7 @@ import { buildApp } from './http/app.js';
 import { createLogger } from './http/logger.js';
 import { dataUpkeepTasks } from './jobs/data-upkeep.js';
 import { LogSink } from './lib/log-sink.js';
-import {
-  createMetricsRegistry,
-  instrumentApp,
-  metricsEnabled,
-  startMetricsListener,
-  type Metrics,
-} from './http/metrics/index.js';
+import type { Metrics } from './http/metrics/index.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { startHeartbeat } from './jobs/heartbeat.js';
@@ -74,8 +68,13 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
   try {
     const demo = config.demo.enabled ? maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
-    const registry = metricsEnabled(rt)
-      ? createMetricsRegistry({
+    // prom-client is loaded only when metrics are on: off, msgd does not carry it.
+    const m =
+      rt.config.metrics.token !== null || rt.config.metrics.port !== null
+        ? await import('./http/metrics/index.js')
+        : null;
+    const registry = m
+      ? m.createMetricsRegistry({
           rt,
           checkpointer: {
             get last() {
@@ -85,9 +84,9 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
           logSink,
         })
       : null;
-    if (registry) instrumentApp(app, rt, registry);
+    if (m && registry) m.instrumentApp(app, rt, registry);
     await app.listen({ host: config.server.host, port: config.server.port });
-    if (registry) metrics = await startMetricsListener(rt, registry);
+    if (m && registry) metrics = await m.startMetricsListener(rt, registry);
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.server.port;
     const host = config.server.host === '0.0.0.0' || config.server.host === '::' ? '127.0.0.1' : config.server.host;

@@ -22,11 +22,6 @@ export interface Metrics {
   close(): Promise<void>;
 }
 
-/** Is /metrics served at all (a token for the main port, or a port of its own)? */
-export function metricsEnabled(rt: Runtime): boolean {
-  return rt.config.metrics.token !== null || rt.config.metrics.port !== null;
-}
-
 /** Hooks on the app and the /metrics route; call before the app listens. */
 export function instrumentApp(app: FastifyInstance, rt: Runtime, registry: Registry): void {
   const requests = new Histogram({
