@@ -19,6 +19,31 @@ import { expectMoneyConsistent } from '../helpers/expectations.js';
 
 let s: TestServer;
 let twilio: TwilioFake;
+
+const LINE_CONFIG = { 'jobs.backoffBaseMs': 20, 'jobs.backoffCapMs': 1000 };
+
+/**
+ * msgd in a data directory of its own takes 12 SMS for a gateway at 5/s, sends the first two and
+ * stops: a backlog waiting in line for the next msgd on that directory.
+ */
+async function backlogThenStop() {
+  const dataDir = mkdtempSync(join(tmpdir(), 'msgd-line-'));
+  const a = await startTestServer(LINE_CONFIG, { dataDir });
+  let made = false;
+  try {
+    const p = setupPartner(a.ctx, { balance: '10' });
+    twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
+    for (let i = 0; i < 12; i++)
+      expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
+    await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
+    made = true;
+    return { dataDir, p };
+  } finally {
+    await a.stop();
+    if (!made) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 let smtp: SmtpFake;
 beforeAll(async () => {
   twilio = await startTwilioFake();
@@ -153,19 +178,10 @@ describe('per-gateway rate shaping', () => {
   });
 
   it('msgd restarted with a backlog in line: the backlog keeps its order and new messages wait behind it', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'msgd-line-'));
-    const config = { 'jobs.backoffBaseMs': 20, 'jobs.backoffCapMs': 1000 };
-    let a: TestServer | undefined = await startTestServer(config, { dataDir });
+    const { dataDir, p } = await backlogThenStop();
     let b: TestServer | undefined;
     try {
-      const p = setupPartner(a.ctx, { balance: '10' });
-      twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
-      for (let i = 0; i < 12; i++)
-        expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
-      await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
-      await a.stop();
-      a = undefined;
-      b = await startTestServer(config, { dataDir });
+      b = await startTestServer(LINE_CONFIG, { dataDir });
       // Sent at once after the restart: without a line in memory they would take the free slots.
       for (let i = 0; i < 3; i++)
         expect((await send(b.url, SMS, { to: '+14155550123', text: `new ${i}` }, p.token)).status).toBe(200);
@@ -175,34 +191,23 @@ describe('per-gateway rate shaping', () => {
       expect(b.logs.some((l) => /msgd started: its waiting messages take new places in line/.test(l))).toBe(true);
       expect(messagesOf(b.ctx, p.partnerId).filter((m) => m.dispatch_uncertain)).toEqual([]);
     } finally {
-      await a?.stop();
       await b?.stop();
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
 
   it('msgd restarted after some places in line fell due: the backlog still goes in the order accepted', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'msgd-line-'));
-    const config = { 'jobs.backoffBaseMs': 20, 'jobs.backoffCapMs': 1000 };
-    let a: TestServer | undefined = await startTestServer(config, { dataDir });
+    const { dataDir, p } = await backlogThenStop();
     let b: TestServer | undefined;
     try {
-      const p = setupPartner(a.ctx, { balance: '10' });
-      twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
-      for (let i = 0; i < 12; i++)
-        expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
-      await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
-      await a.stop();
-      a = undefined;
       // msgd comes back a second later (a slow start): the first places of the line, 200 ms
       // apart, are already due, the later ones are not.
       const clock = testClock();
       clock.advance(1_000);
-      b = await startTestServer(config, { dataDir, clock });
+      b = await startTestServer(LINE_CONFIG, { dataDir, clock });
       await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), '12 sent', 10_000);
       expect(twilio.requests.map((r) => r.body.Body)).toEqual(Array.from({ length: 12 }, (_, i) => `old ${i}`));
     } finally {
-      await a?.stop();
       await b?.stop();
       rmSync(dataDir, { recursive: true, force: true });
     }
