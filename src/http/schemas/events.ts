@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
 import { EMAIL_FEEDBACK_EVENTS, STATUS_EVENTS } from '../../core/event-types.js';
 import { MESSAGE_STATUSES } from '../../core/statuses.js';
+import { storyRef } from './v1.js';
 
 // The events msgd POSTs to partner endpoints (docs/webhooks-out.md), for the OpenAPI document's
 // `webhooks` section. The bodies are built in src/core (messages.ts, inbound.ts) and
@@ -37,7 +38,7 @@ export const messageReceivedEvent = z
     }),
     received_at: isoTime.describe("when the customer sent it, by the provider's clock"),
     content: z
-      .object({ kind: z.string() })
+      .object({ kind: z.string(), reply_to_story: storyRef.optional() })
       .catchall(z.unknown())
       .describe('the whole content, as GET /v1/messages/{id} shows it; see docs/api.md "Message content"'),
   })

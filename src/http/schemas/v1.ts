@@ -110,6 +110,14 @@ export const messageAccepted = z
   .object({ id: id('msg'), status: z.literal('queued'), channel, to: z.string(), created_at: isoTime })
   .meta({ id: 'MessageAccepted' });
 
+/** The Instagram story an inbound message replies to (content.reply_to_story). */
+export const storyRef = z
+  .object({
+    id: z.string().nullable().describe("Instagram's id of the story"),
+    url: z.string().nullable().describe("the story's media on Meta's CDN; the link expires"),
+  })
+  .describe('the Instagram story this message replies to');
+
 export const messageOut = z
   .object({
     id: id('msg'),
@@ -119,9 +127,10 @@ export const messageOut = z
     from: z.string(),
     status: z.string(),
     content: z
-      .record(z.string(), z.unknown())
+      .object({ kind: z.string(), reply_to_story: storyRef.optional() })
+      .catchall(z.unknown())
       .describe(
-        'by kind: text (choice?: the option tapped; reply_to?: the message answered), template, email, media, reaction (target: the message reacted to), contacts, other (type: the provider type); see docs/api.md "Message content"',
+        'by kind: text (choice?: the option tapped; reply_to?: the message answered; reply_to_story?: the Instagram story answered), template, email, media, reaction (target: the message reacted to), contacts, other (type: the provider type), redacted (was, redacted_at); see docs/api.md "Message content"',
       ),
     price: money,
     segments: z.number().int(),

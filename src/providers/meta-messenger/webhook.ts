@@ -59,9 +59,13 @@ function content(m: Record<string, any>): MessageContent {
     error: null,
     data: kept(Object.fromEntries(Object.entries(m).filter(([k]) => k !== 'mid'))),
   };
-  const replied = isObject(m.reply_to) ? str(m.reply_to.mid) : undefined;
-  if (replied && c.kind !== 'template' && c.kind !== 'email')
-    c.reply_to = { provider_message_id: replied, message_id: null };
+  if (c.kind === 'template' || c.kind === 'email' || !isObject(m.reply_to)) return c;
+  const replied = str(m.reply_to.mid);
+  if (replied) c.reply_to = { provider_message_id: replied, message_id: null };
+  // An Instagram story reply names the story, not a message: kept beside, as a story mention's URL is.
+  const story = m.reply_to.story;
+  if (isObject(story) && (str(story.id) || str(story.url)))
+    c.reply_to_story = { id: str(story.id) ?? null, url: str(story.url) ?? null };
   return c;
 }
 
