@@ -20,6 +20,17 @@ export interface RedactedContent {
   redacted_at: string;
 }
 
+/**
+ * SQL for the redacted form of a row's `content` (one parameter: the ISO time of redaction), for
+ * an UPDATE of messages. Retention and a customer's unsend (src/core/messages.ts) write the same shape.
+ */
+export const REDACTED_CONTENT_SQL = `json_object('kind', 'redacted', 'was', json_extract(content, '$.kind'), 'redacted_at', ?)`;
+
+/** The redacted form of a content of kind `was`, redacted at `at` (ms). */
+export function redactedContent(was: string | null, at: number): RedactedContent {
+  return { kind: 'redacted', was, redacted_at: new Date(at).toISOString() };
+}
+
 const UPTO = 'retention.content_upto';
 const HELD = 'retention.content_held';
 /** Unsettled messages remembered across runs; past this the watermark waits for them. */
@@ -57,7 +68,7 @@ export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactO
   const one = (id: string) =>
     stmt<[string], { status: string }>(sqlite, `SELECT status FROM messages WHERE id = ?`).get(id)?.status;
   const redact = sqlite.prepare(
-    `UPDATE messages SET content = json_object('kind', 'redacted', 'was', json_extract(content, '$.kind'), 'redacted_at', ?)
+    `UPDATE messages SET content = ${REDACTED_CONTENT_SQL}
       WHERE id = ? AND json_extract(content, '$.kind') IS NOT 'redacted'`,
   );
 

@@ -235,6 +235,8 @@ export const messages = sqliteTable(
     sentAt: integer('sent_at'),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
+    /** When the customer unsent this inbound message (Messenger/Instagram is_deleted); its content is then redacted. */
+    deletedAt: integer('deleted_at'),
   },
   (t) => [
     index('messages_partner').on(t.partnerId, t.id),

@@ -1,7 +1,7 @@
 import Ajv2020 from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disableEndpoint, MAX_ENDPOINTS_PER_PARTNER } from '../../src/core/endpoints.js';
-import { createInbound } from '../../src/core/messages.js';
+import { createInbound, markDeleted } from '../../src/core/messages.js';
 import { suspendPartner } from '../../src/core/partners.js';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -339,13 +339,31 @@ describe('real responses are the documented ones', () => {
         occurredAt: Date.now(),
       }),
     )();
+    // An Instagram-style story reply, then unsent by the customer: message.deleted.
+    server.ctx.db.sqlite.transaction(() => {
+      const { message } = createInbound(server.ctx, {
+        partnerId,
+        channel: { id: sms.id, type: 'sms', gatewayId: sms.gateway_id, sender: sms.sender },
+        from: PHONE,
+        providerMessageId: 'SM2',
+        content: { kind: 'text', text: 'nice', reply_to_story: { id: '17999', url: 'https://cdn.example/s.jpg' } },
+        occurredAt: Date.now(),
+      });
+      expect(markDeleted(server.ctx, message, Date.now())).toBe(true);
+    })();
     const events = server.ctx.db.sqlite
       .prepare('SELECT type, payload FROM events WHERE partner_id = ?')
       .all(partnerId) as { type: string; payload: string }[];
     const types = new Set(events.map((e) => e.type));
     // The sends above were delivered by the sandbox; the test endpoint got its test event.
     expect([...types]).toEqual(
-      expect.arrayContaining(['message.received', 'message.sent', 'message.delivered', 'webhook.test']),
+      expect.arrayContaining([
+        'message.received',
+        'message.deleted',
+        'message.sent',
+        'message.delivered',
+        'webhook.test',
+      ]),
     );
     for (const e of events) {
       const schema = doc.webhooks[e.type].post.requestBody.content['application/json'].schema;

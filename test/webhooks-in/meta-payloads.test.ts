@@ -4,12 +4,13 @@ import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '
 import { setupPartner, connect, startTestServer, type TestServer } from '../helpers/server.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { processed } from '../helpers/webhook-log.js';
+import { loggedIn } from '../ui/helpers.js';
 import { waitFor } from '../helpers/wait.js';
 import { apiFor, outOverrides, type Api } from '../webhooks-out/helpers.js';
 
 // Instagram and Messenger payloads as Meta sends them, signed with the app secret, read back
 // the way a partner reads them: GET /v1/messages/{id} and the events its HTTPS endpoint gets.
-// Story replies keep the story.
+// Story replies keep the story; an unsend redacts the message and tells the partner.
 
 const PAGE = '682498302938465';
 const IG = '17841400000000001';
@@ -109,6 +110,7 @@ describe('Instagram story replies', () => {
     const res = await api('GET', `/v1/messages/${id}`);
     expect(res.status).toBe(200);
     expect(res.body.content).toEqual({ kind: 'text', text: 'love this!', reply_to_story: story });
+    expect(res.body.deleted_at).toBeNull();
 
     const ev = await waitGot('message.received', id);
     expect(ev).toMatchObject({ channel: 'instagram', from: IGSID, body: 'love this!' });
@@ -123,5 +125,115 @@ describe('Instagram story replies', () => {
     );
     const mention = await api('GET', `/v1/messages/${messageIdOf('aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQy')}`);
     expect(mention.body.content.media).toEqual([{ type: 'story_mention', url: story.url, caption: null }]);
+  });
+});
+
+describe('an unsend (is_deleted)', () => {
+  it('redacts the message, keeps who, when and history, and sends message.deleted', async () => {
+    const mid = 'm_unsend-1';
+    const sentAt = Date.now() - 5000;
+    expect((await meta(pageMessage({ mid, text: 'my card number is 4111 1111 1111 1111' }, sentAt))).processing).toBe(
+      'processed',
+    );
+    const id = messageIdOf(mid);
+    const received = await waitGot('message.received', id);
+    expect(received.body).toContain('4111');
+
+    const unsentAt = Date.now();
+    const r = await meta(pageMessage({ mid, is_deleted: true }, unsentAt));
+    expect(r.processing).toBe('processed');
+
+    const res = await api('GET', `/v1/messages/${id}`);
+    expect(res.body).toMatchObject({
+      id,
+      direction: 'inbound',
+      channel: 'messenger',
+      from: PSID,
+      status: 'received',
+      provider_message_id: mid,
+      sent_at: new Date(sentAt).toISOString(),
+      deleted_at: new Date(unsentAt).toISOString(),
+    });
+    expect(res.body.content).toEqual({ kind: 'redacted', was: 'text', redacted_at: expect.any(String) });
+    expect(res.body.history.map((h: any) => h.status)).toEqual(['received']);
+    expect(JSON.stringify(res.body)).not.toContain('4111');
+
+    const deleted = await waitGot('message.deleted', id);
+    expect(deleted).toEqual({
+      id: expect.stringMatching(/^evt_/),
+      event: 'message.deleted',
+      created_at: expect.any(String),
+      message_id: id,
+      channel: 'messenger',
+      from: PSID,
+      to: PAGE,
+      conversation_id: res.body.conversation_id,
+      provider_message_id: mid,
+      deleted_at: new Date(unsentAt).toISOString(),
+    });
+    // No copy of the content is left in msgd's own records: the message, and the message.received
+    // event kept for replays.
+    const rows = s.ctx.db.sqlite
+      .prepare(`SELECT payload FROM events WHERE partner_id = ? AND payload LIKE ?`)
+      .all(partnerId, `%${id}%`) as { payload: string }[];
+    expect(rows.length).toBe(2);
+    for (const row of rows) expect(row.payload).not.toContain('4111');
+
+    // The web console shows it unsent, not as retention's redaction.
+    const { client } = await loggedIn(s.ctx, s.url, partnerId, 'developer');
+    const page = await client.get(`/ui/messages/${id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('(unsent by the customer)');
+    expect(page.text).not.toContain('4111');
+
+    // Meta's retry of the same unsend is a duplicate: one message.deleted.
+    expect((await meta(pageMessage({ mid, is_deleted: true }, unsentAt))).processing).toBe('duplicate');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(got('message.deleted', id)).toHaveLength(1);
+  });
+
+  it('of a mid msgd does not have is ignored; should that message arrive later, it is stored deleted', async () => {
+    const mid = 'aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODUw';
+    const unsentAt = Date.now();
+    const r = await meta(igMessage({ mid, is_deleted: true }, unsentAt));
+    expect(r.processing).toBe('ignored');
+    expect(r.error).toContain(mid);
+
+    // Meta delivered the message after its unsend.
+    const late = await meta(igMessage({ mid, text: 'oops, wrong chat' }, unsentAt - 2000));
+    expect(late.processing).toBe('ignored');
+    const id = messageIdOf(mid);
+    const res = await api('GET', `/v1/messages/${id}`);
+    expect(res.body).toMatchObject({ channel: 'instagram', from: IGSID, status: 'received' });
+    expect(res.body.deleted_at).not.toBeNull();
+    expect(res.body.content).toEqual({ kind: 'redacted', was: 'text', redacted_at: expect.any(String) });
+    const events = s.ctx.db.sqlite
+      .prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ?`)
+      .all(partnerId, `%${id}%`) as { type: string; payload: string }[];
+    // Nothing to announce: the partner never had it.
+    expect(events).toEqual([]);
+    expect(JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE id = ?').get(id))).not.toContain(
+      'wrong chat',
+    );
+  });
+
+  it('by someone other than its sender changes nothing', async () => {
+    const mid = 'm_unsend-2';
+    await meta(pageMessage({ mid, text: 'keep me' }));
+    const id = messageIdOf(mid);
+    const r = await meta(
+      pageEvent(PAGE, [
+        {
+          sender: { id: '999000999' },
+          recipient: { id: PAGE },
+          timestamp: Date.now(),
+          message: { mid, is_deleted: true },
+        },
+      ]),
+    );
+    expect(r.processing).toBe('ignored');
+    const res = await api('GET', `/v1/messages/${id}`);
+    expect(res.body.content).toEqual({ kind: 'text', text: 'keep me' });
+    expect(res.body.deleted_at).toBeNull();
   });
 });

@@ -44,6 +44,21 @@ export const messageReceivedEvent = z
   })
   .describe('An inbound message arrived on one of your channels.');
 
+export const messageDeletedEvent = z
+  .object({
+    ...base(['message.deleted']),
+    message_id: z.string(),
+    channel,
+    from: z.string().describe("the customer's address"),
+    to: z.string().describe('your channel’s sender address that received it'),
+    conversation_id: z.string().nullable(),
+    provider_message_id: z.string().nullable().describe("the provider's id of the message (Meta's mid)"),
+    deleted_at: isoTime.describe("when the customer unsent it, by the provider's clock"),
+  })
+  .describe(
+    'The customer unsent (deleted) a message they had sent you (Messenger, Instagram): msgd has redacted its content; remove it from your inbox too.',
+  );
+
 export const messageStatusEvent = z
   .object({
     ...base(STATUS_EVENTS),
@@ -95,6 +110,7 @@ export const webhookTestEvent = z
 /** Each event type and the schema of its body, under the component name it is documented as. */
 export const EVENT_SCHEMAS: [name: string, types: readonly string[], schema: z.ZodType][] = [
   ['MessageReceivedEvent', ['message.received'], messageReceivedEvent],
+  ['MessageDeletedEvent', ['message.deleted'], messageDeletedEvent],
   ['MessageStatusEvent', STATUS_EVENTS, messageStatusEvent],
   ['EmailFeedbackEvent', EMAIL_FEEDBACK_EVENTS, emailFeedbackEvent],
   ['BalanceLowEvent', ['partner.balance_low'], balanceLowEvent],

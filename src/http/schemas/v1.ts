@@ -130,7 +130,7 @@ export const messageOut = z
       .object({ kind: z.string(), reply_to_story: storyRef.optional() })
       .catchall(z.unknown())
       .describe(
-        'by kind: text (choice?: the option tapped; reply_to?: the message answered; reply_to_story?: the Instagram story answered), template, email, media, reaction (target: the message reacted to), contacts, other (type: the provider type), redacted (was, redacted_at); see docs/api.md "Message content"',
+        'by kind: text (choice?: the option tapped; reply_to?: the message answered; reply_to_story?: the Instagram story answered), template, email, media, reaction (target: the message reacted to), contacts, other (type: the provider type), redacted (was, redacted_at: removed by retention or unsent by the customer); see docs/api.md "Message content"',
       ),
     price: money,
     segments: z.number().int(),
@@ -147,6 +147,11 @@ export const messageOut = z
       ),
     created_at: isoTime.describe('when msgd stored the message (inbound: when it arrived)'),
     updated_at: isoTime,
+    deleted_at: isoTime
+      .nullable()
+      .describe(
+        'inbound Messenger/Instagram: when the customer unsent it (its content is then redacted, and message.deleted was sent); null otherwise',
+      ),
     history: z
       .array(
         z.object({

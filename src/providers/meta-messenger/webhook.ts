@@ -113,10 +113,13 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, rece
         } else if (isObject(ev.message)) {
           const m = ev.message;
           const mid = str(m.mid);
+          // An unsend is keyed by who unsent what where, so a message arriving after it finds it.
+          const unsendKey = mid && `${provider}:unsend:${receiver.addresses[0]}:${user}:${mid}`;
           if (m.is_echo) out.push(note(`echo of our own ${provider} send skipped${mid ? ` (${mid})` : ''}`));
-          else if (m.is_deleted) out.push(note(`${provider} message deleted by the sender${mid ? ` (${mid})` : ''}`));
-          else if (!mid) out.push(note(`${provider} message without mid`));
-          else {
+          else if (!mid || !unsendKey) out.push(note(`${provider} message without mid`));
+          else if (m.is_deleted) {
+            out.push({ type: 'unsend', key: unsendKey, receiver, from: user, providerMessageId: mid, occurredAt: at });
+          } else {
             out.push({
               type: 'message',
               key: `${provider}:message:${mid}`,
@@ -125,6 +128,7 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, rece
               providerMessageId: mid,
               content: content(m),
               occurredAt: at,
+              unsendKey,
             });
           }
         } else if (isObject(ev.postback)) {
