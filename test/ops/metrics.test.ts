@@ -75,6 +75,9 @@ describe('/metrics', () => {
     expect(samples(text, 'msgd_sqlite_file_bytes').find((x) => x.labels.file === 'db')!.value).toBeGreaterThan(0);
     expect(samples(text, 'nodejs_eventloop_lag_seconds')).toHaveLength(1);
     expect(samples(text, 'process_resident_memory_bytes')[0].value).toBeGreaterThan(0);
+    // Lines dropped since start: a counter, named as one.
+    expect(text).toContain('# TYPE msgd_log_lines_dropped_total counter');
+    expect(samples(text, 'msgd_log_lines_dropped_total')).toEqual([{ labels: {}, value: 0 }]);
     expect(samples(text, 'msgd_build_info')).toEqual([
       { labels: { version: s.rt.version, node: process.version }, value: 1 },
     ]);

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { stmt } from '../../db/stmt.js';
 import type { LogSink } from '../../lib/log-sink.js';
 import { parseMoney } from '../../lib/money.js';
@@ -107,12 +107,13 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
 
   // Always listed (a destination given by a test or an embedding program reports none dropped).
   const sink = src.logSink ?? null;
-  new Gauge({
-    name: 'msgd_log_lines_dropped',
+  new Counter({
+    name: 'msgd_log_lines_dropped_total',
     help: 'Log lines dropped since start because the log output could not be written or kept up',
     registers: [registry],
     collect() {
-      this.set(sink?.state.dropped ?? 0);
+      this.reset();
+      this.inc(sink?.state.dropped ?? 0);
     },
   });
   new Gauge({
