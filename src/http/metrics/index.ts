@@ -13,6 +13,7 @@ import { registerWorkCounters } from './work-counters.js';
 // request path pays one synchronous hook and a pre-bound histogram child per request.
 
 const SEND_ROUTES = new Set([...SEND_PATHS.map((p) => `POST ${p}`), 'POST /v1/messages']);
+const TOTAL_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 const ERROR_CODE = /"code":"([a-z_]{1,64})"/;
 
 export interface Metrics {
@@ -78,6 +79,9 @@ export function instrumentApp(app: FastifyInstance, rt: Runtime, registry: Regis
 export function createMetricsRegistry(src: CollectorSources): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
+  // Gauges named like counters, which promtool refuses; nodejs_active_{handles,requests,resources}
+  // by type stay, and their sum is the same figure.
+  for (const name of TOTAL_GAUGES) registry.removeSingleMetric(name);
   registerCollectors(registry, src);
   registerWorkCounters(registry, src.rt.counters);
   return registry;
