@@ -129,6 +129,8 @@ describe('a scrape', () => {
           `${x.name} belongs to ${f.name}`,
         ).toContain(x.name);
         const names = x.labels.map(([k]) => k);
+        // An empty value is the same as no label to a query: a series names what it has.
+        for (const [k, v] of x.labels) expect(v, `${k} of ${x.name}`).not.toBe('');
         for (const k of names) {
           expect(k, `label of ${x.name}`).toMatch(LABEL);
           expect(k, `label of ${x.name}`).not.toMatch(/^__/);

@@ -9,6 +9,8 @@ import type { Runtime } from '../../runtime.js';
 // and from the files and objects msgd already has: never a scan of messages or the ledger,
 // so a scrape costs the same with 5 million messages stored as with none.
 
+const JOB_STATES = ['available', 'retry', 'running', 'dead'] as const;
+
 export interface CheckpointView {
   /** The last checkpoint round: when, WAL frames, frames copied into the database. */
   readonly last: { at: number; log: number; checkpointed: number } | null;
@@ -33,6 +35,10 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     registers: [registry],
     collect() {
       this.reset();
+      // Every state of every kind msgd runs, at 0 when empty: a series that vanishes at zero
+      // leaves an alert's `> 0` with nothing to compare and a graph with a gap.
+      for (const worker of [rt.worker, rt.webhooksOut.worker])
+        for (const kind of worker.registeredKinds()) for (const state of JOB_STATES) this.set({ kind, state }, 0);
       const rows = stmt<[], { kind: string; state: string; n: number }>(
         db,
         'SELECT kind, state, COUNT(*) AS n FROM jobs INDEXED BY jobs_kind_claim GROUP BY kind, state',
@@ -122,6 +128,21 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     registers: [registry],
     collect() {
       this.set(sink?.state.failed ? 1 : 0);
+    },
+  });
+
+  new Gauge({
+    name: 'msgd_gateway_info',
+    help: 'Always 1 per gateway; the labels give its id (the gateway label of other metrics), name and kind',
+    labelNames: ['gateway', 'name', 'kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const rows = stmt<[], { id: string; name: string; kind: string }>(
+        db,
+        'SELECT id, name, kind FROM gateways ORDER BY id',
+      ).all();
+      for (const r of rows) this.set({ gateway: r.id, name: r.name, kind: r.kind }, 1);
     },
   });
 
