@@ -6,6 +6,7 @@ import type { Runtime } from '../../runtime.js';
 import { sendError } from '../errors.js';
 import { SEND_PATHS } from '../routes/send.js';
 import { registerCollectors, type CollectorSources } from './collectors.js';
+import { registerProviderLatency } from './provider-latency.js';
 import { registerWorkCounters } from './work-counters.js';
 
 // GET /metrics in Prometheus' text format. Not public: served only on metrics.port (its own
@@ -89,6 +90,7 @@ export function createMetricsRegistry(src: CollectorSources): Registry {
   for (const name of TOTAL_GAUGES) registry.removeSingleMetric(name);
   registerCollectors(registry, src);
   registerWorkCounters(registry, src.rt.counters);
+  registerProviderLatency(registry, src.rt.counters);
   return registry;
 }
 
