@@ -47,6 +47,16 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     },
   });
 
+  // /readyz's answer: an alert on it needs no probe from outside.
+  new Gauge({
+    name: 'msgd_ready',
+    help: '1 while msgd can keep what it accepts (GET /readyz answers 200), else 0: a write refused, migrations pending, the disk under health.minFreeDiskMb',
+    registers: [registry],
+    collect() {
+      this.set(rt.storage.readiness().ok ? 1 : 0);
+    },
+  });
+
   new Gauge({
     name: 'msgd_partners_below_low_balance',
     help: 'Active partners whose balance is under their low-balance threshold (their own, else billing.balanceLowThreshold)',
