@@ -9,7 +9,7 @@ import { iso } from '../lib/time.js';
 import { audit } from './audit.js';
 import type { CoreCtx } from './context.js';
 import { getPartner } from './partners.js';
-import { checkPasswordRules, hashPassword, verifyPassword } from './passwords.js';
+import { checkPasswordRules, hashPassword, passwordContext, verifyPassword } from './passwords.js';
 
 // Partner users of the web console. The operator invites the first (msgctl user invite); an
 // admin user invites more from the console. Both call inviteUser: one rule for both.
@@ -198,8 +198,9 @@ export function openLink(ctx: CoreCtx, secret: string): LinkInfo | null {
 
 /** Set the password through a link (single use); every session of the user ends. */
 export async function acceptLink(ctx: CoreCtx, secret: string, password: string): Promise<UserRow> {
-  checkPasswordRules(password);
-  if (!openLink(ctx, secret)) throw expiredLink();
+  const first = openLink(ctx, secret);
+  if (!first) throw expiredLink();
+  await checkPasswordRules(password, passwordContext(first.user.email, [first.partnerName]));
   const hash = await hashPassword(password);
   return ctx.db.sqlite
     .transaction(() => {
@@ -239,7 +240,7 @@ export async function changePassword(ctx: CoreCtx, userId: string, current: stri
   const user = getUser(ctx, userId);
   if (!user || !(await verifyPassword(current ?? '', user.password_hash)))
     throw invalid('the current password is not right', [{ field: 'current', message: 'not right' }]);
-  checkPasswordRules(next);
+  await checkPasswordRules(next, passwordContext(user.email, [getPartner(ctx, user.partner_id).name]));
   const hash = await hashPassword(next);
   ctx.db.sqlite
     .transaction(() => {
