@@ -1,11 +1,11 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { auditEvent } from '../../core/audit.js';
 import { PASSWORD_MIN } from '../../core/passwords.js';
-import { createSession, endAllSessions, endSession } from '../../core/ui-sessions.js';
-import { acceptLink, changePassword, checkLogin, findUserByEmail, openLink } from '../../core/users.js';
+import { createSession, endAllSessions, endSession, selectPartner } from '../../core/ui-sessions.js';
+import { acceptJoinLink, acceptLink, changePassword, checkLogin, findUserByEmail, openLink } from '../../core/users.js';
 import { AppError } from '../../lib/errors.js';
 import { clearCookie, setCookie } from '../cookies.js';
-import { csrfToken, field, form, query, userFor, type Ui } from '../context.js';
+import { csrfToken, field, form, personFor, query, type Ui } from '../context.js';
 import { Csrf, Notice, Page, sendPage } from '../layout.js';
 
 // Logging in and out, accepting an invite or reset link, and the account page.
@@ -59,8 +59,16 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
       opts.status ?? 200,
     );
 
+  /** Where a login lands: the page asked for once a partner is picked, else the partner picker first. */
+  const afterLogin = (req: FastifyRequest, partnerId: string | null) => {
+    const next = query(req).next;
+    const dest = safeNext(next);
+    if (partnerId || dest.startsWith('/ui/invite/')) return dest;
+    return `/ui/partners${next ? `?next=${encodeURIComponent(dest)}` : ''}`;
+  };
+
   app.get('/login', async (req, reply) => {
-    if (req.ui?.user) return reply.redirect(safeNext(query(req).next), 303);
+    if (req.ui?.session) return reply.redirect(afterLogin(req, req.ui.user?.partnerId ?? null), 303);
     const q = query(req);
     return loginPage(req, reply, {
       notice:
@@ -100,22 +108,22 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     }
     ui.throttle.succeed(email);
     // A session this browser already had ends: every login starts a fresh one.
-    if (req.ui?.user) endSession(rt.ctx, req.ui.user.sessionId, req.ui.user.userId);
-    const { secret } = createSession(rt.ctx, user.id, { ip });
+    if (req.ui?.session) endSession(rt.ctx, req.ui.session.sessionId, req.ui.session.userId);
+    const { secret, partnerId } = createSession(rt.ctx, user.id, { ip });
     setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
-    return reply.redirect(safeNext(query(req).next), 303);
+    return reply.redirect(afterLogin(req, partnerId), 303);
   });
 
   app.post('/logout', async (req, reply) => {
-    const user = req.ui?.user;
-    if (user) endSession(rt.ctx, user.sessionId, user.userId);
+    const session = req.ui?.session;
+    if (session) endSession(rt.ctx, session.sessionId, session.userId);
     clearCookie(reply, ui.names, ui.names.session);
     return reply.redirect('/ui/login?done=logout', 303);
   });
 
   app.post('/logout-everywhere', async (req, reply) => {
-    const user = userFor(req, 'overview');
-    endAllSessions(rt.ctx, user.userId);
+    const person = personFor(req);
+    endAllSessions(rt.ctx, person.userId);
     clearCookie(reply, ui.names, ui.names.session);
     return reply.redirect('/ui/login?done=logout', 303);
   });
@@ -135,6 +143,46 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
         </Page>,
         410,
       );
+    if (info.kind === 'join') {
+      // An invitation for a person who logs in to accept it: this link sets no password.
+      const session = req.ui?.session ?? null;
+      const mine = session?.userId === info.user.id;
+      return sendPage(
+        reply,
+        <Page
+          title={`Join ${info.partnerName}`}
+          user={req.ui?.user ?? null}
+          person={session}
+          csrf={csrfToken(ui, req, reply)}
+        >
+          <div className="login">
+            {error && <Notice kind="error">{error}</Notice>}
+            <p>
+              {info.user.email} is invited to the {info.partnerName} console as {info.role}.
+            </p>
+            {mine ? (
+              <form method="post" action={`/ui/invite/${secret}/accept`}>
+                <Csrf token={csrfToken(ui, req, reply)} />
+                <p>
+                  <button type="submit">Accept and open {info.partnerName}</button>
+                </p>
+              </form>
+            ) : (
+              <>
+                <p>Log in with {info.user.email} to accept.</p>
+                <p>
+                  <a href={`/ui/login?next=${encodeURIComponent(`/ui/invite/${secret}`)}`}>Log in</a>
+                </p>
+                <p className="muted">
+                  No password yet? Use the link of your first invitation, or ask your operator for a new one.
+                </p>
+              </>
+            )}
+          </div>
+        </Page>,
+        status,
+      );
+    }
     return sendPage(
       reply,
       <Page title={info.kind === 'invite' ? `Join ${info.partnerName}` : 'Set a new password'} user={null} csrf="">
@@ -142,7 +190,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
           {error && <Notice kind="error">{error}</Notice>}
           <p>
             {info.kind === 'invite'
-              ? `You are invited to the ${info.partnerName} console as ${info.user.role}. Choose a password to finish.`
+              ? `You are invited to the ${info.partnerName} console as ${info.role}. Choose a password to finish.`
               : 'Choose a new password. Every session of this account will end.'}
           </p>
           <form method="post" action={`/ui/invite/${secret}`}>
@@ -182,26 +230,50 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     return reply.redirect('/ui/login?done=password', 303);
   });
 
+  app.post<{ Params: { secret: string } }>('/invite/:secret/accept', async (req, reply) => {
+    const person = personFor(req);
+    try {
+      const { partnerId } = acceptJoinLink(rt.ctx, req.params.secret, person.userId);
+      selectPartner(rt.ctx, person, partnerId);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'forbidden')
+        return linkPage(req, reply, req.params.secret, e.message, 403);
+      throw e;
+    }
+    return reply.redirect('/ui/overview', 303);
+  });
+
   const accountPage = (
     req: FastifyRequest,
     reply: FastifyReply,
     msg: { error?: string; ok?: string } = {},
     status = 200,
   ) => {
-    const user = userFor(req, 'overview');
+    const person = personFor(req);
+    const user = req.ui?.user ?? null;
     const csrf = csrfToken(ui, req, reply);
     return sendPage(
       reply,
-      <Page title="Your account" user={user} csrf={csrf}>
+      <Page title="Your account" user={user} person={person} csrf={csrf}>
         {msg.error && <Notice kind="error">{msg.error}</Notice>}
         {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
         <dl className="kv">
           <dt>Email</dt>
-          <dd>{user.email}</dd>
-          <dt>Role</dt>
-          <dd>{user.role}</dd>
-          <dt>Partner</dt>
-          <dd>{user.partnerName}</dd>
+          <dd>{person.email}</dd>
+          {user && (
+            <>
+              <dt>Role</dt>
+              <dd>{user.role}</dd>
+              <dt>Partner</dt>
+              <dd>{user.partnerName}</dd>
+            </>
+          )}
+          {person.partners.length > 1 && (
+            <>
+              <dt>Partners</dt>
+              <dd>{person.partners.map((m) => `${m.partner_name} (${m.role})`).join(', ')}</dd>
+            </>
+          )}
         </dl>
         <h2>Change password</h2>
         <form method="post" action="/ui/account/password">
@@ -235,17 +307,17 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   );
 
   app.post('/account/password', async (req, reply) => {
-    const user = userFor(req, 'overview');
+    const person = personFor(req);
     const f = form(req);
     try {
-      await changePassword(rt.ctx, user.userId, field(f, 'current'), field(f, 'password'));
+      await changePassword(rt.ctx, person.userId, field(f, 'current'), field(f, 'password'));
     } catch (e) {
       if (e instanceof AppError && e.code === 'invalid_request')
         return accountPage(req, reply, { error: e.message }, 400);
       throw e;
     }
     // Every session ended with the password; this browser starts a fresh one.
-    const { secret } = createSession(rt.ctx, user.userId, { ip: req.ip });
+    const { secret } = createSession(rt.ctx, person.userId, { ip: req.ip, partnerId: req.ui?.user?.partnerId });
     setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
     return reply.redirect('/ui/account?done=password', 303);
   });
