@@ -6,7 +6,7 @@ import { notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { auditEvent } from './audit.js';
 import type { CoreCtx } from './context.js';
-import { membershipsOf, type PartnerMembership, type Role } from './users.js';
+import { endEverywhere, membershipsOf, type PartnerMembership, type Role } from './users.js';
 
 // Console sessions, server-side. The cookie carries a random secret; the table keeps only its
 // SHA-256, so a copy of the database logs nobody in. A session belongs to a person and carries
@@ -150,9 +150,9 @@ export function endSession(ctx: CoreCtx, sessionId: string, userId: string) {
   auditEvent(ctx, `user:${userId}`, 'ui.logout', 'user', userId, { session: sessionId });
 }
 
-/** "Log out everywhere": every session of the person, this one included. */
+/** "Log out everywhere": every session of the person, this one included, and every unused invite or reset link. */
 export function endAllSessions(ctx: CoreCtx, userId: string): number {
-  const n = stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(userId).changes;
+  const n = endEverywhere(ctx, userId);
   auditEvent(ctx, `user:${userId}`, 'ui.logout_everywhere', 'user', userId, { sessions: n });
   return n;
 }

@@ -116,6 +116,14 @@ export interface IssuedLink {
 
 export type LinkKind = 'invite' | 'join' | 'reset';
 
+/** Unused invite and reset links of a person stop working (join links only ask to log in). */
+function endPasswordLinks(ctx: CoreCtx, userId: string, now: number) {
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE user_invites SET used_at = ? WHERE user_id = ? AND used_at IS NULL AND kind IN ('invite', 'reset')`,
+  ).run(now, userId);
+}
+
 function endMembershipLinks(ctx: CoreCtx, membershipId: string, now: number) {
   stmt(ctx.db.sqlite, 'UPDATE user_invites SET used_at = ? WHERE membership_id = ? AND used_at IS NULL').run(
     now,
@@ -443,7 +451,7 @@ function contextOf(ctx: CoreCtx, user: UserRow): string[] {
 
 /**
  * Set the password through an invite or reset link (single use). An invite link also accepts
- * its membership. Every session of the person ends.
+ * its membership. Every session and every other invite or reset link of the person ends.
  */
 export async function acceptLink(ctx: CoreCtx, secret: string, password: string): Promise<UserRow> {
   const first = openLink(ctx, secret);
@@ -490,12 +498,13 @@ function setPassword(ctx: CoreCtx, userId: string, hash: string, now: number) {
     userId,
   );
   endSessionsOf(ctx, userId);
+  endPasswordLinks(ctx, userId, now);
 }
 
 const expiredLink = () =>
   new AppError('link_expired', 'this link has expired or was already used; ask your admin for a new one');
 
-/** Change a password knowing the current one; every session of the person ends. */
+/** Change a password knowing the current one; every session and invite or reset link of the person ends. */
 export async function changePassword(ctx: CoreCtx, userId: string, current: string, next: string): Promise<void> {
   const user = getUser(ctx, userId);
   if (!user || !(await verifyPassword(current ?? '', user.password_hash)))
@@ -506,6 +515,17 @@ export async function changePassword(ctx: CoreCtx, userId: string, current: stri
     .transaction(() => {
       setPassword(ctx, userId, hash, ctx.now());
       audit(ctx, `user:${userId}`, 'user.change_password', 'user', userId);
+    })
+    .immediate();
+}
+
+/** "Log out everywhere": every session of the person ends, and every unused invite or reset link. */
+export function endEverywhere(ctx: CoreCtx, userId: string): number {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const n = stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(userId).changes;
+      endPasswordLinks(ctx, userId, ctx.now());
+      return n;
     })
     .immediate();
 }

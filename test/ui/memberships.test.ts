@@ -218,6 +218,27 @@ describe('reset links', () => {
     expect(cli.code).toBe(0);
     expect(cli.stderr).toContain('also belongs to 1 other partner(s)');
   });
+
+  it('end when the person changes the password, and on "log out everywhere"', async () => {
+    const a = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
+    const link = resetUser(s.ctx, acme.partnerId, a.email, 'test', 'operator');
+    expect((await new Client(s.url).get(`/ui/invite/${link.secret}`)).status).toBe(200);
+    await a.client.get('/ui/account');
+    const changed = await a.client.post('/ui/account/password', {
+      current: PASSWORD,
+      password: 'plum orchard at dusk',
+    });
+    expect(changed.status).toBe(303);
+    expect((await new Client(s.url).get(`/ui/invite/${link.secret}`)).status).toBe(410);
+
+    const link2 = resetUser(s.ctx, acme.partnerId, a.email, 'test', 'operator');
+    await a.client.get('/ui/account');
+    await a.client.post('/ui/logout-everywhere', {});
+    const c = new Client(s.url);
+    await c.get('/ui/login');
+    expect((await c.get(`/ui/invite/${link2.secret}`)).status).toBe(410);
+    expect((await c.post(`/ui/invite/${link2.secret}`, { password: 'x', confirm: 'x' })).status).toBe(410);
+  });
 });
 
 describe('weak passwords', () => {

@@ -288,7 +288,10 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
         <h2>Sessions</h2>
         <form method="post" action="/ui/logout-everywhere" data-confirm="Log out of every browser, this one included?">
           <Csrf token={csrf} />
-          <p>Ends every session of your account, on every device, this one included.</p>
+          <p>
+            Ends every session of your account, on every device, this one included, and every unused invite or reset
+            link sent for it.
+          </p>
           <button type="submit" className="danger">
             Log out everywhere
           </button>
