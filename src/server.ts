@@ -26,7 +26,10 @@ export interface Server {
 
 export interface StartOptions extends LoadOptions {
   config?: Config;
-  /** Where the one-time demo banner goes (stdout by default). */
+  /**
+   * Where the one-time demo banner goes: stderr by default, so stdout carries nothing but
+   * JSON log lines (a log shipper parses every one) and the banner still shows at a terminal.
+   */
   print?: (text: string) => void;
   logDestination?: NodeJS.WritableStream;
   /** The clock msgd's work reads (expiry, grace periods, run_at, leases); Date.now by default. */
@@ -123,7 +126,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       'msgd listening',
     );
     if (demo)
-      (opts.print ?? ((t: string) => process.stdout.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
+      (opts.print ?? ((t: string) => process.stderr.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
     let closing: Promise<void> | undefined;
     const server: Server = {
       rt,
