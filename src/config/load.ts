@@ -80,6 +80,12 @@ export function formatConfigIssues(configPath: string | undefined, issues: strin
   return `invalid configuration${configPath ? ` (${configPath})` : ''}: ${issues.join('; ')}`;
 }
 
+/** The absolute path of the config file loadConfig reads with these options, or null for none. */
+export function configFileFor(opts: Pick<LoadOptions, 'configPath' | 'env'> = {}): string | null {
+  const path = opts.configPath ?? (opts.env ?? process.env).MSGD_CONFIG;
+  return path ? resolve(path) : null;
+}
+
 export function loadConfig(opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const configPath = opts.configPath ?? env.MSGD_CONFIG;
