@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
 import { assignChannel, unassignChannel } from '../../src/core/channels.js';
+import { runCli } from '../helpers/cli.js';
 import { setupPartner, connect, startTestServer, type TestServer } from '../helpers/server.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { processed } from '../helpers/webhook-log.js';
@@ -306,5 +307,42 @@ describe('an unsend (is_deleted)', () => {
     const msg = await api('GET', `/v1/messages/${id}`);
     expect(msg.body.content).toEqual({ kind: 'text', text: 'the door code is 4512' });
     expect(msg.body.deleted_at).toBeNull();
+  });
+
+  it("leaves no copy in the delivery log, where the partner's endpoint quoted it back", async () => {
+    const mid = 'm_unsend-6';
+    const secret = 'IBAN GB33BUKB20201555555555';
+    // The partner's endpoint fails once with a debug page that quotes the request, as many
+    // frameworks' error pages do; msgd keeps the start of every response for the operator.
+    let quoted = false;
+    receiver.behave((r) =>
+      !quoted && r.body?.event === 'message.received' && String(r.body.body).includes(secret)
+        ? ((quoted = true), { kind: 'status', status: 500, body: `Internal Server Error\nPOST body: ${r.raw}` })
+        : { kind: 'ok' },
+    );
+    const attempts = async () => {
+      const r = await runCli(['webhooks', 'deliveries', '--attempts', '--json', '--limit', '1000'], {
+        dataDir: s.dataDir,
+      });
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout;
+    };
+    try {
+      await meta(pageMessage({ mid, text: `pay to ${secret}` }));
+      const id = messageIdOf(mid);
+      // Its first attempt, and what the endpoint answered, are in the log.
+      await waitFor(
+        async () => (await attempts()).includes(secret) || undefined,
+        'the quoting answer logged',
+        10_000,
+        100,
+      );
+
+      expect((await meta(pageMessage({ mid, is_deleted: true }))).processing).toBe('processed');
+      await waitGot('message.deleted', id);
+      expect(await attempts()).not.toContain(secret);
+    } finally {
+      receiver.behave({ kind: 'ok' });
+    }
   });
 });
