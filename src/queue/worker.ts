@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Db } from '../db/open.js';
+import { FailureLog } from '../lib/failure-log.js';
 import type { Job, JobQueue } from './queue.js';
 import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
 import { checkResult, errorMessage, type JobResult, type KindHooks, type Outcome } from './settle.js';
@@ -16,6 +17,9 @@ const BATCH_RETRY_MS = 250;
 /** A busy worker looks at every one of its kinds at least this often (see claimJobs). */
 const EVERY_KIND_MS = 100;
 const noop = () => {};
+/** SQLite's code (SQLITE_FULL, SQLITE_IOERR_WRITE, SQLITE_BUSY), else the error's name. */
+const errorCode = (err: unknown) =>
+  String((err as { code?: unknown } | null)?.code ?? (err instanceof Error ? err.name : 'Error'));
 const silent: JobLogger = { info: noop, warn: noop, error: noop };
 
 export class Worker {
@@ -55,6 +59,12 @@ export class Worker {
   private readonly beforeClaimHooks: (() => void)[] = [];
   private waiters: (() => void)[] = [];
   private stopping$: Promise<void> | null = null;
+  /**
+   * A batch that keeps failing (a full disk) is retried on every finish and wake, dozens of
+   * times a second: the first failure is logged with its stack, then one line per interval
+   * with the count, and one when a batch commits again.
+   */
+  private readonly batchFailures: FailureLog;
 
   constructor(opts: WorkerOptions) {
     if (!(opts.concurrency >= 1)) throw new Error('concurrency must be at least 1');
@@ -68,6 +78,11 @@ export class Worker {
     this.id = opts.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.lifelineIntervalMs = opts.lifelineIntervalMs ?? 30_000;
     this.maxSleepMs = opts.maxSleepMs ?? 1000;
+    this.batchFailures = new FailureLog(this.logger, {
+      what: 'job batch transactions',
+      level: 'error',
+      intervalMs: opts.failureLogIntervalMs,
+    });
     const savepoint = this.db.sqlite.transaction((fn: () => unknown) => fn());
     const env: BatchEnv = {
       ctx: {
@@ -211,10 +226,16 @@ export class Worker {
     } catch (err) {
       // Whole batch rolled back (database busy past busy_timeout, disk full): try it again.
       this.finished = finished.concat(this.finished);
-      this.logger.error({ workerId: this.id, err }, 'job batch transaction failed; retrying');
+      this.batchFailures.failure(
+        'batch',
+        errorCode(err),
+        { workerId: this.id, err },
+        'job batch transaction failed; retrying',
+      );
       this.armWake(now + BATCH_RETRY_MS);
       return this.progress();
     }
+    this.batchFailures.success('batch', { workerId: this.id });
     this.counters.batches++;
     for (const o of out.outcomes) this.count(o, now);
     this.counters.claimed += out.claimed;
