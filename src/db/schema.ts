@@ -287,7 +287,7 @@ export const jobs = sqliteTable(
     id: integer('id').primaryKey({ autoIncrement: true }),
     kind: text('kind').notNull(),
     payload: text('payload').notNull(),
-    state: text('state', { enum: ['available', 'running', 'retry', 'dead'] })
+    state: text('state', { enum: ['available', 'running', 'retry', 'dead', 'held'] })
       .notNull()
       .default('available'),
     priority: integer('priority').notNull().default(0),
