@@ -125,6 +125,7 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     error_code: null,
     error_message: null,
     dispatch_uncertain: 0,
+    dispatch_in_flight: 0,
     refunded: 0,
     sent_at: null,
     created_at: now,
@@ -195,6 +196,7 @@ export function storeInbound(
     error_code: null,
     error_message: null,
     dispatch_uncertain: 0,
+    dispatch_in_flight: 0,
     refunded: 0,
     sent_at: input.occurredAt,
     created_at: now,
@@ -312,7 +314,7 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
 export type MessageState = Omit<MessageRow, 'content'>;
 
 const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
-  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at`;
+  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, dispatch_in_flight, refunded, sent_at, created_at, updated_at, deleted_at`;
 
 /** The message as a status change needs it: every column but the content, which may be a long email. */
 export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefined {
@@ -522,7 +524,7 @@ export function markSent(
   const moved = stmt(
     ctx.db.sqlite,
     `UPDATE messages SET status = 'sent', provider_message_id = ?, provider_id_indexed = ?, error_code = NULL,
-       error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), sent_at = COALESCE(sent_at, ?), updated_at = ?
+       error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), dispatch_in_flight = 0, sent_at = COALESCE(sent_at, ?), updated_at = ?
      WHERE id = ? AND status = 'sending'`,
   ).run(
     change.providerMessageId,
