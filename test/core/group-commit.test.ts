@@ -6,7 +6,7 @@ import { openDb, type Db } from '../../src/db/open.js';
 import { GroupCommitter } from '../../src/db/group-commit.js';
 import { verifyLedger } from '../../src/core/ledger.js';
 import type { MessageRow } from '../../src/core/messages.js';
-import { accept } from '../../src/core/send.js';
+import { accept, type Preflight } from '../../src/core/send.js';
 import { dispatchEnqueuer } from '../../src/jobs/dispatch.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { parseMoney } from '../../src/lib/money.js';
@@ -124,8 +124,14 @@ describe('accepting sends in a batch that must run again', () => {
       const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
       const committer = new GroupCommitter(ctx.db.sqlite);
       const deps = { ctx, committer, enqueueDispatch: dispatchEnqueuer(new JobQueue(ctx.db)), defaultLowBalance: null };
-      const pre = {
-        channel: { id: channel.id, type: 'sms' as const, gatewayId: channel.gateway_id, sender: '+15550001111' },
+      const pre: Preflight = {
+        channel: {
+          id: channel.id,
+          type: 'sms',
+          gatewayId: channel.gateway_id,
+          sender: '+15550001111',
+          enforceWindow: false,
+        },
         partner: { lowBalanceThreshold: null },
         unitPrice: parseMoney('0.01'),
       };

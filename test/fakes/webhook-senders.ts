@@ -29,7 +29,7 @@ export interface WaStatus {
   errors?: unknown[];
 }
 
-function waEnvelope(phoneNumberId: string, value: Record<string, unknown>, display = '15550783881') {
+function waEnvelope<V extends object>(phoneNumberId: string, value: V, display = '15550783881') {
   return {
     object: 'whatsapp_business_account',
     entry: [
@@ -59,16 +59,16 @@ export function waStatuses(phoneNumberId: string, statuses: WaStatus[], display?
   );
 }
 
-export function waInbound(
-  phoneNumberId: string,
-  msg: Record<string, unknown> & { from: string; id: string },
-  opts: { name?: string; display?: string } = {},
-) {
+/** One entry of a WhatsApp webhook's `messages`: any of the message types' fields. */
+export type WaMessage = Record<string, unknown> & { from: string; id: string };
+
+export function waInbound(phoneNumberId: string, msg: WaMessage, opts: { name?: string; display?: string } = {}) {
+  const messages: WaMessage[] = [{ timestamp: String(Math.floor(Date.now() / 1000)), type: 'text', ...msg }];
   return waEnvelope(
     phoneNumberId,
     {
       contacts: [{ profile: { name: opts.name ?? 'Sheena Nelson' }, wa_id: msg.from }],
-      messages: [{ timestamp: String(Math.floor(Date.now() / 1000)), type: 'text', ...msg }],
+      messages,
     },
     opts.display,
   );
@@ -170,7 +170,12 @@ export async function postWebhook(
   body: string | Buffer,
   headers: Record<string, string>,
 ): Promise<Posted> {
-  const res = await fetch(url, { method: 'POST', headers, body });
+  // fetch's body type takes bytes over an ArrayBuffer, which a Buffer's memory need not be: copied, byte for byte.
+  const res = await fetch(url, {
+    method: 'POST',
+    headers,
+    body: typeof body === 'string' ? body : new Uint8Array(body),
+  });
   const text = await res.text();
   let json: any;
   try {

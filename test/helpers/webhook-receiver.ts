@@ -2,7 +2,9 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { Webhook } from 'standardwebhooks';
+import type { TlsFiles } from './tls.js';
 
 // A partner's webhook receiver, for real: HTTPS on 127.0.0.1 with a self-signed certificate
 // (msgd trusts it through webhooksOut.caFile), verifying every request both ways: its own
@@ -62,7 +64,7 @@ export async function startReceiver(
   const received: Received[] = [];
   const delivered: string[] = [];
   const seen = new Map<string, number>();
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Duplex>();
   const server = https.createServer(
     { key: readFileSync(tls.key), cert: readFileSync(tls.cert), keepAlive: true },
     (req, res) => {

@@ -228,7 +228,8 @@ describe('order of the rules across the board', () => {
     const { gzipSync } = await import('node:zlib');
     const json = JSON.stringify(VALID[SMS]);
     for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages', '/v1/contacts']) {
-      for (const auth of [{}, { authorization: 'Bearer msgd_live_bogus' }]) {
+      const auths: Record<string, string>[] = [{}, { authorization: 'Bearer msgd_live_bogus' }];
+      for (const auth of auths) {
         expectError(
           await raw(path, { headers: { 'content-type': 'text/plain', ...auth }, body: json }),
           401,
@@ -317,7 +318,7 @@ describe('order of the rules across the board', () => {
       new Promise<{ status: number; body: any; remaining: number }>((resolve, reject) => {
         const req = httpRequest(
           `${s.url}${SMS}`,
-          { method: 'POST', headers: { 'content-type': 'application/json', authorization } },
+          { method: 'POST', headers: { 'content-type': 'application/json' } },
           (res) => {
             let text = '';
             res.on('data', (c) => (text += c));
@@ -330,6 +331,8 @@ describe('order of the rules across the board', () => {
             );
           },
         );
+        // setHeader takes a list, sent as one header line per value, in order.
+        req.setHeader('authorization', authorization);
         req.on('error', reject);
         req.end(JSON.stringify(VALID[SMS]));
       });
@@ -689,7 +692,8 @@ describe('HTTP envelope', () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${p.token}` };
     const deep = `{"to":"+14155550123","text":"hi","extra":${'['.repeat(5000)}${']'.repeat(5000)}}`;
-    for (const idem of [{}, { 'idempotency-key': 'deep-1' }]) {
+    const idems: Record<string, string>[] = [{}, { 'idempotency-key': 'deep-1' }];
+    for (const idem of idems) {
       const r = await raw(SMS, { headers: { ...headers, ...idem }, body: deep });
       expectError(r, 400, 'invalid_json');
       expect(r.body.error.message).toContain('32 levels');

@@ -123,7 +123,7 @@ async function walkBoth(consoleQuery: string, apiQuery: string): Promise<Page[]>
   const pages: Page[] = [];
   let cursor: string | null = null;
   for (let i = 0; i < 100; i++) {
-    const [ui, api] = await Promise.all([consolePage(consoleQuery, cursor), apiPage(apiQuery, cursor)]);
+    const [ui, api]: [Page, Page] = await Promise.all([consolePage(consoleQuery, cursor), apiPage(apiQuery, cursor)]);
     expect(ui.ids).toEqual(api.ids);
     expect(ui.next).toBe(api.next);
     pages.push(ui);

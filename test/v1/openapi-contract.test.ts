@@ -1,4 +1,4 @@
-import Ajv2020 from 'ajv/dist/2020.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disableEndpoint, MAX_ENDPOINTS_PER_PARTNER } from '../../src/core/endpoints.js';
 import { createInbound, markDeleted } from '../../src/core/messages.js';

@@ -49,11 +49,12 @@ describe('the signature is lowercase hex, as Meta sends it (FACTS A3)', () => {
     const upper256 = 'sha256=' + META_VECTOR.sha256.slice(7).toUpperCase();
     const upper1 = 'sha1=' + META_VECTOR.sha1.slice(5).toUpperCase();
     const mixed256 = 'sha256=' + META_VECTOR.sha256.slice(7, 20) + META_VECTOR.sha256.slice(20).toUpperCase();
-    for (const headers of [
+    const variants: Record<string, string>[] = [
       { 'x-hub-signature-256': upper256 },
       { 'x-hub-signature-256': mixed256 },
       { 'x-hub-signature': upper1 },
-    ]) {
+    ];
+    for (const headers of variants) {
       const res = await postWebhook(hook(), META_VECTOR.body, { 'content-type': 'application/json', ...headers });
       expect(res.status, JSON.stringify(headers)).toBe(401);
       expect(res.json.error.code).toBe('invalid_signature');
