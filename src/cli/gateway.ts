@@ -13,7 +13,7 @@ import {
   type GatewayView,
 } from '../core/gateways.js';
 import { listPartners } from '../core/partners.js';
-import { AppError, invalid } from '../lib/errors.js';
+import { AppError } from '../lib/errors.js';
 import { collect } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { confirm, YES_FLAG } from './confirm.js';

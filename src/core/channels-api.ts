@@ -3,7 +3,7 @@ import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
 import { idFloor } from '../lib/id-time.js';
 import { iso } from '../lib/time.js';
-import type { ChannelType, CoreCtx } from './context.js';
+import type { CoreCtx } from './context.js';
 
 // A partner's view of its channels: type, sender address and how the gateway behind each
 // is doing, judged from the outcomes of its recent sends. Never the gateway's settings or

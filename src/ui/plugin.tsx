@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyPluginAsync } from 'fastify';
 import { lookupSession } from '../core/ui-sessions.js';
 import { AppError } from '../lib/errors.js';
 import type { Runtime } from '../runtime.js';

@@ -140,7 +140,7 @@ export async function integration(token: string) {
     const r = await compile(bad.map(([, src]) => `{ ${src} }`).join('\n') + '\n');
     expect(r.ok).toBe(false);
     // One error at each line (tsc: "sample.ts(<line>,<col>): error TS…"), saying what is wrong.
-    const errors = [...r.output.matchAll(/sample\.ts\((\d+),\d+\): error TS\d+: ([^]*?)(?=\n\S*sample\.ts\(|$)/g)];
+    const errors = [...r.output.matchAll(/sample\.ts\((\d+),\d+\): error TS\d+: ([\s\S]*?)(?=\n\S*sample\.ts\(|$)/g)];
     bad.forEach(([what, , mentions], i) => {
       const at = errors.filter((e) => Number(e[1]) === first + i).map((e) => e[2]);
       expect(at.length, what).toBeGreaterThan(0);

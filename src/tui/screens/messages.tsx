@@ -1,4 +1,4 @@
-import { Box, Text } from 'ink';
+import { Box } from 'ink';
 import { useKeys } from '../keys.js';
 import { useState } from 'react';
 import { Flash, Lines, Table, moveSel } from '../components.js';
