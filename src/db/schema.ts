@@ -499,6 +499,26 @@ export const uiSessions = sqliteTable(
   (t) => [index('ui_sessions_user').on(t.userId)],
 );
 
+/**
+ * Console login attempts (src/core/login-throttle.ts): a row when an attempt starts, so
+ * attempts still being checked count against the limit; shared by every msgd on the database.
+ * `account` is the lower-cased email, cleared when the account logs in. Pruned past the window.
+ */
+export const loginAttempts = sqliteTable(
+  'login_attempts',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    account: text('account'),
+    address: text('address').notNull(),
+    at: integer('at').notNull(),
+  },
+  (t) => [
+    index('login_attempts_account').on(t.account, t.at),
+    index('login_attempts_address').on(t.address, t.at),
+    index('login_attempts_at').on(t.at),
+  ],
+);
+
 /** Spend per partner and UTC day, rolled up from the ledger's new rows (src/core/spend.ts). */
 export const spendDaily = sqliteTable(
   'spend_daily',

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { LoginThrottle } from '../core/login-throttle.js';
 import { lookupSession } from '../core/ui-sessions.js';
 import { AppError } from '../lib/errors.js';
 import type { Runtime } from '../runtime.js';
@@ -9,7 +10,6 @@ import { CSRF_FIELD, CSRF_HEADER, Csrf, crossSite } from './csrf.js';
 import { LoginRequired, csrfToken, form, type Ui } from './context.js';
 import { Notice, Page, sendPage } from './layout.js';
 import { notFoundPage, pageExpired, wantsJson } from './responses.js';
-import { LoginThrottle } from './throttle.js';
 import { authRoutes } from './routes/auth.js';
 import { consoleRoutes } from './routes/index.js';
 
@@ -20,7 +20,7 @@ const FORM_LIMIT = 64 * 1024;
 
 export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   const names = cookieNames(rt.config);
-  const ui: Ui = { rt, names, csrf: new Csrf(rt.ctx.masterKey), throttle: new LoginThrottle(rt.ctx.now) };
+  const ui: Ui = { rt, names, csrf: new Csrf(rt.ctx.masterKey), throttle: new LoginThrottle(rt.ctx) };
   const https = names.secure;
 
   app.addContentTypeParser(

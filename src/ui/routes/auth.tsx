@@ -2,10 +2,10 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { auditEvent } from '../../core/audit.js';
 import { PASSWORD_MIN } from '../../core/passwords.js';
 import { createSession, endAllSessions, endSession } from '../../core/ui-sessions.js';
-import { acceptLink, changePassword, checkLogin, findUserByEmail, openLink } from '../../core/users.js';
+import { acceptLink, changePassword, checkLogin, findUserByEmail, openLink, type UserRow } from '../../core/users.js';
 import { AppError } from '../../lib/errors.js';
 import { clearCookie, setCookie } from '../cookies.js';
-import { csrfToken, field, form, query, userFor, type Ui } from '../context.js';
+import { actorOf, csrfToken, field, form, query, userFor, type Ui } from '../context.js';
 import { Csrf, Notice, Page, sendPage } from '../layout.js';
 
 // Logging in and out, accepting an invite or reset link, and the account page.
@@ -72,38 +72,63 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     });
   });
 
+  /**
+   * Step 1 of a proof of identity: the throttle. Refused (and audited) past the limit, with a
+   * 429 page from `refused`; otherwise the attempt is counted from now on, while it is checked.
+   */
+  const admit = (
+    reply: FastifyReply,
+    email: string,
+    ip: string,
+    step: string,
+    refused: (error: string) => unknown,
+  ): { attempt: number } | { sent: unknown } => {
+    const admission = ui.throttle.begin(email, ip);
+    if (admission.ok) return { attempt: admission.attempt };
+    auditEvent(rt.ctx, 'anonymous', 'ui.login_throttled', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
+      email,
+      ip,
+      step,
+    });
+    reply.header('retry-after', String(Math.ceil(admission.waitMs / 1000)));
+    return { sent: refused(`Too many attempts. Try again in ${Math.ceil(admission.waitMs / 60_000)} minute(s).`) };
+  };
+
+  /** A wrong password or code, in the audit log with where it was tried (never what was tried). */
+  const auditFailure = (email: string, ip: string, step: string, actor = 'anonymous') =>
+    auditEvent(rt.ctx, actor, 'ui.login_failed', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
+      email,
+      ip,
+      step,
+    });
+
+  /** The last step of a login: the account's throttle count starts again, and a fresh session begins. */
+  const startSession = (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempts: number[]) => {
+    ui.throttle.succeeded(user.email, attempts);
+    // A session this browser already had ends: every login starts a fresh one.
+    if (req.ui?.user) endSession(rt.ctx, req.ui.user.sessionId, req.ui.user.userId);
+    const { secret } = createSession(rt.ctx, user.id, { ip: req.ip });
+    setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
+    return reply.redirect(safeNext(query(req).next), 303);
+  };
+
   app.post('/login', async (req, reply) => {
     const f = form(req);
     const email = field(f, 'email').slice(0, 254);
     const ip = req.ip;
-    const wait = ui.throttle.waitMs(email, ip);
-    if (wait > 0) {
-      auditEvent(rt.ctx, 'anonymous', 'ui.login_throttled', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
-        email,
-        ip,
-      });
-      reply.header('retry-after', String(Math.ceil(wait / 1000)));
-      return loginPage(req, reply, {
-        error: `Too many attempts. Try again in ${Math.ceil(wait / 60_000)} minute(s).`,
-        email,
-        status: 429,
-      });
-    }
+    // Throttle: counted before the password is hashed, so parallel guesses count too.
+    const admitted = admit(reply, email, ip, 'password', (error) =>
+      loginPage(req, reply, { error, email, status: 429 }),
+    );
+    if ('sent' in admitted) return admitted.sent;
+    // Password.
     const user = await checkLogin(rt.ctx, email, field(f, 'password'));
     if (!user) {
-      ui.throttle.fail(email, ip);
-      auditEvent(rt.ctx, 'anonymous', 'ui.login_failed', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
-        email,
-        ip,
-      });
+      auditFailure(email, ip, 'password');
       return loginPage(req, reply, { error: GENERIC_FAILURE, email, status: 401 });
     }
-    ui.throttle.succeed(email);
-    // A session this browser already had ends: every login starts a fresh one.
-    if (req.ui?.user) endSession(rt.ctx, req.ui.user.sessionId, req.ui.user.userId);
-    const { secret } = createSession(rt.ctx, user.id, { ip });
-    setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
-    return reply.redirect(safeNext(query(req).next), 303);
+    // Session.
+    return startSession(req, reply, user, [admitted.attempt]);
   });
 
   app.post('/logout', async (req, reply) => {
@@ -237,13 +262,23 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   app.post('/account/password', async (req, reply) => {
     const user = userFor(req, 'overview');
     const f = form(req);
+    // The current password is a proof of identity like a login's: the same throttle and audit.
+    const admitted = admit(reply, user.email, req.ip, 'account_password', (error) =>
+      accountPage(req, reply, { error }, 429),
+    );
+    if ('sent' in admitted) return admitted.sent;
     try {
       await changePassword(rt.ctx, user.userId, field(f, 'current'), field(f, 'password'));
     } catch (e) {
-      if (e instanceof AppError && e.code === 'invalid_request')
+      if (e instanceof AppError && e.code === 'invalid_request') {
+        if (e.details.some((d) => d.field === 'current'))
+          auditFailure(user.email, req.ip, 'account_password', actorOf(user));
+        else ui.throttle.succeeded(user.email, [admitted.attempt]);
         return accountPage(req, reply, { error: e.message }, 400);
+      }
       throw e;
     }
+    ui.throttle.succeeded(user.email, [admitted.attempt]);
     // Every session ended with the password; this browser starts a fresh one.
     const { secret } = createSession(rt.ctx, user.userId, { ip: req.ip });
     setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
