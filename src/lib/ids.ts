@@ -76,7 +76,9 @@ export type IdPrefix =
   | 'aud'
   | 'usr'
   | 'ses'
-  | 'inv';
+  | 'inv'
+  | 'rc'
+  | 'pl';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${ulid()}`;
