@@ -1,21 +1,17 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { auditEvent } from '../../core/audit.js';
 import { PASSWORD_MIN } from '../../core/passwords.js';
+import { twoFactorOn } from '../../core/two-factor.js';
 import { createSession, endAllSessions, endSession } from '../../core/ui-sessions.js';
-import { acceptLink, changePassword, checkLogin, findUserByEmail, openLink, type UserRow } from '../../core/users.js';
+import { acceptLink, changePassword, checkLogin, getUser, openLink } from '../../core/users.js';
 import { AppError } from '../../lib/errors.js';
 import { clearCookie, setCookie } from '../cookies.js';
 import { actorOf, csrfToken, field, form, query, userFor, type Ui } from '../context.js';
 import { Csrf, Notice, Page, sendPage } from '../layout.js';
+import { loginSteps, safeNext } from '../login-steps.js';
 
 // Logging in and out, accepting an invite or reset link, and the account page.
 
 const GENERIC_FAILURE = 'The email or password is not right, or the account cannot log in.';
-
-/** Only a path inside the console: never another host (//evil.example) or scheme. */
-function safeNext(next: string | undefined): string {
-  return next && /^\/ui\/[A-Za-z0-9/_.?=&%-]*$/.test(next) && !next.startsWith('//') ? next : '/ui/overview';
-}
 
 const NEW_PASSWORD = `New password (at least ${PASSWORD_MIN} characters)`;
 
@@ -68,49 +64,13 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
           ? 'Your password is set. Log in with it.'
           : q.done === 'logout'
             ? 'You are logged out.'
-            : undefined,
+            : q.done === 'expired'
+              ? 'That login took too long or was already used. Log in again.'
+              : undefined,
     });
   });
 
-  /**
-   * Step 1 of a proof of identity: the throttle. Refused (and audited) past the limit, with a
-   * 429 page from `refused`; otherwise the attempt is counted from now on, while it is checked.
-   */
-  const admit = (
-    reply: FastifyReply,
-    email: string,
-    ip: string,
-    step: string,
-    refused: (error: string) => unknown,
-  ): { attempt: number } | { sent: unknown } => {
-    const admission = ui.throttle.begin(email, ip);
-    if (admission.ok) return { attempt: admission.attempt };
-    auditEvent(rt.ctx, 'anonymous', 'ui.login_throttled', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
-      email,
-      ip,
-      step,
-    });
-    reply.header('retry-after', String(Math.ceil(admission.waitMs / 1000)));
-    return { sent: refused(`Too many attempts. Try again in ${Math.ceil(admission.waitMs / 60_000)} minute(s).`) };
-  };
-
-  /** A wrong password or code, in the audit log with where it was tried (never what was tried). */
-  const auditFailure = (email: string, ip: string, step: string, actor = 'anonymous') =>
-    auditEvent(rt.ctx, actor, 'ui.login_failed', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
-      email,
-      ip,
-      step,
-    });
-
-  /** The last step of a login: the account's throttle count starts again, and a fresh session begins. */
-  const startSession = (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempts: number[]) => {
-    ui.throttle.succeeded(user.email, attempts);
-    // A session this browser already had ends: every login starts a fresh one.
-    if (req.ui?.user) endSession(rt.ctx, req.ui.user.sessionId, req.ui.user.userId);
-    const { secret } = createSession(rt.ctx, user.id, { ip: req.ip });
-    setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
-    return reply.redirect(safeNext(query(req).next), 303);
-  };
+  const { admit, auditFailure, askForCode, startSession } = loginSteps(ui);
 
   app.post('/login', async (req, reply) => {
     const f = form(req);
@@ -127,6 +87,8 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
       auditFailure(email, ip, 'password');
       return loginPage(req, reply, { error: GENERIC_FAILURE, email, status: 401 });
     }
+    // Second factor, when the user has one on.
+    if (twoFactorOn(user)) return askForCode(req, reply, user, admitted.attempt);
     // Session.
     return startSession(req, reply, user, [admitted.attempt]);
   });
@@ -238,6 +200,13 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
             <button type="submit">Change password</button>
           </p>
         </form>
+        <h2>Two-factor authentication</h2>
+        <p>
+          {twoFactorOn(getUser(rt.ctx, user.userId)!)
+            ? 'On: logging in takes your password and a code from your phone.'
+            : 'Off: logging in takes only your password.'}{' '}
+          <a href="/ui/account/2fa">Two-factor authentication settings</a>
+        </p>
         <h2>Sessions</h2>
         <form method="post" action="/ui/logout-everywhere" data-confirm="Log out of every browser, this one included?">
           <Csrf token={csrf} />
@@ -255,7 +224,11 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     accountPage(
       req,
       reply,
-      query(req).done === 'password' ? { ok: 'Your password is changed; your other sessions have ended.' } : {},
+      query(req).done === 'password'
+        ? { ok: 'Your password is changed; your other sessions have ended.' }
+        : query(req).done === '2fa-off'
+          ? { ok: 'Two-factor authentication is off.' }
+          : {},
     ),
   );
 
