@@ -1,7 +1,18 @@
 import type { Command } from 'commander';
 import type { Config } from '../config/schema.js';
 import { getPartner } from '../core/partners.js';
-import { ROLES, inviteUser, listUsers, resetUser, setUserStatus, userJson, type IssuedLink } from '../core/users.js';
+import { resetTwoFactor } from '../core/two-factor.js';
+import {
+  ROLES,
+  getPartnerUser,
+  inviteUser,
+  listUsers,
+  resetUser,
+  setUserStatus,
+  userJson,
+  type IssuedLink,
+} from '../core/users.js';
+import { confirm, YES_FLAG } from './confirm.js';
 import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
@@ -59,8 +70,16 @@ function list(cli: Cli, partnerRef: string): Result {
     json: { data: rows.map(userJson) },
     text: rows.length
       ? table(
-          ['id', 'email', 'role', 'state', 'last login', 'created'],
-          rows.map((u) => [u.id, u.email, u.role, userJson(u).state, when(u.last_login_at), when(u.created_at)]),
+          ['id', 'email', 'role', 'state', '2fa', 'last login', 'created'],
+          rows.map((u) => [
+            u.id,
+            u.email,
+            u.role,
+            userJson(u).state,
+            u.totp_enabled_at === null ? 'off' : 'on',
+            when(u.last_login_at),
+            when(u.created_at),
+          ]),
         )
       : `No console users for ${partner.slug}. Invite one with: msgctl user invite ${partner.slug} <email> --role admin`,
   };
@@ -81,6 +100,23 @@ function enable(cli: Cli, partnerRef: string, ref: string): Result {
 function reset(cli: Cli, partnerRef: string, ref: string): Result {
   const partner = getPartner(cli.ctx, partnerRef);
   return linkResult(cli, resetUser(cli.ctx, partner.id, ref, cli.actor), 'Reset link for');
+}
+
+async function resetTwoFactorCmd(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
+  const partner = getPartner(cli.ctx, partnerRef);
+  const found = getPartnerUser(cli.ctx, partner.id, ref);
+  await confirm(
+    cli.io,
+    `Reset two-factor authentication of ${found.email} (${found.id}) for ${partner.slug}: their authenticator and recovery codes stop working and their sessions end`,
+    opts.yes,
+  );
+  const u = resetTwoFactor(cli.ctx, partner.id, found.id, cli.actor);
+  return {
+    json: userJson(u),
+    text: `Reset two-factor authentication of ${u.email}: they log in with their password alone${
+      partner.require_2fa ? ' and set it up again at once (their partner requires it)' : ''
+    }.`,
+  };
 }
 
 export function registerUser(program: Command) {
@@ -124,4 +160,19 @@ export function registerUser(program: Command) {
     .argument('<user>', 'email or user id (usr_...)')
     .addHelpText('after', examples('msgctl user reset acme ann@acme.example'))
     .action(withCli(reset));
+
+  user
+    .command('reset-2fa')
+    .description("turn off a user's two-factor authentication (lost phone and recovery codes); ends their sessions")
+    .argument('<partner>', 'slug or id')
+    .argument('<user>', 'email or user id (usr_...)')
+    .option(...YES_FLAG)
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl user reset-2fa acme ann@acme.example',
+        'msgctl user reset-2fa acme usr_01jd3k... --yes   # in a script',
+      ),
+    )
+    .action(withCli(resetTwoFactorCmd));
 }

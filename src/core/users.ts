@@ -266,6 +266,7 @@ export function userJson(u: UserRow) {
     role: u.role,
     status: u.status,
     state: u.status === 'disabled' ? 'disabled' : u.password_hash === null ? 'invited' : 'active',
+    two_factor: u.totp_enabled_at !== null,
     last_login_at: iso(u.last_login_at),
     created_at: iso(u.created_at),
   };

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PER_ACCOUNT } from '../../src/core/login-throttle.js';
 import { PENDING_LOGIN_MS } from '../../src/core/pending-logins.js';
 import { setUserStatus } from '../../src/core/users.js';
+import { runCli } from '../helpers/cli.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import {
   Client,
@@ -257,7 +258,7 @@ describe('the code step over HTTP', () => {
   });
 });
 
-describe("a partner's requirement", () => {
+describe("a partner's requirement and the operator's reset", () => {
   it('sends users without two-factor authentication to set it up, and lets them do nothing else', async () => {
     const globex = setupPartner(s.ctx, { slug: 'globex' });
     const admin = await loggedIn(s.ctx, s.url, globex.partnerId, 'admin');
@@ -291,6 +292,30 @@ describe("a partner's requirement", () => {
     const devKey = await enrol(dev.client);
     expect((await dev.client.get('/ui/messages')).status).toBe(200);
 
+    const listed = await runCli(['--json', 'user', 'list', 'globex'], { dataDir: s.dataDir });
+    expect(JSON.parse(listed.stdout).data.find((u: any) => u.email === dev.email).two_factor).toBe(true);
+    // The operator resets the developer's: it asks at a terminal, a script must say --yes.
+    const noYes = await runCli(['user', 'reset-2fa', 'globex', dev.email], { dataDir: s.dataDir });
+    expect(noYes.code).toBe(2);
+    expect(noYes.stderr).toContain('add --yes');
+    expect((await dev.client.get('/ui/messages')).status).toBe(200);
+    const reset = await runCli(['user', 'reset-2fa', 'globex', dev.email, '--yes'], { dataDir: s.dataDir });
+    expect([reset.code, reset.stderr]).toEqual([0, '']);
+    expect(reset.stdout).toContain(`Reset two-factor authentication of ${dev.email}`);
+    expect(reset.stdout + reset.stderr).not.toContain(devKey.secret);
+    // Their sessions ended; the password alone logs in, straight to set it up again.
+    expect((await dev.client.get('/ui/messages')).status).toBe(303);
+    expect((await new Client(s.url).login(dev.email)).headers.get('location')).toBe('/ui/account/2fa');
+    const row = s.ctx.db.sqlite
+      .prepare(`SELECT actor, details FROM audit_log WHERE action = 'user.reset_2fa' ORDER BY id DESC LIMIT 1`)
+      .get() as { actor: string; details: string };
+    expect(JSON.parse(row.details)).toEqual({ email: dev.email });
+
+    const noneLeft = await runCli(['user', 'reset-2fa', 'globex', dev.email, '--yes'], { dataDir: s.dataDir });
+    expect([noneLeft.code, noneLeft.stderr]).toEqual([1, expect.stringContaining('has no two-factor authentication')]);
+    const otherPartner = await runCli(['user', 'reset-2fa', 'acme', admin.email, '--yes'], { dataDir: s.dataDir });
+    expect(otherPartner.code).toBe(1);
+    expect(otherPartner.stderr).toContain('not found');
     expect(adminKey.codes).toHaveLength(10);
   });
 });
