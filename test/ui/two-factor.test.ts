@@ -1,5 +1,6 @@
 import { Secret, TOTP } from 'otpauth';
 import type { Page } from 'puppeteer-core';
+import { renderSVG } from 'uqr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PER_ACCOUNT } from '../../src/core/login-throttle.js';
 import { PENDING_LOGIN_MS } from '../../src/core/pending-logins.js';
@@ -100,6 +101,13 @@ describe('two-factor authentication in a browser', () => {
     const uri = await page.$eval('#totp-uri', (e) => e.textContent!);
     expect(uri).toMatch(/^otpauth:\/\/totp\/msgd:developer-\w+%40example\.com\?/);
     expect(new URL(uri).searchParams.get('secret')).toBe(secret);
+    // The QR code is an SVG drawn by msgd, and the page's CSP lets the browser show it.
+    const qr = await page.$eval('#totp-qr', (e) => ({
+      src: (e as HTMLImageElement).src,
+      shown: (e as HTMLImageElement).complete && (e as HTMLImageElement).naturalWidth > 0,
+    }));
+    expect(qr.shown).toBe(true);
+    expect(Buffer.from(qr.src.replace('data:image/svg+xml;base64,', ''), 'base64').toString()).toBe(renderSVG(uri));
     // Stored sealed, and not on until a first code confirms it.
     const row = s.ctx.db.sqlite
       .prepare('SELECT totp_secret, totp_enabled_at FROM users WHERE email = ?')

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { renderSVG } from 'uqr';
 import { getPartner } from '../../core/partners.js';
 import { endPendingLogin, openPendingLogin } from '../../core/pending-logins.js';
 import { verifyPassword } from '../../core/passwords.js';
@@ -21,7 +22,8 @@ import { Csrf, Notice, Page, ShownOnce, sendPage, utc } from '../layout.js';
 import { ENROL_PATH, loginSteps } from '../login-steps.js';
 
 // Two-factor authentication in the console: the code step of a login, and its page under Your
-// account (set up, confirm with a first code, recovery codes shown once, turn off).
+// account (set up, confirm with a first code, recovery codes shown once, turn off). The QR code
+// is drawn here as an SVG (uqr, no network), inlined as a data: image the CSP allows.
 
 const CODE_HELP = 'Enter the 6-digit code from your authenticator app, or one of your recovery codes.';
 
@@ -157,6 +159,16 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
               value={body.enrolment.secret.match(/.{1,4}/g)!.join(' ')}
               intro="The key, to type into the app. It is not shown again."
             />
+            <p>Or scan this QR code with the app:</p>
+            <p>
+              <img
+                id="totp-qr"
+                src={`data:image/svg+xml;base64,${Buffer.from(renderSVG(body.enrolment.uri)).toString('base64')}`}
+                alt="QR code of the otpauth link below"
+                width={200}
+                height={200}
+              />
+            </p>
             <p>Or open this link on the phone with the app, or paste it into an app that takes links:</p>
             <code className="secret" id="totp-uri">
               {body.enrolment.uri}
