@@ -1,5 +1,5 @@
 // npm run bench: every benchmark in one run on this machine, printing figures and ratios.
-// Run after `npm ci` (which builds dist/). BENCH_SECONDS shortens or lengthens load phases;
+// Run after `npm ci && npm run build` (the benchmarks run dist/). BENCH_SECONDS shortens or lengthens load phases;
 // BENCH_ONLY=send,webhooks-in,v1,v1-messages,backup,metrics,ui,tui picks suites; BENCH_BACKUP_MESSAGES sizes
 // the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's,
 // BENCH_TUI_MESSAGES and BENCH_TUI_WEBHOOKS msgctl tui's.

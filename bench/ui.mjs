@@ -48,8 +48,12 @@ async function seed(dataDir, count) {
   const db = dd.db.sqlite;
   const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
   topup(ctx, p.id, 1_000_000_000_000, null, 'bench');
-  const { user } = inviteUser(ctx, { partner: p.id, email: 'bench@example.com', role: 'admin' }, 'bench');
-  db.prepare('UPDATE users SET password_hash = ? WHERE id = ?').run('scrypt$bench', user.id);
+  const { member: user } = inviteUser(ctx, { partner: p.id, email: 'bench@example.com', role: 'admin' }, 'bench');
+  db.prepare('UPDATE users SET password_hash = ? WHERE id = ?').run('scrypt$bench', user.user_id);
+  db.prepare(`UPDATE memberships SET status = 'active', accepted_at = ? WHERE user_id = ?`).run(
+    Date.now(),
+    user.user_id,
+  );
   const msg = db.prepare(
     `INSERT INTO messages (id, partner_id, direction, channel_type, "to", "from", content, status, price, segments, conversation_id, created_at, updated_at)
      VALUES (?, ?, 'outbound', ?, ?, '+15550000001', ?, ?, 7500, 1, ?, ?, ?)`,
@@ -105,7 +109,7 @@ async function seed(dataDir, count) {
   // What the minute's maintenance task has done by the time anyone looks.
   rollUpSpend(ctx);
   db.exec('ANALYZE');
-  const { secret } = createSession(ctx, user.id, { ip: '127.0.0.1' });
+  const { secret } = createSession(ctx, user.user_id, { ip: '127.0.0.1' });
   dd.close();
   const cursors = deep.map((id) => Buffer.from(JSON.stringify({ o: 'm', id })).toString('base64url'));
   return { cookie: `msgd_session=${secret}`, sample, cursors, conversation: convs[convs.length - 1] };

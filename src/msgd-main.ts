@@ -44,7 +44,7 @@ async function serve(opts: { config?: string; dataDir?: string; host?: string; p
   }
   let server;
   try {
-    server = await startServer({ config });
+    server = await startServer({ config, configPath: opts.config });
   } catch (e: any) {
     if (e instanceof DataDirError || e instanceof SchemaTooNewError || e instanceof ConfigError) fail(e.message);
     if (e?.code === 'EADDRINUSE')

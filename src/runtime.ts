@@ -5,6 +5,7 @@ import { backupBeforeMigrate } from './db/backup.js';
 import { openDataDir, type DataDir } from './db/datadir.js';
 import { GroupCommitter } from './db/group-commit.js';
 import { lockDataDir } from './db/instance-lock.js';
+import { StorageHealth } from './db/storage.js';
 import type { CoreCtx } from './core/context.js';
 import { TokenAuthenticator } from './core/tokens.js';
 import { parseMoney } from './lib/money.js';
@@ -50,6 +51,8 @@ export interface Runtime {
   maintenanceTasks: MaintenanceTask[];
   /** Work counters (src/core/counters.ts): the console's and a metrics exporter's one source. */
   counters: Counters;
+  /** Whether msgd can keep what it accepts: /readyz and the msgd_ready metric read it. */
+  storage: StorageHealth;
   /** Writes the counters and "msgd is alive" to the database; started by the server. */
   heartbeat: Heartbeat | null;
   /**
@@ -140,6 +143,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     selfUrl: null,
     maintenanceTasks: [],
     counters,
+    storage: new StorageHealth(dataDir.db, dataDir.dir, config.health.minFreeDiskMb * 1024 * 1024, now),
     heartbeat: null,
     callbackBase(providerBaseUrl?: string) {
       if (config.server.publicUrl) return config.server.publicUrl.replace(/\/+$/, '');

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { loadConfig, type LoadOptions } from './config/load.js';
+import { configFileFor, loadConfig, type LoadOptions } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { startCheckpointer, type Checkpointer } from './db/checkpointer.js';
 import { maybeSeedDemo, type DemoSeed } from './core/demo.js';
@@ -11,6 +11,7 @@ import type { Metrics } from './http/metrics/index.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { startHeartbeat } from './jobs/heartbeat.js';
+import { writeServerConfigFile } from './core/counter-store.js';
 
 export interface Server {
   rt: Runtime;
@@ -26,7 +27,10 @@ export interface Server {
 
 export interface StartOptions extends LoadOptions {
   config?: Config;
-  /** Where the one-time demo banner goes (stdout by default). */
+  /**
+   * Where the one-time demo banner goes: stderr by default, so stdout carries nothing but
+   * JSON log lines (a log shipper parses every one) and the banner still shows at a terminal.
+   */
   print?: (text: string) => void;
   logDestination?: NodeJS.WritableStream;
   /** The clock msgd's work reads (expiry, grace periods, run_at, leases); Date.now by default. */
@@ -66,6 +70,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
   let maintenance: Maintenance | undefined;
   let metrics: Metrics | undefined;
   try {
+    writeServerConfigFile(rt.ctx, configFileFor(opts));
     const demo = config.demo.enabled ? maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
     // prom-client is loaded only when metrics are on: off, msgd does not carry it.
@@ -123,7 +128,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       'msgd listening',
     );
     if (demo)
-      (opts.print ?? ((t: string) => process.stdout.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
+      (opts.print ?? ((t: string) => process.stderr.write(t + '\n')))(demoBanner(demo, config.server.publicUrl ?? url));
     let closing: Promise<void> | undefined;
     const server: Server = {
       rt,

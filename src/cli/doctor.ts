@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { listChannels } from '../core/channels.js';
@@ -9,7 +9,9 @@ import { verifyLedger } from '../core/ledger.js';
 import { listPrices } from '../core/prices.js';
 import { DB_FILE, keyFileMode, openDataDir, type DataDir } from '../db/datadir.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
+import { configFileFor } from '../config/load.js';
 import type { Config } from '../config/schema.js';
+import { readHeartbeat, readServerConfigFile, serverState } from '../core/counter-store.js';
 import { configFor, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
 import { examples } from './help.js';
@@ -195,6 +197,43 @@ function schemaChecks(ctx: CoreCtx): Check[] {
   return checks;
 }
 
+const NO_CONFIG_FILE = 'none: defaults and MSGD_* variables';
+
+function sameFile(a: string | null, b: string | null): boolean {
+  if (a === null || b === null) return a === b;
+  const real = (p: string) => {
+    try {
+      return realpathSync(p);
+    } catch {
+      return p;
+    }
+  };
+  return real(a) === real(b);
+}
+
+/**
+ * msgctl builds links (user invites, webhook URLs) and reaches msgd (sandbox inbound) from its
+ * own configuration: one that is not msgd's gives another publicUrl or port.
+ */
+function serverConfigCheck(ctx: CoreCtx, mine: string | null): Check | null {
+  const theirs = readServerConfigFile(ctx);
+  if (!theirs) return null;
+  const state = serverState(readHeartbeat(ctx), ctx.now()).state;
+  const who =
+    state === 'stopped' ? 'the msgd that last ran on this data directory' : 'the msgd running on this data directory';
+  if (sameFile(theirs.path, mine)) {
+    return { name: 'msgd configuration', status: 'ok', message: `${who} read the same (${mine ?? NO_CONFIG_FILE})` };
+  }
+  const fix = theirs.path
+    ? `pass --config ${theirs.path} or set MSGD_CONFIG=${theirs.path}`
+    : 'run msgctl without --config and MSGD_CONFIG';
+  return {
+    name: 'msgd configuration',
+    status: 'warn',
+    message: `${who} read ${theirs.path ?? NO_CONFIG_FILE}, msgctl read ${mine ?? NO_CONFIG_FILE}: the links msgctl prints (gateway show, user invite) and the address sandbox inbound calls may use another publicUrl or port than msgd's (${fix})`,
+  };
+}
+
 /**
  * Every check of a data directory, in order. `integrity: 'full'` runs PRAGMA integrity_check
  * (msgctl restore) rather than the faster quick_check.
@@ -202,7 +241,12 @@ function schemaChecks(ctx: CoreCtx): Check[] {
 export function inspect(
   dir: string,
   config: Config,
-  opts: { integrity?: 'quick' | 'full'; env?: NodeJS.ProcessEnv } = {},
+  opts: {
+    integrity?: 'quick' | 'full';
+    env?: NodeJS.ProcessEnv;
+    /** msgctl's own config file (null: none), compared with the one msgd records at start. */
+    configFile?: string | null;
+  } = {},
 ): Check[] {
   const checks: Check[] = [];
   if (!existsSync(dir))
@@ -249,6 +293,8 @@ export function inspect(
     const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now };
     try {
       checks.push(...schemaChecks(ctx));
+      const server = opts.configFile === undefined ? null : serverConfigCheck(ctx, opts.configFile);
+      if (server) checks.push(server);
     } catch (e) {
       checks.push({ name: 'schema checks', status: 'fail', message: describeError(e) });
     }
@@ -268,12 +314,16 @@ export function checkTable(checks: Check[]): string {
 function doctor(globals: Globals): Result {
   const config = configFor(globals);
   const dir = resolve(config.dataDir);
-  const checks = inspect(dir, config, { env: globals.io?.env });
+  const configFile = configFileFor({ configPath: globals.config, env: globals.io?.env });
+  const checks: Check[] = [
+    { name: 'configuration', status: 'ok', message: configFile ?? NO_CONFIG_FILE },
+    ...inspect(dir, config, { env: globals.io?.env, configFile }),
+  ];
   const failures = checks.filter((c) => c.status === 'fail').length;
   const warnings = checks.filter((c) => c.status === 'warn').length;
   const summary = `${failures} failed, ${count(warnings, 'warning')}, ${checks.length - failures - warnings} ok`;
   return {
-    json: { ok: failures === 0, data_dir: dir, failures, warnings, checks },
+    json: { ok: failures === 0, data_dir: dir, config_file: configFile, failures, warnings, checks },
     text: `${checkTable(checks)}
 
 ${summary}`,

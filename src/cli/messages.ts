@@ -89,6 +89,7 @@ function show(cli: Cli, id: string): Result {
           m.direction === 'inbound' ? 'sent by customer' : 'handed to provider',
           m.sent_at === null ? null : when(m.sent_at),
         ],
+        ['unsent by customer', m.deleted_at === null ? null : `${when(m.deleted_at)} (content redacted)`],
       ]),
       '',
       table(

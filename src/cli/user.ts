@@ -4,12 +4,14 @@ import { getPartner } from '../core/partners.js';
 import { resetTwoFactor } from '../core/two-factor.js';
 import {
   ROLES,
-  getPartnerUser,
+  getMember,
   inviteUser,
-  listUsers,
+  listMembers,
+  memberJson,
+  memberState,
+  removeUser,
   resetUser,
   setUserStatus,
-  userJson,
   type IssuedLink,
 } from '../core/users.js';
 import { confirm, YES_FLAG } from './confirm.js';
@@ -17,8 +19,8 @@ import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
 
-// msgctl user: the partner's web console users. The operator invites a partner's first admin;
-// that admin invites the rest from the console.
+// msgctl user: a partner's web console users (people with a membership and a role in it). The
+// operator invites a partner's first admin; that admin invites the rest from the console.
 
 /** Where a link points: server.publicUrl, else the configured host and port (with a warning). */
 export function consoleBase(config: Config): { base: string; warning: string | null } {
@@ -34,16 +36,18 @@ export function consoleBase(config: Config): { base: string; warning: string | n
 function linkResult(cli: Cli, issued: IssuedLink, verb: string): Result {
   const { base, warning } = consoleBase(cli.config);
   const url = `${base}/ui/invite/${issued.secret}`;
-  const partner = getPartner(cli.ctx, issued.user.partner_id);
+  const { member, partner } = issued;
+  const others = otherMemberships(cli, member.user_id, partner.id);
   return {
     json: {
-      ...userJson(issued.user),
+      ...memberJson(member),
       partner: partner.slug,
       link: url,
+      link_kind: issued.kind,
       link_expires_at: new Date(issued.expiresAt).toISOString(),
     },
     text: lines(
-      `${verb} ${issued.user.email} (${issued.user.role}) for ${partner.slug}.`,
+      `${verb} ${member.email} (${member.role}) for ${partner.slug}.`,
       kv(
         [
           ['link', url],
@@ -53,10 +57,23 @@ function linkResult(cli: Cli, issued: IssuedLink, verb: string): Result {
       ),
     ),
     notices: [
-      'The link works once and is not shown again: send it to the user now.',
+      issued.kind === 'join'
+        ? 'The link works once and is not shown again: send it to the user now. They log in with their password to accept; it sets no password.'
+        : 'The link works once and is not shown again: send it to the user now.',
+      ...(issued.kind === 'reset' && others
+        ? [`${member.email} also belongs to ${others} other partner(s): the new password opens those too.`]
+        : []),
       ...(warning ? [`warning: ${warning}`] : []),
     ],
   };
+}
+
+function otherMemberships(cli: Cli, userId: string, partnerId: string): number {
+  return (
+    cli.ctx.db.sqlite
+      .prepare('SELECT COUNT(*) AS n FROM memberships WHERE user_id = ? AND partner_id <> ?')
+      .get(userId, partnerId) as { n: number }
+  ).n;
 }
 
 function invite(cli: Cli, partnerRef: string, email: string, opts: { role: string }): Result {
@@ -65,18 +82,18 @@ function invite(cli: Cli, partnerRef: string, email: string, opts: { role: strin
 
 function list(cli: Cli, partnerRef: string): Result {
   const partner = getPartner(cli.ctx, partnerRef);
-  const rows = listUsers(cli.ctx, partner.id);
+  const rows = listMembers(cli.ctx, partner.id);
   return {
-    json: { data: rows.map(userJson) },
+    json: { data: rows.map(memberJson) },
     text: rows.length
       ? table(
           ['id', 'email', 'role', 'state', '2fa', 'last login', 'created'],
           rows.map((u) => [
-            u.id,
+            u.user_id,
             u.email,
             u.role,
-            userJson(u).state,
-            u.totp_enabled_at === null ? 'off' : 'on',
+            memberState(u),
+            u.two_factor ? 'on' : 'off',
             when(u.last_login_at),
             when(u.created_at),
           ]),
@@ -88,31 +105,49 @@ function list(cli: Cli, partnerRef: string): Result {
 function disable(cli: Cli, partnerRef: string, ref: string): Result {
   const partner = getPartner(cli.ctx, partnerRef);
   const u = setUserStatus(cli.ctx, partner.id, ref, 'disabled', cli.actor);
-  return { json: userJson(u), text: `Disabled ${u.email}: their sessions have ended and they cannot log in.` };
+  return {
+    json: memberJson(u),
+    text: `Disabled ${u.email} for ${partner.slug}: their sessions there have ended and they cannot open it.`,
+  };
 }
 
 function enable(cli: Cli, partnerRef: string, ref: string): Result {
   const partner = getPartner(cli.ctx, partnerRef);
   const u = setUserStatus(cli.ctx, partner.id, ref, 'active', cli.actor);
-  return { json: userJson(u), text: `Enabled ${u.email}.` };
+  return { json: memberJson(u), text: `Enabled ${u.email} for ${partner.slug}.` };
 }
 
 function reset(cli: Cli, partnerRef: string, ref: string): Result {
   const partner = getPartner(cli.ctx, partnerRef);
-  return linkResult(cli, resetUser(cli.ctx, partner.id, ref, cli.actor), 'Reset link for');
+  return linkResult(cli, resetUser(cli.ctx, partner.id, ref, cli.actor, 'operator'), 'Reset link for');
+}
+
+async function remove(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
+  const partner = getPartner(cli.ctx, partnerRef);
+  const member = getMember(cli.ctx, partner.id, ref);
+  await confirm(
+    cli.io,
+    `Remove ${member.email} (${member.user_id}, ${member.role}) from ${partner.slug}, ending their sessions there`,
+    opts.yes,
+  );
+  removeUser(cli.ctx, partner.id, member.user_id, cli.actor);
+  return {
+    json: { ...memberJson(member), partner: partner.slug, removed: true },
+    text: `Removed ${member.email} from ${partner.slug}.`,
+  };
 }
 
 async function resetTwoFactorCmd(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
   const partner = getPartner(cli.ctx, partnerRef);
-  const found = getPartnerUser(cli.ctx, partner.id, ref);
+  const found = getMember(cli.ctx, partner.id, ref);
   await confirm(
     cli.io,
-    `Reset two-factor authentication of ${found.email} (${found.id}) for ${partner.slug}: their authenticator and recovery codes stop working and their sessions end`,
+    `Reset two-factor authentication of ${found.email} (${found.user_id}) for ${partner.slug}: their authenticator and recovery codes stop working and their sessions end`,
     opts.yes,
   );
-  const u = resetTwoFactor(cli.ctx, partner.id, found.id, cli.actor);
+  const u = resetTwoFactor(cli.ctx, partner.id, found.user_id, cli.actor);
   return {
-    json: userJson(u),
+    json: memberJson(u),
     text: `Reset two-factor authentication of ${u.email}: they log in with their password alone${
       partner.require_2fa ? ' and set it up again at once (their partner requires it)' : ''
     }.`,
@@ -120,11 +155,15 @@ async function resetTwoFactorCmd(cli: Cli, partnerRef: string, ref: string, opts
 }
 
 export function registerUser(program: Command) {
-  const user = program.command('user').description("a partner's web console users: invite, list, disable, reset");
+  const user = program
+    .command('user')
+    .description("a partner's web console users: invite, list, disable, enable, reset, remove, reset-2fa");
 
   user
     .command('invite')
-    .description('invite a user; prints a one-time link to set a password')
+    .description(
+      'invite a person to the partner with a role; prints a one-time link (to set a password, or, for a person who has one, to log in and accept)',
+    )
     .argument('<partner>', 'slug or id')
     .argument('<email>', "the user's email address (their login)")
     .requiredOption('--role <role>', `one of ${ROLES.join(', ')}`)
@@ -140,7 +179,7 @@ export function registerUser(program: Command) {
 
   user
     .command('disable')
-    .description('disable a user: ends their sessions at once')
+    .description("disable a user's membership: ends their sessions in this partner at once")
     .argument('<partner>', 'slug or id')
     .argument('<user>', 'email or user id (usr_...)')
     .addHelpText('after', examples('msgctl user disable acme ann@acme.example'))
@@ -148,18 +187,35 @@ export function registerUser(program: Command) {
 
   user
     .command('enable')
-    .description('enable a disabled user again')
+    .description("enable a disabled user's membership again")
     .argument('<partner>', 'slug or id')
     .argument('<user>', 'email or user id (usr_...)')
     .action(withCli(enable));
 
   user
     .command('reset')
-    .description('print a one-time link to set a new password (the current one works until it is used)')
+    .description(
+      'print a one-time link to set a new password (the current one works until it is used); for an invitation not yet accepted, a new invitation link',
+    )
     .argument('<partner>', 'slug or id')
     .argument('<user>', 'email or user id (usr_...)')
     .addHelpText('after', examples('msgctl user reset acme ann@acme.example'))
     .action(withCli(reset));
+
+  user
+    .command('remove')
+    .description("end a user's membership of the partner; a person left in no partner is deleted")
+    .argument('<partner>', 'slug or id')
+    .argument('<user>', 'email or user id (usr_...)')
+    .option(...YES_FLAG)
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl user remove acme ann@acme.example',
+        'msgctl user remove acme usr_01jd3k... --yes   # in a script',
+      ),
+    )
+    .action(withCli(remove));
 
   user
     .command('reset-2fa')

@@ -72,6 +72,20 @@ function describeIssue(issue: z.core.$ZodIssue): string {
   return `${key}: ${issue.message}`;
 }
 
+/**
+ * The one wording of a configuration that does not validate, for msgd and msgctl alike: one
+ * line (log shippers and msgctl's stderr take one line per error), the file, then every key.
+ */
+export function formatConfigIssues(configPath: string | undefined, issues: string[]): string {
+  return `invalid configuration${configPath ? ` (${configPath})` : ''}: ${issues.join('; ')}`;
+}
+
+/** The absolute path of the config file loadConfig reads with these options, or null for none. */
+export function configFileFor(opts: Pick<LoadOptions, 'configPath' | 'env'> = {}): string | null {
+  const path = opts.configPath ?? (opts.env ?? process.env).MSGD_CONFIG;
+  return path ? resolve(path) : null;
+}
+
 export function loadConfig(opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const configPath = opts.configPath ?? env.MSGD_CONFIG;
@@ -104,8 +118,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   }
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map(describeIssue);
-    throw new ConfigError(`invalid configuration${configPath ? ` (${configPath})` : ''}:\n  ${lines.join('\n  ')}`);
+    throw new ConfigError(formatConfigIssues(configPath, parsed.error.issues.map(describeIssue)));
   }
   return parsed.data;
 }

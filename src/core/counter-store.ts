@@ -130,3 +130,31 @@ export function serverState(hb: HeartbeatRow | null, now: number): ServerState {
   if (!hb || !hb.running) return { state: 'stopped', hb };
   return now - hb.beatAt <= STALE_AFTER_MS ? { state: 'running', hb } : { state: 'silent', hb };
 }
+
+const CONFIG_FILE_KEY = 'server_config_file';
+
+/**
+ * The config file the msgd serving this data directory read (null: none, defaults and MSGD_*
+ * variables), written at each start so msgctl doctor can tell an operator whose msgctl reads
+ * another one (and so builds links on another publicUrl or port).
+ */
+export function writeServerConfigFile(ctx: CoreCtx, path: string | null): void {
+  stmt(
+    ctx.db.sqlite,
+    `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+  ).run(CONFIG_FILE_KEY, JSON.stringify({ path }));
+}
+
+/** What writeServerConfigFile recorded; undefined when no msgd has started here since it could. */
+export function readServerConfigFile(ctx: CoreCtx): { path: string | null } | undefined {
+  const r = stmt<[string], { value: string }>(ctx.db.sqlite, 'SELECT value FROM meta WHERE key = ?').get(
+    CONFIG_FILE_KEY,
+  );
+  if (!r) return undefined;
+  try {
+    const v = JSON.parse(r.value);
+    return { path: typeof v?.path === 'string' ? v.path : null };
+  } catch {
+    return undefined;
+  }
+}

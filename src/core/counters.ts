@@ -49,7 +49,12 @@ function slot(map: Map<string, number[]>, key: string, size: number): number[] {
   return a;
 }
 
+/** Each provider call's duration in seconds, by gateway kind and outcome (a metrics exporter's histogram). */
+export type ProviderCallObserver = (kind: string, outcome: DispatchOutcome, seconds: number) => void;
+
 export class Counters {
+  /** Set by a metrics exporter when metrics are on; dispatch times its provider calls only then. */
+  providerCalls: ProviderCallObserver | null = null;
   private readonly dispatchBy = new Map<string, number[]>();
   private readonly errorsBy = new Map<string, Map<string, number>>();
   private readonly webhooksBy = new Map<string, number[]>();

@@ -21,6 +21,7 @@ export const EMAIL_FEEDBACK_EVENTS = ['message.complained', 'message.unsubscribe
 
 export const EVENT_TYPES = [
   'message.received',
+  'message.deleted',
   ...STATUS_EVENTS,
   ...EMAIL_FEEDBACK_EVENTS,
   'partner.balance_low',

@@ -5,7 +5,15 @@ import type { ChannelType, CoreCtx } from './context.js';
 import { findContactId } from './contacts.js';
 import { emitEvent, type EventType } from './events.js';
 import type { MessageContent } from './message-content.js';
-import { applyStatus, createInbound, getMessageRow, type MessageRow } from './messages.js';
+import {
+  applyStatus,
+  createInbound,
+  getMessageRow,
+  markDeleted,
+  storeInbound,
+  type DeletedTarget,
+  type MessageRow,
+} from './messages.js';
 import { canAdvance, type MessageStatus } from './statuses.js';
 import { iso } from '../lib/time.js';
 
@@ -57,6 +65,17 @@ export type ProviderEvent =
       /** null: the provider gives the message no id of its own (a Messenger reaction). */
       providerMessageId: string | null;
       content: MessageContent;
+      occurredAt: number;
+      /** The key an unsend of this message is recorded under: one seen first means it arrives deleted. */
+      unsendKey?: string;
+    }
+  | {
+      /** The customer unsent (deleted) a message they sent (Messenger/Instagram is_deleted). */
+      type: 'unsend';
+      key: string;
+      receiver: Receiver;
+      from: string;
+      providerMessageId: string;
       occurredAt: number;
     }
   | {
@@ -110,7 +129,9 @@ export function applyProviderEvents(ctx: CoreCtx, events: ProviderEvent[], opts:
         ? status(ctx, ev, opts)
         : ev.type === 'message'
           ? inbound(ctx, ev, opts)
-          : watermark(ctx, ev, opts);
+          : ev.type === 'unsend'
+            ? unsend(ctx, ev, opts)
+            : watermark(ctx, ev, opts);
     if ('waiting' in step) {
       out.waiting.push(step.waiting);
       continue;
@@ -278,7 +299,7 @@ function route(ctx: CoreCtx, r: Receiver, trusted: ApplyOptions['trusted']): Cha
 function inbound(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'message' }>, opts: ApplyOptions): Step {
   const ch = route(ctx, ev.receiver, opts.trusted);
   if (typeof ch === 'string') return { unroutable: ch };
-  createInbound(ctx, {
+  const input = {
     partnerId: ch.partner_id,
     channel: { id: ch.id, type: ch.type, gatewayId: ch.gateway_id, sender: ch.sender },
     from: ev.from,
@@ -286,7 +307,44 @@ function inbound(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'message' }>, 
     providerMessageId: ev.providerMessageId,
     content: ev.content,
     occurredAt: ev.occurredAt,
-  });
+  };
+  // Its unsend came first (Meta delivers out of order): stored deleted, its content never kept,
+  // and not announced, since the partner has nothing to remove.
+  const unsent = ev.unsendKey
+    ? stmt<[string], { created_at: number }>(
+        ctx.db.sqlite,
+        'SELECT created_at FROM provider_event_keys WHERE key = ?',
+      ).get(ev.unsendKey)
+    : undefined;
+  if (unsent) {
+    storeInbound(ctx, input, unsent.created_at);
+    return {
+      ignored: `message ${ev.providerMessageId} was unsent before it arrived: stored deleted, content redacted`,
+    };
+  }
+  createInbound(ctx, input);
+  return { ok: true };
+}
+
+/** The inbound message an unsend names, by the provider's id. */
+export const UNSENT_MESSAGE_SQL = `SELECT id, partner_id, channel_type, "from", "to", conversation_id, provider_message_id, deleted_at
+    FROM messages INDEXED BY messages_provider
+   WHERE provider_message_id = ? AND provider_id_indexed = 1 AND partner_id = ? AND channel_type = ? AND direction = 'inbound'
+   ORDER BY id LIMIT 1`;
+
+function unsend(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'unsend' }>, opts: ApplyOptions): Step {
+  const ch = route(ctx, ev.receiver, opts.trusted);
+  if (typeof ch === 'string') return { unroutable: ch };
+  const mid = ev.providerMessageId;
+  const m = stmt<[string, string, string], DeletedTarget & { deleted_at: number | null }>(
+    ctx.db.sqlite,
+    UNSENT_MESSAGE_SQL,
+  ).get(mid, ch.partner_id, ch.type);
+  // Its key is kept (8 days, longer than Meta retries): should the message arrive after all, it is stored deleted.
+  if (!m) return { ignored: `unsend of ${mid}, which is not here: if it arrives, it is stored deleted` };
+  if (m.from !== ev.from) return { ignored: `unsend of ${mid} by ${ev.from}, who did not send it` };
+  if (m.deleted_at !== null) return { ignored: `message ${m.id} (${mid}) is deleted already` };
+  markDeleted(ctx, m, ev.occurredAt);
   return { ok: true };
 }
 

@@ -50,9 +50,18 @@ export interface SharedContact {
   data: unknown;
 }
 
+/** An Instagram story: the one a customer replied to. Meta's story URL is a CDN link that expires. */
+export interface StoryRef {
+  /** Instagram's id of the story. */
+  id: string | null;
+  url: string | null;
+}
+
 interface Inbound {
   /** The message this one replies to. */
   reply_to?: MessageRef;
+  /** The Instagram story this one replies to (Meta's reply_to.story). */
+  reply_to_story?: StoryRef;
 }
 
 export type MessageContent =

@@ -133,6 +133,7 @@ const COLUMNS = [
   'sent_at',
   'created_at',
   'updated_at',
+  'deleted_at',
 ] as const satisfies readonly (keyof MessageRow)[];
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ');
 
@@ -161,6 +162,7 @@ function toRow(a: unknown[]): MessageRow {
     sent_at: a[20],
     created_at: a[21],
     updated_at: a[22],
+    deleted_at: a[23],
   } as MessageRow;
 }
 

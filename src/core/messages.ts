@@ -9,7 +9,9 @@ import { contactIdFor, findOrCreateContact, type ContactRow } from './contacts.j
 import { touchConversation } from './conversations.js';
 import { emitEvent, type EventType } from './events.js';
 import { debit, InsufficientBalanceError, refund } from './ledger.js';
+import { REDACTED_CONTENT_SQL, redactedContent } from './retention.js';
 import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
+import { idFloor, idTime } from '../lib/id-time.js';
 import { iso } from '../lib/time.js';
 
 /** A message as `SELECT *` returns it; its status is one the state machine knows. */
@@ -19,8 +21,8 @@ export type HistoryRow = Row<typeof messageStatusHistory>;
 
 const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
   contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message,
-  dispatch_uncertain, refunded, sent_at, created_at, updated_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 function insertMessage(ctx: CoreCtx, r: MessageRow) {
   stmt(ctx.db.sqlite, INSERT_MESSAGE).run(
@@ -47,6 +49,7 @@ function insertMessage(ctx: CoreCtx, r: MessageRow) {
     r.sent_at,
     r.created_at,
     r.updated_at,
+    r.deleted_at,
   );
 }
 
@@ -126,6 +129,7 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     sent_at: null,
     created_at: now,
     updated_at: now,
+    deleted_at: null,
   };
   // No 'queued' history row: messageHistory derives it from created_at (one write fewer per send).
   insertMessage(ctx, row);
@@ -149,11 +153,15 @@ export interface InboundInput {
   occurredAt: number;
 }
 
-/** Store an inbound message, its contact and conversation, and the message.received event. */
-export function createInbound(
+/**
+ * Store an inbound message, its contact and conversation, announcing nothing. With deletedAt
+ * (the customer unsent it before it reached msgd) it is stored deleted, its content redacted.
+ */
+export function storeInbound(
   ctx: CoreCtx,
   input: InboundInput,
-): { message: MessageRow; contact: ContactRow; eventId: string } {
+  deletedAt: number | null = null,
+): { message: MessageRow; contact: ContactRow; content: MessageContent } {
   const { contact } = findOrCreateContact(ctx, input.partnerId, input.channel.type, input.from, {
     name: input.profileName ?? null,
     inboundAt: input.occurredAt,
@@ -178,7 +186,7 @@ export function createInbound(
     contact_id: contact.id,
     to: input.channel.sender,
     from: input.from,
-    content: JSON.stringify(content),
+    content: JSON.stringify(deletedAt === null ? content : redactedContent(content.kind, now)),
     status: 'received',
     provider_message_id: input.providerMessageId,
     provider_id_indexed: 1,
@@ -191,15 +199,25 @@ export function createInbound(
     sent_at: input.occurredAt,
     created_at: now,
     updated_at: now,
+    deleted_at: deletedAt,
   };
   insertMessage(ctx, row);
   history(ctx, row.id, 'received', { at: input.occurredAt });
+  return { message: row, contact, content };
+}
+
+/** Store an inbound message, its contact and conversation, and the message.received event. */
+export function createInbound(
+  ctx: CoreCtx,
+  input: InboundInput,
+): { message: MessageRow; contact: ContactRow; eventId: string } {
+  const { message: row, contact, content } = storeInbound(ctx, input);
   const ev = emitEvent(ctx, input.partnerId, 'message.received', {
     channel: input.channel.type,
     from: input.from,
     body: contentText(content),
     message_id: row.id,
-    conversation_id: conv.id,
+    conversation_id: row.conversation_id,
     to: input.channel.sender,
     media: content.kind === 'media' ? content.media : [],
     contact: { id: contact.id, name: contact.name, phone: contact.phone, email: contact.email },
@@ -208,6 +226,58 @@ export function createInbound(
     content,
   });
   return { message: row, contact, eventId: ev.id };
+}
+
+/** The message.received event of a message, found by the partner and a short id range, loses its content. */
+export const REDACT_RECEIVED_EVENT_SQL = `UPDATE events INDEXED BY events_partner
+    SET payload = json_set(payload, '$.body', '', '$.media', json('[]'), '$.content', json(?))
+  WHERE partner_id = ? AND id >= ? AND id < ? AND type = 'message.received' AND json_extract(payload, '$.message_id') = ?`;
+
+/** What markDeleted needs of the message. */
+export type DeletedTarget = Pick<
+  MessageRow,
+  'id' | 'partner_id' | 'channel_type' | 'from' | 'to' | 'conversation_id' | 'provider_message_id'
+>;
+
+/**
+ * The customer unsent an inbound message (Messenger/Instagram is_deleted): it is marked deleted
+ * (deleted_at, when the customer unsent it) and its content redacted as retention redacts it;
+ * who, when, its conversation and its history stay. Its message.received event, kept in the
+ * outbox for retries and replays, loses the content too. The partner is told with
+ * message.deleted. Returns false, with nothing written, when it was deleted already.
+ */
+export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean {
+  const db = ctx.db.sqlite;
+  const now = ctx.now();
+  const moved = stmt(
+    db,
+    `UPDATE messages SET content = CASE WHEN json_extract(content, '$.kind') IS 'redacted' THEN content ELSE ${REDACTED_CONTENT_SQL} END,
+       deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`,
+  ).run(iso(now), at, now, m.id);
+  if (moved.changes === 0) return false;
+  const content = stmt<[string], { content: string }>(db, 'SELECT content FROM messages WHERE id = ?').get(
+    m.id,
+  )!.content;
+  // Emitted in the message's own transaction, just after it: its id's time is at or after the
+  // message id's (both by the wall clock), so events_partner finds it in a short id range.
+  const born = idTime(m.id);
+  stmt(db, REDACT_RECEIVED_EVENT_SQL).run(
+    content,
+    m.partner_id,
+    idFloor('evt', born),
+    idFloor('evt', born + 60_000),
+    m.id,
+  );
+  emitEvent(ctx, m.partner_id, 'message.deleted', {
+    message_id: m.id,
+    channel: m.channel_type,
+    from: m.from,
+    to: m.to,
+    conversation_id: m.conversation_id,
+    provider_message_id: m.provider_message_id,
+    deleted_at: iso(at),
+  });
+  return true;
 }
 
 // INDEXED BY: the planner otherwise walks all the partner's messages on messages_partner.
@@ -232,7 +302,7 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
 export type MessageState = Omit<MessageRow, 'content'>;
 
 const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
-  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at`;
+  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at`;
 
 /** The message as a status change needs it: every column but the content, which may be a long email. */
 export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefined {
@@ -500,6 +570,8 @@ export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
     sent_at: m.sent_at === null ? null : iso(m.sent_at),
     created_at: iso(m.created_at),
     updated_at: iso(m.updated_at),
+    // When the customer unsent it (inbound Messenger/Instagram); its content is then redacted.
+    deleted_at: m.deleted_at === null ? null : iso(m.deleted_at),
     ...(hist
       ? {
           history: hist.map((h) => ({

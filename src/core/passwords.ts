@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import type { ZxcvbnResult } from '@zxcvbn-ts/core';
 import { invalid } from '../lib/errors.js';
 
 // Console passwords, hashed with scrypt (memory-hard: 32 MiB per hash at N=2^15, r=8), so a
@@ -23,7 +24,7 @@ function derive(password: string, salt: Buffer, n: number, r: number, p: number)
 }
 
 /** Refuses passwords too short to resist guessing, or too long to hash cheaply. */
-export function checkPasswordRules(password: string): void {
+function checkLength(password: string): void {
   if (password.length < PASSWORD_MIN)
     throw invalid(`the password must be at least ${PASSWORD_MIN} characters`, [
       { field: 'password', message: `at least ${PASSWORD_MIN} characters` },
@@ -32,6 +33,65 @@ export function checkPasswordRules(password: string): void {
     throw invalid(`the password must be at most ${PASSWORD_MAX} characters`, [
       { field: 'password', message: `at most ${PASSWORD_MAX} characters` },
     ]);
+}
+
+/** zxcvbn's lowest score that is accepted: 3 is "safely unguessable" (about 10^8 guesses and more). */
+export const PASSWORD_MIN_SCORE = 3;
+
+/** How much of a password the estimator reads (a few milliseconds at most). */
+const ESTIMATE_MAX = 64;
+
+type Estimator = { check(password: string, userInputs?: string[]): ZxcvbnResult };
+let estimator: Promise<Estimator> | undefined;
+
+/**
+ * The strength estimator with its common-password and English dictionaries: loaded on the first
+ * password set, not at start (it takes about half a second and some megabytes).
+ */
+function loadEstimator(): Promise<Estimator> {
+  estimator ??= (async () => {
+    const [{ ZxcvbnFactory }, common, en] = await Promise.all([
+      import('@zxcvbn-ts/core'),
+      import('@zxcvbn-ts/language-common'),
+      import('@zxcvbn-ts/language-en'),
+    ]);
+    return new ZxcvbnFactory({
+      translations: en.translations,
+      graphs: common.adjacencyGraphs,
+      dictionary: { ...common.dictionary, ...en.dictionary },
+      // Matching grows much faster than the length, most of all through l33t substitutions (a
+      // 256-character password of symbols takes seconds of CPU with the defaults): only the first
+      // ESTIMATE_MAX characters are judged, which must then be strong on their own, and at most
+      // 8 substitutions are tried (common l33t passwords are still caught); at most about 0.25 s.
+      maxLength: ESTIMATE_MAX,
+      l33tMaxSubstitutions: 8,
+    });
+  })();
+  return estimator;
+}
+
+/** The words of a person's context a password must not be built on: the email, its parts, partner names. */
+export function passwordContext(email: string, partnerNames: string[]): string[] {
+  const local = email.split('@')[0] ?? '';
+  const domain = email.split('@')[1] ?? '';
+  const names = partnerNames.flatMap((n) => [n, n.replace(/[\s._-]+/g, ''), ...n.split(/[\s._-]+/)]);
+  const words = [email, local, ...local.split(/[._+-]+/), domain, ...domain.split('.'), ...names];
+  return [...new Set(words.map((w) => w.trim().toLowerCase()).filter((w) => w.length >= 3))];
+}
+
+/**
+ * Refuses a password that is too short or too long, or that an attacker would guess early:
+ * common passwords, dictionary words, repeats and sequences, and words of the person's own
+ * context (NIST SP 800-63B 3.1.1.2), judged by zxcvbn. The message says why, in zxcvbn's words.
+ */
+export async function checkPasswordRules(password: string, context: string[] = []): Promise<void> {
+  checkLength(password);
+  const result = (await loadEstimator()).check(password, context);
+  if (result.score >= PASSWORD_MIN_SCORE) return;
+  const why = [result.feedback.warning, ...result.feedback.suggestions].filter(Boolean).join(' ');
+  throw invalid(`this password is too easy to guess. ${why || 'Use a few uncommon words together.'}`, [
+    { field: 'password', message: 'too easy to guess' },
+  ]);
 }
 
 export async function hashPassword(password: string): Promise<string> {

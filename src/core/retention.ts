@@ -1,3 +1,4 @@
+import { stmt } from '../db/stmt.js';
 import { idFloor } from '../lib/id-time.js';
 import type { CoreCtx } from './context.js';
 
@@ -17,6 +18,17 @@ export interface RedactedContent {
   /** The kind it had: text, template, email, media, ... */
   was: string | null;
   redacted_at: string;
+}
+
+/**
+ * SQL for the redacted form of a row's `content` (one parameter: the ISO time of redaction), for
+ * an UPDATE of messages. Retention and a customer's unsend (src/core/messages.ts) write the same shape.
+ */
+export const REDACTED_CONTENT_SQL = `json_object('kind', 'redacted', 'was', json_extract(content, '$.kind'), 'redacted_at', ?)`;
+
+/** The redacted form of a content of kind `was`, redacted at `at` (ms). */
+export function redactedContent(was: string | null, at: number): RedactedContent {
+  return { kind: 'redacted', was, redacted_at: new Date(at).toISOString() };
 }
 
 const UPTO = 'retention.content_upto';
@@ -47,19 +59,21 @@ export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactO
   const now = ctx.now();
   const bound = idFloor('msg', now - days * 86_400_000);
   const marker = new Date(now).toISOString();
-  const getMeta = sqlite.prepare(`SELECT value FROM meta WHERE key = ?`).pluck();
+  const getMeta = (key: string) =>
+    stmt<[string], { value: string }>(sqlite, `SELECT value FROM meta WHERE key = ?`).get(key)?.value;
   const setMeta = sqlite.prepare(
     `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
   );
   const page = sqlite.prepare(`SELECT id, status FROM messages WHERE id > ? AND id < ? ORDER BY id LIMIT ?`);
-  const one = sqlite.prepare(`SELECT status FROM messages WHERE id = ?`).pluck();
+  const one = (id: string) =>
+    stmt<[string], { status: string }>(sqlite, `SELECT status FROM messages WHERE id = ?`).get(id)?.status;
   const redact = sqlite.prepare(
-    `UPDATE messages SET content = json_object('kind', 'redacted', 'was', json_extract(content, '$.kind'), 'redacted_at', ?)
+    `UPDATE messages SET content = ${REDACTED_CONTENT_SQL}
       WHERE id = ? AND json_extract(content, '$.kind') IS NOT 'redacted'`,
   );
 
-  let held: string[] = JSON.parse((getMeta.get(HELD) as string | undefined) ?? '[]');
-  let upto = (getMeta.get(UPTO) as string | undefined) ?? 'msg_';
+  let held: string[] = JSON.parse(getMeta(HELD) ?? '[]');
+  let upto = getMeta(UPTO) ?? 'msg_';
   let redacted = 0;
 
   // Messages passed over earlier because they had not settled.
@@ -68,7 +82,7 @@ export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactO
     const slice = held.slice(i, i + batch);
     sqlite.transaction(() => {
       for (const id of slice) {
-        const status = one.get(id) as string | undefined;
+        const status = one(id);
         if (status === undefined) continue;
         if (UNSETTLED.has(status)) still.push(id);
         else redacted += redact.run(marker, id).changes;

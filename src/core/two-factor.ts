@@ -7,7 +7,7 @@ import { audit } from './audit.js';
 import type { CoreCtx } from './context.js';
 import { getPartner } from './partners.js';
 import { seal, unseal } from './secrets.js';
-import { getPartnerUser, getUser, type UserRow } from './users.js';
+import { getMember, getUser, type Member, type UserRow } from './users.js';
 
 // Two-factor authentication for console users: TOTP (RFC 6238: SHA-1, 6 digits, 30-second
 // steps, the parameters every authenticator app takes) and one-time recovery codes. It belongs
@@ -219,15 +219,16 @@ export function disableTwoFactor(ctx: CoreCtx, userId: string) {
  * off and every session of the user ends; if the partner requires it, they enrol again at their
  * next login.
  */
-export function resetTwoFactor(ctx: CoreCtx, partnerId: string, ref: string, actor: string): UserRow {
+export function resetTwoFactor(ctx: CoreCtx, partnerId: string, ref: string, actor: string): Member {
   return ctx.db.sqlite
     .transaction(() => {
-      const user = getPartnerUser(ctx, partnerId, ref);
+      const member = getMember(ctx, partnerId, ref);
+      const user = getUser(ctx, member.user_id)!;
       if (!user.totp_secret) throw new AppError('conflict', `${user.email} has no two-factor authentication to reset`);
       clearTwoFactor(ctx, user.id);
       stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(user.id);
-      audit(ctx, actor, 'user.reset_2fa', 'user', user.id, { email: user.email });
-      return getUser(ctx, user.id)!;
+      audit(ctx, actor, 'user.reset_2fa', 'user', user.id, { email: user.email, partner: partnerId });
+      return getMember(ctx, partnerId, user.id);
     })
     .immediate();
 }

@@ -2,25 +2,37 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Row } from '../db/rows.js';
 import type { uiSessions, users } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
+import { notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { auditEvent } from './audit.js';
 import type { CoreCtx } from './context.js';
-import type { Role } from './users.js';
+import { endEverywhere, membershipsOf, type PartnerMembership, type Role } from './users.js';
 
 // Console sessions, server-side. The cookie carries a random secret; the table keeps only its
-// SHA-256, so a copy of the database logs nobody in. A session is valid while it is within its
-// idle and absolute limits, its user is active with a password set no later than the session
-// began, and its partner is active: checked on every request, so msgctl's changes bite at once.
+// SHA-256, so a copy of the database logs nobody in. A session belongs to a person and carries
+// the partner they picked. It is valid while it is within its idle and absolute limits, its
+// person is active with a password set no later than the session began, and the picked
+// partner is active with the person's membership active: checked on every request, so
+// msgctl's changes bite at once.
 
-export interface SessionUser {
+/** A logged-in person, with or without a partner picked. */
+export interface SessionPerson {
   sessionId: string;
   userId: string;
   email: string;
+  createdAt: number;
+  /** The partners the person may open (active memberships of active partners). */
+  partners: PartnerMembership[];
+  /** Invitations waiting for an answer. */
+  invitations: PartnerMembership[];
+}
+
+/** A logged-in person working in a partner: the membership's role decides what they see. */
+export interface SessionUser extends SessionPerson {
   role: Role;
   partnerId: string;
   partnerName: string;
   currency: string;
-  createdAt: number;
 }
 
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
@@ -28,64 +40,108 @@ const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex
 /** Touch last_seen_at at most this often: idle expiry needs no finer resolution. */
 const TOUCH_MS = 60_000;
 
-export function createSession(ctx: CoreCtx, userId: string, meta: { ip: string }): { secret: string; id: string } {
+/**
+ * A new session for a person who has just logged in. With exactly one partner to open it is
+ * picked at once (or the one asked for, when the person may open it); otherwise the person
+ * picks one (or answers an invitation) first.
+ */
+export function createSession(
+  ctx: CoreCtx,
+  userId: string,
+  meta: { ip: string; partnerId?: string },
+): { secret: string; id: string; partnerId: string | null } {
   const secret = randomBytes(32).toString('base64url');
   const id = newId('ses');
   const now = ctx.now();
+  const active = membershipsOf(ctx, userId).filter((m) => m.status === 'active');
+  const partnerId =
+    active.find((m) => m.partner_id === meta.partnerId)?.partner_id ??
+    (active.length === 1 ? active[0].partner_id : null);
   ctx.db.sqlite
     .transaction(() => {
       stmt(
         ctx.db.sqlite,
-        'INSERT INTO ui_sessions (id, hash, user_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
-      ).run(id, sha256(secret), userId, now, now, now + ctx.config.ui.sessionMaxHours * 3_600_000);
+        'INSERT INTO ui_sessions (id, hash, user_id, partner_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      ).run(id, sha256(secret), userId, partnerId, now, now, now + ctx.config.ui.sessionMaxHours * 3_600_000);
       stmt(ctx.db.sqlite, 'UPDATE users SET last_login_at = ? WHERE id = ?').run(now, userId);
-      auditEvent(ctx, `user:${userId}`, 'ui.login', 'user', userId, { ip: meta.ip, session: id });
+      auditEvent(ctx, `user:${userId}`, 'ui.login', 'user', userId, { ip: meta.ip, session: id, partner: partnerId });
     })
     .immediate();
-  return { secret, id };
+  return { secret, id, partnerId };
 }
 
-type SessionRow = Pick<Row<typeof uiSessions>, 'id' | 'user_id' | 'created_at' | 'last_seen_at' | 'expires_at'> &
-  Pick<Row<typeof users>, 'email' | 'role' | 'status' | 'password_hash' | 'sessions_valid_after' | 'partner_id'> & {
-    partner_name: string;
-    partner_status: string;
-    currency: string;
-  };
+/** Work in another of the person's partners in this session; 404 for a partner they may not open. */
+export function selectPartner(ctx: CoreCtx, session: SessionPerson, partnerId: string): void {
+  if (!membershipsOf(ctx, session.userId).some((m) => m.status === 'active' && m.partner_id === partnerId))
+    throw notFound('partner', partnerId);
+  stmt(ctx.db.sqlite, 'UPDATE ui_sessions SET partner_id = ? WHERE id = ?').run(partnerId, session.sessionId);
+  auditEvent(ctx, `user:${session.userId}`, 'ui.switch_partner', 'user', session.userId, {
+    session: session.sessionId,
+    partner: partnerId,
+  });
+}
 
-/** The session's user, or null when the secret names no valid session (an expired one is deleted). */
-export function lookupSession(ctx: CoreCtx, secret: string | undefined): SessionUser | null {
+type SessionRow = Pick<
+  Row<typeof uiSessions>,
+  'id' | 'user_id' | 'partner_id' | 'created_at' | 'last_seen_at' | 'expires_at'
+> &
+  Pick<Row<typeof users>, 'email' | 'status' | 'password_hash' | 'sessions_valid_after'>;
+
+/**
+ * The session's person and, when a partner is picked, their place in it; null when the secret
+ * names no valid session (an expired or revoked one is deleted).
+ */
+export function lookupSession(
+  ctx: CoreCtx,
+  secret: string | undefined,
+): { person: SessionPerson; user: SessionUser | null } | null {
   if (!secret || secret.length > 100) return null;
   const row = stmt<[string], SessionRow>(
     ctx.db.sqlite,
-    `SELECT s.id, s.user_id, s.created_at, s.last_seen_at, s.expires_at, u.email, u.role, u.status, u.password_hash,
-            u.sessions_valid_after, p.id AS partner_id, p.name AS partner_name, p.status AS partner_status, p.currency
-       FROM ui_sessions s JOIN users u ON u.id = s.user_id JOIN partners p ON p.id = u.partner_id
+    `SELECT s.id, s.user_id, s.partner_id, s.created_at, s.last_seen_at, s.expires_at, u.email, u.status,
+            u.password_hash, u.sessions_valid_after
+       FROM ui_sessions s JOIN users u ON u.id = s.user_id
       WHERE s.hash = ?`,
   ).get(sha256(secret));
   if (!row) return null;
   const now = ctx.now();
   const idleMs = ctx.config.ui.sessionIdleMinutes * 60_000;
   const expired = row.expires_at <= now || row.last_seen_at + idleMs <= now;
+  const all = expired ? [] : membershipsOf(ctx, row.user_id);
+  const partners = all.filter((m) => m.status === 'active');
+  const current = row.partner_id === null ? null : (partners.find((m) => m.partner_id === row.partner_id) ?? null);
   const revoked =
     row.status !== 'active' ||
-    row.partner_status !== 'active' ||
     row.password_hash === null ||
-    row.created_at < row.sessions_valid_after;
+    row.created_at < row.sessions_valid_after ||
+    all.length === 0 ||
+    // The picked partner was suspended, or the membership disabled or removed: access ends now.
+    (row.partner_id !== null && current === null);
   if (expired || revoked) {
     stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE id = ?').run(row.id);
     return null;
   }
   if (now - row.last_seen_at >= TOUCH_MS)
     stmt(ctx.db.sqlite, 'UPDATE ui_sessions SET last_seen_at = ? WHERE id = ?').run(now, row.id);
-  return {
+  const person: SessionPerson = {
     sessionId: row.id,
     userId: row.user_id,
     email: row.email,
-    role: row.role,
-    partnerId: row.partner_id,
-    partnerName: row.partner_name,
-    currency: row.currency,
     createdAt: row.created_at,
+    partners,
+    invitations: all.filter((m) => m.status === 'pending'),
+  };
+  return {
+    person,
+    user: current
+      ? {
+          ...person,
+          role: current.role,
+          partnerId: current.partner_id,
+          partnerName: current.partner_name,
+          currency: current.currency,
+        }
+      : null,
   };
 }
 
@@ -94,9 +150,9 @@ export function endSession(ctx: CoreCtx, sessionId: string, userId: string) {
   auditEvent(ctx, `user:${userId}`, 'ui.logout', 'user', userId, { session: sessionId });
 }
 
-/** "Log out everywhere": every session of the user, this one included. */
+/** "Log out everywhere": every session of the person, this one included, and every unused invite or reset link. */
 export function endAllSessions(ctx: CoreCtx, userId: string): number {
-  const n = stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(userId).changes;
+  const n = endEverywhere(ctx, userId);
   auditEvent(ctx, `user:${userId}`, 'ui.logout_everywhere', 'user', userId, { sessions: n });
   return n;
 }

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Row } from '../db/rows.js';
-import type { users } from '../db/schema.js';
+import type { memberships, users } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { normalizeEmail } from '../lib/email.js';
@@ -9,10 +9,13 @@ import { iso } from '../lib/time.js';
 import { audit } from './audit.js';
 import type { CoreCtx } from './context.js';
 import { getPartner } from './partners.js';
-import { checkPasswordRules, hashPassword, verifyPassword } from './passwords.js';
+import { checkPasswordRules, hashPassword, passwordContext, verifyPassword } from './passwords.js';
 
-// Partner users of the web console. The operator invites the first (msgctl user invite); an
-// admin user invites more from the console. Both call inviteUser: one rule for both.
+// People of the web console. A user is a person (the email is the login, one password); what a
+// person may do for a partner is a membership with a role. The operator invites a partner's
+// first admin (msgctl user invite); an admin invites more from the console. Both call
+// inviteUser: one rule for both. An invitation never tells the inviter whether the address is
+// known elsewhere: the answer is the same link and message either way.
 
 export const ROLES = ['admin', 'developer', 'billing'] as const;
 export type Role = (typeof ROLES)[number];
@@ -30,6 +33,25 @@ export function can(role: Role, area: Area): boolean {
 }
 
 export type UserRow = Row<typeof users>;
+export type MembershipRow = Row<typeof memberships>;
+
+/** A membership with its person's email and login facts: one row of a partner's Users list. */
+export interface Member {
+  membership_id: string;
+  user_id: string;
+  partner_id: string;
+  email: string;
+  role: Role;
+  status: MembershipRow['status'];
+  accept_by_link: number;
+  has_password: number;
+  /** 1 when the person has two-factor authentication on. */
+  two_factor: number;
+  invited_by: string | null;
+  last_login_at: number | null;
+  created_at: number;
+  accepted_at: number | null;
+}
 
 export const linkHash = (secret: string) => createHash('sha256').update(secret, 'utf8').digest('hex');
 
@@ -53,45 +75,107 @@ export function getUser(ctx: CoreCtx, id: string): UserRow | undefined {
   return stmt<[string], UserRow>(ctx.db.sqlite, 'SELECT * FROM users WHERE id = ?').get(id);
 }
 
-/** A user of this partner, by id or email; another partner's user is not found. */
-export function getPartnerUser(ctx: CoreCtx, partnerId: string, ref: string): UserRow {
-  const u = stmt<[string, string, string], UserRow>(
+const MEMBER_SELECT = `SELECT m.id AS membership_id, m.user_id, m.partner_id, u.email, m.role, m.status, m.accept_by_link,
+       u.password_hash IS NOT NULL AS has_password, u.totp_enabled_at IS NOT NULL AS two_factor, m.invited_by, u.last_login_at, m.created_at, m.accepted_at
+  FROM memberships m JOIN users u ON u.id = m.user_id`;
+
+/**
+ * A member of this partner, by user id or email (any case), resolved once: every check and
+ * change that follows uses the row found here. Another partner's person is not found.
+ */
+export function getMember(ctx: CoreCtx, partnerId: string, ref: string): Member {
+  const r = typeof ref === 'string' ? ref.trim() : '';
+  const m = stmt<[string, string, string], Member>(
     ctx.db.sqlite,
-    'SELECT * FROM users WHERE partner_id = ? AND (id = ? OR email = ?)',
-  ).get(partnerId, ref, ref.trim().toLowerCase());
-  if (!u) throw notFound('user', ref);
-  return u;
+    `${MEMBER_SELECT} WHERE m.partner_id = ? AND (u.id = ? OR u.email = ?)`,
+  ).get(partnerId, r, r.toLowerCase());
+  if (!m) throw notFound('user', ref);
+  return m;
 }
 
-export function listUsers(ctx: CoreCtx, partnerId: string): UserRow[] {
-  return stmt<[string], UserRow>(ctx.db.sqlite, 'SELECT * FROM users WHERE partner_id = ? ORDER BY email').all(
+export function listMembers(ctx: CoreCtx, partnerId: string): Member[] {
+  return stmt<[string], Member>(ctx.db.sqlite, `${MEMBER_SELECT} WHERE m.partner_id = ? ORDER BY u.email`).all(
     partnerId,
   );
 }
 
+/** The other partners a person belongs to (in any state), for the operator's notices. */
+function otherPartners(ctx: CoreCtx, userId: string, partnerId: string): number {
+  return stmt<[string, string], { n: number }>(
+    ctx.db.sqlite,
+    'SELECT COUNT(*) AS n FROM memberships WHERE user_id = ? AND partner_id <> ?',
+  ).get(userId, partnerId)!.n;
+}
+
 export interface IssuedLink {
-  user: UserRow;
+  member: Member;
+  partner: { id: string; slug: string; name: string };
+  kind: LinkKind;
   /** The link's secret: shown once, only its hash is kept. */
   secret: string;
   expiresAt: number;
 }
 
-function issueLink(ctx: CoreCtx, user: UserRow, kind: 'invite' | 'reset'): IssuedLink {
+export type LinkKind = 'invite' | 'join' | 'reset';
+
+/** Unused invite and reset links of a person stop working (join links only ask to log in). */
+function endPasswordLinks(ctx: CoreCtx, userId: string, now: number) {
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE user_invites SET used_at = ? WHERE user_id = ? AND used_at IS NULL AND kind IN ('invite', 'reset')`,
+  ).run(now, userId);
+}
+
+function endMembershipLinks(ctx: CoreCtx, membershipId: string, now: number) {
+  stmt(ctx.db.sqlite, 'UPDATE user_invites SET used_at = ? WHERE membership_id = ? AND used_at IS NULL').run(
+    now,
+    membershipId,
+  );
+}
+
+function issueLink(ctx: CoreCtx, member: Member, kind: LinkKind): IssuedLink {
   const secret = randomBytes(32).toString('base64url');
   const now = ctx.now();
   const expiresAt = now + ctx.config.ui.inviteHours * 3_600_000;
-  // An older unused link of the user stops working: only the newest one is valid.
-  stmt(ctx.db.sqlite, 'UPDATE user_invites SET used_at = ? WHERE user_id = ? AND used_at IS NULL').run(now, user.id);
+  // Only the newest link of a membership (or the newest reset of a person) works.
+  if (kind === 'reset')
+    stmt(
+      ctx.db.sqlite,
+      `UPDATE user_invites SET used_at = ? WHERE user_id = ? AND used_at IS NULL AND kind = 'reset'`,
+    ).run(now, member.user_id);
+  else endMembershipLinks(ctx, member.membership_id, now);
   stmt(
     ctx.db.sqlite,
-    'INSERT INTO user_invites (id, user_id, hash, kind, expires_at, used_at, created_at) VALUES (?, ?, ?, ?, ?, NULL, ?)',
-  ).run(newId('inv'), user.id, linkHash(secret), kind, expiresAt, now);
-  return { user, secret, expiresAt };
+    `INSERT INTO user_invites (id, user_id, hash, kind, membership_id, expires_at, used_at, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, NULL, ?)`,
+  ).run(
+    newId('inv'),
+    member.user_id,
+    linkHash(secret),
+    kind,
+    kind === 'reset' ? null : member.membership_id,
+    expiresAt,
+    now,
+  );
+  const p = getPartner(ctx, member.partner_id);
+  return { member, partner: { id: p.id, slug: p.slug, name: p.name }, kind, secret, expiresAt };
 }
 
 /**
- * Invite a user to a partner's console. Inviting an address again that has not accepted yet
- * issues a fresh link (the old one stops working); an address already in use is refused.
+ * The link that goes with a pending membership. A person with no password and no membership
+ * elsewhere gets a link that sets the password; anyone else a link that asks them to log in
+ * and accept, so a link shown to one partner's admin never opens another partner's console.
+ */
+function pendingLink(ctx: CoreCtx, member: Member): IssuedLink {
+  const solo = !member.has_password && otherPartners(ctx, member.user_id, member.partner_id) === 0;
+  return issueLink(ctx, member, solo ? 'invite' : 'join');
+}
+
+/**
+ * Invite a person to a partner's console with a role: a pending membership and a link, the
+ * same answer whether or not the address is known to msgd. Inviting again while the invitation
+ * is pending issues a fresh link (the old one stops working); a member of this partner already
+ * (active or disabled) is refused.
  */
 export function inviteUser(
   ctx: CoreCtx,
@@ -105,118 +189,305 @@ export function inviteUser(
       const partner = getPartner(ctx, input.partner);
       const now = ctx.now();
       let user = findUserByEmail(ctx, email);
-      if (user && (user.partner_id !== partner.id || user.password_hash !== null))
-        throw new AppError('conflict', `${email} already has a console account`);
-      if (user) {
-        stmt(ctx.db.sqlite, 'UPDATE users SET role = ?, status = ?, updated_at = ? WHERE id = ?').run(
-          role,
-          'active',
-          now,
-          user.id,
-        );
-        user = getUser(ctx, user.id)!;
-      } else {
+      if (!user) {
         const id = newId('usr');
         stmt(
           ctx.db.sqlite,
-          `INSERT INTO users (id, partner_id, email, role, password_hash, status, sessions_valid_after, created_at, updated_at)
-           VALUES (?, ?, ?, ?, NULL, 'active', 0, ?, ?)`,
-        ).run(id, partner.id, email, role, now, now);
+          `INSERT INTO users (id, email, password_hash, status, sessions_valid_after, created_at, updated_at)
+           VALUES (?, ?, NULL, 'active', 0, ?, ?)`,
+        ).run(id, email, now, now);
         user = getUser(ctx, id)!;
       }
+      const existing = stmt<[string, string], MembershipRow>(
+        ctx.db.sqlite,
+        'SELECT * FROM memberships WHERE user_id = ? AND partner_id = ?',
+      ).get(user.id, partner.id);
+      if (existing && existing.status !== 'pending')
+        throw new AppError('conflict', `${email} is already a user of ${partner.name}`);
+      if (existing)
+        stmt(ctx.db.sqlite, 'UPDATE memberships SET role = ?, invited_by = ?, updated_at = ? WHERE id = ?').run(
+          role,
+          actor,
+          now,
+          existing.id,
+        );
+      else
+        stmt(
+          ctx.db.sqlite,
+          `INSERT INTO memberships (id, user_id, partner_id, role, status, accept_by_link, invited_by, created_at, accepted_at, updated_at)
+           VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, NULL, ?)`,
+        ).run(newId('mem'), user.id, partner.id, role, user.password_hash === null ? 1 : 0, actor, now, now);
+      const member = getMember(ctx, partner.id, user.id);
       audit(ctx, actor, 'user.invite', 'user', user.id, { partner: partner.slug, email, role });
-      return issueLink(ctx, user, 'invite');
+      return pendingLink(ctx, member);
     })
     .immediate();
 }
 
-/** A reset link for an existing user; the current password keeps working until the link is used. */
-export function resetUser(ctx: CoreCtx, partnerId: string, ref: string, actor: string): IssuedLink {
+/** Who issues a reset: the operator (msgctl) may reset anyone; a partner's admin only some. */
+export type ResetBy = 'operator' | 'console';
+
+/**
+ * A new link for a member. A pending invitation gets a fresh invitation link. For an accepted
+ * member, a reset link: the current password keeps working until the link is used. A reset
+ * link opens every partner the person belongs to, so from the console an admin may reset only
+ * a developer or billing user who belongs to no other partner; admins, and people of several
+ * partners, are reset by the operator.
+ */
+export function resetUser(ctx: CoreCtx, partnerId: string, ref: string, actor: string, by: ResetBy): IssuedLink {
   return ctx.db.sqlite
     .transaction(() => {
-      const user = getPartnerUser(ctx, partnerId, ref);
-      if (user.status !== 'active') throw new AppError('conflict', `${user.email} is disabled; enable it first`);
-      audit(ctx, actor, 'user.reset', 'user', user.id, { email: user.email });
-      return issueLink(ctx, user, user.password_hash === null ? 'invite' : 'reset');
+      const member = getMember(ctx, partnerId, ref);
+      if (member.status === 'disabled')
+        throw new AppError('conflict', `${member.email} is disabled for this partner; enable it first`);
+      if (member.status === 'pending') {
+        audit(ctx, actor, 'user.reinvite', 'user', member.user_id, { email: member.email });
+        // The operator may hand a person with no password the link that sets it.
+        return by === 'operator' && !member.has_password ? issueLink(ctx, member, 'invite') : pendingLink(ctx, member);
+      }
+      if (by === 'console' && (member.role === 'admin' || otherPartners(ctx, member.user_id, partnerId) > 0))
+        throw new AppError(
+          'forbidden',
+          `the console issues reset links only for developer and billing users who use no other partner's console; ask your operator to run: msgctl user reset <partner> ${member.email}`,
+        );
+      audit(ctx, actor, 'user.reset', 'user', member.user_id, { email: member.email });
+      return issueLink(ctx, member, member.has_password ? 'reset' : 'invite');
     })
     .immediate();
+}
+
+/** Sessions of a person that are in this partner end (another partner's sessions stay). */
+function endPartnerSessions(ctx: CoreCtx, userId: string, partnerId: string) {
+  stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ? AND partner_id = ?').run(userId, partnerId);
 }
 
 function endSessionsOf(ctx: CoreCtx, userId: string) {
   stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(userId);
 }
 
-/** Disabled users cannot log in; their sessions and unused links end now. */
+/**
+ * Disable or enable a membership. A disabled member's sessions in this partner end at once and
+ * its unused links stop working; enabling brings back what it was (pending until accepted).
+ */
 export function setUserStatus(
   ctx: CoreCtx,
   partnerId: string,
   ref: string,
   status: 'active' | 'disabled',
   actor: string,
-): UserRow {
+): Member {
   return ctx.db.sqlite
     .transaction(() => {
-      const user = getPartnerUser(ctx, partnerId, ref);
-      if (user.status === status) throw new AppError('conflict', `${user.email} is already ${status}`);
+      const member = getMember(ctx, partnerId, ref);
+      const enabled = member.status !== 'disabled';
+      if ((status === 'disabled') !== enabled)
+        throw new AppError('conflict', `${member.email} is already ${status === 'active' ? 'enabled' : 'disabled'}`);
       const now = ctx.now();
-      stmt(ctx.db.sqlite, 'UPDATE users SET status = ?, updated_at = ? WHERE id = ?').run(status, now, user.id);
+      const next = status === 'disabled' ? 'disabled' : member.accepted_at === null ? 'pending' : 'active';
+      stmt(ctx.db.sqlite, 'UPDATE memberships SET status = ?, updated_at = ? WHERE id = ?').run(
+        next,
+        now,
+        member.membership_id,
+      );
       if (status === 'disabled') {
-        endSessionsOf(ctx, user.id);
-        stmt(ctx.db.sqlite, 'UPDATE user_invites SET used_at = ? WHERE user_id = ? AND used_at IS NULL').run(
-          now,
-          user.id,
-        );
+        endPartnerSessions(ctx, member.user_id, partnerId);
+        endMembershipLinks(ctx, member.membership_id, now);
       }
-      audit(ctx, actor, status === 'disabled' ? 'user.disable' : 'user.enable', 'user', user.id, {
-        email: user.email,
+      audit(ctx, actor, status === 'disabled' ? 'user.disable' : 'user.enable', 'user', member.user_id, {
+        email: member.email,
       });
-      return getUser(ctx, user.id)!;
+      return getMember(ctx, partnerId, member.user_id);
+    })
+    .immediate();
+}
+
+/** A person left without any membership is deleted, with their sessions and links: the address is free again. */
+function deleteIfAlone(ctx: CoreCtx, userId: string): boolean {
+  const left = stmt<[string], { n: number }>(
+    ctx.db.sqlite,
+    'SELECT COUNT(*) AS n FROM memberships WHERE user_id = ?',
+  ).get(userId)!.n;
+  if (left > 0) return false;
+  endSessionsOf(ctx, userId);
+  stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE user_id = ?').run(userId);
+  stmt(ctx.db.sqlite, 'DELETE FROM users WHERE id = ?').run(userId);
+  return true;
+}
+
+/**
+ * End a membership: the person's sessions in this partner end and its links stop working. A
+ * person left without any membership is deleted with their sessions and links, so the address
+ * is free again everywhere.
+ */
+export function removeUser(ctx: CoreCtx, partnerId: string, ref: string, actor: string): Member {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const member = getMember(ctx, partnerId, ref);
+      endPartnerSessions(ctx, member.user_id, partnerId);
+      stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE membership_id = ?').run(member.membership_id);
+      stmt(ctx.db.sqlite, 'DELETE FROM memberships WHERE id = ?').run(member.membership_id);
+      const deleted = deleteIfAlone(ctx, member.user_id);
+      audit(ctx, actor, 'user.remove', 'user', member.user_id, {
+        email: member.email,
+        role: member.role,
+        person_deleted: deleted,
+      });
+      return member;
+    })
+    .immediate();
+}
+
+/** A partner the person may open, or an invitation waiting for them. */
+export interface PartnerMembership {
+  partner_id: string;
+  partner_name: string;
+  partner_slug: string;
+  currency: string;
+  role: Role;
+  status: 'active' | 'pending';
+  accept_by_link: number;
+  created_at: number;
+}
+
+/** The person's active memberships and pending invitations, in partners that are active. */
+export function membershipsOf(ctx: CoreCtx, userId: string): PartnerMembership[] {
+  return stmt<[string], PartnerMembership>(
+    ctx.db.sqlite,
+    `SELECT m.partner_id, p.name AS partner_name, p.slug AS partner_slug, p.currency, m.role, m.status,
+            m.accept_by_link, m.created_at
+       FROM memberships m JOIN partners p ON p.id = m.partner_id
+      WHERE m.user_id = ? AND m.status IN ('active', 'pending') AND p.status = 'active'
+      ORDER BY p.name, p.id`,
+  ).all(userId);
+}
+
+function acceptMembership(ctx: CoreCtx, membershipId: string, userId: string, now: number) {
+  stmt(ctx.db.sqlite, `UPDATE memberships SET status = 'active', accepted_at = ?, updated_at = ? WHERE id = ?`).run(
+    now,
+    now,
+    membershipId,
+  );
+  endMembershipLinks(ctx, membershipId, now);
+  audit(ctx, `user:${userId}`, 'user.accept_invite', 'user', userId, { membership: membershipId });
+}
+
+/**
+ * Accept or decline an invitation while logged in. One made while the person had no password
+ * yet is accepted only through its own link (acceptJoinLink): whoever set the password through
+ * another partner's link does not get it.
+ */
+export function answerInvitation(ctx: CoreCtx, userId: string, partnerId: string, accept: boolean): void {
+  ctx.db.sqlite
+    .transaction(() => {
+      const m = stmt<[string, string], MembershipRow>(
+        ctx.db.sqlite,
+        `SELECT * FROM memberships WHERE user_id = ? AND partner_id = ? AND status = 'pending'`,
+      ).get(userId, partnerId);
+      if (!m || getPartner(ctx, partnerId).status !== 'active') throw notFound('invitation', partnerId);
+      const now = ctx.now();
+      if (!accept) {
+        stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE membership_id = ?').run(m.id);
+        stmt(ctx.db.sqlite, 'DELETE FROM memberships WHERE id = ?').run(m.id);
+        audit(ctx, `user:${userId}`, 'user.decline_invite', 'user', userId, { partner: partnerId });
+        deleteIfAlone(ctx, userId);
+        return;
+      }
+      if (m.accept_by_link)
+        throw new AppError('forbidden', 'this invitation is accepted through the link it came with: open that link');
+      acceptMembership(ctx, m.id, userId, now);
     })
     .immediate();
 }
 
 export interface LinkInfo {
   user: UserRow;
-  kind: 'invite' | 'reset';
-  partnerName: string;
+  kind: LinkKind;
+  partnerName: string | null;
+  /** The role an invite or join link offers. */
+  role: Role | null;
+  membershipId: string | null;
 }
 
-/** The link's user if the link can still be used: unused, unexpired, user and partner active. */
+type LinkRow = {
+  user_id: string;
+  kind: LinkKind;
+  membership_id: string | null;
+  expires_at: number;
+  used_at: number | null;
+};
+
+/** The link's person if the link can still be used: unused, unexpired, and what it is for still open. */
 export function openLink(ctx: CoreCtx, secret: string): LinkInfo | null {
   if (typeof secret !== 'string' || secret.length < 20 || secret.length > 100) return null;
-  const row = stmt<[string], { user_id: string; kind: 'invite' | 'reset'; expires_at: number; used_at: number | null }>(
+  const row = stmt<[string], LinkRow>(
     ctx.db.sqlite,
-    'SELECT user_id, kind, expires_at, used_at FROM user_invites WHERE hash = ?',
+    'SELECT user_id, kind, membership_id, expires_at, used_at FROM user_invites WHERE hash = ?',
   ).get(linkHash(secret));
   if (!row || row.used_at !== null || row.expires_at <= ctx.now()) return null;
   const user = getUser(ctx, row.user_id);
   if (!user || user.status !== 'active') return null;
-  const partner = getPartner(ctx, user.partner_id);
-  if (partner.status !== 'active') return null;
-  return { user, kind: row.kind, partnerName: partner.name };
+  if (row.kind === 'reset') {
+    // A reset opens the person's partners: it is good while they have one to open.
+    if (!membershipsOf(ctx, user.id).length) return null;
+    return { user, kind: row.kind, partnerName: null, role: null, membershipId: null };
+  }
+  const m = stmt<[string], MembershipRow & { partner_name: string; partner_status: string }>(
+    ctx.db.sqlite,
+    `SELECT m.*, p.name AS partner_name, p.status AS partner_status
+       FROM memberships m JOIN partners p ON p.id = m.partner_id WHERE m.id = ?`,
+  ).get(row.membership_id ?? '');
+  if (!m || m.status !== 'pending' || m.partner_status !== 'active') return null;
+  return { user, kind: row.kind, partnerName: m.partner_name, role: m.role, membershipId: m.id };
 }
 
-/** Set the password through a link (single use); every session of the user ends. */
+/** The words a password of this person must not be built on. */
+function contextOf(ctx: CoreCtx, user: UserRow): string[] {
+  const names = stmt<[string], { name: string; slug: string }>(
+    ctx.db.sqlite,
+    'SELECT p.name, p.slug FROM memberships m JOIN partners p ON p.id = m.partner_id WHERE m.user_id = ?',
+  )
+    .all(user.id)
+    .flatMap((p) => [p.name, p.slug]);
+  return passwordContext(user.email, names);
+}
+
+/**
+ * Set the password through an invite or reset link (single use). An invite link also accepts
+ * its membership. Every session and every other invite or reset link of the person ends.
+ */
 export async function acceptLink(ctx: CoreCtx, secret: string, password: string): Promise<UserRow> {
-  checkPasswordRules(password);
-  if (!openLink(ctx, secret)) throw expiredLink();
+  const first = openLink(ctx, secret);
+  if (!first || first.kind === 'join') throw expiredLink();
+  await checkPasswordRules(password, contextOf(ctx, first.user));
   const hash = await hashPassword(password);
   return ctx.db.sqlite
     .transaction(() => {
       // Checked again after the hash: the link may have been used meanwhile.
       const info = openLink(ctx, secret);
-      if (!info) throw expiredLink();
+      if (!info || info.kind === 'join') throw expiredLink();
       const now = ctx.now();
       stmt(ctx.db.sqlite, 'UPDATE user_invites SET used_at = ? WHERE hash = ?').run(now, linkHash(secret));
       setPassword(ctx, info.user.id, hash, now);
-      audit(
-        ctx,
-        `user:${info.user.id}`,
-        info.kind === 'invite' ? 'user.accept_invite' : 'user.reset_password',
-        'user',
-        info.user.id,
-      );
+      if (info.kind === 'invite' && info.membershipId) acceptMembership(ctx, info.membershipId, info.user.id, now);
+      else audit(ctx, `user:${info.user.id}`, 'user.reset_password', 'user', info.user.id);
       return getUser(ctx, info.user.id)!;
+    })
+    .immediate();
+}
+
+/** Accept the invitation of a join link, as the logged-in person it was made for. */
+export function acceptJoinLink(ctx: CoreCtx, secret: string, userId: string): { partnerId: string } {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const info = openLink(ctx, secret);
+      if (!info || !info.membershipId) throw expiredLink();
+      if (info.user.id !== userId)
+        throw new AppError('forbidden', 'this invitation is for another address: log in with the invited one');
+      const m = stmt<[string], MembershipRow>(ctx.db.sqlite, 'SELECT * FROM memberships WHERE id = ?').get(
+        info.membershipId,
+      )!;
+      acceptMembership(ctx, m.id, userId, ctx.now());
+      return { partnerId: m.partner_id };
     })
     .immediate();
 }
@@ -229,17 +500,18 @@ function setPassword(ctx: CoreCtx, userId: string, hash: string, now: number) {
     userId,
   );
   endSessionsOf(ctx, userId);
+  endPasswordLinks(ctx, userId, now);
 }
 
 const expiredLink = () =>
   new AppError('link_expired', 'this link has expired or was already used; ask your admin for a new one');
 
-/** Change a password knowing the current one; every session of the user ends. */
+/** Change a password knowing the current one; every session and invite or reset link of the person ends. */
 export async function changePassword(ctx: CoreCtx, userId: string, current: string, next: string): Promise<void> {
   const user = getUser(ctx, userId);
   if (!user || !(await verifyPassword(current ?? '', user.password_hash)))
     throw invalid('the current password is not right', [{ field: 'current', message: 'not right' }]);
-  checkPasswordRules(next);
+  await checkPasswordRules(next, contextOf(ctx, user));
   const hash = await hashPassword(next);
   ctx.db.sqlite
     .transaction(() => {
@@ -249,25 +521,48 @@ export async function changePassword(ctx: CoreCtx, userId: string, current: stri
     .immediate();
 }
 
-/** The user whose email and password these are, if active with an active partner; else null. */
+/** "Log out everywhere": every session of the person ends, and every unused invite or reset link. */
+export function endEverywhere(ctx: CoreCtx, userId: string): number {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const n = stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(userId).changes;
+      endPasswordLinks(ctx, userId, ctx.now());
+      return n;
+    })
+    .immediate();
+}
+
+/**
+ * The person whose email and password these are, if active and with a partner to open or an
+ * invitation to answer; else null.
+ */
 export async function checkLogin(ctx: CoreCtx, email: string, password: string): Promise<UserRow | null> {
   const user = typeof email === 'string' && email.length <= 254 ? findUserByEmail(ctx, email) : undefined;
   const ok = await verifyPassword(typeof password === 'string' ? password : '', user?.password_hash ?? null);
-  if (!ok || !user || user.status !== 'active') return null;
-  if (getPartner(ctx, user.partner_id).status !== 'active') return null;
+  if (!ok || !user || !mayLogIn(ctx, user)) return null;
   return user;
 }
 
-export function userJson(u: UserRow) {
+/** Whether this person may log in now: active, with a membership of an active partner. */
+export function mayLogIn(ctx: CoreCtx, user: UserRow): boolean {
+  return user.status === 'active' && membershipsOf(ctx, user.id).length > 0;
+}
+
+export const memberState = (m: Member) =>
+  m.status === 'disabled' ? 'disabled' : m.status === 'pending' ? 'invited' : 'active';
+
+export function memberJson(m: Member) {
   return {
-    id: u.id,
-    partner_id: u.partner_id,
-    email: u.email,
-    role: u.role,
-    status: u.status,
-    state: u.status === 'disabled' ? 'disabled' : u.password_hash === null ? 'invited' : 'active',
-    two_factor: u.totp_enabled_at !== null,
-    last_login_at: iso(u.last_login_at),
-    created_at: iso(u.created_at),
+    id: m.user_id,
+    membership_id: m.membership_id,
+    partner_id: m.partner_id,
+    email: m.email,
+    role: m.role,
+    status: m.status,
+    state: memberState(m),
+    two_factor: m.two_factor === 1,
+    last_login_at: iso(m.last_login_at),
+    created_at: iso(m.created_at),
+    accepted_at: iso(m.accepted_at),
   };
 }

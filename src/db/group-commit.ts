@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { stmt } from './stmt.js';
 
 // Group commit: work submitted in the same event-loop turn runs in ONE transaction, and every
 // caller's promise settles only after the shared COMMIT is durable. With synchronous=FULL this
@@ -48,8 +49,10 @@ export class GroupCommitter {
   ) {
     this.maxBatch = opts.maxBatch ?? 512;
     this.savepoint = db.transaction((fn: () => unknown) => fn());
-    const changes = db.prepare('SELECT total_changes()').pluck();
-    this.totalChanges = () => changes.get() as number;
+    // A statement of its own: the connection's prepare() shares one per SQL text, and a mode
+    // set on a shared one (pluck) is reset by the next caller of the same text.
+    const changes = stmt<[], { n: number }>(db, 'SELECT total_changes() AS n');
+    this.totalChanges = () => changes.get()!.n;
     this.fast = db.transaction((batch: Pending<any>[], results: Result[]) => {
       for (let i = 0; i < batch.length; i++) {
         const before = this.totalChanges();

@@ -237,6 +237,8 @@ export const messages = sqliteTable(
     sentAt: integer('sent_at'),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
+    /** When the customer unsent this inbound message (Messenger/Instagram is_deleted); its content is then redacted. */
+    deletedAt: integer('deleted_at'),
   },
   (t) => [
     index('messages_partner').on(t.partnerId, t.id),
@@ -444,37 +446,67 @@ export const meta = sqliteTable('meta', {
   value: text('value').notNull(),
 });
 
-/** People of a partner who use the web console (/ui). Email is unique across partners: it is the login. */
-export const users = sqliteTable(
-  'users',
+/**
+ * People who use the web console (/ui). Email is unique: it is the login. What a person may do
+ * for a partner is a membership (below); a person may belong to several partners.
+ */
+export const users = sqliteTable('users', {
+  id: text('id').primaryKey(),
+  email: text('email').notNull().unique(),
+  /** scrypt$N$r$p$salt$hash (src/core/passwords.ts); null until an invite link is used. */
+  passwordHash: text('password_hash'),
+  status: text('status', { enum: ['active', 'disabled'] })
+    .notNull()
+    .default('active'),
+  /** Sessions created before this moment are no longer valid. */
+  sessionsValidAfter: integer('sessions_valid_after').notNull().default(0),
+  lastLoginAt: integer('last_login_at'),
+  /** The person's TOTP secret, sealed with the master key (src/core/secrets.ts); set when enrolment starts. */
+  totpSecret: text('totp_secret'),
+  /** When the first valid code confirmed the secret: two-factor authentication is on from then. */
+  totpEnabledAt: integer('totp_enabled_at'),
+  /** The last 30-second step a code was accepted for: a code of that step or earlier is refused. */
+  totpLastStep: integer('totp_last_step'),
+  createdAt: integer('created_at').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+});
+
+/** A person's place in a partner's console: a role, and whether it is accepted (pending until then). */
+export const memberships = sqliteTable(
+  'memberships',
   {
     id: text('id').primaryKey(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id),
     partnerId: text('partner_id')
       .notNull()
       .references(() => partners.id),
-    email: text('email').notNull().unique(),
     role: text('role', { enum: ['admin', 'developer', 'billing'] }).notNull(),
-    /** scrypt$N$r$p$salt$hash (src/core/passwords.ts); null until the invite is accepted. */
-    passwordHash: text('password_hash'),
-    status: text('status', { enum: ['active', 'disabled'] })
+    status: text('status', { enum: ['pending', 'active', 'disabled'] })
       .notNull()
-      .default('active'),
-    /** Sessions created before this moment are no longer valid. */
-    sessionsValidAfter: integer('sessions_valid_after').notNull().default(0),
-    lastLoginAt: integer('last_login_at'),
-    /** The person's TOTP secret, sealed with the master key (src/core/secrets.ts); set when enrolment starts. */
-    totpSecret: text('totp_secret'),
-    /** When the first valid code confirmed the secret: two-factor authentication is on from then. */
-    totpEnabledAt: integer('totp_enabled_at'),
-    /** The last 30-second step a code was accepted for: a code of that step or earlier is refused. */
-    totpLastStep: integer('totp_last_step'),
+      .default('pending'),
+    /**
+     * 1 when the person had no password yet at the invitation: only the holder of its own link
+     * may accept it, so whoever sets the password through another partner's link cannot.
+     */
+    acceptByLink: integer('accept_by_link', { mode: 'boolean' }).notNull().default(false),
+    /** The audit actor who invited (user:usr_…, operator:…). */
+    invitedBy: text('invited_by'),
     createdAt: integer('created_at').notNull(),
+    acceptedAt: integer('accepted_at'),
     updatedAt: integer('updated_at').notNull(),
   },
-  (t) => [index('users_partner').on(t.partnerId)],
+  (t) => [
+    uniqueIndex('memberships_user_partner').on(t.userId, t.partnerId),
+    index('memberships_partner').on(t.partnerId),
+  ],
 );
 
-/** One-time links: an invite (set the first password) or a reset. Only a hash of the link's secret. */
+/**
+ * One-time links: an invite (set the first password, accept the membership), a join (an
+ * existing person is asked to log in and accept) or a reset. Only a hash of the link's secret.
+ */
 export const userInvites = sqliteTable(
   'user_invites',
   {
@@ -483,7 +515,9 @@ export const userInvites = sqliteTable(
       .notNull()
       .references(() => users.id),
     hash: text('hash').notNull().unique(),
-    kind: text('kind', { enum: ['invite', 'reset'] }).notNull(),
+    kind: text('kind', { enum: ['invite', 'join', 'reset'] }).notNull(),
+    /** The membership an invite or join link is for; null for a reset. */
+    membershipId: text('membership_id').references(() => memberships.id),
     expiresAt: integer('expires_at').notNull(),
     usedAt: integer('used_at'),
     createdAt: integer('created_at').notNull(),
@@ -535,6 +569,8 @@ export const uiSessions = sqliteTable(
     userId: text('user_id')
       .notNull()
       .references(() => users.id),
+    /** The partner picked for this session; null until one is picked. */
+    partnerId: text('partner_id').references(() => partners.id),
     createdAt: integer('created_at').notNull(),
     lastSeenAt: integer('last_seen_at').notNull(),
     expiresAt: integer('expires_at').notNull(),

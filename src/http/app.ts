@@ -1,7 +1,7 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { isStorageError, StorageHealth } from '../db/storage.js';
+import { isStorageError } from '../db/storage.js';
 import { ulid } from '../lib/ids.js';
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtime.js';
@@ -96,12 +96,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
       );
     done();
   });
-  const storage = new StorageHealth(
-    rt.ctx.db,
-    rt.dataDir.dir,
-    rt.config.health.minFreeDiskMb * 1024 * 1024,
-    rt.ctx.now,
-  );
+  const storage = rt.storage;
   app.setErrorHandler((err: Error, req, reply) => {
     if (isStorageError(err)) storage.noteFailure(err);
     return errorHandler(err, req, reply);

@@ -211,6 +211,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // When the message was handed over: its sent_at. The provider stamps it later than this,
     // and Messenger's delivery and read watermarks are compared with that stamp.
     const startedAt = ctx.now();
+    const timed = deps.counters?.providerCalls ?? null;
+    const t0 = timed ? performance.now() : 0;
     let result: SendResult;
     try {
       result = await getAdapter(gw.kind).send(
@@ -226,6 +228,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     } catch (e: any) {
       result = { outcome: 'retry', message: e?.message ?? String(e) };
     }
+    if (timed) timed(gw.kind, OUTCOME_COUNTED[result.outcome], (performance.now() - t0) / 1000);
     if (result.outcome !== 'accepted') result = { ...result, message: redactSecrets(result.message, gw.secrets) };
     logAttempt(gw, m.id, job, result);
     const uncertain = job.reclaims > 0;

@@ -13,3 +13,11 @@ export function idFloor(prefix: string, ms: number): string {
   }
   return `${prefix}_${out}0000000000000000`;
 }
+
+/** The millisecond time an id was created at (its ULID's first 10 characters). */
+export function idTime(id: string): number {
+  const body = id.slice(id.indexOf('_') + 1, id.indexOf('_') + 11);
+  let t = 0;
+  for (const c of body) t = t * 32 + ALPHABET.indexOf(c);
+  return t;
+}

@@ -75,6 +75,7 @@ export type IdPrefix =
   | 'req'
   | 'aud'
   | 'usr'
+  | 'mem'
   | 'ses'
   | 'inv'
   | 'rc'

@@ -89,6 +89,11 @@ export class Worker {
     );
   }
 
+  /** The job kinds with a handler, sorted. */
+  registeredKinds(): readonly string[] {
+    return this.kinds;
+  }
+
   register<P = any>(kind: string, handler: JobHandler<P>, hooks: KindHooks<P> = {}): this {
     if (this.handlers.has(kind)) throw new Error(`a handler for job kind "${kind}" is already registered`);
     this.handlers.set(kind, { handler, hooks });

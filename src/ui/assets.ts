@@ -12,6 +12,8 @@ nav ul { list-style:none; display:flex; flex-wrap:wrap; gap:.9rem; margin:0; pad
 nav a[aria-current="page"] { font-weight:700; text-decoration:none; color:var(--fg); }
 .who { margin-left:auto; font-size:.9rem; }
 .who form { margin-left:.6rem; }
+.switcher label { display:inline; margin:0; font-weight:400; }
+.switcher select { min-width:0; padding:.1rem .3rem; }
 main { padding:1rem 1.2rem 3rem; max-width:1200px; }
 h1 { font-size:1.5rem; margin:.3rem 0 1rem; }
 h2 { font-size:1.15rem; margin:1.6rem 0 .6rem; }

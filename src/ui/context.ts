@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { LoginThrottle } from '../core/login-throttle.js';
-import type { SessionUser } from '../core/ui-sessions.js';
+import type { SessionPerson, SessionUser } from '../core/ui-sessions.js';
 import { can, type Area } from '../core/users.js';
 import { AppError } from '../lib/errors.js';
 import type { Runtime } from '../runtime.js';
@@ -17,6 +17,9 @@ export interface Ui {
 }
 
 export interface UiRequestState {
+  /** The logged-in person, whether or not a partner is picked. */
+  session: SessionPerson | null;
+  /** The person working in the partner picked for the session: what the console's pages need. */
   user: SessionUser | null;
 }
 
@@ -53,16 +56,30 @@ export function query(req: FastifyRequest): Record<string, string | undefined> {
 
 /** The CSRF token the page's forms carry: bound to the session, or before login to the anonymous cookie. */
 export function csrfToken(ui: Ui, req: FastifyRequest, reply: FastifyReply): string {
-  const user = req.ui?.user;
-  return ui.csrf.tokenFor(user ? `ses:${user.sessionId}` : anonBinding(req, reply, ui.names));
+  const session = req.ui?.session;
+  return ui.csrf.tokenFor(session ? `ses:${session.sessionId}` : anonBinding(req, reply, ui.names));
 }
 
 export class LoginRequired extends Error {}
 
-/** The signed-in user allowed into this area; a visitor without a session is sent to log in. */
+/** A logged-in person who has not picked a partner yet: sent to pick one. */
+export class PartnerRequired extends Error {}
+
+/** The logged-in person, with or without a partner picked; a visitor is sent to log in. */
+export function personFor(req: FastifyRequest): SessionPerson {
+  const session = req.ui?.session;
+  if (!session) throw new LoginRequired();
+  return session;
+}
+
+/**
+ * The signed-in user allowed into this area of the partner picked for the session, with the
+ * role of their membership there; a visitor is sent to log in, a person without a partner
+ * picked to pick one.
+ */
 export function userFor(req: FastifyRequest, area: Area): SessionUser {
   const user = req.ui?.user;
-  if (!user) throw new LoginRequired();
+  if (!user) throw req.ui?.session ? new PartnerRequired() : new LoginRequired();
   if (!can(user.role, area)) throw new AppError('forbidden', `your role (${user.role}) does not include this page`);
   return user;
 }

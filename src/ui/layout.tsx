@@ -1,7 +1,7 @@
 import type { ReactNode } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import type { FastifyReply } from 'fastify';
-import type { SessionUser } from '../core/ui-sessions.js';
+import type { SessionPerson, SessionUser } from '../core/ui-sessions.js';
 import { can, type Area } from '../core/users.js';
 import { CSRF_FIELD } from './csrf.js';
 
@@ -22,12 +22,14 @@ const NAV: [Area, string, string][] = [
 export interface PageProps {
   title: string;
   user: SessionUser | null;
+  /** A logged-in person with no partner picked (the partner picker): the header shows only who and Log out. */
+  person?: SessionPerson | null;
   csrf: string;
   active?: Area;
   children: ReactNode;
 }
 
-export function Page({ title, user, csrf, active, children }: PageProps) {
+export function Page({ title, user, person, csrf, active, children }: PageProps) {
   return (
     <html lang="en">
       <head>
@@ -60,14 +62,15 @@ export function Page({ title, user, csrf, active, children }: PageProps) {
                 <span className="muted">
                   ({user.role}, {user.partnerName})
                 </span>
-                <form method="post" action="/ui/logout" className="inline">
-                  <Csrf token={csrf} />
-                  <button type="submit" className="link">
-                    Log out
-                  </button>
-                </form>
+                <PartnerSwitcher user={user} csrf={csrf} />
+                <LogoutButton csrf={csrf} />
               </div>
             </>
+          )}
+          {!user && person && (
+            <div className="who">
+              <span>{person.email}</span> <LogoutButton csrf={csrf} />
+            </div>
           )}
         </header>
         <main id="main">
@@ -76,6 +79,46 @@ export function Page({ title, user, csrf, active, children }: PageProps) {
         </main>
       </body>
     </html>
+  );
+}
+
+function LogoutButton({ csrf }: { csrf: string }) {
+  return (
+    <form method="post" action="/ui/logout" className="inline">
+      <Csrf token={csrf} />
+      <button type="submit" className="link">
+        Log out
+      </button>
+    </form>
+  );
+}
+
+/** For a person of several partners, or with invitations waiting: switch partner without logging out. */
+function PartnerSwitcher({ user, csrf }: { user: SessionUser; csrf: string }) {
+  const waiting = user.invitations.length;
+  if (user.partners.length < 2 && !waiting) return null;
+  return (
+    <>
+      {user.partners.length > 1 && (
+        <form method="post" action="/ui/partners" className="inline switcher">
+          <Csrf token={csrf} />
+          <label htmlFor="switch-partner" className="muted">
+            Partner
+          </label>{' '}
+          <select id="switch-partner" name="partner" defaultValue={user.partnerId}>
+            {user.partners.map((m) => (
+              <option key={m.partner_id} value={m.partner_id}>
+                {m.partner_name}
+              </option>
+            ))}
+          </select>{' '}
+          <button type="submit" className="secondary">
+            Switch
+          </button>
+        </form>
+      )}{' '}
+      <a href="/ui/partners">{waiting ? `Invitations (${waiting})` : 'Partners'}</a>{' '}
+    </>
   );
 }
 

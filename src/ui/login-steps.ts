@@ -18,6 +18,14 @@ export function safeNext(next: string | undefined): string {
   return next && /^\/ui\/[A-Za-z0-9/_.?=&%-]*$/.test(next) && !next.startsWith('//') ? next : '/ui/overview';
 }
 
+/** Where a login lands: the page asked for once a partner is picked, else the partner picker first. */
+export function afterLogin(req: FastifyRequest, partnerId: string | null): string {
+  const next = query(req).next;
+  const dest = safeNext(next);
+  if (partnerId || dest.startsWith('/ui/invite/')) return dest;
+  return `/ui/partners${next ? `?next=${encodeURIComponent(dest)}` : ''}`;
+}
+
 export type Admitted = { attempt: number } | { sent: unknown };
 
 export function loginSteps(ui: Ui) {
@@ -59,17 +67,17 @@ export function loginSteps(ui: Ui) {
 
   /**
    * Session: the account's throttle count starts again (the `attempts` of this login no longer
-   * count against the address) and a fresh session begins. A user whose partner requires
-   * two-factor authentication and who has none is sent to set it up.
+   * count against the address) and a fresh session begins. A person whose partner (picked for
+   * the session) requires two-factor authentication and who has none is sent to set it up.
    */
   const startSession = (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempts: number[]) => {
     ui.throttle.succeeded(user.email, attempts);
     // A session this browser already had ends: every login starts a fresh one.
-    if (req.ui?.user) endSession(ctx, req.ui.user.sessionId, req.ui.user.userId);
-    const { secret } = createSession(ctx, user.id, { ip: req.ip });
+    if (req.ui?.session) endSession(ctx, req.ui.session.sessionId, req.ui.session.userId);
+    const { secret, partnerId } = createSession(ctx, user.id, { ip: req.ip });
     setCookie(reply, ui.names, ui.names.session, secret, config.ui.sessionMaxHours * 3600);
-    const to = enrolmentRequired(ctx, user.id, user.partner_id) ? ENROL_PATH : safeNext(query(req).next);
-    return reply.redirect(to, 303);
+    const enrol = partnerId !== null && enrolmentRequired(ctx, user.id, partnerId);
+    return reply.redirect(enrol ? ENROL_PATH : afterLogin(req, partnerId), 303);
   };
 
   return { admit, auditFailure, askForCode, startSession };

@@ -8,7 +8,7 @@ import { errorHandler, sendError, statusFor } from '../http/errors.js';
 import { CSS, JS } from './assets.js';
 import { cookieNames, readCookie } from './cookies.js';
 import { CSRF_FIELD, CSRF_HEADER, Csrf, crossSite } from './csrf.js';
-import { LoginRequired, csrfToken, form, type Ui } from './context.js';
+import { LoginRequired, PartnerRequired, csrfToken, form, type Ui } from './context.js';
 import { ENROL_PATH } from './login-steps.js';
 import { Notice, Page, sendPage } from './layout.js';
 import { notFoundPage, pageExpired, wantsJson } from './responses.js';
@@ -21,7 +21,7 @@ import { consoleRoutes } from './routes/index.js';
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const FORM_LIMIT = 64 * 1024;
 /** What a user who must set up two-factor authentication may still open. */
-const WHILE_ENROLLING = /^\/ui\/(account\/2fa(\/[a-z]+)?|logout|logout-everywhere|static\/[a-z.]+)$/;
+const WHILE_ENROLLING = /^\/ui\/(account\/2fa(\/[a-z]+)?|partners|logout|logout-everywhere|static\/[a-z.]+)$/;
 
 export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   const names = cookieNames(rt.config);
@@ -53,7 +53,8 @@ export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt })
     reply.header('x-frame-options', 'DENY');
     reply.header('cache-control', 'no-store');
     if (https) reply.header('strict-transport-security', 'max-age=31536000; includeSubDomains');
-    req.ui = { user: lookupSession(rt.ctx, readCookie(req, names.session)) };
+    const found = lookupSession(rt.ctx, readCookie(req, names.session));
+    req.ui = { session: found?.person ?? null, user: found?.user ?? null };
     // Refused before the body is read, whatever its type: a cross-site form may post text/plain.
     if (UNSAFE.has(req.method) && crossSite(req, rt.config)) return pageExpired(ui, req, reply, 'cross-site');
     // A partner that requires two-factor authentication: its users without it set it up first.
@@ -64,9 +65,9 @@ export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt })
 
   app.addHook('preHandler', async (req, reply) => {
     if (!UNSAFE.has(req.method)) return;
-    const user = req.ui?.user;
+    const session = req.ui?.session;
     const anon = readCookie(req, names.anon);
-    const binding = user ? `ses:${user.sessionId}` : anon ? `anon:${anon}` : null;
+    const binding = session ? `ses:${session.sessionId}` : anon ? `anon:${anon}` : null;
     const header = req.headers[CSRF_HEADER];
     const presented = (typeof header === 'string' ? header : undefined) ?? form(req)[CSRF_FIELD];
     if (!ui.csrf.matches(binding, Array.isArray(presented) ? presented[0] : presented))
@@ -78,6 +79,10 @@ export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt })
       if (req.method !== 'GET') return reply.redirect('/ui/login', 303);
       const next = req.url.startsWith('/ui/') ? `?next=${encodeURIComponent(req.url)}` : '';
       return reply.redirect(`/ui/login${next}`, 303);
+    }
+    if (err instanceof PartnerRequired) {
+      const next = req.method === 'GET' && req.url.startsWith('/ui/') ? `?next=${encodeURIComponent(req.url)}` : '';
+      return reply.redirect(`/ui/partners${next}`, 303);
     }
     if (wantsJson(req)) return errorHandler(err, req, reply);
     const status =
@@ -118,7 +123,9 @@ export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt })
   app.get('/static/console.js', async (_req, reply) =>
     reply.header('cache-control', 'public, max-age=3600').type('text/javascript; charset=utf-8').send(JS),
   );
-  app.get('/', async (req, reply) => reply.redirect(req.ui?.user ? '/ui/overview' : '/ui/login', 303));
+  app.get('/', async (req, reply) =>
+    reply.redirect(req.ui?.user ? '/ui/overview' : req.ui?.session ? '/ui/partners' : '/ui/login', 303),
+  );
 
   await app.register(authRoutes, { ui });
   await app.register(twoFactorRoutes, { ui });

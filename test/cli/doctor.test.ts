@@ -1,7 +1,8 @@
-import { chmodSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SENDGRID_VECTOR } from '../helpers/vectors.js';
+import { startTestServer } from '../helpers/server.js';
 import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
 
 const dataDir = tmpDataDir();
@@ -233,5 +234,49 @@ describe('msgctl doctor', () => {
     const r = await runCli(['doctor'], { dataDir: join(dataDir, 'nope') });
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/fail\s+data directory\s+.*does not exist/);
+  });
+
+  it('says which config file it read, and warns when msgd on this data directory read another', async () => {
+    const dir = tmpDataDir();
+    const file = join(dirname(dir), 'msgd.json');
+    writeFileSync(file, JSON.stringify({ dataDir: dir, server: { publicUrl: 'https://gw.example.com' } }));
+    const doctor = async (args: string[], env: Record<string, string> = {}) => {
+      const r = await runCli(['--json', ...args, 'doctor'], { env });
+      return JSON.parse(r.stdout);
+    };
+    const server = await startTestServer({}, { dataDir: dir, env: { MSGD_CONFIG: file } });
+    try {
+      // msgctl on the data directory alone: none, and msgd read the file.
+      const bare = await doctor(['--data-dir', dir]);
+      expect(bare.config_file).toBeNull();
+      expect(check(bare, 'configuration')).toMatchObject({
+        status: 'ok',
+        message: 'none: defaults and MSGD_* variables',
+      });
+      const warned = check(bare, 'msgd configuration');
+      expect(warned.status).toBe('warn');
+      expect(warned.message).toContain(`the msgd running on this data directory read ${file}, msgctl read none`);
+      expect(warned.message).toContain(`--config ${file}`);
+      const text = await runCli(['--data-dir', dir, 'doctor']);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toMatch(/ok\s+configuration\s+none: defaults and MSGD_\* variables/);
+      expect(text.stdout).toMatch(/warn\s+msgd configuration\s+the msgd running on this data directory read /);
+
+      // The same file, by flag or by MSGD_CONFIG: no warning.
+      for (const same of [await doctor(['--config', file]), await doctor([], { MSGD_CONFIG: file })]) {
+        expect(same.config_file).toBe(file);
+        expect(check(same, 'configuration').message).toBe(file);
+        expect(check(same, 'msgd configuration')).toMatchObject({
+          status: 'ok',
+          message: `the msgd running on this data directory read the same (${file})`,
+        });
+        expect(same.warnings).toBe(0);
+      }
+    } finally {
+      await server.stop();
+    }
+    // Stopped, it still knows what the last msgd read.
+    const after = await doctor(['--data-dir', dir]);
+    expect(check(after, 'msgd configuration').message).toMatch(/^the msgd that last ran on this data directory read /);
   });
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupTmp, runCli, runJson, tmpDataDir } from '../helpers/cli.js';
+import { spawn as spawnPty } from '@lydell/node-pty';
+import { MSGCTL, cleanEnv, cleanupTmp, runCli, runJson, tmpDataDir } from '../helpers/cli.js';
 
 // msgctl user: invite, list, disable, enable and reset against a real data directory.
 
@@ -11,6 +12,24 @@ beforeAll(async () => {
   await runJson(['partner', 'create', 'acme', '--name', 'Acme'], { dataDir: dir });
 });
 afterAll(() => cleanupTmp());
+
+/** msgctl on a real pseudo-terminal, typing `answer` when it asks. */
+function onTerminal(args: string[], answer: string): Promise<{ code: number; screen: string }> {
+  return new Promise((resolve) => {
+    const env = { ...cleanEnv(), CI: '' } as Record<string, string>;
+    const pty = spawnPty(process.execPath, [MSGCTL, '--data-dir', dir, ...args], { cols: 200, rows: 30, env });
+    let screen = '';
+    let answered = false;
+    pty.onData((d) => {
+      screen += d;
+      if (!answered && screen.includes('[y/N] ')) {
+        answered = true;
+        pty.write(`${answer}\r`);
+      }
+    });
+    pty.onExit(({ exitCode }) => resolve({ code: exitCode, screen }));
+  });
+}
 
 describe('msgctl user', () => {
   it('invite prints a one-time link on server.publicUrl and a notice on stderr', async () => {
@@ -62,7 +81,7 @@ describe('msgctl user', () => {
       'already disabled',
     );
     expect((await runCli(['user', 'reset', 'acme', 'ann@acme.example'], { dataDir: dir })).stderr).toContain(
-      'is disabled; enable it first',
+      'is disabled for this partner; enable it first',
     );
     await runJson(['user', 'enable', 'acme', 'ann@acme.example'], { dataDir: dir });
     const reset = await runJson(['user', 'reset', 'acme', 'ann@acme.example'], { dataDir: dir });
@@ -72,5 +91,71 @@ describe('msgctl user', () => {
     expect((await runCli(['user', 'disable', 'globex', 'ann@acme.example'], { dataDir: dir })).stderr).toContain(
       'not found',
     );
+  });
+
+  it('list shows the memberships of the partner; one person may be in several partners', async () => {
+    await runJson(['partner', 'create', 'initech', '--name', 'Initech'], { dataDir: dir });
+    const inv = await runJson(['user', 'invite', 'initech', 'Ann@acme.example', '--role', 'billing'], {
+      dataDir: dir,
+    });
+    expect(inv).toMatchObject({ email: 'ann@acme.example', role: 'billing', state: 'invited', partner: 'initech' });
+    const acme = await runJson(['user', 'list', 'acme'], { dataDir: dir });
+    const initech = await runJson(['user', 'list', 'initech'], { dataDir: dir });
+    const annAcme = acme.data.find((u: any) => u.email === 'ann@acme.example');
+    expect(annAcme).toMatchObject({ role: 'admin', state: 'invited' });
+    expect(initech.data).toEqual([expect.objectContaining({ id: annAcme.id, role: 'billing', state: 'invited' })]);
+    expect(initech.data[0].membership_id).not.toBe(annAcme.membership_id);
+    // Disabling acts on the membership: initech's stays as it was.
+    await runJson(['user', 'disable', 'acme', annAcme.id], { dataDir: dir });
+    expect((await runJson(['user', 'list', 'initech'], { dataDir: dir })).data[0].state).toBe('invited');
+    await runJson(['user', 'enable', 'acme', annAcme.id], { dataDir: dir });
+  });
+
+  it('remove ends a membership: asks first, --yes from scripts, audited; the last one frees the address', async () => {
+    const noYes = await runCli(['user', 'remove', 'initech', 'ann@acme.example'], { dataDir: dir });
+    expect(noYes.code).toBe(2);
+    expect(noYes.stderr).toContain('add --yes to confirm');
+    expect((await runJson(['user', 'list', 'initech'], { dataDir: dir })).data).toHaveLength(1);
+
+    const gone = await runJson(['user', 'remove', 'initech', 'ANN@ACME.EXAMPLE', '--yes'], { dataDir: dir });
+    expect(gone).toMatchObject({ email: 'ann@acme.example', partner: 'initech', removed: true });
+    expect((await runJson(['user', 'list', 'initech'], { dataDir: dir })).data).toEqual([]);
+    // Still in acme.
+    expect((await runJson(['user', 'list', 'acme'], { dataDir: dir })).data.map((u: any) => u.email)).toContain(
+      'ann@acme.example',
+    );
+    const again = await runCli(['user', 'remove', 'initech', 'ann@acme.example', '--yes'], { dataDir: dir });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('not found');
+
+    // Bob's only membership: removing it deletes the person, and the address can be invited anew.
+    const bob = (await runJson(['user', 'list', 'acme'], { dataDir: dir })).data.find(
+      (u: any) => u.email === 'bob@acme.example',
+    );
+    const text = await runCli(['user', 'remove', 'acme', bob.id, '--yes'], { dataDir: dir });
+    expect(text.stdout).toBe('Removed bob@acme.example from acme.\n');
+    const audit = await runJson(['audit', 'list', '--limit', '5'], { dataDir: dir });
+    expect(JSON.stringify(audit)).toMatch(/user\.remove.*person_deleted/);
+    const fresh = await runJson(['user', 'invite', 'initech', 'bob@acme.example', '--role', 'developer'], {
+      dataDir: dir,
+    });
+    expect(fresh.id).not.toBe(bob.id);
+    expect(fresh.link_kind).toBe('invite');
+  });
+
+  it('remove asks at a terminal, naming the user and the partner; only y removes', async () => {
+    await runJson(['user', 'invite', 'acme', 'dee@acme.example', '--role', 'billing'], { dataDir: dir });
+    const no = await onTerminal(['user', 'remove', 'acme', 'dee@acme.example'], 'n');
+    expect(no.screen).toMatch(
+      /Remove dee@acme\.example \(usr_[0-9a-z]+, billing\) from acme, ending their sessions there\? This cannot be undone\. \[y\/N\]/,
+    );
+    expect(no.code).toBe(1);
+    const emails = async () =>
+      (await runJson(['user', 'list', 'acme'], { dataDir: dir })).data.map((u: any) => u.email);
+    expect(await emails()).toContain('dee@acme.example');
+    const yes = await onTerminal(['user', 'remove', 'acme', 'dee@acme.example'], 'y');
+    expect(yes.code).toBe(0);
+    expect(yes.screen).toContain('Removed dee@acme.example from acme.');
+    expect(await emails()).not.toContain('dee@acme.example');
   });
 });

@@ -47,6 +47,17 @@ describe('GroupCommitter', () => {
     expect(gc.reruns).toBe(0);
   });
 
+  it('still tells a failing piece that wrote nothing from one that did, when other code reads total_changes() too', async () => {
+    const gc = setup();
+    // The connection's prepare() shares one statement per SQL text with every caller.
+    db.sqlite.prepare('SELECT total_changes()').get();
+    const results = await Promise.allSettled([gc.run(put('a')), gc.run(put('a')), gc.run(put('b'))]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(rows()).toEqual(['a', 'b']);
+    // The duplicate changed no row: the batch needed no second, savepointed run.
+    expect(gc.reruns).toBe(0);
+  });
+
   it('a piece that fails after some of its writes is taken back alone, and the rest of its batch commits', async () => {
     const gc = setup();
     let runs = 0;

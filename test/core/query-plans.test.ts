@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { findOrCreateContact } from '../../src/core/contacts.js';
 import { OPEN_CONVERSATION_SQL, touchConversation } from '../../src/core/conversations.js';
-import { watermarkSql } from '../../src/core/inbound.js';
-import { MESSAGE_BY_PROVIDER_ID_SQL } from '../../src/core/messages.js';
+import { UNSENT_MESSAGE_SQL, watermarkSql } from '../../src/core/inbound.js';
+import { MESSAGE_BY_PROVIDER_ID_SQL, REDACT_RECEIVED_EVENT_SQL } from '../../src/core/messages.js';
 import { createPartner } from '../../src/core/partners.js';
 import { SPEND_PENDING_SQL } from '../../src/core/spend.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
@@ -33,6 +33,12 @@ describe('per-message queries seek, never walk a partner', () => {
       'a reply or reaction finding the message it names',
       MESSAGE_BY_PROVIDER_ID_SQL,
       ['messages_provider (provider_message_id=?)'],
+    ],
+    ['an unsend finding the message it names', UNSENT_MESSAGE_SQL, ['messages_provider (provider_message_id=?)']],
+    [
+      "an unsent message's message.received event losing its content",
+      REDACT_RECEIVED_EVENT_SQL,
+      ['events_partner (partner_id=? AND id>? AND id<?)'],
     ],
     [
       'a Messenger read watermark',

@@ -115,6 +115,21 @@ describe('message content retention', () => {
     expect(content(ids[3])).toMatchObject({ kind: 'redacted', was: 'text' });
   });
 
+  it('never redacts a held message that is still unsettled, whatever else prepares the same SQL meanwhile', async () => {
+    const { ids } = scene(6);
+    t.clock.now = Date.now() + 31 * DAY;
+    // All six are still queued: remembered, none redacted.
+    expect(await redactOldContent(t.ctx, 30, { pause: noPause })).toEqual({ redacted: 0, held: 6 });
+    // Between two transactions of the next run, other code prepares the statements retention
+    // reads with, on the same connection (the connection's prepare() shares one per SQL text).
+    const meanwhile = async () => {
+      db().prepare(`SELECT status FROM messages WHERE id = ?`).get(ids[0]);
+      db().prepare(`SELECT value FROM meta WHERE key = ?`).get('x');
+    };
+    expect(await redactOldContent(t.ctx, 30, { batch: 2, pause: meanwhile })).toEqual({ redacted: 0, held: 6 });
+    for (const [i, id] of ids.entries()) expect(content(id)).toEqual({ kind: 'text', text: `personal ${i}` });
+  });
+
   it('gives the event loop back between batches', async () => {
     const { ids } = scene(10);
     settle(ids);

@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
@@ -58,5 +60,59 @@ describe('deploy/msgd.service', () => {
     expect(one('Service.ReadWritePaths')!.split(/\s+/)).toContain(dataDir);
     expect(`/var/lib/${one('Service.StateDirectory')}`).toBe(dataDir);
     expect(one('Service.UMask')).toBe('0077');
+  });
+});
+
+const hasSystemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
+
+describe('deploy/msgd.service as systemd reads it', () => {
+  it.skipIf(!hasSystemdAnalyze)('passes systemd-analyze verify without a word', () => {
+    // verify wants ExecStart's binary to exist: the repository's bin/msgd stands in for /opt's.
+    const dir = mkdtempSync(join(tmpdir(), 'msgd-unit-'));
+    try {
+      const text = readFileSync(join(ROOT, 'deploy', 'msgd.service'), 'utf8').replace(
+        '/opt/msgd/node_modules/.bin/msgd',
+        join(ROOT, 'bin', 'msgd'),
+      );
+      writeFileSync(join(dir, 'msgd.service'), text);
+      const r = spawnSync('systemd-analyze', ['verify', join(dir, 'msgd.service')], { encoding: 'utf8' });
+      expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+      const security = execFileSync('systemd-analyze', ['security', '--offline=true', join(dir, 'msgd.service')], {
+        encoding: 'utf8',
+      });
+      const exposure = Number(/Overall exposure level for msgd\.service: ([\d.]+)/.exec(security)![1]);
+      expect(exposure).toBeLessThanOrEqual(3.5);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('docs/deploy.md', () => {
+  const doc = readFileSync(join(ROOT, 'docs', 'deploy.md'), 'utf8');
+  const u = unit();
+
+  it("writes the environment file the unit reads, with the unit's own config file and data directory", () => {
+    expect(u.get('Service.EnvironmentFile')).toEqual(['-/etc/msgd/msgd.env']);
+    const written =
+      /printf '%s\\n' (.*) \\\n\s*\| sudo install -o root -g msgd -m 0640 \/dev\/stdin \/etc\/msgd\/msgd\.env/.exec(
+        doc,
+      );
+    expect(written, 'the msgd.env line in docs/deploy.md').not.toBeNull();
+    const vars = written![1].split(/\s+/).sort();
+    const unitVars = u.get('Service.Environment')!.filter((e) => /^MSGD_(CONFIG|DATA_DIR)=/.test(e));
+    expect(vars).toEqual(unitVars.sort());
+    // msgctl reads the same file: every msgctl line of the guide goes through the function.
+    expect(doc).toContain(`sh -c 'set -a && . /etc/msgd/msgd.env && exec /opt/msgd/node_modules/.bin/msgctl "$@"'`);
+    expect(doc).not.toMatch(/MSGD_DATA_DIR=\/var\/lib\/msgd \/opt/);
+  });
+
+  it("lets both proxies take msgd's whole body limit, and redirects HTTP to HTTPS", () => {
+    const config = loadConfig({ env: {} });
+    expect(config.server.bodyLimitBytes).toBe(1024 * 1024);
+    expect(doc).toMatch(/max_size 1MiB/);
+    expect(doc).not.toMatch(/max_size 1MB/);
+    expect(doc).toMatch(/client_max_body_size 1m;/);
+    expect(doc).toMatch(/listen 80;[\s\S]*return 30[18] https:\/\/\$host\$request_uri;/);
   });
 });

@@ -46,6 +46,8 @@ describe('/metrics', () => {
     expect((await send(s.url, SMS, { to: '+14155550123', text: 'hi' }, 'msgd_live_nope')).status).toBe(401);
     expect((await send(s.url, SMS, { to: 'nope', text: 'hi' }, p.token)).status).toBe(400);
     await fetch(`${s.url}/healthz`);
+    // Methods Node accepts that msgd has no use for: counted under one label value.
+    for (const method of ['PROPFIND', 'MKCOL', 'PURGE']) await fetch(`${s.url}/healthz`, { method });
 
     const r = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(r.status).toBe(200);
@@ -53,7 +55,7 @@ describe('/metrics', () => {
     const text = await r.text();
     expect(samples(text, 'msgd_sends_total')).toEqual(
       expect.arrayContaining([
-        { labels: { result: 'accepted', code: '' }, value: 1 },
+        { labels: { result: 'accepted' }, value: 1 },
         { labels: { result: 'refused', code: 'unauthorized' }, value: 1 },
         { labels: { result: 'refused', code: 'invalid_request' }, value: 1 },
       ]),
@@ -62,12 +64,36 @@ describe('/metrics', () => {
       (x) => x.labels.route === '/healthz' && x.labels.status === '200',
     );
     expect(health).toEqual({ labels: { method: 'GET', route: '/healthz', status: '200' }, value: 1 });
+    const methods = new Set(samples(text, 'msgd_http_request_duration_seconds_count').map((x) => x.labels.method));
+    expect([...methods].sort()).toEqual(['GET', 'POST', 'other']);
+    expect(
+      samples(text, 'msgd_http_request_duration_seconds_count').find((x) => x.labels.method === 'other')!.value,
+    ).toBe(3);
     expect(samples(text, 'msgd_partners_below_low_balance')).toEqual([{ labels: {}, value: 1 }]);
     // The send's dispatch job or, once it ran, the sandbox's delivery report waiting 10 minutes.
     const jobs = samples(text, 'msgd_jobs');
     expect(jobs.some((x) => ['message.dispatch', 'sandbox.report'].includes(x.labels.kind) && x.value === 1)).toBe(
       true,
     );
+    // Every state of every kind, empty ones at 0: no dead jobs is a 0, not a missing series.
+    for (const kind of ['message.dispatch', 'sandbox.report', 'webhook.deliver'])
+      expect(
+        jobs
+          .filter((x) => x.labels.kind === kind)
+          .map((x) => x.labels.state)
+          .sort(),
+        kind,
+      ).toEqual(['available', 'dead', 'retry', 'running']);
+    expect(jobs.filter((x) => x.labels.state === 'dead').every((x) => x.value === 0)).toBe(true);
+    // Gateway ids in other metrics' labels, with their names and kinds.
+    const gw = s.ctx.db.sqlite.prepare('SELECT name FROM gateways WHERE id = ?').get(p.gateways.sms) as {
+      name: string;
+    };
+    expect(samples(text, 'msgd_gateway_info')).toContainEqual({
+      labels: { gateway: p.gateways.sms, name: gw.name, kind: 'sandbox' },
+      value: 1,
+    });
+    expect(samples(text, 'msgd_gateway_info')).toHaveLength(5);
     expect(samples(text, 'msgd_webhook_endpoints')).toEqual([
       { labels: { status: 'enabled' }, value: 0 },
       { labels: { status: 'disabled' }, value: 0 },
@@ -75,6 +101,9 @@ describe('/metrics', () => {
     expect(samples(text, 'msgd_sqlite_file_bytes').find((x) => x.labels.file === 'db')!.value).toBeGreaterThan(0);
     expect(samples(text, 'nodejs_eventloop_lag_seconds')).toHaveLength(1);
     expect(samples(text, 'process_resident_memory_bytes')[0].value).toBeGreaterThan(0);
+    // Lines dropped since start: a counter, named as one.
+    expect(text).toContain('# TYPE msgd_log_lines_dropped_total counter');
+    expect(samples(text, 'msgd_log_lines_dropped_total')).toEqual([{ labels: {}, value: 0 }]);
     expect(samples(text, 'msgd_build_info')).toEqual([
       { labels: { version: s.rt.version, node: process.version }, value: 1 },
     ]);

@@ -317,7 +317,7 @@ describe("a partner's requirement and the operator's reset", () => {
     const row = s.ctx.db.sqlite
       .prepare(`SELECT actor, details FROM audit_log WHERE action = 'user.reset_2fa' ORDER BY id DESC LIMIT 1`)
       .get() as { actor: string; details: string };
-    expect(JSON.parse(row.details)).toEqual({ email: dev.email });
+    expect(JSON.parse(row.details)).toEqual({ email: dev.email, partner: globex.partnerId });
 
     const noneLeft = await runCli(['user', 'reset-2fa', 'globex', dev.email, '--yes'], { dataDir: s.dataDir });
     expect([noneLeft.code, noneLeft.stderr]).toEqual([1, expect.stringContaining('has no two-factor authentication')]);

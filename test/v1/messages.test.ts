@@ -3,6 +3,7 @@ import { messageAccepted, messageOut } from '../../src/http/schemas/v1.js';
 import { suspendPartner } from '../../src/core/partners.js';
 import { setupPartner, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
+import { ledgerOf } from '../helpers/rows.js';
 import { call, richPartner, startV1 } from './helpers.js';
 
 // POST /v1/messages shares the send API's money path: the same rules in the same order, the
@@ -313,6 +314,27 @@ describe('Idempotency-Key', () => {
     const c = await call(server, 'POST', '/v1/messages', { token, body: { ...body, body: 'other' }, headers });
     expect(c.status).toBe(422);
     expect(c.body.error.code).toBe('idempotency_key_reused');
+  });
+
+  it('20 retries at once with one key wait for the first: the same 200 each, one message, one debit', async () => {
+    const body = { channel: 'sms', to: '+14155550778', body: 'at once' };
+    const headers = { 'idempotency-key': `burst-${Date.now()}` };
+    const before = balance();
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => call(server, 'POST', '/v1/messages', { token, body, headers })),
+    );
+    // No 409 "in use": each waits and gets the first answer.
+    expect(answers.map((r) => r.status)).toEqual(Array(20).fill(200));
+    const first = answers.find((r) => r.headers.get('idempotent-replayed') === null)!;
+    for (const r of answers) expect(r.body).toEqual(first.body);
+    expect(answers.filter((r) => r.headers.get('idempotent-replayed') === 'true')).toHaveLength(19);
+    const rows = server.ctx.db.sqlite
+      .prepare(`SELECT id FROM messages WHERE partner_id = ? AND "to" = ?`)
+      .all(partnerId, body.to) as { id: string }[];
+    expect(rows.map((m) => m.id)).toEqual([first.body.id]);
+    const debits = ledgerOf(server.ctx, partnerId).filter((e) => e.kind === 'debit' && e.message_id === first.body.id);
+    expect(debits).toHaveLength(1);
+    expect(before - balance()).toBe(10_000);
   });
 });
 

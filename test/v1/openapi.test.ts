@@ -85,6 +85,28 @@ describe('GET /v1/openapi.json', () => {
     for (const name of Object.keys(doc.components.headers)) expect(JSON.stringify(doc)).toContain(`headers/${name}"`);
   });
 
+  it('documents 503 storage_unavailable with Retry-After on every operation that writes, and no code msgd never gives', () => {
+    const writing = OPERATIONS.filter((op) => /^(post|put|patch|delete) /.test(op));
+    expect(writing.length).toBeGreaterThan(8);
+    for (const op of writing) {
+      const [m, p] = op.split(' ');
+      const r = doc.paths[p][m].responses['503'];
+      expect(r, op).toBeTruthy();
+      expect(r.description, op).toMatch(/^storage_unavailable: .*nothing of the request was kept/);
+      expect(resolve(r.content['application/json'].schema), op).toHaveProperty('properties.error');
+      expect(r.headers, op).toHaveProperty('Retry-After');
+    }
+    // A read needs no write: msgd answers it from a full disk too.
+    for (const op of OPERATIONS.filter((op) => op.startsWith('get '))) {
+      const [m, p] = op.split(' ');
+      expect(doc.paths[p][m].responses, op).not.toHaveProperty('503');
+    }
+    // Concurrent retries with one Idempotency-Key wait for the first and get its answer: no 409.
+    for (const p of ['/v1/messages', '/api/send-sms.php', '/api/send-email.php', '/api/send-whatsapp.php'])
+      expect(doc.paths[p].post.responses, p).not.toHaveProperty('409');
+    expect(JSON.stringify(doc)).not.toMatch(/idempotency_key_in_use|service_unavailable/);
+  });
+
   it('has a webhooks section with the body of every event type msgd sends', () => {
     expect(Object.keys(doc.webhooks).sort()).toEqual([...EVENT_TYPES].sort());
     for (const [type, item] of Object.entries(doc.webhooks) as [string, any][]) {

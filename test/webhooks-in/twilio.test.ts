@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
-import { reopenWebhookLog } from '../../src/core/webhook-log.js';
+import { listWebhookLog, reopenWebhookLog } from '../../src/core/webhook-log.js';
 import { EMPTY_TWIML } from '../../src/http/routes/webhooks-in.js';
 import { enqueueWebhookProcessing } from '../../src/jobs/webhook-intake.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
@@ -413,6 +413,75 @@ describe('Twilio inbound SMS', () => {
       to: FROM,
     });
     expect(JSON.parse(msg.content)).toEqual({ kind: 'text', text: "it's me & you" });
+  });
+
+  it('an MMS posted as receiving, then received, is one inbound message; a bare inbound callback is ignored', async () => {
+    const sid = 'MM5e1d3c4b2a19087f6e5d4c3b2a190870';
+    const mms = (state: string) =>
+      inboundSms(sid, '+14155552222', 'three pictures', {
+        SmsStatus: state,
+        NumMedia: '3',
+        NumSegments: '1',
+        MediaContentType0: 'image/jpeg',
+        MediaUrl0: `https://api.twilio.com/2010-04-01/Accounts/${SID}/Messages/${sid}/Media/ME0`,
+        MediaContentType1: 'image/png',
+        MediaUrl1: `https://api.twilio.com/2010-04-01/Accounts/${SID}/Messages/${sid}/Media/ME1`,
+        MediaContentType2: 'video/mp4',
+        MediaUrl2: `https://api.twilio.com/2010-04-01/Accounts/${SID}/Messages/${sid}/Media/ME2`,
+      });
+    const first = await twilioPost(mms('receiving'), { url: `${s.url}/api/webhook.php` });
+    expect(first.status).toBe(200);
+    expect(first.text).toBe(EMPTY_TWIML);
+    expect((await processed(s.ctx, first.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
+    const second = await twilioPost(mms('received'), { url: `${s.url}/api/webhook.php` });
+    expect((await processed(s.ctx, second.headers.get('x-msgd-webhook-id')!)).processing).toBe('duplicate');
+
+    const rows = s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE provider_message_id = ?').all(sid) as any[];
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ direction: 'inbound', status: 'received', from: '+14155552222', to: FROM });
+    expect(JSON.parse(rows[0].content)).toEqual({
+      kind: 'media',
+      caption: 'three pictures',
+      media: [
+        { type: 'image', url: mms('x').MediaUrl0, mime_type: 'image/jpeg' },
+        { type: 'image', url: mms('x').MediaUrl1, mime_type: 'image/png' },
+        { type: 'video', url: mms('x').MediaUrl2, mime_type: 'video/mp4' },
+      ],
+    });
+    const announced = s.ctx.db.sqlite
+      .prepare(`SELECT count(*) AS n FROM events WHERE type = 'message.received' AND payload LIKE ?`)
+      .get(`%${rows[0].id}%`) as any;
+    expect(announced.n).toBe(1);
+
+    // A status-callback-shaped post about an inbound SID, with no content: nothing to store,
+    // and no outbound message to wait for.
+    const logged = [first, second].map((r) => r.headers.get('x-msgd-webhook-id')!);
+    for (const state of ['receiving', 'received']) {
+      const bare: TwilioParams = {
+        AccountSid: SID,
+        ApiVersion: '2010-04-01',
+        From: '+14155552222',
+        To: FROM,
+        MessageSid: 'SM0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e',
+        SmsSid: 'SM0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e',
+        MessageStatus: state,
+        SmsStatus: state,
+      };
+      const res = await twilioPost(bare);
+      expect(res.status).toBe(200);
+      const r = await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!, 5_000);
+      logged.push(r.id);
+      expect(r.processing, state).toBe('ignored');
+      expect(r.error ?? '', state).not.toContain('no message');
+    }
+    expect(
+      s.ctx.db.sqlite
+        .prepare('SELECT count(*) AS n FROM messages WHERE provider_message_id = ?')
+        .get('SM0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e'),
+    ).toEqual({ n: 0 });
+    // None of them is among what `msgctl webhooks log --failed` lists.
+    const failed = listWebhookLog(s.ctx, { failed: true, limit: 10_000 }).map((r) => r.id);
+    expect(failed.filter((id) => logged.includes(id))).toEqual([]);
   });
 
   it('an SMS to a number no channel has is unroutable (answered 200 all the same)', async () => {

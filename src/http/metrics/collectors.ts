@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { stmt } from '../../db/stmt.js';
 import type { LogSink } from '../../lib/log-sink.js';
 import { parseMoney } from '../../lib/money.js';
@@ -8,6 +8,8 @@ import type { Runtime } from '../../runtime.js';
 // Gauges read at scrape time from indexed queries over small tables (jobs, partners, endpoints)
 // and from the files and objects msgd already has: never a scan of messages or the ledger,
 // so a scrape costs the same with 5 million messages stored as with none.
+
+const JOB_STATES = ['available', 'retry', 'running', 'dead'] as const;
 
 export interface CheckpointView {
   /** The last checkpoint round: when, WAL frames, frames copied into the database. */
@@ -33,11 +35,25 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     registers: [registry],
     collect() {
       this.reset();
+      // Every state of every kind msgd runs, at 0 when empty: a series that vanishes at zero
+      // leaves an alert's `> 0` with nothing to compare and a graph with a gap.
+      for (const worker of [rt.worker, rt.webhooksOut.worker])
+        for (const kind of worker.registeredKinds()) for (const state of JOB_STATES) this.set({ kind, state }, 0);
       const rows = stmt<[], { kind: string; state: string; n: number }>(
         db,
         'SELECT kind, state, COUNT(*) AS n FROM jobs INDEXED BY jobs_kind_claim GROUP BY kind, state',
       ).all();
       for (const r of rows) this.set({ kind: r.kind, state: r.state }, r.n);
+    },
+  });
+
+  // /readyz's answer: an alert on it needs no probe from outside.
+  new Gauge({
+    name: 'msgd_ready',
+    help: '1 while msgd can keep what it accepts (GET /readyz answers 200), else 0: a write refused, migrations pending, the disk under health.minFreeDiskMb',
+    registers: [registry],
+    collect() {
+      this.set(rt.storage.readiness().ok ? 1 : 0);
     },
   });
 
@@ -107,12 +123,13 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
 
   // Always listed (a destination given by a test or an embedding program reports none dropped).
   const sink = src.logSink ?? null;
-  new Gauge({
-    name: 'msgd_log_lines_dropped',
+  new Counter({
+    name: 'msgd_log_lines_dropped_total',
     help: 'Log lines dropped since start because the log output could not be written or kept up',
     registers: [registry],
     collect() {
-      this.set(sink?.state.dropped ?? 0);
+      this.reset();
+      this.inc(sink?.state.dropped ?? 0);
     },
   });
   new Gauge({
@@ -121,6 +138,21 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     registers: [registry],
     collect() {
       this.set(sink?.state.failed ? 1 : 0);
+    },
+  });
+
+  new Gauge({
+    name: 'msgd_gateway_info',
+    help: 'Always 1 per gateway; the labels give its id (the gateway label of other metrics), name and kind',
+    labelNames: ['gateway', 'name', 'kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const rows = stmt<[], { id: string; name: string; kind: string }>(
+        db,
+        'SELECT id, name, kind FROM gateways ORDER BY id',
+      ).all();
+      for (const r of rows) this.set({ gateway: r.id, name: r.name, kind: r.kind }, 1);
     },
   });
 

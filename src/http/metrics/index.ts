@@ -6,6 +6,7 @@ import type { Runtime } from '../../runtime.js';
 import { sendError } from '../errors.js';
 import { SEND_PATHS } from '../routes/send.js';
 import { registerCollectors, type CollectorSources } from './collectors.js';
+import { registerProviderLatency } from './provider-latency.js';
 import { registerWorkCounters } from './work-counters.js';
 
 // GET /metrics in Prometheus' text format. Not public: served only on metrics.port (its own
@@ -13,6 +14,9 @@ import { registerWorkCounters } from './work-counters.js';
 // request path pays one synchronous hook and a pre-bound histogram child per request.
 
 const SEND_ROUTES = new Set([...SEND_PATHS.map((p) => `POST ${p}`), 'POST /v1/messages']);
+/** The methods a label names; any other is counted as `other`. */
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const TOTAL_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 const ERROR_CODE = /"code":"([a-z_]{1,64})"/;
 
 export interface Metrics {
@@ -26,20 +30,21 @@ export interface Metrics {
 export function instrumentApp(app: FastifyInstance, rt: Runtime, registry: Registry): void {
   const requests = new Histogram({
     name: 'msgd_http_request_duration_seconds',
-    help: 'HTTP requests by method, route (pattern) and status, with their duration',
+    help: 'HTTP requests by method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, other), route (pattern) and status, with their duration',
     labelNames: ['method', 'route', 'status'],
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
   const sends = new Counter({
     name: 'msgd_sends_total',
-    help: 'Send requests (legacy send API and POST /v1/messages) accepted, and refused by error code',
+    help: 'Send requests (legacy send API and POST /v1/messages) accepted, and refused by error code (accepted ones have no code label)',
     labelNames: ['result', 'code'],
     registers: [registry],
   });
   const byRequest = new Map<string, Histogram.Internal<'method' | 'route' | 'status'>>();
   const bySend = new Map<string, Counter.Internal>();
-  const accepted = sends.labels('accepted', '');
+  // An accepted send has no error code: its series has no code label (code="" is no code).
+  const accepted = sends.labels({ result: 'accepted' });
 
   app.addHook('onSend', (req, reply, payload, done) => {
     if (SEND_ROUTES.has(`${req.method} ${req.routeOptions.url}`)) {
@@ -55,9 +60,11 @@ export function instrumentApp(app: FastifyInstance, rt: Runtime, registry: Regis
   });
   app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.url ?? 'unmatched';
-    const key = `${req.method} ${route} ${reply.statusCode}`;
+    // Node accepts some 30 methods (PROPFIND, MKCOL, …); any caller can send them.
+    const method = METHODS.has(req.method) ? req.method : 'other';
+    const key = `${method} ${route} ${reply.statusCode}`;
     let h = byRequest.get(key);
-    if (!h) byRequest.set(key, (h = requests.labels(req.method, route, String(reply.statusCode))));
+    if (!h) byRequest.set(key, (h = requests.labels(method, route, String(reply.statusCode))));
     h.observe(reply.elapsedTime / 1000);
     done();
   });
@@ -78,8 +85,12 @@ export function instrumentApp(app: FastifyInstance, rt: Runtime, registry: Regis
 export function createMetricsRegistry(src: CollectorSources): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
+  // Gauges named like counters, which promtool refuses; nodejs_active_{handles,requests,resources}
+  // by type stay, and their sum is the same figure.
+  for (const name of TOTAL_GAUGES) registry.removeSingleMetric(name);
   registerCollectors(registry, src);
   registerWorkCounters(registry, src.rt.counters);
+  registerProviderLatency(registry, src.rt.counters);
   return registry;
 }
 

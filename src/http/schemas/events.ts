@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
 import { EMAIL_FEEDBACK_EVENTS, STATUS_EVENTS } from '../../core/event-types.js';
 import { MESSAGE_STATUSES } from '../../core/statuses.js';
+import { storyRef } from './v1.js';
 
 // The events msgd POSTs to partner endpoints (docs/webhooks-out.md), for the OpenAPI document's
 // `webhooks` section. The bodies are built in src/core (messages.ts, inbound.ts) and
@@ -37,11 +38,26 @@ export const messageReceivedEvent = z
     }),
     received_at: isoTime.describe("when the customer sent it, by the provider's clock"),
     content: z
-      .object({ kind: z.string() })
+      .object({ kind: z.string(), reply_to_story: storyRef.optional() })
       .catchall(z.unknown())
       .describe('the whole content, as GET /v1/messages/{id} shows it; see docs/api.md "Message content"'),
   })
   .describe('An inbound message arrived on one of your channels.');
+
+export const messageDeletedEvent = z
+  .object({
+    ...base(['message.deleted']),
+    message_id: z.string(),
+    channel,
+    from: z.string().describe("the customer's address"),
+    to: z.string().describe('your channel’s sender address that received it'),
+    conversation_id: z.string().nullable(),
+    provider_message_id: z.string().nullable().describe("the provider's id of the message (Meta's mid)"),
+    deleted_at: isoTime.describe("when the customer unsent it, by the provider's clock"),
+  })
+  .describe(
+    'The customer unsent (deleted) a message they had sent you (Messenger, Instagram): msgd has redacted its content; remove it from your inbox too.',
+  );
 
 export const messageStatusEvent = z
   .object({
@@ -94,6 +110,7 @@ export const webhookTestEvent = z
 /** Each event type and the schema of its body, under the component name it is documented as. */
 export const EVENT_SCHEMAS: [name: string, types: readonly string[], schema: z.ZodType][] = [
   ['MessageReceivedEvent', ['message.received'], messageReceivedEvent],
+  ['MessageDeletedEvent', ['message.deleted'], messageDeletedEvent],
   ['MessageStatusEvent', STATUS_EVENTS, messageStatusEvent],
   ['EmailFeedbackEvent', EMAIL_FEEDBACK_EVENTS, emailFeedbackEvent],
   ['BalanceLowEvent', ['partner.balance_low'], balanceLowEvent],

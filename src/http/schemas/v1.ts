@@ -110,6 +110,14 @@ export const messageAccepted = z
   .object({ id: id('msg'), status: z.literal('queued'), channel, to: z.string(), created_at: isoTime })
   .meta({ id: 'MessageAccepted' });
 
+/** The Instagram story an inbound message replies to (content.reply_to_story). */
+export const storyRef = z
+  .object({
+    id: z.string().nullable().describe("Instagram's id of the story"),
+    url: z.string().nullable().describe("the story's media on Meta's CDN; the link expires"),
+  })
+  .describe('the Instagram story this message replies to');
+
 export const messageOut = z
   .object({
     id: id('msg'),
@@ -119,9 +127,10 @@ export const messageOut = z
     from: z.string(),
     status: z.string(),
     content: z
-      .record(z.string(), z.unknown())
+      .object({ kind: z.string(), reply_to_story: storyRef.optional() })
+      .catchall(z.unknown())
       .describe(
-        'by kind: text (choice?: the option tapped; reply_to?: the message answered), template, email, media, reaction (target: the message reacted to), contacts, other (type: the provider type); see docs/api.md "Message content"',
+        'by kind: text (choice?: the option tapped; reply_to?: the message answered; reply_to_story?: the Instagram story answered), template, email, media, reaction (target: the message reacted to), contacts, other (type: the provider type), redacted (was, redacted_at: removed by retention or unsent by the customer); see docs/api.md "Message content"',
       ),
     price: money,
     segments: z.number().int(),
@@ -138,6 +147,11 @@ export const messageOut = z
       ),
     created_at: isoTime.describe('when msgd stored the message (inbound: when it arrived)'),
     updated_at: isoTime,
+    deleted_at: isoTime
+      .nullable()
+      .describe(
+        'inbound Messenger/Instagram: when the customer unsent it (its content is then redacted, and message.deleted was sent); null otherwise',
+      ),
     history: z
       .array(
         z.object({

@@ -59,9 +59,13 @@ function content(m: Record<string, any>): MessageContent {
     error: null,
     data: kept(Object.fromEntries(Object.entries(m).filter(([k]) => k !== 'mid'))),
   };
-  const replied = isObject(m.reply_to) ? str(m.reply_to.mid) : undefined;
-  if (replied && c.kind !== 'template' && c.kind !== 'email')
-    c.reply_to = { provider_message_id: replied, message_id: null };
+  if (c.kind === 'template' || c.kind === 'email' || !isObject(m.reply_to)) return c;
+  const replied = str(m.reply_to.mid);
+  if (replied) c.reply_to = { provider_message_id: replied, message_id: null };
+  // An Instagram story reply names the story, not a message: kept beside, as a story mention's URL is.
+  const story = m.reply_to.story;
+  if (isObject(story) && (str(story.id) || str(story.url)))
+    c.reply_to_story = { id: str(story.id) ?? null, url: str(story.url) ?? null };
   return c;
 }
 
@@ -109,10 +113,13 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, rece
         } else if (isObject(ev.message)) {
           const m = ev.message;
           const mid = str(m.mid);
+          // An unsend is keyed by who unsent what where, so a message arriving after it finds it.
+          const unsendKey = mid && `${provider}:unsend:${receiver.addresses[0]}:${user}:${mid}`;
           if (m.is_echo) out.push(note(`echo of our own ${provider} send skipped${mid ? ` (${mid})` : ''}`));
-          else if (m.is_deleted) out.push(note(`${provider} message deleted by the sender${mid ? ` (${mid})` : ''}`));
-          else if (!mid) out.push(note(`${provider} message without mid`));
-          else {
+          else if (!mid || !unsendKey) out.push(note(`${provider} message without mid`));
+          else if (m.is_deleted) {
+            out.push({ type: 'unsend', key: unsendKey, receiver, from: user, providerMessageId: mid, occurredAt: at });
+          } else {
             out.push({
               type: 'message',
               key: `${provider}:message:${mid}`,
@@ -121,6 +128,7 @@ function eventsOf(provider: 'messenger' | 'instagram', list: Notifications, rece
               providerMessageId: mid,
               content: content(m),
               occurredAt: at,
+              unsendKey,
             });
           }
         } else if (isObject(ev.postback)) {

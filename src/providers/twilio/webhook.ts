@@ -161,7 +161,12 @@ function events({ params: p, messageId }: TwilioPayload, receivedAt: number): Pr
   const sid = one(p.MessageSid) ?? one(p.SmsMessageSid) ?? one(p.SmsSid);
   if (!sid) return [note('Twilio request without a MessageSid')];
   const raw = (one(p.MessageStatus) ?? one(p.SmsStatus) ?? '').toLowerCase();
-  if (raw === 'received' || (raw === '' && (p.Body !== undefined || p.NumMedia !== undefined))) {
+  const hasContent = p.Body !== undefined || p.NumMedia !== undefined;
+  // receiving and received are an inbound message's states (FACTS D1's enum, D3), never a report
+  // on one msgd sent. Twilio may post both for one SID: one key for both, so the second is a duplicate.
+  const inboundState = raw === 'received' || raw === 'receiving';
+  if (inboundState && !hasContent) return [note(`Twilio inbound ${sid} ${raw} callback without Body or NumMedia`)];
+  if (inboundState || (raw === '' && hasContent)) {
     const to = one(p.To);
     const from = one(p.From);
     if (!to || !from) return [note(`Twilio inbound ${sid} without To or From`)];

@@ -27,6 +27,7 @@ export function describeEvents(ctx: CoreCtx, row: WebhookLogRow): string[] {
     if (ev.type === 'message')
       return `inbound message from ${ev.from}${ev.providerMessageId ? ` (${ev.providerMessageId})` : ''}`;
     if (ev.type === 'watermark') return `${ev.status} up to a watermark, for ${ev.contact}`;
+    if (ev.type === 'unsend') return `${ev.from} unsent ${ev.providerMessageId}`;
     if (ev.type !== 'status') return ev.note;
     const ref = ev.ref.messageId ?? ev.ref.providerMessageId ?? '?';
     const m =

@@ -1,13 +1,13 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { PASSWORD_MIN } from '../../core/passwords.js';
 import { twoFactorOn } from '../../core/two-factor.js';
-import { createSession, endAllSessions, endSession } from '../../core/ui-sessions.js';
-import { acceptLink, changePassword, checkLogin, getUser, openLink } from '../../core/users.js';
+import { createSession, endAllSessions, endSession, selectPartner } from '../../core/ui-sessions.js';
+import { acceptJoinLink, acceptLink, changePassword, checkLogin, getUser, openLink } from '../../core/users.js';
 import { AppError } from '../../lib/errors.js';
 import { clearCookie, setCookie } from '../cookies.js';
-import { actorOf, csrfToken, field, form, query, userFor, type Ui } from '../context.js';
+import { csrfToken, field, form, personFor, query, type Ui } from '../context.js';
 import { Csrf, Notice, Page, sendPage } from '../layout.js';
-import { loginSteps, safeNext } from '../login-steps.js';
+import { afterLogin, loginSteps } from '../login-steps.js';
 
 // Logging in and out, accepting an invite or reset link, and the account page.
 
@@ -56,7 +56,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     );
 
   app.get('/login', async (req, reply) => {
-    if (req.ui?.user) return reply.redirect(safeNext(query(req).next), 303);
+    if (req.ui?.session) return reply.redirect(afterLogin(req, req.ui.user?.partnerId ?? null), 303);
     const q = query(req);
     return loginPage(req, reply, {
       notice:
@@ -87,22 +87,22 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
       auditFailure(email, ip, 'password');
       return loginPage(req, reply, { error: GENERIC_FAILURE, email, status: 401 });
     }
-    // Second factor, when the user has one on.
+    // Second factor, when the person has one on.
     if (twoFactorOn(user)) return askForCode(req, reply, user, admitted.attempt);
     // Session.
     return startSession(req, reply, user, [admitted.attempt]);
   });
 
   app.post('/logout', async (req, reply) => {
-    const user = req.ui?.user;
-    if (user) endSession(rt.ctx, user.sessionId, user.userId);
+    const session = req.ui?.session;
+    if (session) endSession(rt.ctx, session.sessionId, session.userId);
     clearCookie(reply, ui.names, ui.names.session);
     return reply.redirect('/ui/login?done=logout', 303);
   });
 
   app.post('/logout-everywhere', async (req, reply) => {
-    const user = userFor(req, 'overview');
-    endAllSessions(rt.ctx, user.userId);
+    const person = personFor(req);
+    endAllSessions(rt.ctx, person.userId);
     clearCookie(reply, ui.names, ui.names.session);
     return reply.redirect('/ui/login?done=logout', 303);
   });
@@ -122,6 +122,46 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
         </Page>,
         410,
       );
+    if (info.kind === 'join') {
+      // An invitation for a person who logs in to accept it: this link sets no password.
+      const session = req.ui?.session ?? null;
+      const mine = session?.userId === info.user.id;
+      return sendPage(
+        reply,
+        <Page
+          title={`Join ${info.partnerName}`}
+          user={req.ui?.user ?? null}
+          person={session}
+          csrf={csrfToken(ui, req, reply)}
+        >
+          <div className="login">
+            {error && <Notice kind="error">{error}</Notice>}
+            <p>
+              {info.user.email} is invited to the {info.partnerName} console as {info.role}.
+            </p>
+            {mine ? (
+              <form method="post" action={`/ui/invite/${secret}/accept`}>
+                <Csrf token={csrfToken(ui, req, reply)} />
+                <p>
+                  <button type="submit">Accept and open {info.partnerName}</button>
+                </p>
+              </form>
+            ) : (
+              <>
+                <p>Log in with {info.user.email} to accept.</p>
+                <p>
+                  <a href={`/ui/login?next=${encodeURIComponent(`/ui/invite/${secret}`)}`}>Log in</a>
+                </p>
+                <p className="muted">
+                  No password yet? Use the link of your first invitation, or ask your operator for a new one.
+                </p>
+              </>
+            )}
+          </div>
+        </Page>,
+        status,
+      );
+    }
     return sendPage(
       reply,
       <Page title={info.kind === 'invite' ? `Join ${info.partnerName}` : 'Set a new password'} user={null} csrf="">
@@ -129,7 +169,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
           {error && <Notice kind="error">{error}</Notice>}
           <p>
             {info.kind === 'invite'
-              ? `You are invited to the ${info.partnerName} console as ${info.user.role}. Choose a password to finish.`
+              ? `You are invited to the ${info.partnerName} console as ${info.role}. Choose a password to finish.`
               : 'Choose a new password. Every session of this account will end.'}
           </p>
           <form method="post" action={`/ui/invite/${secret}`}>
@@ -169,26 +209,50 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     return reply.redirect('/ui/login?done=password', 303);
   });
 
+  app.post<{ Params: { secret: string } }>('/invite/:secret/accept', async (req, reply) => {
+    const person = personFor(req);
+    try {
+      const { partnerId } = acceptJoinLink(rt.ctx, req.params.secret, person.userId);
+      selectPartner(rt.ctx, person, partnerId);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'forbidden')
+        return linkPage(req, reply, req.params.secret, e.message, 403);
+      throw e;
+    }
+    return reply.redirect('/ui/overview', 303);
+  });
+
   const accountPage = (
     req: FastifyRequest,
     reply: FastifyReply,
     msg: { error?: string; ok?: string } = {},
     status = 200,
   ) => {
-    const user = userFor(req, 'overview');
+    const person = personFor(req);
+    const user = req.ui?.user ?? null;
     const csrf = csrfToken(ui, req, reply);
     return sendPage(
       reply,
-      <Page title="Your account" user={user} csrf={csrf}>
+      <Page title="Your account" user={user} person={person} csrf={csrf}>
         {msg.error && <Notice kind="error">{msg.error}</Notice>}
         {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
         <dl className="kv">
           <dt>Email</dt>
-          <dd>{user.email}</dd>
-          <dt>Role</dt>
-          <dd>{user.role}</dd>
-          <dt>Partner</dt>
-          <dd>{user.partnerName}</dd>
+          <dd>{person.email}</dd>
+          {user && (
+            <>
+              <dt>Role</dt>
+              <dd>{user.role}</dd>
+              <dt>Partner</dt>
+              <dd>{user.partnerName}</dd>
+            </>
+          )}
+          {person.partners.length > 1 && (
+            <>
+              <dt>Partners</dt>
+              <dd>{person.partners.map((m) => `${m.partner_name} (${m.role})`).join(', ')}</dd>
+            </>
+          )}
         </dl>
         <h2>Change password</h2>
         <form method="post" action="/ui/account/password">
@@ -202,7 +266,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
         </form>
         <h2>Two-factor authentication</h2>
         <p>
-          {twoFactorOn(getUser(rt.ctx, user.userId)!)
+          {twoFactorOn(getUser(rt.ctx, person.userId)!)
             ? 'On: logging in takes your password and a code from your phone.'
             : 'Off: logging in takes only your password.'}{' '}
           <a href="/ui/account/2fa">Two-factor authentication settings</a>
@@ -210,7 +274,10 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
         <h2>Sessions</h2>
         <form method="post" action="/ui/logout-everywhere" data-confirm="Log out of every browser, this one included?">
           <Csrf token={csrf} />
-          <p>Ends every session of your account, on every device, this one included.</p>
+          <p>
+            Ends every session of your account, on every device, this one included, and every unused invite or reset
+            link sent for it.
+          </p>
           <button type="submit" className="danger">
             Log out everywhere
           </button>
@@ -233,27 +300,27 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   );
 
   app.post('/account/password', async (req, reply) => {
-    const user = userFor(req, 'overview');
+    const person = personFor(req);
     const f = form(req);
     // The current password is a proof of identity like a login's: the same throttle and audit.
-    const admitted = admit(reply, user.email, req.ip, 'account_password', (error) =>
+    const admitted = admit(reply, person.email, req.ip, 'account_password', (error) =>
       accountPage(req, reply, { error }, 429),
     );
     if ('sent' in admitted) return admitted.sent;
     try {
-      await changePassword(rt.ctx, user.userId, field(f, 'current'), field(f, 'password'));
+      await changePassword(rt.ctx, person.userId, field(f, 'current'), field(f, 'password'));
     } catch (e) {
       if (e instanceof AppError && e.code === 'invalid_request') {
         if (e.details.some((d) => d.field === 'current'))
-          auditFailure(user.email, req.ip, 'account_password', actorOf(user));
-        else ui.throttle.succeeded(user.email, [admitted.attempt]);
+          auditFailure(person.email, req.ip, 'account_password', `user:${person.userId}`);
+        else ui.throttle.succeeded(person.email, [admitted.attempt]);
         return accountPage(req, reply, { error: e.message }, 400);
       }
       throw e;
     }
-    ui.throttle.succeeded(user.email, [admitted.attempt]);
+    ui.throttle.succeeded(person.email, [admitted.attempt]);
     // Every session ended with the password; this browser starts a fresh one.
-    const { secret } = createSession(rt.ctx, user.userId, { ip: req.ip });
+    const { secret } = createSession(rt.ctx, person.userId, { ip: req.ip, partnerId: req.ui?.user?.partnerId });
     setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
     return reply.redirect('/ui/account?done=password', 303);
   });

@@ -5,6 +5,7 @@ import { conversationRoutes } from './conversations.js';
 import { ledgerRoutes } from './ledger.js';
 import { messageRoutes } from './messages.js';
 import { overviewRoutes } from './overview.js';
+import { partnerRoutes } from './partners.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
 import { webhookRoutes } from './webhooks.js';
@@ -20,6 +21,7 @@ export const consoleRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     ledgerRoutes,
     channelRoutes,
     userRoutes,
+    partnerRoutes,
   ])
     await app.register(routes, { ui });
 };

@@ -55,7 +55,8 @@ function AnyOf({
   );
 }
 
-export function messagePreview(m: Pick<MessageRow, 'content'>): string {
+export function messagePreview(m: Pick<MessageRow, 'content' | 'deleted_at'>): string {
+  if (m.deleted_at !== null) return '(unsent by the customer)';
   const c = JSON.parse(m.content) as MessageContent;
   if (c.kind === 'email') return c.subject;
   if (c.kind === 'template') return `template ${c.template.name} (${c.template.language})`;

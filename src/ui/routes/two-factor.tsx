@@ -1,6 +1,5 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { renderSVG } from 'uqr';
-import { getPartner } from '../../core/partners.js';
 import { endPendingLogin, openPendingLogin } from '../../core/pending-logins.js';
 import { verifyPassword } from '../../core/passwords.js';
 import {
@@ -14,10 +13,10 @@ import {
   twoFactorOn,
   type Enrolment,
 } from '../../core/two-factor.js';
-import { getUser } from '../../core/users.js';
+import { getUser, mayLogIn } from '../../core/users.js';
 import { AppError } from '../../lib/errors.js';
 import { clearCookie, readCookie } from '../cookies.js';
-import { actorOf, csrfToken, field, form, userFor, type Ui } from '../context.js';
+import { csrfToken, field, form, personFor, type Ui } from '../context.js';
 import { Csrf, Notice, Page, ShownOnce, sendPage, utc } from '../layout.js';
 import { ENROL_PATH, loginSteps } from '../login-steps.js';
 
@@ -89,9 +88,8 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   app.post('/login/code', async (req, reply) => {
     const pending = openPendingLogin(rt.ctx, readCookie(req, ui.names.pending));
     const user = pending && getUser(rt.ctx, pending.userId);
-    // Disabled, or its partner suspended, since the password step: that login is over.
-    if (!pending || !user || user.status !== 'active' || getPartner(rt.ctx, user.partner_id).status !== 'active')
-      return expired(reply);
+    // Disabled, or left with no partner, since the password step: that login is over.
+    if (!pending || !user || !mayLogIn(rt.ctx, user)) return expired(reply);
     const ip = req.ip;
     // Throttle: the same count as the password's, so a known password buys no extra guesses.
     const admitted = admit(reply, user.email, ip, 'code', (error) => codePage(req, reply, error, 429));
@@ -122,19 +120,20 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
     body: { error?: string; ok?: string; enrolment?: Enrolment; codes?: string[] } = {},
     status = 200,
   ) => {
-    const user = userFor(req, 'overview');
-    const row = getUser(rt.ctx, user.userId)!;
+    const person = personFor(req);
+    const user = req.ui?.user ?? null;
+    const row = getUser(rt.ctx, person.userId)!;
     const csrf = csrfToken(ui, req, reply);
     const on = twoFactorOn(row);
-    const required = enrolmentRequired(rt.ctx, user.userId, user.partnerId);
+    const required = user !== null && enrolmentRequired(rt.ctx, user.userId, user.partnerId);
     return sendPage(
       reply,
-      <Page title="Two-factor authentication" user={user} csrf={csrf}>
+      <Page title="Two-factor authentication" user={user} person={person} csrf={csrf}>
         {body.error && <Notice kind="error">{body.error}</Notice>}
         {body.ok && <Notice kind="ok">{body.ok}</Notice>}
         {required && !body.enrolment && (
           <Notice kind="error">
-            {user.partnerName} requires two-factor authentication: set it up to use the console.
+            {user?.partnerName} requires two-factor authentication: set it up to use the console.
           </Notice>
         )}
         {body.codes ? (
@@ -179,7 +178,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
           <>
             <p>
               Two-factor authentication is on since {utc(row.totp_enabled_at)}. Recovery codes left:{' '}
-              <strong id="recovery-left">{recoveryCodesLeft(rt.ctx, user.userId)}</strong> of {RECOVERY_CODES}.
+              <strong id="recovery-left">{recoveryCodesLeft(rt.ctx, person.userId)}</strong> of {RECOVERY_CODES}.
             </p>
             <h2>Turn it off</h2>
             <form method="post" action={`${ENROL_PATH}/disable`}>
@@ -223,9 +222,9 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   app.get('/account/2fa', async (req, reply) => accountPage(req, reply));
 
   app.post('/account/2fa/setup', async (req, reply) => {
-    const user = userFor(req, 'overview');
+    const person = personFor(req);
     try {
-      return accountPage(req, reply, { enrolment: startEnrolment(rt.ctx, user.userId) });
+      return accountPage(req, reply, { enrolment: startEnrolment(rt.ctx, person.userId) });
     } catch (e) {
       if (e instanceof AppError && e.code === 'conflict') return accountPage(req, reply, { error: e.message }, 409);
       throw e;
@@ -233,9 +232,9 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   });
 
   app.post('/account/2fa/confirm', async (req, reply) => {
-    const user = userFor(req, 'overview');
+    const person = personFor(req);
     try {
-      const codes = confirmEnrolment(rt.ctx, user.userId, field(form(req), 'code'));
+      const codes = confirmEnrolment(rt.ctx, person.userId, field(form(req), 'code'));
       return accountPage(req, reply, { codes });
     } catch (e) {
       if (e instanceof AppError && (e.code === 'invalid_request' || e.code === 'conflict'))
@@ -245,19 +244,19 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   });
 
   app.post('/account/2fa/disable', async (req, reply) => {
-    const user = userFor(req, 'overview');
+    const person = personFor(req);
     const f = form(req);
     // Password and code are proofs of identity: the login's throttle and audit.
-    const admitted = admit(reply, user.email, req.ip, 'account_2fa', (error) =>
+    const admitted = admit(reply, person.email, req.ip, 'account_2fa', (error) =>
       accountPage(req, reply, { error }, 429),
     );
     if ('sent' in admitted) return admitted.sent;
-    const row = getUser(rt.ctx, user.userId)!;
+    const row = getUser(rt.ctx, person.userId)!;
     if (!twoFactorOn(row)) return accountPage(req, reply, { error: 'Two-factor authentication is off.' }, 409);
     const passwordOk = await verifyPassword(field(f, 'current'), row.password_hash);
-    const codeOk = passwordOk && checkSecondFactor(rt.ctx, user.userId, field(f, 'code')).ok;
+    const codeOk = passwordOk && checkSecondFactor(rt.ctx, person.userId, field(f, 'code')).ok;
     if (!codeOk) {
-      auditFailure(user.email, req.ip, 'account_2fa', actorOf(user));
+      auditFailure(person.email, req.ip, 'account_2fa', `user:${person.userId}`);
       return accountPage(
         req,
         reply,
@@ -265,8 +264,8 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
         400,
       );
     }
-    ui.throttle.succeeded(user.email, [admitted.attempt]);
-    disableTwoFactor(rt.ctx, user.userId);
+    ui.throttle.succeeded(person.email, [admitted.attempt]);
+    disableTwoFactor(rt.ctx, person.userId);
     return reply.redirect(`/ui/account?done=2fa-off`, 303);
   });
 };

@@ -1,15 +1,26 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { ROLES, inviteUser, listUsers, resetUser, setUserStatus, userJson, type IssuedLink } from '../../core/users.js';
+import {
+  ROLES,
+  getMember,
+  inviteUser,
+  listMembers,
+  memberState,
+  removeUser,
+  resetUser,
+  setUserStatus,
+  type IssuedLink,
+} from '../../core/users.js';
 import { getPartner } from '../../core/partners.js';
-import { setTwoFactorRequired, twoFactorOn } from '../../core/two-factor.js';
+import { setTwoFactorRequired } from '../../core/two-factor.js';
 import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { actorOf, field, form, type Ui } from '../context.js';
 import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 
-// Users (admins only): invite with a role (a one-time link, shown once), disable, enable and
-// issue a reset link. The same core functions as msgctl user.
+// Users (admins only): the partner's members. Invite with a role (a one-time link, shown once,
+// the same answer whether or not the address is known to msgd), disable, enable, remove, and a
+// new link. The same core functions as msgctl user.
 
 export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
   const { rt } = ui;
@@ -24,7 +35,7 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'users');
-    const rows = listUsers(rt.ctx, p.user.partnerId);
+    const rows = listMembers(rt.ctx, p.user.partnerId);
     const required = getPartner(rt.ctx, p.user.partnerId).require_2fa === 1;
     return p.render(
       'Users',
@@ -37,8 +48,8 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
             value={`${linkBase(req)}/ui/invite/${msg.link.secret}`}
             intro={
               <>
-                Send this link to <strong>{msg.link.user.email}</strong>. It works once, until {utc(msg.link.expiresAt)}
-                , and is not shown again.
+                Send this link to <strong>{msg.link.member.email}</strong> ({msg.link.member.role}). It works once,
+                until {utc(msg.link.expiresAt)}, and is not shown again.
               </>
             }
           />
@@ -58,21 +69,23 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
           </thead>
           <tbody>
             {rows.map((u) => {
-              const state = userJson(u).state;
+              const state = memberState(u);
+              const on = u.status !== 'disabled';
               return (
-                <tr key={u.id}>
+                <tr key={u.user_id}>
                   <td>{u.email}</td>
                   <td>{u.role}</td>
                   <td>
                     <StatusText status={state} />
                   </td>
-                  <td>{twoFactorOn(u) ? 'on' : 'off'}</td>
-                  <td>{utc(u.last_login_at)}</td>
+                  <td>{u.status === 'pending' ? '' : u.two_factor ? 'on' : 'off'}</td>
+                  {/* Until the invitation is accepted, nothing of the person shows: they may use msgd elsewhere. */}
+                  <td>{utc(u.status === 'pending' ? null : u.last_login_at)}</td>
                   <td>
-                    {u.id !== p.user.userId && (
+                    {u.user_id !== p.user.userId && (
                       <>
-                        {u.status === 'active' && (
-                          <form method="post" action={`/ui/users/${u.id}/reset`} className="inline">
+                        {on && (
+                          <form method="post" action={`/ui/users/${u.user_id}/reset`} className="inline">
                             <Csrf token={p.csrf} />
                             <button type="submit" className="secondary" aria-label={`New link for ${u.email}`}>
                               New link
@@ -81,19 +94,28 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
                         )}{' '}
                         <form
                           method="post"
-                          action={`/ui/users/${u.id}/${u.status === 'active' ? 'disable' : 'enable'}`}
+                          action={`/ui/users/${u.user_id}/${on ? 'disable' : 'enable'}`}
                           className="inline"
-                          data-confirm={
-                            u.status === 'active' ? `Disable ${u.email}? Their sessions end at once.` : undefined
-                          }
+                          data-confirm={on ? `Disable ${u.email}? Their sessions end at once.` : undefined}
                         >
                           <Csrf token={p.csrf} />
                           <button
                             type="submit"
-                            className={u.status === 'active' ? 'danger' : 'secondary'}
-                            aria-label={`${u.status === 'active' ? 'Disable' : 'Enable'} ${u.email}`}
+                            className={on ? 'danger' : 'secondary'}
+                            aria-label={`${on ? 'Disable' : 'Enable'} ${u.email}`}
                           >
-                            {u.status === 'active' ? 'Disable' : 'Enable'}
+                            {on ? 'Disable' : 'Enable'}
+                          </button>
+                        </form>{' '}
+                        <form
+                          method="post"
+                          action={`/ui/users/${u.user_id}/remove`}
+                          className="inline"
+                          data-confirm={`Remove ${u.email} from ${p.user.partnerName}? Their sessions here end at once.`}
+                        >
+                          <Csrf token={p.csrf} />
+                          <button type="submit" className="danger" aria-label={`Remove ${u.email}`}>
+                            Remove
                           </button>
                         </form>
                       </>
@@ -188,19 +210,26 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     });
   });
 
-  for (const action of ['disable', 'enable', 'reset'] as const) {
+  for (const action of ['disable', 'enable', 'reset', 'remove'] as const) {
     app.post<{ Params: { id: string } }>(`/users/:id/${action}`, async (req, reply) => {
       const p = pageCtx(ui, req, reply, 'users');
-      if (req.params.id === p.user.userId)
-        return page(req, reply, { error: 'You cannot change your own account here.' }, 409);
       return attempt(req, reply, () => {
-        if (action === 'reset') return { link: resetUser(rt.ctx, p.user.partnerId, req.params.id, actorOf(p.user)) };
+        // The target is resolved once (id or email, any case); the checks and the change use it.
+        const target = getMember(rt.ctx, p.user.partnerId, req.params.id);
+        if (target.user_id === p.user.userId)
+          throw new AppError('conflict', 'You cannot change your own account here.');
+        const actor = actorOf(p.user);
+        if (action === 'reset') return { link: resetUser(rt.ctx, p.user.partnerId, target.user_id, actor, 'console') };
+        if (action === 'remove') {
+          removeUser(rt.ctx, p.user.partnerId, target.user_id, actor);
+          return { ok: `${target.email} is removed from ${p.user.partnerName}: their sessions here have ended.` };
+        }
         const u = setUserStatus(
           rt.ctx,
           p.user.partnerId,
-          req.params.id,
+          target.user_id,
           action === 'disable' ? 'disabled' : 'active',
-          actorOf(p.user),
+          actor,
         );
         return {
           ok: `${u.email} is ${u.status === 'disabled' ? 'disabled: their sessions have ended' : 'enabled again'}.`,

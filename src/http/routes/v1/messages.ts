@@ -56,7 +56,7 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         }),
         // The document shows one object per channel; the handler validates with messageCreate.
         body: messageCreateUnion,
-        response: responses({ 200: messageAccepted }, [400, 402, 409, 422]),
+        response: responses({ 200: messageAccepted }, [400, 402, 422]),
       },
     },
     (req, reply) =>

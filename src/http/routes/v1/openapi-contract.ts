@@ -4,8 +4,9 @@ import { LIMITS } from '../../schemas/send.js';
 
 // What the route schemas cannot say by themselves, added to the generated document so it is
 // the whole contract: the legacy send API's operations, the headers every response carries,
-// the 413/414/415 answers of the body and URL checks, a discriminator for the per-channel
-// request union, and the `webhooks` section with every event msgd POSTs to partner endpoints.
+// the 413/414/415 answers of the body and URL checks, the 503 of a write the disk refuses, a
+// discriminator for the per-channel request union, and the `webhooks` section with every
+// event msgd POSTs to partner endpoints.
 
 type Doc = Record<string, any>;
 
@@ -46,6 +47,11 @@ const COMMON_HEADERS = {
   'RateLimit-Remaining': ref('RateLimitRemaining'),
   'RateLimit-Reset': ref('RateLimitReset'),
 };
+
+/** Every operation that writes can meet a disk that refuses the write. */
+const STORAGE_UNAVAILABLE =
+  'storage_unavailable: msgd’s disk refuses writes (it may be full); nothing of the request was kept (no message, ' +
+  'no debit): send it again after Retry-After';
 
 const BODY_ERRORS: Record<string, string> = {
   '413': 'payload_too_large: the body is over the server’s limit',
@@ -126,7 +132,6 @@ function legacyPaths(): Doc {
     '402': 'insufficient_balance',
     '403': 'partner_suspended, insufficient_scope (messages:send) or channel_not_assigned',
     '405': 'method_not_allowed: only POST (Allow: POST)',
-    '409': 'idempotency_key_in_use: the same key is being processed right now',
     '422': 'idempotency_key_reused with a different body',
     '429': 'rate_limited',
   };
@@ -171,6 +176,8 @@ function completeResponses(op: Doc, method: string, path: string) {
   if (['post', 'put', 'patch'].includes(method)) {
     for (const [code, d] of Object.entries(BODY_ERRORS)) responses[code] ??= { description: d, content: json(ERROR) };
   }
+  if (['post', 'put', 'patch', 'delete'].includes(method))
+    responses['503'] ??= { description: STORAGE_UNAVAILABLE, content: json(ERROR) };
   if (path.includes('{'))
     responses['414'] ??= {
       description: 'invalid_request: a path segment is far longer than any id',
@@ -185,7 +192,7 @@ function completeResponses(op: Doc, method: string, path: string) {
           ? { 'X-Request-Id': ref('XRequestId'), Allow: ref('Allow') }
           : { ...COMMON_HEADERS, ...(r.headers ?? {}) };
     if (code === '401') r.headers['WWW-Authenticate'] = ref('WWWAuthenticate');
-    if (code === '429') r.headers['Retry-After'] = ref('RetryAfter');
+    if (code === '429' || code === '503') r.headers['Retry-After'] = ref('RetryAfter');
     if (code === '200' && SEND_OPERATIONS.has(op.operationId))
       r.headers['Idempotent-Replayed'] = ref('IdempotentReplayed');
   }

@@ -1,0 +1,239 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGraphFake, type GraphFake } from '../fakes/graph.js';
+import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
+import { setupPartner, connect, startTestServer, type TestServer } from '../helpers/server.js';
+import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
+import { processed } from '../helpers/webhook-log.js';
+import { loggedIn } from '../ui/helpers.js';
+import { waitFor } from '../helpers/wait.js';
+import { apiFor, outOverrides, type Api } from '../webhooks-out/helpers.js';
+
+// Instagram and Messenger payloads as Meta sends them, signed with the app secret, read back
+// the way a partner reads them: GET /v1/messages/{id} and the events its HTTPS endpoint gets.
+// Story replies keep the story; an unsend redacts the message and tells the partner.
+
+const PAGE = '682498302938465';
+const IG = '17841400000000001';
+const PSID = '1254459154682919';
+const IGSID = '6543219876543210';
+const SECRET = 'meta-app-secret';
+
+let tls: TlsFiles;
+let graph: GraphFake;
+let s: TestServer;
+let receiver: Receiver;
+let api: Api;
+let partnerId: string;
+
+beforeAll(async () => {
+  tls = makeCert();
+  graph = await startGraphFake({
+    accounts: [
+      { id: PAGE, kind: 'page', token: 'PAGE-TOKEN' },
+      { id: IG, kind: 'instagram', token: 'IG-TOKEN' },
+    ],
+  });
+  s = await startTestServer(outOverrides(tls));
+  receiver = await startReceiver(tls);
+  const p = setupPartner(s.ctx, { balance: '10.00' });
+  partnerId = p.partnerId;
+  api = apiFor(s, p.token);
+  connect(
+    s.ctx,
+    partnerId,
+    {
+      kind: 'meta_messenger',
+      settings: { base_url: graph.url, page_id: PAGE },
+      secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET },
+    },
+    'messenger',
+  );
+  connect(
+    s.ctx,
+    partnerId,
+    {
+      kind: 'meta_instagram',
+      settings: { base_url: graph.url, ig_account_id: IG },
+      secrets: { access_token: 'IG-TOKEN', app_secret: SECRET },
+    },
+    'instagram',
+  );
+  const ep = await api('POST', '/v1/webhooks', { url: receiver.url });
+  expect(ep.status).toBe(201);
+  receiver.setSecrets([ep.body.secret]);
+});
+afterAll(async () => {
+  await receiver?.close();
+  await s?.stop();
+  await graph?.close();
+  tls?.cleanup();
+});
+
+/** POST a notification as Meta does (ASCII-escaped JSON, X-Hub-Signature-256) and wait for its processing. */
+async function meta(body: unknown) {
+  const raw = asciiJson(body);
+  const res = await postWebhook(`${s.url}/api/webhook-messenger.php`, raw, metaHeaders(SECRET, raw));
+  expect(res.status).toBe(200);
+  return processed(s.ctx, res.json.id);
+}
+
+const igMessage = (message: Record<string, unknown>, timestamp = Date.now()) =>
+  instagramEvent(IG, [{ sender: { id: IGSID }, recipient: { id: IG }, timestamp, message }]);
+const pageMessage = (message: Record<string, unknown>, timestamp = Date.now()) =>
+  pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, timestamp, message }]);
+
+function messageIdOf(mid: string): string {
+  const row = s.ctx.db.sqlite.prepare('SELECT id FROM messages WHERE provider_message_id = ?').get(mid) as
+    { id: string } | undefined;
+  expect(row, `a message for ${mid}`).toBeDefined();
+  return row!.id;
+}
+
+/** The verified events of a type the partner's endpoint got for a message. */
+function got(type: string, messageId: string) {
+  return receiver.received.filter((r) => r.verified && r.body.event === type && r.body.message_id === messageId);
+}
+
+function waitGot(type: string, messageId: string) {
+  return waitFor(() => got(type, messageId)[0]?.body, `${type} for ${messageId} at the partner's endpoint`, 10_000);
+}
+
+describe('Instagram story replies', () => {
+  it('keep the story answered (id and URL) in the content, in /v1 and in message.received', async () => {
+    const story = { url: 'https://lookaside.fbsbx.com/ig_messaging_cdn/?asset_id=17999&signature=AbC', id: '17999' };
+    const r = await meta(
+      igMessage({ mid: 'aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQx', text: 'love this!', reply_to: { story } }),
+    );
+    expect(r.processing).toBe('processed');
+    const id = messageIdOf('aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQx');
+
+    const res = await api('GET', `/v1/messages/${id}`);
+    expect(res.status).toBe(200);
+    expect(res.body.content).toEqual({ kind: 'text', text: 'love this!', reply_to_story: story });
+    expect(res.body.deleted_at).toBeNull();
+
+    const ev = await waitGot('message.received', id);
+    expect(ev).toMatchObject({ channel: 'instagram', from: IGSID, body: 'love this!' });
+    expect(ev.content).toEqual({ kind: 'text', text: 'love this!', reply_to_story: story });
+
+    // A story mention is an attachment of type story_mention, its URL kept as a media reference.
+    await meta(
+      igMessage({
+        mid: 'aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQy',
+        attachments: [{ type: 'story_mention', payload: { url: story.url } }],
+      }),
+    );
+    const mention = await api('GET', `/v1/messages/${messageIdOf('aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQy')}`);
+    expect(mention.body.content.media).toEqual([{ type: 'story_mention', url: story.url, caption: null }]);
+  });
+});
+
+describe('an unsend (is_deleted)', () => {
+  it('redacts the message, keeps who, when and history, and sends message.deleted', async () => {
+    const mid = 'm_unsend-1';
+    const sentAt = Date.now() - 5000;
+    expect((await meta(pageMessage({ mid, text: 'my card number is 4111 1111 1111 1111' }, sentAt))).processing).toBe(
+      'processed',
+    );
+    const id = messageIdOf(mid);
+    const received = await waitGot('message.received', id);
+    expect(received.body).toContain('4111');
+
+    const unsentAt = Date.now();
+    const r = await meta(pageMessage({ mid, is_deleted: true }, unsentAt));
+    expect(r.processing).toBe('processed');
+
+    const res = await api('GET', `/v1/messages/${id}`);
+    expect(res.body).toMatchObject({
+      id,
+      direction: 'inbound',
+      channel: 'messenger',
+      from: PSID,
+      status: 'received',
+      provider_message_id: mid,
+      sent_at: new Date(sentAt).toISOString(),
+      deleted_at: new Date(unsentAt).toISOString(),
+    });
+    expect(res.body.content).toEqual({ kind: 'redacted', was: 'text', redacted_at: expect.any(String) });
+    expect(res.body.history.map((h: any) => h.status)).toEqual(['received']);
+    expect(JSON.stringify(res.body)).not.toContain('4111');
+
+    const deleted = await waitGot('message.deleted', id);
+    expect(deleted).toEqual({
+      id: expect.stringMatching(/^evt_/),
+      event: 'message.deleted',
+      created_at: expect.any(String),
+      message_id: id,
+      channel: 'messenger',
+      from: PSID,
+      to: PAGE,
+      conversation_id: res.body.conversation_id,
+      provider_message_id: mid,
+      deleted_at: new Date(unsentAt).toISOString(),
+    });
+    // No copy of the content is left in msgd's own records: the message, and the message.received
+    // event kept for replays.
+    const rows = s.ctx.db.sqlite
+      .prepare(`SELECT payload FROM events WHERE partner_id = ? AND payload LIKE ?`)
+      .all(partnerId, `%${id}%`) as { payload: string }[];
+    expect(rows.length).toBe(2);
+    for (const row of rows) expect(row.payload).not.toContain('4111');
+
+    // The web console shows it unsent, not as retention's redaction.
+    const { client } = await loggedIn(s.ctx, s.url, partnerId, 'developer');
+    const page = await client.get(`/ui/messages/${id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('(unsent by the customer)');
+    expect(page.text).not.toContain('4111');
+
+    // Meta's retry of the same unsend is a duplicate: one message.deleted.
+    expect((await meta(pageMessage({ mid, is_deleted: true }, unsentAt))).processing).toBe('duplicate');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(got('message.deleted', id)).toHaveLength(1);
+  });
+
+  it('of a mid msgd does not have is ignored; should that message arrive later, it is stored deleted', async () => {
+    const mid = 'aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODUw';
+    const unsentAt = Date.now();
+    const r = await meta(igMessage({ mid, is_deleted: true }, unsentAt));
+    expect(r.processing).toBe('ignored');
+    expect(r.error).toContain(mid);
+
+    // Meta delivered the message after its unsend.
+    const late = await meta(igMessage({ mid, text: 'oops, wrong chat' }, unsentAt - 2000));
+    expect(late.processing).toBe('ignored');
+    const id = messageIdOf(mid);
+    const res = await api('GET', `/v1/messages/${id}`);
+    expect(res.body).toMatchObject({ channel: 'instagram', from: IGSID, status: 'received' });
+    expect(res.body.deleted_at).not.toBeNull();
+    expect(res.body.content).toEqual({ kind: 'redacted', was: 'text', redacted_at: expect.any(String) });
+    const events = s.ctx.db.sqlite
+      .prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ?`)
+      .all(partnerId, `%${id}%`) as { type: string; payload: string }[];
+    // Nothing to announce: the partner never had it.
+    expect(events).toEqual([]);
+    expect(JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE id = ?').get(id))).not.toContain(
+      'wrong chat',
+    );
+  });
+
+  it('by someone other than its sender changes nothing', async () => {
+    const mid = 'm_unsend-2';
+    await meta(pageMessage({ mid, text: 'keep me' }));
+    const id = messageIdOf(mid);
+    const r = await meta(
+      pageEvent(PAGE, [
+        {
+          sender: { id: '999000999' },
+          recipient: { id: PAGE },
+          timestamp: Date.now(),
+          message: { mid, is_deleted: true },
+        },
+      ]),
+    );
+    expect(r.processing).toBe('ignored');
+    const res = await api('GET', `/v1/messages/${id}`);
+    expect(res.body.content).toEqual({ kind: 'text', text: 'keep me' });
+    expect(res.body.deleted_at).toBeNull();
+  });
+});
