@@ -1,4 +1,5 @@
 import { formatMoney } from '../lib/money.js';
+import { safeLine, safeText } from '../lib/terminal-text.js';
 import { iso } from '../lib/time.js';
 import type { CliWritable } from './io.js';
 
@@ -36,8 +37,9 @@ export function emit(
 
 type Cell = string | number | null | undefined;
 
+/** A table cell or a value: one line, nothing a terminal acts on (a name's newline never splits a row). */
 function cell(v: Cell): string {
-  return v === null || v === undefined || v === '' ? '-' : String(v);
+  return v === null || v === undefined || v === '' ? '-' : safeLine(v);
 }
 
 /**
@@ -80,12 +82,11 @@ export function count(n: number, noun: string, plural = `${noun}s`): string {
 export const lines = (...parts: (string | false | null | undefined)[]) =>
   parts.filter((p) => p !== false && p != null).join('\n');
 
-// C0 controls but tab and newline, DEL, and C1 controls: what a terminal acts on (escape
-// sequences that retitle the window, move the cursor, or worse). Text shown to the operator
-// can come from anyone on the internet (a webhook body, a contact name).
-const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
-
-/** Text as a terminal should see it: control characters shown as \u escapes, not obeyed. */
+/**
+ * Text as a terminal should see it: control characters and bidi overrides shown as \u escapes,
+ * not obeyed (lib/terminal-text.ts, shared with the console). Text shown to the operator can
+ * come from anyone on the internet (a webhook body, a contact name).
+ */
 export function terminalSafe(text: string): string {
-  return text.replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return safeText(text);
 }

@@ -20,6 +20,7 @@ import { AppError, notFound } from '../lib/errors.js';
 import { examples } from './help.js';
 import type { CliWritable } from './io.js';
 import { table, terminalSafe, when, type Result } from './output.js';
+import { safeLine } from '../lib/terminal-text.js';
 import { iso } from '../lib/time.js';
 
 // msgctl webhooks log: the operator's "tail the provider webhook log". Without --follow a
@@ -86,7 +87,8 @@ function line(r: Row, names: Map<string, string>): string {
     r.path,
   ];
   const note = noteOf(r);
-  return parts.join('  ') + (note ? `  ${note}` : '');
+  // One webhook, one line: a provider's error text with a newline never starts a fake row.
+  return safeLine(parts.join('  ') + (note ? `  ${note}` : ''));
 }
 
 function withBody(text: string, r: Row, on: boolean | undefined): string {
@@ -113,7 +115,7 @@ function attemptJson(a: Attempt) {
 
 function attemptLine(a: Attempt): string {
   const outcome = a.status_code ? String(a.status_code) : 'no answer';
-  return (
+  return safeLine(
     [
       when(a.created_at),
       `out #${a.attempt_no}`.padEnd(9),
@@ -121,7 +123,7 @@ function attemptLine(a: Attempt): string {
       outcome.padEnd(9),
       `${a.duration_ms} ms`,
       a.url,
-    ].join('  ') + (a.error ? `  ${a.error}` : '')
+    ].join('  ') + (a.error ? `  ${a.error}` : ''),
   );
 }
 

@@ -89,22 +89,32 @@ export interface HeartbeatRow {
   beatAt: number;
   running: boolean;
   gauges: Partial<QueueGauges>;
+  /** os.hostname() of msgd's host; null in rows written before it was kept. */
+  host?: string | null;
 }
 
 export function writeHeartbeat(ctx: CoreCtx, hb: HeartbeatRow): void {
   stmt(
     ctx.db.sqlite,
-    `INSERT INTO heartbeat (id, version, pid, started_at, beat_at, running, gauges) VALUES (1, ?, ?, ?, ?, ?, ?)
+    `INSERT INTO heartbeat (id, version, pid, started_at, beat_at, running, gauges, host) VALUES (1, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (id) DO UPDATE SET version = excluded.version, pid = excluded.pid, started_at = excluded.started_at,
-       beat_at = excluded.beat_at, running = excluded.running, gauges = excluded.gauges`,
-  ).run(hb.version, hb.pid, hb.startedAt, hb.beatAt, hb.running ? 1 : 0, JSON.stringify(hb.gauges));
+       beat_at = excluded.beat_at, running = excluded.running, gauges = excluded.gauges, host = excluded.host`,
+  ).run(hb.version, hb.pid, hb.startedAt, hb.beatAt, hb.running ? 1 : 0, JSON.stringify(hb.gauges), hb.host ?? null);
 }
 
 export function readHeartbeat(ctx: CoreCtx): HeartbeatRow | null {
   const r = stmt<
     [],
-    { version: string; pid: number; started_at: number; beat_at: number; running: number; gauges: string }
-  >(ctx.db.sqlite, 'SELECT version, pid, started_at, beat_at, running, gauges FROM heartbeat WHERE id = 1').get();
+    {
+      version: string;
+      pid: number;
+      started_at: number;
+      beat_at: number;
+      running: number;
+      gauges: string;
+      host: string | null;
+    }
+  >(ctx.db.sqlite, 'SELECT version, pid, started_at, beat_at, running, gauges, host FROM heartbeat WHERE id = 1').get();
   if (!r) return null;
   let gauges: Partial<QueueGauges> = {};
   try {
@@ -119,6 +129,7 @@ export function readHeartbeat(ctx: CoreCtx): HeartbeatRow | null {
     beatAt: r.beat_at,
     running: r.running === 1,
     gauges,
+    host: r.host,
   };
 }
 

@@ -640,4 +640,6 @@ export const heartbeat = sqliteTable('heartbeat', {
   running: integer('running').notNull(),
   /** JSON of gauges read at the beat (queue depths), capped counts. */
   gauges: text('gauges').notNull().default('{}'),
+  /** The host msgd runs on (os.hostname()): a console on the same host also checks its pid. */
+  host: text('host'),
 });

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
@@ -69,6 +70,7 @@ export function startHeartbeat(deps: HeartbeatDeps): Heartbeat {
           beatAt: now,
           running,
           gauges: queueGauges(ctx),
+          host: hostname(),
         });
         if (now - lastPrune >= 3_600_000) {
           pruneCounterBuckets(ctx, now);

@@ -1,10 +1,13 @@
-import { Box, Text, useApp, useInput } from 'ink';
-import { Component, useMemo, useRef, useState, type ReactNode } from 'react';
+import { hostname } from 'node:os';
+import { Box, Text, useApp, useStdin } from 'ink';
+import { Component, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { readHeartbeat, serverState } from '../core/counter-store.js';
 import type { TuiDeps } from './deps.js';
 import { DepsContext, ModeContext, usePoll, useSize, type Mode, type Size } from './hooks.js';
+import { KeySplitter, type KeyPress } from './input.js';
+import { liveness } from './liveness.js';
 import { KeyContext, KeyRouter } from './keys.js';
-import { GLOBAL_KEYS, SCREENS, SCREEN_KEYS, footer, type ScreenId } from './keymap.js';
+import { GLOBAL_KEYS, SCREENS, SCREEN_KEYS, footer, type Binding, type ScreenId } from './keymap.js';
 import { GatewaysScreen } from './screens/gateways.js';
 import { JobsScreen } from './screens/jobs.js';
 import { MessagesScreen } from './screens/messages.js';
@@ -33,39 +36,45 @@ export function App(props: AppProps) {
   );
 }
 
+/**
+ * Whether msgd runs, then the data directory. The state (version, uptime, pid) is never cut:
+ * the directory gives way first, cut at its start with an ellipsis.
+ */
+export function headerParts(state: string, dir: string, width: number): { state: string; dir: string } {
+  const room = width - state.length - 1;
+  if (room >= dir.length) return { state, dir };
+  if (room < 6) return { state: state.slice(0, width), dir: '' };
+  return { state, dir: `…${dir.slice(dir.length - room + 1)}` };
+}
+
 function Header({ deps, width }: { deps: TuiDeps; width: number }) {
   const theme = useTheme();
-  const hb = usePoll(1000, () => serverState(readHeartbeat(deps.ctx), deps.ctx.now()));
+  const hb = usePoll(1000, () => liveness(serverState(readHeartbeat(deps.ctx), deps.ctx.now()), hostname()));
   const s = hb.data;
-  let state: ReactNode = <Text dimColor>reading…</Text>;
-  if (s?.state === 'running')
-    state = (
-      <Text>
-        <Text color={theme.good} bold>
-          ● msgd running
-        </Text>{' '}
-        {clean(s.hb.version)} · up {duration(deps.ctx.now() - s.hb.startedAt)} · pid {s.hb.pid}
-      </Text>
-    );
-  else if (s?.state === 'silent')
-    state = (
-      <Text color={theme.bad} bold>
-        ▲ msgd not responding: last beat {when(s.hb!.beatAt)} UTC
-      </Text>
-    );
-  else if (s)
-    state = (
-      <Text color={theme.warn} bold>
-        ○ msgd not running{s.hb ? ` (stopped ${when(s.hb.beatAt)} UTC)` : ''}
-      </Text>
-    );
+  let text = 'reading…';
+  let style: { color?: string; bold?: boolean; dimColor?: boolean } = { dimColor: true };
+  let detail = '';
+  if (s?.state === 'running') {
+    text = '● msgd running';
+    detail = ` ${clean(s.hb.version)} · up ${duration(deps.ctx.now() - s.hb.startedAt)} · pid ${s.hb.pid}`;
+    style = { color: theme.good, bold: true };
+  } else if (s?.state === 'silent') {
+    text = `▲ msgd not responding: last beat ${when(s.hb!.beatAt)} UTC`;
+    style = { color: theme.bad, bold: true };
+  } else if (s) {
+    text = s.gone
+      ? `○ msgd not running (pid ${s.hb!.pid} is gone)`
+      : `○ msgd not running${s.hb ? ` (stopped ${when(s.hb.beatAt)} UTC)` : ''}`;
+    style = { color: theme.warn, bold: true };
+  }
+  const parts = headerParts(text + detail, clean(deps.dataDir), width);
   return (
     <Box width={width} justifyContent="space-between">
-      {state}
-      <Text dimColor wrap="truncate-start">
-        {' '}
-        {clean(deps.dataDir)}
+      <Text wrap="truncate-end">
+        <Text {...style}>{parts.state.slice(0, text.length)}</Text>
+        {parts.state.slice(text.length)}
       </Text>
+      {parts.dir ? <Text dimColor>{parts.dir}</Text> : null}
     </Box>
   );
 }
@@ -90,16 +99,26 @@ function Footer({ screen, mode, width }: { screen: ScreenId; mode: Mode; width: 
   );
 }
 
-function Help({ screen, height }: { screen: ScreenId; height: number }) {
-  const rows: [string, string][] = [...SCREEN_KEYS[screen], ...GLOBAL_KEYS];
+function Help({ screen, height, width }: { screen: ScreenId; height: number; width: number }) {
+  const rows: Binding[] = [...SCREEN_KEYS[screen], ...GLOBAL_KEYS];
+  const room = Math.max(1, height - 3);
+  // Two columns when one does not hold them all.
+  const columns = rows.length > room ? [rows.slice(0, room), rows.slice(room, room * 2)] : [rows];
+  const colWidth = Math.floor((width - 4) / columns.length);
   return (
     <Box flexDirection="column" height={height} borderStyle="round" paddingX={1}>
       <Text bold>Keys ({SCREENS.find((s) => s.id === screen)!.title}) · any key closes</Text>
-      {rows.slice(0, Math.max(1, height - 3)).map(([k, what]) => (
-        <Text key={k + what}>
-          {k.padEnd(18)} {what}
-        </Text>
-      ))}
+      <Box>
+        {columns.map((col, c) => (
+          <Box key={c} flexDirection="column" width={colWidth}>
+            {col.map(([k, what]) => (
+              <Text key={k + what} wrap="truncate-end">
+                {k.padEnd(columns.length > 1 ? 12 : 18)} {what}
+              </Text>
+            ))}
+          </Box>
+        ))}
+      </Box>
     </Box>
   );
 }
@@ -145,10 +164,12 @@ function Shell(props: AppProps) {
     helpRef.current = on;
     setHelp(on);
   };
-  useInput((input, key) => {
+  const onKey = (input: string, key: KeyPress) => {
     if (key.ctrl && input === 'c') return exit();
     if (helpRef.current) return showHelp(false);
     if (modeRef.current.mode !== 'form') {
+      // A paste is text for a form's field; on a list it is never read as keys.
+      if (key.paste) return;
       if (input === 'q') return exit();
       if (input === '?') return showHelp(true);
       const byKey = SCREENS.find((s) => s.key === input);
@@ -168,7 +189,23 @@ function Shell(props: AppProps) {
       }
     }
     router.dispatch(input, key);
-  });
+  };
+  const onKeyRef = useRef(onKey);
+  onKeyRef.current = onKey;
+  // Every chunk the terminal sends, split into keys, each handled in turn (input.ts).
+  const { setRawMode, internal_eventEmitter: events } = useStdin();
+  useEffect(() => {
+    setRawMode(true);
+    const splitter = new KeySplitter();
+    const onInput = (data: string) => {
+      for (const [input, key] of splitter.feed(data)) onKeyRef.current(input, key);
+    };
+    events.on('input', onInput);
+    return () => {
+      events.off('input', onInput);
+      setRawMode(false);
+    };
+  }, [events, setRawMode]);
   const bodyHeight = Math.max(4, size.rows - 3);
   const body = { width: size.columns, height: bodyHeight };
   const screens: Record<ScreenId, ReactNode> = {
@@ -187,7 +224,7 @@ function Shell(props: AppProps) {
           <Tabs screen={screen} />
           <Box height={bodyHeight} flexDirection="column" overflow="hidden">
             {help ? (
-              <Help screen={screen} height={bodyHeight} />
+              <Help screen={screen} height={bodyHeight} width={size.columns} />
             ) : (
               <ScreenBoundary resetKey={`${screen}:${gen}`}>{screens[screen]}</ScreenBoundary>
             )}

@@ -1,4 +1,5 @@
-import { Box, Text } from 'ink';
+import { Box, Text, useStdout } from 'ink';
+import type { KeyPress } from './input.js';
 import { useKeys } from './keys.js';
 import { useRef, useState, type ReactNode } from 'react';
 import { useTheme } from './theme.js';
@@ -23,6 +24,18 @@ export function row(columns: Column[], cells: string[]): string {
   return columns.map((c, i) => fit(clean(cells[i] ?? ''), c.width, c.align)).join(' ');
 }
 
+/** Which rows a table of `height` lines shows: the selection stays in view; none selected, the newest (last). */
+export function visibleRows(n: number, selected: number, height: number): { start: number; end: number } {
+  const visible = Math.max(1, height - 1);
+  const start = selected < 0 ? Math.max(0, n - visible) : Math.max(0, selected - visible + 1);
+  return { start, end: Math.min(n, start + visible) };
+}
+
+/**
+ * A table. Every cell goes through clean() (row()), so no screen can draw a name or a note the
+ * terminal would obey. The selected row is marked with `>` as well as inverse video: a terminal
+ * without attributes (TERM=dumb, NO_COLOR on some) still shows where the selection is.
+ */
 export function Table(props: {
   columns: Column[];
   rows: string[][];
@@ -32,29 +45,47 @@ export function Table(props: {
   empty?: string;
 }) {
   const theme = useTheme();
-  const cols = layout(props.columns, props.width);
-  const visible = Math.max(1, props.height - 1);
+  const cols = layout(props.columns, props.width - 1);
   const sel = props.selected ?? -1;
-  // No selection: a tail, showing the newest (last) rows. Otherwise the selection stays in view.
-  const start = sel < 0 ? Math.max(0, props.rows.length - visible) : Math.max(0, sel - visible + 1);
-  const shown = props.rows.slice(start, start + visible);
+  const { start, end } = visibleRows(props.rows.length, sel, props.height);
+  const shown = props.rows.slice(start, end);
   return (
     <Box flexDirection="column" height={props.height}>
       <Text bold>
+        {' '}
         {row(
           cols,
           cols.map((c) => c.title.toUpperCase()),
         )}
       </Text>
       {props.rows.length === 0 ? (
-        <Text dimColor>{props.empty ?? 'Nothing here.'}</Text>
+        <Text dimColor>{clean(props.empty ?? 'Nothing here.')}</Text>
       ) : (
         shown.map((cells, i) => (
           <Text key={start + i} inverse={start + i === sel} color={start + i === sel ? undefined : theme.none}>
+            {start + i === sel ? '>' : ' '}
             {row(cols, cells)}
           </Text>
         ))
       )}
+    </Box>
+  );
+}
+
+/** Lines of a detail pane, each cleaned and cut to one line: a pane cannot forget to. */
+export function Lines(props: {
+  lines: string[];
+  height: number;
+  width?: number;
+  bold?: (line: string, i: number) => boolean;
+}) {
+  return (
+    <Box flexDirection="column" height={props.height} width={props.width} overflow="hidden">
+      {props.lines.slice(0, props.height).map((l, i) => (
+        <Text key={i} wrap="truncate-end" bold={props.bold?.(l, i) ?? false}>
+          {clean(l) || ' '}
+        </Text>
+      ))}
     </Box>
   );
 }
@@ -125,7 +156,7 @@ export function Form(props: {
   const theme = useTheme();
   // The form's state lives in a ref: keys typed faster than React renders (a paste, a quick
   // Tab then text) each see the state the previous key left, not the last render's.
-  const st = useRef({ values: initialValues(props.fields), at: 0, cursor: 0 });
+  const st = useRef({ values: initialValues(props.fields), at: 0, cursor: 0, typed: '', typedAt: 0 });
   const [, bump] = useState(0);
   const { values, at, cursor } = st.current;
   useKeys((input, key) => {
@@ -138,19 +169,29 @@ export function Form(props: {
     if (key.tab || key.downArrow || key.upArrow) {
       s.at = key.upArrow || (key.tab && key.shift) ? (s.at + n - 1) % n : (s.at + 1) % n;
       s.cursor = 0;
+      s.typed = '';
     } else if (!field) return;
     else if (field.type === 'choice') {
       const i = field.options.findIndex((o) => o.value === s.values[field.key]);
       const m = field.options.length;
-      if (key.leftArrow || key.rightArrow || input === ' ') {
+      if (!key.paste && (key.leftArrow || key.rightArrow || input === ' ')) {
         const next = field.options[(i + (key.leftArrow ? m - 1 : 1)) % m];
         if (next) set(field.key, next.value);
+      } else if (input && !key.ctrl && !key.meta) {
+        // Type-ahead: letters typed within a second pick the first option they begin (or are in).
+        const now = Date.now();
+        s.typed = (now - s.typedAt < 1000 ? s.typed : '') + input.toLowerCase();
+        s.typedAt = now;
+        const labels = field.options.map((o) => o.label.toLowerCase());
+        const hit = labels.findIndex((l) => l.startsWith(s.typed));
+        const at = hit >= 0 ? hit : labels.findIndex((l) => l.includes(s.typed));
+        if (at >= 0) set(field.key, field.options[at].value);
       }
     } else if (field.type === 'multi') {
       const m = field.options.length;
       if (key.leftArrow) s.cursor = (s.cursor + m - 1) % m;
       else if (key.rightArrow) s.cursor = (s.cursor + 1) % m;
-      else if (input === ' ') {
+      else if (input === ' ' && !key.paste) {
         const opt = field.options[s.cursor];
         const cur = s.values[field.key] as string[];
         if (opt) set(field.key, cur.includes(opt.value) ? cur.filter((x) => x !== opt.value) : [...cur, opt.value]);
@@ -158,7 +199,8 @@ export function Form(props: {
     } else {
       const cur = s.values[field.key] as string;
       if (key.backspace || key.delete) set(field.key, cur.slice(0, -1));
-      else if (input && !key.ctrl && !key.meta) set(field.key, cur + input.replace(/[\r\n]/g, ''));
+      // Typed text, or a paste as one piece of text (controls, a trailing newline among them, dropped).
+      else if (input && !key.ctrl && !key.meta) set(field.key, cur + input.replace(/[\u0000-\u001f\u007f]/g, ''));
       else return;
     }
     bump((x) => x + 1);
@@ -166,8 +208,8 @@ export function Form(props: {
   const labelWidth = Math.min(18, Math.max(...props.fields.map((f) => f.label.length)) + 1);
   return (
     <Box flexDirection="column" borderStyle="round" paddingX={1} width={Math.min(props.width, 78)}>
-      <Text bold>{props.title}</Text>
-      {props.note ? <Text dimColor>{props.note}</Text> : null}
+      <Text bold>{clean(props.title)}</Text>
+      {props.note ? <Text dimColor>{clean(props.note)}</Text> : null}
       {props.fields.map((f, i) => {
         const focused = i === at;
         const v = values[f.key];
@@ -178,7 +220,7 @@ export function Form(props: {
         else if (f.type === 'multi')
           shown = f.options.map((o, j) => (
             <Text key={o.value} inverse={focused && j === cursor}>
-              {(v as string[]).includes(o.value) ? '[x]' : '[ ]'} {o.label}{' '}
+              {(v as string[]).includes(o.value) ? '[x]' : '[ ]'} {clean(o.label)}{' '}
             </Text>
           ));
         return (
@@ -195,13 +237,13 @@ export function Form(props: {
               <Text dimColor>
                 {'  '}
                 {' '.repeat(labelWidth)}
-                {f.hint}
+                {clean(f.hint)}
               </Text>
             ) : null}
           </Box>
         );
       })}
-      {props.error ? <Text color={theme.bad}>✗ {props.error}</Text> : null}
+      {props.error ? <Text color={theme.bad}>✗ {clean(props.error)}</Text> : null}
     </Box>
   );
 }
@@ -216,7 +258,7 @@ export function Confirm(props: { title: string; lines: string[]; onYes(): void; 
   return (
     <Box flexDirection="column" borderStyle="double" paddingX={1} width={Math.min(props.width, 78)}>
       <Text bold color={theme.warn}>
-        {props.title}
+        {clean(props.title)}
       </Text>
       {props.lines.map((l, i) => (
         <Text key={i}>{clean(l)}</Text>
@@ -226,34 +268,128 @@ export function Confirm(props: { title: string; lines: string[]; onYes(): void; 
   );
 }
 
-/** A token's secret, once: closing the box drops it from the console's memory. */
+/** OSC 52: the terminal puts `text` on the clipboard (of the machine the operator sits at, over SSH too). */
+export function osc52(text: string): string {
+  return `\x1b]52;c;${Buffer.from(text, 'utf8').toString('base64')}\x07`;
+}
+
+/**
+ * A token's secret, once: closing the box drops it from the console's memory. `c` copies it
+ * to the terminal's clipboard (OSC 52), for terminals that allow it (tmux: set-clipboard on).
+ */
 export function SecretBox(props: { title: string; secret: string; onClose(): void; width: number }) {
   const theme = useTheme();
-  useKeys((_input, key) => {
+  const { stdout } = useStdout();
+  const [copied, setCopied] = useState(false);
+  useKeys((input, key) => {
     if (key.return || key.escape) props.onClose();
+    else if (input === 'c' && !key.paste) {
+      stdout.write(osc52(props.secret));
+      setCopied(true);
+    }
   });
   return (
     <Box flexDirection="column" borderStyle="double" paddingX={1} width={Math.min(props.width, 78)}>
       <Text bold color={theme.warn}>
-        {props.title}
+        {clean(props.title)}
       </Text>
       <Text>Shown ONCE: copy it now. It is not stored and cannot be shown again.</Text>
       <Text> </Text>
-      <Text bold>{props.secret}</Text>
+      <Text bold>{clean(props.secret)}</Text>
       <Text> </Text>
-      <Text dimColor>Enter or Esc: I have stored it</Text>
+      {copied ? (
+        <Text color={theme.good}>Sent to the terminal's clipboard (OSC 52), if the terminal allows it.</Text>
+      ) : null}
+      <Text dimColor>c: copy to the clipboard · Enter or Esc: I have stored it</Text>
     </Box>
   );
 }
 
-/** One line under a screen: the outcome of the last action, or its error in msgctl's words. */
-export function Flash(props: { flash: { ok: boolean; text: string } | null }) {
+/** How many lines the flash takes at this width: one, or two for a long one (a URL to copy). */
+export function flashLines(flash: { text: string } | null, width: number): number {
+  return flash && flash.text.length + 2 > width ? 2 : 1;
+}
+
+/**
+ * One line under a screen (two for a long message): the outcome of the last action, or its
+ * error in msgctl's words, and on the right where the selection is (12/300).
+ */
+export function Flash(props: {
+  flash: { ok: boolean; text: string } | null;
+  position?: { at: number; of: number } | null;
+  width?: number;
+}) {
   const theme = useTheme();
-  if (!props.flash) return null;
+  const pos = props.position && props.position.of > 0 ? `${props.position.at + 1}/${props.position.of}` : '';
+  if (!props.flash && !pos) return null;
+  const long = props.flash && props.width !== undefined && flashLines(props.flash, props.width) > 1;
   return (
-    <Text color={props.flash.ok ? theme.good : theme.bad} wrap="truncate-end">
-      {props.flash.ok ? '✓ ' : '✗ '}
-      {clean(props.flash.text)}
+    <Box justifyContent="space-between">
+      {props.flash ? (
+        <Text color={props.flash.ok ? theme.good : theme.bad} wrap={long ? 'wrap' : 'truncate-end'}>
+          {props.flash.ok ? '✓ ' : '✗ '}
+          {clean(props.flash.text)}
+        </Text>
+      ) : (
+        <Text> </Text>
+      )}
+      {pos && !long ? <Text dimColor> {pos}</Text> : null}
+    </Box>
+  );
+}
+
+/**
+ * `/` type-to-filter over a list: while typing, every key goes to the filter (Enter keeps it,
+ * Esc clears it); afterwards Esc clears it. `handle` says whether it took the key.
+ */
+export function useTypeFilter(onChange: () => void) {
+  const st = useRef({ text: '', typing: false });
+  const [, bump] = useState(0);
+  const set = (text: string, typing: boolean) => {
+    st.current = { text, typing };
+    bump((x) => x + 1);
+    onChange();
+  };
+  const handle = (input: string, key: KeyPress): boolean => {
+    const s = st.current;
+    if (s.typing) {
+      if (key.escape) set('', false);
+      else if (key.return || key.downArrow || key.upArrow) set(s.text, false);
+      else if (key.backspace || key.delete) set(s.text.slice(0, -1), true);
+      else if (input && !key.ctrl && !key.meta) set(s.text + input.replace(/[\u0000-\u001f\u007f]/g, ''), true);
+      return true;
+    }
+    if (input === '/' && !key.paste) {
+      set(s.text, true);
+      return true;
+    }
+    if (key.escape && s.text) {
+      set('', false);
+      return true;
+    }
+    return false;
+  };
+  const matches = (...fields: (string | null | undefined)[]) => {
+    const t = st.current.text.trim().toLowerCase();
+    return !t || fields.some((f) => (f ?? '').toLowerCase().includes(t));
+  };
+  return {
+    text: st.current.text,
+    typing: st.current.typing,
+    active: st.current.typing || st.current.text !== '',
+    handle,
+    matches,
+  };
+}
+
+/** The filter's line over a list while it is typed or in force. */
+export function FilterLine(props: { filter: { text: string; typing: boolean }; shown: number; of: number }) {
+  const theme = useTheme();
+  return (
+    <Text wrap="truncate-end" color={props.filter.typing ? theme.accent : undefined}>
+      / {clean(props.filter.text)}
+      {props.filter.typing ? '▏' : ''} · {props.shown} of {props.of}
+      {props.filter.typing ? ' · Enter keeps · Esc clears' : ' · / changes · Esc clears'}
     </Text>
   );
 }

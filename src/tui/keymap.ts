@@ -1,4 +1,5 @@
-// Every key the console answers to, in one place: the footer shows a screen's few, `?` all.
+// Every key the console answers to, in one place: the footer shows a screen's most needed
+// keys that fit the width (its actions before the global keys), `?` lists them all.
 
 export type ScreenId = 'overview' | 'partners' | 'gateways' | 'webhooks' | 'messages' | 'jobs';
 
@@ -11,56 +12,65 @@ export const SCREENS: { id: ScreenId; key: string; title: string }[] = [
   { id: 'jobs', key: '6', title: 'Jobs' },
 ];
 
-export type Binding = [keys: string, what: string];
+/** A key, what it does (the ? list), and its word in the footer (none: only in the ? list). */
+export type Binding = [keys: string, what: string, short?: string];
 
 export const GLOBAL_KEYS: Binding[] = [
   ['1-6, Tab, S-Tab', 'switch screen'],
   ['↑↓ or j/k', 'move'],
+  ['g / G', 'top / bottom'],
+  ['PgUp / PgDn', 'a page up / down'],
   ['Enter', 'open'],
   ['Esc', 'back'],
   ['?', 'all keys'],
   ['q, Ctrl-C', 'quit'],
 ];
 
+// In order of need: the footer takes them from the top while they fit.
 export const SCREEN_KEYS: Record<ScreenId, Binding[]> = {
   overview: [],
   partners: [
-    ['n', 'new partner'],
-    ['t', 'top up'],
-    ['a', 'adjust balance'],
-    ['c', 'credit limit'],
-    ['s', 'suspend / activate'],
-    ['i', 'issue token'],
-    ['r', 'revoke token'],
-    ['g', 'assign channel'],
-    ['u', 'unassign channel'],
+    ['i', 'issue token', 'token'],
+    ['A', 'assign channel', 'channel'],
+    ['t', 'top up', 'top up'],
+    ['a', 'adjust balance', 'adjust'],
+    ['c', 'credit limit', 'credit'],
+    ['n', 'new partner', 'new'],
+    ['/', 'filter (type to narrow)', 'filter'],
+    ['s', 'suspend / activate', 'suspend'],
+    ['r', 'revoke token', 'revoke'],
+    ['u', 'unassign channel', 'unassign'],
+    ['L', 'the whole ledger, by pages (in the detail)', 'ledger'],
   ],
   gateways: [
-    ['n', 'add gateway'],
-    ['e', 'edit settings and secrets'],
-    ['d', 'disable / enable'],
-    ['p', 'set a price'],
+    ['n', 'add gateway', 'add'],
+    ['e', 'edit settings and secrets', 'edit'],
+    ['d', 'disable / enable', 'disable'],
+    ['p', 'set a price', 'price'],
+    ['P', 'all prices (per channel and partner)', 'prices'],
+    ['/', 'filter (type to narrow)', 'filter'],
   ],
   webhooks: [
-    ['Space', 'pause / resume'],
-    ['/', 'filter'],
-    ['o', 'show deliveries out too'],
-    ['Enter', 'detail'],
-    ['R', 'reprocess (unroutable)'],
+    ['Space', 'pause / resume', 'pause'],
+    ['/', 'filter: provider, gateway, verdict, text', 'filter'],
+    ['o', 'show deliveries out too', 'out too'],
+    ['Enter', 'detail', 'detail'],
+    ['R', 'reprocess (unroutable)', 'reprocess'],
+    ['G', 'follow the newest'],
   ],
   messages: [
-    ['/', 'find'],
-    ['Enter', 'history'],
+    ['/', 'find', 'find'],
+    ['Enter', 'history', 'history'],
   ],
   jobs: [
-    ['d', 'dead / waiting'],
-    ['R', 'retry dead job'],
+    ['d', 'dead / waiting', 'dead/waiting'],
+    ['R', 'retry dead job', 'retry'],
   ],
 };
 
-const text = (keys: Binding[]) => keys.map(([k, what]) => `${k} ${what}`).join(' · ');
+const text = (keys: Binding[]) => keys.map(([k, what, short]) => `${k} ${short ?? what}`).join(' · ');
 
-/** The footer: as many of the screen's keys as fit in `width`, then always ? and q. */
+/** The footer: as many of the screen's keys as fit in `width`, by need, then always ? and q. */
 export function footer(screen: ScreenId, mode: 'list' | 'detail' | 'form', width: number): string {
   if (mode === 'form')
     return text([
@@ -71,12 +81,13 @@ export function footer(screen: ScreenId, mode: 'list' | 'detail' | 'form', width
     ]);
   const always: Binding[] = [
     ...(mode === 'detail' ? ([['Esc', 'back']] as Binding[]) : []),
-    ['?', 'keys'],
+    ['?', 'all'],
     ['q', 'quit'],
   ];
   const shown: Binding[] = [];
   for (const b of SCREEN_KEYS[screen]) {
-    if (text([...shown, b, ...always]).length > width) break;
+    if (!b[2]) continue;
+    if (text([...shown, b, ...always]).length > width) continue;
     shown.push(b);
   }
   return text([...shown, ...always]);

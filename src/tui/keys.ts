@@ -1,11 +1,11 @@
-import type { Key } from 'ink';
+import type { KeyPress } from './input.js';
 import { createContext, useContext, useEffect, useRef } from 'react';
 
 // One subscription to the terminal (the app's), and handlers registered while components
 // render. Ink's own useInput subscribes in an effect, after the first frame is drawn: a key
 // typed right after a form appears (a paste, a fast Tab) would reach nobody.
 
-export type KeyHandler = (input: string, key: Key) => void;
+export type KeyHandler = (input: string, key: KeyPress) => void;
 
 export class KeyRouter {
   private seq = 0;
@@ -13,7 +13,7 @@ export class KeyRouter {
   next(): number {
     return ++this.seq;
   }
-  dispatch(input: string, key: Key) {
+  dispatch(input: string, key: KeyPress) {
     for (const h of [...this.handlers.values()]) if (h.active) h.fn(input, key);
   }
 }

@@ -1,16 +1,12 @@
 import { formatMoney } from '../lib/money.js';
+import { safeLine } from '../lib/terminal-text.js';
 
 // Text the console draws: anything from outside (a webhook body, a partner's name) is shown,
 // never obeyed by the terminal, and cut to the width it has.
 
-// C0 controls (tab and newline too: a table cell is one line), DEL and C1 controls.
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
-
-export function clean(text: string | null | undefined): string {
-  if (text === null || text === undefined) return '';
-  return String(text).replace(CONTROLS, (c) =>
-    c === '\n' || c === '\t' ? ' ' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+/** One line as the terminal must see it: lib/terminal-text.ts's safeLine, shared with msgctl. */
+export function clean(text: string | number | null | undefined): string {
+  return safeLine(text);
 }
 
 /** Cut to `width` columns, with … when cut; padded on the right (or left, for figures). */

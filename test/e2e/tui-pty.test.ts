@@ -123,7 +123,7 @@ describe('msgctl tui in a real terminal', () => {
     await s.keys(KEY.enter);
     await s.see(/Add sandbox gateway sbx/);
     await s.keys(KEY.enter);
-    await s.see(/Added sandbox gateway sbx\. Its webhook URL is below\./);
+    await s.see(/Added sandbox gateway sbx\. Register its webhook URL:/);
     await s.see(/http:\/\/127\.0\.0\.1:\d+\/api\/webhook\.php\?gateway=gw_\w{26}/);
 
     // The partner, its token, money and channel.
@@ -146,7 +146,7 @@ describe('msgctl tui in a real terminal', () => {
     await s.see(/Balance 0\.00 USD → 10\.00 USD\./);
     await s.keys('y');
     await s.see(/Topped up acme by 10\.00 USD; balance 10\.00 USD\./);
-    await s.keys('g');
+    await s.keys('A');
     await s.see(/Assign a channel to acme/);
     await s.keys(KEY.right, KEY.right, KEY.right);
     await s.see(/‹ sms ›/);
@@ -162,7 +162,7 @@ describe('msgctl tui in a real terminal', () => {
       token,
     );
     expect(sent.status).toBe(200);
-    await s.see(/in\s+sandbox\s+sbx\s+verified\s+processed/, 20_000);
+    await s.see(/\d\d sandbox\s+sbx\s+verified\s+processed/, 20_000);
     // Its detail: what the webhook changed, the message it moved.
     await s.keys(KEY.up, KEY.enter);
     await s.see(new RegExp(`status delivered: message ${sent.body.id} \\(now delivered\\)`));

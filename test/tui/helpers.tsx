@@ -36,6 +36,8 @@ export function flat(frame: string): string {
 export interface Console {
   cli: Cli;
   frame(): string;
+  /** Every byte the console has written so far, escape sequences and all. */
+  written(): string;
   /** Keystrokes, one write each (a string of letters is typed as one burst, as a paste would be). */
   press(...keys: string[]): Promise<void>;
   /** Wait until the frame contains `text` (or matches it), and return the frame. */
@@ -64,16 +66,17 @@ export const FIXED_NOW = Date.UTC(2026, 10, 26, 10, 0, 0);
 export function openConsole(
   dataDir: string,
   screen?: ScreenId,
-  opts: { now?: () => number; showDir?: string } = {},
+  opts: { now?: () => number; showDir?: string; size?: { columns: number; rows: number } } = {},
 ): Console {
   const cli = openCli({ dataDir });
   if (opts.now) cli.ctx.now = opts.now;
   const deps = { ...tuiDeps(cli), ...(opts.showDir ? { dataDir: opts.showDir } : {}) };
-  const r = render(<App deps={deps} size={{ columns: 80, rows: 24 }} initialScreen={screen} />);
+  const r = render(<App deps={deps} size={opts.size ?? { columns: 80, rows: 24 }} initialScreen={screen} />);
   const frame = () => r.lastFrame() ?? '';
   return {
     cli,
     frame,
+    written: () => r.frames.join(''),
     async press(...keys) {
       for (const k of keys) {
         r.stdin.write(k);

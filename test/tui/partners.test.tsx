@@ -29,7 +29,7 @@ describe('msgctl tui: partners', () => {
     c = openConsole(newDataDir());
     await createAcme(c);
     const f = await c.see(/acme\s+Acme Ltd\s+active\s+0\.00 USD/);
-    expect(f).toContain('n new partner');
+    expect(f).toContain('n new');
     const p = getPartner(c.cli.ctx, 'acme');
     expect(p.name).toBe('Acme Ltd');
     const entry = listAudit(c.cli.ctx, 10).find((a) => a.action === 'partner.create');
@@ -114,7 +114,7 @@ describe('msgctl tui: partners', () => {
     c = openConsole(newDataDir());
     addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await createAcme(c);
-    await c.press('g');
+    await c.press('A');
     await c.see('Assign a channel to acme');
     // Channel: whatsapp → messenger → instagram → sms.
     await c.press(KEY.right, KEY.right, KEY.right);
@@ -129,7 +129,7 @@ describe('msgctl tui: partners', () => {
     await c.see('Unassign sms from acme?');
     await c.press('y');
     await c.see('Unassigned sms (+15550001111) from acme.');
-    await c.see('none: g assigns one');
+    await c.see('none: A assigns one');
   });
 
   it('suspends after confirmation and activates again', async () => {

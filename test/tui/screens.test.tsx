@@ -84,7 +84,12 @@ function webhook(ctx: Console['cli']['ctx'], over: Partial<WebhookLogRow>): Webh
     method: 'POST',
     path: '/api/webhook.php',
     headers: JSON.stringify({ 'content-type': 'application/json', 'x-msgd-sandbox-signature': '[redacted]' }),
-    body: Buffer.from(JSON.stringify({ object: 'msgd_sandbox', events: [{ id: 'e1', status: 'delivered' }] })),
+    body: Buffer.from(
+      JSON.stringify({
+        object: 'msgd_sandbox',
+        events: [{ id: 'e1', message_id: 'msg_01jd2k8x4v9q6r3m5t7w0y1z2a', status: 'delivered' }],
+      }),
+    ),
     verification: 'ok',
     verification_reason: null,
     processing: 'processed',
@@ -112,6 +117,8 @@ describe('msgctl tui: screens', () => {
     expect(f).toMatch(/whatsapp .*unroutable 1\/1/);
     expect(f).toContain('ok 4/24 · failed 1/1 · endpoints failing 0 · disabled 0');
     expect(f).toContain('acme 3.00 USD (< 5.00)');
+    // The gateway failing comes first, ahead of the busier one that does not.
+    expect(f.indexOf('twilio-main')).toBeLessThan(f.indexOf('sandbox-1'));
     expect(f).not.toContain('globex');
     capture('overview', f);
   });
@@ -177,15 +184,19 @@ describe('msgctl tui: screens', () => {
     f = await con.see('••••••••••••••••••');
     expect(f).not.toContain('super-secret-token');
     await con.press(KEY.enter);
-    f = await con.see('Added twilio gateway tw2. Its webhook URL is below.');
+    f = flat(await con.see('Added twilio gateway tw2.'));
+    expect(f).toMatch(/Register its webhook URL: http:\/\/127\.0\.0\.1:8080\/api\/webhook\.php\?gateway=gw_\w{26}/);
+    f = con.frame();
     expect(f).not.toContain('super-secret-token');
     const gw = getGateway(con.cli.ctx, 'tw2');
     expect(gw.secret_names).toEqual(['auth_token']);
     expect(
       con.cli.ctx.db.sqlite.prepare('SELECT secrets FROM gateways WHERE name = ?').pluck().get('tw2'),
     ).not.toContain('super-secret-token');
-    await con.press(KEY.down);
+    // The pane under the list is the new gateway's own: it is selected.
     f = await con.see('tw2 · Twilio');
+    expect(f).toMatch(/>tw2\s+twilio/);
+    expect(f).toContain(`gateway=${gw.id}`);
     expect(f).toContain('secrets: auth_token (values never shown)');
     expect(f).toMatch(/http:\/\/127\.0\.0\.1:8080\/api\/webhook\.php\?gateway=gw_\w{26}/);
   });
@@ -248,8 +259,8 @@ describe('msgctl tui: screens', () => {
       received_at: FIXED_NOW - 2000,
     });
     let f = await con.see('unroutable');
-    expect(f).toMatch(/in\s+sandbox\s+sandbox-1\s+verified\s+processed/);
-    expect(f).toMatch(/in\s+twilio\s+twilio-main\s+bad signature\s+rejected\s+signature does no/);
+    expect(f).toMatch(/\d\d sandbox\s+sandbox-1\s+verified\s+processed/);
+    expect(f).toMatch(/\d\d twilio\s+twilio-main\s+bad signature\s+rejected\s+signature does/);
     capture('webhooks', f);
 
     await con.press(' ');
@@ -258,16 +269,16 @@ describe('msgctl tui: screens', () => {
     await new Promise((r) => setTimeout(r, 700));
     expect(con.frame()).not.toContain('sendgrid');
     await con.press(' ');
-    await con.see(/in\s+sendgrid/);
+    await con.see(/\d\d sendgrid/);
 
     await con.press('/');
     await con.see('Filter the tail');
-    await con.press(KEY.down, KEY.down, KEY.right, KEY.right, KEY.right);
+    await con.press(KEY.down, KEY.down, KEY.down, KEY.right, KEY.right, KEY.right);
     await con.see('‹ unroutable ›');
     await con.press(KEY.enter);
     f = await con.see('filter: unroutable');
-    expect(f).not.toMatch(/in\s+sandbox\s+sandbox-1/);
-    expect(f).toMatch(/in\s+whatsapp\s+-\s+unroutable/);
+    expect(f).not.toMatch(/\d\d sandbox\s+sandbox-1/);
+    expect(f).toMatch(/\d\d whatsapp\s+-\s+unroutable/);
 
     await con.press(KEY.up, KEY.enter);
     f = await con.see('what it changed: unroutable: no channel for phone number id 5551');

@@ -107,7 +107,15 @@ export function readOverview(ctx: CoreCtx, now = ctx.now()): Overview {
             cap: g.cap ?? Infinity,
           }
         : null,
-    gateways: [...gws.values()],
+    // The gateways that need a look first: most failures, then most errors, then most traffic.
+    gateways: [...gws.values()].sort(
+      (a, b) =>
+        b.failed.hour - a.failed.hour ||
+        b.failed.minute - a.failed.minute ||
+        b.errors.reduce((n, e) => n + e.hour, 0) - a.errors.reduce((n, e) => n + e.hour, 0) ||
+        b.sent.hour - a.sent.hour ||
+        a.name.localeCompare(b.name),
+    ),
     webhooksIn: [...providers.values()].sort((a, b) => a.provider.localeCompare(b.provider)),
     deliveries: { ...deliveries, failingEndpoints: endpoints.failing, disabledEndpoints: endpoints.disabled },
     lowBalance,

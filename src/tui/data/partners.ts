@@ -2,6 +2,7 @@ import type { CoreCtx } from '../../core/context.js';
 import { listChannels, type ChannelWithGateway } from '../../core/channels.js';
 import { listLedger, type LedgerEntry } from '../../core/ledger.js';
 import { getPartner, listPartners, type Partner } from '../../core/partners.js';
+import { listPrices, type PriceListRow } from '../../core/prices.js';
 import { listTokens, tokenJson } from '../../core/tokens.js';
 import { stmt } from '../../db/stmt.js';
 
@@ -75,6 +76,8 @@ export interface PartnerDetail {
   channels: ChannelWithGateway[];
   tokens: ReturnType<typeof tokenJson>[];
   ledger: LedgerEntry[];
+  /** The prices it pays: its own, else the default, per channel. */
+  prices: PriceListRow[];
 }
 
 export function readPartnerDetail(ctx: CoreCtx, ref: string): PartnerDetail {
@@ -84,6 +87,31 @@ export function readPartnerDetail(ctx: CoreCtx, ref: string): PartnerDetail {
     partner,
     channels: listChannels(ctx, { partner: partner.id }),
     tokens: listTokens(ctx, partner.id).map((t) => tokenJson(t, now)),
-    ledger: listLedger(ctx, partner.id, { limit: 8 }).entries,
+    ledger: listLedger(ctx, partner.id, { limit: 6 }).entries,
+    prices: effectivePrices(listPrices(ctx, { partner: partner.id })),
   };
+}
+
+/** Per channel, the partner's own price where it has one, else the default. */
+function effectivePrices(rows: PriceListRow[]): PriceListRow[] {
+  const by = new Map<string, PriceListRow>();
+  for (const r of rows) if (r.partner_id || !by.has(r.channel_type)) by.set(r.channel_type, r);
+  return [...by.values()];
+}
+
+export interface LedgerPage {
+  partner: Partner;
+  entries: LedgerEntry[];
+  /** The id this page was read before (none: the newest page). */
+  before: number | undefined;
+  /** The id to read the next (older) page before, if there is one. */
+  next: number | null;
+}
+
+/** One page of a partner's ledger, newest first, before the entry id `before` (the newest page without it). */
+export function readLedgerPage(ctx: CoreCtx, ref: string, before: number | undefined, size: number): LedgerPage {
+  const n = Math.max(1, size);
+  const { partner, entries } = listLedger(ctx, ref, { limit: n + 1, before });
+  const page = entries.slice(0, n);
+  return { partner, entries: page, before, next: entries.length > n ? page[page.length - 1].id : null };
 }

@@ -77,13 +77,25 @@ export interface TailFilter {
   provider: string;
   gateway: string;
   verdict: string;
+  /** Free text, found in any of the row's words (id, path, gateway, error, its events' note). */
+  text: string;
 }
 
-export const NO_FILTER: TailFilter = { provider: '', gateway: '', verdict: '' };
+export const NO_FILTER: TailFilter = { provider: '', gateway: '', verdict: '', text: '' };
 
-export function matches(r: TailRow, f: TailFilter): boolean {
+export const filtered = (f: TailFilter) => !!(f.provider || f.gateway || f.verdict || f.text.trim());
+
+/** `words` gives the row's searchable text beyond its own fields (gateway name, event note). */
+export function matches(r: TailRow, f: TailFilter, words: (r: TailRow) => string = () => ''): boolean {
   if (f.provider && r.provider !== f.provider) return false;
   if (f.gateway && r.gateway_id !== f.gateway) return false;
   if (f.verdict && verdictOf(r) !== f.verdict) return false;
+  const text = f.text.trim().toLowerCase();
+  if (text) {
+    const hay = [r.id, r.provider, r.path, r.processing, verdictOf(r), r.error, r.verification_reason, words(r)]
+      .join(' ')
+      .toLowerCase();
+    if (!hay.includes(text)) return false;
+  }
   return true;
 }

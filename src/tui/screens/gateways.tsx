@@ -1,6 +1,6 @@
 import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import { listChannels } from '../../core/channels.js';
 import { CHANNEL_TYPES, type GatewayKind } from '../../core/context.js';
 import { COUNTER_NAMES } from '../../core/counters.js';
@@ -8,12 +8,21 @@ import { readCounterWindows } from '../../core/counter-store.js';
 import { GATEWAY_KINDS, isGatewayKind } from '../../core/gateway-kinds.js';
 import { addGateway, getGateway, listGateways, updateGateway, type GatewayView } from '../../core/gateways.js';
 import { getPartner, listPartners } from '../../core/partners.js';
-import { setPrice, unsetPrice } from '../../core/prices.js';
+import { listPrices, setPrice, unsetPrice, type PriceListRow } from '../../core/prices.js';
 import { parseMoney } from '../../lib/money.js';
-import { Flash, Table, moveSel, type Field, type FormValues } from '../components.js';
+import {
+  FilterLine,
+  Flash,
+  Table,
+  flashLines,
+  moveSel,
+  useTypeFilter,
+  type Field,
+  type FormValues,
+} from '../components.js';
 import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
 import { useOverlay, type Step } from '../overlay.js';
-import { clean, money } from '../text.js';
+import { clean, money, when } from '../text.js';
 
 // Gateways: provider accounts with their health (errors of the last hour by provider code, from
 // msgd's counters) and the webhook URL to register. Secrets are typed into masked fields, go
@@ -95,11 +104,27 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
   const { ctx, actor } = deps;
   const [sel, setSel] = useState(0);
   const [flash, setFlash] = useState<FlashState>(null);
+  const [prices, setPrices] = useState(false);
+  const filter = useTypeFilter(() => setSel(0));
   const list = usePoll(2000, () => readRows(ctx));
-  const rows = list.data ?? [];
+  const all = list.data ?? [];
+  const rows = filter.active ? all.filter((r) => filter.matches(r.g.name, r.g.kind, r.g.id, r.g.status)) : all;
   const cur = rows[Math.min(sel, rows.length - 1)];
-  const overlay = useOverlay(setFlash, () => list.reload());
-  useMode(overlay.step ? 'form' : 'list');
+  const priceList = usePoll(2000, () => (prices ? listPrices(ctx) : null), [prices]);
+  // A gateway just added: selected once the list holds it.
+  const selectId = useRef<string | null>(null);
+  if (selectId.current) {
+    const at = rows.findIndex((r) => r.g.id === selectId.current);
+    if (at >= 0) {
+      selectId.current = null;
+      if (at !== sel) setSel(at);
+    }
+  }
+  const overlay = useOverlay(setFlash, () => {
+    list.reload();
+    priceList.reload();
+  });
+  useMode(overlay.step || filter.typing ? 'form' : prices ? 'detail' : 'list');
 
   const steps: Record<string, () => Step> = {
     n: () => ({
@@ -129,7 +154,9 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
             const { settings, secrets } = split(w);
             const g = addGateway(ctx, { kind, name, settings, secrets }, actor);
             const url = deps.webhookUrl(g);
-            return { text: `Added ${kind} gateway ${g.name}.${url ? ' Its webhook URL is below.' : ''}` };
+            // The new gateway selected, so the pane below is its own.
+            selectId.current = g.id;
+            return { text: `Added ${kind} gateway ${g.name}.${url ? ` Register its webhook URL: ${url}` : ''}` };
           },
         };
       },
@@ -229,6 +256,13 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
   useKeys(
     (input, key) => {
       if (overlay.isOpen()) return;
+      if (prices) {
+        if (key.escape || input === 'P') setPrices(false);
+        else if (input === 'p') overlay.openFrom(steps.p);
+        return;
+      }
+      if (input === 'P') return setPrices(true);
+      if (filter.handle(input, key)) return;
       const step = steps[input];
       if (step && (input === 'n' || input === 'p' || cur)) return overlay.openFrom(step);
       setSel((s) => moveSel(s, rows.length, input, key));
@@ -238,36 +272,50 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
 
   const over = overlay.element(width);
   const detailH = cur ? 9 : 0;
+  const shownFlash = flash ?? (list.error ? { ok: false, text: list.error } : null);
+  const flashH = flashLines(shownFlash, width);
   return (
     <Box flexDirection="column" width={width} height={height}>
-      {over ?? (
-        <>
-          <Table
-            width={width}
-            height={height - 1 - detailH}
-            selected={sel}
-            empty="No gateways yet: n adds one (sandbox needs no provider account)."
-            columns={[
-              { title: 'name', width: 16 },
-              { title: 'kind', width: 14 },
-              { title: 'status', width: 8 },
-              { title: 'rate/s', width: 13 },
-              { title: 'chans', width: 5, align: 'right' },
-              { title: 'errors (last hour)', width: 0 },
-            ]}
-            rows={rows.map((r) => [
-              r.g.name,
-              r.g.kind,
-              r.g.status,
-              r.rate,
-              String(r.channels),
-              r.errors.length ? r.errors.map((e) => `${e.code} ×${e.n}`).join(', ') : 'none',
-            ])}
-          />
-          {cur ? <GatewayDetail row={cur} width={width} /> : null}
-        </>
-      )}
-      <Flash flash={flash ?? (list.error ? { ok: false, text: list.error } : null)} />
+      {over ??
+        (prices ? (
+          <PriceTable rows={priceList.data ?? []} loaded={!!priceList.data} width={width} height={height - 1} />
+        ) : (
+          <>
+            {filter.active ? <FilterLine filter={filter} shown={rows.length} of={all.length} /> : null}
+            <Table
+              width={width}
+              height={height - flashH - detailH - (filter.active ? 1 : 0)}
+              selected={sel}
+              empty={
+                filter.active
+                  ? 'No gateway matches the filter (Esc clears it).'
+                  : 'No gateways yet: n adds one (sandbox needs no provider account).'
+              }
+              columns={[
+                { title: 'name', width: 16 },
+                { title: 'kind', width: 14 },
+                { title: 'status', width: 8 },
+                { title: 'rate/s', width: 13 },
+                { title: 'chans', width: 5, align: 'right' },
+                { title: 'errors (last hour)', width: 0 },
+              ]}
+              rows={rows.map((r) => [
+                r.g.name,
+                r.g.kind,
+                r.g.status,
+                r.rate,
+                String(r.channels),
+                r.errors.length ? r.errors.map((e) => `${e.code} ×${e.n}`).join(', ') : 'none',
+              ])}
+            />
+            {cur ? <GatewayDetail row={cur} width={width} /> : null}
+          </>
+        ))}
+      <Flash
+        width={width}
+        flash={shownFlash}
+        position={!over && !prices ? { at: Math.min(sel, rows.length - 1), of: rows.length } : null}
+      />
     </Box>
   );
 }
@@ -294,6 +342,46 @@ function GatewayDetail({ row, width }: { row: Row; width: number }) {
         secrets: {g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'}
       </Text>
       <Text wrap="truncate-end">serves: {GATEWAY_KINDS[g.kind].channels.join(', ')}</Text>
+    </Box>
+  );
+}
+
+/** Every price: the default per channel, and each partner's own. */
+function PriceTable({
+  rows,
+  loaded,
+  width,
+  height,
+}: {
+  rows: PriceListRow[];
+  loaded: boolean;
+  width: number;
+  height: number;
+}) {
+  return (
+    <Box flexDirection="column" width={width} height={height}>
+      <Text bold wrap="truncate-end">
+        Prices: the default per channel, and partners' own (p sets one · Esc back)
+      </Text>
+      <Table
+        width={width}
+        height={height - 1}
+        empty={loaded ? 'No prices set: every send is free. p sets one.' : 'Reading…'}
+        columns={[
+          { title: 'channel', width: 10 },
+          { title: 'for', width: 0 },
+          { title: 'amount', width: 16, align: 'right' },
+          { title: 'per', width: 8 },
+          { title: 'updated (utc)', width: 16 },
+        ]}
+        rows={rows.map((r) => [
+          r.channel_type,
+          r.partner_id ? (r.partner_slug ?? r.partner_id) : 'default (every partner)',
+          money(r.amount),
+          r.channel_type === 'sms' ? 'segment' : 'message',
+          when(r.updated_at).slice(0, 16),
+        ])}
+      />
     </Box>
   );
 }

@@ -79,7 +79,10 @@ export function JobsScreen({ width, height }: { width: number; height: number })
           />
         </>
       )}
-      <Flash flash={flash ?? (jobs.error ? { ok: false, text: jobs.error } : null)} />
+      <Flash
+        flash={flash ?? (jobs.error ? { ok: false, text: jobs.error } : null)}
+        position={!over ? { at: Math.min(sel, rows.length - 1), of: rows.length } : null}
+      />
     </Box>
   );
 }

@@ -1,7 +1,7 @@
 import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useState } from 'react';
-import { Flash, Table, moveSel } from '../components.js';
+import { Flash, Lines, Table, moveSel } from '../components.js';
 import { FIND_LIMIT, STATUS_SCAN, findMessages, messageWithHistory, type MessageQuery } from '../data/messages.js';
 import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
 import { useOverlay } from '../overlay.js';
@@ -78,8 +78,9 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
     <Box flexDirection="column" width={width} height={height}>
       {over ??
         (open && d ? (
-          <Box flexDirection="column" height={height - 1} overflow="hidden">
-            {[
+          <Lines
+            height={height - 1}
+            lines={[
               `${d.m.id} · ${d.m.direction} ${d.m.channel_type} · partner ${d.m.partner_id}`,
               `from ${clean(d.m.from)} to ${clean(d.m.to)}`,
               `status ${d.m.status} · price ${money(d.m.price)}${d.m.refunded ? ' (refunded)' : ''} · provider id ${clean(d.m.provider_message_id) || '-'}`,
@@ -90,15 +91,9 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
                 (h) =>
                   `  ${when(h.occurred_at)}  ${fit(h.status, 11)} ${fit(clean(h.provider_status) || '-', 14)} ${h.ignored ? 'not applied (late/duplicate)' : 'applied'}${h.error_code ? `  ${clean(h.error_code)}: ${clean(h.error_message)}` : ''}`,
               ),
-            ]
-              .filter((l) => l !== '')
-              .slice(0, height - 1)
-              .map((l, i) => (
-                <Text key={i} wrap="truncate-end" bold={i === 0 || l === 'HISTORY'}>
-                  {l}
-                </Text>
-              ))}
-          </Box>
+            ].filter((l) => l !== '')}
+            bold={(l, i) => i === 0 || l === 'HISTORY'}
+          />
         ) : (
           <Table
             width={width}
@@ -121,7 +116,10 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
             ])}
           />
         ))}
-      <Flash flash={flash ?? (found.error ? { ok: false, text: found.error } : null)} />
+      <Flash
+        flash={flash ?? (found.error ? { ok: false, text: found.error } : null)}
+        position={!over && !open ? { at: Math.min(sel, rows.length - 1), of: rows.length } : null}
+      />
     </Box>
   );
 }

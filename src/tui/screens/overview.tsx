@@ -1,6 +1,8 @@
+import { hostname } from 'node:os';
 import { Box, Text } from 'ink';
 import { readOverview, type Overview, type Tally } from '../data/overview.js';
 import { useDeps, useMode, usePoll } from '../hooks.js';
+import { liveness } from '../liveness.js';
 import { useTheme } from '../theme.js';
 import { clean, count, fit, money } from '../text.js';
 
@@ -39,7 +41,7 @@ export function OverviewScreen({ width, height }: { width: number; height: numbe
             waiting {count(q.waiting, q.cap)} · in flight {count(q.inFlight, q.cap)} · retrying{' '}
             {count(q.retrying, q.cap)} ·{' '}
             <Text color={q.dead > 0 ? theme.bad : undefined}>dead jobs {count(q.dead, q.cap)}</Text>
-            {o.server.state === 'running' ? '' : ' (as msgd last saw it)'}
+            {liveness(o.server, hostname()).state === 'running' ? '' : ' (as msgd last saw it)'}
           </Text>
         ) : (
           <Text dimColor>no figures yet: msgd has not written its first heartbeat on this data directory</Text>

@@ -16,8 +16,15 @@ import {
 } from '../../core/partners.js';
 import { SCOPES, issueToken, revokeToken } from '../../core/tokens.js';
 import { parseMoney } from '../../lib/money.js';
-import { Flash, Table, moveSel, type FormValues } from '../components.js';
-import { SpendToday, readPartnerDetail, readPartners, type PartnerDetail } from '../data/partners.js';
+import { FilterLine, Flash, Lines, Table, moveSel, useTypeFilter, type FormValues } from '../components.js';
+import {
+  SpendToday,
+  readLedgerPage,
+  readPartnerDetail,
+  readPartners,
+  type LedgerPage,
+  type PartnerDetail,
+} from '../data/partners.js';
 import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
 import { useOverlay, type Step } from '../overlay.js';
 import { clean, fit, money, when } from '../text.js';
@@ -32,20 +39,30 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
   const { ctx, actor } = deps;
   const spend = useMemo(() => new SpendToday(ctx), [ctx]);
   const [sel, setSel] = useState(0);
-  const [view, setView] = useState<'list' | 'detail'>('list');
+  const [view, setView] = useState<'list' | 'detail' | 'ledger'>('list');
   const [flash, setFlash] = useState<FlashState>(null);
+  const filter = useTypeFilter(() => setSel(0));
   const list = usePoll(2000, () => readPartners(ctx, spend));
-  const rows = list.data ?? [];
+  const all = list.data ?? [];
+  const rows = filter.active ? all.filter((r) => filter.matches(r.slug, r.name, r.id)) : all;
   const current: Partner | undefined = rows[Math.min(sel, rows.length - 1)];
   const detail = usePoll(2000, () => (view === 'detail' && current ? readPartnerDetail(ctx, current.id) : null), [
     view,
     current?.id,
   ]);
+  // The whole ledger, a page at a time, newest first: the ids where each page shown began.
+  const [pages, setPages] = useState<number[]>([]);
+  const ledgerRows = height - 4;
+  const ledger = usePoll(
+    2000,
+    () => (view === 'ledger' && current ? readLedgerPage(ctx, current.id, pages[pages.length - 1], ledgerRows) : null),
+    [view, current?.id, pages.join(',')],
+  );
   const overlay = useOverlay(setFlash, () => {
     list.reload();
     detail.reload();
   });
-  useMode(overlay.step ? 'form' : view);
+  useMode(overlay.step || filter.typing ? 'form' : view === 'list' ? 'list' : 'detail');
 
   const p = () => getPartner(ctx, current!.id);
   const steps: Record<string, () => Step> = {
@@ -245,7 +262,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
         },
       };
     },
-    g: () => {
+    A: () => {
       const partner = p();
       const gws = listGateways(ctx);
       if (gws.length === 0) throw new Error('no gateways yet: add one on the Gateways screen (3)');
@@ -318,8 +335,19 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
   useKeys(
     (input, key) => {
       if (overlay.isOpen()) return;
+      if (view === 'ledger') {
+        const l = ledger.data;
+        if (key.escape) return (setView('detail'), setPages([]));
+        if ((key.pageDown || input === ' ' || input === 'j' || key.downArrow) && l?.next)
+          return setPages((p) => [...p, l.next!]);
+        if ((key.pageUp || input === 'k' || key.upArrow) && pages.length) return setPages((p) => p.slice(0, -1));
+        if (input === 'g' || key.home) return setPages([]);
+        return;
+      }
+      if (view === 'list' && filter.handle(input, key)) return;
       if (key.escape) return setView('list');
       if (key.return && current) return setView('detail');
+      if (input === 'L' && view === 'detail' && current) return (setPages([]), setView('ledger'));
       const step = steps[input];
       if (step && (input === 'n' || current)) return overlay.openFrom(step);
       setSel((s) => moveSel(s, rows.length, input, key));
@@ -333,50 +361,70 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
     <Box flexDirection="column" width={width} height={height}>
       {over ? (
         over
+      ) : view === 'ledger' && ledger.data && ledger.data.before === pages[pages.length - 1] ? (
+        <LedgerPages page={ledger.data} pageNo={pages.length + 1} width={width} height={listHeight} />
       ) : view === 'detail' && detail.data ? (
-        <Detail d={detail.data} width={width} height={listHeight} />
+        <Detail d={detail.data} width={width} height={listHeight} rateDefault={ctx.config.rateLimit.perMinute} />
       ) : (
-        <Table
-          width={width}
-          height={listHeight}
-          selected={sel}
-          empty="No partners yet: n creates one."
-          columns={[
-            { title: 'slug', width: 14 },
-            { title: 'name', width: 0 },
-            { title: 'status', width: 9 },
-            { title: 'balance', width: 14, align: 'right' },
-            { title: 'credit', width: 10, align: 'right' },
-            { title: 'spent today', width: 11, align: 'right' },
-          ]}
-          rows={rows.map((r) => [
-            r.slug,
-            r.name,
-            r.status,
-            money(r.balance, r.currency),
-            money(r.credit_limit),
-            money(r.spendToday),
-          ])}
-        />
+        <>
+          {filter.active ? <FilterLine filter={filter} shown={rows.length} of={all.length} /> : null}
+          <Table
+            width={width}
+            height={listHeight - (filter.active ? 1 : 0)}
+            selected={sel}
+            empty={filter.active ? 'No partner matches the filter (Esc clears it).' : 'No partners yet: n creates one.'}
+            columns={[
+              { title: 'slug', width: 14 },
+              { title: 'name', width: 0 },
+              { title: 'status', width: 9 },
+              { title: 'balance', width: 14, align: 'right' },
+              { title: 'credit', width: 10, align: 'right' },
+              { title: 'spent today', width: 11, align: 'right' },
+            ]}
+            rows={rows.map((r) => [
+              r.slug,
+              r.name,
+              r.status,
+              money(r.balance, r.currency),
+              money(r.credit_limit),
+              money(r.spendToday),
+            ])}
+          />
+        </>
       )}
-      <Flash flash={flash ?? (list.error ? { ok: false, text: list.error } : null)} />
+      <Flash
+        flash={flash ?? (list.error ? { ok: false, text: list.error } : null)}
+        position={view === 'list' && !over ? { at: Math.min(sel, rows.length - 1), of: rows.length } : null}
+      />
     </Box>
   );
 }
 
-function Detail({ d, width, height }: { d: PartnerDetail; width: number; height: number }) {
+function Detail({
+  d,
+  width,
+  height,
+  rateDefault,
+}: {
+  d: PartnerDetail;
+  width: number;
+  height: number;
+  rateDefault: number;
+}) {
   const p = d.partner;
   const lines: string[] = [
     `${p.slug} · ${p.name} · ${p.status} · ${p.id}`,
     `balance ${money(p.balance, p.currency)} · credit ${money(p.credit_limit, p.currency)} · available ${money(p.balance + p.credit_limit, p.currency)}`,
-    '',
+    `rate limit ${p.rate_limit_per_minute ?? `${rateDefault} (default)`}/min · low-balance threshold ${
+      p.low_balance_threshold === null ? 'the default' : money(p.low_balance_threshold, p.currency)
+    }`,
     'CHANNELS',
     ...(d.channels.length
       ? d.channels.map(
           (c) =>
             `  ${fit(c.type, 10)} ${fit(clean(c.sender), 22)} via ${clean(c.gateway_name)} (${c.gateway_kind}${c.gateway_status === 'disabled' ? ', disabled' : ''})`,
         )
-      : ['  none: g assigns one']),
+      : ['  none: A assigns one']),
     'TOKENS',
     ...(d.tokens.length
       ? d.tokens.map(
@@ -384,7 +432,11 @@ function Detail({ d, width, height }: { d: PartnerDetail; width: number; height:
             `  ${fit(clean(t.name), 12)} ${fit(t.prefix + '…', 18)} ${fit(t.state, 8)} used ${fit(t.last_used_at ? t.last_used_at.slice(0, 16).replace('T', ' ') : 'never', 16)} ${t.scopes.join(',')}`,
         )
       : ['  none: i issues one']),
-    'RECENT LEDGER',
+    'PRICES',
+    ...(d.prices.length
+      ? [`  ${d.prices.map((x) => `${x.channel_type} ${money(x.amount)}${x.partner_id ? ' (own)' : ''}`).join(' · ')}`]
+      : ['  none set: every send is free']),
+    'RECENT LEDGER (L: all of it, by pages)',
     ...(d.ledger.length
       ? d.ledger.map(
           (e) =>
@@ -392,13 +444,49 @@ function Detail({ d, width, height }: { d: PartnerDetail; width: number; height:
         )
       : ['  no entries: t tops up']),
   ];
+  return <Lines lines={lines} height={height} width={width} bold={(l, i) => i === 0 || /^[A-Z ]+( \(|$)/.test(l)} />;
+}
+
+function LedgerPages({
+  page,
+  pageNo,
+  width,
+  height,
+}: {
+  page: LedgerPage;
+  pageNo: number;
+  width: number;
+  height: number;
+}) {
+  const p = page.partner;
   return (
-    <Box flexDirection="column" height={height} width={width} overflow="hidden">
-      {lines.slice(0, height).map((l, i) => (
-        <Text key={i} wrap="truncate-end" bold={i === 0 || /^[A-Z ]+$/.test(l)}>
-          {l || ' '}
-        </Text>
-      ))}
+    <Box flexDirection="column" width={width} height={height}>
+      <Text bold wrap="truncate-end">
+        {clean(`Ledger of ${p.slug} (${p.currency}) · page ${pageNo} · newest first`)}
+      </Text>
+      <Table
+        width={width}
+        height={height - 2}
+        columns={[
+          { title: 'time (utc)', width: 19 },
+          { title: 'kind', width: 10 },
+          { title: 'amount', width: 12, align: 'right' },
+          { title: 'balance', width: 12, align: 'right' },
+          { title: 'note / message', width: 0 },
+        ]}
+        rows={page.entries.map((e) => [
+          when(e.created_at),
+          e.kind,
+          money(e.amount),
+          money(e.balance_after),
+          e.note ?? e.message_id ?? '',
+        ])}
+        empty="No ledger entries."
+      />
+      <Text dimColor wrap="truncate-end">
+        {page.next ? 'PgDn/j: older · ' : 'the oldest entry · '}
+        {pageNo > 1 ? 'PgUp/k: newer · g: newest · ' : ''}Esc: back to the partner
+      </Text>
     </Box>
   );
 }

@@ -2,10 +2,10 @@ import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useMemo, useRef, useState } from 'react';
 import { WEBHOOK_PROVIDERS } from '../../providers/webhooks.js';
-import { Flash, Table } from '../components.js';
-import { gatewayNames, webhookDetail } from '../data/tail.js';
-import { describeEvents } from '../data/webhook-events.js';
-import { NO_FILTER, TailState, matches, verdictOf, type TailFilter } from '../data/tail-state.js';
+import { Flash, Table, visibleRows } from '../components.js';
+import { gatewayNames, webhookDetail, type TailRow } from '../data/tail.js';
+import { describeEvents, eventNote } from '../data/webhook-events.js';
+import { NO_FILTER, TailState, filtered, matches, verdictOf, type TailFilter } from '../data/tail-state.js';
 import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
 import { useOverlay } from '../overlay.js';
 import { useTheme } from '../theme.js';
@@ -18,6 +18,8 @@ interface Line {
   key: string;
   at: number;
   id: string | null;
+  /** The webhook in, whose note is read when it is on screen. */
+  row?: TailRow;
   cells: string[];
 }
 
@@ -46,6 +48,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   const [sel, setSel] = useState(-1);
   const [detailId, setDetailId] = useState<string | null>(null);
   const [scroll, setScroll] = useState(0);
+  const maxScroll = useRef(0);
   const [flash, setFlash] = useState<FlashState>(null);
   const poll = usePoll(
     500,
@@ -63,12 +66,28 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   const overlay = useOverlay(setFlash, () => poll.reload());
   useMode(overlay.step ? 'form' : detailId ? 'detail' : 'list');
 
+  // The NOTE of a verified webhook (its events' types and message ids), read from its stored
+  // body once, and only for rows on screen or searched.
+  const notes = useRef(new Map<string, { short: string; full: string }>()).current;
+  const noteOf = (r: TailRow, full = false): string => {
+    if (r.verification_reason || r.error) return r.verification_reason ?? r.error ?? '';
+    if (r.verification !== 'ok') return '';
+    let n = notes.get(r.id);
+    if (n === undefined) {
+      const stored = webhookDetail(ctx, r.id);
+      n = stored ? eventNote(ctx, stored) : { short: '', full: '' };
+      notes.set(r.id, n);
+    }
+    return full ? n.full : n.short;
+  };
   const lines: Line[] = useMemo(() => {
-    const inRows = (poll.data?.rows ?? []).filter((r) => matches(r, filter));
+    const words = (r: TailRow) => `${r.gateway_id ? (names.get(r.gateway_id) ?? '') : ''} ${noteOf(r, true)}`;
+    const inRows = (poll.data?.rows ?? []).filter((r) => matches(r, filter, words));
     const out: Line[] = inRows.map((r) => ({
       key: r.id,
       at: r.received_at,
       id: r.id,
+      row: r,
       cells: [
         clock(r.received_at),
         'in',
@@ -125,6 +144,13 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
           ],
         },
         {
+          key: 'text',
+          label: 'Text',
+          type: 'text',
+          initial: filter.text,
+          hint: 'in the id, path, error or events: a message id, "read"',
+        },
+        {
           key: 'verdict',
           label: 'Verdict',
           type: 'choice',
@@ -136,10 +162,20 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
         },
       ],
       submit: (v) => {
-        const f = { provider: String(v.provider), gateway: String(v.gateway), verdict: String(v.verdict) };
+        const f = {
+          provider: String(v.provider),
+          gateway: String(v.gateway),
+          verdict: String(v.verdict),
+          text: String(v.text).trim(),
+        };
         setFilter(f);
         setSel(-1);
-        const parts = [f.provider, f.gateway && (names.get(f.gateway) ?? f.gateway), f.verdict].filter(Boolean);
+        const parts = [
+          f.provider,
+          f.gateway && (names.get(f.gateway) ?? f.gateway),
+          f.verdict,
+          f.text && `"${f.text}"`,
+        ].filter(Boolean);
         return { text: parts.length ? `Showing only ${parts.join(', ')}.` : 'Showing every webhook.' };
       },
     });
@@ -149,8 +185,12 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
       if (overlay.isOpen()) return;
       if (detailId) {
         if (key.escape) return (setDetailId(null), setScroll(0));
-        if (key.downArrow || input === 'j') return setScroll((s) => s + 1);
-        if (key.upArrow || input === 'k') return setScroll((s) => Math.max(0, s - 1));
+        if (key.downArrow || input === 'j') return setScroll((s) => Math.min(maxScroll.current, s + 1));
+        if (key.upArrow || input === 'k') return setScroll((s) => Math.max(0, Math.min(maxScroll.current, s) - 1));
+        if (key.pageDown || input === ' ') return setScroll((s) => Math.min(maxScroll.current, s + 10));
+        if (key.pageUp) return setScroll((s) => Math.max(0, Math.min(maxScroll.current, s) - 10));
+        if (input === 'G' || key.end) return setScroll(maxScroll.current);
+        if (input === 'g' || key.home) return setScroll(0);
       }
       if (input === ' ') return setPaused((p) => !p);
       if (input === '/') return openFilter();
@@ -175,6 +215,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
       }
       if (key.escape) return setSel(-1);
       if (input === 'G' || key.end) return setSel(-1);
+      if ((input === 'g' || key.home) && lines.length) return setSel(0);
       if (key.upArrow || input === 'k') return setSel((s) => (s < 0 ? lines.length - 1 : Math.max(0, s - 1)));
       if (key.downArrow || input === 'j') return setSel((s) => (s < 0 || s >= lines.length - 1 ? -1 : s + 1));
     },
@@ -185,12 +226,19 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   const status = [
     paused ? 'PAUSED (Space resumes)' : sel >= 0 ? 'live, not following (G follows)' : 'live',
     outbound ? 'in + out' : 'in only (o adds deliveries out)',
-    filter.provider || filter.gateway || filter.verdict
-      ? `filter: ${[filter.provider, filter.gateway && (names.get(filter.gateway) ?? filter.gateway), filter.verdict].filter(Boolean).join(', ')}`
+    filtered(filter)
+      ? `filter: ${[filter.provider, filter.gateway && (names.get(filter.gateway) ?? filter.gateway), filter.verdict, filter.text && `"${filter.text}"`].filter(Boolean).join(', ')}`
       : 'no filter (/)',
   ].join(' · ');
   // The detail takes the screen but for a few rows of the tail above it.
   const detailH = detailId ? Math.max(8, height - 7) : 0;
+  const tableH = height - 2 - detailH;
+  const { start, end } = visibleRows(lines.length, sel, tableH);
+  // Without deliveries out, every row is "in": the DIR column leaves its room to the note.
+  const cells = lines.map((l, i) => {
+    const c = l.row && i >= start && i < end && !l.cells[6] ? [...l.cells.slice(0, 6), noteOf(l.row)] : l.cells;
+    return outbound ? c : [c[0], ...c.slice(2)];
+  });
   return (
     <Box flexDirection="column" width={width} height={height}>
       {over ?? (
@@ -200,33 +248,45 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
           </Text>
           <Table
             width={width}
-            height={height - 2 - detailH}
+            height={tableH}
             selected={sel}
             empty={
-              filter.provider || filter.gateway || filter.verdict
+              filtered(filter)
                 ? 'No webhook on screen matches the filter.'
                 : 'No provider webhooks yet. They appear here as they arrive.'
             }
             columns={[
               { title: 'time', width: 8 },
-              { title: 'dir', width: 3 },
-              { title: 'provider', width: 10 },
+              ...(outbound ? [{ title: 'dir', width: 3 }] : []),
+              { title: 'provider', width: 9 },
               { title: 'gateway', width: 12 },
               { title: 'verdict', width: 13 },
               { title: 'outcome', width: 10 },
               { title: 'note', width: 0 },
             ]}
-            rows={lines.map((l) => l.cells)}
+            rows={cells}
           />
-          {detailId ? <Detail id={detailId} width={width} height={detailH} scroll={scroll} names={names} /> : null}
+          {detailId ? (
+            <Detail id={detailId} width={width} height={detailH} scroll={scroll} names={names} maxScroll={maxScroll} />
+          ) : null}
         </>
       )}
-      <Flash flash={flash ?? (poll.error ? { ok: false, text: poll.error } : null)} />
+      <Flash
+        flash={flash ?? (poll.error ? { ok: false, text: poll.error } : null)}
+        position={sel >= 0 && !over ? { at: Math.min(sel, lines.length - 1), of: lines.length } : null}
+      />
     </Box>
   );
 }
 
-function Detail(props: { id: string; width: number; height: number; scroll: number; names: Map<string, string> }) {
+function Detail(props: {
+  id: string;
+  width: number;
+  height: number;
+  scroll: number;
+  names: Map<string, string>;
+  maxScroll: { current: number };
+}) {
   const deps = useDeps();
   const r = webhookDetail(deps.ctx, props.id);
   if (!r) return <Text>Webhook {props.id} is no longer in the log (retention removed it).</Text>;
@@ -248,12 +308,15 @@ function Detail(props: { id: string; width: number; height: number; scroll: numb
     'BODY',
     ...prettyBody(r.body).map((l) => `  ${l}`),
   ];
-  const shown = lines
-    .slice(0, 4)
-    .concat(lines.slice(4 + Math.min(props.scroll, Math.max(0, lines.length - 4 - (props.height - 5)))));
+  // Inside the border: the first 4 lines stay, the rest scrolls, down to its last line.
+  const inside = props.height - 2;
+  const scrolled = Math.max(1, inside - 4);
+  props.maxScroll.current = Math.max(0, lines.length - 4 - scrolled);
+  const at = Math.min(props.scroll, props.maxScroll.current);
+  const shown = lines.slice(0, 4).concat(lines.slice(4 + at, 4 + at + scrolled));
   return (
     <Box flexDirection="column" borderStyle="single" height={props.height} width={props.width} overflow="hidden">
-      {shown.slice(0, props.height - 2).map((l, i) => (
+      {shown.slice(0, inside).map((l, i) => (
         <Text key={i} wrap="truncate-end" bold={/^[A-Z]+( |$)/.test(l)}>
           {fit(clean(l), props.width - 2)}
         </Text>
