@@ -4,7 +4,8 @@ import { renderSVG } from 'uqr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PER_ACCOUNT } from '../../src/core/login-throttle.js';
 import { PENDING_LOGIN_MS } from '../../src/core/pending-logins.js';
-import { setUserStatus } from '../../src/core/users.js';
+import { setTwoFactorRequired } from '../../src/core/two-factor.js';
+import { acceptLink, answerInvitation, inviteUser, setUserStatus } from '../../src/core/users.js';
 import { runCli } from '../helpers/cli.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import {
@@ -325,5 +326,27 @@ describe("a partner's requirement and the operator's reset", () => {
     expect(otherPartner.code).toBe(1);
     expect(otherPartner.stderr).toContain('not found');
     expect(adminKey.codes).toHaveLength(10);
+  });
+
+  it('binds the requirement to the partner picked for the session; the partner switcher stays open', async () => {
+    const initech = setupPartner(s.ctx, { slug: 'initech' });
+    const email = `agency-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    const { secret } = inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'developer' }, 'test');
+    const person = await acceptLink(s.ctx, secret, PASSWORD);
+    inviteUser(s.ctx, { partner: initech.partnerId, email, role: 'developer' }, 'test');
+    answerInvitation(s.ctx, person.id, initech.partnerId, true);
+    setTwoFactorRequired(s.ctx, initech.partnerId, true, 'test');
+
+    // Two partners, none picked yet: the login goes to the partner picker, which is not held back.
+    const c = new Client(s.url);
+    expect((await c.login(email)).headers.get('location')).toBe('/ui/partners');
+    expect((await c.get('/ui/partners')).status).toBe(200);
+    await c.post('/ui/partners', { partner: initech.partnerId });
+    const held = await c.get('/ui/overview');
+    expect([held.status, held.headers.get('location')]).toEqual([303, '/ui/account/2fa']);
+    // Switching to the partner that does not require it is still possible, and works there.
+    expect((await c.get('/ui/partners')).status).toBe(200);
+    await c.post('/ui/partners', { partner: acme.partnerId });
+    expect((await c.get('/ui/overview')).status).toBe(200);
   });
 });
