@@ -2,7 +2,7 @@ import { InvalidArgumentError } from 'commander';
 import { isChannelType } from '../core/channels.js';
 import { CHANNEL_TYPES, type ChannelType } from '../core/context.js';
 import { AppError, invalid } from '../lib/errors.js';
-import { MoneyParseError, parseMoney } from '../lib/money.js';
+import { MoneyParseError, parseMoney, quoteInput } from '../lib/money.js';
 import { parseDuration, parseIsoTime } from '../lib/time.js';
 import { describeError, UsageError } from './errors.js';
 
@@ -39,7 +39,7 @@ export function parseExpiry(input: string, now: number): number {
 export function parsePairs(list: string[] | undefined, flag: string): [string, string][] {
   return (list ?? []).map((item) => {
     const i = item.indexOf('=');
-    if (i <= 0) throw new UsageError(`${flag} expects key=value, got "${item}"`);
+    if (i <= 0) throw new UsageError(`${flag} expects key=value, got ${quoteInput(item)}`);
     return [item.slice(0, i).trim(), item.slice(i + 1)];
   });
 }
@@ -73,13 +73,13 @@ export function moneyArg(input: string, rule: 'any' | 'positive' | 'non-negative
     rule === 'positive' ? micro > 0 : rule === 'non-negative' ? micro >= 0 : rule === 'non-zero' ? micro !== 0 : true;
   if (!ok)
     throw new UsageError(
-      `${what} must be ${rule === 'non-zero' ? 'a non-zero amount' : rule === 'positive' ? 'a positive amount' : 'zero or positive'}, got "${input}"`,
+      `${what} must be ${rule === 'non-zero' ? 'a non-zero amount' : rule === 'positive' ? 'a positive amount' : 'zero or positive'}, got ${quoteInput(input)}`,
     );
   return micro;
 }
 
 export function channelTypeArg(input: string): ChannelType {
   if (!isChannelType(input))
-    throw new UsageError(`unknown channel type "${input}": one of ${CHANNEL_TYPES.join(', ')}`);
+    throw new UsageError(`unknown channel type ${quoteInput(input)}: one of ${CHANNEL_TYPES.join(', ')}`);
   return input;
 }

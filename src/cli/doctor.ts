@@ -7,6 +7,7 @@ import { GRAPH_API_VERSION, META_KINDS } from '../core/gateway-kinds.js';
 import { getGateway, type GatewayView } from '../core/gateways.js';
 import { verifyLedger } from '../core/ledger.js';
 import { listPrices } from '../core/prices.js';
+import { countHeldMessages } from '../jobs/restore-hold.js';
 import { DB_FILE, keyFileMode, openDataDir, type DataDir } from '../db/datadir.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
 import { configFileFor } from '../config/load.js';
@@ -182,6 +183,15 @@ function schemaChecks(ctx: CoreCtx): Check[] {
         message: `retention.messageContentDays is ${contentDays} but ${longer.map(([k, d]) => `${k} is ${d}`).join(', ')}: message content stays there that long (set them to ${contentDays} or less)`,
       });
     }
+  }
+
+  const held = countHeldMessages(ctx);
+  if (held > 0) {
+    checks.push({
+      name: 'held messages',
+      status: 'warn',
+      message: `${count(held, 'message is', 'messages are')} held since a restore (the old server may have sent them): check with the providers, then msgctl messages release-held`,
+    });
   }
 
   const orphaned = channels.filter((c) => c.gateway_status === 'disabled');

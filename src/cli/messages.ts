@@ -2,12 +2,14 @@ import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
 import { getMessageRow, messageHistory, messageJson, type MessageRow } from '../core/messages.js';
 import { FAILURE_STATUSES, STATUS_RANK } from '../core/statuses.js';
+import { releaseHeldDispatches } from '../jobs/restore-hold.js';
 import { notFound } from '../lib/errors.js';
+import { JobQueue } from '../queue/queue.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
 import { examples } from './help.js';
-import { kv, lines, money, table, when, type Result } from './output.js';
+import { count, kv, lines, money, table, when, type Result } from './output.js';
 
 // msgctl messages: what was sent and what became of it, including messages flagged as
 // possible duplicates (an attempt may have reached the provider unseen: a timeout, a reset or a crash mid-call).
@@ -106,6 +108,17 @@ function show(cli: Cli, id: string): Result {
   };
 }
 
+/** The messages a restore held (src/jobs/restore-hold.ts) go out, flagged possible duplicates. */
+function releaseHeld(cli: Cli): Result {
+  const released = releaseHeldDispatches(cli.ctx, new JobQueue(cli.ctx.db));
+  return {
+    json: { released },
+    text: released
+      ? `Released ${count(released, 'held message')}: msgd sends ${released === 1 ? 'it' : 'them'} now, flagged possible duplicates (msgctl messages list --uncertain).`
+      : 'No message is held.',
+  };
+}
+
 export function registerMessages(program: Command) {
   const messages = program.command('messages').description('messages and their status history');
   messages
@@ -126,4 +139,11 @@ export function registerMessages(program: Command) {
     .description('one message with its status history')
     .argument('<id>', 'message id (msg_...)')
     .action(withCli(show));
+  messages
+    .command('release-held')
+    .description(
+      'send the messages a restore held (they were waiting when the backup was taken), flagged possible duplicates',
+    )
+    .addHelpText('after', examples('msgctl messages list --status queued', 'msgctl messages release-held'))
+    .action(withCli(releaseHeld));
 }

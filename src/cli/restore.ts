@@ -3,14 +3,17 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { keyFileFor } from '../db/backup.js';
 import { readKeyFile } from '../db/backup-key.js';
-import { DB_FILE, KEY_FILE } from '../db/datadir.js';
+import { DB_FILE, KEY_FILE, openDataDir } from '../db/datadir.js';
 import { lockDataDir } from '../db/instance-lock.js';
+import { holdRestoredDispatches } from '../jobs/restore-hold.js';
 import { AppError } from '../lib/errors.js';
+import { JobQueue } from '../queue/queue.js';
 import { configFor, withGlobals, type Globals } from './context.js';
 import { checkTable, inspect } from './doctor.js';
 import { UsageError } from './errors.js';
 import { examples } from './help.js';
-import { lines, type Result } from './output.js';
+import { count, lines, type Result } from './output.js';
+import type { Config } from '../config/schema.js';
 
 // msgctl restore: a backup into an empty data directory, checked as msgctl doctor checks a
 // data directory (with the full integrity check) before it is called restored.
@@ -55,6 +58,7 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
     }
     renameSync(staging, join(dir, DB_FILE));
     written.push(join(dir, DB_FILE));
+    const held = holdInFlight(dir, config, env);
     const checks = inspect(dir, config, { integrity: 'full', env });
     const failed = checks.filter((c) => c.status === 'fail');
     if (failed.length) {
@@ -65,12 +69,20 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
     }
     const pending = checks.find((c) => c.name === 'migrations' && c.status === 'warn');
     return {
-      json: { ok: true, data_dir: dir, backup: source, key_file: key ? keyPath : null, checks },
+      json: { ok: true, data_dir: dir, backup: source, key_file: key ? keyPath : null, held_messages: held, checks },
       text: lines(
         `Restored ${source} into ${dir}.`,
         '',
         checkTable(checks),
         '',
+        ...(held > 0
+          ? [
+              `${count(held, 'message was', 'messages were')} waiting to be sent when the backup was taken and ${held === 1 ? 'is' : 'are'} held:`,
+              'the server the backup came from may have sent them since. Check with the providers, then send them',
+              '(flagged possible duplicates) with "msgctl messages release-held".',
+              '',
+            ]
+          : []),
         pending
           ? 'The backup is from an older msgd: msgd applies its pending migrations at start (or run "msgctl migrate").'
           : 'Start msgd on this data directory.',
@@ -83,6 +95,16 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
     throw e;
   } finally {
     lock.release();
+  }
+}
+
+/** Holds the messages the backup has waiting for their provider call (src/jobs/restore-hold.ts). */
+function holdInFlight(dir: string, config: Config, env: NodeJS.ProcessEnv): number {
+  const dd = openDataDir(dir, { create: false, migrate: false, env });
+  try {
+    return holdRestoredDispatches({ db: dd.db, masterKey: dd.masterKey, config, now: Date.now }, new JobQueue(dd.db));
+  } finally {
+    dd.close();
   }
 }
 

@@ -96,7 +96,7 @@ export const configSchema = z
         refundOnProviderFailure: z.enum(['always', 'never']).default('always'),
         balanceLowThreshold: z
           .string()
-          .regex(/^\d+(\.\d{1,6})?$/)
+          .regex(/^(0|[1-9]\d*)(\.\d{1,6})?$/, 'a plain decimal amount such as 5.00')
           .nullable()
           .default(null),
       })

@@ -326,23 +326,35 @@ function inbound(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'message' }>, 
   return { ok: true };
 }
 
-/** The inbound message an unsend names, by the provider's id. */
-export const UNSENT_MESSAGE_SQL = `SELECT id, partner_id, channel_type, "from", "to", conversation_id, provider_message_id, deleted_at
+/**
+ * The inbound messages an unsend may name: by the provider's id (unique at Meta, so one, or a
+ * forged copy's few) on that channel type, whoever's channel it came in on.
+ */
+export const UNSENT_MESSAGE_SQL = `SELECT id, partner_id, gateway_id, channel_type, "from", "to", conversation_id, provider_message_id, deleted_at
     FROM messages INDEXED BY messages_provider
-   WHERE provider_message_id = ? AND provider_id_indexed = 1 AND partner_id = ? AND channel_type = ? AND direction = 'inbound'
-   ORDER BY id LIMIT 1`;
+   WHERE provider_message_id = ? AND provider_id_indexed = 1 AND channel_type = ? AND direction = 'inbound'
+   ORDER BY id LIMIT 10`;
 
 function unsend(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'unsend' }>, opts: ApplyOptions): Step {
-  const ch = route(ctx, ev.receiver, opts.trusted);
-  if (typeof ch === 'string') return { unroutable: ch };
   const mid = ev.providerMessageId;
-  const m = stmt<[string, string, string], DeletedTarget & { deleted_at: number | null }>(
+  // The message is found as Meta names it (its mid, sent to this page or account, by a webhook
+  // the gateway it came in on would have signed), not through today's channel: a page since
+  // unassigned, or given to another partner, must not keep what the customer took back. It
+  // stays its own partner's, who is the one told.
+  const named = stmt<[string, string], DeletedTarget & { gateway_id: string | null; deleted_at: number | null }>(
     ctx.db.sqlite,
     UNSENT_MESSAGE_SQL,
-  ).get(mid, ch.partner_id, ch.type);
-  // Its key is kept (8 days, longer than Meta retries): should the message arrive after all, it is stored deleted.
-  if (!m) return { ignored: `unsend of ${mid}, which is not here: if it arrives, it is stored deleted` };
-  if (m.from !== ev.from) return { ignored: `unsend of ${mid} by ${ev.from}, who did not send it` };
+  )
+    .all(mid, ev.receiver.channel)
+    .filter((m) => ev.receiver.addresses.includes(m.to) && opts.trusted(m.gateway_id));
+  const m = named.find((x) => x.from === ev.from);
+  if (!m) {
+    if (named.length) return { ignored: `unsend of ${mid} by ${ev.from}, who did not send it` };
+    const ch = route(ctx, ev.receiver, opts.trusted);
+    if (typeof ch === 'string') return { unroutable: ch };
+    // Its key is kept (8 days, longer than Meta retries): should the message arrive after all, it is stored deleted.
+    return { ignored: `unsend of ${mid}, which is not here: if it arrives, it is stored deleted` };
+  }
   if (m.deleted_at !== null) return { ignored: `message ${m.id} (${mid}) is deleted already` };
   markDeleted(ctx, m, ev.occurredAt);
   return { ok: true };

@@ -125,6 +125,7 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     error_code: null,
     error_message: null,
     dispatch_uncertain: 0,
+    dispatch_in_flight: 0,
     refunded: 0,
     sent_at: null,
     created_at: now,
@@ -195,6 +196,7 @@ export function storeInbound(
     error_code: null,
     error_message: null,
     dispatch_uncertain: 0,
+    dispatch_in_flight: 0,
     refunded: 0,
     sent_at: input.occurredAt,
     created_at: now,
@@ -231,7 +233,15 @@ export function createInbound(
 /** The message.received event of a message, found by the partner and a short id range, loses its content. */
 export const REDACT_RECEIVED_EVENT_SQL = `UPDATE events INDEXED BY events_partner
     SET payload = json_set(payload, '$.body', '', '$.media', json('[]'), '$.content', json(?))
-  WHERE partner_id = ? AND id >= ? AND id < ? AND type = 'message.received' AND json_extract(payload, '$.message_id') = ?`;
+  WHERE partner_id = ? AND id >= ? AND id < ? AND type = 'message.received' AND json_extract(payload, '$.message_id') = ?
+  RETURNING id`;
+
+/**
+ * What partner endpoints answered to an event's deliveries: an answer may quote the request (an
+ * echo, a framework's debug error page), and the log keeps its first KiB for the operator.
+ */
+export const DROP_DELIVERY_ANSWERS_SQL = `UPDATE webhook_attempts SET response_snippet = NULL
+  WHERE response_snippet IS NOT NULL AND delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id = ?)`;
 
 /** What markDeleted needs of the message. */
 export type DeletedTarget = Pick<
@@ -243,7 +253,8 @@ export type DeletedTarget = Pick<
  * The customer unsent an inbound message (Messenger/Instagram is_deleted): it is marked deleted
  * (deleted_at, when the customer unsent it) and its content redacted as retention redacts it;
  * who, when, its conversation and its history stay. Its message.received event, kept in the
- * outbox for retries and replays, loses the content too. The partner is told with
+ * outbox for retries and replays, loses the content too, and so do its deliveries' logged
+ * answers (one may quote the request). The partner is told with
  * message.deleted. Returns false, with nothing written, when it was deleted already.
  */
 export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean {
@@ -261,13 +272,14 @@ export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean
   // Emitted in the message's own transaction, just after it: its id's time is at or after the
   // message id's (both by the wall clock), so events_partner finds it in a short id range.
   const born = idTime(m.id);
-  stmt(db, REDACT_RECEIVED_EVENT_SQL).run(
+  const announced = stmt<[string, string, string, string, string], { id: string }>(db, REDACT_RECEIVED_EVENT_SQL).all(
     content,
     m.partner_id,
     idFloor('evt', born),
     idFloor('evt', born + 60_000),
     m.id,
   );
+  for (const ev of announced) stmt(db, DROP_DELIVERY_ANSWERS_SQL).run(ev.id);
   emitEvent(ctx, m.partner_id, 'message.deleted', {
     message_id: m.id,
     channel: m.channel_type,
@@ -302,7 +314,7 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
 export type MessageState = Omit<MessageRow, 'content'>;
 
 const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
-  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at`;
+  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, dispatch_in_flight, refunded, sent_at, created_at, updated_at, deleted_at`;
 
 /** The message as a status change needs it: every column but the content, which may be a long email. */
 export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefined {
@@ -512,7 +524,7 @@ export function markSent(
   const moved = stmt(
     ctx.db.sqlite,
     `UPDATE messages SET status = 'sent', provider_message_id = ?, provider_id_indexed = ?, error_code = NULL,
-       error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), sent_at = COALESCE(sent_at, ?), updated_at = ?
+       error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), dispatch_in_flight = 0, sent_at = COALESCE(sent_at, ?), updated_at = ?
      WHERE id = ? AND status = 'sending'`,
   ).run(
     change.providerMessageId,

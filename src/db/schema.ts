@@ -231,6 +231,11 @@ export const messages = sqliteTable(
     errorMessage: text('error_message'),
     /** 1 when the provider call may have been in flight during a crash (possible duplicate). */
     dispatchUncertain: integer('dispatch_uncertain').notNull().default(0),
+    /**
+     * 1 from just before a provider request for it may be written (committed first) until that
+     * attempt's outcome is recorded: set after a crash, the request may have left msgd.
+     */
+    dispatchInFlight: integer('dispatch_in_flight').notNull().default(0),
     /** 1 once the price has been refunded (refund applied at most once). */
     refunded: integer('refunded').notNull().default(0),
     /** Messenger/IG: provider timestamp of the send, for delivery/read watermarks. */
@@ -289,7 +294,7 @@ export const jobs = sqliteTable(
     id: integer('id').primaryKey({ autoIncrement: true }),
     kind: text('kind').notNull(),
     payload: text('payload').notNull(),
-    state: text('state', { enum: ['available', 'running', 'retry', 'dead'] })
+    state: text('state', { enum: ['available', 'running', 'retry', 'dead', 'held'] })
       .notNull()
       .default('available'),
     priority: integer('priority').notNull().default(0),

@@ -47,7 +47,8 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     // What Node's HTTP parser refuses before Fastify sees a request (an unknown method, a
     // malformed header line or Content-Length, headers over 16 KiB) gets our shape too.
     clientErrorHandler,
-    return503OnClosing: true,
+    // Requests read while closing are answered by the hook below, in the documented shape.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     // Requests the router refuses before any hook runs get our shape and X-Request-Id too.
     frameworkErrors: (err, req, reply) => {
@@ -60,10 +61,20 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     },
   });
 
+  // Shutting down: a request read now (on a connection that was busy when the shutdown began;
+  // idle ones are closed at once) is refused, and its connection closed, so the client retries
+  // on another instance or the restarted msgd.
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
   // Callback hooks, not async ones: every request runs both, and a promise each is measurable.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
-    done();
+    if (!closing) return done();
+    reply.header('connection', 'close').header('retry-after', '1');
+    sendError(reply, 'not_ready', 'msgd is shutting down: retry the request');
   });
   // An answer given before the body was read (a 401 from an onRequest hook): the connection
   // closes with it rather than wait for the rest of a body nobody will read.

@@ -20,6 +20,7 @@ import { redactSecrets } from '../providers/send-results.js';
 import type { OutboundMessage, SendResult } from '../providers/types.js';
 import type { Job, JobQueue } from '../queue/queue.js';
 import type { RateShaper } from '../queue/rate.js';
+import { CallSlots } from './call-slots.js';
 import type { GatewayBook } from './gateway-book.js';
 import { GatewayLines } from './gateway-lines.js';
 import { sendAttemptLog } from './send-log.js';
@@ -29,6 +30,16 @@ import type { Worker } from '../queue/worker.js';
 // The dispatch job: one provider call per message, between transactions. The outcome and
 // the job's completion commit together (apply), so a crash between them re-runs the call
 // (at-least-once to the provider) and never loses the result of a committed one.
+//
+// Which re-run may be a duplicate: before a provider request for a message can be written,
+// its dispatch_in_flight mark is committed (in the claim that takes the job when a connection
+// is free then, else in the worker's next batch once one is: a write per call, a commit per
+// turn), and the attempt's outcome clears it. A job taken back after a crash finds the mark
+// set only if its request may have left msgd, and only then is the message flagged
+// possible_duplicate; one that was still waiting for a free connection is not. A call marked
+// by its claim may still be waiting out its gateway's rate (at most MAX_INLINE_WAIT_MS, a few
+// calls per gateway at a time): marking those after their wait would cost each a turn, and
+// calls that share a commit would leave together, off the rate's spacing.
 
 export const DISPATCH_JOB = 'message.dispatch';
 export const SANDBOX_REPORT_JOB = 'sandbox.report';
@@ -59,9 +70,19 @@ export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
 /** The columns of a message its dispatch reads (a claim returns only these). */
 type DispatchRow = Pick<
   MessageRow,
-  'id' | 'partner_id' | 'channel_type' | 'gateway_id' | 'to' | 'from' | 'content' | 'status' | 'created_at'
+  | 'id'
+  | 'partner_id'
+  | 'channel_type'
+  | 'gateway_id'
+  | 'to'
+  | 'from'
+  | 'content'
+  | 'status'
+  | 'created_at'
+  | 'dispatch_in_flight'
 >;
-const DISPATCH_COLUMNS = 'id, partner_id, channel_type, gateway_id, "to", "from", content, status, created_at';
+const DISPATCH_COLUMNS =
+  'id, partner_id, channel_type, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight';
 
 export interface DispatchDeps {
   ctx: CoreCtx;
@@ -107,11 +128,20 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     m: DispatchRow;
     gw: GatewayWithSecrets;
     wait: number;
+    /** An earlier attempt's request may have left msgd without its outcome being recorded. */
+    uncertain: boolean;
+    /** Marked in flight by the claim, which counted on a free call slot for it. */
+    marked: boolean;
   }
   // Decided in the claim transaction (onClaim), for the handler that runs right after it.
   const ready = new WeakMap<Job, Go>();
 
   const lines = new GatewayLines({ shaper: deps.shaper, now: ctx.now });
+  const slots = new CallSlots(deps.config.dispatch.connectionsPerOrigin);
+  /** Calls to one provider endpoint share the HTTP client's connections to it. */
+  const slotKey = (gw: GatewayWithSecrets) => providerBase(gw) ?? gw.kind;
+  const markInFlight = (id: string) =>
+    stmt<[string]>(ctx.db.sqlite, 'UPDATE messages SET dispatch_in_flight = 1 WHERE id = ?').run(id);
 
   /**
    * What a claimed job does: go (its gateway and the rate's short wait), or a result settled in
@@ -146,7 +176,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     }
     const turn = lines.turn(job.id, gw.id, ratePerSecond(gw), place);
     // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
-    return turn.go ? { m, gw, wait: turn.wait } : inLine(m, turn.wait);
+    return turn.go
+      ? { m, gw, wait: turn.wait, uncertain: m.dispatch_in_flight === 1, marked: false }
+      : inLine(m, turn.wait);
   }
 
   /** Waiting for the gateway's rate: nothing is in flight, so the partner sees 'queued'. */
@@ -205,8 +237,22 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     const go = ready.get(job) ?? decide(job, undefined);
     ready.delete(job);
     if ('type' in go) return go;
-    const { m, gw, wait } = go;
+    const { m, gw, wait, uncertain } = go;
+    const key = slotKey(gw);
+    // The slot the claim counted on is taken now, in the turn of its commit, before any wait.
+    const counted = go.marked && slots.tryTake(key);
     if (wait > 0) await sleep(wait);
+    if (!counted) {
+      await slots.take(key);
+      if (!go.marked) {
+        try {
+          await worker.durably(() => markInFlight(m.id));
+        } catch (e) {
+          slots.give(key);
+          return { type: 'retry', error: `not sent: ${e instanceof Error ? e.message : String(e)}` };
+        }
+      }
+    }
 
     // When the message was handed over: its sent_at. The provider stamps it later than this,
     // and Messenger's delivery and read watermarks are compared with that stamp.
@@ -227,11 +273,12 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       );
     } catch (e: any) {
       result = { outcome: 'retry', message: e?.message ?? String(e) };
+    } finally {
+      slots.give(key);
     }
     if (timed) timed(gw.kind, OUTCOME_COUNTED[result.outcome], (performance.now() - t0) / 1000);
     if (result.outcome !== 'accepted') result = { ...result, message: redactSecrets(result.message, gw.secrets) };
     logAttempt(gw, m.id, job, result);
-    const uncertain = job.reclaims > 0;
     deps.counters?.dispatch(
       gw.id,
       OUTCOME_COUNTED[result.outcome],
@@ -296,7 +343,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
             // Only a message still waiting for its dispatch: a provider report may have settled it.
             stmt(
               ctx.db.sqlite,
-              `UPDATE messages SET error_code = ?, error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
+              `UPDATE messages SET error_code = ?, error_message = ?, dispatch_in_flight = 0, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
             ).run(result.code ?? 'retrying', result.message, ctx.now(), m.id);
           },
         };
@@ -326,10 +373,22 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       );
       const now = ctx.now();
       const settled = new Map<Job<DispatchPayload>, JobResult>();
+      // Slots the calls of this claim will take as they start, right after its commit.
+      const taking = new Map<string, number>();
       for (const j of jobs) {
         const d = decide(j, mark.get(now, j.payload.message_id));
-        if ('type' in d) settled.set(j, d);
-        else ready.set(j, d);
+        if ('type' in d) {
+          settled.set(j, d);
+          continue;
+        }
+        const key = slotKey(d.gw);
+        const n = taking.get(key) ?? 0;
+        if (slots.free(key) > n) {
+          markInFlight(d.m.id);
+          taking.set(key, n + 1);
+          d.marked = true;
+        }
+        ready.set(j, d);
       }
       return settled;
     },
@@ -341,7 +400,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     onDead: (job, error) => {
       const m = getMessageState(ctx, job.payload.message_id);
       if (m && awaitsDispatch(m)) {
-        const unknown = m.dispatch_uncertain === 1 || job.reclaims > 0;
+        const unknown = m.dispatch_uncertain === 1 || m.dispatch_in_flight === 1;
         if (unknown) flagUncertain(ctx, m.id);
         applyStatus(ctx, m, {
           status: 'failed',

@@ -3,9 +3,13 @@
 // with its details, later ones are counted by code and summed up at most every intervalMs,
 // and the first success after them says the spell is over.
 
-/** The one method used: msgd's pino logger, or the job loop's narrower one. */
+type LogFn = (obj: object, msg?: string) => void;
+
+/** msgd's pino logger, or the job loop's narrower one: info, and the level a spell is logged at. */
 export interface InfoLogger {
-  info(obj: object, msg?: string): void;
+  info: LogFn;
+  warn?: LogFn;
+  error?: LogFn;
 }
 
 interface Spell {
@@ -24,6 +28,11 @@ export interface FailureLogOptions {
   what: string;
   intervalMs?: number;
   now?: () => number;
+  /**
+   * The level of a spell's first line and its summaries (default info): error for a fault of
+   * msgd's own (its database refusing writes). The line saying the spell is over is info.
+   */
+  level?: 'info' | 'warn' | 'error';
 }
 
 export class FailureLog {
@@ -45,7 +54,7 @@ export class FailureLog {
     const now = this.now();
     if (!spell) {
       this.spells.set(key, { since: now, lastLogAt: now, total: 1, count: 0, codes: {}, fields, timer: null });
-      this.logger.info({ ...fields, code }, msg);
+      this.log({ ...fields, code }, msg);
       return;
     }
     spell.fields = fields;
@@ -72,6 +81,12 @@ export class FailureLog {
     );
   }
 
+  private log(obj: object, msg: string): void {
+    const level = this.opts.level ?? 'info';
+    const fn = this.logger[level] ?? this.logger.info;
+    fn.call(this.logger, obj, msg);
+  }
+
   private summary(key: string): void {
     const spell = this.spells.get(key);
     if (!spell) return;
@@ -79,7 +94,7 @@ export class FailureLog {
     if (spell.count === 0) return;
     const now = this.now();
     const seconds = Math.round((now - spell.lastLogAt) / 1000);
-    this.logger.info(
+    this.log(
       {
         ...subject(spell.fields),
         failures: spell.count,
@@ -97,7 +112,7 @@ export class FailureLog {
 /** The fields that name what failed, without one failure's own details (its message id). */
 function subject(fields: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const k of ['gateway', 'gatewayId', 'provider', 'endpointId', 'url', 'status'])
+  for (const k of ['gateway', 'gatewayId', 'provider', 'endpointId', 'url', 'status', 'workerId'])
     if (k in fields) out[k] = fields[k];
   return out;
 }

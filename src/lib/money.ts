@@ -15,22 +15,35 @@ export function inMoneyRange(micro: number): boolean {
   return Number.isSafeInteger(micro) && micro <= MAX_MONEY && micro >= -MAX_MONEY;
 }
 
-const DECIMAL = /^([+-])?(\d+)(?:\.(\d{1,6}))?$/;
+// A plain decimal only: an optional minus, no leading zeros, no plus, no spaces. An amount is
+// money moved on an operator's word, so anything a typo or a script could have mangled
+// (" 5", "+5", "00005") is refused rather than guessed at.
+const DECIMAL = /^(-)?(0|[1-9]\d*)(?:\.(\d{1,6}))?$/;
 
 export class MoneyParseError extends Error {
   constructor(input: string, reason: string) {
-    super(`invalid amount "${input}": ${reason}`);
+    super(`invalid amount ${quoteInput(input)}: ${reason}`);
     this.name = 'MoneyParseError';
   }
 }
 
+/**
+ * A value quoted back in an error message, cut when long: the first 40 characters, "…" and
+ * its length, so a pasted file or a runaway script does not fill the terminal or a log.
+ */
+export function quoteInput(input: string, keep = 40): string {
+  const chars = Array.from(input);
+  if (chars.length <= keep + 10) return `"${input}"`;
+  return `"${chars.slice(0, keep).join('')}…" (${chars.length} characters)`;
+}
+
 /** Parse "12.50", "-3", "0.0075" into micro-units. At most 6 decimals. */
 export function parseMoney(input: string): number {
-  const s = String(input).trim();
+  const s = String(input);
   const m = DECIMAL.exec(s);
   if (!m) {
-    if (/^[+-]?\d*\.\d{7,}$/.test(s)) throw new MoneyParseError(s, 'at most 6 decimal places');
-    throw new MoneyParseError(s, 'expected a decimal number such as 12.50');
+    if (/^-?(0|[1-9]\d*)\.\d{7,}$/.test(s)) throw new MoneyParseError(s, 'at most 6 decimal places');
+    throw new MoneyParseError(s, 'expected a plain decimal number such as 12.50');
   }
   const sign = m[1] === '-' ? -1 : 1;
   const whole = m[2];

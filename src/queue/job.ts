@@ -1,6 +1,7 @@
 // The job as the queue hands it out, and the small types its SQL and its callers share.
 
-export type JobState = 'available' | 'running' | 'retry' | 'dead';
+/** held: kept out of every claim until an operator releases it (see hold()). */
+export type JobState = 'available' | 'running' | 'retry' | 'dead' | 'held';
 
 export interface Job<P = unknown> {
   id: number;

@@ -357,6 +357,40 @@ export class JobQueue {
     return rows.length;
   }
 
+  /**
+   * Hold every job of a kind that is still to run (waiting, running or waiting to retry): no
+   * claim takes it until release(). A running one's lease is dropped with it: whoever held it
+   * is not this process (a database restored from a backup). Returns the held jobs' payloads.
+   */
+  hold(kind: string, now: number = this.now()): unknown[] {
+    const rows = this.db.sqlite
+      .prepare(
+        `UPDATE jobs SET state = 'held', locked_until = NULL, locked_by = NULL, updated_at = ?
+         WHERE kind = ? AND state IN ('available', 'running', 'retry') RETURNING payload`,
+      )
+      .all(now, kind) as { payload: string }[];
+    return rows.map((r) => JSON.parse(r.payload) as unknown);
+  }
+
+  /** Held jobs of a kind go back to the queue, to run now. Returns their payloads. */
+  releaseHeld(kind: string, now: number = this.now()): unknown[] {
+    const rows = this.db.sqlite
+      .prepare(
+        `UPDATE jobs SET state = 'available', run_at = ?, updated_at = ? WHERE kind = ? AND state = 'held' RETURNING payload`,
+      )
+      .all(now, now, kind) as { payload: string }[];
+    if (rows.length > 0) this.scheduleNotify(kind, now);
+    return rows.map((r) => JSON.parse(r.payload) as unknown);
+  }
+
+  countHeld(kind: string): number {
+    return (
+      this.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = ? AND state = 'held'`).get(kind) as {
+        n: number;
+      }
+    ).n;
+  }
+
   deleteDead(target: DeadTarget): number {
     const [where, params] = deadWhere(target);
     return this.db.sqlite.prepare(`DELETE FROM jobs WHERE state = 'dead'${where}`).run(...params).changes;

@@ -30,6 +30,15 @@ export interface BatchOut {
   outcomes: Outcome[];
   started: Running[];
   claimed: number;
+  /** Per rider, in order: undefined when its write is in the batch, else what it threw. */
+  riderErrors: unknown[];
+}
+
+/** A running job's own write that must be durable before the job goes on (Worker.durably). */
+export interface Rider {
+  write: () => void;
+  resolve: () => void;
+  reject: (err: unknown) => void;
 }
 
 export interface BatchEnv {
@@ -39,11 +48,27 @@ export interface BatchEnv {
   logger: JobLogger;
 }
 
-export function settleAndClaim(env: BatchEnv, finished: Finished[], want: number, now: number): BatchOut {
+export function settleAndClaim(
+  env: BatchEnv,
+  finished: Finished[],
+  want: number,
+  now: number,
+  riders: Rider[] = [],
+): BatchOut {
+  const riderErrors: unknown[] = [];
+  for (const r of riders) {
+    try {
+      env.ctx.savepoint(r.write);
+      riderErrors.push(undefined);
+    } catch (err) {
+      abortIfRolledBack(env.ctx, err);
+      riderErrors.push(err ?? new Error('rider threw'));
+    }
+  }
   const outcomes: Outcome[] = [];
   for (const f of finished) outcomes.push(settle(env.ctx, f.run.job, f.run.lease, f.result, now));
   const started: Running[] = [];
-  if (want <= 0) return { outcomes, started, claimed: 0 };
+  if (want <= 0) return { outcomes, started, claimed: 0, riderErrors };
   const jobs = env.claim(want, now);
   const byKind = new Map<string, Running[]>();
   for (const job of jobs) {
@@ -96,5 +121,5 @@ export function settleAndClaim(env: BatchEnv, finished: Finished[], want: number
       outcomes.push(settle(env.ctx, r.job, r.lease, checkResult(result), now));
     }
   }
-  return { outcomes, started, claimed: jobs.length };
+  return { outcomes, started, claimed: jobs.length, riderErrors };
 }

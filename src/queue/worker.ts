@@ -1,11 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Db } from '../db/open.js';
+import { FailureLog } from '../lib/failure-log.js';
 import type { Job, JobQueue } from './queue.js';
 import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
 import { checkResult, errorMessage, type JobResult, type KindHooks, type Outcome } from './settle.js';
 import type { Alarm, Background, ClaimScope, Life, Loop } from './worker-state.js';
-import { settleAndClaim, type BatchEnv, type BatchOut, type Finished, type Running } from './worker-batch.js';
+import {
+  settleAndClaim,
+  type BatchEnv,
+  type BatchOut,
+  type Finished,
+  type Rider,
+  type Running,
+} from './worker-batch.js';
 
 export type { Apply, JobResult, KindHooks } from './settle.js';
 export type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
@@ -16,6 +24,9 @@ const BATCH_RETRY_MS = 250;
 /** A busy worker looks at every one of its kinds at least this often (see claimJobs). */
 const EVERY_KIND_MS = 100;
 const noop = () => {};
+/** SQLite's code (SQLITE_FULL, SQLITE_IOERR_WRITE, SQLITE_BUSY), else the error's name. */
+const errorCode = (err: unknown) =>
+  String((err as { code?: unknown } | null)?.code ?? (err instanceof Error ? err.name : 'Error'));
 const silent: JobLogger = { info: noop, warn: noop, error: noop };
 
 export class Worker {
@@ -41,7 +52,9 @@ export class Worker {
   private readonly maxSleepMs: number;
   private readonly handlers = new Map<string, { handler: JobHandler; hooks: KindHooks }>();
   private kinds: string[] = [];
-  private readonly batch: { immediate: (finished: Finished[], want: number, now: number) => BatchOut };
+  private readonly batch: {
+    immediate: (finished: Finished[], want: number, now: number, riders: Rider[]) => BatchOut;
+  };
 
   private life: Life = 'stopped';
   private loop: Loop = 'claiming';
@@ -52,9 +65,16 @@ export class Worker {
   private tickScheduled = false;
   private readonly inflight = new Map<number, Running>();
   private finished: Finished[] = [];
+  private riders: Rider[] = [];
   private readonly beforeClaimHooks: (() => void)[] = [];
   private waiters: (() => void)[] = [];
   private stopping$: Promise<void> | null = null;
+  /**
+   * A batch that keeps failing (a full disk) is retried on every finish and wake, dozens of
+   * times a second: the first failure is logged with its stack, then one line per interval
+   * with the count, and one when a batch commits again.
+   */
+  private readonly batchFailures: FailureLog;
 
   constructor(opts: WorkerOptions) {
     if (!(opts.concurrency >= 1)) throw new Error('concurrency must be at least 1');
@@ -68,6 +88,11 @@ export class Worker {
     this.id = opts.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.lifelineIntervalMs = opts.lifelineIntervalMs ?? 30_000;
     this.maxSleepMs = opts.maxSleepMs ?? 1000;
+    this.batchFailures = new FailureLog(this.logger, {
+      what: 'job batch transactions',
+      level: 'error',
+      intervalMs: opts.failureLogIntervalMs,
+    });
     const savepoint = this.db.sqlite.transaction((fn: () => unknown) => fn());
     const env: BatchEnv = {
       ctx: {
@@ -84,8 +109,8 @@ export class Worker {
     };
     // IMMEDIATE: take the write lock up front, so a busy database waits in busy_timeout
     // instead of failing a read-then-write upgrade.
-    this.batch = this.db.sqlite.transaction((f: Finished[], want: number, now: number) =>
-      settleAndClaim(env, f, want, now),
+    this.batch = this.db.sqlite.transaction((f: Finished[], want: number, now: number, riders: Rider[]) =>
+      settleAndClaim(env, f, want, now, riders),
     );
   }
 
@@ -120,6 +145,20 @@ export class Worker {
         this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
       }
     }
+  }
+
+  /**
+   * For a running job: `write` runs in the next batch transaction (its own savepoint), and the
+   * promise resolves once that transaction has committed, so what it wrote survives a crash
+   * from then on. Many jobs' writes in one turn share one commit, like their settles. Rejects
+   * with what `write` threw, and once the worker has stopped (nothing commits any more).
+   */
+  durably(write: () => void): Promise<void> {
+    if (this.life === 'stopped') return Promise.reject(new Error('the worker has stopped'));
+    return new Promise<void>((resolve, reject) => {
+      this.riders.push({ write, resolve, reject });
+      this.scheduleTick();
+    });
   }
 
   get inFlight(): number {
@@ -200,22 +239,36 @@ export class Worker {
     this.tickScheduled = false;
     if (this.life === 'stopped') return;
     const want = this.loop === 'claiming' && this.life === 'running' ? this.concurrency - this.inflight.size : 0;
-    if (this.finished.length === 0 && want <= 0) return this.progress();
+    if (this.finished.length === 0 && this.riders.length === 0 && want <= 0) return this.progress();
     if (want > 0) this.runBeforeClaim();
     const finished = this.finished;
     this.finished = [];
+    const riders = this.riders;
+    this.riders = [];
     const now = this.now();
     let out: BatchOut;
     try {
-      out = this.batch.immediate(finished, want, now);
+      out = this.batch.immediate(finished, want, now, riders);
     } catch (err) {
       // Whole batch rolled back (database busy past busy_timeout, disk full): try it again.
       this.finished = finished.concat(this.finished);
-      this.logger.error({ workerId: this.id, err }, 'job batch transaction failed; retrying');
+      this.riders = riders.concat(this.riders);
+      this.batchFailures.failure(
+        'batch',
+        errorCode(err),
+        { workerId: this.id, err },
+        'job batch transaction failed; retrying',
+      );
       this.armWake(now + BATCH_RETRY_MS);
       return this.progress();
     }
+    this.batchFailures.success('batch', { workerId: this.id });
     this.counters.batches++;
+    for (let i = 0; i < riders.length; i++) {
+      const err = out.riderErrors[i];
+      if (err === undefined) riders[i].resolve();
+      else riders[i].reject(err);
+    }
     for (const o of out.outcomes) this.count(o, now);
     this.counters.claimed += out.claimed;
     for (const run of out.started) this.launch(run);
@@ -415,6 +468,8 @@ export class Worker {
     this.clearWake();
     clearInterval(background.heartbeat);
     this.life = 'stopped';
+    // Writes asked for by jobs handed back above: nothing commits them now.
+    for (const r of this.riders.splice(0)) r.reject(new Error('the worker has stopped'));
     this.progress();
   }
 

@@ -1,7 +1,11 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startTestServer } from '../helpers/server.js';
+import { startTwilioFake } from '../fakes/twilio.js';
+import { SMS, send, twilioGateway } from '../helpers/gateways.js';
+import { message, waitStatus } from '../helpers/rows.js';
+import { setupPartner, startTestServer } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 import {
   cleanEnv,
   cleanupTmp,
@@ -110,6 +114,78 @@ describe('msgctl backup', () => {
 });
 
 describe('msgctl restore', () => {
+  it('holds the messages the backup has waiting to be sent, until msgctl messages release-held', async () => {
+    const fake = await startTwilioFake();
+    const dataDir = tmpDataDir();
+    const target = tmpDataDir();
+    const s = await startTestServer({}, { dataDir });
+    let restored: Awaited<ReturnType<typeof startTestServer>> | undefined;
+    try {
+      const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+      // One per second: the first is in the provider's hands ('sending') when the backup is
+      // taken, the two others wait in line ('queued'). All three go out from this server.
+      twilioGateway(s.ctx, p.partnerId, fake, { rate_per_second: 1 });
+      fake.latencyMs = 1500;
+      const ids: string[] = [];
+      for (const text of ['one', 'two', 'three'])
+        ids.push((await send(s.url, SMS, { to: '+14155550123', text }, p.token)).body.id);
+      await waitFor(() => fake.requests.length === 1 && message(s.ctx, ids[0]).status === 'sending', 'the first call');
+      expect(ids.map((id) => message(s.ctx, id).status)).toEqual(['sending', 'queued', 'queued']);
+      const file = join(dirname(dataDir), 'in-flight.db');
+      expect((await runCli(['backup', file], { dataDir })).code).toBe(0);
+      for (const id of ids) await waitStatus(s.ctx, id, 'sent', 15_000);
+      await s.stop();
+      expect(fake.requests).toHaveLength(3);
+
+      // The VM is lost; the backup is restored elsewhere.
+      const r = await runCli(['restore', file], { dataDir: target });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/warn +held messages +3 messages are held since a restore/);
+      expect(r.stdout).toContain('3 messages were waiting to be sent when the backup was taken and are held:');
+      expect(r.stdout).toContain('msgctl messages release-held');
+      const doctor = await runJson(['doctor'], { dataDir: target });
+      expect(doctor.checks).toContainEqual({
+        name: 'held messages',
+        status: 'warn',
+        message: expect.stringMatching(/^3 messages are held since a restore/),
+      });
+
+      // msgd on the restored data sends new messages, and none of the held ones.
+      fake.latencyMs = 0;
+      restored = await startTestServer({}, { dataDir: target });
+      const fresh = await send(restored.url, SMS, { to: '+14155550123', text: 'after the restore' }, p.token);
+      expect(fresh.status).toBe(200);
+      await waitStatus(restored.ctx, fresh.body.id, 'sent');
+      expect(fake.requests).toHaveLength(4);
+      for (const id of ids) {
+        const m = message(restored.ctx, id);
+        expect(m.status).toBe('queued');
+        expect(m.error_code).toBe('held_after_restore');
+        expect(m.dispatch_uncertain).toBe(0);
+      }
+      const shown = await runJson(['messages', 'show', ids[0]], { dataDir: target });
+      expect(JSON.stringify(shown)).toContain('held after a restore');
+
+      // Released: each goes out once, flagged a possible duplicate.
+      const released = await runJson(['messages', 'release-held'], { dataDir: target });
+      expect(released).toEqual({ released: 3 });
+      for (const id of ids) {
+        const m = await waitStatus(restored.ctx, id, 'sent', 15_000);
+        expect(m.dispatch_uncertain).toBe(1);
+        expect(m.error_code).toBeNull();
+      }
+      expect(fake.requests).toHaveLength(7);
+      expect((await runJson(['messages', 'release-held'], { dataDir: target })).released).toBe(0);
+      expect(
+        (await runJson(['doctor'], { dataDir: target })).checks.map((c: { name: string }) => c.name),
+      ).not.toContain('held messages');
+    } finally {
+      await restored?.stop();
+      await s.stop();
+      await fake.close();
+    }
+  }, 60_000);
+
   async function backedUp() {
     const dataDir = await populated();
     const file = join(dirname(dataDir), 'b.db');

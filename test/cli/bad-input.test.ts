@@ -104,6 +104,49 @@ const cases: Case[] = [
     error: /invalid amount .*too large/,
     code: 2,
   },
+  // Only a plain decimal is an amount: padding, a plus sign or leading zeros are refused,
+  // never read as 5.00.
+  ...[' 5', '5 ', '+5', '00005', '05.00'].map((amount) => ({
+    name: `amount ${JSON.stringify(amount)}`,
+    args: ['balance', 'topup', 'acme', amount],
+    error: new RegExp(`invalid amount "${amount.replace('+', '\\+')}": expected a plain decimal number`),
+    code: 2,
+  })),
+  ...[' 5', '5 ', '+5', '00005'].map((amount) => ({
+    name: `price ${JSON.stringify(amount)}`,
+    args: ['price', 'set', 'sms', amount],
+    error: /invalid amount .*: expected a plain decimal number/,
+    code: 2,
+  })),
+  {
+    name: 'adjustment -05',
+    args: ['balance', 'adjust', 'acme', '--note', 'x', '--', '-05'],
+    error: /invalid amount "-05"/,
+    code: 2,
+  },
+  {
+    name: 'credit limit " 5"',
+    args: ['partner', 'set-credit', 'acme', ' 5'],
+    error: /invalid amount " 5"/,
+    code: 2,
+  },
+  {
+    name: 'a 100 kB amount is quoted cut, with its length',
+    json: true,
+    args: ['balance', 'topup', 'acme', '9'.repeat(100_000)],
+    error: new RegExp(
+      `^msgctl: invalid amount "${'9'.repeat(40)}…" \\(100000 characters\\): too large: at most 1000000000\\.00 either way$`,
+    ),
+    code: 2,
+  },
+  {
+    name: 'a 100 kB non-number amount is quoted cut',
+    args: ['price', 'set', 'sms', 'a'.repeat(100_000)],
+    error: new RegExp(
+      `^msgctl: invalid amount "${'a'.repeat(40)}…" \\(100000 characters\\): expected a plain decimal number such as 12\\.50$`,
+    ),
+    code: 2,
+  },
   {
     name: 'malformed adjustment',
     args: ['balance', 'adjust', 'acme', '--note', 'x', '--', '-1,50'],

@@ -89,6 +89,14 @@ describe('where msgctl finds the data directory', () => {
     const env = await runCli(['partner', 'list'], { dataDir, env: { MSGD_PORT: 'x' } });
     expect(oneErrorLine(env.stderr)).toBe('msgctl: MSGD_PORT: expected an integer, got "x"');
   });
+
+  it('a low-balance threshold is a plain decimal, as on the command line', async () => {
+    const dataDir = tmpDataDir();
+    const padded = writeConfig(dirname(dataDir), 'padded.json', { billing: { balanceLowThreshold: '005' } });
+    const r = await runCli(['--config', padded, 'partner', 'list'], { dataDir });
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r.stderr)).toMatch(/billing\.balanceLowThreshold.*a plain decimal amount such as 5\.00/);
+  });
 });
 
 describe('the master key', () => {

@@ -9,13 +9,10 @@ describe('parseMoney', () => {
     ['12', 12_000_000],
     ['100.00', 100_000_000],
     ['-5.00', -5_000_000],
-    ['+3', 3_000_000],
     ['0', 0],
     ['-0', 0],
     ['-0.000001', -1],
     ['0.000001', 1],
-    [' 7.25 ', 7_250_000],
-    ['007.10', 7_100_000],
     // The bound: one billion units either way.
     ['1000000000', 1_000_000_000_000_000],
     ['-1000000000.000000', -1_000_000_000_000_000],
@@ -32,20 +29,29 @@ describe('parseMoney', () => {
   }
 
   const bad: [string, RegExp][] = [
+    // Only a plain decimal: no sign but minus, no padding, no leading zeros.
+    ['+3', /expected a plain decimal number/],
+    [' 5', /expected a plain decimal number/],
+    ['5 ', /expected a plain decimal number/],
+    [' 7.25 ', /expected a plain decimal number/],
+    ['00005', /expected a plain decimal number/],
+    ['007.10', /expected a plain decimal number/],
+    ['-05', /expected a plain decimal number/],
+    ['5\n', /expected a plain decimal number/],
     ['1.1234567', /at most 6 decimal places/],
-    ['abc', /expected a decimal number/],
-    ['', /expected a decimal number/],
-    ['1.2.3', /expected a decimal number/],
-    ['1e3', /expected a decimal number/],
-    ['1,50', /expected a decimal number/],
-    ['.5', /expected a decimal number/],
-    ['5.', /expected a decimal number/],
-    ['--5', /expected a decimal number/],
-    ['0x10', /expected a decimal number/],
-    ['Infinity', /expected a decimal number/],
-    ['NaN', /expected a decimal number/],
-    ['1 000', /expected a decimal number/],
-    ['$5', /expected a decimal number/],
+    ['abc', /expected a plain decimal number/],
+    ['', /expected a plain decimal number/],
+    ['1.2.3', /expected a plain decimal number/],
+    ['1e3', /expected a plain decimal number/],
+    ['1,50', /expected a plain decimal number/],
+    ['.5', /expected a plain decimal number/],
+    ['5.', /expected a plain decimal number/],
+    ['--5', /expected a plain decimal number/],
+    ['0x10', /expected a plain decimal number/],
+    ['Infinity', /expected a plain decimal number/],
+    ['NaN', /expected a plain decimal number/],
+    ['1 000', /expected a plain decimal number/],
+    ['$5', /expected a plain decimal number/],
     ['1000000000.000001', /too large: at most 1000000000\.00 either way/],
     ['-1000000000.000001', /too large/],
     ['1000000001', /too large/],
@@ -57,11 +63,25 @@ describe('parseMoney', () => {
     ['1'.repeat(400), /too large/],
   ];
   for (const [input, reason] of bad) {
-    it(`rejects "${input.length > 20 ? input.slice(0, 20) + '…' : input}"`, () => {
+    it(`rejects ${JSON.stringify(input.length > 20 ? input.slice(0, 20) + '…' : input)}`, () => {
       expect(() => parseMoney(input)).toThrow(MoneyParseError);
       expect(() => parseMoney(input)).toThrow(reason);
     });
   }
+
+  it('keeps short inputs whole in its message and cuts long ones to 40 characters and a length', () => {
+    expect(() => parseMoney('1'.repeat(50))).toThrow(`invalid amount "${'1'.repeat(50)}"`);
+    const long = 'x'.repeat(100_000);
+    let message = '';
+    try {
+      parseMoney(long);
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toBe(
+      `invalid amount "${'x'.repeat(40)}…" (100000 characters): expected a plain decimal number such as 12.50`,
+    );
+  });
 });
 
 describe('formatMoney', () => {

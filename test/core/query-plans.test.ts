@@ -2,7 +2,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { findOrCreateContact } from '../../src/core/contacts.js';
 import { OPEN_CONVERSATION_SQL, touchConversation } from '../../src/core/conversations.js';
 import { UNSENT_MESSAGE_SQL, watermarkSql } from '../../src/core/inbound.js';
-import { MESSAGE_BY_PROVIDER_ID_SQL, REDACT_RECEIVED_EVENT_SQL } from '../../src/core/messages.js';
+import {
+  DROP_DELIVERY_ANSWERS_SQL,
+  MESSAGE_BY_PROVIDER_ID_SQL,
+  REDACT_RECEIVED_EVENT_SQL,
+} from '../../src/core/messages.js';
 import { createPartner } from '../../src/core/partners.js';
 import { SPEND_PENDING_SQL } from '../../src/core/spend.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
@@ -39,6 +43,11 @@ describe('per-message queries seek, never walk a partner', () => {
       "an unsent message's message.received event losing its content",
       REDACT_RECEIVED_EVENT_SQL,
       ['events_partner (partner_id=? AND id>? AND id<?)'],
+    ],
+    [
+      "that event's deliveries dropping what the endpoints answered",
+      DROP_DELIVERY_ANSWERS_SQL,
+      ['webhook_attempts_delivery (delivery_id=?)', 'webhook_deliveries_event_endpoint (event_id=?)'],
     ],
     [
       'a Messenger read watermark',

@@ -136,4 +136,74 @@ describe('crash: kill -9 mid-load, restart', () => {
     second.child.kill('SIGTERM');
     expect((await waitForExit(second.child, 15_000)).code).toBe(0);
   }, 90_000);
+
+  it('flags only the messages whose request may have left: not those waiting for a free connection', async () => {
+    // 64 calls at a time, 4 connections to the provider, which holds each call: 4 requests on
+    // the wire, 60 claimed calls waiting for a connection, the rest of the backlog queued.
+    const config = {
+      jobs: { leaseSeconds: 5, lifelineIntervalSeconds: 1, concurrency: 64 },
+      dispatch: { timeoutMs: 60_000, connectionsPerOrigin: 4 },
+    };
+    const fake = cleanup.fake(await startTwilioFake());
+    fake.latencyMs = 30_000;
+    const prep = cleanup.prep(await prepare(fake, config, { balance: '1000', price: '0.01' }));
+    const first = cleanup.child(await startMsgd(prep));
+    const pool = new Pool(first.url, { connections: 8, pipelining: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      const res = await pool.request({
+        path: SMS,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${prep.partner.token}` },
+        body: JSON.stringify({ to: '+14155550123', text: `backlog ${i}` }),
+      });
+      expect(res.statusCode).toBe(200);
+      ids.push(((await res.body.json()) as { id: string }).id);
+    }
+    await pool.close();
+    let view = inspect(prep);
+    try {
+      await waitFor(
+        () =>
+          fake.requests.length === 4 &&
+          messagesOf(view.ctx, prep.partner.partnerId).filter((m) => m.status === 'sending').length === 64,
+        '4 calls on the wire and 64 claimed',
+        15_000,
+      );
+    } finally {
+      view.close();
+    }
+    const onTheWire = new Set(fake.requests.map((r) => r.body.Body as string));
+    first.child.kill('SIGKILL');
+    expect((await waitForExit(first.child)).signal).toBe('SIGKILL');
+    expect(fake.requests).toHaveLength(4);
+
+    fake.latencyMs = 0;
+    const second = cleanup.child(await startMsgd(prep));
+    view = inspect(prep);
+    try {
+      await waitFor(
+        () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
+        'every message to be sent after the restart',
+        30_000,
+        100,
+      );
+      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      expect(rows.map((m) => m.id).sort()).toEqual([...ids].sort());
+      const calls = new Map<string, number>();
+      for (const r of fake.requests) calls.set(r.body.Body, (calls.get(r.body.Body) ?? 0) + 1);
+      const flagged = new Set(rows.filter((m) => m.dispatch_uncertain === 1).map((m) => JSON.parse(m.content).text));
+      // Every provider-side duplicate is flagged, and only the 4 calls that were on the wire are.
+      for (const [text, n] of calls)
+        if (n > 1) expect(flagged.has(text), `${text} went ${n} times unflagged`).toBe(true);
+      expect([...flagged].sort()).toEqual([...onTheWire].sort());
+      expect([...calls.values()].filter((n) => n > 1)).toHaveLength(4);
+      expect(rows.every((m) => m.dispatch_in_flight === 0)).toBe(true);
+      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+    } finally {
+      view.close();
+    }
+    second.child.kill('SIGTERM');
+    expect((await waitForExit(second.child, 15_000)).code).toBe(0);
+  }, 90_000);
 });

@@ -16,7 +16,7 @@ const dir = tmpDir('msgd-instance-');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('one msgd per data directory', () => {
-  it('takes back at start the jobs a crashed msgd left running: resent at once, flagged a possible duplicate', async () => {
+  it('takes back at start the jobs a crashed msgd left running: resent at once, flagged a possible duplicate if their request may have left', async () => {
     // What kill -9 mid-call leaves behind: a dispatch job running under a 10-minute lease.
     const dd = openDataDir(dir, { create: true, env: {} });
     const ctx: CoreCtx = {
@@ -34,10 +34,15 @@ describe('one msgd per data directory', () => {
       '+15550001111',
     );
     const m = storeOutboundSms(ctx, p.partnerId, channel, { text: 'in flight when msgd died' });
+    // And one it had claimed that was still waiting for a free connection: never sent.
+    const waiting = storeOutboundSms(ctx, p.partnerId, channel, { text: 'waiting when msgd died' });
     const queue = new JobQueue(dd.db);
     queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
-    expect(queue.claim('dead-msgd', 10, Date.now(), { leaseMs: 600_000 })).toHaveLength(1);
-    dd.db.sqlite.prepare(`UPDATE messages SET status = 'sending' WHERE id = ?`).run(m.id);
+    queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: waiting.id } });
+    expect(queue.claim('dead-msgd', 10, Date.now(), { leaseMs: 600_000 })).toHaveLength(2);
+    dd.db.sqlite.prepare(`UPDATE messages SET status = 'sending' WHERE id IN (?, ?)`).run(m.id, waiting.id);
+    // Marked before its request could be written.
+    dd.db.sqlite.prepare(`UPDATE messages SET dispatch_in_flight = 1 WHERE id = ?`).run(m.id);
     dd.close();
 
     const s = await startTestServer({}, { dataDir: dir });
@@ -51,6 +56,16 @@ describe('one msgd per data directory', () => {
         5_000,
       );
       expect(sent.dispatch_uncertain).toBe(1);
+      expect(sent.dispatch_in_flight).toBe(0);
+      const other = await waitFor(
+        () => {
+          const row = getMessageRow(s.ctx, waiting.id);
+          return row?.status === 'sent' ? row : undefined;
+        },
+        'the message that was waiting to be sent',
+        5_000,
+      );
+      expect(other.dispatch_uncertain).toBe(0);
       expect(s.logs.join('')).toContain(
         'jobs left running by a msgd that stopped without finishing them were taken back',
       );

@@ -33,6 +33,55 @@ function insertElsewhere(t: TempDb, kind: string, runAt: number) {
 const note = (db: Db, jobId: number, text: string) =>
   db.sqlite.prepare('INSERT INTO effects (job_id, note) VALUES (?, ?)').run(jobId, text);
 
+describe('Worker.durably', () => {
+  it("commits a running job's own writes in the next batch, one commit for many, before the job goes on", async () => {
+    const t = tempDb();
+    const { queue, worker } = makeWorker(t);
+    const other = t.open();
+    const seenByOther: number[] = [];
+    worker.register('mark', async (job) => {
+      await worker.durably(() => note(t.db, job.id, 'marked'));
+      // Committed: another connection sees it before the job does anything else.
+      seenByOther.push(
+        (other.sqlite.prepare('SELECT COUNT(*) AS n FROM effects WHERE job_id = ?').get(job.id) as { n: number }).n,
+      );
+      return { type: 'ok' };
+    });
+    for (let i = 0; i < 10; i++) queue.enqueue({ kind: 'mark' });
+    worker.start();
+    await waitFor(() => worker.counters.completed === 10, '10 jobs done');
+    expect(seenByOther).toEqual(Array(10).fill(1));
+    // 10 jobs claimed together: their marks share a commit, their completions another (at most a few).
+    expect(worker.counters.batches).toBeLessThanOrEqual(6);
+  });
+
+  it('rejects with what the write threw, keeping the rest of the batch, and once the worker has stopped', async () => {
+    const t = tempDb();
+    const { queue, worker } = makeWorker(t);
+    const outcomes: string[] = [];
+    worker.register('mark', async (job) => {
+      try {
+        await worker.durably(() => {
+          note(t.db, job.id, 'partly');
+          if ((job.payload as { bad: boolean }).bad) throw new Error('no room');
+        });
+        outcomes.push(`ok ${job.id}`);
+      } catch (e) {
+        outcomes.push(`threw ${job.id}: ${(e as Error).message}`);
+      }
+      return { type: 'ok' };
+    });
+    const good = queue.enqueue({ kind: 'mark', payload: { bad: false } });
+    const bad = queue.enqueue({ kind: 'mark', payload: { bad: true } });
+    await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
+    expect(outcomes.sort()).toEqual([`ok ${good.id}`, `threw ${bad.id}: no room`].sort());
+    // The throwing write rolled back to its savepoint: nothing of it is kept.
+    expect(effects(t.db)).toEqual([{ job_id: good.id, note: 'partly' }]);
+    await worker.stop();
+    await expect(worker.durably(() => {})).rejects.toThrow('the worker has stopped');
+  });
+});
+
 describe('Worker results', () => {
   it('retries a throwing handler with backoff, then succeeds', async () => {
     const t = tempDb();

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
+import { assignChannel, unassignChannel } from '../../src/core/channels.js';
+import { runCli } from '../helpers/cli.js';
 import { setupPartner, connect, startTestServer, type TestServer } from '../helpers/server.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { processed } from '../helpers/webhook-log.js';
@@ -24,6 +26,7 @@ let s: TestServer;
 let receiver: Receiver;
 let api: Api;
 let partnerId: string;
+let messengerGateway: string;
 
 beforeAll(async () => {
   tls = makeCert();
@@ -38,7 +41,7 @@ beforeAll(async () => {
   const p = setupPartner(s.ctx, { balance: '10.00' });
   partnerId = p.partnerId;
   api = apiFor(s, p.token);
-  connect(
+  messengerGateway = connect(
     s.ctx,
     partnerId,
     {
@@ -47,7 +50,7 @@ beforeAll(async () => {
       secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET },
     },
     'messenger',
-  );
+  ).gateway.id;
   connect(
     s.ctx,
     partnerId,
@@ -235,5 +238,111 @@ describe('an unsend (is_deleted)', () => {
     const res = await api('GET', `/v1/messages/${id}`);
     expect(res.body.content).toEqual({ kind: 'text', text: 'keep me' });
     expect(res.body.deleted_at).toBeNull();
+  });
+
+  it("reaches the customer's message after its page left the partner: unassigned, then given to another", async () => {
+    const before = ['m_unsend-3', 'm_unsend-4'];
+    for (const mid of before) await meta(pageMessage({ mid, text: `call me on +44 20 7946 0958 (${mid})` }));
+    const [first, second] = before.map(messageIdOf);
+    for (const id of [first, second]) await waitGot('message.received', id);
+    const other = setupPartner(s.ctx);
+    try {
+      // The operator takes the page off this partner: no channel serves it any more.
+      unassignChannel(s.ctx, { partner: partnerId, type: 'messenger' }, 'test');
+      expect((await meta(pageMessage({ mid: before[0], is_deleted: true }))).processing).toBe('processed');
+      // Then gives the page to another partner.
+      assignChannel(s.ctx, { partner: other.partnerId, gateway: messengerGateway, type: 'messenger' }, 'test');
+      expect((await meta(pageMessage({ mid: before[1], is_deleted: true }))).processing).toBe('processed');
+
+      for (const id of [first, second]) {
+        const res = await api('GET', `/v1/messages/${id}`);
+        expect(res.body).toMatchObject({ id, channel: 'messenger', from: PSID, deleted_at: expect.any(String) });
+        expect(res.body.content).toEqual({ kind: 'redacted', was: 'text', redacted_at: expect.any(String) });
+        expect(JSON.stringify(res.body)).not.toContain('7946');
+        // Told to the partner whose message it is.
+        expect(await waitGot('message.deleted', id)).toMatchObject({
+          message_id: id,
+          provider_message_id: expect.any(String),
+        });
+      }
+      // The page's new partner learns nothing of a message that was never its own.
+      expect(s.ctx.db.sqlite.prepare('SELECT type FROM events WHERE partner_id = ?').all(other.partnerId)).toEqual([]);
+    } finally {
+      // The page back to this partner, however far the test got.
+      const holder = s.ctx.db.sqlite
+        .prepare(`SELECT partner_id FROM channels WHERE type = 'messenger' AND sender = ? AND status = 'active'`)
+        .get(PAGE) as { partner_id: string } | undefined;
+      if (holder?.partner_id === other.partnerId)
+        unassignChannel(s.ctx, { partner: other.partnerId, type: 'messenger' }, 'test');
+      if (holder?.partner_id !== partnerId)
+        assignChannel(s.ctx, { partner: partnerId, gateway: messengerGateway, type: 'messenger' }, 'test');
+    }
+  });
+
+  it("cannot be made by another partner's Meta app, whatever page it names", async () => {
+    const mid = 'm_unsend-5';
+    await meta(pageMessage({ mid, text: 'the door code is 4512' }));
+    const id = messageIdOf(mid);
+    const OTHER_PAGE = '105555555555555';
+    const intruder = setupPartner(s.ctx);
+    connect(
+      s.ctx,
+      intruder.partnerId,
+      {
+        kind: 'meta_messenger',
+        settings: { base_url: graph.url, page_id: OTHER_PAGE },
+        secrets: { page_access_token: 'OTHER-TOKEN', app_secret: 'another-app-secret' },
+      },
+      'messenger',
+    );
+    // Signed by the other app, for its own page, naming this partner's page as the recipient.
+    const raw = asciiJson(
+      pageEvent(OTHER_PAGE, [
+        { sender: { id: PSID }, recipient: { id: PAGE }, timestamp: Date.now(), message: { mid, is_deleted: true } },
+      ]),
+    );
+    const res = await postWebhook(`${s.url}/api/webhook-messenger.php`, raw, metaHeaders('another-app-secret', raw));
+    expect(res.status).toBe(200);
+    expect((await processed(s.ctx, res.json.id)).processing).toBe('ignored');
+    const msg = await api('GET', `/v1/messages/${id}`);
+    expect(msg.body.content).toEqual({ kind: 'text', text: 'the door code is 4512' });
+    expect(msg.body.deleted_at).toBeNull();
+  });
+
+  it("leaves no copy in the delivery log, where the partner's endpoint quoted it back", async () => {
+    const mid = 'm_unsend-6';
+    const secret = 'IBAN GB33BUKB20201555555555';
+    // The partner's endpoint fails once with a debug page that quotes the request, as many
+    // frameworks' error pages do; msgd keeps the start of every response for the operator.
+    let quoted = false;
+    receiver.behave((r) =>
+      !quoted && r.body?.event === 'message.received' && String(r.body.body).includes(secret)
+        ? ((quoted = true), { kind: 'status', status: 500, body: `Internal Server Error\nPOST body: ${r.raw}` })
+        : { kind: 'ok' },
+    );
+    const attempts = async () => {
+      const r = await runCli(['webhooks', 'deliveries', '--attempts', '--json', '--limit', '1000'], {
+        dataDir: s.dataDir,
+      });
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout;
+    };
+    try {
+      await meta(pageMessage({ mid, text: `pay to ${secret}` }));
+      const id = messageIdOf(mid);
+      // Its first attempt, and what the endpoint answered, are in the log.
+      await waitFor(
+        async () => (await attempts()).includes(secret) || undefined,
+        'the quoting answer logged',
+        10_000,
+        100,
+      );
+
+      expect((await meta(pageMessage({ mid, is_deleted: true }))).processing).toBe('processed');
+      await waitGot('message.deleted', id);
+      expect(await attempts()).not.toContain(secret);
+    } finally {
+      receiver.behave({ kind: 'ok' });
+    }
   });
 });
