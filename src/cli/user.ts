@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { Config } from '../config/schema.js';
 import { getPartner } from '../core/partners.js';
+import { resetTwoFactor } from '../core/two-factor.js';
 import {
   ROLES,
   getMember,
@@ -86,8 +87,16 @@ function list(cli: Cli, partnerRef: string): Result {
     json: { data: rows.map(memberJson) },
     text: rows.length
       ? table(
-          ['id', 'email', 'role', 'state', 'last login', 'created'],
-          rows.map((u) => [u.user_id, u.email, u.role, memberState(u), when(u.last_login_at), when(u.created_at)]),
+          ['id', 'email', 'role', 'state', '2fa', 'last login', 'created'],
+          rows.map((u) => [
+            u.user_id,
+            u.email,
+            u.role,
+            memberState(u),
+            u.two_factor ? 'on' : 'off',
+            when(u.last_login_at),
+            when(u.created_at),
+          ]),
         )
       : `No console users for ${partner.slug}. Invite one with: msgctl user invite ${partner.slug} <email> --role admin`,
   };
@@ -128,10 +137,27 @@ async function remove(cli: Cli, partnerRef: string, ref: string, opts: { yes?: b
   };
 }
 
+async function resetTwoFactorCmd(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
+  const partner = getPartner(cli.ctx, partnerRef);
+  const found = getMember(cli.ctx, partner.id, ref);
+  await confirm(
+    cli.io,
+    `Reset two-factor authentication of ${found.email} (${found.user_id}) for ${partner.slug}: their authenticator and recovery codes stop working and their sessions end`,
+    opts.yes,
+  );
+  const u = resetTwoFactor(cli.ctx, partner.id, found.user_id, cli.actor);
+  return {
+    json: memberJson(u),
+    text: `Reset two-factor authentication of ${u.email}: they log in with their password alone${
+      partner.require_2fa ? ' and set it up again at once (their partner requires it)' : ''
+    }.`,
+  };
+}
+
 export function registerUser(program: Command) {
   const user = program
     .command('user')
-    .description("a partner's web console users: invite, list, disable, enable, reset, remove");
+    .description("a partner's web console users: invite, list, disable, enable, reset, remove, reset-2fa");
 
   user
     .command('invite')
@@ -190,4 +216,19 @@ export function registerUser(program: Command) {
       ),
     )
     .action(withCli(remove));
+
+  user
+    .command('reset-2fa')
+    .description("turn off a user's two-factor authentication (lost phone and recovery codes); ends their sessions")
+    .argument('<partner>', 'slug or id')
+    .argument('<user>', 'email or user id (usr_...)')
+    .option(...YES_FLAG)
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl user reset-2fa acme ann@acme.example',
+        'msgctl user reset-2fa acme usr_01jd3k... --yes   # in a script',
+      ),
+    )
+    .action(withCli(resetTwoFactorCmd));
 }

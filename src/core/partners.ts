@@ -62,6 +62,7 @@ export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string):
         credit_limit: creditLimit,
         rate_limit_per_minute: null,
         low_balance_threshold: null,
+        require_2fa: 0,
         created_at: now,
         updated_at: now,
       };

@@ -45,6 +45,8 @@ export interface Member {
   status: MembershipRow['status'];
   accept_by_link: number;
   has_password: number;
+  /** 1 when the person has two-factor authentication on. */
+  two_factor: number;
   invited_by: string | null;
   last_login_at: number | null;
   created_at: number;
@@ -74,7 +76,7 @@ export function getUser(ctx: CoreCtx, id: string): UserRow | undefined {
 }
 
 const MEMBER_SELECT = `SELECT m.id AS membership_id, m.user_id, m.partner_id, u.email, m.role, m.status, m.accept_by_link,
-       u.password_hash IS NOT NULL AS has_password, m.invited_by, u.last_login_at, m.created_at, m.accepted_at
+       u.password_hash IS NOT NULL AS has_password, u.totp_enabled_at IS NOT NULL AS two_factor, m.invited_by, u.last_login_at, m.created_at, m.accepted_at
   FROM memberships m JOIN users u ON u.id = m.user_id`;
 
 /**
@@ -537,9 +539,13 @@ export function endEverywhere(ctx: CoreCtx, userId: string): number {
 export async function checkLogin(ctx: CoreCtx, email: string, password: string): Promise<UserRow | null> {
   const user = typeof email === 'string' && email.length <= 254 ? findUserByEmail(ctx, email) : undefined;
   const ok = await verifyPassword(typeof password === 'string' ? password : '', user?.password_hash ?? null);
-  if (!ok || !user || user.status !== 'active') return null;
-  if (!membershipsOf(ctx, user.id).length) return null;
+  if (!ok || !user || !mayLogIn(ctx, user)) return null;
   return user;
+}
+
+/** Whether this person may log in now: active, with a membership of an active partner. */
+export function mayLogIn(ctx: CoreCtx, user: UserRow): boolean {
+  return user.status === 'active' && membershipsOf(ctx, user.id).length > 0;
 }
 
 export const memberState = (m: Member) =>
@@ -554,6 +560,7 @@ export function memberJson(m: Member) {
     role: m.role,
     status: m.status,
     state: memberState(m),
+    two_factor: m.two_factor === 1,
     last_login_at: iso(m.last_login_at),
     created_at: iso(m.created_at),
     accepted_at: iso(m.accepted_at),

@@ -18,6 +18,8 @@ export const partners = sqliteTable('partners', {
   rateLimitPerMinute: integer('rate_limit_per_minute'),
   /** partner.balance_low fires when the balance falls below this; null = config default. */
   lowBalanceThreshold: integer('low_balance_threshold'),
+  /** 1: every console user of the partner must use two-factor authentication (set by its admins). */
+  require2fa: integer('require_2fa').notNull().default(0),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
 });
@@ -464,6 +466,12 @@ export const users = sqliteTable('users', {
   /** Sessions created before this moment are no longer valid. */
   sessionsValidAfter: integer('sessions_valid_after').notNull().default(0),
   lastLoginAt: integer('last_login_at'),
+  /** The person's TOTP secret, sealed with the master key (src/core/secrets.ts); set when enrolment starts. */
+  totpSecret: text('totp_secret'),
+  /** When the first valid code confirmed the secret: two-factor authentication is on from then. */
+  totpEnabledAt: integer('totp_enabled_at'),
+  /** The last 30-second step a code was accepted for: a code of that step or earlier is refused. */
+  totpLastStep: integer('totp_last_step'),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
 });
@@ -522,6 +530,41 @@ export const userInvites = sqliteTable(
   (t) => [index('user_invites_user').on(t.userId)],
 );
 
+/** One-time recovery codes for two-factor authentication: only their SHA-256, each usable once. */
+export const userRecoveryCodes = sqliteTable(
+  'user_recovery_codes',
+  {
+    id: text('id').primaryKey(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id),
+    hash: text('hash').notNull().unique(),
+    usedAt: integer('used_at'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('user_recovery_codes_user').on(t.userId)],
+);
+
+/**
+ * A login between its password and its second factor: the cookie holds the secret, the table
+ * its SHA-256. Short-lived and ended by the login it leads to.
+ */
+export const uiPendingLogins = sqliteTable(
+  'ui_pending_logins',
+  {
+    id: text('id').primaryKey(),
+    hash: text('hash').notNull().unique(),
+    userId: text('user_id')
+      .notNull()
+      .references(() => users.id),
+    /** The password's attempt in login_attempts, forgiven with the code's when the login succeeds. */
+    attempt: integer('attempt').notNull(),
+    createdAt: integer('created_at').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (t) => [index('ui_pending_logins_user').on(t.userId)],
+);
+
 /** Console sessions. The cookie holds the secret; only its SHA-256 is kept. */
 export const uiSessions = sqliteTable(
   'ui_sessions',
@@ -538,6 +581,26 @@ export const uiSessions = sqliteTable(
     expiresAt: integer('expires_at').notNull(),
   },
   (t) => [index('ui_sessions_user').on(t.userId)],
+);
+
+/**
+ * Console login attempts (src/core/login-throttle.ts): a row when an attempt starts, so
+ * attempts still being checked count against the limit; shared by every msgd on the database.
+ * `account` is the lower-cased email, cleared when the account logs in. Pruned past the window.
+ */
+export const loginAttempts = sqliteTable(
+  'login_attempts',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    account: text('account'),
+    address: text('address').notNull(),
+    at: integer('at').notNull(),
+  },
+  (t) => [
+    index('login_attempts_account').on(t.account, t.at),
+    index('login_attempts_address').on(t.address, t.at),
+    index('login_attempts_at').on(t.at),
+  ],
 );
 
 /** Spend per partner and UTC day, rolled up from the ledger's new rows (src/core/spend.ts). */

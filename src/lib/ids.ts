@@ -77,7 +77,9 @@ export type IdPrefix =
   | 'usr'
   | 'mem'
   | 'ses'
-  | 'inv';
+  | 'inv'
+  | 'rc'
+  | 'pl';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${ulid()}`;

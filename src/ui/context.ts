@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { LoginThrottle } from '../core/login-throttle.js';
 import type { SessionPerson, SessionUser } from '../core/ui-sessions.js';
 import { can, type Area } from '../core/users.js';
 import { AppError } from '../lib/errors.js';
 import type { Runtime } from '../runtime.js';
 import { anonBinding, type Csrf } from './csrf.js';
 import type { CookieNames } from './cookies.js';
-import type { LoginThrottle } from './throttle.js';
 
 // What every console route receives, and the per-request state the plugin's hooks leave.
 

@@ -1,22 +1,24 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 
-// The console's two cookies: the session, and before login a random value the login form's
-// CSRF token is bound to. Both HttpOnly and SameSite=Lax; Secure with the __Host- prefix
-// whenever msgd's public URL is HTTPS (the prefix makes the browser refuse a cookie set by a
-// sibling subdomain or over plain HTTP).
+// The console's cookies: the session; before login a random value the login form's CSRF
+// token is bound to; and between a password and its second factor, the pending login. All
+// HttpOnly and SameSite=Lax; Secure with the __Host- prefix whenever msgd's public URL is
+// HTTPS (the prefix makes the browser refuse a cookie set by a sibling subdomain or over
+// plain HTTP).
 
 export interface CookieNames {
   session: string;
   anon: string;
+  pending: string;
   secure: boolean;
 }
 
 export function cookieNames(config: Config): CookieNames {
   const secure = (config.server.publicUrl ?? '').startsWith('https:');
   return secure
-    ? { session: '__Host-msgd_session', anon: '__Host-msgd_csrf', secure }
-    : { session: 'msgd_session', anon: 'msgd_csrf', secure };
+    ? { session: '__Host-msgd_session', anon: '__Host-msgd_csrf', pending: '__Host-msgd_login', secure }
+    : { session: 'msgd_session', anon: 'msgd_csrf', pending: 'msgd_login', secure };
 }
 
 export function readCookie(req: FastifyRequest, name: string): string | undefined {

@@ -1,4 +1,6 @@
 import type { FastifyError, FastifyPluginAsync } from 'fastify';
+import { LoginThrottle } from '../core/login-throttle.js';
+import { enrolmentRequired } from '../core/two-factor.js';
 import { lookupSession } from '../core/ui-sessions.js';
 import { AppError } from '../lib/errors.js';
 import type { Runtime } from '../runtime.js';
@@ -7,20 +9,23 @@ import { CSS, JS } from './assets.js';
 import { cookieNames, readCookie } from './cookies.js';
 import { CSRF_FIELD, CSRF_HEADER, Csrf, crossSite } from './csrf.js';
 import { LoginRequired, PartnerRequired, csrfToken, form, type Ui } from './context.js';
+import { ENROL_PATH } from './login-steps.js';
 import { Notice, Page, sendPage } from './layout.js';
 import { notFoundPage, pageExpired, wantsJson } from './responses.js';
-import { LoginThrottle } from './throttle.js';
 import { authRoutes } from './routes/auth.js';
+import { twoFactorRoutes } from './routes/two-factor.js';
 import { consoleRoutes } from './routes/index.js';
 
 // The partner web console at /ui: server-rendered pages, sessions in SQLite, one CSRF hook.
 
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const FORM_LIMIT = 64 * 1024;
+/** What a user who must set up two-factor authentication may still open. */
+const WHILE_ENROLLING = /^\/ui\/(account\/2fa(\/[a-z]+)?|partners|logout|logout-everywhere|static\/[a-z.]+)$/;
 
 export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   const names = cookieNames(rt.config);
-  const ui: Ui = { rt, names, csrf: new Csrf(rt.ctx.masterKey), throttle: new LoginThrottle(rt.ctx.now) };
+  const ui: Ui = { rt, names, csrf: new Csrf(rt.ctx.masterKey), throttle: new LoginThrottle(rt.ctx) };
   const https = names.secure;
 
   app.addContentTypeParser(
@@ -52,6 +57,10 @@ export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt })
     req.ui = { session: found?.person ?? null, user: found?.user ?? null };
     // Refused before the body is read, whatever its type: a cross-site form may post text/plain.
     if (UNSAFE.has(req.method) && crossSite(req, rt.config)) return pageExpired(ui, req, reply, 'cross-site');
+    // A partner that requires two-factor authentication: its users without it set it up first.
+    const user = req.ui.user;
+    if (user && !WHILE_ENROLLING.test(req.url.split('?')[0]) && enrolmentRequired(rt.ctx, user.userId, user.partnerId))
+      return reply.redirect(ENROL_PATH, 303);
   });
 
   app.addHook('preHandler', async (req, reply) => {
@@ -119,5 +128,6 @@ export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt })
   );
 
   await app.register(authRoutes, { ui });
+  await app.register(twoFactorRoutes, { ui });
   await app.register(consoleRoutes, { ui });
 };

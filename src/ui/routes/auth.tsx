@@ -1,21 +1,17 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { auditEvent } from '../../core/audit.js';
 import { PASSWORD_MIN } from '../../core/passwords.js';
+import { twoFactorOn } from '../../core/two-factor.js';
 import { createSession, endAllSessions, endSession, selectPartner } from '../../core/ui-sessions.js';
-import { acceptJoinLink, acceptLink, changePassword, checkLogin, findUserByEmail, openLink } from '../../core/users.js';
+import { acceptJoinLink, acceptLink, changePassword, checkLogin, getUser, openLink } from '../../core/users.js';
 import { AppError } from '../../lib/errors.js';
 import { clearCookie, setCookie } from '../cookies.js';
 import { csrfToken, field, form, personFor, query, type Ui } from '../context.js';
 import { Csrf, Notice, Page, sendPage } from '../layout.js';
+import { afterLogin, loginSteps } from '../login-steps.js';
 
 // Logging in and out, accepting an invite or reset link, and the account page.
 
 const GENERIC_FAILURE = 'The email or password is not right, or the account cannot log in.';
-
-/** Only a path inside the console: never another host (//evil.example) or scheme. */
-function safeNext(next: string | undefined): string {
-  return next && /^\/ui\/[A-Za-z0-9/_.?=&%-]*$/.test(next) && !next.startsWith('//') ? next : '/ui/overview';
-}
 
 const NEW_PASSWORD = `New password (at least ${PASSWORD_MIN} characters)`;
 
@@ -59,14 +55,6 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
       opts.status ?? 200,
     );
 
-  /** Where a login lands: the page asked for once a partner is picked, else the partner picker first. */
-  const afterLogin = (req: FastifyRequest, partnerId: string | null) => {
-    const next = query(req).next;
-    const dest = safeNext(next);
-    if (partnerId || dest.startsWith('/ui/invite/')) return dest;
-    return `/ui/partners${next ? `?next=${encodeURIComponent(dest)}` : ''}`;
-  };
-
   app.get('/login', async (req, reply) => {
     if (req.ui?.session) return reply.redirect(afterLogin(req, req.ui.user?.partnerId ?? null), 303);
     const q = query(req);
@@ -76,42 +64,33 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
           ? 'Your password is set. Log in with it.'
           : q.done === 'logout'
             ? 'You are logged out.'
-            : undefined,
+            : q.done === 'expired'
+              ? 'That login took too long or was already used. Log in again.'
+              : undefined,
     });
   });
+
+  const { admit, auditFailure, askForCode, startSession } = loginSteps(ui);
 
   app.post('/login', async (req, reply) => {
     const f = form(req);
     const email = field(f, 'email').slice(0, 254);
     const ip = req.ip;
-    const wait = ui.throttle.waitMs(email, ip);
-    if (wait > 0) {
-      auditEvent(rt.ctx, 'anonymous', 'ui.login_throttled', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
-        email,
-        ip,
-      });
-      reply.header('retry-after', String(Math.ceil(wait / 1000)));
-      return loginPage(req, reply, {
-        error: `Too many attempts. Try again in ${Math.ceil(wait / 60_000)} minute(s).`,
-        email,
-        status: 429,
-      });
-    }
+    // Throttle: counted before the password is hashed, so parallel guesses count too.
+    const admitted = admit(reply, email, ip, 'password', (error) =>
+      loginPage(req, reply, { error, email, status: 429 }),
+    );
+    if ('sent' in admitted) return admitted.sent;
+    // Password.
     const user = await checkLogin(rt.ctx, email, field(f, 'password'));
     if (!user) {
-      ui.throttle.fail(email, ip);
-      auditEvent(rt.ctx, 'anonymous', 'ui.login_failed', 'user', findUserByEmail(rt.ctx, email)?.id ?? null, {
-        email,
-        ip,
-      });
+      auditFailure(email, ip, 'password');
       return loginPage(req, reply, { error: GENERIC_FAILURE, email, status: 401 });
     }
-    ui.throttle.succeed(email);
-    // A session this browser already had ends: every login starts a fresh one.
-    if (req.ui?.session) endSession(rt.ctx, req.ui.session.sessionId, req.ui.session.userId);
-    const { secret, partnerId } = createSession(rt.ctx, user.id, { ip });
-    setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
-    return reply.redirect(afterLogin(req, partnerId), 303);
+    // Second factor, when the person has one on.
+    if (twoFactorOn(user)) return askForCode(req, reply, user, admitted.attempt);
+    // Session.
+    return startSession(req, reply, user, [admitted.attempt]);
   });
 
   app.post('/logout', async (req, reply) => {
@@ -285,6 +264,13 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
             <button type="submit">Change password</button>
           </p>
         </form>
+        <h2>Two-factor authentication</h2>
+        <p>
+          {twoFactorOn(getUser(rt.ctx, person.userId)!)
+            ? 'On: logging in takes your password and a code from your phone.'
+            : 'Off: logging in takes only your password.'}{' '}
+          <a href="/ui/account/2fa">Two-factor authentication settings</a>
+        </p>
         <h2>Sessions</h2>
         <form method="post" action="/ui/logout-everywhere" data-confirm="Log out of every browser, this one included?">
           <Csrf token={csrf} />
@@ -305,20 +291,34 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     accountPage(
       req,
       reply,
-      query(req).done === 'password' ? { ok: 'Your password is changed; your other sessions have ended.' } : {},
+      query(req).done === 'password'
+        ? { ok: 'Your password is changed; your other sessions have ended.' }
+        : query(req).done === '2fa-off'
+          ? { ok: 'Two-factor authentication is off.' }
+          : {},
     ),
   );
 
   app.post('/account/password', async (req, reply) => {
     const person = personFor(req);
     const f = form(req);
+    // The current password is a proof of identity like a login's: the same throttle and audit.
+    const admitted = admit(reply, person.email, req.ip, 'account_password', (error) =>
+      accountPage(req, reply, { error }, 429),
+    );
+    if ('sent' in admitted) return admitted.sent;
     try {
       await changePassword(rt.ctx, person.userId, field(f, 'current'), field(f, 'password'));
     } catch (e) {
-      if (e instanceof AppError && e.code === 'invalid_request')
+      if (e instanceof AppError && e.code === 'invalid_request') {
+        if (e.details.some((d) => d.field === 'current'))
+          auditFailure(person.email, req.ip, 'account_password', `user:${person.userId}`);
+        else ui.throttle.succeeded(person.email, [admitted.attempt]);
         return accountPage(req, reply, { error: e.message }, 400);
+      }
       throw e;
     }
+    ui.throttle.succeeded(person.email, [admitted.attempt]);
     // Every session ended with the password; this browser starts a fresh one.
     const { secret } = createSession(rt.ctx, person.userId, { ip: req.ip, partnerId: req.ui?.user?.partnerId });
     setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);

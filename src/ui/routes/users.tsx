@@ -10,6 +10,8 @@ import {
   setUserStatus,
   type IssuedLink,
 } from '../../core/users.js';
+import { getPartner } from '../../core/partners.js';
+import { setTwoFactorRequired } from '../../core/two-factor.js';
 import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { actorOf, field, form, type Ui } from '../context.js';
@@ -34,6 +36,7 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   ) => {
     const p = pageCtx(ui, req, reply, 'users');
     const rows = listMembers(rt.ctx, p.user.partnerId);
+    const required = getPartner(rt.ctx, p.user.partnerId).require_2fa === 1;
     return p.render(
       'Users',
       <>
@@ -57,6 +60,7 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
               <th scope="col">Email</th>
               <th scope="col">Role</th>
               <th scope="col">State</th>
+              <th scope="col">Two-factor</th>
               <th scope="col">Last login</th>
               <th scope="col">
                 <span className="muted">Actions</span>
@@ -74,6 +78,7 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
                   <td>
                     <StatusText status={state} />
                   </td>
+                  <td>{u.status === 'pending' ? '' : u.two_factor ? 'on' : 'off'}</td>
                   {/* Until the invitation is accepted, nothing of the person shows: they may use msgd elsewhere. */}
                   <td>{utc(u.status === 'pending' ? null : u.last_login_at)}</td>
                   <td>
@@ -121,6 +126,19 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
             })}
           </tbody>
         </table>
+        <h2>Two-factor authentication</h2>
+        <form method="post" action="/ui/users/2fa-requirement">
+          <Csrf token={p.csrf} />
+          <p>
+            {required
+              ? 'Required: users without it set it up right after they log in, and can do nothing else until they have.'
+              : 'Not required: each user decides on Your account.'}
+          </p>
+          <input type="hidden" name="required" value={required ? 'no' : 'yes'} />
+          <button type="submit" className="secondary">
+            {required ? 'Stop requiring two-factor authentication' : 'Require two-factor authentication for every user'}
+          </button>
+        </form>
         <h2>Invite a user</h2>
         <form method="post" action="/ui/users">
           <Csrf token={p.csrf} />
@@ -179,6 +197,17 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
       }),
       201,
     );
+  });
+
+  app.post('/users/2fa-requirement', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'users');
+    const required = field(form(req), 'required') === 'yes';
+    setTwoFactorRequired(rt.ctx, p.user.partnerId, required, actorOf(p.user));
+    return page(req, reply, {
+      ok: required
+        ? 'Two-factor authentication is required: users without it set it up at their next page.'
+        : 'Two-factor authentication is no longer required.',
+    });
   });
 
   for (const action of ['disable', 'enable', 'reset', 'remove'] as const) {

@@ -1,0 +1,51 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { stmt } from '../db/stmt.js';
+import { newId } from '../lib/ids.js';
+import type { CoreCtx } from './context.js';
+
+// A login whose password was right and whose second factor is still to come. The browser
+// holds a random secret in a cookie, the table only its SHA-256; the code step accepts a code
+// only for this user, within a few minutes, and the login it leads to ends it (single use).
+
+export const PENDING_LOGIN_MS = 5 * 60_000;
+
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+export interface PendingLogin {
+  id: string;
+  userId: string;
+  /** The password's attempt in the login throttle. */
+  attempt: number;
+  expiresAt: number;
+}
+
+export function startPendingLogin(ctx: CoreCtx, userId: string, attempt: number): { secret: string } {
+  const secret = randomBytes(32).toString('base64url');
+  const now = ctx.now();
+  ctx.db.sqlite
+    .transaction(() => {
+      stmt(ctx.db.sqlite, 'DELETE FROM ui_pending_logins WHERE expires_at <= ?').run(now);
+      stmt(
+        ctx.db.sqlite,
+        'INSERT INTO ui_pending_logins (id, hash, user_id, attempt, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+      ).run(newId('pl'), sha256(secret), userId, attempt, now, now + PENDING_LOGIN_MS);
+    })
+    .immediate();
+  return { secret };
+}
+
+/** The pending login this secret names, if it has not expired or been used. */
+export function openPendingLogin(ctx: CoreCtx, secret: string | undefined): PendingLogin | null {
+  if (!secret || secret.length > 100) return null;
+  const row = stmt<[string], { id: string; user_id: string; attempt: number; expires_at: number }>(
+    ctx.db.sqlite,
+    'SELECT id, user_id, attempt, expires_at FROM ui_pending_logins WHERE hash = ?',
+  ).get(sha256(secret));
+  if (!row || row.expires_at <= ctx.now()) return null;
+  return { id: row.id, userId: row.user_id, attempt: row.attempt, expiresAt: row.expires_at };
+}
+
+/** Use it up; false when another request already did (only one login comes of it). */
+export function endPendingLogin(ctx: CoreCtx, id: string): boolean {
+  return stmt(ctx.db.sqlite, 'DELETE FROM ui_pending_logins WHERE id = ?').run(id).changes === 1;
+}
