@@ -83,13 +83,12 @@ describe('console pages', () => {
       /^attachment; filename="ledger-acme-\d{4}-\d{2}-\d{2}\.csv"$/,
     );
     const lines = csv.text.trim().split('\r\n');
-    expect(lines[0]).toBe('id,created_at,kind,amount,balance_after,currency,message_id,note');
-    expect(lines.at(-1)).toMatch(/^\d+,[\d\-T:.]+Z,topup,10\.00,10\.00,USD,,"'=HYPERLINK\(""http:\/\/x""\)"$/);
+    expect(lines[0]).toBe('"id","created_at","kind","amount","balance_after","currency","message_id","note"');
+    expect(lines.at(-1)).toMatch(
+      /^"\d+","[\d\-T:.]+Z","topup","10\.00","10\.00","USD","","'=HYPERLINK\(""http:\/\/x""\)"$/,
+    );
     // Oldest last: in id order every balance_after is the one before plus the amount.
-    const rows = lines
-      .slice(1)
-      .reverse()
-      .map((l) => l.split(','));
+    const rows = parseCsv(csv.text, ',').slice(1).reverse();
     let running = 0;
     for (const r of rows) {
       running = Math.round((running + Number(r[3])) * 1e6) / 1e6;
@@ -102,6 +101,40 @@ describe('console pages', () => {
           .get(acme.partnerId) as any
       ).n,
     );
+  });
+
+  it('the CSV gives no cell a formula start when read with comma, semicolon or tab as the separator', async () => {
+    const hostile = [
+      'a;=1+1',
+      'a,=1+1',
+      'a\t=1+1',
+      '=cmd|"/c calc"!A1',
+      'x; +1',
+      'x;"=1+1',
+      'x;""@SUM(A1)',
+      'line\n=1+1',
+      'line\r\n-1+1',
+      '\t=1',
+      'plain; text, here',
+    ];
+    const ins = s.ctx.db.sqlite.prepare(
+      `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, note, actor, created_at)
+       SELECT partner_id, 'adjustment', 0, balance_after, ?, 'test', created_at FROM ledger_entries WHERE partner_id = ? ORDER BY id DESC LIMIT 1`,
+    );
+    for (const note of hostile) ins.run(note, acme.partnerId);
+    const csv = (await admin.get('/ui/ledger.csv')).text;
+    for (const sep of [',', ';', '\t']) {
+      const cells = parseCsv(csv, sep).flat();
+      const formula = cells.filter((c) => /^[=+\-@\t\r]/.test(c) && !/^-\d+(\.\d+)?$/.test(c));
+      expect(formula, `read with ${JSON.stringify(sep)}`).toEqual([]);
+    }
+    // Read with commas, each note comes back whole, defused where it could start a formula.
+    const notes = parseCsv(csv, ',').map((r) => r[7]);
+    expect(notes).toContain("a;'=1+1");
+    expect(notes).toContain('\'=cmd|"/c calc"!A1');
+    expect(notes).toContain('x; +1');
+    expect(notes).toContain("line\n'=1+1");
+    expect(notes).toContain('plain; text, here');
   });
 
   it('issues a token with an expiry and the chosen scopes, and refuses an unknown expiry or scope', async () => {
@@ -166,3 +199,50 @@ describe('console pages', () => {
     expect(logs).not.toContain(PASSWORD);
   });
 });
+
+/**
+ * A spreadsheet's reading of CSV with one separator: a field that starts with `"` is quoted
+ * (`""` inside is a quote) up to its closing quote; anything else runs to the next separator
+ * or line break, quotes and all.
+ */
+function parseCsv(text: string, sep: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let i = 0;
+  for (;;) {
+    let cell = '';
+    if (text[i] === '"') {
+      i++;
+      for (;;) {
+        if (i >= text.length) break;
+        if (text[i] === '"') {
+          if (text[i + 1] === '"') {
+            cell += '"';
+            i += 2;
+            continue;
+          }
+          i++;
+          break;
+        }
+        cell += text[i++];
+      }
+      // Text after the closing quote belongs to the same cell, as spreadsheets read it.
+      while (i < text.length && text[i] !== sep && text[i] !== '\r' && text[i] !== '\n') cell += text[i++];
+    } else {
+      while (i < text.length && text[i] !== sep && text[i] !== '\r' && text[i] !== '\n') cell += text[i++];
+    }
+    row.push(cell);
+    if (i >= text.length) {
+      rows.push(row);
+      return rows.filter((r) => r.length > 1 || r[0] !== '');
+    }
+    if (text[i] === sep) {
+      i++;
+      continue;
+    }
+    if (text[i] === '\r' && text[i + 1] === '\n') i++;
+    i++;
+    rows.push(row);
+    row = [];
+  }
+}

@@ -12,12 +12,32 @@ import { money, pageCtx } from '../pages.js';
 
 const PAGE = 50;
 
-/** A CSV cell: quoted, and text a spreadsheet would run as a formula defused with a quote mark. */
+/**
+ * A CSV cell, always quoted. A spreadsheet may split the file on `,`, `;` or tab (European
+ * Excel reads `;`), and a broken-up quoted cell then starts wherever a separator or line break
+ * was: so a formula start (= + - @ tab CR) at the start of the text, or after any separator or
+ * line break in it (past any quote marks), gets a `'` before it.
+ */
 export function csvCell(v: string | number | null): string {
-  if (v === null) return '';
+  if (v === null) return '""';
   let s = String(v);
-  if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
-  return /[",\r\n]/.test(s) || s !== String(v) ? `"${s.replace(/"/g, '""')}"` : s;
+  if (typeof v === 'string') s = defuse(s);
+  return `"${s.replace(/"/g, '""')}"`;
+}
+
+const SEPARATOR = new Set([',', ';', '\t', '\r', '\n']);
+const FORMULA_START = new Set(['=', '+', '-', '@', '\t', '\r']);
+
+function defuse(s: string): string {
+  let out = '';
+  let start = true; // at the text's start, or just after a separator or line break (and any quote marks)
+  for (const ch of s) {
+    if (start && FORMULA_START.has(ch)) out += "'";
+    out += ch;
+    if (SEPARATOR.has(ch)) start = true;
+    else if (ch !== '"') start = false;
+  }
+  return out;
 }
 
 export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
@@ -86,7 +106,11 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
     const partner = getPartner(rt.ctx, user.partnerId);
     // Read in pages between which other requests run: a long ledger never holds the process.
     async function* rows() {
-      yield 'id,created_at,kind,amount,balance_after,currency,message_id,note\r\n';
+      yield (
+        ['id', 'created_at', 'kind', 'amount', 'balance_after', 'currency', 'message_id', 'note']
+          .map(csvCell)
+          .join(',') + '\r\n'
+      );
       let before: number | undefined;
       for (;;) {
         const { entries } = listLedger(rt.ctx, partner.id, { limit: 1000, before });
@@ -116,7 +140,7 @@ function line(e: LedgerEntry, currency: string): string {
       e.message_id,
       e.note,
     ]
-      .map((v, i) => (i === 3 || i === 4 ? String(v) : csvCell(v as string | number | null)))
+      .map((v, i) => (i === 3 || i === 4 ? `"${v}"` : csvCell(v as string | number | null)))
       .join(',') + '\r\n'
   );
 }
