@@ -135,6 +135,19 @@ export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
     .immediate();
 }
 
+/** A new name for a token (its secret, scopes and expiry stay). */
+export function renameToken(ctx: CoreCtx, ref: string, name: string, actor: string): Token {
+  if (!name || name.length > 100) throw invalid('a token name of 1-100 characters is required');
+  return ctx.db.sqlite
+    .transaction(() => {
+      const t = getTokenByRef(ctx, ref);
+      stmt(ctx.db.sqlite, 'UPDATE tokens SET name = ? WHERE id = ?').run(name, t.id);
+      audit(ctx, actor, 'token.rename', 'token', t.id, { from: t.name, to: name });
+      return { ...t, name };
+    })
+    .immediate();
+}
+
 export function tokenJson(t: Token, now: number) {
   const state = t.revoked_at ? 'revoked' : t.expires_at !== null && t.expires_at <= now ? 'expired' : 'active';
   return {

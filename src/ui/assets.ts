@@ -58,6 +58,9 @@ pre.body { white-space:pre-wrap; word-break:break-word; background:#f6f8fa; padd
 dl.kv { display:grid; grid-template-columns:max-content 1fr; gap:.25rem 1rem; }
 dl.kv dt { font-weight:600; }
 dl.kv dd { margin:0; word-break:break-word; }
+.visually-hidden { position:absolute; width:1px; height:1px; padding:0; margin:-1px; overflow:hidden; clip:rect(0,0,0,0); white-space:nowrap; border:0; }
+form.rename { display:flex; gap:.3rem; align-items:center; }
+form.rename input { min-width:8rem; }
 .scopes label { display:inline-block; font-weight:400; margin-right:1rem; }
 `;
 

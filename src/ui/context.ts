@@ -6,6 +6,7 @@ import { AppError } from '../lib/errors.js';
 import type { Runtime } from '../runtime.js';
 import { anonBinding, type Csrf } from './csrf.js';
 import type { CookieNames } from './cookies.js';
+import type { Flash, FlashNote } from './flash.js';
 
 // What every console route receives, and the per-request state the plugin's hooks leave.
 
@@ -14,6 +15,7 @@ export interface Ui {
   names: CookieNames;
   csrf: Csrf;
   throttle: LoginThrottle;
+  flash: Flash;
 }
 
 export interface UiRequestState {
@@ -85,3 +87,18 @@ export function userFor(req: FastifyRequest, area: Area): SessionUser {
 }
 
 export const actorOf = (user: SessionUser) => `user:${user.userId}`;
+
+/** Post/Redirect/Get: keep `note` for the session's next GET of `path` and send the browser there. */
+export function redirectWithNote(ui: Ui, req: FastifyRequest, reply: FastifyReply, path: string, note: FlashNote) {
+  const user = req.ui?.user;
+  if (!user) throw new LoginRequired();
+  const key = ui.flash.put(user.sessionId, path, note);
+  return reply.redirect(`${path}?flash=${key}`, 303);
+}
+
+/** The note a redirect left for this page (shown once: a reload finds none). */
+export function takeNote(ui: Ui, req: FastifyRequest, path: string): FlashNote {
+  const user = req.ui?.user;
+  const key = query(req).flash;
+  return (user && ui.flash.take(user.sessionId, path, key)) || {};
+}

@@ -12,6 +12,7 @@ import { LoginRequired, PartnerRequired, csrfToken, form, type Ui } from './cont
 import { ENROL_PATH } from './login-steps.js';
 import { Notice, Page, sendPage } from './layout.js';
 import { notFoundPage, pageExpired, wantsJson } from './responses.js';
+import { Flash } from './flash.js';
 import { authRoutes } from './routes/auth.js';
 import { twoFactorRoutes } from './routes/two-factor.js';
 import { consoleRoutes } from './routes/index.js';
@@ -25,7 +26,13 @@ const WHILE_ENROLLING = /^\/ui\/(account\/2fa(\/[a-z]+)?|partners|logout|logout-
 
 export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   const names = cookieNames(rt.config);
-  const ui: Ui = { rt, names, csrf: new Csrf(rt.ctx.masterKey), throttle: new LoginThrottle(rt.ctx) };
+  const ui: Ui = {
+    rt,
+    names,
+    csrf: new Csrf(rt.ctx.masterKey),
+    throttle: new LoginThrottle(rt.ctx),
+    flash: new Flash(rt.ctx.now),
+  };
   const https = names.secure;
 
   app.addContentTypeParser(

@@ -163,9 +163,9 @@ describe('CSRF in the browser', () => {
         headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-csrf-token': csrf },
         body: 'name=script&scopes=messages:send',
       });
-      return res.status;
+      return { status: res.status, redirected: res.redirected, path: new URL(res.url).pathname };
     });
-    expect(ok).toBe(201);
+    expect(ok).toEqual({ status: 200, redirected: true, path: '/ui/tokens' });
     await page.browserContext().close();
   });
 });

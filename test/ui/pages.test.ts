@@ -150,8 +150,10 @@ describe('console pages', () => {
         'sec-fetch-site': 'same-origin',
       },
       body: body.toString(),
+      redirect: 'manual',
     });
-    expect(res.status).toBe(201);
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toMatch(/^\/ui\/tokens\?flash=[\w-]+$/);
     const row = s.ctx.db.sqlite.prepare(`SELECT * FROM tokens WHERE name = 'ci'`).get() as any;
     expect(row.scopes).toBe('channels:read messages:read');
     expect(row.expires_at - Date.now()).toBeGreaterThan(29.9 * 86_400_000);

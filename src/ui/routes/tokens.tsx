@@ -1,13 +1,14 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { SCOPES, issueToken, listTokens, revokeToken, tokenJson, type Token } from '../../core/tokens.js';
+import { SCOPES, issueToken, listTokens, renameToken, revokeToken, tokenJson } from '../../core/tokens.js';
 import { AppError } from '../../lib/errors.js';
-import { actorOf, field, fields, form, type Ui } from '../context.js';
+import { actorOf, field, fields, form, redirectWithNote, takeNote, type Ui } from '../context.js';
+import type { FlashNote } from '../flash.js';
 import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
-// API tokens: issue with a scope picker (the secret shown once, on the answer to the POST and
-// never again), list with last use, revoke. The same core functions as msgctl token.
+// API tokens: issue with a scope picker (the secret shown once, on the page the POST redirects
+// to, and never again), list with last use, rename, revoke. The same core functions as msgctl token.
 
 /** The expiry choices: a label and the lifetime in days (null = never). */
 const EXPIRY: Record<string, [string, number | null]> = {
@@ -33,7 +34,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
   const page = (
     req: FastifyRequest,
     reply: FastifyReply,
-    msg: { error?: string; ok?: string; issued?: { token: Token; secret: string } } = {},
+    msg: FlashNote = takeNote(ui, req, '/ui/tokens'),
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'tokens');
@@ -46,19 +47,19 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
       <>
         {msg.error && <Notice kind="error">{msg.error}</Notice>}
         {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
-        {msg.issued && (
+        {msg.secret && (
           <ShownOnce
             id="new-secret"
-            value={msg.issued.secret}
+            value={msg.secret.value}
             intro={
               <>
-                <strong>Token “{msg.issued.token.name}” issued.</strong> Copy its secret now: it is not stored and will
-                not be shown again.
+                <strong>Token “{msg.secret.label}” issued.</strong> Copy its secret now: it is not stored and will not
+                be shown again.
               </>
             }
           >
             <p className="muted">Try it:</p>
-            <pre className="body">{`curl -s ${base}/v1/channels -H "Authorization: Bearer ${msg.issued.secret}"`}</pre>
+            <pre className="body">{`curl -s ${base}/v1/channels -H "Authorization: Bearer ${msg.secret.value}"`}</pre>
           </ShownOnce>
         )}
         <h2>Issue a token</h2>
@@ -110,7 +111,25 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
                 const state = tokenJson(t, now).state;
                 return (
                   <tr key={t.id}>
-                    <td>{t.name}</td>
+                    <td>
+                      <form method="post" action={`/ui/tokens/${t.id}/rename`} className="rename">
+                        <Csrf token={p.csrf} />
+                        <label htmlFor={`rn-${t.id}`} className="visually-hidden">
+                          Name of the token {t.prefix}…
+                        </label>
+                        <input
+                          id={`rn-${t.id}`}
+                          name="name"
+                          type="text"
+                          required
+                          maxLength={100}
+                          defaultValue={t.name}
+                        />{' '}
+                        <button type="submit" className="secondary" aria-label={`Rename ${t.name}`}>
+                          Rename
+                        </button>
+                      </form>
+                    </td>
                     <td>
                       <code>{t.prefix}…</code>
                     </td>
@@ -164,7 +183,9 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
         },
         actorOf(p.user),
       );
-      return page(req, reply, { issued }, 201);
+      return redirectWithNote(ui, req, reply, '/ui/tokens', {
+        secret: { label: issued.token.name, value: issued.secret },
+      });
     } catch (e) {
       if (e instanceof AppError && e.code === 'invalid_request') return page(req, reply, { error: e.message }, 400);
       throw e;
@@ -181,6 +202,22 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
       if (e instanceof AppError && e.code === 'conflict') return page(req, reply, { error: e.message }, 409);
       throw e;
     }
-    return page(req, reply, { ok: `Token “${own.name}” is revoked: requests with it are refused from now on.` });
+    return redirectWithNote(ui, req, reply, '/ui/tokens', {
+      ok: `Token “${own.name}” is revoked: requests with it are refused from now on.`,
+    });
+  });
+
+  app.post<{ Params: { id: string } }>('/tokens/:id/rename', async (req, reply) => {
+    const p = pageCtx(ui, req, reply, 'tokens');
+    const own = listTokens(rt.ctx, p.user.partnerId).find((t) => t.id === req.params.id);
+    if (!own) return notFoundPage(ui, req, reply);
+    const name = field(form(req), 'name').trim();
+    try {
+      renameToken(rt.ctx, own.id, name, actorOf(p.user));
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'invalid_request') return page(req, reply, { error: e.message }, 400);
+      throw e;
+    }
+    return redirectWithNote(ui, req, reply, '/ui/tokens', { ok: `Token “${own.name}” is now named “${name}”.` });
   });
 };

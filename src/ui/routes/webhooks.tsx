@@ -13,7 +13,8 @@ import { AppError } from '../../lib/errors.js';
 import { replayEvent, sendTestEvent } from '../../webhooks/replay.js';
 import { checkEndpointUrl } from '../../webhooks/ssrf.js';
 import { getDelivery, listAttempts, listDeliveries } from '../../webhooks/store.js';
-import { field, fields, form, query, type Ui } from '../context.js';
+import { field, fields, form, query, redirectWithNote, takeNote, type Ui } from '../context.js';
+import type { FlashNote } from '../flash.js';
 import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
@@ -108,7 +109,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     req: FastifyRequest,
     reply: FastifyReply,
     e: EndpointRow,
-    msg: { error?: string; ok?: string; secret?: string } = {},
+    msg: FlashNote = {},
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'webhooks');
@@ -122,7 +123,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         {msg.secret && (
           <ShownOnce
             id="new-secret"
-            value={msg.secret}
+            value={msg.secret.value}
             intro={
               <>
                 <strong>Signing secret.</strong> Copy it now: it is not shown again. Verify every request’s
@@ -260,7 +261,10 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         events: events as EventType[],
         description,
       });
-      return endpointPage(req, reply, endpoint, { ok: 'Endpoint registered.', secret }, 201);
+      return redirectWithNote(ui, req, reply, `/ui/webhooks/${endpoint.id}`, {
+        ok: 'Endpoint registered.',
+        secret: { label: 'signing secret', value: secret },
+      });
     } catch (e) {
       if (shown(e)) return listPage(req, reply, { error: e.message, url: raw }, statusFor(e.code));
       throw e;
@@ -276,19 +280,23 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const e = own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
     const q = query(req);
+    const note = takeNote(ui, req, `/ui/webhooks/${e.id}`);
     const ok = EVENT_ID.test(q.sent ?? '')
       ? `Test event ${q.sent} is on its way.`
       : EVENT_ID.test(q.replayed ?? '')
         ? `Event ${q.replayed} is being delivered again.`
-        : undefined;
-    return endpointPage(req, reply, e, { ok });
+        : note.ok;
+    return endpointPage(req, reply, e, { ...note, ok });
   });
 
   app.post<{ Params: { id: string } }>('/webhooks/:id/rotate', async (req, reply) => {
     const e = own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
-    const { endpoint, secret } = rotateSecret(rt.ctx, e.partner_id, e.id, cfg.rotationGraceHours * 3_600_000);
-    return endpointPage(req, reply, endpoint, { ok: 'A new secret signs from now on.', secret });
+    const { secret } = rotateSecret(rt.ctx, e.partner_id, e.id, cfg.rotationGraceHours * 3_600_000);
+    return redirectWithNote(ui, req, reply, `/ui/webhooks/${e.id}`, {
+      ok: 'A new secret signs from now on.',
+      secret: { label: 'signing secret', value: secret },
+    });
   });
 
   app.post<{ Params: { id: string } }>('/webhooks/:id/test', async (req, reply) => {
