@@ -58,7 +58,7 @@ export function Page({ title, user, person, csrf, active, children }: PageProps)
                 </ul>
               </nav>
               <div className="who">
-                <a href="/ui/account">{user.email}</a>{' '}
+                <a href="/v1/docs">API reference</a> · <a href="/ui/account">{user.email}</a>{' '}
                 <span className="muted">
                   ({user.role}, {user.partnerName})
                 </span>

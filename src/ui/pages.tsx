@@ -32,6 +32,11 @@ export function pageCtx(ui: Ui, req: FastifyRequest, reply: FastifyReply, area: 
   };
 }
 
+/** Where partners reach msgd: server.publicUrl, else the host this request came to. */
+export function publicBase(ui: Ui, req: FastifyRequest): string {
+  return ui.rt.config.server.publicUrl?.replace(/\/+$/, '') ?? `${req.protocol}://${req.headers.host ?? 'localhost'}`;
+}
+
 export const money = (micro: number, currency: string) => `${formatMoney(micro)} ${currency}`;
 
 export const StatusText = ({ status }: { status: string }) => <span className={`status ${status}`}>{status}</span>;

@@ -119,3 +119,33 @@ describe('tokens', () => {
     expect((await client.post(`/ui/tokens/${theirs.id}/rename`, { name: 'mine' })).status).toBe(404);
   });
 });
+
+describe('overview', () => {
+  it('shows a ready request for a first message on the first channel, and the header links the API reference', async () => {
+    const { client } = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
+    const page = await client.get('/ui/overview');
+    expect(page.text).toContain('Send your first message');
+    const pre = /<pre class="body" id="first-message">([^<]+)<\/pre>/
+      .exec(page.text)![1]
+      .replace(/&quot;/g, '"')
+      .replace(/&#x27;/g, "'");
+    expect(pre).toContain(`curl -s ${s.url}/api/send-sms.php`);
+    expect(pre).toContain('-H "Authorization: Bearer $MSGD_TOKEN"');
+    expect(pre).toContain(`-d '{"to":"+14155550123","text":"Hello from msgd"}'`);
+    expect(page.text).toContain('<a href="/v1/docs">API reference</a>');
+    // The link leads somewhere real, without a token.
+    const docs = await fetch(`${s.url}/v1/docs`);
+    expect(docs.status).toBe(200);
+    // The request, as shown, sends (with a real token in place of the placeholder).
+    const body = /-d '([^']+)'/.exec(pre)![1];
+    const sent = await fetch(`${s.url}/api/send-sms.php`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${acme.token}`, 'content-type': 'application/json' },
+      body,
+    });
+    expect(sent.status).toBe(200);
+    // A billing user sees money, not the request.
+    const { client: billing } = await loggedIn(s.ctx, s.url, acme.partnerId, 'billing');
+    expect((await billing.get('/ui/overview')).text).not.toContain('Send your first message');
+  });
+});

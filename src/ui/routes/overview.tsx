@@ -1,4 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { partnerChannels } from '../../core/channels-api.js';
+import type { ChannelType } from '../../core/context.js';
 import { listAllEndpoints } from '../../core/endpoints.js';
 import { statusCounts } from '../../core/message-stats.js';
 import { getPartner } from '../../core/partners.js';
@@ -7,10 +9,40 @@ import { can } from '../../core/users.js';
 import { formatMoney } from '../../lib/money.js';
 import type { Ui } from '../context.js';
 import { utc } from '../layout.js';
-import { StatusText, money, pageCtx } from '../pages.js';
+import { StatusText, money, pageCtx, publicBase } from '../pages.js';
 
 // Overview: balance and credit, spend per day over 30 days (a server-drawn SVG), outbound
-// messages by status over the last day, and the endpoints that are failing.
+// messages by status over the last day, the endpoints that are failing, and a ready request
+// for a first message on the partner's first channel.
+
+/** A first message on each channel: the send API path and a body that channel takes. */
+const FIRST_MESSAGE: Record<ChannelType, { path: string; body: Record<string, unknown>; note: string }> = {
+  sms: {
+    path: '/api/send-sms.php',
+    body: { to: '+14155550123', text: 'Hello from msgd' },
+    note: 'Put your own phone number (E.164, with +) in "to".',
+  },
+  email: {
+    path: '/api/send-email.php',
+    body: { to: 'you@example.com', subject: 'Hello from msgd', html: '<p>Hello from msgd</p>' },
+    note: 'Put your own address in "to"; the sender is the channel\'s from-address.',
+  },
+  whatsapp: {
+    path: '/api/send-whatsapp.php',
+    body: { to: '+14155550123', type: 'template', template: { name: 'hello_world', language: 'en_US' } },
+    note: 'A first WhatsApp message to someone must be an approved template: put yours in "template".',
+  },
+  messenger: {
+    path: '/api/send-whatsapp.php',
+    body: { channel: 'messenger', to: '<PSID>', text: 'Hello from msgd' },
+    note: 'Messenger needs the page-scoped id of someone who wrote to your page in the last 24 hours.',
+  },
+  instagram: {
+    path: '/api/send-whatsapp.php',
+    body: { channel: 'instagram', to: '<IGSID>', text: 'Hello from msgd' },
+    note: 'Instagram needs the Instagram-scoped id of someone who wrote to you in the last 24 hours.',
+  },
+};
 
 export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
   const { rt } = ui;
@@ -31,6 +63,10 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
       ? listAllEndpoints(rt.ctx, partner.id).filter((e) => e.status === 'disabled' || e.failing_since !== null)
       : [];
     const total = series.reduce((s, d) => s + d.spend, 0);
+    // The channel assigned first: the one a new partner most likely means to try.
+    const first = seesTraffic
+      ? (partnerChannels(rt.ctx, partner.id).sort((a, b) => (a.created_at < b.created_at ? -1 : 1))[0] ?? null)
+      : null;
     return p.render(
       'Overview',
       <>
@@ -59,6 +95,12 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
         )}
         {seesTraffic && (
           <>
+            <h2>Send your first message</h2>
+            {first === null ? (
+              <p>No channel is assigned yet: your operator assigns them, then a ready request shows here.</p>
+            ) : (
+              <FirstMessage type={first.type} base={publicBase(ui, req)} />
+            )}
             <h2>Outbound messages in the last 24 hours</h2>
             {counts.length === 0 ? (
               <p>None.</p>
@@ -107,6 +149,32 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
     );
   });
 };
+
+function FirstMessage({ type, base }: { type: ChannelType; base: string }) {
+  const m = FIRST_MESSAGE[type];
+  // The body goes inside single quotes: a ' in it would end them.
+  const body = JSON.stringify(m.body).replace(/'/g, "'\\''");
+  return (
+    <>
+      <p>
+        On your {type} channel, with a token that has the <code>messages:send</code> scope (
+        <a href="/ui/tokens">API tokens</a>) in place of <code>$MSGD_TOKEN</code>:
+      </p>
+      <pre className="body" id="first-message">
+        {`curl -s ${base}${m.path} \\\n  -H "Authorization: Bearer $MSGD_TOKEN" \\\n  -H "Content-Type: application/json" \\\n  -d '${body}'`}
+      </pre>
+      <p>
+        <button type="button" className="secondary" data-copy="first-message" hidden>
+          Copy
+        </button>
+      </p>
+      <p className="muted">
+        {m.note} The answer carries the message's id; it then shows under <a href="/ui/messages">Messages</a>. Every
+        route is in the <a href="/v1/docs">API reference</a>.
+      </p>
+    </>
+  );
+}
 
 /** Bars drawn on the server: no script, and a table beside it for screen readers. */
 function SpendChart({ series, currency }: { series: SpendDay[]; currency: string }) {

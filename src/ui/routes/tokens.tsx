@@ -4,7 +4,7 @@ import { AppError } from '../../lib/errors.js';
 import { actorOf, field, fields, form, redirectWithNote, takeNote, type Ui } from '../context.js';
 import type { FlashNote } from '../flash.js';
 import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
-import { StatusText, pageCtx } from '../pages.js';
+import { StatusText, pageCtx, publicBase } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
 // API tokens: issue with a scope picker (the secret shown once, on the page the POST redirects
@@ -40,8 +40,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
     const p = pageCtx(ui, req, reply, 'tokens');
     const now = rt.ctx.now();
     const rows = listTokens(rt.ctx, p.user.partnerId);
-    const base =
-      rt.config.server.publicUrl?.replace(/\/+$/, '') ?? `${req.protocol}://${req.headers.host ?? 'localhost'}`;
+    const base = publicBase(ui, req);
     return p.render(
       'API tokens',
       <>
