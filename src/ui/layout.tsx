@@ -193,3 +193,9 @@ export function sendPage(reply: FastifyReply, node: ReactNode, status = 200) {
 
 export const utc = (ms: number | null | undefined) =>
   ms === null || ms === undefined ? '—' : new Date(ms).toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+
+/** A moment: UTC as text in a <time> element, which the page's script also shows in the browser's zone. */
+export function When({ ms }: { ms: number | null | undefined }) {
+  if (ms === null || ms === undefined) return <>—</>;
+  return <time dateTime={new Date(ms).toISOString()}>{utc(ms)}</time>;
+}

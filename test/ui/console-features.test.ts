@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FLASH_TTL_MS } from '../../src/ui/flash.js';
-import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { freshPage, launchBrowser, loggedIn, userSession, type TestBrowser } from './helpers.js';
+import { applyStatus, getMessageState } from '../../src/core/messages.js';
+import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { axeViolations, freshPage, launchBrowser, loggedIn, userSession, type TestBrowser } from './helpers.js';
 
 // What the console's users expect beyond the basics, in a real browser where it needs one:
 // secrets shown once across reloads, self-refreshing statuses, dark mode, a phone-wide
@@ -147,5 +148,140 @@ describe('overview', () => {
     // A billing user sees money, not the request.
     const { client: billing } = await loggedIn(s.ctx, s.url, acme.partnerId, 'billing');
     expect((await billing.get('/ui/overview')).text).not.toContain('Send your first message');
+  });
+});
+
+describe('looks', () => {
+  it("a message's status refreshes by itself while it is on its way, and stops when final; without script it still shows", async () => {
+    const m = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'live status' });
+    const page = await freshPage(b);
+    await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
+    await page.goto(`${s.url}/ui/messages/${m.id}`);
+    const status = () => page.$eval('#message-live dd[aria-live] .status', (e) => e.textContent);
+    expect(await status()).toBe('queued');
+    expect(await page.$eval('#message-live', (e) => e.getAttribute('data-refresh'))).toBe('5000');
+    const move = (to: 'sent' | 'delivered') =>
+      s.ctx.db.sqlite.transaction(() => applyStatus(s.ctx, getMessageState(s.ctx, m.id)!, { status: to }))();
+    move('sent');
+    await page.waitForFunction(
+      () => document.querySelector('#message-live dd[aria-live] .status')?.textContent === 'sent',
+      { timeout: 12_000 },
+    );
+    move('delivered');
+    await page.waitForFunction(
+      () => document.querySelector('#message-live dd[aria-live] .status')?.textContent === 'delivered',
+      { timeout: 12_000 },
+    );
+    // Final: the part no longer asks to be refreshed, and the timeline has every step.
+    expect(await page.$eval('#message-live', (e) => e.hasAttribute('data-refresh'))).toBe(false);
+    const timeline = await page.$$eval('#message-live table tbody tr td:nth-child(2)', (tds) =>
+      tds.map((t) => t.textContent),
+    );
+    expect(timeline).toEqual(['queued', 'sent', 'delivered']);
+
+    // Without script the same page shows the current status (a reload is the refresh).
+    const noJs = await freshPage(b);
+    await noJs.setJavaScriptEnabled(false);
+    await userSession(noJs, s.ctx, s.url, acme.partnerId, 'developer');
+    await noJs.goto(`${s.url}/ui/messages/${m.id}`);
+    expect(await noJs.$eval('#message-live dd[aria-live] .status', (e) => e.textContent)).toBe('delivered');
+    await page.browserContext().close();
+    await noJs.browserContext().close();
+  });
+
+  it('dark mode follows the system setting, and stays free of serious accessibility violations', async () => {
+    const page = await freshPage(b);
+    await userSession(page, s.ctx, s.url, acme.partnerId, 'admin');
+    const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
+    await page.goto(`${s.url}/ui/tokens`);
+    expect(await bg()).toBe('rgb(255, 255, 255)');
+    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
+    for (const path of ['/ui/overview', '/ui/messages', '/ui/tokens', '/ui/webhooks', '/ui/ledger']) {
+      await page.goto(s.url + path);
+      expect(await bg(), path).toBe('rgb(13, 17, 23)');
+      expect(await page.evaluate(() => getComputedStyle(document.body).color)).toBe('rgb(230, 237, 243)');
+      expect(await axeViolations(page), path).toEqual([]);
+    }
+    await page.browserContext().close();
+  });
+
+  it('on a 390 px wide phone the page never scrolls sideways; a wide table scrolls inside its box', async () => {
+    for (let i = 0; i < 3; i++)
+      storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550177', text: 'a rather long text '.repeat(8) });
+    const page = await freshPage(b);
+    await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 1 });
+    await userSession(page, s.ctx, s.url, acme.partnerId, 'admin');
+    for (const path of ['/ui/overview', '/ui/messages', '/ui/tokens', '/ui/webhooks', '/ui/ledger', '/ui/channels']) {
+      await page.goto(s.url + path);
+      const widths = await page.evaluate(() => ({
+        page: document.documentElement.scrollWidth,
+        view: document.documentElement.clientWidth,
+        tables: [...document.querySelectorAll('main table')].map((t) => ({
+          box: (t as HTMLElement).clientWidth,
+          content: (t as HTMLElement).scrollWidth,
+          overflow: getComputedStyle(t).overflowX,
+        })),
+      }));
+      expect(widths.page, path).toBeLessThanOrEqual(widths.view);
+      for (const t of widths.tables) {
+        expect(t.box, path).toBeLessThanOrEqual(widths.view);
+        if (t.content > t.box) expect(t.overflow, path).toBe('auto');
+      }
+    }
+    // The messages table is wider than the phone: it scrolls within itself.
+    await page.goto(`${s.url}/ui/messages`);
+    const scrolled = await page.$eval('main table', (t) => {
+      t.scrollLeft = 100;
+      return t.scrollLeft;
+    });
+    expect(scrolled).toBeGreaterThan(0);
+    await page.browserContext().close();
+  });
+
+  it("times show in UTC, and beside it in the browser's zone", async () => {
+    const m = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'when' });
+    const page = await freshPage(b);
+    await page.emulateTimezone('Asia/Kolkata');
+    await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
+    await page.goto(`${s.url}/ui/messages/${m.id}`);
+    const t = await page.$eval('dl.kv time', (e) => ({
+      datetime: e.getAttribute('datetime'),
+      text: e.textContent,
+      local: e.querySelector('.local')?.textContent,
+    }));
+    const at = new Date(m.created_at);
+    expect(t.datetime).toBe(at.toISOString());
+    expect(t.text).toContain(at.toISOString().slice(0, 19).replace('T', ' ') + ' UTC');
+    // India is UTC+5:30 all year.
+    const local = new Date(m.created_at + 5.5 * 3_600_000).toISOString();
+    expect(t.local).toContain(`${local.slice(11, 16)}`);
+    expect(t.local).toMatch(/GMT\+5:30|IST/);
+    // Without script: UTC only, in the same element.
+    const noJs = await freshPage(b);
+    await noJs.setJavaScriptEnabled(false);
+    await userSession(noJs, s.ctx, s.url, acme.partnerId, 'developer');
+    await noJs.goto(`${s.url}/ui/messages/${m.id}`);
+    expect(await noJs.$eval('dl.kv time', (e) => e.textContent)).toBe(
+      at.toISOString().slice(0, 19).replace('T', ' ') + ' UTC',
+    );
+    await page.browserContext().close();
+    await noJs.browserContext().close();
+  });
+
+  it("a billing user's ledger links messages only for roles that may open them", async () => {
+    const sent = await fetch(`${s.url}/api/send-sms.php`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${acme.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ to: '+14155550123', text: 'priced' }),
+    });
+    const id = ((await sent.json()) as { id: string }).id;
+    const { client: billing } = await loggedIn(s.ctx, s.url, acme.partnerId, 'billing');
+    const page = (await billing.get('/ui/ledger')).text;
+    expect(page).toContain(`<code>${id}</code>`);
+    expect(page).not.toContain('href="/ui/messages/');
+    expect((await billing.get(`/ui/messages/${id}`)).status).toBe(403);
+    const { client: admin } = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
+    expect((await admin.get('/ui/ledger')).text).toContain(`<a href="/ui/messages/${id}">${id}</a>`);
   });
 });

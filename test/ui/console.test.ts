@@ -123,9 +123,13 @@ describe('the console in a browser', () => {
 
     // The token's last use shows on the tokens page.
     await page.goto(`${s.url}/ui/tokens`);
-    const row = await page.$$eval('main table tbody tr', (trs) =>
-      trs.map((tr) => (tr as HTMLElement).innerText).find((t) => t.startsWith('integration')),
-    );
+    const row = await page.$$eval('main table tbody tr', (trs) => {
+      const tr = trs.find(
+        (r) => (r.querySelector('input[name=name]') as HTMLInputElement | null)?.value === 'integration',
+      );
+      return tr && Array.from(tr.querySelectorAll('td'), (td) => (td as HTMLElement).innerText).join('\t');
+    });
+
     expect(row).toMatch(/active/);
     expect(row).not.toMatch(/\t—\t/);
     await page.browserContext().close();

@@ -72,7 +72,7 @@ describe('console pages', () => {
       .balance;
     const page = await admin.get('/ui/ledger');
     const first =
-      /<tbody><tr><td>[^<]+<\/td><td>(\w+)<\/td><td class="num">([-\d.]+)<\/td><td class="num">([-\d.]+)<\/td>/.exec(
+      /<tbody><tr><td><time[^>]*>[^<]+<\/time><\/td><td>(\w+)<\/td><td class="num">([-\d.]+)<\/td><td class="num">([-\d.]+)<\/td>/.exec(
         page.text,
       )!;
     expect(Number(first[3])).toBe(balance / 1e6);

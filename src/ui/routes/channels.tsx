@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { partnerChannels } from '../../core/channels-api.js';
 import type { Ui } from '../context.js';
-import { utc } from '../layout.js';
+import { When } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 
 // Channels: what the operator assigned to this partner, with each one's health over the last
@@ -40,7 +40,9 @@ export const channelRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
                   {c.recent.accepted} accepted, {c.recent.failed} failed, {c.recent.retrying} retrying,{' '}
                   {c.recent.queued} queued
                 </td>
-                <td>{utc(Date.parse(c.created_at))}</td>
+                <td>
+                  <When ms={Date.parse(c.created_at)} />
+                </td>
               </tr>
             ))}
           </tbody>

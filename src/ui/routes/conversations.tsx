@@ -8,7 +8,7 @@ import {
 } from '../../core/conversations-api.js';
 import { decodeCursor, encodeCursor } from '../../http/pagination.js';
 import { query, type Ui } from '../context.js';
-import { Notice, Pager, utc } from '../layout.js';
+import { Notice, Pager, When } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 import { messagePreview } from './messages.js';
@@ -81,7 +81,9 @@ export const conversationRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { 
                     </td>
                     <td>{c.channel}</td>
                     <td>{c.status}</td>
-                    <td>{c.last_message_at ? utc(Date.parse(c.last_message_at)) : '—'}</td>
+                    <td>
+                      <When ms={c.last_message_at ? Date.parse(c.last_message_at) : null} />
+                    </td>
                   </tr>
                 );
               })}
@@ -114,8 +116,10 @@ export const conversationRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { 
             <li key={m.id} className={m.direction}>
               <div>{messagePreview(m)}</div>
               <div className="muted">
-                <a href={`/ui/messages/${m.id}`}>{utc(m.created_at)}</a> ·{' '}
-                {m.direction === 'outbound' ? <StatusText status={m.status} /> : 'received'}
+                <a href={`/ui/messages/${m.id}`}>
+                  <When ms={m.created_at} />
+                </a>{' '}
+                · {m.direction === 'outbound' ? <StatusText status={m.status} /> : 'received'}
               </div>
             </li>
           ))}

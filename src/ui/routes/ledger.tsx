@@ -2,9 +2,10 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import { listLedger, type LedgerEntry } from '../../core/ledger.js';
 import { getPartner } from '../../core/partners.js';
+import { can } from '../../core/users.js';
 import { formatMoney } from '../../lib/money.js';
 import { query, userFor, type Ui } from '../context.js';
-import { Notice, utc } from '../layout.js';
+import { Notice, When } from '../layout.js';
 import { money, pageCtx } from '../pages.js';
 
 // The ledger: every money move with the balance after it (the running balance), newest first,
@@ -50,6 +51,8 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
     const bad = q.before !== undefined && before === undefined;
     const { partner, entries } = listLedger(rt.ctx, p.user.partnerId, { limit: PAGE + 1, before });
     const shown = entries.slice(0, PAGE);
+    // A billing user may not open messages: the id shows as text, not as a link to a 403.
+    const opensMessages = can(p.user.role, 'messages');
     const more = entries.length > PAGE;
     return p.render(
       'Ledger',
@@ -80,11 +83,21 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
             <tbody>
               {shown.map((e) => (
                 <tr key={e.id}>
-                  <td>{utc(e.created_at)}</td>
+                  <td>
+                    <When ms={e.created_at} />
+                  </td>
                   <td>{e.kind}</td>
                   <td className="num">{formatMoney(e.amount)}</td>
                   <td className="num">{formatMoney(e.balance_after)}</td>
-                  <td>{e.message_id ? <a href={`/ui/messages/${e.message_id}`}>{e.message_id}</a> : '—'}</td>
+                  <td>
+                    {e.message_id === null ? (
+                      '—'
+                    ) : opensMessages ? (
+                      <a href={`/ui/messages/${e.message_id}`}>{e.message_id}</a>
+                    ) : (
+                      <code>{e.message_id}</code>
+                    )}
+                  </td>
                   <td>{e.note ?? '—'}</td>
                 </tr>
               ))}

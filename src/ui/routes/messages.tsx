@@ -7,7 +7,7 @@ import { MESSAGE_STATUSES, type MessageStatus } from '../../core/statuses.js';
 import { decodeCursor, encodeCursor } from '../../http/pagination.js';
 import { invalid } from '../../lib/errors.js';
 import { query, type Ui } from '../context.js';
-import { Notice, Pager, utc } from '../layout.js';
+import { Notice, Pager, When } from '../layout.js';
 import { StatusText, money, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
@@ -15,6 +15,9 @@ import { notFoundPage } from '../responses.js';
 // filters, bounds and cursors), and one message with its status timeline.
 
 const PAGE = 50;
+/** Statuses a message normally leaves soon; its page refreshes itself every REFRESH_MS while in one. */
+const IN_FLIGHT = new Set<string>(['queued', 'sending', 'sent', 'deferred']);
+const REFRESH_MS = 5_000;
 
 // The date inputs are whole UTC days: "from" is /v1's created_since at that day's start, "to"
 // is created_before at the start of the next day, so the "to" day is included.
@@ -154,7 +157,9 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
               {rows.map((m) => (
                 <tr key={m.id}>
                   <td>
-                    <a href={`/ui/messages/${m.id}`}>{utc(m.created_at)}</a>
+                    <a href={`/ui/messages/${m.id}`}>
+                      <When ms={m.created_at} />
+                    </a>
                   </td>
                   <td>{m.direction}</td>
                   <td>{m.channel_type}</td>
@@ -197,12 +202,19 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     if (!m || m.partner_id !== p.user.partnerId) return notFoundPage(ui, req, reply);
     const history = messageHistory(rt.ctx, m.id, m);
     const content = JSON.parse(m.content) as MessageContent;
+    // Still on its way: the page's script fetches it again until the status is final.
+    const live = IN_FLIGHT.has(m.status);
     return p.render(
       `Message ${m.id}`,
-      <>
+      <div id="message-live" data-refresh={live ? String(REFRESH_MS) : undefined}>
+        {live && (
+          <p className="muted">
+            This message is still on its way; its status here updates by itself (or reload the page).
+          </p>
+        )}
         <dl className="kv">
           <dt>Status</dt>
-          <dd>
+          <dd aria-live="polite">
             <StatusText status={m.status} />
           </dd>
           <dt>Direction</dt>
@@ -221,7 +233,9 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
           <dt>Segments</dt>
           <dd>{m.segments}</dd>
           <dt>Created</dt>
-          <dd>{utc(m.created_at)}</dd>
+          <dd>
+            <When ms={m.created_at} />
+          </dd>
           {m.provider_message_id && (
             <>
               <dt>Provider id</dt>
@@ -273,7 +287,9 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
           <tbody>
             {history.map((h, i) => (
               <tr key={i}>
-                <td>{utc(h.occurred_at)}</td>
+                <td>
+                  <When ms={h.occurred_at} />
+                </td>
                 <td>
                   <StatusText status={h.status} />
                 </td>
@@ -286,7 +302,7 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             ))}
           </tbody>
         </table>
-      </>,
+      </div>,
     );
   });
 };

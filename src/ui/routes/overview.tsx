@@ -8,7 +8,7 @@ import { rollUpSpend, spendSeries, type SpendDay } from '../../core/spend.js';
 import { can } from '../../core/users.js';
 import { formatMoney } from '../../lib/money.js';
 import type { Ui } from '../context.js';
-import { utc } from '../layout.js';
+import { When } from '../layout.js';
 import { StatusText, money, pageCtx, publicBase } from '../pages.js';
 
 // Overview: balance and credit, spend per day over 30 days (a server-drawn SVG), outbound
@@ -136,9 +136,13 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
                 {failing.map((e) => (
                   <li key={e.id}>
                     <a href={`/ui/webhooks/${e.id}`}>{e.url}</a>:{' '}
-                    {e.status === 'disabled'
-                      ? `disabled (${e.disabled_reason ?? 'no reason recorded'})`
-                      : `failing since ${utc(e.failing_since)}`}
+                    {e.status === 'disabled' ? (
+                      `disabled (${e.disabled_reason ?? 'no reason recorded'})`
+                    ) : (
+                      <>
+                        failing since <When ms={e.failing_since} />
+                      </>
+                    )}
                   </li>
                 ))}
               </ul>
@@ -194,7 +198,7 @@ function SpendChart({ series, currency }: { series: SpendDay[]; currency: string
         aria-labelledby="spend-title"
       >
         <title id="spend-title">{`Spend per day over the last ${series.length} days; the highest day is ${formatMoney(max)} ${currency}`}</title>
-        <line x1={pad} y1={H} x2={W - pad} y2={H} stroke="#d0d7de" />
+        <line x1={pad} y1={H} x2={W - pad} y2={H} />
         {series.map((d, i) => {
           const h = d.spend > 0 ? Math.max(1, Math.round((d.spend / max) * (H - 20))) : 0;
           return (

@@ -3,7 +3,7 @@ import { SCOPES, issueToken, listTokens, renameToken, revokeToken, tokenJson } f
 import { AppError } from '../../lib/errors.js';
 import { actorOf, field, fields, form, redirectWithNote, takeNote, type Ui } from '../context.js';
 import type { FlashNote } from '../flash.js';
-import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
+import { Csrf, Notice, ShownOnce, When } from '../layout.js';
 import { StatusText, pageCtx, publicBase } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
@@ -136,9 +136,13 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
                     <td>
                       <StatusText status={state} />
                     </td>
-                    <td>{t.expires_at === null ? 'never' : utc(t.expires_at)}</td>
-                    <td>{utc(t.last_used_at)}</td>
-                    <td>{utc(t.created_at)}</td>
+                    <td>{t.expires_at === null ? 'never' : <When ms={t.expires_at} />}</td>
+                    <td>
+                      <When ms={t.last_used_at} />
+                    </td>
+                    <td>
+                      <When ms={t.created_at} />
+                    </td>
                     <td>
                       {state === 'active' && (
                         <form

@@ -15,7 +15,7 @@ import { checkEndpointUrl } from '../../webhooks/ssrf.js';
 import { getDelivery, listAttempts, listDeliveries } from '../../webhooks/store.js';
 import { field, fields, form, query, redirectWithNote, takeNote, type Ui } from '../context.js';
 import type { FlashNote } from '../flash.js';
-import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
+import { Csrf, Notice, ShownOnce, When } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
@@ -66,9 +66,15 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
                   <td>{e.events === null ? 'all' : (JSON.parse(e.events) as string[]).join(', ')}</td>
                   <td>
                     <StatusText status={e.status} />
-                    {e.failing_since !== null && <div className="muted">failing since {utc(e.failing_since)}</div>}
+                    {e.failing_since !== null && (
+                      <div className="muted">
+                        failing since <When ms={e.failing_since} />
+                      </div>
+                    )}
                   </td>
-                  <td>{utc(e.created_at)}</td>
+                  <td>
+                    <When ms={e.created_at} />
+                  </td>
                 </tr>
               ))}
             </tbody>
@@ -147,7 +153,9 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
           {e.previous_secret_expires_at !== null && e.previous_secret_expires_at > now && (
             <>
               <dt>Rotation</dt>
-              <dd>the previous secret also signs until {utc(e.previous_secret_expires_at)}</dd>
+              <dd>
+                the previous secret also signs until <When ms={e.previous_secret_expires_at} />
+              </dd>
             </>
           )}
         </dl>
@@ -209,7 +217,9 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
                 const last = listAttempts(rt.ctx, d.id).at(-1);
                 return (
                   <tr key={d.id}>
-                    <td>{utc(d.created_at)}</td>
+                    <td>
+                      <When ms={d.created_at} />
+                    </td>
                     <td>
                       {d.event_type} <span className="muted">{d.event_id}</span>
                     </td>
