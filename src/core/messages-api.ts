@@ -6,18 +6,24 @@ import { idFloor } from '../lib/id-time.js';
 import { normalizeE164 } from '../lib/phone.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageRow } from './messages.js';
-import type { MessageStatus } from './statuses.js';
+import { FAILURE_STATUSES, isFailure, type MessageStatus } from './statuses.js';
 
 // The partner's message list (GET /v1/messages and the web console). Pages are keyset reads,
-// newest first, on two indexes the send path already writes and nothing else:
+// newest first, on indexes:
 //   no conversation or recipient  → messages_partner (partner_id, id)
+//   a failure status (failed, undelivered, bounced, dropped), no conversation or recipient
+//                                 → messages_partner_failed (partner_id, id), partial: it holds
+//                                   failed messages only, so a send or a delivery writes nothing
+//                                   there; a message enters it when it fails and leaves it if a
+//                                   later report proves delivery
 //   conversation, or recipient    → messages_conversation (conversation_id, id), one range per
 //                                   conversation of that customer, merged here
-// Time bounds are id bounds (ids start with their creation time). channel, status and
-// direction are checked on the rows the range yields: no index for them, since every index
-// costs each send WAL pages and a status index would be rewritten at every status change. So
-// that a rare status cannot turn a page into a walk over millions of rows, a page examines at
-// most SCAN_LIMIT messages and then ends with a cursor, possibly short or empty.
+// Time bounds are id bounds (ids start with their creation time). channel, direction, the
+// other statuses and a provider id are checked on the rows the range yields: no index for them,
+// since every index costs each send WAL pages, and an index on every status would be rewritten
+// at every status change. So that a rare value cannot turn a page into a walk over millions of
+// rows, a page examines at most SCAN_LIMIT messages and then ends with a cursor, possibly short
+// or empty: the cursor's id then says how far back the search has looked.
 
 export const SCAN_LIMIT = 2_000;
 
@@ -33,6 +39,8 @@ export interface MessageFilter {
   createdSince?: number;
   /** Epoch ms, exclusive. */
   createdBefore?: number;
+  /** The provider's id for the message (checked row by row; see findMessages for the indexed lookup). */
+  providerMessageId?: string;
 }
 
 export interface MessagePage {
@@ -46,9 +54,12 @@ type ConversationRef = Pick<Row<typeof conversations>, 'id' | 'channel_type'>;
 
 /** Where a page's rows come from: one index range. */
 interface Lane {
-  index: 'messages_partner' | 'messages_conversation';
+  index: 'messages_partner' | 'messages_partner_failed' | 'messages_conversation';
   key: string;
 }
+
+/** messages_partner_failed's WHERE, repeated in every query that reads it (SQLite uses a partial index only then). */
+const FAILED_WHERE = `status IN (${FAILURE_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 
 export function listMessages(
   ctx: CoreCtx,
@@ -65,10 +76,11 @@ export function listMessages(
   const lower = f.createdSince === undefined ? 'msg_' : idFloor('msg', f.createdSince);
   if (upper !== undefined && upper <= lower) return { rows: [], next: null };
   const post: [string, unknown][] = [];
-  // The partner lane holds every channel; a conversation lane is one channel (checked in lanesFor).
-  if (f.channel && lanes.some((l) => l.index === 'messages_partner')) post.push(['channel_type', f.channel]);
+  // The partner lanes hold every channel; a conversation lane is one channel (checked in lanesFor).
+  if (f.channel && lanes.some((l) => l.index !== 'messages_conversation')) post.push(['channel_type', f.channel]);
   if (f.status) post.push(['status', f.status]);
   if (f.direction) post.push(['direction', f.direction]);
+  if (f.providerMessageId !== undefined) post.push(['provider_message_id', f.providerMessageId]);
 
   let rows: MessageRow[] = [];
   // The lowest id each lane examined when it stopped at SCAN_LIMIT: below the highest of them
@@ -97,11 +109,12 @@ function minId(ids: (string | undefined)[]): string | undefined {
   return m;
 }
 
-const laneKey = (lane: Lane) => (lane.index === 'messages_partner' ? 'partner_id' : 'conversation_id');
+const laneKey = (lane: Lane) => (lane.index === 'messages_conversation' ? 'conversation_id' : 'partner_id');
+const laneWhere = (lane: Lane) => (lane.index === 'messages_partner_failed' ? ` AND ${FAILED_WHERE}` : '');
 
 /** The SCAN_LIMIT-th id of the range, read off the index alone; undefined when the range is shorter. */
 function scanFloor(ctx: CoreCtx, lane: Lane, upper: string | undefined, lower: string): string | undefined {
-  const sql = `SELECT id FROM messages INDEXED BY ${lane.index} WHERE ${laneKey(lane)} = ?${upper ? ' AND id < ?' : ''} AND id >= ?
+  const sql = `SELECT id FROM messages INDEXED BY ${lane.index} WHERE ${laneKey(lane)} = ?${laneWhere(lane)}${upper ? ' AND id < ?' : ''} AND id >= ?
      ORDER BY id DESC LIMIT 1 OFFSET ${SCAN_LIMIT - 1}`;
   const args = upper ? [lane.key, upper, lower] : [lane.key, lower];
   return (rawStmt(ctx.db.sqlite, sql).get(...args) as [string] | undefined)?.[0];
@@ -174,7 +187,7 @@ function laneRows(
   post: [string, unknown][],
   limit: number,
 ): MessageRow[] {
-  const where = [`${laneKey(lane)} = ?`];
+  const where = [`${laneKey(lane)} = ?${laneWhere(lane)}`];
   const args: unknown[] = [lane.key];
   if (upper) {
     where.push('id < ?');
@@ -194,7 +207,9 @@ function laneRows(
 /** The index ranges a filter reads; none when the conversation or customer has no messages here. */
 function lanesFor(ctx: CoreCtx, partnerId: string, f: MessageFilter): Lane[] {
   if (f.conversationId === undefined && f.recipient === undefined)
-    return [{ index: 'messages_partner', key: partnerId }];
+    return [
+      { index: f.status && isFailure(f.status) ? 'messages_partner_failed' : 'messages_partner', key: partnerId },
+    ];
   let convs: ConversationRef[];
   if (f.recipient !== undefined) {
     convs = recipientConversations(ctx, partnerId, f.recipient);
@@ -238,4 +253,23 @@ function recipientConversations(ctx: CoreCtx, partnerId: string, address: string
   const sql = `SELECT v.id, v.channel_type FROM conversations v INDEXED BY conversations_contact
      WHERE v.contact_id IN (${clauses.join(' UNION ')}) AND v.partner_id = ?`;
   return stmt<string[], ConversationRef>(ctx.db.sqlite, sql).all(...args, partnerId);
+}
+
+/**
+ * The partner's messages with this id: msgd's own (msg_…), or the provider's where reports
+ * name messages by it (messages_provider). Empty when neither finds one; a provider id that
+ * is not indexed (reports that carry msgd's id) is then searched with
+ * listMessages({ providerMessageId }), row by row.
+ */
+export function findMessages(ctx: CoreCtx, partnerId: string, ref: string): MessageRow[] {
+  const id = ref.trim();
+  if (!id || id.length > 200) return [];
+  if (/^msg_[0-9a-z]{26}$/.test(id)) {
+    const sql = `SELECT ${SELECT} FROM messages WHERE id = ? AND partner_id = ?`;
+    return (rawStmt(ctx.db.sqlite, sql).all(id, partnerId) as unknown[][]).map(toRow);
+  }
+  const sql = `SELECT ${SELECT} FROM messages INDEXED BY messages_provider
+     WHERE provider_message_id = ? AND provider_message_id IS NOT NULL AND provider_id_indexed = 1 AND partner_id = ?
+     ORDER BY id DESC LIMIT 20`;
+  return (rawStmt(ctx.db.sqlite, sql).all(id, partnerId) as unknown[][]).map(toRow);
 }

@@ -14,10 +14,15 @@ export function idFloor(prefix: string, ms: number): string {
   return `${prefix}_${out}0000000000000000`;
 }
 
-/** The millisecond time an id was created at (its ULID's first 10 characters). */
+/** The creation time (epoch ms) an id carries; NaN for a string that is no such id. */
 export function idTime(id: string): number {
-  const body = id.slice(id.indexOf('_') + 1, id.indexOf('_') + 11);
+  const ulid = id.slice(id.indexOf('_') + 1, id.indexOf('_') + 11);
+  if (ulid.length !== 10) return NaN;
   let t = 0;
-  for (const c of body) t = t * 32 + ALPHABET.indexOf(c);
+  for (const ch of ulid) {
+    const v = ALPHABET.indexOf(ch);
+    if (v < 0) return NaN;
+    t = t * 32 + v;
+  }
   return t;
 }

@@ -285,3 +285,75 @@ describe('looks', () => {
     expect((await admin.get('/ui/ledger')).text).toContain(`<a href="/ui/messages/${id}">${id}</a>`);
   });
 });
+
+describe('messages', () => {
+  const rowsOf = (html: string) => [...html.matchAll(/<tr><td><a href="\/ui\/messages\/(msg_\w+)"/g)].map((m) => m[1]);
+
+  it("finds a message by its id or by the provider's id, and never another partner's", async () => {
+    const { client } = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
+    const a = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'by id' });
+    const b2 = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'by provider id' });
+    const c = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'by unindexed provider id' });
+    const setProvider = s.ctx.db.sqlite.prepare(
+      'UPDATE messages SET provider_message_id = ?, provider_id_indexed = ? WHERE id = ?',
+    );
+    setProvider.run('wamid.HBgLMTQxNTU1NTAxMjM', 1, b2.id);
+    setProvider.run('SM0123456789abcdef0123456789abcdef', 0, c.id);
+    expect(rowsOf((await client.get(`/ui/messages?id=${a.id}`)).text)).toEqual([a.id]);
+    expect(rowsOf((await client.get(`/ui/messages?id=%20${a.id}%20`)).text)).toEqual([a.id]);
+    expect(rowsOf((await client.get('/ui/messages?id=wamid.HBgLMTQxNTU1NTAxMjM')).text)).toEqual([b2.id]);
+    // Reports for this provider carry msgd's id, so its ids are not indexed: found row by row.
+    expect(rowsOf((await client.get('/ui/messages?id=SM0123456789abcdef0123456789abcdef')).text)).toEqual([c.id]);
+    const missing = await client.get('/ui/messages?id=msg_00000000000000000000000000');
+    expect(missing.text).toContain('No message of yours has the id msg_00000000000000000000000000.');
+    const globex = setupPartner(s.ctx, { slug: 'globex-m', balance: '1.00' });
+    const gch = connect(s.ctx, globex.partnerId, { kind: 'sandbox' }, 'sms', '+15550000009').channel;
+    const theirs = storeOutboundSms(s.ctx, globex.partnerId, gch, { text: 'not yours' });
+    setProvider.run('wamid.THEIRS', 1, theirs.id);
+    expect(rowsOf((await client.get(`/ui/messages?id=${theirs.id}`)).text)).toEqual([]);
+    expect(rowsOf((await client.get('/ui/messages?id=wamid.THEIRS')).text)).toEqual([]);
+  });
+
+  it('pages forward and back: first, previous and next keep the filters', async () => {
+    const p = setupPartner(s.ctx, { slug: 'pager', balance: '10.00' });
+    const ch = connect(s.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550000010').channel;
+    const made: string[] = [];
+    s.ctx.db.sqlite.transaction(() => {
+      for (let i = 0; i < 130; i++)
+        made.push(storeOutboundSms(s.ctx, p.partnerId, ch, { to: '+14155550150', text: `p${i}` }).id);
+    })();
+    const newest = made.slice().reverse();
+    const { client } = await loggedIn(s.ctx, s.url, p.partnerId, 'developer');
+    const link = (html: string, rel: string) => {
+      const m =
+        rel === 'first'
+          ? /<a href="([^"]+)">« First page<\/a>/.exec(html)
+          : new RegExp(`<a href="([^"]+)" rel="${rel}">`).exec(html);
+      return m ? m[1].replace(/&amp;/g, '&') : null;
+    };
+    const p1 = await client.get('/ui/messages?channel=sms');
+    expect(rowsOf(p1.text)).toEqual(newest.slice(0, 50));
+    expect(link(p1.text, 'prev')).toBeNull();
+    expect(link(p1.text, 'first')).toBeNull();
+    const p2 = await client.get(link(p1.text, 'next')!);
+    expect(rowsOf(p2.text)).toEqual(newest.slice(50, 100));
+    const p3 = await client.get(link(p2.text, 'next')!);
+    expect(rowsOf(p3.text)).toEqual(newest.slice(100));
+    expect(link(p3.text, 'next')).toBeNull();
+    expect(link(p3.text, 'prev')).toContain('channel=sms');
+    const back2 = await client.get(link(p3.text, 'prev')!);
+    expect(rowsOf(back2.text)).toEqual(newest.slice(50, 100));
+    const back1 = await client.get(link(back2.text, 'prev')!);
+    expect(rowsOf(back1.text)).toEqual(newest.slice(0, 50));
+    expect(link(back1.text, 'prev')).toBeNull();
+    const first = await client.get(link(p3.text, 'first')!);
+    expect(rowsOf(first.text)).toEqual(newest.slice(0, 50));
+    expect(
+      (
+        await client.get(
+          '/ui/messages?back=garbage&cursor=' + new URL(s.url + link(p1.text, 'next')!).searchParams.get('cursor'),
+        )
+      ).status,
+    ).toBe(400);
+  });
+});

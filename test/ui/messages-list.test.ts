@@ -6,8 +6,8 @@ import { richPartner } from '../v1/helpers.js';
 import { Client, loggedIn } from './helpers.js';
 
 // The console's Messages page and GET /v1/messages are one query: for the same filter they
-// show the same messages, page by page, with the same cursors; a page that stopped at the
-// scan bound says that more may follow.
+// show the same messages, page by page, with the same cursors; a failure status answers in
+// one page; a page that stopped at the scan bound says how far back it has searched.
 
 let s: TestServer;
 let token: string;
@@ -102,7 +102,7 @@ async function consolePage(query: string, cursor: string | null): Promise<Page> 
   if (cursor) q.set('cursor', cursor);
   const r = await admin.get(`/ui/messages?${q}`);
   expect(r.status, r.text).toBe(200);
-  const link = /<p class="pager"><a href="([^"]+)"/.exec(r.text);
+  const link = /<a href="([^"]+)" rel="next">/.exec(r.text);
   const next = link ? new URLSearchParams(link[1].replace(/&amp;/g, '&').split('?')[1]).get('cursor') : null;
   return { ids: rowsOf(r.text), next, text: r.text };
 }
@@ -163,17 +163,31 @@ describe('Messages page and GET /v1/messages', () => {
     if (consoleQuery.startsWith('from=2020')) expect(ids).toEqual([]);
   });
 
-  it('a page that stopped at the scan bound says more may follow, and the next page has the rest', async () => {
+  it('a failure status answers in one page, however far apart its messages are', async () => {
     const pages = await walkBoth('status=undelivered', 'status=undelivered');
-    expect(pages.map((p) => p.ids)).toEqual([[stamp.newUndelivered], [stamp.oldUndelivered]]);
-    expect(pages[0].text).toContain('more may follow on the next page');
-    expect(pages[0].text).toContain('Next page');
-    expect(pages[1].text).not.toContain('more may follow');
+    expect(pages.map((p) => p.ids)).toEqual([[stamp.newUndelivered, stamp.oldUndelivered]]);
+    expect(pages[0].text).not.toContain('Searched messages back to');
+    const sms = await walkBoth('status=undelivered&channel=sms', 'status=undelivered&channel=sms');
+    expect(sms.map((p) => p.ids)).toEqual([[stamp.oldUndelivered]]);
+  });
 
-    const empty = await walkBoth('status=undelivered&channel=sms', 'status=undelivered&channel=sms');
-    expect(empty.map((p) => p.ids)).toEqual([[], [stamp.oldUndelivered]]);
-    expect(empty[0].text).toContain('No messages match among the messages this page looked at; more may follow.');
-    expect(empty[1].text).not.toContain('more may follow');
+  it('a page that stopped at the scan bound says how far back it searched, and the next page goes on', async () => {
+    const pages = await walkBoth('direction=inbound&channel=sms', 'direction=inbound&channel=sms');
+    expect(pages[0].ids).toEqual([]);
+    // The first page looked at 2,000 messages, all newer than any inbound SMS.
+    const searched = /Searched messages back to <time dateTime="([^"]+)">[^<]+<\/time>; nothing matches yet\./.exec(
+      pages[0].text,
+    );
+    expect(searched).not.toBeNull();
+    expect(pages[0].text).toContain('Look further back');
+    expect(pages.length).toBeGreaterThan(1);
+    const found = all(pages);
+    expect(found.length).toBeGreaterThan(0);
+    // Every match is older than where the first page stopped.
+    const idsTime = (id: string) =>
+      (s.ctx.db.sqlite.prepare('SELECT created_at FROM messages WHERE id = ?').get(id) as any).created_at;
+    for (const id of found) expect(idsTime(id)).toBeLessThanOrEqual(Date.parse(searched![1]));
+    expect(pages.at(-1)!.text).not.toContain('Searched messages back to');
   });
 
   it('a cursor from /v1 opens the same page in the console, and a bad filter is a 400 on the page', async () => {

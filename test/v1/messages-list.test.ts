@@ -232,7 +232,7 @@ describe('GET /v1/messages', () => {
 });
 
 describe('a rare status among many messages', () => {
-  it(`reads at most ${SCAN_LIMIT} messages a page and still reaches every match`, async () => {
+  it(`reads at most ${SCAN_LIMIT} messages a page and still reaches every match; a failure status in one page`, async () => {
     const s = await startV1();
     try {
       const p = richPartner(s.ctx, 1);
@@ -253,24 +253,33 @@ describe('a rare status among many messages', () => {
           ids.push(m.id);
         }
       })();
-      // Three failed messages: the newest, one in the middle, the oldest.
-      const failed = [ids[ids.length - 1], ids[SCAN_LIMIT + 100], ids[0]];
-      for (const id of failed) s.ctx.db.sqlite.prepare("UPDATE messages SET status = 'failed' WHERE id = ?").run(id);
-      const pages: number[] = [];
-      const found: string[] = [];
-      let cursor: string | null = null;
-      do {
-        const r = await call(s, 'GET', `/v1/messages?status=failed&limit=10${cursor ? `&cursor=${cursor}` : ''}`, {
-          token: p.token,
-        });
-        expect(r.status).toBe(200);
-        pages.push(r.body.data.length);
-        found.push(...r.body.data.map((m: any) => m.id));
-        cursor = r.body.next_cursor;
-      } while (cursor);
-      expect(found).toEqual(failed);
+      // Three read messages: the newest, one in the middle, the oldest.
+      const rare = [ids[ids.length - 1], ids[SCAN_LIMIT + 100], ids[0]];
+      const walk = async (status: string) => {
+        const pages: number[] = [];
+        const found: string[] = [];
+        let cursor: string | null = null;
+        do {
+          const r = await call(s, 'GET', `/v1/messages?status=${status}&limit=10${cursor ? `&cursor=${cursor}` : ''}`, {
+            token: p.token,
+          });
+          expect(r.status).toBe(200);
+          pages.push(r.body.data.length);
+          found.push(...r.body.data.map((m: any) => m.id));
+          cursor = r.body.next_cursor;
+        } while (cursor);
+        return { pages, found };
+      };
+      for (const id of rare) s.ctx.db.sqlite.prepare("UPDATE messages SET status = 'read' WHERE id = ?").run(id);
+      const read = await walk('read');
+      expect(read.found).toEqual(rare);
       // Each page stopped after SCAN_LIMIT messages: three pages for 2.25 × SCAN_LIMIT.
-      expect(pages).toEqual([1, 1, 1]);
+      expect(read.pages).toEqual([1, 1, 1]);
+      // A failure status is read from its own partial index: one page, however far apart.
+      for (const id of rare) s.ctx.db.sqlite.prepare("UPDATE messages SET status = 'failed' WHERE id = ?").run(id);
+      const failed = await walk('failed');
+      expect(failed.found).toEqual(rare);
+      expect(failed.pages).toEqual([3]);
     } finally {
       await s.stop();
     }

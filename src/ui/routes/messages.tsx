@@ -2,12 +2,13 @@ import type { FastifyPluginAsync } from 'fastify';
 import { CHANNEL_TYPES, type ChannelType } from '../../core/context.js';
 import { contentText, type MessageContent } from '../../core/message-content.js';
 import { getMessageRow, messageHistory, type MessageRow } from '../../core/messages.js';
-import { listMessages, type MessageFilter } from '../../core/messages-api.js';
+import { findMessages, listMessages, type MessageFilter } from '../../core/messages-api.js';
 import { MESSAGE_STATUSES, type MessageStatus } from '../../core/statuses.js';
 import { decodeCursor, encodeCursor } from '../../http/pagination.js';
 import { invalid } from '../../lib/errors.js';
+import { idTime } from '../../lib/id-time.js';
 import { query, type Ui } from '../context.js';
-import { Notice, Pager, When } from '../layout.js';
+import { Notice, When } from '../layout.js';
 import { StatusText, money, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
@@ -30,6 +31,29 @@ function parseDay(value: string | undefined, field: string, endOfDay: boolean): 
 }
 
 const DIRECTIONS = ['outbound', 'inbound'] as const;
+const MESSAGE_ID = /^msg_[0-9a-z]{26}$/;
+/** Earlier pages remembered for "Previous"; past this many, "First page" still goes back. */
+const TRAIL_MAX = 30;
+
+/** `back`: the ids each earlier page started after, oldest first, '-' for the first page. */
+function parseTrail(raw: string | undefined): string[] {
+  if (!raw) return [];
+  const parts = raw.split('.');
+  if (parts.some((id) => id !== '-' && !MESSAGE_ID.test(id)))
+    throw invalid('the page link is not valid; start again from the first page');
+  return parts.slice(-TRAIL_MAX).map((id) => (id === '-' ? '' : id));
+}
+
+/** A page of the list: the filters, the page's cursor (null: the first) and the earlier pages' starts. */
+function pageHref(filters: Record<string, string | undefined>, after: string | null, trail: string[]): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(filters)) if (v) q.set(k, v);
+  if (after) q.set('cursor', encodeCursor({ o: 'm', id: after }));
+  const back = trail.slice(-TRAIL_MAX);
+  if (after && back.length) q.set('back', back.map((id) => id || '-').join('.'));
+  const qs = q.toString();
+  return qs ? `/ui/messages?${qs}` : '/ui/messages';
+}
 
 /** A filter's drop-down: "any" first, then each value as its own label. */
 function AnyOf({
@@ -79,6 +103,11 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     let status = 200;
     let rows: MessageRow[] = [];
     let next: string | null = null;
+    let after: string | null = null;
+    // The start of each earlier page, oldest first ('' for the first page): "Previous" pops one.
+    let trail: string[] = [];
+    const ref = q.id?.trim() ?? '';
+    let found = false;
     try {
       if (q.channel) {
         if (!(CHANNEL_TYPES as readonly string[]).includes(q.channel)) throw invalid('unknown channel');
@@ -96,18 +125,44 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
       if (recipient) filter.recipient = recipient.slice(0, 320);
       filter.createdSince = parseDay(q.from, 'from', false);
       filter.createdBefore = parseDay(q.to, 'to', true);
-      const after = decodeCursor(q.cursor, 'm');
-      const page = listMessages(rt.ctx, p.user.partnerId, filter, PAGE, after?.id);
-      rows = page.rows;
-      next = page.next ? encodeCursor({ o: 'm', id: page.next }) : null;
+      after = decodeCursor(q.cursor, 'm')?.id ?? null;
+      trail = parseTrail(q.back);
+      if (ref.length > 200) throw invalid('an id is at most 200 characters');
+      // An id: msgd's own, or a provider's that reports are matched by, is found at once;
+      // any other provider id is searched for row by row, like the other checked filters.
+      const hits = ref && !after ? findMessages(rt.ctx, p.user.partnerId, ref) : [];
+      if (hits.length > 0 || MESSAGE_ID.test(ref)) {
+        rows = hits;
+        found = true;
+      } else {
+        if (ref) filter.providerMessageId = ref;
+        const page = listMessages(rt.ctx, p.user.partnerId, filter, PAGE, after);
+        rows = page.rows;
+        next = page.next;
+      }
     } catch (e) {
       error = (e as Error).message;
       status = 400;
     }
+    const filters = {
+      id: ref || undefined,
+      channel: q.channel,
+      status: q.status,
+      direction: q.direction,
+      recipient: q.recipient,
+      from: q.from,
+      to: q.to,
+    };
+    // Row-checked filters may end a page early; its cursor then says how far back it looked.
+    const searchedTo = next && rows.length < PAGE ? idTime(next) : null;
     return p.render(
       'Messages',
       <>
         <form method="get" action="/ui/messages" className="filters" role="search">
+          <div>
+            <label htmlFor="f-id">Message or provider id</label>
+            <input id="f-id" name="id" type="text" defaultValue={ref} placeholder="msg_… or SM…" maxLength={200} />
+          </div>
           <AnyOf name="channel" label="Channel" value={q.channel} options={CHANNEL_TYPES} />
           <AnyOf name="status" label="Status" value={q.status} options={MESSAGE_STATUSES} />
           <AnyOf name="direction" label="Direction" value={q.direction} options={DIRECTIONS} />
@@ -134,11 +189,16 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
           </div>
         </form>
         {error && <Notice kind="error">{error}</Notice>}
-        {rows.length === 0 && !error ? (
-          <p>
-            {next ? 'No messages match among the messages this page looked at; more may follow.' : 'No messages match.'}
+        {found && ref && rows.length === 0 && <p>No message of yours has the id {ref}.</p>}
+        {!found && rows.length === 0 && !error && !next && <p>No messages match.</p>}
+        {searchedTo !== null && (
+          <p className="muted" id="searched">
+            Searched messages back to <When ms={searchedTo} />
+            {rows.length === 0 ? '; nothing matches yet' : `; ${rows.length} match so far`}.{' '}
+            <a href={pageHref(filters, next!, [...trail, after ?? ''])}>Look further back →</a>
           </p>
-        ) : (
+        )}
+        {rows.length > 0 && (
           <table>
             <thead>
               <tr>
@@ -174,23 +234,25 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             </tbody>
           </table>
         )}
-        {next && rows.length > 0 && rows.length < PAGE && (
-          <p className="muted">
-            Fewer than {PAGE} messages match among the messages this page looked at; more may follow on the next page.
-          </p>
+        {(after !== null || next !== null) && (
+          <nav className="pager" aria-label="Pages">
+            {after !== null && (
+              <>
+                <a href={pageHref(filters, null, [])}>« First page</a>{' '}
+                {trail.length > 0 && (
+                  <a href={pageHref(filters, trail[trail.length - 1] || null, trail.slice(0, -1))} rel="prev">
+                    ‹ Previous page
+                  </a>
+                )}{' '}
+              </>
+            )}
+            {next !== null && (
+              <a href={pageHref(filters, next, [...trail, after ?? ''])} rel="next">
+                Next page →
+              </a>
+            )}
+          </nav>
         )}
-        <Pager
-          base="/ui/messages"
-          query={{
-            channel: q.channel,
-            status: q.status,
-            direction: q.direction,
-            recipient: q.recipient,
-            from: q.from,
-            to: q.to,
-          }}
-          next={next}
-        />
       </>,
       status,
     );

@@ -105,9 +105,11 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         summary: "The partner's messages, newest first",
         operationId: 'listMessages',
         description:
-          'Scope messages:read. Filters combine. A page examines a bounded number of messages: with channel, status or ' +
-          'direction filters a page may hold fewer than limit items (even none) and still have a next_cursor; page on ' +
-          'until next_cursor is null. Without history (GET /v1/messages/{id} has it).',
+          'Scope messages:read. Filters combine. A failure status (failed, undelivered, bounced, dropped) is read from ' +
+          'its own index and answers in one page. Otherwise a page examines a bounded number of messages: with channel, ' +
+          'status or direction filters a page may hold fewer than limit items (even none) and still have a next_cursor, ' +
+          'which marks how far back it searched; page on until next_cursor is null. Without history ' +
+          '(GET /v1/messages/{id} has it).',
         security: SECURITY,
         querystring: messagesQuery,
         response: responses({ 200: pageOf(messageOut) }, [400]),

@@ -1,0 +1,1 @@
+CREATE INDEX `messages_partner_failed` ON `messages` (`partner_id`,`id`) WHERE status IN ('failed', 'undelivered', 'bounced', 'dropped');
