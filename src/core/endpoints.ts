@@ -131,6 +131,43 @@ export function deleteEndpoint(ctx: CoreCtx, partnerId: string, id: string): boo
     .immediate();
 }
 
+/**
+ * A new URL, event list and description for an endpoint; its secrets stay. The caller checks
+ * the URL as for createEndpoint (checkEndpointUrl). Bumps updated_at, which versions the
+ * endpoint's settings for the delivery loop.
+ */
+export function updateEndpoint(
+  ctx: CoreCtx,
+  partnerId: string,
+  id: string,
+  input: { url: string; events?: EventType[] | null; description?: string | null },
+): EndpointRow {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const row = getEndpoint(ctx, partnerId, id);
+      if (!row) throw notFound('webhook endpoint', id);
+      const now = Math.max(ctx.now(), row.updated_at + 1);
+      const next: EndpointRow = {
+        ...row,
+        url: input.url,
+        events: input.events && input.events.length ? JSON.stringify([...new Set(input.events)].sort()) : null,
+        description: input.description ?? null,
+        updated_at: now,
+      };
+      stmt(
+        ctx.db.sqlite,
+        'UPDATE webhook_endpoints SET url = ?, events = ?, description = ?, updated_at = ? WHERE id = ?',
+      ).run(next.url, next.events, next.description, now, id);
+      audit(ctx, `partner:${partnerId}`, 'webhook.update', 'webhook_endpoint', id, {
+        url: next.url,
+        events: input.events && input.events.length ? input.events : null,
+        ...(row.url !== next.url ? { previous_url: row.url } : {}),
+      });
+      return next;
+    })
+    .immediate();
+}
+
 /** A new secret; the current one keeps signing beside it until the grace period ends. */
 export function rotateSecret(
   ctx: CoreCtx,

@@ -64,6 +64,9 @@ pre.body { white-space:pre-wrap; word-break:break-word; background:var(--bg2); p
 dl.kv { display:grid; grid-template-columns:max-content 1fr; gap:.25rem 1rem; }
 dl.kv dt { font-weight:600; }
 dl.kv dd { margin:0; word-break:break-word; }
+pre.snippet { margin:0; white-space:pre-wrap; word-break:break-all; max-height:12rem; overflow:auto; font-size:.85rem; }
+details.edit, details.verify { margin:1rem 0; }
+details > summary { cursor:pointer; color:var(--accent); }
 .visually-hidden { position:absolute; width:1px; height:1px; padding:0; margin:-1px; overflow:hidden; clip:rect(0,0,0,0); white-space:nowrap; border:0; }
 form.rename { display:flex; gap:.3rem; align-items:center; }
 form.rename input { min-width:8rem; }

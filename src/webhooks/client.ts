@@ -87,6 +87,12 @@ function readSnippet(body: Dispatcher.ResponseData['body']): Promise<string> {
   });
 }
 
+/** Sent with every delivery, before its signature headers (the console shows them too). */
+export const BASE_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'application/json',
+  'user-agent': 'msgd-webhooks/1',
+};
+
 /** POST the event body with its headers; never throws. */
 export async function postEvent(
   agent: Dispatcher,
@@ -103,7 +109,7 @@ export async function postEvent(
       origin: target.origin,
       path: target.path,
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'user-agent': 'msgd-webhooks/1', ...headers },
+      headers: { ...BASE_HEADERS, ...headers },
       body,
       // Headers, and then each body chunk, within timeoutMs (undici's own timers: no
       // AbortSignal per request on the hot path).

@@ -70,3 +70,22 @@ export function signatureHeaders(
   headers['webhook-signature'] = sigs.join(' ');
   return headers;
 }
+
+export const REDACTED = '[redacted]';
+
+/**
+ * The headers an attempt sent, as the console shows them: the same names and values as
+ * signatureHeaders, with every signature replaced by REDACTED (a signature of a known body
+ * would let anyone test guesses of the secret offline).
+ */
+export function shownSignatureHeaders(eventId: string, timestamp: number, rotating: boolean): Record<string, string> {
+  const headers: Record<string, string> = {
+    'x-msgd-signature': REDACTED,
+    'x-msgd-event-id': eventId,
+    'webhook-id': eventId,
+    'webhook-timestamp': String(timestamp),
+  };
+  if (rotating) headers['x-msgd-signature-previous'] = REDACTED;
+  headers['webhook-signature'] = rotating ? `${REDACTED} ${REDACTED}` : REDACTED;
+  return headers;
+}

@@ -194,6 +194,65 @@ export function listDeliveries(
     .all(params) as DeliveryListRow[];
 }
 
+/** What a partner filters an endpoint's deliveries by, and the rows each outcome means. */
+const OUTCOME_WHERE = {
+  succeeded: "d.status = 'succeeded'",
+  // Still being retried after at least one failed attempt.
+  retrying: "d.status = 'pending' AND d.attempts > 0",
+  failed: "d.status IN ('failed', 'dead')",
+  pending: "d.status = 'pending'",
+  cancelled: "d.status = 'cancelled'",
+} as const;
+export type DeliveryOutcome = keyof typeof OUTCOME_WHERE;
+export const DELIVERY_OUTCOMES = Object.keys(OUTCOME_WHERE) as DeliveryOutcome[];
+
+/** Deliveries an outcome filter examines per page at most, so a rare outcome never walks an endpoint's history. */
+export const DELIVERY_SCAN_LIMIT = 2_000;
+
+export interface DeliveryPage {
+  rows: (DeliveryRow & { event_type: string | null })[];
+  /** The id to pass as `before` for the next page; null when the list is done. */
+  next: string | null;
+  /** True when the page ended at the scan bound rather than on `limit` matches. */
+  bounded: boolean;
+}
+
+/**
+ * One endpoint's deliveries, newest first, keyset-paged on webhook_deliveries_endpoint. With an
+ * outcome, a page examines at most DELIVERY_SCAN_LIMIT deliveries and may end short (bounded),
+ * its `next` marking how far back it looked.
+ */
+export function listEndpointDeliveries(
+  ctx: CoreCtx,
+  endpointId: string,
+  opts: { outcome?: DeliveryOutcome; before?: string | null; limit: number },
+): DeliveryPage {
+  const before = opts.before ?? null;
+  let floor: string | null = null;
+  if (opts.outcome) {
+    floor =
+      stmt<[string, string | null, string | null], { id: string }>(
+        ctx.db.sqlite,
+        `SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_endpoint
+          WHERE endpoint_id = ? AND (? IS NULL OR id < ?) ORDER BY id DESC LIMIT 1 OFFSET ${DELIVERY_SCAN_LIMIT - 1}`,
+      ).get(endpointId, before, before)?.id ?? null;
+  }
+  const rows = stmt<
+    [string, string | null, string | null, string | null, string | null, number],
+    DeliveryRow & { event_type: string | null }
+  >(
+    ctx.db.sqlite,
+    `SELECT d.*, ev.type AS event_type FROM webhook_deliveries d INDEXED BY webhook_deliveries_endpoint
+       LEFT JOIN events ev ON ev.id = d.event_id
+      WHERE d.endpoint_id = ? AND (? IS NULL OR d.id < ?) AND (? IS NULL OR d.id >= ?)
+        ${opts.outcome ? `AND ${OUTCOME_WHERE[opts.outcome]}` : ''}
+      ORDER BY d.id DESC LIMIT ?`,
+  ).all(endpointId, before, before, floor, floor, opts.limit + 1);
+  if (rows.length > opts.limit)
+    return { rows: rows.slice(0, opts.limit), next: rows[opts.limit - 1].id, bounded: false };
+  return { rows, next: floor, bounded: floor !== null };
+}
+
 /** One delivery by id (the caller checks whose it is). */
 export function getDelivery(ctx: CoreCtx, id: string): DeliveryRow | undefined {
   return stmt<[string], DeliveryRow>(ctx.db.sqlite, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(id);

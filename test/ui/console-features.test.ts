@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FLASH_TTL_MS } from '../../src/ui/flash.js';
 import { applyStatus, getMessageState } from '../../src/core/messages.js';
+import { newId } from '../../src/lib/ids.js';
 import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
+import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { axeViolations, freshPage, launchBrowser, loggedIn, userSession, type TestBrowser } from './helpers.js';
 
 // What the console's users expect beyond the basics, in a real browser where it needs one:
@@ -12,11 +15,15 @@ let s: TestServer;
 let b: TestBrowser;
 let acme: ReturnType<typeof setupPartner>;
 let channel: { id: string; gateway_id: string; sender: string | null };
+let tls: TlsFiles;
+let receiver: Receiver;
 
 const count = (sql: string, ...args: unknown[]) => (s.ctx.db.sqlite.prepare(sql).get(...args) as { n: number }).n;
 
 beforeAll(async () => {
-  s = await startTestServer({ 'webhooksOut.allowPrivateTargets': true });
+  tls = makeCert();
+  receiver = await startReceiver(tls);
+  s = await startTestServer({ 'webhooksOut.allowPrivateTargets': true, 'webhooksOut.caFile': tls.cert });
   acme = setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { sms: '0.0075' } });
   channel = connect(s.ctx, acme.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550000001').channel;
   b = await launchBrowser();
@@ -25,6 +32,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await b?.close();
   await s?.stop();
+  await receiver?.close();
+  tls?.cleanup();
 });
 
 describe('one-time secrets (Post/Redirect/Get)', () => {
@@ -355,5 +364,136 @@ describe('messages', () => {
         )
       ).status,
     ).toBe(400);
+  });
+});
+
+describe('webhooks', () => {
+  const decode = (html: string) =>
+    html
+      .replace(/&quot;/g, '"')
+      .replace(/&#x27;/g, "'")
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&amp;/g, '&');
+
+  it("edits an endpoint's URL, events and description and keeps its secret; a bad URL changes nothing", async () => {
+    const { client } = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
+    await client.get('/ui/webhooks');
+    const reg = await client.post('/ui/webhooks', { url: `${receiver.url}?v=1` });
+    const id = /\/ui\/webhooks\/(whe_\w+)/.exec(reg.headers.get('location')!)![1];
+    await client.get(reg.headers.get('location')!);
+    const row = () => s.ctx.db.sqlite.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').get(id) as any;
+    const before = row();
+    const r = await client.post(`/ui/webhooks/${id}/edit`, {
+      url: `${receiver.url}?v=2`,
+      description: 'orders',
+      events: 'message.delivered',
+    });
+    expect(r.status).toBe(303);
+    expect((await client.get(r.headers.get('location')!)).text).toContain(
+      'Endpoint saved; its signing secret is unchanged.',
+    );
+    const after = row();
+    expect(after.url).toBe(`${receiver.url}?v=2`);
+    expect(after.description).toBe('orders');
+    expect(JSON.parse(after.events)).toEqual(['message.delivered']);
+    expect(after.secret).toBe(before.secret);
+    expect(after.previous_secret).toBe(before.previous_secret);
+    const bad = await client.post(`/ui/webhooks/${id}/edit`, { url: 'http://example.com/hook' });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('webhook endpoints must use https://');
+    const unknown = await client.post(`/ui/webhooks/${id}/edit`, { url: receiver.url, events: 'money.printed' });
+    expect(unknown.status).toBe(400);
+    expect(row()).toEqual(after);
+  });
+
+  it("a delivery shows its request with signatures redacted and the receiver's answers; filters by outcome", async () => {
+    const { client } = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
+    await client.get('/ui/webhooks');
+    const reg = await client.post('/ui/webhooks', { url: `${receiver.url}?detail=1` });
+    const id = /\/ui\/webhooks\/(whe_\w+)/.exec(reg.headers.get('location')!)![1];
+    const secret = /id="new-secret">(whsec_[^<]+)</.exec((await client.get(reg.headers.get('location')!)).text)![1];
+    receiver.setSecrets([secret]);
+    receiver.behave({ kind: 'ok' });
+    await client.post(`/ui/webhooks/${id}/test`, {});
+    await waitFor(() => receiver.delivered.length >= 1, 'the first test event', 10_000);
+    receiver.behave({ kind: 'status', status: 503, body: '<b>busy</b>, try later' });
+    const n = receiver.received.length;
+    await client.get(`/ui/webhooks/${id}`);
+    await client.post(`/ui/webhooks/${id}/test`, {});
+    await waitFor(() => receiver.received.length > n, 'the second test event', 10_000);
+    const attempts = () =>
+      s.ctx.db.sqlite
+        .prepare(
+          'SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ?',
+        )
+        .get(id) as { n: number };
+    await waitFor(() => attempts().n >= 2, 'both attempts recorded', 10_000);
+    const sent = receiver.received.at(-1)!;
+    const dlv = s.ctx.db.sqlite
+      .prepare(
+        "SELECT id, event_id FROM webhook_deliveries WHERE endpoint_id = ? AND attempts > 0 AND status = 'pending'",
+      )
+      .get(id) as { id: string; event_id: string };
+    const page = await client.get(`/ui/webhooks/${id}/deliveries/${dlv.id}`);
+    expect(page.status).toBe(200);
+    const text = decode(page.text);
+    expect(text).toContain(`POST ${receiver.url}?detail=1`);
+    expect(text).toContain('content-type: application/json');
+    expect(text).toContain(`webhook-id: ${dlv.event_id}`);
+    expect(text).toContain('x-msgd-signature: [redacted]');
+    expect(text).toContain('webhook-signature: [redacted]');
+    expect(text).toContain(sent.raw.toString('utf8'));
+    expect(text).not.toContain(sent.headers['x-msgd-signature'].slice(7));
+    expect(text).not.toContain(sent.headers['webhook-signature'].slice(3));
+    expect(text).not.toContain(secret);
+    expect(page.text).toContain('&lt;b&gt;busy&lt;/b&gt;, try later');
+    expect(page.text).toMatch(/<td class="num">503<\/td>/);
+    // By outcome: the answered one, the one still being retried.
+    const ids = (html: string) => [...html.matchAll(/\/deliveries\/(dlv_\w+)"/g)].map((m) => m[1]);
+    const retrying = await client.get(`/ui/webhooks/${id}?outcome=retrying`);
+    expect(ids(retrying.text)).toEqual([dlv.id]);
+    const succeeded = ids((await client.get(`/ui/webhooks/${id}?outcome=succeeded`)).text);
+    expect(succeeded).toHaveLength(1);
+    expect(succeeded).not.toContain(dlv.id);
+    expect(ids((await client.get(`/ui/webhooks/${id}?outcome=cancelled`)).text)).toEqual([]);
+    // Another partner's delivery is not found under this endpoint.
+    expect((await client.get(`/ui/webhooks/${id}/deliveries/dlv_00000000000000000000000000`)).status).toBe(404);
+    receiver.behave({ kind: 'ok' });
+  });
+
+  it('pages past 50 deliveries, and a rare outcome says how far back it searched', async () => {
+    const { client } = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
+    await client.get('/ui/webhooks');
+    const reg = await client.post('/ui/webhooks', { url: `${receiver.url}?many=1` });
+    const id = /\/ui\/webhooks\/(whe_\w+)/.exec(reg.headers.get('location')!)![1];
+    const made: string[] = [];
+    const ins = s.ctx.db.sqlite.prepare(
+      `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
+    );
+    s.ctx.db.sqlite.transaction(() => {
+      for (let i = 0; i < 2_100; i++) {
+        const d = newId('dlv');
+        ins.run(d, newId('evt'), id, acme.partnerId, i === 0 ? 'dead' : 'succeeded', Date.now(), Date.now());
+        made.push(d);
+      }
+    })();
+    const newest = made.slice().reverse();
+    const ids = (html: string) => [...html.matchAll(/\/deliveries\/(dlv_\w+)"/g)].map((m) => m[1]);
+    const older = (html: string) => /<a href="([^"]+)">Older deliveries →<\/a>/.exec(html)?.[1].replace(/&amp;/g, '&');
+    const p1 = await client.get(`/ui/webhooks/${id}`);
+    expect(ids(p1.text)).toEqual(newest.slice(0, 50));
+    const p2 = await client.get(older(p1.text)!);
+    expect(ids(p2.text)).toEqual(newest.slice(50, 100));
+    expect(p2.text).toContain('« Newest deliveries');
+    // The one dead delivery is the oldest: the first page looked at 2,000 and says so.
+    const f1 = await client.get(`/ui/webhooks/${id}?outcome=failed`);
+    expect(ids(f1.text)).toEqual([]);
+    expect(f1.text).toMatch(/Searched deliveries back to <time[^>]*>[^<]+<\/time>; nothing matches yet\./);
+    const further = /<a href="([^"]+)">Look further back →<\/a>/.exec(f1.text)![1].replace(/&amp;/g, '&');
+    expect(further).toContain('outcome=failed');
+    const f2 = await client.get(further);
+    expect(ids(f2.text)).toEqual([made[0]]);
   });
 });

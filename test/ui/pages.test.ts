@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEndpoint, deleteEndpoint } from '../../src/core/endpoints.js';
 import { applyStatus, getMessageState } from '../../src/core/messages.js';
 import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
 import { Client, PASSWORD, loggedIn } from './helpers.js';
@@ -170,12 +171,22 @@ describe('console pages', () => {
     expect(s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM tokens WHERE name = 'x'`).get()).toEqual({ n: 0 });
   });
 
-  it('refuses an endpoint on a private address, as /v1 does, and registers nothing', async () => {
+  it('refuses an endpoint on a private address, as /v1 does, on registering and on editing', async () => {
     await admin.get('/ui/webhooks');
     const r = await admin.post('/ui/webhooks', { url: 'https://127.0.0.1:8443/hook' });
     expect(r.status).toBe(400);
     expect(r.text).toContain('refused: 127.0.0.1 is a loopback address');
     expect(s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM webhook_endpoints').get()).toEqual({ n: 0 });
+    // Editing an endpoint meets the same guard, and leaves it as it was.
+    const { endpoint } = createEndpoint(s.ctx, acme.partnerId, { url: 'https://hooks.example.com/msgd' });
+    await admin.get(`/ui/webhooks/${endpoint.id}`);
+    const edit = await admin.post(`/ui/webhooks/${endpoint.id}/edit`, { url: 'https://169.254.169.254/latest' });
+    expect(edit.status).toBe(400);
+    expect(edit.text).toMatch(/refused: 169\.254\.169\.254 is a cloud metadata address/);
+    expect(s.ctx.db.sqlite.prepare('SELECT url FROM webhook_endpoints WHERE id = ?').get(endpoint.id)).toEqual({
+      url: 'https://hooks.example.com/msgd',
+    });
+    deleteEndpoint(s.ctx, acme.partnerId, endpoint.id);
   });
 
   it('an admin invites a user, who joins with the link; secrets stay out of the logs', async () => {

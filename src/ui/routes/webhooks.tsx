@@ -5,6 +5,7 @@ import {
   getEndpoint,
   listEndpoints,
   rotateSecret,
+  updateEndpoint,
   type EndpointRow,
 } from '../../core/endpoints.js';
 import { EVENT_TYPES, type EventType } from '../../core/events.js';
@@ -12,17 +13,85 @@ import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { replayEvent, sendTestEvent } from '../../webhooks/replay.js';
 import { checkEndpointUrl } from '../../webhooks/ssrf.js';
-import { getDelivery, listAttempts, listDeliveries } from '../../webhooks/store.js';
+import { BASE_HEADERS } from '../../webhooks/client.js';
+import { shownSignatureHeaders } from '../../webhooks/signing.js';
+import {
+  DELIVERY_OUTCOMES,
+  getDelivery,
+  listAttempts,
+  listEndpointDeliveries,
+  loadForAttempt,
+  type DeliveryOutcome,
+} from '../../webhooks/store.js';
 import { field, fields, form, query, redirectWithNote, takeNote, type Ui } from '../context.js';
+import { idTime } from '../../lib/id-time.js';
 import type { FlashNote } from '../flash.js';
 import { Csrf, Notice, ShownOnce, When } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
 // Webhook endpoints: register (HTTPS only, the same URL guard as /v1), the signing secret shown
-// once, rotate, send a test event, the deliveries with status codes and times, replay one.
+// once, edit (URL, events, description; the secret stays), rotate, send a test event, the
+// deliveries with status codes and times (filtered by outcome, paged), one delivery's request
+// and the receiver's answers, replay one.
 
 const EVENT_ID = /^evt_[0-9a-z]{26}$/;
+const ENDPOINT_ID = /^whe_[0-9a-z]{26}$/;
+const DELIVERY_ID = /^dlv_[0-9a-z]{26}$/;
+const PAGE = 50;
+
+const OUTCOME_LABEL: Record<DeliveryOutcome, string> = {
+  succeeded: 'succeeded',
+  retrying: 'failing, still retried',
+  failed: 'given up (failed or dead)',
+  pending: 'pending',
+  cancelled: 'cancelled',
+};
+
+/** The URL, events and description a register or edit form posted, checked as /v1 checks them. */
+async function endpointInput(f: ReturnType<typeof form>, allowPrivate: boolean) {
+  const events = fields(f, 'events');
+  const bad = events.filter((t) => !(SUBSCRIBABLE as readonly string[]).includes(t));
+  if (bad.length) throw new AppError('invalid_request', `unknown event type ${bad.join(', ')}`);
+  const url = await checkEndpointUrl(field(f, 'url').trim(), allowPrivate);
+  const description = field(f, 'description').trim().slice(0, 200) || null;
+  return { url: url.href, events: events as EventType[], description };
+}
+
+/** The register and edit forms' fields. */
+function EndpointFields({ e, url }: { e?: EndpointRow; url?: string }) {
+  const chosen = e?.events ? (JSON.parse(e.events) as string[]) : [];
+  const prefix = e ? 'e' : 'w';
+  return (
+    <>
+      <label htmlFor={`${prefix}-url`}>HTTPS URL</label>
+      <input
+        id={`${prefix}-url`}
+        name="url"
+        type="url"
+        required
+        placeholder="https://example.com/msgd-events"
+        defaultValue={url ?? e?.url}
+      />
+      <label htmlFor={`${prefix}-desc`}>Description (optional)</label>
+      <input
+        id={`${prefix}-desc`}
+        name="description"
+        type="text"
+        maxLength={200}
+        defaultValue={e?.description ?? undefined}
+      />
+      <fieldset className="scopes">
+        <legend>Events (none ticked: every event)</legend>
+        {SUBSCRIBABLE.map((t) => (
+          <label key={t}>
+            <input type="checkbox" name="events" value={t} defaultChecked={chosen.includes(t)} /> {t}
+          </label>
+        ))}
+      </fieldset>
+    </>
+  );
+}
 const SUBSCRIBABLE = EVENT_TYPES.filter((t) => t !== 'webhook.test');
 
 /** A refusal the partner can act on (bad URL, conflict): shown on the page, not as an error page. */
@@ -35,15 +104,20 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   const listPage = (
     req: FastifyRequest,
     reply: FastifyReply,
-    msg: { error?: string; url?: string } = {},
+    msg: { error?: string; ok?: string; url?: string } = {},
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'webhooks');
-    const rows = listEndpoints(rt.ctx, p.user.partnerId, { limit: 50 });
+    const q = query(req);
+    const before = q.before && ENDPOINT_ID.test(q.before) ? q.before : null;
+    const page = listEndpoints(rt.ctx, p.user.partnerId, { limit: PAGE + 1, before });
+    const rows = page.slice(0, PAGE);
+    const more = page.length > PAGE;
     return p.render(
       'Webhook endpoints',
       <>
         {msg.error && <Notice kind="error">{msg.error}</Notice>}
+        {msg.ok && <Notice kind="ok">{msg.ok}</Notice>}
         {rows.length === 0 ? (
           <p>No endpoints yet. Register one to be told when messages are delivered, fail or arrive.</p>
         ) : (
@@ -80,28 +154,16 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             </tbody>
           </table>
         )}
+        {(more || before) && (
+          <p className="pager">
+            {before && <a href="/ui/webhooks">« First page</a>}{' '}
+            {more && <a href={`/ui/webhooks?before=${rows[rows.length - 1].id}`}>Next page →</a>}
+          </p>
+        )}
         <h2>Register an endpoint</h2>
         <form method="post" action="/ui/webhooks">
           <Csrf token={p.csrf} />
-          <label htmlFor="w-url">HTTPS URL</label>
-          <input
-            id="w-url"
-            name="url"
-            type="url"
-            required
-            placeholder="https://example.com/msgd-events"
-            defaultValue={msg.url}
-          />
-          <label htmlFor="w-desc">Description (optional)</label>
-          <input id="w-desc" name="description" type="text" maxLength={200} />
-          <fieldset className="scopes">
-            <legend>Events (none ticked: every event)</legend>
-            {SUBSCRIBABLE.map((t) => (
-              <label key={t}>
-                <input type="checkbox" name="events" value={t} /> {t}
-              </label>
-            ))}
-          </fieldset>
+          <EndpointFields url={msg.url} />
           <p>
             <button type="submit">Register</button>
           </p>
@@ -119,7 +181,20 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'webhooks');
-    const deliveries = listDeliveries(rt.ctx, { endpointId: e.id, limit: 50 });
+    const q = query(req);
+    const outcome = (DELIVERY_OUTCOMES as readonly string[]).includes(q.outcome ?? '')
+      ? (q.outcome as DeliveryOutcome)
+      : undefined;
+    const before = q.before && DELIVERY_ID.test(q.before) ? q.before : null;
+    const page = listEndpointDeliveries(rt.ctx, e.id, { outcome, before, limit: PAGE });
+    const deliveries = page.rows;
+    const listHref = (b: string | null) => {
+      const u = new URLSearchParams();
+      if (outcome) u.set('outcome', outcome);
+      if (b) u.set('before', b);
+      const qs = u.toString();
+      return `/ui/webhooks/${e.id}${qs ? `?${qs}` : ''}#deliveries`;
+    };
     const now = rt.ctx.now();
     return p.render(
       'Webhook endpoint',
@@ -187,9 +262,48 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             </button>
           </form>
         </p>
-        <h2>Deliveries</h2>
+        <details className="edit">
+          <summary>Edit the URL, events or description</summary>
+          <form method="post" action={`/ui/webhooks/${e.id}/edit`}>
+            <Csrf token={p.csrf} />
+            <EndpointFields e={e} />
+            <p>
+              <button type="submit">Save</button> <span className="muted">The signing secret stays the same.</span>
+            </p>
+          </form>
+        </details>
+        <details className="verify">
+          <summary>How to verify the signature</summary>
+          <VerifyHelp />
+        </details>
+        <h2 id="deliveries">Deliveries</h2>
+        <form method="get" action={`/ui/webhooks/${e.id}`} className="filters" role="search">
+          <div>
+            <label htmlFor="d-outcome">Outcome</label>
+            <select id="d-outcome" name="outcome" defaultValue={outcome ?? ''}>
+              <option value="">any</option>
+              {DELIVERY_OUTCOMES.map((o) => (
+                <option key={o} value={o}>
+                  {OUTCOME_LABEL[o]}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div>
+            <button type="submit">Filter</button>
+          </div>
+        </form>
+        {page.bounded && page.next && (
+          <p className="muted">
+            Searched deliveries back to <When ms={idTime(page.next)} />
+            {deliveries.length === 0 ? '; nothing matches yet' : `; ${deliveries.length} match so far`}.{' '}
+            <a href={listHref(page.next)}>Look further back →</a>
+          </p>
+        )}
         {deliveries.length === 0 ? (
-          <p>No deliveries yet.</p>
+          page.bounded ? null : (
+            <p>{outcome ? 'No deliveries match.' : 'No deliveries yet.'}</p>
+          )
         ) : (
           <table>
             <thead>
@@ -221,7 +335,8 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
                       <When ms={d.created_at} />
                     </td>
                     <td>
-                      {d.event_type} <span className="muted">{d.event_id}</span>
+                      <a href={`/ui/webhooks/${e.id}/deliveries/${d.id}`}>{d.event_type ?? 'event'}</a>{' '}
+                      <span className="muted">{d.event_id}</span>
                     </td>
                     <td>
                       <StatusText status={d.status} />
@@ -246,6 +361,12 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             </tbody>
           </table>
         )}
+        {(before || page.next) && (
+          <p className="pager">
+            {before && <a href={listHref(null)}>« Newest deliveries</a>}{' '}
+            {page.next && <a href={listHref(page.next)}>Older deliveries →</a>}
+          </p>
+        )}
         <p>
           <a href="/ui/webhooks">All endpoints</a>
         </p>
@@ -259,24 +380,15 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   app.post('/webhooks', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'webhooks');
     const f = form(req);
-    const raw = field(f, 'url').trim();
     try {
-      const events = fields(f, 'events');
-      const bad = events.filter((t) => !(SUBSCRIBABLE as readonly string[]).includes(t));
-      if (bad.length) throw new AppError('invalid_request', `unknown event type ${bad.join(', ')}`);
-      const url = await checkEndpointUrl(raw, cfg.allowPrivateTargets);
-      const description = field(f, 'description').trim().slice(0, 200) || null;
-      const { endpoint, secret } = createEndpoint(rt.ctx, p.user.partnerId, {
-        url: url.href,
-        events: events as EventType[],
-        description,
-      });
+      const input = await endpointInput(f, cfg.allowPrivateTargets);
+      const { endpoint, secret } = createEndpoint(rt.ctx, p.user.partnerId, input);
       return redirectWithNote(ui, req, reply, `/ui/webhooks/${endpoint.id}`, {
         ok: 'Endpoint registered.',
         secret: { label: 'signing secret', value: secret },
       });
     } catch (e) {
-      if (shown(e)) return listPage(req, reply, { error: e.message, url: raw }, statusFor(e.code));
+      if (shown(e)) return listPage(req, reply, { error: e.message, url: field(f, 'url').trim() }, statusFor(e.code));
       throw e;
     }
   });
@@ -297,6 +409,127 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         ? `Event ${q.replayed} is being delivered again.`
         : note.ok;
     return endpointPage(req, reply, e, { ...note, ok });
+  });
+
+  app.post<{ Params: { id: string } }>('/webhooks/:id/edit', async (req, reply) => {
+    const e = own(req, reply);
+    if (!e) return notFoundPage(ui, req, reply);
+    try {
+      const input = await endpointInput(form(req), cfg.allowPrivateTargets);
+      updateEndpoint(rt.ctx, e.partner_id, e.id, input);
+    } catch (err) {
+      if (shown(err)) return endpointPage(req, reply, e, { error: err.message }, statusFor(err.code));
+      throw err;
+    }
+    return redirectWithNote(ui, req, reply, `/ui/webhooks/${e.id}`, {
+      ok: 'Endpoint saved; its signing secret is unchanged.',
+    });
+  });
+
+  app.get<{ Params: { id: string; dlv: string } }>('/webhooks/:id/deliveries/:dlv', async (req, reply) => {
+    const e = own(req, reply);
+    if (!e) return notFoundPage(ui, req, reply);
+    const d = getDelivery(rt.ctx, req.params.dlv);
+    if (!d || d.endpoint_id !== e.id) return notFoundPage(ui, req, reply);
+    const p = pageCtx(ui, req, reply, 'webhooks');
+    const attempts = listAttempts(rt.ctx, d.id);
+    const loaded = loadForAttempt(rt.ctx, d.id);
+    const last = attempts.at(-1);
+    // The last attempt's request as sent: its time is when the attempt started.
+    const sentAt = last ? last.created_at - last.duration_ms : d.created_at;
+    const rotating = e.previous_secret_expires_at !== null && e.previous_secret_expires_at > sentAt;
+    const headers = {
+      ...BASE_HEADERS,
+      ...shownSignatureHeaders(d.event_id, Math.floor(sentAt / 1000), rotating),
+    };
+    return p.render(
+      'Webhook delivery',
+      <>
+        <dl className="kv">
+          <dt>Event</dt>
+          <dd>
+            {loaded?.eventType ?? '—'} <span className="muted">{d.event_id}</span>
+          </dd>
+          <dt>Endpoint</dt>
+          <dd>
+            <a href={`/ui/webhooks/${e.id}`}>{e.url}</a>
+          </dd>
+          <dt>State</dt>
+          <dd>
+            <StatusText status={d.status} />
+            {d.next_attempt_at !== null && (
+              <>
+                {' '}
+                (next attempt <When ms={d.next_attempt_at} />)
+              </>
+            )}
+          </dd>
+          <dt>Attempts</dt>
+          <dd>{d.attempts}</dd>
+          <dt>Created</dt>
+          <dd>
+            <When ms={d.created_at} />
+          </dd>
+        </dl>
+        <h2>Request{last ? ` (attempt ${last.attempt_no})` : ''}</h2>
+        <p className="muted">
+          Signatures are not shown: they change with each attempt and are derived from your secret.
+        </p>
+        <pre className="body" id="request">
+          {`POST ${e.url}\n${Object.entries(headers)
+            .map(([k, v]) => `${k}: ${v}`)
+            .join('\n')}\n\n${loaded?.body ?? '(the event is no longer kept)'}`}
+        </pre>
+        <h2>Responses</h2>
+        {attempts.length === 0 ? (
+          <p>No attempt yet.</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col" className="num">
+                  Attempt
+                </th>
+                <th scope="col">When</th>
+                <th scope="col" className="num">
+                  HTTP status
+                </th>
+                <th scope="col" className="num">
+                  Time
+                </th>
+                <th scope="col">Error</th>
+                <th scope="col">Response body (first 1 KB)</th>
+              </tr>
+            </thead>
+            <tbody>
+              {attempts.map((a) => (
+                <tr key={a.id}>
+                  <td className="num">{a.attempt_no}</td>
+                  <td>
+                    <When ms={a.created_at} />
+                  </td>
+                  <td className="num">{a.status_code ?? '—'}</td>
+                  <td className="num">{a.duration_ms} ms</td>
+                  <td>{a.error ?? '—'}</td>
+                  <td>{a.response_snippet ? <pre className="snippet">{a.response_snippet}</pre> : '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        {d.status !== 'pending' && (
+          <form method="post" action={`/ui/webhooks/${e.id}/deliveries/${d.id}/replay`}>
+            <Csrf token={p.csrf} />
+            <button type="submit" className="secondary">
+              Replay this event
+            </button>
+          </form>
+        )}
+        <p>
+          <a href={`/ui/webhooks/${e.id}#deliveries`}>All deliveries of this endpoint</a>
+        </p>
+      </>,
+    );
   });
 
   app.post<{ Params: { id: string } }>('/webhooks/:id/rotate', async (req, reply) => {
@@ -345,3 +578,43 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     return reply.redirect(`/ui/webhooks/${e.id}?replayed=${d.event_id}`, 303);
   });
 };
+
+/** Verifying a delivery: the two schemes msgd signs with (docs/webhooks-out.md has more). */
+function VerifyHelp() {
+  return (
+    <>
+      <p>
+        Every request carries two signatures over the same raw body; checking either is enough. Verify before you parse,
+        over the raw bytes, in constant time, and answer 2xx quickly.
+      </p>
+      <p>
+        <strong>Standard Webhooks</strong> (<code>webhook-id</code>, <code>webhook-timestamp</code>,{' '}
+        <code>webhook-signature</code>), with the <code>standardwebhooks</code> package:
+      </p>
+      <pre className="body">{`import { Webhook } from 'standardwebhooks';
+
+const wh = new Webhook(process.env.MSGD_WEBHOOK_SECRET); // "whsec_…"
+// rawBody: the request body as received (a string), headers: the request's headers
+const event = wh.verify(rawBody, headers); // throws when it does not match or is over 5 minutes old`}</pre>
+      <p>
+        <strong>
+          <code>X-Msgd-Signature</code>
+        </strong>{' '}
+        (<code>sha256=</code> and the hex HMAC-SHA256 of the raw body, keyed with the whole secret string):
+      </p>
+      <pre className="body">{`import { createHmac, timingSafeEqual } from 'node:crypto';
+
+function valid(raw /* Buffer */, header /* X-Msgd-Signature */) {
+  if (!header?.startsWith('sha256=')) return false;
+  const want = createHmac('sha256', process.env.MSGD_WEBHOOK_SECRET).update(raw).digest();
+  const got = Buffer.from(header.slice(7), 'hex');
+  return got.length === want.length && timingSafeEqual(got, want);
+}`}</pre>
+      <p className="muted">
+        While a rotated secret is in its grace period, <code>webhook-signature</code> carries both signatures and{' '}
+        <code>X-Msgd-Signature-Previous</code> the old secret&apos;s. The same event may arrive more than once:
+        deduplicate on <code>webhook-id</code>.
+      </p>
+    </>
+  );
+}
