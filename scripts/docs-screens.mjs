@@ -182,6 +182,9 @@ const browser = await puppeteer.launch({
 });
 try {
   const page = await browser.newPage();
+  // The same pictures on any machine: times in UTC unless a shot sets a zone.
+  await page.emulateTimezone('UTC');
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
   mkdirSync(out, { recursive: true });
   const shot = (name) => page.screenshot({ path: join(out, `${name}.png`) });
   const go = (path) => page.goto(base + path, { waitUntil: 'networkidle0' });
@@ -210,8 +213,11 @@ try {
   await shot('overview');
   await go('/ui/messages');
   await shot('messages');
+  // A browser in Berlin: each time also in its zone, beside UTC.
+  await page.emulateTimezone('Europe/Berlin');
   await go(`/ui/messages/${sent[0]}`);
   await shot('message');
+  await page.emulateTimezone('UTC');
   await go('/ui/conversations');
   await shot('conversations');
   await submit('main table tbody tr a');
@@ -222,6 +228,8 @@ try {
   await shot('webhooks');
   await page.goto(endpoint, { waitUntil: 'networkidle0' });
   await shot('webhook');
+  await submit('main a[href*="/deliveries/"]');
+  await shot('webhook-delivery');
   await go('/ui/tokens');
   await shot('tokens');
   await go('/ui/ledger');
@@ -230,6 +238,16 @@ try {
   await shot('channels');
   await go('/ui/users');
   await shot('users');
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
+  await go('/ui/overview');
+  await shot('overview-dark');
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
+  await page.setViewport({ width: 390, height: 844 });
+  await go('/ui/messages');
+  // Past the filters, to the list: its table scrolls sideways inside its box.
+  await page.evaluate(() => document.querySelector('main table')?.scrollIntoView());
+  await shot('messages-phone');
+  await page.setViewport({ width: 1280, height: 800 });
   await go('/ui/tokens');
   await page.type('#t-name', 'staging');
   await page.$eval('form[action="/ui/tokens"] input[name=_csrf]', (e) => (e.value = 'tampered'));
