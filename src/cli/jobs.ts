@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { JobQueue, type DeadTarget, type Job } from '../queue/queue.js';
-import { getMessageRow } from '../core/messages.js';
-import { DISPATCH_JOB, awaitsDispatch } from '../jobs/dispatch.js';
-import { AppError, notFound } from '../lib/errors.js';
+import { retryDeadJobs, dispatchMessageOf } from '../jobs/dead-jobs.js';
+import { DISPATCH_JOB } from '../jobs/dispatch.js';
+import { notFound } from '../lib/errors.js';
 import { iso } from '../lib/time.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
@@ -60,11 +60,6 @@ function dead(cli: Cli, opts: { kind?: string; limit: number }): Result {
   };
 }
 
-/** The message a dispatch job sends. */
-function messageOf(cli: Cli, job: Job) {
-  return getMessageRow(cli.ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
-}
-
 const PENDING_STATES = ['available', 'running', 'retry'] as const;
 
 function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }): Result {
@@ -104,7 +99,7 @@ function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }):
  */
 function reasonOf(cli: Cli, job: Job): string | null {
   if (job.kind === DISPATCH_JOB) {
-    const m = messageOf(cli, job);
+    const m = dispatchMessageOf(cli.ctx, job);
     if (m?.error_code) return `${m.error_code}: ${m.error_message ?? ''}`;
     // Snoozed to its place in the gateway's line (src/jobs/dispatch.ts).
     if (m?.status === 'queued' && job.state === 'available' && job.runAt > cli.ctx.now())
@@ -119,38 +114,8 @@ function target(ref: string | undefined, opts: { kind?: string; all?: boolean })
   return Number(ref);
 }
 
-/**
- * Why a dead job cannot usefully run again, or null. A dispatch job dies in the transaction
- * that fails and refunds its message: run again,
- * it would find the message settled and send nothing.
- */
-function unretryable(cli: Cli, job: Job): string | null {
-  if (job.kind !== DISPATCH_JOB) return null;
-  const m = messageOf(cli, job);
-  if (!m) return 'its message no longer exists';
-  if (awaitsDispatch(m)) return null;
-  const money = m.refunded ? 'refunded' : m.price > 0 ? 'charged' : 'no charge';
-  return `message ${m.id} is already ${m.status}${m.error_code ? ` (${m.error_code})` : ''}, ${money}: the partner sends it again as a new message`;
-}
-
 export function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
-  const t = target(ref, opts);
-  const queue = queueOf(cli);
-  const jobs = queue.deadJobs(t);
-  if (typeof t === 'number' && jobs.length === 0) throw notFound('dead job', String(t));
-  const skipped: { id: number; reason: string }[] = [];
-  let retried = 0;
-  cli.ctx.db.sqlite
-    .transaction(() => {
-      for (const j of jobs) {
-        const reason = unretryable(cli, j);
-        if (reason) skipped.push({ id: j.id, reason });
-        else retried += queue.retryDead(j.id);
-      }
-    })
-    .immediate();
-  if (typeof t === 'number' && retried === 0)
-    throw new AppError('conflict', `dead job ${t} not retried: ${skipped[0].reason}`);
+  const { retried, skipped } = retryDeadJobs(cli.ctx, target(ref, opts));
   return {
     json: { retried, skipped },
     text: lines(

@@ -7,8 +7,6 @@ import { setExitCode } from './io.js';
 import { EXIT_USAGE, describeError } from './errors.js';
 import { webhookUrl } from './gateway.js';
 import { examples } from './help.js';
-import { retry } from './jobs.js';
-import { reprocess } from './webhooks-in.js';
 
 // msgctl tui: the operator console. Ink and React are loaded here and only here (a dynamic
 // import), so every other msgctl command starts as fast as before.
@@ -39,8 +37,6 @@ export function tuiDeps(cli: Cli): TuiDeps {
     version: version(),
     dataDir: cli.dir.dir,
     describeError,
-    reprocessWebhook: (id) => reprocess(asTui, [id], {}).text,
-    retryDeadJob: (id) => retry(asTui, String(id), {}).text,
     parseExpiry,
     webhookUrl: (g) => webhookUrl(cli.config, g),
   };

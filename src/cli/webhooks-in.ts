@@ -1,22 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { listGateways } from '../core/gateways.js';
-import {
-  getWebhookLog,
-  listWebhookLog,
-  reopenWebhookLog,
-  webhookLogJson,
-  type WebhookLogFilter,
-  type WebhookLogRow,
-} from '../core/webhook-log.js';
+import { listWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
 import { WEBHOOK_PROVIDERS } from '../providers/webhooks.js';
 import { recentAttempts } from '../webhooks/store.js';
 import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
-import { JobQueue } from '../queue/queue.js';
-import { enqueueWebhookProcessing } from '../jobs/webhook-intake.js';
-import { AppError, notFound } from '../lib/errors.js';
+import { reprocessWebhooks } from '../jobs/webhook-reprocess.js';
 import { examples } from './help.js';
 import type { CliWritable } from './io.js';
 import { table, terminalSafe, when, type Result } from './output.js';
@@ -263,55 +254,21 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   }
 }
 
-/** Outcomes a stored, verified webhook can be processed again from: its events did not happen. */
-const REPROCESSABLE = ['unroutable', 'error'] as const;
-
 /**
- * Process stored webhooks again, after the operator fixed what made them unroutable (a channel
- * not yet assigned, a wrong phone number id): the provider got its 200 and will not resend.
- * Only verified rows whose events did not apply; events that did apply are deduped anyway.
+ * Process stored webhooks again (src/jobs/webhook-reprocess.ts), after the operator fixed what
+ * made them unroutable: the provider got its 200 and will not resend.
  */
 export function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?: string }): Result {
   if (ids.length === 0 && !opts.unroutable)
     throw new UsageError('give webhook ids (pwh_…), or --unroutable to take every unroutable one (with --since)');
   if (ids.length > 0 && opts.unroutable) throw new UsageError('give webhook ids or --unroutable, not both');
-  const db = cli.ctx.db.sqlite;
   let since = 0;
   if (opts.since !== undefined) {
     since = Date.parse(opts.since);
     if (!Number.isFinite(since))
       throw new UsageError('--since must be a date or time, e.g. 2026-11-20 or 2026-11-20T10:00:00Z');
   }
-  const picked = opts.unroutable
-    ? (db
-        .prepare(
-          `SELECT * FROM provider_webhooks WHERE processing = 'unroutable' AND verification = 'ok' AND received_at >= ? ORDER BY id LIMIT 10000`,
-        )
-        .all(since) as Row[])
-    : ids.map((id) => {
-        const r = getWebhookLog(cli.ctx, id);
-        if (!r) throw notFound('webhook', id);
-        if (r.verification !== 'ok')
-          throw new AppError(
-            'conflict',
-            `webhook ${id} was not verified (${r.verification_reason ?? r.verification}): it is never processed`,
-          );
-        if (!(REPROCESSABLE as readonly string[]).includes(r.processing)) {
-          throw new AppError(
-            'conflict',
-            `webhook ${id} is ${r.processing}: only unroutable or errored webhooks are processed again`,
-          );
-        }
-        return r;
-      });
-  const queued = picked.map((r) => r.id);
-  if (queued.length) {
-    db.transaction(() => {
-      for (const id of queued) reopenWebhookLog(cli.ctx, id);
-      const queue = new JobQueue(cli.ctx.db);
-      for (let i = 0; i < queued.length; i += 500) enqueueWebhookProcessing(queue, queued.slice(i, i + 500));
-    }).immediate();
-  }
+  const queued = reprocessWebhooks(cli.ctx, opts.unroutable ? { unroutableSince: since } : { ids });
   return {
     json: { queued },
     text: queued.length

@@ -53,6 +53,14 @@ export function finishWebhookLog(ctx: CoreCtx, id: string, processing: Processin
   );
 }
 
+/** Verified webhooks that ended unroutable, received at or after `since`, oldest first (at most 10,000). */
+export function unroutableWebhookLog(ctx: CoreCtx, since: number): WebhookLogRow[] {
+  return stmt<[number], WebhookLogRow>(
+    ctx.db.sqlite,
+    `SELECT * FROM provider_webhooks WHERE processing = 'unroutable' AND verification = 'ok' AND received_at >= ? ORDER BY id LIMIT 10000`,
+  ).all(since);
+}
+
 /** Back to pending, to be processed again (after the operator fixed its routing). */
 export function reopenWebhookLog(ctx: CoreCtx, id: string): void {
   stmt(ctx.db.sqlite, `UPDATE provider_webhooks SET processing = 'pending', processed_at = NULL WHERE id = ?`).run(id);

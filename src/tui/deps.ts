@@ -4,7 +4,8 @@ import type { GatewayKind } from '../core/context.js';
 
 /**
  * What the console needs from msgctl: the opened data directory, who acts, and the msgctl
- * commands it runs itself (the same functions, so the same checks, audit and messages). The
+ * commands it runs itself (the same functions, so the same checks, audit and messages;
+ * the queue's operator operations it takes from src/jobs/, as msgctl does). The
  * CLI hands these in, so the console never imports the CLI.
  */
 export interface TuiDeps {
@@ -16,10 +17,6 @@ export interface TuiDeps {
   dataDir: string;
   /** The one-line message msgctl prints for an error. */
   describeError(e: unknown): string;
-  /** msgctl webhooks reprocess <id>: its text answer. */
-  reprocessWebhook(id: string): string;
-  /** msgctl jobs retry <id>: its text answer. */
-  retryDeadJob(id: number): string;
   /** msgctl token issue --expires: an ISO date or 30d / 12h / 90m / 2w from now. */
   parseExpiry(input: string, now: number): number;
   /** Where the provider must send this gateway's webhooks (msgctl gateway show). */

@@ -2,14 +2,15 @@ import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useState } from 'react';
 import type { Job } from '../../queue/queue.js';
+import { retryDeadJobs } from '../../jobs/dead-jobs.js';
 import { deadJobs, pendingJobs } from '../data/jobs.js';
 import { Flash, Table, moveSel } from '../components.js';
 import { useDeps, useMode, usePoll, type FlashState } from '../hooks.js';
 import { useOverlay } from '../overlay.js';
 import { clean, when } from '../text.js';
 
-// Jobs: dead jobs (retries used up) with their last error, and a retry through msgctl jobs
-// retry's own function; d shows the jobs waiting or running instead.
+// Jobs: dead jobs (retries used up) with their last error, and a retry through the same
+// operation as msgctl jobs retry (src/jobs/dead-jobs.ts); d shows the jobs waiting or running instead.
 
 export function JobsScreen({ width, height }: { width: number; height: number }) {
   const deps = useDeps();
@@ -37,7 +38,10 @@ export function JobsScreen({ width, height }: { width: number; height: number })
             'It is queued again with fresh attempts; a running msgd picks it up within a second.',
             'A send whose message already failed and was refunded is not retried (the partner sends anew).',
           ],
-          run: () => ({ text: deps.retryDeadJob(cur.id) }),
+          run: () => {
+            const r = retryDeadJobs(ctx, cur.id);
+            return { text: `${r.retried} dead job(s) queued again; a running msgd picks it up within a second.` };
+          },
         });
       }
       setSel((s) => moveSel(s, rows.length, input, key));

@@ -2,6 +2,7 @@ import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useMemo, useRef, useState } from 'react';
 import { WEBHOOK_PROVIDERS } from '../../providers/webhooks.js';
+import { reprocessWebhooks } from '../../jobs/webhook-reprocess.js';
 import { Flash, Table, visibleRows } from '../components.js';
 import { gatewayNames, webhookDetail, type TailRow } from '../data/tail.js';
 import { describeEvents, eventNote } from '../data/webhook-events.js';
@@ -210,7 +211,12 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
             'Its events are processed again from the stored body, as msgctl webhooks reprocess does;',
             'only a verified webhook that ended unroutable or in error is taken.',
           ],
-          run: () => ({ text: deps.reprocessWebhook(id) }),
+          run: () => {
+            const queued = reprocessWebhooks(ctx, { ids: [id] });
+            return {
+              text: `${queued.length} webhook(s) queued to be processed again; a running msgd does so within a second.`,
+            };
+          },
         });
       }
       if (key.escape) return setSel(-1);
