@@ -1,0 +1,109 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// The dependency rule of docs/architecture.md, checked over every import in src/ (type-only
+// imports and dynamic import() included): a folder that must not know another fails here
+// with the file and the import that breaks the rule.
+
+const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../src');
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) return files(p);
+    return /\.tsx?$/.test(e.name) && !e.name.endsWith('.d.ts') ? [p] : [];
+  });
+}
+
+interface Import {
+  /** The importing file, relative to src/. */
+  file: string;
+  /** A file under src/ (relative to it, no extension), or a package name. */
+  target: string;
+  local: boolean;
+}
+
+const IMPORT =
+  /(?:^|[\s;}])(?:import|export)\s+(?:type\s+)?(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+function importsOf(path: string): Import[] {
+  const text = readFileSync(path, 'utf8');
+  const file = relative(SRC, path);
+  const out: Import[] = [];
+  for (const m of text.matchAll(IMPORT)) {
+    const spec = m[1] ?? m[2];
+    if (spec.startsWith('.')) {
+      const target = relative(SRC, resolve(dirname(path), spec)).replace(/\.(js|jsx|ts|tsx)$/, '');
+      out.push({ file, target, local: true });
+    } else {
+      const parts = spec.replace(/^node:/, 'node:').split('/');
+      out.push({ file, target: spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0], local: false });
+    }
+  }
+  return out;
+}
+
+const ALL = files(SRC).flatMap(importsOf);
+const folderOf = (p: string) => (p.includes('/') ? p.split('/')[0] : p);
+const from = (folder: string) => ALL.filter((i) => folderOf(i.file) === folder);
+const show = (xs: Import[]) => xs.map((i) => `${i.file} imports ${i.target}`);
+
+describe('the dependency rule', () => {
+  it('reads the imports (a check that found none would pass anything)', () => {
+    expect(from('core').length).toBeGreaterThan(50);
+    expect(ALL.some((i) => i.file === 'cli/tui.ts' && i.target === 'tui/main')).toBe(true);
+    expect(ALL.some((i) => i.file === 'core/send.ts' && !i.local && i.target === 'better-sqlite3')).toBe(true);
+  });
+
+  it('core imports no queue, jobs, providers, webhooks or surface, and no fastify, commander, ink or react', () => {
+    const above = [
+      'queue',
+      'jobs',
+      'providers',
+      'webhooks',
+      'http',
+      'ui',
+      'cli',
+      'tui',
+      'runtime',
+      'server',
+      'msgd-main',
+    ];
+    const packages = ['fastify', 'commander', 'ink', 'react', 'undici', 'nodemailer'];
+    const bad = from('core').filter((i) =>
+      i.local
+        ? above.includes(folderOf(i.target))
+        : packages.some((p) => i.target === p || i.target.startsWith(`@${p}`)),
+    );
+    expect(show(bad)).toEqual([]);
+  });
+
+  it('lib, config and db import nothing of the domain or above', () => {
+    const allowed: Record<string, string[]> = { lib: ['lib'], config: ['lib', 'config'], db: ['lib', 'config', 'db'] };
+    const bad = Object.entries(allowed).flatMap(([folder, ok]) =>
+      from(folder).filter((i) => i.local && !ok.includes(folderOf(i.target))),
+    );
+    expect(show(bad)).toEqual([]);
+  });
+
+  it('the TUI never imports msgctl, and takes the operator operations on the queue from jobs/', () => {
+    expect(show(from('tui').filter((i) => i.local && folderOf(i.target) === 'cli'))).toEqual([]);
+    const tui = from('tui').map((i) => i.target);
+    expect(tui).toContain('jobs/dead-jobs');
+    expect(tui).toContain('jobs/webhook-reprocess');
+    // No queue write of its own: what it writes to the queue goes through jobs/.
+    const queueUse = files(join(SRC, 'tui'))
+      .filter((p) => /new JobQueue|\.retryDead\(|enqueue\w*\(/.test(readFileSync(p, 'utf8')))
+      .map((p) => relative(SRC, p));
+    expect(queueUse).toEqual([]);
+  });
+
+  it("msgctl's retry and reprocess commands keep only arguments and output", () => {
+    for (const f of ['cli/jobs.ts', 'cli/webhooks-in.ts']) {
+      const text = readFileSync(join(SRC, f), 'utf8');
+      expect(text, f).not.toMatch(/\.retryDead\(|enqueue\w*\(|reopenWebhookLog/);
+    }
+  });
+});
