@@ -49,9 +49,13 @@ async function serve(opts: { config?: string; dataDir?: string; host?: string; p
     if (e instanceof DataDirError || e instanceof SchemaTooNewError || e instanceof ConfigError) fail(e.message);
     if (e?.code === 'EADDRINUSE')
       fail(`port ${config.server.port} on ${config.server.host} is already in use (set MSGD_PORT or --port)`);
-    if (e?.code === 'EACCES') fail(`not allowed to listen on ${config.server.host}:${config.server.port}`);
-    if (e?.code === 'SQLITE_CANTOPEN' || e?.code === 'EACCES')
-      fail(`cannot open the data directory ${config.dataDir}: ${e.message}`);
+    if (e?.code === 'EACCES' && e.syscall === 'listen')
+      fail(`not allowed to listen on ${config.server.host}:${config.server.port}`);
+    // Anything else refused by the file system is the data directory msgd could not write to.
+    if (['SQLITE_CANTOPEN', 'SQLITE_READONLY', 'EACCES', 'EPERM', 'EROFS'].includes(e?.code)) {
+      const what = e.path ? ` (${e.code} on ${e.path})` : ` (${e.message})`;
+      fail(`cannot use the data directory ${config.dataDir}: msgd needs to read and write it${what}`);
+    }
     fail(e?.message ?? String(e));
   }
   const exit = (code: number, message?: string) => {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -28,8 +28,13 @@ function scratch(): string {
   return d;
 }
 
-function msgd(env: Record<string, string>) {
-  const child = spawn(process.execPath, [BIN], {
+/** msgd as this user, or as `nobody` when the tests run as root (whom no permission stops). */
+function msgd(env: Record<string, string>, opts: { unprivileged?: boolean } = {}) {
+  const asNobody = opts.unprivileged && process.getuid?.() === 0;
+  const [cmd, args] = asNobody
+    ? ['setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--', process.execPath, BIN]]
+    : [process.execPath, [BIN]];
+  const child = spawn(cmd, args, {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -60,6 +65,21 @@ describe('msgd at start', () => {
     expect(lines.length).toBeGreaterThan(1);
     for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
     expect(m.stdout()).not.toContain('msgd_live_');
+  });
+});
+
+describe('a data directory msgd may not write', () => {
+  it('is named as such, with the path refused, not taken for a port it may not listen on', async () => {
+    const dir = scratch();
+    chmodSync(dir, 0o755);
+    const data = join(dir, 'data');
+    mkdirSync(data, { mode: 0o555 });
+    chmodSync(data, 0o555);
+    const m = msgd({ MSGD_DATA_DIR: data, MSGD_PORT: String(await freePort()) }, { unprivileged: true });
+    expect((await waitForExit(m.child, 20_000)).code).toBe(1);
+    expect(m.stderr()).toBe(
+      `msgd: cannot use the data directory ${data}: msgd needs to read and write it (EACCES on ${join(data, 'msgd.lock')})\n`,
+    );
   });
 });
 
