@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { TuiDeps } from '../tui/deps.js';
 import { parseExpiry } from './args.js';
@@ -7,6 +6,7 @@ import { setExitCode } from './io.js';
 import { EXIT_USAGE, describeError } from './errors.js';
 import { webhookUrl } from './gateway.js';
 import { examples } from './help.js';
+import { VERSION } from '../lib/version.js';
 
 // msgctl tui: the operator console. Ink and React are loaded here and only here (a dynamic
 // import), so every other msgctl command starts as fast as before.
@@ -19,14 +19,6 @@ export const NO_TTY_MESSAGE = [
   'msgctl webhooks reprocess, msgctl messages list|show and msgctl jobs dead|retry.',
 ].join('\n');
 
-function version(): string {
-  try {
-    return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
-  } catch {
-    return 'unknown';
-  }
-}
-
 /** The console's view of an opened data directory: msgctl's own functions, acting as tui:<user>. */
 export function tuiDeps(cli: Cli): TuiDeps {
   const asTui: Cli = { ...cli, actor: actor(cli.io.env, 'tui') };
@@ -34,7 +26,7 @@ export function tuiDeps(cli: Cli): TuiDeps {
     ctx: cli.ctx,
     config: cli.config,
     actor: asTui.actor,
-    version: version(),
+    version: VERSION,
     dataDir: cli.dir.dir,
     describeError,
     parseExpiry,
