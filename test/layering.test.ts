@@ -107,3 +107,13 @@ describe('the dependency rule', () => {
     }
   });
 });
+
+describe('one definition', () => {
+  it('the channel types are listed once, in src/lib/channel-types.ts', () => {
+    const listing = /'whatsapp',\s*'messenger',\s*'instagram',\s*'sms',\s*'email'/;
+    const where = files(SRC)
+      .filter((p) => listing.test(readFileSync(p, 'utf8')))
+      .map((p) => relative(SRC, p));
+    expect(where).toEqual(['lib/channel-types.ts']);
+  });
+});

@@ -9,8 +9,7 @@ export interface CoreCtx {
   now(): number;
 }
 
-export type ChannelType = 'whatsapp' | 'messenger' | 'instagram' | 'sms' | 'email';
-export const CHANNEL_TYPES: readonly ChannelType[] = ['whatsapp', 'messenger', 'instagram', 'sms', 'email'];
+export { CHANNEL_TYPES, type ChannelType } from '../lib/channel-types.js';
 
 export type GatewayKind =
   'whatsapp_cloud' | 'meta_messenger' | 'meta_instagram' | 'twilio' | 'sendgrid' | 'smtp' | 'sandbox';

@@ -1,6 +1,6 @@
 import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
-import type { ChannelType, GatewayKind } from './context.js';
+import { CHANNEL_TYPES, type ChannelType, type GatewayKind } from './context.js';
 
 // The declarative shape of each provider account: which channels it can serve, which
 // non-secret settings it takes (validated here) and which secrets it needs. How each
@@ -224,7 +224,7 @@ export const GATEWAY_KINDS: Record<GatewayKind, GatewayKindSpec> = {
   sandbox: {
     kind: 'sandbox',
     label: 'Sandbox (no provider: accepts and reports delivered)',
-    channels: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'],
+    channels: CHANNEL_TYPES,
     settings: z
       .object({
         delivery_delay_ms: int(0, 600_000).default(300),

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex, blob } from 'drizzle-orm/sqlite-core';
+import { CHANNEL_TYPES } from '../lib/channel-types.js';
 
 // All times are integer milliseconds since the epoch (UTC); all money integer micro-units.
 // Ids are prefixed ULIDs (src/lib/ids.ts) and sort in creation order.
@@ -73,7 +74,7 @@ export const channels = sqliteTable(
     gatewayId: text('gateway_id')
       .notNull()
       .references(() => gateways.id),
-    type: text('type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    type: text('type', { enum: CHANNEL_TYPES }).notNull(),
     /** The sender address: E.164 number, page id, Instagram account id, or from-address. */
     sender: text('sender').notNull(),
     status: text('status', { enum: ['active', 'inactive'] })
@@ -99,7 +100,7 @@ export const prices = sqliteTable(
   'prices',
   {
     id: text('id').primaryKey(),
-    channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    channelType: text('channel_type', { enum: CHANNEL_TYPES }).notNull(),
     /** Empty string = the default price for every partner without an override. */
     partnerId: text('partner_id').notNull().default(''),
     /** Micro-units per message (per segment for SMS). */
@@ -182,7 +183,7 @@ export const conversations = sqliteTable(
     contactId: text('contact_id')
       .notNull()
       .references(() => contacts.id),
-    channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    channelType: text('channel_type', { enum: CHANNEL_TYPES }).notNull(),
     channelId: text('channel_id'),
     status: text('status', { enum: ['open', 'closed'] })
       .notNull()
@@ -207,7 +208,7 @@ export const messages = sqliteTable(
       .notNull()
       .references(() => partners.id),
     direction: text('direction', { enum: ['outbound', 'inbound'] }).notNull(),
-    channelType: text('channel_type', { enum: ['whatsapp', 'messenger', 'instagram', 'sms', 'email'] }).notNull(),
+    channelType: text('channel_type', { enum: CHANNEL_TYPES }).notNull(),
     channelId: text('channel_id'),
     gatewayId: text('gateway_id'),
     conversationId: text('conversation_id'),

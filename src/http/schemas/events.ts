@@ -10,7 +10,7 @@ import { storyRef } from './v1.js';
 // Objects are open: fields may be added to any event, and receivers ignore what they do not know.
 
 const isoTime = z.string().describe('ISO 8601 UTC, e.g. 2026-11-22T10:00:00.000Z');
-const channel = z.enum(CHANNEL_TYPES as [string, ...string[]]);
+const channel = z.enum(CHANNEL_TYPES);
 const status = z.enum(MESSAGE_STATUSES as [string, ...string[]]);
 const money = z.object({ micro: z.number().int(), amount: z.string() });
 

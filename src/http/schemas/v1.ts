@@ -20,7 +20,7 @@ import {
 // Response schemas document the JSON the handlers build; test/v1 parses real responses
 // with them so the document cannot drift from the API.
 
-const channel = z.enum(CHANNEL_TYPES as [string, ...string[]]).describe('whatsapp, sms, email, messenger or instagram');
+const channel = z.enum(CHANNEL_TYPES).describe('whatsapp, sms, email, messenger or instagram');
 const isoTime = z.string().describe('ISO 8601 UTC, e.g. 2026-11-22T10:00:00.000Z');
 const id = (prefix: string) => z.string().min(1).max(64).describe(`${prefix}_… id`);
 

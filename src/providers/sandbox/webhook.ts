@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import type { ChannelType } from '../../core/context.js';
+import { CHANNEL_TYPES, type ChannelType } from '../../lib/channel-types.js';
 import type { ProviderEvent } from '../../core/inbound.js';
 import type { MessageStatus } from '../../core/statuses.js';
 import {
@@ -55,7 +55,7 @@ const STATUS: Record<string, MessageStatus> = {
   failed: 'failed',
   undelivered: 'undelivered',
 };
-const CHANNELS = new Set(['whatsapp', 'messenger', 'instagram', 'sms', 'email']);
+const CHANNELS = new Set<string>(CHANNEL_TYPES);
 
 export function sandboxBody(events: (SandboxStatusEvent | SandboxInboundEvent)[]): string {
   return JSON.stringify({ object: 'msgd_sandbox', events });
