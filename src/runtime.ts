@@ -8,7 +8,7 @@ import { lockDataDir } from './db/instance-lock.js';
 import { StorageHealth } from './db/storage.js';
 import type { CoreCtx } from './core/context.js';
 import { TokenAuthenticator } from './core/tokens.js';
-import { parseMoney } from './lib/money.js';
+import { defaultLowBalance } from './core/partners.js';
 import { VERSION } from './lib/version.js';
 import { JobQueue } from './queue/queue.js';
 import { Worker } from './queue/worker.js';
@@ -136,8 +136,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       ctx,
       committer,
       enqueueDispatch: dispatchEnqueuer(queue),
-      defaultLowBalance:
-        config.billing.balanceLowThreshold === null ? null : parseMoney(config.billing.balanceLowThreshold),
+      defaultLowBalance: defaultLowBalance(config),
     },
     webhooksOut,
     selfUrl: null,

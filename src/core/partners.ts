@@ -3,12 +3,19 @@ import type { partners } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import { formatMoney, MAX_MONEY, moneyJson } from '../lib/money.js';
+import type { Config } from '../config/schema.js';
+import { formatMoney, MAX_MONEY, moneyJson, parseMoney } from '../lib/money.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 import { audit } from './audit.js';
 
 export type Partner = Row<typeof partners>;
+
+/** billing.balanceLowThreshold in micro-units: the low-balance threshold of a partner without its own. */
+export function defaultLowBalance(config: Config): number | null {
+  const t = config.billing.balanceLowThreshold;
+  return t === null ? null : parseMoney(t);
+}
 
 const SLUG = /^[a-z0-9][a-z0-9-]{1,62}$/;
 const CURRENCY = /^[A-Z]{3}$/;

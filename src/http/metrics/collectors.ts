@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { stmt } from '../../db/stmt.js';
 import type { LogSink } from '../../lib/log-sink.js';
-import { parseMoney } from '../../lib/money.js';
+import { defaultLowBalance } from '../../core/partners.js';
 import type { Runtime } from '../../runtime.js';
 
 // Gauges read at scrape time from indexed queries over small tables (jobs, partners, endpoints)
@@ -25,8 +25,7 @@ export interface CollectorSources {
 export function registerCollectors(registry: Registry, src: CollectorSources): void {
   const { rt } = src;
   const db = rt.ctx.db.sqlite;
-  const defaultLow =
-    rt.config.billing.balanceLowThreshold === null ? null : parseMoney(rt.config.billing.balanceLowThreshold);
+  const defaultLow = defaultLowBalance(rt.config);
 
   new Gauge({
     name: 'msgd_jobs',

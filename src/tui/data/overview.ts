@@ -2,7 +2,7 @@ import { COUNTER_NAMES } from '../../core/counters.js';
 import { readCounterWindows, readHeartbeat, serverState, type ServerState } from '../../core/counter-store.js';
 import type { CoreCtx } from '../../core/context.js';
 import { stmt } from '../../db/stmt.js';
-import { parseMoney } from '../../lib/money.js';
+import { defaultLowBalance } from '../../core/partners.js';
 
 // What the overview shows, read in a handful of statements off small tables and primary keys:
 // the heartbeat row, the counter buckets of the last hour, partners and endpoints. Never the
@@ -84,7 +84,6 @@ export function readOverview(ctx: CoreCtx, now = ctx.now()): Overview {
             COALESCE(SUM(status = 'disabled'), 0) AS disabled
        FROM webhook_endpoints WHERE deleted_at IS NULL`,
   ).get()!;
-  const threshold = ctx.config.billing.balanceLowThreshold;
   const lowBalance = stmt<
     [{ t: number | null }],
     { slug: string; balance: number; threshold: number; currency: string }
@@ -92,7 +91,7 @@ export function readOverview(ctx: CoreCtx, now = ctx.now()): Overview {
     ctx.db.sqlite,
     `SELECT slug, balance, COALESCE(low_balance_threshold, @t) AS threshold, currency FROM partners
       WHERE status = 'active' AND balance < COALESCE(low_balance_threshold, @t) ORDER BY balance - COALESCE(low_balance_threshold, @t), slug`,
-  ).all({ t: threshold === null ? null : parseMoney(threshold) });
+  ).all({ t: defaultLowBalance(ctx.config) });
   const g = server.hb?.gauges;
   return {
     now,
