@@ -117,3 +117,16 @@ describe('one definition', () => {
     expect(where).toEqual(['lib/channel-types.ts']);
   });
 });
+
+describe("core's messages", () => {
+  it("name the field, never msgctl's flag (the TUI and the console show them too)", () => {
+    const flagInText = /['"`][^'"`]*[\s(]--[a-z][a-z-]*/;
+    const bad = files(join(SRC, 'core')).flatMap((p) =>
+      readFileSync(p, 'utf8')
+        .split('\n')
+        .filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l) && flagInText.test(l))
+        .map((l) => `${relative(SRC, p)}: ${l.trim()}`),
+    );
+    expect(bad).toEqual([]);
+  });
+});

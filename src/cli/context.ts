@@ -90,10 +90,26 @@ export function withCli<A extends unknown[]>(
     try {
       const result = await handler(cli, ...(raw.slice(0, -1) as A));
       setExitCode(cmd, emit(result, !!globals.json, cli.io));
+    } catch (e) {
+      throw inFlags(e, cmd);
     } finally {
       cli.dir.close();
     }
   };
+}
+
+/**
+ * Core names the field an error is about (`note`, `from`); msgctl names the flag that gives
+ * it, where the command has one (`--note`, `--from`).
+ */
+function inFlags(e: unknown, cmd: Command): unknown {
+  if (!(e instanceof AppError) || !e.details.some((d) => d.field)) return e;
+  const flags = new Set(cmd.options.map((o) => o.long));
+  const flagOf = (field: string) => `--${field.replace(/_/g, '-')}`;
+  const details = e.details.map((d) => (d.field && flags.has(flagOf(d.field)) ? { ...d, field: flagOf(d.field) } : d));
+  const mapped = new AppError(e.code, e.message, details, e.data);
+  mapped.stack = e.stack;
+  return mapped;
 }
 
 /** The action of a command that opens the data directory itself (init, migrate, doctor). */

@@ -76,9 +76,7 @@ export function assignChannel(
       }
       const raw = input.sender ?? defaultSender(gw.kind, type, JSON.parse(gw.settings));
       if (!raw)
-        throw invalid(`the sender address (--from) is required for a ${type} channel`, [
-          { field: 'from', message: 'required' },
-        ]);
+        throw invalid(`the sender address is required for a ${type} channel`, [{ field: 'from', message: 'required' }]);
       const sender = normalizeSender(type, raw);
       const mine = stmt<[string, string], Channel>(ctx.db.sqlite, ACTIVE_OF_PARTNER).get(partner.id, type);
       if (mine) {

@@ -192,7 +192,7 @@ export function updateGateway(
       const row = getGatewayRow(ctx, ref);
       // Settings are checked when they change. A rule added since a gateway was stored (a
       // Messenger MESSAGE_TAG needs its tag) must not stop the operator disabling it or rotating
-      // its secrets; the next --set says what to fix.
+      // its secrets; the next change of its settings says what to fix.
       const stored = JSON.parse(row.settings) as Record<string, unknown>;
       const unset = input.unsetSettings ?? [];
       const missing = unset.filter((k) => !Object.hasOwn(stored, k));
@@ -200,7 +200,7 @@ export function updateGateway(
       if (both.length)
         throw invalid(
           `both set and unset: ${both.join(', ')}`,
-          both.map((k) => ({ field: k, message: 'give --set or --unset, not both' })),
+          both.map((k) => ({ field: k, message: 'set or unset it, not both' })),
         );
       if (missing.length) {
         throw invalid(

@@ -168,7 +168,7 @@ export function adjust(
     ]);
   }
   if (!inMoneyRange(amount)) throw tooLarge('an adjustment', amount);
-  if (!note) throw invalid('an adjustment needs a --note saying why');
+  if (!note) throw invalid('an adjustment needs a note saying why', [{ field: 'note', message: 'required' }]);
   return ctx.db.sqlite
     .transaction(() => {
       const p = getPartner(ctx, partnerRef);

@@ -404,6 +404,29 @@ const cases: Case[] = [
     error: /give <partner> <type>, or --id/,
     code: 2,
   },
+  {
+    name: 'an adjustment with an empty note: core names the field, msgctl its flag',
+    args: ['balance', 'adjust', 'acme', '5.00', '--note', ''],
+    error: /^msgctl: an adjustment needs a note saying why: --note: required$/,
+  },
+  {
+    name: 'an SMS channel without a sender address: named as its flag',
+    args: ['channel', 'assign', 'acme', 'twilio-main', 'sms'],
+    error: /^msgctl: the sender address is required for a sms channel: --from: required$/,
+  },
+  {
+    name: 'a gateway setting both set and unset',
+    args: [
+      'gateway',
+      'update',
+      'twilio-main',
+      '--set',
+      'messaging_service_sid=MG1',
+      '--unset',
+      'messaging_service_sid',
+    ],
+    error: /^msgctl: both set and unset: messaging_service_sid: messaging_service_sid: set or unset it, not both$/,
+  },
 ];
 
 describe('bad input changes nothing', () => {
