@@ -1,7 +1,7 @@
 import type { channels } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { stmt } from '../db/stmt.js';
-import type { ChannelType, CoreCtx } from './context.js';
+import type { ChannelType, CoreCtx, GatewayKind } from './context.js';
 import { findContactId } from './contacts.js';
 import { emitEvent, type EventType } from './events.js';
 import type { MessageContent } from './message-content.js';
@@ -27,8 +27,19 @@ export interface Receiver {
   channel: ChannelType;
   /** Candidate sender addresses of the channel as msgd stores them (E.164, page id, IG account id). */
   addresses: string[];
-  /** WhatsApp Cloud routes by phone number id, a setting of the gateway. */
-  phoneNumberId?: string;
+  /**
+   * Where a provider names the receiving account by one of its gateway's settings (WhatsApp
+   * Cloud's phone_number_id), the channel is one on a gateway of that kind whose setting has
+   * this value, rather than one found by address.
+   */
+  gatewayKey?: ReceiverKey;
+}
+
+export interface ReceiverKey {
+  kind: GatewayKind;
+  /** A top-level key of the gateway's settings. */
+  setting: string;
+  value: string;
 }
 
 export interface StatusRef {
@@ -273,14 +284,14 @@ const CHANNEL_COLUMNS = 'c.id, c.partner_id, c.gateway_id, c.type, c.sender';
 function route(ctx: CoreCtx, r: Receiver, trusted: ApplyOptions['trusted']): ChannelRef | string {
   const db = ctx.db.sqlite;
   let found: ChannelRef[];
-  if (r.phoneNumberId) {
-    found = stmt<[string, string], ChannelRef>(
+  const key = r.gatewayKey;
+  if (key) {
+    found = stmt<[string, string, string, string], ChannelRef>(
       db,
       `SELECT ${CHANNEL_COLUMNS} FROM channels c JOIN gateways g ON g.id = c.gateway_id
-        WHERE c.type = ? AND c.status = 'active' AND g.kind = 'whatsapp_cloud'
-          AND json_extract(g.settings, '$.phone_number_id') = ?`,
-    ).all(r.channel, r.phoneNumberId);
-    // One gateway could in principle serve several senders: prefer the number Meta names.
+        WHERE c.type = ? AND c.status = 'active' AND g.kind = ? AND json_extract(g.settings, ?) = ?`,
+    ).all(r.channel, key.kind, `$.${key.setting}`, key.value);
+    // One gateway could in principle serve several senders: prefer the address the provider names.
     found.sort((a, b) => Number(r.addresses.includes(b.sender)) - Number(r.addresses.includes(a.sender)));
   } else {
     found = r.addresses.flatMap((addr) =>
@@ -290,7 +301,7 @@ function route(ctx: CoreCtx, r: Receiver, trusted: ApplyOptions['trusted']): Cha
       ).all(r.channel, addr),
     );
   }
-  const where = r.phoneNumberId ? `phone_number_id ${r.phoneNumberId}` : r.addresses.join(' / ');
+  const where = key ? `${key.setting} ${key.value}` : r.addresses.join(' / ');
   if (found.length === 0) return `no active ${r.channel} channel for ${where}`;
   const ok = found.find((c) => trusted(c.gateway_id));
   return ok ?? `the ${r.channel} channel for ${where} is on a gateway that did not sign this webhook`;

@@ -202,7 +202,13 @@ function events(p: WaPayload, receivedAt: number): ProviderEvent[] {
     }
     const phoneNumberId = str(value.metadata?.phone_number_id);
     const display = str(value.metadata?.display_phone_number);
-    const receiver: Receiver = { channel: 'whatsapp', addresses: display ? [fromWaId(display)] : [], phoneNumberId };
+    const receiver: Receiver = {
+      channel: 'whatsapp',
+      addresses: display ? [fromWaId(display)] : [],
+      gatewayKey: phoneNumberId
+        ? { kind: 'whatsapp_cloud', setting: 'phone_number_id', value: phoneNumberId }
+        : undefined,
+    };
     const names = new Map<string, string>();
     for (const c of Array.isArray(value.contacts) ? value.contacts : []) {
       const id = str(c?.wa_id);
