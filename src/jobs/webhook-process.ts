@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
@@ -12,8 +11,7 @@ import {
   type Processing,
   type WebhookLogRow,
 } from '../core/webhook-log.js';
-import { callProvider, isResponse, truncate } from '../providers/http.js';
-import { SANDBOX_SIGNATURE_HEADER, sandboxBody, sandboxTimestamp, signSandbox } from '../providers/sandbox/webhook.js';
+import { postSandboxReport } from '../providers/sandbox/report.js';
 import { parseStoredWebhook, type WebhookHandler } from '../providers/webhooks.js';
 import type { Logger } from 'pino';
 import { FailureLog } from '../lib/failure-log.js';
@@ -184,35 +182,16 @@ async function sandboxReport(
   const p = job.payload;
   const gw = book.get(p.gateway_id);
   if (!gw || gw.kind !== 'sandbox') return { type: 'fail', error: `sandbox gateway ${p.gateway_id} no longer exists` };
-  const secret = gw.secrets.signing_secret;
-  if (!secret) return { type: 'fail', error: `sandbox gateway ${gw.name} has no signing_secret` };
   const bases = [...new Set([deps.callbackBase(), deps.selfUrl()].filter((b): b is string => !!b))];
-  if (bases.length === 0) return { type: 'retry', afterMs: 1000, error: 'msgd is not listening yet' };
-  // The same report always carries the same event id, so a repeat is dropped as a duplicate.
-  const id = `sbx_${createHash('sha256').update(`${p.provider_message_id}:${p.status}`).digest('hex').slice(0, 24)}`;
-  // Seconds with milliseconds: whole seconds would put a report made at 12:00:00.700 before a
-  // send recorded at 12:00:00.400, and the message would read delivered before it was sent.
-  const body = sandboxBody([
-    { id, message_id: p.provider_message_id, status: p.status, timestamp: sandboxTimestamp(deps.ctx.now()) },
-  ]);
-  let problem = '';
-  for (const base of bases) {
-    const res = await callProvider(
-      { dispatcher: deps.dispatcher, timeoutMs: deps.config.dispatch.timeoutMs, publicUrl: null, now: deps.ctx.now },
-      {
-        url: `${base}/api/webhook.php?gateway=${encodeURIComponent(gw.id)}`,
-        headers: { 'content-type': 'application/json', [SANDBOX_SIGNATURE_HEADER]: signSandbox(secret, body) },
-        body,
-      },
-    );
-    if (isResponse(res)) {
-      if (res.status >= 200 && res.status < 300) return { type: 'ok' };
-      return { type: 'retry', error: `POST ${base}/api/webhook.php answered ${res.status}: ${truncate(res.text)}` };
-    }
-    // Unreachable: the public URL may not loop back from inside; try our own address next.
-    problem += `${base}: ${res.message}; `;
-  }
-  return { type: 'retry', error: `sandbox report not delivered: ${problem}` };
+  const r = await postSandboxReport(gw, { providerMessageId: p.provider_message_id, status: p.status }, bases, {
+    dispatcher: deps.dispatcher,
+    timeoutMs: deps.config.dispatch.timeoutMs,
+    publicUrl: null,
+    now: deps.ctx.now,
+  });
+  if (r.outcome === 'delivered') return { type: 'ok' };
+  if (r.outcome === 'failed') return { type: 'fail', error: r.message };
+  return bases.length === 0 ? { type: 'retry', afterMs: 1000, error: r.message } : { type: 'retry', error: r.message };
 }
 
 export function webhookRetentionTask(): MaintenanceTask {
