@@ -345,7 +345,6 @@ export interface PartnerMembership {
   currency: string;
   role: Role;
   status: 'active' | 'pending';
-  accept_by_link: number;
   created_at: number;
 }
 
@@ -354,7 +353,7 @@ export function membershipsOf(ctx: CoreCtx, userId: string): PartnerMembership[]
   return stmt<[string], PartnerMembership>(
     ctx.db.sqlite,
     `SELECT m.partner_id, p.name AS partner_name, p.slug AS partner_slug, p.currency, m.role, m.status,
-            m.accept_by_link, m.created_at
+            m.created_at
        FROM memberships m JOIN partners p ON p.id = m.partner_id
       WHERE m.user_id = ? AND m.status IN ('active', 'pending') AND p.status = 'active'
       ORDER BY p.name, p.id`,
@@ -372,11 +371,11 @@ function acceptMembership(ctx: CoreCtx, membershipId: string, userId: string, no
 }
 
 /**
- * Accept or decline an invitation while logged in. One made while the person had no password
- * yet is accepted only through its own link (acceptJoinLink): whoever set the password through
- * another partner's link does not get it.
+ * Decline an invitation while logged in. Accepting takes the invitation's own link, opened while
+ * logged in (acceptJoinLink): a password proves only the person who set it, and whoever was shown
+ * the link that set it (another partner's admin) must not take this partner's invitation with it.
  */
-export function answerInvitation(ctx: CoreCtx, userId: string, partnerId: string, accept: boolean): void {
+export function declineInvitation(ctx: CoreCtx, userId: string, partnerId: string): void {
   ctx.db.sqlite
     .transaction(() => {
       const m = stmt<[string, string], MembershipRow>(
@@ -384,17 +383,10 @@ export function answerInvitation(ctx: CoreCtx, userId: string, partnerId: string
         `SELECT * FROM memberships WHERE user_id = ? AND partner_id = ? AND status = 'pending'`,
       ).get(userId, partnerId);
       if (!m || getPartner(ctx, partnerId).status !== 'active') throw notFound('invitation', partnerId);
-      const now = ctx.now();
-      if (!accept) {
-        stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE membership_id = ?').run(m.id);
-        stmt(ctx.db.sqlite, 'DELETE FROM memberships WHERE id = ?').run(m.id);
-        audit(ctx, `user:${userId}`, 'user.decline_invite', 'user', userId, { partner: partnerId });
-        deleteIfAlone(ctx, userId);
-        return;
-      }
-      if (m.accept_by_link)
-        throw new AppError('forbidden', 'this invitation is accepted through the link it came with: open that link');
-      acceptMembership(ctx, m.id, userId, now);
+      stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE membership_id = ?').run(m.id);
+      stmt(ctx.db.sqlite, 'DELETE FROM memberships WHERE id = ?').run(m.id);
+      audit(ctx, `user:${userId}`, 'user.decline_invite', 'user', userId, { partner: partnerId });
+      deleteIfAlone(ctx, userId);
     })
     .immediate();
 }

@@ -500,8 +500,8 @@ export const memberships = sqliteTable(
       .notNull()
       .default('pending'),
     /**
-     * 1 when the person had no password yet at the invitation: only the holder of its own link
-     * may accept it, so whoever sets the password through another partner's link cannot.
+     * 1 when the person had no password yet at the invitation. A record only: every invitation
+     * of a person msgd knows is accepted through its own link, never by the password alone.
      */
     acceptByLink: integer('accept_by_link', { mode: 'boolean' }).notNull().default(false),
     /** The audit actor who invited (user:usr_…, operator:…). */

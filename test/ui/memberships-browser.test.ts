@@ -27,7 +27,7 @@ const who = (page: Awaited<ReturnType<typeof freshPage>>) =>
   page.$eval('header .who', (e) => (e as HTMLElement).innerText);
 
 describe('a person in several partners', () => {
-  it('is invited by another partner, accepts after logging in, and switches partners from the header', async () => {
+  it('is invited by another partner, accepts through the link after logging in, and switches partners from the header', async () => {
     const email = 'pat@agency.example';
     const password = 'quiet harbour lantern moss';
     const { secret } = inviteUser(s.ctx, { partner: globex.partnerId, email, role: 'billing' }, 'test');
@@ -41,6 +41,7 @@ describe('a person in several partners', () => {
     await admin.select('#u-role', 'developer');
     await Promise.all([admin.waitForNavigation(), admin.click('form[action="/ui/users"] button')]);
     expect(await admin.$eval('main', (e) => (e as HTMLElement).innerText)).toContain(`Send this link to ${email}`);
+    const link = /\/ui\/invite\/[\w-]{43}/.exec(await admin.content())![0];
     expect(await admin.$eval('main table', (e) => (e as HTMLElement).innerText)).toMatch(
       /pat@agency\.example\s+developer\s+invited/,
     );
@@ -54,7 +55,13 @@ describe('a person in several partners', () => {
     await Promise.all([page.waitForNavigation(), page.click('header a[href="/ui/partners"]')]);
     expect(await h1(page)).toBe('Partners');
     expect(await axeViolations(page)).toEqual([]);
-    await Promise.all([page.waitForNavigation(), page.click(`button[aria-label="Accept ${'acme'}"]`)]);
+    // The invitation waits there, and is accepted through the link acme's admin sent.
+    expect(await page.$eval('main table', (e) => (e as HTMLElement).innerText)).toContain(
+      'Accept it through the link it came with',
+    );
+    await page.goto(`${s.url}${link}`);
+    expect(await h1(page)).toBe('Join acme');
+    await Promise.all([page.waitForNavigation(), page.click('main button[type=submit]')]);
     expect(page.url()).toBe(`${s.url}/ui/overview`);
     expect(await who(page)).toContain('(developer, acme)');
     // A developer's Overview shows traffic, not acme's money.

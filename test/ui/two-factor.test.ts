@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PER_ACCOUNT } from '../../src/core/login-throttle.js';
 import { PENDING_LOGIN_MS } from '../../src/core/pending-logins.js';
 import { setTwoFactorRequired } from '../../src/core/two-factor.js';
-import { acceptLink, answerInvitation, inviteUser, setUserStatus } from '../../src/core/users.js';
+import { acceptJoinLink, acceptLink, inviteUser, setUserStatus } from '../../src/core/users.js';
 import { runCli } from '../helpers/cli.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import {
@@ -333,8 +333,8 @@ describe("a partner's requirement and the operator's reset", () => {
     const email = `agency-${Math.random().toString(36).slice(2, 8)}@example.com`;
     const { secret } = inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'developer' }, 'test');
     const person = await acceptLink(s.ctx, secret, PASSWORD);
-    inviteUser(s.ctx, { partner: initech.partnerId, email, role: 'developer' }, 'test');
-    answerInvitation(s.ctx, person.id, initech.partnerId, true);
+    const join = inviteUser(s.ctx, { partner: initech.partnerId, email, role: 'developer' }, 'test');
+    acceptJoinLink(s.ctx, join.secret, person.id);
     setTwoFactorRequired(s.ctx, initech.partnerId, true, 'test');
 
     // Two partners, none picked yet: the login goes to the partner picker, which is not held back.

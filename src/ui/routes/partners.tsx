@@ -1,13 +1,14 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { selectPartner } from '../../core/ui-sessions.js';
-import { answerInvitation } from '../../core/users.js';
+import { declineInvitation } from '../../core/users.js';
 import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { csrfToken, field, form, personFor, query, type Ui } from '../context.js';
 import { Csrf, Notice, Page, sendPage, utc } from '../layout.js';
 
 // The partner picker: a person of several partners picks the one to work in (and switches from
-// the header), and answers the invitations waiting for them. Logged in, no partner needed.
+// the header), and sees the invitations waiting for them (declined here, accepted through their
+// own link). Logged in, no partner needed.
 
 /** Only a path inside the console, never the picker itself. */
 function safeNext(next: string | undefined): string {
@@ -72,16 +73,7 @@ export const partnerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
                   <td>{m.role}</td>
                   <td>{utc(m.created_at)}</td>
                   <td>
-                    {m.accept_by_link ? (
-                      <span className="muted">Accept it through the link it came with. </span>
-                    ) : (
-                      <form method="post" action={`/ui/invitations/${m.partner_id}/accept`} className="inline">
-                        <Csrf token={csrf} />
-                        <button type="submit" aria-label={`Accept ${m.partner_name}`}>
-                          Accept
-                        </button>
-                      </form>
-                    )}{' '}
+                    <span className="muted">Accept it through the link it came with. </span>
                     <form
                       method="post"
                       action={`/ui/invitations/${m.partner_id}/decline`}
@@ -124,18 +116,27 @@ export const partnerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     return reply.redirect(safeNext(field(f, 'next') || undefined), 303);
   });
 
-  for (const answer of ['accept', 'decline'] as const) {
-    app.post<{ Params: { partner: string } }>(`/invitations/:partner/${answer}`, async (req, reply) => {
-      const person = personFor(req);
-      try {
-        answerInvitation(rt.ctx, person.userId, req.params.partner, answer === 'accept');
-        if (answer === 'accept') selectPartner(rt.ctx, person, req.params.partner);
-      } catch (e) {
-        if (e instanceof AppError && statusFor(e.code) < 500)
-          return page(req, reply, { error: e.message }, statusFor(e.code));
-        throw e;
-      }
-      return reply.redirect(answer === 'accept' ? '/ui/overview' : '/ui/partners?done=declined', 303);
-    });
-  }
+  // Accepting takes the invitation's own link (/ui/invite/…/accept): a password alone may be known
+  // to another partner's admin, who was shown the link that set it.
+  app.post<{ Params: { partner: string } }>('/invitations/:partner/accept', async (req, reply) => {
+    personFor(req);
+    return page(
+      req,
+      reply,
+      { error: 'An invitation is accepted through the link it came with: open that link while logged in.' },
+      403,
+    );
+  });
+
+  app.post<{ Params: { partner: string } }>('/invitations/:partner/decline', async (req, reply) => {
+    const person = personFor(req);
+    try {
+      declineInvitation(rt.ctx, person.userId, req.params.partner);
+    } catch (e) {
+      if (e instanceof AppError && statusFor(e.code) < 500)
+        return page(req, reply, { error: e.message }, statusFor(e.code));
+      throw e;
+    }
+    return reply.redirect('/ui/partners?done=declined', 303);
+  });
 };
