@@ -133,7 +133,12 @@ function endMembershipLinks(ctx: CoreCtx, membershipId: string, now: number) {
   );
 }
 
-function issueLink(ctx: CoreCtx, member: Member, kind: LinkKind): IssuedLink {
+/**
+ * A new link. A reset link from the console is bound to the membership it was issued for, so it
+ * works only while the policy that allowed it still holds (see openLink); the operator's reset
+ * links are bound to nothing.
+ */
+function issueLink(ctx: CoreCtx, member: Member, kind: LinkKind, bound = kind !== 'reset'): IssuedLink {
   const secret = randomBytes(32).toString('base64url');
   const now = ctx.now();
   const expiresAt = now + ctx.config.ui.inviteHours * 3_600_000;
@@ -148,15 +153,7 @@ function issueLink(ctx: CoreCtx, member: Member, kind: LinkKind): IssuedLink {
     ctx.db.sqlite,
     `INSERT INTO user_invites (id, user_id, hash, kind, membership_id, expires_at, used_at, created_at)
      VALUES (?, ?, ?, ?, ?, ?, NULL, ?)`,
-  ).run(
-    newId('inv'),
-    member.user_id,
-    linkHash(secret),
-    kind,
-    kind === 'reset' ? null : member.membership_id,
-    expiresAt,
-    now,
-  );
+  ).run(newId('inv'), member.user_id, linkHash(secret), kind, bound ? member.membership_id : null, expiresAt, now);
   const p = getPartner(ctx, member.partner_id);
   return { member, partner: { id: p.id, slug: p.slug, name: p.name }, kind, secret, expiresAt };
 }
@@ -251,7 +248,7 @@ export function resetUser(ctx: CoreCtx, partnerId: string, ref: string, actor: s
           `the console issues reset links only for developer and billing users who use no other partner's console; ask your operator to run: msgctl user reset <partner> ${member.email}`,
         );
       audit(ctx, actor, 'user.reset', 'user', member.user_id, { email: member.email });
-      return issueLink(ctx, member, member.has_password ? 'reset' : 'invite');
+      return member.has_password ? issueLink(ctx, member, 'reset', by === 'console') : issueLink(ctx, member, 'invite');
     })
     .immediate();
 }
@@ -421,6 +418,16 @@ export function openLink(ctx: CoreCtx, secret: string): LinkInfo | null {
   if (row.kind === 'reset') {
     // A reset opens the person's partners: it is good while they have one to open.
     if (!membershipsOf(ctx, user.id).length) return null;
+    // One from the console holds only while the person is still a developer or billing member of
+    // that partner alone: once they belong to another partner too, or became an admin, the admin
+    // who was shown the link must not set the password that opens those.
+    if (row.membership_id !== null) {
+      const m = stmt<[string], MembershipRow>(ctx.db.sqlite, 'SELECT * FROM memberships WHERE id = ?').get(
+        row.membership_id,
+      );
+      if (!m || m.status !== 'active' || m.role === 'admin' || otherPartners(ctx, user.id, m.partner_id) > 0)
+        return null;
+    }
     return { user, kind: row.kind, partnerName: null, role: null, membershipId: null };
   }
   const m = stmt<[string], MembershipRow & { partner_name: string; partner_status: string }>(

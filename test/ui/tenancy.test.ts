@@ -73,6 +73,30 @@ describe("another partner's people", () => {
     expect((await squat.post('/ui/partners', { partner: globex.partnerId })).status).toBe(404);
   });
 
+  it("a reset link issued while the person was one partner's alone stops when they join another", async () => {
+    const admin = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
+    const dev = await person(acme.partnerId, 'developer');
+    await admin.client.get('/ui/users');
+    const r = await admin.client.post(`/ui/users/${dev.userId}/reset`, {});
+    expect(r.status).toBe(200);
+    const reset = linkIn(r.text);
+    // The developer joins globex through globex's own link.
+    const join = inviteUser(s.ctx, { partner: globex.partnerId, email: dev.email, role: 'admin' }, 'test');
+    const c = await clientOf(dev.email);
+    await c.get(`/ui/invite/${join.secret}`);
+    expect((await c.post(`/ui/invite/${join.secret}/accept`, {})).headers.get('location')).toBe('/ui/overview');
+    // acme's admin still holds the reset link: it would open globex as its admin.
+    const thief = new Client(s.url);
+    expect((await thief.get(`/ui/invite/${reset}`)).status).toBe(410);
+    await thief.get('/ui/login');
+    const used = await thief.post(`/ui/invite/${reset}`, {
+      password: 'plum orchard at dusk',
+      confirm: 'plum orchard at dusk',
+    });
+    expect(used.status).toBe(410);
+    expect((await new Client(s.url).login(dev.email)).status).toBe(303);
+  });
+
   it("another partner's user ids and emails are 404 in every Users action, like ids that do not exist", async () => {
     const admin = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
     const theirs = await person(globex.partnerId, 'admin');
