@@ -1,4 +1,5 @@
 import { stmt } from '../db/stmt.js';
+import { loginEmail } from '../lib/email.js';
 import type { CoreCtx } from './context.js';
 
 // The console's throttle on proofs of identity (a password at login or on Your account, a
@@ -17,7 +18,8 @@ export const PER_ADDRESS = 20;
 
 export type Admission = { ok: true; attempt: number } | { ok: false; waitMs: number };
 
-export const accountKey = (email: string) => email.trim().toLowerCase();
+/** Every spelling of one address (case, spaces, a Unicode or punycode domain) is one account. */
+export const accountKey = (email: string) => loginEmail(email);
 
 export class LoginThrottle {
   constructor(private readonly ctx: CoreCtx) {}

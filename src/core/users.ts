@@ -3,7 +3,7 @@ import type { Row } from '../db/rows.js';
 import type { memberships, users } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
-import { normalizeEmail } from '../lib/email.js';
+import { loginEmail, normalizeEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import { audit } from './audit.js';
@@ -68,7 +68,7 @@ function parseEmail(email: string): string {
 }
 
 export function findUserByEmail(ctx: CoreCtx, email: string): UserRow | undefined {
-  return stmt<[string], UserRow>(ctx.db.sqlite, 'SELECT * FROM users WHERE email = ?').get(email.trim().toLowerCase());
+  return stmt<[string], UserRow>(ctx.db.sqlite, 'SELECT * FROM users WHERE email = ?').get(loginEmail(email));
 }
 
 export function getUser(ctx: CoreCtx, id: string): UserRow | undefined {
@@ -88,7 +88,7 @@ export function getMember(ctx: CoreCtx, partnerId: string, ref: string): Member 
   const m = stmt<[string, string, string], Member>(
     ctx.db.sqlite,
     `${MEMBER_SELECT} WHERE m.partner_id = ? AND (u.id = ? OR u.email = ?)`,
-  ).get(partnerId, r, r.toLowerCase());
+  ).get(partnerId, r, loginEmail(r));
   if (!m) throw notFound('user', ref);
   return m;
 }

@@ -61,3 +61,12 @@ export function normalizeEmail(input: string): string | null {
 export function contactEmail(address: string): string {
   return asciiDomain(address.trim()).toLowerCase();
 }
+
+/**
+ * The form a console login is stored and found by: trimmed, the domain in ASCII, lower case. Every
+ * spelling of one address (ANN@Bücher.de, ann@xn--bcher-kva.de, a full-width domain) is one key,
+ * for the lookup and for the login throttle alike.
+ */
+export function loginEmail(address: string): string {
+  return asciiDomain(address.trim()).toLowerCase();
+}

@@ -271,6 +271,70 @@ describe('the same request many times at once', () => {
   });
 });
 
+describe('addresses and names', () => {
+  it('normalises case, spaces and internationalised domains; refuses control characters', async () => {
+    const admin = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
+    await admin.client.get('/ui/users');
+    const local = `idn-${++n}`;
+    const r = await admin.client.post('/ui/users', {
+      email: `  ${local.toUpperCase()}@BÜCHER.example `,
+      role: 'developer',
+    });
+    expect(r.status).toBe(201);
+    const stored = `${local}@xn--bcher-kva.example`;
+    expect(r.text).toContain(stored);
+    const again = await admin.client.post('/ui/users', { email: `${local}@bücher.example`, role: 'developer' });
+    expect(again.status).toBe(201);
+    expect(count('SELECT COUNT(*) AS n FROM users WHERE email = ?', stored)).toBe(1);
+    const c = new Client(s.url);
+    await c.get(`/ui/invite/${linkIn(again.text)}`);
+    await c.post(`/ui/invite/${linkIn(again.text)}`, { password: PASSWORD, confirm: PASSWORD });
+    expect((await c.login(`${local}@Bücher.example`)).status).toBe(303);
+    const cli = await runCli(['user', 'disable', 'acme', `${local.toUpperCase()}@bücher.EXAMPLE`], {
+      dataDir: s.dataDir,
+    });
+    expect(cli.code).toBe(0);
+
+    for (const bad of [
+      'a\r\nBcc: x@evil.example@example.com',
+      'a\u0000b@example.com',
+      '<script>@example.com',
+      'a b@example.com',
+    ]) {
+      const res = await admin.client.post('/ui/users', { email: bad, role: 'developer' });
+      expect(res.status).toBe(400);
+      expect(res.text).not.toContain('<script>@');
+    }
+    const odd = `o'neil&co+${++n}@example.com`;
+    const ok = await admin.client.post('/ui/users', { email: odd, role: 'developer' });
+    expect(ok.status).toBe(201);
+    expect(ok.text).toContain('o&#x27;neil&amp;co');
+  });
+});
+
+describe('the login throttle', () => {
+  it('counts every spelling of one address against the same account', async () => {
+    const p = await person(acme.partnerId, 'developer', `thr-${++n}@example.com`);
+    const local = p.email.split('@')[0];
+    // EXAMPLE.COM, a full-width domain, spaces: each is the same login.
+    const spellings = [
+      p.email.toUpperCase(),
+      `${local}@\uff45xample.com`,
+      ` ${p.email} `,
+      `${local}@\uff45\uff58ample.com`,
+      `${local}@Example.com`,
+    ];
+    const c = new Client(s.url);
+    for (const email of spellings) {
+      await c.get('/ui/login');
+      expect((await c.post('/ui/login', { email, password: 'not the password at all' })).status).toBe(401);
+    }
+    await c.get('/ui/login');
+    const r = await c.post('/ui/login', { email: `${local}@\uff45xample.com`, password: PASSWORD });
+    expect(r.status).toBe(429);
+  });
+});
+
 describe('roles', () => {
   it('developer and billing members get 403 on every admin route, and nothing changes', async () => {
     const target = await person(acme.partnerId, 'developer');
