@@ -44,7 +44,8 @@ ALTER TABLE `ui_sessions` ADD `partner_id` text REFERENCES partners(id);--> stat
 ALTER TABLE `user_invites` ADD `membership_id` text REFERENCES memberships(id);--> statement-breakpoint
 -- Hand-written: a membership per user (pending while its invite is unused, and then accepted
 -- through that link; disabled with the user), the person active; sessions keep their partner,
--- invite links their membership.
+-- invite links their membership. A disabled user's sessions and unused links end here, as
+-- disabling ends them now: enabling the membership must not bring them back.
 INSERT INTO `memberships` (`id`, `user_id`, `partner_id`, `role`, `status`, `accept_by_link`, `invited_by`, `created_at`, `accepted_at`, `updated_at`)
   SELECT 'mem_' || substr(`id`, 5), `id`, `partner_id`, `role`,
          CASE WHEN `status` = 'disabled' THEN 'disabled' WHEN `password_hash` IS NULL THEN 'pending' ELSE 'active' END,
@@ -53,11 +54,13 @@ INSERT INTO `memberships` (`id`, `user_id`, `partner_id`, `role`, `status`, `acc
 UPDATE `users` SET `status` = 'active';--> statement-breakpoint
 INSERT INTO `ui_sessions` (`id`, `hash`, `user_id`, `partner_id`, `created_at`, `last_seen_at`, `expires_at`)
   SELECT s.`id`, s.`hash`, s.`user_id`, u.`partner_id`, s.`created_at`, s.`last_seen_at`, s.`expires_at`
-    FROM `_sessions_before` s JOIN `_users_before` u ON u.`id` = s.`user_id`;--> statement-breakpoint
+    FROM `_sessions_before` s JOIN `_users_before` u ON u.`id` = s.`user_id` WHERE u.`status` <> 'disabled';--> statement-breakpoint
 INSERT INTO `user_invites` (`id`, `user_id`, `hash`, `kind`, `membership_id`, `expires_at`, `used_at`, `created_at`)
-  SELECT `id`, `user_id`, `hash`, `kind`, CASE WHEN `kind` = 'invite' THEN 'mem_' || substr(`user_id`, 5) END,
-         `expires_at`, `used_at`, `created_at`
-    FROM `_invites_before`;--> statement-breakpoint
+  SELECT i.`id`, i.`user_id`, i.`hash`, i.`kind`, CASE WHEN i.`kind` = 'invite' THEN 'mem_' || substr(i.`user_id`, 5) END,
+         i.`expires_at`,
+         CASE WHEN i.`used_at` IS NULL AND u.`status` = 'disabled' THEN CAST(strftime('%s', 'now') AS INTEGER) * 1000 ELSE i.`used_at` END,
+         i.`created_at`
+    FROM `_invites_before` i JOIN `_users_before` u ON u.`id` = i.`user_id`;--> statement-breakpoint
 DROP TABLE `_users_before`;--> statement-breakpoint
 DROP TABLE `_sessions_before`;--> statement-breakpoint
 DROP TABLE `_invites_before`;

@@ -3,6 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { migrate as drizzleMigrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { loadConfig } from '../../src/config/load.js';
+import type { CoreCtx } from '../../src/core/context.js';
+import { lookupSession } from '../../src/core/ui-sessions.js';
+import { linkHash, openLink, setUserStatus } from '../../src/core/users.js';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
 import { openDb } from '../../src/db/open.js';
 
@@ -135,6 +140,97 @@ describe('the memberships migration', () => {
     ]);
     expect(db.sqlite.prepare('PRAGMA foreign_key_check').all()).toEqual([]);
     expect(db.sqlite.pragma('foreign_keys', { simple: true })).toBe(1);
+    db.close();
+  });
+
+  it("ends a disabled user's sessions and unused links: enabling the membership later brings none back", () => {
+    const db = openDb(join(tmp, 'disabled.db'));
+    drizzleMigrate(db.orm, { migrationsFolder: migrationsBefore('0011') });
+    const now = Date.now();
+    const run = (sql: string, ...args: unknown[]) => db.sqlite.prepare(sql).run(...args);
+    run(
+      `INSERT INTO partners (id, slug, name, status, currency, created_at, updated_at) VALUES ('ptr_a', 'acme', 'Acme', 'active', 'USD', ?, ?)`,
+      now,
+      now,
+    );
+    const user = (id: string, email: string, hash: string | null, status: string) =>
+      run(
+        `INSERT INTO users (id, partner_id, email, role, password_hash, status, sessions_valid_after, created_at, updated_at)
+         VALUES (?, 'ptr_a', ?, 'developer', ?, ?, 0, ?, ?)`,
+        id,
+        email,
+        hash,
+        status,
+        now - 10_000,
+        now - 10_000,
+      );
+    user('usr_cy', 'cy@acme.example', 'scrypt$y', 'disabled');
+    user('usr_dee', 'dee@acme.example', null, 'disabled');
+    user('usr_eve', 'eve@acme.example', 'scrypt$z', 'active');
+    const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+    const session = (id: string, userId: string, secret: string) =>
+      run(
+        `INSERT INTO ui_sessions (id, hash, user_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+        id,
+        sha(secret),
+        userId,
+        now - 5_000,
+        now - 5_000,
+        now + 3_600_000,
+      );
+    session('ses_cy', 'usr_cy', 'cy-session-secret-0123456789abcdef');
+    session('ses_eve', 'usr_eve', 'eve-session-secret-0123456789abcdef');
+    const link = (
+      id: string,
+      userId: string,
+      kind: string,
+      secret: string,
+      usedAt: number | null,
+      expires = 3_600_000,
+    ) =>
+      run(
+        `INSERT INTO user_invites (id, user_id, hash, kind, expires_at, used_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        id,
+        userId,
+        linkHash(secret),
+        kind,
+        now + expires,
+        usedAt,
+        now - 5_000,
+      );
+    const secrets = {
+      cyReset: 'cy-reset-secret-0123456789abcdef',
+      deeInvite: 'dee-invite-secret-0123456789abcdef',
+      eveReset: 'eve-reset-secret-0123456789abcdef',
+      eveUsed: 'eve-used-secret-0123456789abcdef',
+      eveExpired: 'eve-expired-secret-0123456789abcdef',
+    };
+    link('inv_cy', 'usr_cy', 'reset', secrets.cyReset, null);
+    link('inv_dee', 'usr_dee', 'invite', secrets.deeInvite, null);
+    link('inv_eve', 'usr_eve', 'reset', secrets.eveReset, null);
+    link('inv_eve_used', 'usr_eve', 'reset', secrets.eveUsed, now - 1_000);
+    link('inv_eve_old', 'usr_eve', 'reset', secrets.eveExpired, null, -1_000);
+
+    expect(migrate(db)[0]).toBe('0011_console_memberships');
+    const ctx: CoreCtx = {
+      db,
+      masterKey: Buffer.alloc(32, 1),
+      config: loadConfig({ env: {}, dataDir: tmp }),
+      now: () => now,
+    };
+    // The active user keeps their session and their one usable link; used and expired links stay dead.
+    expect(lookupSession(ctx, 'eve-session-secret-0123456789abcdef')?.user?.partnerId).toBe('ptr_a');
+    expect(openLink(ctx, secrets.eveReset)?.kind).toBe('reset');
+    expect(openLink(ctx, secrets.eveUsed)).toBeNull();
+    expect(openLink(ctx, secrets.eveExpired)).toBeNull();
+
+    // The disabled ones, enabled again, come back with no session and no link.
+    setUserStatus(ctx, 'ptr_a', 'usr_cy', 'active', 'test');
+    setUserStatus(ctx, 'ptr_a', 'usr_dee', 'active', 'test');
+    expect(lookupSession(ctx, 'cy-session-secret-0123456789abcdef')).toBeNull();
+    expect(openLink(ctx, secrets.cyReset)).toBeNull();
+    expect(openLink(ctx, secrets.deeInvite)).toBeNull();
+    expect(db.sqlite.prepare('PRAGMA foreign_key_check').all()).toEqual([]);
     db.close();
   });
 });
