@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPartner } from '../../src/core/partners.js';
 import { acceptLink, inviteUser } from '../../src/core/users.js';
 import { runCli } from '../helpers/cli.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
@@ -309,6 +310,26 @@ describe('addresses and names', () => {
     const ok = await admin.client.post('/ui/users', { email: odd, role: 'developer' });
     expect(ok.status).toBe(201);
     expect(ok.text).toContain('o&#x27;neil&amp;co');
+  });
+});
+
+describe('markup in partner names', () => {
+  it('shows as text on the join link, the Partners page, the switcher and the header', async () => {
+    const name = `<img src=x onerror=alert(1)> "Hostile" & Co ${++n}`;
+    const hostile = createPartner(s.ctx, { slug: `hostile-${n}`, name, creditLimit: 0 }, 'test');
+    const me = await person(acme.partnerId, 'developer');
+    const j = inviteUser(s.ctx, { partner: hostile.id, email: me.email, role: 'developer' }, 'test');
+    const c = await clientOf(me.email);
+    for (const page of [await c.get(`/ui/invite/${j.secret}`), await c.get('/ui/partners')]) {
+      expect(page.text).not.toContain('<img src=x');
+      expect(page.text).toMatch(/&lt;img src=x onerror=alert\(1\)&gt;/);
+    }
+    await c.get(`/ui/invite/${j.secret}`);
+    await c.post(`/ui/invite/${j.secret}/accept`, {});
+    const overview = await c.get('/ui/overview');
+    expect(overview.status).toBe(200);
+    expect(overview.text).not.toContain('<img src=x');
+    expect(overview.text).toMatch(/&lt;img src=x onerror=alert\(1\)&gt;/);
   });
 });
 
