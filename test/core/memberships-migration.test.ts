@@ -82,7 +82,13 @@ describe('the memberships migration', () => {
 
     expect(migrate(db)[0]).toBe('0011_console_memberships');
 
-    expect(db.sqlite.prepare('SELECT * FROM users ORDER BY id').all()).toEqual([
+    expect(
+      db.sqlite
+        .prepare(
+          'SELECT id, email, password_hash, status, sessions_valid_after, last_login_at, created_at, updated_at FROM users ORDER BY id',
+        )
+        .all(),
+    ).toEqual([
       {
         id: 'usr_ann',
         email: 'ann@acme.example',
