@@ -154,10 +154,13 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     const place = lines.leave(job.id, m?.gateway_id ?? null);
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
     if (!m || !awaitsDispatch(m)) return { type: 'ok' };
-    if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway');
+    // A mark left by a crash: the last request may have reached the provider, so a message
+    // failed now is flagged too (refunded, and charged again if a report proves it arrived).
+    const mayHaveLeft = m.dispatch_in_flight === 1;
+    if (!m.gateway_id) return failNow(m, 'no_gateway', 'the message has no gateway', mayHaveLeft);
     // A gateway changed by msgctl (disabled, new credentials, removed) is seen on the next turn.
     const gw = deps.gateways.get(m.gateway_id);
-    if (!gw) return failNow(m, 'gateway_removed', 'the gateway of this message was removed');
+    if (!gw) return failNow(m, 'gateway_removed', 'the gateway of this message was removed', mayHaveLeft);
     if (gw.status !== 'active') {
       // Disabled is paused: the message keeps its place (a snooze spends no attempt) and says why.
       // It goes out once the gateway is enabled again (which wakes it); removing the gateway

@@ -7,6 +7,8 @@ import { cleanupAfterEach, inspect, prepare, startMsgd } from './child.js';
 import { SMS } from '../helpers/gateways.js';
 import { balanceOf, messagesOf } from '../helpers/rows.js';
 import { expectMoneyConsistent } from '../helpers/expectations.js';
+import { unassignChannel } from '../../src/core/channels.js';
+import { removeGateway } from '../../src/core/gateways.js';
 
 // kill -9 in the middle of a load, then start again: nothing that got a 200 is lost, no
 // money moves without its message, every message reaches the provider, and a message whose
@@ -206,4 +208,52 @@ describe('crash: kill -9 mid-load, restart', () => {
     second.child.kill('SIGTERM');
     expect((await waitForExit(second.child, 15_000)).code).toBe(0);
   }, 90_000);
+
+  it('a call on the wire at the crash whose gateway is then removed fails flagged, not as never sent', async () => {
+    const fake = cleanup.fake(await startTwilioFake());
+    fake.latencyMs = 30_000;
+    const prep = cleanup.prep(await prepare(fake, CONFIG, { balance: '10', price: '0.01' }));
+    const first = cleanup.child(await startMsgd(prep));
+    const res = await fetch(`${first.url}${SMS}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${prep.partner.token}` },
+      body: JSON.stringify({ to: '+14155550123', text: 'on the wire' }),
+    });
+    expect(res.status).toBe(200);
+    const { id } = (await res.json()) as { id: string };
+    await waitFor(() => fake.requests.length === 1, 'the call to reach the provider', 15_000);
+    first.child.kill('SIGKILL');
+    expect((await waitForExit(first.child)).signal).toBe('SIGKILL');
+
+    // The operator retires the gateway before starting msgd again.
+    let view = inspect(prep);
+    try {
+      const m = messagesOf(view.ctx, prep.partner.partnerId).find((r) => r.id === id)!;
+      unassignChannel(view.ctx, { channel: m.channel_id! }, 'test');
+      removeGateway(view.ctx, m.gateway_id!, 'test');
+    } finally {
+      view.close();
+    }
+    fake.latencyMs = 0;
+    const second = cleanup.child(await startMsgd(prep));
+    view = inspect(prep);
+    try {
+      await waitFor(
+        () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'failed'),
+        'the message to fail',
+        15_000,
+        100,
+      );
+      const [m] = messagesOf(view.ctx, prep.partner.partnerId);
+      // The provider may have taken it: refunded, but flagged, so a delivery report charges it again.
+      expect(m.error_code).toBe('gateway_removed');
+      expect(m.dispatch_uncertain).toBe(1);
+      expect(fake.requests).toHaveLength(1);
+      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+    } finally {
+      view.close();
+    }
+    second.child.kill('SIGTERM');
+    expect((await waitForExit(second.child, 15_000)).code).toBe(0);
+  }, 60_000);
 });
