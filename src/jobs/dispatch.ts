@@ -17,7 +17,7 @@ import {
 import type { MessageContent } from '../core/message-content.js';
 import { getAdapter } from '../providers/registry.js';
 import { redactSecrets } from '../providers/send-results.js';
-import type { OutboundMessage, SendResult } from '../providers/types.js';
+import type { CallPool, OutboundMessage, SendResult } from '../providers/types.js';
 import type { Job, JobQueue } from '../queue/queue.js';
 import type { RateShaper } from '../queue/rate.js';
 import { CallSlots } from './call-slots.js';
@@ -138,8 +138,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
 
   const lines = new GatewayLines({ shaper: deps.shaper, now: ctx.now });
   const slots = new CallSlots(deps.config.dispatch.connectionsPerOrigin);
-  /** Calls to one provider endpoint share the HTTP client's connections to it. */
-  const slotKey = (gw: GatewayWithSecrets) => providerBase(gw) ?? gw.kind;
+  /** The connections a gateway's calls share with other gateways' (one origin), or its own. */
+  const poolOf = (gw: GatewayWithSecrets): CallPool =>
+    getAdapter(gw.kind).callPool?.(gw) ?? { key: `${gw.kind}:${gw.id}` };
   const markInFlight = (id: string) =>
     stmt<[string]>(ctx.db.sqlite, 'UPDATE messages SET dispatch_in_flight = 1 WHERE id = ?').run(id);
 
@@ -241,7 +242,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     ready.delete(job);
     if ('type' in go) return go;
     const { m, gw, wait, uncertain } = go;
-    const key = slotKey(gw);
+    const key = poolOf(gw);
     // The slot the claim counted on is taken now, in the turn of its commit, before any wait.
     const counted = go.marked && slots.tryTake(key);
     if (wait > 0) await sleep(wait);
@@ -384,11 +385,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           settled.set(j, d);
           continue;
         }
-        const key = slotKey(d.gw);
-        const n = taking.get(key) ?? 0;
-        if (slots.free(key) > n) {
+        const pool = poolOf(d.gw);
+        const n = taking.get(pool.key) ?? 0;
+        if (slots.free(pool) > n) {
           markInFlight(d.m.id);
-          taking.set(key, n + 1);
+          taking.set(pool.key, n + 1);
           d.marked = true;
         }
         ready.set(j, d);

@@ -1,5 +1,5 @@
 import { urlTarget } from '../lib/url-target.js';
-import type { SendContext, SendResult } from './types.js';
+import type { CallPool, SendContext, SendResult } from './types.js';
 
 // One way to call a provider over HTTP: every adapter gets the same timeout, body
 // handling and network-error classification, so "the provider did not answer" means
@@ -28,6 +28,19 @@ const MAX_BODY_BYTES = 1024 * 1024;
 export function baseUrl(settings: Record<string, any>, fallback: string): string {
   const raw = typeof settings.base_url === 'string' && settings.base_url !== '' ? settings.base_url : fallback;
   return raw.replace(/\/+$/, '');
+}
+
+/**
+ * The HTTP client's connections to the origin of a provider's base URL: every gateway calling
+ * that origin shares them, whatever its kind (WhatsApp, Messenger and Instagram on
+ * graph.facebook.com) or the way its base_url is written.
+ */
+export function originPool(base: string): CallPool {
+  try {
+    return { key: urlTarget(base).origin };
+  } catch {
+    return { key: base };
+  }
 }
 
 export function isResponse(r: HttpResponse | RetryResult): r is HttpResponse {

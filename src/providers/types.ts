@@ -66,8 +66,18 @@ export type SendResult =
   /** Permanent: the provider refused this message; no retry will help. */
   | { outcome: 'failed'; code: string; message: string };
 
+/** The connections a gateway's calls share: msgd holds calls beyond them itself (src/jobs/call-slots.ts). */
+export interface CallPool {
+  /** The same for every gateway whose calls share these connections (an HTTP origin). */
+  key: string;
+  /** How many there are; unset: the HTTP client's per origin (dispatch.connectionsPerOrigin). */
+  size?: number;
+}
+
 export interface ProviderAdapter {
   kind: GatewayKind;
   send(gw: GatewayRuntime, msg: OutboundMessage, ctx: SendContext): Promise<SendResult>;
+  /** The connections its calls use; unset: none shared with another gateway (no network). */
+  callPool?(gw: GatewayRuntime): CallPool;
   close?(): Promise<void>;
 }

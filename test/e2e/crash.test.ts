@@ -4,7 +4,8 @@ import { parseMoney } from '../../src/lib/money.js';
 import { startTwilioFake } from '../fakes/twilio.js';
 import { waitFor, waitForExit } from '../helpers/wait.js';
 import { cleanupAfterEach, inspect, prepare, startMsgd } from './child.js';
-import { SMS } from '../helpers/gateways.js';
+import { SMS, twilioGateway } from '../helpers/gateways.js';
+import { setupPartner } from '../helpers/server.js';
 import { balanceOf, messagesOf } from '../helpers/rows.js';
 import { expectMoneyConsistent } from '../helpers/expectations.js';
 import { unassignChannel } from '../../src/core/channels.js';
@@ -250,6 +251,74 @@ describe('crash: kill -9 mid-load, restart', () => {
       expect(m.dispatch_uncertain).toBe(1);
       expect(fake.requests).toHaveLength(1);
       expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+    } finally {
+      view.close();
+    }
+    second.child.kill('SIGTERM');
+    expect((await waitForExit(second.child, 15_000)).code).toBe(0);
+  }, 60_000);
+
+  it('counts the calls of every gateway on one provider origin against its connections', async () => {
+    // One connection to the provider, two gateways calling it (their base_url written two ways):
+    // while the first call holds the connection, the second waits in msgd, known not sent.
+    const fake = cleanup.fake(await startTwilioFake());
+    fake.latencyMs = 30_000;
+    const prep = cleanup.prep(
+      await prepare(
+        fake,
+        { ...CONFIG, dispatch: { timeoutMs: 60_000, connectionsPerOrigin: 1 } },
+        {
+          balance: '10',
+          price: '0.01',
+        },
+      ),
+    );
+    let view = inspect(prep);
+    let other: { token: string; partnerId: string };
+    try {
+      other = setupPartner(view.ctx, { balance: '10', prices: { sms: '0.01' }, rateLimitPerMinute: 1_000_000 });
+      twilioGateway(view.ctx, other.partnerId, fake, { base_url: `${fake.url}/` });
+    } finally {
+      view.close();
+    }
+    const first = cleanup.child(await startMsgd(prep));
+    const send = async (token: string, text: string) => {
+      const res = await fetch(`${first.url}${SMS}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ to: '+14155550123', text }),
+      });
+      expect(res.status).toBe(200);
+    };
+    await send(prep.partner.token, 'on the wire');
+    await waitFor(() => fake.requests.length === 1, 'the first call to reach the provider', 15_000);
+    await send(other.token, 'waiting for the connection');
+    view = inspect(prep);
+    try {
+      await waitFor(
+        () => messagesOf(view.ctx, other.partnerId).some((m) => m.status === 'sending'),
+        'the second call to be claimed',
+        15_000,
+      );
+      await new Promise((r) => setTimeout(r, 500));
+      expect(messagesOf(view.ctx, other.partnerId)[0].dispatch_in_flight).toBe(0);
+    } finally {
+      view.close();
+    }
+    first.child.kill('SIGKILL');
+    expect((await waitForExit(first.child)).signal).toBe('SIGKILL');
+    expect(fake.requests).toHaveLength(1);
+
+    fake.latencyMs = 0;
+    const second = cleanup.child(await startMsgd(prep));
+    view = inspect(prep);
+    try {
+      const all = () => [...messagesOf(view.ctx, prep.partner.partnerId), ...messagesOf(view.ctx, other.partnerId)];
+      await waitFor(() => all().every((m) => m.status === 'sent'), 'both messages to be sent', 15_000, 100);
+      const flagged = all()
+        .filter((m) => m.dispatch_uncertain === 1)
+        .map((m) => JSON.parse(m.content).text);
+      expect(flagged).toEqual(['on the wire']);
     } finally {
       view.close();
     }

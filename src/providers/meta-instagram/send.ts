@@ -1,4 +1,4 @@
-import { baseUrl } from '../http.js';
+import { baseUrl, originPool } from '../http.js';
 import { GRAPH_DEFAULT_BASE, graphUrl, postGraph, sendApiBody } from '../graph-send.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { ProviderAdapter } from '../types.js';
@@ -13,6 +13,7 @@ export function instagramBase(settings: Record<string, unknown>): string {
 
 export const metaInstagramAdapter: ProviderAdapter = {
   kind: 'meta_instagram',
+  callPool: (gw) => originPool(instagramBase(gw.settings)),
   async send(gw, msg, ctx) {
     const token = gw.secrets.access_token;
     if (!token) return missingSecret('access_token');

@@ -1,10 +1,11 @@
-import { baseUrl } from '../http.js';
+import { baseUrl, originPool } from '../http.js';
 import { GRAPH_DEFAULT_BASE, graphUrl, postGraph, sendApiBody } from '../graph-send.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { ProviderAdapter } from '../types.js';
 
 export const metaMessengerAdapter: ProviderAdapter = {
   kind: 'meta_messenger',
+  callPool: (gw) => originPool(baseUrl(gw.settings, GRAPH_DEFAULT_BASE)),
   async send(gw, msg, ctx) {
     const token = gw.secrets.page_access_token;
     if (!token) return missingSecret('page_access_token');

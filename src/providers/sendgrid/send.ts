@@ -1,4 +1,13 @@
-import { baseUrl, callProvider, header, isResponse, retryAfterMs, truncate, type HttpResponse } from '../http.js';
+import {
+  baseUrl,
+  callProvider,
+  header,
+  isResponse,
+  originPool,
+  retryAfterMs,
+  truncate,
+  type HttpResponse,
+} from '../http.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { OutboundMessage, ProviderAdapter, SendResult } from '../types.js';
 
@@ -23,6 +32,7 @@ function buildBody(msg: OutboundMessage): Record<string, unknown> | null {
 
 export const sendgridAdapter: ProviderAdapter = {
   kind: 'sendgrid',
+  callPool: (gw) => originPool(baseUrl(gw.settings, DEFAULT_BASE)),
   async send(gw, msg, ctx) {
     const key = gw.secrets.api_key;
     if (!key) return missingSecret('api_key');

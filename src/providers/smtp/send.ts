@@ -23,6 +23,9 @@ function bool(v: unknown, fallback: boolean): boolean {
   return fallback;
 }
 
+/** SMTP sessions a gateway keeps open at most: its own pool, shared with no other gateway. */
+const SMTP_CONNECTIONS = 5;
+
 function createPool(nodemailer: Nodemailer, gw: GatewayRuntime, timeoutMs: number) {
   const s = gw.settings;
   const user = typeof s.user === 'string' && s.user !== '' ? s.user : undefined;
@@ -34,7 +37,7 @@ function createPool(nodemailer: Nodemailer, gw: GatewayRuntime, timeoutMs: numbe
     requireTLS: bool(s.require_tls, false),
     tls: { rejectUnauthorized: bool(s.tls_reject_unauthorized, true) },
     auth: user ? { user, pass: gw.secrets.password ?? '' } : undefined,
-    maxConnections: 5,
+    maxConnections: SMTP_CONNECTIONS,
     // Connecting, the greeting and a STARTTLS upgrade share one deadline (connectionTimeout).
     // The idle-socket timer runs from the connect too: a second longer, so a relay that never
     // greets is reported as such (nothing sent) and not as an idle session (mail maybe sent).
@@ -65,6 +68,7 @@ function domainOf(address: string): string {
 
 export const smtpAdapter: ProviderAdapter = {
   kind: 'smtp',
+  callPool: (gw) => ({ key: `smtp:${gw.id}`, size: SMTP_CONNECTIONS }),
   async send(gw, msg, ctx): Promise<SendResult> {
     const c = msg.content;
     if (c.kind !== 'email') return unsupported('SMTP', c.kind);

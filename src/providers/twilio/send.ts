@@ -1,4 +1,4 @@
-import { baseUrl, callProvider, isResponse, retryAfterMs, truncate, type HttpResponse } from '../http.js';
+import { baseUrl, callProvider, isResponse, originPool, retryAfterMs, truncate, type HttpResponse } from '../http.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { ProviderAdapter, SendResult } from '../types.js';
 
@@ -6,6 +6,7 @@ const DEFAULT_BASE = 'https://api.twilio.com';
 
 export const twilioAdapter: ProviderAdapter = {
   kind: 'twilio',
+  callPool: (gw) => originPool(baseUrl(gw.settings, DEFAULT_BASE)),
   async send(gw, msg, ctx) {
     const sid = String(gw.settings.account_sid ?? '');
     const token = gw.secrets.auth_token;

@@ -1,4 +1,4 @@
-import { baseUrl } from '../http.js';
+import { baseUrl, originPool } from '../http.js';
 import { GRAPH_DEFAULT_BASE, graphUrl, postGraph } from '../graph-send.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { OutboundMessage, ProviderAdapter } from '../types.js';
@@ -24,6 +24,7 @@ function buildBody(msg: OutboundMessage): Record<string, unknown> | null {
 
 export const whatsappCloudAdapter: ProviderAdapter = {
   kind: 'whatsapp_cloud',
+  callPool: (gw) => originPool(baseUrl(gw.settings, GRAPH_DEFAULT_BASE)),
   async send(gw, msg, ctx) {
     const token = gw.secrets.access_token;
     if (!token) return missingSecret('access_token');
