@@ -403,7 +403,15 @@ export class Worker {
 
   private readonly runLifeline = () => {
     try {
-      const n = this.queue.lifeline(this.now());
+      // This process's running jobs are alive whatever their leases say (a pause longer than
+      // the lease, a heartbeat that failed): they are renewed first, in the same transaction, so
+      // only jobs that no handler here runs are taken back. One of ours taken back would run
+      // twice at once, and a provider call waiting for a free connection could go out twice.
+      const now = this.now();
+      const [renewed, n] = this.db.sqlite
+        .transaction(() => [this.renewLeases(now), this.queue.lifeline(now)] as const)
+        .immediate();
+      renewed();
       if (n === 0) return;
       this.counters.reclaimed += n;
       this.logger.warn({ workerId: this.id, count: n }, 'lifeline reclaimed jobs whose lease expired');
@@ -417,19 +425,25 @@ export class Worker {
   // reclaimed. A stalled process stops renewing, which is the point.
   private readonly heartbeat = () => {
     if (this.inflight.size === 0) return;
-    const now = this.now();
-    const due = [...this.inflight.values()].filter((r) => r.lockedUntil - now < this.leaseMs / 2);
-    if (due.length === 0) return;
-    const until = now + this.leaseMs;
     try {
-      const renewed = this.db.sqlite
-        .transaction(() => due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until)))
-        .immediate();
-      for (const r of renewed) r.lockedUntil = until;
+      this.db.sqlite.transaction(() => this.renewLeases(this.now())).immediate()();
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'lease renewal failed');
     }
   };
+
+  /**
+   * In the caller's transaction: renews what has run past half its lease. Returns what to note
+   * once that transaction has committed.
+   */
+  private renewLeases(now: number): () => void {
+    const due = [...this.inflight.values()].filter((r) => r.lockedUntil - now < this.leaseMs / 2);
+    const until = now + this.leaseMs;
+    const renewed = due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until));
+    return () => {
+      for (const r of renewed) r.lockedUntil = until;
+    };
+  }
 
   // Shutdown and drain support.
 

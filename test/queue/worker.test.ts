@@ -535,6 +535,37 @@ describe('Worker loop timing', () => {
     expect(b.worker.counters.reclaimed).toBe(0);
     expect(jobRow(t.db, id)).toBeUndefined();
   });
+
+  it('never takes back a job its own handler still runs, after a pause longer than the lease', async () => {
+    const t = tempDb();
+    let pausedMs = 0;
+    const { queue, worker } = makeWorker(t, {
+      leaseMs: 60_000,
+      lifelineIntervalMs: 20,
+      now: () => Date.now() + pausedMs,
+    });
+    let runs = 0;
+    let finish!: () => void;
+    const gate = new Promise<void>((resolve) => (finish = resolve));
+    worker.register('slow', async () => {
+      runs++;
+      await gate;
+      return { type: 'ok' };
+    });
+    const { id } = queue.enqueue({ kind: 'slow' });
+    worker.start();
+    await waitFor(() => runs === 1, 'the job to start');
+    // The process was paused past the lease (a VM suspended, the event loop stalled): the
+    // lifeline's timer fires before the heartbeat's (every 15 s with this lease).
+    pausedMs = 120_000;
+    await sleep(200);
+    expect(worker.counters.reclaimed).toBe(0);
+    expect(runs).toBe(1);
+    finish();
+    await waitFor(() => worker.counters.completed === 1, 'the job to finish');
+    expect(runs).toBe(1);
+    expect(jobRow(t.db, id)).toBeUndefined();
+  });
 });
 
 describe('Worker stop and drain', () => {
