@@ -46,12 +46,20 @@ export function configFor(globals: Globals): Config {
   return loadConfig({ configPath: globals.config, dataDir: globals.dataDir, env: globals.io?.env });
 }
 
+export interface CliOpenOptions {
+  /** false: no schema check at all. */
+  check?: boolean;
+  /** Pending migrations are no reason to refuse (a newer schema still is). */
+  olderSchema?: boolean;
+}
+
 /**
  * Open the data directory for an ordinary command. It never migrates: a schema change is
  * the operator's decision (msgctl migrate) or msgd's at start, not a side effect of
- * `partner list`. A database with pending migrations or a newer schema is refused.
+ * `partner list`. A database with pending migrations or a newer schema is refused;
+ * `olderSchema` lets a command whose writes every schema takes work on an older one.
  */
-export function openCli(globals: Globals, opts: { check?: boolean } = {}): Cli {
+export function openCli(globals: Globals, opts: CliOpenOptions = {}): Cli {
   const io = globals.io ?? processIO();
   const config = configFor(globals);
   const dir = openDataDir(config.dataDir, { create: false, migrate: false, env: io.env });
@@ -60,7 +68,7 @@ export function openCli(globals: Globals, opts: { check?: boolean } = {}): Cli {
       const status = migrationStatus(dir.db);
       // migrate() refuses a too-new database before touching it; it throws the error we want.
       if (status.tooNew) migrate(dir.db);
-      if (status.pending.length) {
+      if (status.pending.length && !opts.olderSchema) {
         throw new AppError(
           'pending_migrations',
           `the database has ${status.pending.length} pending migration(s) (${status.pending.join(', ')}); run "msgctl migrate"`,
@@ -81,7 +89,7 @@ export function openCli(globals: Globals, opts: { check?: boolean } = {}): Cli {
  */
 export function withCli<A extends unknown[]>(
   handler: (cli: Cli, ...args: A) => Result | Promise<Result>,
-  opts: { check?: boolean } = {},
+  opts: CliOpenOptions = {},
 ) {
   return async (...raw: unknown[]) => {
     const cmd = raw[raw.length - 1] as Command;

@@ -145,5 +145,8 @@ export function registerMessages(program: Command) {
       'send the messages a restore held (they were waiting when the backup was taken), flagged possible duplicates',
     )
     .addHelpText('after', examples('msgctl messages list --status queued', 'msgctl messages release-held'))
-    .action(withCli(releaseHeld));
+    // Also before msgctl migrate: rolling an upgrade back restores a backup of the older schema,
+    // which the previous msgd runs; it knows no held jobs, so they are released first. The
+    // release writes only columns every schema has.
+    .action(withCli(releaseHeld, { olderSchema: true }));
 }
