@@ -42,7 +42,7 @@ fieldset { border:1px solid var(--line); border-radius:6px; margin:.6rem 0; }
 .notice.error { border-color:var(--bad); color:var(--bad); background:var(--bad-bg); }
 .notice.ok { border-color:var(--ok); color:var(--ok); background:var(--ok-bg); }
 .notice.secret { border-color:var(--warn); background:var(--warn-bg); color:var(--warn-fg); }
-code.secret { display:block; padding:.5rem; background:var(--bg); border:1px dashed var(--warn); word-break:break-all; font-size:1rem; color:var(--fg); }
+code.secret { display:block; padding:.5rem; background:var(--bg); border:1px dashed var(--warn); white-space:pre-wrap; word-break:break-all; font-size:1rem; color:var(--fg); }
 .cards { display:flex; flex-wrap:wrap; gap:1rem; }
 .card { border:1px solid var(--line); border-radius:8px; padding:.8rem 1rem; min-width:12rem; }
 .card .big { font-size:1.5rem; font-weight:700; }

@@ -127,6 +127,8 @@ describe('two-factor authentication in a browser', () => {
     expect(codes).toHaveLength(10);
     expect(codes.every((c) => /^[a-z2-9]{4}(-[a-z2-9]{4}){3}$/.test(c))).toBe(true);
     expect(new Set(codes).size).toBe(10);
+    // As the user sees them: one code a line, not run together into a paragraph.
+    expect(await page.$eval('#recovery-codes', (e) => (e as HTMLElement).innerText)).toBe(codes.join('\n'));
     // Shown once: the page afterwards has neither the key nor the codes.
     await page.goto(`${s.url}/ui/account/2fa`);
     const after = await page.content();
