@@ -30,10 +30,11 @@ const { setPrice } = await dist('core/prices.js');
 const { topup } = await dist('core/ledger.js');
 const { applyStatus, createOutbound, getMessageState } = await dist('core/messages.js');
 const { issueToken } = await dist('core/tokens.js');
-const { inviteUser } = await dist('core/users.js');
+const { acceptJoinLink, acceptLink, findUserByEmail, inviteUser } = await dist('core/users.js');
 const { parseMoney } = await dist('lib/money.js');
 const chromium = (await import('@sparticuz/chromium')).default;
 const puppeteer = (await import('puppeteer-core')).default;
+const { Secret, TOTP } = await import('otpauth');
 
 const work = mkdtempSync(join(tmpdir(), 'msgd-screens-'));
 const { key, cert } = selfSignedCert(work);
@@ -163,6 +164,12 @@ const { secret: adminLink } = inviteUser(
   'cli:ops',
 );
 inviteUser(ctx, { partner: partner.id, email: 'dev@acme.example', role: 'developer' }, 'user:ann');
+const { secret: billingLink } = inviteUser(
+  ctx,
+  { partner: partner.id, email: 'bill@acme.example', role: 'billing' },
+  'user:ann',
+);
+await acceptLink(ctx, billingLink, 'ledger lamp orbit canyon');
 
 const browser = await puppeteer.launch({
   executablePath: await chromium.executablePath(),
@@ -236,7 +243,23 @@ try {
   await shot('ledger');
   await go('/ui/channels');
   await shot('channels');
+  // Two-factor authentication, set up under Your account: the key as text, as a QR code and a link.
+  // The key is a fresh one of this throwaway data directory, as are the recovery codes.
+  await go('/ui/account/2fa');
+  await submit('form[action="/ui/account/2fa/setup"] button');
+  await page.screenshot({ path: join(out, 'two-factor-setup.png'), fullPage: true });
+  const totp = new TOTP({
+    algorithm: 'SHA1',
+    digits: 6,
+    period: 30,
+    secret: Secret.fromBase32((await page.$eval('#totp-secret', (e) => e.textContent)).replace(/\s/g, '')),
+  });
+  await page.type('#code', totp.generate({ timestamp: Date.now() }));
+  await submit('form[action="/ui/account/2fa/confirm"] button');
+  await shot('recovery-codes');
+  // Who has it on (ann), who has not (bill), nothing yet for an invitation; then require it.
   await go('/ui/users');
+  await submit('form[action="/ui/users/2fa-requirement"] button');
   await shot('users');
   await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
   await go('/ui/overview');
@@ -253,6 +276,27 @@ try {
   await page.$eval('form[action="/ui/tokens"] input[name=_csrf]', (e) => (e.value = 'tampered'));
   await submit('form[action="/ui/tokens"] button');
   await shot('page-expired');
+
+  // Ann works for a second partner too, and a third one's invitation waits for her.
+  const ann = findUserByEmail(ctx, 'ann@acme.example');
+  const globex = createPartner(ctx, { slug: 'globex', name: 'Globex Corp' }, 'cli:ops');
+  const globexJoin = inviteUser(ctx, { partner: globex.id, email: 'ann@acme.example', role: 'developer' }, 'cli:ops');
+  acceptJoinLink(ctx, globexJoin.secret, ann.id);
+  const initech = createPartner(ctx, { slug: 'initech', name: 'Initech' }, 'cli:ops');
+  inviteUser(ctx, { partner: initech.id, email: 'ann@acme.example', role: 'billing' }, 'cli:ops');
+  await submit('form[action="/ui/logout"] button');
+  await go('/ui/login');
+  await page.type('#email', 'ann@acme.example');
+  await page.type('#password', password);
+  await submit('main button[type=submit]');
+  await shot('login-code');
+  // A later 30-second step than the one that confirmed the set-up: a code is never accepted twice.
+  shift += 60_000;
+  await page.type('#code', totp.generate({ timestamp: Date.now() }));
+  await submit('main button[type=submit]');
+  await shot('partners');
+  await submit(`form[action="/ui/partners"]:has(input[value="${partner.id}"]) button`);
+  await shot('partner-switcher');
   process.stdout.write(`screenshots written to ${out}\n`);
 } finally {
   await browser.close();
