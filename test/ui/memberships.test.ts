@@ -37,6 +37,7 @@ const answerShape = (html: string, email: string) =>
     .replace(/<input type="hidden" name="_csrf" value="[^"]*"\/>/g, '')
     .replace(/\/ui\/invite\/[\w-]{43}/g, '/ui/invite/SECRET')
     .replace(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/g, 'TIME')
+    .replace(/dateTime="[^"]*"/g, 'dateTime="TIME"')
     .replaceAll(email, 'EMAIL')
     .replace(/<tbody>.*<\/tbody>/s, '');
 

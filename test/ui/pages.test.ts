@@ -25,6 +25,28 @@ afterAll(async () => {
 const rowsOf = (html: string) => [...html.matchAll(/<tr><td><a href="\/ui\/messages\/(msg_\w+)"/g)].map((m) => m[1]);
 
 describe('console pages', () => {
+  it('every moment a page prints is a <time> element, which the script shows in the browser zone too', async () => {
+    storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550777', text: 'a moment' });
+    await admin.get('/ui/users');
+    const invited = await admin.post('/ui/users', { email: 'later@acme.example', role: 'developer' });
+    const moment = /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/;
+    expect(invited.text).toContain('later@acme.example');
+    expect(invited.text.replace(/<time [^>]*>.*?<\/time>/g, '')).not.toMatch(moment);
+    for (const path of [
+      '/ui',
+      '/ui/messages',
+      '/ui/ledger',
+      '/ui/tokens',
+      '/ui/webhooks',
+      '/ui/users',
+      '/ui/account',
+    ]) {
+      const html = (await admin.get(path)).text;
+      const outside = html.replace(/<time [^>]*>.*?<\/time>/g, '');
+      expect(outside, path).not.toMatch(moment);
+    }
+  });
+
   it('Messages filters by status and recipient, pages by cursor, and refuses a bad date with 400', async () => {
     const made = [];
     for (let i = 0; i < 55; i++)

@@ -4,7 +4,7 @@ import { declineInvitation } from '../../core/users.js';
 import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { csrfToken, field, form, personFor, query, type Ui } from '../context.js';
-import { Csrf, Notice, Page, sendPage, utc } from '../layout.js';
+import { Csrf, Notice, Page, sendPage, When } from '../layout.js';
 
 // The partner picker: a person of several partners picks the one to work in (and switches from
 // the header), and sees the invitations waiting for them (declined here, accepted through their
@@ -71,7 +71,9 @@ export const partnerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
                 <tr key={m.partner_id}>
                   <td>{m.partner_name}</td>
                   <td>{m.role}</td>
-                  <td>{utc(m.created_at)}</td>
+                  <td>
+                    <When ms={m.created_at} />
+                  </td>
                   <td>
                     <span className="muted">Accept it through the link it came with. </span>
                     <form

@@ -17,7 +17,7 @@ import { getUser, mayLogIn } from '../../core/users.js';
 import { AppError } from '../../lib/errors.js';
 import { clearCookie, readCookie } from '../cookies.js';
 import { csrfToken, field, form, personFor, type Ui } from '../context.js';
-import { Csrf, Notice, Page, ShownOnce, sendPage, utc } from '../layout.js';
+import { Csrf, Notice, Page, ShownOnce, sendPage, When } from '../layout.js';
 import { ENROL_PATH, loginSteps } from '../login-steps.js';
 
 // Two-factor authentication in the console: the code step of a login, and its page under Your
@@ -177,7 +177,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
         ) : on ? (
           <>
             <p>
-              Two-factor authentication is on since {utc(row.totp_enabled_at)}. Recovery codes left:{' '}
+              Two-factor authentication is on since <When ms={row.totp_enabled_at} />. Recovery codes left:{' '}
               <strong id="recovery-left">{recoveryCodesLeft(rt.ctx, person.userId)}</strong> of {RECOVERY_CODES}.
             </p>
             <h2>Turn it off</h2>

@@ -15,7 +15,7 @@ import { setTwoFactorRequired } from '../../core/two-factor.js';
 import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { actorOf, field, form, type Ui } from '../context.js';
-import { Csrf, Notice, ShownOnce, utc } from '../layout.js';
+import { Csrf, Notice, ShownOnce, When } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';
 
 // Users (admins only): the partner's members. Invite with a role (a one-time link, shown once,
@@ -49,7 +49,7 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
             intro={
               <>
                 Send this link to <strong>{msg.link.member.email}</strong> ({msg.link.member.role}). It works once,
-                until {utc(msg.link.expiresAt)}, and is not shown again.
+                until <When ms={msg.link.expiresAt} />, and is not shown again.
               </>
             }
           />
@@ -80,7 +80,9 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
                   </td>
                   <td>{u.status === 'pending' ? '' : u.two_factor ? 'on' : 'off'}</td>
                   {/* Until the invitation is accepted, nothing of the person shows: they may use msgd elsewhere. */}
-                  <td>{utc(u.status === 'pending' ? null : u.last_login_at)}</td>
+                  <td>
+                    <When ms={u.status === 'pending' ? null : u.last_login_at} />
+                  </td>
                   <td>
                     {u.user_id !== p.user.userId && (
                       <>
