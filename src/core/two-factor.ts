@@ -38,7 +38,7 @@ const totpFor = (secretBase32: string, label: string) =>
 export const twoFactorOn = (user: Pick<UserRow, 'totp_enabled_at'>) => user.totp_enabled_at !== null;
 
 /**
- * Whether this session's user must enrol before doing anything else: their partner requires
+ * Whether the session's user must enrol before doing anything else: their partner requires
  * two-factor authentication and they have not turned it on. The one place the rule is decided.
  */
 export function enrolmentRequired(ctx: CoreCtx, userId: string, partnerId: string): boolean {

@@ -70,7 +70,7 @@ export function createSession(
   return { secret, id, partnerId };
 }
 
-/** Work in another of the person's partners in this session; 404 for a partner they may not open. */
+/** Work in another of the person's partners in the current session; 404 for a partner they may not open. */
 export function selectPartner(ctx: CoreCtx, session: SessionPerson, partnerId: string): void {
   if (!membershipsOf(ctx, session.userId).some((m) => m.status === 'active' && m.partner_id === partnerId))
     throw notFound('partner', partnerId);

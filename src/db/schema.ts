@@ -582,7 +582,7 @@ export const uiSessions = sqliteTable(
     userId: text('user_id')
       .notNull()
       .references(() => users.id),
-    /** The partner picked for this session; null until one is picked. */
+    /** The partner picked for the session; null until one is picked. */
     partnerId: text('partner_id').references(() => partners.id),
     createdAt: integer('created_at').notNull(),
     lastSeenAt: integer('last_seen_at').notNull(),

@@ -42,7 +42,7 @@ export class Flash {
     return key;
   }
 
-  /** The note kept for this session, page and key, removed as it is read; null when none. */
+  /** The note kept for the session, page and key, removed as it is read; null when none. */
   take(sessionId: string, path: string, key: string | undefined): FlashNote | null {
     if (!key) return null;
     const list = this.bySession.get(sessionId);
