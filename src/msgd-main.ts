@@ -77,8 +77,14 @@ async function serve(opts: { config?: string; dataDir?: string; host?: string; p
       limit,
     ).unref();
     server.close().then(
-      () => exit(0),
-      (e) => exit(1, `msgd: shutdown failed: ${e?.message ?? e}\n`),
+      async () => {
+        await server.logSink?.flushBeforeExit();
+        exit(0);
+      },
+      async (e) => {
+        await server.logSink?.flushBeforeExit();
+        exit(1, `msgd: shutdown failed: ${e?.message ?? e}\n`);
+      },
     );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));

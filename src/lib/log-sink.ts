@@ -89,6 +89,19 @@ export class LogSink {
     }
   }
 
+  /**
+   * Before a clean exit: let the write in flight and the lines behind it go out in order, for at
+   * most `deadlineMs`, then write what is left at once. A synchronous write made while an
+   * asynchronous one is still in flight can land before it, putting "msgd stopped" above
+   * "msgd shutting down".
+   */
+  async flushBeforeExit(deadlineMs = 500): Promise<void> {
+    const deadline = Date.now() + deadlineMs;
+    while ((this.writing || this.busyTimer !== null) && this.failedCode === null && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 2));
+    this.flushSync(Math.max(0, deadline - Date.now()));
+  }
+
   /** Stop the retry timer (the process is exiting or the sink is replaced). */
   close(): void {
     if (this.retryTimer) clearTimeout(this.retryTimer);
