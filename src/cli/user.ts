@@ -9,6 +9,7 @@ import {
   listMembers,
   memberJson,
   memberState,
+  otherPartners,
   removeUser,
   resetUser,
   setUserStatus,
@@ -37,7 +38,7 @@ function linkResult(cli: Cli, issued: IssuedLink, verb: string): Result {
   const { base, warning } = consoleBase(cli.config);
   const url = `${base}/ui/invite/${issued.secret}`;
   const { member, partner } = issued;
-  const others = otherMemberships(cli, member.user_id, partner.id);
+  const others = otherPartners(cli.ctx, member.user_id, partner.id);
   return {
     json: {
       ...memberJson(member),
@@ -66,14 +67,6 @@ function linkResult(cli: Cli, issued: IssuedLink, verb: string): Result {
       ...(warning ? [`warning: ${warning}`] : []),
     ],
   };
-}
-
-function otherMemberships(cli: Cli, userId: string, partnerId: string): number {
-  return (
-    cli.ctx.db.sqlite
-      .prepare('SELECT COUNT(*) AS n FROM memberships WHERE user_id = ? AND partner_id <> ?')
-      .get(userId, partnerId) as { n: number }
-  ).n;
 }
 
 function invite(cli: Cli, partnerRef: string, email: string, opts: { role: string }): Result {

@@ -100,7 +100,7 @@ export function listMembers(ctx: CoreCtx, partnerId: string): Member[] {
 }
 
 /** The other partners a person belongs to (in any state), for the operator's notices. */
-function otherPartners(ctx: CoreCtx, userId: string, partnerId: string): number {
+export function otherPartners(ctx: CoreCtx, userId: string, partnerId: string): number {
   return stmt<[string, string], { n: number }>(
     ctx.db.sqlite,
     'SELECT COUNT(*) AS n FROM memberships WHERE user_id = ? AND partner_id <> ?',

@@ -40,11 +40,10 @@ export function holdRestoredDispatches(ctx: CoreCtx, queue: JobQueue): number {
 
 /** The messages a restore holds, still held. */
 export function countHeldMessages(ctx: CoreCtx): number {
-  return (
-    ctx.db.sqlite
-      .prepare(`SELECT COUNT(*) AS n FROM messages WHERE status = 'queued' AND error_code = ?`)
-      .get(HELD_AFTER_RESTORE) as { n: number }
-  ).n;
+  return stmt<[string], { n: number }>(
+    ctx.db.sqlite,
+    `SELECT COUNT(*) AS n FROM messages WHERE status = 'queued' AND error_code = ?`,
+  ).get(HELD_AFTER_RESTORE)!.n;
 }
 
 /**
