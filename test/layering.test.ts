@@ -57,12 +57,13 @@ describe('the dependency rule', () => {
     expect(ALL.some((i) => i.file === 'core/send.ts' && !i.local && i.target === 'better-sqlite3')).toBe(true);
   });
 
-  it('core imports no queue, jobs, providers, webhooks or surface, and no fastify, commander, ink or react', () => {
+  it('core imports no queue, jobs, providers, webhooks (in or out) or surface, and no fastify, commander, ink or react', () => {
     const above = [
       'queue',
       'jobs',
       'providers',
-      'webhooks',
+      'webhooks-in',
+      'webhooks-out',
       'http',
       'ui',
       'cli',
@@ -92,7 +93,7 @@ describe('the dependency rule', () => {
     expect(show(from('tui').filter((i) => i.local && folderOf(i.target) === 'cli'))).toEqual([]);
     const tui = from('tui').map((i) => i.target);
     expect(tui).toContain('jobs/dead-jobs');
-    expect(tui).toContain('jobs/webhook-reprocess');
+    expect(tui).toContain('webhooks-in/reprocess');
     // No queue write of its own: what it writes to the queue goes through jobs/.
     const queueUse = files(join(SRC, 'tui'))
       .filter((p) => /new JobQueue|\.retryDead\(|enqueue\w*\(/.test(readFileSync(p, 'utf8')))

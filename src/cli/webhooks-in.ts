@@ -3,11 +3,11 @@ import type { Command } from 'commander';
 import { listGateways } from '../core/gateways.js';
 import { listWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
 import { WEBHOOK_PROVIDERS } from '../providers/webhooks.js';
-import { recentAttempts } from '../webhooks/store.js';
+import { recentAttempts } from '../webhooks-out/store.js';
 import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
-import { reprocessWebhooks } from '../jobs/webhook-reprocess.js';
+import { reprocessWebhooks } from '../webhooks-in/reprocess.js';
 import { examples } from './help.js';
 import type { CliWritable } from './io.js';
 import { table, terminalSafe, when, type Result } from './output.js';
@@ -255,7 +255,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
 }
 
 /**
- * Process stored webhooks again (src/jobs/webhook-reprocess.ts), after the operator fixed what
+ * Process stored webhooks again (src/webhooks-in/reprocess.ts), after the operator fixed what
  * made them unroutable: the provider got its 200 and will not resend.
  */
 export function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?: string }): Result {

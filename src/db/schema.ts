@@ -257,7 +257,7 @@ export const messages = sqliteTable(
     // Partial: only failed messages (core/statuses.ts FAILURE_STATUSES), so a filter on a
     // failure answers from one short range. A send (queued) and a delivery write no entry;
     // a message enters it when it fails, and leaves it if proof of delivery comes later.
-    // The list must repeat this WHERE to use it (core/messages-api.ts FAILED_WHERE).
+    // The list must repeat this WHERE to use it (core/message-list.ts FAILED_WHERE).
     index('messages_partner_failed')
       .on(t.partnerId, t.id)
       .where(sql`status IN ('failed', 'undelivered', 'bounced', 'dropped')`),

@@ -3,7 +3,7 @@ import {
   conversationsQuery,
   type ConversationFilter,
   type ConversationSort,
-} from '../../src/core/conversations-api.js';
+} from '../../src/core/conversation-list.js';
 import { conversationOut, conversationWithMessages, pageOf } from '../../src/http/schemas/v1.js';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, seedConversations, startV1 } from './helpers.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChannelType, CoreCtx } from '../../src/core/context.js';
 import { createInbound, createOutbound } from '../../src/core/messages.js';
-import { SCAN_LIMIT } from '../../src/core/messages-api.js';
+import { SCAN_LIMIT } from '../../src/core/message-list.js';
 import { messageOut, pageOf } from '../../src/http/schemas/v1.js';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';

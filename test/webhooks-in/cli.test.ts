@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { webhookRetentionTask } from '../../src/jobs/webhook-process.js';
+import { webhookRetentionTask } from '../../src/webhooks-in/process.js';
 import { metaHeaders, postWebhook, waInbound } from '../fakes/webhook-senders.js';
 import { cleanEnv, MSGCTL, runCli, startCli } from '../helpers/cli.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';

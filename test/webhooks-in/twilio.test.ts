@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
 import { listWebhookLog, reopenWebhookLog } from '../../src/core/webhook-log.js';
 import { EMPTY_TWIML } from '../../src/http/routes/webhooks-in.js';
-import { enqueueWebhookProcessing } from '../../src/jobs/webhook-intake.js';
+import { enqueueWebhookProcessing } from '../../src/webhooks-in/intake.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { postWebhook, twilioForm, twilioHeaders, twilioSign, type TwilioParams } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getMessageRow, messageHistory } from '../../src/core/messages.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, metaHeaders, postWebhook, waInbound, waStatuses, type WaStatus } from '../fakes/webhook-senders.js';
-import { waitForMessageMs } from '../../src/jobs/webhook-process.js';
+import { waitForMessageMs } from '../../src/webhooks-in/process.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { processed, row } from '../helpers/webhook-log.js';
 import { waitFor } from '../helpers/wait.js';

@@ -8,14 +8,14 @@ import {
   nextDelayMs,
   parseRetryAfter,
   scheduleSpanMs,
-} from '../../src/webhooks/schedule.js';
+} from '../../src/webhooks-out/schedule.js';
 import {
   PreparedSecrets,
   msgdSignature,
   signatureHeaders,
   standardKey,
   standardSignature,
-} from '../../src/webhooks/signing.js';
+} from '../../src/webhooks-out/signing.js';
 import { configSchema } from '../../src/config/schema.js';
 
 describe('signatures', () => {

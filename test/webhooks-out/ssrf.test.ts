@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint } from '../../src/core/endpoints.js';
-import { forbiddenReason } from '../../src/webhooks/ssrf.js';
+import { forbiddenReason } from '../../src/webhooks-out/ssrf.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';

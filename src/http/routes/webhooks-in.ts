@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../jobs/webhook-intake.js';
+import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../webhooks-in/intake.js';
 import type { Runtime } from '../../runtime.js';
 import { META_KINDS } from '../../core/gateway-kinds.js';
 import { FailureLog } from '../../lib/failure-log.js';

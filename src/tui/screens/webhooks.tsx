@@ -2,7 +2,7 @@ import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useMemo, useRef, useState } from 'react';
 import { WEBHOOK_PROVIDERS } from '../../providers/webhooks.js';
-import { reprocessWebhooks } from '../../jobs/webhook-reprocess.js';
+import { reprocessWebhooks } from '../../webhooks-in/reprocess.js';
 import { Flash, Table, visibleRows } from '../components.js';
 import { gatewayNames, webhookDetail, type TailRow } from '../data/tail.js';
 import { describeEvents, eventNote } from '../data/webhook-events.js';

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { partnerChannels } from '../../core/channels-api.js';
+import { partnerChannels } from '../../core/channel-health.js';
 import type { Ui } from '../context.js';
 import { When } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';

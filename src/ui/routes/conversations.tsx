@@ -5,7 +5,7 @@ import {
   conversationMessages,
   getConversation,
   listConversations,
-} from '../../core/conversations-api.js';
+} from '../../core/conversation-list.js';
 import { decodeCursor, encodeCursor } from '../../http/pagination.js';
 import { query, type Ui } from '../context.js';
 import { Notice, Pager, When } from '../layout.js';

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { CHANNEL_TYPES, type ChannelType } from '../../core/context.js';
 import { contentText, type MessageContent } from '../../core/message-content.js';
 import { getMessageRow, messageHistory, type MessageRow } from '../../core/messages.js';
-import { findMessages, listMessages, type MessageFilter } from '../../core/messages-api.js';
+import { findMessages, listMessages, type MessageFilter } from '../../core/message-list.js';
 import { MESSAGE_STATUSES, type MessageStatus } from '../../core/statuses.js';
 import { decodeCursor, encodeCursor } from '../../http/pagination.js';
 import { invalid } from '../../lib/errors.js';

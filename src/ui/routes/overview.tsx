@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { partnerChannels } from '../../core/channels-api.js';
+import { partnerChannels } from '../../core/channel-health.js';
 import type { ChannelType } from '../../core/context.js';
 import { listAllEndpoints } from '../../core/endpoints.js';
 import { statusCounts } from '../../core/message-stats.js';

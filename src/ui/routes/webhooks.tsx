@@ -11,10 +11,10 @@ import {
 import { EVENT_TYPES, type EventType } from '../../core/events.js';
 import { statusFor } from '../../http/errors.js';
 import { AppError } from '../../lib/errors.js';
-import { replayEvent, sendTestEvent } from '../../webhooks/replay.js';
-import { checkEndpointUrl } from '../../webhooks/ssrf.js';
-import { BASE_HEADERS } from '../../webhooks/client.js';
-import { shownSignatureHeaders } from '../../webhooks/signing.js';
+import { replayEvent, sendTestEvent } from '../../webhooks-out/replay.js';
+import { checkEndpointUrl } from '../../webhooks-out/ssrf.js';
+import { BASE_HEADERS } from '../../webhooks-out/client.js';
+import { shownSignatureHeaders } from '../../webhooks-out/signing.js';
 import {
   DELIVERY_OUTCOMES,
   getDelivery,
@@ -22,7 +22,7 @@ import {
   listEndpointDeliveries,
   loadForAttempt,
   type DeliveryOutcome,
-} from '../../webhooks/store.js';
+} from '../../webhooks-out/store.js';
 import { field, fields, form, query, redirectWithNote, takeNote, type Ui } from '../context.js';
 import { idTime } from '../../lib/id-time.js';
 import type { FlashNote } from '../flash.js';

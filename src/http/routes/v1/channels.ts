@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { partnerChannels } from '../../../core/channels-api.js';
+import { partnerChannels } from '../../../core/channel-health.js';
 import type { Runtime } from '../../../runtime.js';
 import { channelOut } from '../../schemas/v1.js';
 import { SECURITY, principalOf, requireScope, responses } from './common.js';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { contactJson } from '../../../core/contacts.js';
-import { getContact, listContacts, upsertContact } from '../../../core/contacts-api.js';
+import { getContact, listContacts, upsertContact } from '../../../core/contact-book.js';
 import type { Runtime } from '../../../runtime.js';
 import { decodeCursor, page } from '../../pagination.js';
 import { contactOut, contactUpsert, contactsQuery, idParams, pageOf } from '../../schemas/v1.js';

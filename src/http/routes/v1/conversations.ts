@@ -9,7 +9,7 @@ import {
   listConversations,
   type ConversationListRow,
   type ConversationSort,
-} from '../../../core/conversations-api.js';
+} from '../../../core/conversation-list.js';
 import { messageJson } from '../../../core/messages.js';
 import type { Runtime } from '../../../runtime.js';
 import { decodeCursor, page } from '../../pagination.js';

@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ChannelType } from '../../../core/context.js';
 import { getMessageRow, messageHistory, messageJson } from '../../../core/messages.js';
-import { listMessages } from '../../../core/messages-api.js';
+import { listMessages } from '../../../core/message-list.js';
 import type { MessageStatus } from '../../../core/statuses.js';
 import type { Runtime } from '../../../runtime.js';
 import { CHANNEL_TYPES } from '../../../core/context.js';

@@ -12,8 +12,8 @@ import {
 import type { EventType } from '../../../core/events.js';
 import { AppError } from '../../../lib/errors.js';
 import type { Runtime } from '../../../runtime.js';
-import { sendTestEvent } from '../../../webhooks/replay.js';
-import { checkEndpointUrl } from '../../../webhooks/ssrf.js';
+import { sendTestEvent } from '../../../webhooks-out/replay.js';
+import { checkEndpointUrl } from '../../../webhooks-out/ssrf.js';
 import { decodeCursor, page } from '../../pagination.js';
 import {
   idParams,

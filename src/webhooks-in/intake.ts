@@ -13,7 +13,7 @@ import {
   type WebhookHandler,
   type WebhookProvider,
 } from '../providers/webhooks.js';
-import type { GatewayBook } from './gateway-book.js';
+import type { GatewayBook } from '../jobs/gateway-book.js';
 import type { JobQueue } from '../queue/queue.js';
 
 // Intake of a provider webhook: recognise the provider, verify the signature over the raw

@@ -2,7 +2,7 @@ import type { CoreCtx } from '../core/context.js';
 import { getWebhookLog, reopenWebhookLog, unroutableWebhookLog, type WebhookLogRow } from '../core/webhook-log.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { JobQueue } from '../queue/queue.js';
-import { enqueueWebhookProcessing } from './webhook-intake.js';
+import { enqueueWebhookProcessing } from './intake.js';
 
 // The operator's "process these stored webhooks again" (msgctl webhooks reprocess, the
 // console's webhook tail), after fixing what made them unroutable (a channel not yet assigned,

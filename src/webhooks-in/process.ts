@@ -15,13 +15,13 @@ import { postSandboxReport } from '../providers/sandbox/report.js';
 import { parseStoredWebhook, type WebhookHandler } from '../providers/webhooks.js';
 import type { Logger } from 'pino';
 import { FailureLog } from '../lib/failure-log.js';
-import { SANDBOX_REPORT_JOB } from './dispatch.js';
-import type { MaintenanceTask } from './maintenance.js';
+import { SANDBOX_REPORT_JOB } from '../jobs/dispatch.js';
+import type { MaintenanceTask } from '../jobs/maintenance.js';
 import type { Job, JobQueue } from '../queue/queue.js';
 import type { Worker } from '../queue/worker.js';
 import { errorMessage, type JobResult } from '../queue/settle.js';
-import type { GatewayBook } from './gateway-book.js';
-import { WEBHOOK_PROCESS_JOB, enqueueWebhookProcessing } from './webhook-intake.js';
+import type { GatewayBook } from '../jobs/gateway-book.js';
+import { WEBHOOK_PROCESS_JOB, enqueueWebhookProcessing } from './intake.js';
 
 // The jobs behind the inbound webhook endpoints: processing stored webhooks (dedupe, route,
 // apply) and the sandbox's delivery report. Processing applies inside the worker's batch
