@@ -4,12 +4,14 @@ import type { Command } from 'commander';
 import { listChannels } from '../core/channels.js';
 import type { CoreCtx, GatewayKind } from '../core/context.js';
 import { GRAPH_API_VERSION, META_KINDS } from '../core/gateway-kinds.js';
-import { getGateway, type GatewayView } from '../core/gateways.js';
+import { getGateway, listGatewaySummaries, type GatewayView } from '../core/gateways.js';
 import { verifyLedger } from '../core/ledger.js';
+import { listPartners } from '../core/partners.js';
 import { listPrices } from '../core/prices.js';
 import { countHeldMessages } from '../jobs/restore-hold.js';
 import { DB_FILE, keyFileMode, openDataDir, type DataDir } from '../db/datadir.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
+import { checkIntegrity } from '../db/open.js';
 import { configFileFor } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { readHeartbeat, readServerConfigFile, serverState } from '../core/counter-store.js';
@@ -71,10 +73,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
 
   const gateways: GatewayView[] = [];
   const unreadable: string[] = [];
-  for (const { id, name } of ctx.db.sqlite.prepare('SELECT id, name FROM gateways ORDER BY name').all() as {
-    id: string;
-    name: string;
-  }[]) {
+  for (const { id, name } of listGatewaySummaries(ctx)) {
     try {
       gateways.push(getGateway(ctx, id));
     } catch (e) {
@@ -150,12 +149,7 @@ function schemaChecks(ctx: CoreCtx): Check[] {
   }
 
   const channels = listChannels(ctx);
-  const slugs = new Map(
-    (ctx.db.sqlite.prepare('SELECT id, slug FROM partners').all() as { id: string; slug: string }[]).map((p) => [
-      p.id,
-      p.slug,
-    ]),
-  );
+  const slugs = new Map(listPartners(ctx).map((p) => [p.id, p.slug]));
   const priced = new Set(listPrices(ctx).map((p) => `${p.channel_type}/${p.partner_id}`));
   const free = channels.filter((c) => !priced.has(`${c.type}/${c.partner_id}`) && !priced.has(`${c.type}/`));
   checks.push(
@@ -272,13 +266,11 @@ export function inspect(
   }
   try {
     checks.push(keyCheck(dd));
-    const integrity = dd.db.sqlite.pragma(opts.integrity === 'full' ? 'integrity_check' : 'quick_check', {
-      simple: true,
-    });
+    const integrity = checkIntegrity(dd.db, opts.integrity === 'full');
     checks.push({
       name: 'database',
       status: integrity === 'ok' ? 'ok' : 'fail',
-      message: `${dd.db.path}: ${integrity === 'ok' ? 'integrity ok' : String(integrity)}`,
+      message: `${dd.db.path}: ${integrity === 'ok' ? 'integrity ok' : integrity}`,
     });
     const status = migrationStatus(dd.db);
     if (status.tooNew) {

@@ -263,6 +263,18 @@ export function listGateways(ctx: CoreCtx): GatewayView[] {
     .map((r) => viewWithSecretNames(ctx, r));
 }
 
+export type GatewaySummary = Pick<GatewayRow, 'id' | 'name' | 'kind' | 'status'>;
+
+/** Every gateway by name, without opening its secrets (a wrong master key cannot fail it). */
+export function listGatewaySummaries(ctx: CoreCtx): GatewaySummary[] {
+  return stmt<[], GatewaySummary>(ctx.db.sqlite, 'SELECT id, name, kind, status FROM gateways ORDER BY name').all();
+}
+
+/** Gateway names by id, without opening their secrets. */
+export function gatewayNames(ctx: CoreCtx): Map<string, string> {
+  return new Map(listGatewaySummaries(ctx).map((g) => [g.id, g.name]));
+}
+
 /** Throws the conflict that refuses removing a gateway an active channel still uses. */
 export function assertGatewayRemovable(ctx: CoreCtx, ref: string): GatewayRow {
   const row = getGatewayRow(ctx, ref);

@@ -57,3 +57,11 @@ export function openDb(path: string, opts: OpenOptions = {}): Db {
 export function checkpoint(db: Db, mode: 'PASSIVE' | 'TRUNCATE' = 'PASSIVE') {
   return db.sqlite.pragma(`wal_checkpoint(${mode})`);
 }
+
+/**
+ * SQLite's own check of the file: 'ok', or the first problem it found. `full` runs
+ * integrity_check (every index against its table), else the faster quick_check.
+ */
+export function checkIntegrity(db: Db, full = false): string {
+  return String(db.sqlite.pragma(full ? 'integrity_check' : 'quick_check', { simple: true }));
+}
