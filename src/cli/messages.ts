@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
-import { getMessageRow, messageHistory, messageJson, type MessageRow } from '../core/messages.js';
-import { FAILURE_STATUSES, STATUS_RANK } from '../core/statuses.js';
+import { listOperatorMessages } from '../core/message-reads.js';
+import { getMessageRow, messageHistory, messageJson } from '../core/messages.js';
+import { STATUS_RANK, type MessageStatus } from '../core/statuses.js';
 import { releaseHeldDispatches } from '../jobs/restore-hold.js';
 import { notFound } from '../lib/errors.js';
 import { JobQueue } from '../queue/queue.js';
@@ -18,26 +19,16 @@ function list(
   cli: Cli,
   opts: { partner?: string; status?: string; uncertain?: boolean; failed?: boolean; limit: number },
 ): Result {
-  const where: string[] = [];
-  const args: unknown[] = [];
-  if (opts.partner) {
-    where.push('partner_id = ?');
-    args.push(getPartner(cli.ctx, opts.partner).id);
-  }
-  if (opts.status) {
-    const known = Object.keys(STATUS_RANK);
-    if (!known.includes(opts.status)) throw new UsageError(`--status must be one of ${known.join(', ')}`);
-    where.push('status = ?');
-    args.push(opts.status);
-  }
-  if (opts.failed) {
-    where.push(`status IN (${FAILURE_STATUSES.map(() => '?').join(', ')})`);
-    args.push(...FAILURE_STATUSES);
-  }
-  if (opts.uncertain) where.push('dispatch_uncertain = 1');
-  const rows = cli.ctx.db.sqlite
-    .prepare(`SELECT * FROM messages ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`)
-    .all(...args, Math.min(opts.limit, 1000)) as MessageRow[];
+  const partnerId = opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined;
+  const known = Object.keys(STATUS_RANK);
+  if (opts.status && !known.includes(opts.status)) throw new UsageError(`--status must be one of ${known.join(', ')}`);
+  const rows = listOperatorMessages(cli.ctx, {
+    partnerId,
+    status: opts.status as MessageStatus | undefined,
+    failed: opts.failed,
+    uncertain: opts.uncertain,
+    limit: opts.limit,
+  });
   return {
     json: { data: rows.map((m) => messageJson(m)) },
     text: rows.length
