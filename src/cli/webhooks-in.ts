@@ -1,9 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { listGateways } from '../core/gateways.js';
-import { listWebhookLog, webhookLogJson, type WebhookLogFilter, type WebhookLogRow } from '../core/webhook-log.js';
+import {
+  listWebhookLog,
+  newestWebhookLogId,
+  pendingWebhookLogIds,
+  settledWebhookLogs,
+  webhookLogJson,
+  type WebhookLogFilter,
+  type WebhookLogRow,
+} from '../core/webhook-log.js';
 import { WEBHOOK_PROVIDERS } from '../providers/webhooks.js';
-import { recentAttempts } from '../webhooks-out/store.js';
+import { newestAttemptId, recentAttempts } from '../webhooks-out/store.js';
 import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
@@ -188,15 +196,8 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   };
   const initial = listWebhookLog(cli.ctx, { ...filter, limit: Math.min(opts.limit, 10_000), latest: true }) as Row[];
   for (const r of initial) print(r);
-  const newest = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM provider_webhooks').get() as {
-    id: string | null;
-  };
-  let cursor = newest.id ?? '';
-  const lastAttempt = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM webhook_attempts').get() as {
-    id: number | null;
-  };
-  let attemptCursor = lastAttempt.id ?? 0;
-  const newAttempts = cli.ctx.db.sqlite.prepare('SELECT MAX(id) AS id FROM webhook_attempts');
+  let cursor = newestWebhookLogId(cli.ctx) ?? '';
+  let attemptCursor = newestAttemptId(cli.ctx) ?? 0;
 
   const ctrl = new AbortController();
   const onSigint = () => ctrl.abort();
@@ -209,18 +210,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   // Rows already pending when we started are behind the cursor: watch them too, or a status
   // waiting for its message would never be shown settled (and never at all with --failed).
   // Pending rows are recent (processing waits at most about a minute), so only those are read.
-  const pendingSince = cli.ctx.db.sqlite
-    .prepare(
-      `SELECT id FROM provider_webhooks WHERE received_at >= ? AND processing = 'pending' AND id <= ? ORDER BY id LIMIT 10000`,
-    )
-    .all(Date.now() - PENDING_LOOKBACK_MS, cursor) as { id: string }[];
-  for (const { id } of pendingSince) watching.add(id);
-  const settledAmong = (ids: string[]) =>
-    cli.ctx.db.sqlite
-      .prepare(
-        `SELECT *, length(body) AS body_bytes FROM provider_webhooks WHERE id IN (${ids.map(() => '?').join(',')}) AND processing <> 'pending' ORDER BY id`,
-      )
-      .all(...ids) as Row[];
+  for (const id of pendingWebhookLogIds(cli.ctx, Date.now() - PENDING_LOOKBACK_MS, cursor)) watching.add(id);
   try {
     while (!signal.aborted) {
       await sleep(pollMs, undefined, { signal }).catch(() => {});
@@ -228,7 +218,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
       const rows = listWebhookLog(cli.ctx, { ...sqlFilter, afterId: cursor, limit: 1000 }) as Row[];
       if (rows.some((r) => r.gateway_id && !names.has(r.gateway_id))) names = gatewayNames(cli);
       if (watching.size) {
-        for (const r of settledAmong([...watching].slice(0, 500))) {
+        for (const r of settledWebhookLogs(cli.ctx, [...watching].slice(0, 500))) {
           watching.delete(r.id);
           print(r);
         }
@@ -240,7 +230,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
         if (!(opts.failed && r.processing === 'pending')) print(r);
         cursor = r.id;
       }
-      if (opts.outbound && (newAttempts.get() as { id: number | null }).id! > attemptCursor) {
+      if (opts.outbound && (newestAttemptId(cli.ctx) ?? 0) > attemptCursor) {
         const fresh = recentAttempts(cli.ctx, { limit: 1000 })
           .filter((a) => a.id > attemptCursor)
           .reverse();

@@ -106,6 +106,32 @@ export function listWebhookLog(ctx: CoreCtx, f: WebhookLogFilter): WebhookLogRow
   return f.latest ? rows.reverse() : rows;
 }
 
+/** The newest row's id (ids sort by time), or null on an empty log. */
+export function newestWebhookLogId(ctx: CoreCtx): string | null {
+  return stmt<[], { id: string | null }>(ctx.db.sqlite, 'SELECT MAX(id) AS id FROM provider_webhooks').get()!.id;
+}
+
+/** Ids of rows up to `upToId` still pending, received at or after `since`, oldest first (at most 10,000). */
+export function pendingWebhookLogIds(ctx: CoreCtx, since: number, upToId: string): string[] {
+  return stmt<[number, string], { id: string }>(
+    ctx.db.sqlite,
+    `SELECT id FROM provider_webhooks WHERE received_at >= ? AND processing = 'pending' AND id <= ? ORDER BY id LIMIT 10000`,
+  )
+    .all(since, upToId)
+    .map((r) => r.id);
+}
+
+/** Those of these rows that are no longer pending, whole (with body_bytes), oldest first. */
+export function settledWebhookLogs(ctx: CoreCtx, ids: string[]): (WebhookLogRow & { body_bytes: number })[] {
+  if (ids.length === 0) return [];
+  // json_each: one statement text for any number of ids.
+  return stmt<[string], WebhookLogRow & { body_bytes: number }>(
+    ctx.db.sqlite,
+    `SELECT *, length(body) AS body_bytes FROM provider_webhooks
+      WHERE id IN (SELECT value FROM json_each(?)) AND processing <> 'pending' ORDER BY id`,
+  ).all(JSON.stringify(ids));
+}
+
 export function webhookLogJson(r: WebhookLogRow & { body_bytes?: number | null }) {
   return {
     id: r.id,

@@ -258,6 +258,11 @@ export function getDelivery(ctx: CoreCtx, id: string): DeliveryRow | undefined {
   return stmt<[string], DeliveryRow>(ctx.db.sqlite, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(id);
 }
 
+/** The newest attempt's id, or null before the first. */
+export function newestAttemptId(ctx: CoreCtx): number | null {
+  return stmt<[], { id: number | null }>(ctx.db.sqlite, 'SELECT MAX(id) AS id FROM webhook_attempts').get()!.id;
+}
+
 export function listAttempts(ctx: CoreCtx, deliveryId: string): AttemptRow[] {
   return stmt<[string], AttemptRow>(
     ctx.db.sqlite,
