@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { enableEndpoint, listAllEndpoints, type EndpointRow } from '../core/endpoints.js';
+import { enableEndpoint, findEndpointRef, listAllEndpoints, type EndpointRow } from '../core/endpoints.js';
 import { getPartner } from '../core/partners.js';
 import { AppError } from '../lib/errors.js';
 import { iso, parseSince } from '../lib/time.js';
@@ -49,11 +49,9 @@ function deliveryJson(d: DeliveryListRow, attempts?: ReturnType<typeof listAttem
 }
 
 function endpointRef(cli: Cli, ref: string): string {
-  const row = cli.ctx.db.sqlite
-    .prepare('SELECT id FROM webhook_endpoints WHERE id = ? OR url = ? ORDER BY deleted_at IS NULL DESC LIMIT 1')
-    .get(ref, ref) as { id: string } | undefined;
-  if (!row) throw new AppError('not_found', `webhook endpoint "${ref}" not found (give its id whe_… or its URL)`);
-  return row.id;
+  const id = findEndpointRef(cli.ctx, ref);
+  if (!id) throw new AppError('not_found', `webhook endpoint "${ref}" not found (give its id whe_… or its URL)`);
+  return id;
 }
 
 function deliveries(

@@ -86,6 +86,14 @@ export function getEndpointAny(ctx: CoreCtx, id: string): EndpointRow | undefine
   return stmt<[string], EndpointRow>(ctx.db.sqlite, 'SELECT * FROM webhook_endpoints WHERE id = ?').get(id);
 }
 
+/** The endpoint with this id or URL, of any partner: a live one before a deleted one. */
+export function findEndpointRef(ctx: CoreCtx, ref: string): string | undefined {
+  return stmt<[string, string], { id: string }>(
+    ctx.db.sqlite,
+    'SELECT id FROM webhook_endpoints WHERE id = ? OR url = ? ORDER BY deleted_at IS NULL DESC LIMIT 1',
+  ).get(ref, ref)?.id;
+}
+
 /** Newest first, keyset on id. */
 export function listEndpoints(
   ctx: CoreCtx,
