@@ -1,6 +1,6 @@
 import type { CoreCtx } from '../../core/context.js';
 import type { WebhookLogRow } from '../../core/webhook-log.js';
-import { stmt } from '../../db/stmt.js';
+import { messageIdByProviderId, messageStatusByProviderId, messageStatusOf } from '../../core/message-reads.js';
 import { parseStoredWebhook } from '../../providers/webhooks.js';
 
 // What a stored webhook says, in msgd's terms, for the tail's detail pane: each event parsed
@@ -17,12 +17,6 @@ export function describeEvents(ctx: CoreCtx, row: WebhookLogRow): string[] {
   }
   const { events } = parsed;
   if (events.length === 0) return ['no events in it'];
-  const byProviderId = stmt<[string], { id: string; status: string }>(
-    ctx.db.sqlite,
-    `SELECT id, status FROM messages INDEXED BY messages_provider
-      WHERE provider_message_id = ? AND provider_message_id IS NOT NULL AND provider_id_indexed = 1 LIMIT 1`,
-  );
-  const byId = stmt<[string], { id: string; status: string }>(ctx.db.sqlite, 'SELECT id, status FROM messages WHERE id = ?');
   return events.slice(0, 20).map((ev) => {
     if (ev.type === 'message')
       return `inbound message from ${ev.from}${ev.providerMessageId ? ` (${ev.providerMessageId})` : ''}`;
@@ -31,8 +25,8 @@ export function describeEvents(ctx: CoreCtx, row: WebhookLogRow): string[] {
     if (ev.type !== 'status') return ev.note;
     const ref = ev.ref.messageId ?? ev.ref.providerMessageId ?? '?';
     const m =
-      (ev.ref.messageId && byId.get(ev.ref.messageId)) ||
-      (ev.ref.providerMessageId && byProviderId.get(ev.ref.providerMessageId)) ||
+      (ev.ref.messageId && messageStatusOf(ctx, ev.ref.messageId)) ||
+      (ev.ref.providerMessageId && messageStatusByProviderId(ctx, ev.ref.providerMessageId)) ||
       null;
     const what = ev.status ? `status ${ev.status}` : `${ev.providerStatus} (history only)`;
     // The message first: the provider's id is long and the pane is 78 columns.
@@ -59,28 +53,21 @@ export function eventNote(ctx: CoreCtx, row: WebhookLogRow): { short: string; fu
   }
   const { events } = parsed;
   if (events.length === 0) return { short: 'no events', full: 'no events' };
-  const byProviderId = stmt<[string], { id: string }>(
-    ctx.db.sqlite,
-    `SELECT id FROM messages INDEXED BY messages_provider
-      WHERE provider_message_id = ? AND provider_message_id IS NOT NULL AND provider_id_indexed = 1 LIMIT 1`,
-  );
   const words = events.slice(0, 2).map((ev): [string, string] => {
     if (ev.type === 'message') {
-      const m = ev.providerMessageId ? byProviderId.get(ev.providerMessageId) : undefined;
+      const m = ev.providerMessageId ? messageIdByProviderId(ctx, ev.providerMessageId) : undefined;
       const other = ev.providerMessageId ?? `from ${ev.from}`;
-      return m ? [`inbound ${shortId(m.id)}`, `inbound ${m.id} ${other}`] : [`inbound ${other}`, `inbound ${other}`];
+      return m ? [`inbound ${shortId(m)}`, `inbound ${m} ${other}`] : [`inbound ${other}`, `inbound ${other}`];
     }
     if (ev.type === 'watermark') return [`${ev.status} watermark`, `${ev.status} watermark ${ev.contact}`];
     if (ev.type === 'unsend') {
-      const m = byProviderId.get(ev.providerMessageId);
-      return [
-        `unsent ${shortId(m?.id ?? ev.providerMessageId)}`,
-        `unsent ${m?.id ?? ''} ${ev.providerMessageId} ${ev.from}`,
-      ];
+      const m = messageIdByProviderId(ctx, ev.providerMessageId);
+      return [`unsent ${shortId(m ?? ev.providerMessageId)}`, `unsent ${m ?? ''} ${ev.providerMessageId} ${ev.from}`];
     }
     if (ev.type !== 'status') return [ev.note, ev.note];
     const what = ev.status ?? ev.providerStatus;
-    const m = ev.ref.messageId ?? (ev.ref.providerMessageId ? byProviderId.get(ev.ref.providerMessageId)?.id : undefined);
+    const m =
+      ev.ref.messageId ?? (ev.ref.providerMessageId ? messageIdByProviderId(ctx, ev.ref.providerMessageId) : undefined);
     const other = ev.ref.providerMessageId ?? '';
     return m
       ? [`${what} ${shortId(m)}`, `${what} ${m} ${other}`]
