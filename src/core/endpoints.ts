@@ -271,3 +271,13 @@ export function endpointJson(row: EndpointRow, now: number) {
     updated_at: iso(row.updated_at)!,
   };
 }
+
+/** How many live endpoints are failing (enabled, deliveries not going through) and how many are disabled. */
+export function endpointHealthCounts(ctx: CoreCtx): { failing: number; disabled: number } {
+  return stmt<[], { failing: number; disabled: number }>(
+    ctx.db.sqlite,
+    `SELECT COALESCE(SUM(status = 'enabled' AND failing_since IS NOT NULL), 0) AS failing,
+            COALESCE(SUM(status = 'disabled'), 0) AS disabled
+       FROM webhook_endpoints WHERE deleted_at IS NULL`,
+  ).get()!;
+}

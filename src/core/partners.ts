@@ -104,6 +104,22 @@ export function listPartners(ctx: CoreCtx): Partner[] {
   return stmt<[], Partner>(ctx.db.sqlite, 'SELECT * FROM partners ORDER BY slug').all();
 }
 
+export interface LowBalance {
+  slug: string;
+  balance: number;
+  threshold: number;
+  currency: string;
+}
+
+/** Active partners below their low-balance threshold (theirs, else the default), furthest below first. */
+export function lowBalancePartners(ctx: CoreCtx): LowBalance[] {
+  return stmt<[{ t: number | null }], LowBalance>(
+    ctx.db.sqlite,
+    `SELECT slug, balance, COALESCE(low_balance_threshold, @t) AS threshold, currency FROM partners
+      WHERE status = 'active' AND balance < COALESCE(low_balance_threshold, @t) ORDER BY balance - COALESCE(low_balance_threshold, @t), slug`,
+  ).all({ t: defaultLowBalance(ctx.config) });
+}
+
 function setStatus(ctx: CoreCtx, ref: string, status: 'active' | 'suspended', actor: string): Partner {
   return ctx.db.sqlite
     .transaction(() => {

@@ -1,8 +1,9 @@
 import { COUNTER_NAMES } from '../../core/counters.js';
 import { readCounterWindows, readHeartbeat, serverState, type ServerState } from '../../core/counter-store.js';
 import type { CoreCtx } from '../../core/context.js';
-import { stmt } from '../../db/stmt.js';
-import { defaultLowBalance } from '../../core/partners.js';
+import { endpointHealthCounts } from '../../core/endpoints.js';
+import { listGatewaySummaries } from '../../core/gateways.js';
+import { lowBalancePartners, type LowBalance } from '../../core/partners.js';
 
 // What the overview shows, read in a handful of statements off small tables and primary keys:
 // the heartbeat row, the counter buckets of the last hour, partners and endpoints. Never the
@@ -32,7 +33,7 @@ export interface Overview {
   gateways: GatewayFigures[];
   webhooksIn: { provider: string; verified: Tally; bad_signature: Tally; unroutable: Tally }[];
   deliveries: { ok: Tally; failed: Tally; failingEndpoints: number; disabledEndpoints: number };
-  lowBalance: { slug: string; balance: number; threshold: number; currency: string }[];
+  lowBalance: LowBalance[];
 }
 
 const zero = (): Tally => ({ minute: 0, hour: 0 });
@@ -41,10 +42,7 @@ export function readOverview(ctx: CoreCtx, now = ctx.now()): Overview {
   const server = serverState(readHeartbeat(ctx), now);
   const windows = readCounterWindows(ctx, now);
   const gws = new Map<string, GatewayFigures>();
-  const rows = stmt<[], { id: string; name: string; kind: string; status: string }>(
-    ctx.db.sqlite,
-    'SELECT id, name, kind, status FROM gateways ORDER BY name',
-  ).all();
+  const rows = listGatewaySummaries(ctx);
   for (const g of rows)
     gws.set(g.id, {
       id: g.id,
@@ -78,20 +76,8 @@ export function readOverview(ctx: CoreCtx, now = ctx.now()): Overview {
     }
   }
   for (const g of gws.values()) g.errors.sort((a, b) => b.hour - a.hour);
-  const endpoints = stmt<[], { failing: number; disabled: number }>(
-    ctx.db.sqlite,
-    `SELECT COALESCE(SUM(status = 'enabled' AND failing_since IS NOT NULL), 0) AS failing,
-            COALESCE(SUM(status = 'disabled'), 0) AS disabled
-       FROM webhook_endpoints WHERE deleted_at IS NULL`,
-  ).get()!;
-  const lowBalance = stmt<
-    [{ t: number | null }],
-    { slug: string; balance: number; threshold: number; currency: string }
-  >(
-    ctx.db.sqlite,
-    `SELECT slug, balance, COALESCE(low_balance_threshold, @t) AS threshold, currency FROM partners
-      WHERE status = 'active' AND balance < COALESCE(low_balance_threshold, @t) ORDER BY balance - COALESCE(low_balance_threshold, @t), slug`,
-  ).all({ t: defaultLowBalance(ctx.config) });
+  const endpoints = endpointHealthCounts(ctx);
+  const lowBalance = lowBalancePartners(ctx);
   const g = server.hb?.gauges;
   return {
     now,
