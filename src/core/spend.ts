@@ -88,3 +88,60 @@ export function spendSeries(ctx: CoreCtx, partnerId: string, days = 30): SpendDa
   }
   return out;
 }
+
+const DAY_MS = 86_400_000;
+
+/**
+ * Today's spend per partner (debits less refunds since 00:00 UTC), for msgctl's console, which
+ * polls it. Summed incrementally by ledger id: each refresh reads only the entries written
+ * since the last one, so a partner with a million sends today costs one pass, once.
+ */
+export class SpendToday {
+  private day = -1;
+  private lastId = 0;
+  private sums = new Map<string, number>();
+
+  constructor(private readonly ctx: CoreCtx) {}
+
+  /** The first ledger id written at or after `since`: ids grow with time, so a binary search. */
+  private firstIdSince(since: number): number {
+    const db = this.ctx.db.sqlite;
+    const range = stmt<[], { lo: number | null; hi: number | null }>(
+      db,
+      'SELECT MIN(id) AS lo, MAX(id) AS hi FROM ledger_entries',
+    ).get()!;
+    if (range.lo === null || range.hi === null) return 1;
+    const at = stmt<[number], { id: number; created_at: number }>(
+      db,
+      'SELECT id, created_at FROM ledger_entries WHERE id >= ? ORDER BY id LIMIT 1',
+    );
+    let lo = range.lo;
+    let hi = range.hi + 1;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      const row = at.get(mid);
+      if (!row || row.created_at >= since) hi = mid;
+      else lo = row.id + 1;
+    }
+    return lo;
+  }
+
+  refresh(now = this.ctx.now()): Map<string, number> {
+    const day = Math.floor(now / DAY_MS);
+    if (day !== this.day) {
+      this.day = day;
+      this.sums = new Map();
+      this.lastId = this.firstIdSince(day * DAY_MS) - 1;
+    }
+    const rows = stmt<[number], { partner_id: string; spend: number; last: number }>(
+      this.ctx.db.sqlite,
+      `SELECT partner_id, -SUM(CASE WHEN kind IN ('debit', 'refund') THEN amount ELSE 0 END) AS spend, MAX(id) AS last
+         FROM ledger_entries WHERE id > ? GROUP BY partner_id`,
+    ).all(this.lastId);
+    for (const r of rows) {
+      this.sums.set(r.partner_id, (this.sums.get(r.partner_id) ?? 0) + r.spend);
+      if (r.last > this.lastId) this.lastId = r.last;
+    }
+    return this.sums;
+  }
+}
