@@ -132,6 +132,39 @@ export function settledWebhookLogs(ctx: CoreCtx, ids: string[]): (WebhookLogRow 
   ).all(JSON.stringify(ids));
 }
 
+/** A row without its headers and body, with the body's size: what a live tail keeps of each. */
+export type WebhookLogSummary = Omit<WebhookLogRow, 'body' | 'headers'> & { body_bytes: number };
+
+const SUMMARY_COLUMNS = `id, provider, gateway_id, method, path, length(body) AS body_bytes, verification, verification_reason,
+  processing, error, received_at, processed_at`;
+
+/** The newest `limit` rows, oldest first, by primary key. */
+export function latestWebhookLog(ctx: CoreCtx, limit: number): WebhookLogSummary[] {
+  return stmt<[number], WebhookLogSummary>(
+    ctx.db.sqlite,
+    `SELECT ${SUMMARY_COLUMNS} FROM provider_webhooks ORDER BY id DESC LIMIT ?`,
+  )
+    .all(limit)
+    .reverse();
+}
+
+/** Up to `limit` rows after `afterId`, oldest first. */
+export function webhookLogAfter(ctx: CoreCtx, afterId: string, limit: number): WebhookLogSummary[] {
+  return stmt<[string, number], WebhookLogSummary>(
+    ctx.db.sqlite,
+    `SELECT ${SUMMARY_COLUMNS} FROM provider_webhooks WHERE id > ? ORDER BY id LIMIT ?`,
+  ).all(afterId, limit);
+}
+
+/** These rows as they are now (one statement for any number of ids, through json_each). */
+export function webhookLogByIds(ctx: CoreCtx, ids: string[]): WebhookLogSummary[] {
+  if (ids.length === 0) return [];
+  return stmt<[string], WebhookLogSummary>(
+    ctx.db.sqlite,
+    `SELECT ${SUMMARY_COLUMNS} FROM provider_webhooks WHERE id IN (SELECT value FROM json_each(?))`,
+  ).all(JSON.stringify(ids));
+}
+
 export function webhookLogJson(r: WebhookLogRow & { body_bytes?: number | null }) {
   return {
     id: r.id,

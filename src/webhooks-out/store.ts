@@ -263,6 +263,42 @@ export function newestAttemptId(ctx: CoreCtx): number | null {
   return stmt<[], { id: number | null }>(ctx.db.sqlite, 'SELECT MAX(id) AS id FROM webhook_attempts').get()!.id;
 }
 
+/** An attempt with the event and endpoint it was for: a line of a live tail. */
+export interface AttemptLine {
+  id: number;
+  created_at: number;
+  attempt_no: number;
+  status_code: number | null;
+  duration_ms: number;
+  error: string | null;
+  event_id: string;
+  event_type: string | null;
+  url: string;
+  partner_id: string;
+}
+
+const ATTEMPT_LINE_SQL = `SELECT a.id, a.created_at, a.attempt_no, a.status_code, a.duration_ms, a.error, d.event_id,
+    ev.type AS event_type, e.url, d.partner_id
+   FROM webhook_attempts a
+   JOIN webhook_deliveries d ON d.id = a.delivery_id
+   JOIN webhook_endpoints e ON e.id = d.endpoint_id
+   LEFT JOIN events ev ON ev.id = d.event_id`;
+
+/** The newest `limit` attempts, oldest first, by primary key. */
+export function latestAttemptLines(ctx: CoreCtx, limit: number): AttemptLine[] {
+  return stmt<[number], AttemptLine>(ctx.db.sqlite, `${ATTEMPT_LINE_SQL} ORDER BY a.id DESC LIMIT ?`)
+    .all(limit)
+    .reverse();
+}
+
+/** Up to `limit` attempts after `afterId`, oldest first. */
+export function attemptLinesAfter(ctx: CoreCtx, afterId: number, limit: number): AttemptLine[] {
+  return stmt<[number, number], AttemptLine>(
+    ctx.db.sqlite,
+    `${ATTEMPT_LINE_SQL} WHERE a.id > ? ORDER BY a.id LIMIT ?`,
+  ).all(afterId, limit);
+}
+
 export function listAttempts(ctx: CoreCtx, deliveryId: string): AttemptRow[] {
   return stmt<[string], AttemptRow>(
     ctx.db.sqlite,
