@@ -109,6 +109,46 @@ describe('the dependency rule', () => {
   });
 });
 
+describe('msgctl and its console', () => {
+  // SQL, or the handle to run it on: a method of the connection or a statement, or the
+  // statement cache. A regular expression's exec() is not SQL.
+  const SQL = [
+    /\bstmt\s*[<(]/,
+    /\brawStmt\s*\(/,
+    /\.prepare\s*\(/,
+    /(?<!\/[dgimsuy]*)\.exec\s*\(/,
+    /\.pragma\s*\(/,
+    /\.(sqlite|orm)\b/,
+  ];
+
+  it('run no SQL: they read and write through functions of core, queue, jobs, webhooks and db', () => {
+    const sources = ['cli', 'tui'].flatMap((d) => files(join(SRC, d)));
+    expect(sources.length).toBeGreaterThan(40);
+    const bad = sources.flatMap((p) =>
+      readFileSync(p, 'utf8')
+        .split('\n')
+        .filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l) && SQL.some((re) => re.test(l)))
+        .map((l) => `${relative(SRC, p)}: ${l.trim()}`),
+    );
+    expect(bad).toEqual([]);
+    const imports = [...from('cli'), ...from('tui')].filter(
+      (i) => (i.local && i.target === 'db/stmt') || (!i.local && /^(better-sqlite3|drizzle-orm)$/.test(i.target)),
+    );
+    expect(show(imports)).toEqual([]);
+  });
+
+  it('the check finds SQL where there is some', () => {
+    const caught = (line: string) => SQL.some((re) => re.test(line));
+    expect(caught("const r = stmt<[string], Row>(ctx.db.sqlite, 'SELECT 1')")).toBe(true);
+    expect(caught("cli.ctx.db.sqlite.prepare('SELECT id FROM partners').all()")).toBe(true);
+    expect(caught("rawStmt(db, 'SELECT 1')")).toBe(true);
+    expect(caught("dd.db.sqlite.pragma('quick_check')")).toBe(true);
+    expect(caught("db.exec('DELETE FROM jobs')")).toBe(true);
+    expect(caught('const csi = /^\\x1b+([0-9;]*)$/.exec(seq);')).toBe(false);
+    expect(caught('Number(/^v(\\d+)\\./i.exec(v)?.[1])')).toBe(false);
+  });
+});
+
 describe('one definition', () => {
   it('the channel types are listed once, in src/lib/channel-types.ts', () => {
     const listing = /'whatsapp',\s*'messenger',\s*'instagram',\s*'sms',\s*'email'/;
