@@ -1,10 +1,11 @@
-import { chmodSync, copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { keyFileFor } from '../db/backup.js';
 import { readKeyFile } from '../db/backup-key.js';
-import { DB_FILE, KEY_FILE, openDataDir } from '../db/datadir.js';
+import { openDataDir } from '../db/datadir.js';
 import { lockDataDir } from '../db/instance-lock.js';
+import { dataFilesIn, placeBackup, type PlacedBackup } from '../db/restore.js';
 import { holdRestoredDispatches } from '../jobs/restore-hold.js';
 import { AppError } from '../lib/errors.js';
 import { JobQueue } from '../queue/queue.js';
@@ -17,8 +18,6 @@ import type { Config } from '../config/schema.js';
 
 // msgctl restore: a backup into an empty data directory, checked as msgctl doctor checks a
 // data directory (with the full integrity check) before it is called restored.
-
-const TAKEN = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, KEY_FILE];
 
 async function restore(globals: Globals, backup: string, opts: { key?: string }): Promise<Result> {
   const config = configFor(globals);
@@ -36,7 +35,7 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
     );
   }
   const key = envKey ? null : readKeyFile(keyPath);
-  const present = TAKEN.filter((f) => existsSync(join(dir, f)));
+  const present = dataFilesIn(dir);
   if (present.length) {
     throw new AppError(
       'conflict',
@@ -46,18 +45,9 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   // Held while restoring: a msgd started meanwhile would create a fresh database here.
   const lock = lockDataDir(dir);
-  const written: string[] = [];
+  let placed: PlacedBackup | null = null;
   try {
-    const staging = join(dir, `${DB_FILE}.restoring`);
-    copyFileSync(source, staging);
-    chmodSync(staging, 0o600);
-    if (key) {
-      // Created 0600 before any byte of the key is in it.
-      writeFileSync(join(dir, KEY_FILE), key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
-      written.push(join(dir, KEY_FILE));
-    }
-    renameSync(staging, join(dir, DB_FILE));
-    written.push(join(dir, DB_FILE));
+    placed = placeBackup(dir, source, key);
     const held = holdInFlight(dir, config, env);
     const checks = inspect(dir, config, { integrity: 'full', env });
     const failed = checks.filter((c) => c.status === 'fail');
@@ -90,8 +80,7 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
     };
   } catch (e) {
     // Leave the directory as empty as it was found, so the restore can simply be run again.
-    const db = join(dir, DB_FILE);
-    for (const f of [...written, `${db}.restoring`, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
+    placed?.remove();
     throw e;
   } finally {
     lock.release();
