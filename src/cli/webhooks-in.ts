@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { listGateways } from '../core/gateways.js';
+import { gatewayNames, listGatewaySummaries } from '../core/gateways.js';
 import {
   listWebhookLog,
   newestWebhookLogId,
@@ -62,13 +62,10 @@ function filterOf(cli: Cli, opts: LogOpts): Omit<WebhookLogFilter, 'limit'> {
   let gatewayId: string | undefined;
   if (opts.gateway) {
     // By name or id; an id no longer in the gateways table still names its old rows.
-    gatewayId = listGateways(cli.ctx).find((g) => g.id === opts.gateway || g.name === opts.gateway)?.id ?? opts.gateway;
+    gatewayId =
+      listGatewaySummaries(cli.ctx).find((g) => g.id === opts.gateway || g.name === opts.gateway)?.id ?? opts.gateway;
   }
   return { provider: opts.provider, gatewayId, failed: opts.failed, withBody: opts.body };
-}
-
-function gatewayNames(cli: Cli): Map<string, string> {
-  return new Map(listGateways(cli.ctx).map((g) => [g.id, g.name]));
 }
 
 const noteOf = (r: Row) => r.verification_reason ?? r.error;
@@ -131,7 +128,7 @@ function listBoth(cli: Cli, opts: LogOpts): Result {
   const limit = Math.min(opts.limit, 10_000);
   const inbound = listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit, latest: true }) as Row[];
   const outbound = recentAttempts(cli.ctx, { limit });
-  const names = gatewayNames(cli);
+  const names = gatewayNames(cli.ctx);
   const merged = [
     ...inbound.map((r) => ({
       at: r.received_at,
@@ -155,7 +152,7 @@ function list(cli: Cli, opts: LogOpts): Result {
     limit: Math.min(opts.limit, 10_000),
     latest: true,
   }) as Row[];
-  const names = gatewayNames(cli);
+  const names = gatewayNames(cli.ctx);
   let text: string;
   if (rows.length === 0)
     text =
@@ -187,7 +184,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   const filter = filterOf(cli, opts);
   // --failed is decided after a row settles: a pending row may still end unroutable.
   const sqlFilter = { ...filter, failed: false };
-  let names = gatewayNames(cli);
+  let names = gatewayNames(cli.ctx);
   const print = (r: Row) => {
     if (opts.failed && !isFailed(r)) return;
     out.write(
@@ -216,7 +213,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
       await sleep(pollMs, undefined, { signal }).catch(() => {});
       if (signal.aborted) break;
       const rows = listWebhookLog(cli.ctx, { ...sqlFilter, afterId: cursor, limit: 1000 }) as Row[];
-      if (rows.some((r) => r.gateway_id && !names.has(r.gateway_id))) names = gatewayNames(cli);
+      if (rows.some((r) => r.gateway_id && !names.has(r.gateway_id))) names = gatewayNames(cli.ctx);
       if (watching.size) {
         for (const r of settledWebhookLogs(cli.ctx, [...watching].slice(0, 500))) {
           watching.delete(r.id);
