@@ -26,9 +26,16 @@ const size = (f) => {
 async function seed(dir, count) {
   const { openDataDir } = await dist('db/datadir.js');
   const { loadConfig } = await dist('config/load.js');
+  const { gatewayKinds } = await dist('providers/kinds.js');
   const { createOutbound } = await dist('core/messages.js');
   const dd = openDataDir(dir, { env: {} });
-  const ctx = { db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: dir }), now: Date.now };
+  const ctx = {
+    db: dd.db,
+    masterKey: dd.masterKey,
+    config: loadConfig({ env: {}, dataDir: dir }),
+    now: Date.now,
+    gatewayKinds,
+  };
   const ch = dd.db.sqlite.prepare(`SELECT id, partner_id, gateway_id, sender FROM channels`).get();
   const settle = dd.db.sqlite.prepare(`UPDATE messages SET status = 'delivered' WHERE id = ?`);
   const batch = dd.db.sqlite.transaction((from, n) => {

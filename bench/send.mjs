@@ -16,6 +16,7 @@ const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
   const { openDataDir } = await dist('db/datadir.js');
   const { loadConfig } = await dist('config/load.js');
+  const { gatewayKinds } = await dist('providers/kinds.js');
   const { createPartner, setPartnerLimits } = await dist('core/partners.js');
   const { topup } = await dist('core/ledger.js');
   const { addGateway } = await dist('core/gateways.js');
@@ -26,7 +27,7 @@ export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
   const { JobQueue } = await dist('queue/queue.js');
   const config = loadConfig({ env: {}, dataDir });
   const dd = openDataDir(dataDir, { create: true, env: {} });
-  const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now };
+  const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now, gatewayKinds };
   const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
   // The bench measures the send API, not the limiter refusing it.
   setPartnerLimits(ctx, p.id, { rateLimitPerMinute: 1_000_000_000 }, 'bench');

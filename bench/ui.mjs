@@ -37,6 +37,7 @@ function idAt(prefix, ms) {
 async function seed(dataDir, count) {
   const { openDataDir } = await dist('db/datadir.js');
   const { loadConfig } = await dist('config/load.js');
+  const { gatewayKinds } = await dist('providers/kinds.js');
   const { createPartner } = await dist('core/partners.js');
   const { topup } = await dist('core/ledger.js');
   const { inviteUser } = await dist('core/users.js');
@@ -44,7 +45,7 @@ async function seed(dataDir, count) {
   const { rollUpSpend } = await dist('core/spend.js');
   const config = loadConfig({ env: {}, dataDir });
   const dd = openDataDir(dataDir, { create: true, env: {} });
-  const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now };
+  const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now, gatewayKinds };
   const db = dd.db.sqlite;
   const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
   topup(ctx, p.id, 1_000_000_000_000, null, 'bench');

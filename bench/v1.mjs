@@ -31,9 +31,10 @@ export function idAt(prefix, ms) {
 export async function openCtx(dataDir, overrides = {}) {
   const { openDataDir } = await dist('db/datadir.js');
   const { loadConfig } = await dist('config/load.js');
+  const { gatewayKinds } = await dist('providers/kinds.js');
   const config = loadConfig({ env: {}, dataDir, overrides });
   const dd = openDataDir(dataDir, { create: true, env: {} });
-  return { dd, ctx: { db: dd.db, masterKey: dd.masterKey, config, now: Date.now } };
+  return { dd, ctx: { db: dd.db, masterKey: dd.masterKey, config, now: Date.now, gatewayKinds } };
 }
 
 export async function partnerWithToken(ctx) {

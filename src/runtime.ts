@@ -18,6 +18,7 @@ import { GatewayBook } from './jobs/gateway-book.js';
 import { dispatchEnqueuer, registerDispatch } from './jobs/dispatch.js';
 import { registerWebhooksIn, webhookRetentionTask } from './webhooks-in/process.js';
 import type { AcceptDeps } from './core/send.js';
+import { gatewayKinds } from './providers/kinds.js';
 import { closeAdapters } from './providers/registry.js';
 import type { MaintenanceTask } from './jobs/maintenance.js';
 import { createWebhooksOut, type WebhooksOut } from './webhooks-out/index.js';
@@ -90,7 +91,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     lock.release();
     throw e;
   }
-  const ctx: CoreCtx = { db: dataDir.db, masterKey: dataDir.masterKey, config, now };
+  const ctx: CoreCtx = { db: dataDir.db, masterKey: dataDir.masterKey, config, now, gatewayKinds };
   const queue = new JobQueue(dataDir.db, {
     maxAttempts: config.jobs.maxAttempts,
     leaseMs: config.jobs.leaseSeconds * 1000,

@@ -1,6 +1,6 @@
 import type { Command, Option } from 'commander';
 import { CHANNEL_TYPES } from '../core/context.js';
-import { GATEWAY_KINDS } from '../core/gateway-kinds.js';
+import { gatewayKinds } from '../providers/kinds.js';
 import { UsageError } from './errors.js';
 import { examples } from './help.js';
 import { withGlobals } from './context.js';
@@ -29,7 +29,7 @@ interface Node {
 const ARGUMENT_VALUES: Record<string, readonly string[]> = {
   type: CHANNEL_TYPES,
   channel: CHANNEL_TYPES,
-  kind: Object.keys(GATEWAY_KINDS),
+  kind: gatewayKinds.specs.map((k) => k.kind),
   shell: SHELLS,
 };
 

@@ -6,6 +6,7 @@ import type { CoreCtx } from '../core/context.js';
 import { openDataDir, type DataDir } from '../db/datadir.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
 import { AppError } from '../lib/errors.js';
+import { gatewayKinds } from '../providers/kinds.js';
 import { ioOf, processIO, setExitCode, type CliIO } from './io.js';
 import { emit, type Result } from './output.js';
 
@@ -53,6 +54,11 @@ export interface CliOpenOptions {
   olderSchema?: boolean;
 }
 
+/** The context msgctl gives core over an open data directory: the gateway kinds are msgd's own. */
+export function coreCtxOf(dir: Pick<DataDir, 'db' | 'masterKey'>, config: Config): CoreCtx {
+  return { db: dir.db, masterKey: dir.masterKey, config, now: Date.now, gatewayKinds };
+}
+
 /**
  * Open the data directory for an ordinary command. It never migrates: a schema change is
  * the operator's decision (msgctl migrate) or msgd's at start, not a side effect of
@@ -79,8 +85,7 @@ export function openCli(globals: Globals, opts: CliOpenOptions = {}): Cli {
     dir.close();
     throw e;
   }
-  const ctx: CoreCtx = { db: dir.db, masterKey: dir.masterKey, config, now: Date.now };
-  return { globals, config, dir, ctx, actor: actor(io.env), io };
+  return { globals, config, dir, ctx: coreCtxOf(dir, config), actor: actor(io.env), io };
 }
 
 /**

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { listChannels } from '../core/channels.js';
 import type { CoreCtx, GatewayKind } from '../core/context.js';
-import { GRAPH_API_VERSION, META_KINDS } from '../core/gateway-kinds.js';
+import { GRAPH_API_VERSION, META_KINDS } from '../providers/meta-app/settings.js';
 import { getGateway, listGatewaySummaries, type GatewayView } from '../core/gateways.js';
 import { verifyLedger } from '../core/ledger.js';
 import { listPartners } from '../core/partners.js';
@@ -15,7 +15,7 @@ import { checkIntegrity } from '../db/open.js';
 import { configFileFor } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { readHeartbeat, readServerConfigFile, serverState } from '../core/counter-store.js';
-import { configFor, withGlobals, type Globals } from './context.js';
+import { configFor, coreCtxOf, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
 import { examples } from './help.js';
 import { count, money, table, type Result } from './output.js';
@@ -292,7 +292,7 @@ export function inspect(
         : { name: 'migrations', status: 'ok', message: `${status.applied} applied, none pending` },
     );
     if (status.applied === 0) return checks;
-    const ctx: CoreCtx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now };
+    const ctx = coreCtxOf(dd, config);
     try {
       checks.push(...schemaChecks(ctx));
       const server = opts.configFile === undefined ? null : serverConfigCheck(ctx, opts.configFile);

@@ -2,7 +2,6 @@ import type { Command } from 'commander';
 import type { Config } from '../config/schema.js';
 import { listChannels } from '../core/channels.js';
 import type { GatewayKind } from '../core/context.js';
-import { GATEWAY_KINDS, isGatewayKind } from '../core/gateway-kinds.js';
 import {
   addGateway,
   assertGatewayRemovable,
@@ -14,6 +13,7 @@ import {
 } from '../core/gateways.js';
 import { listPartners } from '../core/partners.js';
 import { AppError } from '../lib/errors.js';
+import { gatewayKinds } from '../providers/kinds.js';
 import { collect } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { confirm, YES_FLAG } from './confirm.js';
@@ -45,9 +45,9 @@ function describe(cli: Cli, g: GatewayView): string {
       [
         ['id', g.id],
         ['name', g.name],
-        ['kind', `${g.kind} (${GATEWAY_KINDS[g.kind].label})`],
+        ['kind', `${g.kind} (${cli.ctx.gatewayKinds.get(g.kind).label})`],
         ['status', g.status],
-        ['serves', GATEWAY_KINDS[g.kind].channels.join(', ')],
+        ['serves', cli.ctx.gatewayKinds.get(g.kind).channels.join(', ')],
         ['secrets', g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'],
         ['webhook url', url ?? 'none (this kind sends no webhooks)'],
         ['updated', when(Date.parse(g.updated_at))],
@@ -84,8 +84,8 @@ interface AddOpts {
 }
 
 async function add(cli: Cli, kind: string, opts: AddOpts): Promise<Result> {
-  if (!isGatewayKind(kind)) {
-    const known = Object.keys(GATEWAY_KINDS).join(', ');
+  if (!cli.ctx.gatewayKinds.has(kind)) {
+    const known = cli.ctx.gatewayKinds.specs.map((k) => k.kind).join(', ');
     throw new UsageError(`unknown gateway kind "${kind}": kind: one of ${known}`);
   }
   const settings = settingsFromFlags(opts.set);
@@ -191,7 +191,8 @@ function show(cli: Cli, ref: string): Result {
   };
 }
 
-const KINDS_HELP = Object.values(GATEWAY_KINDS)
+// The help is written before any data directory is opened: from the registry msgctl gives core.
+const KINDS_HELP = gatewayKinds.specs
   .map(
     (k) =>
       `  ${k.kind.padEnd(15)} settings: ${Object.keys(k.settings.shape).join(', ')}; secrets: ${[...k.secrets.required.map((s) => `${s} (required)`), ...k.secrets.optional].join(', ') || 'none'}`,
@@ -214,7 +215,7 @@ export function registerGateway(program: Command) {
     gateway
       .command('add')
       .description('add a provider account; secrets come from stdin or env vars, never from arguments')
-      .argument('<kind>', Object.keys(GATEWAY_KINDS).join(', '))
+      .argument('<kind>', gatewayKinds.specs.map((k) => k.kind).join(', '))
       .requiredOption('--name <name>', 'unique name: letters, digits, dot, dash, underscore'),
   )
     .addHelpText(

@@ -9,7 +9,7 @@ import { dataFilesIn, placeBackup, type PlacedBackup } from '../db/restore.js';
 import { holdRestoredDispatches } from '../jobs/restore-hold.js';
 import { AppError } from '../lib/errors.js';
 import { JobQueue } from '../queue/queue.js';
-import { configFor, withGlobals, type Globals } from './context.js';
+import { configFor, coreCtxOf, withGlobals, type Globals } from './context.js';
 import { checkTable, inspect } from './doctor.js';
 import { UsageError } from './errors.js';
 import { examples } from './help.js';
@@ -91,7 +91,7 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
 function holdInFlight(dir: string, config: Config, env: NodeJS.ProcessEnv): number {
   const dd = openDataDir(dir, { create: false, migrate: false, env });
   try {
-    return holdRestoredDispatches({ db: dd.db, masterKey: dd.masterKey, config, now: Date.now }, new JobQueue(dd.db));
+    return holdRestoredDispatches(coreCtxOf(dd, config), new JobQueue(dd.db));
   } finally {
     dd.close();
   }

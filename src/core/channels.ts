@@ -8,7 +8,6 @@ import { normalizeSenderE164 } from '../lib/phone.js';
 import { iso } from '../lib/time.js';
 import { CHANNEL_TYPES, type ChannelType, type CoreCtx } from './context.js';
 import { audit } from './audit.js';
-import { GATEWAY_KINDS } from './gateway-kinds.js';
 import { getGatewayRow } from './gateways.js';
 import { getPartner } from './partners.js';
 
@@ -48,13 +47,6 @@ export function normalizeSender(type: ChannelType, sender: string): string {
   }
 }
 
-/** The natural sender of a gateway for a channel type when the operator gives none. */
-function defaultSender(kind: string, type: ChannelType, settings: Record<string, any>): string | undefined {
-  if (kind === 'meta_messenger' && type === 'messenger') return settings.page_id;
-  if (kind === 'meta_instagram' && type === 'instagram') return settings.ig_account_id;
-  return undefined;
-}
-
 export function assignChannel(
   ctx: CoreCtx,
   input: { partner: string; gateway: string; type: string; sender?: string },
@@ -70,11 +62,11 @@ export function assignChannel(
     .transaction(() => {
       const partner = getPartner(ctx, input.partner);
       const gw = getGatewayRow(ctx, input.gateway);
-      const spec = GATEWAY_KINDS[gw.kind];
+      const spec = ctx.gatewayKinds.get(gw.kind);
       if (!spec.channels.includes(type)) {
         throw invalid(`a ${gw.kind} gateway cannot serve ${type}; it serves ${spec.channels.join(', ')}`);
       }
-      const raw = input.sender ?? defaultSender(gw.kind, type, JSON.parse(gw.settings));
+      const raw = input.sender ?? spec.defaultSender?.(type, JSON.parse(gw.settings));
       if (!raw)
         throw invalid(`the sender address is required for a ${type} channel`, [{ field: 'from', message: 'required' }]);
       const sender = normalizeSender(type, raw);

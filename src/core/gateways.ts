@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { Row } from '../db/rows.js';
 import type { gateways } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
@@ -7,7 +6,6 @@ import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx, GatewayKind } from './context.js';
 import { audit } from './audit.js';
-import { GATEWAY_KINDS, isGatewayKind } from './gateway-kinds.js';
 import { sealJson, unsealJson } from './secrets.js';
 
 export type GatewayRow = Row<typeof gateways>;
@@ -26,8 +24,8 @@ export interface GatewayView {
 
 const NAME = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$/;
 
-function validateSettings(kind: GatewayKind, settings: Record<string, unknown>) {
-  const spec = GATEWAY_KINDS[kind];
+function validateSettings(ctx: CoreCtx, kind: GatewayKind, settings: Record<string, unknown>) {
+  const spec = ctx.gatewayKinds.get(kind);
   const parsed = spec.settings.safeParse(settings);
   if (!parsed.success) {
     const details: ErrorDetail[] = parsed.error.issues.map((i) => {
@@ -44,8 +42,8 @@ function validateSettings(kind: GatewayKind, settings: Record<string, unknown>) 
   return parsed.data as Record<string, unknown>;
 }
 
-function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, partial: boolean) {
-  const spec = GATEWAY_KINDS[kind];
+function validateSecrets(ctx: CoreCtx, kind: GatewayKind, secrets: Record<string, string>, partial: boolean) {
+  const spec = ctx.gatewayKinds.get(kind);
   const allowed = [...spec.secrets.required, ...spec.secrets.optional];
   const details: ErrorDetail[] = [];
   for (const [k, v] of Object.entries(secrets)) {
@@ -67,13 +65,14 @@ function validateSecrets(kind: GatewayKind, secrets: Record<string, string>, par
  * pairs it touches: a gateway stored before a rule existed can still be disabled or rotated.
  */
 function checkPairs(
+  ctx: CoreCtx,
   kind: GatewayKind,
   settings: Record<string, unknown>,
   secrets: Record<string, string>,
   touched?: Set<string>,
 ) {
   const details: ErrorDetail[] = [];
-  for (const { setting, secret, needs } of GATEWAY_KINDS[kind].pairs ?? []) {
+  for (const { setting, secret, needs } of ctx.gatewayKinds.get(kind).pairs ?? []) {
     if (touched && !touched.has(setting) && !touched.has(secret)) continue;
     const hasSetting = settings[setting] !== undefined && settings[setting] !== '';
     if (needs === 'secret' && hasSetting && !secrets[secret])
@@ -89,8 +88,8 @@ function checkPairs(
 }
 
 /** The form of newly given secrets (stored ones were checked when given: an update of something else never fails on them). */
-function checkNewSecrets(kind: GatewayKind, given: Record<string, string> | undefined) {
-  const checks = GATEWAY_KINDS[kind].secretChecks ?? {};
+function checkNewSecrets(ctx: CoreCtx, kind: GatewayKind, given: Record<string, string> | undefined) {
+  const checks = ctx.gatewayKinds.get(kind).secretChecks ?? {};
   const details: ErrorDetail[] = [];
   for (const [k, v] of Object.entries(given ?? {})) {
     const problem = checks[k] && typeof v === 'string' && v !== '' ? checks[k](v) : null;
@@ -124,9 +123,9 @@ export function addGateway(
   input: { kind: string; name: string; settings?: Record<string, unknown>; secrets?: Record<string, string> },
   actor: string,
 ): GatewayView {
-  if (!isGatewayKind(input.kind)) {
+  if (!ctx.gatewayKinds.has(input.kind)) {
     throw invalid(`unknown gateway kind "${input.kind}"`, [
-      { field: 'kind', message: `one of ${Object.keys(GATEWAY_KINDS).join(', ')}` },
+      { field: 'kind', message: `one of ${ctx.gatewayKinds.specs.map((k) => k.kind).join(', ')}` },
     ]);
   }
   const kind = input.kind;
@@ -135,12 +134,13 @@ export function addGateway(
       { field: 'name', message: 'letters, digits, dot, dash, underscore; 1-63 characters' },
     ]);
   }
-  const settings = validateSettings(kind, input.settings ?? {});
+  const spec = ctx.gatewayKinds.get(kind);
+  const settings = validateSettings(ctx, kind, input.settings ?? {});
   const secrets = { ...(input.secrets ?? {}) };
-  validateSecrets(kind, secrets, false);
-  checkNewSecrets(kind, input.secrets);
-  checkPairs(kind, settings, secrets);
-  if (kind === 'sandbox' && !secrets.signing_secret) secrets.signing_secret = randomBytes(32).toString('base64url');
+  validateSecrets(ctx, kind, secrets, false);
+  checkNewSecrets(ctx, kind, input.secrets);
+  checkPairs(ctx, kind, settings, secrets);
+  for (const [name, make] of Object.entries(spec.generatedSecrets ?? {})) if (!secrets[name]) secrets[name] = make();
   return ctx.db.sqlite
     .transaction(() => {
       if (stmt(ctx.db.sqlite, 'SELECT id FROM gateways WHERE name = ?').get(input.name)) {
@@ -210,18 +210,18 @@ export function updateGateway(
       }
       const kept = Object.fromEntries(Object.entries(stored).filter(([k]) => !unset.includes(k)));
       const settings =
-        input.settings || unset.length ? validateSettings(row.kind, { ...kept, ...input.settings }) : stored;
+        input.settings || unset.length ? validateSettings(ctx, row.kind, { ...kept, ...input.settings }) : stored;
       const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
       for (const k of input.unsetSecrets ?? []) delete secrets[k];
-      validateSecrets(row.kind, secrets, false);
-      checkNewSecrets(row.kind, input.secrets);
+      validateSecrets(ctx, row.kind, secrets, false);
+      checkNewSecrets(ctx, row.kind, input.secrets);
       const touched = new Set([
         ...Object.keys(input.settings ?? {}),
         ...unset,
         ...Object.keys(input.secrets ?? {}),
         ...(input.unsetSecrets ?? []),
       ]);
-      checkPairs(row.kind, settings, secrets, touched);
+      checkPairs(ctx, row.kind, settings, secrets, touched);
       stmt(ctx.db.sqlite, 'UPDATE gateways SET settings = ?, secrets = ?, status = ?, updated_at = ? WHERE id = ?').run(
         JSON.stringify(settings),
         sealJson(ctx.masterKey, secrets),

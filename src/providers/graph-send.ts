@@ -1,5 +1,5 @@
 import { callProvider, isResponse, retryAfterMs, truncate, type HttpResponse } from './http.js';
-import { GRAPH_API_VERSION } from '../core/gateway-kinds.js';
+import { GRAPH_API_VERSION } from './meta-app/settings.js';
 import type { SendContext, SendResult } from './types.js';
 
 // WhatsApp Cloud, Messenger and Instagram all answer through the Graph API error

@@ -7,6 +7,7 @@ import { createPartner } from '../../src/core/partners.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { MSGCTL, cleanEnv, cleanupTmp, oneErrorLine, runJson, spawnCli, tmpDataDir } from '../helpers/cli.js';
 import { waitForExit } from '../helpers/wait.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // The real bin/msgctl, for what only a process shows: exit codes, a reader that hangs up,
 // secrets piped on stdin, the working directory. Everything else runs in-process (runCli).
@@ -36,7 +37,7 @@ describe('bin/msgctl', () => {
     // Several times what a pipe holds (64 KiB), so msgctl is still writing when the reader hangs up.
     const dd = openDataDir(dataDir, { migrate: false });
     try {
-      const ctx = { db: dd.db, masterKey: dd.masterKey, config: {} as any, now: Date.now };
+      const ctx = coreCtx(dd);
       dd.db.sqlite.transaction(() => {
         for (let i = 0; i < 800; i++)
           createPartner(ctx, { slug: `bulk-${i}`, name: `Bulk partner number ${i} `.repeat(4).trim() }, 'test');

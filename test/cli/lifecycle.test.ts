@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenAuthenticator } from '../../src/core/tokens.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { cleanupTmp, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // Changes an operator makes after the first session, checked in the database and, where
 // it matters, through core the way the server would see them on its next request.
@@ -13,12 +14,7 @@ const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir,
 function authenticate(secret: string) {
   const dd = openDataDir(dataDir, { migrate: false });
   try {
-    return new TokenAuthenticator({
-      db: dd.db,
-      masterKey: dd.masterKey,
-      config: {} as any,
-      now: Date.now,
-    }).authenticate(secret);
+    return new TokenAuthenticator(coreCtx(dd)).authenticate(secret);
   } finally {
     dd.close();
   }

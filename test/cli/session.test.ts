@@ -13,6 +13,7 @@ import {
   type CliResult,
   type RunOptions,
 } from '../helpers/cli.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // The operator's first session from the README and msgctl --help, exactly as written there, in text and in --json.
 
@@ -94,9 +95,7 @@ describe('first session, text output', () => {
     const dd = openDataDir(s.dataDir, { migrate: false });
     try {
       const id = (dd.db.sqlite.prepare('SELECT id FROM gateways').get() as { id: string }).id;
-      expect(openGateway({ db: dd.db, masterKey: dd.masterKey, config: {} as any, now: Date.now }, id).secrets).toEqual(
-        { auth_token: AUTH_TOKEN },
-      );
+      expect(openGateway(coreCtx(dd), id).secrets).toEqual({ auth_token: AUTH_TOKEN });
     } finally {
       dd.close();
     }

@@ -1,5 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { assignChannel } from '../../src/core/channels.js';
+import type { GatewayKindRegistry } from '../../src/core/gateway-kinds.js';
 import { addGateway, getGateway, updateGateway } from '../../src/core/gateways.js';
+import { createPartner } from '../../src/core/partners.js';
+import { gatewayKinds } from '../../src/providers/kinds.js';
 import { openTestCtx } from '../helpers/ctx.js';
 
 const t = openTestCtx();
@@ -26,5 +30,41 @@ describe('gateway settings checked when they change', () => {
     const fixed = updateGateway(t.ctx, g.id, { settings: { tag: 'HUMAN_AGENT' } }, 'test');
     expect(fixed.settings).toMatchObject({ messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT' });
     expect(getGateway(t.ctx, g.id).status).toBe('disabled');
+  });
+});
+
+describe('the gateway kinds core is given', () => {
+  it('are the only ones it takes, with their settings, secrets and channels', () => {
+    // A registry holding only the sandbox, serving SMS alone: core knows no kind of its own.
+    const sandbox = gatewayKinds.get('sandbox');
+    const onlySandbox: GatewayKindRegistry = {
+      specs: [{ ...sandbox, channels: ['sms'] }],
+      has: (kind): kind is 'sandbox' => kind === 'sandbox',
+      get: () => ({ ...sandbox, channels: ['sms'] }),
+    };
+    const ctx = { ...t.ctx, gatewayKinds: onlySandbox };
+    expect(() =>
+      addGateway(
+        ctx,
+        { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: 'x' } },
+        'test',
+      ),
+    ).toThrow(
+      expect.objectContaining({
+        message: 'unknown gateway kind "twilio"',
+        details: [{ field: 'kind', message: 'one of sandbox' }],
+      }),
+    );
+    const g = addGateway(ctx, { kind: 'sandbox', name: 'sbx-sms', settings: {} }, 'test');
+    // Its defaults and its generated secret come from the spec.
+    expect(g.settings).toEqual({ delivery_delay_ms: 300 });
+    expect(g.secret_names).toEqual(['signing_secret']);
+    const p = createPartner(t.ctx, { slug: 'kinds', name: 'Kinds' }, 'test');
+    expect(() =>
+      assignChannel(ctx, { partner: p.id, gateway: g.id, type: 'email', sender: 'a@example.com' }, 'test'),
+    ).toThrow('a sandbox gateway cannot serve email; it serves sms');
+    expect(assignChannel(ctx, { partner: p.id, gateway: g.id, type: 'sms', sender: '+15550001111' }, 'test').type).toBe(
+      'sms',
+    );
   });
 });

@@ -4,12 +4,11 @@ import { join } from 'node:path';
 import { migrate as drizzleMigrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { loadConfig } from '../../src/config/load.js';
-import type { CoreCtx } from '../../src/core/context.js';
 import { lookupSession } from '../../src/core/ui-sessions.js';
 import { linkHash, openLink, setUserStatus } from '../../src/core/users.js';
 import { MIGRATIONS_DIR, migrate } from '../../src/db/migrate.js';
 import { openDb } from '../../src/db/open.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // Console users become persons with memberships: a database made at the schema before it,
 // with users, sessions and links in it, upgraded by msgd's own migrate (one transaction, foreign
@@ -218,12 +217,7 @@ describe('the memberships migration', () => {
     link('inv_eve_old', 'usr_eve', 'reset', secrets.eveExpired, null, -1_000);
 
     expect(migrate(db)[0]).toBe('0011_console_memberships');
-    const ctx: CoreCtx = {
-      db,
-      masterKey: Buffer.alloc(32, 1),
-      config: loadConfig({ env: {}, dataDir: tmp }),
-      now: () => now,
-    };
+    const ctx = coreCtx({ db, masterKey: Buffer.alloc(32, 1) }, { dataDir: tmp, now: () => now });
     // The active user keeps their session and their one usable link; used and expired links stay dead.
     expect(lookupSession(ctx, 'eve-session-secret-0123456789abcdef')?.user?.partnerId).toBe('ptr_a');
     expect(openLink(ctx, secrets.eveReset)?.kind).toBe('reset');

@@ -3,13 +3,13 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { setupPartner, tmpDir, type PartnerSetup } from '../helpers/server.js';
 import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
 import type { TwilioFake } from '../fakes/twilio.js';
 import { twilioGateway } from '../helpers/gateways.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // msgd as the operator runs it: `node bin/msgd` in its own process (the compiled dist/, built
 // by test/global-setup.ts), configured by MSGD_* and a config file, over a data dir prepared
@@ -33,12 +33,7 @@ export async function prepare(
   const dir = tmpDir('msgd-e2e-');
   const dd = openDataDir(dir, { create: true, env: {} });
   try {
-    const ctx: CoreCtx = {
-      db: dd.db,
-      masterKey: dd.masterKey,
-      config: loadConfig({ env: {}, dataDir: dir }),
-      now: Date.now,
-    };
+    const ctx = coreCtx(dd, { dataDir: dir });
     // The load is a crash test's, not the rate limiter's: a limit it cannot reach.
     const p = setupPartner(ctx, {
       balance: partner.balance,
@@ -125,12 +120,7 @@ export async function killIfRunning(c: MsgdChild | undefined) {
 /** A second connection on the data dir, as msgctl opens it. */
 export function inspect(prep: Prepared): { ctx: CoreCtx; close(): void } {
   const dd = openDataDir(prep.dir, { env: {}, migrate: false });
-  const ctx: CoreCtx = {
-    db: dd.db,
-    masterKey: dd.masterKey,
-    config: loadConfig({ env: {}, dataDir: prep.dir }),
-    now: Date.now,
-  };
+  const ctx = coreCtx(dd, { dataDir: prep.dir });
   return { ctx, close: () => dd.close() };
 }
 

@@ -1,13 +1,12 @@
 import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
-import type { CoreCtx } from '../../src/core/context.js';
 import { getMessageRow } from '../../src/core/messages.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { connect, setupPartner, startTestServer, storeOutboundSms, tmpDir } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // One msgd per data directory, and what that allows at start: jobs a dead msgd left running
 // are its orphans, taken back at once instead of when their lease would have run out.
@@ -19,12 +18,7 @@ describe('one msgd per data directory', () => {
   it('takes back at start the jobs a crashed msgd left running: resent at once, flagged a possible duplicate if their request may have left', async () => {
     // What kill -9 mid-call leaves behind: a dispatch job running under a 10-minute lease.
     const dd = openDataDir(dir, { create: true, env: {} });
-    const ctx: CoreCtx = {
-      db: dd.db,
-      masterKey: dd.masterKey,
-      config: loadConfig({ env: {}, dataDir: dir }),
-      now: Date.now,
-    };
+    const ctx = coreCtx(dd, { dataDir: dir });
     const p = setupPartner(ctx, { balance: '10' });
     const { channel } = connect(
       ctx,

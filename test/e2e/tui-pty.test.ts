@@ -5,12 +5,11 @@ import { join } from 'node:path';
 import pty from '@lydell/node-pty';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MSGCTL, ROOT, cleanEnv } from '../helpers/cli.js';
-import { loadConfig } from '../../src/config/load.js';
-import type { CoreCtx } from '../../src/core/context.js';
 import { addGateway } from '../../src/core/gateways.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { postJson } from '../helpers/server.js';
 import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // The operator's whole first session in a real pseudo-terminal: msgd runs as its own process,
 // `msgctl tui` opens beside it at 80×24, and everything is done by keystrokes: a sandbox
@@ -183,12 +182,7 @@ describe('msgctl tui in a real terminal', () => {
     cleanup.push(() => rmSync(root, { recursive: true, force: true }));
     const dataDir = join(root, 'data');
     const dd = openDataDir(dataDir, { create: true, env: {} });
-    const ctx: CoreCtx = {
-      db: dd.db,
-      masterKey: dd.masterKey,
-      config: loadConfig({ env: {}, dataDir }),
-      now: Date.now,
-    };
+    const ctx = coreCtx(dd, { dataDir });
     addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     // A gateway of a kind this msgctl does not know: drawing its detail throws.
     dd.db.sqlite

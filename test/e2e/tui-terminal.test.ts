@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import pty from '@lydell/node-pty';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MSGCTL, cleanEnv } from '../helpers/cli.js';
-import { loadConfig } from '../../src/config/load.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { addGateway, getGateway } from '../../src/core/gateways.js';
 import { createPartner, getPartner } from '../../src/core/partners.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { waitFor } from '../helpers/wait.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // What only a real terminal shows: keys that arrive in one read, a bracketed paste, the exit
 // status a signal leaves, a terminal without attributes (TERM=dumb) and a locale without UTF-8.
@@ -35,7 +35,7 @@ function dataDir(setup: (ctx: CoreCtx) => void = () => {}): string {
   cleanup.push(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'data');
   const dd = openDataDir(dir, { create: true, env: {} });
-  setup({ db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: dir }), now: Date.now });
+  setup(coreCtx(dd, { dataDir: dir }));
   dd.close();
   return dir;
 }
@@ -43,7 +43,7 @@ function dataDir(setup: (ctx: CoreCtx) => void = () => {}): string {
 function withCtx<T>(dir: string, fn: (ctx: CoreCtx) => T): T {
   const dd = openDataDir(dir, { env: {} });
   try {
-    return fn({ db: dd.db, masterKey: dd.masterKey, config: loadConfig({ env: {}, dataDir: dir }), now: Date.now });
+    return fn(coreCtx(dd, { dataDir: dir }));
   } finally {
     dd.close();
   }

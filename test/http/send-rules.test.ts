@@ -13,6 +13,7 @@ import { parseMoney } from '../../src/lib/money.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { EMAIL, SMS, WHATSAPP, sandboxPartner, send } from '../helpers/gateways.js';
 import { balanceOf, messagesOf } from '../helpers/rows.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // The rules every send endpoint shares, in the spec's order: 401 token, 403 partner/scope/
 // channel, 402 funds exhausted, 400 payload, 402 price, 200; and the HTTP envelope around
@@ -752,7 +753,7 @@ describe('operator changes from another connection (msgctl) apply on the next re
   async function asMsgctl(fn: (ctl: CoreCtx) => Promise<void>) {
     const db2 = openDb(s.rt.dataDir.db.path);
     try {
-      await fn({ db: db2, masterKey: s.ctx.masterKey, config: s.ctx.config, now: Date.now });
+      await fn(coreCtx({ db: db2, masterKey: s.ctx.masterKey }, { config: s.ctx.config }));
     } finally {
       db2.close();
     }

@@ -4,7 +4,7 @@ import { instagramBase, metaInstagramAdapter as instagram } from '../../src/prov
 import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { pinConnection } from '../../src/db/pin.js';
-import { GATEWAY_KINDS } from '../../src/core/gateway-kinds.js';
+import { metaInstagramSettings } from '../../src/providers/meta-instagram/kind.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
 
@@ -113,12 +113,12 @@ describe('meta_instagram adapter', () => {
   });
 
   it('sends a tagged message (HUMAN_AGENT) when the gateway says so, and refuses MESSAGE_TAG without a tag', async () => {
-    const settings = GATEWAY_KINDS.meta_instagram.settings.parse({
+    const settings = metaInstagramSettings.parse({
       base_url: fake.url,
       ig_account_id: IG_ID,
       messaging_type: 'MESSAGE_TAG',
       tag: 'HUMAN_AGENT',
-    }) as Record<string, unknown>;
+    });
     const r = await instagram.send(
       makeGw('meta_instagram', settings, { access_token: IG_TOKEN }),
       makeMsg('instagram', 'IGSID_9', IG_ID, text('hi')),
@@ -131,7 +131,7 @@ describe('meta_instagram adapter', () => {
       tag: 'HUMAN_AGENT',
       message: { text: 'hi' },
     });
-    const bad = GATEWAY_KINDS.meta_instagram.settings.safeParse({
+    const bad = metaInstagramSettings.safeParse({
       ig_account_id: IG_ID,
       messaging_type: 'MESSAGE_TAG',
     });
@@ -150,8 +150,7 @@ describe('meta_instagram adapter', () => {
   });
 
   it('defaults to graph.instagram.com without a page (Instagram Login), graph.facebook.com with one (FACTS B1)', () => {
-    const stored = (settings: Record<string, unknown>) =>
-      GATEWAY_KINDS.meta_instagram.settings.parse(settings) as Record<string, unknown>;
+    const stored = (settings: Record<string, unknown>) => metaInstagramSettings.parse(settings);
     expect(stored({ ig_account_id: IG_ID })).not.toHaveProperty('base_url');
     expect(instagramBase(stored({ ig_account_id: IG_ID }))).toBe('https://graph.instagram.com');
     expect(instagramBase(stored({ ig_account_id: IG_ID, page_id: PAGE_ID }))).toBe('https://graph.facebook.com');

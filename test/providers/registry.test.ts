@@ -1,18 +1,32 @@
 import { describe, expect, it } from 'vitest';
-import { GATEWAY_KINDS } from '../../src/core/gateway-kinds.js';
 import type { GatewayKind } from '../../src/core/context.js';
+import { gatewayKinds } from '../../src/providers/kinds.js';
 import { closeAdapters, getAdapter } from '../../src/providers/registry.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher } from './helpers.js';
 
 describe('provider registry', () => {
   it('has an adapter for every gateway kind, each reporting its own kind', () => {
-    for (const kind of Object.keys(GATEWAY_KINDS) as GatewayKind[]) {
+    expect(gatewayKinds.specs.map((s) => s.kind)).toEqual([
+      'whatsapp_cloud',
+      'meta_messenger',
+      'meta_instagram',
+      'twilio',
+      'sendgrid',
+      'smtp',
+      'sandbox',
+    ]);
+    for (const { kind } of gatewayKinds.specs) {
       expect(getAdapter(kind).kind).toBe(kind);
+      expect(gatewayKinds.get(kind).kind).toBe(kind);
     }
   });
 
   it('throws for an unknown kind', () => {
     expect(() => getAdapter('carrier_pigeon' as GatewayKind)).toThrow(/carrier_pigeon/);
+    expect(gatewayKinds.has('carrier_pigeon')).toBe(false);
+    // Not a key of a plain object either: a kind named after Object.prototype is unknown.
+    expect(gatewayKinds.has('toString')).toBe(false);
+    expect(() => gatewayKinds.get('carrier_pigeon' as GatewayKind)).toThrow(/unknown gateway kind "carrier_pigeon"/);
   });
 
   it('sandbox accepts anything with a fresh sbx_ id', async () => {

@@ -4,7 +4,7 @@ import { callProvider, type HttpResponse } from '../../src/providers/http.js';
 import { twilioAdapter as adapter } from '../../src/providers/twilio/send.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { makeCtx, makeGw, makeMsg, newDispatcher, text } from './helpers.js';
-import { GATEWAY_KINDS } from '../../src/core/gateway-kinds.js';
+import { twilioSettings } from '../../src/providers/twilio/kind.js';
 
 const SID = 'AC0123456789abcdef0123456789abcdef';
 const TOKEN = 'test_auth_token';
@@ -179,11 +179,11 @@ describe('twilio adapter', () => {
   it('sends with an API key (SK sid and secret) instead of the auth token when the gateway has one', async () => {
     const KEY = 'SK0123456789abcdef0123456789abcdef';
     fake.apiKeys.set(KEY, { account: SID, secret: 'key_secret' });
-    const settings = GATEWAY_KINDS.twilio.settings.parse({
+    const settings = twilioSettings.parse({
       base_url: fake.url,
       account_sid: SID,
       api_key_sid: KEY,
-    }) as Record<string, unknown>;
+    });
     const keyed = (secret?: string) =>
       makeGw('twilio', settings, { auth_token: TOKEN, ...(secret ? { api_key_secret: secret } : {}) });
     const r = await adapter.send(keyed('key_secret'), sms(), ctx);
@@ -193,7 +193,7 @@ describe('twilio adapter', () => {
     expect(req.headers.authorization).toBe(`Basic ${Buffer.from(`${KEY}:key_secret`).toString('base64')}`);
     expect(await adapter.send(keyed('wrong'), sms(), ctx)).toMatchObject({ outcome: 'failed', code: '20003' });
     expect(await adapter.send(keyed(), sms(), ctx)).toMatchObject({ outcome: 'failed', code: 'missing_secret' });
-    expect(GATEWAY_KINDS.twilio.settings.safeParse({ account_sid: SID, api_key_sid: 'AC123' }).success).toBe(false);
+    expect(twilioSettings.safeParse({ account_sid: SID, api_key_sid: 'AC123' }).success).toBe(false);
   });
 
   it('fails on bad credentials with 20003', async () => {

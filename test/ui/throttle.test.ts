@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
 import { LoginThrottle, PER_ACCOUNT, PER_ADDRESS } from '../../src/core/login-throttle.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { Client, PASSWORD, loggedIn, type Answer } from './helpers.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // The login throttle under real concurrency: many parallel HTTP requests with a valid CSRF
 // token, against a real msgd. An attempt counts from when it starts, so attempts still being
@@ -142,12 +142,7 @@ describe('login throttle under concurrency', () => {
       await c.post('/ui/login', { email, password: 'wrong guess' }, { 'x-forwarded-for': address });
     const dd = openDataDir(s.dataDir, { env: {} });
     try {
-      const other = new LoginThrottle({
-        db: dd.db,
-        masterKey: dd.masterKey,
-        config: loadConfig({ env: {}, dataDir: s.dataDir }),
-        now: s.clock.now,
-      });
+      const other = new LoginThrottle(coreCtx(dd, { dataDir: s.dataDir, now: s.clock.now }));
       expect(other.begin(email, '203.0.113.50')).toMatchObject({ ok: true });
       expect(other.begin(email, '203.0.113.51')).toMatchObject({ ok: false });
     } finally {

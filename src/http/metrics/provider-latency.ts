@@ -1,6 +1,6 @@
 import type { Metric, Registry } from 'prom-client';
 import { DISPATCH_OUTCOMES, type Counters, type DispatchOutcome } from '../../core/counters.js';
-import { GATEWAY_KINDS } from '../../core/gateway-kinds.js';
+import { gatewayKinds } from '../../providers/kinds.js';
 
 // How long providers take to answer a send, per gateway kind and outcome, timed around the
 // provider call in dispatch (src/jobs/dispatch.ts). Every series is made here, once, and a
@@ -37,7 +37,7 @@ export function registerProviderLatency(registry: Registry, counters: Counters):
     byKind.set(kind, series as Record<DispatchOutcome, Series>);
     return series as Record<DispatchOutcome, Series>;
   };
-  for (const kind of Object.keys(GATEWAY_KINDS)) bind(kind);
+  for (const { kind } of gatewayKinds.specs) bind(kind);
   counters.providerCalls = (kind, outcome, seconds) => (byKind.get(kind) ?? bind(kind))[outcome].observe(seconds);
 
   const get = async () => {
@@ -66,7 +66,7 @@ export function registerProviderLatency(registry: Registry, counters: Counters):
     get,
     reset() {
       byKind.clear();
-      for (const kind of Object.keys(GATEWAY_KINDS)) bind(kind);
+      for (const { kind } of gatewayKinds.specs) bind(kind);
     },
   };
   registry.registerMetric(metric as unknown as Metric);

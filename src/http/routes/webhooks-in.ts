@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../webhooks-in/intake.js';
 import type { Runtime } from '../../runtime.js';
-import { META_KINDS } from '../../core/gateway-kinds.js';
+import { META_KINDS } from '../../providers/meta-app/settings.js';
 import { FailureLog } from '../../lib/failure-log.js';
 import { errorHandler, sendError } from '../errors.js';
 

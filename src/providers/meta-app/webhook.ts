@@ -1,4 +1,4 @@
-import { META_KINDS } from '../../core/gateway-kinds.js';
+import { META_KINDS } from './settings.js';
 import { metaMatches, metaSignature, type MetaSignature } from '../meta-signature.js';
 import { isObject, jsonBody, note, str, type WebhookHandler } from '../webhook-common.js';
 

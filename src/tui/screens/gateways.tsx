@@ -2,10 +2,9 @@ import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useRef, useState } from 'react';
 import { listChannels } from '../../core/channels.js';
-import { CHANNEL_TYPES, type GatewayKind } from '../../core/context.js';
+import { CHANNEL_TYPES, type CoreCtx, type GatewayKind } from '../../core/context.js';
 import { COUNTER_NAMES } from '../../core/counters.js';
 import { readCounterWindows } from '../../core/counter-store.js';
-import { GATEWAY_KINDS, isGatewayKind } from '../../core/gateway-kinds.js';
 import { addGateway, getGateway, listGateways, updateGateway, type GatewayView } from '../../core/gateways.js';
 import { getPartner, listPartners } from '../../core/partners.js';
 import { listPrices, setPrice, unsetPrice, type PriceListRow } from '../../core/prices.js';
@@ -58,8 +57,8 @@ function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
 
 const str = (v: FormValues[string] | undefined) => (typeof v === 'string' ? v.trim() : '');
 
-function settingFields(kind: GatewayKind, current?: Record<string, unknown>): Field[] {
-  return Object.keys(GATEWAY_KINDS[kind].settings.shape).map((k) => ({
+function settingFields(ctx: CoreCtx, kind: GatewayKind, current?: Record<string, unknown>): Field[] {
+  return Object.keys(ctx.gatewayKinds.get(kind).settings.shape).map((k) => ({
     key: `set:${k}`,
     label: k,
     type: 'text' as const,
@@ -73,8 +72,8 @@ function settingFields(kind: GatewayKind, current?: Record<string, unknown>): Fi
   }));
 }
 
-function secretFields(kind: GatewayKind, editing: boolean): Field[] {
-  const spec = GATEWAY_KINDS[kind].secrets;
+function secretFields(ctx: CoreCtx, kind: GatewayKind, editing: boolean): Field[] {
+  const spec = ctx.gatewayKinds.get(kind).secrets;
   return [...spec.required.map((s) => [s, true] as const), ...spec.optional.map((s) => [s, false] as const)].map(
     ([s, req]) => ({
       key: `secret:${s}`,
@@ -136,20 +135,20 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
           key: 'kind',
           label: 'Kind',
           type: 'choice',
-          options: Object.values(GATEWAY_KINDS).map((k) => ({ value: k.kind, label: `${k.kind}: ${k.label}` })),
+          options: ctx.gatewayKinds.specs.map((k) => ({ value: k.kind, label: `${k.kind}: ${k.label}` })),
           hint: '←→ choose',
         },
       ],
       submit: (v) => {
         const kind = str(v.kind);
         const name = str(v.name);
-        if (!isGatewayKind(kind)) throw new Error(`unknown gateway kind "${kind}"`);
+        if (!ctx.gatewayKinds.has(kind)) throw new Error(`unknown gateway kind "${kind}"`);
         if (!name) throw new Error('a name is required');
         return {
           kind: 'form',
           title: `Add ${kind} gateway ${name}`,
           note: 'Secrets are masked, stored encrypted, and never shown again.',
-          fields: [...settingFields(kind), ...secretFields(kind, false)],
+          fields: [...settingFields(ctx, kind), ...secretFields(ctx, kind, false)],
           submit: (w) => {
             const { settings, secrets } = split(w);
             const g = addGateway(ctx, { kind, name, settings, secrets }, actor);
@@ -167,7 +166,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
         kind: 'form',
         title: `Edit gateway ${g.name} (${g.kind})`,
         note: `Stored secrets: ${g.secret_names.join(', ') || 'none'} (values never shown).`,
-        fields: [...settingFields(g.kind, g.settings), ...secretFields(g.kind, true)],
+        fields: [...settingFields(ctx, g.kind, g.settings), ...secretFields(ctx, g.kind, true)],
         submit: (w) => {
           const { settings, secrets, cleared } = split(w);
           const unset = cleared.filter((k) => g.settings[k] !== undefined);
@@ -322,6 +321,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
 
 function GatewayDetail({ row, width }: { row: Row; width: number }) {
   const deps = useDeps();
+  const { ctx } = deps;
   const g = row.g;
   const url = deps.webhookUrl(g);
   const settings = Object.entries(g.settings)
@@ -330,7 +330,7 @@ function GatewayDetail({ row, width }: { row: Row; width: number }) {
   return (
     <Box flexDirection="column" borderStyle="single" width={width} height={9} overflow="hidden">
       <Text bold wrap="truncate-end">
-        {clean(g.name)} · {GATEWAY_KINDS[g.kind].label} · {g.id}
+        {clean(g.name)} · {ctx.gatewayKinds.get(g.kind).label} · {g.id}
       </Text>
       <Text wrap="truncate-end">
         webhook URL to register with the provider
@@ -341,7 +341,7 @@ function GatewayDetail({ row, width }: { row: Row; width: number }) {
       <Text wrap="truncate-end">
         secrets: {g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'}
       </Text>
-      <Text wrap="truncate-end">serves: {GATEWAY_KINDS[g.kind].channels.join(', ')}</Text>
+      <Text wrap="truncate-end">serves: {ctx.gatewayKinds.get(g.kind).channels.join(', ')}</Text>
     </Box>
   );
 }

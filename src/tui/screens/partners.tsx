@@ -3,7 +3,6 @@ import { useKeys } from '../keys.js';
 import { useMemo, useState } from 'react';
 import { assignChannel, unassignChannel } from '../../core/channels.js';
 import { CHANNEL_TYPES } from '../../core/context.js';
-import { GATEWAY_KINDS } from '../../core/gateway-kinds.js';
 import { listGateways } from '../../core/gateways.js';
 import { adjust, topup } from '../../core/ledger.js';
 import {
@@ -283,7 +282,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             type: 'choice',
             options: gws.map((g) => ({
               value: g.id,
-              label: `${g.name} (${g.kind}: ${GATEWAY_KINDS[g.kind].channels.join(', ')})`,
+              label: `${g.name} (${g.kind}: ${ctx.gatewayKinds.get(g.kind).channels.join(', ')})`,
             })),
             hint: '←→ choose',
           },
