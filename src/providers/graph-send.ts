@@ -104,7 +104,11 @@ function describe(res: HttpResponse, err: GraphError | undefined): string {
  * A Send API text message (Messenger, Instagram): `messaging_type` from the gateway's
  * settings (RESPONSE by default), and its tag when it is MESSAGE_TAG.
  */
-export function sendApiBody(settings: Record<string, any>, to: string, text: string): Record<string, unknown> {
+export function sendApiBody(
+  settings: { messaging_type?: string; tag?: string },
+  to: string,
+  text: string,
+): Record<string, unknown> {
   const messagingType = typeof settings.messaging_type === 'string' ? settings.messaging_type : 'RESPONSE';
   const body: Record<string, unknown> = { recipient: { id: to }, messaging_type: messagingType, message: { text } };
   // Outside the 24 h window only a tagged message goes through; the tag is the operator's choice.
@@ -112,7 +116,7 @@ export function sendApiBody(settings: Record<string, any>, to: string, text: str
   return body;
 }
 
-export function graphUrl(settings: Record<string, any>, base: string, objectId: string): string {
+export function graphUrl(settings: { api_version?: string }, base: string, objectId: string): string {
   const version = typeof settings.api_version === 'string' ? settings.api_version : GRAPH_API_VERSION;
   return `${base}/${encodeURIComponent(version)}/${encodeURIComponent(objectId)}/messages`;
 }

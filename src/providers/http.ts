@@ -25,7 +25,7 @@ export type RetryResult = Extract<SendResult, { outcome: 'retry' }>;
 // Error pages and envelopes are small; a misbehaving endpoint must not fill memory.
 const MAX_BODY_BYTES = 1024 * 1024;
 
-export function baseUrl(settings: Record<string, any>, fallback: string): string {
+export function baseUrl(settings: { base_url?: string }, fallback: string): string {
   const raw = typeof settings.base_url === 'string' && settings.base_url !== '' ? settings.base_url : fallback;
   return raw.replace(/\/+$/, '');
 }

@@ -1,12 +1,21 @@
 import type { Dispatcher } from 'undici';
 import type { ChannelType, GatewayKind } from '../core/context.js';
 
-/** A gateway as the provider layer sees it: the only place secrets are opened. */
-export interface GatewayRuntime {
+/**
+ * A gateway's settings as stored: its kind's settings type (src/providers/<kind>/kind.ts), the
+ * output of that kind's schema, which checked them when they were written.
+ */
+export type StoredSettings = Record<string, unknown>;
+
+/**
+ * A gateway as the provider layer sees it: the only place secrets are opened. An adapter reads
+ * it with its own kind's settings type (`GatewayRuntime<TwilioSettings>`).
+ */
+export interface GatewayRuntime<S extends object = StoredSettings> {
   id: string;
   kind: GatewayKind;
   name: string;
-  settings: Record<string, any>;
+  settings: S;
   secrets: Record<string, string>;
 }
 
@@ -74,10 +83,11 @@ export interface CallPool {
   size?: number;
 }
 
-export interface ProviderAdapter {
+/** How one kind sends: it reads its own kind's settings (S). */
+export interface ProviderAdapter<S extends object = StoredSettings> {
   kind: GatewayKind;
-  send(gw: GatewayRuntime, msg: OutboundMessage, ctx: SendContext): Promise<SendResult>;
+  send(gw: GatewayRuntime<S>, msg: OutboundMessage, ctx: SendContext): Promise<SendResult>;
   /** The connections its calls use; unset: none shared with another gateway (no network). */
-  callPool?(gw: GatewayRuntime): CallPool;
+  callPool?(gw: GatewayRuntime<S>): CallPool;
   close?(): Promise<void>;
 }

@@ -1,5 +1,6 @@
 import { Agent } from 'undici';
 import type { GatewayKind } from '../../src/core/context.js';
+import type { KindSettings } from '../../src/providers/kinds.js';
 import type { GatewayRuntime, MessageContent, OutboundMessage, SendContext } from '../../src/providers/types.js';
 import type { ChannelType } from '../../src/core/context.js';
 
@@ -13,13 +14,17 @@ export function makeCtx(dispatcher: Agent, over: Partial<SendContext> = {}): Sen
 
 let seq = 0;
 
-export function makeGw(
-  kind: GatewayKind,
-  settings: Record<string, any>,
+/**
+ * A gateway of `kind` with its settings as a row holds them: the kind's settings type, though a
+ * test may leave out what a stored row can lack (a default added since it was written).
+ */
+export function makeGw<K extends GatewayKind>(
+  kind: K,
+  settings: Record<string, unknown>,
   secrets: Record<string, string>,
-): GatewayRuntime {
+): GatewayRuntime<KindSettings[K]> {
   seq += 1;
-  return { id: `gw_test${seq}`, kind, name: `${kind} ${seq}`, settings, secrets };
+  return { id: `gw_test${seq}`, kind, name: `${kind} ${seq}`, settings: settings as KindSettings[K], secrets };
 }
 
 export function makeMsg(channel: ChannelType, to: string, from: string, content: MessageContent): OutboundMessage {

@@ -10,6 +10,7 @@ import {
 } from '../http.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { OutboundMessage, ProviderAdapter, SendResult } from '../types.js';
+import type { SendgridSettings } from './kind.js';
 
 const DEFAULT_BASE = 'https://api.sendgrid.com';
 
@@ -30,7 +31,7 @@ function buildBody(msg: OutboundMessage): Record<string, unknown> | null {
   return body;
 }
 
-export const sendgridAdapter: ProviderAdapter = {
+export const sendgridAdapter: ProviderAdapter<SendgridSettings> = {
   kind: 'sendgrid',
   callPool: (gw) => originPool(baseUrl(gw.settings, DEFAULT_BASE)),
   async send(gw, msg, ctx) {

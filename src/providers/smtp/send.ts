@@ -3,6 +3,7 @@ import type { NodemailerError, SendMailOptions } from 'nodemailer';
 import type { GatewayRuntime, ProviderAdapter, SendContext, SendResult } from '../types.js';
 import { unsupported } from '../send-results.js';
 import { classifySmtpError } from './classify.js';
+import type { SmtpSettings } from './kind.js';
 
 type Nodemailer = typeof import('nodemailer');
 type PoolTransport = ReturnType<typeof createPool>;
@@ -26,12 +27,12 @@ function bool(v: unknown, fallback: boolean): boolean {
 /** SMTP sessions a gateway keeps open at most: its own pool, shared with no other gateway. */
 const SMTP_CONNECTIONS = 5;
 
-function createPool(nodemailer: Nodemailer, gw: GatewayRuntime, timeoutMs: number) {
+function createPool(nodemailer: Nodemailer, gw: GatewayRuntime<SmtpSettings>, timeoutMs: number) {
   const s = gw.settings;
-  const user = typeof s.user === 'string' && s.user !== '' ? s.user : undefined;
+  const user = s.user || undefined;
   return nodemailer.createTransport({
     pool: true,
-    host: String(s.host),
+    host: s.host,
     port: Number(s.port ?? (bool(s.secure, false) ? 465 : 587)),
     secure: bool(s.secure, false),
     requireTLS: bool(s.require_tls, false),
@@ -47,7 +48,7 @@ function createPool(nodemailer: Nodemailer, gw: GatewayRuntime, timeoutMs: numbe
   });
 }
 
-async function poolFor(gw: GatewayRuntime, ctx: SendContext): Promise<PoolTransport> {
+async function poolFor(gw: GatewayRuntime<SmtpSettings>, ctx: SendContext): Promise<PoolTransport> {
   const nodemailer = await loadMailer();
   const hash = createHash('sha256')
     .update(JSON.stringify([gw.settings, gw.secrets.password ?? null, ctx.timeoutMs]))
@@ -66,7 +67,7 @@ function domainOf(address: string): string {
   return /^[a-zA-Z0-9.-]+$/.test(domain) ? domain : 'msgd.invalid';
 }
 
-export const smtpAdapter: ProviderAdapter = {
+export const smtpAdapter: ProviderAdapter<SmtpSettings> = {
   kind: 'smtp',
   callPool: (gw) => ({ key: `smtp:${gw.id}`, size: SMTP_CONNECTIONS }),
   async send(gw, msg, ctx): Promise<SendResult> {

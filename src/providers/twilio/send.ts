@@ -1,18 +1,19 @@
 import { baseUrl, callProvider, isResponse, originPool, retryAfterMs, truncate, type HttpResponse } from '../http.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { ProviderAdapter, SendResult } from '../types.js';
+import type { TwilioSettings } from './kind.js';
 
 const DEFAULT_BASE = 'https://api.twilio.com';
 
-export const twilioAdapter: ProviderAdapter = {
+export const twilioAdapter: ProviderAdapter<TwilioSettings> = {
   kind: 'twilio',
   callPool: (gw) => originPool(baseUrl(gw.settings, DEFAULT_BASE)),
   async send(gw, msg, ctx) {
-    const sid = String(gw.settings.account_sid ?? '');
+    const sid = gw.settings.account_sid ?? '';
     const token = gw.secrets.auth_token;
     if (!token) return missingSecret('auth_token');
     // An API key (SK…) authenticates the same requests; the auth token then only checks webhooks.
-    const keySid = typeof gw.settings.api_key_sid === 'string' ? gw.settings.api_key_sid : undefined;
+    const keySid = gw.settings.api_key_sid || undefined;
     if (keySid && !gw.secrets.api_key_secret) return missingSecret('api_key_secret');
     const credentials = keySid ? `${keySid}:${gw.secrets.api_key_secret}` : `${sid}:${token}`;
     if (msg.content.kind !== 'text') return unsupported('Twilio SMS', msg.content.kind);
@@ -20,7 +21,7 @@ export const twilioAdapter: ProviderAdapter = {
     const form = new URLSearchParams();
     form.set('To', msg.to);
     // A Messaging Service picks the sender from its pool, so From must then be left out.
-    if (gw.settings.messaging_service_sid) form.set('MessagingServiceSid', String(gw.settings.messaging_service_sid));
+    if (gw.settings.messaging_service_sid) form.set('MessagingServiceSid', gw.settings.messaging_service_sid);
     else form.set('From', msg.from);
     form.set('Body', msg.content.text);
     // The callback URL names the message too, so its status reports find it by msgd's id. Twilio

@@ -2,6 +2,7 @@ import { baseUrl, originPool } from '../http.js';
 import { GRAPH_DEFAULT_BASE, graphUrl, postGraph } from '../graph-send.js';
 import { missingSecret, unsupported } from '../send-results.js';
 import type { OutboundMessage, ProviderAdapter } from '../types.js';
+import type { WhatsappCloudSettings } from './kind.js';
 
 function buildBody(msg: OutboundMessage): Record<string, unknown> | null {
   const base = {
@@ -22,7 +23,7 @@ function buildBody(msg: OutboundMessage): Record<string, unknown> | null {
   return null;
 }
 
-export const whatsappCloudAdapter: ProviderAdapter = {
+export const whatsappCloudAdapter: ProviderAdapter<WhatsappCloudSettings> = {
   kind: 'whatsapp_cloud',
   callPool: (gw) => originPool(baseUrl(gw.settings, GRAPH_DEFAULT_BASE)),
   async send(gw, msg, ctx) {
@@ -30,7 +31,7 @@ export const whatsappCloudAdapter: ProviderAdapter = {
     if (!token) return missingSecret('access_token');
     const body = buildBody(msg);
     if (!body) return unsupported('WhatsApp', msg.content.kind);
-    const url = graphUrl(gw.settings, baseUrl(gw.settings, GRAPH_DEFAULT_BASE), String(gw.settings.phone_number_id));
+    const url = graphUrl(gw.settings, baseUrl(gw.settings, GRAPH_DEFAULT_BASE), gw.settings.phone_number_id);
     return postGraph(ctx, url, token, body, (json) => json?.messages?.[0]?.id);
   },
 };
