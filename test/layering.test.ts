@@ -159,6 +159,37 @@ describe('one definition', () => {
   });
 });
 
+describe('provider knowledge', () => {
+  it('core names no provider kind but in the GatewayKind type: each kind is given to it (CoreCtx.gatewayKinds)', () => {
+    const kindName = /['"](whatsapp_cloud|meta_messenger|meta_instagram|twilio|sendgrid|smtp)['"]/;
+    const bad = files(join(SRC, 'core')).flatMap((p) =>
+      readFileSync(p, 'utf8')
+        .split('\n')
+        .filter((l) => kindName.test(l) && !/^\s*(\/\/|\*|\/\*)/.test(l))
+        .map((l) => `${relative(SRC, p)}: ${l.trim()}`),
+    );
+    expect(bad).toEqual([
+      "core/gateway-kinds.ts: 'whatsapp_cloud' | 'meta_messenger' | 'meta_instagram' | 'twilio' | 'sendgrid' | 'smtp' | 'sandbox';",
+    ]);
+  });
+
+  it('each gateway kind is specified in its provider folder', () => {
+    const kinds = readdirSync(join(SRC, 'providers'), { withFileTypes: true })
+      .filter((e) => e.isDirectory() && readdirSync(join(SRC, 'providers', e.name)).includes('kind.ts'))
+      .map((e) => e.name)
+      .sort();
+    expect(kinds).toEqual([
+      'meta-instagram',
+      'meta-messenger',
+      'sandbox',
+      'sendgrid',
+      'smtp',
+      'twilio',
+      'whatsapp-cloud',
+    ]);
+  });
+});
+
 describe("core's messages", () => {
   it("name the field, never msgctl's flag (the TUI and the console show them too)", () => {
     const flagInText = /['"`][^'"`]*[\s(]--[a-z][a-z-]*/;

@@ -3,7 +3,7 @@ import type { conversations } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError } from '../lib/errors.js';
 import { idFloor } from '../lib/id-time.js';
-import type { ChannelType, CoreCtx, GatewayKind } from './context.js';
+import type { ChannelType, CoreCtx } from './context.js';
 import { contactKeyFor } from './contacts.js';
 import type { MessageContent } from './message-content.js';
 
@@ -19,24 +19,21 @@ export const WINDOW_MS = 24 * 3_600_000;
 /** The channel types the rule applies to. */
 export const WINDOW_CHANNELS: readonly ChannelType[] = ['whatsapp', 'messenger', 'instagram'];
 
-/** The gateway kinds that enforce it: Meta's own (the sandbox and others deliver any time). */
-const ENFORCING_KINDS: readonly GatewayKind[] = ['whatsapp_cloud', 'meta_messenger', 'meta_instagram'];
-
 /**
- * Whether sends through this gateway are held to the window: its `customer_service_window`
- * setting (enforce by default; off for operators whose inbound messages reach the customer
- * elsewhere, so msgd cannot know the window), and not for tagged Messenger/Instagram sends.
+ * Whether sends through this gateway are held to the window: its kind says so from its settings
+ * (Meta's kinds: unless `customer_service_window` is off, and not for tagged Messenger/Instagram
+ * sends); the sandbox and others deliver any time. Unreadable settings are held to it.
  */
-export function enforcesWindow(kind: string | null, settingsJson: string | null): boolean {
-  if (!kind || !(ENFORCING_KINDS as readonly string[]).includes(kind)) return false;
-  let settings: { customer_service_window?: string; messaging_type?: string } = {};
+export function enforcesWindow(ctx: CoreCtx, kind: string | null, settingsJson: string | null): boolean {
+  const rule = kind && ctx.gatewayKinds.has(kind) ? ctx.gatewayKinds.get(kind).customerServiceWindow : undefined;
+  if (!rule) return false;
+  let settings: Record<string, unknown> = {};
   try {
     settings = JSON.parse(settingsJson ?? '{}') ?? {};
   } catch {
     return true;
   }
-  if (settings.customer_service_window === 'off') return false;
-  return settings.messaging_type !== 'MESSAGE_TAG';
+  return rule(settings);
 }
 
 /** When the window of a conversation's channel closes, from its last inbound message; null if none applies. */

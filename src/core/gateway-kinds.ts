@@ -26,6 +26,11 @@ export interface GatewayKindSpec {
   pairs?: readonly { setting: string; secret: string; needs: 'secret' | 'setting' }[];
   /** Secrets msgd makes itself when a new gateway is given none (the sandbox's signing secret). */
   generatedSecrets?: Record<string, () => string>;
+  /**
+   * Whether a gateway of this kind, with these stored settings, is held to Meta's 24-hour
+   * customer-service window (src/core/customer-window.ts); unset: never.
+   */
+  customerServiceWindow?(settings: Record<string, unknown>): boolean;
   /** The natural sender of a channel of this type when the operator gives none (a page's id). */
   defaultSender?(type: ChannelType, settings: Record<string, unknown>): string | undefined;
 }

@@ -95,7 +95,7 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
       type: row.channel_type!,
       gatewayId: row.gateway_id!,
       sender: row.sender!,
-      enforceWindow: enforcesWindow(row.gateway_kind, row.gateway_settings),
+      enforceWindow: enforcesWindow(ctx, row.gateway_kind, row.gateway_settings),
     },
     partner: { lowBalanceThreshold: row.low_balance_threshold },
     unitPrice: row.own_price ?? row.default_price ?? 0,

@@ -30,6 +30,16 @@ export const customerServiceWindow = {
   customer_service_window: z.enum(['enforce', 'off']).optional(),
 };
 
+/**
+ * Whether a Meta gateway is held to the window: enforced unless the operator turned it off (for
+ * operators whose inbound messages reach the customer elsewhere, so msgd cannot know the
+ * window); a tagged Messenger or Instagram send (messaging_type MESSAGE_TAG) goes outside it.
+ */
+export function holdsToCustomerWindow(settings: Record<string, unknown>): boolean {
+  if (settings.customer_service_window === 'off') return false;
+  return settings.messaging_type !== 'MESSAGE_TAG';
+}
+
 /** The Send API's messaging_type (Messenger and Instagram), and the tag a MESSAGE_TAG send needs. */
 export const messagingType = {
   messaging_type: z.enum(['RESPONSE', 'UPDATE', 'MESSAGE_TAG']).default('RESPONSE'),

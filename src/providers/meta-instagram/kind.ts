@@ -5,6 +5,7 @@ import {
   GRAPH_API_VERSION,
   META_OPTIONAL_SECRETS,
   customerServiceWindow,
+  holdsToCustomerWindow,
   graphId,
   graphVersion,
   messagingType,
@@ -34,6 +35,7 @@ export const metaInstagramKind: GatewayKindSpec = {
   channels: ['instagram'],
   settings: metaInstagramSettings,
   secrets: { required: ['access_token'], optional: META_OPTIONAL_SECRETS },
+  customerServiceWindow: holdsToCustomerWindow,
   // An Instagram channel sends as the gateway's Instagram account.
   defaultSender: (type, settings) =>
     type === 'instagram' ? (settings.ig_account_id as string | undefined) : undefined,

@@ -5,6 +5,7 @@ import {
   GRAPH_API_VERSION,
   META_OPTIONAL_SECRETS,
   customerServiceWindow,
+  holdsToCustomerWindow,
   graphId,
   graphVersion,
   messagingType,
@@ -31,6 +32,7 @@ export const metaMessengerKind: GatewayKindSpec = {
   channels: ['messenger'],
   settings: metaMessengerSettings,
   secrets: { required: ['page_access_token'], optional: META_OPTIONAL_SECRETS },
+  customerServiceWindow: holdsToCustomerWindow,
   // A Messenger channel sends as the gateway's page.
   defaultSender: (type, settings) => (type === 'messenger' ? (settings.page_id as string | undefined) : undefined),
 };

@@ -5,6 +5,7 @@ import {
   GRAPH_API_VERSION,
   META_OPTIONAL_SECRETS,
   customerServiceWindow,
+  holdsToCustomerWindow,
   graphId,
   graphVersion,
 } from '../meta-app/settings.js';
@@ -28,4 +29,5 @@ export const whatsappCloudKind: GatewayKindSpec = {
   channels: ['whatsapp'],
   settings: whatsappCloudSettings,
   secrets: { required: ['access_token'], optional: META_OPTIONAL_SECRETS },
+  customerServiceWindow: holdsToCustomerWindow,
 };
