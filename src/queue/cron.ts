@@ -1,5 +1,8 @@
 import { createTask, validateDetailed, type ScheduledTask } from 'node-cron';
 import type { Db } from '../db/open.js';
+import type { Row } from '../db/rows.js';
+import type { jobs } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
 import { invalid } from '../lib/errors.js';
 import type { EnqueueSpec, JobQueue } from './queue.js';
 import type { JobLogger } from './worker.js';
@@ -61,11 +64,17 @@ export class Cron {
     this.timezone = opts.timezone;
     this.keepRunsMs = opts.keepRunsMs ?? 2 * 86_400_000;
     this.now = opts.now ?? Date.now;
-    this.claimSlot = this.db.sqlite.prepare(`INSERT OR IGNORE INTO cron_runs (key, created_at) VALUES (?, ?)`);
+    this.claimSlot = stmt<[string, number]>(
+      this.db.sqlite,
+      `INSERT OR IGNORE INTO cron_runs (key, created_at) VALUES (?, ?)`,
+    );
+    this.jobByKey = stmt<[string], Pick<Row<typeof jobs>, 'id'>>(
+      this.db.sqlite,
+      `SELECT id FROM jobs WHERE unique_key = ?`,
+    );
     // Keys are "name:ISO" and ISO sorts as time, so one name's old slots are a key range on the
     // primary key (names cannot hold ':', so "a" never matches "a-b:…").
-    this.jobByKey = this.db.sqlite.prepare(`SELECT id FROM jobs WHERE unique_key = ?`);
-    this.prune = this.db.sqlite.prepare(`DELETE FROM cron_runs WHERE key > ? AND key < ?`);
+    this.prune = stmt<[string, string]>(this.db.sqlite, `DELETE FROM cron_runs WHERE key > ? AND key < ?`);
   }
 
   /** Register a task. Throws a clear error on a bad name or expression. */
@@ -124,7 +133,7 @@ export class Cron {
       .transaction(() => {
         this.prune.run(`${name}:`, `${name}:${iso(now - this.keepRunsMs)}`);
         if (this.claimSlot.run(key, now).changes === 0) {
-          const job = this.jobByKey.get(`cron:${key}`) as { id: number } | undefined;
+          const job = this.jobByKey.get(`cron:${key}`);
           return { id: job?.id ?? null, created: false, key };
         }
         const spec = typeof entry.task === 'function' ? entry.task(new Date(slotIso)) : entry.task;

@@ -1,10 +1,18 @@
 import type Database from 'better-sqlite3';
-import type { DeadTarget, Job, JobState, Lease } from './job.js';
+import type { Row } from '../db/rows.js';
+import type { jobs } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
+import type { DeadTarget, Job, Lease } from './job.js';
 
-// The queue's SQL and row mapping, kept apart from the JobQueue class. Hot-path statements
-// are prepared once per connection by prepare(); the rest are built per shape and cached.
+// The queue's SQL and row mapping, kept apart from the JobQueue class. Every statement is
+// stmt()'s (src/db/stmt.ts), prepared once per connection and SQL text; the hot-path ones are
+// looked up once per queue by statements() and kept, the rest looked up per call.
 
-type Row = Record<string, unknown>;
+/** A job as `SELECT *` or `RETURNING *` returns it. */
+export type JobRow = Row<typeof jobs>;
+/** What a claim's seek reads of a job: enough to order the jobs it found. */
+export type SeekRow = Pick<JobRow, 'id' | 'priority' | 'run_at'>;
+type Named = [Record<string, unknown>];
 const MAX_ERROR_CHARS = 2000;
 
 export function deadWhere(target: DeadTarget): [string, unknown[]] {
@@ -53,51 +61,65 @@ export function nextRunAtSql(kindCount: number): string {
       ORDER BY run_at LIMIT 1)) AS m FROM p WHERE v IS NOT NULL`;
 }
 
-export function prepare(sqlite: Database.Database) {
+export function statements(sqlite: Database.Database) {
   return {
-    insert: sqlite.prepare(
+    insert: stmt<unknown[], Pick<JobRow, 'id'>>(
+      sqlite,
       `INSERT INTO jobs (kind, payload, state, priority, run_at, attempts, max_attempts, reclaims, unique_key, created_at, updated_at)
        VALUES (?, ?, 'available', ?, ?, 0, ?, 0, ?, ?, ?)
        ON CONFLICT(unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id`,
     ),
-    byUniqueKey: sqlite.prepare(`SELECT id FROM jobs WHERE unique_key = ?`),
-    get: sqlite.prepare(`SELECT * FROM jobs WHERE id = ?`),
-    complete: sqlite.prepare(`DELETE FROM jobs WHERE id = @id AND ${OWNED}`),
-    retry: sqlite.prepare(
+    byUniqueKey: stmt<[string | undefined], Pick<JobRow, 'id'>>(sqlite, `SELECT id FROM jobs WHERE unique_key = ?`),
+    get: stmt<[number], JobRow>(sqlite, `SELECT * FROM jobs WHERE id = ?`),
+    complete: stmt<Named>(sqlite, `DELETE FROM jobs WHERE id = @id AND ${OWNED}`),
+    retry: stmt<Named, { state: 'retry' | 'dead' }>(
+      sqlite,
       `UPDATE jobs SET
          state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END,
          run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE @runAt END,
          last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
        WHERE id = @id AND ${OWNED} RETURNING state`,
     ),
-    snooze: sqlite.prepare(
+    snooze: stmt<Named>(
+      sqlite,
       `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), run_at = @runAt,
          locked_until = NULL, locked_by = NULL, updated_at = @now
        WHERE id = @id AND ${OWNED}`,
     ),
-    fail: sqlite.prepare(
+    fail: stmt<Named>(
+      sqlite,
       `UPDATE jobs SET state = 'dead', last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
        WHERE id = @id AND ${OWNED}`,
     ),
-    release: sqlite.prepare(
+    release: stmt<Named>(
+      sqlite,
       `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), reclaims = reclaims + 1,
          locked_until = NULL, locked_by = NULL, updated_at = @now
        WHERE id = @id AND state = 'running' AND ${OWNED}`,
     ),
-    extend: sqlite.prepare(`UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),
+    extend: stmt<Named>(sqlite, `UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),
     // A claim with kinds: each (kind, runnable state)'s first jobs, read in index order (no sort,
     // no temporary table, which one UPDATE … WHERE id IN (a merged, sorted subquery) needs),
     // then each chosen job taken by its id.
-    seekAvailable: sqlite.prepare(`SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim
-        WHERE kind = ? AND state = 'available' AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?`),
-    seekRetry: sqlite.prepare(`SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim
-        WHERE kind = ? AND state = 'retry' AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?`),
-    take: sqlite.prepare(
+    claimAny: stmt<Named, JobRow>(sqlite, CLAIM_ANY_SQL),
+    seekAvailable: stmt<[string, number, number], SeekRow>(
+      sqlite,
+      `SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim
+        WHERE kind = ? AND state = 'available' AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?`,
+    ),
+    seekRetry: stmt<[string, number, number], SeekRow>(
+      sqlite,
+      `SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim
+        WHERE kind = ? AND state = 'retry' AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?`,
+    ),
+    take: stmt<[number, string, number, number], JobRow>(
+      sqlite,
       `UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_until = ?, locked_by = ?, updated_at = ?
        WHERE id = ? AND state IN ('available', 'retry') RETURNING *`,
     ),
     // Running jobs whose lease ends before @before go back to the queue, counted as reclaims.
-    reclaim: sqlite.prepare(
+    reclaim: stmt<Named>(
+      sqlite,
       `UPDATE jobs SET state = 'retry', run_at = @now, reclaims = reclaims + 1, last_error = @error,
          locked_until = NULL, locked_by = NULL, updated_at = @now
        WHERE state = 'running' AND locked_until < @before`,
@@ -121,25 +143,25 @@ function parsePayload(raw: string): { ok: true; value: unknown } | { ok: false; 
   }
 }
 
-export function toJob(r: Row): Job {
+export function toJob(r: JobRow): Job {
   // One hand-written bad row must not make every claim throw and stall the whole queue.
-  const p = parsePayload(r.payload as string);
+  const p = parsePayload(r.payload);
   const job: Job = {
-    id: r.id as number,
-    kind: r.kind as string,
+    id: r.id,
+    kind: r.kind,
     payload: p.ok ? p.value : r.payload,
-    state: r.state as JobState,
-    priority: r.priority as number,
-    runAt: r.run_at as number,
-    attempts: r.attempts as number,
-    maxAttempts: r.max_attempts as number,
-    lockedUntil: (r.locked_until as number | null) ?? null,
-    lockedBy: (r.locked_by as string | null) ?? null,
-    reclaims: r.reclaims as number,
-    uniqueKey: (r.unique_key as string | null) ?? null,
-    lastError: (r.last_error as string | null) ?? null,
-    createdAt: r.created_at as number,
-    updatedAt: r.updated_at as number,
+    state: r.state,
+    priority: r.priority,
+    runAt: r.run_at,
+    attempts: r.attempts,
+    maxAttempts: r.max_attempts,
+    lockedUntil: r.locked_until,
+    lockedBy: r.locked_by,
+    reclaims: r.reclaims,
+    uniqueKey: r.unique_key,
+    lastError: r.last_error,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
   };
   if (!p.ok) Object.defineProperty(job, BAD_PAYLOAD, { value: p.error });
   return job;

@@ -1,26 +1,21 @@
 import { resolve } from 'node:path';
-import type Database from 'better-sqlite3';
 import type { Db } from '../db/open.js';
+import { stmt } from '../db/stmt.js';
 import { invalid } from '../lib/errors.js';
 import type { DeadTarget, Job, JobState, Lease } from './job.js';
-import { CLAIM_ANY_SQL, clip, deadWhere, nextRunAtSql, owner, prepare, toJob } from './queue-sql.js';
+import { clip, deadWhere, type JobRow, nextRunAtSql, owner, type SeekRow, statements, toJob } from './queue-sql.js';
 
 export { BAD_PAYLOAD } from './queue-sql.js';
 export type { DeadTarget, Job, JobState, Lease } from './job.js';
 
 // The durable queue over the `jobs` table. Every method is synchronous so a caller can run it
 // inside its own better-sqlite3 transaction, next to the state change that causes it (outbox
-// rule). Hot-path statements are prepared once per queue; drizzle stays off the hot path.
+// rule). Its SQL runs through stmt() (src/db/stmt.ts): the hot-path statements are looked up
+// once per queue and kept; drizzle stays off the hot path.
 //
 // Priority: LOWER runs first (0 default, negative = urgent), as in graphile-worker and Oban.
 // The `jobs_claim` index is (state, priority, run_at) ascending: this order is read straight
 // off it, while `priority DESC` would sort every runnable row on each claim.
-
-interface SeekRow {
-  id: number;
-  priority: number;
-  run_at: number;
-}
 
 const claimOrder = (a: SeekRow, b: SeekRow) => a.priority - b.priority || a.run_at - b.run_at || a.id - b.id;
 
@@ -63,7 +58,6 @@ export interface KindStateCount {
 
 export const LEASE_EXPIRED = 'lease expired: the worker holding it stopped (crash or stall)';
 
-type Row = Record<string, unknown>;
 /** Earliest new run_at per kind enqueued in one turn. */
 type Listener = (earliestByKind: ReadonlyMap<string, number>) => void;
 
@@ -79,8 +73,7 @@ export class JobQueue {
   private readonly channelKey: string;
   private notifyScheduled = false;
   private notifyEarliest = new Map<string, number>();
-  private readonly stmts = new Map<string, Database.Statement>();
-  private readonly s: ReturnType<typeof prepare>;
+  private readonly s: ReturnType<typeof statements>;
 
   constructor(db: Db, opts: JobQueueOptions = {}) {
     this.db = db;
@@ -88,7 +81,7 @@ export class JobQueue {
     this.defaultMaxAttempts = opts.maxAttempts ?? 12;
     this.defaultLeaseMs = opts.leaseMs ?? 300_000;
     this.channelKey = db.path === ':memory:' ? `memory:${Math.random()}` : resolve(db.path);
-    this.s = prepare(db.sqlite);
+    this.s = statements(db.sqlite);
   }
 
   enqueue(spec: EnqueueSpec, now: number = this.now()): EnqueueResult {
@@ -109,12 +102,12 @@ export class JobQueue {
       spec.uniqueKey ?? null,
       now,
       now,
-    ) as { id: number } | undefined;
+    );
     if (row) {
       this.scheduleNotify(spec.kind, runAt);
       return { id: row.id, created: true };
     }
-    const existing = this.s.byUniqueKey.get(spec.uniqueKey) as { id: number } | undefined;
+    const existing = this.s.byUniqueKey.get(spec.uniqueKey);
     // Only reachable if the row was deleted between the two statements by another connection.
     if (!existing) return this.enqueue(spec, now);
     return { id: existing.id, created: false };
@@ -162,7 +155,7 @@ export class JobQueue {
     const kinds = opts.kinds ?? [];
     const lockedUntil = now + (opts.leaseMs ?? this.defaultLeaseMs);
     if (kinds.length > 0) return this.inTransaction(() => this.claimKinds(workerId, limit, now, lockedUntil, kinds));
-    const rows = this.cached(CLAIM_ANY_SQL).all({ lockedUntil, by: workerId, now, limit }) as (Row & SeekRow)[];
+    const rows = this.s.claimAny.all({ lockedUntil, by: workerId, now, limit });
     // RETURNING comes back in rowid order; hand jobs out in the order they were chosen.
     return rows.sort(claimOrder).map(toJob);
   }
@@ -177,7 +170,7 @@ export class JobQueue {
     let chosen: SeekRow[] = [];
     for (const kind of kinds.length > 1 ? new Set(kinds) : kinds) {
       for (const seek of [this.s.seekAvailable, this.s.seekRetry]) {
-        const rows = seek.all(kind, now, limit) as SeekRow[];
+        const rows = seek.all(kind, now, limit);
         if (rows.length > 0) chosen = chosen.length === 0 ? rows : chosen.concat(rows);
       }
     }
@@ -185,7 +178,7 @@ export class JobQueue {
     if (chosen.length > limit) chosen.length = limit;
     const jobs: Job[] = [];
     for (const c of chosen) {
-      const row = this.s.take.get(lockedUntil, workerId, now, c.id) as Row | undefined;
+      const row = this.s.take.get(lockedUntil, workerId, now, c.id);
       if (row) jobs.push(toJob(row));
     }
     return jobs;
@@ -214,7 +207,7 @@ export class JobQueue {
       error: clip(r.error),
       now,
       ...owner(opts.lease),
-    }) as { state: 'retry' | 'dead' } | undefined;
+    });
     return row ? row.state : null;
   }
 
@@ -263,8 +256,8 @@ export class JobQueue {
   /** Earliest run_at of waiting jobs (of these kinds), to sleep exactly until then; null if none. */
   nextRunAt(kinds?: readonly string[]): number | null {
     const k = kinds ?? [];
-    const row = this.cached(nextRunAtSql(k.length)).get(...k) as { m: number | null };
-    return row.m ?? null;
+    const row = stmt<string[], { m: number | null }>(this.db.sqlite, nextRunAtSql(k.length)).get(...k);
+    return row?.m ?? null;
   }
 
   /** Whether a job of these kinds (any kind if none given) could be claimed at `now`. */
@@ -281,39 +274,34 @@ export class JobQueue {
     const k = kinds && kinds.length ? ` AND kind IN (${kinds.map(() => '?').join(',')})` : '';
     // With kinds, seek (kind, state) pairs on jobs_kind_claim rather than walk other kinds' jobs.
     const sql = `SELECT 1 FROM jobs INDEXED BY ${k ? 'jobs_kind_claim' : 'jobs_claim'} WHERE ${where}${k} LIMIT 1`;
-    return this.cached(sql).get(...params, ...(kinds ?? [])) !== undefined;
-  }
-
-  private cached(sql: string): Database.Statement {
-    let stmt = this.stmts.get(sql);
-    if (!stmt) this.stmts.set(sql, (stmt = this.db.sqlite.prepare(sql)));
-    return stmt;
+    return stmt(this.db.sqlite, sql).get(...params, ...(kinds ?? [])) !== undefined;
   }
 
   get(id: number): Job | null {
-    const row = this.s.get.get(id) as Row | undefined;
+    const row = this.s.get.get(id);
     return row ? toJob(row) : null;
   }
 
-  // Operator views: off the hot path, prepared on demand.
+  // Operator views: off the hot path, their statements looked up per call. A dead-job target
+  // (deadWhere) gives one of three SQL texts.
 
   stats(): KindStateCount[] {
-    return this.db.sqlite
-      .prepare(`SELECT kind, state, COUNT(*) AS count FROM jobs GROUP BY kind, state ORDER BY kind, state`)
-      .all() as KindStateCount[];
+    return stmt<[], KindStateCount>(
+      this.db.sqlite,
+      `SELECT kind, state, COUNT(*) AS count FROM jobs GROUP BY kind, state ORDER BY kind, state`,
+    ).all();
   }
 
   listDead(opts: { kind?: string; limit?: number; afterId?: number } = {}): Job[] {
-    const rows = this.db.sqlite
-      .prepare(
-        `SELECT * FROM jobs WHERE state = 'dead' AND (@kind IS NULL OR kind = @kind) AND id > @afterId
+    const rows = stmt<[Record<string, unknown>], JobRow>(
+      this.db.sqlite,
+      `SELECT * FROM jobs WHERE state = 'dead' AND (@kind IS NULL OR kind = @kind) AND id > @afterId
          ORDER BY id LIMIT @limit`,
-      )
-      .all({
-        kind: opts.kind ?? null,
-        afterId: opts.afterId ?? 0,
-        limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
-      }) as Row[];
+    ).all({
+      kind: opts.kind ?? null,
+      afterId: opts.afterId ?? 0,
+      limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
+    });
     return rows.map(toJob);
   }
 
@@ -322,37 +310,35 @@ export class JobQueue {
    * queue holds and why a job is waiting (its last error). For the operator, not the hot path.
    */
   listPending(opts: { state?: Exclude<JobState, 'dead'>; kind?: string; limit?: number } = {}): Job[] {
-    const rows = this.db.sqlite
-      .prepare(
-        `SELECT * FROM jobs WHERE state IN ('available', 'running', 'retry') AND (@state IS NULL OR state = @state)
+    const rows = stmt<[Record<string, unknown>], JobRow>(
+      this.db.sqlite,
+      `SELECT * FROM jobs WHERE state IN ('available', 'running', 'retry') AND (@state IS NULL OR state = @state)
            AND (@kind IS NULL OR kind = @kind)
          ORDER BY priority, run_at, id LIMIT @limit`,
-      )
-      .all({
-        state: opts.state ?? null,
-        kind: opts.kind ?? null,
-        limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
-      }) as Row[];
+    ).all({
+      state: opts.state ?? null,
+      kind: opts.kind ?? null,
+      limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
+    });
     return rows.map(toJob);
   }
 
   /** The dead jobs a target names (an id, a kind, or all), oldest first. */
   deadJobs(target: DeadTarget): Job[] {
     const [where, params] = deadWhere(target);
-    return (
-      this.db.sqlite.prepare(`SELECT * FROM jobs WHERE state = 'dead'${where} ORDER BY id`).all(...params) as Row[]
-    ).map(toJob);
+    return stmt<unknown[], JobRow>(this.db.sqlite, `SELECT * FROM jobs WHERE state = 'dead'${where} ORDER BY id`)
+      .all(...params)
+      .map(toJob);
   }
 
   /** Give dead jobs a fresh set of attempts, to run now. Returns how many. */
   retryDead(target: DeadTarget, now: number = this.now()): number {
     const [where, params] = deadWhere(target);
-    const rows = this.db.sqlite
-      .prepare(
-        `UPDATE jobs SET state = 'available', attempts = 0, run_at = ?, locked_until = NULL, locked_by = NULL,
+    const rows = stmt<unknown[], Pick<JobRow, 'kind'>>(
+      this.db.sqlite,
+      `UPDATE jobs SET state = 'available', attempts = 0, run_at = ?, locked_until = NULL, locked_by = NULL,
          updated_at = ? WHERE state = 'dead'${where} RETURNING kind`,
-      )
-      .all(now, now, ...params) as { kind: string }[];
+    ).all(now, now, ...params);
     for (const kind of new Set(rows.map((r) => r.kind))) this.scheduleNotify(kind, now);
     return rows.length;
   }
@@ -363,36 +349,34 @@ export class JobQueue {
    * is not this process (a database restored from a backup). Returns the held jobs' payloads.
    */
   hold(kind: string, now: number = this.now()): unknown[] {
-    const rows = this.db.sqlite
-      .prepare(
-        `UPDATE jobs SET state = 'held', locked_until = NULL, locked_by = NULL, updated_at = ?
+    const rows = stmt<[number, string], Pick<JobRow, 'payload'>>(
+      this.db.sqlite,
+      `UPDATE jobs SET state = 'held', locked_until = NULL, locked_by = NULL, updated_at = ?
          WHERE kind = ? AND state IN ('available', 'running', 'retry') RETURNING payload`,
-      )
-      .all(now, kind) as { payload: string }[];
+    ).all(now, kind);
     return rows.map((r) => JSON.parse(r.payload) as unknown);
   }
 
   /** Held jobs of a kind go back to the queue, to run now. Returns their payloads. */
   releaseHeld(kind: string, now: number = this.now()): unknown[] {
-    const rows = this.db.sqlite
-      .prepare(
-        `UPDATE jobs SET state = 'available', run_at = ?, updated_at = ? WHERE kind = ? AND state = 'held' RETURNING payload`,
-      )
-      .all(now, now, kind) as { payload: string }[];
+    const rows = stmt<[number, number, string], Pick<JobRow, 'payload'>>(
+      this.db.sqlite,
+      `UPDATE jobs SET state = 'available', run_at = ?, updated_at = ? WHERE kind = ? AND state = 'held' RETURNING payload`,
+    ).all(now, now, kind);
     if (rows.length > 0) this.scheduleNotify(kind, now);
     return rows.map((r) => JSON.parse(r.payload) as unknown);
   }
 
   countHeld(kind: string): number {
-    return (
-      this.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = ? AND state = 'held'`).get(kind) as {
-        n: number;
-      }
-    ).n;
+    const row = stmt<[string], { n: number }>(
+      this.db.sqlite,
+      `SELECT COUNT(*) AS n FROM jobs WHERE kind = ? AND state = 'held'`,
+    ).get(kind);
+    return row?.n ?? 0;
   }
 
   deleteDead(target: DeadTarget): number {
     const [where, params] = deadWhere(target);
-    return this.db.sqlite.prepare(`DELETE FROM jobs WHERE state = 'dead'${where}`).run(...params).changes;
+    return stmt(this.db.sqlite, `DELETE FROM jobs WHERE state = 'dead'${where}`).run(...params).changes;
   }
 }
