@@ -1,4 +1,4 @@
-import type { webhookEndpoints } from '../db/schema.js';
+import type { partners, webhookEndpoints } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { randomBytes } from 'node:crypto';
 import { stmt } from '../db/stmt.js';
@@ -109,12 +109,11 @@ export function listEndpoints(
 
 /** Operator view: every live endpoint, optionally of one partner. */
 export function listAllEndpoints(ctx: CoreCtx, partnerId?: string): (EndpointRow & { partner_slug: string })[] {
-  return ctx.db.sqlite
-    .prepare(
-      `SELECT e.*, p.slug AS partner_slug FROM webhook_endpoints e JOIN partners p ON p.id = e.partner_id
+  return stmt<[{ p: string | null }], EndpointRow & { partner_slug: Row<typeof partners>['slug'] }>(
+    ctx.db.sqlite,
+    `SELECT e.*, p.slug AS partner_slug FROM webhook_endpoints e JOIN partners p ON p.id = e.partner_id
         WHERE e.deleted_at IS NULL AND (@p IS NULL OR e.partner_id = @p) ORDER BY p.slug, e.id`,
-    )
-    .all({ p: partnerId ?? null }) as (EndpointRow & { partner_slug: string })[];
+  ).all({ p: partnerId ?? null });
 }
 
 export function deleteEndpoint(ctx: CoreCtx, partnerId: string, id: string): boolean {

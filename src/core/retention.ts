@@ -1,3 +1,5 @@
+import type { Row } from '../db/rows.js';
+import type { messages } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { idFloor } from '../lib/id-time.js';
 import type { CoreCtx } from './context.js';
@@ -61,13 +63,19 @@ export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactO
   const marker = new Date(now).toISOString();
   const getMeta = (key: string) =>
     stmt<[string], { value: string }>(sqlite, `SELECT value FROM meta WHERE key = ?`).get(key)?.value;
-  const setMeta = sqlite.prepare(
+  const setMeta = stmt<[string, string]>(
+    sqlite,
     `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
   );
-  const page = sqlite.prepare(`SELECT id, status FROM messages WHERE id > ? AND id < ? ORDER BY id LIMIT ?`);
+  const page = stmt<[string, string, number], Pick<Row<typeof messages>, 'id' | 'status'>>(
+    sqlite,
+    `SELECT id, status FROM messages WHERE id > ? AND id < ? ORDER BY id LIMIT ?`,
+  );
   const one = (id: string) =>
-    stmt<[string], { status: string }>(sqlite, `SELECT status FROM messages WHERE id = ?`).get(id)?.status;
-  const redact = sqlite.prepare(
+    stmt<[string], Pick<Row<typeof messages>, 'status'>>(sqlite, `SELECT status FROM messages WHERE id = ?`).get(id)
+      ?.status;
+  const redact = stmt<[string, string]>(
+    sqlite,
     `UPDATE messages SET content = ${REDACTED_CONTENT_SQL}
       WHERE id = ? AND json_extract(content, '$.kind') IS NOT 'redacted'`,
   );
@@ -94,7 +102,7 @@ export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactO
   setMeta.run(HELD, JSON.stringify(held));
 
   while (held.length < MAX_HELD) {
-    const rows = page.all(upto, bound, batch) as { id: string; status: string }[];
+    const rows = page.all(upto, bound, batch);
     if (rows.length === 0) break;
     sqlite.transaction(() => {
       for (const r of rows) {
@@ -120,7 +128,8 @@ export async function pruneLoginAudit(ctx: CoreCtx, days: number, opts: RedactOp
   const cutoff = ctx.now() - days * 86_400_000;
   const batch = opts.batch ?? 5000;
   const pause = opts.pause ?? immediate;
-  const del = ctx.db.sqlite.prepare(
+  const del = stmt<[number, number]>(
+    ctx.db.sqlite,
     `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE created_at < ?
        AND (action LIKE '%login%' OR action LIKE '%logout%') LIMIT ?)`,
   );

@@ -120,12 +120,11 @@ export function replaySince(
 ): ReplayReport {
   return ctx.db.sqlite
     .transaction(() => {
-      const events = ctx.db.sqlite
-        .prepare(
-          `SELECT id, partner_id, type FROM events WHERE id >= @floor AND created_at >= @since AND (@p IS NULL OR partner_id = @p)
+      const events = stmt<[{ floor: string; since: number; p: string | null }], EventRow>(
+        ctx.db.sqlite,
+        `SELECT id, partner_id, type FROM events WHERE id >= @floor AND created_at >= @since AND (@p IS NULL OR partner_id = @p)
           ORDER BY id LIMIT ${MAX_REPLAY_EVENTS + 1}`,
-        )
-        .all({ floor: idFloor('evt', since), since, p: opts.partnerId ?? null }) as EventRow[];
+      ).all({ floor: idFloor('evt', since), since, p: opts.partnerId ?? null });
       if (events.length > MAX_REPLAY_EVENTS) {
         throw new AppError(
           'invalid_request',

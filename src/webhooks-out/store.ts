@@ -1,4 +1,4 @@
-import type { webhookAttempts, webhookDeliveries } from '../db/schema.js';
+import type { events, partners, webhookAttempts, webhookDeliveries, webhookEndpoints } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { rawStmt, stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
@@ -35,7 +35,7 @@ export function createDelivery(
 ): string | null {
   const now = ctx.now();
   const id = newId('dlv');
-  const inserted = stmt<[string, string, string, string, number, number, number], { id: string }>(
+  const inserted = stmt<[string, string, string, string, number, number, number], Pick<DeliveryRow, 'id'>>(
     ctx.db.sqlite,
     `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, next_attempt_at, created_at, updated_at)
      VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (event_id, endpoint_id) DO NOTHING RETURNING id`,
@@ -164,9 +164,10 @@ export function cancelDelivery(ctx: CoreCtx, id: string, reason: string) {
 }
 
 export interface DeliveryListRow extends DeliveryRow {
-  event_type: string;
-  url: string;
-  partner_slug: string;
+  /** null once the event is gone (LEFT JOIN). */
+  event_type: Row<typeof events>['type'] | null;
+  url: Row<typeof webhookEndpoints>['url'];
+  partner_slug: Row<typeof partners>['slug'];
 }
 
 /** Operator view, newest first. `failed`: given up on, or still pending after a failure. */
@@ -181,17 +182,17 @@ export function listDeliveries(
     params.endpoint = opts.endpointId;
   }
   if (opts.failed) where.push(`(d.status IN ('failed', 'dead') OR (d.status = 'pending' AND d.attempts > 0))`);
-  return ctx.db.sqlite
-    .prepare(
-      `SELECT d.*, ev.type AS event_type, e.url, p.slug AS partner_slug
+  // One of four SQL texts (with or without each filter), each cached by stmt().
+  return stmt<[Record<string, unknown>], DeliveryListRow>(
+    ctx.db.sqlite,
+    `SELECT d.*, ev.type AS event_type, e.url, p.slug AS partner_slug
          FROM webhook_deliveries d
          JOIN webhook_endpoints e ON e.id = d.endpoint_id
          JOIN partners p ON p.id = d.partner_id
          LEFT JOIN events ev ON ev.id = d.event_id
         ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
         ORDER BY d.id DESC LIMIT @limit`,
-    )
-    .all(params) as DeliveryListRow[];
+  ).all(params);
 }
 
 /** What a partner filters an endpoint's deliveries by, and the rows each outcome means. */
@@ -231,7 +232,7 @@ export function listEndpointDeliveries(
   let floor: string | null = null;
   if (opts.outcome) {
     floor =
-      stmt<[string, string | null, string | null], { id: string }>(
+      stmt<[string, string | null, string | null], Pick<DeliveryRow, 'id'>>(
         ctx.db.sqlite,
         `SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_endpoint
           WHERE endpoint_id = ? AND (? IS NULL OR id < ?) ORDER BY id DESC LIMIT 1 OFFSET ${DELIVERY_SCAN_LIMIT - 1}`,
@@ -308,20 +309,18 @@ export function listAttempts(ctx: CoreCtx, deliveryId: string): AttemptRow[] {
 
 /** Attempts across deliveries since a time, newest first: the outbound half of a webhook log. */
 export function recentAttempts(ctx: CoreCtx, opts: { since?: number; limit?: number } = {}) {
-  return ctx.db.sqlite
-    .prepare(
-      `SELECT a.*, d.event_id, d.endpoint_id, d.partner_id, e.url, ev.type AS event_type
+  return stmt<
+    [{ since: number; limit: number }],
+    AttemptRow &
+      Pick<DeliveryRow, 'event_id' | 'endpoint_id' | 'partner_id'> &
+      Pick<DeliveryListRow, 'url' | 'event_type'>
+  >(
+    ctx.db.sqlite,
+    `SELECT a.*, d.event_id, d.endpoint_id, d.partner_id, e.url, ev.type AS event_type
          FROM webhook_attempts a
          JOIN webhook_deliveries d ON d.id = a.delivery_id
          JOIN webhook_endpoints e ON e.id = d.endpoint_id
          LEFT JOIN events ev ON ev.id = d.event_id
         WHERE a.created_at >= @since ORDER BY a.id DESC LIMIT @limit`,
-    )
-    .all({ since: opts.since ?? 0, limit: Math.min(Math.max(opts.limit ?? 100, 1), 5000) }) as (AttemptRow & {
-    event_id: string;
-    endpoint_id: string;
-    partner_id: string;
-    url: string;
-    event_type: string | null;
-  })[];
+  ).all({ since: opts.since ?? 0, limit: Math.min(Math.max(opts.limit ?? 100, 1), 5000) });
 }

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { stmt } from '../../db/stmt.js';
 import type { StorageHealth } from '../../db/storage.js';
 import type { Runtime } from '../../runtime.js';
 import { sendError } from '../errors.js';
@@ -13,7 +14,7 @@ export const healthRoutes: FastifyPluginAsync<{ rt: Runtime; storage: StorageHea
 ) => {
   app.get('/healthz', (_req, reply) => {
     // A read proves the database answers; it reads even from a full disk.
-    rt.ctx.db.sqlite.prepare('SELECT 1').get();
+    stmt(rt.ctx.db.sqlite, 'SELECT 1').get();
     reply.send({ status: 'ok', version: rt.version, uptime_s: Math.round(process.uptime()) });
   });
 
