@@ -190,6 +190,27 @@ describe('provider knowledge', () => {
   });
 });
 
+describe('one query path', () => {
+  // SQL outside src/db runs through stmt() or rawStmt() (src/db/stmt.ts), which prepare each
+  // SQL text once per connection and keep it: a statement prepared elsewhere is a second path
+  // to port to another store, and one whose mode (pluck, raw) it may set on a statement
+  // another caller shares (src/db/pin.ts).
+  const PREPARE = /\.prepare\s*\(/;
+  const preparing = (dir: string) =>
+    files(dir)
+      .filter((p) => PREPARE.test(readFileSync(p, 'utf8')))
+      .map((p) => relative(SRC, p));
+
+  it('the check sees a prepare() call (src/db, which owns preparation, has some)', () => {
+    expect(preparing(join(SRC, 'db'))).toContain('db/migrate.ts');
+  });
+
+  it('nothing outside src/db calls prepare()', () => {
+    const bad = preparing(SRC).filter((f) => folderOf(f) !== 'db');
+    expect(bad).toEqual([]);
+  });
+});
+
 describe("core's messages", () => {
   it("name the field, never msgctl's flag (the TUI and the console show them too)", () => {
     const flagInText = /['"`][^'"`]*[\s(]--[a-z][a-z-]*/;
