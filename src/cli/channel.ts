@@ -1,6 +1,16 @@
 import type { Command } from 'commander';
-import { assignChannel, channelJson, listChannels, unassignChannel, type Channel } from '../core/channels.js';
-import { CHANNEL_TYPES } from '../core/context.js';
+import {
+  addFallback,
+  assignChannel,
+  channelJson,
+  FAILOVER_TYPES,
+  listChannels,
+  removeFallback,
+  routeOrder,
+  unassignChannel,
+  type Channel,
+} from '../core/channels.js';
+import { CHANNEL_TYPES, type ChannelType } from '../core/context.js';
 import { getGatewayRow } from '../core/gateways.js';
 import { getPartner, listPartners } from '../core/partners.js';
 import { withCli, type Cli } from './context.js';
@@ -29,17 +39,91 @@ function describe(cli: Cli, c: Channel): string {
       ['type', c.type],
       ['sender', c.sender],
       ['gateway', `${gw.name} (${gw.kind})`],
+      ['order', c.position === 0 ? 'primary' : `fallback ${c.position}`],
       ['status', c.status],
     ],
     '  ',
   );
 }
 
-function assign(cli: Cli, partner: string, gateway: string, type: string, opts: { from?: string }): Result {
-  const c = assignChannel(cli.ctx, { partner, gateway, type: channelTypeArg(type), sender: opts.from }, cli.actor);
+const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+/** The order as `channel fallback list` and `channel assign --fallback` show it. */
+function orderText(cli: Cli, partnerId: string, type: ChannelType): string {
+  const order = routeOrder(cli.ctx, partnerId, type);
+  return table(
+    ['#', 'role', 'gateway', 'kind', 'sender', 'gateway status'],
+    order.map((c) => [
+      String(c.position),
+      c.position === 0 ? 'primary' : 'fallback',
+      c.gateway_name,
+      c.gateway_kind,
+      c.sender,
+      c.gateway_status,
+    ]),
+  );
+}
+
+function assign(
+  cli: Cli,
+  partner: string,
+  gateway: string,
+  type: string,
+  opts: { from?: string; fallback?: string[]; fallbackFrom?: string[] },
+): Result {
+  const t = channelTypeArg(type);
+  const fallbacks = opts.fallback ?? [];
+  const froms = opts.fallbackFrom ?? [];
+  if (froms.length > fallbacks.length)
+    throw new UsageError('each --fallback-from gives the sender of the --fallback at the same place; give fewer');
+  if (fallbacks.length && !FAILOVER_TYPES.includes(t))
+    throw new UsageError(`fallback gateways are for ${FAILOVER_TYPES.join(' and ')} channels only`);
+  const c = assignChannel(cli.ctx, { partner, gateway, type: t, sender: opts.from }, cli.actor);
+  const added = fallbacks.map((g, i) =>
+    addFallback(cli.ctx, { partner: c.partner_id, type: t, gateway: g, sender: froms[i] }, cli.actor),
+  );
+  const slug = getPartner(cli.ctx, c.partner_id).slug;
+  return {
+    json: added.length ? { ...full(cli, c), fallbacks: added.map((f) => full(cli, f)) } : full(cli, c),
+    text: lines(
+      `Assigned ${c.type} to ${slug}.`,
+      describe(cli, c),
+      added.length ? `Gateways in the order they are tried:\n${orderText(cli, c.partner_id, t)}` : null,
+    ),
+  };
+}
+
+function fallbackAdd(cli: Cli, partner: string, type: string, gateway: string, opts: { from?: string }): Result {
+  const c = addFallback(cli.ctx, { partner, type, gateway, sender: opts.from }, cli.actor);
   return {
     json: full(cli, c),
-    text: lines(`Assigned ${c.type} to ${getPartner(cli.ctx, c.partner_id).slug}.`, describe(cli, c)),
+    text: lines(
+      `Added ${getGatewayRow(cli.ctx, c.gateway_id).name} as fallback ${c.position} of ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type}.`,
+      orderText(cli, c.partner_id, c.type),
+    ),
+  };
+}
+
+function fallbackList(cli: Cli, partner: string, type: string): Result {
+  const p = getPartner(cli.ctx, partner);
+  const t = channelTypeArg(type);
+  const order = routeOrder(cli.ctx, p.id, t);
+  return {
+    json: { data: order.map((c) => ({ ...channelJson(c), partner: p.slug })) },
+    text: order.length
+      ? orderText(cli, p.id, t)
+      : `${p.slug} has no ${t} channel. Assign one with: msgctl channel assign ${p.slug} <gateway> ${t} --from <sender>`,
+  };
+}
+
+function fallbackRemove(cli: Cli, partner: string, type: string, gateway: string): Result {
+  const c = removeFallback(cli.ctx, { partner, type, gateway }, cli.actor);
+  return {
+    json: full(cli, c),
+    text: lines(
+      `Removed ${getGatewayRow(cli.ctx, c.gateway_id).name} from ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type} fallbacks.`,
+      orderText(cli, c.partner_id, c.type),
+    ),
   };
 }
 
@@ -62,10 +146,11 @@ function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): R
   const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
   const text = rows.length
     ? table(
-        ['partner', 'type', 'sender', 'gateway', 'kind', 'status', 'created', 'id'],
+        ['partner', 'type', '#', 'sender', 'gateway', 'kind', 'status', 'created', 'id'],
         rows.map((c) => [
           slugs.get(c.partner_id),
           c.type,
+          c.status === 'active' ? (c.position === 0 ? 'primary' : `fallback ${c.position}`) : '',
           c.sender,
           c.gateway_name,
           c.gateway_kind,
@@ -88,15 +173,62 @@ export function registerChannel(program: Command) {
     .argument('<gateway>', 'name or id')
     .argument('<type>', CHANNEL_TYPES.join(', '))
     .option('--from <sender>', 'sender: E.164 number (sms, whatsapp), page id, Instagram account id or from-address')
+    .option(
+      '--fallback <gateway>',
+      'sms, email: a gateway tried when the ones before it cannot take a message (repeatable, in order)',
+      collect,
+    )
+    .option(
+      '--fallback-from <sender>',
+      "the sender of the --fallback at the same place (default: the primary's)",
+      collect,
+    )
     .addHelpText(
       'after',
       examples(
         'msgctl channel assign acme twilio-main sms --from +15550001111',
-        'msgctl channel assign acme relay email --from news@acme.example',
+        'msgctl channel assign acme twilio-main sms --from +15550001111 --fallback twilio-backup --fallback-from +15550002222',
+        'msgctl channel assign acme relay email --from news@acme.example --fallback sendgrid',
         'msgctl channel assign acme fb-page messenger',
       ),
     )
     .action(withCli(assign));
+
+  const fallback = channel
+    .command('fallback')
+    .description(
+      "the fallback gateways of a partner's SMS or email channel, tried in order when a gateway certainly did not take a message",
+    );
+  fallback
+    .command('add')
+    .description('add a fallback gateway at the end of the order')
+    .argument('<partner>', 'slug or id')
+    .argument('<type>', FAILOVER_TYPES.join(', '))
+    .argument('<gateway>', 'name or id')
+    .option('--from <sender>', "its sender (default: the primary's)")
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl channel fallback add acme sms twilio-backup --from +15550002222',
+        'msgctl channel fallback add acme email smtp-relay',
+      ),
+    )
+    .action(withCli(fallbackAdd));
+  fallback
+    .command('list')
+    .description('the gateways of a channel in the order they are tried')
+    .argument('<partner>', 'slug or id')
+    .argument('<type>', CHANNEL_TYPES.join(', '))
+    .addHelpText('after', examples('msgctl channel fallback list acme sms --json'))
+    .action(withCli(fallbackList));
+  fallback
+    .command('remove')
+    .description('remove a fallback gateway (the ones after it move up)')
+    .argument('<partner>', 'slug or id')
+    .argument('<type>', FAILOVER_TYPES.join(', '))
+    .argument('<gateway>', 'name or id')
+    .addHelpText('after', examples('msgctl channel fallback remove acme sms twilio-backup'))
+    .action(withCli(fallbackRemove));
 
   channel
     .command('unassign')

@@ -150,8 +150,14 @@ function schemaChecks(ctx: CoreCtx): Check[] {
 
   const channels = listChannels(ctx);
   const slugs = new Map(listPartners(ctx).map((p) => [p.id, p.slug]));
-  const priced = new Set(listPrices(ctx).map((p) => `${p.channel_type}/${p.partner_id}`));
-  const free = channels.filter((c) => !priced.has(`${c.type}/${c.partner_id}`) && !priced.has(`${c.type}/`));
+  // A price for the channel's gateway (with or without the partner) covers it too.
+  const priced = new Set(listPrices(ctx).map((p) => `${p.channel_type}/${p.partner_id}/${p.gateway_id}`));
+  const free = channels.filter(
+    (c) =>
+      ![`${c.partner_id}/`, '/', `${c.partner_id}/${c.gateway_id}`, `/${c.gateway_id}`].some((k) =>
+        priced.has(`${c.type}/${k}`),
+      ),
+  );
   checks.push(
     free.length
       ? {

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { CHANNEL_TYPES } from '../core/context.js';
 import { getPartner, listPartners } from '../core/partners.js';
-import { listPrices, priceJson, setPrice, unsetPrice, type PriceListRow } from '../core/prices.js';
+import { getGatewayRow } from '../core/gateways.js';
+import { listPrices, priceJson, setPrice, unsetPrice, type Price, type PriceListRow } from '../core/prices.js';
 import { channelTypeArg, moneyArg } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
@@ -20,15 +21,44 @@ function json(row: PriceListRow, currency: string | undefined) {
 
 const per = (channel: string) => (channel === 'sms' ? 'per segment' : 'per message');
 
-function set(cli: Cli, channel: string, amount: string, opts: { partner?: string }): Result {
+interface Scope {
+  partner?: string;
+  gateway?: string;
+}
+
+function listRow(cli: Cli, p: Price): PriceListRow {
+  return {
+    ...p,
+    partner_slug: p.partner_id ? getPartner(cli.ctx, p.partner_id).slug : null,
+    gateway_name: p.gateway_id ? getGatewayRow(cli.ctx, p.gateway_id).name : null,
+  };
+}
+
+/** Who a price applies to, in the words of its place in the precedence. */
+function appliesTo(r: Pick<PriceListRow, 'partner_slug' | 'gateway_name'>): string {
+  if (r.partner_slug && r.gateway_name) return `${r.partner_slug} through ${r.gateway_name}`;
+  if (r.gateway_name) return `through ${r.gateway_name}`;
+  return r.partner_slug ?? 'default';
+}
+
+function set(cli: Cli, channel: string, amount: string, opts: Scope): Result {
   const type = channelTypeArg(channel);
   const micro = moneyArg(amount, 'non-negative', 'a price');
-  const p = setPrice(cli.ctx, { channel: type, amount: micro, partner: opts.partner }, cli.actor);
-  const row: PriceListRow = { ...p, partner_slug: opts.partner ? getPartner(cli.ctx, p.partner_id).slug : null };
+  const p = setPrice(
+    cli.ctx,
+    { channel: type, amount: micro, partner: opts.partner, gateway: opts.gateway },
+    cli.actor,
+  );
+  const row = listRow(cli, p);
   const currency = currencyOf(cli, row);
-  const whom = row.partner_slug
-    ? `for ${row.partner_slug}, overriding the default`
-    : "the default for partners without an override, in each partner's currency";
+  const whom =
+    row.partner_slug && row.gateway_name
+      ? `for ${row.partner_slug}'s messages sent through ${row.gateway_name}, before any other price`
+      : row.gateway_name
+        ? `for messages sent through ${row.gateway_name}, unless a partner has its own price for that gateway`
+        : row.partner_slug
+          ? `for ${row.partner_slug}, overriding the default (a gateway's own price comes first)`
+          : "the default for partners without an override, in each partner's currency";
   return {
     json: json(row, currency),
     text: lines(
@@ -40,12 +70,17 @@ function set(cli: Cli, channel: string, amount: string, opts: { partner?: string
   };
 }
 
-function unset(cli: Cli, channel: string, opts: { partner?: string }): Result {
-  const p = unsetPrice(cli.ctx, { channel: channelTypeArg(channel), partner: opts.partner }, cli.actor);
-  const row: PriceListRow = { ...p, partner_slug: opts.partner ? getPartner(cli.ctx, p.partner_id).slug : null };
-  const text = row.partner_slug
-    ? `Removed the ${p.channel_type} price override of ${row.partner_slug}; the default applies again.`
-    : `Removed the default ${p.channel_type} price; partners without an override now send ${p.channel_type} for free.`;
+function unset(cli: Cli, channel: string, opts: Scope): Result {
+  const p = unsetPrice(
+    cli.ctx,
+    { channel: channelTypeArg(channel), partner: opts.partner, gateway: opts.gateway },
+    cli.actor,
+  );
+  const row = listRow(cli, p);
+  const text =
+    row.partner_slug || row.gateway_name
+      ? `Removed the ${p.channel_type} price ${appliesTo(row)}; the next price in precedence applies again.`
+      : `Removed the default ${p.channel_type} price; partners without an override now send ${p.channel_type} for free.`;
   return { json: { removed: json(row, currencyOf(cli, row)) }, text };
 }
 
@@ -58,7 +93,7 @@ function list(cli: Cli, opts: { partner?: string }): Result {
         ['channel', 'applies to', 'amount', 'per', 'updated'],
         rows.map((r) => [
           r.channel_type,
-          r.partner_slug ?? 'default',
+          appliesTo(r),
           money(r.amount, cur(r)),
           per(r.channel_type).slice(4),
           when(r.updated_at),
@@ -70,7 +105,11 @@ function list(cli: Cli, opts: { partner?: string }): Result {
 }
 
 export function registerPrice(program: Command) {
-  const price = program.command('price').description('prices per channel type, with per-partner overrides');
+  const price = program
+    .command('price')
+    .description(
+      'prices per channel type, with per-gateway and per-partner overrides (partner+gateway, gateway, partner, default)',
+    );
 
   price
     .command('set')
@@ -78,7 +117,17 @@ export function registerPrice(program: Command) {
     .argument('<channel>', CHANNEL_TYPES.join(', '))
     .argument('<amount>', 'decimal amount, up to 6 decimals, e.g. 0.0075')
     .option('--partner <partner>', "override for one partner (in that partner's currency)")
-    .addHelpText('after', examples('msgctl price set sms 0.0075', 'msgctl price set whatsapp 0.02 --partner acme'))
+    .option('--gateway <gateway>', 'the price of messages sent through this gateway (a route of its own)')
+    .addHelpText(
+      'after',
+      examples(
+        'msgctl price set sms 0.0075',
+        'msgctl price set whatsapp 0.02 --partner acme',
+        'msgctl price set sms 0.0090 --gateway tw-backup',
+        'msgctl price set sms 0.0080 --gateway tw-backup --partner acme',
+      ) +
+        "\nWhich price a message pays: the partner's price for the gateway that sends it, else that gateway's price, else the partner's price, else the default.",
+    )
     .action(withCli(set));
 
   price
@@ -86,7 +135,11 @@ export function registerPrice(program: Command) {
     .description('remove a default price or a partner override')
     .argument('<channel>', CHANNEL_TYPES.join(', '))
     .option('--partner <partner>', 'remove the override of this partner')
-    .addHelpText('after', examples('msgctl price unset whatsapp --partner acme'))
+    .option('--gateway <gateway>', 'remove the price of this gateway')
+    .addHelpText(
+      'after',
+      examples('msgctl price unset whatsapp --partner acme', 'msgctl price unset sms --gateway tw-backup'),
+    )
     .action(withCli(unset));
 
   price

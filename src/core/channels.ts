@@ -13,7 +13,26 @@ import { getPartner } from './partners.js';
 
 export type Channel = Row<typeof channels>;
 
-const ACTIVE_OF_PARTNER = "SELECT * FROM channels WHERE partner_id = ? AND type = ? AND status = 'active'";
+/** A partner's primary channel of a type: the one the send path picks (position 0). */
+const ACTIVE_OF_PARTNER =
+  "SELECT * FROM channels WHERE partner_id = ? AND type = ? AND status = 'active' AND position = 0";
+
+/**
+ * The channel types whose messages may move to a fallback gateway. Messenger and Instagram
+ * recipients are page- or account-scoped ids that mean nothing on another page, and a WhatsApp
+ * conversation's window and templates belong to one number: those channels have one route.
+ */
+export const FAILOVER_TYPES: readonly ChannelType[] = ['sms', 'email'];
+
+/** Refuses a sender another partner's active channel uses (a partner may reuse its own on a fallback). */
+function assertSenderFree(ctx: CoreCtx, type: ChannelType, sender: string, partnerId: string) {
+  const taken = stmt<[string, string, string], Channel>(
+    ctx.db.sqlite,
+    "SELECT * FROM channels WHERE type = ? AND sender = ? AND status = 'active' AND partner_id <> ? LIMIT 1",
+  ).get(type, sender, partnerId);
+  if (taken)
+    throw new AppError('conflict', `${type} sender ${sender} is already assigned to another partner (${taken.id})`);
+}
 
 export function isChannelType(t: string): t is ChannelType {
   return (CHANNEL_TYPES as readonly string[]).includes(t);
@@ -77,30 +96,137 @@ export function assignChannel(
           `partner "${partner.slug}" already has an active ${type} channel (${mine.id}); unassign it first`,
         );
       }
-      const taken = stmt<[string, string], Channel>(
-        ctx.db.sqlite,
-        "SELECT * FROM channels WHERE type = ? AND sender = ? AND status = 'active'",
-      ).get(type, sender);
-      if (taken)
-        throw new AppError('conflict', `${type} sender ${sender} is already assigned to another partner (${taken.id})`);
-      const now = ctx.now();
-      const row: Channel = {
-        id: newId('ch'),
-        partner_id: partner.id,
-        gateway_id: gw.id,
-        type,
-        sender,
-        status: 'active',
-        created_at: now,
-        updated_at: now,
-      };
-      stmt(
-        ctx.db.sqlite,
-        `INSERT INTO channels (id, partner_id, gateway_id, type, sender, status, created_at, updated_at)
-         VALUES (@id, @partner_id, @gateway_id, @type, @sender, @status, @created_at, @updated_at)`,
-      ).run(row);
+      assertSenderFree(ctx, type, sender, partner.id);
+      const row = insertChannel(ctx, { partner_id: partner.id, gateway_id: gw.id, type, sender, position: 0 });
       audit(ctx, actor, 'channel.assign', 'channel', row.id, { partner: partner.slug, gateway: gw.name, type, sender });
       return row;
+    })
+    .immediate();
+}
+
+function insertChannel(
+  ctx: CoreCtx,
+  input: Pick<Channel, 'partner_id' | 'gateway_id' | 'type' | 'sender' | 'position'>,
+): Channel {
+  const now = ctx.now();
+  const row: Channel = { id: newId('ch'), ...input, status: 'active', created_at: now, updated_at: now };
+  stmt(
+    ctx.db.sqlite,
+    `INSERT INTO channels (id, partner_id, gateway_id, type, sender, status, position, created_at, updated_at)
+     VALUES (@id, @partner_id, @gateway_id, @type, @sender, @status, @position, @created_at, @updated_at)`,
+  ).run(row);
+  return row;
+}
+
+/** A partner's active channels of a type in their order: the primary first, then the fallbacks. */
+export function routeOrder(ctx: CoreCtx, partnerId: string, type: ChannelType): ChannelWithGateway[] {
+  return stmt<[string, string], ChannelWithGateway>(
+    ctx.db.sqlite,
+    `SELECT c.*, g.name AS gateway_name, g.kind AS gateway_kind, g.status AS gateway_status
+       FROM channels c JOIN gateways g ON g.id = c.gateway_id
+      WHERE c.partner_id = ? AND c.type = ? AND c.status = 'active' ORDER BY c.position`,
+  ).all(partnerId, type);
+}
+
+function failoverType(type: string): ChannelType {
+  if (!isChannelType(type))
+    throw invalid(`unknown channel type "${type}"`, [{ field: 'type', message: `one of ${CHANNEL_TYPES.join(', ')}` }]);
+  if (!FAILOVER_TYPES.includes(type))
+    throw invalid(
+      `${type} channels have one gateway: ${type === 'whatsapp' ? "a WhatsApp conversation's window and templates belong to one number" : 'recipients are ids scoped to one page or account'}; fallbacks are for ${FAILOVER_TYPES.join(' and ')}`,
+      [{ field: 'type', message: FAILOVER_TYPES.join(' or ') }],
+    );
+  return type;
+}
+
+/**
+ * Add a fallback gateway at the end of a partner's order for SMS or email. Its sender defaults
+ * to the primary's (one number or address on two providers). A gateway is in an order once.
+ */
+export function addFallback(
+  ctx: CoreCtx,
+  input: { partner: string; type: string; gateway: string; sender?: string },
+  actor: string,
+): Channel {
+  const type = failoverType(input.type);
+  return ctx.db.sqlite
+    .transaction(() => {
+      const partner = getPartner(ctx, input.partner);
+      const gw = getGatewayRow(ctx, input.gateway);
+      const spec = ctx.gatewayKinds.get(gw.kind);
+      if (!spec.channels.includes(type))
+        throw invalid(`a ${gw.kind} gateway cannot serve ${type}; it serves ${spec.channels.join(', ')}`);
+      const order = routeOrder(ctx, partner.id, type);
+      if (order.length === 0)
+        throw new AppError(
+          'conflict',
+          `partner "${partner.slug}" has no ${type} channel; assign its primary gateway first (msgctl channel assign)`,
+        );
+      const already = order.find((c) => c.gateway_id === gw.id);
+      if (already)
+        throw new AppError(
+          'conflict',
+          `gateway ${gw.name} is already ${already.position === 0 ? 'the primary' : `fallback ${already.position}`} of ${partner.slug}'s ${type}`,
+        );
+      const sender = normalizeSender(type, input.sender ?? order[0].sender);
+      assertSenderFree(ctx, type, sender, partner.id);
+      const position = order[order.length - 1].position + 1;
+      const row = insertChannel(ctx, { partner_id: partner.id, gateway_id: gw.id, type, sender, position });
+      audit(ctx, actor, 'channel.fallback_add', 'channel', row.id, {
+        partner: partner.slug,
+        gateway: gw.name,
+        type,
+        sender,
+        position,
+      });
+      return row;
+    })
+    .immediate();
+}
+
+/** Close the gap an unassigned channel left in its partner's order, keeping the others' order. */
+function closeGap(ctx: CoreCtx, partnerId: string, type: string) {
+  const rest = stmt<[string, string], Pick<Channel, 'id' | 'position'>>(
+    ctx.db.sqlite,
+    "SELECT id, position FROM channels WHERE partner_id = ? AND type = ? AND status = 'active' ORDER BY position",
+  ).all(partnerId, type);
+  // One row at a time, lowest first: each moves into a place already free.
+  rest.forEach((c, i) => {
+    if (c.position !== i)
+      stmt(ctx.db.sqlite, 'UPDATE channels SET position = ?, updated_at = ? WHERE id = ?').run(i, ctx.now(), c.id);
+  });
+}
+
+/** Remove a fallback gateway from a partner's order (the primary is removed with channel unassign). */
+export function removeFallback(
+  ctx: CoreCtx,
+  input: { partner: string; type: string; gateway: string },
+  actor: string,
+): Channel {
+  const type = failoverType(input.type);
+  return ctx.db.sqlite
+    .transaction(() => {
+      const partner = getPartner(ctx, input.partner);
+      const gw = getGatewayRow(ctx, input.gateway);
+      const row = routeOrder(ctx, partner.id, type).find((c) => c.gateway_id === gw.id);
+      if (!row) throw notFound(`${type} fallback`, `${gw.name} of ${partner.slug}`);
+      if (row.position === 0)
+        throw new AppError(
+          'conflict',
+          `gateway ${gw.name} is the primary of ${partner.slug}'s ${type}; unassign the channel instead (msgctl channel unassign)`,
+        );
+      stmt(ctx.db.sqlite, "UPDATE channels SET status = 'inactive', updated_at = ? WHERE id = ?").run(
+        ctx.now(),
+        row.id,
+      );
+      closeGap(ctx, partner.id, type);
+      audit(ctx, actor, 'channel.fallback_remove', 'channel', row.id, {
+        partner: partner.slug,
+        gateway: gw.name,
+        type,
+      });
+      const { gateway_name: _n, gateway_kind: _k, gateway_status: _s, ...channel } = row;
+      return { ...channel, status: 'inactive' as const };
     })
     .immediate();
 }
@@ -126,6 +252,8 @@ export function unassignChannel(
         ctx.now(),
         row.id,
       );
+      // Unassigning the primary makes its first fallback the primary; its sender must then be free.
+      closeGap(ctx, row.partner_id, row.type);
       audit(ctx, actor, 'channel.unassign', 'channel', row.id, { type: row.type, sender: row.sender });
       return { ...row, status: 'inactive' as const };
     })
@@ -152,7 +280,7 @@ export function listChannels(
     `SELECT c.*, g.name AS gateway_name, g.kind AS gateway_kind, g.status AS gateway_status
      FROM channels c JOIN gateways g ON g.id = c.gateway_id
      ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-     ORDER BY c.partner_id, c.type`,
+     ORDER BY c.partner_id, c.type, c.position`,
   ).all(...params);
 }
 
@@ -164,6 +292,9 @@ export function channelJson(c: Channel | ChannelWithGateway) {
     type: c.type,
     sender: c.sender,
     status: c.status,
+    // 0: the primary, which sends first; 1, 2, …: the fallbacks in the order they are tried.
+    position: c.position,
+    role: c.position === 0 ? ('primary' as const) : ('fallback' as const),
     gateway:
       g.gateway_name !== undefined
         ? { id: c.gateway_id, name: g.gateway_name, kind: g.gateway_kind }

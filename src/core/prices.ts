@@ -1,5 +1,5 @@
 import type { Row } from '../db/rows.js';
-import type { partners, prices } from '../db/schema.js';
+import type { gateways, partners, prices } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -9,18 +9,55 @@ import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import { audit } from './audit.js';
 import { isChannelType } from './channels.js';
+import { getGatewayRow } from './gateways.js';
 import { getPartner } from './partners.js';
 
-// A price is micro-units per message (per segment for SMS). A partner override beats the
-// default; a channel with no price at all is free (msgctl doctor warns about it).
+// A price is micro-units per message (per segment for SMS). Which price applies to a message is
+// decided in one place, pickPrice(): the most specific of partner+gateway, gateway, partner,
+// channel default; a channel with no price at all is free (msgctl doctor warns about it).
 
 export type Price = Row<typeof prices>;
 
-const FIND = 'SELECT * FROM prices WHERE channel_type = ? AND partner_id = ?';
+const FIND = 'SELECT * FROM prices WHERE channel_type = ? AND partner_id = ? AND gateway_id = ?';
+
+/** A price row as precedence sees it: '' for "any partner" / "any gateway". */
+export type PriceCandidate = Pick<Price, 'partner_id' | 'gateway_id' | 'amount'>;
+
+/**
+ * The unit price of a message from a partner sent through a gateway, from the prices of its
+ * channel type: the partner's price for that gateway, else the gateway's price, else the
+ * partner's price, else the channel's default, else 0. Every price lookup goes through here.
+ */
+export function pickPrice(candidates: readonly PriceCandidate[], partnerId: string, gatewayId: string): number {
+  let best: PriceCandidate | undefined;
+  let bestRank = -1;
+  for (const c of candidates) {
+    if (c.partner_id !== '' && c.partner_id !== partnerId) continue;
+    if (c.gateway_id !== '' && c.gateway_id !== gatewayId) continue;
+    // partner+gateway 3, gateway 2, partner 1, default 0.
+    const rank = (c.gateway_id !== '' ? 2 : 0) + (c.partner_id !== '' ? 1 : 0);
+    if (rank > bestRank) ((best = c), (bestRank = rank));
+  }
+  return best?.amount ?? 0;
+}
+
+/** The prices that can apply to a partner's messages of a type through a gateway, as pickPrice takes them. */
+export const PRICE_CANDIDATES_SQL = `SELECT partner_id, gateway_id, amount FROM prices
+  WHERE channel_type = ? AND partner_id IN (?, '') AND gateway_id IN (?, '')`;
+
+/** The unit price of a partner's message of a type through a gateway (see pickPrice). */
+export function unitPrice(ctx: CoreCtx, partnerId: string, type: ChannelType, gatewayId: string): number {
+  const rows = stmt<[string, string, string], PriceCandidate>(ctx.db.sqlite, PRICE_CANDIDATES_SQL).all(
+    type,
+    partnerId,
+    gatewayId,
+  );
+  return pickPrice(rows, partnerId, gatewayId);
+}
 
 export function setPrice(
   ctx: CoreCtx,
-  input: { channel: string; amount: number; partner?: string },
+  input: { channel: string; amount: number; partner?: string; gateway?: string },
   actor: string,
 ): Price {
   if (!isChannelType(input.channel)) throw invalid(`unknown channel type "${input.channel}"`);
@@ -30,8 +67,12 @@ export function setPrice(
   return ctx.db.sqlite
     .transaction(() => {
       const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
+      const gateway = input.gateway ? getGatewayRow(ctx, input.gateway) : undefined;
+      if (gateway && !ctx.gatewayKinds.get(gateway.kind).channels.includes(channel))
+        throw invalid(`gateway ${gateway.name} (${gateway.kind}) does not send ${channel}`);
+      const gatewayId = gateway?.id ?? '';
       const now = ctx.now();
-      const existing = stmt<[string, string], Price>(ctx.db.sqlite, FIND).get(channel, partnerId);
+      const existing = stmt<[string, string, string], Price>(ctx.db.sqlite, FIND).get(channel, partnerId, gatewayId);
       let row: Price;
       if (existing) {
         stmt(ctx.db.sqlite, 'UPDATE prices SET amount = ?, updated_at = ? WHERE id = ?').run(
@@ -45,19 +86,21 @@ export function setPrice(
           id: newId('prc'),
           channel_type: channel,
           partner_id: partnerId,
+          gateway_id: gatewayId,
           amount: input.amount,
           created_at: now,
           updated_at: now,
         };
         stmt(
           ctx.db.sqlite,
-          `INSERT INTO prices (id, channel_type, partner_id, amount, created_at, updated_at)
-           VALUES (@id, @channel_type, @partner_id, @amount, @created_at, @updated_at)`,
+          `INSERT INTO prices (id, channel_type, partner_id, gateway_id, amount, created_at, updated_at)
+           VALUES (@id, @channel_type, @partner_id, @gateway_id, @amount, @created_at, @updated_at)`,
         ).run(row);
       }
       audit(ctx, actor, 'price.set', 'price', row.id, {
         channel,
         partner: input.partner ?? null,
+        gateway: gateway?.name ?? null,
         amount: input.amount,
         from: existing?.amount ?? null,
       });
@@ -66,35 +109,50 @@ export function setPrice(
     .immediate();
 }
 
-/** Remove a partner override (the default applies again) or a default price. */
-export function unsetPrice(ctx: CoreCtx, input: { channel: string; partner?: string }, actor: string): Price {
+/** Remove a partner or gateway override (the next price in precedence applies again) or a default price. */
+export function unsetPrice(
+  ctx: CoreCtx,
+  input: { channel: string; partner?: string; gateway?: string },
+  actor: string,
+): Price {
   return ctx.db.sqlite
     .transaction(() => {
       const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
-      const existing = stmt<[string, string], Price>(ctx.db.sqlite, FIND).get(input.channel, partnerId);
-      if (!existing) throw notFound('price', `${input.channel}${input.partner ? ` for ${input.partner}` : ''}`);
+      const gatewayId = input.gateway ? getGatewayRow(ctx, input.gateway).id : '';
+      const existing = stmt<[string, string, string], Price>(ctx.db.sqlite, FIND).get(
+        input.channel,
+        partnerId,
+        gatewayId,
+      );
+      if (!existing)
+        throw notFound(
+          'price',
+          `${input.channel}${input.partner ? ` for ${input.partner}` : ''}${input.gateway ? ` through ${input.gateway}` : ''}`,
+        );
       stmt(ctx.db.sqlite, 'DELETE FROM prices WHERE id = ?').run(existing.id);
       audit(ctx, actor, 'price.unset', 'price', existing.id, {
         channel: input.channel,
         partner: input.partner ?? null,
+        gateway: input.gateway ?? null,
       });
       return existing;
     })
     .immediate();
 }
 
-/** A price with the slug of the partner it overrides for (null for a default: partner_id ''). */
-export type PriceListRow = Pick<Price, 'channel_type' | 'partner_id' | 'amount' | 'updated_at'> & {
+/** A price with the slug of the partner and the name of the gateway it is for (null: any, stored as ''). */
+export type PriceListRow = Pick<Price, 'channel_type' | 'partner_id' | 'gateway_id' | 'amount' | 'updated_at'> & {
   partner_slug: Row<typeof partners>['slug'] | null;
+  gateway_name: Row<typeof gateways>['name'] | null;
 };
 
 export function listPrices(ctx: CoreCtx, opts: { partner?: string } = {}): PriceListRow[] {
   const partnerId = opts.partner ? getPartner(ctx, opts.partner).id : undefined;
   const rows = stmt<[], PriceListRow>(
     ctx.db.sqlite,
-    `SELECT p.channel_type, p.partner_id, p.amount, p.updated_at, pt.slug AS partner_slug
-     FROM prices p LEFT JOIN partners pt ON pt.id = p.partner_id
-     ORDER BY p.channel_type, p.partner_id`,
+    `SELECT p.channel_type, p.partner_id, p.gateway_id, p.amount, p.updated_at, pt.slug AS partner_slug, g.name AS gateway_name
+     FROM prices p LEFT JOIN partners pt ON pt.id = p.partner_id LEFT JOIN gateways g ON g.id = p.gateway_id
+     ORDER BY p.channel_type, p.partner_id, p.gateway_id`,
   ).all();
   return rows.filter((r) => partnerId === undefined || r.partner_id === '' || r.partner_id === partnerId);
 }
@@ -124,7 +182,9 @@ export function priceJson(p: PriceListRow, currency?: string) {
     channel: p.channel_type,
     partner_id: p.partner_id || null,
     partner: p.partner_slug,
-    scope: p.partner_id ? 'partner' : 'default',
+    gateway_id: p.gateway_id || null,
+    gateway: p.gateway_name,
+    scope: p.partner_id ? (p.gateway_id ? 'partner_gateway' : 'partner') : p.gateway_id ? 'gateway' : 'default',
     per: p.channel_type === 'sms' ? 'segment' : 'message',
     amount: moneyJson(p.amount, currency),
     updated_at: iso(p.updated_at),

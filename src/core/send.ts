@@ -1,4 +1,4 @@
-import type { idempotencyKeys, channels, gateways, partners, prices } from '../db/schema.js';
+import type { idempotencyKeys, channels, gateways, partners } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { createHash } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
@@ -10,7 +10,7 @@ import type { MessageContent } from './message-content.js';
 import { enforcesWindow } from './customer-window.js';
 import { createOutbound, type MessageRow } from './messages.js';
 import { refuseIfExhausted } from './ledger.js';
-import { quote, type Quote } from './prices.js';
+import { pickPrice, quote, type PriceCandidate, type Quote } from './prices.js';
 import type { AuthPrincipal } from './tokens.js';
 import { SettingsCache } from './settings-version.js';
 
@@ -23,7 +23,7 @@ import { SettingsCache } from './settings-version.js';
 export interface Preflight {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string; enforceWindow: boolean };
   partner: { lowBalanceThreshold: number | null };
-  /** The partner's unit price on this channel: its own, else the default, else 0. */
+  /** The partner's unit price on this channel's primary gateway (pickPrice's precedence). */
   unitPrice: number;
 }
 
@@ -38,17 +38,19 @@ interface PreflightRow {
   gateway_kind: Row<typeof gateways>['kind'] | null;
   gateway_settings: Row<typeof gateways>['settings'] | null;
   low_balance_threshold: Row<typeof partners>['low_balance_threshold'];
-  own_price: Row<typeof prices>['amount'] | null;
-  default_price: Row<typeof prices>['amount'] | null;
+  /** JSON array of the prices that may apply ({partner_id, gateway_id, amount}), for pickPrice. */
+  price_candidates: string;
+  /** Filled in once when the row is read: pickPrice over price_candidates. */
+  unit_price?: number;
 }
 
 const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
             g.kind AS gateway_kind, g.settings AS gateway_settings,
             p.low_balance_threshold,
-            (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = p.id) AS own_price,
-            (SELECT amount FROM prices WHERE channel_type = ? AND partner_id = '') AS default_price
+            (SELECT json_group_array(json_object('partner_id', partner_id, 'gateway_id', gateway_id, 'amount', amount))
+               FROM prices WHERE channel_type = ? AND partner_id IN (p.id, '') AND gateway_id IN (c.gateway_id, '')) AS price_candidates
        FROM partners p
-       LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ? AND c.status = 'active'
+       LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ? AND c.status = 'active' AND c.position = 0
        LEFT JOIN gateways g ON g.id = c.gateway_id
       WHERE p.id = ?`;
 
@@ -60,10 +62,13 @@ function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): Prefl
   const db = ctx.db.sqlite;
   let cache = preflightRows.get(db);
   if (!cache) {
-    const q = stmt<[string, string, string, string], PreflightRow>(db, PREFLIGHT_SQL);
+    const q = stmt<[string, string, string], PreflightRow>(db, PREFLIGHT_SQL);
     cache = new SettingsCache(db, (key: string) => {
       const [partner, channel] = key.split('\0');
-      return q.get(channel, channel, channel, partner) ?? null;
+      const row = q.get(channel, channel, partner);
+      if (!row) return null;
+      const candidates = JSON.parse(row.price_candidates) as PriceCandidate[];
+      return { ...row, unit_price: pickPrice(candidates, partner, row.gateway_id ?? '') };
     });
     preflightRows.set(db, cache);
   }
@@ -98,7 +103,7 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
       enforceWindow: enforcesWindow(ctx, row.gateway_kind, row.gateway_settings),
     },
     partner: { lowBalanceThreshold: row.low_balance_threshold },
-    unitPrice: row.own_price ?? row.default_price ?? 0,
+    unitPrice: row.unit_price ?? 0,
   };
 }
 

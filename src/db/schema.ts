@@ -80,19 +80,26 @@ export const channels = sqliteTable(
     status: text('status', { enum: ['active', 'inactive'] })
       .notNull()
       .default('active'),
+    /**
+     * The route's place in the partner's order for this type: 0 is the primary (the send path
+     * picks it), 1, 2, … the fallbacks dispatch moves on to (SMS and email only, src/core/routes.ts).
+     */
+    position: integer('position').notNull().default(0),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
   (t) => [
     index('channels_partner').on(t.partnerId, t.type),
     index('channels_gateway').on(t.gatewayId),
-    // One active channel per partner and type (the send path picks it), and one owner per address.
+    // One active channel per partner, type and place in the order (the send path picks place 0),
+    // and one owner per primary address (a fallback may reuse its partner's own sender; core
+    // checks that no other partner owns it).
     uniqueIndex('channels_active_partner_type')
-      .on(t.partnerId, t.type)
+      .on(t.partnerId, t.type, t.position)
       .where(sql`status = 'active'`),
     uniqueIndex('channels_active_address')
       .on(t.type, t.sender)
-      .where(sql`status = 'active'`),
+      .where(sql`status = 'active' AND position = 0`),
   ],
 );
 
@@ -103,12 +110,14 @@ export const prices = sqliteTable(
     channelType: text('channel_type', { enum: CHANNEL_TYPES }).notNull(),
     /** Empty string = the default price for every partner without an override. */
     partnerId: text('partner_id').notNull().default(''),
+    /** Empty string = every gateway; else the price of messages sent through this gateway (a route's own price). */
+    gatewayId: text('gateway_id').notNull().default(''),
     /** Micro-units per message (per segment for SMS). */
     amount: integer('amount').notNull(),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
-  (t) => [uniqueIndex('prices_channel_partner').on(t.channelType, t.partnerId)],
+  (t) => [uniqueIndex('prices_channel_partner').on(t.channelType, t.partnerId, t.gatewayId)],
 );
 
 export const ledgerEntries = sqliteTable(
@@ -655,4 +664,23 @@ export const heartbeat = sqliteTable('heartbeat', {
   gauges: text('gauges').notNull().default('{}'),
   /** The host msgd runs on (os.hostname()): a console on the same host also checks its pid. */
   host: text('host'),
+});
+
+/**
+ * Each gateway's circuit breaker as msgd last saw it (src/jobs/circuit-breaker.ts keeps the
+ * state in memory and writes a row here on every transition), for msgctl and the console,
+ * which run in other processes. msgd clears the table when it starts: every circuit starts closed.
+ */
+export const gatewayCircuits = sqliteTable('gateway_circuits', {
+  gatewayId: text('gateway_id').primaryKey(),
+  state: text('state', { enum: ['closed', 'open', 'half_open'] }).notNull(),
+  /** Consecutive failures counted towards opening. */
+  failures: integer('failures').notNull().default(0),
+  /** When an open circuit lets its first probe through; null unless open. */
+  retryAt: integer('retry_at'),
+  /** Why it last opened, e.g. "5 consecutive failures (ECONNREFUSED)". */
+  reason: text('reason'),
+  /** How many times it has opened since msgd started. */
+  opened: integer('opened').notNull().default(0),
+  changedAt: integer('changed_at').notNull(),
 });

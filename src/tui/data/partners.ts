@@ -40,10 +40,10 @@ export function readPartnerDetail(ctx: CoreCtx, ref: string): PartnerDetail {
   };
 }
 
-/** Per channel, the partner's own price where it has one, else the default. */
+/** Per channel, the partner's own price where it has one, else the default (a gateway's own price is listed by msgctl price list). */
 function effectivePrices(rows: PriceListRow[]): PriceListRow[] {
   const by = new Map<string, PriceListRow>();
-  for (const r of rows) if (r.partner_id || !by.has(r.channel_type)) by.set(r.channel_type, r);
+  for (const r of rows) if (!r.gateway_id && (r.partner_id || !by.has(r.channel_type))) by.set(r.channel_type, r);
   return [...by.values()];
 }
 
