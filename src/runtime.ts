@@ -24,6 +24,8 @@ import type { MaintenanceTask } from './jobs/maintenance.js';
 import { createWebhooksOut, type WebhooksOut } from './webhooks-out/index.js';
 import { consoleTasks } from './ui/tasks.js';
 import { Counters } from './core/counters.js';
+import { clearCircuits, saveCircuit } from './core/circuits.js';
+import { CircuitBreakers } from './jobs/circuit-breaker.js';
 import type { Heartbeat } from './jobs/heartbeat.js';
 
 // The composition root: one object holding everything a running msgd needs. msgd's
@@ -52,6 +54,8 @@ export interface Runtime {
   maintenanceTasks: MaintenanceTask[];
   /** Work counters (src/core/counters.ts): the console's and a metrics exporter's one source. */
   counters: Counters;
+  /** Each gateway's circuit breaker (src/jobs/circuit-breaker.ts), published to gateway_circuits. */
+  breakers: CircuitBreakers;
   /** Whether msgd can keep what it accepts: /readyz and the msgd_ready metric read it. */
   storage: StorageHealth;
   /** Writes the counters and "msgd is alive" to the database; started by the server. */
@@ -119,6 +123,22 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   const counters = new Counters();
   const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now, counters });
   const gateways = new GatewayBook(ctx);
+  // Every circuit starts closed: what a process before this one published no longer holds.
+  clearCircuits(ctx);
+  const breakers = new CircuitBreakers(
+    config.dispatch.circuitBreaker,
+    now,
+    logger,
+    (c) => {
+      try {
+        saveCircuit(ctx, c);
+      } catch (e) {
+        // Only the consoles' view of it: the breaker itself is in memory and goes on.
+        logger.warn({ err: e, gatewayId: c.gateway_id }, 'could not record a gateway circuit change');
+      }
+    },
+    (id) => gateways.get(id)?.name ?? id,
+  );
   const loopback = { self: '', selfIs: false, providers: new Map<string, boolean>() };
   const rt: Runtime = {
     version: VERSION,
@@ -143,6 +163,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     selfUrl: null,
     maintenanceTasks: [],
     counters,
+    breakers,
     storage: new StorageHealth(dataDir.db, dataDir.dir, config.health.minFreeDiskMb * 1024 * 1024, now),
     heartbeat: null,
     callbackBase(providerBaseUrl?: string) {
@@ -185,6 +206,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     gateways,
     logger,
     counters,
+    breakers,
     callbackBase: (base) => rt.callbackBase(base),
   });
   registerWebhooksIn(worker, {

@@ -88,6 +88,24 @@ export const configSchema = z
           })
           .strict()
           .prefault({}),
+        /** Per gateway (src/jobs/circuit-breaker.ts): when to stop calling a failing provider for a while. */
+        circuitBreaker: z
+          .object({
+            /** Opens after this many failed calls in a row. */
+            consecutiveFailures: z.number().int().min(1).max(1000).default(5),
+            /** …or when at least this share of the calls in the window failed (0 turns this off)… */
+            failureRate: z.number().min(0).max(1).default(0.5),
+            /** …counted only once the window holds this many calls. */
+            minCalls: z.number().int().min(1).max(100_000).default(20),
+            windowMs: z.number().int().min(1000).max(3_600_000).default(60_000),
+            /** How long it stays open the first time; each reopening from half-open doubles it, up to maxOpenMs. */
+            openMs: z.number().int().min(100).max(3_600_000).default(30_000),
+            maxOpenMs: z.number().int().min(100).max(86_400_000).default(600_000),
+            /** Half-open: this many calls go through as probes; as many successes close it, one failure opens it again. */
+            halfOpenProbes: z.number().int().min(1).max(100).default(3),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),

@@ -18,6 +18,7 @@ export const COUNTER_NAMES = {
   deliveries: 'msgd_webhook_deliveries_total',
   endpointsDisabled: 'msgd_webhook_endpoints_disabled_total',
   dispatchErrors: 'msgd_dispatch_errors_total',
+  failovers: 'msgd_dispatch_failovers_total',
 } as const;
 
 /** Distinct error codes kept per gateway; further codes count as "other". */
@@ -30,7 +31,12 @@ export const COUNTER_HELP: Record<string, string> = {
   [COUNTER_NAMES.deliveries]: 'Delivery attempts to partner webhook endpoints, by outcome (ok, failed).',
   [COUNTER_NAMES.endpointsDisabled]: 'Partner webhook endpoints disabled for failing (or answering 410 Gone).',
   [COUNTER_NAMES.dispatchErrors]: 'Provider calls that failed or will be retried, by gateway and error code.',
+  [COUNTER_NAMES.failovers]:
+    "Messages moved from a gateway (gateway) to the next of its partner's order (to), by outcome (rerouted, or refused: the partner's funds did not cover the dearer route).",
 };
+
+export const FAILOVER_OUTCOMES = ['rerouted', 'refused'] as const;
+export type FailoverOutcome = (typeof FAILOVER_OUTCOMES)[number];
 
 export interface CounterSample {
   name: string;
@@ -58,6 +64,7 @@ export class Counters {
   private readonly dispatchBy = new Map<string, number[]>();
   private readonly errorsBy = new Map<string, Map<string, number>>();
   private readonly webhooksBy = new Map<string, number[]>();
+  private readonly failoversBy = new Map<string, number>();
   private readonly deliveryCounts = [0, 0];
   private disabled = 0;
 
@@ -73,6 +80,12 @@ export class Counters {
       c = codes.size >= MAX_CODES ? 'other' : c.replace(/[,=|]/g, '_').slice(0, 64);
     }
     codes.set(c, (codes.get(c) ?? 0) + 1);
+  }
+
+  /** A message moved from one gateway to the next of its partner's order (src/jobs/failover.ts). */
+  failover(fromGatewayId: string, toGatewayId: string, outcome: FailoverOutcome): void {
+    const key = `${fromGatewayId}\0${toGatewayId}\0${outcome}`;
+    this.failoversBy.set(key, (this.failoversBy.get(key) ?? 0) + 1);
   }
 
   /** A provider webhook verified or refused at the door, or found unroutable once processed. */
@@ -98,6 +111,10 @@ export class Counters {
     for (const [gateway, codes] of this.errorsBy)
       for (const [code, value] of codes)
         out.push({ name: COUNTER_NAMES.dispatchErrors, labels: { gateway, code }, value });
+    for (const [key, value] of this.failoversBy) {
+      const [gateway, to, outcome] = key.split('\0');
+      out.push({ name: COUNTER_NAMES.failovers, labels: { gateway, to, outcome }, value });
+    }
     for (const [provider, a] of this.webhooksBy)
       WEBHOOK_VERDICTS.forEach((verdict, i) =>
         out.push({ name: COUNTER_NAMES.webhooksIn, labels: { provider, verdict }, value: a[i] }),

@@ -19,10 +19,14 @@ export const STATUS_EVENTS = [
 /** A recipient's feedback on an email, which leaves the message's status as it is. */
 export const EMAIL_FEEDBACK_EVENTS = ['message.complained', 'message.unsubscribed', 'message.resubscribed'] as const;
 
+/** An outbound message moved to the next gateway of its channel's order (SMS, email); its status stays. */
+export const ROUTE_EVENTS = ['message.rerouted'] as const;
+
 export const EVENT_TYPES = [
   'message.received',
   'message.deleted',
   ...STATUS_EVENTS,
+  ...ROUTE_EVENTS,
   ...EMAIL_FEEDBACK_EVENTS,
   'partner.balance_low',
   'webhook.test',

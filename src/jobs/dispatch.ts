@@ -23,6 +23,8 @@ import type { RateShaper } from '../queue/rate.js';
 import { CallSlots } from './call-slots.js';
 import type { GatewayBook } from './gateway-book.js';
 import { GatewayLines } from './gateway-lines.js';
+import type { CircuitBreakers } from './circuit-breaker.js';
+import { Failover } from './failover.js';
 import { sendAttemptLog } from './send-log.js';
 import type { JobResult } from '../queue/settle.js';
 import type { Worker } from '../queue/worker.js';
@@ -73,6 +75,7 @@ type DispatchRow = Pick<
   | 'id'
   | 'partner_id'
   | 'channel_type'
+  | 'channel_id'
   | 'gateway_id'
   | 'to'
   | 'from'
@@ -82,7 +85,7 @@ type DispatchRow = Pick<
   | 'dispatch_in_flight'
 >;
 const DISPATCH_COLUMNS =
-  'id, partner_id, channel_type, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight';
+  'id, partner_id, channel_type, channel_id, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight';
 
 export interface DispatchDeps {
   ctx: CoreCtx;
@@ -95,6 +98,8 @@ export interface DispatchDeps {
   counters?: Counters;
   /** msgd's base URL for callbacks from a provider at this base URL (see Runtime.callbackBase). */
   callbackBase: (providerBaseUrl?: string) => string | null;
+  /** Each gateway's circuit breaker (one per process); failover consults it (src/jobs/failover.ts). */
+  breakers: CircuitBreakers;
 }
 
 const OUTCOME_COUNTED = { accepted: 'sent', failed: 'failed', retry: 'retried' } as const;
@@ -106,6 +111,7 @@ interface DispatchPayload {
 export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   const { ctx } = deps;
   const logAttempt = sendAttemptLog(deps.logger, deps.config);
+  const failover = new Failover({ ctx, breakers: deps.breakers, logger: deps.logger, counters: deps.counters });
 
   function ratePerSecond(gw: GatewayWithSecrets): number {
     return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
@@ -178,7 +184,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         },
       };
     }
+    // A gateway whose circuit is open takes no call: the message moves on to a fallback or waits.
+    const held = failover.beforeCall(m, gw, mayHaveLeft);
+    if (held) return held;
     const turn = lines.turn(job.id, gw.id, ratePerSecond(gw), place);
+    if (!turn.go) failover.release(gw.id);
     // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
     return turn.go
       ? { m, gw, wait: turn.wait, uncertain: m.dispatch_in_flight === 1, marked: false }
@@ -253,6 +263,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           await worker.durably(() => markInFlight(m.id));
         } catch (e) {
           slots.give(key);
+          failover.release(gw.id);
           return { type: 'retry', error: `not sent: ${e instanceof Error ? e.message : String(e)}` };
         }
       }
@@ -288,6 +299,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       OUTCOME_COUNTED[result.outcome],
       result.outcome === 'accepted' ? undefined : result.code,
     );
+    // Certainly not taken, or refused for a reason of this route: on to the next gateway, if any.
+    const moved = failover.afterCall(m, gw, result, uncertain);
+    if (moved) return moved;
     switch (result.outcome) {
       case 'accepted': {
         const r = result;

@@ -5,6 +5,7 @@ import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client
 import type { Runtime } from '../../runtime.js';
 import { sendError } from '../errors.js';
 import { SEND_PATHS } from '../routes/send.js';
+import { registerCircuits } from './circuits.js';
 import { registerCollectors, type CollectorSources } from './collectors.js';
 import { registerProviderLatency } from './provider-latency.js';
 import { registerWorkCounters } from './work-counters.js';
@@ -91,6 +92,7 @@ export function createMetricsRegistry(src: CollectorSources): Registry {
   registerCollectors(registry, src);
   registerWorkCounters(registry, src.rt.counters);
   registerProviderLatency(registry, src.rt.counters);
+  registerCircuits(registry, src.rt.breakers);
   return registry;
 }
 

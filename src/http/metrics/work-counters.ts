@@ -7,6 +7,7 @@ import { COUNTER_HELP, COUNTER_NAMES, type Counters } from '../../core/counters.
 const LABELS: Record<string, string[]> = {
   [COUNTER_NAMES.dispatch]: ['gateway', 'outcome'],
   [COUNTER_NAMES.dispatchErrors]: ['gateway', 'code'],
+  [COUNTER_NAMES.failovers]: ['gateway', 'to', 'outcome'],
   [COUNTER_NAMES.webhooksIn]: ['provider', 'verdict'],
   [COUNTER_NAMES.deliveries]: ['outcome'],
   [COUNTER_NAMES.endpointsDisabled]: [],

@@ -1,0 +1,141 @@
+import type { Row } from '../db/rows.js';
+import type { channels, messages } from '../db/schema.js';
+import { stmt } from '../db/stmt.js';
+import { formatMoney, moneyJson } from '../lib/money.js';
+import { iso } from '../lib/time.js';
+import { FAILOVER_TYPES, routeOrder, type ChannelWithGateway } from './channels.js';
+import type { ChannelType, CoreCtx } from './context.js';
+import { emitEvent } from './events.js';
+import { debit, InsufficientBalanceError, refund } from './ledger.js';
+import { applyStatus, getMessageState, type MessageRow } from './messages.js';
+import { unitPrice } from './prices.js';
+
+// A message's route: the gateway of its partner's channel order that sends it (src/core/channels.ts
+// keeps the order). Moving a message to the next gateway is one transaction: the price of the new
+// gateway is charged (the difference debited, or refunded, with the reason), the message names
+// its new gateway, channel and sender, its history says which gateway it left and why, and the
+// partner gets message.rerouted. The debit commits before the new gateway is called: the money
+// rule holds for every route. When the partner's funds no longer cover a dearer route the message
+// fails with insufficient_balance and its price is refunded: waiting for the cheaper gateway
+// could hold it for hours, and the partner can send it again once topped up.
+
+/** What rerouting reads of a message. */
+export type RouteTarget = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'channel_id' | 'gateway_id'>;
+
+type ChannelPosition = Pick<Row<typeof channels>, 'position'>;
+type Priced = Pick<Row<typeof messages>, 'price' | 'segments' | 'status'>;
+
+/**
+ * The gateways after the message's current one in its partner's order (SMS and email only),
+ * active and taking calls (`usable`: the circuit breaker's word), first first.
+ */
+export function nextRoutes(ctx: CoreCtx, m: RouteTarget, usable: (gatewayId: string) => boolean): ChannelWithGateway[] {
+  if (!FAILOVER_TYPES.includes(m.channel_type) || !m.channel_id) return [];
+  // The place of the channel it is on, even if that channel was unassigned since.
+  const here = stmt<[string], ChannelPosition>(ctx.db.sqlite, 'SELECT position FROM channels WHERE id = ?').get(
+    m.channel_id,
+  );
+  if (!here) return [];
+  return routeOrder(ctx, m.partner_id, m.channel_type as ChannelType).filter(
+    (c) =>
+      c.position > here.position &&
+      c.gateway_id !== m.gateway_id &&
+      c.gateway_status === 'active' &&
+      usable(c.gateway_id),
+  );
+}
+
+/** Whether the partner has any fallback for this message's channel (so a message may wait for one). */
+export function hasFallbacks(ctx: CoreCtx, m: RouteTarget): boolean {
+  return nextRoutes(ctx, m, () => true).length > 0;
+}
+
+export type RerouteOutcome =
+  | { kind: 'rerouted'; difference: number; price: number }
+  /** The new route costs more than the partner's funds cover: failed and refunded. */
+  | { kind: 'failed' }
+  /** The message was no longer waiting for its dispatch (a report or an operator settled it). */
+  | { kind: 'settled' };
+
+/**
+ * Move a message waiting for its dispatch to `to`, charging that gateway's price. Inside the
+ * caller's transaction (the dispatch job's outcome commits with it).
+ */
+export function reroute(
+  ctx: CoreCtx,
+  m: RouteTarget,
+  from: { id: string; name: string },
+  to: ChannelWithGateway,
+  why: { code: string; message: string },
+): RerouteOutcome {
+  const now = ctx.now();
+  const cur = stmt<[string], Priced>(ctx.db.sqlite, 'SELECT price, segments, status FROM messages WHERE id = ?').get(
+    m.id,
+  );
+  if (!cur || (cur.status !== 'queued' && cur.status !== 'sending')) return { kind: 'settled' };
+  const price = unitPrice(ctx, m.partner_id, m.channel_type as ChannelType, to.gateway_id) * cur.segments;
+  const difference = price - cur.price;
+  const moved = `${from.name} → ${to.gateway_name}`;
+  if (difference > 0) {
+    try {
+      debit(ctx, m.partner_id, difference, m.id, 'system', `rerouted ${moved} (${why.code}): price difference`);
+    } catch (e) {
+      if (!(e instanceof InsufficientBalanceError)) throw e;
+      applyStatus(ctx, getMessageState(ctx, m.id)!, {
+        status: 'failed',
+        errorCode: 'insufficient_balance',
+        errorMessage: `${from.name} did not take it (${why.code}: ${why.message}), and the fallback ${to.gateway_name} costs ${formatMoney(price)}, ${formatMoney(difference)} more than the funds cover (refunded)`,
+        refundOnFailure: true,
+      });
+      return { kind: 'failed' };
+    }
+  } else if (difference < 0) {
+    refund(ctx, m.partner_id, -difference, m.id, `rerouted ${moved} (${why.code}): price difference`, 'system');
+  }
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE messages SET gateway_id = ?, channel_id = ?, "from" = ?, price = ?, status = 'queued', dispatch_in_flight = 0,
+       error_code = NULL, error_message = NULL, updated_at = ? WHERE id = ?`,
+  ).run(to.gateway_id, to.id, to.sender, price, now, m.id);
+  stmt(
+    ctx.db.sqlite,
+    `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
+     VALUES (?, 'rerouted', NULL, ?, ?, 0, ?, ?)`,
+  ).run(m.id, why.code, `${moved}: ${why.message}`, now, now);
+  emitEvent(ctx, m.partner_id, 'message.rerouted', {
+    message_id: m.id,
+    channel: m.channel_type,
+    from_gateway: { id: from.id, name: from.name },
+    to_gateway: { id: to.gateway_id, name: to.gateway_name, kind: to.gateway_kind },
+    position: to.position,
+    sender: to.sender,
+    reason: why,
+    price: moneyJson(price),
+    price_difference: moneyJson(difference),
+    occurred_at: iso(now),
+  });
+  return { kind: 'rerouted', difference, price };
+}
+
+/**
+ * Whether an earlier attempt of the message may have reached a provider: a timeout or reset after
+ * sending (dispatch_uncertain), or a call in flight when msgd died (`inFlightLeft`). Such a message
+ * never moves to another gateway: that could deliver it twice.
+ */
+export function mayHaveReachedProvider(ctx: CoreCtx, messageId: string, inFlightLeft: boolean): boolean {
+  if (inFlightLeft) return true;
+  const r = stmt<[string], Pick<Row<typeof messages>, 'dispatch_uncertain'>>(
+    ctx.db.sqlite,
+    'SELECT dispatch_uncertain FROM messages WHERE id = ?',
+  ).get(messageId);
+  return r?.dispatch_uncertain === 1;
+}
+
+/** A message waiting for its gateway's circuit to let calls through again; it keeps its place. */
+export function noteCircuitWait(ctx: CoreCtx, messageId: string, note: string): void {
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = 'queued', error_code = 'gateway_circuit_open', error_message = ?, dispatch_in_flight = 0, updated_at = ?
+      WHERE id = ? AND status IN ('queued', 'sending')`,
+  ).run(note, ctx.now(), messageId);
+}
