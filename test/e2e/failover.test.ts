@@ -1,0 +1,242 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { addFallback } from '../../src/core/channels.js';
+import { readCircuit } from '../../src/core/circuits.js';
+import { addGateway } from '../../src/core/gateways.js';
+import { verifyLedger } from '../../src/core/ledger.js';
+import { messageHistory } from '../../src/core/messages.js';
+import { setPrice } from '../../src/core/prices.js';
+import { parseMoney } from '../../src/lib/money.js';
+import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
+import { send, sender, SMS, TWILIO_SID, TWILIO_TOKEN, twilioGateway } from '../helpers/gateways.js';
+import { balanceOf, ledgerOf, message, messagesOf } from '../helpers/rows.js';
+import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+
+// Failover between SMS gateways with real fake Twilio servers on 127.0.0.1: a message moves to
+// the partner's fallback only when the primary certainly did not take it, is sent once, and is
+// charged the price of the gateway that sent it, to the micro-unit.
+
+const OPEN_MS = 1500;
+let s: TestServer;
+let primary: TwilioFake;
+let backup: TwilioFake;
+
+beforeAll(async () => {
+  primary = await startTwilioFake();
+  backup = await startTwilioFake();
+  s = await startTestServer({
+    'dispatch.timeoutMs': 600,
+    'jobs.backoffBaseMs': 20,
+    'jobs.backoffCapMs': 1000,
+    'jobs.maxAttempts': 50,
+    'dispatch.circuitBreaker.consecutiveFailures': 3,
+    'dispatch.circuitBreaker.failureRate': 0,
+    'dispatch.circuitBreaker.openMs': OPEN_MS,
+    'dispatch.circuitBreaker.halfOpenProbes': 1,
+  });
+});
+afterAll(async () => {
+  await s?.stop();
+  await primary?.close();
+  await backup?.close();
+});
+beforeEach(async () => {
+  await primary.up();
+  await backup.up();
+  primary.reset();
+  backup.reset();
+});
+afterEach(async () => {
+  await primary.up();
+});
+
+/** A partner whose SMS goes through `primary`, with `backup` as its fallback (its own sender and price). */
+function partnerWithFallback(opts: { balance: string; price: string; backupPrice: string }) {
+  const p = setupPartner(s.ctx, { balance: opts.balance, prices: { sms: opts.price } });
+  const main = twilioGateway(s.ctx, p.partnerId, primary);
+  backup.addAccount(TWILIO_SID, TWILIO_TOKEN);
+  const gw = addGateway(
+    s.ctx,
+    {
+      kind: 'twilio',
+      name: `tw-backup-${Math.random().toString(36).slice(2, 8)}`,
+      settings: { base_url: backup.url, account_sid: TWILIO_SID, rate_per_second: 10_000 },
+      secrets: { auth_token: TWILIO_TOKEN },
+    },
+    'test',
+  );
+  const backupFrom = sender('sms');
+  addFallback(s.ctx, { partner: p.partnerId, type: 'sms', gateway: gw.id, sender: backupFrom }, 'test');
+  setPrice(s.ctx, { channel: 'sms', amount: parseMoney(opts.backupPrice), gateway: gw.id }, 'test');
+  return { ...p, primaryId: main.gateway.id, backupId: gw.id, backupFrom };
+}
+
+async function sendSms(token: string, text: string): Promise<string> {
+  const r = await send(s.url, SMS, { to: '+14155550123', text }, token);
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body.id as string;
+}
+
+const bodies = (fake: TwilioFake) => fake.requests.filter((r) => r.reply?.status === 201).map((r) => r.body.Body);
+
+describe('failover to the fallback gateway', () => {
+  it('a primary down for a window: every message sent once through the fallback, then back to the primary once its circuit closes', async () => {
+    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.015' });
+    await primary.down();
+    const ids: string[] = [];
+    for (let i = 0; i < 8; i++) ids.push(await sendSms(p.token, `outage ${i}`));
+    await waitFor(
+      () => ids.every((id) => message(s.ctx, id).status === 'sent'),
+      'every message of the outage sent',
+      15_000,
+    );
+    // Sent once each, all through the fallback, from its own sender.
+    expect(bodies(backup).sort()).toEqual(ids.map((_, i) => `outage ${i}`).sort());
+    expect(backup.requests.every((r) => r.body.From === p.backupFrom)).toBe(true);
+    for (const id of ids) {
+      const m = message(s.ctx, id);
+      expect(m.gateway_id).toBe(p.backupId);
+      expect(m.from).toBe(p.backupFrom);
+      expect(m.price).toBe(parseMoney('0.015'));
+      const hist = messageHistory(s.ctx, id);
+      const moved = hist.find((h) => h.status === 'rerouted')!;
+      expect(moved.error_code === 'network_error' || moved.error_code === 'circuit_open').toBe(true);
+      expect(moved.error_message).toContain('→ tw-backup-');
+      expect(hist.map((h) => h.status)).toEqual(['queued', 'rerouted', 'sent']);
+    }
+    // The first failures opened the primary's circuit; the messages after it never tried the primary.
+    const circuit = readCircuit(s.ctx, p.primaryId)!;
+    expect(circuit.state).toBe('open');
+    expect(circuit.opened).toBe(1);
+    const reasons = ids.map((id) => messageHistory(s.ctx, id).find((h) => h.status === 'rerouted')!.error_code);
+    expect(reasons.filter((r) => r === 'network_error')).toHaveLength(3);
+    expect(reasons.filter((r) => r === 'circuit_open')).toHaveLength(5);
+    expect(s.logs.join('')).toMatch(/circuit open for 2s: 3 failed calls in a row/);
+
+    // Each message: charged 0.01 at accept, then the 0.005 difference before the fallback's call.
+    const entries = ledgerOf(s.ctx, p.partnerId).filter((e) => e.message_id !== null);
+    for (const id of ids) {
+      const mine = entries.filter((e) => e.message_id === id);
+      expect(mine.map((e) => [e.kind, e.amount])).toEqual([
+        ['debit', -parseMoney('0.01')],
+        ['debit', -parseMoney('0.005')],
+      ]);
+      expect(mine[1].note).toMatch(
+        /^rerouted twilio-.* → tw-backup-.* \((network_error|circuit_open)\): price difference$/,
+      );
+    }
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('10') - 8 * parseMoney('0.015'));
+    expect(verifyLedger(s.ctx).ok).toBe(true);
+
+    // The primary comes back; once the back-off is over, a probe closes its circuit.
+    await primary.up();
+    await sleep(OPEN_MS + 100);
+    const probe = await sendSms(p.token, 'probe');
+    await waitFor(() => message(s.ctx, probe).status === 'sent', 'the probe sent', 10_000);
+    expect(message(s.ctx, probe).gateway_id).toBe(p.primaryId);
+    expect(readCircuit(s.ctx, p.primaryId)!.state).toBe('closed');
+    const after: string[] = [];
+    for (let i = 0; i < 4; i++) after.push(await sendSms(p.token, `after ${i}`));
+    await waitFor(() => after.every((id) => message(s.ctx, id).status === 'sent'), 'the later messages sent', 10_000);
+    expect(bodies(primary).sort()).toEqual(['after 0', 'after 1', 'after 2', 'after 3', 'probe']);
+    for (const id of after) {
+      expect(message(s.ctx, id).gateway_id).toBe(p.primaryId);
+      expect(message(s.ctx, id).price).toBe(parseMoney('0.01'));
+    }
+    expect(bodies(backup)).toHaveLength(8);
+    expect(s.logs.join('')).toMatch(/circuit half-open/);
+    expect(s.logs.join('')).toMatch(/circuit closed, the gateway takes calls again/);
+
+    // The failover traffic is counted per gateway, and /metrics shows it with the circuits.
+    const moved = s.rt.counters
+      .snapshot()
+      .filter((c) => c.name === 'msgd_dispatch_failovers_total' && c.labels.gateway === p.primaryId);
+    expect(moved).toEqual([
+      {
+        name: 'msgd_dispatch_failovers_total',
+        labels: { gateway: p.primaryId, to: p.backupId, outcome: 'rerouted' },
+        value: 8,
+      },
+    ]);
+  }, 60_000);
+
+  it('a timeout after the request left ("maybe delivered") never moves to the fallback', async () => {
+    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.02' });
+    primary.failNext({ kind: 'timeout', count: 1 });
+    const id = await sendSms(p.token, 'maybe');
+    await waitFor(() => message(s.ctx, id).status === 'sent', 'the message sent', 10_000);
+    // Retried on the primary (which may have it twice), flagged, never sent through the fallback.
+    expect(primary.requests.map((r) => r.body.Body)).toEqual(['maybe', 'maybe']);
+    expect(backup.requests).toHaveLength(0);
+    const m = message(s.ctx, id);
+    expect(m.gateway_id).toBe(p.primaryId);
+    expect(m.dispatch_uncertain).toBe(1);
+    expect(m.price).toBe(parseMoney('0.01'));
+    expect(messageHistory(s.ctx, id).map((h) => h.status)).toEqual(['queued', 'sent']);
+  }, 30_000);
+
+  it("a refusal about the recipient fails the message on the primary; one about the route's sender moves on", async () => {
+    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
+    primary.failNext({ kind: 'error', code: 21211, count: 1 });
+    const bad = await sendSms(p.token, 'invalid number');
+    await waitFor(() => message(s.ctx, bad).status === 'failed', 'the message failed', 10_000);
+    expect(message(s.ctx, bad).error_code).toBe('21211');
+    expect(message(s.ctx, bad).refunded).toBe(1);
+    expect(backup.requests).toHaveLength(0);
+
+    primary.failNext({
+      kind: 'error',
+      code: 21606,
+      message: 'The From phone number is not a valid, SMS-capable inbound phone number',
+      count: 1,
+    });
+    const moved = await sendSms(p.token, 'sender refused');
+    await waitFor(() => message(s.ctx, moved).status === 'sent', 'the message sent', 10_000);
+    expect(bodies(backup)).toEqual(['sender refused']);
+    const hop = messageHistory(s.ctx, moved).find((h) => h.status === 'rerouted')!;
+    expect(hop.error_code).toBe('21606');
+    // Same price on both routes: no ledger entry beyond the accept's debit.
+    expect(
+      ledgerOf(s.ctx, p.partnerId)
+        .filter((e) => e.message_id === moved)
+        .map((e) => e.kind),
+    ).toEqual(['debit']);
+  }, 30_000);
+
+  it('a cheaper fallback refunds the difference; a dearer one the funds do not cover fails the message and refunds it', async () => {
+    const cheap = partnerWithFallback({ balance: '1', price: '0.01', backupPrice: '0.004' });
+    await primary.down();
+    const id = await sendSms(cheap.token, 'cheaper');
+    await waitFor(() => message(s.ctx, id).status === 'sent', 'sent through the cheaper fallback', 10_000);
+    expect(
+      ledgerOf(s.ctx, cheap.partnerId)
+        .filter((e) => e.message_id === id)
+        .map((e) => [e.kind, e.amount]),
+    ).toEqual([
+      ['debit', -parseMoney('0.01')],
+      ['refund', parseMoney('0.006')],
+    ]);
+    expect(message(s.ctx, id).price).toBe(parseMoney('0.004'));
+
+    // 0.01 left: the primary's price, but not the fallback's 0.05.
+    const poor = partnerWithFallback({ balance: '0.01', price: '0.01', backupPrice: '0.05' });
+    const before = backup.requests.length;
+    const lost = await sendSms(poor.token, 'too dear');
+    await waitFor(() => message(s.ctx, lost).status === 'failed', 'the message failed', 10_000);
+    const m = message(s.ctx, lost);
+    expect(m.error_code).toBe('insufficient_balance');
+    expect(m.error_message).toMatch(/costs 0\.05/);
+    expect(m.refunded).toBe(1);
+    expect(backup.requests.length).toBe(before);
+    expect(balanceOf(s.ctx, poor.partnerId)).toBe(parseMoney('0.01'));
+    expect(verifyLedger(s.ctx).ok).toBe(true);
+    // Every message of these partners: what the ledger took equals the price of what was sent.
+    for (const pid of [cheap.partnerId, poor.partnerId])
+      for (const msg of messagesOf(s.ctx, pid)) {
+        const cost = ledgerOf(s.ctx, pid)
+          .filter((e) => e.message_id === msg.id)
+          .reduce((n, e) => n - e.amount, 0);
+        expect(cost).toBe(msg.refunded ? 0 : msg.price);
+      }
+  }, 30_000);
+});
