@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { circuitJson, circuitText, readCircuit } from '../core/circuits.js';
 import type { Config } from '../config/schema.js';
 import { listChannels } from '../core/channels.js';
 import type { GatewayKind } from '../core/context.js';
@@ -37,7 +38,7 @@ function gatewayJson(cli: Cli, g: GatewayView) {
   return { ...g, webhook_url: webhookUrl(cli.config, g) };
 }
 
-function describe(cli: Cli, g: GatewayView): string {
+function describe(cli: Cli, g: GatewayView, extra: [string, string][] = []): string {
   const url = webhookUrl(cli.config, g);
   const settings = Object.entries(g.settings);
   return lines(
@@ -51,6 +52,7 @@ function describe(cli: Cli, g: GatewayView): string {
         ['secrets', g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'],
         ['webhook url', url ?? 'none (this kind sends no webhooks)'],
         ['updated', when(Date.parse(g.updated_at))],
+        ...extra,
       ],
       '  ',
     ),
@@ -167,24 +169,35 @@ function show(cli: Cli, ref: string): Result {
   const g = getGateway(cli.ctx, ref);
   const channels = listChannels(cli.ctx).filter((c) => c.gateway_id === g.id);
   const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
+  // As msgd last published it (msgd keeps the breaker in memory; every circuit starts closed).
+  const circuit = readCircuit(cli.ctx, g.id);
   return {
     json: {
       ...gatewayJson(cli, g),
+      circuit: circuitJson(circuit),
       channels: channels.map((c) => ({
         id: c.id,
         partner_id: c.partner_id,
         partner: slugs.get(c.partner_id) ?? null,
         type: c.type,
         sender: c.sender,
+        position: c.position,
+        role: c.position === 0 ? 'primary' : 'fallback',
       })),
     },
     text: lines(
-      describe(cli, g),
+      describe(cli, g, [['circuit', circuitText(circuit, cli.ctx.now())]]),
       '',
       channels.length
         ? table(
-            ['channel', 'sender', 'partner', 'id'],
-            channels.map((c) => [c.type, c.sender, slugs.get(c.partner_id), c.id]),
+            ['channel', 'role', 'sender', 'partner', 'id'],
+            channels.map((c) => [
+              c.type,
+              c.position === 0 ? 'primary' : `fallback ${c.position}`,
+              c.sender,
+              slugs.get(c.partner_id),
+              c.id,
+            ]),
           )
         : 'Not assigned to any partner.',
     ),

@@ -15,7 +15,7 @@ const SAMPLE = 5000;
 
 export type ChannelHealth = 'ok' | 'degraded' | 'down' | 'disabled' | 'unknown';
 
-type ChannelRow = Pick<Row<typeof channels>, 'id' | 'type' | 'sender' | 'created_at'> & {
+type ChannelRow = Pick<Row<typeof channels>, 'id' | 'type' | 'sender' | 'position' | 'created_at'> & {
   gateway_kind: Row<typeof gateways>['kind'];
   gateway_status: Row<typeof gateways>['status'];
 };
@@ -32,9 +32,9 @@ const PENDING = new Set(['queued', 'sending']);
 export function partnerChannels(ctx: CoreCtx, partnerId: string) {
   const rows = stmt<[string], ChannelRow>(
     ctx.db.sqlite,
-    `SELECT c.id, c.type, c.sender, g.kind AS gateway_kind, g.status AS gateway_status, c.created_at
+    `SELECT c.id, c.type, c.sender, c.position, g.kind AS gateway_kind, g.status AS gateway_status, c.created_at
        FROM channels c JOIN gateways g ON g.id = c.gateway_id
-      WHERE c.partner_id = ? AND c.status = 'active' ORDER BY c.type`,
+      WHERE c.partner_id = ? AND c.status = 'active' ORDER BY c.type, c.position`,
   ).all(partnerId);
   const now = ctx.now();
   const since = now - HEALTH_WINDOW_MS;
@@ -66,6 +66,8 @@ export function partnerChannels(ctx: CoreCtx, partnerId: string) {
       type: r.type,
       sender: r.sender,
       provider: r.gateway_kind,
+      position: r.position,
+      role: r.position === 0 ? ('primary' as const) : ('fallback' as const),
       status: r.gateway_status === 'active' ? ('active' as const) : ('disabled' as const),
       health: healthOf(r.gateway_status, o),
       recent: { window_seconds: HEALTH_WINDOW_MS / 1000, ...o },

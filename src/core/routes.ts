@@ -105,9 +105,10 @@ export function reroute(
   emitEvent(ctx, m.partner_id, 'message.rerouted', {
     message_id: m.id,
     channel: m.channel_type,
-    from_gateway: { id: from.id, name: from.name },
-    to_gateway: { id: to.gateway_id, name: to.gateway_name, kind: to.gateway_kind },
+    from_channel_id: m.channel_id,
+    channel_id: to.id,
     position: to.position,
+    provider: to.gateway_kind,
     sender: to.sender,
     reason: why,
     price: moneyJson(price),

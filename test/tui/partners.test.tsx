@@ -119,10 +119,10 @@ describe('msgctl tui: partners', () => {
     // Channel: whatsapp → messenger → instagram → sms.
     await c.press(KEY.right, KEY.right, KEY.right);
     await c.see('‹ sms ›');
-    await c.press(KEY.down, KEY.down, '+15550001111', KEY.enter);
+    await c.press(KEY.down, KEY.down, KEY.down, '+15550001111', KEY.enter);
     await c.see('Assigned sms to acme (sender +15550001111).');
     await c.press(KEY.enter);
-    await c.see(/sms\s+\+15550001111\s+via sandbox-1 \(sandbox\)/);
+    await c.see(/sms\s+primary\s+\+15550001111\s+via sandbox-1 \(sandbox\)/);
     await c.press('u');
     await c.see('Unassign a channel of acme');
     await c.press(KEY.enter);
@@ -130,6 +130,26 @@ describe('msgctl tui: partners', () => {
     await c.press('y');
     await c.see('Unassigned sms (+15550001111) from acme.');
     await c.see('none: A assigns one');
+  });
+
+  it('adds a fallback gateway to an SMS channel and shows the order', async () => {
+    c = openConsole(newDataDir());
+    addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-2', settings: {} }, 'test');
+    await createAcme(c);
+    await c.press('A');
+    await c.press(KEY.right, KEY.right, KEY.right);
+    await c.see('‹ sms ›');
+    await c.press(KEY.down, KEY.down, KEY.down, '+15550001111', KEY.enter);
+    await c.see('Assigned sms to acme (sender +15550001111).');
+    await c.press(KEY.enter);
+    await c.press('A');
+    await c.see('Assign a channel to acme (order now: sms: sandbox-1)');
+    // Channel sms, gateway sandbox-2, place fallback, sender left empty: the primary's.
+    await c.press(KEY.right, KEY.right, KEY.right, KEY.down, KEY.right, KEY.down, KEY.right, KEY.enter);
+    await c.see("Added fallback 1 to acme's sms: sandbox-1 → sandbox-2.");
+    await c.press(KEY.enter);
+    await c.see(/sms\s+fallback 1\s+\+15550001111\s+via sandbox-2 \(sandbox\)/);
   });
 
   it('suspends after confirmation and activates again', async () => {

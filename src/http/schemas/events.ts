@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
-import { EMAIL_FEEDBACK_EVENTS, STATUS_EVENTS } from '../../core/event-types.js';
+import { EMAIL_FEEDBACK_EVENTS, ROUTE_EVENTS, STATUS_EVENTS } from '../../core/event-types.js';
 import { MESSAGE_STATUSES } from '../../core/statuses.js';
 import { storyRef } from './v1.js';
 
@@ -90,6 +90,29 @@ export const emailFeedbackEvent = z
   })
   .describe('The recipient of an email marked it as spam, unsubscribed or resubscribed.');
 
+export const messageReroutedEvent = z
+  .object({
+    ...base(ROUTE_EVENTS),
+    message_id: z.string(),
+    channel,
+    from_channel_id: z.string().nullable().describe('the channel (GET /v1/channels) whose gateway did not take it'),
+    channel_id: z.string().describe('the channel it goes out on now: the next fallback of its type'),
+    position: z.number().int().describe("that channel's place in the order (1: the first fallback)"),
+    provider: z.string().describe("that channel's provider"),
+    sender: z.string().describe('the sender address it now goes out from'),
+    reason: z
+      .object({ code: z.string(), message: z.string() })
+      .describe(
+        'why it moved on: e.g. network_error (the gateway refused the connection), circuit_open (the gateway is failing), 20429 (rate limit), or a refusal about the sender or account',
+      ),
+    price: money.describe('what the message costs now: the price of the new route'),
+    price_difference: money.describe('debited (positive) or refunded (negative) in the ledger with the move'),
+    occurred_at: isoTime,
+  })
+  .describe(
+    "An SMS or email message moved to the next gateway of its channel's order, because the one before certainly did not take it; its status stays queued until the new gateway takes it (message.sent).",
+  );
+
 export const balanceLowEvent = z
   .object({
     ...base(['partner.balance_low']),
@@ -112,6 +135,7 @@ export const EVENT_SCHEMAS: [name: string, types: readonly string[], schema: z.Z
   ['MessageReceivedEvent', ['message.received'], messageReceivedEvent],
   ['MessageDeletedEvent', ['message.deleted'], messageDeletedEvent],
   ['MessageStatusEvent', STATUS_EVENTS, messageStatusEvent],
+  ['MessageReroutedEvent', ROUTE_EVENTS, messageReroutedEvent],
   ['EmailFeedbackEvent', EMAIL_FEEDBACK_EVENTS, emailFeedbackEvent],
   ['BalanceLowEvent', ['partner.balance_low'], balanceLowEvent],
   ['WebhookTestEvent', ['webhook.test'], webhookTestEvent],

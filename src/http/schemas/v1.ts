@@ -348,6 +348,14 @@ export const channelOut = z
     type: channel,
     sender: z.string().describe('the sender address: phone number, email address, page or Instagram account id'),
     provider: z.string(),
+    position: z
+      .number()
+      .int()
+      .min(0)
+      .describe(
+        "the gateway's place in the channel type's order: 0 sends first; SMS and email may have fallbacks (1, 2, …) tried in order when the ones before them certainly did not take a message",
+      ),
+    role: z.enum(['primary', 'fallback']).describe('primary: position 0; fallback: any later position'),
     status: z.enum(['active', 'disabled']),
     health: z.enum(['ok', 'degraded', 'down', 'disabled', 'unknown']).describe('from the outcomes of recent sends'),
     recent: z.object({

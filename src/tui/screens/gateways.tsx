@@ -5,6 +5,7 @@ import { listChannels } from '../../core/channels.js';
 import { CHANNEL_TYPES, type CoreCtx, type GatewayKind } from '../../core/context.js';
 import { COUNTER_NAMES } from '../../core/counters.js';
 import { readCounterWindows } from '../../core/counter-store.js';
+import { circuitText, readCircuits, type Circuit } from '../../core/circuits.js';
 import { addGateway, getGateway, listGateways, updateGateway, type GatewayView } from '../../core/gateways.js';
 import { getPartner, listPartners } from '../../core/partners.js';
 import { listPrices, setPrice, unsetPrice, type PriceListRow } from '../../core/prices.js';
@@ -32,6 +33,10 @@ interface Row {
   rate: string;
   channels: number;
   errors: { code: string; n: number }[];
+  /** Its circuit breaker as msgd last published it; undefined: closed, never failed. */
+  circuit: Circuit | undefined;
+  /** Messages moved from it to a fallback in the last hour. */
+  movedOn: number;
 }
 
 function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
@@ -44,6 +49,11 @@ function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
       list.push({ code: w.labels.code, n: w.lastHour });
       errors.set(w.labels.gateway, list);
     }
+  const movedOn = new Map<string, number>();
+  for (const w of readCounterWindows(ctx, ctx.now()))
+    if (w.name === COUNTER_NAMES.failovers && w.lastHour > 0)
+      movedOn.set(w.labels.gateway, (movedOn.get(w.labels.gateway) ?? 0) + w.lastHour);
+  const circuits = readCircuits(ctx);
   return listGateways(ctx).map((g) => {
     const own = g.settings.rate_per_second;
     return {
@@ -51,6 +61,8 @@ function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
       rate: own === undefined ? `${ctx.config.dispatch.ratePerSecond[g.kind]} default` : String(own),
       channels: counts.get(g.id) ?? 0,
       errors: (errors.get(g.id) ?? []).sort((a, b) => b.n - a.n),
+      circuit: circuits.get(g.id),
+      movedOn: movedOn.get(g.id) ?? 0,
     };
   });
 }
@@ -270,7 +282,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
   );
 
   const over = overlay.element(width);
-  const detailH = cur ? 9 : 0;
+  const detailH = cur ? 10 : 0;
   const shownFlash = flash ?? (list.error ? { ok: false, text: list.error } : null);
   const flashH = flashLines(shownFlash, width);
   return (
@@ -296,6 +308,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
                 { title: 'status', width: 8 },
                 { title: 'rate/s', width: 13 },
                 { title: 'chans', width: 5, align: 'right' },
+                { title: 'circuit', width: 9 },
                 { title: 'errors (last hour)', width: 0 },
               ]}
               rows={rows.map((r) => [
@@ -304,7 +317,13 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
                 r.g.status,
                 r.rate,
                 String(r.channels),
-                r.errors.length ? r.errors.map((e) => `${e.code} ×${e.n}`).join(', ') : 'none',
+                r.circuit?.state === 'half_open' ? 'half-open' : (r.circuit?.state ?? 'closed'),
+                [
+                  r.errors.length ? r.errors.map((e) => `${e.code} ×${e.n}`).join(', ') : 'none',
+                  r.movedOn ? `moved to fallback ×${r.movedOn}` : null,
+                ]
+                  .filter(Boolean)
+                  .join(' · '),
               ])}
             />
             {cur ? <GatewayDetail row={cur} width={width} /> : null}
@@ -328,7 +347,7 @@ function GatewayDetail({ row, width }: { row: Row; width: number }) {
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
     .join(' ');
   return (
-    <Box flexDirection="column" borderStyle="single" width={width} height={9} overflow="hidden">
+    <Box flexDirection="column" borderStyle="single" width={width} height={10} overflow="hidden">
       <Text bold wrap="truncate-end">
         {clean(g.name)} · {ctx.gatewayKinds.get(g.kind).label} · {g.id}
       </Text>
@@ -342,6 +361,7 @@ function GatewayDetail({ row, width }: { row: Row; width: number }) {
         secrets: {g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'}
       </Text>
       <Text wrap="truncate-end">serves: {ctx.gatewayKinds.get(g.kind).channels.join(', ')}</Text>
+      <Text wrap="truncate-end">circuit: {clean(circuitText(row.circuit, deps.ctx.now()))}</Text>
     </Box>
   );
 }
@@ -376,7 +396,16 @@ function PriceTable({
         ]}
         rows={rows.map((r) => [
           r.channel_type,
-          r.partner_id ? (r.partner_slug ?? r.partner_id) : 'default (every partner)',
+          [
+            r.partner_id
+              ? (r.partner_slug ?? r.partner_id)
+              : r.gateway_id
+                ? 'every partner'
+                : 'default (every partner)',
+            r.gateway_id ? `through ${r.gateway_name ?? r.gateway_id}` : null,
+          ]
+            .filter(Boolean)
+            .join(' '),
           money(r.amount),
           r.channel_type === 'sms' ? 'segment' : 'message',
           when(r.updated_at).slice(0, 16),

@@ -1,7 +1,7 @@
 import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useMemo, useState } from 'react';
-import { assignChannel, unassignChannel } from '../../core/channels.js';
+import { addFallback, assignChannel, FAILOVER_TYPES, routeOrder, unassignChannel } from '../../core/channels.js';
 import { CHANNEL_TYPES } from '../../core/context.js';
 import { listGateways } from '../../core/gateways.js';
 import { adjust, topup } from '../../core/ledger.js';
@@ -265,9 +265,14 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
       const partner = p();
       const gws = listGateways(ctx);
       if (gws.length === 0) throw new Error('no gateways yet: add one on the Gateways screen (3)');
+      // The order each SMS/email channel has now, so a fallback is added knowing where it goes.
+      const orders = FAILOVER_TYPES.map((t) => {
+        const order = routeOrder(ctx, partner.id, t);
+        return order.length ? `${t}: ${order.map((c) => clean(c.gateway_name)).join(' → ')}` : null;
+      }).filter(Boolean);
       return {
         kind: 'form',
-        title: `Assign a channel to ${partner.slug}`,
+        title: `Assign a channel to ${partner.slug}${orders.length ? ` (order now: ${orders.join(' · ')})` : ''}`,
         fields: [
           {
             key: 'type',
@@ -286,14 +291,36 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             })),
             hint: '←→ choose',
           },
-          { key: 'sender', label: 'Sender', type: 'text', hint: 'E.164 number, page id, Instagram id or from-address' },
+          {
+            key: 'place',
+            label: 'Place',
+            type: 'choice',
+            options: [
+              { value: 'primary', label: 'primary (sends first)' },
+              { value: 'fallback', label: 'fallback (SMS, email: after the gateways already there)' },
+            ],
+            hint: '←→ choose',
+          },
+          {
+            key: 'sender',
+            label: 'Sender',
+            type: 'text',
+            hint: "E.164 number, page id, Instagram id or from-address (a fallback: empty takes the primary's)",
+          },
         ],
         submit: (v) => {
-          const c = assignChannel(
-            ctx,
-            { partner: partner.id, gateway: str(v.gateway), type: str(v.type), sender: str(v.sender) || undefined },
-            actor,
-          );
+          const input = {
+            partner: partner.id,
+            gateway: str(v.gateway),
+            type: str(v.type),
+            sender: str(v.sender) || undefined,
+          };
+          if (str(v.place) === 'fallback') {
+            const f = addFallback(ctx, input, actor);
+            const order = routeOrder(ctx, partner.id, f.type).map((c) => c.gateway_name);
+            return { text: `Added fallback ${f.position} to ${partner.slug}'s ${f.type}: ${order.join(' → ')}.` };
+          }
+          const c = assignChannel(ctx, input, actor);
           return { text: `Assigned ${c.type} to ${partner.slug} (sender ${c.sender}).` };
         },
       };
@@ -421,7 +448,7 @@ function Detail({
     ...(d.channels.length
       ? d.channels.map(
           (c) =>
-            `  ${fit(c.type, 10)} ${fit(clean(c.sender), 22)} via ${clean(c.gateway_name)} (${c.gateway_kind}${c.gateway_status === 'disabled' ? ', disabled' : ''})`,
+            `  ${fit(c.type, 10)} ${fit(c.position === 0 ? 'primary' : `fallback ${c.position}`, 10)} ${fit(clean(c.sender), 22)} via ${clean(c.gateway_name)} (${c.gateway_kind}${c.gateway_status === 'disabled' ? ', disabled' : ''})`,
         )
       : ['  none: A assigns one']),
     'TOKENS',

@@ -16,7 +16,8 @@ export const channelRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         summary: "The partner's connected channels",
         operationId: 'listChannels',
         description:
-          'Scope channels:read. One per channel type at most: its sender address, provider and health from the outcomes of ' +
+          'Scope channels:read. Per channel type, its primary gateway, then (SMS and email) its fallbacks in the order they ' +
+          'are tried (position, role): each with its sender address, provider and health from the outcomes of ' +
           'the last 15 minutes of sends (ok, degraded, down, disabled, unknown when nothing was sent). Never credentials. ' +
           'Not paged: the list is short.',
         security: SECURITY,
