@@ -16,7 +16,14 @@ import { sleep, waitFor } from '../helpers/wait.js';
 // the partner's fallback only when the primary certainly did not take it, is sent once, and is
 // charged the price of the gateway that sent it, to the micro-unit.
 
-const OPEN_MS = 1500;
+const OPEN_MS = 4000;
+const METRICS_TOKEN = 'metrics-token-failover-0123456789';
+
+async function scrape(): Promise<string> {
+  const r = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+  expect(r.status).toBe(200);
+  return r.text();
+}
 let s: TestServer;
 let primary: TwilioFake;
 let backup: TwilioFake;
@@ -33,6 +40,7 @@ beforeAll(async () => {
     'dispatch.circuitBreaker.failureRate': 0,
     'dispatch.circuitBreaker.openMs': OPEN_MS,
     'dispatch.circuitBreaker.halfOpenProbes': 1,
+    'metrics.token': METRICS_TOKEN,
   });
 });
 afterAll(async () => {
@@ -107,11 +115,17 @@ describe('failover to the fallback gateway', () => {
     // The first failures opened the primary's circuit; the messages after it never tried the primary.
     const circuit = readCircuit(s.ctx, p.primaryId)!;
     expect(circuit.state).toBe('open');
+    const during = await scrape();
+    expect(during).toContain(`msgd_gateway_circuit_state{gateway="${p.primaryId}"} 2`);
+    expect(during).toContain(`msgd_gateway_circuit_opened_total{gateway="${p.primaryId}"} 1`);
+    expect(during).toContain(
+      `msgd_dispatch_failovers_total{gateway="${p.primaryId}",to="${p.backupId}",outcome="rerouted"} 8`,
+    );
     expect(circuit.opened).toBe(1);
     const reasons = ids.map((id) => messageHistory(s.ctx, id).find((h) => h.status === 'rerouted')!.error_code);
     expect(reasons.filter((r) => r === 'network_error')).toHaveLength(3);
     expect(reasons.filter((r) => r === 'circuit_open')).toHaveLength(5);
-    expect(s.logs.join('')).toMatch(/circuit open for 2s: 3 failed calls in a row/);
+    expect(s.logs.join('')).toMatch(/circuit open for 4s: 3 failed calls in a row/);
 
     // Each message: charged 0.01 at accept, then the 0.005 difference before the fallback's call.
     const entries = ledgerOf(s.ctx, p.partnerId).filter((e) => e.message_id !== null);
@@ -135,6 +149,7 @@ describe('failover to the fallback gateway', () => {
     await waitFor(() => message(s.ctx, probe).status === 'sent', 'the probe sent', 10_000);
     expect(message(s.ctx, probe).gateway_id).toBe(p.primaryId);
     expect(readCircuit(s.ctx, p.primaryId)!.state).toBe('closed');
+    expect(await scrape()).toContain(`msgd_gateway_circuit_state{gateway="${p.primaryId}"} 0`);
     const after: string[] = [];
     for (let i = 0; i < 4; i++) after.push(await sendSms(p.token, `after ${i}`));
     await waitFor(() => after.every((id) => message(s.ctx, id).status === 'sent'), 'the later messages sent', 10_000);
@@ -159,6 +174,30 @@ describe('failover to the fallback gateway', () => {
       },
     ]);
   }, 60_000);
+
+  it('without a fallback, an open circuit holds the messages on the queue (never refused) until a probe succeeds', async () => {
+    const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+    const main = twilioGateway(s.ctx, p.partnerId, primary);
+    await primary.down();
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push(await sendSms(p.token, `alone ${i}`));
+    await waitFor(
+      () => ids.every((id) => message(s.ctx, id).error_code === 'gateway_circuit_open'),
+      'every message waiting for the circuit',
+      10_000,
+    );
+    for (const id of ids) {
+      expect(message(s.ctx, id).status).toBe('queued');
+      expect(message(s.ctx, id).error_message).toContain('its circuit is open');
+    }
+    expect(readCircuit(s.ctx, main.gateway.id)!.state).toBe('open');
+    await primary.up();
+    await waitFor(() => ids.every((id) => message(s.ctx, id).status === 'sent'), 'all sent once it closed', 15_000);
+    expect(bodies(primary).sort()).toEqual(ids.map((_, i) => `alone ${i}`).sort());
+    expect(ids.every((id) => message(s.ctx, id).error_code === null)).toBe(true);
+    expect(readCircuit(s.ctx, main.gateway.id)!.state).toBe('closed');
+    expect(verifyLedger(s.ctx).ok).toBe(true);
+  }, 30_000);
 
   it('a timeout after the request left ("maybe delivered") never moves to the fallback', async () => {
     const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.02' });

@@ -49,7 +49,11 @@ beforeAll(async () => {
   twilio = await startTwilioFake();
   smtp = await startSmtpFake();
   // Retries every <= 200 ms for up to 100 attempts: an outage of a few seconds is survivable.
+  // The retries themselves are under test here, so the gateways' circuits never open (an open
+  // circuit's messages wait without calls: test/e2e/failover.test.ts).
   s = await startTestServer({
+    'dispatch.circuitBreaker.consecutiveFailures': 1000,
+    'dispatch.circuitBreaker.failureRate': 0,
     'dispatch.timeoutMs': 1_000,
     'jobs.backoffBaseMs': 20,
     'jobs.backoffCapMs': 1000,
