@@ -6,8 +6,19 @@ import { verifyLedger } from '../../src/core/ledger.js';
 import { messageHistory } from '../../src/core/messages.js';
 import { setPrice } from '../../src/core/prices.js';
 import { parseMoney } from '../../src/lib/money.js';
+import { startSendgridFake, type SendgridFake } from '../fakes/sendgrid.js';
+import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
-import { send, sender, SMS, TWILIO_SID, TWILIO_TOKEN, twilioGateway } from '../helpers/gateways.js';
+import {
+  EMAIL,
+  send,
+  sender,
+  sendgridGateway,
+  SMS,
+  TWILIO_SID,
+  TWILIO_TOKEN,
+  twilioGateway,
+} from '../helpers/gateways.js';
 import { balanceOf, ledgerOf, message, messagesOf } from '../helpers/rows.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -27,10 +38,14 @@ async function scrape(): Promise<string> {
 let s: TestServer;
 let primary: TwilioFake;
 let backup: TwilioFake;
+let sendgrid: SendgridFake;
+let smtp: SmtpFake;
 
 beforeAll(async () => {
   primary = await startTwilioFake();
   backup = await startTwilioFake();
+  sendgrid = await startSendgridFake();
+  smtp = await startSmtpFake();
   s = await startTestServer({
     'dispatch.timeoutMs': 600,
     'jobs.backoffBaseMs': 20,
@@ -47,6 +62,8 @@ afterAll(async () => {
   await s?.stop();
   await primary?.close();
   await backup?.close();
+  await sendgrid?.close();
+  await smtp?.close();
 });
 beforeEach(async () => {
   await primary.up();
@@ -277,5 +294,32 @@ describe('failover to the fallback gateway', () => {
           .reduce((n, e) => n - e.amount, 0);
         expect(cost).toBe(msg.refunded ? 0 : msg.price);
       }
+  }, 30_000);
+
+  it('email: SendGrid answering 503 (not accepted) moves the mail to the SMTP fallback, sent once from its sender', async () => {
+    sendgrid.reset();
+    smtp.reset();
+    const p = setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
+    sendgridGateway(s.ctx, p.partnerId, sendgrid);
+    const relay = addGateway(
+      s.ctx,
+      {
+        kind: 'smtp',
+        name: `relay-${Math.random().toString(36).slice(2, 8)}`,
+        settings: { host: smtp.host, port: smtp.port, secure: false, rate_per_second: 10_000 },
+      },
+      'test',
+    );
+    const relayFrom = sender('email');
+    addFallback(s.ctx, { partner: p.partnerId, type: 'email', gateway: relay.id, sender: relayFrom }, 'test');
+    sendgrid.failNext({ kind: 'status', status: 503, count: 1 });
+    const r = await send(s.url, EMAIL, { to: 'user@example.com', subject: 'moved', html: '<p>x</p>' }, p.token);
+    expect(r.status).toBe(200);
+    const id = r.body.id as string;
+    await waitFor(() => message(s.ctx, id).status === 'sent', 'the mail sent', 10_000);
+    expect(smtp.messages.map((m) => m.subject)).toEqual(['moved']);
+    expect(message(s.ctx, id).gateway_id).toBe(relay.id);
+    expect(message(s.ctx, id).from).toBe(relayFrom);
+    expect(messageHistory(s.ctx, id).find((h) => h.status === 'rerouted')!.error_code).toBe('sendgrid_503');
   }, 30_000);
 });
