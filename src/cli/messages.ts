@@ -3,6 +3,7 @@ import { getPartner } from '../core/partners.js';
 import { listOperatorMessages } from '../core/message-reads.js';
 import { getMessageRow, messageHistory, messageJson } from '../core/messages.js';
 import { STATUS_RANK, type MessageStatus } from '../core/statuses.js';
+import { cancelScheduled } from '../core/scheduled.js';
 import { releaseHeldDispatches } from '../jobs/restore-hold.js';
 import { notFound } from '../lib/errors.js';
 import { JobQueue } from '../queue/queue.js';
@@ -99,6 +100,15 @@ function show(cli: Cli, id: string): Result {
   };
 }
 
+/** A scheduled message is canceled before its time: never sent, its price refunded. */
+function cancel(cli: Cli, id: string): Result {
+  const m = cancelScheduled(cli.ctx, null, id, cli.actor);
+  return {
+    json: messageJson(getMessageRow(cli.ctx, m.id)!),
+    text: `Canceled ${m.id}${m.price > 0 ? `: ${money(m.price)} refunded to the partner` : ''}.`,
+  };
+}
+
 /** The messages a restore held (src/jobs/restore-hold.ts) go out, flagged possible duplicates. */
 function releaseHeld(cli: Cli): Result {
   const released = releaseHeldDispatches(cli.ctx, new JobQueue(cli.ctx.db));
@@ -116,7 +126,10 @@ export function registerMessages(program: Command) {
     .command('list')
     .description('messages, newest first')
     .option('--partner <partner>', 'only this partner (slug or id)')
-    .option('--status <status>', 'only this status (queued, sending, sent, delivered, read, failed, ...)')
+    .option(
+      '--status <status>',
+      'only this status (scheduled, queued, sending, sent, delivered, read, failed, canceled, ...)',
+    )
     .option('--failed', 'only failed, undelivered, bounced or dropped messages')
     .option(
       '--uncertain',
@@ -130,6 +143,12 @@ export function registerMessages(program: Command) {
     .description('one message with its status history')
     .argument('<id>', 'message id (msg_...)')
     .action(withCli(show));
+  messages
+    .command('cancel')
+    .description('cancel a scheduled message before its time: it is never sent and its price is refunded')
+    .argument('<id>', 'message id (msg_...)')
+    .addHelpText('after', examples('msgctl messages list --status scheduled', 'msgctl messages cancel msg_...'))
+    .action(withCli(cancel));
   messages
     .command('release-held')
     .description(

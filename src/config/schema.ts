@@ -120,6 +120,15 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    scheduling: z
+      .object({
+        /** How soon a scheduled send may be (send_at at least this far ahead), in seconds. */
+        minAheadSeconds: z.number().int().min(0).max(3600).default(60),
+        /** How far ahead a scheduled send may be, in days. */
+        maxAheadDays: z.number().int().min(1).max(366).default(35),
+      })
+      .strict()
+      .prefault({}),
     idempotency: z
       .object({
         ttlHours: z

@@ -83,16 +83,20 @@ export function refuseOutsideWindow(
   channel: { type: ChannelType; sender: string; enforceWindow: boolean },
   to: string,
   content: MessageContent,
+  /** When the message will go: now, or a scheduled send's send_at (the window must still be open then). */
+  at: number = ctx.now(),
 ): void {
   if (!channel.enforceWindow || content.kind === 'template') return;
-  if (windowOpen(ctx, partnerId, channel, to, ctx.now())) return;
+  if (windowOpen(ctx, partnerId, channel, to, at)) return;
   const how =
     channel.type === 'whatsapp'
       ? 'send an approved template (the template field) instead'
       : 'a message tag configured on the gateway by the operator lets it through (messaging_type MESSAGE_TAG)';
   throw new AppError(
     'outside_customer_service_window',
-    `the customer has not written to ${channel.sender} on ${channel.type} in the last 24 hours, so a free-form message would not be delivered: ${how}`,
+    at > ctx.now()
+      ? `the 24-hour window the customer opened by writing to ${channel.sender} on ${channel.type} will have closed at send_at, so a free-form message would not be delivered then: ${how}`
+      : `the customer has not written to ${channel.sender} on ${channel.type} in the last 24 hours, so a free-form message would not be delivered: ${how}`,
     [{ field: 'to', message: 'outside the 24-hour customer-service window' }],
   );
 }

@@ -14,6 +14,7 @@ export const STATUS_EVENTS = [
   'message.clicked',
   'message.deferred',
   'message.dropped',
+  'message.canceled',
 ] as const;
 
 /** A recipient's feedback on an email, which leaves the message's status as it is. */

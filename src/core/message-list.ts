@@ -16,6 +16,9 @@ import { FAILURE_STATUSES, isFailure, type MessageStatus } from './statuses.js';
 //                                   failed messages only, so a send or a delivery writes nothing
 //                                   there; a message enters it when it fails and leaves it if a
 //                                   later report proves delivery
+//   status scheduled, no conversation or recipient
+//                                 → messages_partner_scheduled (partner_id, id), partial: only
+//                                   messages waiting for their send_at
 //   conversation, or recipient    → messages_conversation (conversation_id, id), one range per
 //                                   conversation of that customer, merged here
 // Time bounds are id bounds (ids start with their creation time). channel, direction, the
@@ -54,7 +57,7 @@ type ConversationRef = Pick<Row<typeof conversations>, 'id' | 'channel_type'>;
 
 /** Where a page's rows come from: one index range. */
 interface Lane {
-  index: 'messages_partner' | 'messages_partner_failed' | 'messages_conversation';
+  index: 'messages_partner' | 'messages_partner_failed' | 'messages_partner_scheduled' | 'messages_conversation';
   key: string;
 }
 
@@ -110,7 +113,12 @@ function minId(ids: (string | undefined)[]): string | undefined {
 }
 
 const laneKey = (lane: Lane) => (lane.index === 'messages_conversation' ? 'conversation_id' : 'partner_id');
-const laneWhere = (lane: Lane) => (lane.index === 'messages_partner_failed' ? ` AND ${FAILED_WHERE}` : '');
+const laneWhere = (lane: Lane) =>
+  lane.index === 'messages_partner_failed'
+    ? ` AND ${FAILED_WHERE}`
+    : lane.index === 'messages_partner_scheduled'
+      ? ` AND status = 'scheduled'`
+      : '';
 
 /** The SCAN_LIMIT-th id of the range, read off the index alone; undefined when the range is shorter. */
 function scanFloor(ctx: CoreCtx, lane: Lane, upper: string | undefined, lower: string): string | undefined {
@@ -147,6 +155,7 @@ const COLUMNS = [
   'created_at',
   'updated_at',
   'deleted_at',
+  'send_at',
 ] as const satisfies readonly (keyof MessageRow)[];
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ');
 
@@ -176,6 +185,7 @@ function toRow(a: unknown[]): MessageRow {
     created_at: a[21],
     updated_at: a[22],
     deleted_at: a[23],
+    send_at: a[24],
   } as MessageRow;
 }
 
@@ -208,7 +218,15 @@ function laneRows(
 function lanesFor(ctx: CoreCtx, partnerId: string, f: MessageFilter): Lane[] {
   if (f.conversationId === undefined && f.recipient === undefined)
     return [
-      { index: f.status && isFailure(f.status) ? 'messages_partner_failed' : 'messages_partner', key: partnerId },
+      {
+        index:
+          f.status === 'scheduled'
+            ? 'messages_partner_scheduled'
+            : f.status && isFailure(f.status)
+              ? 'messages_partner_failed'
+              : 'messages_partner',
+        key: partnerId,
+      },
     ];
   let convs: ConversationRef[];
   if (f.recipient !== undefined) {

@@ -21,8 +21,8 @@ export type HistoryRow = Row<typeof messageStatusHistory>;
 
 const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
   contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message,
-  dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 function insertMessage(ctx: CoreCtx, r: MessageRow) {
   stmt(ctx.db.sqlite, INSERT_MESSAGE).run(
@@ -50,13 +50,14 @@ function insertMessage(ctx: CoreCtx, r: MessageRow) {
     r.created_at,
     r.updated_at,
     r.deleted_at,
+    r.send_at,
   );
 }
 
 const INSERT_HISTORY = `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
 
-function history(
+export function history(
   ctx: CoreCtx,
   messageId: string,
   status: string,
@@ -91,6 +92,8 @@ export interface CreateOutboundInput {
   actor: string;
   /** Partner's low-balance threshold in micro-units (null: none). */
   lowBalanceThreshold: number | null;
+  /** A scheduled send's time (ms): the message is created 'scheduled', debited all the same. */
+  sendAt?: number;
 }
 
 /**
@@ -117,7 +120,7 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     to: input.to,
     from: input.channel.sender,
     content: JSON.stringify(input.content),
-    status: 'queued',
+    status: input.sendAt === undefined ? 'queued' : 'scheduled',
     provider_message_id: null,
     provider_id_indexed: 1,
     price: input.price,
@@ -131,6 +134,7 @@ export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): Messag
     created_at: now,
     updated_at: now,
     deleted_at: null,
+    send_at: input.sendAt ?? null,
   };
   // No 'queued' history row: messageHistory derives it from created_at (one write fewer per send).
   insertMessage(ctx, row);
@@ -202,6 +206,7 @@ export function storeInbound(
     created_at: now,
     updated_at: now,
     deleted_at: deletedAt,
+    send_at: null,
   };
   insertMessage(ctx, row);
   history(ctx, row.id, 'received', { at: input.occurredAt });
@@ -314,7 +319,7 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
 export type MessageState = Omit<MessageRow, 'content'>;
 
 const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
-  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, dispatch_in_flight, refunded, sent_at, created_at, updated_at, deleted_at`;
+  status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, dispatch_in_flight, refunded, sent_at, created_at, updated_at, deleted_at, send_at`;
 
 /** The message as a status change needs it: every column but the content, which may be a long email. */
 export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefined {
@@ -322,14 +327,14 @@ export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefi
 }
 
 /**
- * A message's status history, oldest first. An outbound message's first entry, 'queued' at
- * its creation, is not stored (a send writes one row fewer): it is derived here, unless a
- * database written before that change holds it.
+ * A message's status history, oldest first. An outbound message's first entry, 'queued' (or
+ * 'scheduled') at its creation, is not stored (a send writes one row fewer): it is derived
+ * here, unless a database written before that change holds it.
  */
 export function messageHistory(
   ctx: CoreCtx,
   id: string,
-  message?: Pick<MessageRow, 'direction' | 'created_at'>,
+  message?: Pick<MessageRow, 'direction' | 'created_at' | 'send_at'>,
 ): HistoryRow[] {
   const rows = stmt<[string], HistoryRow>(
     ctx.db.sqlite,
@@ -337,15 +342,16 @@ export function messageHistory(
   ).all(id);
   const m =
     message ??
-    stmt<[string], Pick<MessageRow, 'direction' | 'created_at'>>(
+    stmt<[string], Pick<MessageRow, 'direction' | 'created_at' | 'send_at'>>(
       ctx.db.sqlite,
-      'SELECT direction, created_at FROM messages WHERE id = ?',
+      'SELECT direction, created_at, send_at FROM messages WHERE id = ?',
     ).get(id);
-  if (!m || m.direction !== 'outbound' || rows[0]?.status === 'queued') return rows;
+  const first = m?.send_at != null ? 'scheduled' : 'queued';
+  if (!m || m.direction !== 'outbound' || rows[0]?.status === first) return rows;
   const queued: HistoryRow = {
     id: 0,
     message_id: id,
-    status: 'queued',
+    status: first,
     provider_status: null,
     error_code: null,
     error_message: null,
@@ -367,6 +373,7 @@ const EVENT_FOR: Partial<Record<MessageStatus, EventType>> = {
   clicked: 'message.clicked',
   deferred: 'message.deferred',
   dropped: 'message.dropped',
+  canceled: 'message.canceled',
 };
 
 export interface StatusChange {
@@ -379,8 +386,8 @@ export interface StatusChange {
   errorMessage?: string | null;
   occurredAt?: number;
   /**
-   * Refund the price if this moves the message to a failure. Dispatch failures (the provider
-   * never accepted) always refund; provider-reported failures follow billing config.
+   * Refund the price if this moves the message to a failure (or cancels it). Dispatch failures
+   * (the provider never accepted) always refund; provider-reported failures follow billing config.
    */
   refundOnFailure?: boolean;
 }
@@ -420,7 +427,8 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
   const now = ctx.now();
   const from = msg.status;
   const failing = isFailure(change.status);
-  const doRefund = failing && !!change.refundOnFailure && msg.refunded === 0 && msg.price > 0;
+  const doRefund =
+    (failing || change.status === 'canceled') && !!change.refundOnFailure && msg.refunded === 0 && msg.price > 0;
   // Out of a failure only proof it arrived moves a message (delivered, read, opened). If its
   // price was refunded (the provider reported the failure, or dispatch ran out of retries with
   // the outcome unknown), the partner is charged again, as for any delivered message, unless
@@ -584,6 +592,8 @@ export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
     updated_at: iso(m.updated_at),
     // When the customer unsent it (inbound Messenger/Instagram); its content is then redacted.
     deleted_at: m.deleted_at === null ? null : iso(m.deleted_at),
+    // A scheduled send's time; null for a message sent at once.
+    send_at: m.send_at === null ? null : iso(m.send_at),
     ...(hist
       ? {
           history: hist.map((h) => ({

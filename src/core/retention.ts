@@ -37,7 +37,7 @@ const UPTO = 'retention.content_upto';
 const HELD = 'retention.content_held';
 /** Unsettled messages remembered across runs; past this the watermark waits for them. */
 const MAX_HELD = 10_000;
-const UNSETTLED = new Set(['queued', 'sending']);
+const UNSETTLED = new Set(['scheduled', 'queued', 'sending']);
 
 export interface RedactOptions {
   /** Rows per transaction. */

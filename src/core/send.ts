@@ -144,8 +144,8 @@ export type AcceptResult =
 export interface AcceptDeps {
   ctx: CoreCtx;
   committer: GroupCommitter;
-  /** Writes the message's dispatch job; called inside the accept transaction. */
-  enqueueDispatch: (messageId: string) => void;
+  /** Writes the message's dispatch job, due now or at a scheduled send's time; called inside the accept transaction. */
+  enqueueDispatch: (messageId: string, runAt?: number) => void;
   /** config.billing low-balance default when the partner has none (micro-units). */
   defaultLowBalance: number | null;
 }
@@ -194,6 +194,8 @@ export async function accept(
     content: MessageContent;
     /** The text SMS segments are counted on. */
     priceText?: string;
+    /** A scheduled send's time (ms): the message waits 'scheduled' until then, debited now. */
+    sendAt?: number;
     idempotency?: IdempotencyInput;
     idempotencyTtlMs: number;
     respond: (m: MessageRow) => { status: number; body: unknown };
@@ -221,8 +223,9 @@ export async function accept(
       segments: q.segments,
       actor: `token:${input.principal.tokenId}`,
       lowBalanceThreshold: input.preflight.partner.lowBalanceThreshold ?? deps.defaultLowBalance,
+      sendAt: input.sendAt,
     });
-    deps.enqueueDispatch(message.id);
+    deps.enqueueDispatch(message.id, input.sendAt);
     const res = input.respond(message);
     if (input.idempotency) {
       stmt(

@@ -4,6 +4,7 @@
 // stays so: a customer's unsend is not a status but messages.deleted_at (src/core/messages.ts markDeleted).
 
 export type MessageStatus =
+  | 'scheduled'
   | 'queued'
   | 'sending'
   | 'sent'
@@ -16,14 +17,18 @@ export type MessageStatus =
   | 'dropped'
   | 'opened'
   | 'clicked'
+  | 'canceled'
   | 'received';
 
 // Rank along the happy path. Terminal failures outrank in-flight states but are themselves
 // final except that a later proof of success (delivered/read/opened/clicked) wins over them.
 // An email that SendGrid has taken (sent) and the receiving server put off (deferred) is
 // still on its way; it is then delivered or bounced. Email engagement (opened, clicked) sits
-// above delivered.
+// above delivered. A scheduled message waits for its send_at, debited; it is released into
+// the queue at that time (src/core/scheduled.ts) or canceled before it, refunded. Canceled is
+// final: it never reached a provider, so no report can move it.
 export const STATUS_RANK: Readonly<Record<MessageStatus, number>> = {
+  scheduled: 0,
   queued: 0,
   sending: 1,
   sent: 2,
@@ -36,6 +41,7 @@ export const STATUS_RANK: Readonly<Record<MessageStatus, number>> = {
   undelivered: 4,
   bounced: 4,
   dropped: 4,
+  canceled: 4,
   received: 0,
 };
 
@@ -52,7 +58,7 @@ export function isFailure(s: MessageStatus): boolean {
 /** May a message in status `from` move to `to`? */
 export function canAdvance(from: MessageStatus, to: MessageStatus): boolean {
   if (from === to) return false;
-  if (from === 'received') return false;
+  if (from === 'received' || from === 'canceled') return false;
   // An email the receiving server accepted (delivered) can still bounce later: an
   // asynchronous bounce. Once bounced, a late 'delivered' is the earlier event arriving out
   // of order; only engagement (opened, clicked) proves it arrived after all.

@@ -254,6 +254,8 @@ export const messages = sqliteTable(
     updatedAt: integer('updated_at').notNull(),
     /** When the customer unsent this inbound message (Messenger/Instagram is_deleted); its content is then redacted. */
     deletedAt: integer('deleted_at'),
+    /** A scheduled send's time (ms): it waits as 'scheduled', debited, and is dispatched then. */
+    sendAt: integer('send_at'),
   },
   (t) => [
     index('messages_partner').on(t.partnerId, t.id),
@@ -270,6 +272,11 @@ export const messages = sqliteTable(
     index('messages_partner_failed')
       .on(t.partnerId, t.id)
       .where(sql`status IN ('failed', 'undelivered', 'bounced', 'dropped')`),
+    // Partial: only messages waiting for their send_at, few at any time, so a status=scheduled
+    // list reads full pages from it; a send that is not scheduled writes nothing here.
+    index('messages_partner_scheduled')
+      .on(t.partnerId, t.id)
+      .where(sql`status = 'scheduled'`),
   ],
 );
 

@@ -19,6 +19,7 @@ const STATUS: Record<string, number> = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  message_not_cancelable: 409,
   idempotency_key_reused: 422,
   payload_too_large: 413,
   unsupported_media_type: 415,

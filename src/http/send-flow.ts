@@ -5,6 +5,7 @@ import type { MessageContent } from '../core/message-content.js';
 import type { MessageRow } from '../core/messages.js';
 import { AppError, issueDetails } from '../lib/errors.js';
 import { refuseOutsideWindow } from '../core/customer-window.js';
+import { parseSendAt } from '../core/scheduled.js';
 import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../core/send.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
@@ -23,6 +24,8 @@ export interface SendPlan {
   content: MessageContent;
   /** The text SMS segments are counted on. */
   priceText?: string;
+  /** A scheduled send's time (ms), from the body's send_at. */
+  sendAt?: number;
 }
 
 export interface SendSpec {
@@ -51,6 +54,15 @@ export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer
   if (!parsed.success)
     throw new AppError('invalid_request', 'the request is invalid', issueDetails(parsed.error.issues));
   return parsed.data;
+}
+
+/** A body's send_at as a time, within config scheduling.*; a 400 naming the field otherwise. */
+export function scheduledAt(rt: Runtime, value: string): number {
+  const { minAheadSeconds, maxAheadDays } = rt.config.scheduling;
+  return parseSendAt(value, rt.ctx.now(), {
+    minAheadMs: minAheadSeconds * 1000,
+    maxAheadMs: maxAheadDays * 86_400_000,
+  });
 }
 
 export function idempotencyOf(req: FastifyRequest, body: unknown) {
@@ -105,7 +117,7 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
   const p = planned!.value!;
   if (!pre) throw new AppError('invalid_request', 'the request names no channel');
   try {
-    refuseOutsideWindow(rt.ctx, principal.partnerId, pre.channel, p.to, p.content);
+    refuseOutsideWindow(rt.ctx, principal.partnerId, pre.channel, p.to, p.content, p.sendAt);
   } catch (e) {
     // A 400 like the payload's: exhausted funds (402) still come first.
     fundsCheck(rt.ctx, principal);
@@ -117,6 +129,7 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
     to: p.to,
     content: p.content,
     priceText: p.priceText,
+    sendAt: p.sendAt,
     idempotency,
     idempotencyTtlMs: ttlMs,
     respond: spec.respond,

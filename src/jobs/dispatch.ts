@@ -15,6 +15,7 @@ import {
   type MessageRow,
 } from '../core/messages.js';
 import type { MessageContent } from '../core/message-content.js';
+import { releaseScheduled } from '../core/scheduled.js';
 import { getAdapter } from '../providers/registry.js';
 import { redactSecrets } from '../providers/send-results.js';
 import type { CallPool, OutboundMessage, SendResult } from '../providers/types.js';
@@ -47,9 +48,9 @@ export const DISPATCH_JOB = 'message.dispatch';
 export const SANDBOX_REPORT_JOB = 'sandbox.report';
 
 /** The enqueue the accept transaction is given (src/core/send.ts): one dispatch job per message. */
-export function dispatchEnqueuer(queue: JobQueue): (messageId: string) => void {
-  return (messageId) => {
-    queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: messageId } });
+export function dispatchEnqueuer(queue: JobQueue): (messageId: string, runAt?: number) => void {
+  return (messageId, runAt) => {
+    queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: messageId }, runAt });
   };
 }
 
@@ -159,6 +160,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   function decide(job: Job<DispatchPayload>, marked: DispatchRow | undefined): Go | JobResult {
     const m = marked ?? getMessageRow(ctx, job.payload.message_id);
     const place = lines.leave(job.id, m?.gateway_id ?? null);
+    // A scheduled message is released in the claim (onClaim); one met outside it is claimed again.
+    if (m?.status === 'scheduled') return { type: 'snooze', afterMs: 0 };
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
     if (!m || !awaitsDispatch(m)) return { type: 'ok' };
     // A mark left by a crash: the last request may have reached the provider, so a message
@@ -394,7 +397,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       // Slots the calls of this claim will take as they start, right after its commit.
       const taking = new Map<string, number>();
       for (const j of jobs) {
-        const d = decide(j, mark.get(now, j.payload.message_id));
+        let marked = mark.get(now, j.payload.message_id);
+        // Not queued: a retry ('sending'), a settled message, or a scheduled one now due, which
+        // is released (checked again, src/core/scheduled.ts) and then goes as any other.
+        if (!marked && releaseScheduled(ctx, j.payload.message_id)) marked = mark.get(now, j.payload.message_id);
+        const d = decide(j, marked);
         if ('type' in d) {
           settled.set(j, d);
           continue;

@@ -42,6 +42,7 @@ describe('sending on every channel', () => {
       channel,
       to,
       created_at: r.body.created_at,
+      send_at: null,
     });
     expect(r.body.id).toMatch(/^msg_[0-9a-z]{26}$/);
     expect(r.body.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);

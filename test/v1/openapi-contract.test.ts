@@ -323,6 +323,20 @@ describe('real responses are the documented ones', () => {
         '/v1/webhooks',
         await call(server, 'POST', '/v1/webhooks', { token: full, body: { url: `https://127.0.0.1:9/f${i}` } }),
       );
+    // 200 and 409 on cancel: a scheduled message canceled, then canceled again.
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const scheduled = (
+      await call(server, 'POST', '/v1/messages', {
+        token,
+        body: { channel: 'sms', to: PHONE, body: 'x', send_at: later },
+      })
+    ).body.id;
+    for (let i = 0; i < 2; i++)
+      expectDocumented(
+        'POST',
+        '/v1/messages/{id}/cancel',
+        await call(server, 'POST', `/v1/messages/${scheduled}/cancel`, { token }),
+      );
     const missing: string[] = [];
     for (const [m, path, op] of ops)
       for (const code of Object.keys(op.responses))

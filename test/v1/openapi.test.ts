@@ -23,6 +23,7 @@ const OPERATIONS = [
   'post /v1/messages',
   'get /v1/messages',
   'get /v1/messages/{id}',
+  'post /v1/messages/{id}/cancel',
   'get /v1/conversations',
   'get /v1/conversations/{id}',
   'post /v1/contacts',

@@ -6,7 +6,7 @@ import { authHook } from '../auth.js';
 import { refuseEncodedBody, sendError } from '../errors.js';
 import { acceptJsonBodies } from '../json-body.js';
 import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
-import { acceptSend, validate, type SendSpec } from '../send-flow.js';
+import { acceptSend, scheduledAt, validate, type SendSpec } from '../send-flow.js';
 
 // The legacy partner send API. Paths are kept exactly. Checks run in the spec's order:
 // 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload, 402 price, 200; a body
@@ -24,6 +24,8 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
   // JSON is decoded and parsed in the handler, after authentication, so a bad token is a 401
   // even when the body is malformed.
   acceptJsonBodies(app);
+
+  const when = (v: string | undefined) => (v === undefined ? undefined : scheduledAt(rt, v));
 
   function handle(
     req: FastifyRequest,
@@ -52,7 +54,7 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
       () => 'sms',
       (body) => {
         const b = validate(smsBody, body);
-        return { to: b.to, content: { kind: 'text', text: b.text }, priceText: b.text };
+        return { to: b.to, content: { kind: 'text', text: b.text }, priceText: b.text, sendAt: when(b.send_at) };
       },
     ),
   );
@@ -75,6 +77,7 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
             ...(b.from_name !== undefined ? { fromName: b.from_name } : {}),
             ...(b.reply_to !== undefined ? { replyTo: b.reply_to } : {}),
           },
+          sendAt: when(b.send_at),
         };
       },
     ),
@@ -92,8 +95,9 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
       (body, channel) => {
         const b = validate(whatsappBody, body);
         const to = channel === 'whatsapp' ? smsBody.shape.to.parse(b.to) : b.to;
-        if (b.template) return { to, content: { kind: 'template', template: b.template } };
-        return { to, content: { kind: 'text', text: b.text! } };
+        const sendAt = when(b.send_at);
+        if (b.template) return { to, content: { kind: 'template', template: b.template }, sendAt };
+        return { to, content: { kind: 'text', text: b.text! }, sendAt };
       },
     ),
   );

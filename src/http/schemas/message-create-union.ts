@@ -28,6 +28,13 @@ const scopedId = (what: string) =>
     .describe(what);
 /** Fields of another channel: absent, or null (which the API reads as absent). */
 const none = z.null().optional().describe('email only: leave it out');
+/** A scheduled send's time. */
+export const sendAtField = z
+  .string()
+  .optional()
+  .describe(
+    'schedule the send: an ISO 8601 time with an offset (e.g. 2026-12-01T09:00:00+01:00), at least a minute and at most 35 days ahead by default (config scheduling.*). Every check runs and the price is debited now; the message is "scheduled" until then, and POST /v1/messages/{id}/cancel cancels it with a refund',
+  );
 
 export const smsMessageCreate = z
   .object({
@@ -36,6 +43,7 @@ export const smsMessageCreate = z
     body: text(LIMITS.smsText, `the text, at most ${LIMITS.smsText} UTF-16 code units (an emoji counts 2)`),
     subject: none,
     html: none,
+    send_at: sendAtField,
   })
   .meta({ id: 'SmsMessageCreate' });
 
@@ -49,6 +57,7 @@ export const whatsappMessageCreate = z
     ),
     subject: none,
     html: none,
+    send_at: sendAtField,
   })
   .meta({ id: 'WhatsappMessageCreate' });
 
@@ -59,6 +68,7 @@ export const messengerMessageCreate = z
     body: text(LIMITS.messengerText, `the text, at most ${LIMITS.messengerText} UTF-16 code units`),
     subject: none,
     html: none,
+    send_at: sendAtField,
   })
   .meta({ id: 'MessengerMessageCreate' });
 
@@ -69,6 +79,7 @@ export const instagramMessageCreate = z
     body: text(LIMITS.instagramText, `the text, at most ${LIMITS.instagramText} bytes of UTF-8 (é counts 2)`),
     subject: none,
     html: none,
+    send_at: sendAtField,
   })
   .meta({ id: 'InstagramMessageCreate' });
 
@@ -90,6 +101,7 @@ export const emailMessageCreate = z
       .nullable()
       .optional()
       .describe(`an HTML part, at most ${LIMITS.htmlBytes} bytes of UTF-8; null is the same as absent`),
+    send_at: sendAtField,
   })
   .meta({ id: 'EmailMessageCreate' });
 

@@ -98,8 +98,12 @@ export const e164 = requiredString('a phone number in E.164 format, e.g. +141555
 const bytes = (max: number) =>
   z.string().refine((v) => Buffer.byteLength(v, 'utf8') <= max, `must be at most ${max} bytes of UTF-8`);
 
+/** A scheduled send's time, checked against config scheduling.* by the route (send-flow scheduledAt). */
+const sendAt = optional(z.string({ error: 'must be an ISO 8601 time with an offset' }));
+
 export const smsBody = z.object({
   to: e164,
+  send_at: sendAt,
   text: requiredString('the message text')
     .min(1, 'must not be empty')
     .refine((v) => v === '' || !isBlank(v), 'must not be only whitespace')
@@ -136,6 +140,7 @@ export const emailBody = z.object({
       .refine((v) => !/[\r\n<>"]/.test(v), 'must not contain line breaks, quotes or angle brackets'),
   ),
   reply_to: optional(emailAddress),
+  send_at: sendAt,
 });
 
 export const whatsappBody = z
@@ -154,6 +159,7 @@ export const whatsappBody = z
     language: optional(z.unknown()),
     parameters: optional(z.unknown()),
     components: optional(z.unknown()),
+    send_at: sendAt,
   })
   .superRefine(
     (b, ctx) => {
@@ -189,6 +195,7 @@ export const whatsappBody = z
     type: b.type,
     text: b.text,
     template: b.type === 'template' ? templateOf(b, () => {})! : undefined,
+    send_at: b.send_at,
   }));
 
 function channelOf(b: { channel?: string }) {

@@ -50,6 +50,9 @@ export const messageCreate = z
       .describe('the text; for email the plain-text part. Not only whitespace, except on email'),
     subject: optional(z.string()).describe('email only, required there; null is the same as absent'),
     html: optional(z.string()).describe('email only: an HTML part; null is the same as absent'),
+    send_at: optional(z.string()).describe(
+      'schedule the send: an ISO 8601 time with an offset; null is the same as absent',
+    ),
   })
   .superRefine(
     (b, ctx) => {
@@ -107,7 +110,14 @@ const money = z.object({ micro: z.number().int(), amount: z.string() });
 const errorObj = z.object({ code: z.string().nullable(), message: z.string().nullable() }).nullable();
 
 export const messageAccepted = z
-  .object({ id: id('msg'), status: z.literal('queued'), channel, to: z.string(), created_at: isoTime })
+  .object({
+    id: id('msg'),
+    status: z.enum(['queued', 'scheduled']).describe('scheduled when the request named send_at'),
+    channel,
+    to: z.string(),
+    created_at: isoTime,
+    send_at: isoTime.nullable().describe('the scheduled time; null for a message sent at once'),
+  })
   .meta({ id: 'MessageAccepted' });
 
 /** The Instagram story an inbound message replies to (content.reply_to_story). */
@@ -152,6 +162,9 @@ export const messageOut = z
       .describe(
         'inbound Messenger/Instagram: when the customer unsent it (its content is then redacted, and message.deleted was sent); null otherwise',
       ),
+    send_at: isoTime
+      .nullable()
+      .describe('a scheduled send: when it goes (status scheduled until then); null otherwise'),
     history: z
       .array(
         z.object({

@@ -7,8 +7,10 @@ import { MESSAGE_STATUSES, type MessageStatus } from '../../core/statuses.js';
 import { decodeCursor, encodeCursor } from '../../http/pagination.js';
 import { invalid } from '../../lib/errors.js';
 import { idTime } from '../../lib/id-time.js';
-import { query, type Ui } from '../context.js';
-import { Notice, When } from '../layout.js';
+import { cancelScheduled } from '../../core/scheduled.js';
+import { AppError } from '../../lib/errors.js';
+import { query, redirectWithNote, takeNote, userFor, type Ui } from '../context.js';
+import { Csrf, Notice, When } from '../layout.js';
 import { StatusText, money, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
@@ -258,6 +260,23 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     );
   });
 
+  app.post<{ Params: { id: string } }>('/messages/:id/cancel', async (req, reply) => {
+    const user = userFor(req, 'messages');
+    const path = `/ui/messages/${req.params.id}`;
+    const m = getMessageRow(rt.ctx, req.params.id);
+    if (!m || m.partner_id !== user.partnerId) return notFoundPage(ui, req, reply);
+    try {
+      cancelScheduled(rt.ctx, user.partnerId, m.id, `user:${user.userId}`);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'message_not_cancelable')
+        return redirectWithNote(ui, req, reply, path, { error: `Not canceled: ${e.message}.` });
+      throw e;
+    }
+    return redirectWithNote(ui, req, reply, path, {
+      ok: m.price > 0 ? `Canceled; ${money(m.price, user.currency)} refunded.` : 'Canceled.',
+    });
+  });
+
   app.get<{ Params: { id: string } }>('/messages/:id', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'messages');
     const m = getMessageRow(rt.ctx, req.params.id);
@@ -266,9 +285,21 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const content = JSON.parse(m.content) as MessageContent;
     // Still on its way: the page's script fetches it again until the status is final.
     const live = IN_FLIGHT.has(m.status);
+    const note = takeNote(ui, req, `/ui/messages/${m.id}`);
     return p.render(
       `Message ${m.id}`,
       <div id="message-live" data-refresh={live ? String(REFRESH_MS) : undefined}>
+        {note.ok && <Notice kind="ok">{note.ok}</Notice>}
+        {note.error && <Notice kind="error">{note.error}</Notice>}
+        {m.status === 'scheduled' && m.send_at !== null && (
+          <form method="post" action={`/ui/messages/${m.id}/cancel`} className="inline">
+            <Csrf token={p.csrf} />
+            <p>
+              Scheduled for <When ms={m.send_at} />. Its price is debited; canceling refunds it.{' '}
+              <button type="submit">Cancel this message</button>
+            </p>
+          </form>
+        )}
         {live && (
           <p className="muted">
             This message is still on its way; its status here updates by itself (or reload the page).

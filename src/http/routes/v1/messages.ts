@@ -7,7 +7,8 @@ import { listMessages } from '../../../core/message-list.js';
 import type { MessageStatus } from '../../../core/statuses.js';
 import type { Runtime } from '../../../runtime.js';
 import { CHANNEL_TYPES } from '../../../core/context.js';
-import { acceptSend, validate } from '../../send-flow.js';
+import { acceptSend, scheduledAt, validate } from '../../send-flow.js';
+import { cancelScheduled } from '../../../core/scheduled.js';
 import { decodeCursor, encodeCursor } from '../../pagination.js';
 import { messageCreateUnion } from '../../schemas/message-create-union.js';
 import {
@@ -70,6 +71,7 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         plan: (body) => {
           const b = validate(messageCreate, body);
           const to = normalizeTo(b.channel, b.to);
+          const sendAt = b.send_at == null ? undefined : scheduledAt(rt, b.send_at);
           if (b.channel === 'email') {
             return {
               to,
@@ -79,18 +81,20 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
                 text: b.body,
                 ...(b.html !== undefined ? { html: b.html } : {}),
               },
+              sendAt,
             };
           }
-          return { to, content: { kind: 'text', text: b.body }, priceText: b.body };
+          return { to, content: { kind: 'text', text: b.body }, priceText: b.body, sendAt };
         },
         respond: (m) => ({
           status: 200,
           body: {
             id: m.id,
-            status: 'queued',
+            status: m.status,
             channel: m.channel_type,
             to: m.to,
             created_at: iso(m.created_at),
+            send_at: m.send_at === null ? null : iso(m.send_at),
           },
         }),
       }),
@@ -105,8 +109,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
         summary: "The partner's messages, newest first",
         operationId: 'listMessages',
         description:
-          'Scope messages:read. Filters combine. A failure status (failed, undelivered, bounced, dropped) is read from ' +
-          'its own index and answers in one page. Otherwise a page examines a bounded number of messages: with channel, ' +
+          'Scope messages:read. Filters combine. A failure status (failed, undelivered, bounced, dropped) and status scheduled are each read from ' +
+          'an index of their own and answer in full pages. Otherwise a page examines a bounded number of messages: with channel, ' +
           'status or direction filters a page may hold fewer than limit items (even none) and still have a next_cursor, ' +
           'which marks how far back it searched; page on until next_cursor is null. Without history ' +
           '(GET /v1/messages/{id} has it).',
@@ -155,6 +159,32 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
       const m = getMessageRow(rt.ctx, req.params.id);
       if (!m || m.partner_id !== principalOf(req).partnerId) throw notFoundError('message', req.params.id);
       return messageJson(m, messageHistory(rt.ctx, m.id, m));
+    },
+  );
+
+  r.post(
+    '/messages/:id/cancel',
+    {
+      onRequest: requireScope(rt, 'messages:send'),
+      schema: {
+        tags: ['messages'],
+        summary: 'Cancel a scheduled message',
+        operationId: 'cancelMessage',
+        description:
+          'Scope messages:send. A message sent with send_at that is still scheduled becomes canceled: it is never ' +
+          'handed to a provider, its price is refunded in the ledger and message.canceled is sent to your webhooks. ' +
+          '409 message_not_cancelable (with the current status in details) once it has left scheduled: its time came ' +
+          'and dispatch took it, or it was canceled already.',
+        security: SECURITY,
+        params: idParams,
+        response: responses({ 200: messageOut }, [404, 409]),
+      },
+    },
+    async (req) => {
+      const principal = principalOf(req);
+      const m = cancelScheduled(rt.ctx, principal.partnerId, req.params.id, `token:${principal.tokenId}`);
+      const row = getMessageRow(rt.ctx, m.id)!;
+      return messageJson(row, messageHistory(rt.ctx, row.id, row));
     },
   );
 };

@@ -1,0 +1,128 @@
+import { stmt } from '../db/stmt.js';
+import { AppError } from '../lib/errors.js';
+import type { CoreCtx } from './context.js';
+import { auditEvent } from './audit.js';
+import { applyStatus, getMessageState, history, type MessageState } from './messages.js';
+
+// Scheduled sends. A message accepted with send_at passes every check of a send at once (token,
+// channel, funds, payload, window) and is debited then, as any send is (the money rule); it
+// waits as 'scheduled' with its dispatch job due at send_at. Two things end the wait, each a
+// conditional write on status = 'scheduled', so exactly one of them wins:
+//   - its dispatch job comes due: release() moves it to 'queued' (after checking again what
+//     may have changed since: the partner suspended, the channel unassigned), and dispatch
+//     goes on as for any message, in its gateway's line;
+//   - the partner cancels it: cancel() moves it to 'canceled' and refunds the price.
+// A canceled message's job finds nothing to send when it comes due.
+
+/** How far ahead send_at may be, in ms (config messages.schedule). */
+export interface ScheduleLimits {
+  minAheadMs: number;
+  maxAheadMs: number;
+}
+
+/**
+ * The time a send_at names, checked against the limits; a 400 naming the field otherwise.
+ * `value` is what the body held: an ISO 8601 time with an offset (or Z).
+ */
+export function parseSendAt(value: string, now: number, limits: ScheduleLimits, field = 'send_at'): number {
+  // An offset is required: a time without one would be read in the server's zone.
+  const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.test(value)
+    ? Date.parse(value)
+    : Number.NaN;
+  if (!Number.isFinite(at)) {
+    throw new AppError('invalid_request', `${field} must be an ISO 8601 time with an offset`, [
+      { field, message: 'an ISO 8601 time with an offset, e.g. 2026-12-01T09:00:00+01:00' },
+    ]);
+  }
+  const ahead = at - now;
+  if (ahead < limits.minAheadMs || ahead > limits.maxAheadMs) {
+    const range = `between ${describe(limits.minAheadMs)} and ${describe(limits.maxAheadMs)} from now`;
+    throw new AppError('invalid_request', `${field} must be ${range}`, [{ field, message: range }]);
+  }
+  return at;
+}
+
+function describe(ms: number): string {
+  if (ms % 86_400_000 === 0 && ms >= 86_400_000) return `${ms / 86_400_000} day${ms === 86_400_000 ? '' : 's'}`;
+  if (ms % 3_600_000 === 0 && ms >= 3_600_000) return `${ms / 3_600_000} hour${ms === 3_600_000 ? '' : 's'}`;
+  if (ms % 60_000 === 0 && ms >= 60_000) return `${ms / 60_000} minute${ms === 60_000 ? '' : 's'}`;
+  return `${Math.round(ms / 1000)} seconds`;
+}
+
+interface ReleaseCheck {
+  partner_status: string | null;
+  channel_status: string | null;
+}
+
+/**
+ * A scheduled message's dispatch job has come due: move it to 'queued' so dispatch takes it,
+ * unless what allowed the send has changed since its acceptance, in which case it fails with
+ * that reason and its price is refunded. Returns false when the message is not (or no longer)
+ * scheduled: canceled, or already released by an earlier attempt. Inside the caller's
+ * transaction (the dispatch claim).
+ */
+export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
+  const now = ctx.now();
+  const released = stmt<[number, string], { partner_id: string; channel_id: string | null }>(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'scheduled' RETURNING partner_id, channel_id`,
+  ).get(now, id);
+  if (!released) return false;
+  history(ctx, id, 'queued', { at: now });
+  const check = stmt<[string | null, string], ReleaseCheck>(
+    ctx.db.sqlite,
+    `SELECT p.status AS partner_status, c.status AS channel_status
+       FROM partners p LEFT JOIN channels c ON c.id = ? WHERE p.id = ?`,
+  ).get(released.channel_id, released.partner_id);
+  const refusal =
+    check?.partner_status !== 'active'
+      ? { code: 'partner_suspended', message: 'the partner was suspended before the scheduled time' }
+      : check.channel_status !== 'active'
+        ? { code: 'channel_not_assigned', message: 'the channel was unassigned before the scheduled time' }
+        : null;
+  if (refusal) {
+    const m = getMessageState(ctx, id)!;
+    applyStatus(ctx, m, {
+      status: 'failed',
+      errorCode: refusal.code,
+      errorMessage: refusal.message,
+      refundOnFailure: true,
+    });
+  }
+  return true;
+}
+
+/**
+ * Cancel a scheduled message of this partner: 'canceled', its price refunded, event
+ * message.canceled. 404 for a message that is not the partner's; 409 message_not_cancelable
+ * with its status once it has left 'scheduled' (released to dispatch, sent, or canceled).
+ * Inside one transaction, so it and the release cannot both win.
+ */
+export function cancelScheduled(ctx: CoreCtx, partnerId: string | null, id: string, actor: string): MessageState {
+  return ctx.db.sqlite
+    .transaction(() => {
+      const m = getMessageState(ctx, id);
+      if (!m || (partnerId !== null && m.partner_id !== partnerId) || m.direction !== 'outbound') {
+        throw new AppError('not_found', `message "${id}" not found`);
+      }
+      if (m.status !== 'scheduled') {
+        throw new AppError(
+          'message_not_cancelable',
+          `only a scheduled message can be canceled; this one is ${m.status}`,
+          [{ field: 'status', message: m.status }],
+        );
+      }
+      applyStatus(ctx, m, { status: 'canceled', refundOnFailure: true });
+      auditEvent(ctx, actor, 'message.cancel', 'message', id, { partner_id: m.partner_id });
+      return getMessageState(ctx, id)!;
+    })
+    .immediate();
+}
+
+/** The scheduled messages still waiting, for the operator (msgctl doctor, the TUI). */
+export function countScheduled(ctx: CoreCtx): number {
+  return stmt<[], { n: number }>(ctx.db.sqlite, `SELECT count(*) AS n FROM messages WHERE status = 'scheduled'`).get()!
+    .n;
+}
+
+export type { MessageState };
