@@ -104,6 +104,19 @@ export function debit(
   return row.balance;
 }
 
+/**
+ * What a debit of `amount` would answer, without writing: null when the partner's funds cover
+ * it, else the 402 the debit would throw (exhausted funds first, as debit does). For a price
+ * quote (POST /v1/messages/quote); the send's own debit stays the check that counts.
+ */
+export function debitRefusal(ctx: CoreCtx, partnerId: string, amount: number): InsufficientBalanceError | null {
+  const f = funds(ctx, partnerId);
+  if (!f) return new InsufficientBalanceError();
+  if (f.balance + f.credit_limit <= 0) return exhaustedError(f.balance, f.credit_limit);
+  if (amount > MAX_MONEY || f.balance - amount < -f.credit_limit) return shortOfFunds(ctx, partnerId, amount);
+  return null;
+}
+
 /** The 402 for a price the partner's funds do not cover, saying by how much. */
 function shortOfFunds(ctx: CoreCtx, partnerId: string, price: number): InsufficientBalanceError {
   const f = funds(ctx, partnerId);

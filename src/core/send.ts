@@ -9,7 +9,7 @@ import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent } from './message-content.js';
 import { enforcesWindow } from './customer-window.js';
 import { createOutbound, type MessageRow } from './messages.js';
-import { refuseIfExhausted } from './ledger.js';
+import { debitRefusal, refuseIfExhausted } from './ledger.js';
 import { pickPrice, quote, type PriceCandidate, type Quote } from './prices.js';
 import type { AuthPrincipal } from './tokens.js';
 import { SettingsCache } from './settings-version.js';
@@ -129,6 +129,50 @@ export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readon
     }
   }
   refuseIfExhausted(ctx, principal.partnerId);
+}
+
+/** What a send on a channel would cost the partner, read without writing (POST /v1/messages/quote). */
+export interface SendCost {
+  /** The partner's gateway for the channel, when one is assigned. */
+  gateway: { id: string; name: string } | null;
+  sender: string | null;
+  quote: Quote;
+  currency: string;
+  /** Balance plus credit limit, in micro-units. */
+  available: number;
+  /** Balance and credit are used up: a send is refused 402 before its payload is read. */
+  exhausted: boolean;
+  /** The 402 the send's debit would answer, or null when current funds and credit cover it. */
+  fundsRefusal: AppError | null;
+}
+
+/**
+ * The price of a send as accept() would compute it (pickPrice on the channel's primary gateway:
+ * the partner's own price, else the default, else free; SMS per segment) and whether the
+ * partner's funds cover it now. Reads only: the same tables and cache the send uses, no
+ * message, debit or job written.
+ */
+export function sendCost(ctx: CoreCtx, partnerId: string, type: ChannelType, priceText?: string): SendCost {
+  const row = preflightRow(ctx, partnerId, type);
+  const q = quote(row?.unit_price ?? 0, type, priceText);
+  const gateway = row?.gateway_id
+    ? (stmt<[string], { id: string; name: string }>(ctx.db.sqlite, 'SELECT id, name FROM gateways WHERE id = ?').get(
+        row.gateway_id,
+      ) ?? null)
+    : null;
+  const f = stmt<[string], { balance: number; credit_limit: number; currency: string }>(
+    ctx.db.sqlite,
+    'SELECT balance, credit_limit, currency FROM partners WHERE id = ?',
+  ).get(partnerId);
+  return {
+    gateway,
+    sender: row?.sender ?? null,
+    quote: q,
+    currency: f?.currency ?? 'USD',
+    available: f ? f.balance + f.credit_limit : 0,
+    exhausted: !f || f.balance + f.credit_limit <= 0,
+    fundsRefusal: debitRefusal(ctx, partnerId, q.total),
+  };
 }
 
 export interface IdempotencyInput {

@@ -6,7 +6,9 @@ import type { MessageRow } from '../core/messages.js';
 import { AppError, issueDetails } from '../lib/errors.js';
 import { refuseOutsideWindow } from '../core/customer-window.js';
 import { parseSendAt } from '../core/scheduled.js';
-import { accept, canonicalHash, findIdempotent, fundsCheck, preflight } from '../core/send.js';
+import { accept, canonicalHash, findIdempotent, fundsCheck, preflight, sendCost } from '../core/send.js';
+import { iso } from '../lib/time.js';
+import { moneyJson } from '../lib/money.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
 import { statusFor } from './errors.js';
@@ -136,4 +138,77 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
   });
   if (result.kind === 'replay') reply.header('idempotent-replayed', 'true');
   return reply.code(result.status).send(result.body);
+}
+
+/** A body for a price quote: the send it describes, with its send_at still as written. */
+export interface QuotePlan extends Omit<SendPlan, 'sendAt'> {
+  channel: ChannelType;
+  sendAt?: string;
+}
+
+interface Refusal {
+  status: number;
+  code: string;
+  message: string;
+  details: { field?: string; message: string; code?: string }[];
+}
+
+const refusalOf = (e: AppError): Refusal => ({
+  status: statusFor(e.code),
+  code: e.code,
+  message: e.message,
+  details: e.details,
+});
+
+/** Run check; an AppError it throws becomes the refusal a send would answer. */
+function refusalFrom(check: () => void): Refusal | null {
+  try {
+    check();
+    return null;
+  } catch (e) {
+    if (e instanceof AppError) return refusalOf(e);
+    throw e;
+  }
+}
+
+/**
+ * POST /v1/messages/quote: what the send this body describes would cost and whether it would be
+ * accepted now, with the code the send would answer when not. It runs the send's checks in the
+ * send's order (channel assigned, funds not exhausted, send_at, the 24-hour window, the price
+ * covered) and writes nothing: no message, debit, job or idempotency key. A body the send would
+ * refuse as malformed is a 400 here too: there is nothing to price.
+ */
+export function quoteSend(rt: Runtime, req: FastifyRequest, plan: (body: unknown) => QuotePlan) {
+  const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
+  const p = plan(parseJsonBody(req.body));
+  const cost = sendCost(rt.ctx, principal.partnerId, p.channel, p.priceText);
+  let sendAt: number | undefined;
+  const refusal =
+    refusalFrom(() => {
+      const pre = preflight(rt.ctx, principal, p.channel);
+      // Exhausted funds: the 402 a send answers before its payload's checks.
+      if (cost.exhausted && cost.fundsRefusal) throw cost.fundsRefusal;
+      if (p.sendAt !== undefined) sendAt = scheduledAt(rt, p.sendAt);
+      refuseOutsideWindow(rt.ctx, principal.partnerId, pre.channel, p.to, p.content, sendAt);
+      if (cost.fundsRefusal) throw cost.fundsRefusal;
+    }) ?? null;
+  const money = (micro: number) => moneyJson(micro, cost.currency);
+  const q = cost.quote;
+  return {
+    channel: p.channel,
+    to: p.to,
+    gateway: cost.gateway,
+    from: cost.sender,
+    send_at: sendAt === undefined ? null : iso(sendAt),
+    encoding: q.encoding ?? null,
+    segments: q.segments,
+    per: p.channel === 'sms' ? 'segment' : 'message',
+    unit_price: money(q.unit),
+    total: money(q.total),
+    currency: cost.currency,
+    available: money(cost.available),
+    covered: cost.fundsRefusal === null,
+    sendable: refusal === null,
+    refusal,
+  };
 }

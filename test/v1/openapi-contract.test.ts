@@ -254,6 +254,7 @@ describe('real responses are the documented ones', () => {
       '/api/send-email.php': { to: 'a@example.com', subject: 'S', html: '<p>h</p>' },
       '/api/send-whatsapp.php': { to: PHONE, text: 'x' },
       '/v1/messages': { channel: 'sms', to: PHONE, body: 'x' },
+      '/v1/messages/quote': { channel: 'sms', to: PHONE, body: 'x' },
       '/v1/contacts': { phone: '+14155550177' },
       '/v1/webhooks': { url: 'https://127.0.0.1:9/h3' },
     };
@@ -337,6 +338,12 @@ describe('real responses are the documented ones', () => {
         '/v1/messages/{id}/cancel',
         await call(server, 'POST', `/v1/messages/${scheduled}/cancel`, { token }),
       );
+    // 200 on a quote: one the send would accept, and one it would refuse (as a refusal in the 200).
+    for (const body of [
+      { channel: 'sms', to: PHONE, body: 'x' },
+      { channel: 'sms', to: PHONE, body: 'x', send_at: 'tomorrow' },
+    ])
+      expectDocumented('POST', '/v1/messages/quote', await call(server, 'POST', '/v1/messages/quote', { token, body }));
     const missing: string[] = [];
     for (const [m, path, op] of ops)
       for (const code of Object.keys(op.responses))
@@ -382,6 +389,7 @@ describe('real responses are the documented ones', () => {
         'message.deleted',
         'message.sent',
         'message.delivered',
+        'message.canceled',
         'webhook.test',
       ]),
     );

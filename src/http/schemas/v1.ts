@@ -109,6 +109,42 @@ export const normalizeTo = (channel: string, to: string) =>
 const money = z.object({ micro: z.number().int(), amount: z.string() });
 const errorObj = z.object({ code: z.string().nullable(), message: z.string().nullable() }).nullable();
 
+const priced = z.object({ micro: z.number().int(), amount: z.string(), currency: z.string() });
+
+export const messageQuote = z
+  .object({
+    channel,
+    to: z.string().describe('the recipient as a send would store it'),
+    gateway: z
+      .object({ id: z.string(), name: z.string() })
+      .nullable()
+      .describe("the partner's gateway for the channel; null when none is assigned"),
+    from: z.string().nullable().describe('the sender the message would go from; null when no channel is assigned'),
+    send_at: isoTime.nullable().describe("the body's send_at when it is valid; null otherwise"),
+    encoding: z
+      .enum(['GSM-7', 'UCS-2'])
+      .nullable()
+      .describe('SMS: GSM-7 (160 characters alone, 153 a part) or UCS-2 (70 alone, 67 a part); null otherwise'),
+    segments: z.number().int().describe('SMS: the parts the text is sent in (each priced); 1 otherwise'),
+    per: z.enum(['segment', 'message']).describe('what unit_price is the price of'),
+    unit_price: priced.describe("the partner's own price on the channel, else the default, else 0"),
+    total: priced.describe('what the send would debit: unit_price times segments for SMS'),
+    currency: z.string(),
+    available: priced.describe('balance plus credit limit now'),
+    covered: z.boolean().describe('whether current balance and credit cover total'),
+    sendable: z.boolean().describe('whether the send would be accepted now'),
+    refusal: z
+      .object({
+        status: z.number().int().describe('the HTTP status the send would answer'),
+        code: z.string(),
+        message: z.string(),
+        details: z.array(z.object({ field: z.string().optional(), message: z.string(), code: z.string().optional() })),
+      })
+      .nullable()
+      .describe('the error the send would answer, the first in its order of checks; null when sendable'),
+  })
+  .meta({ id: 'MessageQuote' });
+
 export const messageAccepted = z
   .object({
     id: id('msg'),

@@ -7,7 +7,7 @@ import { listMessages } from '../../../core/message-list.js';
 import type { MessageStatus } from '../../../core/statuses.js';
 import type { Runtime } from '../../../runtime.js';
 import { CHANNEL_TYPES } from '../../../core/context.js';
-import { acceptSend, scheduledAt, validate } from '../../send-flow.js';
+import { acceptSend, quoteSend, scheduledAt, validate, type QuotePlan } from '../../send-flow.js';
 import { cancelScheduled } from '../../../core/scheduled.js';
 import { decodeCursor, encodeCursor } from '../../pagination.js';
 import { messageCreateUnion } from '../../schemas/message-create-union.js';
@@ -16,6 +16,7 @@ import {
   messageAccepted,
   messageCreate,
   messageOut,
+  messageQuote,
   messagesQuery,
   normalizeTo,
   pageOf,
@@ -26,6 +27,22 @@ import { iso } from '../../../lib/time.js';
 // POST /v1/messages is the send API's money path with a /v1 body; the body is validated in
 // the handler (same schema as the document shows) so the checks keep the spec's order.
 const inHandler = () => (data: unknown) => ({ value: data });
+
+/** A /v1 body as the message it describes (a 400 when invalid), its send_at still as written. */
+function draft(body: unknown): QuotePlan {
+  const b = validate(messageCreate, body);
+  const to = normalizeTo(b.channel, b.to);
+  const sendAt = b.send_at ?? undefined;
+  if (b.channel === 'email') {
+    return {
+      channel: b.channel,
+      to,
+      content: { kind: 'email', subject: b.subject!, text: b.body, ...(b.html !== undefined ? { html: b.html } : {}) },
+      sendAt,
+    };
+  }
+  return { channel: b.channel, to, content: { kind: 'text', text: b.body }, priceText: b.body, sendAt };
+}
 
 export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
   const r = app.withTypeProvider<ZodTypeProvider>();
@@ -69,22 +86,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
           return typeof c === 'string' && (CHANNEL_TYPES as readonly string[]).includes(c) ? (c as ChannelType) : null;
         },
         plan: (body) => {
-          const b = validate(messageCreate, body);
-          const to = normalizeTo(b.channel, b.to);
-          const sendAt = b.send_at == null ? undefined : scheduledAt(rt, b.send_at);
-          if (b.channel === 'email') {
-            return {
-              to,
-              content: {
-                kind: 'email',
-                subject: b.subject!,
-                text: b.body,
-                ...(b.html !== undefined ? { html: b.html } : {}),
-              },
-              sendAt,
-            };
-          }
-          return { to, content: { kind: 'text', text: b.body }, priceText: b.body, sendAt };
+          const { sendAt, ...p } = draft(body);
+          return { ...p, sendAt: sendAt === undefined ? undefined : scheduledAt(rt, sendAt) };
         },
         respond: (m) => ({
           status: 200,
@@ -98,6 +101,33 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
           },
         }),
       }),
+  );
+
+  r.post(
+    '/messages/quote',
+    {
+      config: { rawBody: true },
+      onRequest: requireScope(rt, 'messages:send'),
+      validatorCompiler: inHandler,
+      schema: {
+        tags: ['messages'],
+        summary: 'What a send would cost, and whether it would be accepted, without sending',
+        operationId: 'quoteMessage',
+        description:
+          'Scope messages:send. Takes the body of POST /v1/messages and answers what that send would cost now: the ' +
+          'channel, the gateway, for SMS the encoding (GSM-7 or UCS-2) and segments, the unit price and total in the ' +
+          "partner's currency, and whether current balance and credit cover it (covered). Nothing is sent or written: " +
+          'no message, no debit, no job, no idempotency key. When the send would be refused, sendable is false and ' +
+          'refusal holds the status, code, message and details the send would answer (403 channel_not_assigned, 402 ' +
+          'insufficient_balance, 400 invalid_request for send_at, 400 outside_customer_service_window), the first in the ' +
+          "send's order. A body the send would reject as malformed is a 400 here too. Prices and funds can change " +
+          'between a quote and a send; the send is what debits.',
+        security: SECURITY,
+        body: messageCreateUnion,
+        response: responses({ 200: messageQuote }, [400]),
+      },
+    },
+    async (req) => quoteSend(rt, req, draft),
   );
 
   r.get(

@@ -170,13 +170,15 @@ function legacyPaths(): Doc {
 // --- headers and transport answers on every operation --------------------------------------
 
 const SEND_OPERATIONS = new Set(['sendMessage', 'sendSms', 'sendEmail', 'sendWhatsapp']);
+/** POSTs that write nothing, so a disk that refuses writes does not stop them (no 503). */
+const READ_ONLY_POSTS = new Set(['quoteMessage']);
 
 function completeResponses(op: Doc, method: string, path: string) {
   const responses = (op.responses ??= {}) as Record<string, Doc>;
   if (['post', 'put', 'patch'].includes(method)) {
     for (const [code, d] of Object.entries(BODY_ERRORS)) responses[code] ??= { description: d, content: json(ERROR) };
   }
-  if (['post', 'put', 'patch', 'delete'].includes(method))
+  if (['post', 'put', 'patch', 'delete'].includes(method) && !READ_ONLY_POSTS.has(op.operationId))
     responses['503'] ??= { description: STORAGE_UNAVAILABLE, content: json(ERROR) };
   if (path.includes('{'))
     responses['414'] ??= {
