@@ -12,6 +12,8 @@ import { newId } from '../../src/lib/ids.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { storeOutboundSms } from '../helpers/server.js';
+import { createOutbound } from '../../src/core/messages.js';
+import { cancelScheduled } from '../../src/core/scheduled.js';
 import { FIXED_NOW, KEY, capture, cleanupDirs, flat, newDataDir, openConsole, type Console } from './helpers.js';
 
 // Each screen against a real data directory set up through the core functions (and msgd's own
@@ -328,7 +330,43 @@ describe('msgctl tui: screens', () => {
     await con.see('Find messages');
     await con.press(KEY.up, 'nonsense', KEY.enter);
     f = flat(await con.see('✗ unknown status "nonsense"'));
-    expect(f).toContain('status: one of queued');
+    expect(f).toContain('status: one of scheduled, queued');
+  });
+
+  it('messages: scheduled and canceled ones, with when a scheduled one goes', async () => {
+    const con = open('messages');
+    const s = scene(con);
+    const ctx = con.cli.ctx;
+    const channel = { id: s.ch.id, type: 'sms' as const, gatewayId: s.sandbox.id, sender: '+15550001111' };
+    const later = (text: string) =>
+      createOutbound(ctx, {
+        partnerId: s.acme.id,
+        channel,
+        to: '+14155550123',
+        content: { kind: 'text', text },
+        price: 1000,
+        segments: 1,
+        actor: 'test',
+        lowBalanceThreshold: null,
+        sendAt: FIXED_NOW + 3 * 3_600_000,
+      });
+    const waiting = later('at noon');
+    const dropped = later('never mind');
+    cancelScheduled(ctx, s.acme.id, dropped.id, 'test');
+    await con.see('No messages match.');
+    await con.press('/');
+    await con.see('Find messages');
+    await con.press(KEY.tab, 'acme', KEY.enter);
+    await con.see('2 message(s) found.');
+    let f = await con.see(waiting.id);
+    expect(f).toMatch(new RegExp(`${waiting.id}\\s+2026-11-26 10:00\\s+sms\\s+\\+14155550123\\s+scheduled`));
+    expect(f).toMatch(new RegExp(`${dropped.id}\\s+2026-11-26 10:00\\s+sms\\s+\\+14155550123\\s+canceled`));
+    // Newest first: the canceled one is on top; the scheduled one below it.
+    await con.press(KEY.down, KEY.enter);
+    f = await con.see('HISTORY');
+    expect(f).toContain(`scheduled for 2026-11-26 13:00:00`);
+    expect(f).toContain(`cancel before then: msgctl messages cancel ${waiting.id}`);
+    expect(f).toMatch(/2026-11-26 10:00:00\s+scheduled/);
   });
 
   it('jobs: retry a dead job after confirming', async () => {

@@ -50,7 +50,7 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
               label: 'Status',
               type: 'text',
               initial: query.status,
-              hint: 'queued, sent, delivered, failed, …',
+              hint: 'scheduled, queued, sent, delivered, failed, canceled, …',
             },
           ],
           submit: (v) => {
@@ -84,6 +84,8 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
               `${d.m.id} · ${d.m.direction} ${d.m.channel_type} · partner ${d.m.partner_id}`,
               `from ${clean(d.m.from)} to ${clean(d.m.to)}`,
               `status ${d.m.status} · price ${money(d.m.price)}${d.m.refunded ? ' (refunded)' : ''} · provider id ${clean(d.m.provider_message_id) || '-'}`,
+              d.m.send_at !== null ? `scheduled for ${when(d.m.send_at)}` : '',
+              d.m.status === 'scheduled' ? `cancel before then: msgctl messages cancel ${d.m.id}` : '',
               d.m.error_code ? `error ${clean(d.m.error_code)}: ${clean(d.m.error_message)}` : 'no error',
               d.m.dispatch_uncertain ? 'possible duplicate: an attempt may have reached the provider unseen' : '',
               'HISTORY',
