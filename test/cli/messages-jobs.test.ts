@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
-import { applyStatus, flagUncertain, getMessageRow } from '../../src/core/messages.js';
+import { applyStatus, createOutbound, flagUncertain, getMessageRow } from '../../src/core/messages.js';
+import { openDataDir } from '../../src/db/datadir.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { connect, setupPartner, storeOutboundSms } from '../helpers/server.js';
 import { runCli, runJson } from '../helpers/cli.js';
@@ -18,12 +19,26 @@ let retryingId: number;
 let waitingId: number;
 let inLineId: number;
 let linedMsg: string;
+let scheduledId: string;
+let partnerId: string;
 
 beforeAll(() => {
   t = openTestCtx();
   const p = setupPartner(t.ctx, { slug: 'acme', balance: '10.00' });
   const { channel } = connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550001111');
   const mk = (to: string) => storeOutboundSms(t.ctx, p.partnerId, channel, { to });
+  partnerId = p.partnerId;
+  scheduledId = createOutbound(t.ctx, {
+    partnerId: p.partnerId,
+    channel: { id: channel.id, type: 'sms', gatewayId: channel.gateway_id, sender: '+15550001111' },
+    to: '+14155550127',
+    content: { kind: 'text', text: 'at noon' },
+    price: 7_500,
+    segments: 1,
+    actor: 'test',
+    lowBalanceThreshold: null,
+    sendAt: Date.now() + 3_600_000,
+  }).id;
   okId = mk('+14155550123').id;
   dupId = mk('+14155550124').id;
   flagUncertain(t.ctx, dupId);
@@ -64,7 +79,7 @@ afterAll(() => t.close());
 describe('msgctl messages', () => {
   it('lists messages and filters the possible duplicates', async () => {
     const all = await runJson(['messages', 'list'], { dataDir: t.dir });
-    expect(all.data.map((m: any) => m.id).sort()).toEqual([okId, dupId, failedId, linedMsg].sort());
+    expect(all.data.map((m: any) => m.id).sort()).toEqual([okId, dupId, failedId, linedMsg, scheduledId].sort());
     const dup = await runJson(['messages', 'list', '--uncertain'], { dataDir: t.dir });
     expect(dup.data.map((m: any) => m.id)).toEqual([dupId]);
     expect(dup.data[0].possible_duplicate).toBe(true);
@@ -74,7 +89,7 @@ describe('msgctl messages', () => {
     const bogus = await runCli(['messages', 'list', '--status', 'bogus'], { dataDir: t.dir });
     expect([bogus.code, bogus.stderr]).toEqual([
       2,
-      expect.stringMatching(/--status must be one of queued, sending, sent, .*received/),
+      expect.stringMatching(/--status must be one of scheduled, queued, sending, sent, .*canceled, received/),
     ]);
   });
 
@@ -88,6 +103,40 @@ describe('msgctl messages', () => {
     const r = await runCli(['messages', 'show', 'msg_nope'], { dataDir: t.dir });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/message "msg_nope" not found/);
+  });
+});
+
+describe('msgctl messages cancel', () => {
+  const balance = () => {
+    const dd = openDataDir(t.dir, { env: {}, migrate: false });
+    try {
+      return (dd.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number })
+        .balance;
+    } finally {
+      dd.close();
+    }
+  };
+
+  it('cancels a scheduled message with a refund, and refuses one that is not scheduled', async () => {
+    const listed = await runJson(['messages', 'list', '--status', 'scheduled'], { dataDir: t.dir });
+    expect(listed.data.map((m: any) => m.id)).toEqual([scheduledId]);
+    const before = balance();
+    const r = await runCli(['messages', 'cancel', scheduledId], { dataDir: t.dir });
+    expect([r.code, r.stdout.trim()]).toEqual([0, `Canceled ${scheduledId}: 0.0075 refunded to the partner.`]);
+    expect(balance() - before).toBe(7_500);
+    const m = await runJson(['messages', 'show', scheduledId], { dataDir: t.dir });
+    expect(m).toMatchObject({ status: 'canceled', refunded: true });
+    expect(m.history.map((h: any) => h.status)).toEqual(['scheduled', 'canceled']);
+
+    const again = await runCli(['messages', 'cancel', scheduledId], { dataDir: t.dir });
+    expect(again.code).not.toBe(0);
+    expect(again.stderr).toContain('only a scheduled message can be canceled; this one is canceled');
+    const queued = await runCli(['messages', 'cancel', okId], { dataDir: t.dir });
+    expect(queued.code).not.toBe(0);
+    expect(queued.stderr).toContain('this one is queued');
+    expect(balance() - before).toBe(7_500);
+    const missing = await runCli(['messages', 'cancel', 'msg_nope'], { dataDir: t.dir });
+    expect([missing.code, missing.stderr]).toEqual([1, expect.stringMatching(/message "msg_nope" not found/)]);
   });
 });
 
