@@ -323,6 +323,40 @@ describe('messages', () => {
     expect(rowsOf((await client.get('/ui/messages?id=wamid.THEIRS')).text)).toEqual([]);
   });
 
+  it('cancels a scheduled message in the browser with its refund; a stale page that cancels again changes nothing', async () => {
+    const later = new Date(Date.now() + 3_600_000);
+    const sent = await fetch(`${s.url}/v1/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${acme.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ channel: 'sms', to: '+14155550123', body: 'at the hour', send_at: later.toISOString() }),
+    });
+    const { id } = (await sent.json()) as { id: string };
+    const balance = () => count('SELECT balance AS n FROM partners WHERE id = ?', acme.partnerId);
+    const debited = balance();
+    const page = await freshPage(b);
+    await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
+    await page.goto(`${s.url}/ui/messages/${id}`);
+    const stale = await page.browserContext().newPage();
+    await stale.goto(`${s.url}/ui/messages/${id}`);
+    expect(await page.$eval('#message-live dd[aria-live] .status', (e) => e.textContent)).toBe('scheduled');
+    expect(await page.$eval('main', (e) => (e as HTMLElement).innerText)).toContain('Scheduled for');
+
+    await Promise.all([page.waitForNavigation(), page.click('form[action$="/cancel"] button[type=submit]')]);
+    const main = await page.$eval('main', (e) => (e as HTMLElement).innerText);
+    expect(main).toContain('Canceled; 0.0075 USD refunded.');
+    expect(await page.$eval('#message-live dd[aria-live] .status', (e) => e.textContent)).toBe('canceled');
+    expect(await page.$('form[action$="/cancel"]')).toBeNull();
+    expect(balance() - debited).toBe(7_500);
+
+    // The page opened before the cancel still shows the button: a second cancel is refused.
+    await Promise.all([stale.waitForNavigation(), stale.click('form[action$="/cancel"] button[type=submit]')]);
+    expect(await stale.$eval('main', (e) => (e as HTMLElement).innerText)).toContain(
+      'Not canceled: only a scheduled message can be canceled; this one is canceled.',
+    );
+    expect(balance() - debited).toBe(7_500);
+    await page.browserContext().close();
+  });
+
   it('pages forward and back: first, previous and next keep the filters', async () => {
     const p = setupPartner(s.ctx, { slug: 'pager', balance: '10.00' });
     const ch = connect(s.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550000010').channel;
