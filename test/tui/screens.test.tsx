@@ -154,7 +154,7 @@ describe('msgctl tui: screens', () => {
     capture('partners', f);
     await con.press(KEY.enter);
     const d = await con.see('RECENT LEDGER');
-    expect(d).toMatch(/sms\s+\+15550001111\s+via sandbox-1 \(sandbox\)/);
+    expect(d).toMatch(/sms\s+primary\s+\+15550001111\s+via sandbox-1 \(sandbox\)/);
     expect(d).toMatch(/prod\s+msgd_live_[\w-]{6}…\s+active\s+used never\s+messages:send/);
     expect(d).toMatch(/topup\s+3\.00\s+→\s+3\.00 invoice 41/);
     capture('partner-detail', d);
