@@ -27,6 +27,7 @@ import { Counters } from './core/counters.js';
 import { clearCircuits, saveCircuit } from './core/circuits.js';
 import { CircuitBreakers } from './jobs/circuit-breaker.js';
 import type { Heartbeat } from './jobs/heartbeat.js';
+import { templateSyncTask } from './jobs/template-sync.js';
 
 // The composition root: one object holding everything a running msgd needs. msgd's
 // server builds it with background work; tests build it over a temp data directory.
@@ -222,6 +223,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
   });
   rt.maintenanceTasks.push(webhookRetentionTask(), ...webhooksOut.maintenanceTasks);
   rt.maintenanceTasks.push(...consoleTasks);
+  rt.maintenanceTasks.push(templateSyncTask({ dispatcher, timeoutMs: config.dispatch.timeoutMs }));
   return rt;
 }
 

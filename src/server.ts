@@ -12,6 +12,7 @@ import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { startHeartbeat } from './jobs/heartbeat.js';
 import { writeServerConfigFile } from './core/counter-store.js';
+import { TEMPLATE_SYNC_TASK } from './jobs/template-sync.js';
 
 export interface Server {
   rt: Runtime;
@@ -103,6 +104,8 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     });
     rt.maintenanceTasks.push(...dataUpkeepTasks(config, rt.dataDir));
     maintenance = startMaintenance(rt, { checkpointer });
+    // The WhatsApp template catalogues are read at start too, not only every few hours.
+    maintenance.cron.fire(TEMPLATE_SYNC_TASK, new Date(rt.ctx.now()));
     // The data directory is locked to this process: jobs left running were a dead msgd's.
     const orphans = rt.queue.reclaimOrphans();
     if (orphans > 0) {

@@ -11,6 +11,7 @@ import { audit } from './audit.js';
 import { isChannelType } from './channels.js';
 import { getGatewayRow } from './gateways.js';
 import { getPartner } from './partners.js';
+import { TEMPLATE_CATEGORIES } from './whatsapp-templates.js';
 
 // A price is micro-units per message (per segment for SMS). Which price applies to a message is
 // decided in one place, pickPrice(): the most specific of partner+gateway, gateway, partner,
@@ -18,7 +19,27 @@ import { getPartner } from './partners.js';
 
 export type Price = Row<typeof prices>;
 
-const FIND = 'SELECT * FROM prices WHERE channel_type = ? AND partner_id = ? AND gateway_id = ?';
+const FIND = 'SELECT * FROM prices WHERE channel_type = ? AND partner_id = ? AND gateway_id = ? AND category = ?';
+
+// WhatsApp templates may also be priced per Meta category, on every gateway: the partner's
+// price for the category, else the default for it, before the prices above
+// (src/core/whatsapp-template-send.ts applies them).
+function categoryOf(channel: string, category: string | undefined, gateway: string | undefined): string {
+  if (category === undefined || category === '') return '';
+  if (channel !== 'whatsapp')
+    throw invalid('a price per category is for WhatsApp templates only', [
+      { field: 'category', message: 'only with the whatsapp channel' },
+    ]);
+  if (!(TEMPLATE_CATEGORIES as readonly string[]).includes(category))
+    throw invalid(`unknown template category "${category}"`, [
+      { field: 'category', message: `one of ${TEMPLATE_CATEGORIES.join(', ')}` },
+    ]);
+  if (gateway)
+    throw invalid('a price per template category applies on every gateway: give a category or a gateway', [
+      { field: 'category', message: 'not with a gateway' },
+    ]);
+  return category;
+}
 
 /** A price row as precedence sees it: '' for "any partner" / "any gateway". */
 export type PriceCandidate = Pick<Price, 'partner_id' | 'gateway_id' | 'amount'>;
@@ -43,7 +64,7 @@ export function pickPrice(candidates: readonly PriceCandidate[], partnerId: stri
 
 /** The prices that can apply to a partner's messages of a type through a gateway, as pickPrice takes them. */
 export const PRICE_CANDIDATES_SQL = `SELECT partner_id, gateway_id, amount FROM prices
-  WHERE channel_type = ? AND partner_id IN (?, '') AND gateway_id IN (?, '')`;
+  WHERE channel_type = ? AND partner_id IN (?, '') AND gateway_id IN (?, '') AND category = ''`;
 
 /** The unit price of a partner's message of a type through a gateway (see pickPrice). */
 export function unitPrice(ctx: CoreCtx, partnerId: string, type: ChannelType, gatewayId: string): number {
@@ -57,10 +78,11 @@ export function unitPrice(ctx: CoreCtx, partnerId: string, type: ChannelType, ga
 
 export function setPrice(
   ctx: CoreCtx,
-  input: { channel: string; amount: number; partner?: string; gateway?: string },
+  input: { channel: string; amount: number; partner?: string; gateway?: string; category?: string },
   actor: string,
 ): Price {
   if (!isChannelType(input.channel)) throw invalid(`unknown channel type "${input.channel}"`);
+  const category = categoryOf(input.channel, input.category, input.gateway);
   if (!Number.isSafeInteger(input.amount) || input.amount < 0) throw invalid('a price must be zero or positive');
   if (input.amount > MAX_MONEY) throw invalid(`a price can be at most ${formatMoney(MAX_MONEY)}`);
   const channel = input.channel;
@@ -72,7 +94,12 @@ export function setPrice(
         throw invalid(`gateway ${gateway.name} (${gateway.kind}) does not send ${channel}`);
       const gatewayId = gateway?.id ?? '';
       const now = ctx.now();
-      const existing = stmt<[string, string, string], Price>(ctx.db.sqlite, FIND).get(channel, partnerId, gatewayId);
+      const existing = stmt<[string, string, string, string], Price>(ctx.db.sqlite, FIND).get(
+        channel,
+        partnerId,
+        gatewayId,
+        category,
+      );
       let row: Price;
       if (existing) {
         stmt(ctx.db.sqlite, 'UPDATE prices SET amount = ?, updated_at = ? WHERE id = ?').run(
@@ -87,20 +114,22 @@ export function setPrice(
           channel_type: channel,
           partner_id: partnerId,
           gateway_id: gatewayId,
+          category,
           amount: input.amount,
           created_at: now,
           updated_at: now,
         };
         stmt(
           ctx.db.sqlite,
-          `INSERT INTO prices (id, channel_type, partner_id, gateway_id, amount, created_at, updated_at)
-           VALUES (@id, @channel_type, @partner_id, @gateway_id, @amount, @created_at, @updated_at)`,
+          `INSERT INTO prices (id, channel_type, partner_id, gateway_id, category, amount, created_at, updated_at)
+           VALUES (@id, @channel_type, @partner_id, @gateway_id, @category, @amount, @created_at, @updated_at)`,
         ).run(row);
       }
       audit(ctx, actor, 'price.set', 'price', row.id, {
         channel,
         partner: input.partner ?? null,
         gateway: gateway?.name ?? null,
+        ...(category ? { category } : {}),
         amount: input.amount,
         from: existing?.amount ?? null,
       });
@@ -112,28 +141,31 @@ export function setPrice(
 /** Remove a partner or gateway override (the next price in precedence applies again) or a default price. */
 export function unsetPrice(
   ctx: CoreCtx,
-  input: { channel: string; partner?: string; gateway?: string },
+  input: { channel: string; partner?: string; gateway?: string; category?: string },
   actor: string,
 ): Price {
+  const category = categoryOf(input.channel, input.category, input.gateway);
   return ctx.db.sqlite
     .transaction(() => {
       const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
       const gatewayId = input.gateway ? getGatewayRow(ctx, input.gateway).id : '';
-      const existing = stmt<[string, string, string], Price>(ctx.db.sqlite, FIND).get(
+      const existing = stmt<[string, string, string, string], Price>(ctx.db.sqlite, FIND).get(
         input.channel,
         partnerId,
         gatewayId,
+        category,
       );
       if (!existing)
         throw notFound(
           'price',
-          `${input.channel}${input.partner ? ` for ${input.partner}` : ''}${input.gateway ? ` through ${input.gateway}` : ''}`,
+          `${input.channel}${category ? ` ${category}` : ''}${input.partner ? ` for ${input.partner}` : ''}${input.gateway ? ` through ${input.gateway}` : ''}`,
         );
       stmt(ctx.db.sqlite, 'DELETE FROM prices WHERE id = ?').run(existing.id);
       audit(ctx, actor, 'price.unset', 'price', existing.id, {
         channel: input.channel,
         partner: input.partner ?? null,
         gateway: input.gateway ?? null,
+        ...(category ? { category } : {}),
       });
       return existing;
     })
@@ -141,7 +173,10 @@ export function unsetPrice(
 }
 
 /** A price with the slug of the partner and the name of the gateway it is for (null: any, stored as ''). */
-export type PriceListRow = Pick<Price, 'channel_type' | 'partner_id' | 'gateway_id' | 'amount' | 'updated_at'> & {
+export type PriceListRow = Pick<
+  Price,
+  'channel_type' | 'partner_id' | 'gateway_id' | 'category' | 'amount' | 'updated_at'
+> & {
   partner_slug: Row<typeof partners>['slug'] | null;
   gateway_name: Row<typeof gateways>['name'] | null;
 };
@@ -150,9 +185,9 @@ export function listPrices(ctx: CoreCtx, opts: { partner?: string } = {}): Price
   const partnerId = opts.partner ? getPartner(ctx, opts.partner).id : undefined;
   const rows = stmt<[], PriceListRow>(
     ctx.db.sqlite,
-    `SELECT p.channel_type, p.partner_id, p.gateway_id, p.amount, p.updated_at, pt.slug AS partner_slug, g.name AS gateway_name
+    `SELECT p.channel_type, p.partner_id, p.gateway_id, p.category, p.amount, p.updated_at, pt.slug AS partner_slug, g.name AS gateway_name
      FROM prices p LEFT JOIN partners pt ON pt.id = p.partner_id LEFT JOIN gateways g ON g.id = p.gateway_id
-     ORDER BY p.channel_type, p.partner_id, p.gateway_id`,
+     ORDER BY p.channel_type, p.partner_id, p.gateway_id, p.category`,
   ).all();
   return rows.filter((r) => partnerId === undefined || r.partner_id === '' || r.partner_id === partnerId);
 }
@@ -185,6 +220,7 @@ export function priceJson(p: PriceListRow, currency?: string) {
     gateway_id: p.gateway_id || null,
     gateway: p.gateway_name,
     scope: p.partner_id ? (p.gateway_id ? 'partner_gateway' : 'partner') : p.gateway_id ? 'gateway' : 'default',
+    category: p.category || null,
     per: p.channel_type === 'sms' ? 'segment' : 'message',
     amount: moneyJson(p.amount, currency),
     updated_at: iso(p.updated_at),

@@ -48,7 +48,7 @@ const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gate
             g.kind AS gateway_kind, g.settings AS gateway_settings,
             p.low_balance_threshold,
             (SELECT json_group_array(json_object('partner_id', partner_id, 'gateway_id', gateway_id, 'amount', amount))
-               FROM prices WHERE channel_type = ? AND partner_id IN (p.id, '') AND gateway_id IN (c.gateway_id, '')) AS price_candidates
+               FROM prices WHERE channel_type = ? AND partner_id IN (p.id, '') AND gateway_id IN (c.gateway_id, '') AND category = '') AS price_candidates
        FROM partners p
        LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ? AND c.status = 'active' AND c.position = 0
        LEFT JOIN gateways g ON g.id = c.gateway_id

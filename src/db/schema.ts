@@ -112,13 +112,62 @@ export const prices = sqliteTable(
     partnerId: text('partner_id').notNull().default(''),
     /** Empty string = every gateway; else the price of messages sent through this gateway (a route's own price). */
     gatewayId: text('gateway_id').notNull().default(''),
+    /** Empty string = every message; else a WhatsApp template category (marketing, utility, authentication). */
+    category: text('category').notNull().default(''),
     /** Micro-units per message (per segment for SMS). */
     amount: integer('amount').notNull(),
     createdAt: integer('created_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
-  (t) => [uniqueIndex('prices_channel_partner').on(t.channelType, t.partnerId, t.gatewayId)],
+  (t) => [uniqueIndex('prices_channel_partner').on(t.channelType, t.partnerId, t.gatewayId, t.category)],
 );
+
+/**
+ * A WhatsApp Cloud gateway's message templates as Meta's catalogue lists them
+ * (GET /{waba_id}/message_templates), kept current by its status and category webhooks.
+ */
+export const whatsappTemplates = sqliteTable(
+  'whatsapp_templates',
+  {
+    id: text('id').primaryKey(),
+    gatewayId: text('gateway_id')
+      .notNull()
+      .references(() => gateways.id, { onDelete: 'cascade' }),
+    /** Meta's template id. */
+    metaId: text('meta_id'),
+    name: text('name').notNull(),
+    /** Meta's language code, e.g. en_US. */
+    language: text('language').notNull(),
+    /** Meta's status: APPROVED, PENDING, REJECTED, PAUSED, DISABLED, ... */
+    status: text('status').notNull(),
+    /** Lowercase: marketing, utility, authentication (or what Meta names next). */
+    category: text('category').notNull(),
+    /** positional or named. */
+    parameterFormat: text('parameter_format').notNull().default('positional'),
+    /** The components as Meta lists them (JSON). */
+    components: text('components').notNull().default('[]'),
+    /** The parameters a send must give, normalized from the components (JSON, src/core/whatsapp-templates.ts). */
+    spec: text('spec').notNull(),
+    /** When status or category last changed by webhook or sync: an older webhook does not undo a newer state. */
+    stateAt: integer('state_at').notNull(),
+    syncedAt: integer('synced_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [uniqueIndex('whatsapp_templates_gateway_name_language').on(t.gatewayId, t.name, t.language)],
+);
+
+/** The last catalogue sync of each WhatsApp Cloud gateway: a gateway without a row was never synced. */
+export const whatsappTemplateSyncs = sqliteTable('whatsapp_template_syncs', {
+  gatewayId: text('gateway_id')
+    .primaryKey()
+    .references(() => gateways.id, { onDelete: 'cascade' }),
+  /** The last sync that read every page; null: none has succeeded yet. */
+  syncedAt: integer('synced_at'),
+  templates: integer('templates').notNull().default(0),
+  attemptedAt: integer('attempted_at').notNull(),
+  /** Why the last attempt failed (redacted), null when it succeeded. */
+  error: text('error'),
+});
 
 export const ledgerEntries = sqliteTable(
   'ledger_entries',

@@ -79,7 +79,8 @@ export type IdPrefix =
   | 'ses'
   | 'inv'
   | 'rc'
-  | 'pl';
+  | 'pl'
+  | 'tpl';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${ulid()}`;

@@ -13,7 +13,18 @@ import {
 // Instagram (IG account ids), as Meta runs them: the object id in the path decides
 // which product answers. Behaviour from shared/providers/FACTS.md A1 and B1.
 
-export type GraphAccountKind = 'whatsapp' | 'page' | 'instagram';
+export type GraphAccountKind = 'whatsapp' | 'page' | 'instagram' | 'waba';
+
+/** A template as Meta's catalogue lists it (GET /{waba_id}/message_templates). */
+export interface MetaTemplate {
+  id: string;
+  name: string;
+  language: string;
+  status: string;
+  category: string;
+  parameter_format?: 'POSITIONAL' | 'NAMED';
+  components: unknown[];
+}
 
 export interface GraphAccount {
   id: string;
@@ -69,6 +80,9 @@ export const GRAPH_ERRORS: Record<number, CodeInfo> = {
 };
 
 const PATH = /^\/(?:v\d+\.\d+\/)?([^/]+)\/messages$/;
+const TEMPLATES_PATH = /^\/(?:v\d+\.\d+\/)?([^/]+)\/message_templates$/;
+/** Graph's default page size for edges. */
+const DEFAULT_LIMIT = 25;
 
 function fbtrace(): string {
   return `A${randomToken(16).replace(/[-_]/g, 'x')}`;
@@ -78,10 +92,19 @@ export class GraphFake extends FakeHttpServer {
   readonly accounts = new Map<string, GraphAccount>();
   templates: Array<{ name: string; language: string }> | undefined;
 
+  /** Each WABA's template catalogue, in Meta's order (newest first). */
+  readonly catalogues = new Map<string, MetaTemplate[]>();
+
   constructor(opts: GraphFakeOptions = {}) {
     super((server: GraphFake) => makeDialect(() => server));
     for (const a of opts.accounts ?? []) this.addAccount(a);
     this.templates = opts.templates;
+  }
+
+  /** A WhatsApp Business Account whose catalogue GET /{waba_id}/message_templates lists. */
+  setCatalogue(wabaId: string, token: string, templates: MetaTemplate[]): void {
+    this.addAccount({ id: wabaId, kind: 'waba', token });
+    this.catalogues.set(wabaId, templates);
   }
 
   addAccount(a: GraphAccount): void {
@@ -147,6 +170,7 @@ function makeDialect(self: () => GraphFake): Dialect {
       return undefined;
     },
     handle(req) {
+      if (req.method === 'GET' && TEMPLATES_PATH.test(req.path)) return listTemplates(self(), req);
       if (req.method !== 'POST' || !PATH.test(req.path)) {
         return graphError({ status: 400, code: 2500, message: `Unknown path components: ${req.path}` }, false);
       }
@@ -310,4 +334,75 @@ function sendMessenger(req: RecordedRequest, kind: GraphAccountKind): Reply {
   const reply: Record<string, string> = { message_id: `m_${randomToken(42)}` };
   if (typeof r.id === 'string') reply.recipient_id = r.id;
   return { status: 200, headers: { 'content-type': 'application/json; charset=UTF-8' }, body: asciiJson(reply) };
+}
+
+/** Graph's cursors are opaque base64; these carry the offset. */
+const cursor = (i: number) => Buffer.from(`cursor:${i}`).toString('base64').replace(/=+$/, '');
+const offsetOf = (c: string) => {
+  const m = /^cursor:(\d+)$/.exec(Buffer.from(c, 'base64').toString('utf8'));
+  return m ? Number(m[1]) : null;
+};
+
+// GET /{waba_id}/message_templates as Graph pages an edge: `limit` (default 25), `after` and
+// `before` cursors, `fields` choosing the fields (id always), and `paging.next` on every page
+// but the last, a full URL that repeats the access token and the query (as Meta's does).
+function listTemplates(fake: GraphFake, req: RecordedRequest): Reply {
+  const id = TEMPLATES_PATH.exec(req.path)![1];
+  const token = tokenOf(req);
+  if (!token)
+    return graphError(
+      { status: 400, code: 104, message: 'An access token is required to request this resource.' },
+      true,
+    );
+  const account = fake.accounts.get(id);
+  if (!account || account.kind !== 'waba') {
+    return graphError(
+      {
+        status: 400,
+        code: 100,
+        subcode: 33,
+        message: `Unsupported get request. Object with ID '${id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation.`,
+      },
+      false,
+    );
+  }
+  if (account.token !== token)
+    return graphError(
+      { status: 401, code: 190, message: 'Invalid OAuth access token - Cannot parse access token' },
+      true,
+    );
+  const all = fake.catalogues.get(id) ?? [];
+  const limit = req.query.limit !== undefined ? Number(req.query.limit) : DEFAULT_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1) return invalidParam('Param limit must be a positive integer', true);
+  let start = 0;
+  if (req.query.after !== undefined) {
+    const o = offsetOf(req.query.after);
+    if (o === null) return invalidParam('Invalid cursor', true);
+    start = o + 1;
+  }
+  const rows = all.slice(start, start + limit);
+  const fields = req.query.fields ? req.query.fields.split(',').map((f) => f.trim()) : ['name', 'status', 'id'];
+  const data = rows.map((t) => Object.fromEntries(Object.entries(t).filter(([k]) => k === 'id' || fields.includes(k))));
+  const body: Record<string, unknown> = { data };
+  if (rows.length > 0) {
+    const paging: Record<string, unknown> = {
+      cursors: { before: cursor(start), after: cursor(start + rows.length - 1) },
+    };
+    if (start + rows.length < all.length) {
+      const q = new URLSearchParams({
+        ...req.query,
+        access_token: token,
+        limit: String(limit),
+        after: cursor(start + rows.length - 1),
+      });
+      paging.next = `${fake.url}${req.path}?${q}`;
+    }
+    if (start > 0) {
+      const q = new URLSearchParams({ ...req.query, access_token: token, limit: String(limit), before: cursor(start) });
+      q.delete('after');
+      paging.previous = `${fake.url}${req.path}?${q}`;
+    }
+    body.paging = paging;
+  }
+  return { status: 200, headers: { 'content-type': 'application/json; charset=UTF-8' }, body: asciiJson(body) };
 }
