@@ -16,6 +16,7 @@ import {
 } from './messages.js';
 import { canAdvance, type MessageStatus } from './statuses.js';
 import { iso } from '../lib/time.js';
+import { applyTemplateChange, type TemplateChange } from './whatsapp-templates.js';
 
 // What provider webhooks mean, once src/providers has verified and parsed them, and how it
 // lands: dedupe by the provider's own event identity, statuses routed by provider message id
@@ -100,6 +101,8 @@ export type ProviderEvent =
       mids: string[];
       occurredAt: number;
     }
+  /** A WhatsApp template's status or category changed (src/core/whatsapp-templates.ts). */
+  | { type: 'template'; key: string; change: TemplateChange }
   /** Nothing to apply (an echo of our own send, an unsupported type); kept for the log. */
   | { type: 'note'; note: string };
 
@@ -142,7 +145,9 @@ export function applyProviderEvents(ctx: CoreCtx, events: ProviderEvent[], opts:
           ? inbound(ctx, ev, opts)
           : ev.type === 'unsend'
             ? unsend(ctx, ev, opts)
-            : watermark(ctx, ev, opts);
+            : ev.type === 'template'
+              ? template(ctx, ev, opts)
+              : watermark(ctx, ev, opts);
     if ('waiting' in step) {
       out.waiting.push(step.waiting);
       continue;
@@ -448,4 +453,13 @@ function watermark(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'watermark' 
   );
   for (const m of rows) advance(m);
   return inFlight ? later : { ok: true };
+}
+
+function template(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'template' }>, opts: ApplyOptions): Step {
+  const r = applyTemplateChange(ctx, ev.change, (id) => opts.trusted(id));
+  if ('unroutable' in r) return r;
+  const c = ev.change;
+  return r.updated > 0
+    ? { ok: true }
+    : { ignored: `template ${c.name ?? c.metaId} (${c.language ?? '?'}): a newer state is already recorded` };
 }

@@ -30,10 +30,48 @@ function values(p: WaPayload): any[] {
   const out: any[] = [];
   for (const e of p.entry) {
     for (const c of Array.isArray(e?.changes) ? e.changes : []) {
-      if (isObject(c?.value)) out.push({ field: c.field, value: c.value });
+      if (isObject(c?.value)) out.push({ field: c.field, value: c.value, waba: str(e?.id), time: e?.time });
     }
   }
   return out;
+}
+
+const TEMPLATE_FIELDS = new Set(['message_template_status_update', 'template_category_update']);
+
+/**
+ * A template's status or category changed at Meta: entry.id is the WABA. A status event names
+ * the template's category too; a category change names the new one (announced before it takes
+ * effect, then again when it has: either way the category Meta now uses or is about to).
+ */
+function templateEvent(
+  field: string,
+  value: Record<string, any>,
+  waba: string | undefined,
+  time: unknown,
+  receivedAt: number,
+): ProviderEvent {
+  const metaId = str(value.message_template_id) ?? null;
+  const name = str(value.message_template_name) ?? null;
+  const language = str(value.message_template_language) ?? null;
+  const status = field === 'message_template_status_update' ? str(value.event) : undefined;
+  const category =
+    field === 'template_category_update' ? str(value.new_category) : str(value.message_template_category);
+  if (!waba || (!metaId && !(name && language)) || (!status && !category))
+    return note(`WhatsApp ${field} without a WABA id, template or change`);
+  const at = fromSeconds(time, receivedAt);
+  return {
+    type: 'template',
+    key: `whatsapp:${field}:${waba}:${metaId ?? `${name}:${language}`}:${status ?? ''}:${category ?? ''}:${at}`,
+    change: {
+      account: { kind: 'whatsapp_cloud', setting: 'waba_id', value: waba },
+      metaId,
+      name,
+      language,
+      status,
+      category,
+      at,
+    },
+  };
 }
 
 function errorOf(errors: unknown): { code: string | null; message: string | null } {
@@ -195,7 +233,11 @@ export function whatsappContent(m: Record<string, any>): MessageContent {
 
 function events(p: WaPayload, receivedAt: number): ProviderEvent[] {
   const out: ProviderEvent[] = [];
-  for (const { field, value } of values(p)) {
+  for (const { field, value, waba, time } of values(p)) {
+    if (TEMPLATE_FIELDS.has(field)) {
+      out.push(templateEvent(field, value, waba, time, receivedAt));
+      continue;
+    }
     if (field !== 'messages') {
       out.push(note(`WhatsApp webhook field "${field}" is not handled`));
       continue;

@@ -2,6 +2,7 @@ import type { CoreCtx } from '../../core/context.js';
 import type { WebhookLogRow } from '../../core/webhook-log.js';
 import { messageIdByProviderId, messageStatusByProviderId, messageStatusOf } from '../../core/message-reads.js';
 import { parseStoredWebhook } from '../../providers/webhooks.js';
+import type { TemplateChange } from '../../core/whatsapp-templates.js';
 
 // What a stored webhook says, in msgd's terms, for the tail's detail pane: each event parsed
 // from the stored body as processing parses it, with the message a status names and where
@@ -22,6 +23,7 @@ export function describeEvents(ctx: CoreCtx, row: WebhookLogRow): string[] {
       return `inbound message from ${ev.from}${ev.providerMessageId ? ` (${ev.providerMessageId})` : ''}`;
     if (ev.type === 'watermark') return `${ev.status} up to a watermark, for ${ev.contact}`;
     if (ev.type === 'unsend') return `${ev.from} unsent ${ev.providerMessageId}`;
+    if (ev.type === 'template') return templateWords(ev.change);
     if (ev.type !== 'status') return ev.note;
     const ref = ev.ref.messageId ?? ev.ref.providerMessageId ?? '?';
     const m =
@@ -64,6 +66,7 @@ export function eventNote(ctx: CoreCtx, row: WebhookLogRow): { short: string; fu
       const m = messageIdByProviderId(ctx, ev.providerMessageId);
       return [`unsent ${shortId(m ?? ev.providerMessageId)}`, `unsent ${m ?? ''} ${ev.providerMessageId} ${ev.from}`];
     }
+    if (ev.type === 'template') return [templateWords(ev.change), templateWords(ev.change)];
     if (ev.type !== 'status') return [ev.note, ev.note];
     const what = ev.status ?? ev.providerStatus;
     const m =
@@ -75,4 +78,9 @@ export function eventNote(ctx: CoreCtx, row: WebhookLogRow): { short: string; fu
   });
   const more = events.length > 2 ? ` +${events.length - 2} more` : '';
   return { short: words.map((w) => w[0]).join(', ') + more, full: words.map((w) => w[1]).join(', ') + more };
+}
+
+function templateWords(c: TemplateChange): string {
+  const what = [c.status, c.category].filter(Boolean).join(', ');
+  return `template ${c.name ?? c.metaId ?? '?'} ${c.language ?? ''} ${what}`.replace(/\s+/g, ' ');
 }
