@@ -88,6 +88,8 @@ export interface CreateOutboundInput {
   to: string;
   content: MessageContent;
   price: number;
+  /** Why the price is what it is, in the ledger (a WhatsApp template's category). */
+  priceNote?: string;
   segments: number;
   actor: string;
   /** Partner's low-balance threshold in micro-units (null: none). */
@@ -103,7 +105,7 @@ export interface CreateOutboundInput {
  */
 export function createOutbound(ctx: CoreCtx, input: CreateOutboundInput): MessageRow {
   const id = newId('msg');
-  const after = debit(ctx, input.partnerId, input.price, id, 'send');
+  const after = debit(ctx, input.partnerId, input.price, id, 'send', input.priceNote ?? null);
   const before = after + input.price;
   const contactId = contactIdFor(ctx, input.partnerId, input.channel.type, input.to);
   const conv = touchConversation(ctx, input.partnerId, contactId, input.channel.type, input.channel.id);

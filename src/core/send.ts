@@ -13,6 +13,7 @@ import { debitRefusal, refuseIfExhausted } from './ledger.js';
 import { pickPrice, quote, type PriceCandidate, type Quote } from './prices.js';
 import type { AuthPrincipal } from './tokens.js';
 import { SettingsCache } from './settings-version.js';
+import { checkTemplate } from './whatsapp-templates.js';
 
 // Accepting a message is the money rule made code: price it, then in ONE transaction check
 // funds, debit, write the message (queued) and its dispatch job. No provider is called
@@ -25,6 +26,8 @@ export interface Preflight {
   partner: { lowBalanceThreshold: number | null };
   /** The partner's unit price on this channel's primary gateway (pickPrice's precedence). */
   unitPrice: number;
+  /** A WhatsApp template send checked against the catalogue: checked again in the accept transaction. */
+  template?: { check: { name: string; language: string; components?: unknown[] }; note: string };
 }
 
 type Channel = Row<typeof channels>;
@@ -258,6 +261,8 @@ export async function accept(
       const hit = findIdempotent(ctx, partnerId, input.idempotency, input.idempotencyTtlMs);
       if (hit) return { kind: 'replay' as const, ...hit };
     }
+    // A status webhook (PAUSED, DISABLED) committed since the check refuses it here, before the debit.
+    if (input.preflight.template) checkTemplate(ctx, input.preflight.channel.gatewayId, input.preflight.template.check);
     const message = createOutbound(ctx, {
       partnerId,
       channel: input.preflight.channel,
@@ -265,6 +270,7 @@ export async function accept(
       content: input.content,
       price: q.total,
       segments: q.segments,
+      priceNote: input.preflight.template?.note,
       actor: `token:${input.principal.tokenId}`,
       lowBalanceThreshold: input.preflight.partner.lowBalanceThreshold ?? deps.defaultLowBalance,
       sendAt: input.sendAt,

@@ -16,6 +16,7 @@ const STATUS: Record<string, number> = {
   invalid_json: 400,
   unknown_payload: 400,
   outside_customer_service_window: 400,
+  template_invalid: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,

@@ -9,6 +9,7 @@ import { parseSendAt } from '../core/scheduled.js';
 import { accept, canonicalHash, findIdempotent, fundsCheck, preflight, sendCost } from '../core/send.js';
 import { iso } from '../lib/time.js';
 import { moneyJson } from '../lib/money.js';
+import { templatePreflight } from '../core/whatsapp-template-send.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
 import { statusFor } from './errors.js';
@@ -118,8 +119,10 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
   }
   const p = planned!.value!;
   if (!pre) throw new AppError('invalid_request', 'the request names no channel');
+  let priced = pre;
   try {
     refuseOutsideWindow(rt.ctx, principal.partnerId, pre.channel, p.to, p.content, p.sendAt);
+    priced = templatePreflight(rt.ctx, principal.partnerId, pre, p.to, p.content);
   } catch (e) {
     // A 400 like the payload's: exhausted funds (402) still come first.
     fundsCheck(rt.ctx, principal);
@@ -127,7 +130,7 @@ export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: Fastif
   }
   const result = await accept(rt.acceptDeps, {
     principal,
-    preflight: pre,
+    preflight: priced,
     to: p.to,
     content: p.content,
     priceText: p.priceText,

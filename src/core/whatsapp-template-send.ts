@@ -1,0 +1,42 @@
+import { stmt } from '../db/stmt.js';
+import type { CoreCtx } from './context.js';
+import { windowOpen } from './customer-window.js';
+import type { MessageContent } from './message-content.js';
+import type { Preflight } from './send.js';
+import { checkTemplate } from './whatsapp-templates.js';
+
+// A WhatsApp template send, checked against the gateway's catalogue and priced by the
+// template's current category. Called after the payload is valid and before the price.
+//
+// Price precedence (docs/operations.md "Prices"): the partner's price for the category, the
+// default price for the category, the partner's WhatsApp price, the default WhatsApp price.
+// A utility template inside an open customer-service window is free, as Meta charges it.
+
+const CATEGORY_PRICE_SQL = `SELECT amount FROM prices WHERE channel_type = 'whatsapp' AND category = ? AND partner_id IN (?, '')
+   ORDER BY partner_id = '' LIMIT 1`;
+
+/** The preflight a template send is accepted with: unchanged for anything else or an unsynced catalogue. */
+export function templatePreflight(
+  ctx: CoreCtx,
+  partnerId: string,
+  pre: Preflight,
+  to: string,
+  content: MessageContent,
+): Preflight {
+  if (content.kind !== 'template' || pre.channel.type !== 'whatsapp') return pre;
+  const row = checkTemplate(ctx, pre.channel.gatewayId, content.template);
+  if (!row) return pre;
+  const own = stmt<[string, string], { amount: number }>(ctx.db.sqlite, CATEGORY_PRICE_SQL).get(
+    row.category,
+    partnerId,
+  );
+  const free = row.category === 'utility' && windowOpen(ctx, partnerId, pre.channel, to, ctx.now());
+  return {
+    ...pre,
+    unitPrice: free ? 0 : (own?.amount ?? pre.unitPrice),
+    template: {
+      check: content.template,
+      note: `whatsapp template ${row.name} (${row.language}), ${row.category}${free ? ', free inside the customer-service window' : ''}`,
+    },
+  };
+}
