@@ -19,6 +19,7 @@ export const SCOPES = [
   'contacts:write',
   'webhooks:manage',
   'channels:read',
+  'templates:read',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

@@ -228,6 +228,25 @@ export function listTemplates(
   ).all(...args);
 }
 
+/** The templates of the gateway behind the partner's active WhatsApp channel. */
+export function partnerTemplates(
+  ctx: CoreCtx,
+  partnerId: string,
+  f: TemplateFilter,
+  opts: { after?: string; limit?: number } = {},
+): TemplateRow[] {
+  const gws = stmt<[string], { gateway_id: string }>(
+    ctx.db.sqlite,
+    "SELECT gateway_id FROM channels WHERE partner_id = ? AND type = 'whatsapp' AND status = 'active'",
+  ).all(partnerId);
+  return listTemplates(
+    ctx,
+    gws.map((g) => g.gateway_id),
+    f,
+    opts,
+  );
+}
+
 export function templateJson(t: TemplateRow) {
   const spec = JSON.parse(t.spec) as TemplateSpec;
   return {

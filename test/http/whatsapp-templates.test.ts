@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { setPrice } from '../../src/core/prices.js';
 import { accept, preflight } from '../../src/core/send.js';
 import { templatePreflight } from '../../src/core/whatsapp-template-send.js';
+import { pageOf, templateOut } from '../../src/http/schemas/v1.js';
 import { syncGatewayTemplates } from '../../src/jobs/template-sync.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startGraphFake, type GraphFake, type MetaTemplate } from '../fakes/graph.js';
@@ -694,6 +695,67 @@ describe('price per template category', () => {
       ).status,
     ).toBe(200);
     expect(before - balance()).toBe(80_000);
+  });
+});
+
+describe('GET /v1/templates', () => {
+  beforeAll(async () => {
+    await sync();
+  });
+  const get = async (query: string, token = p.token) => {
+    const res = await fetch(`${s.url}/v1/templates${query}`, { headers: { authorization: `Bearer ${token}` } });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+
+  it('lists what the partner may send, filtered, in the documented shape', async () => {
+    const r = await get('?name=order_update&language=en_US');
+    expect(r.status).toBe(200);
+    expect(() => pageOf(templateOut).parse(r.body)).not.toThrow();
+    expect(r.body.data).toHaveLength(1);
+    expect(r.body.data[0]).toMatchObject({
+      name: 'order_update',
+      language: 'en_US',
+      status: 'APPROVED',
+      category: 'utility',
+      parameter_format: 'positional',
+      parameters: {
+        header: { kind: 'media', type: 'image' },
+        body: ['1', '2'],
+        buttons: [{ index: 0, type: 'url', params: 1 }],
+        checked: true,
+      },
+    });
+    const paused = await get('?status=paused');
+    expect(paused.body.data.map((t: any) => t.name)).toEqual(['new_arrivals']);
+    const auth = await get('?category=AUTHENTICATION');
+    expect(auth.body.data.map((t: any) => t.name)).toEqual(['otp_code']);
+  });
+
+  it('pages with cursors, without gaps or repeats', async () => {
+    const seen: string[] = [];
+    let cursor: string | null = '';
+    for (let i = 0; cursor !== null && i < 20; i++) {
+      const r = await get(`?category=marketing&limit=50${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(r.status).toBe(200);
+      seen.push(...r.body.data.map((t: any) => t.id));
+      cursor = r.body.next_cursor;
+    }
+    expect(cursor).toBeNull();
+    expect(new Set(seen).size).toBe(seen.length);
+    const all = s.ctx.db.sqlite
+      .prepare("SELECT COUNT(*) AS n FROM whatsapp_templates WHERE gateway_id = ? AND category = 'marketing'")
+      .get(gatewayId) as { n: number };
+    expect(seen).toHaveLength(all.n);
+  });
+
+  it('needs templates:read, and shows another partner none of these', async () => {
+    const other = setupPartner(s.ctx, { scopes: 'channels:read' });
+    const r = await get('', other.token);
+    expect(r.status).toBe(403);
+    expect(r.body.error.code).toBe('insufficient_scope');
+    const reader = setupPartner(s.ctx, { scopes: 'templates:read' });
+    expect((await get('', reader.token)).body).toEqual({ data: [], next_cursor: null });
+    expect((await get('?category=promotional')).status).toBe(400);
   });
 });
 

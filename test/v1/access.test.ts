@@ -46,6 +46,7 @@ const ROUTES: Route[] = [
   { method: 'POST', path: (i) => `/v1/webhooks/${i.whe}/test`, scope: 'webhooks:manage', idKind: 'whe' },
   { method: 'DELETE', path: (i) => `/v1/webhooks/${i.whe2}`, scope: 'webhooks:manage', idKind: 'whe' },
   { method: 'GET', path: () => '/v1/channels', scope: 'channels:read' },
+  { method: 'GET', path: () => '/v1/templates', scope: 'templates:read' },
   { method: 'GET', path: () => '/v1/messages', scope: 'messages:read' },
 ];
 

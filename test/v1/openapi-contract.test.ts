@@ -213,6 +213,8 @@ describe('real responses are the documented ones', () => {
       ['POST', `/v1/webhooks/${hook.body.id}/test`, '/v1/webhooks/{id}/test', { token }],
       ['DELETE', `/v1/webhooks/${hook.body.id}`, '/v1/webhooks/{id}', { token }],
       ['GET', '/v1/channels', '/v1/channels', { token }],
+      ['GET', '/v1/templates?category=utility&status=approved', '/v1/templates', { token }],
+      ['GET', '/v1/templates?category=promotional', '/v1/templates', { token }],
     ];
     expectDocumented('POST', '/v1/webhooks', hook);
     for (const [method, path, template, opts] of cases)

@@ -37,6 +37,7 @@ const OPERATIONS = [
   'post /v1/webhooks/{id}/rotate-secret',
   'post /v1/webhooks/{id}/test',
   'get /v1/channels',
+  'get /v1/templates',
 ];
 
 function resolve(schema: any): any {

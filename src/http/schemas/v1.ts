@@ -429,3 +429,54 @@ export const errorOut = z
     }),
   })
   .meta({ id: 'Error' });
+
+// --- templates ---------------------------------------------------------------------------
+
+export const templatesQuery = z.object({
+  limit,
+  cursor,
+  name: z.string().min(1).max(512).optional().describe('an exact template name'),
+  language: z.string().min(2).max(16).optional().describe('an exact language code, e.g. en_US'),
+  status: z
+    .string()
+    .min(1)
+    .max(32)
+    .optional()
+    .describe("Meta's status: APPROVED, PENDING, REJECTED, PAUSED, DISABLED, ... (case-insensitive)"),
+  category: z
+    .enum(['marketing', 'utility', 'authentication', 'MARKETING', 'UTILITY', 'AUTHENTICATION'])
+    .optional()
+    .describe('marketing, utility or authentication'),
+});
+
+export const templateOut = z
+  .object({
+    id: id('tpl'),
+    name: z.string(),
+    language: z.string().describe("Meta's language code, e.g. en_US"),
+    status: z.string().describe('only APPROVED templates can be sent; others are refused with 400 template_invalid'),
+    category: z.string().describe('marketing, utility or authentication: the price of a send follows it'),
+    parameter_format: z.enum(['positional', 'named']),
+    parameters: z
+      .object({
+        header: z
+          .union([
+            z.object({ kind: z.literal('text'), params: z.array(z.string()) }),
+            z.object({ kind: z.literal('media'), type: z.string() }),
+          ])
+          .nullable()
+          .describe('what the header takes: a text parameter per variable, or one image/video/document/location'),
+        body: z.array(z.string()).describe('the body variables in order: "1", "2", ... or their names'),
+        buttons: z
+          .array(z.object({ index: z.number().int(), type: z.string(), params: z.number().int() }))
+          .describe('the buttons that take a parameter, by index'),
+        checked: z.boolean().describe('false: msgd does not model these components, so Meta checks the parameters'),
+      })
+      .describe('the parameters a send must give, as msgd checks them'),
+    components: z.array(z.unknown()).describe("the components as Meta's catalogue lists them"),
+    synced_at: isoTime
+      .nullable()
+      .describe('when the catalogue was last read from Meta; null: known from a webhook only'),
+    updated_at: isoTime,
+  })
+  .meta({ id: 'Template' });

@@ -26,6 +26,7 @@ const SCOPE_HELP: Record<string, string> = {
   'contacts:write': 'create and update contacts',
   'webhooks:manage': 'manage webhook endpoints',
   'channels:read': 'read channels',
+  'templates:read': 'read WhatsApp templates',
 };
 
 export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {

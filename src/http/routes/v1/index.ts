@@ -12,6 +12,7 @@ import { contactRoutes } from './contacts.js';
 import { conversationRoutes } from './conversations.js';
 import { messageRoutes } from './messages.js';
 import { openapiRoutes } from './openapi.js';
+import { templateRoutes } from './templates.js';
 import { webhookRoutes } from './webhooks.js';
 
 // The resource API, registered under /v1. Order inside every request: rate limit (per token,
@@ -70,7 +71,7 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'a msgd API token (msgd_live_…)' },
         },
       },
-      tags: ['messages', 'conversations', 'contacts', 'webhooks', 'channels'].map((name) => ({ name })),
+      tags: ['messages', 'conversations', 'contacts', 'webhooks', 'channels', 'templates'].map((name) => ({ name })),
     },
     transform: jsonSchemaTransform,
     transformObject: jsonSchemaTransformObject,
@@ -100,6 +101,7 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
   await app.register(contactRoutes, { rt });
   await app.register(webhookRoutes, { rt });
   await app.register(channelRoutes, { rt });
+  await app.register(templateRoutes, { rt });
   await app.register(openapiRoutes, { rt, root: app });
 };
 

@@ -127,7 +127,8 @@ const LEGACY: [path: string, operationId: string, summary: string, body: z.ZodTy
 
 function legacyPaths(): Doc {
   const errors: Record<string, string> = {
-    '400': 'invalid_request, invalid_json or outside_customer_service_window; details list every field problem',
+    '400':
+      'invalid_request, invalid_json, outside_customer_service_window or template_invalid (a WhatsApp template the catalogue refuses); details list every field problem',
     '401': 'missing or invalid bearer token',
     '402': 'insufficient_balance',
     '403': 'partner_suspended, insufficient_scope (messages:send) or channel_not_assigned',
@@ -144,7 +145,8 @@ function legacyPaths(): Doc {
         summary,
         description:
           'Scope messages:send. Checks in this order: 401, 403 (suspended, scope, channel), 402 when balance and credit ' +
-          'are exhausted, 400 invalid payload, 400 outside_customer_service_window (WhatsApp, Messenger, Instagram), 402 ' +
+          'are exhausted, 400 invalid payload, 400 outside_customer_service_window (WhatsApp, Messenger, Instagram), ' +
+          '400 template_invalid (a WhatsApp template not APPROVED in the catalogue or whose parameters do not fit), 402 ' +
           'when this message costs more than is left. Honours Idempotency-Key. See docs/send-api.md.',
         security: [{ bearerAuth: [] }],
         parameters: [
