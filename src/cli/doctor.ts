@@ -19,6 +19,7 @@ import { configFor, coreCtxOf, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
 import { examples } from './help.js';
 import { count, money, table, type Result } from './output.js';
+import { templateSync } from '../core/whatsapp-templates.js';
 
 type Status = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -148,10 +149,37 @@ function schemaChecks(ctx: CoreCtx): Check[] {
     });
   }
 
+  // A WhatsApp sender whose template catalogue was never read: its template sends are not
+  // checked before the debit, and Meta refuses a wrong one only after it.
+  const unsynced = gateways
+    .filter((g) => g.kind === 'whatsapp_cloud' && g.status === 'active')
+    .map((g) => ({ g, sync: templateSync(ctx, g.id) }))
+    .filter(({ sync }) => !sync?.synced_at);
+  if (unsynced.length) {
+    checks.push({
+      name: 'whatsapp templates',
+      status: 'warn',
+      message: `${unsynced
+        .map(({ g, sync }) =>
+          !g.settings.waba_id
+            ? `${g.name} has no waba_id`
+            : `${g.name}'s catalogue was never read${sync?.error ? ` (${sync.error})` : ''}`,
+        )
+        .join(
+          '; ',
+        )}: template sends through it are not checked before the debit (msgctl gateway update <gateway> --set waba_id=<id>, then msgctl gateway templates sync <gateway>)`,
+    });
+  }
+
   const channels = listChannels(ctx);
   const slugs = new Map(listPartners(ctx).map((p) => [p.id, p.slug]));
-  // A price for the channel's gateway (with or without the partner) covers it too.
-  const priced = new Set(listPrices(ctx).map((p) => `${p.channel_type}/${p.partner_id}/${p.gateway_id}`));
+  // A price for the channel's gateway (with or without the partner) covers it too; a price per
+  // template category covers only templates.
+  const priced = new Set(
+    listPrices(ctx)
+      .filter((p) => p.category === '')
+      .map((p) => `${p.channel_type}/${p.partner_id}/${p.gateway_id}`),
+  );
   const free = channels.filter(
     (c) =>
       ![`${c.partner_id}/`, '/', `${c.partner_id}/${c.gateway_id}`, `/${c.gateway_id}`].some((k) =>

@@ -20,6 +20,7 @@ import { withCli, type Cli } from './context.js';
 import { confirm, YES_FLAG } from './confirm.js';
 import { UsageError } from './errors.js';
 import { SECRET_HINT, collectSecrets, settingsFromFlags } from './gateway-input.js';
+import { registerGatewayTemplates } from './gateway-templates.js';
 import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
 
@@ -236,7 +237,7 @@ export function registerGateway(program: Command) {
       `\nKinds:\n${KINDS_HELP}\n` +
         examples(
           'echo "$AUTH_TOKEN" | msgctl gateway add twilio --name twilio-main --set account_sid=AC123 --secret-stdin auth_token',
-          'msgctl gateway add whatsapp_cloud --name wa --set phone_number_id=1234567890 --secret-env access_token=WA_TOKEN --secret-env app_secret=WA_APP_SECRET',
+          'msgctl gateway add whatsapp_cloud --name wa --set phone_number_id=1234567890 --set waba_id=102290129340398 --secret-env access_token=WA_TOKEN --secret-env app_secret=WA_APP_SECRET',
           'msgctl gateway add meta_instagram --name ig --set ig_account_id=17841400000000001 --secret-env access_token=IG_TOKEN   # Instagram Login: graph.instagram.com',
           'msgctl gateway add meta_instagram --name ig-page --set ig_account_id=17841400000000001 --set page_id=682498302938465 --secret-env access_token=PAGE_TOKEN   # Facebook Login: via the page',
           'msgctl gateway add smtp --name relay --set host=smtp.example.com --set port=587 --set user=mailer --secret-env password=SMTP_PASSWORD',
@@ -281,6 +282,8 @@ export function registerGateway(program: Command) {
       ),
     )
     .action(withCli(update));
+
+  registerGatewayTemplates(gateway);
 
   gateway
     .command('remove')

@@ -24,6 +24,7 @@ const per = (channel: string) => (channel === 'sms' ? 'per segment' : 'per messa
 interface Scope {
   partner?: string;
   gateway?: string;
+  category?: string;
 }
 
 function listRow(cli: Cli, p: Price): PriceListRow {
@@ -46,10 +47,22 @@ function set(cli: Cli, channel: string, amount: string, opts: Scope): Result {
   const micro = moneyArg(amount, 'non-negative', 'a price');
   const p = setPrice(
     cli.ctx,
-    { channel: type, amount: micro, partner: opts.partner, gateway: opts.gateway },
+    { channel: type, amount: micro, partner: opts.partner, gateway: opts.gateway, category: opts.category },
     cli.actor,
   );
   const row = listRow(cli, p);
+  if (p.category) {
+    const currency = currencyOf(cli, row);
+    return {
+      json: json(row, currency),
+      text: lines(
+        `${p.category} ${p.channel_type} templates now cost ${money(p.amount, currency)} per message ${row.partner_slug ? `for ${row.partner_slug}` : "by default, in each partner's currency"}, before any other WhatsApp price.`,
+        p.category === 'utility'
+          ? 'Utility templates sent while the customer-service window is open are free, as Meta charges them.'
+          : null,
+      ),
+    };
+  }
   const currency = currencyOf(cli, row);
   const whom =
     row.partner_slug && row.gateway_name
@@ -73,12 +86,13 @@ function set(cli: Cli, channel: string, amount: string, opts: Scope): Result {
 function unset(cli: Cli, channel: string, opts: Scope): Result {
   const p = unsetPrice(
     cli.ctx,
-    { channel: channelTypeArg(channel), partner: opts.partner, gateway: opts.gateway },
+    { channel: channelTypeArg(channel), partner: opts.partner, gateway: opts.gateway, category: opts.category },
     cli.actor,
   );
   const row = listRow(cli, p);
-  const text =
-    row.partner_slug || row.gateway_name
+  const text = p.category
+    ? `Removed the ${p.category} template price${row.partner_slug ? ` of ${row.partner_slug}` : ''}; the next price in precedence applies again.`
+    : row.partner_slug || row.gateway_name
       ? `Removed the ${p.channel_type} price ${appliesTo(row)}; the next price in precedence applies again.`
       : `Removed the default ${p.channel_type} price; partners without an override now send ${p.channel_type} for free.`;
   return { json: { removed: json(row, currencyOf(cli, row)) }, text };
@@ -93,7 +107,7 @@ function list(cli: Cli, opts: { partner?: string }): Result {
         ['channel', 'applies to', 'amount', 'per', 'updated'],
         rows.map((r) => [
           r.channel_type,
-          appliesTo(r),
+          r.category ? `${appliesTo(r)}, ${r.category} templates` : appliesTo(r),
           money(r.amount, cur(r)),
           per(r.channel_type).slice(4),
           when(r.updated_at),
@@ -108,7 +122,7 @@ export function registerPrice(program: Command) {
   const price = program
     .command('price')
     .description(
-      'prices per channel type, with per-gateway and per-partner overrides (partner+gateway, gateway, partner, default)',
+      'prices per channel type, with per-template-category, per-gateway and per-partner overrides (partner+category, category, partner+gateway, gateway, partner, default)',
     );
 
   price
@@ -118,6 +132,10 @@ export function registerPrice(program: Command) {
     .argument('<amount>', 'decimal amount, up to 6 decimals, e.g. 0.0075')
     .option('--partner <partner>', "override for one partner (in that partner's currency)")
     .option('--gateway <gateway>', 'the price of messages sent through this gateway (a route of its own)')
+    .option(
+      '--category <category>',
+      'WhatsApp templates of this Meta category only: marketing, utility or authentication (on every gateway; before the other prices)',
+    )
     .addHelpText(
       'after',
       examples(
@@ -125,8 +143,10 @@ export function registerPrice(program: Command) {
         'msgctl price set whatsapp 0.02 --partner acme',
         'msgctl price set sms 0.0090 --gateway tw-backup',
         'msgctl price set sms 0.0080 --gateway tw-backup --partner acme',
+        'msgctl price set whatsapp 0.025 --category marketing',
+        'msgctl price set whatsapp 0.004 --category utility --partner acme',
       ) +
-        "\nWhich price a message pays: the partner's price for the gateway that sends it, else that gateway's price, else the partner's price, else the default.",
+        "\nWhich price a message pays: for a WhatsApp template, the partner's price for its category, else the category's price; then the partner's price for the gateway that sends it, else that gateway's price, else the partner's price, else the default.",
     )
     .action(withCli(set));
 
@@ -136,9 +156,14 @@ export function registerPrice(program: Command) {
     .argument('<channel>', CHANNEL_TYPES.join(', '))
     .option('--partner <partner>', 'remove the override of this partner')
     .option('--gateway <gateway>', 'remove the price of this gateway')
+    .option('--category <category>', 'remove the price of this WhatsApp template category')
     .addHelpText(
       'after',
-      examples('msgctl price unset whatsapp --partner acme', 'msgctl price unset sms --gateway tw-backup'),
+      examples(
+        'msgctl price unset whatsapp --partner acme',
+        'msgctl price unset sms --gateway tw-backup',
+        'msgctl price unset whatsapp --category marketing',
+      ),
     )
     .action(withCli(unset));
 
