@@ -21,10 +21,11 @@ export const ROLES = ['admin', 'developer', 'billing'] as const;
 export type Role = (typeof ROLES)[number];
 
 /** What each role may see and do in the console. */
-export type Area = 'overview' | 'messages' | 'conversations' | 'tokens' | 'webhooks' | 'channels' | 'ledger' | 'users';
+export type Area =
+  'overview' | 'messages' | 'conversations' | 'tokens' | 'webhooks' | 'channels' | 'templates' | 'ledger' | 'users';
 const AREAS: Record<Role, readonly Area[]> = {
-  admin: ['overview', 'messages', 'conversations', 'tokens', 'webhooks', 'channels', 'ledger', 'users'],
-  developer: ['overview', 'messages', 'conversations', 'tokens', 'webhooks', 'channels'],
+  admin: ['overview', 'messages', 'conversations', 'tokens', 'webhooks', 'channels', 'templates', 'ledger', 'users'],
+  developer: ['overview', 'messages', 'conversations', 'tokens', 'webhooks', 'channels', 'templates'],
   billing: ['overview', 'ledger'],
 };
 

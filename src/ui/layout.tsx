@@ -16,6 +16,7 @@ const NAV: [Area, string, string][] = [
   ['tokens', 'API tokens', '/ui/tokens'],
   ['ledger', 'Ledger', '/ui/ledger'],
   ['channels', 'Channels', '/ui/channels'],
+  ['templates', 'Templates', '/ui/templates'],
   ['users', 'Users', '/ui/users'],
 ];
 

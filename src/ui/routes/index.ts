@@ -6,6 +6,7 @@ import { ledgerRoutes } from './ledger.js';
 import { messageRoutes } from './messages.js';
 import { overviewRoutes } from './overview.js';
 import { partnerRoutes } from './partners.js';
+import { templateRoutes } from './templates.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
 import { webhookRoutes } from './webhooks.js';
@@ -20,6 +21,7 @@ export const consoleRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     tokenRoutes,
     ledgerRoutes,
     channelRoutes,
+    templateRoutes,
     userRoutes,
     partnerRoutes,
   ])
