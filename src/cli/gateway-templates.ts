@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
-import { Agent } from 'undici';
 import { getGateway } from '../core/gateways.js';
 import { listTemplates, templateJson, templateSync, type TemplateSpec } from '../core/whatsapp-templates.js';
 import { AppError } from '../lib/errors.js';
-import { syncGatewayTemplates } from '../jobs/template-sync.js';
+import { syncGatewayTemplatesOnce } from '../jobs/template-sync.js';
 import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { lines, table, when, type Result } from './output.js';
@@ -12,21 +11,16 @@ import { lines, table, when, type Result } from './output.js';
 // demand (msgd also reads it on start and every four hours) and listed as msgd checks sends.
 
 async function sync(cli: Cli, ref: string): Promise<Result> {
-  const dispatcher = new Agent({ connectTimeout: Math.min(cli.config.dispatch.timeoutMs, 10_000) });
-  try {
-    const out = await syncGatewayTemplates({ ctx: cli.ctx, dispatcher, timeoutMs: cli.config.dispatch.timeoutMs }, ref);
-    if ('error' in out)
-      throw new AppError(
-        'provider_error',
-        `could not read the template catalogue of ${out.gateway}: ${out.error}; the last catalogue read stays in force`,
-      );
-    return {
-      json: out,
-      text: `Read ${out.templates} template${out.templates === 1 ? '' : 's'} of ${out.gateway} from Meta; template sends through it are checked against them.`,
-    };
-  } finally {
-    await dispatcher.close();
-  }
+  const out = await syncGatewayTemplatesOnce(cli.ctx, cli.config.dispatch.timeoutMs, ref);
+  if ('error' in out)
+    throw new AppError(
+      'provider_error',
+      `could not read the template catalogue of ${out.gateway}: ${out.error}; the last catalogue read stays in force`,
+    );
+  return {
+    json: out,
+    text: `Read ${out.templates} template${out.templates === 1 ? '' : 's'} of ${out.gateway} from Meta; template sends through it are checked against them.`,
+  };
 }
 
 /** What a send must give, in a few words: "header image, body 2, button 0". */

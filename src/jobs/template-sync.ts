@@ -1,4 +1,4 @@
-import type { Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { CoreCtx } from '../core/context.js';
 import { getGateway } from '../core/gateways.js';
 import { openGateway, openGatewaysOfKind, type GatewayWithSecrets } from '../core/gateway-secrets.js';
@@ -71,4 +71,17 @@ export function templateSyncTask(deps: Omit<TemplateSyncDeps, 'ctx'>): Maintenan
     cron: TEMPLATE_SYNC_CRON,
     run: async (rt) => ({ gateways: await syncAllTemplates({ ...deps, ctx: rt.ctx }) }),
   };
+}
+
+/**
+ * One sync from a process that has no HTTP client of its own (msgctl, the TUI): a connection
+ * pool for this call only, closed after it.
+ */
+export async function syncGatewayTemplatesOnce(ctx: CoreCtx, timeoutMs: number, ref: string): Promise<SyncOutcome> {
+  const dispatcher = new Agent({ connectTimeout: Math.min(timeoutMs, 10_000) });
+  try {
+    return await syncGatewayTemplates({ ctx, dispatcher, timeoutMs }, ref);
+  } finally {
+    await dispatcher.close();
+  }
 }

@@ -49,6 +49,7 @@ export const SCREEN_KEYS: Record<ScreenId, Binding[]> = {
     ['p', 'set a price', 'price'],
     ['P', 'all prices (per channel and partner)', 'prices'],
     ['/', 'filter (type to narrow)', 'filter'],
+    ['t', "read a WhatsApp gateway's templates from Meta now", 'templates'],
   ],
   webhooks: [
     ['Space', 'pause / resume', 'pause'],

@@ -9,6 +9,8 @@ import { circuitText, readCircuits, type Circuit } from '../../core/circuits.js'
 import { addGateway, getGateway, listGateways, updateGateway, type GatewayView } from '../../core/gateways.js';
 import { getPartner, listPartners } from '../../core/partners.js';
 import { listPrices, setPrice, unsetPrice, type PriceListRow } from '../../core/prices.js';
+import { templateSync } from '../../core/whatsapp-templates.js';
+import { syncGatewayTemplatesOnce } from '../../jobs/template-sync.js';
 import { parseMoney } from '../../lib/money.js';
 import {
   FilterLine,
@@ -37,6 +39,16 @@ interface Row {
   circuit: Circuit | undefined;
   /** Messages moved from it to a fallback in the last hour. */
   movedOn: number;
+  /** WhatsApp Cloud: how many templates were read, when, or why not. */
+  templates: string | null;
+}
+
+function templatesLine(ctx: ReturnType<typeof useDeps>['ctx'], g: GatewayView): string | null {
+  if (g.kind !== 'whatsapp_cloud') return null;
+  const s = templateSync(ctx, g.id);
+  if (!s?.synced_at)
+    return `never read${g.settings.waba_id ? '' : ' (no waba_id)'}${s?.error ? `: ${s.error}` : ''} (t reads)`;
+  return `${s.templates}, read ${when(s.synced_at).slice(0, 16)}${s.error ? `; last try failed: ${s.error}` : ''} (t reads)`;
 }
 
 function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
@@ -63,6 +75,7 @@ function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
       errors: (errors.get(g.id) ?? []).sort((a, b) => b.n - a.n),
       circuit: circuits.get(g.id),
       movedOn: movedOn.get(g.id) ?? 0,
+      templates: templatesLine(ctx, g),
     };
   });
 }
@@ -264,6 +277,35 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
     }),
   };
 
+  // Reading Meta's catalogue takes a network call: the screen stays live, the flash says when it is done.
+  const syncing = useRef(false);
+  const syncTemplates = async (g: GatewayView) => {
+    if (g.kind !== 'whatsapp_cloud')
+      return setFlash({
+        ok: false,
+        text: `${g.name} is a ${g.kind} gateway: only WhatsApp Cloud gateways have templates.`,
+      });
+    if (syncing.current) return;
+    syncing.current = true;
+    setFlash({ ok: true, text: `Reading the templates of ${g.name} from Meta…` });
+    try {
+      const out = await syncGatewayTemplatesOnce(ctx, deps.config.dispatch.timeoutMs, g.id);
+      setFlash(
+        'error' in out
+          ? {
+              ok: false,
+              text: `Could not read the templates of ${g.name}: ${out.error}. The last ones read stay in force.`,
+            }
+          : { ok: true, text: `Read ${out.templates} templates of ${g.name} from Meta.` },
+      );
+    } catch (e) {
+      setFlash({ ok: false, text: deps.describeError(e) });
+    } finally {
+      syncing.current = false;
+      list.reload();
+    }
+  };
+
   useKeys(
     (input, key) => {
       if (overlay.isOpen()) return;
@@ -273,6 +315,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
         return;
       }
       if (input === 'P') return setPrices(true);
+      if (input === 't' && cur) return void syncTemplates(cur.g);
       if (filter.handle(input, key)) return;
       const step = steps[input];
       if (step && (input === 'n' || input === 'p' || cur)) return overlay.openFrom(step);
@@ -360,7 +403,10 @@ function GatewayDetail({ row, width }: { row: Row; width: number }) {
       <Text wrap="truncate-end">
         secrets: {g.secret_names.length ? `${g.secret_names.join(', ')} (values never shown)` : 'none'}
       </Text>
-      <Text wrap="truncate-end">serves: {ctx.gatewayKinds.get(g.kind).channels.join(', ')}</Text>
+      <Text wrap="truncate-end">
+        serves: {ctx.gatewayKinds.get(g.kind).channels.join(', ')}
+        {row.templates ? ` · templates: ${row.templates}` : ''}
+      </Text>
       <Text wrap="truncate-end">circuit: {clean(circuitText(row.circuit, deps.ctx.now()))}</Text>
     </Box>
   );
@@ -403,6 +449,7 @@ function PriceTable({
                 ? 'every partner'
                 : 'default (every partner)',
             r.gateway_id ? `through ${r.gateway_name ?? r.gateway_id}` : null,
+            r.category ? `(${r.category} templates)` : null,
           ]
             .filter(Boolean)
             .join(' '),
