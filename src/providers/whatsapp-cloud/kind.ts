@@ -15,7 +15,8 @@ export const whatsappCloudSettings = z
     base_url: url.default('https://graph.facebook.com'),
     api_version: graphVersion.default(GRAPH_API_VERSION),
     phone_number_id: graphId('phone number id'),
-    waba_id: z.string().regex(/^\d+$/).optional(),
+    /** The WhatsApp Business Account: its template catalogue is read and checked against (whatsapp-templates.ts). */
+    waba_id: z.string().regex(/^\d+$/, 'expected the numeric WhatsApp Business Account id').optional(),
     ...customerServiceWindow,
     rate_per_second: rate,
   })
