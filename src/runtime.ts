@@ -159,6 +159,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       committer,
       enqueueDispatch: dispatchEnqueuer(queue),
       defaultLowBalance: defaultLowBalance(config),
+      idempotencyTtlMs: config.idempotency.ttlHours * 3_600_000,
     },
     webhooksOut,
     selfUrl: null,

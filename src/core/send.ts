@@ -7,15 +7,17 @@ import type { GroupCommitter } from '../db/group-commit.js';
 import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent } from './message-content.js';
-import { enforcesWindow } from './customer-window.js';
+import { enforcesWindow, refuseOutsideWindow } from './customer-window.js';
 import { createOutbound, type MessageRow } from './messages.js';
 import { debitRefusal, refuseIfExhausted } from './ledger.js';
 import { pickPrice, quote, type PriceCandidate, type Quote } from './prices.js';
 import type { AuthPrincipal } from './tokens.js';
 import { SettingsCache } from './settings-version.js';
 import { checkTemplate } from './whatsapp-templates.js';
+import { templatePreflight } from './whatsapp-template-send.js';
 
-// Accepting a message is the money rule made code: price it, then in ONE transaction check
+// Sending a message: the send rules in the spec's order (sendMessage, below), then the money
+// rule made code: price it, then in ONE transaction check
 // funds, debit, write the message (queued) and its dispatch job. No provider is called
 // before that commit. Concurrent accepts share a group commit (src/db/group-commit.ts); one that
 // fails takes back only its own writes. The dispatch job is written by the enqueue the caller
@@ -82,7 +84,7 @@ function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): Prefl
  * The 403 that comes before payload validation in the spec's order: the partner has no active
  * channel of this type, or its gateway is disabled. It reads only memory. The 402 for exhausted
  * funds, next in that order, needs the balance, and only a request about to be refused reads it
- * here (fundsCheck, from acceptSend): a valid one meets it in the send transaction, whose debit
+ * here (checkSend): a valid one meets it in the send transaction, whose debit
  * refuses an exhausted partner with the same answer (src/core/ledger.ts). That is one query
  * fewer per send, and the check that counts is the one inside the transaction anyway.
  */
@@ -184,9 +186,17 @@ export interface IdempotencyInput {
   hash: string;
 }
 
-export type AcceptResult =
-  | { kind: 'accepted'; message: MessageRow; quote: Quote; status: number; body: unknown }
-  | { kind: 'replay'; status: number; body: unknown };
+/** What a request came to, as stored for an Idempotency-Key: each surface maps it to its answer's status. */
+export type SendOutcomeKind = Row<typeof idempotencyKeys>['outcome'];
+
+/**
+ * `answer` is what the surface rendered (render, below) for the request that was accepted: core
+ * stores it as an opaque JSON value beside the outcome kind and hands it back unchanged on a
+ * replay, so a retry gets the same bytes from either API without core knowing an HTTP status.
+ */
+export type SendOutcome<A = unknown> =
+  | { kind: 'accepted'; message: MessageRow; quote: Quote; answer: A }
+  | { kind: 'replay'; outcome: SendOutcomeKind; answer: A };
 
 export interface AcceptDeps {
   ctx: CoreCtx;
@@ -195,6 +205,8 @@ export interface AcceptDeps {
   enqueueDispatch: (messageId: string, runAt?: number) => void;
   /** config.billing low-balance default when the partner has none (micro-units). */
   defaultLowBalance: number | null;
+  /** How long an Idempotency-Key answers with its first response (config.idempotency.ttlHours). */
+  idempotencyTtlMs: number;
 }
 
 /** Canonical JSON (sorted keys) so whitespace and key order do not change the request hash. */
@@ -214,13 +226,18 @@ export function canonicalHash(method: string, path: string, body: unknown): stri
     .digest('hex');
 }
 
-type IdemRow = Pick<Row<typeof idempotencyKeys>, 'request_hash' | 'response_status' | 'response_body' | 'created_at'>;
+type IdemRow = Pick<Row<typeof idempotencyKeys>, 'request_hash' | 'outcome' | 'response_body' | 'created_at'>;
 
-/** A stored response for this key, or null; throws if the key was used with another body. */
-export function findIdempotent(ctx: CoreCtx, partnerId: string, idem: IdempotencyInput, ttlMs: number) {
+/** The stored outcome for this key, or null; throws if the key was used with another body. */
+export function findIdempotent(
+  ctx: CoreCtx,
+  partnerId: string,
+  idem: IdempotencyInput,
+  ttlMs: number,
+): Extract<SendOutcome, { kind: 'replay' }> | null {
   const row = stmt<[string, string], IdemRow>(
     ctx.db.sqlite,
-    'SELECT request_hash, response_status, response_body, created_at FROM idempotency_keys WHERE partner_id = ? AND key = ?',
+    'SELECT request_hash, outcome, response_body, created_at FROM idempotency_keys WHERE partner_id = ? AND key = ?',
   ).get(partnerId, idem.key);
   if (!row || row.created_at < ctx.now() - ttlMs) return null;
   if (row.request_hash !== idem.hash) {
@@ -229,61 +246,193 @@ export function findIdempotent(ctx: CoreCtx, partnerId: string, idem: Idempotenc
       'this Idempotency-Key was already used with a different request body; use a new key for a new message',
     );
   }
-  return { status: row.response_status, body: JSON.parse(row.response_body) };
+  return { kind: 'replay', outcome: row.outcome, answer: JSON.parse(row.response_body) };
 }
 
-export async function accept(
-  deps: AcceptDeps,
-  input: {
-    principal: AuthPrincipal;
-    preflight: Preflight;
-    to: string;
-    content: MessageContent;
-    /** The text SMS segments are counted on. */
-    priceText?: string;
-    /** A scheduled send's time (ms): the message waits 'scheduled' until then, debited now. */
-    sendAt?: number;
-    idempotency?: IdempotencyInput;
-    idempotencyTtlMs: number;
-    respond: (m: MessageRow) => { status: number; body: unknown };
-  },
-): Promise<AcceptResult> {
-  const { ctx } = deps;
-  const partnerId = input.principal.partnerId;
-  const q = quote(input.preflight.unitPrice, input.preflight.channel.type, input.priceText);
-  if (input.idempotency) {
-    const hit = findIdempotent(ctx, partnerId, input.idempotency, input.idempotencyTtlMs);
-    if (hit) return { kind: 'replay', ...hit };
+// ---------------------------------------------------------------------------------------------
+// The send rules, in the spec's order. The surface authenticates first (401, and 403 for a
+// suspended partner or a missing scope: src/http/auth.ts), then hands a SendRequest to
+// sendMessage, which runs:
+//   replay      an Idempotency-Key seen before answers with its first outcome (even if the
+//               money has run out since: the first request was the one that paid)
+//   403         channel_not_assigned: no active channel of the type, or its gateway disabled
+//   402         insufficient_balance: balance and credit exhausted (read only for a request
+//               about to be refused; a valid one meets it in the debit)
+//   400         the payload (SendRequest.build), then each SEND_RULES rule in turn
+//   price       the quote
+//   402         insufficient_balance: the message costs more than is left (the debit, inside
+//               the accept transaction)
+// checkSend runs everything up to the price and writes nothing (a quote); accept writes.
+// ---------------------------------------------------------------------------------------------
+
+/** The message a surface built from its payload. */
+export interface SendPlan {
+  to: string;
+  content: MessageContent;
+  /** The text SMS segments are counted on. */
+  priceText?: string;
+  /** A scheduled send's time (ms), from the body's send_at: the message waits 'scheduled' until then, debited now. */
+  sendAt?: number;
+}
+
+/** A send as the surface hands it over, after authentication. */
+export interface SendRequest {
+  principal: AuthPrincipal;
+  /** The channel the request names; null when it names none we know (or the body could not be parsed). */
+  channel: ChannelType | null;
+  /** The channels the surface sends on: with no channel named, 403 unless one of them is assigned. */
+  channels: readonly ChannelType[];
+  /**
+   * Validates the payload and builds the message, throwing the 400 (invalid_request) when it
+   * cannot. Called after the 403 and 402 checks; a surface whose body could not even be parsed
+   * throws that 400 here, so it too waits for them.
+   */
+  build(channel: ChannelType | null): SendPlan;
+  /** Set when the request carries an Idempotency-Key. */
+  idempotency?: IdempotencyInput;
+}
+
+/** A send that passed every rule and is priced: what accept writes, or what a quote shows. */
+export interface CheckedSend {
+  principal: AuthPrincipal;
+  /** With a WhatsApp template's category price and catalogue check, when it is one. */
+  preflight: Preflight;
+  to: string;
+  content: MessageContent;
+  quote: Quote;
+  sendAt?: number;
+}
+
+/** What a rule about the message itself sees. */
+export interface SendRuleInput {
+  partnerId: string;
+  channel: Preflight['channel'];
+  to: string;
+  content: MessageContent;
+  /** When the message will go: a scheduled send's send_at, else now. */
+  sendAt?: number;
+}
+
+/** A rule run after the payload is valid and before the price: throws an AppError to refuse the message. */
+export type SendRule = (ctx: CoreCtx, send: SendRuleInput) => void;
+
+/**
+ * The rules about the message itself, in order, after payload validation and before the price.
+ * A refusal from any of them still comes after exhausted funds (402), as a payload's 400 does.
+ * A new rule (about the recipient, the content) goes here in its place in the order.
+ */
+export const SEND_RULES: readonly SendRule[] = [
+  // 400 outside_customer_service_window: a free-form message to a customer silent for 24 hours.
+  // (at send_at for a scheduled send: the window must still be open then).
+  (ctx, s) => refuseOutsideWindow(ctx, s.partnerId, s.channel, s.to, s.content, s.sendAt),
+];
+
+/**
+ * Every rule up to and including the price, in the spec's order, writing nothing: the 402 for a
+ * message that costs more than is left is decided by the debit when it is written (accept).
+ */
+export function checkSend(ctx: CoreCtx, req: SendRequest): CheckedSend {
+  const { principal } = req;
+  // 403 channel not assigned / gateway disabled; with no channel named, 403 unless one of the
+  // surface's is assigned, then 402 funds exhausted.
+  const pre = req.channel ? preflight(ctx, principal, req.channel) : (fundsCheck(ctx, principal, req.channels), null);
+  // A refusal after this point is a 400, and exhausted funds (402) come before it. Only a request
+  // about to be refused reads the balance for it here; a valid one meets it in the debit.
+  const refuse = (e: unknown): never => {
+    if (pre) refuseIfExhausted(ctx, principal.partnerId);
+    throw e;
+  };
+  let plan: SendPlan;
+  try {
+    plan = req.build(req.channel);
+  } catch (e) {
+    return refuse(e);
   }
-  return deps.committer.run(() => {
-    if (input.idempotency) {
-      // Again inside the transaction: a concurrent request with the same key may have won.
-      const hit = findIdempotent(ctx, partnerId, input.idempotency, input.idempotencyTtlMs);
-      if (hit) return { kind: 'replay' as const, ...hit };
+  if (!pre) throw new AppError('invalid_request', 'the request names no channel');
+  const input: SendRuleInput = {
+    partnerId: principal.partnerId,
+    channel: pre.channel,
+    to: plan.to,
+    content: plan.content,
+    sendAt: plan.sendAt,
+  };
+  let priced: Preflight;
+  try {
+    for (const rule of SEND_RULES) rule(ctx, input);
+    // 400 template_invalid against the WhatsApp catalogue, and the template category's price.
+    priced = templatePreflight(ctx, principal.partnerId, pre, plan.to, plan.content);
+  } catch (e) {
+    return refuse(e);
+  }
+  return {
+    principal,
+    preflight: priced,
+    to: plan.to,
+    content: plan.content,
+    quote: quote(priced.unitPrice, priced.channel.type, plan.priceText),
+    sendAt: plan.sendAt,
+  };
+}
+
+/**
+ * The one way a partner's message is sent: the send rules in order (checkSend), then the money
+ * rule (accept). `render` builds the surface's answer from the accepted message; an
+ * Idempotency-Key stores it and a retry gets it back (kind 'replay'). Refusals are AppErrors
+ * with their codes; the surface maps codes and outcome kinds to its statuses.
+ */
+export async function sendMessage<A>(
+  deps: AcceptDeps,
+  req: SendRequest,
+  render: (m: MessageRow) => A,
+): Promise<SendOutcome<A>> {
+  if (req.idempotency) {
+    const hit = findIdempotent(deps.ctx, req.principal.partnerId, req.idempotency, deps.idempotencyTtlMs);
+    if (hit) return hit as SendOutcome<A>;
+  }
+  return accept(deps, checkSend(deps.ctx, req), { idempotency: req.idempotency, render });
+}
+
+/**
+ * Writes a checked send: in one transaction (shared by concurrent accepts, src/db/group-commit.ts)
+ * the debit, the message (queued), its dispatch job and the Idempotency-Key's stored outcome.
+ */
+export async function accept<A>(
+  deps: AcceptDeps,
+  send: CheckedSend,
+  opts: { idempotency?: IdempotencyInput; render: (m: MessageRow) => A },
+): Promise<SendOutcome<A>> {
+  const { ctx } = deps;
+  const partnerId = send.principal.partnerId;
+  const idem = opts.idempotency;
+  return deps.committer.run((): SendOutcome<A> => {
+    if (idem) {
+      // Inside the transaction: a concurrent request with the same key may have won.
+      const hit = findIdempotent(ctx, partnerId, idem, deps.idempotencyTtlMs);
+      if (hit) return hit as SendOutcome<A>;
     }
     // A status webhook (PAUSED, DISABLED) committed since the check refuses it here, before the debit.
-    if (input.preflight.template) checkTemplate(ctx, input.preflight.channel.gatewayId, input.preflight.template.check);
+    if (send.preflight.template) checkTemplate(ctx, send.preflight.channel.gatewayId, send.preflight.template.check);
     const message = createOutbound(ctx, {
       partnerId,
-      channel: input.preflight.channel,
-      to: input.to,
-      content: input.content,
-      price: q.total,
-      segments: q.segments,
-      priceNote: input.preflight.template?.note,
-      actor: `token:${input.principal.tokenId}`,
-      lowBalanceThreshold: input.preflight.partner.lowBalanceThreshold ?? deps.defaultLowBalance,
-      sendAt: input.sendAt,
+      channel: send.preflight.channel,
+      to: send.to,
+      content: send.content,
+      price: send.quote.total,
+      segments: send.quote.segments,
+      priceNote: send.preflight.template?.note,
+      actor: `token:${send.principal.tokenId}`,
+      lowBalanceThreshold: send.preflight.partner.lowBalanceThreshold ?? deps.defaultLowBalance,
+      sendAt: send.sendAt,
     });
-    deps.enqueueDispatch(message.id, input.sendAt);
-    const res = input.respond(message);
-    if (input.idempotency) {
+    deps.enqueueDispatch(message.id, send.sendAt);
+    const answer = opts.render(message);
+    if (idem) {
       stmt(
         ctx.db.sqlite,
-        `INSERT OR REPLACE INTO idempotency_keys (partner_id, key, request_hash, response_status, response_body, created_at)
+        `INSERT OR REPLACE INTO idempotency_keys (partner_id, key, request_hash, outcome, response_body, created_at)
          VALUES (?, ?, ?, ?, ?, ?)`,
-      ).run(partnerId, input.idempotency.key, input.idempotency.hash, res.status, JSON.stringify(res.body), ctx.now());
+      ).run(partnerId, idem.key, idem.hash, 'accepted', JSON.stringify(answer), ctx.now());
     }
-    return { kind: 'accepted' as const, message, quote: q, ...res };
+    return { kind: 'accepted', message, quote: send.quote, answer };
   });
 }

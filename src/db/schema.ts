@@ -354,7 +354,14 @@ export const idempotencyKeys = sqliteTable(
     key: text('key').notNull(),
     /** Hex SHA-256 of method + path + body: the same key with another body is refused. */
     requestHash: text('request_hash').notNull(),
-    responseStatus: integer('response_status').notNull(),
+    /**
+     * What the request came to, as core names it ('accepted'): each surface maps it to its own
+     * answer's status, so no HTTP status is stored.
+     */
+    outcome: text('outcome', { enum: ['accepted'] })
+      .notNull()
+      .default('accepted'),
+    /** The answer the surface rendered for the first request, replayed as it was. */
     responseBody: text('response_body').notNull(),
     createdAt: integer('created_at').notNull(),
   },

@@ -1,35 +1,33 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { ChannelType } from '../core/context.js';
-import type { MessageContent } from '../core/message-content.js';
 import type { MessageRow } from '../core/messages.js';
 import { AppError, issueDetails } from '../lib/errors.js';
-import { refuseOutsideWindow } from '../core/customer-window.js';
 import { parseSendAt } from '../core/scheduled.js';
-import { accept, canonicalHash, findIdempotent, fundsCheck, preflight, sendCost } from '../core/send.js';
+import {
+  canonicalHash,
+  checkSend,
+  sendCost,
+  sendMessage,
+  type CheckedSend,
+  type SendOutcomeKind,
+  type SendPlan,
+} from '../core/send.js';
+import { debitRefusal } from '../core/ledger.js';
 import { iso } from '../lib/time.js';
 import { moneyJson } from '../lib/money.js';
-import { templatePreflight } from '../core/whatsapp-template-send.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
 import { statusFor } from './errors.js';
 import { parseJsonBody } from './json-body.js';
 import { houseError } from './schemas/house-errors.js';
 
-// The one send path behind both partner APIs (/api/send-*.php and POST /v1/messages): checks
-// in the spec's order — 401 token, 403 suspended/scope/channel, 402 exhausted, 400 payload,
-// 402 price — then the money rule (src/core/send.ts). Each surface supplies only
-// how its body names the channel, how it becomes a message, and the shape of its answer.
+// The HTTP side of the one send path behind both partner APIs (/api/send-*.php and POST
+// /v1/messages): authenticate (401, 403 suspended/scope), read the body, hand the request to
+// core's sendMessage (src/core/send.ts), which runs the rest of the spec's order — 403 channel,
+// 402 exhausted, 400 payload, 402 price — and the money rule, and shape the answer. Each surface
+// supplies only how its body names the channel, how it becomes a message, and its answer's body.
 // The body arrives as bytes (src/http/json-body.ts) so even malformed JSON meets the checks in order.
-
-export interface SendPlan {
-  to: string;
-  content: MessageContent;
-  /** The text SMS segments are counted on. */
-  priceText?: string;
-  /** A scheduled send's time (ms), from the body's send_at. */
-  sendAt?: number;
-}
 
 export interface SendSpec {
   /** The channel when the body cannot be parsed; null: only the partner-wide checks apply. */
@@ -40,8 +38,12 @@ export interface SendSpec {
   channelOf(body: unknown): ChannelType | null;
   /** Validate (throwing a 400) and build the message. */
   plan(body: unknown, channel: ChannelType | null): SendPlan;
-  respond(m: MessageRow): { status: number; body: unknown };
+  /** The answer's body for an accepted message (stored as it is for an Idempotency-Key's replays). */
+  render(m: MessageRow): unknown;
 }
+
+/** The status each outcome core reports is answered with, on both APIs. */
+const OUTCOME_STATUS: Record<SendOutcomeKind, number> = { accepted: 200 };
 
 export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -90,57 +92,31 @@ function deferred<T>(fn: () => T): { value?: T; error?: unknown } {
 }
 
 export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: FastifyReply, spec: SendSpec) {
-  const ttlMs = rt.config.idempotency.ttlHours * 3_600_000;
   // 401, and 403 for a suspended partner or a missing scope.
   const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
-  // A malformed body or Idempotency-Key is a 400: it waits for the 403/402 checks below.
+  // A malformed body or Idempotency-Key is a 400: it waits for core's 403/402 checks (build).
   const parsed = deferred(() => parseJsonBody(req.body));
   const idem = parsed.error ? {} : deferred(() => idempotencyOf(req, parsed.value));
-  const idempotency = idem.value;
-  // A retry of an accepted request gets its first answer even if the money has run out
-  // since: the first request was the one that paid.
-  if (idempotency) {
-    const hit = findIdempotent(rt.ctx, principal.partnerId, idempotency, ttlMs);
-    if (hit) return reply.header('idempotent-replayed', 'true').code(hit.status).send(hit.body);
+  const held = parsed.error ?? idem.error;
+  const result = await sendMessage(
+    rt.acceptDeps,
+    {
+      principal,
+      channel: parsed.error ? spec.fixedChannel : spec.channelOf(parsed.value),
+      channels: spec.channels,
+      idempotency: idem.value,
+      build: (channel) => {
+        if (held !== undefined) throw held;
+        return spec.plan(parsed.value, channel);
+      },
+    },
+    spec.render,
+  );
+  if (result.kind === 'replay') {
+    reply.header('idempotent-replayed', 'true');
+    return reply.code(OUTCOME_STATUS[result.outcome]).send(result.answer);
   }
-  // 403 channel not assigned / gateway disabled; with no channel named, 403 unless one of the
-  // endpoint's is assigned, then 402 funds exhausted.
-  const channel = parsed.error ? spec.fixedChannel : spec.channelOf(parsed.value);
-  const pre = channel
-    ? preflight(rt.ctx, principal, channel)
-    : (fundsCheck(rt.ctx, principal, spec.channels), undefined);
-  const planned = parsed.error || idem.error ? undefined : deferred(() => spec.plan(parsed.value, channel));
-  const invalid = parsed.error ?? idem.error ?? planned?.error;
-  if (invalid !== undefined) {
-    // 402 funds exhausted comes before 400 in the spec's order. Only a request about to be
-    // refused reads the balance for it here; a valid one meets it in the send transaction.
-    if (pre) fundsCheck(rt.ctx, principal);
-    throw invalid;
-  }
-  const p = planned!.value!;
-  if (!pre) throw new AppError('invalid_request', 'the request names no channel');
-  let priced = pre;
-  try {
-    refuseOutsideWindow(rt.ctx, principal.partnerId, pre.channel, p.to, p.content, p.sendAt);
-    priced = templatePreflight(rt.ctx, principal.partnerId, pre, p.to, p.content);
-  } catch (e) {
-    // A 400 like the payload's: exhausted funds (402) still come first.
-    fundsCheck(rt.ctx, principal);
-    throw e;
-  }
-  const result = await accept(rt.acceptDeps, {
-    principal,
-    preflight: priced,
-    to: p.to,
-    content: p.content,
-    priceText: p.priceText,
-    sendAt: p.sendAt,
-    idempotency,
-    idempotencyTtlMs: ttlMs,
-    respond: spec.respond,
-  });
-  if (result.kind === 'replay') reply.header('idempotent-replayed', 'true');
-  return reply.code(result.status).send(result.body);
+  return reply.code(OUTCOME_STATUS.accepted).send(result.answer);
 }
 
 /** A body for a price quote: the send it describes, with its send_at still as written. */
@@ -186,17 +162,25 @@ export function quoteSend(rt: Runtime, req: FastifyRequest, plan: (body: unknown
   const p = plan(parseJsonBody(req.body));
   const cost = sendCost(rt.ctx, principal.partnerId, p.channel, p.priceText);
   let sendAt: number | undefined;
-  const refusal =
-    refusalFrom(() => {
-      const pre = preflight(rt.ctx, principal, p.channel);
-      // Exhausted funds: the 402 a send answers before its payload's checks.
-      if (cost.exhausted && cost.fundsRefusal) throw cost.fundsRefusal;
-      if (p.sendAt !== undefined) sendAt = scheduledAt(rt, p.sendAt);
-      refuseOutsideWindow(rt.ctx, principal.partnerId, pre.channel, p.to, p.content, sendAt);
-      if (cost.fundsRefusal) throw cost.fundsRefusal;
-    }) ?? null;
+  let checked: CheckedSend | undefined;
+  // The send's own rules (core's checkSend), then the debit's 402 for a price not covered.
+  const refusal = refusalFrom(() => {
+    checked = checkSend(rt.ctx, {
+      principal,
+      channel: p.channel,
+      channels: [p.channel],
+      build: () => {
+        if (p.sendAt !== undefined) sendAt = scheduledAt(rt, p.sendAt);
+        return { to: p.to, content: p.content, priceText: p.priceText, sendAt };
+      },
+    });
+    const short = debitRefusal(rt.ctx, principal.partnerId, checked.quote.total);
+    if (short) throw short;
+  });
   const money = (micro: number) => moneyJson(micro, cost.currency);
-  const q = cost.quote;
+  // A checked send's price includes a WhatsApp template's category price.
+  const q = checked?.quote ?? cost.quote;
+  const covered = debitRefusal(rt.ctx, principal.partnerId, q.total) === null;
   return {
     channel: p.channel,
     to: p.to,
@@ -210,7 +194,7 @@ export function quoteSend(rt: Runtime, req: FastifyRequest, plan: (body: unknown
     total: money(q.total),
     currency: cost.currency,
     available: money(cost.available),
-    covered: cost.fundsRefusal === null,
+    covered,
     sendable: refusal === null,
     refusal,
   };

@@ -10,6 +10,7 @@ import { accept, type Preflight } from '../../src/core/send.js';
 import { dispatchEnqueuer } from '../../src/jobs/dispatch.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { parseMoney } from '../../src/lib/money.js';
+import { quote } from '../../src/core/prices.js';
 import { connect, setupPartner } from '../helpers/server.js';
 import { openTestCtx } from '../helpers/ctx.js';
 
@@ -123,7 +124,13 @@ describe('accepting sends in a batch that must run again', () => {
       const p = setupPartner(ctx, { balance: '0.03', prices: { sms: '0.01' } });
       const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
       const committer = new GroupCommitter(ctx.db.sqlite);
-      const deps = { ctx, committer, enqueueDispatch: dispatchEnqueuer(new JobQueue(ctx.db)), defaultLowBalance: null };
+      const deps = {
+        ctx,
+        committer,
+        enqueueDispatch: dispatchEnqueuer(new JobQueue(ctx.db)),
+        defaultLowBalance: null,
+        idempotencyTtlMs: 86_400_000,
+      };
       const pre: Preflight = {
         channel: {
           id: channel.id,
@@ -135,21 +142,18 @@ describe('accepting sends in a batch that must run again', () => {
         partner: { lowBalanceThreshold: null },
         unitPrice: parseMoney('0.01'),
       };
-      const send = (
-        to: string,
-        key?: string,
-        respond = (m: MessageRow) => ({ status: 200, body: { id: m.id, status: m.status } }),
-      ) =>
-        accept(deps, {
-          principal: { partnerId: p.partnerId, tokenId: 'tok_test', scopes: ['*'] } as any,
-          preflight: pre,
-          to,
-          content: { kind: 'text', text: 'hi' },
-          priceText: 'hi',
-          idempotency: key ? { key, hash: `h-${key}` } : undefined,
-          idempotencyTtlMs: 86_400_000,
-          respond,
-        });
+      const send = (to: string, key?: string, render = (m: MessageRow) => ({ id: m.id, status: m.status })) =>
+        accept(
+          deps,
+          {
+            principal: { partnerId: p.partnerId, tokenId: 'tok_test', scopes: ['*'] } as any,
+            preflight: pre,
+            to,
+            content: { kind: 'text', text: 'hi' },
+            quote: quote(pre.unitPrice, 'sms', 'hi'),
+          },
+          { idempotency: key ? { key, hash: `h-${key}` } : undefined, render },
+        );
       const results = await Promise.allSettled([
         send('+14155550101', 'k1'),
         send('+14155550101', 'k1'), // the same key in the same batch: replayed, not charged

@@ -233,7 +233,15 @@ export function rewindNewestMigration(dataDir: string): void {
           continue;
         }
         const keep = new Set(columns(ref, o.name));
-        for (const c of columns(db, o.name)) if (!keep.has(c)) db.exec(`ALTER TABLE "${o.name}" DROP COLUMN "${c}"`);
+        const had = new Set(columns(db, o.name));
+        for (const c of had) if (!keep.has(c)) db.exec(`ALTER TABLE "${o.name}" DROP COLUMN "${c}"`);
+        // A column the newest migration dropped comes back (nullable: the migration drops it again).
+        for (const c of ref.prepare('SELECT name, type FROM pragma_table_info(?)').all(o.name) as {
+          name: string;
+          type: string;
+        }[]) {
+          if (!had.has(c.name)) db.exec(`ALTER TABLE "${o.name}" ADD COLUMN "${c.name}" ${c.type}`);
+        }
       }
       for (const o of want.values()) if (o.type === 'index' && o.sql && !have.has(o.name)) db.exec(o.sql);
       db.prepare(

@@ -42,7 +42,7 @@ export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter 
       channels: fixedChannel ? [fixedChannel] : ['whatsapp', 'messenger', 'instagram'],
       channelOf,
       plan,
-      respond: (m) => ({ status: 200, body: { id: m.id, status: m.status } }),
+      render: (m) => ({ id: m.id, status: m.status }),
     });
   }
 

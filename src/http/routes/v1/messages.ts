@@ -89,16 +89,13 @@ export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { 
           const { sendAt, ...p } = draft(body);
           return { ...p, sendAt: sendAt === undefined ? undefined : scheduledAt(rt, sendAt) };
         },
-        respond: (m) => ({
-          status: 200,
-          body: {
-            id: m.id,
-            status: m.status,
-            channel: m.channel_type,
-            to: m.to,
-            created_at: iso(m.created_at),
-            send_at: m.send_at === null ? null : iso(m.send_at),
-          },
+        render: (m) => ({
+          id: m.id,
+          status: m.status,
+          channel: m.channel_type,
+          to: m.to,
+          created_at: iso(m.created_at),
+          send_at: m.send_at === null ? null : iso(m.send_at),
         }),
       }),
   );
