@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
 import { listOperatorMessages } from '../core/message-reads.js';
-import { getMessageRow, messageHistory, messageJson } from '../core/messages.js';
+import { getMessageRow, messageHistory } from '../core/messages.js';
+import { messageJson } from '../core/message-json.js';
 import { STATUS_RANK, type MessageStatus } from '../core/statuses.js';
 import { cancelScheduled } from '../core/scheduled.js';
 import { releaseHeldDispatches } from '../jobs/restore-hold.js';

@@ -5,15 +5,8 @@ import type { ChannelType, CoreCtx, GatewayKind } from './context.js';
 import { findContactId } from './contacts.js';
 import { emitEvent, type EventType } from './events.js';
 import type { MessageContent } from './message-content.js';
-import {
-  applyStatus,
-  createInbound,
-  getMessageRow,
-  markDeleted,
-  storeInbound,
-  type DeletedTarget,
-  type MessageRow,
-} from './messages.js';
+import { createInbound, getMessageRow, storeInbound, type MessageRow } from './messages.js';
+import { applyStatus, markDeleted, type DeletedTarget } from './message-status.js';
 import { canAdvance, type MessageStatus } from './statuses.js';
 import { iso } from '../lib/time.js';
 import { applyTemplateChange, type TemplateChange } from './whatsapp-templates.js';

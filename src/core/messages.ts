@@ -7,11 +7,10 @@ import { contentRefs, contentText, type MessageContent } from './message-content
 import type { ChannelType, CoreCtx } from './context.js';
 import { contactIdFor, findOrCreateContact, type ContactRow } from './contacts.js';
 import { touchConversation } from './conversations.js';
-import { emitEvent, type EventType } from './events.js';
-import { debit, InsufficientBalanceError, refund } from './ledger.js';
-import { REDACTED_CONTENT_SQL, redactedContent } from './retention.js';
-import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
-import { idFloor, idTime } from '../lib/id-time.js';
+import { emitEvent } from './events.js';
+import { debit } from './ledger.js';
+import { redactedContent } from './retention.js';
+import type { MessageStatus } from './statuses.js';
 import { iso } from '../lib/time.js';
 
 /** A message as `SELECT *` returns it; its status is one the state machine knows. */
@@ -54,10 +53,13 @@ function insertMessage(ctx: CoreCtx, r: MessageRow) {
   );
 }
 
+// Creating and reading messages. Status transitions (and every other change to a message) are
+// in message-status.ts; the API's JSON of a message in message-json.ts.
+
 const INSERT_HISTORY = `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
 
-export function history(
+export function recordHistory(
   ctx: CoreCtx,
   messageId: string,
   status: string,
@@ -211,7 +213,7 @@ export function storeInbound(
     send_at: null,
   };
   insertMessage(ctx, row);
-  history(ctx, row.id, 'received', { at: input.occurredAt });
+  recordHistory(ctx, row.id, 'received', { at: input.occurredAt });
   return { message: row, contact, content };
 }
 
@@ -237,68 +239,6 @@ export function createInbound(
   return { message: row, contact, eventId: ev.id };
 }
 
-/** The message.received event of a message, found by the partner and a short id range, loses its content. */
-export const REDACT_RECEIVED_EVENT_SQL = `UPDATE events INDEXED BY events_partner
-    SET payload = json_set(payload, '$.body', '', '$.media', json('[]'), '$.content', json(?))
-  WHERE partner_id = ? AND id >= ? AND id < ? AND type = 'message.received' AND json_extract(payload, '$.message_id') = ?
-  RETURNING id`;
-
-/**
- * What partner endpoints answered to an event's deliveries: an answer may quote the request (an
- * echo, a framework's debug error page), and the log keeps its first KiB for the operator.
- */
-export const DROP_DELIVERY_ANSWERS_SQL = `UPDATE webhook_attempts SET response_snippet = NULL
-  WHERE response_snippet IS NOT NULL AND delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id = ?)`;
-
-/** What markDeleted needs of the message. */
-export type DeletedTarget = Pick<
-  MessageRow,
-  'id' | 'partner_id' | 'channel_type' | 'from' | 'to' | 'conversation_id' | 'provider_message_id'
->;
-
-/**
- * The customer unsent an inbound message (Messenger/Instagram is_deleted): it is marked deleted
- * (deleted_at, when the customer unsent it) and its content redacted as retention redacts it;
- * who, when, its conversation and its history stay. Its message.received event, kept in the
- * outbox for retries and replays, loses the content too, and so do its deliveries' logged
- * answers (one may quote the request). The partner is told with
- * message.deleted. Returns false, with nothing written, when it was deleted already.
- */
-export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean {
-  const db = ctx.db.sqlite;
-  const now = ctx.now();
-  const moved = stmt(
-    db,
-    `UPDATE messages SET content = CASE WHEN json_extract(content, '$.kind') IS 'redacted' THEN content ELSE ${REDACTED_CONTENT_SQL} END,
-       deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`,
-  ).run(iso(now), at, now, m.id);
-  if (moved.changes === 0) return false;
-  const content = stmt<[string], { content: string }>(db, 'SELECT content FROM messages WHERE id = ?').get(
-    m.id,
-  )!.content;
-  // Emitted in the message's own transaction, just after it: its id's time is at or after the
-  // message id's (both by the wall clock), so events_partner finds it in a short id range.
-  const born = idTime(m.id);
-  const announced = stmt<[string, string, string, string, string], { id: string }>(db, REDACT_RECEIVED_EVENT_SQL).all(
-    content,
-    m.partner_id,
-    idFloor('evt', born),
-    idFloor('evt', born + 60_000),
-    m.id,
-  );
-  for (const ev of announced) stmt(db, DROP_DELIVERY_ANSWERS_SQL).run(ev.id);
-  emitEvent(ctx, m.partner_id, 'message.deleted', {
-    message_id: m.id,
-    channel: m.channel_type,
-    from: m.from,
-    to: m.to,
-    conversation_id: m.conversation_id,
-    provider_message_id: m.provider_message_id,
-    deleted_at: iso(at),
-  });
-  return true;
-}
-
 // INDEXED BY: the planner otherwise walks all the partner's messages on messages_partner.
 export const MESSAGE_BY_PROVIDER_ID_SQL =
   'SELECT id FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1 AND partner_id = ? AND channel_type = ? ORDER BY id LIMIT 1';
@@ -320,7 +260,7 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
 /** A message without its content: what a status change reads and writes. */
 export type MessageState = Omit<MessageRow, 'content'>;
 
-const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
+export const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
   status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain, dispatch_in_flight, refunded, sent_at, created_at, updated_at, deleted_at, send_at`;
 
 /** The message as a status change needs it: every column but the content, which may be a long email. */
@@ -362,251 +302,4 @@ export function messageHistory(
     created_at: m.created_at,
   };
   return [queued, ...rows];
-}
-
-const EVENT_FOR: Partial<Record<MessageStatus, EventType>> = {
-  sent: 'message.sent',
-  delivered: 'message.delivered',
-  read: 'message.read',
-  failed: 'message.failed',
-  undelivered: 'message.undelivered',
-  bounced: 'message.bounced',
-  opened: 'message.opened',
-  clicked: 'message.clicked',
-  deferred: 'message.deferred',
-  dropped: 'message.dropped',
-  canceled: 'message.canceled',
-};
-
-export interface StatusChange {
-  status: MessageStatus;
-  providerStatus?: string | null;
-  providerMessageId?: string | null;
-  /** With providerMessageId: whether reports will name the message by it (see SendResult). */
-  namedInReports?: boolean;
-  errorCode?: string | null;
-  errorMessage?: string | null;
-  occurredAt?: number;
-  /**
-   * Refund the price if this moves the message to a failure (or cancels it). Dispatch failures
-   * (the provider never accepted) always refund; provider-reported failures follow billing config.
-   */
-  refundOnFailure?: boolean;
-}
-
-export interface StatusResult {
-  changed: boolean;
-  from: MessageStatus;
-  to: MessageStatus;
-  refunded: boolean;
-  /** Charged again: proof it arrived came after its price was refunded. */
-  charged: boolean;
-}
-
-/**
- * Record a status event in history and move the message forward if the state machine
- * allows; emit its event and apply a refund at most once. Inside the caller's transaction.
- */
-export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChange): StatusResult {
-  const advance = canAdvance(msg.status, change.status);
-  history(ctx, msg.id, change.status, {
-    providerStatus: change.providerStatus,
-    errorCode: change.errorCode,
-    errorMessage: change.errorMessage,
-    ignored: !advance,
-    at: change.occurredAt,
-  });
-  if (!advance) {
-    if (change.providerMessageId && !msg.provider_message_id) {
-      stmt(ctx.db.sqlite, 'UPDATE messages SET provider_message_id = ?, provider_id_indexed = ? WHERE id = ?').run(
-        change.providerMessageId,
-        change.namedInReports ? 0 : 1,
-        msg.id,
-      );
-    }
-    return { changed: false, from: msg.status, to: msg.status, refunded: false, charged: false };
-  }
-  const now = ctx.now();
-  const from = msg.status;
-  const failing = isFailure(change.status);
-  const doRefund =
-    (failing || change.status === 'canceled') && !!change.refundOnFailure && msg.refunded === 0 && msg.price > 0;
-  // Out of a failure only proof it arrived moves a message (delivered, read, opened). If its
-  // price was refunded (the provider reported the failure, or dispatch ran out of retries with
-  // the outcome unknown), the partner is charged again, as for any delivered message, unless
-  // that would take it past its credit limit: it then stays refunded.
-  const charged =
-    isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0 && chargeAgain(ctx, msg, change.status);
-  // The message's error is its failure's: taken with a failure, dropped when it arrived after all
-  // (the history keeps it), otherwise left (a retry's note while it waits).
-  const errors = failing ? 1 : isFailure(from) ? 2 : 0;
-  stmt(
-    ctx.db.sqlite,
-    `UPDATE messages SET status = ?, provider_message_id = COALESCE(?, provider_message_id),
-       provider_id_indexed = COALESCE(?, provider_id_indexed), error_code = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE error_code END,
-       error_message = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE error_message END,
-       refunded = ?, sent_at = COALESCE(sent_at, ?), updated_at = ? WHERE id = ?`,
-  ).run(
-    change.status,
-    change.providerMessageId ?? null,
-    change.providerMessageId ? (change.namedInReports ? 0 : 1) : null,
-    errors,
-    change.errorCode ?? null,
-    errors,
-    change.errorMessage ?? null,
-    doRefund ? 1 : charged ? 0 : msg.refunded,
-    change.status === 'sent' ? (change.occurredAt ?? now) : null,
-    now,
-    msg.id,
-  );
-  if (doRefund)
-    refund(
-      ctx,
-      msg.partner_id,
-      msg.price,
-      msg.id,
-      `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`,
-      'system',
-    );
-  emitStatusEvent(ctx, msg, from, change, change.occurredAt ?? now);
-  msg.status = change.status;
-  if (doRefund) msg.refunded = 1;
-  if (charged) msg.refunded = 0;
-  return { changed: true, from, to: change.status, refunded: doRefund, charged };
-}
-
-/** The debit for a refunded message that arrived after all; false, with nothing written, if funds do not cover it. */
-function chargeAgain(ctx: CoreCtx, msg: MessageState, status: MessageStatus): boolean {
-  try {
-    debit(ctx, msg.partner_id, msg.price, msg.id, 'system', `charged again: ${status} after the refund`);
-    return true;
-  } catch (e) {
-    if (e instanceof InsufficientBalanceError) return false;
-    throw e;
-  }
-}
-
-/** What a status event and markSent need of the message: columns no status change alters. */
-export type SentTarget = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'to'>;
-
-/** The partner's event for a message that moved from `from` to change.status, if it has one. */
-function emitStatusEvent(
-  ctx: CoreCtx,
-  msg: SentTarget,
-  from: MessageStatus,
-  change: Pick<StatusChange, 'status' | 'providerStatus' | 'errorCode' | 'errorMessage'>,
-  at: number,
-) {
-  const type = EVENT_FOR[change.status];
-  if (!type) return;
-  emitEvent(ctx, msg.partner_id, type, {
-    message_id: msg.id,
-    channel: msg.channel_type,
-    to: msg.to,
-    status: change.status,
-    previous_status: from,
-    provider_status: change.providerStatus ?? null,
-    error: isFailure(change.status) ? { code: change.errorCode ?? null, message: change.errorMessage ?? null } : null,
-    occurred_at: iso(at),
-  });
-}
-
-/**
- * The provider accepted a message that dispatch marked 'sending': applyStatus's result for
- * that one move, in one statement that also clears a retry's leftover error note and, when
- * an attempt may have reached the provider before, sets dispatch_uncertain. It reads nothing
- * first: the UPDATE only matches a message still 'sending'. Returns false, with nothing
- * written, when it is not (a provider report or an operator got there first); the caller
- * then goes through applyStatus with a fresh read.
- */
-export function markSent(
-  ctx: CoreCtx,
-  m: SentTarget,
-  change: {
-    providerMessageId: string;
-    namedInReports: boolean;
-    providerStatus: string | null;
-    occurredAt: number;
-    uncertain: boolean;
-  },
-): boolean {
-  const now = ctx.now();
-  const moved = stmt(
-    ctx.db.sqlite,
-    `UPDATE messages SET status = 'sent', provider_message_id = ?, provider_id_indexed = ?, error_code = NULL,
-       error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), dispatch_in_flight = 0, sent_at = COALESCE(sent_at, ?), updated_at = ?
-     WHERE id = ? AND status = 'sending'`,
-  ).run(
-    change.providerMessageId,
-    change.namedInReports ? 0 : 1,
-    change.uncertain ? 1 : 0,
-    change.occurredAt,
-    now,
-    m.id,
-  );
-  if (moved.changes === 0) return false;
-  history(ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
-  emitStatusEvent(ctx, m, 'sending', { status: 'sent', providerStatus: change.providerStatus }, change.occurredAt);
-  return true;
-}
-
-/** Flag a message whose provider call may have been in flight when the process died. */
-export function flagUncertain(ctx: CoreCtx, messageId: string) {
-  stmt(ctx.db.sqlite, 'UPDATE messages SET dispatch_uncertain = 1, updated_at = ? WHERE id = ?').run(
-    ctx.now(),
-    messageId,
-  );
-}
-
-/** Content as the API shows it: snake_case, as the partner wrote from_name and reply_to. */
-function contentJson(content: MessageContent): object {
-  if (content.kind !== 'email') return content;
-  const { fromName, replyTo, ...rest } = content;
-  return {
-    ...rest,
-    ...(fromName !== undefined ? { from_name: fromName } : {}),
-    ...(replyTo !== undefined ? { reply_to: replyTo } : {}),
-  };
-}
-
-export function messageJson(m: MessageRow, hist?: HistoryRow[]) {
-  const content = contentJson(JSON.parse(m.content) as MessageContent);
-  return {
-    id: m.id,
-    direction: m.direction,
-    channel: m.channel_type,
-    to: m.to,
-    from: m.from,
-    status: m.status,
-    content,
-    price: moneyJson(m.price),
-    segments: m.segments,
-    refunded: m.refunded === 1,
-    provider_message_id: m.provider_message_id,
-    error: m.error_code || m.error_message ? { code: m.error_code, message: m.error_message } : null,
-    possible_duplicate: m.dispatch_uncertain === 1,
-    conversation_id: m.conversation_id,
-    contact_id: m.contact_id,
-    // Inbound: when the customer sent it (the provider's timestamp); outbound: when msgd handed
-    // it to the provider. created_at is when msgd stored the message.
-    sent_at: m.sent_at === null ? null : iso(m.sent_at),
-    created_at: iso(m.created_at),
-    updated_at: iso(m.updated_at),
-    // When the customer unsent it (inbound Messenger/Instagram); its content is then redacted.
-    deleted_at: m.deleted_at === null ? null : iso(m.deleted_at),
-    // A scheduled send's time; null for a message sent at once.
-    send_at: m.send_at === null ? null : iso(m.send_at),
-    ...(hist
-      ? {
-          history: hist.map((h) => ({
-            status: h.status,
-            provider_status: h.provider_status,
-            error: h.error_code || h.error_message ? { code: h.error_code, message: h.error_message } : null,
-            applied: h.ignored === 0,
-            occurred_at: iso(h.occurred_at),
-            recorded_at: iso(h.created_at),
-          })),
-        }
-      : {}),
-  };
 }

@@ -24,7 +24,7 @@ export interface RedactedContent {
 
 /**
  * SQL for the redacted form of a row's `content` (one parameter: the ISO time of redaction), for
- * an UPDATE of messages. Retention and a customer's unsend (src/core/messages.ts) write the same shape.
+ * an UPDATE of messages. Retention and a customer's unsend (src/core/message-status.ts) write the same shape.
  */
 export const REDACTED_CONTENT_SQL = `json_object('kind', 'redacted', 'was', json_extract(content, '$.kind'), 'redacted_at', ?)`;
 

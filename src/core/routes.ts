@@ -7,7 +7,8 @@ import { FAILOVER_TYPES, routeOrder, type ChannelWithGateway } from './channels.
 import type { ChannelType, CoreCtx } from './context.js';
 import { emitEvent } from './events.js';
 import { debit, InsufficientBalanceError, refund } from './ledger.js';
-import { applyStatus, getMessageState, type MessageRow } from './messages.js';
+import { getMessageState, type MessageRow } from './messages.js';
+import { applyStatus } from './message-status.js';
 import { unitPrice } from './prices.js';
 
 // A message's route: the gateway of its partner's channel order that sends it (src/core/channels.ts

@@ -2,7 +2,8 @@ import { stmt } from '../db/stmt.js';
 import { AppError } from '../lib/errors.js';
 import type { CoreCtx } from './context.js';
 import { auditEvent } from './audit.js';
-import { applyStatus, getMessageState, history, type MessageState } from './messages.js';
+import { applyStatus } from './message-status.js';
+import { getMessageState, recordHistory, type MessageState } from './messages.js';
 
 // Scheduled sends. A message accepted with send_at passes every check of a send at once (token,
 // channel, funds, payload, window) and is debited then, as any send is (the money rule); it
@@ -68,7 +69,7 @@ export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
     `UPDATE messages SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'scheduled' RETURNING partner_id, channel_id`,
   ).get(now, id);
   if (!released) return false;
-  history(ctx, id, 'queued', { at: now });
+  recordHistory(ctx, id, 'queued', { at: now });
   const check = stmt<[string | null, string], ReleaseCheck>(
     ctx.db.sqlite,
     `SELECT p.status AS partner_status, c.status AS channel_status

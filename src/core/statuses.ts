@@ -1,7 +1,7 @@
 // Outbound message statuses and the one rule about them: a status only moves forward.
 // Provider events arrive late, twice and out of order; a backward event is recorded in
 // history (ignored=1) but does not change the message. An inbound message is `received` and
-// stays so: a customer's unsend is not a status but messages.deleted_at (src/core/messages.ts markDeleted).
+// stays so: a customer's unsend is not a status but messages.deleted_at (src/core/message-status.ts markDeleted).
 
 export type MessageStatus =
   | 'scheduled'

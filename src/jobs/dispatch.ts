@@ -6,14 +6,8 @@ import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
-import {
-  applyStatus,
-  flagUncertain,
-  getMessageRow,
-  getMessageState,
-  markSent,
-  type MessageRow,
-} from '../core/messages.js';
+import { getMessageRow, getMessageState, type MessageRow } from '../core/messages.js';
+import { applyStatus, flagUncertain, markSent } from '../core/message-status.js';
 import type { MessageContent } from '../core/message-content.js';
 import { releaseScheduled } from '../core/scheduled.js';
 import { getAdapter } from '../providers/registry.js';

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
-import { applyStatus, createOutbound, flagUncertain, getMessageRow } from '../../src/core/messages.js';
+import { createOutbound, getMessageRow } from '../../src/core/messages.js';
+import { applyStatus, flagUncertain } from '../../src/core/message-status.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { connect, setupPartner, storeOutboundSms } from '../helpers/server.js';

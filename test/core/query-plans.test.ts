@@ -2,11 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { findOrCreateContact } from '../../src/core/contacts.js';
 import { OPEN_CONVERSATION_SQL, touchConversation } from '../../src/core/conversations.js';
 import { UNSENT_MESSAGE_SQL, watermarkSql } from '../../src/core/inbound.js';
-import {
-  DROP_DELIVERY_ANSWERS_SQL,
-  MESSAGE_BY_PROVIDER_ID_SQL,
-  REDACT_RECEIVED_EVENT_SQL,
-} from '../../src/core/messages.js';
+import { MESSAGE_BY_PROVIDER_ID_SQL } from '../../src/core/messages.js';
+import { DROP_DELIVERY_ANSWERS_SQL, REDACT_RECEIVED_EVENT_SQL } from '../../src/core/message-status.js';
 import { createPartner } from '../../src/core/partners.js';
 import { SPEND_PENDING_SQL } from '../../src/core/spend.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';

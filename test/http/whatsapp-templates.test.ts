@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { setPrice } from '../../src/core/prices.js';
+import { quote, setPrice } from '../../src/core/prices.js';
 import { accept, preflight } from '../../src/core/send.js';
 import { templatePreflight } from '../../src/core/whatsapp-template-send.js';
 import { pageOf, templateOut } from '../../src/http/schemas/v1.js';
@@ -555,14 +555,11 @@ describe('status and category webhooks', () => {
     await statusUpdate(t, 'PAUSED', Math.floor(Date.now() / 1000) + 500);
     const before = [balance(), messageCount()];
     await expect(
-      accept(s.rt.acceptDeps, {
-        principal,
-        preflight: pre,
-        to: '+16505554001',
-        content,
-        idempotencyTtlMs: 60_000,
-        respond: (m) => ({ status: 200, body: { id: m.id } }),
-      }),
+      accept(
+        s.rt.acceptDeps,
+        { principal, preflight: pre, to: '+16505554001', content, quote: quote(pre.unitPrice, 'whatsapp') },
+        { render: (m) => ({ id: m.id }) },
+      ),
     ).rejects.toMatchObject({ code: 'template_invalid', message: expect.stringMatching(/is PAUSED/) });
     expect([balance(), messageCount()]).toEqual(before);
     await statusUpdate(t, 'APPROVED', Math.floor(Date.now() / 1000) + 600);

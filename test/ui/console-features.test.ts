@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FLASH_TTL_MS } from '../../src/ui/flash.js';
-import { applyStatus, getMessageState } from '../../src/core/messages.js';
+import { getMessageState } from '../../src/core/messages.js';
+import { applyStatus } from '../../src/core/message-status.js';
 import { newId } from '../../src/lib/ids.js';
 import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint, deleteEndpoint } from '../../src/core/endpoints.js';
-import { applyStatus, getMessageState } from '../../src/core/messages.js';
+import { getMessageState } from '../../src/core/messages.js';
+import { applyStatus } from '../../src/core/message-status.js';
 import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
 import { Client, PASSWORD, loggedIn } from './helpers.js';
 

@@ -1,7 +1,8 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disableEndpoint, MAX_ENDPOINTS_PER_PARTNER } from '../../src/core/endpoints.js';
-import { createInbound, markDeleted } from '../../src/core/messages.js';
+import { createInbound } from '../../src/core/messages.js';
+import { markDeleted } from '../../src/core/message-status.js';
 import { suspendPartner } from '../../src/core/partners.js';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';

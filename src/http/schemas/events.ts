@@ -5,7 +5,7 @@ import { MESSAGE_STATUSES } from '../../core/statuses.js';
 import { storyRef } from './v1.js';
 
 // The events msgd POSTs to partner endpoints (docs/webhooks-out.md), for the OpenAPI document's
-// `webhooks` section. The bodies are built in src/core (messages.ts, inbound.ts) and
+// `webhooks` section. The bodies are built in src/core (messages.ts, message-status.ts, inbound.ts) and
 // src/webhooks (replay.ts); test/v1/openapi-contract.test.ts holds real events to these.
 // Objects are open: fields may be added to any event, and receivers ignore what they do not know.
 

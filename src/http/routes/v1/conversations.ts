@@ -10,7 +10,7 @@ import {
   type ConversationListRow,
   type ConversationSort,
 } from '../../../core/conversation-list.js';
-import { messageJson } from '../../../core/messages.js';
+import { messageJson } from '../../../core/message-json.js';
 import type { Runtime } from '../../../runtime.js';
 import { decodeCursor, page } from '../../pagination.js';
 import {

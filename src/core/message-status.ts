@@ -1,0 +1,269 @@
+import { stmt } from '../db/stmt.js';
+import { idFloor, idTime } from '../lib/id-time.js';
+import { iso } from '../lib/time.js';
+import type { CoreCtx } from './context.js';
+import { emitEvent, type EventType } from './events.js';
+import { debit, InsufficientBalanceError, refund } from './ledger.js';
+import { recordHistory, type MessageRow, type MessageState } from './messages.js';
+import { REDACTED_CONTENT_SQL } from './retention.js';
+import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
+
+// Every change to a stored message: its status transitions (the state machine is
+// src/core/statuses.ts), the marks dispatch keeps on it while it waits or is in flight, and a
+// customer's unsend. Nothing outside src/core writes a message.
+
+/** The message.received event of a message, found by the partner and a short id range, loses its content. */
+export const REDACT_RECEIVED_EVENT_SQL = `UPDATE events INDEXED BY events_partner
+    SET payload = json_set(payload, '$.body', '', '$.media', json('[]'), '$.content', json(?))
+  WHERE partner_id = ? AND id >= ? AND id < ? AND type = 'message.received' AND json_extract(payload, '$.message_id') = ?
+  RETURNING id`;
+
+/**
+ * What partner endpoints answered to an event's deliveries: an answer may quote the request (an
+ * echo, a framework's debug error page), and the log keeps its first KiB for the operator.
+ */
+export const DROP_DELIVERY_ANSWERS_SQL = `UPDATE webhook_attempts SET response_snippet = NULL
+  WHERE response_snippet IS NOT NULL AND delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id = ?)`;
+
+/** What markDeleted needs of the message. */
+export type DeletedTarget = Pick<
+  MessageRow,
+  'id' | 'partner_id' | 'channel_type' | 'from' | 'to' | 'conversation_id' | 'provider_message_id'
+>;
+
+/**
+ * The customer unsent an inbound message (Messenger/Instagram is_deleted): it is marked deleted
+ * (deleted_at, when the customer unsent it) and its content redacted as retention redacts it;
+ * who, when, its conversation and its history stay. Its message.received event, kept in the
+ * outbox for retries and replays, loses the content too, and so do its deliveries' logged
+ * answers (one may quote the request). The partner is told with
+ * message.deleted. Returns false, with nothing written, when it was deleted already.
+ */
+export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean {
+  const db = ctx.db.sqlite;
+  const now = ctx.now();
+  const moved = stmt(
+    db,
+    `UPDATE messages SET content = CASE WHEN json_extract(content, '$.kind') IS 'redacted' THEN content ELSE ${REDACTED_CONTENT_SQL} END,
+       deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`,
+  ).run(iso(now), at, now, m.id);
+  if (moved.changes === 0) return false;
+  const content = stmt<[string], { content: string }>(db, 'SELECT content FROM messages WHERE id = ?').get(
+    m.id,
+  )!.content;
+  // Emitted in the message's own transaction, just after it: its id's time is at or after the
+  // message id's (both by the wall clock), so events_partner finds it in a short id range.
+  const born = idTime(m.id);
+  const announced = stmt<[string, string, string, string, string], { id: string }>(db, REDACT_RECEIVED_EVENT_SQL).all(
+    content,
+    m.partner_id,
+    idFloor('evt', born),
+    idFloor('evt', born + 60_000),
+    m.id,
+  );
+  for (const ev of announced) stmt(db, DROP_DELIVERY_ANSWERS_SQL).run(ev.id);
+  emitEvent(ctx, m.partner_id, 'message.deleted', {
+    message_id: m.id,
+    channel: m.channel_type,
+    from: m.from,
+    to: m.to,
+    conversation_id: m.conversation_id,
+    provider_message_id: m.provider_message_id,
+    deleted_at: iso(at),
+  });
+  return true;
+}
+
+const EVENT_FOR: Partial<Record<MessageStatus, EventType>> = {
+  sent: 'message.sent',
+  delivered: 'message.delivered',
+  read: 'message.read',
+  failed: 'message.failed',
+  undelivered: 'message.undelivered',
+  bounced: 'message.bounced',
+  opened: 'message.opened',
+  clicked: 'message.clicked',
+  deferred: 'message.deferred',
+  dropped: 'message.dropped',
+  canceled: 'message.canceled',
+};
+
+export interface StatusChange {
+  status: MessageStatus;
+  providerStatus?: string | null;
+  providerMessageId?: string | null;
+  /** With providerMessageId: whether reports will name the message by it (see SendResult). */
+  namedInReports?: boolean;
+  errorCode?: string | null;
+  errorMessage?: string | null;
+  occurredAt?: number;
+  /**
+   * Refund the price if this moves the message to a failure (or cancels it). Dispatch failures
+   * (the provider never accepted) always refund; provider-reported failures follow billing config.
+   */
+  refundOnFailure?: boolean;
+}
+
+export interface StatusResult {
+  changed: boolean;
+  from: MessageStatus;
+  to: MessageStatus;
+  refunded: boolean;
+  /** Charged again: proof it arrived came after its price was refunded. */
+  charged: boolean;
+}
+
+/**
+ * Record a status event in history and move the message forward if the state machine
+ * allows; emit its event and apply a refund at most once. Inside the caller's transaction.
+ */
+export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChange): StatusResult {
+  const advance = canAdvance(msg.status, change.status);
+  recordHistory(ctx, msg.id, change.status, {
+    providerStatus: change.providerStatus,
+    errorCode: change.errorCode,
+    errorMessage: change.errorMessage,
+    ignored: !advance,
+    at: change.occurredAt,
+  });
+  if (!advance) {
+    if (change.providerMessageId && !msg.provider_message_id) {
+      stmt(ctx.db.sqlite, 'UPDATE messages SET provider_message_id = ?, provider_id_indexed = ? WHERE id = ?').run(
+        change.providerMessageId,
+        change.namedInReports ? 0 : 1,
+        msg.id,
+      );
+    }
+    return { changed: false, from: msg.status, to: msg.status, refunded: false, charged: false };
+  }
+  const now = ctx.now();
+  const from = msg.status;
+  const failing = isFailure(change.status);
+  const doRefund =
+    (failing || change.status === 'canceled') && !!change.refundOnFailure && msg.refunded === 0 && msg.price > 0;
+  // Out of a failure only proof it arrived moves a message (delivered, read, opened). If its
+  // price was refunded (the provider reported the failure, or dispatch ran out of retries with
+  // the outcome unknown), the partner is charged again, as for any delivered message, unless
+  // that would take it past its credit limit: it then stays refunded.
+  const charged =
+    isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0 && chargeAgain(ctx, msg, change.status);
+  // The message's error is its failure's: taken with a failure, dropped when it arrived after all
+  // (the history keeps it), otherwise left (a retry's note while it waits).
+  const errors = failing ? 1 : isFailure(from) ? 2 : 0;
+  stmt(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = ?, provider_message_id = COALESCE(?, provider_message_id),
+       provider_id_indexed = COALESCE(?, provider_id_indexed), error_code = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE error_code END,
+       error_message = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE error_message END,
+       refunded = ?, sent_at = COALESCE(sent_at, ?), updated_at = ? WHERE id = ?`,
+  ).run(
+    change.status,
+    change.providerMessageId ?? null,
+    change.providerMessageId ? (change.namedInReports ? 0 : 1) : null,
+    errors,
+    change.errorCode ?? null,
+    errors,
+    change.errorMessage ?? null,
+    doRefund ? 1 : charged ? 0 : msg.refunded,
+    change.status === 'sent' ? (change.occurredAt ?? now) : null,
+    now,
+    msg.id,
+  );
+  if (doRefund)
+    refund(
+      ctx,
+      msg.partner_id,
+      msg.price,
+      msg.id,
+      `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`,
+      'system',
+    );
+  emitStatusEvent(ctx, msg, from, change, change.occurredAt ?? now);
+  msg.status = change.status;
+  if (doRefund) msg.refunded = 1;
+  if (charged) msg.refunded = 0;
+  return { changed: true, from, to: change.status, refunded: doRefund, charged };
+}
+
+/** The debit for a refunded message that arrived after all; false, with nothing written, if funds do not cover it. */
+function chargeAgain(ctx: CoreCtx, msg: MessageState, status: MessageStatus): boolean {
+  try {
+    debit(ctx, msg.partner_id, msg.price, msg.id, 'system', `charged again: ${status} after the refund`);
+    return true;
+  } catch (e) {
+    if (e instanceof InsufficientBalanceError) return false;
+    throw e;
+  }
+}
+
+/** What a status event and markSent need of the message: columns no status change alters. */
+export type SentTarget = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'to'>;
+
+/** The partner's event for a message that moved from `from` to change.status, if it has one. */
+function emitStatusEvent(
+  ctx: CoreCtx,
+  msg: SentTarget,
+  from: MessageStatus,
+  change: Pick<StatusChange, 'status' | 'providerStatus' | 'errorCode' | 'errorMessage'>,
+  at: number,
+) {
+  const type = EVENT_FOR[change.status];
+  if (!type) return;
+  emitEvent(ctx, msg.partner_id, type, {
+    message_id: msg.id,
+    channel: msg.channel_type,
+    to: msg.to,
+    status: change.status,
+    previous_status: from,
+    provider_status: change.providerStatus ?? null,
+    error: isFailure(change.status) ? { code: change.errorCode ?? null, message: change.errorMessage ?? null } : null,
+    occurred_at: iso(at),
+  });
+}
+
+/**
+ * The provider accepted a message that dispatch marked 'sending': applyStatus's result for
+ * that one move, in one statement that also clears a retry's leftover error note and, when
+ * an attempt may have reached the provider before, sets dispatch_uncertain. It reads nothing
+ * first: the UPDATE only matches a message still 'sending'. Returns false, with nothing
+ * written, when it is not (a provider report or an operator got there first); the caller
+ * then goes through applyStatus with a fresh read.
+ */
+export function markSent(
+  ctx: CoreCtx,
+  m: SentTarget,
+  change: {
+    providerMessageId: string;
+    namedInReports: boolean;
+    providerStatus: string | null;
+    occurredAt: number;
+    uncertain: boolean;
+  },
+): boolean {
+  const now = ctx.now();
+  const moved = stmt(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = 'sent', provider_message_id = ?, provider_id_indexed = ?, error_code = NULL,
+       error_message = NULL, dispatch_uncertain = MAX(dispatch_uncertain, ?), dispatch_in_flight = 0, sent_at = COALESCE(sent_at, ?), updated_at = ?
+     WHERE id = ? AND status = 'sending'`,
+  ).run(
+    change.providerMessageId,
+    change.namedInReports ? 0 : 1,
+    change.uncertain ? 1 : 0,
+    change.occurredAt,
+    now,
+    m.id,
+  );
+  if (moved.changes === 0) return false;
+  recordHistory(ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
+  emitStatusEvent(ctx, m, 'sending', { status: 'sent', providerStatus: change.providerStatus }, change.occurredAt);
+  return true;
+}
+
+/** Flag a message whose provider call may have been in flight when the process died. */
+export function flagUncertain(ctx: CoreCtx, messageId: string) {
+  stmt(ctx.db.sqlite, 'UPDATE messages SET dispatch_uncertain = 1, updated_at = ? WHERE id = ?').run(
+    ctx.now(),
+    messageId,
+  );
+}
