@@ -223,3 +223,16 @@ describe("core's messages", () => {
     expect(bad).toEqual([]);
   });
 });
+
+describe('the message state machine', () => {
+  it('every write to a message is in src/core (src/db only for migrations)', () => {
+    const writes = /\b(?:UPDATE|INSERT\s+(?:OR\s+\w+\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM)\s+["`]?messages\b/i;
+    const inCore = files(join(SRC, 'core')).filter((p) => writes.test(readFileSync(p, 'utf8')));
+    // Proof the pattern finds them where they are.
+    expect(inCore.map((p) => relative(SRC, p))).toContain('core/message-status.ts');
+    const bad = files(SRC)
+      .map((p) => relative(SRC, p))
+      .filter((p) => !['core', 'db'].includes(folderOf(p)) && writes.test(readFileSync(join(SRC, p), 'utf8')));
+    expect(bad).toEqual([]);
+  });
+});

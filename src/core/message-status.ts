@@ -267,3 +267,103 @@ export function flagUncertain(ctx: CoreCtx, messageId: string) {
     messageId,
   );
 }
+
+// The marks dispatch (src/jobs/dispatch.ts) keeps on a message between its acceptance and its
+// provider's answer. Each is one cached statement, written in the claim or settle transaction
+// dispatch is in.
+
+/** The columns of a message its dispatch reads (a claim returns only these). */
+export type DispatchRow = Pick<
+  MessageRow,
+  | 'id'
+  | 'partner_id'
+  | 'channel_type'
+  | 'channel_id'
+  | 'gateway_id'
+  | 'to'
+  | 'from'
+  | 'content'
+  | 'status'
+  | 'created_at'
+  | 'dispatch_in_flight'
+>;
+
+const CLAIM_FOR_DISPATCH_SQL = `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued'
+  RETURNING id, partner_id, channel_type, channel_id, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight`;
+
+/** queued → sending, for a claimed dispatch job; undefined, with nothing written, when it is not queued. */
+export function claimForDispatch(ctx: CoreCtx, id: string, now: number): DispatchRow | undefined {
+  return stmt<[number, string], DispatchRow>(ctx.db.sqlite, CLAIM_FOR_DISPATCH_SQL).get(now, id);
+}
+
+/** Its provider request may leave msgd from now on: committed before the call (cleared by its outcome). */
+export function markDispatchInFlight(ctx: CoreCtx, id: string): void {
+  stmt<[string]>(ctx.db.sqlite, 'UPDATE messages SET dispatch_in_flight = 1 WHERE id = ?').run(id);
+}
+
+/** Its gateway is disabled: back to 'queued' (if still waiting for dispatch), saying why in its error. */
+export function holdForDisabledGateway(ctx: CoreCtx, id: string, note: string): void {
+  stmt<[string, number, string]>(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = 'queued', error_code = 'gateway_disabled', error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
+  ).run(note, ctx.now(), id);
+}
+
+/**
+ * Waiting for its gateway's rate: sending → queued. A note that its gateway was disabled is
+ * old news then, and is cleared; another (a retry's) stays.
+ */
+export function requeueForRate(ctx: CoreCtx, id: string): void {
+  stmt<[number, string]>(
+    ctx.db.sqlite,
+    `UPDATE messages SET status = 'queued', error_code = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_code END,
+       error_message = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_message END, updated_at = ? WHERE id = ? AND status = 'sending'`,
+  ).run(ctx.now(), id);
+}
+
+/** The error an earlier retry left on a message that has now been sent: not its error any more. */
+export function clearDispatchError(ctx: CoreCtx, id: string): void {
+  stmt<[string]>(ctx.db.sqlite, 'UPDATE messages SET error_code = NULL, error_message = NULL WHERE id = ?').run(id);
+}
+
+/**
+ * An attempt that will be retried: its error is noted and nothing is in flight any more. Only
+ * a message still waiting for its dispatch: a provider report may have settled it.
+ */
+export function noteDispatchRetry(ctx: CoreCtx, id: string, code: string, message: string): void {
+  stmt<[string, string, number, string]>(
+    ctx.db.sqlite,
+    `UPDATE messages SET error_code = ?, error_message = ?, dispatch_in_flight = 0, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
+  ).run(code, message, ctx.now(), id);
+}
+
+/** The error code of a message a restore holds (src/jobs/restore-hold.ts) until the operator releases it. */
+export const HELD_AFTER_RESTORE = 'held_after_restore';
+
+const HELD_NOTE =
+  'held after a restore: the server the backup was taken from may have sent it already; the operator releases it (msgctl messages release-held)';
+
+/**
+ * A restored message still waiting for its dispatch is held: back to 'queued' ('sending' was
+ * the old server's claim: nothing of it is in flight here), saying why. False when it was not waiting.
+ */
+export function holdAfterRestore(ctx: CoreCtx, id: string, now: number): boolean {
+  return (
+    stmt<[string, string, number, string]>(
+      ctx.db.sqlite,
+      `UPDATE messages SET status = 'queued', error_code = ?, error_message = ?, updated_at = ?
+       WHERE id = ? AND status IN ('queued', 'sending')`,
+    ).run(HELD_AFTER_RESTORE, HELD_NOTE, now, id).changes > 0
+  );
+}
+
+/** A held message is released: flagged possible_duplicate (the old server may have sent it). False when it was not held. */
+export function releaseAfterRestore(ctx: CoreCtx, id: string, now: number): boolean {
+  return (
+    stmt<[number, string, string]>(
+      ctx.db.sqlite,
+      `UPDATE messages SET dispatch_uncertain = 1, error_code = NULL, error_message = NULL, updated_at = ?
+       WHERE id = ? AND status = 'queued' AND error_code = ?`,
+    ).run(now, id, HELD_AFTER_RESTORE).changes > 0
+  );
+}

@@ -7,7 +7,18 @@ import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
 import { getMessageRow, getMessageState, type MessageRow } from '../core/messages.js';
-import { applyStatus, flagUncertain, markSent } from '../core/message-status.js';
+import {
+  applyStatus,
+  claimForDispatch,
+  clearDispatchError,
+  flagUncertain,
+  holdForDisabledGateway,
+  markDispatchInFlight,
+  markSent,
+  noteDispatchRetry,
+  requeueForRate,
+  type DispatchRow,
+} from '../core/message-status.js';
 import type { MessageContent } from '../core/message-content.js';
 import { releaseScheduled } from '../core/scheduled.js';
 import { getAdapter } from '../providers/registry.js';
@@ -63,24 +74,6 @@ export function disabledRecheckMs(waitedMs: number, backoffCapMs: number, random
 export function awaitsDispatch(m: Pick<MessageRow, 'status'>): boolean {
   return m.status === 'queued' || m.status === 'sending';
 }
-
-/** The columns of a message its dispatch reads (a claim returns only these). */
-type DispatchRow = Pick<
-  MessageRow,
-  | 'id'
-  | 'partner_id'
-  | 'channel_type'
-  | 'channel_id'
-  | 'gateway_id'
-  | 'to'
-  | 'from'
-  | 'content'
-  | 'status'
-  | 'created_at'
-  | 'dispatch_in_flight'
->;
-const DISPATCH_COLUMNS =
-  'id, partner_id, channel_type, channel_id, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight';
 
 export interface DispatchDeps {
   ctx: CoreCtx;
@@ -142,8 +135,6 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   /** The connections a gateway's calls share with other gateways' (one origin), or its own. */
   const poolOf = (gw: GatewayWithSecrets): CallPool =>
     getAdapter(gw.kind).callPool?.(gw) ?? { key: `${gw.kind}:${gw.id}` };
-  const markInFlight = (id: string) =>
-    stmt<[string]>(ctx.db.sqlite, 'UPDATE messages SET dispatch_in_flight = 1 WHERE id = ?').run(id);
 
   /**
    * What a claimed job does: go (its gateway and the rate's short wait), or a result settled in
@@ -173,12 +164,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       return {
         type: 'snooze',
         afterMs: disabledRecheckMs(ctx.now() - m.created_at, deps.config.jobs.backoffCapMs),
-        apply: () => {
-          stmt(
-            ctx.db.sqlite,
-            `UPDATE messages SET status = 'queued', error_code = 'gateway_disabled', error_message = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
-          ).run(note, ctx.now(), m.id);
-        },
+        apply: () => holdForDisabledGateway(ctx, m.id, note),
       };
     }
     // A gateway whose circuit is open takes no call: the message moves on to a fallback or waits.
@@ -197,14 +183,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return {
       type: 'snooze',
       afterMs,
-      apply: () => {
-        // A note that its gateway was disabled is old news once it is waiting for the rate.
-        stmt(
-          ctx.db.sqlite,
-          `UPDATE messages SET status = 'queued', error_code = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_code END,
-             error_message = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_message END, updated_at = ? WHERE id = ? AND status = 'sending'`,
-        ).run(ctx.now(), m.id);
-      },
+      apply: () => requeueForRate(ctx, m.id),
     };
   }
 
@@ -257,7 +236,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       await slots.take(key);
       if (!go.marked) {
         try {
-          await worker.durably(() => markInFlight(m.id));
+          await worker.durably(() => markDispatchInFlight(ctx, m.id));
         } catch (e) {
           slots.give(key);
           failover.release(gw.id);
@@ -333,9 +312,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
               occurredAt: startedAt,
             });
             // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
-            if (moved.changed && fresh.error_code !== null) {
-              stmt(ctx.db.sqlite, 'UPDATE messages SET error_code = NULL, error_message = NULL WHERE id = ?').run(m.id);
-            }
+            if (moved.changed && fresh.error_code !== null) clearDispatchError(ctx, m.id);
             enqueueSandboxReport();
           },
         };
@@ -356,10 +333,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
             // attempt could send it twice, and the message says so from now on.
             if (uncertain || result.maybeDelivered) flagUncertain(ctx, m.id);
             // Only a message still waiting for its dispatch: a provider report may have settled it.
-            stmt(
-              ctx.db.sqlite,
-              `UPDATE messages SET error_code = ?, error_message = ?, dispatch_in_flight = 0, updated_at = ? WHERE id = ? AND status IN ('queued', 'sending')`,
-            ).run(result.code ?? 'retrying', result.message, ctx.now(), m.id);
+            noteDispatchRetry(ctx, m.id, result.code ?? 'retrying', result.message);
           },
         };
       }
@@ -382,19 +356,16 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // decide each job there: the messages that go are kept for the handler; those that wait
     // (a paused gateway, the gateway's rate) or need no call are settled in the claim itself.
     onClaim: (jobs) => {
-      const mark = stmt<[number, string], DispatchRow>(
-        ctx.db.sqlite,
-        `UPDATE messages SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'queued' RETURNING ${DISPATCH_COLUMNS}`,
-      );
       const now = ctx.now();
       const settled = new Map<Job<DispatchPayload>, JobResult>();
       // Slots the calls of this claim will take as they start, right after its commit.
       const taking = new Map<string, number>();
       for (const j of jobs) {
-        let marked = mark.get(now, j.payload.message_id);
+        let marked = claimForDispatch(ctx, j.payload.message_id, now);
         // Not queued: a retry ('sending'), a settled message, or a scheduled one now due, which
         // is released (checked again, src/core/scheduled.ts) and then goes as any other.
-        if (!marked && releaseScheduled(ctx, j.payload.message_id)) marked = mark.get(now, j.payload.message_id);
+        if (!marked && releaseScheduled(ctx, j.payload.message_id))
+          marked = claimForDispatch(ctx, j.payload.message_id, now);
         const d = decide(j, marked);
         if ('type' in d) {
           settled.set(j, d);
@@ -403,7 +374,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         const pool = poolOf(d.gw);
         const n = taking.get(pool.key) ?? 0;
         if (slots.free(pool) > n) {
-          markInFlight(d.m.id);
+          markDispatchInFlight(ctx, d.m.id);
           taking.set(pool.key, n + 1);
           d.marked = true;
         }
