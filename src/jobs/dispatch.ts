@@ -50,7 +50,6 @@ import type { Worker } from '../queue/worker.js';
 // calls that share a commit would leave together, off the rate's spacing.
 
 export const DISPATCH_JOB = 'message.dispatch';
-export const SANDBOX_REPORT_JOB = 'sandbox.report';
 
 /** The enqueue the accept transaction is given (src/core/send.ts): one dispatch job per message. */
 export function dispatchEnqueuer(queue: JobQueue): (messageId: string, runAt?: number) => void {
@@ -250,18 +249,16 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     const startedAt = ctx.now();
     const timed = deps.counters?.providerCalls ?? null;
     const t0 = timed ? performance.now() : 0;
+    const adapter = getAdapter(gw.kind);
+    const runtime = { id: gw.id, kind: gw.kind, name: gw.name, settings: gw.settings, secrets: gw.secrets };
     let result: SendResult;
     try {
-      result = await getAdapter(gw.kind).send(
-        { id: gw.id, kind: gw.kind, name: gw.name, settings: gw.settings, secrets: gw.secrets },
-        outbound(m),
-        {
-          dispatcher: deps.dispatcher,
-          timeoutMs: deps.config.dispatch.timeoutMs,
-          publicUrl: deps.callbackBase(providerBase(gw)),
-          now: ctx.now,
-        },
-      );
+      result = await adapter.send(runtime, outbound(m), {
+        dispatcher: deps.dispatcher,
+        timeoutMs: deps.config.dispatch.timeoutMs,
+        publicUrl: deps.callbackBase(providerBase(gw)),
+        now: ctx.now,
+      });
     } catch (e: any) {
       result = { outcome: 'retry', message: e?.message ?? String(e) };
     } finally {
@@ -281,14 +278,10 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     switch (result.outcome) {
       case 'accepted': {
         const r = result;
-        const enqueueSandboxReport = () => {
-          if (gw.kind !== 'sandbox') return;
-          const delay = Number(gw.settings.delivery_delay_ms ?? 300);
-          worker.queue.enqueue({
-            kind: SANDBOX_REPORT_JOB,
-            payload: { gateway_id: gw.id, provider_message_id: r.providerMessageId, status: 'delivered' },
-            runAt: ctx.now() + delay,
-          });
+        // What the provider module asks to have queued once it is recorded (the sandbox's report).
+        const followUp = () => {
+          const job = adapter.afterAccepted?.(runtime, r.providerMessageId, ctx.now());
+          if (job) worker.queue.enqueue(job);
         };
         return {
           type: 'ok',
@@ -301,7 +294,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
               occurredAt: startedAt,
               uncertain,
             };
-            if (markSent(ctx, m, change)) return enqueueSandboxReport();
+            if (markSent(ctx, m, change)) return followUp();
             const fresh = getMessageState(ctx, m.id)!;
             if (uncertain) flagUncertain(ctx, m.id);
             const moved = applyStatus(ctx, fresh, {
@@ -313,7 +306,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
             });
             // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
             if (moved.changed && fresh.error_code !== null) clearDispatchError(ctx, m.id);
-            enqueueSandboxReport();
+            followUp();
           },
         };
       }

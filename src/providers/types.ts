@@ -83,10 +83,24 @@ export interface CallPool {
   size?: number;
 }
 
+/** A job a provider asks msgd to queue (its kind is the provider's, with a handler registered for it). */
+export interface FollowUpJob {
+  kind: string;
+  /** Anything JSON-serialisable. */
+  payload: unknown;
+  /** ms since epoch. */
+  runAt: number;
+}
+
 /** How one kind sends: it reads its own kind's settings (S). */
 export interface ProviderAdapter<S extends object = StoredSettings> {
   kind: GatewayKind;
   send(gw: GatewayRuntime<S>, msg: OutboundMessage, ctx: SendContext): Promise<SendResult>;
+  /**
+   * Work to queue once a message this gateway accepted is recorded as sent, in the same
+   * transaction (the sandbox's own delivery report). Unset or null: none.
+   */
+  afterAccepted?(gw: GatewayRuntime<S>, providerMessageId: string, now: number): FollowUpJob | null;
   /** The connections its calls use; unset: none shared with another gateway (no network). */
   callPool?(gw: GatewayRuntime<S>): CallPool;
   close?(): Promise<void>;

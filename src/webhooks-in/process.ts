@@ -11,11 +11,10 @@ import {
   type Processing,
   type WebhookLogRow,
 } from '../core/webhook-log.js';
-import { postSandboxReport } from '../providers/sandbox/report.js';
+import { postSandboxReport, SANDBOX_REPORT_JOB, type SandboxReportPayload } from '../providers/sandbox/report.js';
 import { parseStoredWebhook, type WebhookHandler } from '../providers/webhooks.js';
 import type { Logger } from 'pino';
 import { FailureLog } from '../lib/failure-log.js';
-import { SANDBOX_REPORT_JOB } from '../jobs/dispatch.js';
 import type { MaintenanceTask } from '../jobs/maintenance.js';
 import type { Job, JobQueue } from '../queue/queue.js';
 import type { Worker } from '../queue/worker.js';
@@ -47,12 +46,6 @@ interface ProcessPayload {
   webhook_ids: string[];
   /** Follow-up number while waiting for a message to appear. */
   round?: number;
-}
-
-interface SandboxReportPayload {
-  gateway_id: string;
-  provider_message_id: string;
-  status: string;
 }
 
 export function outcomeOf(o: ApplyOutcome, progressedBefore: boolean): [Processing, string | null] {

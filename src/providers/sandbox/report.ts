@@ -7,6 +7,16 @@ import { SANDBOX_SIGNATURE_HEADER, sandboxBody, sandboxTimestamp, signSandbox } 
 // itself after the gateway's delivery_delay_ms. It is posted, signed, to msgd's own inbound
 // endpoint, so a sandbox message travels the same path as a real one.
 
+/** The job that posts a sandbox delivery report (queued by the sandbox adapter's afterAccepted). */
+export const SANDBOX_REPORT_JOB = 'sandbox.report';
+
+/** A sandbox.report job's payload. */
+export interface SandboxReportPayload {
+  gateway_id: string;
+  provider_message_id: string;
+  status: string;
+}
+
 export interface SandboxReport {
   providerMessageId: string;
   status: string;
