@@ -109,16 +109,26 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return typeof gw.settings.base_url === 'string' ? gw.settings.base_url : undefined;
   }
 
-  function outbound(m: DispatchRow): OutboundMessage {
-    const content = JSON.parse(m.content) as MessageContent;
-    if (content.kind !== 'text' && content.kind !== 'template' && content.kind !== 'email')
-      throw new Error(`outbound ${content.kind} messages are not supported`);
+  /** The message as its provider is given it, or why its stored content can never be sent. */
+  function outbound(m: DispatchRow): OutboundMessage | { unsendable: string } {
+    let content: MessageContent;
+    try {
+      content = JSON.parse(m.content) as MessageContent;
+    } catch {
+      return { unsendable: 'the stored content of this message is not valid JSON: it cannot be sent' };
+    }
+    if (content?.kind !== 'text' && content?.kind !== 'template' && content?.kind !== 'email')
+      return {
+        unsendable: `outbound ${String(content?.kind ?? 'unknown')} messages are not supported: it cannot be sent`,
+      };
     return { id: m.id, channel: m.channel_type, to: m.to, from: m.from, content };
   }
 
   /** A message the claim found ready to go: its gateway, and the rate's short wait before the call. */
   interface Go {
     m: DispatchRow;
+    /** What the provider is given. */
+    msg: OutboundMessage;
     gw: GatewayWithSecrets;
     wait: number;
     /** An earlier attempt's request may have left msgd without its outcome being recorded. */
@@ -155,6 +165,10 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // A gateway changed by msgctl (disabled, new credentials, removed) is seen on the next turn.
     const gw = deps.gateways.get(m.gateway_id);
     if (!gw) return failNow(m, 'gateway_removed', 'the gateway of this message was removed', mayHaveLeft);
+    // Content no provider can take fails now, as a provider's permanent refusal does (refunded):
+    // retrying it would only fail the same way jobs.maxAttempts times.
+    const msg = outbound(m);
+    if ('unsendable' in msg) return failNow(m, 'unsendable_content', msg.unsendable, mayHaveLeft);
     if (gw.status !== 'active') {
       // Disabled is paused: the message keeps its place (a snooze spends no attempt) and says why.
       // It goes out once the gateway is enabled again (which wakes it); removing the gateway
@@ -173,7 +187,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (!turn.go) failover.release(gw.id);
     // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
     return turn.go
-      ? { m, gw, wait: turn.wait, uncertain: m.dispatch_in_flight === 1, marked: false }
+      ? { m, msg, gw, wait: turn.wait, uncertain: m.dispatch_in_flight === 1, marked: false }
       : inLine(m, turn.wait);
   }
 
@@ -226,7 +240,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     const go = ready.get(job) ?? decide(job, undefined);
     ready.delete(job);
     if ('type' in go) return go;
-    const { m, gw, wait, uncertain } = go;
+    const { m, msg, gw, wait, uncertain } = go;
     const key = poolOf(gw);
     // The slot the claim counted on is taken now, in the turn of its commit, before any wait.
     const counted = go.marked && slots.tryTake(key);
@@ -253,7 +267,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     const runtime = { id: gw.id, kind: gw.kind, name: gw.name, settings: gw.settings, secrets: gw.secrets };
     let result: SendResult;
     try {
-      result = await adapter.send(runtime, outbound(m), {
+      result = await adapter.send(runtime, msg, {
         dispatcher: deps.dispatcher,
         timeoutMs: deps.config.dispatch.timeoutMs,
         publicUrl: deps.callbackBase(providerBase(gw)),
