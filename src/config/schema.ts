@@ -3,6 +3,19 @@ import { z } from 'zod';
 
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 
+/** Keywords: one word each, compared in upper case. */
+const keywordList = z
+  .array(
+    z
+      .string()
+      .trim()
+      .min(1)
+      .max(40)
+      .refine((v) => !/\s/.test(v), { message: 'a keyword is one word' })
+      .transform((v) => v.toUpperCase()),
+  )
+  .max(100);
+
 // Every key is documented in docs/configuration.md and shown in config/msgd.example.json.
 export const configSchema = z
   .object({
@@ -203,6 +216,30 @@ export const configSchema = z
         loginAuditDays: z.number().int().min(1).max(36500).default(90),
       })
       .strict()
+      .prefault({}),
+    suppressions: z
+      .object({
+        /**
+         * An inbound SMS whose whole text (trimmed, any case) is one of these opts the sender out
+         * (src/core/opt-out-keywords.ts). Add other languages' words here (e.g. ARRET).
+         */
+        optOutKeywords: keywordList.default([
+          'STOP',
+          'STOPALL',
+          'UNSUBSCRIBE',
+          'CANCEL',
+          'END',
+          'QUIT',
+          'OPTOUT',
+          'REVOKE',
+        ]),
+        /** And one of these opts them back in. HELP and INFO are the partner's to answer. */
+        optInKeywords: keywordList.default(['START', 'YES', 'UNSTOP']),
+      })
+      .strict()
+      .refine((v) => !v.optOutKeywords.some((k) => v.optInKeywords.includes(k)), {
+        message: 'a keyword cannot both opt out and opt in',
+      })
       .prefault({}),
     ui: z
       .object({

@@ -23,12 +23,16 @@ export const EMAIL_FEEDBACK_EVENTS = ['message.complained', 'message.unsubscribe
 /** An outbound message moved to the next gateway of its channel's order (SMS, email); its status stays. */
 export const ROUTE_EVENTS = ['message.rerouted'] as const;
 
+/** A recipient added to or removed from the partner's suppression list (src/core/suppressions.ts). */
+export const SUPPRESSION_EVENTS = ['suppression.created', 'suppression.deleted'] as const;
+
 export const EVENT_TYPES = [
   'message.received',
   'message.deleted',
   ...STATUS_EVENTS,
   ...ROUTE_EVENTS,
   ...EMAIL_FEEDBACK_EVENTS,
+  ...SUPPRESSION_EVENTS,
   'partner.balance_low',
   'webhook.test',
 ] as const;

@@ -8,6 +8,7 @@ import type { MessageContent } from './message-content.js';
 import { createInbound, getMessageRow, storeInbound, type MessageRow } from './messages.js';
 import { applyStatus, markDeleted, type DeletedTarget } from './message-status.js';
 import { canAdvance, type MessageStatus } from './statuses.js';
+import { applyKeyword, applySuppressionSignal, type SuppressionSignal } from './suppressions.js';
 import { iso } from '../lib/time.js';
 import { applyTemplateChange, type TemplateChange } from './whatsapp-templates.js';
 
@@ -56,6 +57,8 @@ export type ProviderEvent =
       notify?: EventType;
       /** Provider facts the notification carries along (e.g. SendGrid's asm_group_id). */
       detail?: Record<string, unknown>;
+      /** What the event says about the recipient: suppress (a hard bounce, a spam report) or lift. */
+      suppress?: SuppressionSignal;
       providerStatus: string;
       errorCode?: string | null;
       errorMessage?: string | null;
@@ -262,6 +265,7 @@ function status(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'status' }>, op
     return opts.final ? { unroutable: what } : { waiting: what };
   }
   for (const m of found) {
+    if (ev.suppress) applySuppressionSignal(ctx, m, ev.suppress);
     if (ev.status === null) historyOnly(ctx, m, ev);
     else {
       applyStatus(ctx, m, {
@@ -331,7 +335,18 @@ function inbound(ctx: CoreCtx, ev: Extract<ProviderEvent, { type: 'message' }>, 
       ignored: `message ${ev.providerMessageId} was unsent before it arrived: stored deleted, content redacted`,
     };
   }
-  createInbound(ctx, input);
+  const created = createInbound(ctx, input);
+  // STOP / START: the whole text is a keyword (config suppressions); the message is stored and
+  // announced all the same, so the partner sees it.
+  if (ch.type === 'sms' && ev.content.kind === 'text') {
+    applyKeyword(ctx, {
+      messageId: created.message.id,
+      partnerId: ch.partner_id,
+      from: ev.from,
+      to: ch.sender,
+      text: ev.content.text,
+    });
+  }
   return { ok: true };
 }
 

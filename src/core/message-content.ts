@@ -64,9 +64,21 @@ interface Inbound {
   reply_to_story?: StoryRef;
 }
 
+export const TEMPLATE_CATEGORIES = ['AUTHENTICATION', 'MARKETING', 'UTILITY'] as const;
+export type TemplateCategory = (typeof TEMPLATE_CATEGORIES)[number];
+
 export type MessageContent =
   | ({ kind: 'text'; text: string; choice?: Choice } & Inbound)
-  | { kind: 'template'; template: { name: string; language: string; components?: unknown[] } }
+  | {
+      kind: 'template';
+      template: {
+        name: string;
+        language: string;
+        components?: unknown[];
+        /** Meta's category as the partner names it; not sent to Meta (it knows its templates). */
+        category?: TemplateCategory;
+      };
+    }
   | { kind: 'email'; subject: string; html?: string; text?: string; fromName?: string; replyTo?: string }
   | ({ kind: 'media'; caption?: string | null; text?: string | null; media: MediaRef[] } & Inbound)
   | ({

@@ -70,6 +70,7 @@ export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string):
         rate_limit_per_minute: null,
         low_balance_threshold: null,
         require_2fa: 0,
+        opt_out_scope: 'sender',
         created_at: now,
         updated_at: now,
       };

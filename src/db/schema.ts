@@ -21,6 +21,13 @@ export const partners = sqliteTable('partners', {
   lowBalanceThreshold: integer('low_balance_threshold'),
   /** 1: every console user of the partner must use two-factor authentication (set by its admins). */
   require2fa: integer('require_2fa').notNull().default(0),
+  /**
+   * Where an SMS opt-out (STOP, Twilio 21610) applies: 'sender', the number the customer
+   * replied to (as carriers and Twilio do), or 'partner', every number of the partner.
+   */
+  optOutScope: text('opt_out_scope', { enum: ['sender', 'partner'] })
+    .notNull()
+    .default('sender'),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
 });
@@ -524,6 +531,49 @@ export const webhookAttempts = sqliteTable(
     createdAt: integer('created_at').notNull(),
   },
   (t) => [index('webhook_attempts_delivery').on(t.deliveryId, t.id), index('webhook_attempts_created').on(t.createdAt)],
+);
+
+/**
+ * Recipients a partner must not send to on a channel (src/core/suppressions.ts). One row per
+ * reason (and SendGrid unsubscribe group) and scope: a STOP and a later hard bounce are two
+ * facts with their own sources. The unique index leads with what a send looks up, so the
+ * check before the price is one seek on it.
+ */
+export const suppressions = sqliteTable(
+  'suppressions',
+  {
+    id: text('id').primaryKey(),
+    partnerId: text('partner_id')
+      .notNull()
+      .references(() => partners.id),
+    channel: text('channel').notNull(),
+    /** Normalized: E.164 (sms, whatsapp), lowercase email, PSID/IGSID. */
+    address: text('address').notNull(),
+    /** The sender address it applies to; '' = every sender of the partner on the channel. */
+    scope: text('scope').notNull().default(''),
+    reason: text('reason', {
+      enum: [
+        'opt_out_keyword',
+        'hard_bounce',
+        'spam_report',
+        'unsubscribe',
+        'group_unsubscribe',
+        'manual',
+        'provider_refused',
+      ],
+    }).notNull(),
+    /** SendGrid unsubscribe group (asm_group_id) of a group_unsubscribe; '' otherwise. */
+    groupId: text('group_id').notNull().default(''),
+    /** What it came from: msg_…, pwh_… (provider webhook), token:…, user:…, operator:…. */
+    source: text('source').notNull(),
+    /** The provider's words or the person's note. */
+    detail: text('detail'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('suppressions_address').on(t.partnerId, t.channel, t.address, t.scope, t.reason, t.groupId),
+    index('suppressions_partner').on(t.partnerId, t.id),
+  ],
 );
 
 export const meta = sqliteTable('meta', {

@@ -1,3 +1,4 @@
+import { applySuppressionSignal, type SuppressionSignal } from '../core/suppressions.js';
 import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import { stmt } from '../db/stmt.js';
@@ -325,7 +326,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         };
       }
       case 'failed':
-        return failNow(m, result.code, result.message, uncertain);
+        return failNow(m, result.code, result.message, uncertain, result.suppress);
       case 'retry': {
         const note = `${result.code ? `${result.code}: ` : ''}${result.message}`;
         return {
@@ -347,13 +348,21 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     }
   };
 
-  function failNow(m: DispatchRow, code: string, message: string, uncertain = false): JobResult {
+  function failNow(
+    m: DispatchRow,
+    code: string,
+    message: string,
+    uncertain = false,
+    suppress?: SuppressionSignal,
+  ): JobResult {
     return {
       type: 'ok',
       apply: () => {
         const fresh = getMessageState(ctx, m.id)!;
         if (uncertain) flagUncertain(ctx, m.id);
         applyStatus(ctx, fresh, { status: 'failed', errorCode: code, errorMessage: message, refundOnFailure: true });
+        // The next send to this recipient is refused before cost.
+        if (suppress) applySuppressionSignal(ctx, fresh, suppress);
       },
     };
   }

@@ -80,7 +80,8 @@ export type IdPrefix =
   | 'inv'
   | 'rc'
   | 'pl'
-  | 'tpl';
+  | 'tpl'
+  | 'sup';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${ulid()}`;

@@ -1,3 +1,4 @@
+import type { SuppressionSignal } from '../core/suppressions.js';
 import { callProvider, isResponse, retryAfterMs, truncate, type HttpResponse } from './http.js';
 import { GRAPH_API_VERSION } from './meta-app/settings.js';
 import type { SendContext, SendResult } from './types.js';
@@ -88,7 +89,23 @@ export function classifyGraphError(res: HttpResponse, now: number): SendResult {
       ? { outcome: 'retry', code: codeStr, message }
       : { outcome: 'retry', code: codeStr, message, retryAfterMs: after };
   }
-  return { outcome: 'failed', code: codeStr, message };
+  const suppress = code !== undefined ? graphRefusal(code, message) : undefined;
+  return suppress
+    ? { outcome: 'failed', code: codeStr, message, suppress }
+    : { outcome: 'failed', code: codeStr, message };
+}
+
+/**
+ * Meta's codes for a recipient who will not take the business's messages: WhatsApp 131050, the
+ * customer stopped marketing messages from this number; Messenger/Instagram 551, the person is
+ * not available (they blocked the page or left). Both hold for the sender it was sent from.
+ */
+export const GRAPH_OPT_OUT_CODES: ReadonlySet<number> = new Set([131050, 551]);
+
+export function graphRefusal(code: number, message: string | null): SuppressionSignal | undefined {
+  return GRAPH_OPT_OUT_CODES.has(code)
+    ? { reason: 'provider_refused', scope: 'sender', detail: `Meta error ${code}${message ? `: ${message}` : ''}` }
+    : undefined;
 }
 
 function describe(res: HttpResponse, err: GraphError | undefined): string {

@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { ChannelType, GatewayKind } from '../core/context.js';
+import type { SuppressionSignal } from '../core/suppressions.js';
 
 /**
  * A gateway's settings as stored: its kind's settings type (src/providers/<kind>/kind.ts), the
@@ -72,8 +73,11 @@ export type SendResult =
        */
       maybeDelivered?: boolean;
     }
-  /** Permanent: the provider refused this message; no retry will help. */
-  | { outcome: 'failed'; code: string; message: string };
+  /**
+   * Permanent: the provider refused this message; no retry will help. `suppress`: the refusal
+   * says the recipient must not be sent to again (opted out, address does not exist).
+   */
+  | { outcome: 'failed'; code: string; message: string; suppress?: SuppressionSignal };
 
 /** The connections a gateway's calls share: msgd holds calls beyond them itself (src/jobs/call-slots.ts). */
 export interface CallPool {

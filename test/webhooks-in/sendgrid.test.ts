@@ -189,10 +189,21 @@ describe('SendGrid event batches', () => {
         s.ctx.db.sqlite
           .prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ? ORDER BY id`)
           .all(p.partnerId, `%${m.id}%`) as { type: string; payload: string }[]
-      ).filter((e) => !['message.sent'].includes(e.type));
+      ).filter((e) => e.type !== 'message.sent');
     const res = await post(body);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    const got = eventsOf();
+    // The recipient's suppressions come and go with them (docs/suppressions.md).
+    expect(
+      eventsOf()
+        .filter((e) => e.type.startsWith('suppression.'))
+        .map((e) => [e.type, JSON.parse(e.payload).suppression.reason]),
+    ).toEqual([
+      ['suppression.created', 'spam_report'],
+      ['suppression.created', 'unsubscribe'],
+      ['suppression.created', 'group_unsubscribe'],
+      ['suppression.deleted', 'group_unsubscribe'],
+    ]);
+    const got = eventsOf().filter((e) => e.type.startsWith('message.'));
     expect(got.map((e) => e.type)).toEqual([
       'message.complained',
       'message.unsubscribed',
@@ -213,7 +224,7 @@ describe('SendGrid event batches', () => {
     // The status is not moved by any of them, and a redelivery tells nobody twice.
     expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
     expect((await processed(s.ctx, (await post(body)).json.id)).processing).toBe('duplicate');
-    expect(eventsOf()).toHaveLength(4);
+    expect(eventsOf()).toHaveLength(8);
   });
 
   it('deferred, then delivered, then an asynchronous bounce (no sg_message_id): the email ends bounced and refunded', async () => {

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { CHANNEL_TYPES } from '../../core/context.js';
-import { EMAIL_FEEDBACK_EVENTS, ROUTE_EVENTS, STATUS_EVENTS } from '../../core/event-types.js';
+import { EMAIL_FEEDBACK_EVENTS, ROUTE_EVENTS, STATUS_EVENTS, SUPPRESSION_EVENTS } from '../../core/event-types.js';
 import { MESSAGE_STATUSES } from '../../core/statuses.js';
+import { suppressionObject } from './suppressions.js';
 import { storyRef } from './v1.js';
 
 // The events msgd POSTs to partner endpoints (docs/webhooks-out.md), for the OpenAPI document's
@@ -113,6 +114,23 @@ export const messageReroutedEvent = z
     "An SMS or email message moved to the next gateway of its channel's order, because the one before certainly did not take it; its status stays queued until the new gateway takes it (message.sent).",
   );
 
+export const suppressionEvent = z
+  .object({
+    ...base(SUPPRESSION_EVENTS),
+    suppression: suppressionObject,
+    deleted_by: z
+      .string()
+      .optional()
+      .describe(
+        "suppression.deleted: who removed it (token:…, user:…, operator:…, or the customer's message msg_… that opted back in)",
+      ),
+    consent_confirmed_by: z
+      .string()
+      .optional()
+      .describe('suppression.deleted of a keyword opt-out: who said the customer consented again'),
+  })
+  .describe('A recipient was added to or removed from your suppression list (docs/suppressions.md).');
+
 export const balanceLowEvent = z
   .object({
     ...base(['partner.balance_low']),
@@ -137,6 +155,7 @@ export const EVENT_SCHEMAS: [name: string, types: readonly string[], schema: z.Z
   ['MessageStatusEvent', STATUS_EVENTS, messageStatusEvent],
   ['MessageReroutedEvent', ROUTE_EVENTS, messageReroutedEvent],
   ['EmailFeedbackEvent', EMAIL_FEEDBACK_EVENTS, emailFeedbackEvent],
+  ['SuppressionEvent', SUPPRESSION_EVENTS, suppressionEvent],
   ['BalanceLowEvent', ['partner.balance_low'], balanceLowEvent],
   ['WebhookTestEvent', ['webhook.test'], webhookTestEvent],
 ];

@@ -2,6 +2,7 @@ import { createHash, createPublicKey, verify, type KeyObject } from 'node:crypto
 import type { EventType } from '../../core/events.js';
 import type { ProviderEvent } from '../../core/inbound.js';
 import type { MessageStatus } from '../../core/statuses.js';
+import type { SuppressionSignal } from '../../core/suppressions.js';
 import { fromSeconds, header, isObject, jsonBody, note, str, type WebhookHandler } from '../webhook-common.js';
 
 // SendGrid Event Webhook (FACTS C2-C3): a JSON array of events, signed with ECDSA P-256 over
@@ -39,6 +40,49 @@ const NOTIFY: Record<string, EventType> = {
   group_unsubscribe: 'message.unsubscribed',
   group_resubscribe: 'message.resubscribed',
 };
+
+/**
+ * What an event says about the address (FACTS C2): a bounce (not a "blocked" one, which is the
+ * receiving server's temporary or policy refusal), a drop because the address bounced before or
+ * is invalid, a spam report, an unsubscribe (global or from a group) suppress it; a group
+ * resubscribe lifts its group's entry.
+ */
+export function sendgridSuppression(e: Record<string, any>): SuppressionSignal | undefined {
+  const event = String(e.event);
+  const reason = str(e.reason) ?? null;
+  const detail = reason ? reason.slice(0, 300) : null;
+  switch (event) {
+    case 'bounce':
+      return e.type === 'blocked' ? undefined : { reason: 'hard_bounce', scope: 'partner', detail };
+    case 'dropped': {
+      // SendGrid's drop reasons name its own lists: "Bounced Address", "Invalid", "Spam Reporting Address", ...
+      const r = (reason ?? '').toLowerCase();
+      if (r.includes('bounced address') || /^invalid\b(?!.*smtpapi)/.test(r))
+        return { reason: 'hard_bounce', scope: 'partner', detail };
+      if (r.includes('spam reporting address')) return { reason: 'spam_report', scope: 'partner', detail };
+      if (r.includes('unsubscribed address')) return { reason: 'unsubscribe', scope: 'partner', detail };
+      return undefined;
+    }
+    case 'spamreport':
+      return { reason: 'spam_report', scope: 'partner', detail: null };
+    case 'unsubscribe':
+      return { reason: 'unsubscribe', scope: 'partner', detail: null };
+    case 'group_unsubscribe':
+    case 'group_resubscribe': {
+      const group = e.asm_group_id === undefined || e.asm_group_id === null ? null : String(e.asm_group_id);
+      if (group === null || !/^\d{1,12}$/.test(group)) return undefined;
+      return {
+        reason: 'group_unsubscribe',
+        scope: 'partner',
+        groupId: group,
+        detail: `unsubscribe group ${group}`,
+        ...(event === 'group_resubscribe' ? { lift: true } : {}),
+      };
+    }
+    default:
+      return undefined;
+  }
+}
 
 const keys = new Map<string, KeyObject | null>();
 
@@ -87,7 +131,9 @@ function events(p: SgPayload, receivedAt: number): ProviderEvent[] {
     // Async bounces come without sg_message_id; custom_args still name the message.
     const sgId = str(e.sg_message_id);
     const failing = event === 'bounce' || event === 'dropped';
+    const suppress = sendgridSuppression(e);
     return {
+      ...(suppress ? { suppress } : {}),
       type: 'status',
       key: `sendgrid:${str(e.sg_event_id) ?? createHash('sha256').update(JSON.stringify(e)).digest('base64url')}`,
       ref: { messageId: str(e.msgd_message_id), providerMessageId: sgId?.split('.')[0], recipient: str(e.email) },

@@ -11,7 +11,17 @@ export function classifySmtpError(err: NodemailerError): SendResult {
   if (rc !== undefined) {
     // RFC 5321: 4yz is transient. 503 (bad sequence) is a session hiccup, not a verdict on the mail.
     if ((rc >= 400 && rc < 500) || rc === 503) return { outcome: 'retry', code: `smtp_${rc}`, message };
-    if (rc >= 500 && rc < 600) return { outcome: 'failed', code: `smtp_${rc}`, message };
+    if (rc >= 500 && rc < 600) {
+      // RFC 3463 5.1.x: the address itself is bad (no such mailbox, no such domain): a hard bounce.
+      return /(^|\D)5\.1\.\d{1,3}(\D|$)/.test(message)
+        ? {
+            outcome: 'failed',
+            code: `smtp_${rc}`,
+            message,
+            suppress: { reason: 'hard_bounce', scope: 'partner', detail: message.slice(0, 300) },
+          }
+        : { outcome: 'failed', code: `smtp_${rc}`, message };
+    }
   }
   const code = err.code ?? 'EUNKNOWN';
   if (CONFIG_CODES.has(code)) return { outcome: 'failed', code: `smtp_${code.slice(1).toLowerCase()}`, message };

@@ -75,5 +75,15 @@ export function classifyTwilioError(res: HttpResponse, now: number): SendResult 
       ? { outcome: 'retry', code: codeStr, message }
       : { outcome: 'retry', code: codeStr, message, retryAfterMs: after };
   }
+  if (codeStr === TWILIO_OPTED_OUT)
+    return {
+      outcome: 'failed',
+      code: codeStr,
+      message,
+      suppress: { reason: 'provider_refused', scope: 'opt_out', detail: `Twilio error 21610: ${message}` },
+    };
   return { outcome: 'failed', code: codeStr, message };
 }
+
+/** Twilio's "the recipient replied STOP to this sender" (FACTS D1), refused at no charge. */
+export const TWILIO_OPTED_OUT = '21610';

@@ -1,3 +1,4 @@
+import { TWILIO_OPTED_OUT } from './send.js';
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import querystring from 'node:querystring';
 import type { ProviderEvent } from '../../core/inbound.js';
@@ -199,6 +200,9 @@ function events({ params: p, messageId }: TwilioPayload, receivedAt: number): Pr
       errorCode: code ?? null,
       errorMessage: one(p.ChannelStatusMessage) ?? one(p.ErrorMessage) ?? (code ? `Twilio error ${code}` : null),
       occurredAt: done ?? receivedAt,
+      ...(code === TWILIO_OPTED_OUT && (st === 'failed' || st === 'undelivered')
+        ? { suppress: { reason: 'provider_refused', scope: 'opt_out', detail: 'Twilio error 21610' } as const }
+        : {}),
     },
   ];
 }

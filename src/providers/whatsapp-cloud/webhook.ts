@@ -1,3 +1,4 @@
+import { graphRefusal } from '../graph-send.js';
 import type { ProviderEvent, Receiver } from '../../core/inbound.js';
 import type { Choice, MediaRef, MessageContent, SharedContact } from '../../core/message-content.js';
 import type { MessageStatus } from '../../core/statuses.js';
@@ -274,6 +275,9 @@ function events(p: WaPayload, receivedAt: number): ProviderEvent[] {
         errorCode: err.code,
         errorMessage: err.message,
         occurredAt: fromSeconds(s.timestamp, receivedAt),
+        ...(st === 'failed' && err.code && graphRefusal(Number(err.code), err.message)
+          ? { suppress: graphRefusal(Number(err.code), err.message) }
+          : {}),
       });
     }
     for (const m of Array.isArray(value.messages) ? value.messages : []) {
