@@ -15,6 +15,7 @@ import type { AuthPrincipal } from './tokens.js';
 import { SettingsCache } from './settings-version.js';
 import { checkTemplate } from './whatsapp-templates.js';
 import { templatePreflight } from './whatsapp-template-send.js';
+import { refuseSuppressed } from './suppressions.js';
 
 // Sending a message: the send rules in the spec's order (sendMessage, below), then the money
 // rule made code: price it, then in ONE transaction check
@@ -322,6 +323,8 @@ export type SendRule = (ctx: CoreCtx, send: SendRuleInput) => void;
  * A new rule (about the recipient, the content) goes here in its place in the order.
  */
 export const SEND_RULES: readonly SendRule[] = [
+  // 400 recipient_suppressed: the recipient opted out, bounced or complained (src/core/suppressions.ts).
+  (ctx, s) => refuseSuppressed(ctx, s.partnerId, s.channel, s.to, s.content),
   // 400 outside_customer_service_window: a free-form message to a customer silent for 24 hours.
   // (at send_at for a scheduled send: the window must still be open then).
   (ctx, s) => refuseOutsideWindow(ctx, s.partnerId, s.channel, s.to, s.content, s.sendAt),

@@ -17,6 +17,8 @@ const STATUS: Record<string, number> = {
   unknown_payload: 400,
   outside_customer_service_window: 400,
   template_invalid: 400,
+  recipient_suppressed: 400,
+  consent_required: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,

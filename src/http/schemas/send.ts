@@ -160,6 +160,7 @@ export const whatsappBody = z
     parameters: optional(z.unknown()),
     components: optional(z.unknown()),
     send_at: sendAt,
+    category: optional(z.unknown()),
   })
   .superRefine(
     (b, ctx) => {

@@ -5,6 +5,8 @@
 // message in the house style. Nothing a partner gives is dropped silently: what is not sent
 // to Meta is refused, because an accepted template is charged whatever Meta then says.
 
+import { TEMPLATE_CATEGORIES, type TemplateCategory } from '../../core/message-content.js';
+
 export const TEMPLATE_NAME = /^[a-z0-9_]{1,512}$/;
 export const LANGUAGE = /^[a-z]{2,3}(_[A-Z]{2})?$/;
 const MAX_PARAMETERS = 100;
@@ -16,6 +18,15 @@ export interface Template {
   name: string;
   language: string;
   components?: unknown[];
+  /** Meta's category of the template as the partner names it: what a suppression lets through. */
+  category?: TemplateCategory;
+}
+
+/** AUTHENTICATION, MARKETING or UTILITY in any case; null when it is none of them. */
+function categoryOf(v: unknown): TemplateCategory | null {
+  if (typeof v !== 'string') return null;
+  const up = v.trim().toUpperCase();
+  return (TEMPLATE_CATEGORIES as readonly string[]).includes(up) ? (up as TemplateCategory) : null;
 }
 
 type Path = (string | number)[];
@@ -89,12 +100,12 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
     errors.n++;
     add(path, message);
   };
-  let name: unknown, language: unknown, parameters: unknown, components: unknown, at: Path;
+  let name: unknown, language: unknown, parameters: unknown, components: unknown, category: unknown, at: Path;
   if (t == null) {
     report(['template'], 'required for type "template": a template name, or {name, language, parameters?}');
     return undefined;
   } else if (typeof t === 'string') {
-    ({ language, parameters, components } = b);
+    ({ language, parameters, components, category } = b);
     name = t;
     at = [];
     if (!TEMPLATE_NAME.test(t)) report(['template'], 'template name: lowercase letters, digits and underscores');
@@ -104,7 +115,7 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
         languageProblem(language, 'required with a template name: a language code such as en or en_US'),
       );
   } else if (isObject(t)) {
-    ({ name, language, parameters, components } = t);
+    ({ name, language, parameters, components, category } = t);
     at = ['template'];
     if (name == null)
       report(['template', 'name'], 'required: the template name (lowercase letters, digits and underscores)');
@@ -117,7 +128,7 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
       );
     }
     // Outside the object they would not be sent: say so rather than charge for a template without them.
-    for (const k of ['language', 'parameters', 'components'] as const) {
+    for (const k of ['language', 'parameters', 'components', 'category'] as const) {
       if (b[k] != null)
         report(
           [k],
@@ -129,6 +140,9 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
     return undefined;
   }
   // null is absent here as everywhere in the send API.
+  category ??= undefined;
+  if (category !== undefined && categoryOf(category) === null)
+    report([...at, 'category'], "must be AUTHENTICATION, MARKETING or UTILITY (the template's category at Meta)");
   parameters ??= undefined;
   components ??= undefined;
   if (parameters !== undefined && components !== undefined) {
@@ -147,5 +161,11 @@ export function templateOf(b: Record<string, unknown>, add: AddIssue): Template 
     ((parameters as string[] | undefined)?.length
       ? [{ type: 'body', parameters: (parameters as string[]).map((text) => ({ type: 'text', text })) }]
       : undefined);
-  return { name: name as string, language: languageCode(language)!, ...(list ? { components: list } : {}) };
+  const cat = categoryOf(category);
+  return {
+    name: name as string,
+    language: languageCode(language)!,
+    ...(list ? { components: list } : {}),
+    ...(cat ? { category: cat } : {}),
+  };
 }
