@@ -20,12 +20,15 @@ export const SCOPES = [
   'webhooks:manage',
   'channels:read',
   'templates:read',
+  'suppressions:read',
+  'suppressions:write',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
 // A write scope implies reading what it writes.
 const IMPLIED: Partial<Record<Scope, Scope[]>> = {
   'contacts:write': ['contacts:read'],
+  'suppressions:write': ['suppressions:read'],
 };
 
 export const TOKEN_PREFIX = 'msgd_live_';

@@ -172,6 +172,11 @@ describe('real responses are the documented ones', () => {
     const conv = (await call(server, 'GET', `/v1/messages/${msg}`, { token })).body.conversation_id;
     const contact = (await call(server, 'POST', '/v1/contacts', { token, body: { phone: '+14155550199' } })).body.id;
     const huge = JSON.stringify({ channel: 'sms', to: PHONE, body: long(70 * 1024) });
+    const sup = await call(server, 'POST', '/v1/suppressions', {
+      token,
+      body: { channel: 'sms', address: '+14155550166', reason: 'opt_out_keyword' },
+    });
+    expectDocumented('POST', '/v1/suppressions', sup);
     const cases: [string, string, string, Parameters<typeof call>[3]?][] = [
       ['POST', '/api/send-sms.php', '/api/send-sms.php', { token, body: { to: PHONE, text: 'legacy' } }],
       ['POST', '/api/send-sms.php', '/api/send-sms.php', { token, body: { to: PHONE } }],
@@ -216,6 +221,21 @@ describe('real responses are the documented ones', () => {
       ['GET', '/v1/channels', '/v1/channels', { token }],
       ['GET', '/v1/templates?category=utility&status=approved', '/v1/templates', { token }],
       ['GET', '/v1/templates?category=promotional', '/v1/templates', { token }],
+      [
+        'POST',
+        '/v1/suppressions',
+        '/v1/suppressions',
+        { token, body: { channel: 'sms', address: '+14155550166', reason: 'opt_out_keyword' } },
+      ],
+      ['POST', '/v1/suppressions', '/v1/suppressions', { token, body: { channel: 'sms', address: 'nope' } }],
+      ['GET', '/v1/suppressions?channel=sms', '/v1/suppressions', { token }],
+      ['GET', `/v1/suppressions/${sup.body.id}`, '/v1/suppressions/{id}', { token }],
+      ['GET', `/v1/suppressions/${sup.body.id}`, '/v1/suppressions/{id}', { token: p2.token }],
+      // recipient_suppressed, one of the documented 400s.
+      ['POST', '/api/send-sms.php', '/api/send-sms.php', { token, body: { to: '+14155550166', text: 'x' } }],
+      ['POST', '/v1/messages', '/v1/messages', { token, body: { channel: 'sms', to: '+14155550166', body: 'x' } }],
+      ['DELETE', `/v1/suppressions/${sup.body.id}`, '/v1/suppressions/{id}', { token }],
+      ['DELETE', `/v1/suppressions/${sup.body.id}?consent_confirmed=true`, '/v1/suppressions/{id}', { token }],
     ];
     expectDocumented('POST', '/v1/webhooks', hook);
     for (const [method, path, template, opts] of cases)
@@ -250,8 +270,14 @@ describe('real responses are the documented ones', () => {
       '/v1/conversations/{id}': 'conv_01kzzzzzzzzzzzzzzzzzzzzzzz',
       '/v1/contacts/{id}': 'ct_01kzzzzzzzzzzzzzzzzzzzzzzz',
     };
+    const sup = (
+      await call(server, 'POST', '/v1/suppressions', { token, body: { channel: 'email', address: 'gone@example.com' } })
+    ).body.id;
     const concrete = (path: string, id?: string) =>
-      path.replace('{id}', id ?? ids[path] ?? (path.startsWith('/v1/webhooks') ? hook : 'x'));
+      path.replace(
+        '{id}',
+        id ?? ids[path] ?? (path.startsWith('/v1/webhooks') ? hook : path.startsWith('/v1/suppressions') ? sup : 'x'),
+      );
     const VALID: Record<string, unknown> = {
       '/api/send-sms.php': { to: PHONE, text: 'x' },
       '/api/send-email.php': { to: 'a@example.com', subject: 'S', html: '<p>h</p>' },
@@ -260,6 +286,7 @@ describe('real responses are the documented ones', () => {
       '/v1/messages/quote': { channel: 'sms', to: PHONE, body: 'x' },
       '/v1/contacts': { phone: '+14155550177' },
       '/v1/webhooks': { url: 'https://127.0.0.1:9/h3' },
+      '/v1/suppressions': { channel: 'sms', address: '+14155550177' },
     };
     const noScope = richPartner(server.ctx, 6, { scopes: 'contacts:read' }).token;
     const channelsOnly = richPartner(server.ctx, 7, { scopes: 'channels:read' }).token;
@@ -285,7 +312,14 @@ describe('real responses are the documented ones', () => {
       if (path === '/v1/conversations/{id}') await check({ token }, undefined, '?limit=0');
       if (path.includes('{id}')) {
         await check({ token }, `x_${long(300)}`);
-        await check({ token }, path.startsWith('/v1/webhooks') ? 'whe_01kzzzzzzzzzzzzzzzzzzzzzzz' : undefined);
+        await check(
+          { token },
+          path.startsWith('/v1/webhooks')
+            ? 'whe_01kzzzzzzzzzzzzzzzzzzzzzzz'
+            : path.startsWith('/v1/suppressions')
+              ? 'sup_01kzzzzzzzzzzzzzzzzzzzzzzz'
+              : undefined,
+        );
       }
       if (op.responses['402']) await check({ token: poor, body });
       if (op.responses['422']) {
@@ -385,6 +419,7 @@ describe('real responses are the documented ones', () => {
       .prepare('SELECT type, payload FROM events WHERE partner_id = ?')
       .all(partnerId) as { type: string; payload: string }[];
     const types = new Set(events.map((e) => e.type));
+    expect([...types]).toEqual(expect.arrayContaining(['suppression.created', 'suppression.deleted']));
     // The sends above were delivered by the sandbox; the test endpoint got its test event.
     expect([...types]).toEqual(
       expect.arrayContaining([

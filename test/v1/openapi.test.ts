@@ -38,6 +38,10 @@ const OPERATIONS = [
   'post /v1/webhooks/{id}/test',
   'get /v1/channels',
   'get /v1/templates',
+  'get /v1/suppressions',
+  'post /v1/suppressions',
+  'get /v1/suppressions/{id}',
+  'delete /v1/suppressions/{id}',
 ];
 
 function resolve(schema: any): any {

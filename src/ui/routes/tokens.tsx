@@ -27,6 +27,8 @@ const SCOPE_HELP: Record<string, string> = {
   'webhooks:manage': 'manage webhook endpoints',
   'channels:read': 'read channels',
   'templates:read': 'read WhatsApp templates',
+  'suppressions:read': 'read the suppression list',
+  'suppressions:write': 'add to and remove from the suppression list',
 };
 
 export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {

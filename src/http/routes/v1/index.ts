@@ -13,6 +13,7 @@ import { conversationRoutes } from './conversations.js';
 import { messageRoutes } from './messages.js';
 import { openapiRoutes } from './openapi.js';
 import { templateRoutes } from './templates.js';
+import { suppressionRoutes } from './suppressions.js';
 import { webhookRoutes } from './webhooks.js';
 
 // The resource API, registered under /v1. Order inside every request: rate limit (per token,
@@ -61,7 +62,7 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
         title: 'msgd resource API',
         version: rt.version,
         description:
-          'Send on any connected channel, read conversations, keep contacts, register signed webhook endpoints. ' +
+          'Send on any connected channel, read conversations, keep contacts and the suppression list, register signed webhook endpoints. ' +
           'Errors: {"error": {"code", "message", "details"}}. Pages: {"data": [...], "next_cursor"} with ?limit (1-200, default 50) ' +
           'and ?cursor. Every response carries X-Request-Id and RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset.',
       },
@@ -71,7 +72,9 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'a msgd API token (msgd_live_…)' },
         },
       },
-      tags: ['messages', 'conversations', 'contacts', 'webhooks', 'channels', 'templates'].map((name) => ({ name })),
+      tags: ['messages', 'conversations', 'contacts', 'webhooks', 'channels', 'templates', 'suppressions'].map(
+        (name) => ({ name }),
+      ),
     },
     transform: jsonSchemaTransform,
     transformObject: jsonSchemaTransformObject,
@@ -102,6 +105,7 @@ export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }>
   await app.register(webhookRoutes, { rt });
   await app.register(channelRoutes, { rt });
   await app.register(templateRoutes, { rt });
+  await app.register(suppressionRoutes, { rt });
   await app.register(openapiRoutes, { rt, root: app });
 };
 
