@@ -15,6 +15,7 @@ import { registerPartner } from './partner.js';
 import { registerPrice } from './price.js';
 import { registerRestore } from './restore.js';
 import { registerSandbox } from './sandbox.js';
+import { registerSuppressions } from './suppressions.js';
 import { registerToken } from './token.js';
 import { registerUser } from './user.js';
 import { registerTui } from './tui.js';
@@ -59,6 +60,7 @@ export function buildProgram(): Command {
   registerLedger(program);
   registerAudit(program);
   registerMessages(program);
+  registerSuppressions(program);
   registerJobs(program);
   const webhooks = program
     .command('webhooks')
