@@ -22,11 +22,44 @@ export type Role = (typeof ROLES)[number];
 
 /** What each role may see and do in the console. */
 export type Area =
-  'overview' | 'messages' | 'conversations' | 'tokens' | 'webhooks' | 'channels' | 'templates' | 'ledger' | 'users';
+  | 'overview'
+  | 'messages'
+  | 'conversations'
+  | 'tokens'
+  | 'webhooks'
+  | 'channels'
+  | 'templates'
+  | 'ledger'
+  | 'users'
+  | 'suppressions'
+  /** Adding to and removing from the suppression list (reading it is 'suppressions'). */
+  | 'suppressions-manage';
 const AREAS: Record<Role, readonly Area[]> = {
-  admin: ['overview', 'messages', 'conversations', 'tokens', 'webhooks', 'channels', 'templates', 'ledger', 'users'],
-  developer: ['overview', 'messages', 'conversations', 'tokens', 'webhooks', 'channels', 'templates'],
-  billing: ['overview', 'ledger'],
+  admin: [
+    'overview',
+    'messages',
+    'conversations',
+    'tokens',
+    'webhooks',
+    'channels',
+    'templates',
+    'ledger',
+    'users',
+    'suppressions',
+    'suppressions-manage',
+  ],
+  developer: [
+    'overview',
+    'messages',
+    'conversations',
+    'tokens',
+    'webhooks',
+    'channels',
+    'templates',
+    'suppressions',
+    'suppressions-manage',
+  ],
+  billing: ['overview', 'ledger', 'suppressions'],
 };
 
 export function can(role: Role, area: Area): boolean {

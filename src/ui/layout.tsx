@@ -17,6 +17,7 @@ const NAV: [Area, string, string][] = [
   ['ledger', 'Ledger', '/ui/ledger'],
   ['channels', 'Channels', '/ui/channels'],
   ['templates', 'Templates', '/ui/templates'],
+  ['suppressions', 'Suppressions', '/ui/suppressions'],
   ['users', 'Users', '/ui/users'],
 ];
 

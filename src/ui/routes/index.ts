@@ -7,6 +7,7 @@ import { messageRoutes } from './messages.js';
 import { overviewRoutes } from './overview.js';
 import { partnerRoutes } from './partners.js';
 import { templateRoutes } from './templates.js';
+import { suppressionRoutes } from './suppressions.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
 import { webhookRoutes } from './webhooks.js';
@@ -24,6 +25,7 @@ export const consoleRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     templateRoutes,
     userRoutes,
     partnerRoutes,
+    suppressionRoutes,
   ])
     await app.register(routes, { ui });
 };
