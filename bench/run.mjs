@@ -2,7 +2,8 @@
 // Run after `npm ci && npm run build` (the benchmarks run dist/). BENCH_SECONDS shortens or lengthens load phases;
 // BENCH_ONLY=send,webhooks-in,v1,v1-messages,backup,metrics,ui,tui picks suites; BENCH_BACKUP_MESSAGES sizes
 // the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's,
-// BENCH_TUI_MESSAGES and BENCH_TUI_WEBHOOKS msgctl tui's.
+// BENCH_TUI_MESSAGES and BENCH_TUI_WEBHOOKS msgctl tui's, BENCH_SUPPRESSIONS the suppression list beside
+// the send bench (alternating pairs without and with it).
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 

@@ -8,12 +8,16 @@
 // dispatch is measured on its own below. The same load with dispatch running to a 0 ms
 // provider is printed too: on two cores shared with the load generator and the fake provider,
 // every message dispatched at full speed takes its CPU from accepting the next.
+//
+// BENCH_SUPPRESSIONS=1000000 adds alternating pairs of accept runs, without and with that many
+// entries on the partner's suppression list (none of them a bench recipient): the check before
+// the price is one index seek, so the two must agree within noise.
 import Database from 'better-sqlite3';
 import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, rateUntil, stop, tmp, verdict } from './lib.mjs';
 
 const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 
-export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
+export async function setup(dataDir, providerUrl, { preload = 0, suppressions = 0 } = {}) {
   const { openDataDir } = await dist('db/datadir.js');
   const { loadConfig } = await dist('config/load.js');
   const { gatewayKinds } = await dist('providers/kinds.js');
@@ -45,6 +49,31 @@ export async function setup(dataDir, providerUrl, { preload = 0 } = {}) {
   const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'bench');
   setPrice(ctx, { channel: 'sms', amount: 7500 }, 'bench');
   const { secret } = issueToken(ctx, { partner: p.id, name: 'bench', scopes: '*' }, 'bench');
+  if (suppressions > 0) {
+    // Straight into the table, as years of STOPs and bounces would leave it: half SMS numbers
+    // (none a bench recipient), half email addresses.
+    const { newId } = await dist('lib/ids.js');
+    const ins = dd.db.sqlite.prepare(
+      `INSERT INTO suppressions (id, partner_id, channel, address, scope, reason, group_id, source, detail, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, '', 'bench', NULL, ?)`,
+    );
+    const batch = dd.db.sqlite.transaction((from, n) => {
+      for (let i = from; i < from + n; i++) {
+        if (i % 2) ins.run(newId('sup'), p.id, 'email', `c${i}@example.org`, '', 'hard_bounce', Date.now());
+        else
+          ins.run(
+            newId('sup'),
+            p.id,
+            'sms',
+            `+1646${String(i).padStart(7, '0')}`,
+            ch.sender,
+            'opt_out_keyword',
+            Date.now(),
+          );
+      }
+    });
+    for (let done = 0; done < suppressions; done += 20_000) batch(done, Math.min(20_000, suppressions - done));
+  }
   if (preload > 0) {
     const queue = new JobQueue(dd.db);
     const insert = dd.db.sqlite.transaction((n) => {
@@ -174,10 +203,10 @@ export async function run({ print, seconds = 5 }) {
 
   // 2. Send API, durable (synchronous=FULL commit before every 200): accepting alone, then with
   //    dispatch running to a 0 ms provider.
-  async function sendRun(acceptOnly) {
+  async function sendRun(acceptOnly, prepared) {
     const provider = await startProvider(0);
-    const dir = tmp();
-    const token = await setup(dir, provider.url);
+    const dir = prepared?.dir ?? tmp();
+    const token = prepared?.token ?? (await setup(dir, provider.url));
     const cfg = await writeConfig(dir, 256);
     const port = await freePort();
     const msgd = await startMsgd(dir, port, { MSGD_CONFIG: cfg }, { acceptOnly });
@@ -211,6 +240,32 @@ export async function run({ print, seconds = 5 }) {
     const d = (results.sendWithDispatch = await sendRun(false));
     print(
       `  same with dispatch running (0 ms)     ${fmt(d.rps)} req/s   p50 ${fmt(d.p50, 2)} ms  p99 ${fmt(d.p99, 2)} ms  (${fmt(d.ratio * 100, 1)} % of baseline; ${fmt(d.statuses[200] ?? 0)} x 200)`,
+    );
+  }
+
+  // 2b. The suppression check on a long list: alternating pairs on the same two stores.
+  const suppressions = Number(process.env.BENCH_SUPPRESSIONS ?? 0);
+  if (suppressions > 0) {
+    const none = { dir: tmp() };
+    none.token = await setup(none.dir, 'http://127.0.0.1:9');
+    const many = { dir: tmp() };
+    const t0 = performance.now();
+    many.token = await setup(many.dir, 'http://127.0.0.1:9', { suppressions });
+    print(`suppression list of ${fmt(suppressions)} entries written in ${fmt((performance.now() - t0) / 1000, 1)} s`);
+    const pairs = [];
+    for (let i = 0; i < 3; i++) {
+      const a = await sendRun(true, none);
+      const b = await sendRun(true, many);
+      pairs.push([a, b]);
+      print(
+        `  pair ${i + 1}: no list ${fmt(a.rps)} req/s p99 ${fmt(a.p99, 2)} ms | ${fmt(suppressions)} entries ${fmt(b.rps)} req/s p99 ${fmt(b.p99, 2)} ms  (${fmt((b.rps / a.rps) * 100, 1)} %)`,
+      );
+    }
+    const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+    const ratio = median(pairs.map(([a, b]) => b.rps / a.rps));
+    results.suppressions = { entries: suppressions, pairs, ratio };
+    print(
+      `  median ratio with the list            ${fmt(ratio * 100, 1)} %  (target: within noise, >= 95 %) ${verdict(ratio, 0.95)}`,
     );
   }
 
