@@ -1,6 +1,8 @@
 import { stmt } from '../db/stmt.js';
 import { AppError } from '../lib/errors.js';
-import type { CoreCtx } from './context.js';
+import type { ChannelType, CoreCtx } from './context.js';
+import type { MessageContent } from './message-content.js';
+import { refuseSuppressed } from './suppressions.js';
 import { auditEvent } from './audit.js';
 import { applyStatus } from './message-status.js';
 import { getMessageState, recordHistory, type MessageState } from './messages.js';
@@ -57,16 +59,28 @@ interface ReleaseCheck {
 
 /**
  * A scheduled message's dispatch job has come due: move it to 'queued' so dispatch takes it,
- * unless what allowed the send has changed since its acceptance, in which case it fails with
+ * unless what allowed the send has changed since its acceptance (the partner suspended, the
+ * channel unassigned, the recipient suppressed), in which case it fails with
  * that reason and its price is refunded. Returns false when the message is not (or no longer)
  * scheduled: canceled, or already released by an earlier attempt. Inside the caller's
  * transaction (the dispatch claim).
  */
 export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
   const now = ctx.now();
-  const released = stmt<[number, string], { partner_id: string; channel_id: string | null }>(
+  const released = stmt<
+    [number, string],
+    {
+      partner_id: string;
+      channel_id: string | null;
+      channel_type: ChannelType;
+      from: string;
+      to: string;
+      content: string;
+    }
+  >(
     ctx.db.sqlite,
-    `UPDATE messages SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'scheduled' RETURNING partner_id, channel_id`,
+    `UPDATE messages SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'scheduled'
+     RETURNING partner_id, channel_id, channel_type, "from", "to", content`,
   ).get(now, id);
   if (!released) return false;
   recordHistory(ctx, id, 'queued', { at: now });
@@ -80,7 +94,7 @@ export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
       ? { code: 'partner_suspended', message: 'the partner was suspended before the scheduled time' }
       : check.channel_status !== 'active'
         ? { code: 'channel_not_assigned', message: 'the channel was unassigned before the scheduled time' }
-        : null;
+        : suppressedSince(ctx, released);
   if (refusal) {
     const m = getMessageState(ctx, id)!;
     applyStatus(ctx, m, {
@@ -91,6 +105,27 @@ export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
     });
   }
   return true;
+}
+
+/** The recipient's suppression (an opt-out or bounce since acceptance) as a refusal, or null. */
+function suppressedSince(
+  ctx: CoreCtx,
+  m: { partner_id: string; channel_type: ChannelType; from: string; to: string; content: string },
+): { code: string; message: string } | null {
+  try {
+    refuseSuppressed(
+      ctx,
+      m.partner_id,
+      { type: m.channel_type, sender: m.from },
+      m.to,
+      JSON.parse(m.content) as MessageContent,
+    );
+    return null;
+  } catch (e) {
+    if (e instanceof AppError && e.code === 'recipient_suppressed')
+      return { code: e.code, message: `before the scheduled time: ${e.details[0]?.message ?? e.message}` };
+    throw e;
+  }
 }
 
 /**

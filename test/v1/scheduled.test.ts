@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { suspendPartner, activatePartner } from '../../src/core/partners.js';
 import { messageOut } from '../../src/http/schemas/v1.js';
+import { addSuppression } from '../../src/core/suppressions.js';
 import type { TestServer } from '../helpers/server.js';
 import { expectMoneyConsistent } from '../helpers/expectations.js';
 import { balanceOf, historyOf, ledgerOf, message } from '../helpers/rows.js';
@@ -165,6 +166,36 @@ describe('a scheduled send', () => {
     } finally {
       activatePartner(server.ctx, p.partnerId, 'test');
     }
+  });
+
+  it('a recipient who opted out before the time: failed recipient_suppressed at its time, refunded', async () => {
+    const p = richPartner(server.ctx, 5);
+    const before = balanceOf(server.ctx, p.partnerId);
+    const r = await call(server, 'POST', '/v1/messages', {
+      token: p.token,
+      body: sms({ to: '+14155550199', send_at: inMs(1_500) }),
+    });
+    expect(r.status).toBe(200);
+    server.ctx.db.sqlite.transaction(() =>
+      addSuppression(server.ctx, {
+        partnerId: p.partnerId,
+        channel: 'sms',
+        address: '+14155550199',
+        reason: 'opt_out_keyword',
+        source: 'test',
+      }),
+    )();
+    const m = await waitFor(
+      () => {
+        const m = message(server.ctx, r.body.id);
+        return m.status === 'failed' ? m : undefined;
+      },
+      'failed at its time',
+      10_000,
+    );
+    expect(m).toMatchObject({ error_code: 'recipient_suppressed', refunded: 1, provider_message_id: null });
+    expect(balanceOf(server.ctx, p.partnerId)).toBe(before);
+    expectMoneyConsistent(server.ctx, p.partnerId);
   });
 
   it('50 cancels racing their dispatch: each message is sent or canceled and refunded, never both', async () => {
