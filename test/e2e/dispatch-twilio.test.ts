@@ -24,7 +24,15 @@ const PRICE = parseMoney('0.0075');
 
 beforeAll(async () => {
   fake = await startTwilioFake();
-  s = await startTestServer(FAST_DISPATCH);
+  // Each test here follows one message through its retries on the one gateway they share: the
+  // failures of one test (four timeouts, then a refused connection) would open that gateway's
+  // circuit and hold the next tests' messages on the queue. The circuit is under test in
+  // test/e2e/failover.test.ts, so here it never opens.
+  s = await startTestServer({
+    ...FAST_DISPATCH,
+    'dispatch.circuitBreaker.consecutiveFailures': 1000,
+    'dispatch.circuitBreaker.failureRate': 0,
+  });
   p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
   const g = twilioGateway(s.ctx, p.partnerId, fake);
   gatewayId = g.gateway.id;
