@@ -76,7 +76,7 @@ export class Failover {
     const { breakers, ctx } = this.deps;
     const verdict = failoverVerdict(gw.kind, result);
     const why = result.outcome === 'accepted' ? undefined : (result.code ?? result.message.slice(0, 80));
-    breakers.record(gw.id, !countsAgainstGateway(verdict), why);
+    breakers.record(gw.id, !countsAgainstGateway(gw.kind, result, verdict), why);
     if (verdict !== 'not_accepted' && verdict !== 'route_error') return null;
     if (result.outcome === 'accepted' || mayHaveReachedProvider(ctx, m.id, uncertain)) return null;
     const next = nextRoutes(ctx, m, (id) => breakers.wouldAllow(id))[0];

@@ -37,6 +37,17 @@ const ROUTE_ERRORS: Partial<Record<GatewayKind, ReadonlySet<string>>> = {
   smtp: new Set(['smtp_auth', 'smtp_noauth', 'smtp_config', 'smtp_requiretls', 'smtp_530', 'smtp_534', 'smtp_535']),
 };
 
+/**
+ * Route refusals that depend on the recipient: this account cannot reach this number (its
+ * region, the pairing of sender and recipient), while it reaches others. Another gateway may
+ * take the message, but the refusal says nothing about the gateway's health, so its circuit
+ * counts it as a working gateway: a batch to a region the account is not enabled for must not
+ * hold everyone else's messages.
+ */
+const RECIPIENT_ROUTE_ERRORS: Partial<Record<GatewayKind, ReadonlySet<string>>> = {
+  twilio: new Set(['21408', '21612']),
+};
+
 /** Refusals msgd makes itself before calling, about the gateway's setup: another gateway is set up differently. */
 const SETUP_ERRORS = new Set(['missing_secret', 'unsupported_content']);
 
@@ -65,7 +76,16 @@ export function failoverVerdict(kind: GatewayKind, r: SendResult): FailoverVerdi
   return 'maybe';
 }
 
-/** Whether the outcome speaks against the gateway's health (its circuit breaker counts it). */
-export function countsAgainstGateway(v: FailoverVerdict): boolean {
+/**
+ * Whether the outcome speaks against the gateway's health (its circuit breaker counts it). A
+ * refusal about the message or its recipient is the answer of a working gateway, and so is a
+ * route refusal that depends on the recipient.
+ */
+export function countsAgainstGateway(
+  kind: GatewayKind,
+  r: SendResult,
+  v: FailoverVerdict = failoverVerdict(kind, r),
+): boolean {
+  if (v === 'route_error' && r.outcome === 'failed' && RECIPIENT_ROUTE_ERRORS[kind]?.has(r.code)) return false;
   return v === 'not_accepted' || v === 'route_error' || v === 'maybe';
 }

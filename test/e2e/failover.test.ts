@@ -259,6 +259,28 @@ describe('failover to the fallback gateway', () => {
     ).toEqual(['debit']);
   }, 30_000);
 
+  it("refusals about the recipient never open the gateway's circuit: each fails at once, refunded, and the next goes out", async () => {
+    const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+    const main = twilioGateway(s.ctx, p.partnerId, primary);
+    // More than consecutiveFailures (3) in a row, the region and route refusals last: Twilio
+    // reaches other numbers from this account, so none says the gateway is failing.
+    const codes = [21211, 21610, 21408, 21612, 21408];
+    for (const code of codes) {
+      primary.failNext({ kind: 'error', code, count: 1 });
+      const id = await sendSms(p.token, `refused ${code}`);
+      await waitFor(() => message(s.ctx, id).status === 'failed', `the ${code} refusal to fail the message`, 10_000);
+      expect(message(s.ctx, id)).toMatchObject({ error_code: String(code), refunded: 1 });
+    }
+    expect(primary.requests).toHaveLength(codes.length);
+    expect(s.rt.breakers.state(main.gateway.id)).toBe('closed');
+    expect(readCircuit(s.ctx, main.gateway.id)?.opened ?? 0).toBe(0);
+    const ok = await sendSms(p.token, 'goes out');
+    await waitFor(() => message(s.ctx, ok).status === 'sent', 'the next message sent', 10_000);
+    expect(message(s.ctx, ok).error_code).toBeNull();
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('10') - parseMoney('0.01'));
+    expect(verifyLedger(s.ctx).ok).toBe(true);
+  }, 60_000);
+
   it('a cheaper fallback refunds the difference; a dearer one the funds do not cover fails the message and refunds it', async () => {
     const cheap = partnerWithFallback({ balance: '1', price: '0.01', backupPrice: '0.004' });
     await primary.down();
