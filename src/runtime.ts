@@ -20,9 +20,10 @@ import { registerWebhooksIn, webhookRetentionTask } from './webhooks-in/process.
 import type { AcceptDeps } from './core/send.js';
 import { gatewayKinds } from './providers/kinds.js';
 import { closeAdapters } from './providers/registry.js';
-import type { MaintenanceTask } from './jobs/maintenance.js';
+import type { MaintenanceDeps } from './jobs/maintenance.js';
+import type { MaintenanceTask } from './queue/maintenance-task.js';
 import { createWebhooksOut, type WebhooksOut } from './webhooks-out/index.js';
-import { consoleTasks } from './ui/tasks.js';
+import { consoleTasks } from './jobs/console-upkeep.js';
 import { Counters } from './core/counters.js';
 import { clearCircuits, saveCircuit } from './core/circuits.js';
 import { CircuitBreakers } from './jobs/circuit-breaker.js';
@@ -52,7 +53,7 @@ export interface Runtime {
   /** Where msgd can reach itself (sandbox reports): set once the server listens. */
   selfUrl: string | null;
   /** Retention and upkeep tasks each surface adds; scheduled by src/jobs/maintenance.ts. */
-  maintenanceTasks: MaintenanceTask[];
+  maintenanceTasks: MaintenanceTask<MaintenanceDeps>[];
   /** Work counters (src/core/counters.ts): the console's and a metrics exporter's one source. */
   counters: Counters;
   /** Each gateway's circuit breaker (src/jobs/circuit-breaker.ts), published to gateway_circuits. */

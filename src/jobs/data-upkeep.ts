@@ -4,12 +4,13 @@ import type { Config } from '../config/schema.js';
 import type { DataDir } from '../db/datadir.js';
 import { pruneLoginAudit, redactOldContent } from '../core/retention.js';
 import { backupDir, backupFileName, keepKeyBeside, pruneBackups, snapshot } from '../db/backup.js';
-import type { MaintenanceTask } from './maintenance.js';
+import type { MaintenanceTask } from '../queue/maintenance-task.js';
+import type { MaintenanceDeps } from './maintenance.js';
 
 // Scheduled backups and retention, run by the job loop like the other maintenance tasks.
 
 /** backup.schedule: a snapshot into backup.dir, keeping the newest backup.keep. */
-function backupTask(schedule: string, dataDir: DataDir): MaintenanceTask {
+function backupTask(schedule: string, dataDir: DataDir): MaintenanceTask<MaintenanceDeps> {
   return {
     name: 'backup',
     cron: schedule,
@@ -29,7 +30,7 @@ function backupTask(schedule: string, dataDir: DataDir): MaintenanceTask {
 }
 
 /** Hourly, so each run has about an hour of messages to redact: small batches, never a backlog. */
-function retentionTask(): MaintenanceTask {
+function retentionTask(): MaintenanceTask<MaintenanceDeps> {
   return {
     name: 'retention',
     cron: '53 * * * *',
@@ -42,6 +43,6 @@ function retentionTask(): MaintenanceTask {
   };
 }
 
-export function dataUpkeepTasks(config: Config, dataDir: DataDir): MaintenanceTask[] {
+export function dataUpkeepTasks(config: Config, dataDir: DataDir): MaintenanceTask<MaintenanceDeps>[] {
   return [...(config.backup.schedule ? [backupTask(config.backup.schedule, dataDir)] : []), retentionTask()];
 }

@@ -4,6 +4,7 @@ import type { CoreCtx } from '../core/context.js';
 import type { Checkpointer } from '../db/checkpointer.js';
 import { stmt } from '../db/stmt.js';
 import { Cron } from '../queue/cron.js';
+import type { MaintenanceTask } from '../queue/maintenance-task.js';
 import type { JobQueue } from '../queue/queue.js';
 import type { Worker } from '../queue/worker.js';
 
@@ -22,15 +23,7 @@ export interface MaintenanceDeps {
 export interface MaintenanceHost extends MaintenanceDeps {
   queue: JobQueue;
   worker: Worker;
-  maintenanceTasks: MaintenanceTask[];
-}
-
-export interface MaintenanceTask {
-  name: string;
-  /** node-cron expression (with seconds optional). */
-  cron: string;
-  /** Synchronous or async work; returns a small summary for the log. */
-  run(deps: MaintenanceDeps): unknown;
+  maintenanceTasks: MaintenanceTask<MaintenanceDeps>[];
 }
 
 export interface Maintenance {
@@ -38,7 +31,7 @@ export interface Maintenance {
   stop(): void;
 }
 
-export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask[] {
+export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask<MaintenanceDeps>[] {
   return [
     {
       name: 'idempotency-expire',

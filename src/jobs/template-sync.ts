@@ -5,7 +5,7 @@ import { openGateway, openGatewaysOfKind, type GatewayWithSecrets } from '../cor
 import { recordSyncFailure, storeCatalogue } from '../core/whatsapp-templates.js';
 import { AppError } from '../lib/errors.js';
 import { fetchCatalogue } from '../providers/whatsapp-cloud/templates.js';
-import type { MaintenanceTask } from './maintenance.js';
+import type { MaintenanceTask } from '../queue/maintenance-task.js';
 
 // The WhatsApp template catalogues: read from Meta (every page) and stored whole, on start,
 // every few hours (a maintenance task, so a slot runs once across restarts) and on demand
@@ -65,7 +65,7 @@ export async function syncAllTemplates(deps: TemplateSyncDeps): Promise<SyncOutc
   return out;
 }
 
-export function templateSyncTask(deps: Omit<TemplateSyncDeps, 'ctx'>): MaintenanceTask {
+export function templateSyncTask(deps: Omit<TemplateSyncDeps, 'ctx'>): MaintenanceTask<{ ctx: CoreCtx }> {
   return {
     name: TEMPLATE_SYNC_TASK,
     cron: TEMPLATE_SYNC_CRON,

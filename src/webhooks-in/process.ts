@@ -15,7 +15,7 @@ import { postSandboxReport, SANDBOX_REPORT_JOB, type SandboxReportPayload } from
 import { parseStoredWebhook, type WebhookHandler } from '../providers/webhooks.js';
 import type { Logger } from 'pino';
 import { FailureLog } from '../lib/failure-log.js';
-import type { MaintenanceTask } from '../jobs/maintenance.js';
+import type { MaintenanceTask } from '../queue/maintenance-task.js';
 import type { Job, JobQueue } from '../queue/queue.js';
 import type { Worker } from '../queue/worker.js';
 import { errorMessage, type JobResult } from '../queue/settle.js';
@@ -187,7 +187,7 @@ async function sandboxReport(
   return bases.length === 0 ? { type: 'retry', afterMs: 1000, error: r.message } : { type: 'retry', error: r.message };
 }
 
-export function webhookRetentionTask(): MaintenanceTask {
+export function webhookRetentionTask(): MaintenanceTask<{ ctx: CoreCtx; config: Config }> {
   return {
     name: 'provider-webhooks-expire',
     cron: '29 * * * *',

@@ -4,7 +4,7 @@ import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
 import { stmt } from '../db/stmt.js';
 import { idFloor } from '../lib/id-time.js';
-import type { MaintenanceTask } from '../jobs/maintenance.js';
+import type { MaintenanceTask } from '../queue/maintenance-task.js';
 import type { JobQueue } from '../queue/queue.js';
 import { Worker, type JobLogger } from '../queue/worker.js';
 import { createWebhookAgent } from './client.js';
@@ -19,7 +19,7 @@ export interface WebhooksOut {
   worker: Worker;
   fanout: Fanout;
   agent: Agent;
-  maintenanceTasks: MaintenanceTask[];
+  maintenanceTasks: MaintenanceTask<{ ctx: CoreCtx }>[];
   start(): void;
   stop(): Promise<void>;
 }
@@ -84,7 +84,7 @@ async function chunked(ctx: CoreCtx, sql: string, params: unknown[]): Promise<nu
   }
 }
 
-function retentionTask(days: number): MaintenanceTask {
+function retentionTask(days: number): MaintenanceTask<{ ctx: CoreCtx }> {
   return {
     name: 'webhooks-out-retention',
     cron: '29 4 * * *',
