@@ -4,7 +4,7 @@ import type { Config } from './config/schema.js';
 import { startCheckpointer, type Checkpointer } from './db/checkpointer.js';
 import { maybeSeedDemo, type DemoSeed } from './core/demo.js';
 import { buildApp } from './http/app.js';
-import { createLogger } from './http/logger.js';
+import { createLogger } from './web/logger.js';
 import { dataUpkeepTasks } from './jobs/data-upkeep.js';
 import { LogSink } from './lib/log-sink.js';
 import type { Metrics } from './http/metrics/index.js';

@@ -5,8 +5,8 @@ import { isStorageError } from '../db/storage.js';
 import { ulid } from '../lib/ids.js';
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtime.js';
-import { errorBody, errorHandler, sendError } from './errors.js';
-import { LazyRequestLogger, loggedPath } from './logger.js';
+import { errorBody, errorHandler, sendError } from '../web/errors.js';
+import { LazyRequestLogger, loggedPath } from '../web/logger.js';
 import { RateLimiter } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
 import { SEND_PATHS, sendMethodRoutes, sendRoutes } from './routes/send.js';
@@ -23,7 +23,7 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
     // One line per request is written by the onResponse hook below: at info with log.accessLog,
     // else at debug (5xx at error).
     logController: new LogController({ disableRequestLogging: true }),
-    // Each request's child logger is made only if the request logs (src/http/logger.ts).
+    // Each request's child logger is made only if the request logs (src/web/logger.ts).
     childLoggerFactory: (logger, bindings, options) =>
       new LazyRequestLogger(logger as unknown as Logger, bindings, options) as unknown as FastifyBaseLogger,
     bodyLimit: rt.config.server.bodyLimitBytes,

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthResult, TokenAuthenticator } from '../core/tokens.js';
 import { Gcra } from '../lib/gcra.js';
 import { lookupToken } from './auth.js';
-import { sendError } from './errors.js';
+import { sendError } from '../web/errors.js';
 
 // Per-token request limits with GCRA (src/lib/gcra.ts): smooth, O(1), no timers. A token's
 // partner may carry its own limit; requests without a valid token are limited per client

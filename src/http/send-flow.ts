@@ -18,7 +18,7 @@ import { iso } from '../lib/time.js';
 import { moneyJson } from '../lib/money.js';
 import type { Runtime } from '../runtime.js';
 import { authenticate } from './auth.js';
-import { statusFor } from './errors.js';
+import { statusFor } from '../web/errors.js';
 import { parseJsonBody } from './json-body.js';
 import { houseError } from './schemas/house-errors.js';
 

@@ -1,5 +1,5 @@
 // One error type for the domain. It carries a stable code and no HTTP status: the http
-// layer maps codes to statuses (src/http/errors.ts), the CLI prints the message.
+// layer maps codes to statuses (src/web/errors.ts), the CLI prints the message.
 
 export interface ErrorDetail {
   field?: string;

@@ -4,7 +4,7 @@ import { enrolmentRequired } from '../core/two-factor.js';
 import { lookupSession } from '../core/ui-sessions.js';
 import { AppError } from '../lib/errors.js';
 import type { Runtime } from '../runtime.js';
-import { errorHandler, sendError, statusFor } from '../http/errors.js';
+import { errorHandler, sendError, statusFor } from '../web/errors.js';
 import { CSS, JS } from './assets.js';
 import { cookieNames, readCookie } from './cookies.js';
 import { CSRF_FIELD, CSRF_HEADER, Csrf, crossSite } from './csrf.js';

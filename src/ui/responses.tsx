@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sendError } from '../http/errors.js';
-import { loggedPath } from '../http/logger.js';
+import { sendError } from '../web/errors.js';
+import { loggedPath } from '../web/logger.js';
 import { csrfToken, type Ui } from './context.js';
 import { Notice, Page, sendPage } from './layout.js';
 

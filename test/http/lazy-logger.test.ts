@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { LazyRequestLogger, createLogger } from '../../src/http/logger.js';
+import { LazyRequestLogger, createLogger } from '../../src/web/logger.js';
 
 // A request's logger is made only when the request logs, and then logs exactly as pino's
 // child would: with the request id bound and the redaction applied.

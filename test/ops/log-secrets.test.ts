@@ -4,7 +4,7 @@ import { connect, postJson, setupPartner, startTestServer, type TestServer } fro
 import { postWebhook } from '../fakes/webhook-senders.js';
 import { waitFor } from '../helpers/wait.js';
 import { SMS, TWILIO_SID, WHATSAPP, send } from '../helpers/gateways.js';
-import { redactLine } from '../../src/http/logger.js';
+import { redactLine } from '../../src/web/logger.js';
 
 // Canary secrets sent through every path that logs — partner tokens, provider credentials in
 // failed sends, webhook signatures and verify tokens, errors carrying request headers, provider

@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { Runtime } from '../../runtime.js';
-import { sendError } from '../errors.js';
+import { sendError } from '../../web/errors.js';
 import { SEND_PATHS } from '../routes/send.js';
 import { registerCircuits } from './circuits.js';
 import { registerCollectors, type CollectorSources } from './collectors.js';

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { stmt } from '../../db/stmt.js';
 import type { StorageHealth } from '../../db/storage.js';
 import type { Runtime } from '../../runtime.js';
-import { sendError } from '../errors.js';
+import { sendError } from '../../web/errors.js';
 
 // /healthz: the process is alive and answers (for a supervisor's liveness check; never
 // restarts msgd over a full disk). /readyz: msgd can keep what it accepts (for a load

@@ -3,7 +3,7 @@ import type { ChannelType } from '../../core/context.js';
 import type { Runtime } from '../../runtime.js';
 import { emailBody, smsBody, whatsappBody } from '../schemas/send.js';
 import { authHook } from '../auth.js';
-import { refuseEncodedBody, sendError } from '../errors.js';
+import { refuseEncodedBody, sendError } from '../../web/errors.js';
 import { acceptJsonBodies } from '../json-body.js';
 import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
 import { acceptSend, scheduledAt, validate, type SendSpec } from '../send-flow.js';

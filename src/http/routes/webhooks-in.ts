@@ -4,7 +4,7 @@ import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../we
 import type { Runtime } from '../../runtime.js';
 import { META_KINDS } from '../../providers/meta-app/settings.js';
 import { FailureLog } from '../../lib/failure-log.js';
-import { errorHandler, sendError } from '../errors.js';
+import { errorHandler, sendError } from '../../web/errors.js';
 
 // Provider webhooks in. One URL takes WhatsApp, Twilio, SendGrid and sandbox events, the
 // other Messenger and Instagram (either takes any, so a mixed-up registration still works);

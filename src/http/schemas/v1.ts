@@ -3,7 +3,7 @@ import { CHANNEL_TYPES } from '../../core/context.js';
 import { EVENT_TYPES } from '../../core/events.js';
 import { MESSAGE_STATUSES } from '../../core/statuses.js';
 import { normalizeE164 } from '../../lib/phone.js';
-import { DEFAULT_LIMIT, MAX_LIMIT } from '../pagination.js';
+import { DEFAULT_LIMIT, MAX_LIMIT } from '../../web/pagination.js';
 import {
   LIMITS,
   charCount,

@@ -6,7 +6,7 @@ import {
   getConversation,
   listConversations,
 } from '../../core/conversation-list.js';
-import { decodeCursor, encodeCursor } from '../../http/pagination.js';
+import { decodeCursor, encodeCursor } from '../../web/pagination.js';
 import { query, type Ui } from '../context.js';
 import { Notice, Pager, When } from '../layout.js';
 import { StatusText, pageCtx } from '../pages.js';

@@ -4,7 +4,7 @@ import { contentText, type MessageContent } from '../../core/message-content.js'
 import { getMessageRow, messageHistory, type MessageRow } from '../../core/messages.js';
 import { findMessages, listMessages, type MessageFilter } from '../../core/message-list.js';
 import { MESSAGE_STATUSES, type MessageStatus } from '../../core/statuses.js';
-import { decodeCursor, encodeCursor } from '../../http/pagination.js';
+import { decodeCursor, encodeCursor } from '../../web/pagination.js';
 import { invalid } from '../../lib/errors.js';
 import { idTime } from '../../lib/id-time.js';
 import { cancelScheduled } from '../../core/scheduled.js';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { selectPartner } from '../../core/ui-sessions.js';
 import { declineInvitation } from '../../core/users.js';
-import { statusFor } from '../../http/errors.js';
+import { statusFor } from '../../web/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { csrfToken, field, form, personFor, query, type Ui } from '../context.js';
 import { Csrf, Notice, Page, sendPage, When } from '../layout.js';

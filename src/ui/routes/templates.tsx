@@ -5,7 +5,7 @@ import {
   templateJson,
   type TemplateFilter,
 } from '../../core/whatsapp-templates.js';
-import { decodeCursor, encodeCursor } from '../../http/pagination.js';
+import { decodeCursor, encodeCursor } from '../../web/pagination.js';
 import { AppError } from '../../lib/errors.js';
 import { query, type Ui } from '../context.js';
 import { Notice, Pager, When } from '../layout.js';

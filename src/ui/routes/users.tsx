@@ -12,7 +12,7 @@ import {
 } from '../../core/users.js';
 import { getPartner } from '../../core/partners.js';
 import { setTwoFactorRequired } from '../../core/two-factor.js';
-import { statusFor } from '../../http/errors.js';
+import { statusFor } from '../../web/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { actorOf, field, form, type Ui } from '../context.js';
 import { Csrf, Notice, ShownOnce, When } from '../layout.js';

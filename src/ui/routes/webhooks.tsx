@@ -9,7 +9,7 @@ import {
   type EndpointRow,
 } from '../../core/endpoints.js';
 import { EVENT_TYPES, type EventType } from '../../core/events.js';
-import { statusFor } from '../../http/errors.js';
+import { statusFor } from '../../web/errors.js';
 import { AppError } from '../../lib/errors.js';
 import { replayEvent, sendTestEvent } from '../../webhooks-out/replay.js';
 import { checkEndpointUrl } from '../../webhooks-out/ssrf.js';

@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { contactJson } from '../../../core/contacts.js';
 import { getContact, listContacts, upsertContact } from '../../../core/contact-book.js';
 import type { Runtime } from '../../../runtime.js';
-import { decodeCursor, page } from '../../pagination.js';
+import { decodeCursor, page } from '../../../web/pagination.js';
 import { contactOut, contactUpsert, contactsQuery, idParams, pageOf } from '../../schemas/v1.js';
 import { SECURITY, notFoundError, principalOf, requireScope, responses } from './common.js';
 

@@ -12,7 +12,7 @@ import {
 } from '../../../core/conversation-list.js';
 import { messageJson } from '../../../core/message-json.js';
 import type { Runtime } from '../../../runtime.js';
-import { decodeCursor, page } from '../../pagination.js';
+import { decodeCursor, page } from '../../../web/pagination.js';
 import {
   conversationOut,
   conversationQuery,

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastif
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { Runtime } from '../../../runtime.js';
-import { refuseEncodedBody, sendError } from '../../errors.js';
+import { refuseEncodedBody, sendError } from '../../../web/errors.js';
 import { RateLimiter, rateLimitHook } from '../../rate-limit.js';
 import { houseError } from '../../schemas/house-errors.js';
 import { acceptJsonBodies, decodeBody, parseJsonBody } from '../../json-body.js';

@@ -10,7 +10,7 @@ import type { Runtime } from '../../../runtime.js';
 import { CHANNEL_TYPES } from '../../../core/context.js';
 import { acceptSend, quoteSend, scheduledAt, validate, type QuotePlan } from '../../send-flow.js';
 import { cancelScheduled } from '../../../core/scheduled.js';
-import { decodeCursor, encodeCursor } from '../../pagination.js';
+import { decodeCursor, encodeCursor } from '../../../web/pagination.js';
 import { messageCreateUnion } from '../../schemas/message-create-union.js';
 import {
   idParams,

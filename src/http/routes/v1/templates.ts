@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { partnerTemplates, templateJson } from '../../../core/whatsapp-templates.js';
 import type { Runtime } from '../../../runtime.js';
-import { decodeCursor, page } from '../../pagination.js';
+import { decodeCursor, page } from '../../../web/pagination.js';
 import { pageOf, templateOut, templatesQuery } from '../../schemas/v1.js';
 import { SECURITY, principalOf, requireScope, responses } from './common.js';
 

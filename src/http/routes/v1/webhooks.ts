@@ -14,7 +14,7 @@ import { AppError } from '../../../lib/errors.js';
 import type { Runtime } from '../../../runtime.js';
 import { sendTestEvent } from '../../../webhooks-out/replay.js';
 import { checkEndpointUrl } from '../../../webhooks-out/ssrf.js';
-import { decodeCursor, page } from '../../pagination.js';
+import { decodeCursor, page } from '../../../web/pagination.js';
 import {
   idParams,
   pageOf,
