@@ -9,6 +9,7 @@ import { dataUpkeepTasks } from './jobs/data-upkeep.js';
 import { LogSink } from './lib/log-sink.js';
 import type { Metrics } from './http/metrics/index.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
+import { uiPlugin } from './ui/plugin.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { startHeartbeat } from './jobs/heartbeat.js';
 import { writeServerConfigFile } from './core/counter-store.js';
@@ -74,6 +75,9 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     writeServerConfigFile(rt.ctx, configFileFor(opts));
     const demo = config.demo.enabled ? maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
+    // The web console, into the app after its hooks (shutdown 503, request id, request log),
+    // which then apply to /ui as to the partner APIs.
+    await app.register(uiPlugin, { rt, prefix: '/ui' });
     // prom-client is loaded only when metrics are on: off, msgd does not carry it.
     const m =
       rt.config.metrics.token !== null || rt.config.metrics.port !== null

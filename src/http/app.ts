@@ -4,7 +4,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { isStorageError } from '../db/storage.js';
 import { ulid } from '../lib/ids.js';
 import type { Logger } from 'pino';
-import type { Runtime } from '../runtime.js';
+import type { HttpDeps } from './deps.js';
 import { errorBody, errorHandler, sendError } from '../web/errors.js';
 import { LazyRequestLogger, loggedPath } from '../web/logger.js';
 import { RateLimiter } from './rate-limit.js';
@@ -12,12 +12,15 @@ import { healthRoutes } from './routes/health.js';
 import { SEND_PATHS, sendMethodRoutes, sendRoutes } from './routes/send.js';
 import { v1Routes } from './routes/v1/index.js';
 import { webhooksInRoutes } from './routes/webhooks-in.js';
-import { uiPlugin } from '../ui/plugin.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Build the HTTP app over a runtime. Never listens: src/server.ts does, tests use inject(). */
-export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
+/**
+ * Build the HTTP app: its hooks, error answers and the partner-facing routes. Never listens:
+ * src/server.ts registers the web console into it (after these hooks, so they apply to /ui too)
+ * and listens.
+ */
+export async function buildApp(rt: HttpDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: rt.logger as unknown as FastifyBaseLogger,
     // One line per request is written by the onResponse hook below: at info with log.accessLog,
@@ -130,7 +133,6 @@ export async function buildApp(rt: Runtime): Promise<FastifyInstance> {
   await app.register(sendMethodRoutes);
   await app.register(webhooksInRoutes, { rt });
   await app.register(v1Routes, { rt, limiter, prefix: '/v1' });
-  await app.register(uiPlugin, { rt, prefix: '/ui' });
   return app;
 }
 

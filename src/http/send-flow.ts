@@ -16,7 +16,7 @@ import {
 import { debitRefusal } from '../core/ledger.js';
 import { iso } from '../lib/time.js';
 import { moneyJson } from '../lib/money.js';
-import type { Runtime } from '../runtime.js';
+import type { HttpDeps } from './deps.js';
 import { authenticate } from './auth.js';
 import { statusFor } from '../web/errors.js';
 import { parseJsonBody } from './json-body.js';
@@ -62,7 +62,7 @@ export function validate<S extends z.ZodType>(schema: S, body: unknown): z.infer
 }
 
 /** A body's send_at as a time, within config scheduling.*; a 400 naming the field otherwise. */
-export function scheduledAt(rt: Runtime, value: string): number {
+export function scheduledAt(rt: HttpDeps, value: string): number {
   const { minAheadSeconds, maxAheadDays } = rt.config.scheduling;
   return parseSendAt(value, rt.ctx.now(), {
     minAheadMs: minAheadSeconds * 1000,
@@ -91,7 +91,7 @@ function deferred<T>(fn: () => T): { value?: T; error?: unknown } {
   }
 }
 
-export async function acceptSend(rt: Runtime, req: FastifyRequest, reply: FastifyReply, spec: SendSpec) {
+export async function acceptSend(rt: HttpDeps, req: FastifyRequest, reply: FastifyReply, spec: SendSpec) {
   // 401, and 403 for a suspended partner or a missing scope.
   const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
   // A malformed body or Idempotency-Key is a 400: it waits for core's 403/402 checks (build).
@@ -157,7 +157,7 @@ function refusalFrom(check: () => void): Refusal | null {
  * covered) and writes nothing: no message, debit, job or idempotency key. A body the send would
  * refuse as malformed is a 400 here too: there is nothing to price.
  */
-export function quoteSend(rt: Runtime, req: FastifyRequest, plan: (body: unknown) => QuotePlan) {
+export function quoteSend(rt: HttpDeps, req: FastifyRequest, plan: (body: unknown) => QuotePlan) {
   const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
   const p = plan(parseJsonBody(req.body));
   const cost = sendCost(rt.ctx, principal.partnerId, p.channel, p.priceText);

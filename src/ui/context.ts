@@ -1,17 +1,30 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config/schema.js';
+import type { CoreCtx } from '../core/context.js';
 import type { LoginThrottle } from '../core/login-throttle.js';
 import type { SessionPerson, SessionUser } from '../core/ui-sessions.js';
 import { can, type Area } from '../core/users.js';
 import { AppError } from '../lib/errors.js';
-import type { Runtime } from '../runtime.js';
+import type { JobQueue } from '../queue/queue.js';
 import { anonBinding, type Csrf } from './csrf.js';
 import type { CookieNames } from './cookies.js';
 import type { Flash, FlashNote } from './flash.js';
 
 // What every console route receives, and the per-request state the plugin's hooks leave.
 
+/**
+ * What the console uses of the running msgd: src/server.ts hands it the runtime, which has all
+ * of it (the console imports neither the runtime nor the partner API).
+ */
+export interface UiDeps {
+  ctx: CoreCtx;
+  config: Config;
+  /** A test event or a replay to a partner's endpoint is a delivery job. */
+  queue: JobQueue;
+}
+
 export interface Ui {
-  rt: Runtime;
+  rt: UiDeps;
   names: CookieNames;
   csrf: Csrf;
   throttle: LoginThrottle;

@@ -3,12 +3,11 @@ import { LoginThrottle } from '../core/login-throttle.js';
 import { enrolmentRequired } from '../core/two-factor.js';
 import { lookupSession } from '../core/ui-sessions.js';
 import { AppError } from '../lib/errors.js';
-import type { Runtime } from '../runtime.js';
 import { errorHandler, sendError, statusFor } from '../web/errors.js';
 import { CSS, JS } from './assets.js';
 import { cookieNames, readCookie } from './cookies.js';
 import { CSRF_FIELD, CSRF_HEADER, Csrf, crossSite } from './csrf.js';
-import { LoginRequired, PartnerRequired, csrfToken, form, type Ui } from './context.js';
+import { LoginRequired, PartnerRequired, csrfToken, form, type Ui, type UiDeps } from './context.js';
 import { ENROL_PATH } from './login-steps.js';
 import { Notice, Page, sendPage } from './layout.js';
 import { notFoundPage, pageExpired, wantsJson } from './responses.js';
@@ -18,13 +17,15 @@ import { twoFactorRoutes } from './routes/two-factor.js';
 import { consoleRoutes } from './routes/index.js';
 
 // The partner web console at /ui: server-rendered pages, sessions in SQLite, one CSRF hook.
+// src/server.ts registers it into the HTTP app after the app's own hooks, so the shutdown 503,
+// the request id and the request log apply here as on every other path.
 
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const FORM_LIMIT = 64 * 1024;
 /** What a user who must set up two-factor authentication may still open. */
 const WHILE_ENROLLING = /^\/ui\/(account\/2fa(\/[a-z]+)?|partners|logout|logout-everywhere|static\/[a-z.]+)$/;
 
-export const uiPlugin: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const uiPlugin: FastifyPluginAsync<{ rt: UiDeps }> = async (app, { rt }) => {
   const names = cookieNames(rt.config);
   const ui: Ui = {
     rt,

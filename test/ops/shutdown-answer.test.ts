@@ -20,18 +20,29 @@ function received(socket: Socket) {
 }
 
 describe('requests during shutdown', () => {
-  it('get 503 not_ready in the documented shape, with Retry-After and X-Request-Id', async () => {
+  // The web console is registered into the app by src/server.ts: the shutdown answer is the
+  // app's, so /ui gets it as the partner APIs and the provider webhook paths do.
+  it.each([
+    [
+      'a provider webhook',
+      'POST /api/webhook.php?gateway=gw_none HTTP/1.1\r\nHost: x\r\nX-Request-Id: after-close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{',
+      '}',
+    ],
+    [
+      'the web console',
+      'POST /ui/login HTTP/1.1\r\nHost: x\r\nX-Request-Id: after-close\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 3\r\n\r\na=',
+      '1',
+    ],
+  ])('get 503 not_ready in the documented shape, with Retry-After and X-Request-Id: %s', async (_what, start, rest) => {
     server = await startTestServer();
     const { port } = new URL(server.url);
     const socket = tcp(Number(port), '127.0.0.1');
     await new Promise((r) => socket.once('connect', r));
     const text = received(socket);
     // A request whose body is still arriving when shutdown begins.
-    socket.write(
-      'POST /api/webhook.php?gateway=gw_none HTTP/1.1\r\nHost: x\r\nX-Request-Id: after-close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{',
-    );
+    socket.write(start);
     const closing = server.close();
-    socket.write('}');
+    socket.write(rest);
     await waitFor(() => text().includes('}'), 'the answer').catch((e) => {
       throw new Error(`${e.message}: ${text()}`);
     });

@@ -3,7 +3,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { stmt } from '../../db/stmt.js';
 import type { LogSink } from '../../lib/log-sink.js';
 import { defaultLowBalance } from '../../core/partners.js';
-import type { Runtime } from '../../runtime.js';
+import type { MetricsDeps } from '../deps.js';
 
 // Gauges read at scrape time from indexed queries over small tables (jobs, partners, endpoints)
 // and from the files and objects msgd already has: never a scan of messages or the ledger,
@@ -17,7 +17,7 @@ export interface CheckpointView {
 }
 
 export interface CollectorSources {
-  rt: Runtime;
+  rt: MetricsDeps;
   checkpointer?: CheckpointView;
   logSink?: LogSink | null;
 }

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
-import type { Runtime } from '../../runtime.js';
+import type { MetricsDeps } from '../deps.js';
 import { sendError } from '../../web/errors.js';
 import { SEND_PATHS } from '../routes/send.js';
 import { registerCircuits } from './circuits.js';
@@ -28,7 +28,7 @@ export interface Metrics {
 }
 
 /** Hooks on the app and the /metrics route; call before the app listens. */
-export function instrumentApp(app: FastifyInstance, rt: Runtime, registry: Registry): void {
+export function instrumentApp(app: FastifyInstance, rt: MetricsDeps, registry: Registry): void {
   const requests = new Histogram({
     name: 'msgd_http_request_duration_seconds',
     help: 'HTTP requests by method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, other), route (pattern) and status, with their duration',
@@ -97,7 +97,7 @@ export function createMetricsRegistry(src: CollectorSources): Registry {
 }
 
 /** The separate listener on metrics.host:metrics.port, if configured. */
-export async function startMetricsListener(rt: Runtime, registry: Registry): Promise<Metrics> {
+export async function startMetricsListener(rt: MetricsDeps, registry: Registry): Promise<Metrics> {
   const { host, port, token } = rt.config.metrics;
   if (port === null) return { registry, url: null, close: async () => {} };
   const want = token === null ? null : digest(token);

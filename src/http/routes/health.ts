@@ -1,14 +1,14 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { stmt } from '../../db/stmt.js';
 import type { StorageHealth } from '../../db/storage.js';
-import type { Runtime } from '../../runtime.js';
+import type { HttpDeps } from '../deps.js';
 import { sendError } from '../../web/errors.js';
 
 // /healthz: the process is alive and answers (for a supervisor's liveness check; never
 // restarts msgd over a full disk). /readyz: msgd can keep what it accepts (for a load
 // balancer or an alert): the database takes a write, migrations are current, the disk has room.
 
-export const healthRoutes: FastifyPluginAsync<{ rt: Runtime; storage: StorageHealth }> = async (
+export const healthRoutes: FastifyPluginAsync<{ rt: HttpDeps; storage: StorageHealth }> = async (
   app,
   { rt, storage },
 ) => {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ChannelType } from '../../core/context.js';
-import type { Runtime } from '../../runtime.js';
+import type { HttpDeps } from '../deps.js';
 import { emailBody, smsBody, whatsappBody } from '../schemas/send.js';
 import { authHook } from '../auth.js';
 import { refuseEncodedBody, sendError } from '../../web/errors.js';
@@ -15,7 +15,7 @@ import { acceptSend, scheduledAt, validate, type SendSpec } from '../send-flow.j
 
 // The checks themselves and the money path live in ../send-flow.ts, shared with POST /v1/messages.
 
-export const sendRoutes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
+export const sendRoutes: FastifyPluginAsync<{ rt: HttpDeps; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
   // Per token, shared with /v1: 429 and the RateLimit-* headers on every answer, as there.
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
   // 401/403 (token, suspended partner, scope) before anything about the body: 413, 415, 400.

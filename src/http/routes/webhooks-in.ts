@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../webhooks-in/intake.js';
-import type { Runtime } from '../../runtime.js';
+import type { HttpDeps } from '../deps.js';
 import { META_KINDS } from '../../providers/meta-app/settings.js';
 import { FailureLog } from '../../lib/failure-log.js';
 import { errorHandler, sendError } from '../../web/errors.js';
@@ -31,7 +31,7 @@ class Incoming implements IncomingWebhook {
     private readonly req: FastifyRequest,
     readonly raw: Buffer,
     readonly gatewayId: string | undefined,
-    private readonly rt: Runtime,
+    private readonly rt: HttpDeps,
   ) {
     this.method = req.method;
     this.path = req.url;
@@ -44,7 +44,7 @@ class Incoming implements IncomingWebhook {
   }
 }
 
-function publicUrl(req: FastifyRequest, rt: Runtime): string {
+function publicUrl(req: FastifyRequest, rt: HttpDeps): string {
   const base = rt.config.server.publicUrl;
   if (base) return base.replace(/\/+$/, '') + req.url;
   // Fastify reads X-Forwarded-Proto/Host only when server.trustProxy is on. A Host that
@@ -53,7 +53,7 @@ function publicUrl(req: FastifyRequest, rt: Runtime): string {
   return URL.canParse(url) ? url : `${rt.selfUrl ?? 'http://127.0.0.1'}${req.url}`;
 }
 
-export const webhooksInRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const webhooksInRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   const book = rt.gateways;
   const intake = new WebhookIntake({
     ctx: rt.ctx,

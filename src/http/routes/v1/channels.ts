@@ -2,11 +2,11 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { partnerChannels } from '../../../core/channel-health.js';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { channelOut } from '../../schemas/v1.js';
 import { SECURITY, principalOf, requireScope, responses } from './common.js';
 
-export const channelRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const channelRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   app.withTypeProvider<ZodTypeProvider>().get(
     '/channels',
     {

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { AuthPrincipal, Scope } from '../../../core/tokens.js';
 import { AppError } from '../../../lib/errors.js';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { authenticate } from '../../auth.js';
 import { errorOut } from '../../schemas/v1.js';
 
@@ -12,7 +12,7 @@ import { errorOut } from '../../schemas/v1.js';
 export const SECURITY = [{ bearerAuth: [] }];
 
 /** 401 bad token, 403 suspended partner or missing scope; the principal is left on the request. */
-export function requireScope(rt: Runtime, scope: Scope) {
+export function requireScope(rt: HttpDeps, scope: Scope) {
   return async (req: FastifyRequest, _reply: FastifyReply) => {
     authenticate(rt.auth, req, scope, req.tokenLookup);
   };

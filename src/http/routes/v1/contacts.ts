@@ -2,12 +2,12 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { contactJson } from '../../../core/contacts.js';
 import { getContact, listContacts, upsertContact } from '../../../core/contact-book.js';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { decodeCursor, page } from '../../../web/pagination.js';
 import { contactOut, contactUpsert, contactsQuery, idParams, pageOf } from '../../schemas/v1.js';
 import { SECURITY, notFoundError, principalOf, requireScope, responses } from './common.js';
 
-export const contactRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const contactRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   const r = app.withTypeProvider<ZodTypeProvider>();
 
   r.post(

@@ -11,7 +11,7 @@ import {
   type ConversationSort,
 } from '../../../core/conversation-list.js';
 import { messageJson } from '../../../core/message-json.js';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { decodeCursor, page } from '../../../web/pagination.js';
 import {
   conversationOut,
@@ -26,7 +26,7 @@ import { SECURITY, notFoundError, principalOf, requireScope, responses } from '.
 // Cursor orders: 'c' newest first by id, 'u' / '-u' by last activity then id.
 const ORDER_TAG: Record<ConversationSort, string> = { '-created_at': 'c', updated_at: 'u', '-updated_at': '-u' };
 
-export const conversationRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const conversationRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   const r = app.withTypeProvider<ZodTypeProvider>();
 
   r.get(

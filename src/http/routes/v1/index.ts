@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { refuseEncodedBody, sendError } from '../../../web/errors.js';
 import { RateLimiter, rateLimitHook } from '../../rate-limit.js';
 import { houseError } from '../../schemas/house-errors.js';
@@ -28,7 +28,7 @@ declare module 'fastify' {
   }
 }
 
-export const v1Routes: FastifyPluginAsync<{ rt: Runtime; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
+export const v1Routes: FastifyPluginAsync<{ rt: HttpDeps; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
   // fastify-type-provider-zod's compiler, but issues worded in the house style (houseError).
   app.setValidatorCompiler<z.ZodType>(({ schema }) => (data) => {
     const r = schema.safeParse(data, { error: houseError });

@@ -6,7 +6,7 @@ import { getMessageRow, messageHistory } from '../../../core/messages.js';
 import { messageJson } from '../../../core/message-json.js';
 import { listMessages } from '../../../core/message-list.js';
 import type { MessageStatus } from '../../../core/statuses.js';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { CHANNEL_TYPES } from '../../../core/context.js';
 import { acceptSend, quoteSend, scheduledAt, validate, type QuotePlan } from '../../send-flow.js';
 import { cancelScheduled } from '../../../core/scheduled.js';
@@ -45,7 +45,7 @@ function draft(body: unknown): QuotePlan {
   return { channel: b.channel, to, content: { kind: 'text', text: b.body }, priceText: b.body, sendAt };
 }
 
-export const messageRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const messageRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   const r = app.withTypeProvider<ZodTypeProvider>();
 
   r.post(

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { completeDocument } from './openapi-contract.js';
 
 // GET /v1/openapi.json (generated from the route schemas) and GET /v1/docs, a page rendered
@@ -118,7 +118,7 @@ function withoutIds(v: unknown): unknown {
   return out;
 }
 
-export const openapiRoutes: FastifyPluginAsync<{ rt: Runtime; root: FastifyInstance }> = async (app, { root }) => {
+export const openapiRoutes: FastifyPluginAsync<{ rt: HttpDeps; root: FastifyInstance }> = async (app, { root }) => {
   let doc: Doc | null = null;
   let html: string | null = null;
   const document = () => (doc ??= completeDocument(pruneComponents((root as any).swagger())));

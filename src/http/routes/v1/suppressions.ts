@@ -9,8 +9,8 @@ import {
   removeSuppression,
   suppressionJson,
 } from '../../../core/suppressions.js';
-import type { Runtime } from '../../../runtime.js';
-import { decodeCursor, page } from '../../pagination.js';
+import type { HttpDeps } from '../../deps.js';
+import { decodeCursor, page } from '../../../web/pagination.js';
 import {
   suppressionCreate,
   suppressionDeleteQuery,
@@ -23,7 +23,7 @@ import { SECURITY, notFoundError, principalOf, requireScope, responses } from '.
 // The partner's suppression list (docs/suppressions.md): who must not be sent to, why and since
 // when. Sends to them are refused with 400 recipient_suppressed before any cost.
 
-export const suppressionRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const suppressionRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const read = requireScope(rt, 'suppressions:read');
   const write = requireScope(rt, 'suppressions:write');

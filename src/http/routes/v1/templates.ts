@@ -1,12 +1,12 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { partnerTemplates, templateJson } from '../../../core/whatsapp-templates.js';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { decodeCursor, page } from '../../../web/pagination.js';
 import { pageOf, templateOut, templatesQuery } from '../../schemas/v1.js';
 import { SECURITY, principalOf, requireScope, responses } from './common.js';
 
-export const templateRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const templateRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   app.withTypeProvider<ZodTypeProvider>().get(
     '/templates',
     {

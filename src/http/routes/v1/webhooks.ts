@@ -11,7 +11,7 @@ import {
 } from '../../../core/endpoints.js';
 import type { EventType } from '../../../core/events.js';
 import { AppError } from '../../../lib/errors.js';
-import type { Runtime } from '../../../runtime.js';
+import type { HttpDeps } from '../../deps.js';
 import { sendTestEvent } from '../../../webhooks-out/replay.js';
 import { checkEndpointUrl } from '../../../webhooks-out/ssrf.js';
 import { decodeCursor, page } from '../../../web/pagination.js';
@@ -29,7 +29,7 @@ import { SECURITY, notFoundError, principalOf, requireScope, responses } from '.
 // Endpoints a partner registers for events. The secret appears in two responses only:
 // create and rotate-secret. Everything else shows the endpoint without it.
 
-export const webhookRoutes: FastifyPluginAsync<{ rt: Runtime }> = async (app, { rt }) => {
+export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const scope = requireScope(rt, 'webhooks:manage');
   const cfg = rt.config.webhooksOut;
