@@ -15,7 +15,7 @@ import type { CoreCtx } from './context.js';
 // redacted on a later run, once it has settled.
 
 /** What messages.content holds once redacted (shown as `content` in /v1). */
-export interface RedactedContent {
+interface RedactedContent {
   kind: 'redacted';
   /** The kind it had: text, template, email, media, ... */
   was: string | null;

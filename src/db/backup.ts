@@ -1,6 +1,6 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Database } from 'better-sqlite3';
 import type { Config } from '../config/schema.js';
@@ -194,8 +194,6 @@ export function pruneBackups(dir: string, keep: number, list: string[]): string[
   }
   return removed;
 }
-
-export const isBackupName = (file: string) => SCHEDULED.test(basename(file));
 
 /** Where scheduled and pre-migration backups go: backup.dir, or "backups" in the data directory. */
 export function backupDir(config: Config): string {

@@ -99,20 +99,3 @@ export function useMode(mode: Mode) {
 }
 
 export type FlashState = { ok: boolean; text: string } | null;
-
-/**
- * Run an action; its outcome (or msgctl's message for its error) becomes the flash line.
- * Returns whether it succeeded.
- */
-export function useAction(setFlash: (f: FlashState) => void) {
-  const deps = useDeps();
-  return (fn: () => string): boolean => {
-    try {
-      setFlash({ ok: true, text: fn() });
-      return true;
-    } catch (e) {
-      setFlash({ ok: false, text: deps.describeError(e) });
-      return false;
-    }
-  };
-}
