@@ -6,7 +6,7 @@ import type { SessionPerson, SessionUser } from '../core/ui-sessions.js';
 import { can, type Area } from '../core/users.js';
 import { AppError } from '../lib/errors.js';
 import type { JobQueue } from '../queue/queue.js';
-import { anonBinding, type Csrf } from './csrf.js';
+import { anonBinding, type CsrfTokens } from './csrf.js';
 import type { CookieNames } from './cookies.js';
 import type { Flash, FlashNote } from './flash.js';
 
@@ -26,7 +26,7 @@ export interface UiDeps {
 export interface Ui {
   rt: UiDeps;
   names: CookieNames;
-  csrf: Csrf;
+  csrf: CsrfTokens;
   throttle: LoginThrottle;
   flash: Flash;
 }

@@ -11,7 +11,8 @@ import { readCookie, setCookie, type CookieNames } from './cookies.js';
 export const CSRF_FIELD = '_csrf';
 export const CSRF_HEADER = 'x-csrf-token';
 
-export class Csrf {
+/** Makes and checks the tokens (the pages carry one in the hidden field layout.tsx's `Csrf` draws). */
+export class CsrfTokens {
   private key: Buffer;
 
   constructor(masterKey: Buffer) {

@@ -6,7 +6,7 @@ import { AppError } from '../lib/errors.js';
 import { errorHandler, sendError, statusFor } from '../web/errors.js';
 import { CSS, JS } from './assets.js';
 import { cookieNames, readCookie } from './cookies.js';
-import { CSRF_FIELD, CSRF_HEADER, Csrf, crossSite } from './csrf.js';
+import { CSRF_FIELD, CSRF_HEADER, CsrfTokens, crossSite } from './csrf.js';
 import { LoginRequired, PartnerRequired, csrfToken, form, type Ui, type UiDeps } from './context.js';
 import { ENROL_PATH } from './login-steps.js';
 import { Notice, Page, sendPage } from './layout.js';
@@ -30,7 +30,7 @@ export const uiPlugin: FastifyPluginAsync<{ rt: UiDeps }> = async (app, { rt }) 
   const ui: Ui = {
     rt,
     names,
-    csrf: new Csrf(rt.ctx.masterKey),
+    csrf: new CsrfTokens(rt.ctx.masterKey),
     throttle: new LoginThrottle(rt.ctx),
     flash: new Flash(rt.ctx.now),
   };
