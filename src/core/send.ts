@@ -6,7 +6,7 @@ import { stmt } from '../db/stmt.js';
 import type { GroupCommitter } from '../db/group-commit.js';
 import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from './context.js';
-import type { MessageContent } from './message-content.js';
+import type { MessageContent, TemplateCategory } from './message-content.js';
 import { enforcesWindow, refuseOutsideWindow } from './customer-window.js';
 import { createOutbound, type MessageRow } from './messages.js';
 import { debitRefusal, refuseIfExhausted } from './ledger.js';
@@ -30,7 +30,12 @@ export interface Preflight {
   /** The partner's unit price on this channel's primary gateway (pickPrice's precedence). */
   unitPrice: number;
   /** A WhatsApp template send checked against the catalogue: checked again in the accept transaction. */
-  template?: { check: { name: string; language: string; components?: unknown[] }; note: string };
+  template?: {
+    check: { name: string; language: string; components?: unknown[] };
+    note: string;
+    /** The template's category in the catalogue, as Meta names it (MARKETING, UTILITY, AUTHENTICATION). */
+    category: TemplateCategory;
+  };
 }
 
 type Channel = Row<typeof channels>;
@@ -361,9 +366,16 @@ export function checkSend(ctx: CoreCtx, req: SendRequest): CheckedSend {
   };
   let priced: Preflight;
   try {
-    for (const rule of SEND_RULES) rule(ctx, input);
     // 400 template_invalid against the WhatsApp catalogue, and the template category's price.
     priced = templatePreflight(ctx, principal.partnerId, pre, plan.to, plan.content);
+    // The rules see a known template's category as the catalogue has it, not as the request
+    // names it (an AUTHENTICATION template passes a marketing opt-out).
+    if (priced.template && input.content.kind === 'template')
+      input.content = {
+        ...input.content,
+        template: { ...input.content.template, category: priced.template.category },
+      };
+    for (const rule of SEND_RULES) rule(ctx, input);
   } catch (e) {
     return refuse(e);
   }

@@ -1,7 +1,7 @@
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
 import { windowOpen } from './customer-window.js';
-import type { MessageContent } from './message-content.js';
+import type { MessageContent, TemplateCategory } from './message-content.js';
 import type { Preflight } from './send.js';
 import { checkTemplate } from './whatsapp-templates.js';
 
@@ -37,6 +37,7 @@ export function templatePreflight(
     template: {
       check: content.template,
       note: `whatsapp template ${row.name} (${row.language}), ${row.category}${free ? ', free inside the customer-service window' : ''}`,
+      category: row.category.toUpperCase() as TemplateCategory,
     },
   };
 }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { quote, setPrice } from '../../src/core/prices.js';
 import { accept, preflight } from '../../src/core/send.js';
 import { templatePreflight } from '../../src/core/whatsapp-template-send.js';
+import { addSuppression } from '../../src/core/suppressions.js';
 import { pageOf, templateOut } from '../../src/http/schemas/v1.js';
 import { syncGatewayTemplates } from '../../src/jobs/template-sync.js';
 import { parseMoney } from '../../src/lib/money.js';
@@ -472,6 +473,33 @@ describe('a template send checked against the catalogue', () => {
       const r = await sendWa(t);
       expect(r.status, r.text).toBe(200);
     }
+  });
+
+  it("a recipient's marketing opt-out stops a marketing template, not an authentication one, by the catalogue's category", async () => {
+    const to = '+16505550177';
+    s.ctx.db.sqlite.transaction(() =>
+      addSuppression(s.ctx, {
+        partnerId: p.partnerId,
+        channel: 'whatsapp',
+        address: to,
+        reason: 'provider_refused',
+        source: 'test',
+      }),
+    )();
+    const otp = {
+      name: 'otp_code',
+      language: 'en_US',
+      components: [
+        { type: 'body', parameters: [{ type: 'text', text: '123456' }] },
+        { type: 'button', sub_type: 'url', index: '0', parameters: [{ type: 'text', text: '123456' }] },
+      ],
+    };
+    // The request names no category (or a wrong one): the catalogue's AUTHENTICATION counts.
+    expect((await sendWa(otp, to)).status).toBe(200);
+    expect((await sendWa({ ...otp, category: 'MARKETING' }, to)).status).toBe(200);
+    const sale = await sendWa({ name: 'spring_sale', language: 'en_US', category: 'AUTHENTICATION' }, to);
+    expect(sale.status).toBe(400);
+    expect(sale.body.error.code).toBe('recipient_suppressed');
   });
 });
 
