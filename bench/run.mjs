@@ -1,9 +1,9 @@
 // npm run bench: every benchmark in one run on this machine, printing figures and ratios.
 // Run after `npm ci && npm run build` (the benchmarks run dist/). BENCH_SECONDS shortens or lengthens load phases;
-// BENCH_ONLY=send,webhooks-in,v1,v1-messages,backup,metrics,ui,tui picks suites; BENCH_BACKUP_MESSAGES sizes
+// BENCH_ONLY=send,webhooks-in,v1,v1-messages,scheduled,backup,metrics,ui,tui picks suites; BENCH_BACKUP_MESSAGES sizes
 // the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's,
 // BENCH_TUI_MESSAGES and BENCH_TUI_WEBHOOKS msgctl tui's, BENCH_SUPPRESSIONS the suppression list beside
-// the send bench (alternating pairs without and with it).
+// the send bench (alternating pairs without and with it), BENCH_SCHEDULED the scheduled burst.
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 
@@ -20,6 +20,7 @@ const suites = [
   ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in'],
   ['v1', './v1.mjs', 'Resource API and webhooks out'],
   ['v1-messages', './v1-messages.mjs', 'Resource API: the message list'],
+  ['scheduled', './scheduled.mjs', 'Scheduled sends: a same-second burst, the scheduled list, accept'],
   ['backup', './backup.mjs', 'Backup under send load'],
   ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time'],
   ['ui', './ui.mjs', 'Web console pages'],

@@ -17,7 +17,12 @@ import { child, fmt, freePort, load, MSGD_NODE_FLAGS, peakRssMb, rateUntil, stop
 
 const dist = (p) => import(new URL(`../dist/${p}`, import.meta.url));
 
-export async function setup(dataDir, providerUrl, { preload = 0, suppressions = 0 } = {}) {
+/**
+ * A data directory with a partner, a Twilio gateway at `providerUrl`, an SMS channel, a token
+ * and `suppressions` suppressed recipients; `preload` messages stored through core, queued, or
+ * scheduled for `sendAt` (ms) with their dispatch jobs due then, as a send with send_at stores them.
+ */
+export async function setup(dataDir, providerUrl, { preload = 0, sendAt, suppressions = 0 } = {}) {
   const { openDataDir } = await dist('db/datadir.js');
   const { loadConfig } = await dist('config/load.js');
   const { gatewayKinds } = await dist('providers/kinds.js');
@@ -87,8 +92,9 @@ export async function setup(dataDir, providerUrl, { preload = 0, suppressions = 
           segments: 1,
           actor: 'bench',
           lowBalanceThreshold: null,
+          sendAt,
         });
-        queue.enqueue({ kind: 'message.dispatch', payload: { message_id: m.id } });
+        queue.enqueue({ kind: 'message.dispatch', payload: { message_id: m.id }, runAt: sendAt });
       }
     });
     for (let done = 0; done < preload; done += 5000) insert(Math.min(5000, preload - done));
@@ -97,10 +103,10 @@ export async function setup(dataDir, providerUrl, { preload = 0, suppressions = 
   return secret;
 }
 
-const RECIPIENTS = 10_000;
-const recipient = (i) => `+1415555${String(i % RECIPIENTS).padStart(4, '0')}`;
+export const RECIPIENTS = 10_000;
+export const recipient = (i) => `+1415555${String(i % RECIPIENTS).padStart(4, '0')}`;
 
-async function startMsgd(dataDir, port, extraEnv = {}, { acceptOnly = false } = {}) {
+export async function startMsgd(dataDir, port, extraEnv = {}, { acceptOnly = false } = {}) {
   // info level only for the start line; the request path logs at debug.
   if (acceptOnly) {
     return child([...MSGD_NODE_FLAGS, 'bench/msgd-accept-only.mjs'], {
@@ -129,7 +135,7 @@ export function writeConfig(dir, concurrency) {
   });
 }
 
-async function dispatchRun(latencyMs, count, concurrency) {
+export async function dispatchRun(latencyMs, count, concurrency) {
   const provider = await startProvider(latencyMs);
   const dir = tmp();
   await setup(dir, provider.url, { preload: count });
