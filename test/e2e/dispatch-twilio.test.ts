@@ -155,14 +155,15 @@ describe('twilio through the full path', () => {
     }
   });
 
+  // Each its own recipient: a 21610 puts its recipient on the suppression list (docs/suppressions.md).
   it.each([
-    [21211, /not a valid phone number/],
-    [21610, /unsubscribed/],
-    [21408, /Permission/],
-  ])('permanent error %i: failed with the provider code and message, refunded', async (code, text) => {
+    [21211, /not a valid phone number/, '+14155550191'],
+    [21610, /unsubscribed/, '+14155550192'],
+    [21408, /Permission/, '+14155550193'],
+  ])('permanent error %i: failed with the provider code and message, refunded', async (code, text, to) => {
     const start = balanceOf(s.ctx, p.partnerId);
-    fake.failFor('+14155550199', { kind: 'error', code });
-    const id = await sms(undefined, '+14155550199');
+    fake.failFor(to, { kind: 'error', code });
+    const id = await sms(undefined, to);
     expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toMatch(text);
