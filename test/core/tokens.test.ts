@@ -134,7 +134,9 @@ describe('scopes', () => {
     })();
     expect(err).toBeInstanceOf(AppError);
     expect(err!.message).toBe('unknown scope "admin"');
-    expect(err!.details[0].message).toMatch(/messages:send.*channels:read, or \* for all/);
+    expect(err!.details[0].message).toMatch(
+      /messages:send.*channels:read, templates:read, suppressions:read, suppressions:write, or \* for all/,
+    );
     expect(() => parseScopes(' , ')).toThrow(/at least one scope/);
   });
 

@@ -149,7 +149,7 @@ describe('msgctl tui in a real terminal', () => {
     await s.see(/Assign a channel to acme/);
     await s.keys(KEY.right, KEY.right, KEY.right);
     await s.see(/‹ sms ›/);
-    await s.keys(KEY.tab, KEY.tab, '+15550001111', KEY.enter);
+    await s.keys(KEY.tab, KEY.tab, KEY.tab, '+15550001111', KEY.enter);
     await s.see(/Assigned sms to acme \(sender \+15550001111\)\./);
 
     // The tail, then a send with the token the screen showed.

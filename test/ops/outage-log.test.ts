@@ -26,7 +26,15 @@ const lines = (t: TestServer) =>
 describe('send failures at info', () => {
   it('an outage of a gateway: the first failure with its details, a summary, and the recovery', async () => {
     fake = await startTwilioFake();
-    s = await startTestServer({ 'jobs.backoffBaseMs': 10, 'jobs.backoffCapMs': 1000, 'jobs.maxAttempts': 50 });
+    // The circuit breaker off: this is about the attempts' log lines, and an open circuit would
+    // hold the messages after a few failures (its own lines are tested in test/e2e/failover.test.ts).
+    s = await startTestServer({
+      'jobs.backoffBaseMs': 10,
+      'jobs.backoffCapMs': 1000,
+      'jobs.maxAttempts': 50,
+      'dispatch.circuitBreaker.consecutiveFailures': 1000,
+      'dispatch.circuitBreaker.failureRate': 0,
+    });
     const p = setupPartner(s.ctx, { balance: '100', prices: { sms: '0.01' }, rateLimitPerMinute: 100_000 });
     const gw = twilioGateway(s.ctx, p.partnerId, fake);
     fake.failNext({ kind: 'status', status: 503, count: 300 });
