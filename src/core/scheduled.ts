@@ -28,10 +28,10 @@ export interface ScheduleLimits {
  * `value` is what the body held: an ISO 8601 time with an offset (or Z).
  */
 export function parseSendAt(value: string, now: number, limits: ScheduleLimits, field = 'send_at'): number {
-  // An offset is required: a time without one would be read in the server's zone.
-  const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.test(value)
-    ? Date.parse(value)
-    : Number.NaN;
+  // An offset is required: a time without one would be read in the server's zone. A day the
+  // month does not have (11-31, 02-30) is refused: Date.parse would roll it into the next month.
+  const m = /^(\d{4})-(\d{2})-(\d{2})T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.exec(value);
+  const at = m && Number(m[3]) <= daysIn(Number(m[1]), Number(m[2])) ? Date.parse(value) : Number.NaN;
   if (!Number.isFinite(at)) {
     throw new AppError('invalid_request', `${field} must be an ISO 8601 time with an offset`, [
       { field, message: 'an ISO 8601 time with an offset, e.g. 2026-12-01T09:00:00+01:00' },
@@ -43,6 +43,11 @@ export function parseSendAt(value: string, now: number, limits: ScheduleLimits, 
     throw new AppError('invalid_request', `${field} must be ${range}`, [{ field, message: range }]);
   }
   return at;
+}
+
+/** The days of a month (1-12) of a year; 0 for a month that is none, so every day is refused. */
+function daysIn(year: number, month: number): number {
+  return month >= 1 && month <= 12 ? new Date(Date.UTC(year, month, 0)).getUTCDate() : 0;
 }
 
 function describe(ms: number): string {

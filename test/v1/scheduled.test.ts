@@ -26,6 +26,12 @@ afterAll(() => server.stop());
 
 const inMs = (ms: number) => new Date(server.clock.now() + ms).toISOString();
 const sms = (extra: Record<string, unknown> = {}) => ({ channel: 'sms', to: '+14155550123', body: 'later', ...extra });
+/** The day after the end of the first month ending in the next weeks, e.g. 2026-11-31: one the month does not have. */
+const dayAfterMonthEnd = () => {
+  const soon = new Date(server.clock.now() + 2 * 86_400_000);
+  const last = new Date(Date.UTC(soon.getUTCFullYear(), soon.getUTCMonth() + 1, 0));
+  return `${last.toISOString().slice(0, 8)}${last.getUTCDate() + 1}T12:00:00Z`;
+};
 const eventsOf = (messageId: string) =>
   (
     server.ctx.db.sqlite
@@ -117,10 +123,18 @@ describe('a scheduled send', () => {
     ['no offset', '2030-01-01T09:00:00', 'an ISO 8601 time with an offset'],
     ['not a time', 'tomorrow', 'an ISO 8601 time with an offset'],
     ['markup', '<script>alert(1)</script>', 'an ISO 8601 time with an offset'],
+    ['a day the month does not have', 'no-such-day', 'an ISO 8601 time with an offset'],
     ['too soon', 'soon', 'between 1 second'],
     ['too far', 'far', 'and 35 days from now'],
   ])('send_at %s: 400 naming the field, nothing debited', async (_, value, message) => {
-    const send_at = value === 'soon' ? inMs(200) : value === 'far' ? inMs(36 * 86_400_000) : value;
+    const send_at =
+      value === 'soon'
+        ? inMs(200)
+        : value === 'far'
+          ? inMs(36 * 86_400_000)
+          : value === 'no-such-day'
+            ? dayAfterMonthEnd()
+            : value;
     const before = balanceOf(server.ctx, partnerId);
     const r = await call(server, 'POST', '/v1/messages', { token, body: sms({ send_at }) });
     expect(r.status).toBe(400);
