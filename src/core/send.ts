@@ -336,6 +336,16 @@ export const SEND_RULES: readonly SendRule[] = [
 ];
 
 /**
+ * The content the rules judge: a template the catalogue knows with the catalogue's category, not
+ * the one the request names (an AUTHENTICATION template passes a marketing opt-out).
+ */
+function ruledContent(priced: Preflight, content: MessageContent): MessageContent {
+  return priced.template && content.kind === 'template'
+    ? { ...content, template: { ...content.template, category: priced.template.category } }
+    : content;
+}
+
+/**
  * Every rule up to and including the price, in the spec's order, writing nothing: the 402 for a
  * message that costs more than is left is decided by the debit when it is written (accept).
  */
@@ -368,13 +378,7 @@ export function checkSend(ctx: CoreCtx, req: SendRequest): CheckedSend {
   try {
     // 400 template_invalid against the WhatsApp catalogue, and the template category's price.
     priced = templatePreflight(ctx, principal.partnerId, pre, plan.to, plan.content);
-    // The rules see a known template's category as the catalogue has it, not as the request
-    // names it (an AUTHENTICATION template passes a marketing opt-out).
-    if (priced.template && input.content.kind === 'template')
-      input.content = {
-        ...input.content,
-        template: { ...input.content.template, category: priced.template.category },
-      };
+    input.content = ruledContent(priced, plan.content);
     for (const rule of SEND_RULES) rule(ctx, input);
   } catch (e) {
     return refuse(e);
@@ -427,6 +431,9 @@ export async function accept<A>(
     }
     // A status webhook (PAUSED, DISABLED) committed since the check refuses it here, before the debit.
     if (send.preflight.template) checkTemplate(ctx, send.preflight.channel.gatewayId, send.preflight.template.check);
+    // So does the recipient's STOP, bounce or opt-out committed since the check (a webhook
+    // between it and this transaction): nothing is debited or sent to them.
+    refuseSuppressed(ctx, partnerId, send.preflight.channel, send.to, ruledContent(send.preflight, send.content));
     const message = createOutbound(ctx, {
       partnerId,
       channel: send.preflight.channel,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accept, checkSend } from '../../src/core/send.js';
 import { addSuppression } from '../../src/core/suppressions.js';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, SENDERS, startV1 } from './helpers.js';
@@ -255,6 +256,41 @@ describe('a send to a suppressed recipient', () => {
     expect(q.status).toBe(200);
     expect(q.body.sendable).toBe(false);
     expect(q.body.refusal).toMatchObject({ code: 'recipient_suppressed' });
+    expect(messagesOf(p.partnerId)).toBe(0);
+  });
+
+  it('committed between the send’s check and its accept transaction refuses it there, before the debit', async () => {
+    const p = richPartner(server.ctx, 41, { balance: '1' });
+    const to = '+14155550341';
+    const principal = {
+      tokenId: 'tok_test',
+      partnerId: p.partnerId,
+      partnerSlug: p.slug,
+      scopes: ['*'],
+      rateLimitPerMinute: null,
+    };
+    const checked = checkSend(server.ctx, {
+      principal,
+      channel: 'sms',
+      channels: ['sms'],
+      build: () => ({ to, content: { kind: 'text', text: 'hello' }, priceText: 'hello' }),
+    });
+    // The customer's STOP arrives (its webhook commits) before the accept transaction runs.
+    server.ctx.db.sqlite.transaction(() =>
+      addSuppression(server.ctx, {
+        partnerId: p.partnerId,
+        channel: 'sms',
+        address: to,
+        reason: 'opt_out_keyword',
+        scope: SENDERS(41).sms,
+        source: 'msg_stop',
+      }),
+    )();
+    const balance = balanceOf(p.partnerId);
+    await expect(accept(server.rt.acceptDeps, checked, { render: (m) => ({ id: m.id }) })).rejects.toMatchObject({
+      code: 'recipient_suppressed',
+    });
+    expect(balanceOf(p.partnerId)).toBe(balance);
     expect(messagesOf(p.partnerId)).toBe(0);
   });
 
