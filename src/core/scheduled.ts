@@ -3,6 +3,7 @@ import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent } from './message-content.js';
 import { refuseSuppressed } from './suppressions.js';
+import { catalogueCategory } from './whatsapp-template-send.js';
 import { auditEvent } from './audit.js';
 import { applyStatus } from './message-status.js';
 import { getMessageState, recordHistory, type MessageState } from './messages.js';
@@ -77,6 +78,7 @@ export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
     {
       partner_id: string;
       channel_id: string | null;
+      gateway_id: string | null;
       channel_type: ChannelType;
       from: string;
       to: string;
@@ -85,7 +87,7 @@ export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
   >(
     ctx.db.sqlite,
     `UPDATE messages SET status = 'queued', updated_at = ? WHERE id = ? AND status = 'scheduled'
-     RETURNING partner_id, channel_id, channel_type, "from", "to", content`,
+     RETURNING partner_id, channel_id, gateway_id, channel_type, "from", "to", content`,
   ).get(now, id);
   if (!released) return false;
   recordHistory(ctx, id, 'queued', { at: now });
@@ -112,19 +114,29 @@ export function releaseScheduled(ctx: CoreCtx, id: string): boolean {
   return true;
 }
 
-/** The recipient's suppression (an opt-out or bounce since acceptance) as a refusal, or null. */
+/**
+ * The recipient's suppression (an opt-out or bounce since acceptance) as a refusal, or null. A
+ * template is judged by the catalogue's category, as at acceptance, not by the one the request named.
+ */
 function suppressedSince(
   ctx: CoreCtx,
-  m: { partner_id: string; channel_type: ChannelType; from: string; to: string; content: string },
+  m: {
+    partner_id: string;
+    gateway_id: string | null;
+    channel_type: ChannelType;
+    from: string;
+    to: string;
+    content: string;
+  },
 ): { code: string; message: string } | null {
+  const content = JSON.parse(m.content) as MessageContent;
+  const category = catalogueCategory(ctx, m.gateway_id, content);
+  const ruled =
+    category !== null && content.kind === 'template'
+      ? { ...content, template: { ...content.template, category } }
+      : content;
   try {
-    refuseSuppressed(
-      ctx,
-      m.partner_id,
-      { type: m.channel_type, sender: m.from },
-      m.to,
-      JSON.parse(m.content) as MessageContent,
-    );
+    refuseSuppressed(ctx, m.partner_id, { type: m.channel_type, sender: m.from }, m.to, ruled);
     return null;
   } catch (e) {
     if (e instanceof AppError && e.code === 'recipient_suppressed')

@@ -41,3 +41,20 @@ export function templatePreflight(
     },
   };
 }
+
+/**
+ * A template message's category as the gateway's catalogue holds it, or null: not a template, or
+ * one the catalogue does not hold (never synced, or since removed).
+ */
+export function catalogueCategory(
+  ctx: CoreCtx,
+  gatewayId: string | null,
+  content: MessageContent,
+): TemplateCategory | null {
+  if (content.kind !== 'template' || gatewayId === null) return null;
+  const row = stmt<[string, string, string], { category: string }>(
+    ctx.db.sqlite,
+    'SELECT category FROM whatsapp_templates WHERE gateway_id = ? AND name = ? AND language = ?',
+  ).get(gatewayId, content.template.name, content.template.language);
+  return row ? (row.category.toUpperCase() as TemplateCategory) : null;
+}

@@ -3,6 +3,7 @@ import { quote, setPrice } from '../../src/core/prices.js';
 import { accept, preflight } from '../../src/core/send.js';
 import { templatePreflight } from '../../src/core/whatsapp-template-send.js';
 import { addSuppression } from '../../src/core/suppressions.js';
+import { releaseScheduled } from '../../src/core/scheduled.js';
 import { pageOf, templateOut } from '../../src/http/schemas/v1.js';
 import { syncGatewayTemplates } from '../../src/jobs/template-sync.js';
 import { parseMoney } from '../../src/lib/money.js';
@@ -500,6 +501,59 @@ describe('a template send checked against the catalogue', () => {
     const sale = await sendWa({ name: 'spring_sale', language: 'en_US', category: 'AUTHENTICATION' }, to);
     expect(sale.status).toBe(400);
     expect(sale.body.error.code).toBe('recipient_suppressed');
+  });
+
+  it("a scheduled template is judged at its time by the catalogue's category too", async () => {
+    const to = '+16505550178';
+    const sendAt = new Date(s.clock.now() + 3_600_000).toISOString();
+    // Accepted before any opt-out; the marketing one is labelled AUTHENTICATION, the passcode MARKETING.
+    const sale = await postJson(
+      `${s.url}/api/send-whatsapp.php`,
+      {
+        to,
+        type: 'template',
+        template: { name: 'spring_sale', language: 'en_US', category: 'AUTHENTICATION' },
+        send_at: sendAt,
+      },
+      p.token,
+    );
+    const otp = await postJson(
+      `${s.url}/api/send-whatsapp.php`,
+      {
+        to,
+        type: 'template',
+        template: {
+          name: 'otp_code',
+          language: 'en_US',
+          category: 'MARKETING',
+          components: [
+            { type: 'body', parameters: [{ type: 'text', text: '123456' }] },
+            { type: 'button', sub_type: 'url', index: '0', parameters: [{ type: 'text', text: '123456' }] },
+          ],
+        },
+        send_at: sendAt,
+      },
+      p.token,
+    );
+    expect([sale.status, otp.status], JSON.stringify([sale.body, otp.body])).toEqual([200, 200]);
+    // Then the customer stops marketing messages (Meta 131050), and their time comes.
+    s.ctx.db.sqlite.transaction(() =>
+      addSuppression(s.ctx, {
+        partnerId: p.partnerId,
+        channel: 'whatsapp',
+        address: to,
+        reason: 'provider_refused',
+        source: 'test',
+      }),
+    )();
+    const statusOf = (id: string) =>
+      s.ctx.db.sqlite.prepare('SELECT status, error_code FROM messages WHERE id = ?').get(id) as {
+        status: string;
+        error_code: string | null;
+      };
+    for (const r of [sale, otp]) s.ctx.db.sqlite.transaction(() => releaseScheduled(s.ctx, r.body.id))();
+    expect(statusOf(sale.body.id)).toEqual({ status: 'failed', error_code: 'recipient_suppressed' });
+    expect(statusOf(otp.body.id)).toEqual({ status: 'queued', error_code: null });
   });
 });
 
