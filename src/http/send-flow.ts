@@ -153,9 +153,9 @@ function refusalFrom(check: () => void): Refusal | null {
 /**
  * POST /v1/messages/quote: what the send this body describes would cost and whether it would be
  * accepted now, with the code the send would answer when not. It runs the send's checks in the
- * send's order (channel assigned, funds not exhausted, send_at, the 24-hour window, the price
- * covered) and writes nothing: no message, debit, job or idempotency key. A body the send would
- * refuse as malformed is a 400 here too: there is nothing to price.
+ * send's order (channel assigned, funds not exhausted, send_at, the suppression list, the 24-hour
+ * window, the price covered) and writes nothing: no message, debit, job or idempotency key. A body
+ * the send would refuse as malformed is a 400 here too: there is nothing to price.
  */
 export function quoteSend(rt: HttpDeps, req: FastifyRequest, plan: (body: unknown) => QuotePlan) {
   const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);

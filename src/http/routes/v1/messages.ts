@@ -117,7 +117,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
           "partner's currency, and whether current balance and credit cover it (covered). Nothing is sent or written: " +
           'no message, no debit, no job, no idempotency key. When the send would be refused, sendable is false and ' +
           'refusal holds the status, code, message and details the send would answer (403 channel_not_assigned, 402 ' +
-          'insufficient_balance, 400 invalid_request for send_at, 400 outside_customer_service_window), the first in the ' +
+          'insufficient_balance, 400 invalid_request for send_at, 400 recipient_suppressed, 400 ' +
+          'outside_customer_service_window), the first in the ' +
           "send's order. A body the send would reject as malformed is a 400 here too. Prices and funds can change " +
           'between a quote and a send; the send is what debits.',
         security: SECURITY,
