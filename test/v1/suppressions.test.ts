@@ -62,6 +62,18 @@ describe('/v1/suppressions', () => {
       token: a.token,
     });
     expect(found.body.data.map((s: any) => s.id)).toEqual([r.body.id]);
+    // A number's + written unencoded in the query (it arrives as a space) still finds it.
+    const sms = await call(server, 'POST', '/v1/suppressions', {
+      token: a.token,
+      body: { channel: 'sms', address: '+14155550177' },
+    });
+    for (const q of ['channel=sms&address=+14155550177', 'address=+14155550177', 'address=%2B14155550177']) {
+      const byNumber = await call(server, 'GET', `/v1/suppressions?${q}`, { token: a.token });
+      expect(
+        byNumber.body.data.map((s: any) => s.id),
+        q,
+      ).toEqual([sms.body.id]);
+    }
     expect((await call(server, 'GET', `/v1/suppressions/${r.body.id}`, { token: a.token })).body.address).toBe(
       'ann@example.com',
     );

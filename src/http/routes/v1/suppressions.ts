@@ -47,8 +47,12 @@ export const suppressionRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (ap
     async (req) => {
       const q = req.query;
       const after = decodeCursor(q.cursor, 'sup');
-      const address =
-        q.address !== undefined && q.channel ? (normalizeAddress(q.channel, q.address) ?? q.address) : q.address;
+      // A phone number's + left unencoded in the query string arrives as a space.
+      const raw =
+        q.address !== undefined && q.channel !== 'messenger' && q.channel !== 'instagram'
+          ? q.address.replace(/^ (?=[1-9]\d*$)/, '+')
+          : q.address;
+      const address = raw !== undefined && q.channel ? (normalizeAddress(q.channel, raw) ?? raw) : raw;
       const rows = listSuppressions(rt.ctx, principalOf(req).partnerId, {
         channel: q.channel,
         reason: q.reason,
