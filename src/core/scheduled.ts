@@ -55,7 +55,8 @@ function describe(ms: number): string {
   if (ms % 86_400_000 === 0 && ms >= 86_400_000) return `${ms / 86_400_000} day${ms === 86_400_000 ? '' : 's'}`;
   if (ms % 3_600_000 === 0 && ms >= 3_600_000) return `${ms / 3_600_000} hour${ms === 3_600_000 ? '' : 's'}`;
   if (ms % 60_000 === 0 && ms >= 60_000) return `${ms / 60_000} minute${ms === 60_000 ? '' : 's'}`;
-  return `${Math.round(ms / 1000)} seconds`;
+  const s = Math.round(ms / 1000);
+  return `${s} second${s === 1 ? '' : 's'}`;
 }
 
 interface ReleaseCheck {

@@ -124,7 +124,7 @@ describe('a scheduled send', () => {
     ['not a time', 'tomorrow', 'an ISO 8601 time with an offset'],
     ['markup', '<script>alert(1)</script>', 'an ISO 8601 time with an offset'],
     ['a day the month does not have', 'no-such-day', 'an ISO 8601 time with an offset'],
-    ['too soon', 'soon', 'between 1 second'],
+    ['too soon', 'soon', 'between 1 second and 35 days from now'],
     ['too far', 'far', 'and 35 days from now'],
   ])('send_at %s: 400 naming the field, nothing debited', async (_, value, message) => {
     const send_at =
