@@ -287,6 +287,9 @@ function invalidTemplate(t: SendTemplate, what: string, details: ErrorDetail[]):
   );
 }
 
+/** Buttons a send may give one parameter for, or none. */
+const OPTIONAL_PARAMETER = new Set(['quick_reply', 'flow', 'catalog']);
+
 /** Which parameters a send gave, against which the template takes. */
 function parameterProblems(spec: TemplateSpec, comps: unknown[]): ErrorDetail[] {
   const out: ErrorDetail[] = [];
@@ -366,8 +369,8 @@ function parameterProblems(spec: TemplateSpec, comps: unknown[]): ErrorDetail[] 
     }
     seen.add(index);
     const n = params(b).length;
-    // A quick reply's payload and a Flow button's action are optional.
-    const optional = sb.params === 0 && (sb.type === 'quick_reply' || sb.type === 'flow') && n <= 1;
+    // A quick reply's payload, a Flow button's action and a catalogue button's thumbnail are optional.
+    const optional = sb.params === 0 && OPTIONAL_PARAMETER.has(sb.type) && n <= 1;
     if (n !== sb.params && !optional)
       out.push({
         field,

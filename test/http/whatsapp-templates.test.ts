@@ -108,6 +108,40 @@ const CATALOGUE: MetaTemplate[] = [
     category: 'UTILITY',
     components: [{ type: 'HEADER', format: 'TEXT', text: 'Order {{1}}' }, body('It is on its way.')],
   },
+  {
+    id: '1008',
+    name: 'cart_reminder',
+    language: 'en_US',
+    status: 'APPROVED',
+    category: 'MARKETING',
+    components: [
+      { type: 'HEADER', format: 'TEXT', text: 'Forget something, {{1}}?', example: { header_text: ['Pablo'] } },
+      body('Looks like you left these items in your cart.'),
+      { type: 'BUTTONS', buttons: [{ type: 'MPM', text: 'View items' }] },
+    ],
+  },
+  {
+    id: '1010',
+    name: 'order_pay',
+    language: 'en_US',
+    status: 'APPROVED',
+    category: 'UTILITY',
+    components: [
+      body('Your order {{1}} is ready. Pay here.', { body_text: [['42']] }),
+      { type: 'BUTTONS', buttons: [{ type: 'ORDER_DETAILS', text: 'Review and Pay' }] },
+    ],
+  },
+  {
+    id: '1009',
+    name: 'catalog_intro',
+    language: 'en_US',
+    status: 'APPROVED',
+    category: 'MARKETING',
+    components: [
+      body('Now shop for your favourite products right here on WhatsApp! Get {{1}} off.', { body_text: [['10%']] }),
+      { type: 'BUTTONS', buttons: [{ type: 'CATALOG', text: 'View catalog' }] },
+    ],
+  },
 ];
 // Enough more to need three of msgd's pages of 100.
 const FILLERS: MetaTemplate[] = Array.from({ length: 223 }, (_, i) => ({
@@ -474,6 +508,88 @@ describe('a template send checked against the catalogue', () => {
       const r = await sendWa(t);
       expect(r.status, r.text).toBe(200);
     }
+  });
+
+  it('passes a multi-product template with its products, a catalogue template with or without a thumbnail and an order to pay', async () => {
+    const products = {
+      type: 'button',
+      sub_type: 'mpm',
+      index: 0,
+      parameters: [
+        {
+          type: 'action',
+          action: {
+            thumbnail_product_retailer_id: '2lc20305pt',
+            sections: [{ title: 'Your cart', product_items: [{ product_retailer_id: '2lc20305pt' }] }],
+          },
+        },
+      ],
+    };
+    const discount = { type: 'body', parameters: [{ type: 'text', text: '10%' }] };
+    const ok = [
+      {
+        name: 'cart_reminder',
+        language: 'en_US',
+        components: [{ type: 'header', parameters: [{ type: 'text', text: 'Pablo' }] }, products],
+      },
+      {
+        name: 'catalog_intro',
+        language: 'en_US',
+        components: [
+          discount,
+          {
+            type: 'button',
+            sub_type: 'CATALOG',
+            index: 0,
+            parameters: [{ type: 'action', action: { thumbnail_product_retailer_id: '2lc20305pt' } }],
+          },
+        ],
+      },
+      { name: 'catalog_intro', language: 'en_US', components: [discount] },
+      {
+        name: 'order_pay',
+        language: 'en_US',
+        components: [
+          { type: 'body', parameters: [{ type: 'text', text: '42' }] },
+          {
+            type: 'button',
+            sub_type: 'order_details',
+            index: 0,
+            parameters: [
+              {
+                type: 'action',
+                action: {
+                  order_details: {
+                    reference_id: 'order-42',
+                    type: 'digital-goods',
+                    currency: 'INR',
+                    total_amount: { value: 21000, offset: 100 },
+                    order: { status: 'pending', items: [], subtotal: { value: 21000, offset: 100 } },
+                  },
+                },
+              },
+            ],
+          },
+        ],
+      },
+    ];
+    for (const t of ok) {
+      const r = await sendWa(t);
+      expect(r.status, r.text).toBe(200);
+    }
+    // The products are what a multi-product message shows: Meta refuses it without them.
+    const r = await sendWa({
+      name: 'cart_reminder',
+      language: 'en_US',
+      components: [{ type: 'header', parameters: [{ type: 'text', text: 'Pablo' }] }],
+    });
+    expect(r.status, r.text).toBe(400);
+    expect(r.body.error.details).toEqual([
+      {
+        field: 'template.components.button[0]',
+        message: expect.stringMatching(/mpm button at index 0 takes 1 parameter/),
+      },
+    ]);
   });
 
   it("a recipient's marketing opt-out stops a marketing template, not an authentication one, by the catalogue's category", async () => {

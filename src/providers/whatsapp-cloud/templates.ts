@@ -29,6 +29,9 @@ function variables(text: unknown): string[] {
 
 const MEDIA_HEADERS = new Set(['image', 'video', 'document', 'location']);
 
+/** Buttons every send gives one parameter for (besides a URL button with a variable). */
+const ONE_PARAMETER = new Set(['copy_code', 'otp', 'mpm', 'order_details']);
+
 /** Meta's components, as the parameters a send must give. */
 export function templateSpec(components: unknown, parameterFormat: unknown): TemplateSpec {
   const spec: TemplateSpec = {
@@ -51,8 +54,9 @@ export function templateSpec(components: unknown, parameterFormat: unknown): Tem
     } else if (type === 'buttons') {
       (Array.isArray(c.buttons) ? c.buttons.filter(isObj) : []).forEach((b, index) => {
         const bt = String(b.type ?? '').toLowerCase();
-        // A URL button with a variable, a coupon code, an authentication code: one parameter each.
-        const params = bt === 'url' ? Math.min(1, variables(b.url).length) : bt === 'copy_code' || bt === 'otp' ? 1 : 0;
+        // A URL button with a variable, a coupon code, an authentication code, a multi-product
+        // message's products or an order to pay (its action): one parameter each.
+        const params = bt === 'url' ? Math.min(1, variables(b.url).length) : ONE_PARAMETER.has(bt) ? 1 : 0;
         spec.buttons.push({ index, type: bt, params });
       });
     } else if (type !== 'footer') {
