@@ -60,6 +60,11 @@ export type FailoverVerdict =
   | 'route_error'
   /** May have been taken (a timeout, a reset after sending, an unclear 5xx): never sent elsewhere. */
   | 'maybe'
+  /**
+   * Not taken for now because of the recipient (a relay greylisting it): retried on this
+   * gateway, whose health it says nothing about; every route would defer it alike.
+   */
+  | 'recipient_deferred'
   /** Refused for good because of the message or its recipient: every route would refuse it. */
   | 'message_error';
 
@@ -70,6 +75,7 @@ export function failoverVerdict(kind: GatewayKind, r: SendResult): FailoverVerdi
     return 'message_error';
   }
   if (r.maybeDelivered) return 'maybe';
+  if (r.recipient) return 'recipient_deferred';
   // No answer at all, and nothing left msgd (refused, DNS, unreachable, TLS, a relay that never greeted).
   if (r.code === 'network_error' || r.code === 'timeout') return 'not_accepted';
   if (r.code && NOT_ACCEPTED[kind]?.has(r.code)) return 'not_accepted';

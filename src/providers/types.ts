@@ -72,6 +72,11 @@ export type SendResult =
        * it was sent, a 2xx without a usable answer): a retry may send the message twice.
        */
       maybeDelivered?: boolean;
+      /**
+       * The deferral is about this recipient, not the provider (an SMTP 4xx reply to RCPT TO:
+       * greylisting, a full mailbox): the gateway answered as a working one does.
+       */
+      recipient?: boolean;
     }
   /**
    * Permanent: the provider refused this message; no retry will help. `suppress`: the refusal

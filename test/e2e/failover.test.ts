@@ -15,11 +15,12 @@ import {
   sender,
   sendgridGateway,
   SMS,
+  smtpGateway,
   TWILIO_SID,
   TWILIO_TOKEN,
   twilioGateway,
 } from '../helpers/gateways.js';
-import { balanceOf, ledgerOf, message, messagesOf } from '../helpers/rows.js';
+import { balanceOf, jobsOf, ledgerOf, message, messagesOf } from '../helpers/rows.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -281,6 +282,39 @@ describe('failover to the fallback gateway', () => {
     expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('10') - parseMoney('0.01'));
     expect(verifyLedger(s.ctx).ok).toBe(true);
   }, 60_000);
+
+  it("a relay deferring one recipient (greylisting at RCPT TO) never opens the gateway's circuit", async () => {
+    smtp.reset();
+    const p = setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
+    const relay = smtpGateway(s.ctx, p.partnerId, smtp);
+    const mail = (to: string, subject: string) =>
+      send(s.url, EMAIL, { to, subject, html: '<p>x</p>' }, p.token).then((r) => {
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        return r.body.id as string;
+      });
+    smtp.failFor('late@greylist.example', {
+      kind: 'reply',
+      code: 450,
+      message:
+        '4.2.0 <late@greylist.example>: Recipient address rejected: Greylisted, see http://postgrey.schweikert.ch/',
+    });
+    const grey = await mail('late@greylist.example', 'greylisted');
+    const attempts = () => jobsOf(s.ctx, grey)[0]?.attempts ?? 0;
+    // More deferrals in a row than consecutiveFailures (3): the relay answers, so it is working.
+    await waitFor(
+      () => attempts() >= 5 || s.rt.breakers.state(relay.gateway.id) !== 'closed',
+      'five deferred attempts',
+      10_000,
+    );
+    expect(s.rt.breakers.state(relay.gateway.id)).toBe('closed');
+    expect(message(s.ctx, grey)).toMatchObject({ status: 'sending', error_code: 'smtp_450' });
+    const ok = await mail('user@example.com', 'goes out');
+    await waitFor(() => message(s.ctx, ok).status === 'sent', 'the other mail sent', 5_000);
+    expect(smtp.messages.map((m) => m.subject)).toEqual(['goes out']);
+    smtp.reset();
+    await waitFor(() => message(s.ctx, grey).status === 'sent', 'the greylisted mail sent on a retry', 5_000);
+    expect(verifyLedger(s.ctx).ok).toBe(true);
+  }, 30_000);
 
   it('a cheaper fallback refunds the difference; a dearer one the funds do not cover fails the message and refunds it', async () => {
     const cheap = partnerWithFallback({ balance: '1', price: '0.01', backupPrice: '0.004' });

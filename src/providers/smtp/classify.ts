@@ -10,6 +10,10 @@ export function classifySmtpError(err: NodemailerError): SendResult {
   const message = (err.response ?? err.message ?? String(err)).slice(0, 1000);
   if (rc !== undefined) {
     // RFC 5321: 4yz is transient. 503 (bad sequence) is a session hiccup, not a verdict on the mail.
+    // A 4yz to RCPT TO defers this one recipient (greylisting, a full mailbox): the relay works.
+    // 421 is the relay closing the session, whatever the command.
+    if (rc >= 400 && rc < 500 && rc !== 421 && err.command === 'RCPT TO')
+      return { outcome: 'retry', code: `smtp_${rc}`, message, recipient: true };
     if ((rc >= 400 && rc < 500) || rc === 503) return { outcome: 'retry', code: `smtp_${rc}`, message };
     if (rc >= 500 && rc < 600) {
       // RFC 3463 5.1.x: the address itself is bad (no such mailbox, no such domain): a hard bounce.
