@@ -133,11 +133,16 @@ export function mayHaveReachedProvider(ctx: CoreCtx, messageId: string, inFlight
   return r?.dispatch_uncertain === 1;
 }
 
-/** A message waiting for its gateway's circuit to let calls through again; it keeps its place. */
+/**
+ * A message waiting for its gateway's circuit to let calls through again; it keeps its place. A
+ * call in flight when msgd died may have reached the provider: that mark becomes
+ * dispatch_uncertain, so the message never moves to another gateway and stays flagged.
+ */
 export function noteCircuitWait(ctx: CoreCtx, messageId: string, note: string): void {
   stmt(
     ctx.db.sqlite,
-    `UPDATE messages SET status = 'queued', error_code = 'gateway_circuit_open', error_message = ?, dispatch_in_flight = 0, updated_at = ?
+    `UPDATE messages SET status = 'queued', error_code = 'gateway_circuit_open', error_message = ?,
+       dispatch_uncertain = MAX(dispatch_uncertain, dispatch_in_flight), dispatch_in_flight = 0, updated_at = ?
       WHERE id = ? AND status IN ('queued', 'sending')`,
   ).run(note, ctx.now(), messageId);
 }

@@ -5,6 +5,7 @@ import { addGateway } from '../../src/core/gateways.js';
 import { verifyLedger } from '../../src/core/ledger.js';
 import { messageHistory } from '../../src/core/messages.js';
 import { setPrice } from '../../src/core/prices.js';
+import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startSendgridFake, type SendgridFake } from '../fakes/sendgrid.js';
 import { startSmtpFake, type SmtpFake } from '../fakes/smtp.js';
@@ -21,7 +22,7 @@ import {
   twilioGateway,
 } from '../helpers/gateways.js';
 import { balanceOf, jobsOf, ledgerOf, message, messagesOf } from '../helpers/rows.js';
-import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 // Failover between SMS gateways with real fake Twilio servers on 127.0.0.1: a message moves to
@@ -230,6 +231,30 @@ describe('failover to the fallback gateway', () => {
     expect(m.dispatch_uncertain).toBe(1);
     expect(m.price).toBe(parseMoney('0.01'));
     expect(messageHistory(s.ctx, id).map((h) => h.status)).toEqual(['queued', 'sent']);
+  }, 30_000);
+
+  it('a call in flight when msgd died, met by an open circuit, never moves to the fallback and stays flagged', async () => {
+    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
+    const db = s.ctx.db.sqlite;
+    const channel = db
+      .prepare('SELECT id, gateway_id, sender FROM channels WHERE partner_id = ? AND gateway_id = ?')
+      .get(p.partnerId, p.primaryId) as { id: string; gateway_id: string; sender: string };
+    // What a msgd killed mid-call leaves: the message 'sending', its request maybe at Twilio.
+    const m = storeOutboundSms(s.ctx, p.partnerId, channel, { text: 'in flight when msgd died', price: 10_000 });
+    db.prepare("UPDATE messages SET status = 'sending', dispatch_in_flight = 1 WHERE id = ?").run(m.id);
+    // The primary failing since the start: its circuit is open when the message comes up.
+    for (let i = 0; i < 3; i++) s.rt.breakers.record(p.primaryId, false, 'test outage');
+    expect(s.rt.breakers.state(p.primaryId)).toBe('open');
+    s.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
+    await waitFor(() => message(s.ctx, m.id).error_code === 'gateway_circuit_open', 'the message to wait', 5_000);
+    // Woken while the circuit is still open (a gateway change or a restart wakes the queue).
+    db.prepare(
+      "UPDATE jobs SET run_at = ? WHERE state = 'available' AND json_extract(payload, '$.message_id') = ?",
+    ).run(Date.now(), m.id);
+    await waitFor(() => message(s.ctx, m.id).status === 'sent', 'the message sent', 10_000);
+    expect(backup.requests).toHaveLength(0);
+    expect(primary.requests.map((r) => r.body.Body)).toEqual(['in flight when msgd died']);
+    expect(message(s.ctx, m.id)).toMatchObject({ gateway_id: p.primaryId, dispatch_uncertain: 1 });
   }, 30_000);
 
   it("a refusal about the recipient fails the message on the primary; one about the route's sender moves on", async () => {
