@@ -689,6 +689,27 @@ describe('status and category webhooks', () => {
     expect((await sendWa({ name: 'spring_sale', language: 'en_US' })).status).toBe(200);
   });
 
+  it('events that are not a status leave the template sendable; REINSTATED and UNARCHIVED make it sendable again', async () => {
+    const t = CATALOGUE.find((c) => c.name === 'spring_sale')!;
+    const send = () => sendWa({ name: 'spring_sale', language: 'en_US' });
+    // At risk from feedback, locked against edits: Meta still sends it.
+    for (const event of ['FLAGGED', 'LOCKED', 'LIMIT_EXCEEDED']) {
+      expect((await statusUpdate(t, event)).processing).not.toBe('failed');
+      const r = await send();
+      expect(r.status, `${event}: ${r.text}`).toBe(200);
+    }
+    for (const [off, on] of [
+      ['DISABLED', 'REINSTATED'],
+      ['ARCHIVED', 'UNARCHIVED'],
+    ]) {
+      await statusUpdate(t, off);
+      expect((await send()).status).toBe(400);
+      await statusUpdate(t, on);
+      const r = await send();
+      expect(r.status, `${on}: ${r.text}`).toBe(200);
+    }
+  });
+
   it('an older webhook arriving late does not undo a newer state', async () => {
     const t = CATALOGUE.find((c) => c.name === 'order_update' && c.language === 'de')!;
     const now = Math.floor(Date.now() / 1000);

@@ -40,6 +40,26 @@ function values(p: WaPayload): any[] {
 const TEMPLATE_FIELDS = new Set(['message_template_status_update', 'template_category_update']);
 
 /**
+ * A status webhook's `event` is what happened, not always a status: a reinstated or unarchived
+ * template can be sent again (APPROVED); a flagged one (at risk from feedback), a locked one
+ * (no edits) or a WABA at its template limit still sends as it did (no status change).
+ */
+const EVENT_STATUS: Record<string, string | null> = {
+  REINSTATED: 'APPROVED',
+  UNARCHIVED: 'APPROVED',
+  FLAGGED: null,
+  LOCKED: null,
+  UNLOCKED: null,
+  LIMIT_EXCEEDED: null,
+};
+
+function statusOf(event: string | undefined): string | undefined {
+  if (event === undefined) return undefined;
+  const mapped = EVENT_STATUS[event.toUpperCase()];
+  return mapped === undefined ? event : (mapped ?? undefined);
+}
+
+/**
  * A template's status or category changed at Meta: entry.id is the WABA. A status event names
  * the template's category too; a category change names the new one (announced before it takes
  * effect, then again when it has: either way the category Meta now uses or is about to).
@@ -54,7 +74,8 @@ function templateEvent(
   const metaId = str(value.message_template_id) ?? null;
   const name = str(value.message_template_name) ?? null;
   const language = str(value.message_template_language) ?? null;
-  const status = field === 'message_template_status_update' ? str(value.event) : undefined;
+  const event = field === 'message_template_status_update' ? str(value.event) : undefined;
+  const status = statusOf(event);
   const category =
     field === 'template_category_update' ? str(value.new_category) : str(value.message_template_category);
   if (!waba || (!metaId && !(name && language)) || (!status && !category))
@@ -62,7 +83,7 @@ function templateEvent(
   const at = fromSeconds(time, receivedAt);
   return {
     type: 'template',
-    key: `whatsapp:${field}:${waba}:${metaId ?? `${name}:${language}`}:${status ?? ''}:${category ?? ''}:${at}`,
+    key: `whatsapp:${field}:${waba}:${metaId ?? `${name}:${language}`}:${event ?? ''}:${category ?? ''}:${at}`,
     change: {
       account: { kind: 'whatsapp_cloud', setting: 'waba_id', value: waba },
       metaId,
