@@ -40,3 +40,30 @@ export function publicBase(ui: Ui, req: FastifyRequest): string {
 export const money = (micro: number, currency: string) => `${formatMoney(micro)} ${currency}`;
 
 export const StatusText = ({ status }: { status: string }) => <span className={`status ${status}`}>{status}</span>;
+
+/** A filter's drop-down: "any" first, then each value as its own label. */
+export function AnyOf({
+  name,
+  label,
+  value,
+  options,
+}: {
+  name: string;
+  label: string;
+  value?: string;
+  options: readonly string[];
+}) {
+  return (
+    <div>
+      <label htmlFor={`f-${name}`}>{label}</label>
+      <select id={`f-${name}`} name={name} defaultValue={value ?? ''}>
+        <option value="">any</option>
+        {options.map((o) => (
+          <option key={o} value={o}>
+            {o}
+          </option>
+        ))}
+      </select>
+    </div>
+  );
+}

@@ -11,7 +11,7 @@ import { cancelScheduled } from '../../core/scheduled.js';
 import { AppError } from '../../lib/errors.js';
 import { query, redirectWithNote, takeNote, userFor, type Ui } from '../context.js';
 import { Csrf, Notice, When } from '../layout.js';
-import { StatusText, money, pageCtx } from '../pages.js';
+import { AnyOf, StatusText, money, pageCtx } from '../pages.js';
 import { notFoundPage } from '../responses.js';
 
 // Messages: a filtered, cursor-paged list read by the same query as GET /v1/messages (the same
@@ -55,33 +55,6 @@ function pageHref(filters: Record<string, string | undefined>, after: string | n
   if (after && back.length) q.set('back', back.map((id) => id || '-').join('.'));
   const qs = q.toString();
   return qs ? `/ui/messages?${qs}` : '/ui/messages';
-}
-
-/** A filter's drop-down: "any" first, then each value as its own label. */
-function AnyOf({
-  name,
-  label,
-  value,
-  options,
-}: {
-  name: string;
-  label: string;
-  value: string | undefined;
-  options: readonly string[];
-}) {
-  return (
-    <div>
-      <label htmlFor={`f-${name}`}>{label}</label>
-      <select id={`f-${name}`} name={name} defaultValue={value ?? ''}>
-        <option value="">any</option>
-        {options.map((o) => (
-          <option key={o} value={o}>
-            {o}
-          </option>
-        ))}
-      </select>
-    </div>
-  );
 }
 
 export function messagePreview(m: Pick<MessageRow, 'content' | 'deleted_at'>): string {

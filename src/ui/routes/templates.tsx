@@ -9,7 +9,7 @@ import { decodeCursor, encodeCursor } from '../../web/pagination.js';
 import { AppError } from '../../lib/errors.js';
 import { query, type Ui } from '../context.js';
 import { Notice, Pager, When } from '../layout.js';
-import { pageCtx } from '../pages.js';
+import { AnyOf, pageCtx } from '../pages.js';
 
 // Templates: the WhatsApp templates this partner may send, read by the same query as
 // GET /v1/templates (the same filters and cursors), with the parameters a send must give.
@@ -34,32 +34,6 @@ function Needs({ t }: { t: Json }) {
     parts.push(`${b.type} button ${b.index}: ${b.params} parameter${b.params === 1 ? '' : 's'}`);
   if (!p.checked) parts.push('checked by Meta');
   return <>{parts.length ? parts.join('; ') : 'no parameters'}</>;
-}
-
-function Choice({
-  name,
-  label,
-  value,
-  options,
-}: {
-  name: string;
-  label: string;
-  value?: string;
-  options: readonly string[];
-}) {
-  return (
-    <div>
-      <label htmlFor={`f-${name}`}>{label}</label>
-      <select id={`f-${name}`} name={name} defaultValue={value ?? ''}>
-        <option value="">any</option>
-        {options.map((o) => (
-          <option key={o} value={o}>
-            {o}
-          </option>
-        ))}
-      </select>
-    </div>
-  );
 }
 
 export const templateRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
@@ -107,8 +81,8 @@ export const templateRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
               maxLength={16}
             />
           </div>
-          <Choice name="status" label="Status" value={filter.status} options={STATUSES} />
-          <Choice name="category" label="Category" value={filter.category} options={TEMPLATE_CATEGORIES} />
+          <AnyOf name="status" label="Status" value={filter.status} options={STATUSES} />
+          <AnyOf name="category" label="Category" value={filter.category} options={TEMPLATE_CATEGORIES} />
           <div>
             <button type="submit">Filter</button>
           </div>
