@@ -1,9 +1,11 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     root: '.',
     include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
+    // test/pg needs a PostgreSQL: `npm run test:pg` (config/vitest.pg.config.ts) runs it.
+    exclude: [...configDefaults.exclude, 'test/pg/**'],
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
     testTimeout: 30_000,

@@ -1,0 +1,16 @@
+import { defineConfig } from 'vitest/config';
+
+// The PostgreSQL tests (`npm run test:pg`): test/pg/, against one cluster the global setup
+// starts for the run (test/pg/global-setup.ts; MSGD_TEST_PG_URL uses a running server instead).
+export default defineConfig({
+  test: {
+    root: '.',
+    include: ['test/pg/**/*.test.ts'],
+    globalSetup: ['test/pg/global-setup.ts'],
+    pool: 'forks',
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    // Two cores, shared by the tests and the server.
+    maxWorkers: 2,
+  },
+});

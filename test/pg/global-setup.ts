@@ -1,0 +1,37 @@
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { type ClusterInfo, startCluster } from './cluster.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The run's PostgreSQL (test/pg/helpers.ts reads it). */
+    msgdPg: ClusterInfo;
+  }
+}
+
+// One PostgreSQL cluster for the whole run (`npm run test:pg`): every test file makes its own
+// database in it (test/pg/helpers.ts). MSGD_TEST_PG_URL=postgres://… (a superuser's URL) uses a
+// running server instead.
+export default async function setup(project: TestProject) {
+  const external = process.env.MSGD_TEST_PG_URL;
+  const t0 = performance.now();
+  const cluster = external ? undefined : await startCluster();
+  const info: ClusterInfo = cluster
+    ? { kind: cluster.kind, adminUrl: cluster.adminUrl, binaries: cluster.binaries }
+    : { kind: 'external', adminUrl: external as string };
+  const took = Math.round(performance.now() - t0);
+  const client = new pg.Client({ connectionString: info.adminUrl, connectionTimeoutMillis: 10_000 });
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ server_version: string }>('SHOW server_version');
+    const where = cluster ? `${cluster.kind}, ${cluster.binaries.binDir}, started in ${took} ms` : 'MSGD_TEST_PG_URL';
+    process.stdout.write(`PostgreSQL ${rows[0].server_version} (${where})\n`);
+  } catch (err) {
+    await cluster?.destroy();
+    throw new Error(`the tests' PostgreSQL does not answer: ${(err as Error).message}`);
+  } finally {
+    await client.end().catch(() => {});
+  }
+  project.provide('msgdPg', info);
+  return cluster ? () => cluster.destroy() : undefined;
+}
