@@ -59,6 +59,12 @@ describe('the dependency rule', () => {
     expect(ALL.some((i) => i.file === 'core/send.ts' && !i.local && i.target === 'better-sqlite3')).toBe(true);
   });
 
+  it('only src/db/pg imports pg, the PostgreSQL driver', () => {
+    expect(ALL.some((i) => i.file.startsWith('db/pg/') && !i.local && i.target === 'pg')).toBe(true);
+    const outside = ALL.filter((i) => !i.local && /^pg(-|$)/.test(i.target) && !i.file.startsWith('db/pg/'));
+    expect(show(outside)).toEqual([]);
+  });
+
   it('core imports no queue, jobs, providers, webhooks (in or out) or surface, and no fastify, commander, ink or react', () => {
     const above = [
       'queue',

@@ -1,17 +1,22 @@
 import { statfsSync } from 'node:fs';
 import type { Db } from './open.js';
 import { migrationStatus } from './migrate.js';
+import { STORAGE_UNAVAILABLE } from './pg/errors.js';
 import { stmt } from './stmt.js';
 
 // Whether msgd can keep what it accepts: the database takes a write, its migrations are
 // current, and the data directory's disk has room above a floor. /readyz answers from it;
 // a send that meets a storage error is refused with 503 storage_unavailable.
 
-/** SQLite's codes for a write the storage refused (full, past a size limit, an I/O error). */
+/**
+ * A write the storage refused: SQLite's codes (full, past a size limit, an I/O error), and
+ * PostgreSQL unreachable or out of resources (src/db/pg/errors.ts's StorageUnavailableError).
+ */
 export function isStorageError(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return false;
   return (
+    code === STORAGE_UNAVAILABLE ||
     code === 'SQLITE_FULL' ||
     code.startsWith('SQLITE_IOERR') ||
     code === 'SQLITE_READONLY' ||

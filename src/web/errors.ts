@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { STORAGE_UNAVAILABLE } from '../db/pg/errors.js';
 import { isStorageError } from '../db/storage.js';
 import { AppError, issueDetails, type ErrorDetail } from '../lib/errors.js';
 
@@ -103,20 +104,30 @@ export function errorHandler(err: FastifyError | AppError | Error, req: FastifyR
     return sendError(reply, 'invalid_request', fe.message, [], fe.statusCode);
   }
   if (isStorageError(err)) {
-    // The batch it was part of was rolled back whole: nothing of this request was kept.
     logStorageError(req, err);
     reply.header('retry-after', String(STORAGE_RETRY_AFTER_S));
-    return sendError(
-      reply,
-      'storage_unavailable',
-      'msgd cannot write to its storage right now (the disk may be full); nothing of this request was kept: try again later',
-    );
+    return sendError(reply, 'storage_unavailable', storageMessage(err));
   }
   req.log.error({ err }, 'unhandled error');
   return sendError(reply, 'internal_error', 'something went wrong on our side; the request id identifies it', [], 500);
 }
 
 const STORAGE_RETRY_AFTER_S = 30;
+
+/** What a storage fault means for the request: the same code and Retry-After from either store. */
+function storageMessage(err: unknown): string {
+  const e = err as { code?: unknown; outcomeUnknown?: unknown };
+  if (e.code !== STORAGE_UNAVAILABLE) {
+    // SQLite: the batch it was part of was rolled back whole.
+    return 'msgd cannot write to its storage right now (the disk may be full); nothing of this request was kept: try again later';
+  }
+  if (e.outcomeUnknown === true) {
+    // PostgreSQL: the connection was lost after the COMMIT was sent.
+    return 'msgd lost its database while finishing this request, which may have been kept: repeat it later with the same Idempotency-Key to get its answer';
+  }
+  // PostgreSQL rolled back what the request had begun.
+  return 'msgd cannot reach its database right now; nothing of this request was kept: try again later';
+}
 let storageLog = { at: 0, refused: 0 };
 
 /** One line per 10 s while the storage fails, with the count refused since: not one per request. */
