@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
-import { freshDatabase, ownCluster, pgAdminUrl, withClient } from './helpers.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { databaseUrl, freshDatabase, ownCluster, pgAdminUrl, withClient } from './helpers.js';
 
 // The harness itself: each freshDatabase() is a database of its own in the run's cluster.
 describe('freshDatabase', () => {
@@ -23,6 +23,29 @@ describe('freshDatabase', () => {
       ),
     );
     expect(inB.rows).toEqual([{ db: b.name, found: null }]);
+  });
+});
+
+describe('freshDatabase from a template', () => {
+  // A template prepared once (as a migrated schema would be), then copied per file.
+  const template = `tpl_${process.pid}`;
+  beforeAll(async () => {
+    await withClient(pgAdminUrl(), (c) => c.query(`CREATE DATABASE ${template}`));
+    await withClient(databaseUrl(pgAdminUrl(), template), (c) =>
+      c.query('CREATE TABLE partners (id text PRIMARY KEY); INSERT INTO partners VALUES ($$acme$$)'),
+    );
+  });
+  const copy = freshDatabase({ template });
+  afterAll(async () => {
+    await withClient(pgAdminUrl(), (c) => c.query(`DROP DATABASE IF EXISTS ${template}`));
+  });
+
+  it('starts as a copy of the template, and changes to it stay in the copy', async () => {
+    const rows = await withClient(copy.url, (c) => c.query('SELECT id FROM partners'));
+    expect(rows.rows).toEqual([{ id: 'acme' }]);
+    await withClient(copy.url, (c) => c.query('DELETE FROM partners'));
+    const left = await withClient(databaseUrl(pgAdminUrl(), template), (c) => c.query('SELECT id FROM partners'));
+    expect(left.rows).toEqual([{ id: 'acme' }]);
   });
 });
 
