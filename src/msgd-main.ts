@@ -27,7 +27,14 @@ function writeStderr(text: string) {
 process.stdout.on('error', () => {});
 process.stderr.on('error', () => {});
 
-async function serve(opts: { config?: string; dataDir?: string; host?: string; port?: string; demo?: boolean }) {
+async function serve(opts: {
+  config?: string;
+  dataDir?: string;
+  masterKeyFile?: string;
+  host?: string;
+  port?: string;
+  demo?: boolean;
+}) {
   let config;
   try {
     const overrides: Record<string, unknown> = {};
@@ -37,7 +44,12 @@ async function serve(opts: { config?: string; dataDir?: string; host?: string; p
       overrides['server.port'] = Number(opts.port);
     }
     if (opts.demo === false) overrides['demo.enabled'] = false;
-    config = loadConfig({ configPath: opts.config, dataDir: opts.dataDir, overrides });
+    config = loadConfig({
+      configPath: opts.config,
+      dataDir: opts.dataDir,
+      masterKeyFile: opts.masterKeyFile,
+      overrides,
+    });
   } catch (e) {
     if (e instanceof ConfigError) fail(e.message);
     throw e;
@@ -99,6 +111,10 @@ const serveOptions = (cmd: Command) =>
   cmd
     .option('-c, --config <file>', 'JSON config file (default: $MSGD_CONFIG; see config/msgd.example.json)')
     .option('-d, --data-dir <dir>', 'data directory (default: $MSGD_DATA_DIR or ./data)')
+    .option(
+      '--master-key-file <file>',
+      'read the master key from this file, mode 0600 (default: $MSGD_MASTER_KEY_FILE, the config file, or <data dir>/master.key)',
+    )
     .option('--host <host>', 'listen address (default: config server.host, 127.0.0.1)')
     .option('-p, --port <port>', 'listen port (default: config server.port, 8080)')
     .addOption(new Option('--no-demo', 'never create the demo partner on an empty data directory'));
@@ -113,12 +129,15 @@ program.addHelpText(
 Serve options (msgd [serve] [options]):
   -c, --config <file>    JSON config file (default: $MSGD_CONFIG; see config/msgd.example.json)
   -d, --data-dir <dir>   data directory (default: $MSGD_DATA_DIR or ./data)
+  --master-key-file <file>
+                         read the master key from this file, mode 0600 (default: $MSGD_MASTER_KEY_FILE,
+                         the config file, or <data dir>/master.key; MSGD_MASTER_KEY as well is refused)
   --host <host>          listen address (default 127.0.0.1)
   -p, --port <port>      listen port (default 8080)
   --no-demo              never create the demo partner on an empty data directory
 
 Environment: MSGD_CONFIG, MSGD_DATA_DIR, MSGD_HOST, MSGD_PORT, MSGD_PUBLIC_URL, MSGD_MASTER_KEY,
-MSGD_LOG_LEVEL, MSGD_ACCESS_LOG, MSGD_METRICS_PORT, MSGD_METRICS_TOKEN, MSGD_DEMO
+MSGD_MASTER_KEY_FILE, MSGD_LOG_LEVEL, MSGD_ACCESS_LOG, MSGD_METRICS_PORT, MSGD_METRICS_TOKEN, MSGD_DEMO
 (see docs/configuration.md).
 Operator commands are in msgctl (msgctl --help).`,
 );

@@ -86,6 +86,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     dataDir = openDataDir(config.dataDir, {
       create: true,
       env: opts.env,
+      masterKeyFile: config.masterKeyFile,
       manualCheckpoint: true,
       beforeMigrate: config.backup.beforeMigrate
         ? backupBeforeMigrate(config, (file, pending, keyFile) =>

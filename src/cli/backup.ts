@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { backupFileName, keepKeyBeside, snapshot } from '../db/backup.js';
 import { openDataDir } from '../db/datadir.js';
+import { describeKeySource } from '../db/master-key.js';
 import { configFor, withGlobals, type Globals } from './context.js';
 import { examples } from './help.js';
 import { processIO, type CliWritable } from './io.js';
@@ -41,7 +42,12 @@ async function backup(globals: Globals, dest: string, opts: { key: boolean }): P
   const config = configFor(globals);
   // Only to read the key and find the database: no migration check, a backup copies as it is.
   const io = globals.io ?? processIO();
-  const dd = openDataDir(config.dataDir, { create: false, migrate: false, env: io.env });
+  const dd = openDataDir(config.dataDir, {
+    create: false,
+    migrate: false,
+    env: io.env,
+    masterKeyFile: config.masterKeyFile,
+  });
   const dbPath = dd.db.path;
   const key = { key: dd.masterKey, source: dd.keySource };
   dd.close();
@@ -62,10 +68,12 @@ async function backup(globals: Globals, dest: string, opts: { key: boolean }): P
     notices.push(
       `msgctl: ${keyFile} holds the master key. Whoever has it and the backup can read every provider secret: store it apart from the backup.`,
     );
-  } else if (key.source === 'env') {
-    notices.push('msgctl: the master key comes from MSGD_MASTER_KEY and was not written; restoring needs that key.');
+  } else if (key.source.kind !== 'dataDir') {
+    notices.push(
+      `msgctl: the master key comes from ${describeKeySource(key.source)} and was not written; restoring needs that key.`,
+    );
   } else {
-    notices.push(`msgctl: no key file written; restoring needs the master key (${key.source}).`);
+    notices.push(`msgctl: no key file written; restoring needs the master key (${key.source.path}).`);
   }
   return {
     json: {

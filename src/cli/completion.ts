@@ -33,6 +33,9 @@ const ARGUMENT_VALUES: Record<string, readonly string[]> = {
   shell: SHELLS,
 };
 
+/** Global flags whose value is a path: the shells complete file names for them. */
+const FILE_FLAGS = ['--data-dir', '--config', '--master-key-file'];
+
 const oneLine = (s: string) => s.replace(/\s+/g, ' ').trim();
 
 function optionWords(options: readonly Option[]): Word[] {
@@ -81,8 +84,8 @@ function bash(tree: ReturnType<typeof completionTree>): string {
     '_msgctl() {',
     '  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" path="msgctl" i w skip=0',
     '  case "$prev" in',
-    '    --data-dir|--config) COMPREPLY=( $(compgen -f -- "$cur") ); return ;;',
-    `    ${tree.valued.filter((v) => v !== '--data-dir' && v !== '--config').join('|')}) COMPREPLY=(); return ;;`,
+    '    --data-dir|--config|--master-key-file) COMPREPLY=( $(compgen -f -- "$cur") ); return ;;',
+    `    ${tree.valued.filter((v) => !FILE_FLAGS.includes(v)).join('|')}) COMPREPLY=(); return ;;`,
     '  esac',
     '  for ((i=1; i<COMP_CWORD; i++)); do',
     '    w="${COMP_WORDS[i]}"',
@@ -116,8 +119,8 @@ function zsh(tree: ReturnType<typeof completionTree>): string {
     '  local path_="msgctl" w i skip=0',
     '  local prev="${words[CURRENT-1]}"',
     '  case "$prev" in',
-    '    --data-dir|--config) _files; return ;;',
-    `    ${tree.valued.filter((v) => v !== '--data-dir' && v !== '--config').join('|')}) return ;;`,
+    '    --data-dir|--config|--master-key-file) _files; return ;;',
+    `    ${tree.valued.filter((v) => !FILE_FLAGS.includes(v)).join('|')}) return ;;`,
     '  esac',
     '  for ((i=2; i<CURRENT; i++)); do',
     '    w="${words[i]}"',
@@ -177,7 +180,12 @@ function fish(tree: ReturnType<typeof completionTree>): string {
       else lines.push(`complete -c msgctl -n ${cond} -a ${sq(w.word)} ${d}`);
     }
   }
-  lines.push('complete -c msgctl -l data-dir -r -F', 'complete -c msgctl -l config -r -F', '');
+  lines.push(
+    'complete -c msgctl -l data-dir -r -F',
+    'complete -c msgctl -l config -r -F',
+    'complete -c msgctl -l master-key-file -r -F',
+    '',
+  );
   return lines.join('\n');
 }
 

@@ -13,6 +13,7 @@ import { emit, type Result } from './output.js';
 export interface Globals {
   dataDir?: string;
   config?: string;
+  masterKeyFile?: string;
   json?: boolean;
   /** The streams and environment of this run (the process's when absent). */
   io?: CliIO;
@@ -42,9 +43,17 @@ export function globalsOf(cmd: Command): Globals {
   return { ...(cmd.optsWithGlobals() as Globals), io: ioOf(cmd) };
 }
 
-/** --config beats MSGD_CONFIG, --data-dir beats MSGD_DATA_DIR (loadConfig applies both rules). */
+/**
+ * --config beats MSGD_CONFIG, --data-dir beats MSGD_DATA_DIR, --master-key-file beats
+ * MSGD_MASTER_KEY_FILE (loadConfig applies these rules).
+ */
 export function configFor(globals: Globals): Config {
-  return loadConfig({ configPath: globals.config, dataDir: globals.dataDir, env: globals.io?.env });
+  return loadConfig({
+    configPath: globals.config,
+    dataDir: globals.dataDir,
+    masterKeyFile: globals.masterKeyFile,
+    env: globals.io?.env,
+  });
 }
 
 export interface CliOpenOptions {
@@ -68,7 +77,12 @@ export function coreCtxOf(dir: Pick<DataDir, 'db' | 'masterKey'>, config: Config
 export function openCli(globals: Globals, opts: CliOpenOptions = {}): Cli {
   const io = globals.io ?? processIO();
   const config = configFor(globals);
-  const dir = openDataDir(config.dataDir, { create: false, migrate: false, env: io.env });
+  const dir = openDataDir(config.dataDir, {
+    create: false,
+    migrate: false,
+    env: io.env,
+    masterKeyFile: config.masterKeyFile,
+  });
   try {
     if (opts.check ?? true) {
       const status = migrationStatus(dir.db);

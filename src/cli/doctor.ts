@@ -9,7 +9,8 @@ import { verifyLedger } from '../core/ledger.js';
 import { listPartners } from '../core/partners.js';
 import { listPrices } from '../core/prices.js';
 import { countHeldMessages } from '../jobs/restore-hold.js';
-import { DB_FILE, keyFileMode, openDataDir, type DataDir } from '../db/datadir.js';
+import { DB_FILE, openDataDir, type DataDir } from '../db/datadir.js';
+import { keyFileMode, modeText } from '../db/master-key.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
 import { checkIntegrity } from '../db/open.js';
 import { configFileFor } from '../config/load.js';
@@ -36,18 +37,21 @@ const WEBHOOK_SECRET: Partial<Record<GatewayKind, string>> = {
 };
 
 function keyCheck(dd: DataDir): Check {
-  if (dd.keySource === 'env') return { name: 'master key', status: 'ok', message: 'from MSGD_MASTER_KEY' };
-  const mode = keyFileMode(dd.dir);
-  const shown = mode === null ? '?' : mode.toString(8).padStart(4, '0');
-  // Any group or other bit lets another account read every provider secret.
+  const src = dd.keySource;
+  if (src.kind === 'env') return { name: 'master key', status: 'ok', message: 'from MSGD_MASTER_KEY' };
+  const mode = keyFileMode(src.path);
+  const shown = mode === null ? '?' : modeText(mode);
+  // Any group or other bit lets another account read every provider secret. (A masterKeyFile
+  // with one is refused before this: the data directory does not open.)
   if (mode === null || (mode & 0o077) !== 0) {
     return {
       name: 'master key',
       status: 'fail',
-      message: `${dd.keySource} has mode ${shown}; it must be 0600 (chmod 600 ${dd.keySource})`,
+      message: `${src.path} has mode ${shown}; it must be 0600 (chmod 600 ${src.path})`,
     };
   }
-  return { name: 'master key', status: 'ok', message: `${dd.keySource} (mode ${shown})` };
+  const from = src.kind === 'file' ? 'masterKeyFile, ' : '';
+  return { name: 'master key', status: 'ok', message: `${src.path} (${from}mode ${shown})` };
 }
 
 function schemaChecks(ctx: CoreCtx): Check[] {
@@ -294,7 +298,7 @@ export function inspect(
     return [...checks, { name: 'database', status: 'fail', message: `${join(dir, DB_FILE)} is missing (msgctl init)` }];
   let dd: DataDir;
   try {
-    dd = openDataDir(dir, { create: false, migrate: false, env: opts.env });
+    dd = openDataDir(dir, { create: false, migrate: false, env: opts.env, masterKeyFile: config.masterKeyFile });
   } catch (e) {
     return [...checks, { name: 'master key', status: 'fail', message: describeError(e) }];
   }

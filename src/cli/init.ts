@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { DB_FILE, keyFileMode, openDataDir } from '../db/datadir.js';
+import { DB_FILE, openDataDir } from '../db/datadir.js';
+import { keyFileMode, keyFileOf, modeText } from '../db/master-key.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
 import { configFor, withGlobals, type Globals } from './context.js';
 import { examples } from './help.js';
@@ -13,7 +14,12 @@ function init(globals: Globals): Result {
   const existed = existsSync(join(dir, DB_FILE));
   // An existing directory is only inspected: creating a fresh key beside an existing
   // database would make every stored secret unreadable.
-  const dd = openDataDir(dir, { create: !existed, migrate: false, env: globals.io?.env });
+  const dd = openDataDir(dir, {
+    create: !existed,
+    migrate: false,
+    env: globals.io?.env,
+    masterKeyFile: config.masterKeyFile,
+  });
   try {
     let applied: string[] = [];
     let pending: string[] = [];
@@ -24,22 +30,30 @@ function init(globals: Globals): Result {
     } else {
       applied = migrate(dd.db);
     }
-    const keyFile = dd.keySource === 'env' ? null : dd.keySource;
-    const mode = keyFileMode(dir);
+    const keyFile = keyFileOf(dd.keySource);
+    const mode = keyFile ? keyFileMode(keyFile) : null;
     const json = {
       created: !existed,
       data_dir: dir,
       database: dd.db.path,
-      master_key: keyFile
-        ? { source: 'file', path: keyFile, mode: mode === null ? null : mode.toString(8).padStart(4, '0') }
-        : { source: 'env', path: null, mode: null },
+      master_key: {
+        // file: <dataDir>/master.key; master_key_file: the masterKeyFile setting.
+        source: { env: 'env', file: 'master_key_file', dataDir: 'file' }[dd.keySource.kind],
+        path: keyFile,
+        mode: mode === null ? null : modeText(mode),
+      },
       migrations: { applied, pending },
     };
     const details = kv(
       [
         ['data dir', dir],
         ['database', dd.db.path],
-        ['master key', keyFile ? `${keyFile} (mode ${json.master_key.mode})` : 'from MSGD_MASTER_KEY (no key file)'],
+        [
+          'master key',
+          keyFile
+            ? `${keyFile} (${dd.keySource.kind === 'file' ? 'masterKeyFile, ' : ''}mode ${json.master_key.mode})`
+            : 'from MSGD_MASTER_KEY (no key file)',
+        ],
       ],
       '  ',
     );
@@ -72,6 +86,7 @@ export function registerInit(program: Command) {
         'msgctl init',
         'msgctl --data-dir /var/lib/msgd init',
         'MSGD_MASTER_KEY=$(openssl rand -hex 32) msgctl init',
+        '(umask 077; openssl rand -hex 32 > /etc/msgd/master.key) && msgctl --master-key-file /etc/msgd/master.key init',
       ),
     )
     .action(withGlobals(init));

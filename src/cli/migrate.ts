@@ -8,7 +8,12 @@ import { lines, type Result } from './output.js';
 
 function runMigrate(globals: Globals, opts: { backup: boolean }): Result {
   const config = configFor(globals);
-  const dd = openDataDir(config.dataDir, { create: false, migrate: false, env: globals.io?.env });
+  const dd = openDataDir(config.dataDir, {
+    create: false,
+    migrate: false,
+    env: globals.io?.env,
+    masterKeyFile: config.masterKeyFile,
+  });
   try {
     const status = migrationStatus(dd.db);
     // Only when something is about to change, and never for a database with nothing in it yet.

@@ -32,6 +32,10 @@ export function buildProgram(): Command {
     .version(VERSION, '-V, --version')
     .option('--data-dir <dir>', 'the data directory (default: $MSGD_DATA_DIR, the config file, or ./data)')
     .option('--config <file>', 'config file (default: $MSGD_CONFIG)')
+    .option(
+      '--master-key-file <file>',
+      'read the master key from this file, mode 0600 (default: $MSGD_MASTER_KEY_FILE, the config file, or <data dir>/master.key)',
+    )
     .option('--json', 'print only JSON on stdout (errors still go to stderr)')
     .addHelpText(
       'after',

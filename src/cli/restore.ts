@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { keyFileFor } from '../db/backup.js';
 import { readKeyFile } from '../db/backup-key.js';
 import { openDataDir } from '../db/datadir.js';
+import { readMasterKeyFile } from '../db/master-key.js';
 import { lockDataDir } from '../db/instance-lock.js';
 import { dataFilesIn, placeBackup, type PlacedBackup } from '../db/restore.js';
 import { holdRestoredDispatches } from '../jobs/restore-hold.js';
@@ -25,16 +26,23 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
   const source = resolve(backup);
   if (!existsSync(source)) throw new AppError('not_found', `no backup at ${source}`);
   const env = globals.io?.env ?? process.env;
-  const envKey = !!env.MSGD_MASTER_KEY;
-  if (envKey && opts.key) throw new UsageError('MSGD_MASTER_KEY is set: it is the key msgd will use; drop --key');
+  // A key kept outside the data directory is the key msgd will use: nothing is placed beside the
+  // database, and a --key as well would be a second, possibly different, key.
+  const given = env.MSGD_MASTER_KEY
+    ? 'MSGD_MASTER_KEY is set'
+    : config.masterKeyFile
+      ? `masterKeyFile is set (${resolve(config.masterKeyFile)})`
+      : null;
+  if (given && opts.key) throw new UsageError(`${given}: it is the key msgd will use; drop --key`);
+  if (config.masterKeyFile && !env.MSGD_MASTER_KEY) readMasterKeyFile(resolve(config.masterKeyFile));
   const keyPath = opts.key ? resolve(opts.key) : keyFileFor(source);
-  if (!envKey && !existsSync(keyPath)) {
+  if (!given && !existsSync(keyPath)) {
     throw new AppError(
       'invalid_request',
-      `no master key: ${keyPath} does not exist; pass --key <file> or set MSGD_MASTER_KEY to the key the backup was made with`,
+      `no master key: ${keyPath} does not exist; pass --key <file>, or set MSGD_MASTER_KEY or masterKeyFile to the key the backup was made with`,
     );
   }
-  const key = envKey ? null : readKeyFile(keyPath);
+  const key = given ? null : readKeyFile(keyPath);
   const present = dataFilesIn(dir);
   if (present.length) {
     throw new AppError(
@@ -89,7 +97,7 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
 
 /** Holds the messages the backup has waiting for their provider call (src/jobs/restore-hold.ts). */
 function holdInFlight(dir: string, config: Config, env: NodeJS.ProcessEnv): number {
-  const dd = openDataDir(dir, { create: false, migrate: false, env });
+  const dd = openDataDir(dir, { create: false, migrate: false, env, masterKeyFile: config.masterKeyFile });
   try {
     return holdRestoredDispatches(coreCtxOf(dd, config), new JobQueue(dd.db));
   } finally {
@@ -102,7 +110,10 @@ export function registerRestore(program: Command) {
     .command('restore')
     .description('restore a backup into an empty data directory and check it (integrity, migrations, ledger)')
     .argument('<backup>', 'the backup file (msgctl backup, or a scheduled or pre-migration backup)')
-    .option('--key <file>', 'the master key file (default: <backup>.master-key beside the backup)')
+    .option(
+      '--key <file>',
+      'the master key file to place in the data directory (default: <backup>.master-key beside the backup; not with MSGD_MASTER_KEY or masterKeyFile)',
+    )
     .addHelpText(
       'after',
       examples(

@@ -15,6 +15,8 @@ export interface LoadOptions {
   configPath?: string;
   /** --data-dir; beats MSGD_DATA_DIR and the file. */
   dataDir?: string;
+  /** --master-key-file; beats MSGD_MASTER_KEY_FILE and the file. */
+  masterKeyFile?: string;
   env?: NodeJS.ProcessEnv;
   /** Extra overrides applied last (tests). */
   overrides?: Record<string, unknown>;
@@ -45,6 +47,7 @@ function asBool(name: string, v: string): boolean {
 // MSGD_* variables and the config key each one sets.
 const ENV: Record<string, Setter> = {
   MSGD_DATA_DIR: (r, v) => setPath(r, ['dataDir'], v),
+  MSGD_MASTER_KEY_FILE: (r, v) => setPath(r, ['masterKeyFile'], v === '' ? null : v),
   MSGD_HOST: (r, v) => setPath(r, ['server', 'host'], v),
   MSGD_PORT: (r, v) => setPath(r, ['server', 'port'], asInt('MSGD_PORT', v)),
   MSGD_PUBLIC_URL: (r, v) => setPath(r, ['server', 'publicUrl'], v === '' ? null : v),
@@ -113,6 +116,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     if (v !== undefined) set(raw, v);
   }
   if (opts.dataDir !== undefined) raw.dataDir = opts.dataDir;
+  if (opts.masterKeyFile !== undefined) raw.masterKeyFile = opts.masterKeyFile;
   if (opts.overrides) {
     for (const [k, v] of Object.entries(opts.overrides)) setPath(raw, k.split('.'), v);
   }

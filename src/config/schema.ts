@@ -20,6 +20,8 @@ const keywordList = z
 export const configSchema = z
   .object({
     dataDir: z.string().min(1).default('./data'),
+    /** A file holding the master key (mode 0600); null: MSGD_MASTER_KEY, else <dataDir>/master.key. */
+    masterKeyFile: z.string().min(1).nullable().default(null),
     server: z
       .object({
         host: z.string().min(1).default('127.0.0.1'),

@@ -1,6 +1,7 @@
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { DataDirError } from './datadir.js';
+import { DataDirError } from './errors.js';
+import { parseKeyFile } from './master-key.js';
 
 // The master key beside a backup. The backup holds provider secrets sealed with this key:
 // whoever has both files can open them, so the file says so in its first lines, and the
@@ -19,7 +20,7 @@ export function writeBackupKey(keyFile: string, backupFile: string, key: Buffer)
   chmodSync(keyFile, 0o600);
 }
 
-/** A key written by writeBackupKey, or a data directory's master.key (base64, no comments). */
+/** A key written by writeBackupKey, or a data directory's master.key. */
 export function readKeyFile(keyFile: string): Buffer {
   let text: string;
   try {
@@ -27,11 +28,5 @@ export function readKeyFile(keyFile: string): Buffer {
   } catch (e) {
     throw new DataDirError(`cannot read the key file ${keyFile}: ${(e as NodeJS.ErrnoException).code ?? e}`);
   }
-  const lines = text
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l && !l.startsWith('#'));
-  const key = lines.length === 1 ? Buffer.from(lines[0], 'base64') : Buffer.alloc(0);
-  if (key.length !== 32) throw new DataDirError(`${keyFile} does not hold a 32-byte base64 master key`);
-  return key;
+  return parseKeyFile(text, keyFile);
 }

@@ -5,7 +5,8 @@ import { Worker } from 'node:worker_threads';
 import type { Database } from 'better-sqlite3';
 import type { Config } from '../config/schema.js';
 import { writeBackupKey } from './backup-key.js';
-import { DataDirError } from './datadir.js';
+import { DataDirError } from './errors.js';
+import type { MasterKey } from './master-key.js';
 import type { Db } from './open.js';
 
 const require = createRequire(import.meta.url);
@@ -200,9 +201,12 @@ export function backupDir(config: Config): string {
   return resolve(config.backup.dir ?? join(config.dataDir, 'backups'));
 }
 
-/** A key file beside the backup, unless the config says not to or the key lives in MSGD_MASTER_KEY. */
-export function keepKeyBeside(config: Config, backupFile: string, key: { key: Buffer; source: string }): string | null {
-  if (!config.backup.withKey || key.source === 'env') return null;
+/**
+ * A key file beside the backup, unless the config says not to or the key is kept outside the
+ * data directory (MSGD_MASTER_KEY, masterKeyFile): a copy beside the backups would undo that.
+ */
+export function keepKeyBeside(config: Config, backupFile: string, key: MasterKey): string | null {
+  if (!config.backup.withKey || key.source.kind !== 'dataDir') return null;
   const keyFile = keyFileFor(backupFile);
   writeBackupKey(keyFile, backupFile, key.key);
   return keyFile;
@@ -216,7 +220,7 @@ export function backupBeforeMigrate(
   config: Config,
   log: (file: string, pending: string[], keyFile: string | null) => void = () => {},
 ) {
-  return (db: Db, pending: string[], key: { key: Buffer; source: string }) => {
+  return (db: Db, pending: string[], key: MasterKey) => {
     const dir = backupDir(config);
     let file: string;
     try {

@@ -1,66 +1,35 @@
-import { chmodSync, closeSync, existsSync, openSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, openSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { openDb, type Db, type OpenOptions } from './open.js';
 import { migrate, migrationStatus } from './migrate.js';
+import { DataDirError } from './errors.js';
+import { loadMasterKey, type KeySource, type MasterKey } from './master-key.js';
 
 export const DB_FILE = 'msgd.db';
-export const KEY_FILE = 'master.key';
-
-export class DataDirError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'DataDirError';
-  }
-}
+export { DataDirError };
+export { KEY_FILE, decodeMasterKey } from './master-key.js';
 
 export interface DataDir {
   dir: string;
   db: Db;
   masterKey: Buffer;
-  /** "env" when MSGD_MASTER_KEY supplied the key, else the key file path. */
-  keySource: string;
+  /** Where the key came from: MSGD_MASTER_KEY, the masterKeyFile setting, or <dataDir>/master.key. */
+  keySource: KeySource;
   /** true when this call created the database file. */
   created: boolean;
   close(): void;
 }
 
-/** Decode MSGD_MASTER_KEY: 64 hex chars or base64 of exactly 32 bytes. */
-export function decodeMasterKey(value: string): Buffer {
-  const v = value.trim();
-  if (/^[0-9a-fA-F]{64}$/.test(v)) return Buffer.from(v, 'hex');
-  const b = Buffer.from(v, 'base64');
-  if (b.length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(v)) return b;
-  throw new DataDirError('MSGD_MASTER_KEY must be 32 bytes, written as 64 hex characters or base64');
-}
-
-function loadKey(dir: string, env: NodeJS.ProcessEnv, create: boolean): { key: Buffer; source: string } {
-  if (env.MSGD_MASTER_KEY) return { key: decodeMasterKey(env.MSGD_MASTER_KEY), source: 'env' };
-  const file = join(dir, KEY_FILE);
-  if (!existsSync(file)) {
-    if (!create) throw new DataDirError(`no master key: ${file} is missing and MSGD_MASTER_KEY is not set`);
-    writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
-    chmodSync(file, 0o600);
-  }
-  const text = readFileSync(file, 'utf8').trim();
-  const key = Buffer.from(text, 'base64');
-  if (key.length !== 32) throw new DataDirError(`${file} does not hold a 32-byte base64 key`);
-  return { key, source: file };
-}
-
-export function keyFileMode(dir: string): number | null {
-  const file = join(dir, KEY_FILE);
-  return existsSync(file) ? statSync(file).mode & 0o777 : null;
-}
-
 export interface OpenDataDirOptions extends OpenOptions {
   env?: NodeJS.ProcessEnv;
+  /** The masterKeyFile setting: read the key from this file (MSGD_MASTER_KEY set too is refused). */
+  masterKeyFile?: string | null;
   /** Create the directory, database and key when missing (msgd serve, msgctl init). */
   create?: boolean;
   /** Apply pending migrations (default true). */
   migrate?: boolean;
   /** Called before migrations are applied to a database that has some applied already (a backup). */
-  beforeMigrate?: (db: Db, pending: string[], key: { key: Buffer; source: string }) => void;
+  beforeMigrate?: (db: Db, pending: string[], key: MasterKey) => void;
 }
 
 export function openDataDir(path: string, opts: OpenDataDirOptions = {}): DataDir {
@@ -72,7 +41,7 @@ export function openDataDir(path: string, opts: OpenDataDirOptions = {}): DataDi
     throw new DataDirError(`no msgd data directory at ${dir} (run "msgctl init" or start msgd once)`);
   }
   if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const { key, source } = loadKey(dir, env, opts.create ?? false);
+  const { key, source } = loadMasterKey(dir, env, opts.masterKeyFile, opts.create ?? false);
   // Token hashes and the ledger are nobody else's business: create the database owner-only
   // (SQLite gives its -wal and -shm files the same mode).
   if (!existed) closeSync(openSync(dbPath, 'a', 0o600));

@@ -20,7 +20,8 @@ export interface PlacedBackup {
 
 /**
  * Copies the backup in as `dir`'s database (under another name until whole, then renamed),
- * mode 0600, with the master key it was made with (null: the key comes from MSGD_MASTER_KEY).
+ * mode 0600, with the master key it was made with (null: the key is kept outside the data
+ * directory, in MSGD_MASTER_KEY or the masterKeyFile setting).
  * The caller holds the data directory's lock (src/db/instance-lock.ts).
  */
 export function placeBackup(dir: string, source: string, key: Buffer | null): PlacedBackup {

@@ -19,10 +19,7 @@ function backupTask(schedule: string, dataDir: DataDir): MaintenanceTask<Mainten
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       // From its own thread and connection: the event loop keeps serving while it copies.
       const result = await snapshot(dataDir.db.path, join(dir, backupFileName(rt.ctx.now())));
-      const keyFile = keepKeyBeside(rt.config, result.file, {
-        key: dataDir.masterKey,
-        source: dataDir.keySource,
-      });
+      const keyFile = keepKeyBeside(rt.config, result.file, { key: dataDir.masterKey, source: dataDir.keySource });
       const removed = pruneBackups(dir, rt.config.backup.keep, readdirSync(dir));
       return { file: result.file, keyFile, bytes: result.bytes, durationMs: result.durationMs, removed };
     },

@@ -1,0 +1,185 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, type CliResult } from '../helpers/cli.js';
+
+// The masterKeyFile setting, with real key files and a real data directory: which files are
+// refused and how they are named, what wins when two keys are given, backups and restores with
+// it. No run may print the key.
+
+const root = dirname(tmpDataDir());
+const key = randomBytes(32);
+const other = randomBytes(32);
+const outputs: CliResult[] = [];
+
+/** A key file with this text and mode, in the test's temp dir. */
+function keyFile(name: string, text: string, mode = 0o600): string {
+  const file = join(root, name);
+  writeFileSync(file, text, { mode });
+  chmodSync(file, mode);
+  return file;
+}
+
+async function run(args: string[], opts: Parameters<typeof runCli>[1] = {}): Promise<CliResult> {
+  const r = await runCli(args, opts);
+  outputs.push(r);
+  return r;
+}
+
+const good = keyFile('good.key', `${key.toString('hex')}\n`);
+
+afterAll(() => {
+  // Whatever each run printed, in any of the forms a key is written in.
+  for (const k of [key, other]) {
+    for (const text of [k.toString('hex'), k.toString('base64')]) {
+      for (const r of outputs) {
+        expect(r.stdout).not.toContain(text);
+        expect(r.stderr).not.toContain(text);
+      }
+    }
+  }
+  cleanupTmp();
+});
+
+describe('a key file msgctl refuses', () => {
+  const dataDir = tmpDataDir();
+  beforeAll(async () => {
+    expect((await run(['--master-key-file', good, 'init'], { dataDir })).code).toBe(0);
+  });
+
+  it.each([
+    ['readable by everyone', 0o644],
+    ['readable by the group', 0o640],
+    ['writable by others', 0o602],
+  ])('%s: one line naming the file and the fix', async (_what, mode) => {
+    const file = keyFile(`mode-${mode.toString(8)}.key`, `${key.toString('hex')}\n`, mode);
+    const r = await run(['--master-key-file', file, 'partner', 'list'], { dataDir });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(oneErrorLine(r.stderr)).toBe(
+      `msgctl: the master key file ${file} has mode 0${mode.toString(8)}: other accounts may read or change it; it must be readable by its owner alone (chmod 600 ${file})`,
+    );
+    chmodSync(file, 0o600);
+    expect((await run(['--master-key-file', file, 'partner', 'list'], { dataDir })).code).toBe(0);
+  });
+
+  it('missing, a directory, or holding no key: says so, and never what the file holds', async () => {
+    const missing = join(root, 'nope.key');
+    const m = await run(['--master-key-file', missing, 'partner', 'list'], { dataDir });
+    expect(oneErrorLine(m.stderr)).toMatch(
+      new RegExp(
+        `^msgctl: the master key file ${missing} does not exist \\(set by masterKeyFile, MSGD_MASTER_KEY_FILE or --master-key-file\\): .*openssl rand -hex 32`,
+      ),
+    );
+
+    const dir = join(root, 'a-dir');
+    mkdirSync(dir, { mode: 0o700 });
+    const d = await run(['--master-key-file', dir, 'partner', 'list'], { dataDir });
+    expect(oneErrorLine(d.stderr)).toBe(`msgctl: the master key file ${dir} is not a regular file`);
+
+    // 31 bytes, two keys, and text that is no key: the file's content is never echoed.
+    for (const text of [
+      randomBytes(31).toString('hex'),
+      `${key.toString('hex')}\n${other.toString('hex')}\n`,
+      'password=hunter2-do-not-print',
+    ]) {
+      const file = keyFile('bad.key', text);
+      const r = await run(['--master-key-file', file, 'partner', 'list'], { dataDir });
+      expect(r.code).toBe(1);
+      expect(oneErrorLine(r.stderr)).toBe(
+        `msgctl: the master key file ${file} does not hold a master key: it must hold 32 bytes written as 64 hex characters or base64 on one line (openssl rand -hex 32)`,
+      );
+      expect(r.stderr).not.toContain('hunter2');
+    }
+  });
+
+  it('MSGD_MASTER_KEY and a key file both given: refused as ambiguous, whichever way the file is named', async () => {
+    const env = { MSGD_MASTER_KEY: key.toString('hex') };
+    const expected = `msgctl: two master keys are given, MSGD_MASTER_KEY and the key file ${good} (masterKeyFile): keep one (unset MSGD_MASTER_KEY, or masterKeyFile, MSGD_MASTER_KEY_FILE and --master-key-file)`;
+    const byFlag = await run(['--master-key-file', good, 'partner', 'list'], { dataDir, env });
+    expect(byFlag.code).toBe(1);
+    expect(oneErrorLine(byFlag.stderr)).toBe(expected);
+    const byEnv = await run(['partner', 'list'], { dataDir, env: { ...env, MSGD_MASTER_KEY_FILE: good } });
+    expect(oneErrorLine(byEnv.stderr)).toBe(expected);
+    const config = join(root, 'both.json');
+    writeFileSync(config, JSON.stringify({ masterKeyFile: good }));
+    const byConfig = await run(['--config', config, 'partner', 'list'], { dataDir, env });
+    expect(oneErrorLine(byConfig.stderr)).toBe(expected);
+  });
+});
+
+describe('a key file msgctl takes', () => {
+  it('init with a 0600 key file writes no master.key; the flag, MSGD_MASTER_KEY_FILE and the config file all name it', async () => {
+    const dataDir = tmpDataDir();
+    const r = await run(['--json', '--master-key-file', good, 'init'], { dataDir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).master_key).toEqual({ source: 'master_key_file', path: good, mode: '0600' });
+    expect(existsSync(join(dataDir, 'master.key'))).toBe(false);
+
+    const add = await run(
+      ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
+      { dataDir, stdin: 'token-1', env: { MSGD_MASTER_KEY_FILE: good } },
+    );
+    expect(add.code, add.stderr).toBe(0);
+
+    const config = join(root, 'key-file.json');
+    writeFileSync(config, JSON.stringify({ masterKeyFile: good }));
+    const doctor = await run(['--config', config, 'doctor'], { dataDir });
+    expect(doctor.code, doctor.stdout).toBe(0);
+    expect(doctor.stdout).toMatch(new RegExp(`ok +master key +${good} \\(masterKeyFile, mode 0600\\)`));
+    expect(doctor.stdout).toMatch(/ok +gateway secrets +1 gateway, secrets readable with this master key/);
+
+    // --master-key-file beats MSGD_MASTER_KEY_FILE (which here names no file).
+    const flag = await run(['--master-key-file', good, 'gateway', 'show', 'tw'], {
+      dataDir,
+      env: { MSGD_MASTER_KEY_FILE: join(root, 'nope.key') },
+    });
+    expect(flag.code, flag.stderr).toBe(0);
+    expect(flag.stdout).not.toContain('token-1');
+  });
+
+  it('the same key as MSGD_MASTER_KEY, or as base64 among comment lines, opens the same secrets', async () => {
+    const dataDir = tmpDataDir();
+    await runJson(['init'], { dataDir, env: { MSGD_MASTER_KEY: key.toString('hex') } });
+    await runJson(
+      ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
+      { dataDir, stdin: 'token-2', env: { MSGD_MASTER_KEY: key.toString('hex') } },
+    );
+    const b64 = keyFile('b64.key', `# msgd master key\n\n${key.toString('base64')}\n`);
+    const r = await run(['--master-key-file', b64, 'doctor'], { dataDir });
+    expect(r.code, r.stdout).toBe(0);
+  });
+});
+
+describe('backup and restore with a key file', () => {
+  it('writes no key beside the backup, and restores with the same key file, without --key', async () => {
+    const dataDir = tmpDataDir();
+    const opts = { dataDir, env: { MSGD_MASTER_KEY_FILE: good } };
+    await runJson(['init'], opts);
+    await runJson(
+      ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
+      { ...opts, stdin: 'token-3' },
+    );
+    const dest = join(root, 'backups');
+    mkdirSync(dest, { recursive: true });
+    const b = await run(['backup', dest], opts);
+    expect(b.code, b.stderr).toBe(0);
+    expect(b.stderr).toContain(
+      `msgctl: the master key comes from masterKeyFile ${good} and was not written; restoring needs that key.`,
+    );
+    expect(readdirSync(dest)).toHaveLength(1);
+    const backup = { file: join(dest, readdirSync(dest)[0]) };
+
+    const target = tmpDataDir();
+    const twice = await run(['restore', backup.file, '--key', good], { ...opts, dataDir: target });
+    expect(twice.code).toBe(2);
+    expect(oneErrorLine(twice.stderr)).toBe(
+      `msgctl: masterKeyFile is set (${good}): it is the key msgd will use; drop --key`,
+    );
+    const r = await run(['restore', backup.file], { ...opts, dataDir: target });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/ok +gateway secrets +1 gateway, secrets readable with this master key/);
+    expect(existsSync(join(target, 'master.key'))).toBe(false);
+  });
+});
