@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import type { Config } from './config/schema.js';
 import { backupBeforeMigrate } from './db/backup.js';
-import { openDataDir, type DataDir } from './db/datadir.js';
+import { DataDirError, openDataDir, type DataDir } from './db/datadir.js';
+import { describeKeySource, type KeySource } from './db/master-key.js';
+import { kindsTheKeyOpensNone, SEALED_ROWS } from './core/sealed-secrets.js';
 import { GroupCommitter } from './db/group-commit.js';
 import { lockDataDir } from './db/instance-lock.js';
 import { StorageHealth } from './db/storage.js';
@@ -77,6 +79,19 @@ export interface RuntimeOptions {
   now?: () => number;
 }
 
+/**
+ * A key that opens none of a kind's stored secrets is not the one they were written with:
+ * refused at start, rather than every dispatch, delivery or two-factor login failing one by one.
+ */
+function refuseWrongKey(ctx: CoreCtx, source: KeySource): void {
+  const none = kindsTheKeyOpensNone(ctx);
+  if (!none.length) return;
+  const what = none.map(({ kind, rows }) => `${rows} ${SEALED_ROWS[kind][rows === 1 ? 0 : 1]}`).join(', ');
+  throw new DataDirError(
+    `the master key from ${describeKeySource(source)} opens none of the stored secrets of ${what}: it is probably not the key they were written with; start msgd with that key (msgctl doctor names the rows)`,
+  );
+}
+
 export function createRuntime(opts: RuntimeOptions): Runtime {
   const { config, logger } = opts;
   const now = opts.now ?? Date.now;
@@ -99,6 +114,13 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     throw e;
   }
   const ctx: CoreCtx = { db: dataDir.db, masterKey: dataDir.masterKey, config, now, gatewayKinds };
+  try {
+    refuseWrongKey(ctx, dataDir.keySource);
+  } catch (e) {
+    dataDir.close();
+    lock.release();
+    throw e;
+  }
   const queue = new JobQueue(dataDir.db, {
     maxAttempts: config.jobs.maxAttempts,
     leaseMs: config.jobs.leaseSeconds * 1000,

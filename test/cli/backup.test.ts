@@ -249,7 +249,9 @@ describe('msgctl restore', () => {
     const target = tmpDataDir();
     const r = await runCli(['restore', file, '--key', wrong], { dataDir: target });
     expect(r.code).toBe(1);
-    expect(oneErrorLine(r.stderr)).toMatch(/did not pass its checks and was not restored .*gateway secrets: tw:/);
+    expect(oneErrorLine(r.stderr)).toMatch(
+      /did not pass its checks and was not restored .*gateway secrets: the secrets of 1 gateway do not open with this master key \(gw_/,
+    );
     expect(readdirSync(target).filter((f) => f !== 'msgd.lock')).toEqual([]);
     // With the right key it then restores.
     expect((await runCli(['restore', file], { dataDir: target })).code).toBe(0);

@@ -2,11 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, type CliResult } from '../helpers/cli.js';
+import { createEndpoint } from '../../src/core/endpoints.js';
+import { sealJson } from '../../src/core/secrets.js';
+import { startEnrolment } from '../../src/core/two-factor.js';
+import { openDataDir } from '../../src/db/datadir.js';
+import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type CliResult } from '../helpers/cli.js';
+import { coreCtx } from '../helpers/ctx.js';
 
 // The masterKeyFile setting, with real key files and a real data directory: which files are
-// refused and how they are named, what wins when two keys are given, backups and restores with
-// it. No run may print the key.
+// refused and how they are named, what wins when two keys are given, doctor opening every
+// stored secret, backups and restores with it. No run may print the key.
 
 const root = dirname(tmpDataDir());
 const key = randomBytes(32);
@@ -149,6 +154,91 @@ describe('a key file msgctl takes', () => {
     const b64 = keyFile('b64.key', `# msgd master key\n\n${key.toString('base64')}\n`);
     const r = await run(['--master-key-file', b64, 'doctor'], { dataDir });
     expect(r.code, r.stdout).toBe(0);
+  });
+});
+
+describe('msgctl doctor with the wrong key', () => {
+  const dataDir = tmpDataDir();
+  const ids: { gateways: string[]; endpoint: string; user: string } = { gateways: [], endpoint: '', user: '' };
+
+  beforeAll(async () => {
+    const opts = { dataDir, env: { MSGD_MASTER_KEY_FILE: good } };
+    await runJson(['init'], opts);
+    const partner = await runJson(['partner', 'create', 'acme', '--name', 'Acme'], opts);
+    for (const name of ['tw-a', 'tw-b']) {
+      const g = await runJson(
+        ['gateway', 'add', 'twilio', '--name', name, '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
+        { ...opts, stdin: `secret-of-${name}` },
+      );
+      ids.gateways.push(g.id);
+    }
+    const dd = openDataDir(dataDir, { env: {}, masterKeyFile: good, migrate: false });
+    try {
+      const ctx = coreCtx(dd);
+      ids.endpoint = createEndpoint(ctx, partner.id, { url: 'https://hooks.example.com/msgd' }).endpoint.id;
+      ids.user = 'usr_totp1';
+      withDb(dataDir, (db) =>
+        db
+          .prepare('INSERT INTO users (id, email, created_at, updated_at) VALUES (?, ?, ?, ?)')
+          .run(ids.user, 'ops@example.com', Date.now(), Date.now()),
+      );
+      startEnrolment(ctx, ids.user);
+    } finally {
+      dd.close();
+    }
+  });
+
+  it('passes with the right key and says how many secrets of each kind it opened', async () => {
+    const r = await run(['--master-key-file', good, 'doctor'], { dataDir });
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stdout).toMatch(/ok +gateway secrets +2 gateways, secrets readable with this master key/);
+    expect(r.stdout).toMatch(/ok +webhook secrets +1 webhook endpoint, signing secrets readable with this master key/);
+    expect(r.stdout).toMatch(
+      /ok +TOTP secrets +1 console user with two-factor, TOTP secrets readable with this master key/,
+    );
+  });
+
+  it('names each kind and the rows that do not open, never their values', async () => {
+    const wrong = keyFile('wrong.key', `${other.toString('hex')}\n`);
+    const r = await run(['--master-key-file', wrong, 'doctor'], { dataDir });
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r.stderr)).toBe('msgctl: doctor: 3 checks failed');
+    const [a, b] = ids.gateways.sort();
+    expect(r.stdout).toContain(
+      `the secrets of 2 gateways do not open with this master key (${a}, ${b}): it is probably not the key they were written with`,
+    );
+    expect(r.stdout).toContain(
+      `the signing secrets of 1 webhook endpoint do not open with this master key (${ids.endpoint}): it is probably not the key they were written with`,
+    );
+    expect(r.stdout).toContain(
+      `the TOTP secrets of 1 console user with two-factor do not open with this master key (${ids.user}): it is probably not the key they were written with`,
+    );
+    expect(r.stdout).not.toContain('secret-of-');
+
+    const j = await run(['--json', '--master-key-file', wrong, 'doctor'], { dataDir });
+    const report = JSON.parse(j.stdout);
+    expect(report.ok).toBe(false);
+    expect(
+      report.checks.filter((c: { status: string }) => c.status === 'fail').map((c: { name: string }) => c.name),
+    ).toEqual(['gateway secrets', 'webhook secrets', 'TOTP secrets']);
+  });
+
+  it('a row sealed with another key is named alone: the others open', async () => {
+    const [a, b] = ids.gateways.sort();
+    const sealed = withDb(dataDir, (db) => db.prepare('SELECT secrets FROM gateways WHERE id = ?').pluck().get(b));
+    withDb(dataDir, (db) =>
+      db.prepare('UPDATE gateways SET secrets = ? WHERE id = ?').run(sealJson(other, { auth_token: 'x' }), b),
+    );
+    try {
+      const r = await run(['--master-key-file', good, 'doctor'], { dataDir });
+      expect(r.code).toBe(1);
+      expect(r.stdout).toContain(
+        `the secrets of 1 of 2 gateways do not open with this master key (${b}): they were probably written with another key`,
+      );
+      expect(r.stdout).not.toContain(a);
+    } finally {
+      withDb(dataDir, (db) => db.prepare('UPDATE gateways SET secrets = ? WHERE id = ?').run(sealed, b));
+    }
   });
 });
 

@@ -8,8 +8,9 @@ import { ROOT, runJson } from '../helpers/cli.js';
 import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
 
 // bin/msgd and the master key as an operator gives it: a key file (masterKeyFile), refused at
-// start when other accounts may read it, when it is missing or unreadable, and when
-// MSGD_MASTER_KEY is set as well. Neither its logs nor its errors ever hold the key.
+// start when other accounts may read it, when it is missing or unreadable, when MSGD_MASTER_KEY
+// is set as well, and when it opens none of the stored secrets. Neither its logs nor its errors
+// ever hold the key.
 
 const BIN = join(ROOT, 'bin', 'msgd');
 const root = mkdtempSync(join(tmpdir(), 'msgd-key-'));
@@ -141,5 +142,18 @@ describe('msgd with a key file', () => {
     expect(line).toBe(
       `msgd: two master keys are given, MSGD_MASTER_KEY and the key file ${good} (masterKeyFile): keep one (unset MSGD_MASTER_KEY, or masterKeyFile, MSGD_MASTER_KEY_FILE and --master-key-file)`,
     );
+  });
+
+  it('refuses a key that opens none of the stored secrets, and starts with the one they were written with', async () => {
+    const other = keyFile('other.key', wrong);
+    const port = String(await freePort());
+    expect(await refused(msgd({ MSGD_MASTER_KEY_FILE: other, MSGD_PORT: port }))).toBe(
+      `msgd: the master key from masterKeyFile ${other} opens none of the stored secrets of 1 gateway: it is probably not the key they were written with; start msgd with that key (msgctl doctor names the rows)`,
+    );
+    expect(await refused(msgd({ MSGD_MASTER_KEY: wrong.toString('base64'), MSGD_PORT: port }))).toBe(
+      'msgd: the master key from MSGD_MASTER_KEY opens none of the stored secrets of 1 gateway: it is probably not the key they were written with; start msgd with that key (msgctl doctor names the rows)',
+    );
+    await starts(msgd({ MSGD_MASTER_KEY_FILE: good, MSGD_PORT: port }));
+    await starts(msgd({ MSGD_MASTER_KEY: key.toString('hex'), MSGD_PORT: port }));
   });
 });
