@@ -1,0 +1,160 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { Db } from './open.js';
+import { render, type Dialect, type Sql } from './sql.js';
+import { stmt } from './stmt.js';
+
+// The one query interface of core, for every store: a query is written once with the sql`` tag
+// (src/db/sql.ts) and run through get/all/run, each returning a promise; a transaction is a
+// function given its own Tx. SQLite implements it here over the connection msgd already has;
+// PostgreSQL's store (src/db/pg/store.ts) implements the same interface over its pool.
+//
+// On SQLite the statements still run synchronously inside better-sqlite3: a promise here is
+// already settled when it is returned. What the interface adds is the write lock. A
+// transaction spans awaits, so while one is open, other code must not write on, or read from,
+// the connection: it would join or see the open transaction. Transactions therefore take turns
+// behind an async lock, and a statement outside one waits for the lock when it is held.
+// Code still written against the connection itself (stmt(), db.transaction()) runs between
+// event-loop turns and never awaits inside its transactions, so it cannot meet an open one as
+// long as a transaction's function awaits nothing but its Tx (no network, no timers).
+
+/** Rows as the columns name them; `changes` as the store counts them for INSERT, UPDATE, DELETE. */
+export interface Queryable {
+  /** The first row, or undefined. */
+  get<R>(q: Sql): Promise<R | undefined>;
+  all<R>(q: Sql): Promise<R[]>;
+  run(q: Sql): Promise<{ changes: number }>;
+}
+
+/** A transaction's own queries: valid until its function's promise settles, refused after. */
+export type Tx = Queryable;
+
+/** A store: SQLite's below, PostgreSQL's in src/db/pg/store.ts (PgStore). */
+export interface Store extends Queryable {
+  readonly dialect: Dialect;
+  /**
+   * One transaction: committed when `fn`'s promise resolves, rolled back when it rejects (the
+   * rejection is passed on). `fn` awaits only its Tx: a call out of the process inside it holds
+   * every other writer back (SQLite) or a pooled connection and its row locks (PostgreSQL).
+   */
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+}
+
+/** Thrown by a Tx used after its transaction ended: a statement that was not awaited inside it. */
+export class TxEndedError extends Error {
+  constructor() {
+    super('a statement ran after its transaction ended: await every query inside the transaction');
+    this.name = 'TxEndedError';
+  }
+}
+
+/** A promise chain: acquire() resolves with the release function when every earlier holder has released. */
+class AsyncLock {
+  private tail: Promise<void> = Promise.resolve();
+  held = 0;
+
+  acquire(): Promise<() => void> {
+    this.held++;
+    let release!: () => void;
+    const next = new Promise<void>((r) => (release = r));
+    const prev = this.tail;
+    this.tail = prev.then(() => next);
+    return prev.then(() => () => {
+      this.held--;
+      release();
+    });
+  }
+}
+
+const stores = new WeakMap<Database, SqliteStore>();
+
+/** The store over msgd's SQLite connection: one per connection, so its transactions share one lock. */
+export function store(db: Db): Store {
+  let s = stores.get(db.sqlite);
+  if (s === undefined) {
+    s = new SqliteStore(db.sqlite);
+    stores.set(db.sqlite, s);
+  }
+  return s;
+}
+
+class SqliteStore implements Store {
+  readonly dialect = 'sqlite' as const;
+  private readonly lock = new AsyncLock();
+  // The statement of a query by its literal parts: a tagged template's strings array is one
+  // object per call site, so after the first call a query costs one lookup. Statements come
+  // from stmt(), prepared once per text and kept for the connection's life (src/db/pin.ts).
+  private readonly byStrings = new WeakMap<readonly string[], Statement>();
+
+  constructor(private readonly db: Database) {}
+
+  statement(q: Sql): Statement {
+    let s = this.byStrings.get(q.strings);
+    if (s === undefined) {
+      s = stmt(this.db, render(q, 'sqlite').text);
+      this.byStrings.set(q.strings, s);
+    }
+    return s;
+  }
+
+  async get<R>(q: Sql): Promise<R | undefined> {
+    if (this.lock.held) await this.turn();
+    return this.statement(q).get(...q.values) as R | undefined;
+  }
+
+  async all<R>(q: Sql): Promise<R[]> {
+    if (this.lock.held) await this.turn();
+    return this.statement(q).all(...q.values) as R[];
+  }
+
+  async run(q: Sql): Promise<{ changes: number }> {
+    if (this.lock.held) await this.turn();
+    return { changes: this.statement(q).run(...q.values).changes };
+  }
+
+  /** Wait until no transaction is open (a statement outside one, while one is). */
+  private async turn(): Promise<void> {
+    (await this.lock.acquire())();
+  }
+
+  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const release = await this.lock.acquire();
+    const tx = new SqliteTx(this);
+    try {
+      stmt(this.db, 'BEGIN IMMEDIATE').run();
+      try {
+        const value = await fn(tx);
+        stmt(this.db, 'COMMIT').run();
+        return value;
+      } catch (e) {
+        if (this.db.inTransaction) stmt(this.db, 'ROLLBACK').run();
+        throw e;
+      }
+    } finally {
+      tx.ended = true;
+      release();
+    }
+  }
+}
+
+class SqliteTx implements Tx {
+  ended = false;
+
+  constructor(private readonly store: SqliteStore) {}
+
+  private statement(q: Sql): Statement {
+    if (this.ended) throw new TxEndedError();
+    return this.store.statement(q);
+  }
+
+  async get<R>(q: Sql): Promise<R | undefined> {
+    return this.statement(q).get(...q.values) as R | undefined;
+  }
+
+  async all<R>(q: Sql): Promise<R[]> {
+    return this.statement(q).all(...q.values) as R[];
+  }
+
+  async run(q: Sql): Promise<{ changes: number }> {
+    return { changes: this.statement(q).run(...q.values).changes };
+  }
+}
