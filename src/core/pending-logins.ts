@@ -1,5 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { stmt } from '../db/stmt.js';
+import { store } from '../db/query.js';
+import type { Row } from '../db/rows.js';
+import type { uiPendingLogins } from '../db/schema.js';
+import { sql } from '../db/sql.js';
 import { newId } from '../lib/ids.js';
 import type { CoreCtx } from './context.js';
 
@@ -19,33 +22,31 @@ export interface PendingLogin {
   expiresAt: number;
 }
 
-export function startPendingLogin(ctx: CoreCtx, userId: string, attempt: number): { secret: string } {
+export async function startPendingLogin(ctx: CoreCtx, userId: string, attempt: number): Promise<{ secret: string }> {
   const secret = randomBytes(32).toString('base64url');
   const now = ctx.now();
-  ctx.db.sqlite
-    .transaction(() => {
-      stmt(ctx.db.sqlite, 'DELETE FROM ui_pending_logins WHERE expires_at <= ?').run(now);
-      stmt(
-        ctx.db.sqlite,
-        'INSERT INTO ui_pending_logins (id, hash, user_id, attempt, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
-      ).run(newId('pl'), sha256(secret), userId, attempt, now, now + PENDING_LOGIN_MS);
-    })
-    .immediate();
+  await store(ctx.db).transaction(async (tx) => {
+    await tx.run(sql`DELETE FROM ui_pending_logins WHERE expires_at <= ${now}`);
+    await tx.run(
+      sql`INSERT INTO ui_pending_logins (id, hash, user_id, attempt, created_at, expires_at)
+          VALUES (${newId('pl')}, ${sha256(secret)}, ${userId}, ${attempt}, ${now}, ${now + PENDING_LOGIN_MS})`,
+    );
+  });
   return { secret };
 }
 
 /** The pending login this secret names, if it has not expired or been used. */
-export function openPendingLogin(ctx: CoreCtx, secret: string | undefined): PendingLogin | null {
+export async function openPendingLogin(ctx: CoreCtx, secret: string | undefined): Promise<PendingLogin | null> {
   if (!secret || secret.length > 100) return null;
-  const row = stmt<[string], { id: string; user_id: string; attempt: number; expires_at: number }>(
-    ctx.db.sqlite,
-    'SELECT id, user_id, attempt, expires_at FROM ui_pending_logins WHERE hash = ?',
-  ).get(sha256(secret));
+  const row = await store(ctx.db).get<Pick<Row<typeof uiPendingLogins>, 'id' | 'user_id' | 'attempt' | 'expires_at'>>(
+    sql`SELECT id, user_id, attempt, expires_at FROM ui_pending_logins WHERE hash = ${sha256(secret)}`,
+  );
   if (!row || row.expires_at <= ctx.now()) return null;
   return { id: row.id, userId: row.user_id, attempt: row.attempt, expiresAt: row.expires_at };
 }
 
 /** Use it up; false when another request already did (only one login comes of it). */
-export function endPendingLogin(ctx: CoreCtx, id: string): boolean {
-  return stmt(ctx.db.sqlite, 'DELETE FROM ui_pending_logins WHERE id = ?').run(id).changes === 1;
+export async function endPendingLogin(ctx: CoreCtx, id: string): Promise<boolean> {
+  const { changes } = await store(ctx.db).run(sql`DELETE FROM ui_pending_logins WHERE id = ${id}`);
+  return changes === 1;
 }

@@ -58,8 +58,8 @@ export function loginSteps(ui: Ui) {
     auditEvent(ctx, actor, 'ui.login_failed', 'user', findUserByEmail(ctx, email)?.id ?? null, { email, ip, step });
 
   /** Second factor: the password was right; the browser holds the pending login and is asked for a code. */
-  const askForCode = (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempt: number) => {
-    const { secret } = startPendingLogin(ctx, user.id, attempt);
+  const askForCode = async (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempt: number) => {
+    const { secret } = await startPendingLogin(ctx, user.id, attempt);
     setCookie(reply, ui.names, ui.names.pending, secret, PENDING_LOGIN_MS / 1000);
     const next = query(req).next;
     return reply.redirect(`/ui/login/code${next ? `?next=${encodeURIComponent(safeNext(next))}` : ''}`, 303);

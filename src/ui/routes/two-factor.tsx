@@ -81,12 +81,12 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   };
 
   app.get('/login/code', async (req, reply) => {
-    if (!openPendingLogin(rt.ctx, readCookie(req, ui.names.pending))) return expired(reply);
+    if (!(await openPendingLogin(rt.ctx, readCookie(req, ui.names.pending)))) return expired(reply);
     return codePage(req, reply);
   });
 
   app.post('/login/code', async (req, reply) => {
-    const pending = openPendingLogin(rt.ctx, readCookie(req, ui.names.pending));
+    const pending = await openPendingLogin(rt.ctx, readCookie(req, ui.names.pending));
     const user = pending && getUser(rt.ctx, pending.userId);
     // Disabled, or left with no partner, since the password step: that login is over.
     if (!pending || !user || !mayLogIn(rt.ctx, user)) return expired(reply);
@@ -106,7 +106,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
       );
     }
     // Single use: of two requests racing with one pending login, only one logs in.
-    if (!endPendingLogin(rt.ctx, pending.id)) return expired(reply);
+    if (!(await endPendingLogin(rt.ctx, pending.id))) return expired(reply);
     clearCookie(reply, ui.names, ui.names.pending);
     // Session.
     return startSession(req, reply, user, [pending.attempt, admitted.attempt]);
