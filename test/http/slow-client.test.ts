@@ -33,7 +33,7 @@ function drip(port: number, head: string, trickle: string): Drip {
     if (sock.destroyed || i >= trickle.length) return;
     sock.write(trickle[i++]);
   }, 1_000);
-  closed.finally(() => clearInterval(t));
+  void closed.finally(() => clearInterval(t));
   return { received: () => got, closed, stop: () => (clearInterval(t), sock.destroy()) };
 }
 
