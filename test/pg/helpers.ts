@@ -93,6 +93,15 @@ export function freshDatabase(opts: FreshDatabaseOptions = {}): TestDatabase {
   };
 }
 
+/**
+ * A database of the file's own that starts at msgd's current schema: a copy of the one the
+ * global setup migrated for the run (src/db/pg/migrate.ts), so no file pays for migrating.
+ */
+export function migratedDatabase(opts: Omit<FreshDatabaseOptions, 'template'> = {}): TestDatabase {
+  if (opts.cluster) throw new Error("migratedDatabase(): the migrated template is in the run's cluster");
+  return freshDatabase({ template: inject('msgdPgSchema') });
+}
+
 export type OwnCluster = Pick<Cluster, 'adminUrl' | 'port' | 'logFile' | 'restart' | 'stop' | 'start'>;
 
 /**

@@ -1,19 +1,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { migrate as migrateSqlite } from '../../src/db/migrate.js';
 import { openDb } from '../../src/db/open.js';
-import { migrate as migratePg } from '../../src/db/pg/migrate.js';
-import { freshDatabase, withClient } from './helpers.js';
+import { migratedDatabase, withClient } from './helpers.js';
 
 // What the PostgreSQL schema does beyond its shape: the hand-written triggers behave as
 // SQLite's, money columns hold the whole range exactly, and the claim reads its index.
 
-const db = freshDatabase();
-beforeAll(async () => {
-  await migratePg(db.url);
-});
+const db = migratedDatabase();
 
 describe('settings_version', () => {
   // One SQL text, run on both stores; the version is read after each statement.
