@@ -13,9 +13,13 @@ import { stmt } from './stmt.js';
 // transaction spans awaits, so while one is open, other code must not write on, or read from,
 // the connection: it would join or see the open transaction. Transactions therefore take turns
 // behind an async lock, and a statement outside one waits for the lock when it is held.
-// Code still written against the connection itself (stmt(), db.transaction()) runs between
-// event-loop turns and never awaits inside its transactions, so it cannot meet an open one as
-// long as a transaction's function awaits nothing but its Tx (no network, no timers).
+// Code still written against the connection itself (stmt(), db.transaction()) does not take
+// the lock, so a transaction must never be open while such code can run. A transaction therefore
+// begins at the start of an event-loop turn (after setImmediate), when no other promise
+// continuation is waiting, and its function awaits nothing but its Tx, whose promises are
+// already settled: it runs to COMMIT before anything else in the process runs. A function that
+// awaits anything else (network, timers) would let other code in: the transaction notices that
+// it outlived its turn and says so in a process warning (TxOutlivedTurn), a defect to fix.
 
 /** Rows as the columns name them; `changes` as the store counts them for INSERT, UPDATE, DELETE. */
 export interface Queryable {
@@ -44,6 +48,17 @@ export class TxEndedError extends Error {
   constructor() {
     super('a statement ran after its transaction ended: await every query inside the transaction');
     this.name = 'TxEndedError';
+  }
+}
+
+/**
+ * Warned of by a SQLite transaction whose function awaited something other than its Tx: code
+ * outside the store could have written inside it (see above).
+ */
+export class TxOutlivedTurnError extends Error {
+  constructor() {
+    super('a SQLite transaction awaited something other than its own queries: other code could run inside it');
+    this.name = 'TxOutlivedTurn';
   }
 }
 
@@ -120,14 +135,23 @@ class SqliteStore implements Store {
     const release = await this.lock.acquire();
     const tx = new SqliteTx(this);
     try {
+      // A turn of its own: nothing else is waiting to run while the transaction is open.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      let outlived = false;
+      const turnEnd = setImmediate(() => {
+        outlived = true;
+      });
       stmt(this.db, 'BEGIN IMMEDIATE').run();
       try {
         const value = await fn(tx);
         stmt(this.db, 'COMMIT').run();
+        if (outlived) process.emitWarning(new TxOutlivedTurnError());
         return value;
       } catch (e) {
         if (this.db.inTransaction) stmt(this.db, 'ROLLBACK').run();
         throw e;
+      } finally {
+        clearImmediate(turnEnd);
       }
     } finally {
       tx.ended = true;

@@ -75,14 +75,42 @@ describe('store', () => {
     expect((await items()).map((r) => r.n)).toEqual([0, 1, 2, 3, 4]);
   });
 
-  it('keeps a statement outside a transaction out of the open one: it waits, then sees what was committed', async () => {
+  it('runs a transaction in a turn of its own: a synchronous write queued before it does not land inside it', async () => {
     const s = store(t.ctx.db);
+    // Code still written against the connection runs in a promise continuation a few steps
+    // down a chain that is already under way when the transaction is asked for: it must run
+    // before BEGIN, not between the transaction's statements.
+    let syncInsideTx: boolean | undefined;
+    const done = s.transaction(async (tx) => {
+      await tx.run(sql`INSERT INTO q_items (name, n) VALUES (${'a'}, ${1})`);
+      await tx.run(sql`INSERT INTO q_items (name, n) VALUES (${'b'}, ${2})`);
+      await tx.run(sql`INSERT INTO q_items (name, n) VALUES (${'c'}, ${3})`);
+      throw new Error('refused');
+    });
+    let chain: Promise<void> = Promise.resolve();
+    for (let i = 0; i < 4; i++) chain = chain.then(() => {});
+    const legacy = chain.then(() => {
+      syncInsideTx = t.ctx.db.sqlite.inTransaction;
+      t.ctx.db.sqlite.prepare('INSERT INTO q_items (name, n) VALUES (?, ?)').run('legacy', 0);
+    });
+    await legacy;
+    await expect(done).rejects.toThrow('refused');
+    expect(syncInsideTx).toBe(false);
+    expect((await items()).map((r) => r.name)).toEqual(['legacy']);
+  });
+
+  it('keeps a statement outside a transaction out of the open one, and warns of a transaction that awaits anything else', async () => {
+    const s = store(t.ctx.db);
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
     let commit!: () => void;
     const held = new Promise<void>((r) => (commit = r));
     const open = s.transaction(async (tx) => {
       await tx.run(sql`INSERT INTO q_items (name, n) VALUES (${'inside'}, ${1})`);
       await held;
     });
+    await new Promise((r) => setImmediate(r));
     await new Promise((r) => setImmediate(r));
     expect(t.ctx.db.sqlite.inTransaction).toBe(true);
     let seen: Item[] | undefined;
@@ -95,8 +123,11 @@ describe('store', () => {
     await open;
     await read;
     await write;
+    await new Promise((r) => setImmediate(r));
+    process.off('warning', onWarning);
     expect(seen!.map((r) => r.name)).toEqual(['inside']);
     expect((await items()).map((r) => r.name)).toEqual(['inside', 'outside']);
+    expect(warnings.map((w) => w.name)).toEqual(['TxOutlivedTurn']);
   });
 
   it('refuses a statement run after its transaction ended (one that was not awaited inside it)', async () => {
