@@ -6,6 +6,7 @@ import { DataDirError, openDataDir, type DataDir } from './db/datadir.js';
 import { describeKeySource, type KeySource } from './db/master-key.js';
 import { kindsTheKeyOpensNone, SEALED_ROWS } from './core/sealed-secrets.js';
 import { GroupCommitter } from './db/group-commit.js';
+import { store } from './db/query.js';
 import { lockDataDir } from './db/instance-lock.js';
 import { StorageHealth } from './db/storage.js';
 import type { CoreCtx } from './core/context.js';
@@ -113,7 +114,14 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     lock.release();
     throw e;
   }
-  const ctx: CoreCtx = { db: dataDir.db, masterKey: dataDir.masterKey, config, now, gatewayKinds };
+  const ctx: CoreCtx = {
+    db: dataDir.db,
+    store: store(dataDir.db),
+    masterKey: dataDir.masterKey,
+    config,
+    now,
+    gatewayKinds,
+  };
   try {
     refuseWrongKey(ctx, dataDir.keySource);
   } catch (e) {

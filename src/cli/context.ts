@@ -5,6 +5,7 @@ import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import { openDataDir, type DataDir } from '../db/datadir.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
+import { store } from '../db/query.js';
 import { AppError } from '../lib/errors.js';
 import { gatewayKinds } from '../providers/kinds.js';
 import { ioOf, processIO, setExitCode, type CliIO } from './io.js';
@@ -65,7 +66,7 @@ export interface CliOpenOptions {
 
 /** The context msgctl gives core over an open data directory: the gateway kinds are msgd's own. */
 export function coreCtxOf(dir: Pick<DataDir, 'db' | 'masterKey'>, config: Config): CoreCtx {
-  return { db: dir.db, masterKey: dir.masterKey, config, now: Date.now, gatewayKinds };
+  return { db: dir.db, store: store(dir.db), masterKey: dir.masterKey, config, now: Date.now, gatewayKinds };
 }
 
 /**

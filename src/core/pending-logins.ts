@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { store } from '../db/query.js';
 import type { Row } from '../db/rows.js';
 import type { uiPendingLogins } from '../db/schema.js';
 import { sql } from '../db/sql.js';
@@ -25,7 +24,7 @@ export interface PendingLogin {
 export async function startPendingLogin(ctx: CoreCtx, userId: string, attempt: number): Promise<{ secret: string }> {
   const secret = randomBytes(32).toString('base64url');
   const now = ctx.now();
-  await store(ctx.db).transaction(async (tx) => {
+  await ctx.store.transaction(async (tx) => {
     await tx.run(sql`DELETE FROM ui_pending_logins WHERE expires_at <= ${now}`);
     await tx.run(
       sql`INSERT INTO ui_pending_logins (id, hash, user_id, attempt, created_at, expires_at)
@@ -38,7 +37,7 @@ export async function startPendingLogin(ctx: CoreCtx, userId: string, attempt: n
 /** The pending login this secret names, if it has not expired or been used. */
 export async function openPendingLogin(ctx: CoreCtx, secret: string | undefined): Promise<PendingLogin | null> {
   if (!secret || secret.length > 100) return null;
-  const row = await store(ctx.db).get<Pick<Row<typeof uiPendingLogins>, 'id' | 'user_id' | 'attempt' | 'expires_at'>>(
+  const row = await ctx.store.get<Pick<Row<typeof uiPendingLogins>, 'id' | 'user_id' | 'attempt' | 'expires_at'>>(
     sql`SELECT id, user_id, attempt, expires_at FROM ui_pending_logins WHERE hash = ${sha256(secret)}`,
   );
   if (!row || row.expires_at <= ctx.now()) return null;
@@ -47,6 +46,6 @@ export async function openPendingLogin(ctx: CoreCtx, secret: string | undefined)
 
 /** Use it up; false when another request already did (only one login comes of it). */
 export async function endPendingLogin(ctx: CoreCtx, id: string): Promise<boolean> {
-  const { changes } = await store(ctx.db).run(sql`DELETE FROM ui_pending_logins WHERE id = ${id}`);
+  const { changes } = await ctx.store.run(sql`DELETE FROM ui_pending_logins WHERE id = ${id}`);
   return changes === 1;
 }

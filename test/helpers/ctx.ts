@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { openDataDir, type DataDir } from '../../src/db/datadir.js';
+import { store } from '../../src/db/query.js';
 import { gatewayKinds } from '../../src/providers/kinds.js';
 
 /**
@@ -18,6 +19,7 @@ export function coreCtx(
 ): CoreCtx {
   return {
     db: dd.db,
+    store: store(dd.db),
     masterKey: dd.masterKey,
     config: opts.config ?? loadConfig({ env: {}, dataDir: opts.dataDir }),
     now: opts.now ?? Date.now,
