@@ -9,9 +9,9 @@ import { sql } from '../../src/db/sql.js';
 import { errorHandler } from '../../src/web/errors.js';
 import { databaseUrl, freshDatabase } from './helpers.js';
 
-// The PostgreSQL connection layer against a real server: exact int8, transactions that run
-// again on a serialization failure or a deadlock, advisory locks, LISTEN, and what a caller
-// sees when the server cannot be reached.
+// The PostgreSQL connection layer against a real server: int8 as exact JS numbers, integer
+// numerics (sums) as bigint, transactions that run again on a serialization failure or a
+// deadlock, advisory locks, LISTEN, and what a caller sees when the server cannot be reached.
 
 interface Line {
   obj: object;
@@ -39,36 +39,59 @@ async function waitFor(check: () => boolean, ms = 5_000) {
 }
 
 describe('exact numbers', () => {
-  it('returns a sum of int8 above 2^53 as an exact bigint', async () => {
+  it('reads int8 as a JS number, as SQLite gives an integer column, up to ±(2^53 − 1) exactly', async () => {
     await store.run(sql`CREATE TABLE amounts (micros bigint NOT NULL)`);
-    // 3 × (2^53 − 1) + 2: a float would round it.
-    const max = 9007199254740991n;
-    await store.run(sql`INSERT INTO amounts VALUES (${max}), (${max}), (${max}), (2)`);
-    const row = await store.get<{ total: bigint; n: bigint; one: bigint }>(
-      sql`SELECT sum(micros) AS total, count(*) AS n, max(micros) AS one FROM amounts`,
+    const max = 9007199254740991n; // 2^53 − 1
+    await store.run(sql`INSERT INTO amounts VALUES (${max}), (${max}), (${max}), (2), (${-max})`);
+    const row = await store.get<{ n: number; hi: number; lo: number; money: number; flag: number }>(
+      sql`SELECT count(*) AS n, max(micros) AS hi, min(micros) AS lo, ${1_000_000_000_000_000n}::int8 AS money,
+                 1::int8 AS flag FROM amounts`,
     );
-    expect(row).toEqual({ total: 27021597764222975n, n: 4n, one: max });
-    expect(typeof row?.total).toBe('bigint');
+    expect(row).toEqual({ n: 5, hi: 9007199254740991, lo: -9007199254740991, money: 1e15, flag: 1 });
+    expect(typeof row?.n).toBe('number');
   });
 
-  it('reads int8 and integer numeric arrays as bigint, and refuses a fractional numeric instead of rounding it', async () => {
-    const row = await store.get<{ a: bigint[]; b: (bigint | null)[] }>(
-      sql`SELECT ARRAY[9007199254740993, -1]::int8[] AS a, ARRAY[12345678901234567890, NULL]::numeric[] AS b`,
+  it('returns a sum of int8 (a numeric) above 2^53 as an exact bigint, and its CAST AS BIGINT as a number', async () => {
+    // 3 × (2^53 − 1) + 2 − (2^53 − 1): a float would round the intermediate sum.
+    const row = await store.get<{ total: bigint }>(sql`SELECT sum(micros) AS total FROM amounts`);
+    expect(row).toEqual({ total: 18014398509481984n });
+    expect(typeof row?.total).toBe('bigint');
+    const small = await store.get<{ total: number }>(
+      sql`SELECT CAST(sum(micros) AS BIGINT) AS total FROM amounts WHERE micros < ${10}`,
     );
-    expect(row).toEqual({ a: [9007199254740993n, -1n], b: [12345678901234567890n, null] });
-    await expect(store.get(sql`SELECT 1.5::numeric AS x`)).rejects.toThrow(/numeric 1\.5, which is not an integer/);
+    expect(small).toEqual({ total: -9007199254740989 });
+  });
+
+  it('refuses an int8 past ±(2^53 − 1) with a RangeError rather than a rounded float', async () => {
+    await expect(store.get(sql`SELECT 9007199254740992::int8 AS x`)).rejects.toThrow(RangeError);
+    await expect(store.get(sql`SELECT -9007199254740993::int8 AS x`)).rejects.toThrow(
+      /bigint -9007199254740993, outside ±\(2\^53 − 1\)/,
+    );
+    await expect(store.get(sql`SELECT CAST(sum(micros) AS BIGINT) AS x FROM amounts`)).rejects.toThrow(RangeError);
     // The pool is still usable after a refused row.
+    expect(await store.get(sql`SELECT 7::int8 AS x`)).toEqual({ x: 7 });
+  });
+
+  it('reads int8 arrays as numbers and integer numeric arrays as bigint, and refuses a fractional numeric instead of rounding it', async () => {
+    const row = await store.get<{ a: number[]; b: (bigint | null)[] }>(
+      sql`SELECT ARRAY[9007199254740991, -1, NULL]::int8[] AS a, ARRAY[12345678901234567890, NULL]::numeric[] AS b`,
+    );
+    expect(row).toEqual({ a: [9007199254740991, -1, null], b: [12345678901234567890n, null] });
+    await expect(store.get(sql`SELECT ARRAY[9007199254740993]::int8[] AS a`)).rejects.toThrow(RangeError);
+    await expect(store.get(sql`SELECT 1.5::numeric AS x`)).rejects.toThrow(/numeric 1\.5, which is not an integer/);
     expect(await store.get(sql`SELECT 7::int4 AS x`)).toEqual({ x: 7 });
   });
 
   it('sends a bigint parameter exactly', async () => {
     const big = 9007199254740993n; // 2^53 + 1: Number() would make it 2^53
-    const row = await store.get<{ x: bigint; t: string }>(sql`SELECT ${big}::int8 + 1 AS x, ${big}::int8::text AS t`);
-    expect(row).toEqual({ x: 9007199254740994n, t: '9007199254740993' });
+    const row = await store.get<{ x: string; t: string }>(
+      sql`SELECT (${big}::int8 + 1)::text AS x, ${big}::int8::text AS t`,
+    );
+    expect(row).toEqual({ x: '9007199254740994', t: '9007199254740993' });
     await store.run(sql`CREATE TABLE ids (id bigint PRIMARY KEY)`);
     await store.run(sql`INSERT INTO ids VALUES (${-9223372036854775808n}), (${9223372036854775807n})`);
-    const all = await store.all<{ id: bigint }>(sql`SELECT id FROM ids ORDER BY id`);
-    expect(all.map((r) => r.id)).toEqual([-9223372036854775808n, 9223372036854775807n]);
+    const all = await store.all<{ id: string }>(sql`SELECT id::text AS id FROM ids ORDER BY id`);
+    expect(all.map((r) => r.id)).toEqual(['-9223372036854775808', '9223372036854775807']);
   });
 
   it('toSafeNumber converts within ±(2^53 − 1) and throws beyond', () => {
@@ -119,18 +142,18 @@ describe('transactions', () => {
       store.transaction(
         async (tx) => {
           runs[who]++;
-          const row = await tx.get<{ balance: bigint }>(sql`SELECT balance FROM acct WHERE id = 1`);
+          const row = await tx.get<{ balance: number }>(sql`SELECT balance FROM acct WHERE id = 1`);
           if (runs[who] === 1) {
             if (++reads === 2) bothRead();
             await barrier;
           }
-          await tx.run(sql`UPDATE acct SET balance = ${(row?.balance ?? 0n) + 10n} WHERE id = 1`);
+          await tx.run(sql`UPDATE acct SET balance = ${(row?.balance ?? 0) + 10} WHERE id = 1`);
         },
         { isolation: 'serializable' },
       );
     await Promise.all([add('a'), add('b')]);
     expect(runs.a + runs.b).toBe(3); // one of them ran twice
-    expect(await store.get(sql`SELECT balance FROM acct WHERE id = 1`)).toEqual({ balance: 20n });
+    expect(await store.get(sql`SELECT balance FROM acct WHERE id = 1`)).toEqual({ balance: 20 });
   });
 
   it('without retries, the same conflict fails with 40001 (the retry is what saves it)', async () => {
@@ -142,10 +165,10 @@ describe('transactions', () => {
     const add = () =>
       store.transaction(
         async (tx) => {
-          const row = await tx.get<{ balance: bigint }>(sql`SELECT balance FROM acct2 WHERE id = 1`);
+          const row = await tx.get<{ balance: number }>(sql`SELECT balance FROM acct2 WHERE id = 1`);
           if (++reads === 2) bothRead();
           await barrier;
-          await tx.run(sql`UPDATE acct2 SET balance = ${(row?.balance ?? 0n) + 10n} WHERE id = 1`);
+          await tx.run(sql`UPDATE acct2 SET balance = ${(row?.balance ?? 0) + 10} WHERE id = 1`);
         },
         { isolation: 'serializable', maxAttempts: 1 },
       );
