@@ -7,6 +7,8 @@ export default defineConfig({
     // test/pg needs a PostgreSQL: `npm run test:pg` (config/vitest.pg.config.ts) runs it.
     exclude: [...configDefaults.exclude, 'test/pg/**'],
     globalSetup: ['test/global-setup.ts'],
+    // test/both/ runs here on SQLite (and on PostgreSQL under config/vitest.pg.config.ts).
+    env: { MSGD_TEST_STORE: 'sqlite' },
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 30_000,

@@ -1,12 +1,15 @@
 import { defineConfig } from 'vitest/config';
 
-// The PostgreSQL tests (`npm run test:pg`): test/pg/, against one cluster the global setup
-// starts for the run (test/pg/global-setup.ts; MSGD_TEST_PG_URL uses a running server instead).
+// The PostgreSQL tests (`npm run test:pg`): test/pg/, and test/both/ (which `npm test` runs on
+// SQLite) on PostgreSQL, against one cluster the global setup starts for the run
+// (test/pg/global-setup.ts; MSGD_TEST_PG_URL uses a running server instead).
 export default defineConfig({
   test: {
     root: '.',
-    include: ['test/pg/**/*.test.ts'],
+    include: ['test/pg/**/*.test.ts', 'test/both/**/*.test.ts'],
     globalSetup: ['test/pg/global-setup.ts'],
+    // test/both/helpers.ts opens its contexts on this store.
+    env: { MSGD_TEST_STORE: 'postgres' },
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 60_000,

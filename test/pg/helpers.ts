@@ -56,39 +56,62 @@ export interface FreshDatabaseOptions {
 
 let counter = 0;
 
+/** A database of its own, made now: `drop()` removes it (closing the connections still open to it). */
+export interface CreatedDatabase extends TestDatabase {
+  drop(): Promise<void>;
+}
+
+/**
+ * Creates a database now (empty, or a copy of `template`), named after `label` (the test file)
+ * and unique to the worker: for helpers that make databases as tests need them. A test file
+ * wanting one database for all its tests calls freshDatabase() or migratedDatabase().
+ */
+export async function createDatabase(label: string, opts: FreshDatabaseOptions = {}): Promise<CreatedDatabase> {
+  const slug = label
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .slice(0, 30);
+  const name = `t_${process.env.VITEST_POOL_ID ?? '0'}_${slug}_${process.pid}_${++counter}`;
+  const adminUrl = opts.cluster?.adminUrl ?? pgAdminUrl();
+  const template = opts.template ? ` TEMPLATE ${pg.escapeIdentifier(opts.template)}` : '';
+  await withClient(adminUrl, (c) => c.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}${template}`));
+  return {
+    name,
+    url: databaseUrl(adminUrl, name),
+    drop: async () => {
+      await withClient(adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`));
+    },
+  };
+}
+
+/** The name of the database the global setup migrated to msgd's current schema (a template). */
+export function migratedTemplate(): string {
+  return inject('msgdPgSchema');
+}
+
 /**
  * A database of the calling test file's own: created in `beforeAll` (empty, or a copy of
  * `template`), dropped in `afterAll` (connections still open to it are closed first). Call it at
  * the top of the file or of a `describe`; read `url` inside hooks and tests.
  */
 export function freshDatabase(opts: FreshDatabaseOptions = {}): TestDatabase {
-  let name: string | undefined;
-  let adminUrl: string | undefined;
+  let db: CreatedDatabase | undefined;
   // biome-ignore lint/correctness/noEmptyPattern: vitest wants the context destructured to reach the suite
   beforeAll(async ({}, suite) => {
     const file = basename(suite.file?.filepath ?? 'file').replace(/\.test\.tsx?$/, '');
-    const slug = file
-      .toLowerCase()
-      .replace(/[^a-z0-9]+/g, '_')
-      .slice(0, 30);
-    name = `t_${process.env.VITEST_POOL_ID ?? '0'}_${slug}_${process.pid}_${++counter}`;
-    adminUrl = opts.cluster?.adminUrl ?? pgAdminUrl();
-    const template = opts.template ? ` TEMPLATE ${pg.escapeIdentifier(opts.template)}` : '';
-    await withClient(adminUrl, (c) => c.query(`CREATE DATABASE ${pg.escapeIdentifier(name as string)}${template}`));
+    db = await createDatabase(file, opts);
   });
   afterAll(async () => {
-    if (!name || !adminUrl) return;
-    const dropped = name;
-    await withClient(adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(dropped)} WITH (FORCE)`));
+    await db?.drop();
   });
   return {
     get name() {
-      if (!name) throw new Error('freshDatabase(): the database exists from beforeAll on');
-      return name;
+      if (!db) throw new Error('freshDatabase(): the database exists from beforeAll on');
+      return db.name;
     },
     get url() {
-      if (!name || !adminUrl) throw new Error('freshDatabase(): the database exists from beforeAll on');
-      return databaseUrl(adminUrl, name);
+      if (!db) throw new Error('freshDatabase(): the database exists from beforeAll on');
+      return db.url;
     },
   };
 }
@@ -99,7 +122,7 @@ export function freshDatabase(opts: FreshDatabaseOptions = {}): TestDatabase {
  */
 export function migratedDatabase(opts: Omit<FreshDatabaseOptions, 'template'> = {}): TestDatabase {
   if (opts.cluster) throw new Error("migratedDatabase(): the migrated template is in the run's cluster");
-  return freshDatabase({ template: inject('msgdPgSchema') });
+  return freshDatabase({ template: migratedTemplate() });
 }
 
 export type OwnCluster = Pick<Cluster, 'adminUrl' | 'port' | 'logFile' | 'restart' | 'stop' | 'start'>;
