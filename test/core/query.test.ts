@@ -1,17 +1,11 @@
 import { afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
-import {
-  endPendingLogin,
-  openPendingLogin,
-  PENDING_LOGIN_MS,
-  startPendingLogin,
-} from '../../src/core/pending-logins.js';
 import type { PgStore } from '../../src/db/pg/store.js';
 import { store, TxEndedError, type Store, type Tx } from '../../src/db/query.js';
 import { sql } from '../../src/db/sql.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
-// The store interface on a real data directory: queries written with sql``, transactions that
-// span awaits behind SQLite's write lock, and the pending logins written against it.
+// SQLite's store on a real data directory: queries written with sql``, transactions that span
+// awaits behind SQLite's write lock. What runs on both stores is in test/both/.
 
 let t: TestCtx;
 beforeEach(() => {
@@ -151,35 +145,5 @@ describe('store', () => {
     })();
     await started;
     expect((await items()).map((r) => r.name)).toEqual(['sync', 'async']);
-  });
-});
-
-describe('pending logins over the store', () => {
-  const addUser = async () => {
-    await store(t.ctx.db).run(
-      sql`INSERT INTO users (id, email, password_hash, status, sessions_valid_after, created_at, updated_at)
-          VALUES (${'usr_1'}, ${'a@example.com'}, NULL, 'active', 0, ${0}, ${0})`,
-    );
-    return 'usr_1';
-  };
-
-  it('opens a login by its secret until it is used once or expires', async () => {
-    const user = await addUser();
-    const { secret } = await startPendingLogin(t.ctx, user, 7);
-    const p = await openPendingLogin(t.ctx, secret);
-    expect(p).toMatchObject({ userId: user, attempt: 7, expiresAt: t.clock.now + PENDING_LOGIN_MS });
-    expect(await openPendingLogin(t.ctx, `${secret}x`)).toBeNull();
-    expect(await openPendingLogin(t.ctx, undefined)).toBeNull();
-    expect(await endPendingLogin(t.ctx, p!.id)).toBe(true);
-    expect(await endPendingLogin(t.ctx, p!.id)).toBe(false);
-    expect(await openPendingLogin(t.ctx, secret)).toBeNull();
-
-    const second = await startPendingLogin(t.ctx, user, 8);
-    t.clock.now += PENDING_LOGIN_MS;
-    expect(await openPendingLogin(t.ctx, second.secret)).toBeNull();
-    // The next login clears the expired ones.
-    await startPendingLogin(t.ctx, user, 9);
-    const left = await store(t.ctx.db).all<{ attempt: number }>(sql`SELECT attempt FROM ui_pending_logins`);
-    expect(left).toEqual([{ attempt: 9 }]);
   });
 });
