@@ -1,0 +1,75 @@
+import { type Dialect, sql, type Sql } from './sql.js';
+
+// The one place for what SQLite and PostgreSQL say differently. A query in core is written once
+// with the sql`` tag, in the SQL both stores accept (ON CONFLICT … DO UPDATE, COALESCE,
+// RETURNING, CASE, `IS DISTINCT FROM`, lower() …: see docs/architecture.md, "Queries"); where
+// no common form exists, it splices in a fragment from here, chosen by the store's dialect:
+//
+//   sql`SELECT id FROM jobs ${indexedBy(ctx.store.dialect, 'jobs_claim')} WHERE …`
+//
+// Never an `if (postgres)` in core. Each function takes the Dialect and returns an Sql
+// fragment; names and keys it splices in as text are checked here (they come from the code,
+// never from input), values stay bound. Every function has a test running a real query on
+// both stores (test/both/dialect.test.ts).
+//
+// Sections: add yours at the end, under a heading naming the part of msgd that needs it, with
+// its test in test/both/dialect.test.ts.
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const COLUMN = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/;
+
+function checked(what: string, text: string, re: RegExp): string {
+  if (!re.test(text)) throw new Error(`${what} ${JSON.stringify(text)} is not a plain SQL name`);
+  return text;
+}
+
+/** A column named in the code (`payload`, `jobs.payload`), or a fragment (an expression). */
+export type ColumnRef = string | Sql;
+
+function column(c: ColumnRef): Sql {
+  return typeof c === 'string' ? sql.raw(checked('column', c, COLUMN)) : c;
+}
+
+// --- Common: index hints, JSON, LIKE ---------------------------------------------------------
+
+/**
+ * After a table (or its alias) in FROM/UPDATE: SQLite's `INDEXED BY <index>`, which makes it
+ * use that index or fail the statement (where its planner would pick a worse one); nothing on
+ * PostgreSQL, whose planner has no hints and chooses from statistics.
+ */
+export function indexedBy(dialect: Dialect, indexName: string): Sql {
+  const name = checked('index', indexName, IDENTIFIER);
+  return dialect === 'sqlite' ? sql.raw(`INDEXED BY ${name}`) : sql.raw('');
+}
+
+/**
+ * The text of a JSON string field of a text column holding a JSON object: SQLite's
+ * `json_extract(col, '$.key')`, PostgreSQL's `(col::jsonb ->> 'key')`. A string field reads as
+ * the same text on both, a missing key or JSON null as NULL; a malformed document fails the
+ * statement on both. Other JSON types differ (SQLite gives numbers as numbers, PostgreSQL as
+ * text): read a number field as `CAST(${jsonText(…)} AS BIGINT)`.
+ */
+export function jsonText(dialect: Dialect, col: ColumnRef, key: string): Sql {
+  const k = checked('JSON key', key, IDENTIFIER);
+  return dialect === 'sqlite'
+    ? sql`json_extract(${column(col)}, ${sql.raw(`'$.${k}'`)})`
+    : sql`(${column(col)}::jsonb ->> ${sql.raw(`'${k}'`)})`;
+}
+
+/**
+ * `col LIKE pattern`, ignoring the case of ASCII letters only, with `\` escaping `%`, `_` and
+ * itself (escapeLike()), the same on both stores. SQLite's LIKE is already that. On PostgreSQL
+ * LIKE is case-sensitive, and lower() of a bound pattern would fold non-ASCII letters too (by
+ * the database's locale) where the "C" columns fold only ASCII: both sides are folded under
+ * "C", which folds ASCII only, as SQLite.
+ */
+export function likeFold(dialect: Dialect, col: ColumnRef, pattern: string): Sql {
+  return dialect === 'sqlite'
+    ? sql`${column(col)} LIKE ${pattern} ESCAPE '\\'`
+    : sql`lower(${column(col)} COLLATE "C") LIKE lower(${pattern}::text COLLATE "C") ESCAPE '\\'`;
+}
+
+/** `text` as a LIKE pattern matching it literally (with `ESCAPE '\'`, as likeFold() says). */
+export function escapeLike(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}

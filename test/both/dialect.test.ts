@@ -1,0 +1,155 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { escapeLike, indexedBy, jsonText, likeFold } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
+import { openPg } from '../../src/db/pg/store.js';
+import { databaseUrl, pgAdminUrl, withClient } from '../pg/helpers.js';
+import { openStoreCtx, type StoreCtx, testStore } from './helpers.js';
+
+// src/db/dialect.ts: each fragment in a real query on the store the run is for, giving the same
+// rows on both. Add the test of a fragment you add in a describe of its own.
+
+let t: StoreCtx;
+beforeEach(async () => {
+  t = await openStoreCtx();
+});
+afterEach(() => t.close());
+
+const ids = (rows: { id: string }[]) => rows.map((r) => r.id);
+
+describe('indexedBy', () => {
+  beforeEach(async () => {
+    await t.exec(`
+      INSERT INTO jobs (kind, payload, state, priority, run_at, max_attempts, created_at, updated_at)
+      VALUES ('a', '{}', 'available', 0, 1, 5, 0, 0), ('b', '{}', 'done', 0, 2, 5, 0, 0),
+             ('c', '{}', 'retry', 1, 3, 5, 0, 0)`);
+  });
+
+  it('reads through the named index, the same rows on both stores', async () => {
+    const d = t.dialect;
+    const rows = await t.ctx.store.all<{ kind: string }>(
+      sql`SELECT kind FROM jobs ${indexedBy(d, 'jobs_claim')} WHERE state IN ('available', 'retry') ORDER BY id`,
+    );
+    expect(rows.map((r) => r.kind)).toEqual(['a', 'c']);
+  });
+
+  it('is a hint SQLite obeys (an unknown index fails the statement), and nothing on PostgreSQL', async () => {
+    const q = t.ctx.store.all(sql`SELECT kind FROM jobs ${indexedBy(t.dialect, 'no_such_index')}`);
+    if (t.dialect === 'sqlite') await expect(q).rejects.toThrow('no such index: no_such_index');
+    else expect(await q).toHaveLength(3);
+  });
+
+  it('refuses a name that is not a plain SQL name', () => {
+    expect(() => indexedBy(t.dialect, 'jobs_claim; DROP TABLE jobs')).toThrow(
+      'index "jobs_claim; DROP TABLE jobs" is not a plain SQL name',
+    );
+  });
+});
+
+describe('jsonText', () => {
+  beforeEach(async () => {
+    await t.exec(`
+      CREATE TABLE b_docs (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+      INSERT INTO b_docs (id, body) VALUES
+        ('d1', '{"message_id":"msg_1","kind":"text","n":7}'),
+        ('d2', '{"message_id":"msg_2","kind":null}'),
+        ('d3', '{"other":"x","message_id":"ünï \\"q\\""}')`);
+  });
+
+  it('reads a string field as the same text, a missing key or null as NULL', async () => {
+    const d = t.dialect;
+    const rows = await t.ctx.store.all<{ id: string; m: string; k: string | null }>(
+      sql`SELECT id, ${jsonText(d, 'body', 'message_id')} AS m, ${jsonText(d, 'b_docs.body', 'kind')} AS k
+            FROM b_docs ORDER BY id`,
+    );
+    expect(rows).toEqual([
+      { id: 'd1', m: 'msg_1', k: 'text' },
+      { id: 'd2', m: 'msg_2', k: null },
+      { id: 'd3', m: 'ünï "q"', k: null },
+    ]);
+  });
+
+  it('compares in WHERE with a bound value, and reads a number field through CAST AS BIGINT', async () => {
+    const d = t.dialect;
+    const hit = await t.ctx.store.all<{ id: string }>(
+      sql`SELECT id FROM b_docs WHERE ${jsonText(d, 'body', 'message_id')} = ${'msg_2'}`,
+    );
+    expect(ids(hit)).toEqual(['d2']);
+    const n = await t.ctx.store.get<{ n: number }>(
+      sql`SELECT CAST(${jsonText(d, 'body', 'n')} AS BIGINT) AS n FROM b_docs WHERE id = ${'d1'}`,
+    );
+    expect(n).toEqual({ n: 7 });
+  });
+
+  it('fails the statement on a malformed document, on both stores', async () => {
+    await t.exec(`INSERT INTO b_docs (id, body) VALUES ('bad', '{not json')`);
+    await expect(
+      t.ctx.store.all(sql`SELECT ${jsonText(t.dialect, 'body', 'kind')} AS k FROM b_docs`),
+    ).rejects.toThrow();
+  });
+
+  it("refuses a key or column that would leave the query's text", () => {
+    expect(() => jsonText(t.dialect, 'body', "x') OR 1=1 --")).toThrow(/JSON key .* is not a plain SQL name/);
+    expect(() => jsonText(t.dialect, 'body)--', 'x')).toThrow(/column .* is not a plain SQL name/);
+  });
+});
+
+describe('likeFold', () => {
+  beforeEach(async () => {
+    await t.exec(`
+      CREATE TABLE b_addr (id TEXT PRIMARY KEY, address TEXT NOT NULL);
+      INSERT INTO b_addr (id, address) VALUES
+        ('a1', 'Alice@Example.com'), ('a2', 'bob@example.com'), ('a3', 'ÉCOLE@example.com'),
+        ('a4', 'école@example.com'), ('a5', '50%_off@shop.example'), ('a6', '50xxoff@shop.example'),
+        ('a7', 'back\\slash@example.com')`);
+  });
+
+  const search = async (pattern: string) =>
+    ids(
+      await t.ctx.store.all<{ id: string }>(
+        sql`SELECT id FROM b_addr WHERE ${likeFold(t.dialect, 'address', pattern)} ORDER BY id`,
+      ),
+    );
+
+  it('ignores the case of ASCII letters, on both stores', async () => {
+    expect(await search('%EXAMPLE.COM')).toEqual(['a1', 'a2', 'a3', 'a4', 'a7']);
+    expect(await search('alice@%')).toEqual(['a1']);
+    expect(await search(`%${escapeLike('ALICE')}%`)).toEqual(['a1']);
+  });
+
+  it('folds ASCII only, as SQLite: É and é stay apart on both stores', async () => {
+    expect(await search('école%')).toEqual(['a4']);
+    expect(await search('ÉCOLE%')).toEqual(['a3']);
+    expect(await search('%COLE@%')).toEqual(['a3', 'a4']);
+  });
+
+  it('matches %, _ and \\ literally once escaped', async () => {
+    expect(await search('50%')).toEqual(['a5', 'a6']);
+    expect(await search(`${escapeLike('50%_')}%`)).toEqual(['a5']);
+    expect(await search(`%${escapeLike('k\\s')}%`)).toEqual(['a7']);
+    expect(escapeLike('a%b_c\\d')).toBe('a\\%b\\_c\\\\d');
+  });
+
+  it.runIf(testStore === 'postgres')(
+    'folds ASCII only on a PostgreSQL database whose own locale folds every letter',
+    async () => {
+      // msgd's columns are "C"; a bound pattern takes the database's collation, here one whose
+      // lower() makes É é. Folded under "C", the pattern still keeps them apart.
+      const name = `b_dialect_ctype_${process.pid}`;
+      await withClient(pgAdminUrl(), (c) =>
+        c.query(`CREATE DATABASE ${name} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C.utf8' LC_CTYPE 'C.utf8'`),
+      );
+      const store = openPg(databaseUrl(pgAdminUrl(), name), { logger: { warn: () => {} } });
+      try {
+        expect(await store.get(sql`SELECT lower(${'É'}::text) AS l`)).toEqual({ l: 'é' });
+        const rows = await store.all<{ x: string }>(
+          sql`SELECT x FROM (VALUES ('ÉCOLE'), ('école'), ('Ecole')) AS v(x)
+               WHERE ${likeFold('postgres', 'x', 'ÉCOLE%')} ORDER BY x`,
+        );
+        expect(rows.map((r) => r.x)).toEqual(['ÉCOLE']);
+      } finally {
+        await store.close();
+        await withClient(pgAdminUrl(), (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      }
+    },
+  );
+});
