@@ -5,8 +5,8 @@ import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { table, type Result } from './output.js';
 
-function list(cli: Cli, opts: { limit: number }): Result {
-  const rows = listAudit(cli.ctx, Math.min(opts.limit, 10_000));
+async function list(cli: Cli, opts: { limit: number }): Promise<Result> {
+  const rows = await listAudit(cli.ctx, Math.min(opts.limit, 10_000));
   const text = rows.length
     ? table(
         ['#', 'time (utc)', 'actor', 'action', 'target', 'details'],

@@ -1,9 +1,15 @@
+import type { Queryable } from '../db/query.js';
 import type { Row } from '../db/rows.js';
 import type { auditLog } from '../db/schema.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
 import { iso } from '../lib/time.js';
 import { settingsChanged } from './settings-version.js';
+
+// audit() and auditEvent() run on the connection itself: they are called inside synchronous
+// transactions (db.transaction bodies of other modules). auditIn() and auditEventIn() are the
+// same entries written through the store, in a caller's Tx (or the store itself).
 
 export function audit(
   ctx: CoreCtx,
@@ -21,18 +27,48 @@ export function audit(
   ).run(actor, action, targetType, targetId, details ? JSON.stringify(details) : null, ctx.now());
 }
 
-export function listAudit(ctx: CoreCtx, limit = 100) {
-  return stmt<[number], Row<typeof auditLog>>(ctx.db.sqlite, 'SELECT * FROM audit_log ORDER BY id DESC LIMIT ?')
-    .all(limit)
-    .map((r) => ({
-      id: r.id,
-      actor: r.actor,
-      action: r.action,
-      target_type: r.target_type,
-      target_id: r.target_id,
-      details: r.details ? JSON.parse(r.details) : null,
-      created_at: iso(r.created_at),
-    }));
+/** audit() through the store: in `q`, the caller's transaction (or the store). */
+export async function auditIn(
+  ctx: CoreCtx,
+  q: Queryable,
+  actor: string,
+  action: string,
+  targetType: string,
+  targetId: string | null,
+  details?: Record<string, unknown>,
+): Promise<void> {
+  // The in-process settings version is read from SQLite's connection (src/core/settings-version.ts).
+  if (ctx.store.dialect === 'sqlite') settingsChanged(ctx.db.sqlite);
+  await auditEventIn(ctx, q, actor, action, targetType, targetId, details);
+}
+
+/** auditEvent() through the store: an entry that moves no settings version. */
+export async function auditEventIn(
+  ctx: CoreCtx,
+  q: Queryable,
+  actor: string,
+  action: string,
+  targetType: string,
+  targetId: string | null,
+  details?: Record<string, unknown>,
+): Promise<void> {
+  await q.run(
+    sql`INSERT INTO audit_log (actor, action, target_type, target_id, details, created_at)
+        VALUES (${actor}, ${action}, ${targetType}, ${targetId}, ${details ? JSON.stringify(details) : null}, ${ctx.now()})`,
+  );
+}
+
+export async function listAudit(ctx: CoreCtx, limit = 100) {
+  const rows = await ctx.store.all<Row<typeof auditLog>>(sql`SELECT * FROM audit_log ORDER BY id DESC LIMIT ${limit}`);
+  return rows.map((r) => ({
+    id: r.id,
+    actor: r.actor,
+    action: r.action,
+    target_type: r.target_type,
+    target_id: r.target_id,
+    details: r.details ? JSON.parse(r.details) : null,
+    created_at: iso(r.created_at),
+  }));
 }
 
 /**

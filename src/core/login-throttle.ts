@@ -1,4 +1,5 @@
-import { stmt } from '../db/stmt.js';
+import type { Tx } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { loginEmail } from '../lib/email.js';
 import type { CoreCtx } from './context.js';
 
@@ -21,55 +22,57 @@ export type Admission = { ok: true; attempt: number } | { ok: false; waitMs: num
 /** Every spelling of one address (case, spaces, a Unicode or punycode domain) is one account. */
 export const accountKey = (email: string) => loginEmail(email);
 
+/** The row every start of an attempt locks first, so checking and recording are one step on every store. */
+const LOCK_KEY = 'login_throttle';
+
 export class LoginThrottle {
   constructor(private readonly ctx: CoreCtx) {}
 
   /** Milliseconds until `key` is under `limit` again (0: it is now), counting attempts after `since`. */
-  private wait(column: 'account' | 'address', key: string, limit: number, since: number): number {
-    const nth = stmt<[string, number, number], { at: number }>(
-      this.ctx.db.sqlite,
-      `SELECT at FROM login_attempts WHERE ${column} = ? AND at > ? ORDER BY at DESC LIMIT 1 OFFSET ?`,
-    ).get(key, since, limit - 1);
+  private async wait(tx: Tx, column: 'account' | 'address', key: string, limit: number, since: number) {
+    const nth = await tx.get<{ at: number }>(
+      sql`SELECT at FROM login_attempts WHERE ${sql.raw(column)} = ${key} AND at > ${since}
+          ORDER BY at DESC, id DESC LIMIT 1 OFFSET ${limit - 1}`,
+    );
     return nth ? Math.max(1, nth.at + WINDOW_MS - this.ctx.now()) : 0;
   }
 
   /**
    * Start an attempt for this email from this address: recorded at once and admitted, or
-   * refused (not recorded) with how long to wait. Check and record are one write transaction,
-   * so concurrent attempts, in this process or another, cannot both take the last place.
+   * refused (not recorded) with how long to wait. Check and record are one transaction that
+   * first locks one row (meta's login_throttle): concurrent attempts, in this process or
+   * another msgd on the same database, take turns, and cannot both take the last place.
    */
-  begin(email: string, address: string): Admission {
+  async begin(email: string, address: string): Promise<Admission> {
     const account = accountKey(email);
-    return this.ctx.db.sqlite
-      .transaction((): Admission => {
-        const now = this.ctx.now();
-        const since = now - WINDOW_MS;
-        stmt(this.ctx.db.sqlite, 'DELETE FROM login_attempts WHERE at <= ?').run(since);
-        const waitMs = Math.max(
-          this.wait('account', account, PER_ACCOUNT, since),
-          this.wait('address', address, PER_ADDRESS, since),
-        );
-        if (waitMs > 0) return { ok: false, waitMs };
-        const { lastInsertRowid } = stmt(
-          this.ctx.db.sqlite,
-          'INSERT INTO login_attempts (account, address, at) VALUES (?, ?, ?)',
-        ).run(account, address, now);
-        return { ok: true, attempt: Number(lastInsertRowid) };
-      })
-      .immediate();
+    return this.ctx.store.transaction(async (tx): Promise<Admission> => {
+      await tx.run(
+        sql`INSERT INTO meta (key, value) VALUES (${LOCK_KEY}, '') ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+      );
+      const now = this.ctx.now();
+      const since = now - WINDOW_MS;
+      await tx.run(sql`DELETE FROM login_attempts WHERE at <= ${since}`);
+      const waitMs = Math.max(
+        await this.wait(tx, 'account', account, PER_ACCOUNT, since),
+        await this.wait(tx, 'address', address, PER_ADDRESS, since),
+      );
+      if (waitMs > 0) return { ok: false, waitMs };
+      const row = await tx.get<{ id: number }>(
+        sql`INSERT INTO login_attempts (account, address, at) VALUES (${account}, ${address}, ${now}) RETURNING id`,
+      );
+      return { ok: true, attempt: row!.id };
+    });
   }
 
   /**
    * The account proved who it is: its count starts again, and `attempts` (the ones that made
    * up this login: the password, then the code) no longer count against their addresses.
    */
-  succeeded(email: string, attempts: number[]): void {
-    this.ctx.db.sqlite
-      .transaction(() => {
-        const del = stmt(this.ctx.db.sqlite, 'DELETE FROM login_attempts WHERE id = ?');
-        for (const id of attempts) del.run(id);
-        stmt(this.ctx.db.sqlite, 'UPDATE login_attempts SET account = NULL WHERE account = ?').run(accountKey(email));
-      })
-      .immediate();
+  async succeeded(email: string, attempts: number[]): Promise<void> {
+    await this.ctx.store.transaction(async (tx) => {
+      if (attempts.length)
+        await tx.run(sql`DELETE FROM login_attempts WHERE id IN (${sql.join(attempts.map((id) => sql`${id}`))})`);
+      await tx.run(sql`UPDATE login_attempts SET account = NULL WHERE account = ${accountKey(email)}`);
+    });
   }
 }

@@ -35,14 +35,14 @@ export function loginSteps(ui: Ui) {
    * Throttle: refused (and audited) past the limit, answered by `refused` with a 429 page;
    * otherwise the attempt counts from now on, while it is checked.
    */
-  const admit = (
+  const admit = async (
     reply: FastifyReply,
     email: string,
     ip: string,
     step: string,
     refused: (error: string) => unknown,
-  ): Admitted => {
-    const admission = ui.throttle.begin(email, ip);
+  ): Promise<Admitted> => {
+    const admission = await ui.throttle.begin(email, ip);
     if (admission.ok) return { attempt: admission.attempt };
     auditEvent(ctx, 'anonymous', 'ui.login_throttled', 'user', findUserByEmail(ctx, email)?.id ?? null, {
       email,
@@ -70,8 +70,8 @@ export function loginSteps(ui: Ui) {
    * count against the address) and a fresh session begins. A person whose partner (picked for
    * the session) requires two-factor authentication and who has none is sent to set it up.
    */
-  const startSession = (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempts: number[]) => {
-    ui.throttle.succeeded(user.email, attempts);
+  const startSession = async (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempts: number[]) => {
+    await ui.throttle.succeeded(user.email, attempts);
     // A session this browser already had ends: every login starts a fresh one.
     if (req.ui?.session) endSession(ctx, req.ui.session.sessionId, req.ui.session.userId);
     const { secret, partnerId } = createSession(ctx, user.id, { ip: req.ip });

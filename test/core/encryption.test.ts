@@ -93,8 +93,8 @@ describe('gateway secrets at rest', () => {
     expect(openGateway(t.ctx, id).secrets).toEqual({ auth_token: SECRETS.rotated });
   });
 
-  it('and no view, listing or audit entry carries a value', () => {
-    const everything = JSON.stringify([listGateways(t.ctx), getGateway(t.ctx, 'wa'), listAudit(t.ctx, 1000)]);
+  it('and no view, listing or audit entry carries a value', async () => {
+    const everything = JSON.stringify([listGateways(t.ctx), getGateway(t.ctx, 'wa'), await listAudit(t.ctx, 1000)]);
     for (const secret of Object.values(SECRETS)) expect(everything).not.toContain(secret);
     expect(getGateway(t.ctx, 'wa').secret_names).toEqual(['access_token', 'app_secret']);
   });

@@ -32,7 +32,7 @@ describe('msgctl tui: partners', () => {
     expect(f).toContain('n new');
     const p = getPartner(c.cli.ctx, 'acme');
     expect(p.name).toBe('Acme Ltd');
-    const entry = listAudit(c.cli.ctx, 10).find((a) => a.action === 'partner.create');
+    const entry = (await listAudit(c.cli.ctx, 10)).find((a) => a.action === 'partner.create');
     expect(entry?.actor).toMatch(/^tui:/);
   });
 

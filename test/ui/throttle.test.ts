@@ -143,8 +143,8 @@ describe('login throttle under concurrency', () => {
     const dd = openDataDir(s.dataDir, { env: {} });
     try {
       const other = new LoginThrottle(coreCtx(dd, { dataDir: s.dataDir, now: s.clock.now }));
-      expect(other.begin(email, '203.0.113.50')).toMatchObject({ ok: true });
-      expect(other.begin(email, '203.0.113.51')).toMatchObject({ ok: false });
+      expect(await other.begin(email, '203.0.113.50')).toMatchObject({ ok: true });
+      expect(await other.begin(email, '203.0.113.51')).toMatchObject({ ok: false });
     } finally {
       dd.close();
     }

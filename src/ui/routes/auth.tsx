@@ -77,7 +77,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     const email = field(f, 'email').slice(0, 254);
     const ip = req.ip;
     // Throttle: counted before the password is hashed, so parallel guesses count too.
-    const admitted = admit(reply, email, ip, 'password', (error) =>
+    const admitted = await admit(reply, email, ip, 'password', (error) =>
       loginPage(req, reply, { error, email, status: 429 }),
     );
     if ('sent' in admitted) return admitted.sent;
@@ -90,7 +90,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     // Second factor, when the person has one on.
     if (twoFactorOn(user)) return askForCode(req, reply, user, admitted.attempt);
     // Session.
-    return startSession(req, reply, user, [admitted.attempt]);
+    return await startSession(req, reply, user, [admitted.attempt]);
   });
 
   app.post('/logout', async (req, reply) => {
@@ -303,7 +303,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     const person = personFor(req);
     const f = form(req);
     // The current password is a proof of identity like a login's: the same throttle and audit.
-    const admitted = admit(reply, person.email, req.ip, 'account_password', (error) =>
+    const admitted = await admit(reply, person.email, req.ip, 'account_password', (error) =>
       accountPage(req, reply, { error }, 429),
     );
     if ('sent' in admitted) return admitted.sent;
@@ -313,12 +313,12 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
       if (e instanceof AppError && e.code === 'invalid_request') {
         if (e.details.some((d) => d.field === 'current'))
           auditFailure(person.email, req.ip, 'account_password', `user:${person.userId}`);
-        else ui.throttle.succeeded(person.email, [admitted.attempt]);
+        else await ui.throttle.succeeded(person.email, [admitted.attempt]);
         return accountPage(req, reply, { error: e.message }, 400);
       }
       throw e;
     }
-    ui.throttle.succeeded(person.email, [admitted.attempt]);
+    await ui.throttle.succeeded(person.email, [admitted.attempt]);
     // Every session ended with the password; this browser starts a fresh one.
     const { secret } = createSession(rt.ctx, person.userId, { ip: req.ip, partnerId: req.ui?.user?.partnerId });
     setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);

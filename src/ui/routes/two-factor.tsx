@@ -92,7 +92,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
     if (!pending || !user || !mayLogIn(rt.ctx, user)) return expired(reply);
     const ip = req.ip;
     // Throttle: the same count as the password's, so a known password buys no extra guesses.
-    const admitted = admit(reply, user.email, ip, 'code', (error) => codePage(req, reply, error, 429));
+    const admitted = await admit(reply, user.email, ip, 'code', (error) => codePage(req, reply, error, 429));
     if ('sent' in admitted) return admitted.sent;
     // Second factor.
     const check = checkSecondFactor(rt.ctx, user.id, field(form(req), 'code'));
@@ -109,7 +109,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
     if (!(await endPendingLogin(rt.ctx, pending.id))) return expired(reply);
     clearCookie(reply, ui.names, ui.names.pending);
     // Session.
-    return startSession(req, reply, user, [pending.attempt, admitted.attempt]);
+    return await startSession(req, reply, user, [pending.attempt, admitted.attempt]);
   });
 
   // ---- Your account: two-factor authentication ----
@@ -247,7 +247,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
     const person = personFor(req);
     const f = form(req);
     // Password and code are proofs of identity: the login's throttle and audit.
-    const admitted = admit(reply, person.email, req.ip, 'account_2fa', (error) =>
+    const admitted = await admit(reply, person.email, req.ip, 'account_2fa', (error) =>
       accountPage(req, reply, { error }, 429),
     );
     if ('sent' in admitted) return admitted.sent;
@@ -264,7 +264,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
         400,
       );
     }
-    ui.throttle.succeeded(person.email, [admitted.attempt]);
+    await ui.throttle.succeeded(person.email, [admitted.attempt]);
     disableTwoFactor(rt.ctx, person.userId);
     return reply.redirect(`/ui/account?done=2fa-off`, 303);
   });
