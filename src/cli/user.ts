@@ -34,11 +34,11 @@ export function consoleBase(config: Config): { base: string; warning: string | n
   };
 }
 
-function linkResult(cli: Cli, issued: IssuedLink, verb: string): Result {
+async function linkResult(cli: Cli, issued: IssuedLink, verb: string): Promise<Result> {
   const { base, warning } = consoleBase(cli.config);
   const url = `${base}/ui/invite/${issued.secret}`;
   const { member, partner } = issued;
-  const others = otherPartners(cli.ctx, member.user_id, partner.id);
+  const others = await otherPartners(cli.ctx, member.user_id, partner.id);
   return {
     json: {
       ...memberJson(member),
@@ -69,13 +69,17 @@ function linkResult(cli: Cli, issued: IssuedLink, verb: string): Result {
   };
 }
 
-function invite(cli: Cli, partnerRef: string, email: string, opts: { role: string }): Result {
-  return linkResult(cli, inviteUser(cli.ctx, { partner: partnerRef, email, role: opts.role }, cli.actor), 'Invited');
+async function invite(cli: Cli, partnerRef: string, email: string, opts: { role: string }): Promise<Result> {
+  return linkResult(
+    cli,
+    await inviteUser(cli.ctx, { partner: partnerRef, email, role: opts.role }, cli.actor),
+    'Invited',
+  );
 }
 
-function list(cli: Cli, partnerRef: string): Result {
+async function list(cli: Cli, partnerRef: string): Promise<Result> {
   const partner = getPartner(cli.ctx, partnerRef);
-  const rows = listMembers(cli.ctx, partner.id);
+  const rows = await listMembers(cli.ctx, partner.id);
   return {
     json: { data: rows.map(memberJson) },
     text: rows.length
@@ -95,35 +99,35 @@ function list(cli: Cli, partnerRef: string): Result {
   };
 }
 
-function disable(cli: Cli, partnerRef: string, ref: string): Result {
+async function disable(cli: Cli, partnerRef: string, ref: string): Promise<Result> {
   const partner = getPartner(cli.ctx, partnerRef);
-  const u = setUserStatus(cli.ctx, partner.id, ref, 'disabled', cli.actor);
+  const u = await setUserStatus(cli.ctx, partner.id, ref, 'disabled', cli.actor);
   return {
     json: memberJson(u),
     text: `Disabled ${u.email} for ${partner.slug}: their sessions there have ended and they cannot open it.`,
   };
 }
 
-function enable(cli: Cli, partnerRef: string, ref: string): Result {
+async function enable(cli: Cli, partnerRef: string, ref: string): Promise<Result> {
   const partner = getPartner(cli.ctx, partnerRef);
-  const u = setUserStatus(cli.ctx, partner.id, ref, 'active', cli.actor);
+  const u = await setUserStatus(cli.ctx, partner.id, ref, 'active', cli.actor);
   return { json: memberJson(u), text: `Enabled ${u.email} for ${partner.slug}.` };
 }
 
-function reset(cli: Cli, partnerRef: string, ref: string): Result {
+async function reset(cli: Cli, partnerRef: string, ref: string): Promise<Result> {
   const partner = getPartner(cli.ctx, partnerRef);
-  return linkResult(cli, resetUser(cli.ctx, partner.id, ref, cli.actor, 'operator'), 'Reset link for');
+  return linkResult(cli, await resetUser(cli.ctx, partner.id, ref, cli.actor, 'operator'), 'Reset link for');
 }
 
 async function remove(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
   const partner = getPartner(cli.ctx, partnerRef);
-  const member = getMember(cli.ctx, partner.id, ref);
+  const member = await getMember(cli.ctx, partner.id, ref);
   await confirm(
     cli.io,
     `Remove ${member.email} (${member.user_id}, ${member.role}) from ${partner.slug}, ending their sessions there`,
     opts.yes,
   );
-  removeUser(cli.ctx, partner.id, member.user_id, cli.actor);
+  await removeUser(cli.ctx, partner.id, member.user_id, cli.actor);
   return {
     json: { ...memberJson(member), partner: partner.slug, removed: true },
     text: `Removed ${member.email} from ${partner.slug}.`,
@@ -132,13 +136,13 @@ async function remove(cli: Cli, partnerRef: string, ref: string, opts: { yes?: b
 
 async function resetTwoFactorCmd(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
   const partner = getPartner(cli.ctx, partnerRef);
-  const found = getMember(cli.ctx, partner.id, ref);
+  const found = await getMember(cli.ctx, partner.id, ref);
   await confirm(
     cli.io,
     `Reset two-factor authentication of ${found.email} (${found.user_id}) for ${partner.slug}: their authenticator and recovery codes stop working and their sessions end`,
     opts.yes,
   );
-  const u = resetTwoFactor(cli.ctx, partner.id, found.user_id, cli.actor);
+  const u = await resetTwoFactor(cli.ctx, partner.id, found.user_id, cli.actor);
   return {
     json: memberJson(u),
     text: `Reset two-factor authentication of ${u.email}: they log in with their password alone${

@@ -1,4 +1,6 @@
+import type { Queryable } from '../db/query.js';
 import type { Row } from '../db/rows.js';
+import { sql } from '../db/sql.js';
 import type { partners } from '../db/schema.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
@@ -97,6 +99,16 @@ export function findPartner(ctx: CoreCtx, ref: string): Partner | undefined {
 
 export function getPartner(ctx: CoreCtx, ref: string): Partner {
   const p = findPartner(ctx, ref);
+  if (!p) throw notFound('partner', ref);
+  return p;
+}
+
+/**
+ * getPartner through the store, in `q` (a caller's transaction, or the store). getPartner and
+ * findPartner stay on the connection: synchronous transactions of other modules call them.
+ */
+export async function readPartner(q: Queryable, ref: string): Promise<Partner> {
+  const p = await q.get<Partner>(sql`SELECT * FROM partners WHERE id = ${ref} OR slug = ${ref}`);
   if (!p) throw notFound('partner', ref);
   return p;
 }

@@ -1,11 +1,12 @@
 import { createHash, randomInt } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
-import { stmt } from '../db/stmt.js';
+import type { Queryable, Tx } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { AppError, invalid } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import { audit } from './audit.js';
+import { auditIn } from './audit.js';
 import type { CoreCtx } from './context.js';
-import { getPartner } from './partners.js';
+import { readPartner } from './partners.js';
 import { seal, unseal } from './secrets.js';
 import { getMember, getUser, type Member, type UserRow } from './users.js';
 
@@ -41,28 +42,28 @@ export const twoFactorOn = (user: Pick<UserRow, 'totp_enabled_at'>) => user.totp
  * Whether the session's user must enrol before doing anything else: their partner requires
  * two-factor authentication and they have not turned it on. The one place the rule is decided.
  */
-export function enrolmentRequired(ctx: CoreCtx, userId: string, partnerId: string): boolean {
-  const row = stmt<[string, string], { required: number; on: number }>(
-    ctx.db.sqlite,
-    `SELECT p.require_2fa AS required, u.totp_enabled_at IS NOT NULL AS "on"
-       FROM users u JOIN partners p ON p.id = ? WHERE u.id = ?`,
-  ).get(partnerId, userId);
-  return !!row && row.required === 1 && row.on === 0;
+export async function enrolmentRequired(ctx: CoreCtx, userId: string, partnerId: string): Promise<boolean> {
+  const row = await ctx.store.get<{ required: number; enabled: number }>(
+    sql`SELECT p.require_2fa AS required, CASE WHEN u.totp_enabled_at IS NULL THEN 0 ELSE 1 END AS enabled
+          FROM users u JOIN partners p ON p.id = ${partnerId} WHERE u.id = ${userId}`,
+  );
+  return !!row && row.required === 1 && row.enabled === 0;
 }
 
 /** A partner's admin turns the requirement on or off for all of the partner's users. */
-export function setTwoFactorRequired(ctx: CoreCtx, partnerId: string, required: boolean, actor: string) {
-  ctx.db.sqlite
-    .transaction(() => {
-      const partner = getPartner(ctx, partnerId);
-      stmt(ctx.db.sqlite, 'UPDATE partners SET require_2fa = ?, updated_at = ? WHERE id = ?').run(
-        required ? 1 : 0,
-        ctx.now(),
-        partner.id,
-      );
-      audit(ctx, actor, required ? 'partner.require_2fa' : 'partner.allow_no_2fa', 'partner', partner.id);
-    })
-    .immediate();
+export async function setTwoFactorRequired(
+  ctx: CoreCtx,
+  partnerId: string,
+  required: boolean,
+  actor: string,
+): Promise<void> {
+  await ctx.store.transaction(async (tx) => {
+    const partner = await readPartner(tx, partnerId);
+    await tx.run(
+      sql`UPDATE partners SET require_2fa = ${required ? 1 : 0}, updated_at = ${ctx.now()} WHERE id = ${partner.id}`,
+    );
+    await auditIn(ctx, tx, actor, required ? 'partner.require_2fa' : 'partner.allow_no_2fa', 'partner', partner.id);
+  });
 }
 
 export interface Enrolment {
@@ -76,21 +77,18 @@ export interface Enrolment {
  * Start (or start over) enrolment: a new secret, stored sealed, not in force until a first
  * valid code confirms it. Refused while two-factor authentication is on.
  */
-export function startEnrolment(ctx: CoreCtx, userId: string): Enrolment {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const user = getUser(ctx, userId);
-      if (!user) throw new AppError('not_found', 'user not found');
-      if (twoFactorOn(user)) throw new AppError('conflict', 'two-factor authentication is already on');
-      const secret = new Secret({ size: 20 }).base32;
-      stmt(ctx.db.sqlite, 'UPDATE users SET totp_secret = ?, totp_last_step = NULL, updated_at = ? WHERE id = ?').run(
-        seal(ctx.masterKey, secret),
-        ctx.now(),
-        userId,
-      );
-      return { secret, uri: totpFor(secret, user.email).toString() };
-    })
-    .immediate();
+export async function startEnrolment(ctx: CoreCtx, userId: string): Promise<Enrolment> {
+  return ctx.store.transaction(async (tx) => {
+    const user = await getUser(ctx, userId, tx);
+    if (!user) throw new AppError('not_found', 'user not found');
+    if (twoFactorOn(user)) throw new AppError('conflict', 'two-factor authentication is already on');
+    const secret = new Secret({ size: 20 }).base32;
+    await tx.run(
+      sql`UPDATE users SET totp_secret = ${seal(ctx.masterKey, secret)}, totp_last_step = NULL, updated_at = ${ctx.now()}
+           WHERE id = ${userId}`,
+    );
+    return { secret, uri: totpFor(secret, user.email).toString() };
+  });
 }
 
 /** The 30-second step this TOTP code is valid for around now, or null. */
@@ -114,15 +112,15 @@ function newRecoveryCode(): string {
 const normalizeCode = (code: string) => (typeof code === 'string' ? code.toLowerCase().replace(/[\s-]/g, '') : '');
 
 /** Replace the user's recovery codes with fresh ones; returns them (shown once). */
-function issueRecoveryCodes(ctx: CoreCtx, userId: string): string[] {
+async function issueRecoveryCodes(ctx: CoreCtx, tx: Tx, userId: string): Promise<string[]> {
   const now = ctx.now();
-  stmt(ctx.db.sqlite, 'DELETE FROM user_recovery_codes WHERE user_id = ?').run(userId);
-  const insert = stmt(
-    ctx.db.sqlite,
-    'INSERT INTO user_recovery_codes (id, user_id, hash, used_at, created_at) VALUES (?, ?, ?, NULL, ?)',
-  );
+  await tx.run(sql`DELETE FROM user_recovery_codes WHERE user_id = ${userId}`);
   const codes = Array.from({ length: RECOVERY_CODES }, newRecoveryCode);
-  for (const code of codes) insert.run(newId('rc'), userId, sha256(normalizeCode(code)), now);
+  await tx.run(
+    sql`INSERT INTO user_recovery_codes (id, user_id, hash, used_at, created_at) VALUES ${sql.join(
+      codes.map((code) => sql`(${newId('rc')}, ${userId}, ${sha256(normalizeCode(code))}, NULL, ${now})`),
+    )}`,
+  );
   return codes;
 }
 
@@ -130,29 +128,24 @@ function issueRecoveryCodes(ctx: CoreCtx, userId: string): string[] {
  * Confirm enrolment with the first code from the app: two-factor authentication is on from
  * now, and the recovery codes are returned, to be shown once.
  */
-export function confirmEnrolment(ctx: CoreCtx, userId: string, code: string): string[] {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const user = getUser(ctx, userId);
-      if (!user) throw new AppError('not_found', 'user not found');
-      if (twoFactorOn(user)) throw new AppError('conflict', 'two-factor authentication is already on');
-      if (!user.totp_secret) throw new AppError('conflict', 'start the set-up first');
-      const step = totpStep(ctx, user, normalizeCode(code));
-      if (step === null)
-        throw invalid('that code is not right: check the time on your phone and enter the code shown now', [
-          { field: 'code', message: 'not right' },
-        ]);
-      const now = ctx.now();
-      stmt(ctx.db.sqlite, 'UPDATE users SET totp_enabled_at = ?, totp_last_step = ?, updated_at = ? WHERE id = ?').run(
-        now,
-        step,
-        now,
-        userId,
-      );
-      audit(ctx, `user:${userId}`, 'user.enable_2fa', 'user', userId);
-      return issueRecoveryCodes(ctx, userId);
-    })
-    .immediate();
+export async function confirmEnrolment(ctx: CoreCtx, userId: string, code: string): Promise<string[]> {
+  return ctx.store.transaction(async (tx) => {
+    const user = await getUser(ctx, userId, tx);
+    if (!user) throw new AppError('not_found', 'user not found');
+    if (twoFactorOn(user)) throw new AppError('conflict', 'two-factor authentication is already on');
+    if (!user.totp_secret) throw new AppError('conflict', 'start the set-up first');
+    const step = totpStep(ctx, user, normalizeCode(code));
+    if (step === null)
+      throw invalid('that code is not right: check the time on your phone and enter the code shown now', [
+        { field: 'code', message: 'not right' },
+      ]);
+    const now = ctx.now();
+    await tx.run(
+      sql`UPDATE users SET totp_enabled_at = ${now}, totp_last_step = ${step}, updated_at = ${now} WHERE id = ${userId}`,
+    );
+    await auditIn(ctx, tx, `user:${userId}`, 'user.enable_2fa', 'user', userId);
+    return issueRecoveryCodes(ctx, tx, userId);
+  });
 }
 
 export type SecondFactor =
@@ -161,57 +154,57 @@ export type SecondFactor =
 /**
  * Check a second factor: a TOTP code not used before (its step is remembered, so a code
  * cannot be replayed within its window), or an unused recovery code (used up by this call).
+ * The step moves only forward, by a conditional UPDATE, so two requests racing with one code
+ * cannot both pass on any store.
  */
-export function checkSecondFactor(ctx: CoreCtx, userId: string, input: string): SecondFactor {
+export async function checkSecondFactor(ctx: CoreCtx, userId: string, input: string): Promise<SecondFactor> {
   const code = normalizeCode(input);
-  return ctx.db.sqlite
-    .transaction((): SecondFactor => {
-      const user = getUser(ctx, userId);
-      if (!user || !twoFactorOn(user)) return { ok: false, replay: false };
-      const left = () => recoveryCodesLeft(ctx, userId);
-      if (/^\d{6}$/.test(code)) {
-        const step = totpStep(ctx, user, code);
-        if (step === null) return { ok: false, replay: false };
-        if (user.totp_last_step !== null && step <= user.totp_last_step) return { ok: false, replay: true };
-        stmt(ctx.db.sqlite, 'UPDATE users SET totp_last_step = ? WHERE id = ?').run(step, userId);
-        return { ok: true, kind: 'totp', recoveryLeft: left() };
-      }
-      if (code.length !== 16) return { ok: false, replay: false };
-      const used = stmt(
-        ctx.db.sqlite,
-        'UPDATE user_recovery_codes SET used_at = ? WHERE user_id = ? AND hash = ? AND used_at IS NULL',
-      ).run(ctx.now(), userId, sha256(code)).changes;
-      if (!used) return { ok: false, replay: false };
-      audit(ctx, `user:${userId}`, 'user.use_recovery_code', 'user', userId);
-      return { ok: true, kind: 'recovery', recoveryLeft: left() };
-    })
-    .immediate();
+  return ctx.store.transaction(async (tx): Promise<SecondFactor> => {
+    const user = await getUser(ctx, userId, tx);
+    if (!user || !twoFactorOn(user)) return { ok: false, replay: false };
+    if (/^\d{6}$/.test(code)) {
+      const step = totpStep(ctx, user, code);
+      if (step === null) return { ok: false, replay: false };
+      const { changes } = await tx.run(
+        sql`UPDATE users SET totp_last_step = ${step}
+             WHERE id = ${userId} AND (totp_last_step IS NULL OR totp_last_step < ${step})`,
+      );
+      if (changes === 0) return { ok: false, replay: true };
+      return { ok: true, kind: 'totp', recoveryLeft: await recoveryCodesLeft(ctx, userId, tx) };
+    }
+    if (code.length !== 16) return { ok: false, replay: false };
+    const { changes } = await tx.run(
+      sql`UPDATE user_recovery_codes SET used_at = ${ctx.now()}
+           WHERE user_id = ${userId} AND hash = ${sha256(code)} AND used_at IS NULL`,
+    );
+    if (!changes) return { ok: false, replay: false };
+    await auditIn(ctx, tx, `user:${userId}`, 'user.use_recovery_code', 'user', userId);
+    return { ok: true, kind: 'recovery', recoveryLeft: await recoveryCodesLeft(ctx, userId, tx) };
+  });
 }
 
-export function recoveryCodesLeft(ctx: CoreCtx, userId: string): number {
-  return stmt<[string], { n: number }>(
-    ctx.db.sqlite,
-    'SELECT COUNT(*) AS n FROM user_recovery_codes WHERE user_id = ? AND used_at IS NULL',
-  ).get(userId)!.n;
+export async function recoveryCodesLeft(ctx: CoreCtx, userId: string, q: Queryable = ctx.store): Promise<number> {
+  const row = await q.get<{ n: number }>(
+    sql`SELECT COUNT(*) AS n FROM user_recovery_codes WHERE user_id = ${userId} AND used_at IS NULL`,
+  );
+  return Number(row!.n);
 }
 
-function clearTwoFactor(ctx: CoreCtx, userId: string) {
-  stmt(
-    ctx.db.sqlite,
-    'UPDATE users SET totp_secret = NULL, totp_enabled_at = NULL, totp_last_step = NULL, updated_at = ? WHERE id = ?',
-  ).run(ctx.now(), userId);
-  stmt(ctx.db.sqlite, 'DELETE FROM user_recovery_codes WHERE user_id = ?').run(userId);
-  stmt(ctx.db.sqlite, 'DELETE FROM ui_pending_logins WHERE user_id = ?').run(userId);
+async function clearTwoFactor(ctx: CoreCtx, tx: Tx, userId: string) {
+  await tx.run(
+    sql`UPDATE users SET totp_secret = NULL, totp_enabled_at = NULL, totp_last_step = NULL, updated_at = ${ctx.now()}
+         WHERE id = ${userId}`,
+  );
+  await tx.run(sql`DELETE FROM user_recovery_codes WHERE user_id = ${userId}`);
+  await tx.run(sql`DELETE FROM ui_pending_logins WHERE user_id = ${userId}`);
 }
 
 /** The user turns it off themselves (the console has checked their password and a code). */
-export function disableTwoFactor(ctx: CoreCtx, userId: string) {
-  ctx.db.sqlite
-    .transaction(() => {
-      clearTwoFactor(ctx, userId);
-      audit(ctx, `user:${userId}`, 'user.disable_2fa', 'user', userId);
-    })
-    .immediate();
+export async function disableTwoFactor(ctx: CoreCtx, userId: string): Promise<void> {
+  await ctx.store.transaction(async (tx) => {
+    await clearTwoFactor(ctx, tx, userId);
+    await auditIn(ctx, tx, `user:${userId}`, 'user.disable_2fa', 'user', userId);
+  });
 }
 
 /**
@@ -219,16 +212,14 @@ export function disableTwoFactor(ctx: CoreCtx, userId: string) {
  * off and every session of the user ends; if the partner requires it, they enrol again at their
  * next login.
  */
-export function resetTwoFactor(ctx: CoreCtx, partnerId: string, ref: string, actor: string): Member {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const member = getMember(ctx, partnerId, ref);
-      const user = getUser(ctx, member.user_id)!;
-      if (!user.totp_secret) throw new AppError('conflict', `${user.email} has no two-factor authentication to reset`);
-      clearTwoFactor(ctx, user.id);
-      stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(user.id);
-      audit(ctx, actor, 'user.reset_2fa', 'user', user.id, { email: user.email, partner: partnerId });
-      return getMember(ctx, partnerId, user.id);
-    })
-    .immediate();
+export async function resetTwoFactor(ctx: CoreCtx, partnerId: string, ref: string, actor: string): Promise<Member> {
+  return ctx.store.transaction(async (tx) => {
+    const member = await getMember(ctx, partnerId, ref, tx);
+    const user = (await getUser(ctx, member.user_id, tx))!;
+    if (!user.totp_secret) throw new AppError('conflict', `${user.email} has no two-factor authentication to reset`);
+    await clearTwoFactor(ctx, tx, user.id);
+    await tx.run(sql`DELETE FROM ui_sessions WHERE user_id = ${user.id}`);
+    await auditIn(ctx, tx, actor, 'user.reset_2fa', 'user', user.id, { email: user.email, partner: partnerId });
+    return getMember(ctx, partnerId, user.id, tx);
+  });
 }

@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Row } from '../db/rows.js';
 import type { uiSessions, users } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import { sql } from '../db/sql.js';
 import { notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
-import { auditEvent } from './audit.js';
+import { auditEventIn } from './audit.js';
 import type { CoreCtx } from './context.js';
 import { endEverywhere, membershipsOf, type PartnerMembership, type Role } from './users.js';
 
@@ -45,37 +45,40 @@ const TOUCH_MS = 60_000;
  * picked at once (or the one asked for, when the person may open it); otherwise the person
  * picks one (or answers an invitation) first.
  */
-export function createSession(
+export async function createSession(
   ctx: CoreCtx,
   userId: string,
   meta: { ip: string; partnerId?: string },
-): { secret: string; id: string; partnerId: string | null } {
+): Promise<{ secret: string; id: string; partnerId: string | null }> {
   const secret = randomBytes(32).toString('base64url');
   const id = newId('ses');
   const now = ctx.now();
-  const active = membershipsOf(ctx, userId).filter((m) => m.status === 'active');
+  const active = (await membershipsOf(ctx, userId)).filter((m) => m.status === 'active');
   const partnerId =
     active.find((m) => m.partner_id === meta.partnerId)?.partner_id ??
     (active.length === 1 ? active[0].partner_id : null);
-  ctx.db.sqlite
-    .transaction(() => {
-      stmt(
-        ctx.db.sqlite,
-        'INSERT INTO ui_sessions (id, hash, user_id, partner_id, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      ).run(id, sha256(secret), userId, partnerId, now, now, now + ctx.config.ui.sessionMaxHours * 3_600_000);
-      stmt(ctx.db.sqlite, 'UPDATE users SET last_login_at = ? WHERE id = ?').run(now, userId);
-      auditEvent(ctx, `user:${userId}`, 'ui.login', 'user', userId, { ip: meta.ip, session: id, partner: partnerId });
-    })
-    .immediate();
+  await ctx.store.transaction(async (tx) => {
+    await tx.run(
+      sql`INSERT INTO ui_sessions (id, hash, user_id, partner_id, created_at, last_seen_at, expires_at)
+          VALUES (${id}, ${sha256(secret)}, ${userId}, ${partnerId}, ${now}, ${now},
+                  ${now + ctx.config.ui.sessionMaxHours * 3_600_000})`,
+    );
+    await tx.run(sql`UPDATE users SET last_login_at = ${now} WHERE id = ${userId}`);
+    await auditEventIn(ctx, tx, `user:${userId}`, 'ui.login', 'user', userId, {
+      ip: meta.ip,
+      session: id,
+      partner: partnerId,
+    });
+  });
   return { secret, id, partnerId };
 }
 
 /** Work in another of the person's partners in the current session; 404 for a partner they may not open. */
-export function selectPartner(ctx: CoreCtx, session: SessionPerson, partnerId: string): void {
-  if (!membershipsOf(ctx, session.userId).some((m) => m.status === 'active' && m.partner_id === partnerId))
+export async function selectPartner(ctx: CoreCtx, session: SessionPerson, partnerId: string): Promise<void> {
+  if (!(await membershipsOf(ctx, session.userId)).some((m) => m.status === 'active' && m.partner_id === partnerId))
     throw notFound('partner', partnerId);
-  stmt(ctx.db.sqlite, 'UPDATE ui_sessions SET partner_id = ? WHERE id = ?').run(partnerId, session.sessionId);
-  auditEvent(ctx, `user:${session.userId}`, 'ui.switch_partner', 'user', session.userId, {
+  await ctx.store.run(sql`UPDATE ui_sessions SET partner_id = ${partnerId} WHERE id = ${session.sessionId}`);
+  await auditEventIn(ctx, ctx.store, `user:${session.userId}`, 'ui.switch_partner', 'user', session.userId, {
     session: session.sessionId,
     partner: partnerId,
   });
@@ -91,23 +94,22 @@ type SessionRow = Pick<
  * The session's person and, when a partner is picked, their place in it; null when the secret
  * names no valid session (an expired or revoked one is deleted).
  */
-export function lookupSession(
+export async function lookupSession(
   ctx: CoreCtx,
   secret: string | undefined,
-): { person: SessionPerson; user: SessionUser | null } | null {
+): Promise<{ person: SessionPerson; user: SessionUser | null } | null> {
   if (!secret || secret.length > 100) return null;
-  const row = stmt<[string], SessionRow>(
-    ctx.db.sqlite,
-    `SELECT s.id, s.user_id, s.partner_id, s.created_at, s.last_seen_at, s.expires_at, u.email, u.status,
-            u.password_hash, u.sessions_valid_after
-       FROM ui_sessions s JOIN users u ON u.id = s.user_id
-      WHERE s.hash = ?`,
-  ).get(sha256(secret));
+  const row = await ctx.store.get<SessionRow>(
+    sql`SELECT s.id, s.user_id, s.partner_id, s.created_at, s.last_seen_at, s.expires_at, u.email, u.status,
+               u.password_hash, u.sessions_valid_after
+          FROM ui_sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.hash = ${sha256(secret)}`,
+  );
   if (!row) return null;
   const now = ctx.now();
   const idleMs = ctx.config.ui.sessionIdleMinutes * 60_000;
   const expired = row.expires_at <= now || row.last_seen_at + idleMs <= now;
-  const all = expired ? [] : membershipsOf(ctx, row.user_id);
+  const all = expired ? [] : await membershipsOf(ctx, row.user_id);
   const partners = all.filter((m) => m.status === 'active');
   const current = row.partner_id === null ? null : (partners.find((m) => m.partner_id === row.partner_id) ?? null);
   const revoked =
@@ -118,11 +120,11 @@ export function lookupSession(
     // The picked partner was suspended, or the membership disabled or removed: access ends now.
     (row.partner_id !== null && current === null);
   if (expired || revoked) {
-    stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE id = ?').run(row.id);
+    await ctx.store.run(sql`DELETE FROM ui_sessions WHERE id = ${row.id}`);
     return null;
   }
   if (now - row.last_seen_at >= TOUCH_MS)
-    stmt(ctx.db.sqlite, 'UPDATE ui_sessions SET last_seen_at = ? WHERE id = ?').run(now, row.id);
+    await ctx.store.run(sql`UPDATE ui_sessions SET last_seen_at = ${now} WHERE id = ${row.id}`);
   const person: SessionPerson = {
     sessionId: row.id,
     userId: row.user_id,
@@ -145,23 +147,26 @@ export function lookupSession(
   };
 }
 
-export function endSession(ctx: CoreCtx, sessionId: string, userId: string) {
-  stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE id = ? AND user_id = ?').run(sessionId, userId);
-  auditEvent(ctx, `user:${userId}`, 'ui.logout', 'user', userId, { session: sessionId });
+export async function endSession(ctx: CoreCtx, sessionId: string, userId: string): Promise<void> {
+  await ctx.store.transaction(async (tx) => {
+    await tx.run(sql`DELETE FROM ui_sessions WHERE id = ${sessionId} AND user_id = ${userId}`);
+    await auditEventIn(ctx, tx, `user:${userId}`, 'ui.logout', 'user', userId, { session: sessionId });
+  });
 }
 
 /** "Log out everywhere": every session of the person, this one included, and every unused invite or reset link. */
-export function endAllSessions(ctx: CoreCtx, userId: string): number {
-  const n = endEverywhere(ctx, userId);
-  auditEvent(ctx, `user:${userId}`, 'ui.logout_everywhere', 'user', userId, { sessions: n });
+export async function endAllSessions(ctx: CoreCtx, userId: string): Promise<number> {
+  const n = await endEverywhere(ctx, userId);
+  await auditEventIn(ctx, ctx.store, `user:${userId}`, 'ui.logout_everywhere', 'user', userId, { sessions: n });
   return n;
 }
 
 /** Expired sessions are deleted on sight; this removes the ones nobody comes back to. */
-export function pruneSessions(ctx: CoreCtx): number {
+export async function pruneSessions(ctx: CoreCtx): Promise<number> {
   const now = ctx.now();
-  return stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE expires_at <= ? OR last_seen_at <= ?').run(
-    now,
-    now - ctx.config.ui.sessionIdleMinutes * 60_000,
-  ).changes;
+  const idleSince = now - ctx.config.ui.sessionIdleMinutes * 60_000;
+  const { changes } = await ctx.store.run(
+    sql`DELETE FROM ui_sessions WHERE expires_at <= ${now} OR last_seen_at <= ${idleSince}`,
+  );
+  return changes;
 }

@@ -1,14 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Row } from '../db/rows.js';
 import type { memberships, users } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import type { Queryable, Tx } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { loginEmail, normalizeEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
-import { audit } from './audit.js';
+import { auditIn } from './audit.js';
 import type { CoreCtx } from './context.js';
-import { getPartner } from './partners.js';
+import { readPartner } from './partners.js';
 import { checkPasswordRules, hashPassword, passwordContext, verifyPassword } from './passwords.js';
 
 // People of the web console. A user is a person (the email is the login, one password); what a
@@ -101,44 +102,58 @@ function parseEmail(email: string): string {
   return e.toLowerCase();
 }
 
-export function findUserByEmail(ctx: CoreCtx, email: string): UserRow | undefined {
-  return stmt<[string], UserRow>(ctx.db.sqlite, 'SELECT * FROM users WHERE email = ?').get(loginEmail(email));
+export async function findUserByEmail(
+  ctx: CoreCtx,
+  email: string,
+  q: Queryable = ctx.store,
+): Promise<UserRow | undefined> {
+  return q.get<UserRow>(sql`SELECT * FROM users WHERE email = ${loginEmail(email)}`);
 }
 
-export function getUser(ctx: CoreCtx, id: string): UserRow | undefined {
-  return stmt<[string], UserRow>(ctx.db.sqlite, 'SELECT * FROM users WHERE id = ?').get(id);
+export async function getUser(ctx: CoreCtx, id: string, q: Queryable = ctx.store): Promise<UserRow | undefined> {
+  return q.get<UserRow>(sql`SELECT * FROM users WHERE id = ${id}`);
 }
 
-const MEMBER_SELECT = `SELECT m.id AS membership_id, m.user_id, m.partner_id, u.email, m.role, m.status, m.accept_by_link,
-       u.password_hash IS NOT NULL AS has_password, u.totp_enabled_at IS NOT NULL AS two_factor, m.invited_by, u.last_login_at, m.created_at, m.accepted_at
+// Flags as 0/1 integers on every store (a bare IS NOT NULL is a boolean on PostgreSQL).
+const MEMBER_SELECT = sql`SELECT m.id AS membership_id, m.user_id, m.partner_id, u.email, m.role, m.status, m.accept_by_link,
+       CASE WHEN u.password_hash IS NULL THEN 0 ELSE 1 END AS has_password,
+       CASE WHEN u.totp_enabled_at IS NULL THEN 0 ELSE 1 END AS two_factor,
+       m.invited_by, u.last_login_at, m.created_at, m.accepted_at
   FROM memberships m JOIN users u ON u.id = m.user_id`;
 
 /**
  * A member of this partner, by user id or email (any case), resolved once: every check and
  * change that follows uses the row found here. Another partner's person is not found.
  */
-export function getMember(ctx: CoreCtx, partnerId: string, ref: string): Member {
+export async function getMember(
+  ctx: CoreCtx,
+  partnerId: string,
+  ref: string,
+  q: Queryable = ctx.store,
+): Promise<Member> {
   const r = typeof ref === 'string' ? ref.trim() : '';
-  const m = stmt<[string, string, string], Member>(
-    ctx.db.sqlite,
-    `${MEMBER_SELECT} WHERE m.partner_id = ? AND (u.id = ? OR u.email = ?)`,
-  ).get(partnerId, r, loginEmail(r));
+  const m = await q.get<Member>(
+    sql`${MEMBER_SELECT} WHERE m.partner_id = ${partnerId} AND (u.id = ${r} OR u.email = ${loginEmail(r)})`,
+  );
   if (!m) throw notFound('user', ref);
   return m;
 }
 
-export function listMembers(ctx: CoreCtx, partnerId: string): Member[] {
-  return stmt<[string], Member>(ctx.db.sqlite, `${MEMBER_SELECT} WHERE m.partner_id = ? ORDER BY u.email`).all(
-    partnerId,
-  );
+export async function listMembers(ctx: CoreCtx, partnerId: string): Promise<Member[]> {
+  return ctx.store.all<Member>(sql`${MEMBER_SELECT} WHERE m.partner_id = ${partnerId} ORDER BY u.email`);
 }
 
 /** The other partners a person belongs to (in any state), for the operator's notices. */
-export function otherPartners(ctx: CoreCtx, userId: string, partnerId: string): number {
-  return stmt<[string, string], { n: number }>(
-    ctx.db.sqlite,
-    'SELECT COUNT(*) AS n FROM memberships WHERE user_id = ? AND partner_id <> ?',
-  ).get(userId, partnerId)!.n;
+export async function otherPartners(
+  ctx: CoreCtx,
+  userId: string,
+  partnerId: string,
+  q: Queryable = ctx.store,
+): Promise<number> {
+  const row = await q.get<{ n: number }>(
+    sql`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ${userId} AND partner_id <> ${partnerId}`,
+  );
+  return Number(row!.n);
 }
 
 export interface IssuedLink {
@@ -153,18 +168,15 @@ export interface IssuedLink {
 export type LinkKind = 'invite' | 'join' | 'reset';
 
 /** Unused invite and reset links of a person stop working (join links only ask to log in). */
-function endPasswordLinks(ctx: CoreCtx, userId: string, now: number) {
-  stmt(
-    ctx.db.sqlite,
-    `UPDATE user_invites SET used_at = ? WHERE user_id = ? AND used_at IS NULL AND kind IN ('invite', 'reset')`,
-  ).run(now, userId);
+async function endPasswordLinks(tx: Tx, userId: string, now: number) {
+  await tx.run(
+    sql`UPDATE user_invites SET used_at = ${now}
+         WHERE user_id = ${userId} AND used_at IS NULL AND kind IN ('invite', 'reset')`,
+  );
 }
 
-function endMembershipLinks(ctx: CoreCtx, membershipId: string, now: number) {
-  stmt(ctx.db.sqlite, 'UPDATE user_invites SET used_at = ? WHERE membership_id = ? AND used_at IS NULL').run(
-    now,
-    membershipId,
-  );
+async function endMembershipLinks(tx: Tx, membershipId: string, now: number) {
+  await tx.run(sql`UPDATE user_invites SET used_at = ${now} WHERE membership_id = ${membershipId} AND used_at IS NULL`);
 }
 
 /**
@@ -172,23 +184,29 @@ function endMembershipLinks(ctx: CoreCtx, membershipId: string, now: number) {
  * works only while the policy that allowed it still holds (see openLink); the operator's reset
  * links are bound to nothing.
  */
-function issueLink(ctx: CoreCtx, member: Member, kind: LinkKind, bound = kind !== 'reset'): IssuedLink {
+async function issueLink(
+  ctx: CoreCtx,
+  tx: Tx,
+  member: Member,
+  kind: LinkKind,
+  bound = kind !== 'reset',
+): Promise<IssuedLink> {
   const secret = randomBytes(32).toString('base64url');
   const now = ctx.now();
   const expiresAt = now + ctx.config.ui.inviteHours * 3_600_000;
   // Only the newest link of a membership (or the newest reset of a person) works.
   if (kind === 'reset')
-    stmt(
-      ctx.db.sqlite,
-      `UPDATE user_invites SET used_at = ? WHERE user_id = ? AND used_at IS NULL AND kind = 'reset'`,
-    ).run(now, member.user_id);
-  else endMembershipLinks(ctx, member.membership_id, now);
-  stmt(
-    ctx.db.sqlite,
-    `INSERT INTO user_invites (id, user_id, hash, kind, membership_id, expires_at, used_at, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, NULL, ?)`,
-  ).run(newId('inv'), member.user_id, linkHash(secret), kind, bound ? member.membership_id : null, expiresAt, now);
-  const p = getPartner(ctx, member.partner_id);
+    await tx.run(
+      sql`UPDATE user_invites SET used_at = ${now}
+           WHERE user_id = ${member.user_id} AND used_at IS NULL AND kind = 'reset'`,
+    );
+  else await endMembershipLinks(tx, member.membership_id, now);
+  await tx.run(
+    sql`INSERT INTO user_invites (id, user_id, hash, kind, membership_id, expires_at, used_at, created_at)
+        VALUES (${newId('inv')}, ${member.user_id}, ${linkHash(secret)}, ${kind},
+                ${bound ? member.membership_id : null}, ${expiresAt}, NULL, ${now})`,
+  );
+  const p = await readPartner(tx, member.partner_id);
   return { member, partner: { id: p.id, slug: p.slug, name: p.name }, kind, secret, expiresAt };
 }
 
@@ -197,9 +215,9 @@ function issueLink(ctx: CoreCtx, member: Member, kind: LinkKind, bound = kind !=
  * elsewhere gets a link that sets the password; anyone else a link that asks them to log in
  * and accept, so a link shown to one partner's admin never opens another partner's console.
  */
-function pendingLink(ctx: CoreCtx, member: Member): IssuedLink {
-  const solo = !member.has_password && otherPartners(ctx, member.user_id, member.partner_id) === 0;
-  return issueLink(ctx, member, solo ? 'invite' : 'join');
+async function pendingLink(ctx: CoreCtx, tx: Tx, member: Member): Promise<IssuedLink> {
+  const solo = !member.has_password && (await otherPartners(ctx, member.user_id, member.partner_id, tx)) === 0;
+  return issueLink(ctx, tx, member, solo ? 'invite' : 'join');
 }
 
 /**
@@ -208,51 +226,44 @@ function pendingLink(ctx: CoreCtx, member: Member): IssuedLink {
  * is pending issues a fresh link (the old one stops working); a member of this partner already
  * (active or disabled) is refused.
  */
-export function inviteUser(
+export async function inviteUser(
   ctx: CoreCtx,
   input: { partner: string; email: string; role: string },
   actor: string,
-): IssuedLink {
+): Promise<IssuedLink> {
   const email = parseEmail(input.email);
   const role = parseRole(input.role);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const partner = getPartner(ctx, input.partner);
-      const now = ctx.now();
-      let user = findUserByEmail(ctx, email);
-      if (!user) {
-        const id = newId('usr');
-        stmt(
-          ctx.db.sqlite,
-          `INSERT INTO users (id, email, password_hash, status, sessions_valid_after, created_at, updated_at)
-           VALUES (?, ?, NULL, 'active', 0, ?, ?)`,
-        ).run(id, email, now, now);
-        user = getUser(ctx, id)!;
-      }
-      const existing = stmt<[string, string], MembershipRow>(
-        ctx.db.sqlite,
-        'SELECT * FROM memberships WHERE user_id = ? AND partner_id = ?',
-      ).get(user.id, partner.id);
-      if (existing && existing.status !== 'pending')
-        throw new AppError('conflict', `${email} is already a user of ${partner.name}`);
-      if (existing)
-        stmt(ctx.db.sqlite, 'UPDATE memberships SET role = ?, invited_by = ?, updated_at = ? WHERE id = ?').run(
-          role,
-          actor,
-          now,
-          existing.id,
-        );
-      else
-        stmt(
-          ctx.db.sqlite,
-          `INSERT INTO memberships (id, user_id, partner_id, role, status, accept_by_link, invited_by, created_at, accepted_at, updated_at)
-           VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, NULL, ?)`,
-        ).run(newId('mem'), user.id, partner.id, role, user.password_hash === null ? 1 : 0, actor, now, now);
-      const member = getMember(ctx, partner.id, user.id);
-      audit(ctx, actor, 'user.invite', 'user', user.id, { partner: partner.slug, email, role });
-      return pendingLink(ctx, member);
-    })
-    .immediate();
+  return ctx.store.transaction(async (tx) => {
+    const partner = await readPartner(tx, input.partner);
+    const now = ctx.now();
+    let user = await findUserByEmail(ctx, email, tx);
+    if (!user) {
+      const id = newId('usr');
+      await tx.run(
+        sql`INSERT INTO users (id, email, password_hash, status, sessions_valid_after, created_at, updated_at)
+            VALUES (${id}, ${email}, NULL, 'active', 0, ${now}, ${now})`,
+      );
+      user = (await getUser(ctx, id, tx))!;
+    }
+    const existing = await tx.get<MembershipRow>(
+      sql`SELECT * FROM memberships WHERE user_id = ${user.id} AND partner_id = ${partner.id}`,
+    );
+    if (existing && existing.status !== 'pending')
+      throw new AppError('conflict', `${email} is already a user of ${partner.name}`);
+    if (existing)
+      await tx.run(
+        sql`UPDATE memberships SET role = ${role}, invited_by = ${actor}, updated_at = ${now} WHERE id = ${existing.id}`,
+      );
+    else
+      await tx.run(
+        sql`INSERT INTO memberships (id, user_id, partner_id, role, status, accept_by_link, invited_by, created_at, accepted_at, updated_at)
+            VALUES (${newId('mem')}, ${user.id}, ${partner.id}, ${role}, 'pending', ${user.password_hash === null ? 1 : 0},
+                    ${actor}, ${now}, NULL, ${now})`,
+      );
+    const member = await getMember(ctx, partner.id, user.id, tx);
+    await auditIn(ctx, tx, actor, 'user.invite', 'user', user.id, { partner: partner.slug, email, role });
+    return pendingLink(ctx, tx, member);
+  });
 }
 
 /** Who issues a reset: the operator (msgctl) may reset anyone; a partner's admin only some. */
@@ -265,83 +276,82 @@ export type ResetBy = 'operator' | 'console';
  * a developer or billing user who belongs to no other partner; admins, and people of several
  * partners, are reset by the operator.
  */
-export function resetUser(ctx: CoreCtx, partnerId: string, ref: string, actor: string, by: ResetBy): IssuedLink {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const member = getMember(ctx, partnerId, ref);
-      if (member.status === 'disabled')
-        throw new AppError('conflict', `${member.email} is disabled for this partner; enable it first`);
-      if (member.status === 'pending') {
-        audit(ctx, actor, 'user.reinvite', 'user', member.user_id, { email: member.email });
-        // The operator may hand a person with no password the link that sets it.
-        return by === 'operator' && !member.has_password ? issueLink(ctx, member, 'invite') : pendingLink(ctx, member);
-      }
-      if (by === 'console' && (member.role === 'admin' || otherPartners(ctx, member.user_id, partnerId) > 0))
-        throw new AppError(
-          'forbidden',
-          `the console issues reset links only for developer and billing users who use no other partner's console; ask your operator to run: msgctl user reset <partner> ${member.email}`,
-        );
-      audit(ctx, actor, 'user.reset', 'user', member.user_id, { email: member.email });
-      return member.has_password ? issueLink(ctx, member, 'reset', by === 'console') : issueLink(ctx, member, 'invite');
-    })
-    .immediate();
+export async function resetUser(
+  ctx: CoreCtx,
+  partnerId: string,
+  ref: string,
+  actor: string,
+  by: ResetBy,
+): Promise<IssuedLink> {
+  return ctx.store.transaction(async (tx) => {
+    const member = await getMember(ctx, partnerId, ref, tx);
+    if (member.status === 'disabled')
+      throw new AppError('conflict', `${member.email} is disabled for this partner; enable it first`);
+    if (member.status === 'pending') {
+      await auditIn(ctx, tx, actor, 'user.reinvite', 'user', member.user_id, { email: member.email });
+      // The operator may hand a person with no password the link that sets it.
+      return by === 'operator' && !member.has_password
+        ? issueLink(ctx, tx, member, 'invite')
+        : pendingLink(ctx, tx, member);
+    }
+    if (by === 'console' && (member.role === 'admin' || (await otherPartners(ctx, member.user_id, partnerId, tx)) > 0))
+      throw new AppError(
+        'forbidden',
+        `the console issues reset links only for developer and billing users who use no other partner's console; ask your operator to run: msgctl user reset <partner> ${member.email}`,
+      );
+    await auditIn(ctx, tx, actor, 'user.reset', 'user', member.user_id, { email: member.email });
+    return member.has_password
+      ? issueLink(ctx, tx, member, 'reset', by === 'console')
+      : issueLink(ctx, tx, member, 'invite');
+  });
 }
 
 /** Sessions of a person that are in this partner end (another partner's sessions stay). */
-function endPartnerSessions(ctx: CoreCtx, userId: string, partnerId: string) {
-  stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ? AND partner_id = ?').run(userId, partnerId);
+async function endPartnerSessions(tx: Tx, userId: string, partnerId: string) {
+  await tx.run(sql`DELETE FROM ui_sessions WHERE user_id = ${userId} AND partner_id = ${partnerId}`);
 }
 
-function endSessionsOf(ctx: CoreCtx, userId: string) {
-  stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(userId);
+async function endSessionsOf(tx: Tx, userId: string): Promise<number> {
+  return (await tx.run(sql`DELETE FROM ui_sessions WHERE user_id = ${userId}`)).changes;
 }
 
 /**
  * Disable or enable a membership. A disabled member's sessions in this partner end at once and
  * its unused links stop working; enabling brings back what it was (pending until accepted).
  */
-export function setUserStatus(
+export async function setUserStatus(
   ctx: CoreCtx,
   partnerId: string,
   ref: string,
   status: 'active' | 'disabled',
   actor: string,
-): Member {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const member = getMember(ctx, partnerId, ref);
-      const enabled = member.status !== 'disabled';
-      if ((status === 'disabled') !== enabled)
-        throw new AppError('conflict', `${member.email} is already ${status === 'active' ? 'enabled' : 'disabled'}`);
-      const now = ctx.now();
-      const next = status === 'disabled' ? 'disabled' : member.accepted_at === null ? 'pending' : 'active';
-      stmt(ctx.db.sqlite, 'UPDATE memberships SET status = ?, updated_at = ? WHERE id = ?').run(
-        next,
-        now,
-        member.membership_id,
-      );
-      if (status === 'disabled') {
-        endPartnerSessions(ctx, member.user_id, partnerId);
-        endMembershipLinks(ctx, member.membership_id, now);
-      }
-      audit(ctx, actor, status === 'disabled' ? 'user.disable' : 'user.enable', 'user', member.user_id, {
-        email: member.email,
-      });
-      return getMember(ctx, partnerId, member.user_id);
-    })
-    .immediate();
+): Promise<Member> {
+  return ctx.store.transaction(async (tx) => {
+    const member = await getMember(ctx, partnerId, ref, tx);
+    const enabled = member.status !== 'disabled';
+    if ((status === 'disabled') !== enabled)
+      throw new AppError('conflict', `${member.email} is already ${status === 'active' ? 'enabled' : 'disabled'}`);
+    const now = ctx.now();
+    const next = status === 'disabled' ? 'disabled' : member.accepted_at === null ? 'pending' : 'active';
+    await tx.run(sql`UPDATE memberships SET status = ${next}, updated_at = ${now} WHERE id = ${member.membership_id}`);
+    if (status === 'disabled') {
+      await endPartnerSessions(tx, member.user_id, partnerId);
+      await endMembershipLinks(tx, member.membership_id, now);
+    }
+    await auditIn(ctx, tx, actor, status === 'disabled' ? 'user.disable' : 'user.enable', 'user', member.user_id, {
+      email: member.email,
+    });
+    return getMember(ctx, partnerId, member.user_id, tx);
+  });
 }
 
 /** A person left without any membership is deleted, with their sessions and links: the address is free again. */
-function deleteIfAlone(ctx: CoreCtx, userId: string): boolean {
-  const left = stmt<[string], { n: number }>(
-    ctx.db.sqlite,
-    'SELECT COUNT(*) AS n FROM memberships WHERE user_id = ?',
-  ).get(userId)!.n;
-  if (left > 0) return false;
-  endSessionsOf(ctx, userId);
-  stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE user_id = ?').run(userId);
-  stmt(ctx.db.sqlite, 'DELETE FROM users WHERE id = ?').run(userId);
+async function deleteIfAlone(tx: Tx, userId: string): Promise<boolean> {
+  const left = await tx.get<{ n: number }>(sql`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ${userId}`);
+  if (Number(left!.n) > 0) return false;
+  await endSessionsOf(tx, userId);
+  await tx.run(sql`DELETE FROM user_invites WHERE user_id = ${userId}`);
+  await tx.run(sql`DELETE FROM users WHERE id = ${userId}`);
   return true;
 }
 
@@ -350,22 +360,20 @@ function deleteIfAlone(ctx: CoreCtx, userId: string): boolean {
  * person left without any membership is deleted with their sessions and links, so the address
  * is free again everywhere.
  */
-export function removeUser(ctx: CoreCtx, partnerId: string, ref: string, actor: string): Member {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const member = getMember(ctx, partnerId, ref);
-      endPartnerSessions(ctx, member.user_id, partnerId);
-      stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE membership_id = ?').run(member.membership_id);
-      stmt(ctx.db.sqlite, 'DELETE FROM memberships WHERE id = ?').run(member.membership_id);
-      const deleted = deleteIfAlone(ctx, member.user_id);
-      audit(ctx, actor, 'user.remove', 'user', member.user_id, {
-        email: member.email,
-        role: member.role,
-        person_deleted: deleted,
-      });
-      return member;
-    })
-    .immediate();
+export async function removeUser(ctx: CoreCtx, partnerId: string, ref: string, actor: string): Promise<Member> {
+  return ctx.store.transaction(async (tx) => {
+    const member = await getMember(ctx, partnerId, ref, tx);
+    await endPartnerSessions(tx, member.user_id, partnerId);
+    await tx.run(sql`DELETE FROM user_invites WHERE membership_id = ${member.membership_id}`);
+    await tx.run(sql`DELETE FROM memberships WHERE id = ${member.membership_id}`);
+    const deleted = await deleteIfAlone(tx, member.user_id);
+    await auditIn(ctx, tx, actor, 'user.remove', 'user', member.user_id, {
+      email: member.email,
+      role: member.role,
+      person_deleted: deleted,
+    });
+    return member;
+  });
 }
 
 /** A partner the person may open, or an invitation waiting for them. */
@@ -380,25 +388,26 @@ export interface PartnerMembership {
 }
 
 /** The person's active memberships and pending invitations, in partners that are active. */
-export function membershipsOf(ctx: CoreCtx, userId: string): PartnerMembership[] {
-  return stmt<[string], PartnerMembership>(
-    ctx.db.sqlite,
-    `SELECT m.partner_id, p.name AS partner_name, p.slug AS partner_slug, p.currency, m.role, m.status,
-            m.created_at
-       FROM memberships m JOIN partners p ON p.id = m.partner_id
-      WHERE m.user_id = ? AND m.status IN ('active', 'pending') AND p.status = 'active'
-      ORDER BY p.name, p.id`,
-  ).all(userId);
+export async function membershipsOf(
+  ctx: CoreCtx,
+  userId: string,
+  q: Queryable = ctx.store,
+): Promise<PartnerMembership[]> {
+  return q.all<PartnerMembership>(
+    sql`SELECT m.partner_id, p.name AS partner_name, p.slug AS partner_slug, p.currency, m.role, m.status,
+               m.created_at
+          FROM memberships m JOIN partners p ON p.id = m.partner_id
+         WHERE m.user_id = ${userId} AND m.status IN ('active', 'pending') AND p.status = 'active'
+         ORDER BY p.name, p.id`,
+  );
 }
 
-function acceptMembership(ctx: CoreCtx, membershipId: string, userId: string, now: number) {
-  stmt(ctx.db.sqlite, `UPDATE memberships SET status = 'active', accepted_at = ?, updated_at = ? WHERE id = ?`).run(
-    now,
-    now,
-    membershipId,
+async function acceptMembership(ctx: CoreCtx, tx: Tx, membershipId: string, userId: string, now: number) {
+  await tx.run(
+    sql`UPDATE memberships SET status = 'active', accepted_at = ${now}, updated_at = ${now} WHERE id = ${membershipId}`,
   );
-  endMembershipLinks(ctx, membershipId, now);
-  audit(ctx, `user:${userId}`, 'user.accept_invite', 'user', userId, { membership: membershipId });
+  await endMembershipLinks(tx, membershipId, now);
+  await auditIn(ctx, tx, `user:${userId}`, 'user.accept_invite', 'user', userId, { membership: membershipId });
 }
 
 /**
@@ -406,20 +415,17 @@ function acceptMembership(ctx: CoreCtx, membershipId: string, userId: string, no
  * logged in (acceptJoinLink): a password proves only the person who set it, and whoever was shown
  * the link that set it (another partner's admin) must not take this partner's invitation with it.
  */
-export function declineInvitation(ctx: CoreCtx, userId: string, partnerId: string): void {
-  ctx.db.sqlite
-    .transaction(() => {
-      const m = stmt<[string, string], MembershipRow>(
-        ctx.db.sqlite,
-        `SELECT * FROM memberships WHERE user_id = ? AND partner_id = ? AND status = 'pending'`,
-      ).get(userId, partnerId);
-      if (!m || getPartner(ctx, partnerId).status !== 'active') throw notFound('invitation', partnerId);
-      stmt(ctx.db.sqlite, 'DELETE FROM user_invites WHERE membership_id = ?').run(m.id);
-      stmt(ctx.db.sqlite, 'DELETE FROM memberships WHERE id = ?').run(m.id);
-      audit(ctx, `user:${userId}`, 'user.decline_invite', 'user', userId, { partner: partnerId });
-      deleteIfAlone(ctx, userId);
-    })
-    .immediate();
+export async function declineInvitation(ctx: CoreCtx, userId: string, partnerId: string): Promise<void> {
+  await ctx.store.transaction(async (tx) => {
+    const m = await tx.get<MembershipRow>(
+      sql`SELECT * FROM memberships WHERE user_id = ${userId} AND partner_id = ${partnerId} AND status = 'pending'`,
+    );
+    if (!m || (await readPartner(tx, partnerId)).status !== 'active') throw notFound('invitation', partnerId);
+    await tx.run(sql`DELETE FROM user_invites WHERE membership_id = ${m.id}`);
+    await tx.run(sql`DELETE FROM memberships WHERE id = ${m.id}`);
+    await auditIn(ctx, tx, `user:${userId}`, 'user.decline_invite', 'user', userId, { partner: partnerId });
+    await deleteIfAlone(tx, userId);
+  });
 }
 
 export interface LinkInfo {
@@ -440,48 +446,45 @@ type LinkRow = {
 };
 
 /** The link's person if the link can still be used: unused, unexpired, and what it is for still open. */
-export function openLink(ctx: CoreCtx, secret: string): LinkInfo | null {
+export async function openLink(ctx: CoreCtx, secret: string, q: Queryable = ctx.store): Promise<LinkInfo | null> {
   if (typeof secret !== 'string' || secret.length < 20 || secret.length > 100) return null;
-  const row = stmt<[string], LinkRow>(
-    ctx.db.sqlite,
-    'SELECT user_id, kind, membership_id, expires_at, used_at FROM user_invites WHERE hash = ?',
-  ).get(linkHash(secret));
+  const row = await q.get<LinkRow>(
+    sql`SELECT user_id, kind, membership_id, expires_at, used_at FROM user_invites WHERE hash = ${linkHash(secret)}`,
+  );
   if (!row || row.used_at !== null || row.expires_at <= ctx.now()) return null;
-  const user = getUser(ctx, row.user_id);
+  const user = await getUser(ctx, row.user_id, q);
   if (!user || user.status !== 'active') return null;
   if (row.kind === 'reset') {
     // A reset opens the person's partners: it is good while they have one to open.
-    if (!membershipsOf(ctx, user.id).length) return null;
+    if (!(await membershipsOf(ctx, user.id, q)).length) return null;
     // One from the console holds only while the person is still a developer or billing member of
     // that partner alone: once they belong to another partner too, or became an admin, the admin
     // who was shown the link must not set the password that opens those.
     if (row.membership_id !== null) {
-      const m = stmt<[string], MembershipRow>(ctx.db.sqlite, 'SELECT * FROM memberships WHERE id = ?').get(
-        row.membership_id,
-      );
-      if (!m || m.status !== 'active' || m.role === 'admin' || otherPartners(ctx, user.id, m.partner_id) > 0)
+      const m = await q.get<MembershipRow>(sql`SELECT * FROM memberships WHERE id = ${row.membership_id}`);
+      if (!m || m.status !== 'active' || m.role === 'admin' || (await otherPartners(ctx, user.id, m.partner_id, q)) > 0)
         return null;
     }
     return { user, kind: row.kind, partnerName: null, role: null, membershipId: null };
   }
-  const m = stmt<[string], MembershipRow & { partner_name: string; partner_status: string }>(
-    ctx.db.sqlite,
-    `SELECT m.*, p.name AS partner_name, p.status AS partner_status
-       FROM memberships m JOIN partners p ON p.id = m.partner_id WHERE m.id = ?`,
-  ).get(row.membership_id ?? '');
+  const m = await q.get<MembershipRow & { partner_name: string; partner_status: string }>(
+    sql`SELECT m.*, p.name AS partner_name, p.status AS partner_status
+          FROM memberships m JOIN partners p ON p.id = m.partner_id WHERE m.id = ${row.membership_id ?? ''}`,
+  );
   if (!m || m.status !== 'pending' || m.partner_status !== 'active') return null;
   return { user, kind: row.kind, partnerName: m.partner_name, role: m.role, membershipId: m.id };
 }
 
 /** The words a password of this person must not be built on. */
-function contextOf(ctx: CoreCtx, user: UserRow): string[] {
-  const names = stmt<[string], { name: string; slug: string }>(
-    ctx.db.sqlite,
-    'SELECT p.name, p.slug FROM memberships m JOIN partners p ON p.id = m.partner_id WHERE m.user_id = ?',
-  )
-    .all(user.id)
-    .flatMap((p) => [p.name, p.slug]);
-  return passwordContext(user.email, names);
+async function contextOf(ctx: CoreCtx, user: UserRow): Promise<string[]> {
+  const rows = await ctx.store.all<{ name: string; slug: string }>(
+    sql`SELECT p.name, p.slug FROM memberships m JOIN partners p ON p.id = m.partner_id
+         WHERE m.user_id = ${user.id} ORDER BY p.id`,
+  );
+  return passwordContext(
+    user.email,
+    rows.flatMap((p) => [p.name, p.slug]),
+  );
 }
 
 /**
@@ -489,51 +492,43 @@ function contextOf(ctx: CoreCtx, user: UserRow): string[] {
  * its membership. Every session and every other invite or reset link of the person ends.
  */
 export async function acceptLink(ctx: CoreCtx, secret: string, password: string): Promise<UserRow> {
-  const first = openLink(ctx, secret);
+  const first = await openLink(ctx, secret);
   if (!first || first.kind === 'join') throw expiredLink();
-  await checkPasswordRules(password, contextOf(ctx, first.user));
+  await checkPasswordRules(password, await contextOf(ctx, first.user));
   const hash = await hashPassword(password);
-  return ctx.db.sqlite
-    .transaction(() => {
-      // Checked again after the hash: the link may have been used meanwhile.
-      const info = openLink(ctx, secret);
-      if (!info || info.kind === 'join') throw expiredLink();
-      const now = ctx.now();
-      stmt(ctx.db.sqlite, 'UPDATE user_invites SET used_at = ? WHERE hash = ?').run(now, linkHash(secret));
-      setPassword(ctx, info.user.id, hash, now);
-      if (info.kind === 'invite' && info.membershipId) acceptMembership(ctx, info.membershipId, info.user.id, now);
-      else audit(ctx, `user:${info.user.id}`, 'user.reset_password', 'user', info.user.id);
-      return getUser(ctx, info.user.id)!;
-    })
-    .immediate();
+  return ctx.store.transaction(async (tx) => {
+    // Checked again after the hash: the link may have been used meanwhile.
+    const info = await openLink(ctx, secret, tx);
+    if (!info || info.kind === 'join') throw expiredLink();
+    const now = ctx.now();
+    await tx.run(sql`UPDATE user_invites SET used_at = ${now} WHERE hash = ${linkHash(secret)}`);
+    await setPassword(tx, info.user.id, hash, now);
+    if (info.kind === 'invite' && info.membershipId)
+      await acceptMembership(ctx, tx, info.membershipId, info.user.id, now);
+    else await auditIn(ctx, tx, `user:${info.user.id}`, 'user.reset_password', 'user', info.user.id);
+    return (await getUser(ctx, info.user.id, tx))!;
+  });
 }
 
 /** Accept the invitation of a join link, as the logged-in person it was made for. */
-export function acceptJoinLink(ctx: CoreCtx, secret: string, userId: string): { partnerId: string } {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const info = openLink(ctx, secret);
-      if (!info || !info.membershipId) throw expiredLink();
-      if (info.user.id !== userId)
-        throw new AppError('forbidden', 'this invitation is for another address: log in with the invited one');
-      const m = stmt<[string], MembershipRow>(ctx.db.sqlite, 'SELECT * FROM memberships WHERE id = ?').get(
-        info.membershipId,
-      )!;
-      acceptMembership(ctx, m.id, userId, ctx.now());
-      return { partnerId: m.partner_id };
-    })
-    .immediate();
+export async function acceptJoinLink(ctx: CoreCtx, secret: string, userId: string): Promise<{ partnerId: string }> {
+  return ctx.store.transaction(async (tx) => {
+    const info = await openLink(ctx, secret, tx);
+    if (!info || !info.membershipId) throw expiredLink();
+    if (info.user.id !== userId)
+      throw new AppError('forbidden', 'this invitation is for another address: log in with the invited one');
+    const m = (await tx.get<MembershipRow>(sql`SELECT * FROM memberships WHERE id = ${info.membershipId}`))!;
+    await acceptMembership(ctx, tx, m.id, userId, ctx.now());
+    return { partnerId: m.partner_id };
+  });
 }
 
-function setPassword(ctx: CoreCtx, userId: string, hash: string, now: number) {
-  stmt(ctx.db.sqlite, 'UPDATE users SET password_hash = ?, sessions_valid_after = ?, updated_at = ? WHERE id = ?').run(
-    hash,
-    now,
-    now,
-    userId,
+async function setPassword(tx: Tx, userId: string, hash: string, now: number) {
+  await tx.run(
+    sql`UPDATE users SET password_hash = ${hash}, sessions_valid_after = ${now}, updated_at = ${now} WHERE id = ${userId}`,
   );
-  endSessionsOf(ctx, userId);
-  endPasswordLinks(ctx, userId, now);
+  await endSessionsOf(tx, userId);
+  await endPasswordLinks(tx, userId, now);
 }
 
 const expiredLink = () =>
@@ -541,28 +536,24 @@ const expiredLink = () =>
 
 /** Change a password knowing the current one; every session and invite or reset link of the person ends. */
 export async function changePassword(ctx: CoreCtx, userId: string, current: string, next: string): Promise<void> {
-  const user = getUser(ctx, userId);
+  const user = await getUser(ctx, userId);
   if (!user || !(await verifyPassword(current ?? '', user.password_hash)))
     throw invalid('the current password is not right', [{ field: 'current', message: 'not right' }]);
-  await checkPasswordRules(next, contextOf(ctx, user));
+  await checkPasswordRules(next, await contextOf(ctx, user));
   const hash = await hashPassword(next);
-  ctx.db.sqlite
-    .transaction(() => {
-      setPassword(ctx, userId, hash, ctx.now());
-      audit(ctx, `user:${userId}`, 'user.change_password', 'user', userId);
-    })
-    .immediate();
+  await ctx.store.transaction(async (tx) => {
+    await setPassword(tx, userId, hash, ctx.now());
+    await auditIn(ctx, tx, `user:${userId}`, 'user.change_password', 'user', userId);
+  });
 }
 
 /** "Log out everywhere": every session of the person ends, and every unused invite or reset link. */
-export function endEverywhere(ctx: CoreCtx, userId: string): number {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const n = stmt(ctx.db.sqlite, 'DELETE FROM ui_sessions WHERE user_id = ?').run(userId).changes;
-      endPasswordLinks(ctx, userId, ctx.now());
-      return n;
-    })
-    .immediate();
+export async function endEverywhere(ctx: CoreCtx, userId: string): Promise<number> {
+  return ctx.store.transaction(async (tx) => {
+    const n = await endSessionsOf(tx, userId);
+    await endPasswordLinks(tx, userId, ctx.now());
+    return n;
+  });
 }
 
 /**
@@ -570,15 +561,15 @@ export function endEverywhere(ctx: CoreCtx, userId: string): number {
  * invitation to answer; else null.
  */
 export async function checkLogin(ctx: CoreCtx, email: string, password: string): Promise<UserRow | null> {
-  const user = typeof email === 'string' && email.length <= 254 ? findUserByEmail(ctx, email) : undefined;
+  const user = typeof email === 'string' && email.length <= 254 ? await findUserByEmail(ctx, email) : undefined;
   const ok = await verifyPassword(typeof password === 'string' ? password : '', user?.password_hash ?? null);
-  if (!ok || !user || !mayLogIn(ctx, user)) return null;
+  if (!ok || !user || !(await mayLogIn(ctx, user))) return null;
   return user;
 }
 
 /** Whether this person may log in now: active, with a membership of an active partner. */
-export function mayLogIn(ctx: CoreCtx, user: UserRow): boolean {
-  return user.status === 'active' && membershipsOf(ctx, user.id).length > 0;
+export async function mayLogIn(ctx: CoreCtx, user: UserRow): Promise<boolean> {
+  return user.status === 'active' && (await membershipsOf(ctx, user.id)).length > 0;
 }
 
 export const memberState = (m: Member) =>

@@ -8,5 +8,5 @@ import type { MaintenanceTask } from '../queue/maintenance-task.js';
 // removed (an expired one is also removed when it is presented).
 export const consoleTasks: MaintenanceTask<{ ctx: CoreCtx }>[] = [
   { name: 'spend-rollup', cron: '* * * * *', run: (rt) => ({ entries: rollUpSpend(rt.ctx) }) },
-  { name: 'ui-sessions-prune', cron: '41 * * * *', run: (rt) => ({ deleted: pruneSessions(rt.ctx) }) },
+  { name: 'ui-sessions-prune', cron: '41 * * * *', run: async (rt) => ({ deleted: await pruneSessions(rt.ctx) }) },
 ];

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { auditEvent } from '../core/audit.js';
+import { auditEventIn } from '../core/audit.js';
 import { startPendingLogin, PENDING_LOGIN_MS } from '../core/pending-logins.js';
 import { enrolmentRequired } from '../core/two-factor.js';
 import { createSession, endSession } from '../core/ui-sessions.js';
@@ -44,7 +44,8 @@ export function loginSteps(ui: Ui) {
   ): Promise<Admitted> => {
     const admission = await ui.throttle.begin(email, ip);
     if (admission.ok) return { attempt: admission.attempt };
-    auditEvent(ctx, 'anonymous', 'ui.login_throttled', 'user', findUserByEmail(ctx, email)?.id ?? null, {
+    const user = await findUserByEmail(ctx, email);
+    await auditEventIn(ctx, ctx.store, 'anonymous', 'ui.login_throttled', 'user', user?.id ?? null, {
       email,
       ip,
       step,
@@ -54,8 +55,10 @@ export function loginSteps(ui: Ui) {
   };
 
   /** A wrong password or code, in the audit log with where it was tried (never what was tried). */
-  const auditFailure = (email: string, ip: string, step: string, actor = 'anonymous') =>
-    auditEvent(ctx, actor, 'ui.login_failed', 'user', findUserByEmail(ctx, email)?.id ?? null, { email, ip, step });
+  const auditFailure = async (email: string, ip: string, step: string, actor = 'anonymous') => {
+    const user = await findUserByEmail(ctx, email);
+    await auditEventIn(ctx, ctx.store, actor, 'ui.login_failed', 'user', user?.id ?? null, { email, ip, step });
+  };
 
   /** Second factor: the password was right; the browser holds the pending login and is asked for a code. */
   const askForCode = async (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempt: number) => {
@@ -73,10 +76,10 @@ export function loginSteps(ui: Ui) {
   const startSession = async (req: FastifyRequest, reply: FastifyReply, user: UserRow, attempts: number[]) => {
     await ui.throttle.succeeded(user.email, attempts);
     // A session this browser already had ends: every login starts a fresh one.
-    if (req.ui?.session) endSession(ctx, req.ui.session.sessionId, req.ui.session.userId);
-    const { secret, partnerId } = createSession(ctx, user.id, { ip: req.ip });
+    if (req.ui?.session) await endSession(ctx, req.ui.session.sessionId, req.ui.session.userId);
+    const { secret, partnerId } = await createSession(ctx, user.id, { ip: req.ip });
     setCookie(reply, ui.names, ui.names.session, secret, config.ui.sessionMaxHours * 3600);
-    const enrol = partnerId !== null && enrolmentRequired(ctx, user.id, partnerId);
+    const enrol = partnerId !== null && (await enrolmentRequired(ctx, user.id, partnerId));
     return reply.redirect(enrol ? ENROL_PATH : afterLogin(req, partnerId), 303);
   };
 

@@ -61,13 +61,17 @@ export const uiPlugin: FastifyPluginAsync<{ rt: UiDeps }> = async (app, { rt }) 
     reply.header('x-frame-options', 'DENY');
     reply.header('cache-control', 'no-store');
     if (https) reply.header('strict-transport-security', 'max-age=31536000; includeSubDomains');
-    const found = lookupSession(rt.ctx, readCookie(req, names.session));
+    const found = await lookupSession(rt.ctx, readCookie(req, names.session));
     req.ui = { session: found?.person ?? null, user: found?.user ?? null };
     // Refused before the body is read, whatever its type: a cross-site form may post text/plain.
     if (UNSAFE.has(req.method) && crossSite(req, rt.config)) return pageExpired(ui, req, reply, 'cross-site');
     // A partner that requires two-factor authentication: its users without it set it up first.
     const user = req.ui.user;
-    if (user && !WHILE_ENROLLING.test(req.url.split('?')[0]) && enrolmentRequired(rt.ctx, user.userId, user.partnerId))
+    if (
+      user &&
+      !WHILE_ENROLLING.test(req.url.split('?')[0]) &&
+      (await enrolmentRequired(rt.ctx, user.userId, user.partnerId))
+    )
       return reply.redirect(ENROL_PATH, 303);
   });
 

@@ -182,7 +182,7 @@ describe('msgctl doctor with the wrong key', () => {
           .prepare('INSERT INTO users (id, email, created_at, updated_at) VALUES (?, ?, ?, ?)')
           .run(ids.user, 'ops@example.com', Date.now(), Date.now()),
       );
-      startEnrolment(ctx, ids.user);
+      await startEnrolment(ctx, ids.user);
     } finally {
       dd.close();
     }

@@ -148,7 +148,7 @@ describe('the memberships migration', () => {
     db.close();
   });
 
-  it("ends a disabled user's sessions and unused links: enabling the membership later brings none back", () => {
+  it("ends a disabled user's sessions and unused links: enabling the membership later brings none back", async () => {
     const db = openDb(join(tmp, 'disabled.db'));
     drizzleMigrate(db.orm, { migrationsFolder: migrationsBefore('0011') });
     const now = Date.now();
@@ -219,17 +219,17 @@ describe('the memberships migration', () => {
     expect(migrate(db)[0]).toBe('0011_console_memberships');
     const ctx = coreCtx({ db, masterKey: Buffer.alloc(32, 1) }, { dataDir: tmp, now: () => now });
     // The active user keeps their session and their one usable link; used and expired links stay dead.
-    expect(lookupSession(ctx, 'eve-session-secret-0123456789abcdef')?.user?.partnerId).toBe('ptr_a');
-    expect(openLink(ctx, secrets.eveReset)?.kind).toBe('reset');
-    expect(openLink(ctx, secrets.eveUsed)).toBeNull();
-    expect(openLink(ctx, secrets.eveExpired)).toBeNull();
+    expect((await lookupSession(ctx, 'eve-session-secret-0123456789abcdef'))?.user?.partnerId).toBe('ptr_a');
+    expect((await openLink(ctx, secrets.eveReset))?.kind).toBe('reset');
+    expect(await openLink(ctx, secrets.eveUsed)).toBeNull();
+    expect(await openLink(ctx, secrets.eveExpired)).toBeNull();
 
     // The disabled ones, enabled again, come back with no session and no link.
-    setUserStatus(ctx, 'ptr_a', 'usr_cy', 'active', 'test');
-    setUserStatus(ctx, 'ptr_a', 'usr_dee', 'active', 'test');
-    expect(lookupSession(ctx, 'cy-session-secret-0123456789abcdef')).toBeNull();
-    expect(openLink(ctx, secrets.cyReset)).toBeNull();
-    expect(openLink(ctx, secrets.deeInvite)).toBeNull();
+    await setUserStatus(ctx, 'ptr_a', 'usr_cy', 'active', 'test');
+    await setUserStatus(ctx, 'ptr_a', 'usr_dee', 'active', 'test');
+    expect(await lookupSession(ctx, 'cy-session-secret-0123456789abcdef')).toBeNull();
+    expect(await openLink(ctx, secrets.cyReset)).toBeNull();
+    expect(await openLink(ctx, secrets.deeInvite)).toBeNull();
     expect(db.sqlite.prepare('PRAGMA foreign_key_check').all()).toEqual([]);
     db.close();
   });

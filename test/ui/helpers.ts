@@ -81,7 +81,7 @@ export async function userSession(
   role = 'admin',
   email = `${role}-${Math.random().toString(36).slice(2, 8)}@example.com`,
 ) {
-  const { secret } = inviteUser(ctx, { partner: partnerId, email, role }, 'test');
+  const { secret } = await inviteUser(ctx, { partner: partnerId, email, role }, 'test');
   await acceptAndLogin(page, base, `${base}/ui/invite/${secret}`, email);
   return email;
 }
@@ -167,7 +167,7 @@ export class Client {
 /** An invited user who has set PASSWORD, and a client logged in as them. */
 export async function loggedIn(ctx: CoreCtx, base: string, partnerId: string, role = 'admin') {
   const email = `${role}-${Math.random().toString(36).slice(2, 8)}@example.com`;
-  const { secret } = inviteUser(ctx, { partner: partnerId, email, role }, 'test');
+  const { secret } = await inviteUser(ctx, { partner: partnerId, email, role }, 'test');
   const c = new Client(base);
   await c.get(`/ui/invite/${secret}`);
   const set = await c.post(`/ui/invite/${secret}`, { password: PASSWORD, confirm: PASSWORD });

@@ -30,7 +30,7 @@ describe('a person in several partners', () => {
   it('is invited by another partner, accepts through the link after logging in, and switches partners from the header', async () => {
     const email = 'pat@agency.example';
     const password = 'quiet harbour lantern moss';
-    const { secret } = inviteUser(s.ctx, { partner: globex.partnerId, email, role: 'billing' }, 'test');
+    const { secret } = await inviteUser(s.ctx, { partner: globex.partnerId, email, role: 'billing' }, 'test');
     await acceptLink(s.ctx, secret, password);
 
     // acme's admin invites pat: the answer is an ordinary invitation with a link.

@@ -26,7 +26,7 @@ const fresh = (tag: string) => `${tag}-${++n}-${Math.random().toString(36).slice
 
 /** A person with PASSWORD who accepted an invitation of `partnerId`. */
 async function person(partnerId: string, role = 'developer', email = fresh(role)) {
-  const { secret } = inviteUser(s.ctx, { partner: partnerId, email, role }, 'test');
+  const { secret } = await inviteUser(s.ctx, { partner: partnerId, email, role }, 'test');
   const user = await acceptLink(s.ctx, secret, PASSWORD);
   return { email, userId: user.id };
 }
@@ -49,7 +49,7 @@ describe('inviting from the console', () => {
     const elsewhere = await person(globex.partnerId, 'admin');
     expect((await new Client(s.url).login(elsewhere.email)).status).toBe(303);
     const pendingElsewhere = fresh('pending');
-    inviteUser(s.ctx, { partner: globex.partnerId, email: pendingElsewhere, role: 'billing' }, 'test');
+    await inviteUser(s.ctx, { partner: globex.partnerId, email: pendingElsewhere, role: 'billing' }, 'test');
 
     const shapes: string[] = [];
     const rows: string[] = [];
@@ -105,8 +105,8 @@ describe('inviting from the console', () => {
   it("a link for a person known elsewhere sets no password; accepting another partner's invitation needs its own link", async () => {
     // P is new: acme's link sets the password. Globex invites P before P used it.
     const email = fresh('p');
-    const acmeLink = inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'admin' }, 'test');
-    const globexLink = inviteUser(s.ctx, { partner: globex.partnerId, email, role: 'admin' }, 'test');
+    const acmeLink = await inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'admin' }, 'test');
+    const globexLink = await inviteUser(s.ctx, { partner: globex.partnerId, email, role: 'admin' }, 'test');
     expect([acmeLink.kind, globexLink.kind]).toEqual(['invite', 'join']);
     const c = new Client(s.url);
     const join = await c.get(`/ui/invite/${globexLink.secret}`);
@@ -139,7 +139,7 @@ describe('inviting from the console', () => {
 describe('the own-account guard', () => {
   it('holds with the own email in the URL, in any case; another user by email works', async () => {
     const email = `Admin2-${Math.random().toString(36).slice(2, 6)}@acme.example`.toLowerCase();
-    const { secret } = inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'admin' }, 'test');
+    const { secret } = await inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'admin' }, 'test');
     await acceptLink(s.ctx, secret, PASSWORD);
     const c = new Client(s.url);
     expect((await c.login(email)).status).toBe(303);
@@ -161,7 +161,7 @@ describe('the own-account guard', () => {
 describe('memberships', () => {
   it('a person of two partners picks one, switches, and loses one partner at once when disabled there', async () => {
     const p = await person(acme.partnerId, 'developer');
-    const { secret } = inviteUser(s.ctx, { partner: globex.partnerId, email: p.email, role: 'billing' }, 'test');
+    const { secret } = await inviteUser(s.ctx, { partner: globex.partnerId, email: p.email, role: 'billing' }, 'test');
     const c = new Client(s.url);
     await c.login(p.email);
     await c.get(`/ui/invite/${secret}`);
@@ -203,7 +203,7 @@ describe('reset links', () => {
     const admin = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
     const otherAdmin = await person(acme.partnerId, 'admin');
     const shared = await person(acme.partnerId, 'developer');
-    inviteUser(s.ctx, { partner: globex.partnerId, email: shared.email, role: 'developer' }, 'test');
+    await inviteUser(s.ctx, { partner: globex.partnerId, email: shared.email, role: 'developer' }, 'test');
     const solo = await person(acme.partnerId, 'billing');
 
     await admin.client.get('/ui/users');
@@ -224,7 +224,7 @@ describe('reset links', () => {
 
   it('end when the person changes the password, and on "log out everywhere"', async () => {
     const a = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
-    const link = resetUser(s.ctx, acme.partnerId, a.email, 'test', 'operator');
+    const link = await resetUser(s.ctx, acme.partnerId, a.email, 'test', 'operator');
     expect((await new Client(s.url).get(`/ui/invite/${link.secret}`)).status).toBe(200);
     await a.client.get('/ui/account');
     const changed = await a.client.post('/ui/account/password', {
@@ -234,7 +234,7 @@ describe('reset links', () => {
     expect(changed.status).toBe(303);
     expect((await new Client(s.url).get(`/ui/invite/${link.secret}`)).status).toBe(410);
 
-    const link2 = resetUser(s.ctx, acme.partnerId, a.email, 'test', 'operator');
+    const link2 = await resetUser(s.ctx, acme.partnerId, a.email, 'test', 'operator');
     await a.client.get('/ui/account');
     await a.client.post('/ui/logout-everywhere', {});
     const c = new Client(s.url);
@@ -249,7 +249,7 @@ describe('weak passwords', () => {
 
   it('are refused on an invite link, a reset link and Your account, saying why; a good one is taken', async () => {
     const email = `ann.lee-${Math.random().toString(36).slice(2, 6)}@acme.example`;
-    const { secret } = inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'developer' }, 'test');
+    const { secret } = await inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'developer' }, 'test');
     const c = new Client(s.url);
     await c.get(`/ui/invite/${secret}`);
     for (const pw of weak(email)) {
@@ -271,7 +271,7 @@ describe('weak passwords', () => {
       expect(r.status).toBe(400);
       expect(r.text).toMatch(/too easy to guess|at least 12 characters/);
     }
-    const reset = resetUser(s.ctx, acme.partnerId, email, 'test', 'operator');
+    const reset = await resetUser(s.ctx, acme.partnerId, email, 'test', 'operator');
     const r = new Client(s.url);
     await r.get(`/ui/invite/${reset.secret}`);
     for (const pw of weak(email)) {

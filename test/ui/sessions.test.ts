@@ -42,7 +42,7 @@ describe('console sessions', () => {
   it('end when the user is disabled, the partner suspended, or after the idle limit', async () => {
     const a = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
     expect((await a.client.get('/ui/messages')).status).toBe(200);
-    setUserStatus(s.ctx, acme.partnerId, a.email, 'disabled', 'test');
+    await setUserStatus(s.ctx, acme.partnerId, a.email, 'disabled', 'test');
     expect(sessionCount(a.email)).toBe(0);
     const r = await a.client.get('/ui/messages');
     expect(r.status).toBe(303);

@@ -29,7 +29,7 @@ const count = (sql: string, ...args: unknown[]) => (s.ctx.db.sqlite.prepare(sql)
 
 /** A person with PASSWORD who accepted an invitation of `partnerId`. */
 async function person(partnerId: string, role = 'developer', email = fresh(role)) {
-  const { secret } = inviteUser(s.ctx, { partner: partnerId, email, role }, 'test');
+  const { secret } = await inviteUser(s.ctx, { partner: partnerId, email, role }, 'test');
   const user = await acceptLink(s.ctx, secret, PASSWORD);
   return { email, userId: user.id };
 }
@@ -56,7 +56,7 @@ describe("another partner's people", () => {
     await squat.get(`/ui/invite/${link}`);
     expect((await squat.post(`/ui/invite/${link}`, { password: PASSWORD, confirm: PASSWORD })).status).toBe(303);
     // Globex invites the same address as admin and sends its link to the real person.
-    const globexLink = inviteUser(s.ctx, { partner: globex.partnerId, email: victim, role: 'admin' }, 'test');
+    const globexLink = await inviteUser(s.ctx, { partner: globex.partnerId, email: victim, role: 'admin' }, 'test');
     expect(globexLink.kind).toBe('join');
     // Whoever holds the password but not globex's link cannot take the invitation.
     await squat.login(victim);
@@ -82,7 +82,7 @@ describe("another partner's people", () => {
     expect(r.status).toBe(200);
     const reset = linkIn(r.text);
     // The developer joins globex through globex's own link.
-    const join = inviteUser(s.ctx, { partner: globex.partnerId, email: dev.email, role: 'admin' }, 'test');
+    const join = await inviteUser(s.ctx, { partner: globex.partnerId, email: dev.email, role: 'admin' }, 'test');
     const c = await clientOf(dev.email);
     await c.get(`/ui/invite/${join.secret}`);
     expect((await c.post(`/ui/invite/${join.secret}/accept`, {})).headers.get('location')).toBe('/ui/overview');
@@ -116,7 +116,7 @@ describe("another partner's people", () => {
   it("acme's admin acting on a person who also belongs to globex touches only acme", async () => {
     const admin = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
     const shared = await person(globex.partnerId, 'admin');
-    const join = inviteUser(s.ctx, { partner: acme.partnerId, email: shared.email, role: 'developer' }, 'test');
+    const join = await inviteUser(s.ctx, { partner: acme.partnerId, email: shared.email, role: 'developer' }, 'test');
     const inGlobex = await clientOf(shared.email, globex.partnerId);
     const inAcme = await clientOf(shared.email, acme.partnerId);
     await inAcme.get(`/ui/invite/${join.secret}`);
@@ -139,8 +139,12 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
     const me = await person(acme.partnerId, 'developer');
     const other = await person(globex.partnerId, 'developer');
     const initech = setupPartner(s.ctx, { slug: `initech-${++n}` });
-    const theirInvite = inviteUser(s.ctx, { partner: initech.partnerId, email: other.email, role: 'admin' }, 'test');
-    inviteUser(s.ctx, { partner: globex.partnerId, email: me.email, role: 'billing' }, 'test');
+    const theirInvite = await inviteUser(
+      s.ctx,
+      { partner: initech.partnerId, email: other.email, role: 'admin' },
+      'test',
+    );
+    await inviteUser(s.ctx, { partner: globex.partnerId, email: me.email, role: 'billing' }, 'test');
     const c = await clientOf(me.email);
     await c.get('/ui/partners');
     // pending (not accepted), another's partner, a made-up id
@@ -163,7 +167,7 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
 
   it('an invitation disabled or removed meanwhile cannot be accepted', async () => {
     const me = await person(acme.partnerId, 'developer');
-    const j1 = inviteUser(s.ctx, { partner: globex.partnerId, email: me.email, role: 'billing' }, 'test');
+    const j1 = await inviteUser(s.ctx, { partner: globex.partnerId, email: me.email, role: 'billing' }, 'test');
     const c = await clientOf(me.email);
     await c.get(`/ui/invite/${j1.secret}`);
     await runCli(['user', 'disable', 'globex', me.email], { dataDir: s.dataDir });
@@ -179,13 +183,13 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
 
   it('the switcher and the answers need the CSRF token', async () => {
     const me = await person(acme.partnerId, 'developer');
-    const j = inviteUser(s.ctx, { partner: globex.partnerId, email: me.email, role: 'billing' }, 'test');
+    const j = await inviteUser(s.ctx, { partner: globex.partnerId, email: me.email, role: 'billing' }, 'test');
     const c = await clientOf(me.email);
     await c.get(`/ui/invite/${j.secret}`);
     await c.post(`/ui/invite/${j.secret}/accept`, {});
     await c.post('/ui/partners', { partner: acme.partnerId });
     const initech = setupPartner(s.ctx, { slug: `initech-${++n}` });
-    inviteUser(s.ctx, { partner: initech.partnerId, email: me.email, role: 'billing' }, 'test');
+    await inviteUser(s.ctx, { partner: initech.partnerId, email: me.email, role: 'billing' }, 'test');
     const good = c.csrf;
     for (const token of ['', 'x'.repeat(43)]) {
       c.csrf = token;
@@ -208,7 +212,7 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
 describe('sessions', () => {
   it('remove and partner suspend end the session in that partner at once; the other partner goes on', async () => {
     const p = await person(acme.partnerId, 'developer');
-    const j = inviteUser(s.ctx, { partner: globex.partnerId, email: p.email, role: 'developer' }, 'test');
+    const j = await inviteUser(s.ctx, { partner: globex.partnerId, email: p.email, role: 'developer' }, 'test');
     const g = await clientOf(p.email);
     await g.get(`/ui/invite/${j.secret}`);
     await g.post(`/ui/invite/${j.secret}/accept`, {});
@@ -220,7 +224,7 @@ describe('sessions', () => {
     expect((await g.get('/ui/tokens')).text).toContain('(developer, globex)');
 
     const other = setupPartner(s.ctx, { slug: `hooli-${++n}` });
-    const k = inviteUser(s.ctx, { partner: other.partnerId, email: p.email, role: 'developer' }, 'test');
+    const k = await inviteUser(s.ctx, { partner: other.partnerId, email: p.email, role: 'developer' }, 'test');
     await g.get(`/ui/invite/${k.secret}`);
     await g.post(`/ui/invite/${k.secret}/accept`, {});
     expect((await g.get('/ui/tokens')).text).toContain(`(developer, ${other.slug})`);
@@ -252,7 +256,7 @@ describe('the same request many times at once', () => {
     ).toBe(1);
 
     const p = await person(globex.partnerId, 'developer');
-    const j = inviteUser(s.ctx, { partner: acme.partnerId, email: p.email, role: 'billing' }, 'test');
+    const j = await inviteUser(s.ctx, { partner: acme.partnerId, email: p.email, role: 'billing' }, 'test');
     const c = await clientOf(p.email);
     await c.get(`/ui/invite/${j.secret}`);
     const accepts = await Promise.all(Array.from({ length: 50 }, () => c.post(`/ui/invite/${j.secret}/accept`, {})));
@@ -318,7 +322,7 @@ describe('markup in partner names', () => {
     const name = `<img src=x onerror=alert(1)> "Hostile" & Co ${++n}`;
     const hostile = createPartner(s.ctx, { slug: `hostile-${n}`, name, creditLimit: 0 }, 'test');
     const me = await person(acme.partnerId, 'developer');
-    const j = inviteUser(s.ctx, { partner: hostile.id, email: me.email, role: 'developer' }, 'test');
+    const j = await inviteUser(s.ctx, { partner: hostile.id, email: me.email, role: 'developer' }, 'test');
     const c = await clientOf(me.email);
     for (const page of [await c.get(`/ui/invite/${j.secret}`), await c.get('/ui/partners')]) {
       expect(page.text).not.toContain('<img src=x');

@@ -230,7 +230,7 @@ describe('the code step over HTTP', () => {
     expect([r.status, r.headers.get('location')]).toEqual([303, '/ui/login?done=expired']);
     // Nor one whose user was disabled after the password step.
     const disabled = await passwordStep(email);
-    setUserStatus(s.ctx, acme.partnerId, email, 'disabled', 'test');
+    await setUserStatus(s.ctx, acme.partnerId, email, 'disabled', 'test');
     s.clock.advance(30_000);
     const d = await disabled.c.post(
       '/ui/login/code',
@@ -238,7 +238,7 @@ describe('the code step over HTTP', () => {
       { 'x-forwarded-for': disabled.address },
     );
     expect([d.status, d.headers.get('location')]).toEqual([303, '/ui/login?done=expired']);
-    setUserStatus(s.ctx, acme.partnerId, email, 'active', 'test');
+    await setUserStatus(s.ctx, acme.partnerId, email, 'active', 'test');
     // Without a pending login the code step is not a way in.
     const none = new Client(s.url);
     await none.get('/ui/login');
@@ -333,11 +333,11 @@ describe("a partner's requirement and the operator's reset", () => {
   it('binds the requirement to the partner picked for the session; the partner switcher stays open', async () => {
     const initech = setupPartner(s.ctx, { slug: 'initech' });
     const email = `agency-${Math.random().toString(36).slice(2, 8)}@example.com`;
-    const { secret } = inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'developer' }, 'test');
+    const { secret } = await inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'developer' }, 'test');
     const person = await acceptLink(s.ctx, secret, PASSWORD);
-    const join = inviteUser(s.ctx, { partner: initech.partnerId, email, role: 'developer' }, 'test');
-    acceptJoinLink(s.ctx, join.secret, person.id);
-    setTwoFactorRequired(s.ctx, initech.partnerId, true, 'test');
+    const join = await inviteUser(s.ctx, { partner: initech.partnerId, email, role: 'developer' }, 'test');
+    await acceptJoinLink(s.ctx, join.secret, person.id);
+    await setTwoFactorRequired(s.ctx, initech.partnerId, true, 'test');
 
     // Two partners, none picked yet: the login goes to the partner picker, which is not held back.
     const c = new Client(s.url);

@@ -84,7 +84,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     // Password.
     const user = await checkLogin(rt.ctx, email, field(f, 'password'));
     if (!user) {
-      auditFailure(email, ip, 'password');
+      await auditFailure(email, ip, 'password');
       return loginPage(req, reply, { error: GENERIC_FAILURE, email, status: 401 });
     }
     // Second factor, when the person has one on.
@@ -95,20 +95,20 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
 
   app.post('/logout', async (req, reply) => {
     const session = req.ui?.session;
-    if (session) endSession(rt.ctx, session.sessionId, session.userId);
+    if (session) await endSession(rt.ctx, session.sessionId, session.userId);
     clearCookie(reply, ui.names, ui.names.session);
     return reply.redirect('/ui/login?done=logout', 303);
   });
 
   app.post('/logout-everywhere', async (req, reply) => {
     const person = personFor(req);
-    endAllSessions(rt.ctx, person.userId);
+    await endAllSessions(rt.ctx, person.userId);
     clearCookie(reply, ui.names, ui.names.session);
     return reply.redirect('/ui/login?done=logout', 303);
   });
 
-  const linkPage = (req: FastifyRequest, reply: FastifyReply, secret: string, error?: string, status = 200) => {
-    const info = openLink(rt.ctx, secret);
+  const linkPage = async (req: FastifyRequest, reply: FastifyReply, secret: string, error?: string, status = 200) => {
+    const info = await openLink(rt.ctx, secret);
     if (!info)
       return sendPage(
         reply,
@@ -212,8 +212,8 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   app.post<{ Params: { secret: string } }>('/invite/:secret/accept', async (req, reply) => {
     const person = personFor(req);
     try {
-      const { partnerId } = acceptJoinLink(rt.ctx, req.params.secret, person.userId);
-      selectPartner(rt.ctx, person, partnerId);
+      const { partnerId } = await acceptJoinLink(rt.ctx, req.params.secret, person.userId);
+      await selectPartner(rt.ctx, person, partnerId);
     } catch (e) {
       if (e instanceof AppError && e.code === 'forbidden')
         return linkPage(req, reply, req.params.secret, e.message, 403);
@@ -222,13 +222,14 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     return reply.redirect('/ui/overview', 303);
   });
 
-  const accountPage = (
+  const accountPage = async (
     req: FastifyRequest,
     reply: FastifyReply,
     msg: { error?: string; ok?: string } = {},
     status = 200,
   ) => {
     const person = personFor(req);
+    const twoFactor = twoFactorOn((await getUser(rt.ctx, person.userId))!);
     const user = req.ui?.user ?? null;
     const csrf = csrfToken(ui, req, reply);
     return sendPage(
@@ -266,7 +267,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
         </form>
         <h2>Two-factor authentication</h2>
         <p>
-          {twoFactorOn(getUser(rt.ctx, person.userId)!)
+          {twoFactor
             ? 'On: logging in takes your password and a code from your phone.'
             : 'Off: logging in takes only your password.'}{' '}
           <a href="/ui/account/2fa">Two-factor authentication settings</a>
@@ -312,7 +313,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     } catch (e) {
       if (e instanceof AppError && e.code === 'invalid_request') {
         if (e.details.some((d) => d.field === 'current'))
-          auditFailure(person.email, req.ip, 'account_password', `user:${person.userId}`);
+          await auditFailure(person.email, req.ip, 'account_password', `user:${person.userId}`);
         else await ui.throttle.succeeded(person.email, [admitted.attempt]);
         return accountPage(req, reply, { error: e.message }, 400);
       }
@@ -320,7 +321,7 @@ export const authRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     }
     await ui.throttle.succeeded(person.email, [admitted.attempt]);
     // Every session ended with the password; this browser starts a fresh one.
-    const { secret } = createSession(rt.ctx, person.userId, { ip: req.ip, partnerId: req.ui?.user?.partnerId });
+    const { secret } = await createSession(rt.ctx, person.userId, { ip: req.ip, partnerId: req.ui?.user?.partnerId });
     setCookie(reply, ui.names, ui.names.session, secret, rt.config.ui.sessionMaxHours * 3600);
     return reply.redirect('/ui/account?done=password', 303);
   });

@@ -109,7 +109,7 @@ export const partnerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const person = personFor(req);
     const f = form(req);
     try {
-      selectPartner(rt.ctx, person, field(f, 'partner'));
+      await selectPartner(rt.ctx, person, field(f, 'partner'));
     } catch (e) {
       if (e instanceof AppError && statusFor(e.code) < 500)
         return page(req, reply, { error: 'You cannot open that partner.' }, statusFor(e.code));
@@ -133,7 +133,7 @@ export const partnerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   app.post<{ Params: { partner: string } }>('/invitations/:partner/decline', async (req, reply) => {
     const person = personFor(req);
     try {
-      declineInvitation(rt.ctx, person.userId, req.params.partner);
+      await declineInvitation(rt.ctx, person.userId, req.params.partner);
     } catch (e) {
       if (e instanceof AppError && statusFor(e.code) < 500)
         return page(req, reply, { error: e.message }, statusFor(e.code));

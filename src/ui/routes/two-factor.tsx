@@ -87,17 +87,17 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
 
   app.post('/login/code', async (req, reply) => {
     const pending = await openPendingLogin(rt.ctx, readCookie(req, ui.names.pending));
-    const user = pending && getUser(rt.ctx, pending.userId);
+    const user = pending && (await getUser(rt.ctx, pending.userId));
     // Disabled, or left with no partner, since the password step: that login is over.
-    if (!pending || !user || !mayLogIn(rt.ctx, user)) return expired(reply);
+    if (!pending || !user || !(await mayLogIn(rt.ctx, user))) return expired(reply);
     const ip = req.ip;
     // Throttle: the same count as the password's, so a known password buys no extra guesses.
     const admitted = await admit(reply, user.email, ip, 'code', (error) => codePage(req, reply, error, 429));
     if ('sent' in admitted) return admitted.sent;
     // Second factor.
-    const check = checkSecondFactor(rt.ctx, user.id, field(form(req), 'code'));
+    const check = await checkSecondFactor(rt.ctx, user.id, field(form(req), 'code'));
     if (!check.ok) {
-      auditFailure(user.email, ip, 'code');
+      await auditFailure(user.email, ip, 'code');
       return codePage(
         req,
         reply,
@@ -114,7 +114,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
 
   // ---- Your account: two-factor authentication ----
 
-  const accountPage = (
+  const accountPage = async (
     req: FastifyRequest,
     reply: FastifyReply,
     body: { error?: string; ok?: string; enrolment?: Enrolment; codes?: string[] } = {},
@@ -122,10 +122,11 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   ) => {
     const person = personFor(req);
     const user = req.ui?.user ?? null;
-    const row = getUser(rt.ctx, person.userId)!;
+    const row = (await getUser(rt.ctx, person.userId))!;
     const csrf = csrfToken(ui, req, reply);
     const on = twoFactorOn(row);
-    const required = user !== null && enrolmentRequired(rt.ctx, user.userId, user.partnerId);
+    const required = user !== null && (await enrolmentRequired(rt.ctx, user.userId, user.partnerId));
+    const recoveryLeft = on ? await recoveryCodesLeft(rt.ctx, person.userId) : 0;
     return sendPage(
       reply,
       <Page title="Two-factor authentication" user={user} person={person} csrf={csrf}>
@@ -178,7 +179,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
           <>
             <p>
               Two-factor authentication is on since <When ms={row.totp_enabled_at} />. Recovery codes left:{' '}
-              <strong id="recovery-left">{recoveryCodesLeft(rt.ctx, person.userId)}</strong> of {RECOVERY_CODES}.
+              <strong id="recovery-left">{recoveryLeft}</strong> of {RECOVERY_CODES}.
             </p>
             <h2>Turn it off</h2>
             <form method="post" action={`${ENROL_PATH}/disable`}>
@@ -224,7 +225,8 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   app.post('/account/2fa/setup', async (req, reply) => {
     const person = personFor(req);
     try {
-      return accountPage(req, reply, { enrolment: startEnrolment(rt.ctx, person.userId) });
+      const enrolment = await startEnrolment(rt.ctx, person.userId);
+      return accountPage(req, reply, { enrolment });
     } catch (e) {
       if (e instanceof AppError && e.code === 'conflict') return accountPage(req, reply, { error: e.message }, 409);
       throw e;
@@ -234,7 +236,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
   app.post('/account/2fa/confirm', async (req, reply) => {
     const person = personFor(req);
     try {
-      const codes = confirmEnrolment(rt.ctx, person.userId, field(form(req), 'code'));
+      const codes = await confirmEnrolment(rt.ctx, person.userId, field(form(req), 'code'));
       return accountPage(req, reply, { codes });
     } catch (e) {
       if (e instanceof AppError && (e.code === 'invalid_request' || e.code === 'conflict'))
@@ -251,12 +253,12 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
       accountPage(req, reply, { error }, 429),
     );
     if ('sent' in admitted) return admitted.sent;
-    const row = getUser(rt.ctx, person.userId)!;
+    const row = (await getUser(rt.ctx, person.userId))!;
     if (!twoFactorOn(row)) return accountPage(req, reply, { error: 'Two-factor authentication is off.' }, 409);
     const passwordOk = await verifyPassword(field(f, 'current'), row.password_hash);
-    const codeOk = passwordOk && checkSecondFactor(rt.ctx, person.userId, field(f, 'code')).ok;
+    const codeOk = passwordOk && (await checkSecondFactor(rt.ctx, person.userId, field(f, 'code'))).ok;
     if (!codeOk) {
-      auditFailure(person.email, req.ip, 'account_2fa', `user:${person.userId}`);
+      await auditFailure(person.email, req.ip, 'account_2fa', `user:${person.userId}`);
       return accountPage(
         req,
         reply,
@@ -265,7 +267,7 @@ export const twoFactorRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui 
       );
     }
     await ui.throttle.succeeded(person.email, [admitted.attempt]);
-    disableTwoFactor(rt.ctx, person.userId);
+    await disableTwoFactor(rt.ctx, person.userId);
     return reply.redirect(`/ui/account?done=2fa-off`, 303);
   });
 };

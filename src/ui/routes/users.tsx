@@ -10,7 +10,7 @@ import {
   setUserStatus,
   type IssuedLink,
 } from '../../core/users.js';
-import { getPartner } from '../../core/partners.js';
+import { readPartner } from '../../core/partners.js';
 import { setTwoFactorRequired } from '../../core/two-factor.js';
 import { statusFor } from '../../web/errors.js';
 import { AppError } from '../../lib/errors.js';
@@ -28,15 +28,15 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   const linkBase = (req: FastifyRequest) =>
     rt.config.server.publicUrl?.replace(/\/+$/, '') ?? `${req.protocol}://${req.headers.host ?? 'localhost'}`;
 
-  const page = (
+  const page = async (
     req: FastifyRequest,
     reply: FastifyReply,
     msg: { error?: string; ok?: string; link?: IssuedLink } = {},
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'users');
-    const rows = listMembers(rt.ctx, p.user.partnerId);
-    const required = getPartner(rt.ctx, p.user.partnerId).require_2fa === 1;
+    const rows = await listMembers(rt.ctx, p.user.partnerId);
+    const required = (await readPartner(rt.ctx.store, p.user.partnerId)).require_2fa === 1;
     return p.render(
       'Users',
       <>
@@ -170,16 +170,18 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   const attempt = async (
     req: FastifyRequest,
     reply: FastifyReply,
-    act: () => Parameters<typeof page>[2],
+    act: () => Promise<Parameters<typeof page>[2]>,
     status = 200,
   ) => {
+    let msg: Parameters<typeof page>[2];
     try {
-      return page(req, reply, act(), status);
+      msg = await act();
     } catch (e) {
       if (e instanceof AppError && statusFor(e.code) < 500)
         return page(req, reply, { error: e.message }, statusFor(e.code));
       throw e;
     }
+    return page(req, reply, msg, status);
   };
 
   app.get('/users', async (req, reply) => page(req, reply));
@@ -190,8 +192,8 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
     return attempt(
       req,
       reply,
-      () => ({
-        link: inviteUser(
+      async () => ({
+        link: await inviteUser(
           rt.ctx,
           { partner: p.user.partnerId, email: field(f, 'email'), role: field(f, 'role') },
           actorOf(p.user),
@@ -204,7 +206,7 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   app.post('/users/2fa-requirement', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'users');
     const required = field(form(req), 'required') === 'yes';
-    setTwoFactorRequired(rt.ctx, p.user.partnerId, required, actorOf(p.user));
+    await setTwoFactorRequired(rt.ctx, p.user.partnerId, required, actorOf(p.user));
     return page(req, reply, {
       ok: required
         ? 'Two-factor authentication is required: users without it set it up at their next page.'
@@ -215,18 +217,19 @@ export const userRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =>
   for (const action of ['disable', 'enable', 'reset', 'remove'] as const) {
     app.post<{ Params: { id: string } }>(`/users/:id/${action}`, async (req, reply) => {
       const p = pageCtx(ui, req, reply, 'users');
-      return attempt(req, reply, () => {
+      return attempt(req, reply, async () => {
         // The target is resolved once (id or email, any case); the checks and the change use it.
-        const target = getMember(rt.ctx, p.user.partnerId, req.params.id);
+        const target = await getMember(rt.ctx, p.user.partnerId, req.params.id);
         if (target.user_id === p.user.userId)
           throw new AppError('conflict', 'You cannot change your own account here.');
         const actor = actorOf(p.user);
-        if (action === 'reset') return { link: resetUser(rt.ctx, p.user.partnerId, target.user_id, actor, 'console') };
+        if (action === 'reset')
+          return { link: await resetUser(rt.ctx, p.user.partnerId, target.user_id, actor, 'console') };
         if (action === 'remove') {
-          removeUser(rt.ctx, p.user.partnerId, target.user_id, actor);
+          await removeUser(rt.ctx, p.user.partnerId, target.user_id, actor);
           return { ok: `${target.email} is removed from ${p.user.partnerName}: their sessions here have ended.` };
         }
-        const u = setUserStatus(
+        const u = await setUserStatus(
           rt.ctx,
           p.user.partnerId,
           target.user_id,
