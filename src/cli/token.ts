@@ -71,7 +71,7 @@ function list(cli: Cli, partnerRef: string): Result {
 }
 
 async function revoke(cli: Cli, ref: string, opts: { yes?: boolean }): Promise<Result> {
-  const found = getTokenByRef(cli.ctx, ref);
+  const found = await getTokenByRef(cli.ctx, ref);
   if (!found.revoked_at) {
     const owner = getPartner(cli.ctx, found.partner_id).slug;
     await confirm(
@@ -80,7 +80,7 @@ async function revoke(cli: Cli, ref: string, opts: { yes?: boolean }): Promise<R
       opts.yes,
     );
   }
-  const t = revokeToken(cli.ctx, found.id, cli.actor);
+  const t = await revokeToken(cli.ctx, found.id, cli.actor);
   const json = tokenJson(t, cli.ctx.now());
   return {
     json,

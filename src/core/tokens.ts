@@ -2,12 +2,14 @@ import type { Row } from '../db/rows.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Statement } from 'better-sqlite3';
 import type { partners, tokens } from '../db/schema.js';
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
-import { audit } from './audit.js';
+import { audit, auditIn } from './audit.js';
 import { getPartner } from './partners.js';
 import { SettingsCache } from './settings-version.js';
 
@@ -66,6 +68,10 @@ export interface IssuedToken {
   secret: string;
 }
 
+/**
+ * Stays on the connection: the demo seed (core/demo.ts) issues its token inside a synchronous
+ * transaction, as the test helpers' partner set-up does.
+ */
 export function issueToken(
   ctx: CoreCtx,
   input: { partner: string; name: string; scopes: string | string[]; expiresAt?: number | null },
@@ -101,18 +107,23 @@ export function issueToken(
     .immediate();
 }
 
+/**
+ * A partner's tokens, newest first. Stays on the connection: the TUI's partner detail reads it
+ * in its synchronous poll.
+ */
 export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
   const partner = getPartner(ctx, partnerRef);
-  return stmt<[string], Token>(ctx.db.sqlite, 'SELECT * FROM tokens WHERE partner_id = ? ORDER BY created_at DESC').all(
-    partner.id,
-  );
+  return stmt<[string], Token>(
+    ctx.db.sqlite,
+    'SELECT * FROM tokens WHERE partner_id = ? ORDER BY created_at DESC, id DESC',
+  ).all(partner.id);
 }
 
 /** A token by id or by its visible prefix (refused when several share the prefix). */
-export function getTokenByRef(ctx: CoreCtx, ref: string): Token {
-  let t = stmt<[string], Token>(ctx.db.sqlite, 'SELECT * FROM tokens WHERE id = ?').get(ref);
+export async function getTokenByRef(ctx: CoreCtx, ref: string, q: Queryable = ctx.store): Promise<Token> {
+  let t = await q.get<Token>(sql`SELECT * FROM tokens WHERE id = ${ref}`);
   if (!t) {
-    const byPrefix = stmt<[string], Token>(ctx.db.sqlite, 'SELECT * FROM tokens WHERE prefix = ?').all(ref);
+    const byPrefix = await q.all<Token>(sql`SELECT * FROM tokens WHERE prefix = ${ref} ORDER BY id`);
     if (byPrefix.length > 1) {
       throw new AppError(
         'conflict',
@@ -126,30 +137,29 @@ export function getTokenByRef(ctx: CoreCtx, ref: string): Token {
 }
 
 /** Revoke by token id or by the visible prefix. */
-export function revokeToken(ctx: CoreCtx, ref: string, actor: string): Token {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const t = getTokenByRef(ctx, ref);
-      if (t.revoked_at) throw new AppError('conflict', `token ${t.id} is already revoked`);
-      const now = ctx.now();
-      stmt(ctx.db.sqlite, 'UPDATE tokens SET revoked_at = ? WHERE id = ?').run(now, t.id);
-      audit(ctx, actor, 'token.revoke', 'token', t.id, { name: t.name });
-      return { ...t, revoked_at: now };
-    })
-    .immediate();
+export async function revokeToken(ctx: CoreCtx, ref: string, actor: string): Promise<Token> {
+  return ctx.store.transaction(async (tx) => {
+    const t = await getTokenByRef(ctx, ref, tx);
+    const now = ctx.now();
+    // Conditional, so of two revocations racing only one is told it revoked the token.
+    const { changes } = await tx.run(
+      sql`UPDATE tokens SET revoked_at = ${now} WHERE id = ${t.id} AND revoked_at IS NULL`,
+    );
+    if (changes === 0) throw new AppError('conflict', `token ${t.id} is already revoked`);
+    await auditIn(ctx, tx, actor, 'token.revoke', 'token', t.id, { name: t.name });
+    return { ...t, revoked_at: now };
+  });
 }
 
 /** A new name for a token (its secret, scopes and expiry stay). */
-export function renameToken(ctx: CoreCtx, ref: string, name: string, actor: string): Token {
+export async function renameToken(ctx: CoreCtx, ref: string, name: string, actor: string): Promise<Token> {
   if (!name || name.length > 100) throw invalid('a token name of 1-100 characters is required');
-  return ctx.db.sqlite
-    .transaction(() => {
-      const t = getTokenByRef(ctx, ref);
-      stmt(ctx.db.sqlite, 'UPDATE tokens SET name = ? WHERE id = ?').run(name, t.id);
-      audit(ctx, actor, 'token.rename', 'token', t.id, { from: t.name, to: name });
-      return { ...t, name };
-    })
-    .immediate();
+  return ctx.store.transaction(async (tx) => {
+    const t = await getTokenByRef(ctx, ref, tx);
+    await tx.run(sql`UPDATE tokens SET name = ${name} WHERE id = ${t.id}`);
+    await auditIn(ctx, tx, actor, 'token.rename', 'token', t.id, { from: t.name, to: name });
+    return { ...t, name };
+  });
 }
 
 export function tokenJson(t: Token, now: number) {
@@ -190,6 +200,9 @@ type AuthRow = Pick<
 const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
+ * Stays synchronous, on the connection: it runs on every API request, and its cache is keyed to
+ * the settings version read from SQLite's connection (src/core/settings-version.ts).
+ *
  * Authenticates a presented bearer secret. Called on every request (a token revoked or a
  * partner suspended by msgctl takes effect on the next request), so the row is kept in memory
  * until the settings version moves, and last_used_at is written at most once a minute per token.

@@ -18,11 +18,11 @@ export type Step =
       title: string;
       note?: string;
       fields: Field[];
-      /** The next step, or what happened (the action ran). */
-      submit(values: FormValues): Step | Done;
+      /** The next step, or what happened (the action ran); a promise of either when it runs through the store. */
+      submit(values: FormValues): Step | Done | Promise<Step | Done>;
       error?: string | null;
     }
-  | { kind: 'confirm'; title: string; lines: string[]; run(): Done }
+  | { kind: 'confirm'; title: string; lines: string[]; run(): Done | Promise<Done> }
   | { kind: 'secret'; title: string; secret: string };
 
 const isStep = (x: Step | Done): x is Step => 'kind' in x;
@@ -54,10 +54,12 @@ export function useOverlay(setFlash: (f: FlashState) => void, onDone: () => void
           error={step.error}
           width={width}
           onCancel={() => setStep(null)}
-          onSubmit={(values) => {
+          onSubmit={async (values) => {
             if (live.current !== step) return;
+            // Taken at once: a second Enter while the action runs finds no step.
+            live.current = null;
             try {
-              const next = step.submit(values);
+              const next = await step.submit(values);
               if (isStep(next)) setStep(next);
               else finish(next);
             } catch (e) {
@@ -77,10 +79,11 @@ export function useOverlay(setFlash: (f: FlashState) => void, onDone: () => void
             setStep(null);
             setFlash({ ok: true, text: 'Cancelled: nothing was changed.' });
           }}
-          onYes={() => {
+          onYes={async () => {
             if (live.current !== step) return;
+            live.current = null;
             try {
-              finish(step.run());
+              finish(await step.run());
             } catch (e) {
               setStep(null);
               setFlash({ ok: false, text: deps.describeError(e) });

@@ -25,38 +25,38 @@ beforeEach(() => {
 afterEach(() => t.close());
 
 describe('settings_version', () => {
-  it('moves with every change to what a request checks, and not with money or statistics', () => {
-    const moved = (what: string, change: () => void) => {
+  it('moves with every change to what a request checks, and not with money or statistics', async () => {
+    const moved = async (what: string, change: () => unknown) => {
       const before = stored(t.ctx);
-      change();
+      await change();
       expect(stored(t.ctx), what).not.toBe(before);
     };
-    const still = (what: string, change: () => void) => {
+    const still = async (what: string, change: () => unknown) => {
       const before = stored(t.ctx);
-      change();
+      await change();
       expect(stored(t.ctx), what).toBe(before);
     };
     let secret = '';
-    moved(
+    await moved(
       'token issued',
       () => (secret = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test').secret),
     );
     const gw = { id: '' };
-    moved(
+    await moved(
       'gateway added',
       () => (gw.id = addGateway(t.ctx, { kind: 'sandbox', name: 'sbx', settings: {}, secrets: {} }, 'test').id),
     );
-    moved('channel assigned', () =>
+    await moved('channel assigned', () =>
       assignChannel(t.ctx, { partner: 'acme', gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test'),
     );
-    moved('price set', () => setPrice(t.ctx, { channel: 'sms', amount: 7500 }, 'test'));
+    await moved('price set', () => setPrice(t.ctx, { channel: 'sms', amount: 7500 }, 'test'));
     const partnerId = (t.ctx.db.sqlite.prepare('SELECT id FROM partners').get() as { id: string }).id;
-    still('top-up', () => topup(t.ctx, partnerId, 1_000_000, null, 'test'));
-    still('debit', () => t.ctx.db.sqlite.transaction(() => debit(t.ctx, partnerId, 7500, null, 'test'))());
-    still('last_used_at', () => new TokenAuthenticator(t.ctx).authenticate(secret));
-    moved('partner suspended', () => suspendPartner(t.ctx, 'acme', 'test'));
-    moved('channel unassigned', () => unassignChannel(t.ctx, { partner: 'acme', type: 'sms' }, 'test'));
-    moved('token revoked', () => revokeToken(t.ctx, secret.slice(0, 16), 'test'));
+    await still('top-up', () => topup(t.ctx, partnerId, 1_000_000, null, 'test'));
+    await still('debit', () => t.ctx.db.sqlite.transaction(() => debit(t.ctx, partnerId, 7500, null, 'test'))());
+    await still('last_used_at', () => new TokenAuthenticator(t.ctx).authenticate(secret));
+    await moved('partner suspended', () => suspendPartner(t.ctx, 'acme', 'test'));
+    await moved('channel unassigned', () => unassignChannel(t.ctx, { partner: 'acme', type: 'sms' }, 'test'));
+    await moved('token revoked', () => revokeToken(t.ctx, secret.slice(0, 16), 'test'));
   });
 });
 
@@ -93,7 +93,7 @@ describe('SettingsCache', () => {
     expect(auth.authenticate(forged)).toEqual({ ok: false, reason: 'unknown' });
     const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
     expect(auth.authenticate(secret).ok).toBe(true);
-    revokeToken(t.ctx, secret.slice(0, 16), 'test');
+    await revokeToken(t.ctx, secret.slice(0, 16), 'test');
     expect(auth.authenticate(secret)).toEqual({ ok: false, reason: 'revoked' });
   });
 });

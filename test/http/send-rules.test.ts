@@ -85,7 +85,7 @@ describe.each(CASES)('$name: 401 for every kind of bad credentials', ({ path, bo
 
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
     const tok = listTokens(s.ctx, p.partnerId).find((t) => t.name === 'test')!;
-    revokeToken(s.ctx, tok.id, 'test');
+    await revokeToken(s.ctx, tok.id, 'test');
     const revoked = await send(s.url, path, body, p.token);
     expectError(revoked, 401, 'unauthorized');
     expect(revoked.body.error.message).toMatch(/revoked/);
@@ -270,7 +270,7 @@ describe('order of the rules across the board', () => {
   it('401 answers carry an RFC 6750 WWW-Authenticate challenge', async () => {
     const p = sandboxPartner(s.ctx, { balance: '10' });
     const tok = listTokens(s.ctx, p.partnerId)[0];
-    revokeToken(s.ctx, tok.id, 'test');
+    await revokeToken(s.ctx, tok.id, 'test');
     for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages']) {
       expect((await send(s.url, path, VALID[SMS])).headers.get('www-authenticate')).toBe('Bearer');
       expect(
@@ -314,7 +314,7 @@ describe('order of the rules across the board', () => {
   it('two Authorization headers are 401 whichever comes first: which token was meant is a guess', async () => {
     const good = sandboxPartner(s.ctx, { balance: '10' });
     const revoked = sandboxPartner(s.ctx, { balance: '10' });
-    revokeToken(s.ctx, listTokens(s.ctx, revoked.partnerId)[0].id, 'test');
+    await revokeToken(s.ctx, listTokens(s.ctx, revoked.partnerId)[0].id, 'test');
     const post = (authorization: string[]) =>
       new Promise<{ status: number; body: any; remaining: number }>((resolve, reject) => {
         const req = httpRequest(
@@ -773,7 +773,7 @@ describe('operator changes from another connection (msgctl) apply on the next re
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
 
       const tok = listTokens(ctl, p.partnerId)[0];
-      revokeToken(ctl, tok.prefix, 'cli');
+      await revokeToken(ctl, tok.prefix, 'cli');
       const r = await send(s.url, SMS, VALID[SMS], p.token);
       expectError(r, 401, 'unauthorized');
       expect(r.body.error.message).toMatch(/revoked/);

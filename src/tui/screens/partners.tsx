@@ -253,8 +253,8 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             kind: 'confirm',
             title: `Revoke token "${t.name}" of ${d.partner.slug}?`,
             lines: [`Token ${t.prefix}… (${t.id}) is refused from the next request on. This cannot be undone.`],
-            run: () => {
-              const r = revokeToken(ctx, t.id, actor);
+            run: async () => {
+              const r = await revokeToken(ctx, t.id, actor);
               return { text: `Revoked token "${r.name}" (${r.id}): requests with it are refused from now on.` };
             },
           };

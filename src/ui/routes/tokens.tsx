@@ -203,7 +203,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
     const own = listTokens(rt.ctx, p.user.partnerId).find((t) => t.id === req.params.id);
     if (!own) return notFoundPage(ui, req, reply);
     try {
-      revokeToken(rt.ctx, own.id, actorOf(p.user));
+      await revokeToken(rt.ctx, own.id, actorOf(p.user));
     } catch (e) {
       if (e instanceof AppError && e.code === 'conflict') return page(req, reply, { error: e.message }, 409);
       throw e;
@@ -219,7 +219,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
     if (!own) return notFoundPage(ui, req, reply);
     const name = field(form(req), 'name').trim();
     try {
-      renameToken(rt.ctx, own.id, name, actorOf(p.user));
+      await renameToken(rt.ctx, own.id, name, actorOf(p.user));
     } catch (e) {
       if (e instanceof AppError && e.code === 'invalid_request') return page(req, reply, { error: e.message }, 400);
       throw e;
