@@ -151,8 +151,8 @@ export function registerPartner(program: Command) {
     .argument('<partner>', 'slug or id')
     .addHelpText('after', examples('msgctl partner suspend acme'))
     .action(
-      withCli((cli, ref: string) => {
-        const p = suspendPartner(cli.ctx, ref, cli.actor);
+      withCli(async (cli, ref: string) => {
+        const p = await suspendPartner(cli.ctx, ref, cli.actor);
         return one(`Suspended ${p.slug}: its API requests are refused until "msgctl partner activate ${p.slug}".`, p);
       }),
     );
@@ -163,8 +163,8 @@ export function registerPartner(program: Command) {
     .argument('<partner>', 'slug or id')
     .addHelpText('after', examples('msgctl partner activate acme'))
     .action(
-      withCli((cli, ref: string) => {
-        const p = activatePartner(cli.ctx, ref, cli.actor);
+      withCli(async (cli, ref: string) => {
+        const p = await activatePartner(cli.ctx, ref, cli.actor);
         return one(`Activated ${p.slug}.`, p);
       }),
     );
@@ -176,8 +176,8 @@ export function registerPartner(program: Command) {
     .argument('<amount>', 'credit limit as a decimal, e.g. 25.00 (0 for prepaid only)')
     .addHelpText('after', examples('msgctl partner set-credit acme 25.00', 'msgctl partner set-credit acme 0'))
     .action(
-      withCli((cli, ref: string, amount: string) => {
-        const p = setCreditLimit(cli.ctx, ref, moneyArg(amount, 'non-negative', 'a credit limit'), cli.actor);
+      withCli(async (cli, ref: string, amount: string) => {
+        const p = await setCreditLimit(cli.ctx, ref, moneyArg(amount, 'non-negative', 'a credit limit'), cli.actor);
         return one(`Credit limit of ${p.slug} is now ${money(p.credit_limit, p.currency)}.`, p);
       }),
     );

@@ -9,7 +9,7 @@ import type { Config } from '../config/schema.js';
 import { formatMoney, MAX_MONEY, moneyJson, parseMoney } from '../lib/money.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
-import { audit } from './audit.js';
+import { audit, auditIn } from './audit.js';
 
 export type Partner = Row<typeof partners>;
 
@@ -54,6 +54,10 @@ export function checkPartnerInput(input: PartnerInput): { currency: string; cred
   return { currency, creditLimit };
 }
 
+/**
+ * Stays on the connection: the demo seed (core/demo.ts) creates its partner inside a synchronous
+ * transaction. findPartner and getPartner stay so too (see readPartner).
+ */
 export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string): Partner {
   const { currency, creditLimit } = checkPartnerInput(input);
   return ctx.db.sqlite
@@ -133,41 +137,37 @@ export function lowBalancePartners(ctx: CoreCtx): LowBalance[] {
   ).all({ t: defaultLowBalance(ctx.config) });
 }
 
-function setStatus(ctx: CoreCtx, ref: string, status: 'active' | 'suspended', actor: string): Partner {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const p = getPartner(ctx, ref);
-      stmt(ctx.db.sqlite, 'UPDATE partners SET status = ?, updated_at = ? WHERE id = ?').run(status, ctx.now(), p.id);
-      audit(ctx, actor, status === 'active' ? 'partner.activate' : 'partner.suspend', 'partner', p.id, {
-        from: p.status,
-      });
-      return getPartner(ctx, p.id);
-    })
-    .immediate();
+async function setStatus(ctx: CoreCtx, ref: string, status: 'active' | 'suspended', actor: string): Promise<Partner> {
+  return ctx.store.transaction(async (tx) => {
+    const p = await readPartner(tx, ref);
+    await tx.run(sql`UPDATE partners SET status = ${status}, updated_at = ${ctx.now()} WHERE id = ${p.id}`);
+    await auditIn(ctx, tx, actor, status === 'active' ? 'partner.activate' : 'partner.suspend', 'partner', p.id, {
+      from: p.status,
+    });
+    return readPartner(tx, p.id);
+  });
 }
 
 export const suspendPartner = (ctx: CoreCtx, ref: string, actor: string) => setStatus(ctx, ref, 'suspended', actor);
 export const activatePartner = (ctx: CoreCtx, ref: string, actor: string) => setStatus(ctx, ref, 'active', actor);
 
-export function setCreditLimit(ctx: CoreCtx, ref: string, creditLimit: number, actor: string): Partner {
+export async function setCreditLimit(ctx: CoreCtx, ref: string, creditLimit: number, actor: string): Promise<Partner> {
   if (!Number.isSafeInteger(creditLimit) || creditLimit < 0) {
     throw invalid('credit limit must be zero or positive', [{ field: 'credit_limit', message: 'must be >= 0' }]);
   }
   if (creditLimit > MAX_MONEY) throw invalid(`credit limit can be at most ${formatMoney(MAX_MONEY)}`);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const p = getPartner(ctx, ref);
-      stmt(ctx.db.sqlite, 'UPDATE partners SET credit_limit = ?, updated_at = ? WHERE id = ?').run(
-        creditLimit,
-        ctx.now(),
-        p.id,
-      );
-      audit(ctx, actor, 'partner.set_credit', 'partner', p.id, { from: p.credit_limit, to: creditLimit });
-      return getPartner(ctx, p.id);
-    })
-    .immediate();
+  return ctx.store.transaction(async (tx) => {
+    const p = await readPartner(tx, ref);
+    await tx.run(sql`UPDATE partners SET credit_limit = ${creditLimit}, updated_at = ${ctx.now()} WHERE id = ${p.id}`);
+    await auditIn(ctx, tx, actor, 'partner.set_credit', 'partner', p.id, { from: p.credit_limit, to: creditLimit });
+    return readPartner(tx, p.id);
+  });
 }
 
+/**
+ * Stays on the connection: the test helpers' partner set-up (setupPartner, used throughout the
+ * suite) calls it synchronously.
+ */
 export function setPartnerLimits(
   ctx: CoreCtx,
   ref: string,

@@ -107,8 +107,8 @@ describe('msgctl beside a busy msgd', () => {
         if (exited) throw new Error(`the worker ran out of funds after ${ops} operations`);
         try {
           if (ops % 3 === 0) topup(o.ctx, p.id, UNIT, 'top-up', 'operator');
-          else if (ops % 3 === 1) suspendPartner(o.ctx, p.id, 'operator');
-          else activatePartner(o.ctx, p.id, 'operator');
+          else if (ops % 3 === 1) await suspendPartner(o.ctx, p.id, 'operator');
+          else await activatePartner(o.ctx, p.id, 'operator');
         } catch (e: any) {
           failures.push(e?.code ?? String(e));
         }
@@ -116,7 +116,7 @@ describe('msgctl beside a busy msgd', () => {
         await new Promise((r) => setTimeout(r, 1));
       }
       const debitsDuring = debits() - debitsBefore;
-      activatePartner(o.ctx, p.id, 'operator');
+      await activatePartner(o.ctx, p.id, 'operator');
       const r = await w.done;
       expect(failures).toEqual([]);
       // They really interleaved: the worker debited while the operator wrote.

@@ -32,7 +32,7 @@ beforeAll(() => {
 afterAll(() => t.close());
 
 describe(`ledger property (seed ${SEED})`, () => {
-  it(`keeps balance == sum(entries) and >= -credit_limit over ${OPS} random operations`, () => {
+  it(`keeps balance == sum(entries) and >= -credit_limit over ${OPS} random operations`, async () => {
     const rand = prng(SEED);
     const int = (max: number) => Math.floor(rand() * max);
     const slugs = ['p-a', 'p-b', 'p-c'];
@@ -82,7 +82,7 @@ describe(`ledger property (seed ${SEED})`, () => {
         counts.adjust++;
       } else {
         m.credit = int(3) === 0 ? 0 : int(20_000_000);
-        setCreditLimit(t.ctx, slug, m.credit, 'test');
+        await setCreditLimit(t.ctx, slug, m.credit, 'test');
         counts.credit++;
       }
       const p = getPartner(t.ctx, slug);

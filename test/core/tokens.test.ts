@@ -90,13 +90,13 @@ describe('TokenAuthenticator', () => {
     ).toThrow(/future/);
   });
 
-  it('partner_suspended: refused while suspended, with the principal for logging; accepted again after activate', () => {
+  it('partner_suspended: refused while suspended, with the principal for logging; accepted again after activate', async () => {
     const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
     const auth = new TokenAuthenticator(t.ctx);
-    suspendPartner(t.ctx, 'acme', 'test');
+    await suspendPartner(t.ctx, 'acme', 'test');
     const r = auth.authenticate(secret);
     expect(r).toMatchObject({ ok: false, reason: 'partner_suspended', principal: { partnerSlug: 'acme' } });
-    activatePartner(t.ctx, 'acme', 'test');
+    await activatePartner(t.ctx, 'acme', 'test');
     expect(auth.authenticate(secret).ok).toBe(true);
   });
 

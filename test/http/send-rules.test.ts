@@ -112,7 +112,7 @@ describe('token expiry', () => {
 describe.each(CASES)('$name: 403 before anything about money or payload', ({ path, body, channel, name }) => {
   it('suspended partner: 403 partner_suspended, even with no funds and a bad payload', async () => {
     const p = sandboxPartner(s.ctx, { balance: '0' });
-    suspendPartner(s.ctx, p.partnerId, 'test');
+    await suspendPartner(s.ctx, p.partnerId, 'test');
     expectError(await send(s.url, path, body, p.token), 403, 'partner_suspended');
     expectError(await send(s.url, path, INVALID[name], p.token), 403, 'partner_suspended');
     expectError(await send(s.url, path, '{"to":', p.token), 403, 'partner_suspended');
@@ -250,7 +250,7 @@ describe('order of the rules across the board', () => {
     }
     // The partner's own 403s come before 415 too; 415 still comes before the channel, money and payload.
     const suspended = sandboxPartner(s.ctx, { balance: '10' });
-    suspendPartner(s.ctx, suspended.partnerId, 'test');
+    await suspendPartner(s.ctx, suspended.partnerId, 'test');
     expectError(
       await raw(SMS, {
         headers: { 'content-type': 'text/plain', authorization: `Bearer ${suspended.token}` },
@@ -767,9 +767,9 @@ describe('operator changes from another connection (msgctl) apply on the next re
       topup(ctl, p.partnerId, parseMoney('0.02'), 'msgctl balance topup', 'cli');
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
 
-      suspendPartner(ctl, p.partnerId, 'cli');
+      await suspendPartner(ctl, p.partnerId, 'cli');
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'partner_suspended');
-      activatePartner(ctl, p.partnerId, 'cli');
+      await activatePartner(ctl, p.partnerId, 'cli');
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
 
       const tok = listTokens(ctl, p.partnerId)[0];

@@ -50,10 +50,10 @@ describe('console sessions', () => {
     expect((await a.client.login(a.email)).status).toBe(401);
 
     const b = await loggedIn(s.ctx, s.url, acme.partnerId, 'billing');
-    suspendPartner(s.ctx, acme.partnerId, 'test');
+    await suspendPartner(s.ctx, acme.partnerId, 'test');
     expect((await b.client.get('/ui/ledger')).status).toBe(303);
     expect((await b.client.login(b.email)).status).toBe(401);
-    activatePartner(s.ctx, acme.partnerId, 'test');
+    await activatePartner(s.ctx, acme.partnerId, 'test');
     expect((await b.client.login(b.email)).status).toBe(303);
     expect((await b.client.get('/ui/ledger')).status).toBe(200);
     // Idle for longer than ui.sessionIdleMinutes (30 by default).

@@ -114,13 +114,13 @@ describe.each(
   });
 
   it('403 partner_suspended', async () => {
-    suspendPartner(server.ctx, a.partnerId, 'test');
+    await suspendPartner(server.ctx, a.partnerId, 'test');
     try {
       const r = await req(route, a.token);
       expect(r.status).toBe(403);
       expect(r.body.error.code).toBe('partner_suspended');
     } finally {
-      activatePartner(server.ctx, a.partnerId, 'test');
+      await activatePartner(server.ctx, a.partnerId, 'test');
     }
   });
 

@@ -154,7 +154,7 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
 
   it('403 partner_suspended', async () => {
     const p = richPartner(server.ctx, 7);
-    suspendPartner(server.ctx, p.partnerId, 'test');
+    await suspendPartner(server.ctx, p.partnerId, 'test');
     const r = await call(server, 'POST', '/v1/messages', {
       token: p.token,
       body: { channel: 'sms', to: '+14155550123', body: 'x' },

@@ -248,7 +248,7 @@ describe('real responses are the documented ones', () => {
       '/v1/messages',
       await call(server, 'POST', '/v1/messages', { token: poor.token, body: { channel: 'sms', to: PHONE, body: 'x' } }),
     );
-    suspendPartner(server.ctx, poor.partnerId, 'test');
+    await suspendPartner(server.ctx, poor.partnerId, 'test');
     expectDocumented('GET', '/v1/channels', await call(server, 'GET', '/v1/channels', { token: poor.token }));
     const limited = richPartner(server.ctx, 5);
     server.ctx.db.sqlite.prepare('UPDATE partners SET rate_limit_per_minute = 1 WHERE id = ?').run(limited.partnerId);

@@ -164,7 +164,7 @@ describe('a scheduled send', () => {
     const before = balanceOf(server.ctx, p.partnerId);
     const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: sms({ send_at: inMs(1_500) }) });
     expect(r.status).toBe(200);
-    suspendPartner(server.ctx, p.partnerId, 'test');
+    await suspendPartner(server.ctx, p.partnerId, 'test');
     try {
       const m = await waitFor(
         () => {
@@ -178,7 +178,7 @@ describe('a scheduled send', () => {
       expect(balanceOf(server.ctx, p.partnerId)).toBe(before);
       expectMoneyConsistent(server.ctx, p.partnerId);
     } finally {
-      activatePartner(server.ctx, p.partnerId, 'test');
+      await activatePartner(server.ctx, p.partnerId, 'test');
     }
   });
 

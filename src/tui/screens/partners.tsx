@@ -172,8 +172,8 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             `Credit limit ${money(partner.credit_limit, partner.currency)} → ${money(amount, partner.currency)}.`,
             `It may then spend down to ${money(-amount, partner.currency)} (available ${money(partner.balance + amount, partner.currency)}).`,
           ],
-          run: () => {
-            const after = setCreditLimit(ctx, partner.id, amount, actor);
+          run: async () => {
+            const after = await setCreditLimit(ctx, partner.id, amount, actor);
             return { text: `Credit limit of ${after.slug} is now ${money(after.credit_limit, after.currency)}.` };
           },
         };
@@ -191,8 +191,10 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
               'Queued messages still go out.',
             ]
           : [`${partner.slug}'s tokens work again from the next request on.`],
-        run: () => {
-          const after = suspend ? suspendPartner(ctx, partner.id, actor) : activatePartner(ctx, partner.id, actor);
+        run: async () => {
+          const after = await (suspend
+            ? suspendPartner(ctx, partner.id, actor)
+            : activatePartner(ctx, partner.id, actor));
           return { text: `${suspend ? 'Suspended' : 'Activated'} ${after.slug}.` };
         },
       };
