@@ -7,7 +7,8 @@ export default defineConfig({
   test: {
     root: '.',
     include: ['test/pg/**/*.test.ts', 'test/both/**/*.test.ts'],
-    globalSetup: ['test/pg/global-setup.ts'],
+    // test/global-setup.ts compiles dist/ for the tests that run bin/msgctl.
+    globalSetup: ['test/global-setup.ts', 'test/pg/global-setup.ts'],
     // test/both/helpers.ts opens its contexts on this store.
     env: { MSGD_TEST_STORE: 'postgres' },
     pool: 'forks',

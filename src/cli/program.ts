@@ -15,6 +15,7 @@ import { registerPartner } from './partner.js';
 import { registerPrice } from './price.js';
 import { registerRestore } from './restore.js';
 import { registerSandbox } from './sandbox.js';
+import { registerStore } from './store.js';
 import { registerSuppressions } from './suppressions.js';
 import { registerToken } from './token.js';
 import { registerUser } from './user.js';
@@ -74,6 +75,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerBackup(program);
   registerRestore(program);
+  registerStore(program);
   registerSandbox(program);
   registerTui(program);
   registerCompletion(program);
