@@ -79,9 +79,9 @@ function sealedChecks(ctx: CoreCtx): Check[] {
   });
 }
 
-function schemaChecks(ctx: CoreCtx): Check[] {
+async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
   const checks: Check[] = [];
-  const ledger = verifyLedger(ctx);
+  const ledger = await verifyLedger(ctx);
   checks.push(
     ledger.ok
       ? {
@@ -297,7 +297,7 @@ function serverConfigCheck(ctx: CoreCtx, mine: string | null): Check | null {
  * Every check of a data directory, in order. `integrity: 'full'` runs PRAGMA integrity_check
  * (msgctl restore) rather than the faster quick_check.
  */
-export function inspect(
+export async function inspect(
   dir: string,
   config: Config,
   opts: {
@@ -306,7 +306,7 @@ export function inspect(
     /** msgctl's own config file (null: none), compared with the one msgd records at start. */
     configFile?: string | null;
   } = {},
-): Check[] {
+): Promise<Check[]> {
   const checks: Check[] = [];
   if (!existsSync(dir))
     return [{ name: 'data directory', status: 'fail', message: `${dir} does not exist (msgctl init)` }];
@@ -349,7 +349,7 @@ export function inspect(
     if (status.applied === 0) return checks;
     const ctx = coreCtxOf(dd, config);
     try {
-      checks.push(...schemaChecks(ctx));
+      checks.push(...(await schemaChecks(ctx)));
       const server = opts.configFile === undefined ? null : serverConfigCheck(ctx, opts.configFile);
       if (server) checks.push(server);
     } catch (e) {
@@ -368,13 +368,13 @@ export function checkTable(checks: Check[]): string {
   );
 }
 
-function doctor(globals: Globals): Result {
+async function doctor(globals: Globals): Promise<Result> {
   const config = configFor(globals);
   const dir = resolve(config.dataDir);
   const configFile = configFileFor({ configPath: globals.config, env: globals.io?.env });
   const checks: Check[] = [
     { name: 'configuration', status: 'ok', message: configFile ?? NO_CONFIG_FILE },
-    ...inspect(dir, config, { env: globals.io?.env, configFile }),
+    ...(await inspect(dir, config, { env: globals.io?.env, configFile })),
   ];
   const failures = checks.filter((c) => c.status === 'fail').length;
   const warnings = checks.filter((c) => c.status === 'warn').length;

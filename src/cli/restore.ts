@@ -57,7 +57,7 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
   try {
     placed = placeBackup(dir, source, key);
     const held = holdInFlight(dir, config, env);
-    const checks = inspect(dir, config, { integrity: 'full', env });
+    const checks = await inspect(dir, config, { integrity: 'full', env });
     const failed = checks.filter((c) => c.status === 'fail');
     if (failed.length) {
       throw new AppError(

@@ -1,5 +1,6 @@
 import type { Row } from '../db/rows.js';
 import type { ledgerEntries, partners } from '../db/schema.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid } from '../lib/errors.js';
 import { formatMoney, inMoneyRange, MAX_MONEY, moneyJson } from '../lib/money.js';
@@ -266,24 +267,43 @@ export interface LedgerMismatch {
   last_balance_after: bigint | null;
 }
 
+interface MismatchRow {
+  partner_id: string;
+  slug: string;
+  balance: string;
+  sum_of_entries: string;
+  last_balance_after: string | null;
+}
+
 /**
  * Every partner's balance must equal the sum of its entries and its last entry's balance_after.
- * Compared in SQL as 64-bit integers and read as BigInt: a difference of one micro-unit past
- * 2^53 would vanish in JS numbers.
+ * Compared in SQL (64-bit integers on SQLite, bigint and numeric on PostgreSQL), and the
+ * mismatches read as text into BigInt: a sum can pass 2^53, where a JS number would round a
+ * difference of one micro-unit away.
  */
-export function verifyLedger(ctx: CoreCtx): { ok: boolean; partners: number; mismatches: LedgerMismatch[] } {
-  const partners = stmt<[], { n: number }>(ctx.db.sqlite, 'SELECT COUNT(*) AS n FROM partners').get()!.n;
-  const mismatches = stmt<[], LedgerMismatch>(
-    ctx.db.sqlite,
-    `SELECT * FROM (
-       SELECT p.id AS partner_id, p.slug, p.balance,
-              COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.partner_id = p.id), 0) AS sum_of_entries,
-              (SELECT balance_after FROM ledger_entries e WHERE e.partner_id = p.id ORDER BY id DESC LIMIT 1) AS last_balance_after
-         FROM partners p)
-      WHERE balance IS NOT sum_of_entries OR (last_balance_after IS NOT NULL AND last_balance_after IS NOT balance)
-      ORDER BY slug`,
-  )
-    .safeIntegers(true)
-    .all();
+export async function verifyLedger(
+  ctx: CoreCtx,
+): Promise<{ ok: boolean; partners: number; mismatches: LedgerMismatch[] }> {
+  const partners = (await ctx.store.get<{ n: number }>(sql`SELECT COUNT(*) AS n FROM partners`))!.n;
+  const rows = await ctx.store.all<MismatchRow>(
+    sql`SELECT p.id AS partner_id, p.slug,
+               CAST(p.balance AS TEXT) AS balance,
+               CAST(COALESCE(s.total, 0) AS TEXT) AS sum_of_entries,
+               CAST(l.balance_after AS TEXT) AS last_balance_after
+          FROM partners p
+          LEFT JOIN (SELECT partner_id, SUM(amount) AS total FROM ledger_entries GROUP BY partner_id) s
+            ON s.partner_id = p.id
+          LEFT JOIN ledger_entries l
+            ON l.id = (SELECT MAX(e.id) FROM ledger_entries e WHERE e.partner_id = p.id)
+         WHERE p.balance <> COALESCE(s.total, 0) OR (l.balance_after IS NOT NULL AND l.balance_after <> p.balance)
+         ORDER BY p.slug, p.id`,
+  );
+  const mismatches = rows.map((r) => ({
+    partner_id: r.partner_id,
+    slug: r.slug,
+    balance: BigInt(r.balance),
+    sum_of_entries: BigInt(r.sum_of_entries),
+    last_balance_after: r.last_balance_after === null ? null : BigInt(r.last_balance_after),
+  }));
   return { ok: mismatches.length === 0, partners, mismatches };
 }

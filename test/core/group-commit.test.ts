@@ -188,7 +188,7 @@ describe('accepting sends in a batch that must run again', () => {
       }[];
       expect(debits.map((d) => d.message_id).sort()).toEqual(messages.map((m) => m.id).sort());
       expect(db.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId)).toEqual({ balance: 0 });
-      expect(verifyLedger(ctx).ok).toBe(true);
+      expect((await verifyLedger(ctx)).ok).toBe(true);
     } finally {
       t.close();
     }

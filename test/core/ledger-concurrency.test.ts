@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { topup, verifyLedger } from '../../src/core/ledger.js';
 import { createPartner, getPartner, suspendPartner, activatePartner } from '../../src/core/partners.js';
 import { openDataDir } from '../../src/db/datadir.js';
+import { store } from '../../src/db/query.js';
 import { openTestCtx } from '../helpers/ctx.js';
 
 // Two OS processes, each with its own SQLite connection to the same file, race to debit
@@ -60,7 +61,7 @@ describe('concurrent debits from two processes', () => {
 
     const dd = openDataDir(t.dir, { migrate: false });
     try {
-      const ctx = { ...t.ctx, db: dd.db };
+      const ctx = { ...t.ctx, db: dd.db, store: store(dd.db) };
       expect(getPartner(ctx, p.id).balance).toBe(-CREDIT);
       const debits = dd.db.sqlite
         .prepare("SELECT amount, balance_after, actor FROM ledger_entries WHERE kind = 'debit' ORDER BY id")
@@ -70,7 +71,7 @@ describe('concurrent debits from two processes', () => {
       // Entries are in commit order: each balance_after is exactly one unit below the last.
       debits.forEach((d, i) => expect(d.balance_after).toBe(TOPUP - (i + 1) * UNIT));
       expect(new Set(debits.map((d) => d.actor))).toEqual(new Set(['worker:a', 'worker:b']));
-      expect(verifyLedger(ctx)).toMatchObject({ ok: true });
+      expect(await verifyLedger(ctx)).toMatchObject({ ok: true });
     } finally {
       dd.close();
     }
@@ -123,7 +124,7 @@ describe('msgctl beside a busy msgd', () => {
       expect(debitsDuring).toBeGreaterThanOrEqual(50);
       expect(r.ok).toBeGreaterThan(50);
       expect(ops).toBeGreaterThanOrEqual(150);
-      expect(verifyLedger(o.ctx)).toMatchObject({ ok: true });
+      expect(await verifyLedger(o.ctx)).toMatchObject({ ok: true });
     } finally {
       o.close();
     }

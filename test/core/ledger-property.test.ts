@@ -89,7 +89,7 @@ describe(`ledger property (seed ${SEED})`, () => {
       expect(p.balance, where).toBe(m.balance);
       expect(sumStmt.get(m.id), where).toBe(m.balance);
       expect(p.credit_limit, where).toBe(m.credit);
-      if (i % 50 === 0 || i === OPS - 1) expect(verifyLedger(t.ctx), where).toMatchObject({ ok: true, mismatches: [] });
+      if (i % 50 === 0 || i === OPS - 1) expect(await verifyLedger(t.ctx), where).toMatchObject({ ok: true, mismatches: [] });
     }
     // Drain every partner: debits stop exactly where credit ends, whatever the history.
     for (const [slug, m] of model) {
@@ -113,7 +113,7 @@ describe(`ledger property (seed ${SEED})`, () => {
       if (drained > 0) expect(p.balance, `drain ${slug}`).toBeGreaterThanOrEqual(-m.credit);
       expect(p.balance - unit, `drain ${slug}`).toBeLessThan(-m.credit);
     }
-    expect(verifyLedger(t.ctx)).toMatchObject({ ok: true, mismatches: [] });
+    expect(await verifyLedger(t.ctx)).toMatchObject({ ok: true, mismatches: [] });
     // Every branch ran often enough to mean something (refusals are rarer by chance).
     for (const [k, n] of Object.entries(counts))
       expect(n, `${k} (seed ${SEED})`).toBeGreaterThan(k === 'refused' ? 2 : 20);
@@ -130,7 +130,7 @@ describe(`ledger property (seed ${SEED})`, () => {
     }
   });
 
-  it('refuses bad amounts without writing anything', () => {
+  it('refuses bad amounts without writing anything', async () => {
     const before = t.ctx.db.sqlite.prepare('SELECT COUNT(*) FROM ledger_entries').pluck().get();
     expect(() => topup(t.ctx, 'p-a', 0, null, 'test')).toThrow(AppError);
     expect(() => topup(t.ctx, 'p-a', -1, null, 'test')).toThrow(/positive/);
@@ -140,15 +140,15 @@ describe(`ledger property (seed ${SEED})`, () => {
     expect(() => topup(t.ctx, 'nobody', 5, null, 'test')).toThrow(/not found/);
     expect(() => debit(t.ctx, getPartner(t.ctx, 'p-a').id, -5, null, 'test')).toThrow(/non-negative/);
     expect(t.ctx.db.sqlite.prepare('SELECT COUNT(*) FROM ledger_entries').pluck().get()).toBe(before);
-    expect(verifyLedger(t.ctx).ok).toBe(true);
+    expect((await verifyLedger(t.ctx)).ok).toBe(true);
   });
 
-  it('verifyLedger catches a balance edited behind the ledger', () => {
+  it('verifyLedger catches a balance edited behind the ledger', async () => {
     t.ctx.db.sqlite.prepare("UPDATE partners SET balance = balance + 1 WHERE slug = 'p-b'").run();
-    const v = verifyLedger(t.ctx);
+    const v = await verifyLedger(t.ctx);
     expect(v.ok).toBe(false);
     expect(v.mismatches.map((m) => m.slug)).toEqual(['p-b']);
     t.ctx.db.sqlite.prepare("UPDATE partners SET balance = balance - 1 WHERE slug = 'p-b'").run();
-    expect(verifyLedger(t.ctx).ok).toBe(true);
+    expect((await verifyLedger(t.ctx)).ok).toBe(true);
   });
 });

@@ -78,7 +78,7 @@ describe('backup under load, restore, serve', () => {
       // Nothing the backup holds was invented: each is a message msgd answered 200 for.
       const answered = new Set(accepted);
       expect([...ids].filter((id) => !answered.has(id))).toEqual([]);
-      expectMoneyConsistent(copy.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(copy.ctx, prep.partner.partnerId);
     } finally {
       copy.close();
     }

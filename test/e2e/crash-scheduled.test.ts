@@ -77,7 +77,7 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
       const rows = messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows).toHaveLength(accepted.size);
       expect(rows.every((m) => m.status === 'scheduled')).toBe(true);
-      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
       view.close();
     }
@@ -133,7 +133,7 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
       expect(flagged).toBeLessThanOrEqual(CONFIG.jobs.concurrency);
 
       // One debit per message, no refund, the ledger summing to the balance.
-      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
       expect(rows.filter((m) => m.refunded)).toHaveLength(0);
       expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('1000') - accepted.size * parseMoney(PRICE));
       const jobs = view.ctx.db.sqlite

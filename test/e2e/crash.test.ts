@@ -88,7 +88,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       const rows = messagesOf(view.ctx, prep.partner.partnerId);
       const ids = new Set(rows.map((m) => m.id));
       for (const id of accepted) expect(ids.has(id), `accepted ${id} is missing after the crash`).toBe(true);
-      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
       expect(rows.some((m) => m.status === 'queued' || m.status === 'sending')).toBe(true);
     } finally {
       view.close();
@@ -125,7 +125,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       expect(flagged.length).toBeGreaterThanOrEqual(1);
       expect(flagged.length).toBeLessThanOrEqual(CONFIG.jobs.concurrency);
 
-      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
       expect(rows.filter((m) => m.refunded)).toHaveLength(0);
       expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('1000') - rows.length * parseMoney(price));
       const jobs = view.ctx.db.sqlite
@@ -202,7 +202,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       expect([...flagged].sort()).toEqual([...onTheWire].sort());
       expect([...calls.values()].filter((n) => n > 1)).toHaveLength(4);
       expect(rows.every((m) => m.dispatch_in_flight === 0)).toBe(true);
-      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
       view.close();
     }
@@ -250,7 +250,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       expect(m.error_code).toBe('gateway_removed');
       expect(m.dispatch_uncertain).toBe(1);
       expect(fake.requests).toHaveLength(1);
-      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
       view.close();
     }

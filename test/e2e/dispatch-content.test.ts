@@ -69,7 +69,7 @@ describe('unsendable content', () => {
     const start = balanceOf(s.ctx, p.partnerId);
     const id = queue(content, raw);
     const m = await waitStatus(s.ctx, id, 'failed');
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, 'unsendable_content', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'unsendable_content', start);
     expect(m.error_message).toMatch(why);
     expect(m.dispatch_uncertain).toBe(0);
     // One attempt, no provider call: the job is done, not dead after its retries.

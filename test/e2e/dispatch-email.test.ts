@@ -95,7 +95,7 @@ describe('sendgrid through the full path', () => {
       const id = await mail();
       const m = await waitStatus(s.ctx, id, 'failed');
       expect(m.error_message).toMatch(/authorization grant is invalid, expired, or revoked/);
-      expectFailedAndRefunded(s.ctx, p.partnerId, m, 'sendgrid_401', start);
+      await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'sendgrid_401', start);
       expect(fake.requests).toHaveLength(1);
     } finally {
       fake.apiKeys.add(SG_KEY);
@@ -113,7 +113,7 @@ describe('sendgrid through the full path', () => {
     const id = await mail();
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toBe('from: The from address does not match a verified Sender Identity.');
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, 'sendgrid_400', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'sendgrid_400', start);
   });
 
   it('retries exhausted: failed, refunded, job dead', async () => {
@@ -122,7 +122,7 @@ describe('sendgrid through the full path', () => {
     const id = await mail({ ...MAIL, to: 'down@example.com' });
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
     expect(fake.requests).toHaveLength(4);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
     expect(jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
   });
 });
@@ -175,7 +175,7 @@ describe('smtp through the full path (real SMTP server)', () => {
     const id = await mail({ ...MAIL, to: 'gone@example.com' });
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toMatch(/mailbox unavailable/);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, /^smtp_(550|rejected)$/, start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, /^smtp_(550|rejected)$/, start);
     expect(fake.messages).toHaveLength(0);
   });
 
@@ -192,7 +192,7 @@ describe('smtp through the full path (real SMTP server)', () => {
     fake.failFor('busy@example.com', { kind: 'reply', code: 452, stage: 'rcpt' });
     const id = await mail({ ...MAIL, to: 'busy@example.com' });
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
     expect(jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
   });
 });

@@ -148,7 +148,7 @@ describe('WhatsApp Cloud API', () => {
     const id = await post({ to: '+14155550123', type: 'template', template: 'no_such_template', language: 'en_US' });
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toMatch(/Template name does not exist/);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, '132001', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, '132001', start);
     expect(fake.requests).toHaveLength(1);
   });
 
@@ -159,7 +159,7 @@ describe('WhatsApp Cloud API', () => {
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(fake.requests[0].reply!.status).toBe(401);
     expect(m.error_message).toMatch(/Session has expired/);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, '190', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, '190', start);
   });
 
   it('retries exhausted: failed, refunded, job dead', async () => {
@@ -168,7 +168,7 @@ describe('WhatsApp Cloud API', () => {
     const id = await wa('x', '+14155550177');
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
     expect(fake.requests).toHaveLength(4);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
     expect(jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
   });
 });
@@ -195,7 +195,7 @@ describe('Messenger Send API', () => {
     const id = await post({ channel: 'messenger', to: '2460102340987654', text: 'late' });
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toMatch(/outside of allowed window.*subcode 2018278/);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, '10', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, '10', start);
   });
 
   it('a 613 rate limit is retried after the hint, then sent', async () => {
@@ -230,6 +230,6 @@ describe('Instagram messaging', () => {
     const id = await post({ channel: 'instagram', to: '6789012345678901', text: 'x' });
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(fake.requests).toHaveLength(2);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, '551', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, '551', start);
   });
 });

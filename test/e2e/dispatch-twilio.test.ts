@@ -136,7 +136,7 @@ describe('twilio through the full path', () => {
       expect(m.error_message).toMatch(
         /may have reached the provider \(refunded; the operator can check with the provider\)/,
       );
-      expectFailedAndRefunded(s.ctx, p.partnerId, m, 'outcome_unknown', start);
+      await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'outcome_unknown', start);
     } finally {
       fake.clearFaults();
     }
@@ -148,7 +148,7 @@ describe('twilio through the full path', () => {
     try {
       const id = await sms();
       const m = await waitStatus(s.ctx, id, 'failed', 15_000);
-      expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
+      await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
       expect(m.dispatch_uncertain).toBe(0);
     } finally {
       await fake.up();
@@ -167,7 +167,7 @@ describe('twilio through the full path', () => {
     expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toMatch(text);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, String(code), start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, String(code), start);
     expect(fake.requests).toHaveLength(1);
     expect(jobsOf(s.ctx, id)).toEqual([]);
   });
@@ -179,7 +179,7 @@ describe('twilio through the full path', () => {
       const id = await sms();
       const m = await waitStatus(s.ctx, id, 'failed');
       expect(m.error_message).toBe('Authenticate');
-      expectFailedAndRefunded(s.ctx, p.partnerId, m, '20003', start);
+      await expectFailedAndRefunded(s.ctx, p.partnerId, m, '20003', start);
       expect(fake.requests).toHaveLength(1);
     } finally {
       fake.accounts.set(TWILIO_SID, TWILIO_TOKEN);
@@ -261,7 +261,7 @@ describe('twilio through the full path', () => {
       ['refund', PRICE, expect.stringMatching(/^refund: failed \(outcome_unknown\)/)],
       ['debit', -PRICE, 'charged again: delivered after the refund'],
     ]);
-    expectMoneyConsistent(s.ctx, p.partnerId);
+    await expectMoneyConsistent(s.ctx, p.partnerId);
   });
 
   it('is not charged again past the credit limit: a refunded message reported delivered then stays refunded', async () => {
@@ -281,7 +281,7 @@ describe('twilio through the full path', () => {
     } finally {
       adjust(s.ctx, p.partnerId, left, 'back', 'test');
     }
-    expectMoneyConsistent(s.ctx, p.partnerId);
+    await expectMoneyConsistent(s.ctx, p.partnerId);
   });
 
   it('retries exhausted: failed, refunded, and the job is dead for the operator', async () => {
@@ -290,7 +290,7 @@ describe('twilio through the full path', () => {
     const id = await sms(undefined, '+14155550177');
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
     expect(fake.requests).toHaveLength(FAST_DISPATCH['jobs.maxAttempts']);
-    expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
+    await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
     expect(m.error_message).toMatch(/gave up after 4 attempts/);
     const jobs = jobsOf(s.ctx, id);
     expect(jobs).toHaveLength(1);

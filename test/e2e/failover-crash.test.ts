@@ -102,7 +102,7 @@ describe('crash: kill -9 during failover', () => {
         ]);
       }
       expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('10') - 5 * parseMoney('0.025'));
-      expect(verifyLedger(view.ctx).ok).toBe(true);
+      expect((await verifyLedger(view.ctx)).ok).toBe(true);
     } finally {
       view.close();
     }

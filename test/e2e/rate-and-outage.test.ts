@@ -297,7 +297,7 @@ describe('provider outage', () => {
     const bodies = twilio.requests.map((r) => r.body.Body).sort();
     expect(bodies).toEqual(Array.from({ length: 30 }, (_, i) => `outage ${i}`).sort());
     expect(new Set(msgs.map((m) => m.provider_message_id)).size).toBe(30);
-    expectMoneyConsistent(s.ctx, p.partnerId);
+    await expectMoneyConsistent(s.ctx, p.partnerId);
   });
 
   it('SMTP relay down, then up: every mail delivered once', async () => {
@@ -330,7 +330,7 @@ describe('provider outage', () => {
     expect(smtp.messages.map((m) => m.subject).sort()).toEqual(
       Array.from({ length: 10 }, (_, i) => `outage ${i}`).sort(),
     );
-    expectMoneyConsistent(s.ctx, p.partnerId);
+    await expectMoneyConsistent(s.ctx, p.partnerId);
   });
 });
 
@@ -384,7 +384,7 @@ describe('a paused gateway, enabled again', () => {
     expect(failed.length).toBeGreaterThanOrEqual(6);
     for (const m of failed)
       expect({ code: m.error_code, refunded: m.refunded }).toEqual({ code: 'gateway_removed', refunded: 1 });
-    expectMoneyConsistent(slow.ctx, p.partnerId);
+    await expectMoneyConsistent(slow.ctx, p.partnerId);
   });
 
   it('sends its waiting messages at once, in the order they were accepted, not at their next recheck', async () => {

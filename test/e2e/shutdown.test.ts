@@ -81,7 +81,7 @@ describe('graceful shutdown', () => {
       );
       const rows = messagesOf(again.ctx, prep.partner.partnerId);
       expect(rows.every((m) => m.dispatch_uncertain === 0)).toBe(true);
-      expectMoneyConsistent(again.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(again.ctx, prep.partner.partnerId);
     } finally {
       again.close();
     }

@@ -65,7 +65,7 @@ describe('storage full', () => {
     try {
       const rows = messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows.map((m) => m.id).sort()).toEqual([...accepted].sort());
-      expectMoneyConsistent(view.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
       view.close();
     }
@@ -80,7 +80,7 @@ describe('storage full', () => {
     try {
       await waitStatus(again.ctx, after.body.id, 'sent', 20_000);
       for (const id of accepted) await waitStatus(again.ctx, id, 'sent', 30_000);
-      expectMoneyConsistent(again.ctx, prep.partner.partnerId);
+      await expectMoneyConsistent(again.ctx, prep.partner.partnerId);
     } finally {
       again.close();
     }

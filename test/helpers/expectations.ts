@@ -7,8 +7,8 @@ import { balanceOf, historyOf, jobsOf, ledgerOf, messagesOf } from './rows.js';
 // What must hold after any send, dispatch or failure: the money rule and a message's end state.
 
 /** The money rule after the fact: ledger consistent, every debit has its message and back. */
-export function expectMoneyConsistent(ctx: CoreCtx, partnerId: string) {
-  const v = verifyLedger(ctx);
+export async function expectMoneyConsistent(ctx: CoreCtx, partnerId: string) {
+  const v = await verifyLedger(ctx);
   expect(v.mismatches).toEqual([]);
   expect(v.ok).toBe(true);
   const msgs = messagesOf(ctx, partnerId).filter((m) => m.direction === 'outbound');
@@ -36,7 +36,7 @@ export function expectMoneyConsistent(ctx: CoreCtx, partnerId: string) {
 }
 
 /** A message the provider refused (or never took): failed, with its error, refunded once. */
-export function expectFailedAndRefunded(
+export async function expectFailedAndRefunded(
   ctx: CoreCtx,
   partnerId: string,
   m: MessageRow,
@@ -56,7 +56,7 @@ export function expectFailedAndRefunded(
   expect(m.price).toBeGreaterThan(0);
   expect(balanceOf(ctx, partnerId)).toBe(startBalance);
   expect(historyOf(ctx, m.id).at(-1)).toBe('failed');
-  expectMoneyConsistent(ctx, partnerId);
+  await expectMoneyConsistent(ctx, partnerId);
 }
 
 /**

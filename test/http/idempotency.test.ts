@@ -85,7 +85,7 @@ describe('Idempotency-Key', () => {
     expect(ledgerOf(s.ctx, p.partnerId).filter((e) => e.kind === 'debit')).toHaveLength(1);
     expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
     expect(results.filter((r) => r.headers.get('idempotent-replayed') === 'true')).toHaveLength(19);
-    expectMoneyConsistent(s.ctx, p.partnerId);
+    await expectMoneyConsistent(s.ctx, p.partnerId);
   });
 
   it('the retry of a request that spent the last funds still gets its 200', async () => {

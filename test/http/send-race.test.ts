@@ -72,7 +72,7 @@ describe('race for the last funds', () => {
       }
       const msgs = messagesOf(s.ctx, p.partnerId);
       expect(new Set(msgs.map((m) => m.id))).toEqual(accepted);
-      expectMoneyConsistent(s.ctx, p.partnerId);
+      await expectMoneyConsistent(s.ctx, p.partnerId);
       // Group commit did group: far fewer commits than accepted requests.
       expect(s.rt.committer.batches - batchesBefore).toBeLessThan(1000);
 

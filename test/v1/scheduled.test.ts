@@ -72,7 +72,7 @@ describe('a scheduled send', () => {
     const full = await call(server, 'GET', `/v1/messages/${r.body.id}`, { token });
     expect(full.body.history.map((h: any) => h.status).slice(0, 3)).toEqual(['scheduled', 'queued', 'sent']);
     expect(sent.refunded).toBe(0);
-    expectMoneyConsistent(server.ctx, partnerId);
+    await expectMoneyConsistent(server.ctx, partnerId);
   });
 
   it('canceled before its time: never sent, refunded, message.canceled; a second cancel is a 409', async () => {
@@ -99,7 +99,7 @@ describe('a scheduled send', () => {
     expect(m.status).toBe('canceled');
     expect(m.provider_message_id).toBeNull();
     expect(eventsOf(r.body.id)).toEqual(['message.canceled']);
-    expectMoneyConsistent(server.ctx, partnerId);
+    await expectMoneyConsistent(server.ctx, partnerId);
   });
 
   it("another partner's message is a 404, and a message sent at once cannot be canceled", async () => {
@@ -176,7 +176,7 @@ describe('a scheduled send', () => {
       );
       expect(m).toMatchObject({ error_code: 'partner_suspended', refunded: 1, provider_message_id: null });
       expect(balanceOf(server.ctx, p.partnerId)).toBe(before);
-      expectMoneyConsistent(server.ctx, p.partnerId);
+      await expectMoneyConsistent(server.ctx, p.partnerId);
     } finally {
       await activatePartner(server.ctx, p.partnerId, 'test');
     }
@@ -209,7 +209,7 @@ describe('a scheduled send', () => {
     );
     expect(m).toMatchObject({ error_code: 'recipient_suppressed', refunded: 1, provider_message_id: null });
     expect(balanceOf(server.ctx, p.partnerId)).toBe(before);
-    expectMoneyConsistent(server.ctx, p.partnerId);
+    await expectMoneyConsistent(server.ctx, p.partnerId);
   });
 
   it('50 cancels racing their dispatch: each message is sent or canceled and refunded, never both', async () => {
@@ -249,6 +249,6 @@ describe('a scheduled send', () => {
     }
     // The 50, and the message that woke the loop.
     expect(start - balanceOf(server.ctx, p.partnerId)).toBe((ids.length - canceled.size + 1) * 10_000);
-    expectMoneyConsistent(server.ctx, p.partnerId);
+    await expectMoneyConsistent(server.ctx, p.partnerId);
   });
 });

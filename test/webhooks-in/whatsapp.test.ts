@@ -166,7 +166,7 @@ describe('WhatsApp statuses, end to end', () => {
       { kind: 'refund', note: 'refund: failed (131026)' },
       { kind: 'debit', note: 'charged again: read after the refund' },
     ]);
-    expect(verifyLedger(s.ctx).ok).toBe(true);
+    expect((await verifyLedger(s.ctx)).ok).toBe(true);
   });
 
   it('a status that beats the dispatch commit waits for its message, then lands', async () => {
