@@ -28,8 +28,8 @@ function doTopup(cli: Cli, ref: string, amount: string, opts: { note?: string })
   return moved(cli, entry, `Topped up ${p.slug} by ${money(entry.amount, p.currency)}.`);
 }
 
-function doAdjust(cli: Cli, ref: string, amount: string, opts: { note: string }): Result {
-  const entry = adjust(cli.ctx, ref, moneyArg(amount, 'non-zero', 'an adjustment'), opts.note, cli.actor);
+async function doAdjust(cli: Cli, ref: string, amount: string, opts: { note: string }): Promise<Result> {
+  const entry = await adjust(cli.ctx, ref, moneyArg(amount, 'non-zero', 'an adjustment'), opts.note, cli.actor);
   const p = getPartner(cli.ctx, entry.partner_id);
   return moved(
     cli,

@@ -6,8 +6,8 @@ import { AppError, invalid } from '../lib/errors.js';
 import { formatMoney, inMoneyRange, MAX_MONEY, moneyJson } from '../lib/money.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
-import { audit } from './audit.js';
-import { getPartner } from './partners.js';
+import { audit, auditIn } from './audit.js';
+import { getPartner, readPartner } from './partners.js';
 
 // The ledger is append-only. partner.balance moves in the same transaction as its entry, so
 // balance == sum(entries) always; verifyLedger() proves it. A debit is one conditional
@@ -168,14 +168,18 @@ export function topup(
     .immediate();
 }
 
-/** A signed correction by the operator (may take the balance anywhere; it is audited). */
-export function adjust(
+/**
+ * A signed correction by the operator (may take the balance anywhere within ±MAX_MONEY; it is
+ * audited). One transaction through the store: the balance moves in one conditional UPDATE, so
+ * concurrent adjustments never pass the bound whatever their order.
+ */
+export async function adjust(
   ctx: CoreCtx,
   partnerRef: string,
   amount: number,
   note: string | null,
   actor: string,
-): LedgerEntry {
+): Promise<LedgerEntry> {
   if (!Number.isSafeInteger(amount) || amount === 0) {
     throw invalid('an adjustment must be a non-zero amount', [
       { field: 'amount', message: 'use a negative amount to take money off' },
@@ -183,14 +187,27 @@ export function adjust(
   }
   if (!inMoneyRange(amount)) throw tooLarge('an adjustment', amount);
   if (!note) throw invalid('an adjustment needs a note saying why', [{ field: 'note', message: 'required' }]);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const p = getPartner(ctx, partnerRef);
-      const entry = writeEntry(ctx, p, 'adjustment', amount, note, actor);
-      audit(ctx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
-      return entry;
-    })
-    .immediate();
+  return ctx.store.transaction(async (tx) => {
+    const p = await readPartner(tx, partnerRef);
+    const now = ctx.now();
+    const big = BigInt(amount);
+    const row = await tx.get<Balance>(
+      sql`UPDATE partners SET balance = balance + ${big}, updated_at = ${now}
+           WHERE id = ${p.id} AND balance + ${big} BETWEEN ${sql.raw(String(-MAX_MONEY))} AND ${sql.raw(String(MAX_MONEY))}
+       RETURNING balance`,
+    );
+    if (!row) {
+      const f = (await tx.get<Funds>(sql`SELECT balance, credit_limit FROM partners WHERE id = ${p.id}`))!;
+      throw pastBound(p, 'adjustment', amount, f.balance);
+    }
+    const entry = (await tx.get<LedgerEntry>(
+      sql`INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
+          VALUES (${p.id}, 'adjustment', ${big}, ${row.balance}, NULL, ${note}, ${actor}, ${now})
+          RETURNING *`,
+    ))!;
+    await auditIn(ctx, tx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
+    return entry;
+  });
 }
 
 function tooLarge(what: string, amount: number) {
@@ -199,7 +216,21 @@ function tooLarge(what: string, amount: number) {
   ]);
 }
 
-/** A top-up or adjustment; refused, with nothing written, if it would take the balance past ±MAX_MONEY. */
+/** The 400 for a top-up or adjustment that would take `balance` past ±MAX_MONEY. */
+function pastBound(p: { slug: string; currency: string }, kind: LedgerKind, amount: number, balance: number) {
+  const room = amount > 0 ? MAX_MONEY - balance : MAX_MONEY + balance;
+  return invalid(
+    `this ${kind} would take the balance of ${p.slug} from ${formatMoney(balance)} to ${formatMoney(balance + amount)} ${p.currency}, past the largest balance msgd keeps (${formatMoney(MAX_MONEY)} either way)`,
+    [
+      {
+        field: 'amount',
+        message: `at most ${formatMoney(Math.max(0, room))} ${amount > 0 ? 'can be added' : 'can be taken off'}`,
+      },
+    ],
+  );
+}
+
+/** A top-up; refused, with nothing written, if it would take the balance past ±MAX_MONEY. */
 function writeEntry(
   ctx: CoreCtx,
   p: { id: string; slug: string; currency: string },
@@ -211,19 +242,7 @@ function writeEntry(
   const now = ctx.now();
   const big = BigInt(amount);
   const row = creditInRange(ctx, p.id, big, now);
-  if (!row) {
-    const f = funds(ctx, p.id)!;
-    const room = amount > 0 ? MAX_MONEY - f.balance : MAX_MONEY + f.balance;
-    throw invalid(
-      `this ${kind} would take the balance of ${p.slug} from ${formatMoney(f.balance)} to ${formatMoney(f.balance + amount)} ${p.currency}, past the largest balance msgd keeps (${formatMoney(MAX_MONEY)} either way)`,
-      [
-        {
-          field: 'amount',
-          message: `at most ${formatMoney(Math.max(0, room))} ${amount > 0 ? 'can be added' : 'can be taken off'}`,
-        },
-      ],
-    );
-  }
+  if (!row) throw pastBound(p, kind, amount, funds(ctx, p.id)!.balance);
   const info = insertEntry(ctx, [p.id, kind, big, row.balance, null, note, actor, now]);
   return stmt<[number | bigint], LedgerEntry>(ctx.db.sqlite, 'SELECT * FROM ledger_entries WHERE id = ?').get(
     info.lastInsertRowid,

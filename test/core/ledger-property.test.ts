@@ -77,7 +77,7 @@ describe(`ledger property (seed ${SEED})`, () => {
         counts.refund++;
       } else if (op < 0.9) {
         const signed = rand() < 0.5 ? -amount : amount;
-        adjust(t.ctx, slug, signed, 'correction', 'test');
+        await adjust(t.ctx, slug, signed, 'correction', 'test');
         m.balance += signed;
         counts.adjust++;
       } else {
@@ -89,7 +89,8 @@ describe(`ledger property (seed ${SEED})`, () => {
       expect(p.balance, where).toBe(m.balance);
       expect(sumStmt.get(m.id), where).toBe(m.balance);
       expect(p.credit_limit, where).toBe(m.credit);
-      if (i % 50 === 0 || i === OPS - 1) expect(await verifyLedger(t.ctx), where).toMatchObject({ ok: true, mismatches: [] });
+      if (i % 50 === 0 || i === OPS - 1)
+        expect(await verifyLedger(t.ctx), where).toMatchObject({ ok: true, mismatches: [] });
     }
     // Drain every partner: debits stop exactly where credit ends, whatever the history.
     for (const [slug, m] of model) {
@@ -135,8 +136,8 @@ describe(`ledger property (seed ${SEED})`, () => {
     expect(() => topup(t.ctx, 'p-a', 0, null, 'test')).toThrow(AppError);
     expect(() => topup(t.ctx, 'p-a', -1, null, 'test')).toThrow(/positive/);
     expect(() => topup(t.ctx, 'p-a', 1.5, null, 'test')).toThrow(/positive/);
-    expect(() => adjust(t.ctx, 'p-a', 0, 'x', 'test')).toThrow(/non-zero/);
-    expect(() => adjust(t.ctx, 'p-a', 5, '', 'test')).toThrow(/note/);
+    await expect(adjust(t.ctx, 'p-a', 0, 'x', 'test')).rejects.toThrow(/non-zero/);
+    await expect(adjust(t.ctx, 'p-a', 5, '', 'test')).rejects.toThrow(/note/);
     expect(() => topup(t.ctx, 'nobody', 5, null, 'test')).toThrow(/not found/);
     expect(() => debit(t.ctx, getPartner(t.ctx, 'p-a').id, -5, null, 'test')).toThrow(/non-negative/);
     expect(t.ctx.db.sqlite.prepare('SELECT COUNT(*) FROM ledger_entries').pluck().get()).toBe(before);

@@ -268,7 +268,7 @@ describe('twilio through the full path', () => {
     const to = '+14155550168';
     const id = await unknownOutcome('arrived, but the money is gone', to);
     const left = balanceOf(s.ctx, p.partnerId);
-    adjust(s.ctx, p.partnerId, -left, 'spent elsewhere', 'test');
+    await adjust(s.ctx, p.partnerId, -left, 'spent elsewhere', 'test');
     try {
       expect((await twilioReports(id, to, 'delivered')).processing).toBe('processed');
       expect(message(s.ctx, id)).toMatchObject({ status: 'delivered', refunded: 1 });
@@ -279,7 +279,7 @@ describe('twilio through the full path', () => {
           .map((e) => e.kind),
       ).toEqual(['debit', 'refund']);
     } finally {
-      adjust(s.ctx, p.partnerId, left, 'back', 'test');
+      await adjust(s.ctx, p.partnerId, left, 'back', 'test');
     }
     await expectMoneyConsistent(s.ctx, p.partnerId);
   });

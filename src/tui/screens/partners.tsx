@@ -140,8 +140,8 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             `${amount < 0 ? 'Takes' : 'Adds'} ${money(Math.abs(amount), partner.currency)} ${amount < 0 ? 'off' : 'to'} ${partner.slug}'s balance, noted "${note}".`,
             `Balance ${money(partner.balance, partner.currency)} → ${money(partner.balance + amount, partner.currency)}.`,
           ],
-          run: () => {
-            const e = adjust(ctx, partner.id, amount, note, actor);
+          run: async () => {
+            const e = await adjust(ctx, partner.id, amount, note, actor);
             const after = getPartner(ctx, partner.id);
             return {
               text: `Adjusted ${after.slug} by ${money(e.amount, after.currency)} (${note}); balance ${money(after.balance, after.currency)}.`,
