@@ -1,6 +1,8 @@
 import type { Row } from '../db/rows.js';
 import type { messages } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import { jsonText, likeFold, redactedContent as redactedContentSql } from '../db/dialect.js';
+import type { Queryable, Tx } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { idFloor } from '../lib/id-time.js';
 import type { CoreCtx } from './context.js';
 
@@ -55,64 +57,66 @@ export interface RedactSummary {
 const immediate = () => new Promise<void>((r) => setImmediate(r));
 
 export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactOptions = {}): Promise<RedactSummary> {
-  const sqlite = ctx.db.sqlite;
+  const { store } = ctx;
   const batch = opts.batch ?? 500;
   const pause = opts.pause ?? immediate;
   const now = ctx.now();
   const bound = idFloor('msg', now - days * 86_400_000);
-  const marker = new Date(now).toISOString();
-  const getMeta = (key: string) =>
-    stmt<[string], { value: string }>(sqlite, `SELECT value FROM meta WHERE key = ?`).get(key)?.value;
-  const setMeta = stmt<[string, string]>(
-    sqlite,
-    `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
-  );
-  const page = stmt<[string, string, number], Pick<Row<typeof messages>, 'id' | 'status'>>(
-    sqlite,
-    `SELECT id, status FROM messages WHERE id > ? AND id < ? ORDER BY id LIMIT ?`,
-  );
-  const one = (id: string) =>
-    stmt<[string], Pick<Row<typeof messages>, 'status'>>(sqlite, `SELECT status FROM messages WHERE id = ?`).get(id)
-      ?.status;
-  const redact = stmt<[string, string]>(
-    sqlite,
-    `UPDATE messages SET content = ${REDACTED_CONTENT_SQL}
-      WHERE id = ? AND json_extract(content, '$.kind') IS NOT 'redacted'`,
-  );
+  const redacted_ = redactedContentSql(store.dialect, 'content', new Date(now).toISOString());
+  const notRedacted = sql`${jsonText(store.dialect, 'content', 'kind')} IS DISTINCT FROM 'redacted'`;
+  const getMeta = async (key: string) =>
+    (await store.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = ${key}`))?.value;
+  const setMeta = (q: Queryable, key: string, value: string) =>
+    q.run(
+      sql`INSERT INTO meta (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+    );
+  const redact = async (tx: Tx, id: string) =>
+    (await tx.run(sql`UPDATE messages SET content = ${redacted_} WHERE id = ${id} AND ${notRedacted}`)).changes;
 
-  let held: string[] = JSON.parse(getMeta(HELD) ?? '[]');
-  let upto = getMeta(UPTO) ?? 'msg_';
+  let held: string[] = JSON.parse((await getMeta(HELD)) ?? '[]');
+  let upto = (await getMeta(UPTO)) ?? 'msg_';
   let redacted = 0;
 
   // Messages passed over earlier because they had not settled.
   const still: string[] = [];
   for (let i = 0; i < held.length; i += batch) {
     const slice = held.slice(i, i + batch);
-    sqlite.transaction(() => {
+    redacted += await store.transaction(async (tx) => {
+      let n = 0;
       for (const id of slice) {
-        const status = one(id);
-        if (status === undefined) continue;
-        if (UNSETTLED.has(status)) still.push(id);
-        else redacted += redact.run(marker, id).changes;
+        const row = await tx.get<Pick<Row<typeof messages>, 'status'>>(
+          sql`SELECT status FROM messages WHERE id = ${id}`,
+        );
+        if (row === undefined) continue;
+        if (UNSETTLED.has(row.status)) still.push(id);
+        else n += await redact(tx, id);
       }
-    })();
+      return n;
+    });
     await pause();
   }
   held = still;
-  setMeta.run(HELD, JSON.stringify(held));
+  await setMeta(store, HELD, JSON.stringify(held));
 
   while (held.length < MAX_HELD) {
-    const rows = page.all(upto, bound, batch);
+    const rows = await store.all<Pick<Row<typeof messages>, 'id' | 'status'>>(
+      sql`SELECT id, status FROM messages WHERE id > ${upto} AND id < ${bound} ORDER BY id LIMIT ${batch}`,
+    );
     if (rows.length === 0) break;
-    sqlite.transaction(() => {
+    const next = [...held];
+    redacted += await store.transaction(async (tx) => {
+      let n = 0;
       for (const r of rows) {
-        if (UNSETTLED.has(r.status)) held.push(r.id);
-        else redacted += redact.run(marker, r.id).changes;
+        if (UNSETTLED.has(r.status)) next.push(r.id);
+        else n += await redact(tx, r.id);
       }
-      upto = rows[rows.length - 1].id;
-      setMeta.run(UPTO, upto);
-      setMeta.run(HELD, JSON.stringify(held));
-    })();
+      await setMeta(tx, UPTO, rows[rows.length - 1].id);
+      await setMeta(tx, HELD, JSON.stringify(next));
+      return n;
+    });
+    // Committed: the watermark and the held list move on together.
+    upto = rows[rows.length - 1].id;
+    held = next;
     if (rows.length < batch) break;
     await pause();
   }
@@ -125,17 +129,17 @@ export async function redactOldContent(ctx: CoreCtx, days: number, opts: RedactO
  * gateways) is kept for good. An action counts as one when its name says login or logout.
  */
 export async function pruneLoginAudit(ctx: CoreCtx, days: number, opts: RedactOptions = {}): Promise<number> {
+  const { store } = ctx;
   const cutoff = ctx.now() - days * 86_400_000;
   const batch = opts.batch ?? 5000;
   const pause = opts.pause ?? immediate;
-  const del = stmt<[number, number]>(
-    ctx.db.sqlite,
-    `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE created_at < ?
-       AND (action LIKE '%login%' OR action LIKE '%logout%') LIMIT ?)`,
-  );
+  const login = sql`(${likeFold(store.dialect, 'action', '%login%')} OR ${likeFold(store.dialect, 'action', '%logout%')})`;
   let total = 0;
   for (;;) {
-    const n = del.run(cutoff, batch).changes;
+    const { changes: n } = await store.run(
+      sql`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE created_at < ${cutoff} AND ${login}
+            ORDER BY id LIMIT ${batch})`,
+    );
     total += n;
     if (n < batch) return total;
     await pause();

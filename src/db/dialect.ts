@@ -73,3 +73,18 @@ export function likeFold(dialect: Dialect, col: ColumnRef, pattern: string): Sql
 export function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
+
+// --- Retention: redacted message content -----------------------------------------------------
+
+/**
+ * The redacted form of a text column holding a message's JSON content, as text:
+ * `{"kind":"redacted","was":<its kind>,"redacted_at":<redactedAt>}` (src/core/retention.ts).
+ * SQLite's json_object, PostgreSQL's json_build_object: the same JSON object on both (PostgreSQL
+ * spaces it differently), with `was` NULL when the content has no string kind.
+ */
+export function redactedContent(dialect: Dialect, col: ColumnRef, redactedAt: string): Sql {
+  const was = jsonText(dialect, col, 'kind');
+  return dialect === 'sqlite'
+    ? sql`json_object('kind', 'redacted', 'was', ${was}, 'redacted_at', ${redactedAt})`
+    : sql`CAST(json_build_object('kind', 'redacted', 'was', ${was}, 'redacted_at', CAST(${redactedAt} AS TEXT)) AS TEXT)`;
+}

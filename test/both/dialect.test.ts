@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { escapeLike, indexedBy, jsonText, likeFold } from '../../src/db/dialect.js';
+import { escapeLike, indexedBy, jsonText, likeFold, redactedContent } from '../../src/db/dialect.js';
 import { sql } from '../../src/db/sql.js';
 import { openPg } from '../../src/db/pg/store.js';
 import { databaseUrl, pgAdminUrl, withClient } from '../pg/helpers.js';
@@ -152,4 +152,23 @@ describe('likeFold', () => {
       }
     },
   );
+});
+
+describe('redactedContent', () => {
+  it('builds the same redacted JSON object from a content column on both stores', async () => {
+    await t.exec(`
+      CREATE TABLE b_content (id TEXT PRIMARY KEY, content TEXT NOT NULL);
+      INSERT INTO b_content (id, content) VALUES
+        ('a', '{"kind":"text","text":"secret"}'), ('b', '{"text":"no kind"}'), ('c', '{"kind":"email","n":1}')`);
+    const at = '2026-11-27T07:00:00.000Z';
+    const rows = await t.ctx.store.all<{ id: string; r: string }>(
+      sql`SELECT id, ${redactedContent(t.dialect, 'content', at)} AS r FROM b_content ORDER BY id`,
+    );
+    expect(rows.map((x) => [x.id, JSON.parse(x.r)])).toEqual([
+      ['a', { kind: 'redacted', was: 'text', redacted_at: at }],
+      ['b', { kind: 'redacted', was: null, redacted_at: at }],
+      ['c', { kind: 'redacted', was: 'email', redacted_at: at }],
+    ]);
+    expect(rows.map((x) => typeof x.r)).toEqual(['string', 'string', 'string']);
+  });
 });
