@@ -11,7 +11,7 @@ import {
   type WebhookLogRow,
 } from '../core/webhook-log.js';
 import { WEBHOOK_PROVIDERS } from '../providers/webhooks.js';
-import { newestAttemptId, recentAttempts } from '../webhooks-out/store.js';
+import { newestAttemptId, recentAttempts, type RecentAttempt } from '../webhooks-out/store.js';
 import { positiveInt } from './args.js';
 import { globalsOf, openCli, withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
@@ -91,7 +91,7 @@ function withBody(text: string, r: Row, on: boolean | undefined): string {
   return on && r.body ? `${text}\n${r.body.toString('utf8').replace(/^/gm, '    ')}` : text;
 }
 
-type Attempt = ReturnType<typeof recentAttempts>[number];
+type Attempt = RecentAttempt;
 
 function attemptJson(a: Attempt) {
   return {
@@ -124,10 +124,10 @@ function attemptLine(a: Attempt): string {
 }
 
 /** --outbound: provider webhooks in and deliveries to partner endpoints, one timeline. */
-function listBoth(cli: Cli, opts: LogOpts): Result {
+async function listBoth(cli: Cli, opts: LogOpts): Promise<Result> {
   const limit = Math.min(opts.limit, 10_000);
   const inbound = listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit, latest: true }) as Row[];
-  const outbound = recentAttempts(cli.ctx, { limit });
+  const outbound = await recentAttempts(cli.ctx, { limit });
   const names = gatewayNames(cli.ctx);
   const merged = [
     ...inbound.map((r) => ({
@@ -145,7 +145,7 @@ function listBoth(cli: Cli, opts: LogOpts): Result {
   };
 }
 
-function list(cli: Cli, opts: LogOpts): Result {
+function list(cli: Cli, opts: LogOpts): Result | Promise<Result> {
   if (opts.outbound) return listBoth(cli, opts);
   const rows = listWebhookLog(cli.ctx, {
     ...filterOf(cli, opts),
@@ -194,7 +194,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   const initial = listWebhookLog(cli.ctx, { ...filter, limit: Math.min(opts.limit, 10_000), latest: true }) as Row[];
   for (const r of initial) print(r);
   let cursor = newestWebhookLogId(cli.ctx) ?? '';
-  let attemptCursor = newestAttemptId(cli.ctx) ?? 0;
+  let attemptCursor = (await newestAttemptId(cli.ctx)) ?? 0;
 
   const ctrl = new AbortController();
   const onSigint = () => ctrl.abort();
@@ -227,10 +227,8 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
         if (!(opts.failed && r.processing === 'pending')) print(r);
         cursor = r.id;
       }
-      if (opts.outbound && (newestAttemptId(cli.ctx) ?? 0) > attemptCursor) {
-        const fresh = recentAttempts(cli.ctx, { limit: 1000 })
-          .filter((a) => a.id > attemptCursor)
-          .reverse();
+      if (opts.outbound && ((await newestAttemptId(cli.ctx)) ?? 0) > attemptCursor) {
+        const fresh = (await recentAttempts(cli.ctx, { limit: 1000 })).filter((a) => a.id > attemptCursor).reverse();
         for (const a of fresh)
           out.write(json ? `${JSON.stringify(attemptJson(a))}\n` : `${terminalSafe(attemptLine(a))}\n`);
         if (fresh.length) attemptCursor = fresh[fresh.length - 1].id;

@@ -5,7 +5,7 @@ import { AppError } from '../lib/errors.js';
 import { iso, parseSince } from '../lib/time.js';
 import { JobQueue } from '../queue/queue.js';
 import { replayEvent, replaySince, type ReplayReport } from '../webhooks-out/replay.js';
-import { listAttempts, listDeliveries, type DeliveryListRow } from '../webhooks-out/store.js';
+import { type AttemptRow, listAttempts, listDeliveries, type DeliveryListRow } from '../webhooks-out/store.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
@@ -18,7 +18,7 @@ import { kv, lines, table, when, type Result } from './output.js';
 
 const clip = (s: string | null, n: number) => (s && s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
-function deliveryJson(d: DeliveryListRow, attempts?: ReturnType<typeof listAttempts>) {
+function deliveryJson(d: DeliveryListRow, attempts?: AttemptRow[]) {
   return {
     id: d.id,
     event_id: d.event_id,
@@ -54,16 +54,20 @@ function endpointRef(cli: Cli, ref: string): string {
   return id;
 }
 
-function deliveries(
+async function deliveries(
   cli: Cli,
   opts: { endpoint?: string; failed?: boolean; limit: number; attempts?: boolean },
-): Result {
-  const rows = listDeliveries(cli.ctx, {
+): Promise<Result> {
+  const rows = await listDeliveries(cli.ctx, {
     endpointId: opts.endpoint ? endpointRef(cli, opts.endpoint) : undefined,
     failed: opts.failed,
     limit: opts.limit,
   });
-  const logs = opts.attempts ? new Map(rows.map((d) => [d.id, listAttempts(cli.ctx, d.id)])) : null;
+  let logs: Map<string, AttemptRow[]> | null = null;
+  if (opts.attempts) {
+    logs = new Map();
+    for (const d of rows) logs.set(d.id, await listAttempts(cli.ctx, d.id));
+  }
   const json = { data: rows.map((d) => deliveryJson(d, logs?.get(d.id))) };
   if (rows.length === 0) return { json, text: opts.failed ? 'No failed deliveries.' : 'No deliveries yet.' };
   const main = table(

@@ -1,5 +1,7 @@
 import type { events, partners, webhookAttempts, webhookDeliveries, webhookEndpoints } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
+import { indexedBy } from '../db/dialect.js';
+import { type Sql, sql } from '../db/sql.js';
 import { rawStmt, stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
 import type { EndpointRow } from '../core/endpoints.js';
@@ -171,38 +173,33 @@ export interface DeliveryListRow extends DeliveryRow {
 }
 
 /** Operator view, newest first. `failed`: given up on, or still pending after a failure. */
-export function listDeliveries(
+export async function listDeliveries(
   ctx: CoreCtx,
   opts: { endpointId?: string; failed?: boolean; limit?: number } = {},
-): DeliveryListRow[] {
-  const where: string[] = [];
-  const params: Record<string, unknown> = { limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000) };
-  if (opts.endpointId) {
-    where.push('d.endpoint_id = @endpoint');
-    params.endpoint = opts.endpointId;
-  }
-  if (opts.failed) where.push(`(d.status IN ('failed', 'dead') OR (d.status = 'pending' AND d.attempts > 0))`);
-  // One of four SQL texts (with or without each filter), each cached by stmt().
-  return stmt<[Record<string, unknown>], DeliveryListRow>(
-    ctx.db.sqlite,
-    `SELECT d.*, ev.type AS event_type, e.url, p.slug AS partner_slug
+): Promise<DeliveryListRow[]> {
+  const where: Sql[] = [];
+  const limit = Math.min(Math.max(opts.limit ?? 50, 1), 1000);
+  if (opts.endpointId) where.push(sql`d.endpoint_id = ${opts.endpointId}`);
+  if (opts.failed) where.push(sql`(d.status IN ('failed', 'dead') OR (d.status = 'pending' AND d.attempts > 0))`);
+  return ctx.store.all<DeliveryListRow>(
+    sql`SELECT d.*, ev.type AS event_type, e.url, p.slug AS partner_slug
          FROM webhook_deliveries d
          JOIN webhook_endpoints e ON e.id = d.endpoint_id
          JOIN partners p ON p.id = d.partner_id
          LEFT JOIN events ev ON ev.id = d.event_id
-        ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY d.id DESC LIMIT @limit`,
-  ).all(params);
+        ${where.length ? sql`WHERE ${sql.join(where, ' AND ')}` : sql.raw('')}
+        ORDER BY d.id DESC LIMIT ${limit}`,
+  );
 }
 
 /** What a partner filters an endpoint's deliveries by, and the rows each outcome means. */
 const OUTCOME_WHERE = {
-  succeeded: "d.status = 'succeeded'",
+  succeeded: sql`d.status = 'succeeded'`,
   // Still being retried after at least one failed attempt.
-  retrying: "d.status = 'pending' AND d.attempts > 0",
-  failed: "d.status IN ('failed', 'dead')",
-  pending: "d.status = 'pending'",
-  cancelled: "d.status = 'cancelled'",
+  retrying: sql`d.status = 'pending' AND d.attempts > 0`,
+  failed: sql`d.status IN ('failed', 'dead')`,
+  pending: sql`d.status = 'pending'`,
+  cancelled: sql`d.status = 'cancelled'`,
 } as const;
 export type DeliveryOutcome = keyof typeof OUTCOME_WHERE;
 export const DELIVERY_OUTCOMES = Object.keys(OUTCOME_WHERE) as DeliveryOutcome[];
@@ -223,45 +220,58 @@ export interface DeliveryPage {
  * outcome, a page examines at most DELIVERY_SCAN_LIMIT deliveries and may end short (bounded),
  * its `next` marking how far back it looked.
  */
-export function listEndpointDeliveries(
+export async function listEndpointDeliveries(
   ctx: CoreCtx,
   endpointId: string,
   opts: { outcome?: DeliveryOutcome; before?: string | null; limit: number },
-): DeliveryPage {
+): Promise<DeliveryPage> {
   const before = opts.before ?? null;
+  const byEndpoint = indexedBy(ctx.store.dialect, 'webhook_deliveries_endpoint');
+  const none = sql.raw('');
   let floor: string | null = null;
   if (opts.outcome) {
     floor =
-      stmt<[string, string | null, string | null], Pick<DeliveryRow, 'id'>>(
-        ctx.db.sqlite,
-        `SELECT id FROM webhook_deliveries INDEXED BY webhook_deliveries_endpoint
-          WHERE endpoint_id = ? AND (? IS NULL OR id < ?) ORDER BY id DESC LIMIT 1 OFFSET ${DELIVERY_SCAN_LIMIT - 1}`,
-      ).get(endpointId, before, before)?.id ?? null;
+      (
+        await ctx.store.get<Pick<DeliveryRow, 'id'>>(
+          sql`SELECT id FROM webhook_deliveries ${byEndpoint}
+               WHERE endpoint_id = ${endpointId} ${before === null ? none : sql`AND id < ${before}`}
+               ORDER BY id DESC LIMIT 1 OFFSET ${DELIVERY_SCAN_LIMIT - 1}`,
+        )
+      )?.id ?? null;
   }
-  const rows = stmt<
-    [string, string | null, string | null, string | null, string | null, number],
-    DeliveryRow & { event_type: string | null }
-  >(
-    ctx.db.sqlite,
-    `SELECT d.*, ev.type AS event_type FROM webhook_deliveries d INDEXED BY webhook_deliveries_endpoint
-       LEFT JOIN events ev ON ev.id = d.event_id
-      WHERE d.endpoint_id = ? AND (? IS NULL OR d.id < ?) AND (? IS NULL OR d.id >= ?)
-        ${opts.outcome ? `AND ${OUTCOME_WHERE[opts.outcome]}` : ''}
-      ORDER BY d.id DESC LIMIT ?`,
-  ).all(endpointId, before, before, floor, floor, opts.limit + 1);
+  const rows = await ctx.store.all<DeliveryRow & { event_type: string | null }>(
+    sql`SELECT d.*, ev.type AS event_type FROM webhook_deliveries d ${byEndpoint}
+         LEFT JOIN events ev ON ev.id = d.event_id
+        WHERE d.endpoint_id = ${endpointId}
+          ${before === null ? none : sql`AND d.id < ${before}`}
+          ${floor === null ? none : sql`AND d.id >= ${floor}`}
+          ${opts.outcome ? sql`AND ${OUTCOME_WHERE[opts.outcome]}` : none}
+        ORDER BY d.id DESC LIMIT ${opts.limit + 1}`,
+  );
   if (rows.length > opts.limit)
     return { rows: rows.slice(0, opts.limit), next: rows[opts.limit - 1].id, bounded: false };
   return { rows, next: floor, bounded: floor !== null };
 }
 
 /** One delivery by id (the caller checks whose it is). */
-export function getDelivery(ctx: CoreCtx, id: string): DeliveryRow | undefined {
-  return stmt<[string], DeliveryRow>(ctx.db.sqlite, 'SELECT * FROM webhook_deliveries WHERE id = ?').get(id);
+export async function getDelivery(ctx: CoreCtx, id: string): Promise<DeliveryRow | undefined> {
+  return ctx.store.get<DeliveryRow>(sql`SELECT * FROM webhook_deliveries WHERE id = ${id}`);
+}
+
+/** The type and stored body of a delivery's event (what its attempts send), or undefined once retention removed it. */
+export async function deliveryEvent(
+  ctx: CoreCtx,
+  eventId: string,
+): Promise<Pick<Row<typeof events>, 'type' | 'payload'> | undefined> {
+  return ctx.store.get<Pick<Row<typeof events>, 'type' | 'payload'>>(
+    sql`SELECT type, payload FROM events WHERE id = ${eventId}`,
+  );
 }
 
 /** The newest attempt's id, or null before the first. */
-export function newestAttemptId(ctx: CoreCtx): number | null {
-  return stmt<[], { id: number | null }>(ctx.db.sqlite, 'SELECT MAX(id) AS id FROM webhook_attempts').get()!.id;
+export async function newestAttemptId(ctx: CoreCtx): Promise<number | null> {
+  const row = await ctx.store.get<{ id: number | null }>(sql`SELECT MAX(id) AS id FROM webhook_attempts`);
+  return row?.id ?? null;
 }
 
 /** An attempt with the event and endpoint it was for: a line of a live tail. */
@@ -278,7 +288,7 @@ export interface AttemptLine {
   partner_id: string;
 }
 
-const ATTEMPT_LINE_SQL = `SELECT a.id, a.created_at, a.attempt_no, a.status_code, a.duration_ms, a.error, d.event_id,
+const ATTEMPT_LINE_SQL = sql`SELECT a.id, a.created_at, a.attempt_no, a.status_code, a.duration_ms, a.error, d.event_id,
     ev.type AS event_type, e.url, d.partner_id
    FROM webhook_attempts a
    JOIN webhook_deliveries d ON d.id = a.delivery_id
@@ -286,41 +296,47 @@ const ATTEMPT_LINE_SQL = `SELECT a.id, a.created_at, a.attempt_no, a.status_code
    LEFT JOIN events ev ON ev.id = d.event_id`;
 
 /** The newest `limit` attempts, oldest first, by primary key. */
-export function latestAttemptLines(ctx: CoreCtx, limit: number): AttemptLine[] {
-  return stmt<[number], AttemptLine>(ctx.db.sqlite, `${ATTEMPT_LINE_SQL} ORDER BY a.id DESC LIMIT ?`)
-    .all(limit)
-    .reverse();
+export async function latestAttemptLines(ctx: CoreCtx, limit: number): Promise<AttemptLine[]> {
+  const rows = await ctx.store.all<AttemptLine>(sql`${ATTEMPT_LINE_SQL} ORDER BY a.id DESC LIMIT ${limit}`);
+  return rows.reverse();
 }
 
 /** Up to `limit` attempts after `afterId`, oldest first. */
-export function attemptLinesAfter(ctx: CoreCtx, afterId: number, limit: number): AttemptLine[] {
-  return stmt<[number, number], AttemptLine>(
-    ctx.db.sqlite,
-    `${ATTEMPT_LINE_SQL} WHERE a.id > ? ORDER BY a.id LIMIT ?`,
-  ).all(afterId, limit);
+export async function attemptLinesAfter(ctx: CoreCtx, afterId: number, limit: number): Promise<AttemptLine[]> {
+  return ctx.store.all<AttemptLine>(sql`${ATTEMPT_LINE_SQL} WHERE a.id > ${afterId} ORDER BY a.id LIMIT ${limit}`);
 }
 
-export function listAttempts(ctx: CoreCtx, deliveryId: string): AttemptRow[] {
-  return stmt<[string], AttemptRow>(
-    ctx.db.sqlite,
-    'SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY id',
-  ).all(deliveryId);
+/** A delivery's attempts, first to last. */
+export async function listAttempts(ctx: CoreCtx, deliveryId: string): Promise<AttemptRow[]> {
+  return ctx.store.all<AttemptRow>(sql`SELECT * FROM webhook_attempts WHERE delivery_id = ${deliveryId} ORDER BY id`);
 }
+
+/** The newest attempt of each of these deliveries (one statement for a page of them); none before the first. */
+export async function lastAttempts(ctx: CoreCtx, deliveryIds: readonly string[]): Promise<Map<string, AttemptRow>> {
+  if (deliveryIds.length === 0) return new Map();
+  const rows = await ctx.store.all<AttemptRow>(
+    sql`SELECT * FROM webhook_attempts WHERE id IN (SELECT MAX(id) FROM webhook_attempts
+         WHERE delivery_id IN (${sql.join(deliveryIds.map((id) => sql`${id}`))}) GROUP BY delivery_id)`,
+  );
+  return new Map(rows.map((a) => [a.delivery_id, a]));
+}
+
+export type RecentAttempt = AttemptRow &
+  Pick<DeliveryRow, 'event_id' | 'endpoint_id' | 'partner_id'> &
+  Pick<DeliveryListRow, 'url' | 'event_type'>;
 
 /** Attempts across deliveries since a time, newest first: the outbound half of a webhook log. */
-export function recentAttempts(ctx: CoreCtx, opts: { since?: number; limit?: number } = {}) {
-  return stmt<
-    [{ since: number; limit: number }],
-    AttemptRow &
-      Pick<DeliveryRow, 'event_id' | 'endpoint_id' | 'partner_id'> &
-      Pick<DeliveryListRow, 'url' | 'event_type'>
-  >(
-    ctx.db.sqlite,
-    `SELECT a.*, d.event_id, d.endpoint_id, d.partner_id, e.url, ev.type AS event_type
+export async function recentAttempts(
+  ctx: CoreCtx,
+  opts: { since?: number; limit?: number } = {},
+): Promise<RecentAttempt[]> {
+  const limit = Math.min(Math.max(opts.limit ?? 100, 1), 5000);
+  return ctx.store.all<RecentAttempt>(
+    sql`SELECT a.*, d.event_id, d.endpoint_id, d.partner_id, e.url, ev.type AS event_type
          FROM webhook_attempts a
          JOIN webhook_deliveries d ON d.id = a.delivery_id
          JOIN webhook_endpoints e ON e.id = d.endpoint_id
          LEFT JOIN events ev ON ev.id = d.event_id
-        WHERE a.created_at >= @since ORDER BY a.id DESC LIMIT @limit`,
-  ).all({ since: opts.since ?? 0, limit: Math.min(Math.max(opts.limit ?? 100, 1), 5000) });
+        WHERE a.created_at >= ${opts.since ?? 0} ORDER BY a.id DESC LIMIT ${limit}`,
+  );
 }

@@ -6,6 +6,7 @@ import type { CoreCtx } from '../../src/core/context.js';
 import { pinConnection } from '../../src/db/pin.js';
 import * as schema from '../../src/db/schema.js';
 import type { Db } from '../../src/db/open.js';
+import { store } from '../../src/db/query.js';
 import { deadJobs, pendingJobs } from '../../src/tui/data/jobs.js';
 import { findMessages, messageWithHistory } from '../../src/tui/data/messages.js';
 import { readOverview } from '../../src/tui/data/overview.js';
@@ -29,7 +30,7 @@ afterAll(cleanupDirs);
 const BIG = ['messages', 'provider_webhooks', 'ledger_entries', 'jobs', 'message_status_history', 'webhook_attempts'];
 
 describe("the console's reads", () => {
-  it('seek through indexes; none walks or sorts a big table', () => {
+  it('seek through indexes; none walks or sorts a big table', async () => {
     const dir = newDataDir();
     const setupCli = openCli({ dataDir: dir });
     const c0 = setupCli.ctx;
@@ -49,13 +50,15 @@ describe("the console's reads", () => {
       path: `${dir}/msgd.db`,
       close: () => {},
     };
-    const ctx: CoreCtx = { ...c0, db };
+    const ctx: CoreCtx = { ...c0, db, store: store(db) };
     readOverview(ctx);
     readPartners(ctx, new SpendToday(ctx));
     readPartnerDetail(ctx, 'acme');
     const tail = new TailState(ctx);
-    tail.poll(true);
-    tail.poll(true);
+    tail.poll();
+    await tail.pollOutbound();
+    tail.poll();
+    await tail.pollOutbound();
     for (const q of [
       { id: m.id },
       { partner: 'acme' },
@@ -73,7 +76,7 @@ describe("the console's reads", () => {
        VALUES ('pwh_x', 'sandbox', 'POST', '/api/webhook.php', '{}', '{"object":"msgd_sandbox","events":[]}', 'ok', 'pending', 0)`,
       )
       .run();
-    tail.poll(false);
+    tail.poll();
     describeEvents(ctx, webhookDetail(ctx, 'pwh_x')!);
 
     const bad: string[] = [];

@@ -297,6 +297,40 @@ describe('msgctl tui: screens', () => {
     expect(getWebhookLog(ctx, lost.id)!.processing).toBe('pending');
   });
 
+  it('webhooks: o adds the deliveries to partners, new attempts as they are made', async () => {
+    const con = open('webhooks');
+    const s = scene(con);
+    const db = con.cli.ctx.db.sqlite;
+    webhook(con.cli.ctx, { gateway_id: s.sandbox.id, received_at: FIXED_NOW - 4000 });
+    db.exec(`INSERT INTO webhook_endpoints (id, partner_id, url, secret, status, created_at, updated_at)
+               VALUES ('whe_1', '${s.acme.id}', 'https://acme.example/hooks', 'sealed', 'enabled', 1, 1);
+             INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at)
+               VALUES ('evt_1', '${s.acme.id}', 'message.delivered', '{}', 1, ${FIXED_NOW - 3000});
+             INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at)
+               VALUES ('dlv_1', 'evt_1', 'whe_1', '${s.acme.id}', 'pending', 1, ${FIXED_NOW - 3000}, ${FIXED_NOW - 3000})`);
+    const attempt = (no: number, code: number | null, error: string | null, at: number) =>
+      db
+        .prepare(
+          `INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, error, created_at)
+           VALUES ('dlv_1', ?, ?, 40, ?, ?)`,
+        )
+        .run(no, code, error, at);
+    attempt(1, 503, 'HTTP 503', FIXED_NOW - 2500);
+    let f = await con.see(/\d\d sandbox/);
+    expect(f).not.toMatch(/\d\d out /);
+
+    await con.press('o');
+    f = await con.see(/\d\d out\s+message\.…\s+#1 40 ms\s+failed 503\s+https:\/\/acme\.exam/);
+    expect(f).toContain('in + out');
+    attempt(2, 200, null, FIXED_NOW - 1000);
+    f = await con.see(/\d\d out\s+message\.…\s+#2 40 ms\s+ok 200/);
+    expect(f).toMatch(/#1 40 ms\s+failed 503/);
+
+    await con.press('o');
+    await new Promise((r) => setTimeout(r, 700));
+    expect(con.frame()).not.toMatch(/\d\d out /);
+  });
+
   it('messages: find by partner, then a message with its history', async () => {
     const con = open('messages');
     const s = scene(con);

@@ -25,13 +25,13 @@ export class TailState {
 
   constructor(private readonly ctx: CoreCtx) {}
 
-  poll(outbound: boolean): void {
+  /** The provider webhooks: read synchronously, on every tick. */
+  poll(): void {
     const ctx = this.ctx;
     if (this.rows.length === 0) {
       this.rows = latestWebhooks(ctx);
       if (this.rows.length) this.version++;
-    }
-    else {
+    } else {
       const pending = this.rows.filter((r) => r.processing === 'pending').slice(-RECHECK);
       if (pending.length) {
         const now = new Map(webhooksByIds(ctx, pending.map((r) => r.id)).map((r) => [r.id, r]));
@@ -46,12 +46,16 @@ export class TailState {
         this.version++;
       }
     }
-    if (!outbound) return;
+  }
+
+  /** The deliveries to partners (attempts) since the last read, through the store. */
+  async pollOutbound(): Promise<void> {
+    const ctx = this.ctx;
     if (this.lastAttempt === null) {
-      this.attempts = latestAttempts(ctx);
+      this.attempts = await latestAttempts(ctx);
       this.version++;
     } else {
-      const fresh = attemptsAfter(ctx, this.lastAttempt);
+      const fresh = await attemptsAfter(ctx, this.lastAttempt);
       if (fresh.length) {
         this.attempts = [...this.attempts, ...fresh].slice(-TAIL_WINDOW);
         this.version++;

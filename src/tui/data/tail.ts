@@ -32,7 +32,8 @@ export const webhooksByIds = (ctx: CoreCtx, ids: string[]): TailRow[] => webhook
 
 export const webhookDetail = (ctx: CoreCtx, id: string): WebhookLogRow | undefined => getWebhookLog(ctx, id);
 
-export const latestAttempts = (ctx: CoreCtx, limit = TAIL_WINDOW): AttemptRow[] => latestAttemptLines(ctx, limit);
+export const latestAttempts = (ctx: CoreCtx, limit = TAIL_WINDOW): Promise<AttemptRow[]> =>
+  latestAttemptLines(ctx, limit);
 
-export const attemptsAfter = (ctx: CoreCtx, afterId: number, limit = TAIL_WINDOW): AttemptRow[] =>
+export const attemptsAfter = (ctx: CoreCtx, afterId: number, limit = TAIL_WINDOW): Promise<AttemptRow[]> =>
   attemptLinesAfter(ctx, afterId, limit);

@@ -1,6 +1,6 @@
 import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
-import { useMemo, useRef, useState } from 'react';
+import { useEffect, useMemo, useRef, useState } from 'react';
 import { WEBHOOK_PROVIDERS } from '../../providers/webhooks.js';
 import { reprocessWebhooks } from '../../webhooks-in/reprocess.js';
 import { Flash, Table, visibleRows } from '../components.js';
@@ -54,7 +54,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   const poll = usePoll(
     500,
     () => {
-      tail.poll(outbound);
+      tail.poll();
       // The same object while nothing moved, so usePoll draws nothing.
       if (snapshot.current?.version !== tail.version)
         snapshot.current = { rows: tail.rows, attempts: tail.attempts, version: tail.version };
@@ -63,6 +63,32 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
     [outbound],
     paused,
   );
+  // The attempts come through the store: read in the background, then drawn by the next read.
+  const reloadRef = useRef(poll.reload);
+  reloadRef.current = poll.reload;
+  useEffect(() => {
+    if (!outbound || paused) return;
+    let stopped = false;
+    let busy = false;
+    const read = async () => {
+      if (busy) return;
+      busy = true;
+      try {
+        await tail.pollOutbound();
+        if (!stopped) reloadRef.current();
+      } catch (e) {
+        if (!stopped) setFlash({ ok: false, text: deps.describeError(e) });
+      } finally {
+        busy = false;
+      }
+    };
+    void read();
+    const t = setInterval(() => void read(), 500);
+    return () => {
+      stopped = true;
+      clearInterval(t);
+    };
+  }, [outbound, paused]);
   const names = useMemo(() => gatewayNames(ctx), [ctx, poll.data?.rows.length]);
   const overlay = useOverlay(setFlash, () => poll.reload());
   useMode(overlay.step ? 'form' : detailId ? 'detail' : 'list');

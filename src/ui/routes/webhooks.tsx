@@ -17,10 +17,11 @@ import { BASE_HEADERS } from '../../webhooks-out/client.js';
 import { shownSignatureHeaders } from '../../webhooks-out/signing.js';
 import {
   DELIVERY_OUTCOMES,
+  deliveryEvent,
   getDelivery,
+  lastAttempts,
   listAttempts,
   listEndpointDeliveries,
-  loadForAttempt,
   type DeliveryOutcome,
 } from '../../webhooks-out/store.js';
 import { field, fields, form, query, redirectWithNote, takeNote, type Ui } from '../context.js';
@@ -173,7 +174,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     );
   };
 
-  const endpointPage = (
+  const endpointPage = async (
     req: FastifyRequest,
     reply: FastifyReply,
     e: EndpointRow,
@@ -186,8 +187,12 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
       ? (q.outcome as DeliveryOutcome)
       : undefined;
     const before = q.before && DELIVERY_ID.test(q.before) ? q.before : null;
-    const page = listEndpointDeliveries(rt.ctx, e.id, { outcome, before, limit: PAGE });
+    const page = await listEndpointDeliveries(rt.ctx, e.id, { outcome, before, limit: PAGE });
     const deliveries = page.rows;
+    const lastAttempt = await lastAttempts(
+      rt.ctx,
+      deliveries.map((d) => d.id),
+    );
     const listHref = (b: string | null) => {
       const u = new URLSearchParams();
       if (outcome) u.set('outcome', outcome);
@@ -328,7 +333,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
             </thead>
             <tbody>
               {deliveries.map((d) => {
-                const last = listAttempts(rt.ctx, d.id).at(-1);
+                const last = lastAttempt.get(d.id);
                 return (
                   <tr key={d.id}>
                     <td>
@@ -429,11 +434,11 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   app.get<{ Params: { id: string; dlv: string } }>('/webhooks/:id/deliveries/:dlv', async (req, reply) => {
     const e = own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
-    const d = getDelivery(rt.ctx, req.params.dlv);
+    const d = await getDelivery(rt.ctx, req.params.dlv);
     if (!d || d.endpoint_id !== e.id) return notFoundPage(ui, req, reply);
     const p = pageCtx(ui, req, reply, 'webhooks');
-    const attempts = listAttempts(rt.ctx, d.id);
-    const loaded = loadForAttempt(rt.ctx, d.id);
+    const attempts = await listAttempts(rt.ctx, d.id);
+    const event = await deliveryEvent(rt.ctx, d.event_id);
     const last = attempts.at(-1);
     // The last attempt's request as sent: its time is when the attempt started.
     const sentAt = last ? last.created_at - last.duration_ms : d.created_at;
@@ -448,7 +453,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         <dl className="kv">
           <dt>Event</dt>
           <dd>
-            {loaded?.eventType ?? '—'} <span className="muted">{d.event_id}</span>
+            {event?.type ?? '—'} <span className="muted">{d.event_id}</span>
           </dd>
           <dt>Endpoint</dt>
           <dd>
@@ -478,7 +483,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         <pre className="body" id="request">
           {`POST ${e.url}\n${Object.entries(headers)
             .map(([k, v]) => `${k}: ${v}`)
-            .join('\n')}\n\n${loaded?.body ?? '(the event is no longer kept)'}`}
+            .join('\n')}\n\n${event?.payload ?? '(the event is no longer kept)'}`}
         </pre>
         <h2>Responses</h2>
         {attempts.length === 0 ? (
@@ -567,7 +572,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   app.post<{ Params: { id: string; dlv: string } }>('/webhooks/:id/deliveries/:dlv/replay', async (req, reply) => {
     const e = own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
-    const d = getDelivery(rt.ctx, req.params.dlv);
+    const d = await getDelivery(rt.ctx, req.params.dlv);
     if (!d || d.endpoint_id !== e.id) return notFoundPage(ui, req, reply);
     try {
       replayEvent(rt.ctx, rt.queue, d.event_id, { endpointId: e.id });
