@@ -2,7 +2,7 @@ import type { Agent } from 'undici';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
-import { stmt } from '../db/stmt.js';
+import { type Sql, sql } from '../db/sql.js';
 import { idFloor } from '../lib/id-time.js';
 import type { MaintenanceTask } from '../queue/maintenance-task.js';
 import type { JobQueue } from '../queue/queue.js';
@@ -72,19 +72,22 @@ export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
 
 const CHUNK = 5000;
 
-/** Delete in chunks so a large backlog never holds the event loop (or the write lock) for long. */
-async function chunked(ctx: CoreCtx, sql: string, params: unknown[]): Promise<number> {
-  const st = stmt(ctx.db.sqlite, sql);
+/**
+ * Delete in chunks so a large backlog never holds the event loop (or the write lock) for long.
+ * `chunk(limit)` is one DELETE of at most `limit` rows.
+ */
+async function chunked(ctx: CoreCtx, chunk: (limit: number) => Sql): Promise<number> {
   let total = 0;
   for (;;) {
-    const n = st.run(...params, CHUNK).changes;
+    const n = (await ctx.store.run(chunk(CHUNK))).changes;
     total += n;
     if (n < CHUNK) return total;
     await new Promise((r) => setImmediate(r));
   }
 }
 
-function retentionTask(days: number): MaintenanceTask<{ ctx: CoreCtx }> {
+/** Deletes attempts, finished deliveries and fanned-out events older than `days` (pending ones stay). */
+export function retentionTask(days: number): MaintenanceTask<{ ctx: CoreCtx }> {
   return {
     name: 'webhooks-out-retention',
     cron: '29 4 * * *',
@@ -93,20 +96,22 @@ function retentionTask(days: number): MaintenanceTask<{ ctx: CoreCtx }> {
       const cutoff = ctx.now() - days * 86_400_000;
       const attempts = await chunked(
         ctx,
-        'DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts WHERE created_at < ? LIMIT ?)',
-        [cutoff],
+        (limit) =>
+          sql`DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts WHERE created_at < ${cutoff} LIMIT ${limit})`,
       );
+      const dlvFloor = idFloor('dlv', cutoff);
       const deliveries = await chunked(
         ctx,
-        `DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE id < ? AND status != 'pending' LIMIT ?)`,
-        [idFloor('dlv', cutoff)],
+        (limit) =>
+          sql`DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE id < ${dlvFloor} AND status != 'pending' LIMIT ${limit})`,
       );
       // An event still being delivered is kept whatever its age: its job needs the body.
+      const evtFloor = idFloor('evt', cutoff);
       const events = await chunked(
         ctx,
-        `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id < ? AND fanned_out = 1
-           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.id AND d.status = 'pending') LIMIT ?)`,
-        [idFloor('evt', cutoff)],
+        (limit) =>
+          sql`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id < ${evtFloor} AND fanned_out = 1
+               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.id AND d.status = 'pending') LIMIT ${limit})`,
       );
       return { attempts, deliveries, events };
     },
