@@ -322,14 +322,16 @@ export interface SendRuleInput {
 /** A rule run after the payload is valid and before the price: throws an AppError to refuse the message. */
 export type SendRule = (ctx: CoreCtx, send: SendRuleInput) => void;
 
+/** 400 recipient_suppressed: the recipient opted out, bounced or complained (src/core/suppressions.ts). */
+const suppressionRule: SendRule = (ctx, s) => refuseSuppressed(ctx, s.partnerId, s.channel, s.to, s.content);
+
 /**
  * The rules about the message itself, in order, after payload validation and before the price.
  * A refusal from any of them still comes after exhausted funds (402), as a payload's 400 does.
  * A new rule (about the recipient, the content) goes here in its place in the order.
  */
 export const SEND_RULES: readonly SendRule[] = [
-  // 400 recipient_suppressed: the recipient opted out, bounced or complained (src/core/suppressions.ts).
-  (ctx, s) => refuseSuppressed(ctx, s.partnerId, s.channel, s.to, s.content),
+  suppressionRule,
   // 400 outside_customer_service_window: a free-form message to a customer silent for 24 hours.
   // (at send_at for a scheduled send: the window must still be open then).
   (ctx, s) => refuseOutsideWindow(ctx, s.partnerId, s.channel, s.to, s.content, s.sendAt),
@@ -350,6 +352,17 @@ function ruledContent(priced: Preflight, content: MessageContent): MessageConten
  * message that costs more than is left is decided by the debit when it is written (accept).
  */
 export function checkSend(ctx: CoreCtx, req: SendRequest): CheckedSend {
+  return checkRules(ctx, req, false);
+}
+
+/**
+ * checkSend's rules. With `suppressionInAccept` (a send accept() writes next) the suppression
+ * list is left to the accept transaction, which must read it before the debit anyway (an opt-out
+ * committed meanwhile refuses the send there): it is read here only when a later rule refuses, so
+ * that refusal still comes after recipient_suppressed. A valid send then reads the list once, in
+ * the transaction it already holds, and no read transaction of its own is begun for it.
+ */
+function checkRules(ctx: CoreCtx, req: SendRequest, suppressionInAccept: boolean): CheckedSend {
   const { principal } = req;
   // 403 channel not assigned / gateway disabled; with no channel named, 403 unless one of the
   // surface's is assigned, then 402 funds exhausted.
@@ -379,7 +392,16 @@ export function checkSend(ctx: CoreCtx, req: SendRequest): CheckedSend {
     // 400 template_invalid against the WhatsApp catalogue, and the template category's price.
     priced = templatePreflight(ctx, principal.partnerId, pre, plan.to, plan.content);
     input.content = ruledContent(priced, plan.content);
-    for (const rule of SEND_RULES) rule(ctx, input);
+    for (const rule of SEND_RULES) {
+      if (rule === suppressionRule && suppressionInAccept) continue;
+      try {
+        rule(ctx, input);
+      } catch (e) {
+        // A later rule's refusal: the list comes first in the order.
+        if (suppressionInAccept) suppressionRule(ctx, input);
+        throw e;
+      }
+    }
   } catch (e) {
     return refuse(e);
   }
@@ -408,7 +430,7 @@ export async function sendMessage<A>(
     const hit = findIdempotent(deps.ctx, req.principal.partnerId, req.idempotency, deps.idempotencyTtlMs);
     if (hit) return hit as SendOutcome<A>;
   }
-  return accept(deps, checkSend(deps.ctx, req), { idempotency: req.idempotency, render });
+  return accept(deps, checkRules(deps.ctx, req, true), { idempotency: req.idempotency, render });
 }
 
 /**
@@ -431,9 +453,16 @@ export async function accept<A>(
     }
     // A status webhook (PAUSED, DISABLED) committed since the check refuses it here, before the debit.
     if (send.preflight.template) checkTemplate(ctx, send.preflight.channel.gatewayId, send.preflight.template.check);
-    // So does the recipient's STOP, bounce or opt-out committed since the check (a webhook
-    // between it and this transaction): nothing is debited or sent to them.
-    refuseSuppressed(ctx, partnerId, send.preflight.channel, send.to, ruledContent(send.preflight, send.content));
+    // The suppression list, read here before the debit, so that the recipient's STOP, bounce or
+    // opt-out committed since the check (a webhook between it and this transaction) refuses the
+    // send too: nothing is debited or sent to them. sendMessage reads the list only here
+    // (checkRules). Exhausted funds (402) still come first, as for every 400 after the payload.
+    try {
+      refuseSuppressed(ctx, partnerId, send.preflight.channel, send.to, ruledContent(send.preflight, send.content));
+    } catch (e) {
+      if (e instanceof AppError) refuseIfExhausted(ctx, partnerId);
+      throw e;
+    }
     const message = createOutbound(ctx, {
       partnerId,
       channel: send.preflight.channel,

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { unassignChannel } from '../../src/core/channels.js';
 import { updateGateway } from '../../src/core/gateways.js';
+import { createSuppression } from '../../src/core/suppressions.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, metaHeaders, pageEvent, postWebhook, waInbound } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
@@ -102,6 +103,27 @@ describe('WhatsApp', () => {
     const before = [balance(), messageCount()];
     expectOutside(await sendWa({ to: '+16505550001', text: 'hello' }), /template/);
     expectOutside(await sendV1({ channel: 'whatsapp', to: '+16505550001', body: 'hello' }), /template/);
+    expect([balance(), messageCount()]).toEqual(before);
+    expect(graph.requests).toHaveLength(0);
+  });
+
+  it('answers a suppressed recipient outside the window with recipient_suppressed, the earlier rule', async () => {
+    const who = '+16505550011';
+    createSuppression(
+      s.ctx,
+      p.partnerId,
+      { channel: 'whatsapp', address: who, reason: 'unsubscribe' },
+      'operator:test',
+    );
+    const before = [balance(), messageCount()];
+    for (const r of [
+      await sendWa({ to: who, text: 'hello' }),
+      await sendV1({ channel: 'whatsapp', to: who, body: 'hello' }),
+    ]) {
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe('recipient_suppressed');
+      expect(r.body.error.details).toMatchObject([{ field: 'to', code: 'unsubscribe' }]);
+    }
     expect([balance(), messageCount()]).toEqual(before);
     expect(graph.requests).toHaveLength(0);
   });
