@@ -320,10 +320,12 @@ export function setOptOutScope(ctx: CoreCtx, partnerId: string, scope: OptOutSco
 
 type Hit = Pick<SuppressionRow, 'reason' | 'scope' | 'group_id' | 'created_at'>;
 
-// Rows for the address on this channel, partner-wide or for this sender: the leading columns
-// of suppressions_address, so one seek that usually finds nothing.
-const HITS_SQL = `SELECT reason, scope, group_id, created_at FROM suppressions INDEXED BY suppressions_address
-   WHERE partner_id = ? AND channel = ? AND address = ? AND scope IN ('', ?)`;
+// Rows for the address on this channel, partner-wide or for this sender: one seek on the leading
+// columns of suppressions_address that usually finds nothing. The scope is checked on the rows
+// found (+scope): as an index term, its IN list is an ephemeral table built on every run, which
+// costs twice the seek.
+export const SUPPRESSION_HITS_SQL = `SELECT reason, scope, group_id, created_at FROM suppressions INDEXED BY suppressions_address
+   WHERE partner_id = ? AND channel = ? AND address = ? AND +scope IN ('', ?)`;
 
 /** A WhatsApp template's category as the partner named it (Meta's: AUTHENTICATION, MARKETING, UTILITY). */
 function templateCategory(content: MessageContent): string | null {
@@ -371,7 +373,7 @@ export function refuseSuppressed(
 ): void {
   const address = normalizeAddress(channel.type, to);
   if (address === null) return;
-  const hits = stmt<[string, string, string, string], Hit>(ctx.db.sqlite, HITS_SQL).all(
+  const hits = stmt<[string, string, string, string], Hit>(ctx.db.sqlite, SUPPRESSION_HITS_SQL).all(
     partnerId,
     channel.type,
     address,
