@@ -426,11 +426,20 @@ export async function sendMessage<A>(
   req: SendRequest,
   render: (m: MessageRow) => A,
 ): Promise<SendOutcome<A>> {
-  if (req.idempotency) {
-    const hit = findIdempotent(deps.ctx, req.principal.partnerId, req.idempotency, deps.idempotencyTtlMs);
-    if (hit) return hit as SendOutcome<A>;
+  let checked: CheckedSend;
+  try {
+    checked = checkRules(deps.ctx, req, true);
+  } catch (e) {
+    // A replay answers before any refusal. The key is looked up here only for a request the
+    // rules refuse: accept() looks it up first in its transaction, which a valid request's
+    // replay meets there, without a read transaction of its own here.
+    if (req.idempotency) {
+      const hit = findIdempotent(deps.ctx, req.principal.partnerId, req.idempotency, deps.idempotencyTtlMs);
+      if (hit) return hit as SendOutcome<A>;
+    }
+    throw e;
   }
-  return accept(deps, checkRules(deps.ctx, req, true), { idempotency: req.idempotency, render });
+  return accept(deps, checked, { idempotency: req.idempotency, render });
 }
 
 /**

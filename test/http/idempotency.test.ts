@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSuppression } from '../../src/core/suppressions.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { EMAIL, SMS, WHATSAPP, sandboxPartner, send } from '../helpers/gateways.js';
@@ -52,6 +53,27 @@ describe('Idempotency-Key', () => {
     // The same body on another endpoint is another request too.
     const elsewhere = await send(s.url, WHATSAPP, SMS_BODY, p.token, key);
     expect(elsewhere.status).toBe(422);
+    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
+    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+  });
+
+  it('a retry answers its first outcome before any refusal; another body with the key is 422 even when refused', async () => {
+    const p = partner();
+    const key = { 'idempotency-key': 'then-refused' };
+    const first = await send(s.url, SMS, SMS_BODY, p.token, key);
+    expect(first.status).toBe(200);
+    // The recipient opts out afterwards: a new send to them is refused, the retry is not.
+    createSuppression(s.ctx, p.partnerId, { channel: 'sms', address: SMS_BODY.to }, 'operator:test');
+    expect((await send(s.url, SMS, SMS_BODY, p.token)).body.error.code).toBe('recipient_suppressed');
+    const retry = await send(s.url, SMS, SMS_BODY, p.token, key);
+    expect({ status: retry.status, body: retry.body }).toEqual({ status: 200, body: first.body });
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    // Another body under the key is the key's misuse first, whatever else is wrong with it.
+    for (const body of [{ to: 'bad' }, { ...SMS_BODY, text: 'another' }]) {
+      const other = await send(s.url, SMS, body, p.token, key);
+      expect(other.status).toBe(422);
+      expect(other.body.error.code).toBe('idempotency_key_reused');
+    }
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
     expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
   });
