@@ -109,9 +109,9 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     rt.maintenanceTasks.push(...dataUpkeepTasks(config, rt.dataDir));
     maintenance = startMaintenance(rt, { checkpointer });
     // The WhatsApp template catalogues are read at start too, not only every few hours.
-    maintenance.cron.fire(TEMPLATE_SYNC_TASK, new Date(rt.ctx.now()));
+    await maintenance.cron.fire(TEMPLATE_SYNC_TASK, new Date(rt.ctx.now()));
     // The data directory is locked to this process: jobs left running were a dead msgd's.
-    const orphans = rt.queue.reclaimOrphans();
+    const orphans = await rt.queue.reclaimOrphans();
     if (orphans > 0) {
       logger.warn(
         { count: orphans },

@@ -32,8 +32,8 @@ function jobJson(j: Job) {
   };
 }
 
-function stats(cli: Cli): Result {
-  const rows = queueOf(cli).stats();
+async function stats(cli: Cli): Promise<Result> {
+  const rows = await queueOf(cli).stats();
   return {
     json: { data: rows },
     text: rows.length
@@ -46,8 +46,8 @@ function stats(cli: Cli): Result {
   };
 }
 
-function dead(cli: Cli, opts: { kind?: string; limit: number }): Result {
-  const jobs = queueOf(cli).listDead({ kind: opts.kind, limit: Math.min(opts.limit, 1000) });
+async function dead(cli: Cli, opts: { kind?: string; limit: number }): Promise<Result> {
+  const jobs = await queueOf(cli).listDead({ kind: opts.kind, limit: Math.min(opts.limit, 1000) });
   return {
     json: { data: jobs.map(jobJson) },
     text: jobs.length
@@ -62,11 +62,11 @@ function dead(cli: Cli, opts: { kind?: string; limit: number }): Result {
 
 const PENDING_STATES = ['available', 'running', 'retry'] as const;
 
-function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }): Result {
+async function list(cli: Cli, opts: { state?: string; kind?: string; limit: number }): Promise<Result> {
   if (opts.state !== undefined && !(PENDING_STATES as readonly string[]).includes(opts.state)) {
     throw new UsageError(`--state must be ${PENDING_STATES.join(', ')} (dead jobs: msgctl jobs dead)`);
   }
-  const jobs = queueOf(cli).listPending({
+  const jobs = await queueOf(cli).listPending({
     state: opts.state as (typeof PENDING_STATES)[number] | undefined,
     kind: opts.kind,
     limit: Math.min(opts.limit, 1000),
@@ -114,8 +114,12 @@ function target(ref: string | undefined, opts: { kind?: string; all?: boolean })
   return Number(ref);
 }
 
-export function retry(cli: Cli, ref: string | undefined, opts: { kind?: string; all?: boolean }): Result {
-  const { retried, skipped } = retryDeadJobs(cli.ctx, target(ref, opts));
+export async function retry(
+  cli: Cli,
+  ref: string | undefined,
+  opts: { kind?: string; all?: boolean },
+): Promise<Result> {
+  const { retried, skipped } = await retryDeadJobs(cli.ctx, target(ref, opts));
   return {
     json: { retried, skipped },
     text: lines(
@@ -132,7 +136,7 @@ async function remove(
 ): Promise<Result> {
   const t = target(ref, opts);
   const queue = queueOf(cli);
-  const found = queue.deadJobs(t);
+  const found = await queue.deadJobs(t);
   if (typeof t === 'number' && found.length === 0) throw notFound('dead job', String(t));
   if (found.length) {
     const what =
@@ -141,7 +145,7 @@ async function remove(
         : `Delete ${found.length} dead job${found.length === 1 ? '' : 's'}${typeof t === 'object' ? ` of kind ${t.kind}` : ''}`;
     await confirm(cli.io, what, opts.yes);
   }
-  const n = queue.deleteDead(t);
+  const n = await queue.deleteDead(t);
   return { json: { deleted: n }, text: `${n} dead job(s) deleted.` };
 }
 

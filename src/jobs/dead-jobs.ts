@@ -37,9 +37,9 @@ export function whyUnretryable(ctx: CoreCtx, job: Job): string | null {
  * usefully run again. One job asked for by id that is missing is not_found; one that is
  * skipped is a conflict naming why.
  */
-export function retryDeadJobs(ctx: CoreCtx, target: DeadTarget): RetryOutcome {
+export async function retryDeadJobs(ctx: CoreCtx, target: DeadTarget): Promise<RetryOutcome> {
   const queue = new JobQueue(ctx.db);
-  const jobs = queue.deadJobs(target);
+  const jobs = await queue.deadJobs(target);
   if (typeof target === 'number' && jobs.length === 0) throw notFound('dead job', String(target));
   const out: RetryOutcome = { retried: 0, skipped: [] };
   ctx.db.sqlite
@@ -47,7 +47,7 @@ export function retryDeadJobs(ctx: CoreCtx, target: DeadTarget): RetryOutcome {
       for (const j of jobs) {
         const reason = whyUnretryable(ctx, j);
         if (reason) out.skipped.push({ id: j.id, reason });
-        else out.retried += queue.retryDead(j.id);
+        else out.retried += queue.sync.retryDead(j.id);
       }
     })
     .immediate();

@@ -67,7 +67,7 @@ export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask<Maint
 }
 
 export function startMaintenance(rt: MaintenanceHost, opts: { checkpointer?: Checkpointer } = {}): Maintenance {
-  const cron = new Cron({ db: rt.ctx.db, queue: rt.queue, logger: rt.logger });
+  const cron = new Cron({ queue: rt.queue, logger: rt.logger });
   for (const task of [...builtinTasks(opts.checkpointer), ...rt.maintenanceTasks]) {
     const kind = `maintenance.${task.name}`;
     rt.worker.register(kind, async () => {

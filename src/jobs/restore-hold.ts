@@ -17,7 +17,7 @@ export function holdRestoredDispatches(ctx: CoreCtx, queue: JobQueue): number {
   return ctx.db.sqlite
     .transaction(() => {
       const now = ctx.now();
-      const payloads = queue.hold(DISPATCH_JOB, now) as { message_id?: unknown }[];
+      const payloads = queue.sync.hold(DISPATCH_JOB, now) as { message_id?: unknown }[];
       let held = 0;
       for (const p of payloads) {
         if (typeof p?.message_id === 'string' && holdAfterRestore(ctx, p.message_id, now)) held++;
@@ -43,7 +43,7 @@ export function releaseHeldDispatches(ctx: CoreCtx, queue: JobQueue): number {
   return ctx.db.sqlite
     .transaction(() => {
       const now = ctx.now();
-      const payloads = queue.releaseHeld(DISPATCH_JOB, now) as { message_id?: unknown }[];
+      const payloads = queue.sync.releaseHeld(DISPATCH_JOB, now) as { message_id?: unknown }[];
       let released = 0;
       for (const p of payloads) {
         if (typeof p?.message_id === 'string' && releaseAfterRestore(ctx, p.message_id, now)) released++;

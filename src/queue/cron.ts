@@ -1,23 +1,23 @@
 import { createTask, validateDetailed, type ScheduledTask } from 'node-cron';
-import type { Db } from '../db/open.js';
 import type { Row } from '../db/rows.js';
 import type { jobs } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import { sql } from '../db/sql.js';
 import { invalid } from '../lib/errors.js';
 import type { EnqueueSpec, JobQueue } from './queue.js';
 import type { JobLogger } from './worker.js';
 import { iso } from '../lib/time.js';
 
-// Cron only enqueues. The slot is claimed in `cron_runs` (INSERT OR IGNORE on name + slot) in
-// the same transaction as the enqueue, so two processes, or a restart inside the same
-// minute, never run one slot twice. The jobs table alone could not promise that: done jobs
+// Cron only enqueues. The slot is claimed in `cron_runs` (INSERT … ON CONFLICT DO NOTHING on
+// name + slot) in the same store transaction as the enqueue, so two processes (on one SQLite
+// file, or several instances on one PostgreSQL), or a restart inside the same minute, never
+// run one slot twice. The jobs table alone could not promise that: done jobs
 // are deleted, which frees their unique key. Slots missed while no process ran are skipped.
 
 /** The job one slot enqueues: fixed, or built from the slot time. */
 export type CronTask = Omit<EnqueueSpec, 'uniqueKey'> | ((slot: Date) => Omit<EnqueueSpec, 'uniqueKey'>);
 
 export interface CronOptions {
-  db: Db;
+  /** The queue the slots' jobs go to; its store holds cron_runs too. */
   queue: JobQueue;
   logger?: JobLogger;
   /** IANA zone the expressions are read in; default the process's zone. */
@@ -45,7 +45,6 @@ interface Entry {
 const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/i;
 
 export class Cron {
-  private readonly db: Db;
   private readonly queue: JobQueue;
   private readonly logger?: JobLogger;
   private readonly timezone?: string;
@@ -53,28 +52,13 @@ export class Cron {
   private readonly now: () => number;
   private readonly entries = new Map<string, Entry>();
   private running = false;
-  private readonly claimSlot;
-  private readonly prune;
-  private readonly jobByKey;
 
   constructor(opts: CronOptions) {
-    this.db = opts.db;
     this.queue = opts.queue;
     this.logger = opts.logger;
     this.timezone = opts.timezone;
     this.keepRunsMs = opts.keepRunsMs ?? 2 * 86_400_000;
     this.now = opts.now ?? Date.now;
-    this.claimSlot = stmt<[string, number]>(
-      this.db.sqlite,
-      `INSERT OR IGNORE INTO cron_runs (key, created_at) VALUES (?, ?)`,
-    );
-    this.jobByKey = stmt<[string], Pick<Row<typeof jobs>, 'id'>>(
-      this.db.sqlite,
-      `SELECT id FROM jobs WHERE unique_key = ?`,
-    );
-    // Keys are "name:ISO" and ISO sorts as time, so one name's old slots are a key range on the
-    // primary key (names cannot hold ':', so "a" never matches "a-b:…").
-    this.prune = stmt<[string, string]>(this.db.sqlite, `DELETE FROM cron_runs WHERE key > ? AND key < ?`);
   }
 
   /** Register a task. Throws a clear error on a bad name or expression. */
@@ -122,33 +106,41 @@ export class Cron {
    * Enqueue the job of one slot, at most once across every process on this database.
    * `created` is false when the slot was already taken; `id` is then the job if it still exists.
    */
-  fire(name: string, slot: Date): CronFireResult {
+  async fire(name: string, slot: Date): Promise<CronFireResult> {
     const entry = this.entries.get(name);
     if (!entry) throw invalid(`no cron task named "${name}"`);
     // Whole seconds: node-cron's slot dates carry none, but a manual call might.
     const slotIso = iso(Math.floor(slot.getTime() / 1000) * 1000);
     const key = `${name}:${slotIso}`;
     const now = this.now();
-    return this.db.sqlite
-      .transaction(() => {
-        this.prune.run(`${name}:`, `${name}:${iso(now - this.keepRunsMs)}`);
-        if (this.claimSlot.run(key, now).changes === 0) {
-          const job = this.jobByKey.get(`cron:${key}`);
-          return { id: job?.id ?? null, created: false, key };
-        }
-        const spec = typeof entry.task === 'function' ? entry.task(new Date(slotIso)) : entry.task;
-        const res = this.queue.enqueue({ ...spec, uniqueKey: `cron:${key}` }, now);
-        return { ...res, key };
-      })
-      .immediate();
+    // Built before the transaction: a task function is the caller's code, not a statement.
+    const spec = typeof entry.task === 'function' ? entry.task(new Date(slotIso)) : entry.task;
+    return this.queue.store.transaction(async (tx) => {
+      // Keys are "name:ISO" and ISO sorts as time, so one name's old slots are a key range on
+      // the primary key (names cannot hold ':', so "a" never matches "a-b:…").
+      await tx.run(
+        sql`DELETE FROM cron_runs WHERE key > ${`${name}:`} AND key < ${`${name}:${iso(now - this.keepRunsMs)}`}`,
+      );
+      const claimed = await tx.run(
+        sql`INSERT INTO cron_runs (key, created_at) VALUES (${key}, ${now}) ON CONFLICT (key) DO NOTHING`,
+      );
+      if (claimed.changes === 0) {
+        const job = await tx.get<Pick<Row<typeof jobs>, 'id'>>(
+          sql`SELECT id FROM jobs WHERE unique_key = ${`cron:${key}`}`,
+        );
+        return { id: job ? Number(job.id) : null, created: false, key };
+      }
+      const res = await this.queue.enqueue(tx, { ...spec, uniqueKey: `cron:${key}` }, now);
+      return { ...res, key };
+    });
   }
 
   private arm(entry: Entry) {
     const task = createTask(
       entry.expression,
-      (ctx) => {
+      async (ctx) => {
         try {
-          const r = this.fire(entry.name, ctx.date);
+          const r = await this.fire(entry.name, ctx.date);
           if (r.created) this.logger?.info({ task: entry.name, slot: r.key, jobId: r.id }, 'cron slot enqueued');
         } catch (err) {
           this.logger?.error({ task: entry.name, err }, 'cron slot could not be enqueued');

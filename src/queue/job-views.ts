@@ -1,17 +1,19 @@
-import type { Db } from '../db/open.js';
-import { stmt } from '../db/stmt.js';
+import type { Store } from '../db/query.js';
+import { indexedBy } from '../db/queue-statements.js';
+import { sql } from '../db/sql.js';
 import type { Job, JobState } from './job.js';
 import { type JobRow, toJob } from './queue-sql.js';
 
 // Operator views of the queue that poll (msgctl's console): each reads one state in the order
-// of the jobs_claim index (state, priority, run_at), so a backlog however long is never sorted.
+// of the claim index, so a backlog however long is never sorted. On SQLite jobs_claim is
+// (state, priority, run_at), named with INDEXED BY; on PostgreSQL the runnable states are read
+// off the partial jobs_claim (priority, run_at, id), and running, dead and held ones (few, by
+// the nature of a queue) are sorted.
 
 /** Up to `limit` jobs in this state, the next to be claimed first. */
-export function jobsInState(db: Db, state: JobState, limit: number): Job[] {
-  return stmt<[string, number], JobRow>(
-    db.sqlite,
-    'SELECT * FROM jobs INDEXED BY jobs_claim WHERE state = ? ORDER BY priority, run_at LIMIT ?',
-  )
-    .all(state, limit)
-    .map(toJob);
+export async function jobsInState(store: Store, state: JobState, limit: number): Promise<Job[]> {
+  const rows = await store.all<JobRow>(
+    sql`SELECT * FROM jobs ${indexedBy(store.dialect, 'jobs_claim')} WHERE state = ${state} ORDER BY priority, run_at, id LIMIT ${limit}`,
+  );
+  return rows.map(toJob);
 }

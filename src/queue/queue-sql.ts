@@ -1,130 +1,97 @@
-import type Database from 'better-sqlite3';
-import type { Row } from '../db/rows.js';
-import type { jobs } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import { type JobRow } from '../db/queue-statements.js';
+import { type Sql, sql } from '../db/sql.js';
 import type { DeadTarget, Job, Lease } from './job.js';
 
-// The queue's SQL and row mapping, kept apart from the JobQueue class. Every statement is
-// stmt()'s (src/db/stmt.ts), prepared once per connection and SQL text; the hot-path ones are
-// looked up once per queue by statements() and kept, the rest looked up per call.
+// The queue's SQL that is one text on both stores, and its row mapping, kept apart from the
+// JobQueue class. Each statement is written once, as a function giving its sql`` query: the
+// queue runs it through a store (async) or, inside a synchronous SQLite transaction, through
+// the connection (src/db/queue-statements.ts, syncSqlite). What differs by store (the claim,
+// the lifeline, the earliest run_at, index hints) is in src/db/queue-statements.ts.
 
-/** A job as `SELECT *` or `RETURNING *` returns it. */
-export type JobRow = Row<typeof jobs>;
-/** What a claim's seek reads of a job: enough to order the jobs it found. */
-export type SeekRow = Pick<JobRow, 'id' | 'priority' | 'run_at'>;
-type Named = [Record<string, unknown>];
+export type { JobRow };
 const MAX_ERROR_CHARS = 2000;
 
-export function deadWhere(target: DeadTarget): [string, unknown[]] {
-  if (target === 'all') return ['', []];
-  if (typeof target === 'number') return [' AND id = ?', [target]];
-  return [' AND kind = ?', [target.kind]];
+export interface EnqueueRow {
+  kind: string;
+  payload: string;
+  priority: number;
+  runAt: number;
+  maxAttempts: number;
+  uniqueKey: string | null;
+  now: number;
 }
 
 // A completion with a lease must find the job still running under that same claim: after a
-// lifeline reclaim, the stale holder's result is dropped, exactly as if it had crashed.
-const OWNED = `(@by IS NULL OR (state = 'running' AND locked_by = @by AND attempts = @attempts))`;
+// lifeline reclaim, the stale holder's result is dropped, exactly as if it had crashed. Without
+// a lease (by = null), the job is settled whatever holds it (the operator, a test).
+type Owner = { by: string | null; attempts: number | null };
 
-export function owner(lease?: Lease) {
+export function owner(lease?: Lease): Owner {
   return lease ? { by: lease.workerId, attempts: lease.attempts } : { by: null, attempts: null };
 }
 
-/**
- * A claim over every kind (a worker names its kinds: see claimKinds in queue.ts). INDEXED BY,
- * since with no ANALYZE statistics the planner may pick another index and scan the table.
- */
-export const CLAIM_ANY_SQL = `UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_until = @lockedUntil, locked_by = @by,
-      updated_at = @now
-    WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim WHERE state IN ('available','retry') AND run_at <= @now
-        ORDER BY priority, run_at, id LIMIT @limit)
-    RETURNING *`;
+export const q = {
+  insert: (r: EnqueueRow) =>
+    sql`INSERT INTO jobs (kind, payload, state, priority, run_at, attempts, max_attempts, reclaims, unique_key, created_at, updated_at)
+        VALUES (${r.kind}, ${r.payload}, 'available', ${r.priority}, ${r.runAt}, 0, ${r.maxAttempts}, 0, ${r.uniqueKey}, ${r.now}, ${r.now})
+        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id`,
+  byUniqueKey: (key: string | null) => sql`SELECT id FROM jobs WHERE unique_key = ${key}`,
+  get: (id: number) => sql`SELECT * FROM jobs WHERE id = ${id}`,
+  complete: (id: number, o: Owner) =>
+    sql`DELETE FROM jobs WHERE id = ${id}
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+  retry: (id: number, o: Owner, runAt: number, error: string, now: number) =>
+    sql`UPDATE jobs SET
+          state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END,
+          run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE ${runAt} END,
+          last_error = ${error}, locked_until = NULL, locked_by = NULL, updated_at = ${now}
+        WHERE id = ${id}
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))
+        RETURNING state`,
+  snooze: (id: number, o: Owner, runAt: number, now: number) =>
+    sql`UPDATE jobs SET state = 'available', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
+          run_at = ${runAt}, locked_until = NULL, locked_by = NULL, updated_at = ${now}
+        WHERE id = ${id}
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+  fail: (id: number, o: Owner, error: string, now: number) =>
+    sql`UPDATE jobs SET state = 'dead', last_error = ${error}, locked_until = NULL, locked_by = NULL, updated_at = ${now}
+        WHERE id = ${id}
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+  release: (id: number, o: Owner, now: number) =>
+    sql`UPDATE jobs SET state = 'available', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
+          reclaims = reclaims + 1, locked_until = NULL, locked_by = NULL, updated_at = ${now}
+        WHERE id = ${id} AND state = 'running'
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+  extend: (id: number, o: Owner, lockedUntil: number) =>
+    sql`UPDATE jobs SET locked_until = ${lockedUntil} WHERE id = ${id}
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+  stats: () => sql`SELECT kind, state, COUNT(*) AS count FROM jobs GROUP BY kind, state ORDER BY kind, state`,
+  listDead: (kind: string | null, afterId: number, limit: number) =>
+    sql`SELECT * FROM jobs WHERE state = 'dead' AND (CAST(${kind} AS TEXT) IS NULL OR kind = ${kind}) AND id > ${afterId}
+         ORDER BY id LIMIT ${limit}`,
+  listPending: (state: string | null, kind: string | null, limit: number) =>
+    sql`SELECT * FROM jobs WHERE state IN ('available', 'running', 'retry')
+          AND (CAST(${state} AS TEXT) IS NULL OR state = ${state}) AND (CAST(${kind} AS TEXT) IS NULL OR kind = ${kind})
+         ORDER BY priority, run_at, id LIMIT ${limit}`,
+  deadJobs: (t: DeadTarget) => sql`SELECT * FROM jobs WHERE state = 'dead' AND ${deadWhere(t)} ORDER BY id`,
+  retryDead: (t: DeadTarget, now: number) =>
+    sql`UPDATE jobs SET state = 'available', attempts = 0, run_at = ${now}, locked_until = NULL, locked_by = NULL,
+          updated_at = ${now} WHERE state = 'dead' AND ${deadWhere(t)} RETURNING kind`,
+  deleteDead: (t: DeadTarget) => sql`DELETE FROM jobs WHERE state = 'dead' AND ${deadWhere(t)}`,
+  hold: (kind: string, now: number) =>
+    sql`UPDATE jobs SET state = 'held', locked_until = NULL, locked_by = NULL, updated_at = ${now}
+         WHERE kind = ${kind} AND state IN ('available', 'running', 'retry') RETURNING payload`,
+  releaseHeld: (kind: string, now: number) =>
+    sql`UPDATE jobs SET state = 'available', run_at = ${now}, updated_at = ${now}
+         WHERE kind = ${kind} AND state = 'held' RETURNING payload`,
+  countHeld: (kind: string) => sql`SELECT COUNT(*) AS n FROM jobs WHERE kind = ${kind} AND state = 'held'`,
+};
 
-// MIN(run_at) over state IN (...) walks every waiting row; this skip-scan seeks the index once
-// per distinct priority instead. With kinds, per kind on jobs_kind_claim.
-export function nextRunAtSql(kindCount: number): string {
-  if (kindCount === 0) {
-    return `WITH RECURSIVE p(s, v) AS (
-      SELECT 'available', (SELECT MIN(priority) FROM jobs WHERE state = 'available')
-      UNION ALL SELECT 'retry', (SELECT MIN(priority) FROM jobs WHERE state = 'retry')
-      UNION ALL SELECT s, (SELECT MIN(priority) FROM jobs WHERE state = p.s AND priority > p.v) FROM p WHERE v IS NOT NULL)
-    SELECT MIN((SELECT run_at FROM jobs INDEXED BY jobs_claim WHERE state = p.s AND priority = p.v
-      ORDER BY run_at LIMIT 1)) AS m FROM p WHERE v IS NOT NULL`;
-  }
-  const kinds = Array(kindCount).fill('(?)').join(', ');
-  return `WITH RECURSIVE k(kind) AS (VALUES ${kinds}),
-    p(kind, s, v) AS (
-      SELECT k.kind, st.s, (SELECT MIN(priority) FROM jobs INDEXED BY jobs_kind_claim WHERE kind = k.kind AND state = st.s)
-        FROM k, (SELECT 'available' AS s UNION ALL SELECT 'retry') st
-      UNION ALL SELECT kind, s, (SELECT MIN(priority) FROM jobs INDEXED BY jobs_kind_claim
-        WHERE kind = p.kind AND state = p.s AND priority > p.v) FROM p WHERE v IS NOT NULL)
-    SELECT MIN((SELECT run_at FROM jobs INDEXED BY jobs_kind_claim WHERE kind = p.kind AND state = p.s AND priority = p.v
-      ORDER BY run_at LIMIT 1)) AS m FROM p WHERE v IS NOT NULL`;
-}
-
-export function statements(sqlite: Database.Database) {
-  return {
-    insert: stmt<unknown[], Pick<JobRow, 'id'>>(
-      sqlite,
-      `INSERT INTO jobs (kind, payload, state, priority, run_at, attempts, max_attempts, reclaims, unique_key, created_at, updated_at)
-       VALUES (?, ?, 'available', ?, ?, 0, ?, 0, ?, ?, ?)
-       ON CONFLICT(unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id`,
-    ),
-    byUniqueKey: stmt<[string | undefined], Pick<JobRow, 'id'>>(sqlite, `SELECT id FROM jobs WHERE unique_key = ?`),
-    get: stmt<[number], JobRow>(sqlite, `SELECT * FROM jobs WHERE id = ?`),
-    complete: stmt<Named>(sqlite, `DELETE FROM jobs WHERE id = @id AND ${OWNED}`),
-    retry: stmt<Named, { state: 'retry' | 'dead' }>(
-      sqlite,
-      `UPDATE jobs SET
-         state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END,
-         run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE @runAt END,
-         last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE id = @id AND ${OWNED} RETURNING state`,
-    ),
-    snooze: stmt<Named>(
-      sqlite,
-      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), run_at = @runAt,
-         locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE id = @id AND ${OWNED}`,
-    ),
-    fail: stmt<Named>(
-      sqlite,
-      `UPDATE jobs SET state = 'dead', last_error = @error, locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE id = @id AND ${OWNED}`,
-    ),
-    release: stmt<Named>(
-      sqlite,
-      `UPDATE jobs SET state = 'available', attempts = MAX(attempts - 1, 0), reclaims = reclaims + 1,
-         locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE id = @id AND state = 'running' AND ${OWNED}`,
-    ),
-    extend: stmt<Named>(sqlite, `UPDATE jobs SET locked_until = @lockedUntil WHERE id = @id AND ${OWNED}`),
-    // A claim with kinds: each (kind, runnable state)'s first jobs, read in index order (no sort,
-    // no temporary table, which one UPDATE … WHERE id IN (a merged, sorted subquery) needs),
-    // then each chosen job taken by its id.
-    claimAny: stmt<Named, JobRow>(sqlite, CLAIM_ANY_SQL),
-    seekAvailable: stmt<[string, number, number], SeekRow>(
-      sqlite,
-      `SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim
-        WHERE kind = ? AND state = 'available' AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?`,
-    ),
-    seekRetry: stmt<[string, number, number], SeekRow>(
-      sqlite,
-      `SELECT id, priority, run_at FROM jobs INDEXED BY jobs_kind_claim
-        WHERE kind = ? AND state = 'retry' AND run_at <= ? ORDER BY priority, run_at, id LIMIT ?`,
-    ),
-    take: stmt<[number, string, number, number], JobRow>(
-      sqlite,
-      `UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_until = ?, locked_by = ?, updated_at = ?
-       WHERE id = ? AND state IN ('available', 'retry') RETURNING *`,
-    ),
-    // Running jobs whose lease ends before @before go back to the queue, counted as reclaims.
-    reclaim: stmt<Named>(
-      sqlite,
-      `UPDATE jobs SET state = 'retry', run_at = @now, reclaims = reclaims + 1, last_error = @error,
-         locked_until = NULL, locked_by = NULL, updated_at = @now
-       WHERE state = 'running' AND locked_until < @before`,
-    ),
-  };
+/** The dead jobs a target names: one job, a kind, or all. */
+function deadWhere(target: DeadTarget): Sql {
+  if (target === 'all') return sql`1 = 1`;
+  if (typeof target === 'number') return sql`id = ${target}`;
+  return sql`kind = ${target.kind}`;
 }
 
 export function clip(s: string): string {
@@ -143,25 +110,27 @@ function parsePayload(raw: string): { ok: true; value: unknown } | { ok: false; 
   }
 }
 
+// Integer columns are bigint on PostgreSQL, read as BigInt there: ids, times and counts here are
+// far below 2^53, so the job carries numbers on both stores.
 export function toJob(r: JobRow): Job {
   // One hand-written bad row must not make every claim throw and stall the whole queue.
   const p = parsePayload(r.payload);
   const job: Job = {
-    id: r.id,
+    id: Number(r.id),
     kind: r.kind,
     payload: p.ok ? p.value : r.payload,
     state: r.state,
-    priority: r.priority,
-    runAt: r.run_at,
-    attempts: r.attempts,
-    maxAttempts: r.max_attempts,
-    lockedUntil: r.locked_until,
+    priority: Number(r.priority),
+    runAt: Number(r.run_at),
+    attempts: Number(r.attempts),
+    maxAttempts: Number(r.max_attempts),
+    lockedUntil: r.locked_until === null ? null : Number(r.locked_until),
     lockedBy: r.locked_by,
-    reclaims: r.reclaims,
+    reclaims: Number(r.reclaims),
     uniqueKey: r.unique_key,
     lastError: r.last_error,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
   };
   if (!p.ok) Object.defineProperty(job, BAD_PAYLOAD, { value: p.error });
   return job;

@@ -1,23 +1,26 @@
 import { resolve } from 'node:path';
 import type { Db } from '../db/open.js';
-import { stmt } from '../db/stmt.js';
+import { type Queryable, type Store, store as sqliteStore } from '../db/query.js';
+import { queueStatements, type QueueStatements, type SyncQueryable, syncSqlite } from '../db/queue-statements.js';
+import { sql } from '../db/sql.js';
 import { invalid } from '../lib/errors.js';
 import type { DeadTarget, Job, JobState, Lease } from './job.js';
-import { clip, deadWhere, type JobRow, nextRunAtSql, owner, type SeekRow, statements, toJob } from './queue-sql.js';
+import { clip, type EnqueueRow, type JobRow, owner, q, toJob } from './queue-sql.js';
 
 export { BAD_PAYLOAD } from './queue-sql.js';
 export type { DeadTarget, Job, JobState, Lease } from './job.js';
 
-// The durable queue over the `jobs` table. Every method is synchronous so a caller can run it
-// inside its own better-sqlite3 transaction, next to the state change that causes it (outbox
-// rule). Its SQL runs through stmt() (src/db/stmt.ts): the hot-path statements are looked up
-// once per queue and kept; drizzle stays off the hot path.
+// The durable queue over the `jobs` table, on either store. Its operations are async, through
+// the store (src/db/query.ts), except where a caller runs them inside a synchronous SQLite
+// transaction of its own (the accept, webhook processing, the worker's batch): those have
+// synchronous forms (`enqueue(spec)`, `queue.sync`), which only a SQLite queue has. Each
+// statement is written once (src/queue/queue-sql.ts) and run either way; what differs by store
+// (the claim, leases, index hints) is in src/db/queue-statements.ts.
 //
 // Priority: LOWER runs first (0 default, negative = urgent), as in graphile-worker and Oban.
-// The `jobs_claim` index is (state, priority, run_at) ascending: this order is read straight
-// off it, while `priority DESC` would sort every runnable row on each claim.
-
-const claimOrder = (a: SeekRow, b: SeekRow) => a.priority - b.priority || a.run_at - b.run_at || a.id - b.id;
+// The `jobs_claim` index is (state, priority, run_at) ascending on SQLite, (priority, run_at,
+// id) over the runnable states on PostgreSQL: this order is read straight off it, while
+// `priority DESC` would sort every runnable row on each claim.
 
 export interface EnqueueSpec {
   kind: string;
@@ -35,6 +38,12 @@ export interface EnqueueSpec {
 export interface EnqueueResult {
   id: number;
   created: boolean;
+}
+
+export interface ClaimOptions {
+  leaseMs?: number;
+  /** Only jobs of these kinds (default: any kind). */
+  kinds?: readonly string[];
 }
 
 export interface SettleOptions {
@@ -66,25 +75,49 @@ type Listener = (earliestByKind: ReadonlyMap<string, number>) => void;
 const channels = new Map<string, Set<Listener>>();
 
 export class JobQueue {
-  readonly db: Db;
+  /** The SQLite database, when the queue is over one (undefined on PostgreSQL). */
+  readonly db: Db | undefined;
+  readonly store: Store;
+  /** The synchronous forms, for a caller inside a synchronous SQLite transaction (throws on PostgreSQL). */
+  readonly sync: SyncQueue;
+  private readonly conn: SyncQueryable | undefined;
+  private readonly stmts: QueueStatements;
   private readonly now: () => number;
   private readonly defaultMaxAttempts: number;
   private readonly defaultLeaseMs: number;
   private readonly channelKey: string;
   private notifyScheduled = false;
   private notifyEarliest = new Map<string, number>();
-  private readonly s: ReturnType<typeof statements>;
 
-  constructor(db: Db, opts: JobQueueOptions = {}) {
-    this.db = db;
+  /** Over msgd's SQLite database (`Db`), or over a store (PostgreSQL's). */
+  constructor(over: Db | Store, opts: JobQueueOptions = {}) {
+    if ('sqlite' in over) {
+      this.db = over;
+      this.store = sqliteStore(over);
+      this.conn = syncSqlite(over.sqlite);
+      this.channelKey = over.path === ':memory:' ? `memory:${Math.random()}` : resolve(over.path);
+    } else {
+      this.db = undefined;
+      this.store = over;
+      this.conn = undefined;
+      // Wake-ups reach the workers of this queue object only; other processes poll (maxSleepMs).
+      this.channelKey = `store:${Math.random()}`;
+    }
+    this.stmts = queueStatements(this.store, this.conn);
     this.now = opts.now ?? Date.now;
     this.defaultMaxAttempts = opts.maxAttempts ?? 12;
     this.defaultLeaseMs = opts.leaseMs ?? 300_000;
-    this.channelKey = db.path === ':memory:' ? `memory:${Math.random()}` : resolve(db.path);
-    this.s = statements(db.sqlite);
+    this.sync = new SyncQueue(this);
   }
 
-  enqueue(spec: EnqueueSpec, now: number = this.now()): EnqueueResult {
+  /** The connection of a SQLite queue, for statements inside a synchronous transaction. */
+  syncConn(): SyncQueryable {
+    if (!this.conn) throw new Error('this queue is on PostgreSQL: use its async operations inside store transactions');
+    return this.conn;
+  }
+
+  /** The row a spec enqueues: the one definition both enqueue forms write. */
+  private row(spec: EnqueueSpec, now: number): EnqueueRow {
     if (typeof spec.kind !== 'string' || spec.kind === '') throw invalid('job kind is required');
     const maxAttempts = spec.maxAttempts ?? this.defaultMaxAttempts;
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw invalid(`maxAttempts must be an integer ≥ 1`);
@@ -92,25 +125,52 @@ export class JobQueue {
     if (!Number.isFinite(runAt)) throw invalid('runAt must be a time in ms');
     const payload = JSON.stringify(spec.payload ?? null);
     if (payload === undefined) throw invalid('job payload must be JSON-serialisable');
-    // Positional: kind, payload, priority, run_at, max_attempts, unique_key, created_at, updated_at.
-    const row = this.s.insert.get(
-      spec.kind,
+    return {
+      kind: spec.kind,
       payload,
-      spec.priority ?? 0,
-      Math.round(runAt),
+      priority: spec.priority ?? 0,
+      runAt: Math.round(runAt),
       maxAttempts,
-      spec.uniqueKey ?? null,
+      uniqueKey: spec.uniqueKey ?? null,
       now,
-      now,
-    );
-    if (row) {
-      this.scheduleNotify(spec.kind, runAt);
-      return { id: row.id, created: true };
+    };
+  }
+
+  /**
+   * Adds a job in the caller's transaction (outbox rule: it exists exactly when the change that
+   * causes it commits). `enqueue(tx, spec)` inside a store transaction; `enqueue(spec)` inside a
+   * synchronous SQLite transaction (or on its own), run there and then. With a uniqueKey that a
+   * job still holds, returns that job, created false.
+   */
+  enqueue(spec: EnqueueSpec, now?: number): EnqueueResult;
+  enqueue(tx: Queryable, spec: EnqueueSpec, now?: number): Promise<EnqueueResult>;
+  enqueue(a: EnqueueSpec | Queryable, b?: EnqueueSpec | number, c?: number): EnqueueResult | Promise<EnqueueResult> {
+    if (typeof (a as Queryable).run === 'function') return this.enqueueIn(a as Queryable, b as EnqueueSpec, c);
+    const spec = a as EnqueueSpec;
+    const row = this.row(spec, (b as number | undefined) ?? this.now());
+    const conn = this.syncConn();
+    for (;;) {
+      const inserted = conn.get<Pick<JobRow, 'id'>>(q.insert(row));
+      if (inserted) return this.created(row, inserted.id);
+      const existing = conn.get<Pick<JobRow, 'id'>>(q.byUniqueKey(row.uniqueKey));
+      // Only missed if the row was deleted between the two statements by another connection.
+      if (existing) return { id: Number(existing.id), created: false };
     }
-    const existing = this.s.byUniqueKey.get(spec.uniqueKey);
-    // Only reachable if the row was deleted between the two statements by another connection.
-    if (!existing) return this.enqueue(spec, now);
-    return { id: existing.id, created: false };
+  }
+
+  private async enqueueIn(tx: Queryable, spec: EnqueueSpec, now: number = this.now()): Promise<EnqueueResult> {
+    const row = this.row(spec, now);
+    for (;;) {
+      const inserted = await tx.get<Pick<JobRow, 'id'>>(q.insert(row));
+      if (inserted) return this.created(row, inserted.id);
+      const existing = await tx.get<Pick<JobRow, 'id'>>(q.byUniqueKey(row.uniqueKey));
+      if (existing) return { id: Number(existing.id), created: false };
+    }
+  }
+
+  private created(row: EnqueueRow, id: number): EnqueueResult {
+    this.scheduleNotify(row.kind, row.runAt);
+    return { id: Number(id), created: true };
   }
 
   /** Called (after the enqueuing transaction, never inside it) with the earliest new run_at per kind. */
@@ -124,10 +184,11 @@ export class JobQueue {
     };
   }
 
-  // setImmediate runs after the current synchronous transaction has committed (better-sqlite3
-  // transactions cannot span a turn), so a woken worker never claims inside the caller's
-  // transaction and always sees the row. Many enqueues in one turn make one wake-up.
-  private scheduleNotify(kind: string, runAt: number) {
+  // setImmediate runs after the current transaction has committed (a synchronous one cannot
+  // span a turn, and a SQLite store transaction runs within its own turn), so a woken worker
+  // never claims inside the caller's transaction and always sees the row. Many enqueues in one
+  // turn make one wake-up.
+  scheduleNotify(kind: string, runAt: number) {
     const prev = this.notifyEarliest.get(kind);
     if (prev === undefined || runAt < prev) this.notifyEarliest.set(kind, runAt);
     if (this.notifyScheduled) return;
@@ -142,86 +203,66 @@ export class JobQueue {
   }
 
   /**
-   * Take up to `limit` runnable jobs, in priority, run_at, id order, in one transaction: the
-   * caller's (a throw rolls back with it) or, called outside one, an IMMEDIATE one of its own.
+   * Take up to `limit` runnable jobs, in priority, run_at, id order, as ONE store operation in
+   * the caller's transaction `tx`. On PostgreSQL with FOR UPDATE SKIP LOCKED and a lease on the
+   * database's clock (`now` is SQLite's clock only).
    */
-  claim(
+  async claimIn(
+    tx: Queryable,
     workerId: string,
     limit: number,
     now: number = this.now(),
-    opts: { leaseMs?: number; kinds?: readonly string[] } = {},
-  ): Job[] {
+    opts: ClaimOptions = {},
+  ): Promise<Job[]> {
     if (limit <= 0) return [];
-    const kinds = opts.kinds ?? [];
-    const lockedUntil = now + (opts.leaseMs ?? this.defaultLeaseMs);
-    if (kinds.length > 0) return this.inTransaction(() => this.claimKinds(workerId, limit, now, lockedUntil, kinds));
-    const rows = this.s.claimAny.all({ lockedUntil, by: workerId, now, limit });
-    // RETURNING comes back in rowid order; hand jobs out in the order they were chosen.
-    return rows.sort(claimOrder).map(toJob);
+    const rows = await this.stmts.claim(tx, {
+      workerId,
+      limit,
+      now,
+      leaseMs: opts.leaseMs ?? this.defaultLeaseMs,
+      kinds: opts.kinds ?? [],
+    });
+    return rows.map(toJob);
   }
 
-  private claimKinds(
-    workerId: string,
-    limit: number,
-    now: number,
-    lockedUntil: number,
-    kinds: readonly string[],
-  ): Job[] {
-    let chosen: SeekRow[] = [];
-    for (const kind of kinds.length > 1 ? new Set(kinds) : kinds) {
-      for (const seek of [this.s.seekAvailable, this.s.seekRetry]) {
-        const rows = seek.all(kind, now, limit);
-        if (rows.length > 0) chosen = chosen.length === 0 ? rows : chosen.concat(rows);
-      }
-    }
-    if (chosen.length > 1) chosen.sort(claimOrder);
-    if (chosen.length > limit) chosen.length = limit;
-    const jobs: Job[] = [];
-    for (const c of chosen) {
-      const row = this.s.take.get(lockedUntil, workerId, now, c.id);
-      if (row) jobs.push(toJob(row));
-    }
-    return jobs;
-  }
-
-  /** fn in the caller's transaction, or in one of its own (IMMEDIATE: it writes). */
-  private inTransaction<T>(fn: () => T): T {
-    if (this.db.sqlite.inTransaction) return fn();
-    return this.db.sqlite.transaction(fn).immediate();
+  /** claimIn, in a transaction of its own. */
+  claim(workerId: string, limit: number, now: number = this.now(), opts: ClaimOptions = {}): Promise<Job[]> {
+    if (limit <= 0) return Promise.resolve([]);
+    return this.store.transaction((tx) => this.claimIn(tx, workerId, limit, now, opts));
   }
 
   /** Done jobs are deleted, not kept. False when the lease no longer stands (or no such job). */
-  complete(id: number, opts: SettleOptions = {}): boolean {
-    return this.s.complete.run({ id, ...owner(opts.lease) }).changes === 1;
+  async complete(id: number, opts: SettleOptions = {}, tx: Queryable = this.store): Promise<boolean> {
+    return (await tx.run(q.complete(id, owner(opts.lease)))).changes === 1;
   }
 
   /**
    * Schedule another try, or dead-letter the job once it has used max_attempts.
    * Returns the state it went to, or null when the lease no longer stands.
    */
-  retry(id: number, r: { afterMs: number; error: string }, opts: SettleOptions = {}): 'retry' | 'dead' | null {
+  async retry(
+    id: number,
+    r: { afterMs: number; error: string },
+    opts: SettleOptions = {},
+    tx: Queryable = this.store,
+  ): Promise<'retry' | 'dead' | null> {
     const now = opts.now ?? this.now();
-    const row = this.s.retry.get({
-      id,
-      runAt: now + Math.max(0, Math.round(r.afterMs)),
-      error: clip(r.error),
-      now,
-      ...owner(opts.lease),
-    });
+    const runAt = now + Math.max(0, Math.round(r.afterMs));
+    const row = await tx.get<{ state: 'retry' | 'dead' }>(q.retry(id, owner(opts.lease), runAt, clip(r.error), now));
     return row ? row.state : null;
   }
 
   /** Reschedule without spending an attempt: waiting for a rate slot is not a failure. */
-  snooze(id: number, afterMs: number, opts: SettleOptions = {}): boolean {
+  async snooze(id: number, afterMs: number, opts: SettleOptions = {}, tx: Queryable = this.store): Promise<boolean> {
     const now = opts.now ?? this.now();
     const runAt = now + Math.max(0, Math.round(afterMs));
-    return this.s.snooze.run({ id, runAt, now, ...owner(opts.lease) }).changes === 1;
+    return (await tx.run(q.snooze(id, owner(opts.lease), runAt, now))).changes === 1;
   }
 
   /** Dead-letter now: kept, with its error, for the operator. */
-  fail(id: number, error: string, opts: SettleOptions = {}): boolean {
+  async fail(id: number, error: string, opts: SettleOptions = {}, tx: Queryable = this.store): Promise<boolean> {
     const now = opts.now ?? this.now();
-    return this.s.fail.run({ id, error: clip(error), now, ...owner(opts.lease) }).changes === 1;
+    return (await tx.run(q.fail(id, owner(opts.lease), clip(error), now))).changes === 1;
   }
 
   /**
@@ -229,13 +270,13 @@ export class JobQueue {
    * handler may still be mid-call, so it counts as a reclaim: the next run knows the earlier
    * one may have had an effect (dispatch flags the message a possible duplicate).
    */
-  release(id: number, opts: SettleOptions = {}): boolean {
+  async release(id: number, opts: SettleOptions = {}, tx: Queryable = this.store): Promise<boolean> {
     const now = opts.now ?? this.now();
-    return this.s.release.run({ id, now, ...owner(opts.lease) }).changes === 1;
+    return (await tx.run(q.release(id, owner(opts.lease), now))).changes === 1;
   }
 
-  extendLease(id: number, lease: Lease, lockedUntil: number): boolean {
-    return this.s.extend.run({ id, lockedUntil, ...owner(lease) }).changes === 1;
+  async extendLease(id: number, lease: Lease, lockedUntil: number, tx: Queryable = this.store): Promise<boolean> {
+    return (await tx.run(q.extend(id, owner(lease), lockedUntil))).changes === 1;
   }
 
   /**
@@ -243,65 +284,68 @@ export class JobQueue {
    * left by a process that died (its lease may run minutes more). Take them all back now, as
    * the lifeline would once their leases ran out, counted as reclaims. Returns how many.
    */
-  reclaimOrphans(now: number = this.now()): number {
+  reclaimOrphans(now: number = this.now()): Promise<number> {
     const error = 'msgd stopped while this job ran (crash or kill); taken back at the next start';
-    return this.s.reclaim.run({ now, before: Number.MAX_SAFE_INTEGER, error }).changes;
+    return this.store.transaction((tx) => this.stmts.reclaim(tx, { now, before: null, error }));
   }
 
-  /** Take back jobs whose worker stopped renewing its lease. Returns how many. */
-  lifeline(now: number = this.now()): number {
-    return this.s.reclaim.run({ now, before: now, error: LEASE_EXPIRED }).changes;
+  /** Take back jobs whose worker stopped renewing its lease (in `tx`, else on its own). Returns how many. */
+  lifeline(now: number = this.now(), tx?: Queryable): Promise<number> {
+    if (tx) return this.stmts.reclaim(tx, { now, before: now, error: LEASE_EXPIRED });
+    return this.store.transaction((t) => this.stmts.reclaim(t, { now, before: now, error: LEASE_EXPIRED }));
   }
 
   /** Earliest run_at of waiting jobs (of these kinds), to sleep exactly until then; null if none. */
-  nextRunAt(kinds?: readonly string[]): number | null {
-    const k = kinds ?? [];
-    const row = stmt<string[], { m: number | null }>(this.db.sqlite, nextRunAtSql(k.length)).get(...k);
-    return row?.m ?? null;
+  async nextRunAt(kinds?: readonly string[]): Promise<number | null> {
+    return this.stmts.nextRunAt(this.store, kinds ?? []);
   }
 
   /** Whether a job of these kinds (any kind if none given) could be claimed at `now`. */
-  hasRunnable(now: number = this.now(), kinds?: readonly string[]): boolean {
-    return this.exists(`state IN ('available','retry') AND run_at <= ?`, [now], kinds);
+  async hasRunnable(now: number = this.now(), kinds?: readonly string[]): Promise<boolean> {
+    const k = kinds && kinds.length > 0 ? kinds : null;
+    // With kinds, seek (kind, state) pairs on jobs_kind_claim rather than walk other kinds' jobs.
+    const row = k
+      ? await this.store.get(
+          sql`SELECT 1 AS x FROM jobs ${this.stmts.indexedBy('jobs_kind_claim')} WHERE state IN ('available','retry')
+               AND run_at <= ${now} AND kind IN (${sql.join(k.map((x) => sql`${x}`))}) LIMIT 1`,
+        )
+      : await this.store.get(
+          sql`SELECT 1 AS x FROM jobs ${this.stmts.indexedBy('jobs_claim')} WHERE state IN ('available','retry')
+               AND run_at <= ${now} LIMIT 1`,
+        );
+    return row !== undefined;
   }
 
   /** Whether any job of these kinds is waiting or running (dead jobs do not count). */
-  hasPending(kinds?: readonly string[]): boolean {
-    return this.exists(`state IN ('available','retry','running')`, [], kinds);
+  async hasPending(kinds?: readonly string[]): Promise<boolean> {
+    const k = kinds && kinds.length > 0 ? kinds : null;
+    const row = k
+      ? await this.store.get(
+          sql`SELECT 1 AS x FROM jobs ${this.stmts.indexedBy('jobs_kind_claim')}
+               WHERE state IN ('available','retry','running') AND kind IN (${sql.join(k.map((x) => sql`${x}`))}) LIMIT 1`,
+        )
+      : await this.store.get(
+          sql`SELECT 1 AS x FROM jobs ${this.stmts.indexedBy('jobs_claim')}
+               WHERE state IN ('available','retry','running') LIMIT 1`,
+        );
+    return row !== undefined;
   }
 
-  private exists(where: string, params: unknown[], kinds?: readonly string[]): boolean {
-    const k = kinds && kinds.length ? ` AND kind IN (${kinds.map(() => '?').join(',')})` : '';
-    // With kinds, seek (kind, state) pairs on jobs_kind_claim rather than walk other kinds' jobs.
-    const sql = `SELECT 1 FROM jobs INDEXED BY ${k ? 'jobs_kind_claim' : 'jobs_claim'} WHERE ${where}${k} LIMIT 1`;
-    return stmt(this.db.sqlite, sql).get(...params, ...(kinds ?? [])) !== undefined;
-  }
-
-  get(id: number): Job | null {
-    const row = this.s.get.get(id);
+  async get(id: number): Promise<Job | null> {
+    const row = await this.store.get<JobRow>(q.get(id));
     return row ? toJob(row) : null;
   }
 
-  // Operator views: off the hot path, their statements looked up per call. A dead-job target
-  // (deadWhere) gives one of three SQL texts.
+  // Operator views: off the hot path.
 
-  stats(): KindStateCount[] {
-    return stmt<[], KindStateCount>(
-      this.db.sqlite,
-      `SELECT kind, state, COUNT(*) AS count FROM jobs GROUP BY kind, state ORDER BY kind, state`,
-    ).all();
+  async stats(): Promise<KindStateCount[]> {
+    const rows = await this.store.all<KindStateCount>(q.stats());
+    return rows.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.count) }));
   }
 
-  listDead(opts: { kind?: string; limit?: number; afterId?: number } = {}): Job[] {
-    const rows = stmt<[Record<string, unknown>], JobRow>(
-      this.db.sqlite,
-      `SELECT * FROM jobs WHERE state = 'dead' AND (@kind IS NULL OR kind = @kind) AND id > @afterId
-         ORDER BY id LIMIT @limit`,
-    ).all({
-      kind: opts.kind ?? null,
-      afterId: opts.afterId ?? 0,
-      limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
-    });
+  async listDead(opts: { kind?: string; limit?: number; afterId?: number } = {}): Promise<Job[]> {
+    const limit = Math.min(Math.max(opts.limit ?? 50, 1), 1000);
+    const rows = await this.store.all<JobRow>(q.listDead(opts.kind ?? null, opts.afterId ?? 0, limit));
     return rows.map(toJob);
   }
 
@@ -309,36 +353,20 @@ export class JobQueue {
    * Jobs still to run (waiting, running, or waiting to retry), the next to run first: what the
    * queue holds and why a job is waiting (its last error). For the operator, not the hot path.
    */
-  listPending(opts: { state?: Exclude<JobState, 'dead'>; kind?: string; limit?: number } = {}): Job[] {
-    const rows = stmt<[Record<string, unknown>], JobRow>(
-      this.db.sqlite,
-      `SELECT * FROM jobs WHERE state IN ('available', 'running', 'retry') AND (@state IS NULL OR state = @state)
-           AND (@kind IS NULL OR kind = @kind)
-         ORDER BY priority, run_at, id LIMIT @limit`,
-    ).all({
-      state: opts.state ?? null,
-      kind: opts.kind ?? null,
-      limit: Math.min(Math.max(opts.limit ?? 50, 1), 1000),
-    });
+  async listPending(opts: { state?: Exclude<JobState, 'dead'>; kind?: string; limit?: number } = {}): Promise<Job[]> {
+    const limit = Math.min(Math.max(opts.limit ?? 50, 1), 1000);
+    const rows = await this.store.all<JobRow>(q.listPending(opts.state ?? null, opts.kind ?? null, limit));
     return rows.map(toJob);
   }
 
   /** The dead jobs a target names (an id, a kind, or all), oldest first. */
-  deadJobs(target: DeadTarget): Job[] {
-    const [where, params] = deadWhere(target);
-    return stmt<unknown[], JobRow>(this.db.sqlite, `SELECT * FROM jobs WHERE state = 'dead'${where} ORDER BY id`)
-      .all(...params)
-      .map(toJob);
+  async deadJobs(target: DeadTarget): Promise<Job[]> {
+    return (await this.store.all<JobRow>(q.deadJobs(target))).map(toJob);
   }
 
   /** Give dead jobs a fresh set of attempts, to run now. Returns how many. */
-  retryDead(target: DeadTarget, now: number = this.now()): number {
-    const [where, params] = deadWhere(target);
-    const rows = stmt<unknown[], Pick<JobRow, 'kind'>>(
-      this.db.sqlite,
-      `UPDATE jobs SET state = 'available', attempts = 0, run_at = ?, locked_until = NULL, locked_by = NULL,
-         updated_at = ? WHERE state = 'dead'${where} RETURNING kind`,
-    ).all(now, now, ...params);
+  async retryDead(target: DeadTarget, now: number = this.now(), tx: Queryable = this.store): Promise<number> {
+    const rows = await tx.all<Pick<JobRow, 'kind'>>(q.retryDead(target, now));
     for (const kind of new Set(rows.map((r) => r.kind))) this.scheduleNotify(kind, now);
     return rows.length;
   }
@@ -348,35 +376,85 @@ export class JobQueue {
    * claim takes it until release(). A running one's lease is dropped with it: whoever held it
    * is not this process (a database restored from a backup). Returns the held jobs' payloads.
    */
-  hold(kind: string, now: number = this.now()): unknown[] {
-    const rows = stmt<[number, string], Pick<JobRow, 'payload'>>(
-      this.db.sqlite,
-      `UPDATE jobs SET state = 'held', locked_until = NULL, locked_by = NULL, updated_at = ?
-         WHERE kind = ? AND state IN ('available', 'running', 'retry') RETURNING payload`,
-    ).all(now, kind);
+  async hold(kind: string, now: number = this.now(), tx: Queryable = this.store): Promise<unknown[]> {
+    const rows = await tx.all<Pick<JobRow, 'payload'>>(q.hold(kind, now));
     return rows.map((r) => JSON.parse(r.payload) as unknown);
   }
 
   /** Held jobs of a kind go back to the queue, to run now. Returns their payloads. */
-  releaseHeld(kind: string, now: number = this.now()): unknown[] {
-    const rows = stmt<[number, number, string], Pick<JobRow, 'payload'>>(
-      this.db.sqlite,
-      `UPDATE jobs SET state = 'available', run_at = ?, updated_at = ? WHERE kind = ? AND state = 'held' RETURNING payload`,
-    ).all(now, now, kind);
+  async releaseHeld(kind: string, now: number = this.now(), tx: Queryable = this.store): Promise<unknown[]> {
+    const rows = await tx.all<Pick<JobRow, 'payload'>>(q.releaseHeld(kind, now));
     if (rows.length > 0) this.scheduleNotify(kind, now);
     return rows.map((r) => JSON.parse(r.payload) as unknown);
   }
 
-  countHeld(kind: string): number {
-    const row = stmt<[string], { n: number }>(
-      this.db.sqlite,
-      `SELECT COUNT(*) AS n FROM jobs WHERE kind = ? AND state = 'held'`,
-    ).get(kind);
-    return row?.n ?? 0;
+  async countHeld(kind: string): Promise<number> {
+    const row = await this.store.get<{ n: number }>(q.countHeld(kind));
+    return Number(row?.n ?? 0);
   }
 
-  deleteDead(target: DeadTarget): number {
-    const [where, params] = deadWhere(target);
-    return stmt(this.db.sqlite, `DELETE FROM jobs WHERE state = 'dead'${where}`).run(...params).changes;
+  async deleteDead(target: DeadTarget): Promise<number> {
+    return (await this.store.run(q.deleteDead(target))).changes;
+  }
+
+  /** The default lease (config jobs.leaseSeconds). */
+  get leaseMs(): number {
+    return this.defaultLeaseMs;
+  }
+
+  /** The queue's clock. */
+  clock(): number {
+    return this.now();
+  }
+}
+
+/**
+ * The queue's operations run synchronously, for code inside a synchronous SQLite transaction:
+ * the worker's batch (settle, apply, onClaim, onDead), a restore's hold and release, the
+ * operator's retry of dead jobs. The same statements as the async forms.
+ */
+export class SyncQueue {
+  constructor(private readonly queue: JobQueue) {}
+
+  private get conn(): SyncQueryable {
+    return this.queue.syncConn();
+  }
+
+  complete(id: number, opts: SettleOptions = {}): boolean {
+    return this.conn.run(q.complete(id, owner(opts.lease))).changes === 1;
+  }
+
+  retry(id: number, r: { afterMs: number; error: string }, opts: SettleOptions = {}): 'retry' | 'dead' | null {
+    const now = opts.now ?? this.queue.clock();
+    const runAt = now + Math.max(0, Math.round(r.afterMs));
+    const row = this.conn.get<{ state: 'retry' | 'dead' }>(q.retry(id, owner(opts.lease), runAt, clip(r.error), now));
+    return row ? row.state : null;
+  }
+
+  snooze(id: number, afterMs: number, opts: SettleOptions = {}): boolean {
+    const now = opts.now ?? this.queue.clock();
+    const runAt = now + Math.max(0, Math.round(afterMs));
+    return this.conn.run(q.snooze(id, owner(opts.lease), runAt, now)).changes === 1;
+  }
+
+  fail(id: number, error: string, opts: SettleOptions = {}): boolean {
+    const now = opts.now ?? this.queue.clock();
+    return this.conn.run(q.fail(id, owner(opts.lease), clip(error), now)).changes === 1;
+  }
+
+  retryDead(target: DeadTarget, now: number = this.queue.clock()): number {
+    const rows = this.conn.all<Pick<JobRow, 'kind'>>(q.retryDead(target, now));
+    for (const kind of new Set(rows.map((r) => r.kind))) this.queue.scheduleNotify(kind, now);
+    return rows.length;
+  }
+
+  hold(kind: string, now: number = this.queue.clock()): unknown[] {
+    return this.conn.all<Pick<JobRow, 'payload'>>(q.hold(kind, now)).map((r) => JSON.parse(r.payload) as unknown);
+  }
+
+  releaseHeld(kind: string, now: number = this.queue.clock()): unknown[] {
+    const rows = this.conn.all<Pick<JobRow, 'payload'>>(q.releaseHeld(kind, now));
+    if (rows.length > 0) this.queue.scheduleNotify(kind, now);
+    return rows.map((r) => JSON.parse(r.payload) as unknown);
   }
 }

@@ -4,7 +4,9 @@ import type { Job, JobQueue, Lease } from './queue.js';
 
 // How one finished job's result lands in the database. Runs inside the worker's batch
 // transaction; user code (apply, onDead) gets its own savepoint so a throw rolls back that
-// one job and not the batch.
+// one job and not the batch. Synchronous, with the queue's synchronous statements
+// (queue.sync): apply and onDead are synchronous core functions on SQLite's connection, run
+// inside the batch's store transaction, in its one turn.
 
 /** Synchronous: runs inside the transaction that settles the job. */
 export type Apply = (db: Db) => void;
@@ -97,7 +99,7 @@ export function settle(ctx: SettleContext, job: Job, lease: Lease, result: JobRe
       // onDead itself throws: dead-letter without hooks rather than loop forever.
       ctx.log('error', { jobId: job.id, kind: job.kind, err: err2 }, 'onDead threw; job dead-lettered without it');
       const afterMs = retryDelay(ctx, job, {});
-      const st = ctx.queue.retry(job.id, { afterMs, error }, { lease, now });
+      const st = ctx.queue.sync.retry(job.id, { afterMs, error }, { lease, now });
       if (st === null) return { kind: 'lost' };
       return st === 'dead' ? { kind: 'dead' } : { kind: 'retried', runAt: now + afterMs };
     }
@@ -132,18 +134,18 @@ function settleOnce(
   const opts = { lease, now };
   switch (r.type) {
     case 'ok':
-      if (!queue.complete(job.id, opts)) return lost(ctx, job);
+      if (!queue.sync.complete(job.id, opts)) return lost(ctx, job);
       r.apply?.(db);
       return { kind: 'completed' };
     case 'snooze': {
       const afterMs = Math.max(0, Math.round(r.afterMs));
-      if (!queue.snooze(job.id, afterMs, opts)) return lost(ctx, job);
+      if (!queue.sync.snooze(job.id, afterMs, opts)) return lost(ctx, job);
       r.apply?.(db);
       return { kind: 'snoozed', runAt: now + afterMs };
     }
     case 'retry': {
       const afterMs = Math.max(0, Math.round(retryDelay(ctx, job, r)));
-      const state = queue.retry(job.id, { afterMs, error: r.error }, opts);
+      const state = queue.sync.retry(job.id, { afterMs, error: r.error }, opts);
       if (state === null) return lost(ctx, job);
       r.apply?.(db);
       if (state === 'retry') return { kind: 'retried', runAt: now + afterMs };
@@ -151,7 +153,7 @@ function settleOnce(
       return dead(ctx, job, r.error);
     }
     case 'fail':
-      if (!queue.fail(job.id, r.error, opts)) return lost(ctx, job);
+      if (!queue.sync.fail(job.id, r.error, opts)) return lost(ctx, job);
       r.apply?.(db);
       hooks?.onDead?.(job, r.error, db);
       return dead(ctx, job, r.error);

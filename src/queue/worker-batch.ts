@@ -1,3 +1,4 @@
+import type { Queryable } from '../db/query.js';
 import { BAD_PAYLOAD, LEASE_EXPIRED, type Job, type Lease } from './queue.js';
 import {
   abortIfRolledBack,
@@ -10,9 +11,12 @@ import {
 } from './settle.js';
 import type { JobLogger } from './worker-options.js';
 
-// One turn of the worker loop in one transaction: settle everything that finished since the
-// last turn, then claim the freed capacity and run each kind's onClaim hook on what it took.
-// One fsync per turn instead of one per job (group commit).
+// One turn of the worker loop in one store transaction: settle everything that finished since
+// the last turn, then claim the freed capacity and run each kind's onClaim hook on what it took.
+// One fsync per turn instead of one per job (group commit). The claim is one awaited store
+// operation; the settles, riders and onClaim hooks around it are synchronous (they call
+// synchronous core functions on SQLite's connection), so on SQLite the whole batch runs
+// inside its transaction's one turn.
 
 export interface Running {
   job: Job;
@@ -43,18 +47,19 @@ export interface Rider {
 
 export interface BatchEnv {
   ctx: SettleContext & { workerId: string };
-  /** Claims up to `want` due jobs of the worker's kinds. */
-  claim(want: number, now: number): Job[];
+  /** Claims up to `want` due jobs of the worker's kinds, in `tx`: one store operation. */
+  claim(tx: Queryable, want: number, now: number): Promise<Job[]>;
   logger: JobLogger;
 }
 
-export function settleAndClaim(
+export async function settleAndClaim(
+  tx: Queryable,
   env: BatchEnv,
   finished: Finished[],
   want: number,
   now: number,
   riders: Rider[] = [],
-): BatchOut {
+): Promise<BatchOut> {
   const riderErrors: unknown[] = [];
   for (const r of riders) {
     try {
@@ -69,7 +74,7 @@ export function settleAndClaim(
   for (const f of finished) outcomes.push(settle(env.ctx, f.run.job, f.run.lease, f.result, now));
   const started: Running[] = [];
   if (want <= 0) return { outcomes, started, claimed: 0, riderErrors };
-  const jobs = env.claim(want, now);
+  const jobs = await env.claim(tx, want, now);
   const byKind = new Map<string, Running[]>();
   for (const job of jobs) {
     const run: Running = {

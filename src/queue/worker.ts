@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Db } from '../db/open.js';
+import type { Queryable } from '../db/query.js';
 import { FailureLog } from '../lib/failure-log.js';
 import type { Job, JobQueue } from './queue.js';
 import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
@@ -52,17 +53,17 @@ export class Worker {
   private readonly maxSleepMs: number;
   private readonly handlers = new Map<string, { handler: JobHandler; hooks: KindHooks }>();
   private kinds: string[] = [];
-  private readonly batch: {
-    immediate: (finished: Finished[], want: number, now: number, riders: Rider[]) => BatchOut;
-  };
+  private readonly env: BatchEnv;
 
   private life: Life = 'stopped';
   private loop: Loop = 'claiming';
   private scope: ClaimScope = { of: 'every' };
   private alarm: Alarm | null = null;
   private background: Background | null = null;
-  /** A turn is already queued with setImmediate: many finishes, one turn. */
+  /** A turn is asked for and has not yet begun its transaction: many finishes, one turn. */
   private tickScheduled = false;
+  /** Turns are running (runTicks); a turn asked for meanwhile runs after the current one. */
+  private ticking = false;
   private readonly inflight = new Map<number, Running>();
   private finished: Finished[] = [];
   private riders: Rider[] = [];
@@ -94,7 +95,7 @@ export class Worker {
       intervalMs: opts.failureLogIntervalMs,
     });
     const savepoint = this.db.sqlite.transaction((fn: () => unknown) => fn());
-    const env: BatchEnv = {
+    this.env = {
       ctx: {
         db: this.db,
         workerId: this.id,
@@ -104,14 +105,9 @@ export class Worker {
         log: (level, obj, msg) => this.logger[level]({ workerId: this.id, ...obj }, msg),
         savepoint: savepoint as <T>(fn: () => T) => T,
       },
-      claim: (want, now) => this.claimJobs(want, now),
+      claim: (tx, want, now) => this.claimJobs(tx, want, now),
       logger: this.logger,
     };
-    // IMMEDIATE: take the write lock up front, so a busy database waits in busy_timeout
-    // instead of failing a read-then-write upgrade.
-    this.batch = this.db.sqlite.transaction((f: Finished[], want: number, now: number, riders: Rider[]) =>
-      settleAndClaim(env, f, want, now, riders),
-    );
   }
 
   /** The job kinds with a handler, sorted. */
@@ -205,8 +201,8 @@ export class Worker {
       for (;;) {
         if (this.quiet()) {
           const done = opts.untilEmpty
-            ? !this.queue.hasPending(this.kinds)
-            : !this.queue.hasRunnable(this.now(), this.kinds);
+            ? !(await this.queue.hasPending(this.kinds))
+            : !(await this.queue.hasRunnable(this.now(), this.kinds));
           if (done) return;
           this.wake();
         }
@@ -225,7 +221,14 @@ export class Worker {
   private scheduleTick() {
     if (this.tickScheduled) return;
     this.tickScheduled = true;
-    setImmediate(this.tick);
+    if (this.ticking) return;
+    this.ticking = true;
+    // After the caller's code (never inside a transaction of its own); the store begins the
+    // turn's transaction in an event-loop turn of its own, and everything finished until then
+    // joins it.
+    queueMicrotask(() => {
+      this.runTicks().catch((err: unknown) => this.logger.error({ workerId: this.id, err }, 'worker turn failed'));
+    });
   }
 
   /** everyKind: the next claim looks at every kind, not only those that filled the last one. */
@@ -235,33 +238,61 @@ export class Worker {
     this.scheduleTick();
   }
 
-  private readonly tick = () => {
-    this.tickScheduled = false;
-    if (this.life === 'stopped') return;
-    const want = this.loop === 'claiming' && this.life === 'running' ? this.concurrency - this.inflight.size : 0;
-    if (this.finished.length === 0 && this.riders.length === 0 && want <= 0) return this.progress();
-    if (want > 0) this.runBeforeClaim();
-    const finished = this.finished;
-    this.finished = [];
-    const riders = this.riders;
-    this.riders = [];
-    const now = this.now();
-    let out: BatchOut;
+  /** Turns one after another, while one is asked for. */
+  private async runTicks(): Promise<void> {
     try {
-      out = this.batch.immediate(finished, want, now, riders);
+      while (this.tickScheduled) await this.turn();
+    } finally {
+      this.ticking = false;
+      // Once not ticking: a drain woken by the turn's end sees the worker quiet.
+      this.progress();
+    }
+  }
+
+  /** The free capacity a turn claims. */
+  private wanted(): number {
+    return this.loop === 'claiming' && this.life === 'running' ? this.concurrency - this.inflight.size : 0;
+  }
+
+  private async turn(): Promise<void> {
+    if (this.life === 'stopped' || (this.finished.length === 0 && this.riders.length === 0 && this.wanted() <= 0)) {
+      this.tickScheduled = false;
+      return this.progress();
+    }
+    if (this.wanted() > 0) this.runBeforeClaim();
+    let taken: { finished: Finished[]; riders: Rider[] } = { finished: [], riders: [] };
+    let out: BatchOut & { now: number; want: number };
+    try {
+      // One store transaction per turn (BEGIN IMMEDIATE on SQLite: the write lock up front, so a
+      // busy database waits in busy_timeout instead of failing a read-then-write upgrade).
+      out = await this.queue.store.transaction(async (tx) => {
+        // Taken once the transaction has begun: what finished meanwhile joins this batch, and
+        // the times onClaim hands out (a gateway line's places) count from now.
+        this.tickScheduled = false;
+        taken = { finished: this.finished, riders: this.riders };
+        this.finished = [];
+        this.riders = [];
+        const now = this.now();
+        const want = this.wanted();
+        const batch = await settleAndClaim(tx, this.env, taken.finished, want, now, taken.riders);
+        return { ...batch, now, want };
+      });
     } catch (err) {
       // Whole batch rolled back (database busy past busy_timeout, disk full): try it again.
-      this.finished = finished.concat(this.finished);
-      this.riders = riders.concat(this.riders);
+      this.tickScheduled = false;
+      this.finished = taken.finished.concat(this.finished);
+      this.riders = taken.riders.concat(this.riders);
       this.batchFailures.failure(
         'batch',
         errorCode(err),
         { workerId: this.id, err },
         'job batch transaction failed; retrying',
       );
-      this.armWake(now + BATCH_RETRY_MS);
+      this.armWake(this.now() + BATCH_RETRY_MS);
       return this.progress();
     }
+    const { now, want } = out;
+    const riders = taken.riders;
     this.batchFailures.success('batch', { workerId: this.id });
     this.counters.batches++;
     for (let i = 0; i < riders.length; i++) {
@@ -274,7 +305,7 @@ export class Worker {
     for (const run of out.started) this.launch(run);
     if (want > 0 && out.claimed < want) {
       this.loop = 'sleeping';
-      this.sleepUntilNext(now);
+      await this.sleepUntilNext(now);
     } else if (out.started.length < out.claimed) {
       // Claimed jobs that did not start (settled in the claim by onClaim, dead-lettered, or
       // retried after onClaim threw) left their slots free, and nothing running will finish to
@@ -282,7 +313,7 @@ export class Worker {
       this.wake(false);
     }
     this.progress();
-  };
+  }
 
   // A claim over every kind costs index seeks per kind. So while every claim comes back full,
   // the worker claims from the kinds that filled the last claim over every kind, and looks at
@@ -290,17 +321,17 @@ export class Worker {
   // nor a system clock stepped back can stretch it); as soon as those kinds run short; when a
   // job of another kind is enqueued in this process or falls due on a timer; and after a retry,
   // a reclaim or a new handler.
-  private claimJobs(want: number, now: number): Job[] {
+  private async claimJobs(tx: Queryable, want: number, now: number): Promise<Job[]> {
     const scope = this.scope;
     const wall = performance.now();
     const all = { leaseMs: this.leaseMs, kinds: this.kinds };
     if (scope.of === 'hot' && wall < scope.until) {
-      const jobs = this.queue.claim(this.id, want, now, { leaseMs: this.leaseMs, kinds: scope.kinds });
+      const jobs = await this.queue.claimIn(tx, this.id, want, now, { leaseMs: this.leaseMs, kinds: scope.kinds });
       if (jobs.length === want) return jobs;
       this.scope = { of: 'every' };
-      return jobs.concat(this.queue.claim(this.id, want - jobs.length, now, all));
+      return jobs.concat(await this.queue.claimIn(tx, this.id, want - jobs.length, now, all));
     }
-    const jobs = this.queue.claim(this.id, want, now, all);
+    const jobs = await this.queue.claimIn(tx, this.id, want, now, all);
     if (jobs.length < want) {
       this.scope = { of: 'every' };
     } else {
@@ -354,12 +385,13 @@ export class Worker {
 
   // Sleeping: exactly until the next known run_at, never longer than maxSleepMs.
 
-  private sleepUntilNext(now: number) {
+  private async sleepUntilNext(now: number) {
     // An alarm armed from the queue's answer covers what we know: local enqueues, retries and
     // snoozes only pull it earlier. One armed only for a job just put back may be later than
     // others already waiting (it was armed after the alarm for those had fired): ask the queue.
     if (this.alarm?.fromQueue) return;
-    const next = this.queue.nextRunAt(this.kinds);
+    const next = await this.queue.nextRunAt(this.kinds);
+    if (this.alarm?.fromQueue || this.life === 'stopped') return;
     let at = now + this.maxSleepMs;
     // next <= now: another connection committed a job after our claim; look again shortly.
     if (next !== null) at = Math.min(at, next > now ? next : now + 5);
@@ -402,15 +434,20 @@ export class Worker {
   };
 
   private readonly runLifeline = () => {
+    this.lifelineOnce().catch((err: unknown) => this.logger.error({ workerId: this.id, err }, 'lifeline failed'));
+  };
+
+  private async lifelineOnce(): Promise<void> {
     try {
       // This process's running jobs are alive whatever their leases say (a pause longer than
       // the lease, a heartbeat that failed): they are renewed first, in the same transaction, so
       // only jobs that no handler here runs are taken back. One of ours taken back would run
       // twice at once, and a provider call waiting for a free connection could go out twice.
       const now = this.now();
-      const [renewed, n] = this.db.sqlite
-        .transaction(() => [this.renewLeases(now), this.queue.lifeline(now)] as const)
-        .immediate();
+      const [renewed, n] = await this.queue.store.transaction(async (tx) => {
+        const r = await this.renewLeases(tx, now);
+        return [r, await this.queue.lifeline(now, tx)] as const;
+      });
       renewed();
       if (n === 0) return;
       this.counters.reclaimed += n;
@@ -419,27 +456,29 @@ export class Worker {
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'lifeline failed');
     }
-  };
+  }
 
   // Leases: renew what has run past half its lease, so a slow but live handler is never
   // reclaimed. A stalled process stops renewing, which is the point.
   private readonly heartbeat = () => {
     if (this.inflight.size === 0) return;
-    try {
-      this.db.sqlite.transaction(() => this.renewLeases(this.now())).immediate()();
-    } catch (err) {
-      this.logger.error({ workerId: this.id, err }, 'lease renewal failed');
-    }
+    this.queue.store
+      .transaction((tx) => this.renewLeases(tx, this.now()))
+      .then(
+        (renewed) => renewed(),
+        (err: unknown) => this.logger.error({ workerId: this.id, err }, 'lease renewal failed'),
+      );
   };
 
   /**
    * In the caller's transaction: renews what has run past half its lease. Returns what to note
    * once that transaction has committed.
    */
-  private renewLeases(now: number): () => void {
+  private async renewLeases(tx: Queryable, now: number): Promise<() => void> {
     const due = [...this.inflight.values()].filter((r) => r.lockedUntil - now < this.leaseMs / 2);
     const until = now + this.leaseMs;
-    const renewed = due.filter((r) => this.queue.extendLease(r.job.id, r.lease, until));
+    const renewed: Running[] = [];
+    for (const r of due) if (await this.queue.extendLease(r.job.id, r.lease, until, tx)) renewed.push(r);
     return () => {
       for (const r of renewed) r.lockedUntil = until;
     };
@@ -448,7 +487,7 @@ export class Worker {
   // Shutdown and drain support.
 
   private quiet(): boolean {
-    return this.inflight.size === 0 && this.finished.length === 0 && !this.tickScheduled;
+    return this.inflight.size === 0 && this.finished.length === 0 && !this.tickScheduled && !this.ticking;
   }
 
   private progress() {
@@ -477,8 +516,13 @@ export class Worker {
     // Wall-clock wait even under an injected clock: this is real time the caller is waiting.
     const deadline = Date.now() + timeoutMs;
     while (!this.quiet() && Date.now() < deadline) await this.nextProgress(deadline - Date.now());
-    if (this.inflight.size > 0) this.releaseInflight();
-    if (this.finished.length > 0) this.tick();
+    if (this.inflight.size > 0) await this.releaseInflight();
+    while (this.ticking) await this.nextProgress(50);
+    if (this.finished.length > 0) {
+      this.tickScheduled = true;
+      this.ticking = true;
+      await this.runTicks();
+    }
     this.clearWake();
     clearInterval(background.heartbeat);
     this.life = 'stopped';
@@ -487,14 +531,16 @@ export class Worker {
     this.progress();
   }
 
-  private releaseInflight() {
+  private async releaseInflight() {
     const runs = [...this.inflight.values()];
     const now = this.now();
     let n = 0;
     try {
-      n = this.db.sqlite
-        .transaction(() => runs.filter((r) => this.queue.release(r.job.id, { lease: r.lease, now })).length)
-        .immediate();
+      n = await this.queue.store.transaction(async (tx) => {
+        let released = 0;
+        for (const r of runs) if (await this.queue.release(r.job.id, { lease: r.lease, now }, tx)) released++;
+        return released;
+      });
     } catch (err) {
       this.logger.error({ workerId: this.id, err }, 'releasing running jobs failed; the lifeline will reclaim them');
     }

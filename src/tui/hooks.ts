@@ -23,22 +23,31 @@ export function useSize(fixed?: Size): Size {
   return fixed ?? size;
 }
 
+const isThenable = <T>(x: T | Promise<T>): x is Promise<T> =>
+  typeof (x as { then?: unknown } | null)?.then === 'function';
+
 /**
  * Read now and every `ms` while mounted: each read is a few statements that finish at once
  * (no transaction stays open between reads, so msgd's WAL checkpoints are never held up).
- * A read that throws is shown, and tried again on the next tick.
+ * A read may be async (through the store): its data shows when it resolves.
+ * A read that throws (or rejects) is shown, and tried again on the next tick.
  */
 export function usePoll<T>(
   ms: number,
-  read: () => T,
+  read: () => T | Promise<T>,
   keys: unknown[] = [],
   paused = false,
 ): { data: T | null; error: string | null; reload(): void } {
   const deps = useDeps();
-  // The first read is synchronous, so the first frame already shows data.
+  const failed = (e: unknown) => setState((s) => ({ data: s.data, error: deps.describeError(e) }));
+  // A synchronous first read is made here, so the first frame already shows data.
   const [state, setState] = useState<{ data: T | null; error: string | null }>(() => {
+    if (paused) return { data: null, error: null };
     try {
-      return { data: paused ? null : read(), error: null };
+      const data = read();
+      if (!isThenable(data)) return { data, error: null };
+      data.then(show, failed);
+      return { data: null, error: null };
     } catch (e) {
       return { data: null, error: deps.describeError(e) };
     }
@@ -47,20 +56,24 @@ export function usePoll<T>(
   readRef.current = read;
   const first = useRef(true);
   const last = useRef<{ data: unknown; json: string | null }>({ data: state.data, json: null });
+  function show(data: T) {
+    // Unchanged figures draw nothing: no render, no layout, no bytes to the terminal.
+    if (data === last.current.data) return;
+    const json =
+      data !== null && typeof data === 'object' && !('length' in data && (data as unknown[]).length > 500)
+        ? JSON.stringify(data)
+        : null;
+    if (json !== null && json === last.current.json) return;
+    last.current = { data, json };
+    setState({ data, error: null });
+  }
   const tick = () => {
     try {
       const data = readRef.current();
-      // Unchanged figures draw nothing: no render, no layout, no bytes to the terminal.
-      if (data === last.current.data) return;
-      const json =
-        data !== null && typeof data === 'object' && !('length' in data && (data as unknown[]).length > 500)
-          ? JSON.stringify(data)
-          : null;
-      if (json !== null && json === last.current.json) return;
-      last.current = { data, json };
-      setState({ data, error: null });
+      if (isThenable(data)) data.then(show, failed);
+      else show(data);
     } catch (e) {
-      setState((s) => ({ data: s.data, error: deps.describeError(e) }));
+      failed(e);
     }
   };
   useEffect(() => {

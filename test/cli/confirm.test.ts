@@ -13,17 +13,18 @@ let t: TestCtx;
 let tokenId: string;
 let deadIds: number[];
 
-beforeAll(() => {
+beforeAll(async () => {
   t = openTestCtx();
   const p = setupPartner(t.ctx, { slug: 'acme' });
   connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'in-use' }, 'sms', '+15550001111');
   tokenId = issueToken(t.ctx, { partner: 'acme', name: 'ci', scopes: ['messages:send'] }, 'test').token.id;
   const q = new JobQueue(t.ctx.db);
-  deadIds = ['wd_1', 'wd_2', 'wd_3'].map((d) => {
+  deadIds = [];
+  for (const d of ['wd_1', 'wd_2', 'wd_3']) {
     const id = q.enqueue({ kind: 'webhook.deliver', payload: { delivery_id: d } }).id;
-    q.fail(id, 'endpoint down');
-    return id;
-  });
+    await q.fail(id, 'endpoint down');
+    deadIds.push(id);
+  }
   t.dd.close();
 });
 afterAll(() => t.close());

@@ -23,7 +23,7 @@ let linedMsg: string;
 let scheduledId: string;
 let partnerId: string;
 
-beforeAll(() => {
+beforeAll(async () => {
   t = openTestCtx();
   const p = setupPartner(t.ctx, { slug: 'acme', balance: '10.00' });
   const { channel } = connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550001111');
@@ -51,8 +51,8 @@ beforeAll(() => {
   failedId = mk('+14155550125').id;
   deadDispatchId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: failedId } }).id;
   retryingId = q.enqueue({ kind: 'webhook.deliver', payload: { delivery_id: 'wd_y' } }).id;
-  q.claim('w1', 10);
-  q.retry(retryingId, { afterMs: 600_000, error: 'endpoint answered 503' });
+  await q.claim('w1', 10);
+  await q.retry(retryingId, { afterMs: 600_000, error: 'endpoint answered 503' });
   waitingId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: dupId } }).id;
   // What dispatch writes on a message whose gateway is disabled (the job itself keeps no error).
   t.ctx.db.sqlite
@@ -63,9 +63,9 @@ beforeAll(() => {
   // A message in its gateway's line: queued, no error, its job snoozed to its place.
   linedMsg = mk('+14155550126').id;
   inLineId = q.enqueue({ kind: 'message.dispatch', payload: { message_id: linedMsg }, runAt: Date.now() + 60_000 }).id;
-  q.fail(deadJobId, 'provider said no forever');
-  q.fail(deadHookId, 'endpoint down');
-  q.fail(deadDispatchId, 'gave up');
+  await q.fail(deadJobId, 'provider said no forever');
+  await q.fail(deadHookId, 'endpoint down');
+  await q.fail(deadDispatchId, 'gave up');
   const m = getMessageRow(t.ctx, failedId)!;
   applyStatus(t.ctx, m, {
     status: 'failed',

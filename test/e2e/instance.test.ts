@@ -33,7 +33,7 @@ describe('one msgd per data directory', () => {
     const queue = new JobQueue(dd.db);
     queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
     queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: waiting.id } });
-    expect(queue.claim('dead-msgd', 10, Date.now(), { leaseMs: 600_000 })).toHaveLength(2);
+    expect(await queue.claim('dead-msgd', 10, Date.now(), { leaseMs: 600_000 })).toHaveLength(2);
     dd.db.sqlite.prepare(`UPDATE messages SET status = 'sending' WHERE id IN (?, ?)`).run(m.id, waiting.id);
     // Marked before its request could be written.
     dd.db.sqlite.prepare(`UPDATE messages SET dispatch_in_flight = 1 WHERE id = ?`).run(m.id);

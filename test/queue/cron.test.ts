@@ -6,7 +6,7 @@ import { waitFor } from '../helpers/wait.js';
 
 function makeCron(db: ReturnType<typeof tempDb>['db'], now?: () => number) {
   const queue = new JobQueue(db);
-  const cron = new Cron({ db, queue, timezone: 'UTC', now });
+  const cron = new Cron({ queue, timezone: 'UTC', now });
   onCleanup(() => cron.stop());
   return { queue, cron };
 }
@@ -19,7 +19,7 @@ const jobs = (db: ReturnType<typeof tempDb>['db']) =>
   }[];
 
 describe('Cron', () => {
-  it('rejects a bad expression with a clear error, and bad or duplicate names', () => {
+  it('rejects a bad expression with a clear error, and bad or duplicate names', async () => {
     const t = tempDb();
     const { cron } = makeCron(t.db);
     expect(() => cron.schedule('sweep', '61 * * * *', { kind: 'sweep' })).toThrow(
@@ -31,7 +31,7 @@ describe('Cron', () => {
     expect(() => cron.schedule('sweep', '* * * * *', { kind: 'sweep' })).toThrow(/already scheduled/);
   });
 
-  it('enqueues one job per slot even when two processes fire the same slot', () => {
+  it('enqueues one job per slot even when two processes fire the same slot', async () => {
     const t = tempDb();
     // The slots' own hour, not today's: slot records older than two days are pruned.
     const clock = () => Date.parse('2026-11-22T11:00:01.000Z');
@@ -41,9 +41,9 @@ describe('Cron', () => {
       c.schedule('purge', '0 * * * *', (slot) => ({ kind: 'purge', payload: { slot: slot.toISOString() } }));
     }
     const slot = new Date('2026-11-22T10:00:00.000Z');
-    const first = a.cron.fire('purge', slot);
-    const second = b.cron.fire('purge', new Date(slot.getTime() + 250)); // same slot, a late timer
-    const again = a.cron.fire('purge', slot);
+    const first = await a.cron.fire('purge', slot);
+    const second = await b.cron.fire('purge', new Date(slot.getTime() + 250)); // same slot, a late timer
+    const again = await a.cron.fire('purge', slot);
     expect(first).toMatchObject({ created: true, key: 'purge:2026-11-22T10:00:00.000Z' });
     expect(second).toEqual({ created: false, key: first.key, id: first.id });
     expect(again.created).toBe(false);
@@ -56,19 +56,19 @@ describe('Cron', () => {
     ]);
     // the slot stays taken after its job is done and deleted: a restart cannot run it again
     t.db.sqlite.prepare('DELETE FROM jobs').run();
-    expect(b.cron.fire('purge', slot).created).toBe(false);
-    expect(a.cron.fire('purge', new Date('2026-11-22T11:00:00.000Z')).created).toBe(true);
+    expect((await b.cron.fire('purge', slot)).created).toBe(false);
+    expect((await a.cron.fire('purge', new Date('2026-11-22T11:00:00.000Z'))).created).toBe(true);
   });
 
-  it("prunes its own old slot records, not other tasks' ones", () => {
+  it("prunes its own old slot records, not other tasks' ones", async () => {
     const t = tempDb();
     const now = Date.parse('2026-11-22T10:00:00.000Z');
     const queue = new JobQueue(t.db);
-    const cron = new Cron({ db: t.db, queue, now: () => now, keepRunsMs: 3_600_000 });
+    const cron = new Cron({ queue, now: () => now, keepRunsMs: 3_600_000 });
     cron.schedule('a', '* * * * *', { kind: 'a' }).schedule('a-b', '* * * * *', { kind: 'ab' });
-    cron.fire('a', new Date('2026-11-22T07:00:00.000Z'));
-    cron.fire('a-b', new Date('2026-11-22T07:00:00.000Z'));
-    cron.fire('a', new Date('2026-11-22T10:00:00.000Z'));
+    await cron.fire('a', new Date('2026-11-22T07:00:00.000Z'));
+    await cron.fire('a-b', new Date('2026-11-22T07:00:00.000Z'));
+    await cron.fire('a', new Date('2026-11-22T10:00:00.000Z'));
     const keys = (t.db.sqlite.prepare('SELECT key FROM cron_runs ORDER BY key').all() as { key: string }[]).map(
       (r) => r.key,
     );

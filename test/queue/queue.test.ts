@@ -12,7 +12,7 @@ function setup(opts: { maxAttempts?: number } = {}) {
 }
 
 describe('JobQueue.enqueue', () => {
-  it('is idempotent by unique key: the second enqueue returns the first job', () => {
+  it('is idempotent by unique key: the second enqueue returns the first job', async () => {
     const { db, queue } = setup();
     const a = queue.enqueue({ kind: 'k', payload: { n: 1 }, uniqueKey: 'msg_1' });
     const b = queue.enqueue({ kind: 'k', payload: { n: 2 }, uniqueKey: 'msg_1' });
@@ -25,17 +25,17 @@ describe('JobQueue.enqueue', () => {
     expect(JSON.parse(jobRow(db, a.id)!.payload)).toEqual({ n: 1 });
   });
 
-  it('frees the unique key once the job is done (done jobs are deleted)', () => {
+  it('frees the unique key once the job is done (done jobs are deleted)', async () => {
     const { queue } = setup();
     const a = queue.enqueue({ kind: 'k', uniqueKey: 'u' });
-    queue.claim('w', 1);
-    expect(queue.complete(a.id)).toBe(true);
+    await queue.claim('w', 1);
+    expect(await queue.complete(a.id)).toBe(true);
     const b = queue.enqueue({ kind: 'k', uniqueKey: 'u' });
     expect(b.created).toBe(true);
     expect(b.id).not.toBe(a.id);
   });
 
-  it('commits or rolls back with the caller transaction (outbox rule)', () => {
+  it('commits or rolls back with the caller transaction (outbox rule)', async () => {
     const { db, queue } = setup();
     const tx = db.sqlite.transaction((fail: boolean) => {
       db.sqlite.prepare(`INSERT INTO effects (job_id, note) VALUES (0, 'state change')`).run();
@@ -44,10 +44,10 @@ describe('JobQueue.enqueue', () => {
     });
     expect(() => tx(true)).toThrow('boom');
     expect(effects(db)).toHaveLength(0);
-    expect(queue.hasPending()).toBe(false);
+    expect(await queue.hasPending()).toBe(false);
     tx(false);
     expect(effects(db)).toHaveLength(1);
-    expect(queue.hasPending()).toBe(true);
+    expect(await queue.hasPending()).toBe(true);
   });
 
   it('notifies listeners after the transaction, never inside it, once per turn', async () => {
@@ -79,7 +79,7 @@ describe('JobQueue.enqueue', () => {
     expect(woken).toBe(1);
   });
 
-  it('rejects a missing kind and a bad maxAttempts', () => {
+  it('rejects a missing kind and a bad maxAttempts', async () => {
     const { queue } = setup();
     expect(() => queue.enqueue({ kind: '' })).toThrow(/kind/);
     expect(() => queue.enqueue({ kind: 'k', maxAttempts: 0 })).toThrow(/maxAttempts/);
@@ -87,7 +87,7 @@ describe('JobQueue.enqueue', () => {
 });
 
 describe('JobQueue.claim', () => {
-  it('claims in priority (lower first), then run_at, then id order, and skips future jobs', () => {
+  it('claims in priority (lower first), then run_at, then id order, and skips future jobs', async () => {
     const { queue } = setup();
     const ids = {
       late: queue.enqueue({ kind: 'k', runAt: T0 - 10 }).id,
@@ -97,33 +97,33 @@ describe('JobQueue.claim', () => {
       sameA: queue.enqueue({ kind: 'k', runAt: T0 - 10 }).id,
       future: queue.enqueue({ kind: 'k', runAt: T0 + 1 }).id,
     };
-    const first = queue.claim('w', 3, T0);
+    const first = await queue.claim('w', 3, T0);
     expect(first.map((j) => j.id)).toEqual([ids.urgent, ids.early, ids.late]);
-    const rest = queue.claim('w', 10, T0);
+    const rest = await queue.claim('w', 10, T0);
     expect(rest.map((j) => j.id)).toEqual([ids.sameA, ids.lazy]);
-    expect(queue.claim('w', 10, T0)).toEqual([]);
-    expect(queue.claim('w', 10, T0 + 1).map((j) => j.id)).toEqual([ids.future]);
+    expect(await queue.claim('w', 10, T0)).toEqual([]);
+    expect((await queue.claim('w', 10, T0 + 1)).map((j) => j.id)).toEqual([ids.future]);
   });
 
-  it('marks claimed jobs running with an attempt, a lease and an owner', () => {
+  it('marks claimed jobs running with an attempt, a lease and an owner', async () => {
     const { queue } = setup();
     const { id } = queue.enqueue({ kind: 'k', payload: { a: [1, 'x'] } });
-    const [job] = queue.claim('w1', 5, T0, { leaseMs: 1000 });
+    const [job] = await queue.claim('w1', 5, T0, { leaseMs: 1000 });
     expect(job).toMatchObject({ id, kind: 'k', state: 'running', attempts: 1, lockedBy: 'w1', lockedUntil: T0 + 1000 });
     expect(job.payload).toEqual({ a: [1, 'x'] });
-    expect(queue.claim('w2', 5, T0)).toEqual([]);
+    expect(await queue.claim('w2', 5, T0)).toEqual([]);
   });
 
-  it('claims only the kinds asked for', () => {
+  it('claims only the kinds asked for', async () => {
     const { queue } = setup();
     queue.enqueue({ kind: 'a' });
     const b = queue.enqueue({ kind: 'b' }).id;
-    expect(queue.claim('w', 10, T0, { kinds: ['b', 'c'] }).map((j) => j.id)).toEqual([b]);
-    expect(queue.hasRunnable(T0, ['b'])).toBe(false);
-    expect(queue.hasRunnable(T0, ['a'])).toBe(true);
+    expect((await queue.claim('w', 10, T0, { kinds: ['b', 'c'] })).map((j) => j.id)).toEqual([b]);
+    expect(await queue.hasRunnable(T0, ['b'])).toBe(false);
+    expect(await queue.hasRunnable(T0, ['a'])).toBe(true);
   });
 
-  it('merges several kinds (available and retry) in priority, run_at, id order, up to the limit', () => {
+  it('merges several kinds (available and retry) in priority, run_at, id order, up to the limit', async () => {
     const { queue } = setup();
     const late = queue.enqueue({ kind: 'a', runAt: T0 - 10 }).id;
     const urgent = queue.enqueue({ kind: 'b', runAt: T0 - 5, priority: -1 }).id;
@@ -131,35 +131,35 @@ describe('JobQueue.claim', () => {
     queue.enqueue({ kind: 'a', runAt: T0 + 1000 }); // not due
     queue.enqueue({ kind: 'other', runAt: T0 - 100 }); // not asked for
     const retried = queue.enqueue({ kind: 'a', runAt: T0 - 50 }).id;
-    queue.claim('w0', 1, T0 - 50, { kinds: ['a'] });
-    queue.retry(retried, { afterMs: 35, error: 'once' }, { now: T0 - 50 }); // retry state, due at T0 - 15
-    const got = queue.claim('w', 3, T0, { kinds: ['a', 'b'] }).map((j) => j.id);
+    await queue.claim('w0', 1, T0 - 50, { kinds: ['a'] });
+    await queue.retry(retried, { afterMs: 35, error: 'once' }, { now: T0 - 50 }); // retry state, due at T0 - 15
+    const got = (await queue.claim('w', 3, T0, { kinds: ['a', 'b'] })).map((j) => j.id);
     expect(got).toEqual([urgent, early, retried]);
-    expect(queue.claim('w', 10, T0, { kinds: ['a', 'b'] }).map((j) => j.id)).toEqual([late]);
-    expect(queue.nextRunAt(['a', 'b'])).toBe(T0 + 1000);
-    expect(queue.nextRunAt(['other'])).toBe(T0 - 100);
+    expect((await queue.claim('w', 10, T0, { kinds: ['a', 'b'] })).map((j) => j.id)).toEqual([late]);
+    expect(await queue.nextRunAt(['a', 'b'])).toBe(T0 + 1000);
+    expect(await queue.nextRunAt(['other'])).toBe(T0 - 100);
   });
 
-  it('a kind named twice is claimed once, up to the limit', () => {
+  it('a kind named twice is claimed once, up to the limit', async () => {
     const { queue } = setup();
     const ids = [0, 1, 2, 3].map((i) => queue.enqueue({ kind: 'a', runAt: T0 - 10 + i }).id);
-    expect(queue.claim('w', 3, T0, { kinds: ['a', 'a', 'a'] }).map((j) => j.id)).toEqual(ids.slice(0, 3));
-    expect(queue.claim('w', 3, T0, { kinds: ['a', 'a'] }).map((j) => j.id)).toEqual([ids[3]]);
+    expect((await queue.claim('w', 3, T0, { kinds: ['a', 'a', 'a'] })).map((j) => j.id)).toEqual(ids.slice(0, 3));
+    expect((await queue.claim('w', 3, T0, { kinds: ['a', 'a'] })).map((j) => j.id)).toEqual([ids[3]]);
   });
 
-  it('a claim by kind inside a caller transaction rolls back with it', () => {
+  it('a claim by kind inside a caller transaction rolls back with it', async () => {
     const { db, queue } = setup();
     const id = queue.enqueue({ kind: 'a' }).id;
-    const tx = db.sqlite.transaction(() => {
-      expect(queue.claim('w', 5, T0, { kinds: ['a'] }).map((j) => j.id)).toEqual([id]);
+    const tx = queue.store.transaction(async (t) => {
+      expect((await queue.claimIn(t, 'w', 5, T0, { kinds: ['a'] })).map((j) => j.id)).toEqual([id]);
       throw new Error('boom');
     });
-    expect(() => tx()).toThrow('boom');
+    await expect(tx).rejects.toThrow('boom');
     expect(jobRow(db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null });
-    expect(queue.claim('w', 5, T0, { kinds: ['a'] }).map((j) => j.id)).toEqual([id]);
+    expect((await queue.claim('w', 5, T0, { kinds: ['a'] })).map((j) => j.id)).toEqual([id]);
   });
 
-  it('two connections claiming by kind, interleaved, never take the same job', () => {
+  it('two connections claiming by kind, interleaved, never take the same job', async () => {
     const t = setup();
     const other = new JobQueue(t.open(), { leaseMs: 60_000, now: () => T0 });
     const ids = Array.from(
@@ -172,7 +172,7 @@ describe('JobQueue.claim', () => {
         [t.queue, 'w1'],
         [other, 'w2'],
       ] as const) {
-        for (const j of q.claim(w, 3, T0, { kinds: ['a', 'b'] })) {
+        for (const j of await q.claim(w, 3, T0, { kinds: ['a', 'b'] })) {
           expect(jobRow(t.db, j.id)).toMatchObject({ state: 'running', locked_by: w, attempts: 1 });
           taken.push(j.id);
         }
@@ -200,63 +200,63 @@ describe('JobQueue.claim', () => {
 });
 
 describe('JobQueue completions', () => {
-  it('retry reschedules, and a retry at max_attempts goes dead instead', () => {
+  it('retry reschedules, and a retry at max_attempts goes dead instead', async () => {
     const { db, queue } = setup({ maxAttempts: 2 });
     const { id } = queue.enqueue({ kind: 'k' });
-    queue.claim('w', 1, T0);
-    expect(queue.retry(id, { afterMs: 5000, error: 'timeout' }, { now: T0 })).toBe('retry');
+    await queue.claim('w', 1, T0);
+    expect(await queue.retry(id, { afterMs: 5000, error: 'timeout' }, { now: T0 })).toBe('retry');
     expect(jobRow(db, id)).toMatchObject({ state: 'retry', run_at: T0 + 5000, last_error: 'timeout', locked_by: null });
-    queue.claim('w', 1, T0 + 5000);
-    expect(queue.retry(id, { afterMs: 5000, error: 'again' }, { now: T0 + 5000 })).toBe('dead');
+    await queue.claim('w', 1, T0 + 5000);
+    expect(await queue.retry(id, { afterMs: 5000, error: 'again' }, { now: T0 + 5000 })).toBe('dead');
     expect(jobRow(db, id)).toMatchObject({ state: 'dead', attempts: 2, last_error: 'again' });
   });
 
-  it('snooze gives the attempt back', () => {
+  it('snooze gives the attempt back', async () => {
     const { db, queue } = setup({ maxAttempts: 1 });
     const { id } = queue.enqueue({ kind: 'k' });
     for (let i = 0; i < 5; i++) {
-      const [job] = queue.claim('w', 1, T0 + i * 10);
+      const [job] = await queue.claim('w', 1, T0 + i * 10);
       expect(job.attempts).toBe(1);
-      expect(queue.snooze(id, 10, { now: T0 + i * 10 })).toBe(true);
+      expect(await queue.snooze(id, 10, { now: T0 + i * 10 })).toBe(true);
     }
     expect(jobRow(db, id)).toMatchObject({ state: 'available', attempts: 0, run_at: T0 + 50 });
   });
 
-  it('a completion under a lease only lands while that claim still holds', () => {
+  it('a completion under a lease only lands while that claim still holds', async () => {
     const { db, queue } = setup();
     const { id } = queue.enqueue({ kind: 'k' });
-    const [job] = queue.claim('w1', 1, T0, { leaseMs: 100 });
+    const [job] = await queue.claim('w1', 1, T0, { leaseMs: 100 });
     const lease = { workerId: 'w1', attempts: job.attempts };
-    expect(queue.lifeline(T0 + 101)).toBe(1);
-    const [again] = queue.claim('w2', 1, T0 + 101);
+    expect(await queue.lifeline(T0 + 101)).toBe(1);
+    const [again] = await queue.claim('w2', 1, T0 + 101);
     expect(again.id).toBe(id);
     // the stalled first holder comes back: its result is dropped
-    expect(queue.complete(id, { lease })).toBe(false);
-    expect(queue.fail(id, 'x', { lease })).toBe(false);
-    expect(queue.retry(id, { afterMs: 0, error: 'x' }, { lease })).toBe(null);
+    expect(await queue.complete(id, { lease })).toBe(false);
+    expect(await queue.fail(id, 'x', { lease })).toBe(false);
+    expect(await queue.retry(id, { afterMs: 0, error: 'x' }, { lease })).toBe(null);
     expect(jobRow(db, id)).toMatchObject({ state: 'running', locked_by: 'w2' });
-    expect(queue.complete(id, { lease: { workerId: 'w2', attempts: again.attempts } })).toBe(true);
+    expect(await queue.complete(id, { lease: { workerId: 'w2', attempts: again.attempts } })).toBe(true);
     expect(jobRow(db, id)).toBeUndefined();
   });
 
-  it('release hands a running job back without spending its attempt', () => {
+  it('release hands a running job back without spending its attempt', async () => {
     const { db, queue } = setup();
     const { id } = queue.enqueue({ kind: 'k' });
-    queue.claim('w', 1, T0);
-    expect(queue.release(id)).toBe(true);
+    await queue.claim('w', 1, T0);
+    expect(await queue.release(id)).toBe(true);
     expect(jobRow(db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null, locked_until: null });
   });
 });
 
 describe('JobQueue.lifeline', () => {
-  it('puts expired leases back to retry, counts the reclaim and says why', () => {
+  it('puts expired leases back to retry, counts the reclaim and says why', async () => {
     const { db, queue } = setup();
     const a = queue.enqueue({ kind: 'k' }).id;
     const b = queue.enqueue({ kind: 'k' }).id;
-    queue.claim('w', 1, T0, { leaseMs: 100 });
-    queue.claim('w', 1, T0, { leaseMs: 10_000 });
-    expect(queue.lifeline(T0 + 100)).toBe(0); // not yet expired: locked_until < now
-    expect(queue.lifeline(T0 + 101)).toBe(1);
+    await queue.claim('w', 1, T0, { leaseMs: 100 });
+    await queue.claim('w', 1, T0, { leaseMs: 10_000 });
+    expect(await queue.lifeline(T0 + 100)).toBe(0); // not yet expired: locked_until < now
+    expect(await queue.lifeline(T0 + 101)).toBe(1);
     expect(jobRow(db, a)).toMatchObject({
       state: 'retry',
       run_at: T0 + 101,
@@ -269,41 +269,41 @@ describe('JobQueue.lifeline', () => {
 });
 
 describe('JobQueue operator views', () => {
-  it('counts per kind and state, lists, retries and deletes dead jobs', () => {
+  it('counts per kind and state, lists, retries and deletes dead jobs', async () => {
     const { db, queue } = setup({ maxAttempts: 1 });
     const ids = [1, 2, 3].map((n) => queue.enqueue({ kind: n === 3 ? 'other' : 'send', payload: { n } }).id);
     queue.enqueue({ kind: 'send' });
-    for (const j of queue.claim('w', 3, T0)) queue.fail(j.id, `bad ${j.payload && (j.payload as any).n}`);
-    expect(queue.stats()).toEqual([
+    for (const j of await queue.claim('w', 3, T0)) await queue.fail(j.id, `bad ${j.payload && (j.payload as any).n}`);
+    expect(await queue.stats()).toEqual([
       { kind: 'other', state: 'dead', count: 1 },
       { kind: 'send', state: 'available', count: 1 },
       { kind: 'send', state: 'dead', count: 2 },
     ]);
-    expect(queue.listDead({ kind: 'send' }).map((j) => [j.id, j.lastError])).toEqual([
+    expect((await queue.listDead({ kind: 'send' })).map((j) => [j.id, j.lastError])).toEqual([
       [ids[0], 'bad 1'],
       [ids[1], 'bad 2'],
     ]);
-    expect(queue.listDead({ limit: 1, afterId: ids[0] }).map((j) => j.id)).toEqual([ids[1]]);
-    expect(queue.retryDead(ids[0], T0 + 5)).toBe(1);
+    expect((await queue.listDead({ limit: 1, afterId: ids[0] })).map((j) => j.id)).toEqual([ids[1]]);
+    expect(await queue.retryDead(ids[0], T0 + 5)).toBe(1);
     expect(jobRow(db, ids[0])).toMatchObject({ state: 'available', attempts: 0, run_at: T0 + 5 });
-    expect(queue.deleteDead({ kind: 'other' })).toBe(1);
-    expect(queue.retryDead('all')).toBe(1);
-    expect(queue.listDead()).toEqual([]);
-    expect(queue.deleteDead('all')).toBe(0);
+    expect(await queue.deleteDead({ kind: 'other' })).toBe(1);
+    expect(await queue.retryDead('all')).toBe(1);
+    expect(await queue.listDead()).toEqual([]);
+    expect(await queue.deleteDead('all')).toBe(0);
   });
 
-  it('nextRunAt gives the earliest waiting run_at across priorities, states and kinds', () => {
+  it('nextRunAt gives the earliest waiting run_at across priorities, states and kinds', async () => {
     const { queue } = setup();
-    expect(queue.nextRunAt()).toBeNull();
+    expect(await queue.nextRunAt()).toBeNull();
     queue.enqueue({ kind: 'a', runAt: T0 + 900, priority: -1 });
     queue.enqueue({ kind: 'a', runAt: T0 + 500, priority: 3 });
     const r = queue.enqueue({ kind: 'b', runAt: T0 }).id;
     queue.enqueue({ kind: 'b', runAt: T0 + 700, priority: 7 });
-    queue.claim('w', 1, T0);
-    queue.retry(r, { afterMs: 300, error: 'x' }, { now: T0 });
-    expect(queue.nextRunAt()).toBe(T0 + 300);
-    expect(queue.nextRunAt(['a'])).toBe(T0 + 500);
-    expect(queue.nextRunAt(['b'])).toBe(T0 + 300);
-    expect(queue.nextRunAt(['zzz'])).toBeNull();
+    await queue.claim('w', 1, T0);
+    await queue.retry(r, { afterMs: 300, error: 'x' }, { now: T0 });
+    expect(await queue.nextRunAt()).toBe(T0 + 300);
+    expect(await queue.nextRunAt(['a'])).toBe(T0 + 500);
+    expect(await queue.nextRunAt(['b'])).toBe(T0 + 300);
+    expect(await queue.nextRunAt(['zzz'])).toBeNull();
   });
 });

@@ -22,7 +22,7 @@ function child(file: string, mode: 'drain' | 'hang', leaseMs: number) {
 
 function enqueueMany(queue: JobQueue, n: number) {
   const ids: number[] = [];
-  queue.db.sqlite.transaction(() => {
+  queue.db!.sqlite.transaction(() => {
     for (let i = 0; i < n; i++) ids.push(queue.enqueue({ kind: 'work', payload: { i } }).id);
   })();
   return ids;
@@ -34,7 +34,7 @@ describe('crash recovery', () => {
     const dying = t.open();
     const ids = enqueueMany(new JobQueue(t.db), 20);
     // the dying process claims everything, then vanishes without settling
-    expect(new JobQueue(dying).claim('dead-worker', 50, Date.now(), { leaseMs: 1000 })).toHaveLength(20);
+    expect(await new JobQueue(dying).claim('dead-worker', 50, Date.now(), { leaseMs: 1000 })).toHaveLength(20);
     dying.close();
 
     const seen = new Map<number, { attempts: number; reclaims: number; lastError: string | null }>();

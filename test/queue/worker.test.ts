@@ -418,7 +418,7 @@ describe('Worker hooks', () => {
     const { queue, worker } = makeWorker(t);
     // Claimed a second ago with a 1 ms lease: long expired now.
     const { id } = queue.enqueue({ kind: 'k', maxAttempts: 1, runAt: Date.now() - 1000 });
-    expect(queue.claim('crashed-worker', 1, Date.now() - 1000, { leaseMs: 1 })).toHaveLength(1);
+    expect(await queue.claim('crashed-worker', 1, Date.now() - 1000, { leaseMs: 1 })).toHaveLength(1);
     let handled = 0;
     worker.register('k', async () => (handled++, { type: 'ok' }), {
       onDead: (job, error, db) => note(db, job.id, error),

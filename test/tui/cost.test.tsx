@@ -68,8 +68,8 @@ describe("the console's reads", () => {
     ])
       findMessages(ctx, q);
     messageWithHistory(ctx, m.id);
-    deadJobs(ctx);
-    pendingJobs(ctx);
+    await deadJobs(ctx);
+    await pendingJobs(ctx);
     sqlite
       .prepare(
         `INSERT INTO provider_webhooks (id, provider, method, path, headers, body, verification, processing, received_at)

@@ -419,7 +419,7 @@ describe('msgctl tui: screens', () => {
     expect(f).toContain('dead after 8 attempts: database is locked');
     await con.press('y');
     await con.see('1 dead job(s) queued again');
-    expect(q.get(Number(id))!.state).toBe('available');
+    expect((await q.get(Number(id)))!.state).toBe('available');
     await con.press('d');
     await con.see(/webhook\.process\s+available/);
   });

@@ -8,14 +8,16 @@ import type { Job } from '../../queue/queue.js';
 
 export const JOBS_SHOWN = 200;
 
-export function deadJobs(ctx: CoreCtx): Job[] {
-  return jobsInState(ctx.db, 'dead', JOBS_SHOWN);
+export function deadJobs(ctx: CoreCtx): Promise<Job[]> {
+  return jobsInState(ctx.store, 'dead', JOBS_SHOWN);
 }
 
 /** Running first, then the next to run of those waiting or waiting to retry. */
-export function pendingJobs(ctx: CoreCtx): Job[] {
-  const running = jobsInState(ctx.db, 'running', JOBS_SHOWN);
-  const waiting = [...jobsInState(ctx.db, 'available', JOBS_SHOWN), ...jobsInState(ctx.db, 'retry', JOBS_SHOWN)].sort(
+export async function pendingJobs(ctx: CoreCtx): Promise<Job[]> {
+  const running = await jobsInState(ctx.store, 'running', JOBS_SHOWN);
+  const available = await jobsInState(ctx.store, 'available', JOBS_SHOWN);
+  const retry = await jobsInState(ctx.store, 'retry', JOBS_SHOWN);
+  const waiting = [...available, ...retry].sort(
     (a, b) => a.runAt - b.runAt || a.id - b.id,
   );
   return [...running, ...waiting].slice(0, JOBS_SHOWN);

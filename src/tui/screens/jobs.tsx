@@ -38,8 +38,8 @@ export function JobsScreen({ width, height }: { width: number; height: number })
             'It is queued again with fresh attempts; a running msgd picks it up within a second.',
             'A send whose message already failed and was refunded is not retried (the partner sends anew).',
           ],
-          run: () => {
-            const r = retryDeadJobs(ctx, cur.id);
+          run: async () => {
+            const r = await retryDeadJobs(ctx, cur.id);
             return { text: `${r.retried} dead job(s) queued again; a running msgd picks it up within a second.` };
           },
         });
