@@ -1,7 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { Db } from './open.js';
 import { render, type Dialect, type Sql } from './sql.js';
-import { stmt } from './stmt.js';
+import { rawStmt, stmt } from './stmt.js';
 
 // The one query interface of core, for every store: a query is written once with the sql`` tag
 // (src/db/sql.ts) and run through get/all/run, each returning a promise; a transaction is a
@@ -26,6 +26,12 @@ export interface Queryable {
   /** The first row, or undefined. */
   get<R>(q: Sql): Promise<R | undefined>;
   all<R>(q: Sql): Promise<R[]>;
+  /**
+   * Rows as arrays, the columns in the SELECT's order: for long lists where building a named
+   * row per row costs more than the query (`npm run bench`, the /v1 lists; docs/architecture.md
+   * "Queries"). The caller names the tuple's types.
+   */
+  values<T extends unknown[]>(q: Sql): Promise<T[]>;
   run(q: Sql): Promise<{ changes: number }>;
 }
 
@@ -99,6 +105,8 @@ class SqliteStore implements Store {
   // object per call site, so after the first call a query costs one lookup. Statements come
   // from stmt(), prepared once per text and kept for the connection's life (src/db/pin.ts).
   private readonly byStrings = new WeakMap<readonly string[], Statement>();
+  // Raw-mode statements (rows as arrays) apart, from rawStmt(): raw is a mode of the statement.
+  private readonly rawByStrings = new WeakMap<readonly string[], Statement>();
 
   constructor(private readonly db: Database) {}
 
@@ -111,6 +119,15 @@ class SqliteStore implements Store {
     return s;
   }
 
+  rawStatement(q: Sql): Statement {
+    let s = this.rawByStrings.get(q.strings);
+    if (s === undefined) {
+      s = rawStmt(this.db, render(q, 'sqlite').text);
+      this.rawByStrings.set(q.strings, s);
+    }
+    return s;
+  }
+
   async get<R>(q: Sql): Promise<R | undefined> {
     if (this.lock.held) await this.turn();
     return this.statement(q).get(...q.values) as R | undefined;
@@ -119,6 +136,11 @@ class SqliteStore implements Store {
   async all<R>(q: Sql): Promise<R[]> {
     if (this.lock.held) await this.turn();
     return this.statement(q).all(...q.values) as R[];
+  }
+
+  async values<T extends unknown[]>(q: Sql): Promise<T[]> {
+    if (this.lock.held) await this.turn();
+    return this.rawStatement(q).all(...q.values) as T[];
   }
 
   async run(q: Sql): Promise<{ changes: number }> {
@@ -176,6 +198,11 @@ class SqliteTx implements Tx {
 
   async all<R>(q: Sql): Promise<R[]> {
     return this.statement(q).all(...q.values) as R[];
+  }
+
+  async values<T extends unknown[]>(q: Sql): Promise<T[]> {
+    if (this.ended) throw new TxEndedError();
+    return this.store.rawStatement(q).all(...q.values) as T[];
   }
 
   async run(q: Sql): Promise<{ changes: number }> {

@@ -178,6 +178,7 @@ describe('JobQueue', () => {
           get: async () => undefined,
           all: async <R>(q: Sql) => (seen.push(q), [] as R[]),
           run: async () => ({ changes: 0 }),
+          values: async <T extends unknown[]>() => [] as T[],
         };
         await pgQueueStatements.claim(recorder, { workerId: 'w', limit: 64, now: 0, leaseMs: 30_000, kinds });
         const { strings } = seen[0];

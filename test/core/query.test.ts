@@ -30,6 +30,31 @@ describe('store', () => {
     expect(await s.run(sql`UPDATE q_items SET n = n + ${10} WHERE n > ${0}`)).toEqual({ changes: 2 });
   });
 
+  it('reads rows as arrays with values(), while the same SQL text keeps giving named rows to all()', async () => {
+    const s = store(t.ctx.db);
+    await s.run(sql`INSERT INTO q_items (name, n) VALUES (${'a'}, ${1}), (${'b'}, ${2})`);
+    const list = (q: string) => sql`SELECT id, name, n FROM q_items WHERE name >= ${q} ORDER BY id`;
+    expect(await s.values<[number, string, number]>(list('a'))).toEqual([
+      [1, 'a', 1],
+      [2, 'b', 2],
+    ]);
+    expect(await s.all<Item>(list('b'))).toEqual([{ id: 2, name: 'b', n: 2 }]);
+    expect(await s.values(list('b'))).toEqual([[2, 'b', 2]]);
+    const inside = await s.transaction(async (tx) => {
+      await tx.run(sql`UPDATE q_items SET n = ${5} WHERE id = ${1}`);
+      return tx.values<[number, string, number]>(list('a'));
+    });
+    expect(inside).toEqual([
+      [1, 'a', 5],
+      [2, 'b', 2],
+    ]);
+    let kept!: Tx;
+    await s.transaction(async (tx) => {
+      kept = tx;
+    });
+    await expect(kept.values(list('a'))).rejects.toBeInstanceOf(TxEndedError);
+  });
+
   it('is one store per connection', () => {
     expect(store(t.ctx.db)).toBe(store(t.ctx.db));
   });

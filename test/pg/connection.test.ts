@@ -130,6 +130,23 @@ describe('transactions', () => {
     expect(await store.run(sql`DELETE FROM t2 WHERE n = ${100}`)).toEqual({ changes: 0 });
   });
 
+  it('reads rows as arrays with values(), on the pool and inside a transaction', async () => {
+    await store.run(sql`CREATE TABLE t_values (id int, name text)`);
+    await store.run(sql`INSERT INTO t_values VALUES (${1}, ${'a'}), (${2}, ${'b'})`);
+    const list = sql`SELECT id, name FROM t_values ORDER BY id`;
+    expect(await store.values<[number, string]>(list)).toEqual([
+      [1, 'a'],
+      [2, 'b'],
+    ]);
+    expect(await store.all(list)).toEqual([
+      { id: 1, name: 'a' },
+      { id: 2, name: 'b' },
+    ]);
+    expect(await store.transaction((tx) => tx.values(sql`SELECT name, id FROM t_values WHERE id = ${2}`))).toEqual([
+      ['b', 2],
+    ]);
+  });
+
   it('runs a SERIALIZABLE transaction again after a serialization failure: both effects are kept', async () => {
     await store.run(sql`CREATE TABLE acct (id int PRIMARY KEY, balance bigint NOT NULL)`);
     await store.run(sql`INSERT INTO acct VALUES (1, 0)`);

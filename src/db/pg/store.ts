@@ -44,6 +44,8 @@ export interface PgExecutor {
   /** The first row, or undefined. */
   get<R>(q: Sql): Promise<R | undefined>;
   all<R>(q: Sql): Promise<R[]>;
+  /** Rows as arrays, the columns in the SELECT's order (pg's rowMode 'array'). */
+  values<T extends unknown[]>(q: Sql): Promise<T[]>;
   /** Rows changed (inserted, updated, deleted), or returned by a SELECT. */
   run(q: Sql): Promise<{ changes: number }>;
 }
@@ -122,10 +124,15 @@ export function openPg(url: string, opts: PgOptions): PgStore {
     );
   });
 
-  async function query(runner: pg.Pool | pg.PoolClient, q: Sql, inTransaction: boolean): Promise<pg.QueryResult> {
+  async function query(
+    runner: pg.Pool | pg.PoolClient,
+    q: Sql,
+    inTransaction: boolean,
+    rowMode?: 'array',
+  ): Promise<pg.QueryResult | pg.QueryArrayResult> {
     const { text, values } = render(q, 'postgres');
     try {
-      return await runner.query({ text, values });
+      return rowMode ? await runner.query({ text, values, rowMode }) : await runner.query({ text, values });
     } catch (err) {
       const r = unavailableReason(err);
       throw classify(err, url, !inTransaction && r !== undefined && lostMidway(r.reason));
@@ -144,6 +151,10 @@ export function openPg(url: string, opts: PgOptions): PgStore {
       async all<R>(q: Sql) {
         check();
         return (await query(runner, q, inTransaction)).rows as R[];
+      },
+      async values<T extends unknown[]>(q: Sql) {
+        check();
+        return (await query(runner, q, inTransaction, 'array')).rows as T[];
       },
       async run(q: Sql) {
         check();
@@ -211,6 +222,7 @@ export function openPg(url: string, opts: PgOptions): PgStore {
     redactedUrl,
     get: pooled.get,
     all: pooled.all,
+    values: pooled.values,
     run: pooled.run,
     transaction,
     withAdvisoryXactLock(key, fn, topts) {
