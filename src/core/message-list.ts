@@ -1,6 +1,7 @@
+import { indexedBy } from '../db/dialect.js';
 import type { Row } from '../db/rows.js';
 import type { conversations } from '../db/schema.js';
-import { rawStmt, stmt } from '../db/stmt.js';
+import { type Sql, sql } from '../db/sql.js';
 import { contactEmail } from '../lib/email.js';
 import { idFloor } from '../lib/id-time.js';
 import { normalizeE164 } from '../lib/phone.js';
@@ -64,21 +65,24 @@ interface Lane {
 /** messages_partner_failed's WHERE, repeated in every query that reads it (SQLite uses a partial index only then). */
 const FAILED_WHERE = `status IN (${FAILURE_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 
-export function listMessages(
+/** A column checked on the rows a lane yields, and the value it must have. */
+type PostFilter = ['channel_type' | 'status' | 'direction' | 'provider_message_id', unknown];
+
+export async function listMessages(
   ctx: CoreCtx,
   partnerId: string,
   f: MessageFilter,
   limit: number,
   after?: string | null,
-): MessagePage {
-  const lanes = lanesFor(ctx, partnerId, f);
+): Promise<MessagePage> {
+  const lanes = await lanesFor(ctx, partnerId, f);
   const upper = minId([
     after ?? undefined,
     f.createdBefore === undefined ? undefined : idFloor('msg', f.createdBefore),
   ]);
   const lower = f.createdSince === undefined ? 'msg_' : idFloor('msg', f.createdSince);
   if (upper !== undefined && upper <= lower) return { rows: [], next: null };
-  const post: [string, unknown][] = [];
+  const post: PostFilter[] = [];
   // The partner lanes hold every channel; a conversation lane is one channel (checked in lanesFor).
   if (f.channel && lanes.some((l) => l.index !== 'messages_conversation')) post.push(['channel_type', f.channel]);
   if (f.status) post.push(['status', f.status]);
@@ -92,13 +96,13 @@ export function listMessages(
   for (const lane of lanes) {
     let floor = lower;
     if (post.length > 0) {
-      const last = scanFloor(ctx, lane, upper, lower);
+      const last = await scanFloor(ctx, lane, upper, lower);
       if (last !== undefined) {
         floor = last;
         if (stop === null || last > stop) stop = last;
       }
     }
-    rows.push(...laneRows(ctx, lane, upper, floor, post, limit + 1));
+    rows.push(...(await laneRows(ctx, lane, upper, floor, post, limit + 1)));
   }
   if (lanes.length > 1) rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
   if (stop !== null) rows = rows.filter((r) => r.id >= stop!);
@@ -112,23 +116,36 @@ function minId(ids: (string | undefined)[]): string | undefined {
   return m;
 }
 
-const laneKey = (lane: Lane) => (lane.index === 'messages_conversation' ? 'conversation_id' : 'partner_id');
+const laneKey = (lane: Lane) => sql.raw(lane.index === 'messages_conversation' ? 'conversation_id' : 'partner_id');
 const laneWhere = (lane: Lane) =>
-  lane.index === 'messages_partner_failed'
-    ? ` AND ${FAILED_WHERE}`
-    : lane.index === 'messages_partner_scheduled'
-      ? ` AND status = 'scheduled'`
-      : '';
+  sql.raw(
+    lane.index === 'messages_partner_failed'
+      ? ` AND ${FAILED_WHERE}`
+      : lane.index === 'messages_partner_scheduled'
+        ? ` AND status = 'scheduled'`
+        : '',
+  );
 
-/** The SCAN_LIMIT-th id of the range, read off the index alone; undefined when the range is shorter. */
-function scanFloor(ctx: CoreCtx, lane: Lane, upper: string | undefined, lower: string): string | undefined {
-  const sql = `SELECT id FROM messages INDEXED BY ${lane.index} WHERE ${laneKey(lane)} = ?${laneWhere(lane)}${upper ? ' AND id < ?' : ''} AND id >= ?
-     ORDER BY id DESC LIMIT 1 OFFSET ${SCAN_LIMIT - 1}`;
-  const args = upper ? [lane.key, upper, lower] : [lane.key, lower];
-  return (rawStmt(ctx.db.sqlite, sql).get(...args) as [string] | undefined)?.[0];
+/** The lane's range: its key, its partial index's condition, `id < upper` when given, `id >= lower`. */
+function laneRange(lane: Lane, upper: string | undefined, lower: string): Sql {
+  return sql`${laneKey(lane)} = ${lane.key}${laneWhere(lane)}${upper ? sql` AND id < ${upper}` : sql``} AND id >= ${lower}`;
 }
 
-// Rows as arrays (rawStmt), made objects here: better-sqlite3 builds named rows property by
+/** The SCAN_LIMIT-th id of the range, read off the index alone; undefined when the range is shorter. */
+async function scanFloor(
+  ctx: CoreCtx,
+  lane: Lane,
+  upper: string | undefined,
+  lower: string,
+): Promise<string | undefined> {
+  const row = await ctx.store.get<{ id: string }>(
+    sql`SELECT id FROM messages ${indexedBy(ctx.store.dialect, lane.index)} WHERE ${laneRange(lane, upper, lower)}
+     ORDER BY id DESC LIMIT 1 OFFSET ${sql.raw(String(SCAN_LIMIT - 1))}`,
+  );
+  return row?.id;
+}
+
+// Rows as arrays (values()), made objects here: better-sqlite3 builds named rows property by
 // property through the V8 API, which costs more than the query on a 50-row page (npm run bench: v1-messages).
 const COLUMNS = [
   'id',
@@ -157,7 +174,7 @@ const COLUMNS = [
   'deleted_at',
   'send_at',
 ] as const satisfies readonly (keyof MessageRow)[];
-const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ');
+const SELECT = sql.raw(COLUMNS.map((c) => `"${c}"`).join(', '));
 
 function toRow(a: unknown[]): MessageRow {
   return {
@@ -189,33 +206,29 @@ function toRow(a: unknown[]): MessageRow {
   } as MessageRow;
 }
 
-function laneRows(
+/** The message rows of a query selecting SELECT. */
+async function messageRows(ctx: CoreCtx, q: Sql): Promise<MessageRow[]> {
+  return (await ctx.store.values(q)).map(toRow);
+}
+
+async function laneRows(
   ctx: CoreCtx,
   lane: Lane,
   upper: string | undefined,
   lower: string,
-  post: [string, unknown][],
+  post: PostFilter[],
   limit: number,
-): MessageRow[] {
-  const where = [`${laneKey(lane)} = ?${laneWhere(lane)}`];
-  const args: unknown[] = [lane.key];
-  if (upper) {
-    where.push('id < ?');
-    args.push(upper);
-  }
-  where.push('id >= ?');
-  args.push(lower);
-  for (const [col, v] of post) {
-    where.push(`${col} = ?`);
-    args.push(v);
-  }
-  args.push(limit);
-  const sql = `SELECT ${SELECT} FROM messages INDEXED BY ${lane.index} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT ?`;
-  return (rawStmt(ctx.db.sqlite, sql).all(...args) as unknown[][]).map(toRow);
+): Promise<MessageRow[]> {
+  const checks = post.map(([col, v]) => sql` AND ${sql.raw(col)} = ${v}`);
+  return messageRows(
+    ctx,
+    sql`SELECT ${SELECT} FROM messages ${indexedBy(ctx.store.dialect, lane.index)}
+     WHERE ${laneRange(lane, upper, lower)}${sql.join(checks, '')} ORDER BY id DESC LIMIT ${limit}`,
+  );
 }
 
 /** The index ranges a filter reads; none when the conversation or customer has no messages here. */
-function lanesFor(ctx: CoreCtx, partnerId: string, f: MessageFilter): Lane[] {
+async function lanesFor(ctx: CoreCtx, partnerId: string, f: MessageFilter): Promise<Lane[]> {
   if (f.conversationId === undefined && f.recipient === undefined)
     return [
       {
@@ -230,13 +243,12 @@ function lanesFor(ctx: CoreCtx, partnerId: string, f: MessageFilter): Lane[] {
     ];
   let convs: ConversationRef[];
   if (f.recipient !== undefined) {
-    convs = recipientConversations(ctx, partnerId, f.recipient);
+    convs = await recipientConversations(ctx, partnerId, f.recipient);
     if (f.conversationId !== undefined) convs = convs.filter((c) => c.id === f.conversationId);
   } else {
-    const c = stmt<[string, string], ConversationRef>(
-      ctx.db.sqlite,
-      'SELECT id, channel_type FROM conversations WHERE id = ? AND partner_id = ?',
-    ).get(f.conversationId!, partnerId);
+    const c = await ctx.store.get<ConversationRef>(
+      sql`SELECT id, channel_type FROM conversations WHERE id = ${f.conversationId} AND partner_id = ${partnerId}`,
+    );
     convs = c ? [c] : [];
   }
   return convs
@@ -249,28 +261,32 @@ function lanesFor(ctx: CoreCtx, partnerId: string, f: MessageFilter): Lane[] {
  * inbound, joins its customer's contact and conversation when it is written, so these ranges
  * hold all messages with that customer.
  */
-function recipientConversations(ctx: CoreCtx, partnerId: string, address: string) {
+async function recipientConversations(ctx: CoreCtx, partnerId: string, address: string): Promise<ConversationRef[]> {
+  const d = ctx.store.dialect;
   const a = address.trim();
-  const clauses: string[] = [];
-  const args: string[] = [];
+  const clauses: Sql[] = [];
   const phone = normalizeE164(a);
-  if (phone) {
-    clauses.push('SELECT id FROM contacts INDEXED BY contacts_phone WHERE partner_id = ? AND phone = ?');
-    args.push(partnerId, phone);
-  }
-  if (a.includes('@')) {
-    clauses.push('SELECT id FROM contacts INDEXED BY contacts_email WHERE partner_id = ? AND email = ?');
-    args.push(partnerId, contactEmail(a));
-  }
+  if (phone)
+    clauses.push(
+      sql`SELECT id FROM contacts ${indexedBy(d, 'contacts_phone')} WHERE partner_id = ${partnerId} AND phone = ${phone}`,
+    );
+  if (a.includes('@'))
+    clauses.push(
+      sql`SELECT id FROM contacts ${indexedBy(d, 'contacts_email')} WHERE partner_id = ${partnerId} AND email = ${contactEmail(a)}`,
+    );
   if (/^\d{1,64}$/.test(a)) {
-    clauses.push('SELECT id FROM contacts INDEXED BY contacts_psid WHERE partner_id = ? AND psid = ?');
-    clauses.push('SELECT id FROM contacts INDEXED BY contacts_igsid WHERE partner_id = ? AND igsid = ?');
-    args.push(partnerId, a, partnerId, a);
+    clauses.push(
+      sql`SELECT id FROM contacts ${indexedBy(d, 'contacts_psid')} WHERE partner_id = ${partnerId} AND psid = ${a}`,
+    );
+    clauses.push(
+      sql`SELECT id FROM contacts ${indexedBy(d, 'contacts_igsid')} WHERE partner_id = ${partnerId} AND igsid = ${a}`,
+    );
   }
   if (clauses.length === 0) return [];
-  const sql = `SELECT v.id, v.channel_type FROM conversations v INDEXED BY conversations_contact
-     WHERE v.contact_id IN (${clauses.join(' UNION ')}) AND v.partner_id = ?`;
-  return stmt<string[], ConversationRef>(ctx.db.sqlite, sql).all(...args, partnerId);
+  return ctx.store.all<ConversationRef>(
+    sql`SELECT v.id, v.channel_type FROM conversations v ${indexedBy(d, 'conversations_contact')}
+     WHERE v.contact_id IN (${sql.join(clauses, ' UNION ')}) AND v.partner_id = ${partnerId}`,
+  );
 }
 
 /**
@@ -279,15 +295,16 @@ function recipientConversations(ctx: CoreCtx, partnerId: string, address: string
  * is not indexed (reports that carry msgd's id) is then searched with
  * listMessages({ providerMessageId }), row by row.
  */
-export function findMessages(ctx: CoreCtx, partnerId: string, ref: string): MessageRow[] {
+export async function findMessages(ctx: CoreCtx, partnerId: string, ref: string): Promise<MessageRow[]> {
   const id = ref.trim();
   if (!id || id.length > 200) return [];
-  if (/^msg_[0-9a-z]{26}$/.test(id)) {
-    const sql = `SELECT ${SELECT} FROM messages WHERE id = ? AND partner_id = ?`;
-    return (rawStmt(ctx.db.sqlite, sql).all(id, partnerId) as unknown[][]).map(toRow);
-  }
-  const sql = `SELECT ${SELECT} FROM messages INDEXED BY messages_provider
-     WHERE provider_message_id = ? AND provider_message_id IS NOT NULL AND provider_id_indexed = 1 AND partner_id = ?
-     ORDER BY id DESC LIMIT 20`;
-  return (rawStmt(ctx.db.sqlite, sql).all(id, partnerId) as unknown[][]).map(toRow);
+  if (/^msg_[0-9a-z]{26}$/.test(id))
+    return ctx.store.all<MessageRow>(
+      sql`SELECT ${SELECT} FROM messages WHERE id = ${id} AND partner_id = ${partnerId}`,
+    );
+  return ctx.store.all<MessageRow>(
+    sql`SELECT ${SELECT} FROM messages ${indexedBy(ctx.store.dialect, 'messages_provider')}
+     WHERE provider_message_id = ${id} AND provider_message_id IS NOT NULL AND provider_id_indexed = 1 AND partner_id = ${partnerId}
+     ORDER BY id DESC LIMIT 20`,
+  );
 }

@@ -105,13 +105,13 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
       if (ref.length > 200) throw invalid('an id is at most 200 characters');
       // An id: msgd's own, or a provider's that reports are matched by, is found at once;
       // any other provider id is searched for row by row, like the other checked filters.
-      const hits = ref && !after ? findMessages(rt.ctx, p.user.partnerId, ref) : [];
+      const hits = ref && !after ? await findMessages(rt.ctx, p.user.partnerId, ref) : [];
       if (hits.length > 0 || MESSAGE_ID.test(ref)) {
         rows = hits;
         found = true;
       } else {
         if (ref) filter.providerMessageId = ref;
-        const page = listMessages(rt.ctx, p.user.partnerId, filter, PAGE, after);
+        const page = await listMessages(rt.ctx, p.user.partnerId, filter, PAGE, after);
         rows = page.rows;
         next = page.next;
       }

@@ -151,7 +151,7 @@ export const messageRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     async (req) => {
       const q = req.query;
       const after = decodeCursor(q.cursor, 'm');
-      const { rows, next } = listMessages(
+      const { rows, next } = await listMessages(
         rt.ctx,
         principalOf(req).partnerId,
         {
