@@ -1,4 +1,7 @@
-import { rawStmt, stmt } from '../db/stmt.js';
+import { indexedBy } from '../db/dialect.js';
+import type { Row } from '../db/rows.js';
+import type { contacts, conversations } from '../db/schema.js';
+import { type Dialect, type Sql, sql } from '../db/sql.js';
 import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import { windowExpiresAt } from './customer-window.js';
@@ -28,9 +31,10 @@ export interface ConversationKey {
 }
 
 // Only what the JSON shows: every column costs a conversion per row. Rows come back as
-// arrays, COL saying where each column is (faster form kept: npm run bench, v1 conversations).
-const COLUMNS = `c.id, c.channel_type, c.status, c.contact_id, c.last_message_at, c.last_inbound_at, c.created_at, c.updated_at,
-  ct.name, ct.phone, ct.email, ct.psid, ct.igsid`;
+// arrays (values()), COL saying where each column is (faster form kept: npm run bench, v1 conversations).
+const COLUMNS =
+  sql.raw(`c.id, c.channel_type, c.status, c.contact_id, c.last_message_at, c.last_inbound_at, c.created_at, c.updated_at,
+  ct.name, ct.phone, ct.email, ct.psid, ct.igsid`);
 
 const COL = {
   id: 0,
@@ -48,21 +52,24 @@ const COL = {
   igsid: 12,
 } as const;
 
+type C = Row<typeof conversations>;
+type Ct = Row<typeof contacts>;
+
 /** A conversation with its contact, as read for the API: see COLUMNS for the order. */
 export type ConversationListRow = [
-  id: string,
-  channel_type: ChannelType,
-  status: 'open' | 'closed',
-  contact_id: string,
-  last_message_at: number | null,
-  last_inbound_at: number | null,
-  created_at: number,
-  updated_at: number,
-  name: string | null,
-  phone: string | null,
-  email: string | null,
-  psid: string | null,
-  igsid: string | null,
+  id: C['id'],
+  channel_type: C['channel_type'],
+  status: C['status'],
+  contact_id: C['contact_id'],
+  last_message_at: C['last_message_at'],
+  last_inbound_at: C['last_inbound_at'],
+  created_at: C['created_at'],
+  updated_at: C['updated_at'],
+  name: Ct['name'],
+  phone: Ct['phone'],
+  email: Ct['email'],
+  psid: Ct['psid'],
+  igsid: Ct['igsid'],
 ];
 
 export function listConversations(
@@ -72,9 +79,8 @@ export function listConversations(
   sort: ConversationSort,
   limit: number,
   after?: ConversationKey | null,
-): ConversationListRow[] {
-  const q = conversationsQuery(partnerId, f, sort, limit, after);
-  return rawStmt(ctx.db.sqlite, q.sql).all(q.params) as ConversationListRow[];
+): Promise<ConversationListRow[]> {
+  return ctx.store.values<ConversationListRow>(conversationsQuery(ctx.store.dialect, partnerId, f, sort, limit, after));
 }
 
 /** The key a page's cursor carries for this row. */
@@ -82,75 +88,62 @@ export function conversationKey(c: ConversationListRow): { id: string; updatedAt
   return { id: c[COL.id], updatedAt: c[COL.updatedAt] };
 }
 
-/** The statement and parameters of a list page (exported so tests can EXPLAIN it). */
+/** The statement of a list page (exported so tests can EXPLAIN it). */
 export function conversationsQuery(
+  dialect: Dialect,
   partnerId: string,
   f: ConversationFilter,
   sort: ConversationSort,
   limit: number,
   after?: ConversationKey | null,
-): { sql: string; params: unknown[] } {
-  const where = ['c.partner_id = ?'];
-  const params: unknown[] = [partnerId];
+): Sql {
+  const where = [sql`c.partner_id = ${partnerId}`];
   const byUpdated = sort !== '-created_at';
   const index = f.contactId
     ? 'conversations_contact'
     : byUpdated
       ? 'conversations_partner_updated'
       : 'conversations_partner';
-  if (f.contactId) {
-    where.push('c.contact_id = ?');
-    params.push(f.contactId);
-  }
-  if (f.channel) {
-    where.push('c.channel_type = ?');
-    params.push(f.channel);
-  }
-  if (f.status) {
-    where.push('c.status = ?');
-    params.push(f.status);
-  }
-  if (f.updatedSince !== undefined) {
-    where.push('c.updated_at >= ?');
-    params.push(f.updatedSince);
-  }
-  if (f.updatedBefore !== undefined) {
-    where.push('c.updated_at < ?');
-    params.push(f.updatedBefore);
-  }
+  if (f.contactId) where.push(sql`c.contact_id = ${f.contactId}`);
+  if (f.channel) where.push(sql`c.channel_type = ${f.channel}`);
+  if (f.status) where.push(sql`c.status = ${f.status}`);
+  if (f.updatedSince !== undefined) where.push(sql`c.updated_at >= ${f.updatedSince}`);
+  if (f.updatedBefore !== undefined) where.push(sql`c.updated_at < ${f.updatedBefore}`);
   if (after) {
-    if (!byUpdated) {
-      where.push('c.id < ?');
-      params.push(after.id);
-    } else {
+    if (!byUpdated) where.push(sql`c.id < ${after.id}`);
+    else {
       const t = after.updatedAt ?? 0;
       // Written as a range on updated_at plus a tie-break so the index range still applies.
       where.push(
         sort === 'updated_at'
-          ? 'c.updated_at >= ? AND (c.updated_at > ? OR c.id > ?)'
-          : 'c.updated_at <= ? AND (c.updated_at < ? OR c.id < ?)',
+          ? sql`c.updated_at >= ${t} AND (c.updated_at > ${t} OR c.id > ${after.id})`
+          : sql`c.updated_at <= ${t} AND (c.updated_at < ${t} OR c.id < ${after.id})`,
       );
-      params.push(t, t, after.id);
     }
   }
-  const order =
+  const order = sql.raw(
     sort === '-created_at'
       ? 'c.id DESC'
       : sort === 'updated_at'
         ? 'c.updated_at, c.id'
-        : 'c.updated_at DESC, c.id DESC';
-  const sql = `SELECT ${COLUMNS}
-      FROM conversations c INDEXED BY ${index}
+        : 'c.updated_at DESC, c.id DESC',
+  );
+  return sql`SELECT ${COLUMNS}
+      FROM conversations c ${indexedBy(dialect, index)}
       JOIN contacts ct ON ct.id = c.contact_id
-     WHERE ${where.join(' AND ')}
-     ORDER BY ${order} LIMIT ?`;
-  params.push(limit);
-  return { sql, params };
+     WHERE ${sql.join(where, ' AND ')}
+     ORDER BY ${order} LIMIT ${limit}`;
 }
 
-export function getConversation(ctx: CoreCtx, partnerId: string, id: string): ConversationListRow | undefined {
-  const sql = `SELECT ${COLUMNS} FROM conversations c JOIN contacts ct ON ct.id = c.contact_id WHERE c.id = ? AND c.partner_id = ?`;
-  return rawStmt(ctx.db.sqlite, sql).get(id, partnerId) as ConversationListRow | undefined;
+export async function getConversation(
+  ctx: CoreCtx,
+  partnerId: string,
+  id: string,
+): Promise<ConversationListRow | undefined> {
+  const rows = await ctx.store.values<ConversationListRow>(
+    sql`SELECT ${COLUMNS} FROM conversations c JOIN contacts ct ON ct.id = c.contact_id WHERE c.id = ${id} AND c.partner_id = ${partnerId}`,
+  );
+  return rows[0];
 }
 
 /** A page of a conversation's messages off messages_conversation (conversation_id, id). */
@@ -160,12 +153,12 @@ export function conversationMessages(
   order: 'asc' | 'desc',
   limit: number,
   afterId?: string | null,
-): MessageRow[] {
-  const cmp = order === 'asc' ? '>' : '<';
-  const sql = `SELECT * FROM messages INDEXED BY messages_conversation WHERE conversation_id = ?${afterId ? ` AND id ${cmp} ?` : ''}
-     ORDER BY id ${order === 'asc' ? 'ASC' : 'DESC'} LIMIT ?`;
-  const args: unknown[] = afterId ? [conversationId, afterId, limit] : [conversationId, limit];
-  return stmt<unknown[], MessageRow>(ctx.db.sqlite, sql).all(...args);
+): Promise<MessageRow[]> {
+  const after = afterId ? sql` AND id ${sql.raw(order === 'asc' ? '>' : '<')} ${afterId}` : sql``;
+  return ctx.store.all<MessageRow>(
+    sql`SELECT * FROM messages ${indexedBy(ctx.store.dialect, 'messages_conversation')} WHERE conversation_id = ${conversationId}${after}
+     ORDER BY id ${sql.raw(order === 'asc' ? 'ASC' : 'DESC')} LIMIT ${limit}`,
+  );
 }
 
 export function conversationJson(c: ConversationListRow) {

@@ -5,6 +5,7 @@ import {
   type ConversationSort,
 } from '../../src/core/conversation-list.js';
 import { conversationOut, conversationWithMessages, pageOf } from '../../src/http/schemas/v1.js';
+import { render } from '../../src/db/sql.js';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, seedConversations, startV1 } from './helpers.js';
 
@@ -174,8 +175,8 @@ describe('query plans', () => {
     '%j sorted %s reads %s without a full sort',
     (f, sort, index) => {
       for (const after of [null, { id: 'conv_01k0000000000000000000000', updatedAt: 1 }]) {
-        const q = conversationsQuery(partnerId, f, sort, 51, after);
-        const rows = server.ctx.db.sqlite.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).all(q.params) as { detail: string }[];
+        const q = render(conversationsQuery('sqlite', partnerId, f, sort, 51, after), 'sqlite');
+        const rows = server.ctx.db.sqlite.prepare(`EXPLAIN QUERY PLAN ${q.text}`).all(q.values) as { detail: string }[];
         const detail = rows.map((r) => r.detail).join(' | ');
         expect(detail).toContain(`USING INDEX ${index}`);
         // The contact's few conversations may be sorted; a partner-wide list never is.

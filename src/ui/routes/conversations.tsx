@@ -26,11 +26,11 @@ export const conversationRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { 
     const q = query(req);
     let error: string | null = null;
     let status = 200;
-    let rows: ReturnType<typeof listConversations> = [];
+    let rows: Awaited<ReturnType<typeof listConversations>> = [];
     let next: string | null = null;
     try {
       const after = decodeCursor(q.cursor, 'cu', { time: true });
-      rows = listConversations(
+      rows = await listConversations(
         rt.ctx,
         p.user.partnerId,
         {},
@@ -98,10 +98,10 @@ export const conversationRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { 
 
   app.get<{ Params: { id: string } }>('/conversations/:id', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'conversations');
-    const row = getConversation(rt.ctx, p.user.partnerId, req.params.id);
+    const row = await getConversation(rt.ctx, p.user.partnerId, req.params.id);
     if (!row) return notFoundPage(ui, req, reply);
     const c = conversationJson(row);
-    const messages = conversationMessages(rt.ctx, c.id, 'desc', THREAD).reverse();
+    const messages = (await conversationMessages(rt.ctx, c.id, 'desc', THREAD)).reverse();
     const who = c.contact.name ?? c.contact.phone ?? c.contact.email ?? c.contact.id;
     return p.render(
       `Conversation with ${who}`,

@@ -50,7 +50,7 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (a
       const tag = ORDER_TAG[q.sort];
       const byUpdated = q.sort !== '-created_at';
       const after = decodeCursor(q.cursor, tag, { time: byUpdated });
-      const rows = listConversations(
+      const rows = await listConversations(
         rt.ctx,
         principalOf(req).partnerId,
         {
@@ -88,12 +88,12 @@ export const conversationRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (a
       },
     },
     async (req) => {
-      const c = getConversation(rt.ctx, principalOf(req).partnerId, req.params.id);
+      const c = await getConversation(rt.ctx, principalOf(req).partnerId, req.params.id);
       if (!c) throw notFoundError('conversation', req.params.id);
       const { limit, order, cursor } = req.query;
       const tag = order === 'asc' ? 'ma' : 'md';
       const after = decodeCursor(cursor, tag);
-      const rows = conversationMessages(rt.ctx, conversationKey(c).id, order, limit + 1, after?.id);
+      const rows = await conversationMessages(rt.ctx, conversationKey(c).id, order, limit + 1, after?.id);
       return {
         ...conversationJson(c),
         messages: page(
