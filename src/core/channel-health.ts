@@ -1,6 +1,7 @@
 import type { channels, gateways, messages } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
-import { stmt } from '../db/stmt.js';
+import { indexedBy } from '../db/dialect.js';
+import { sql } from '../db/sql.js';
 import { idFloor } from '../lib/id-time.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
@@ -29,24 +30,20 @@ interface Outcomes {
 
 const PENDING = new Set(['queued', 'sending']);
 
-export function partnerChannels(ctx: CoreCtx, partnerId: string) {
-  const rows = stmt<[string], ChannelRow>(
-    ctx.db.sqlite,
-    `SELECT c.id, c.type, c.sender, c.position, g.kind AS gateway_kind, g.status AS gateway_status, c.created_at
+export async function partnerChannels(ctx: CoreCtx, partnerId: string) {
+  const rows = await ctx.store.all<ChannelRow>(
+    sql`SELECT c.id, c.type, c.sender, c.position, g.kind AS gateway_kind, g.status AS gateway_status, c.created_at
        FROM channels c JOIN gateways g ON g.id = c.gateway_id
-      WHERE c.partner_id = ? AND c.status = 'active' ORDER BY c.type, c.position`,
-  ).all(partnerId);
+      WHERE c.partner_id = ${partnerId} AND c.status = 'active' ORDER BY c.type, c.position, c.id`,
+  );
   const now = ctx.now();
   const since = now - HEALTH_WINDOW_MS;
   // Ids start with their creation time: the window is a range on messages_partner.
-  const recent = stmt<
-    [string, string, number, number],
-    Pick<Row<typeof messages>, 'channel_id' | 'status' | 'error_code'>
-  >(
-    ctx.db.sqlite,
-    `SELECT channel_id, status, error_code FROM messages INDEXED BY messages_partner
-      WHERE partner_id = ? AND id >= ? AND direction = 'outbound' AND created_at >= ? ORDER BY id DESC LIMIT ?`,
-  ).all(partnerId, idFloor('msg', since), since, SAMPLE);
+  const recent = await ctx.store.all<Pick<Row<typeof messages>, 'channel_id' | 'status' | 'error_code'>>(
+    sql`SELECT channel_id, status, error_code FROM messages ${indexedBy(ctx.store.dialect, 'messages_partner')}
+      WHERE partner_id = ${partnerId} AND id >= ${idFloor('msg', since)} AND direction = 'outbound' AND created_at >= ${since}
+      ORDER BY id DESC LIMIT ${SAMPLE}`,
+  );
   const byChannel = new Map<string, Outcomes>();
   for (const m of recent) {
     // Every outbound message has its channel; the column allows none for inbound ones.

@@ -10,7 +10,7 @@ let t: TestCtx;
 afterEach(() => t?.close());
 
 describe('outbound messages by status', () => {
-  it('counts the last day, then reuses the counts until they are STATUS_COUNTS_TTL_MS old', () => {
+  it('counts the last day, then reuses the counts until they are STATUS_COUNTS_TTL_MS old', async () => {
     t = openTestCtx({ clock: true });
     const p = setupPartner(t.ctx, { balance: '1000' });
     const { gateway, channel } = connect(t.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
@@ -18,16 +18,16 @@ describe('outbound messages by status', () => {
       storeOutboundSms(t.ctx, p.partnerId, { id: channel.id, gateway_id: gateway.id, sender: '+15550001111' });
     send();
     send();
-    expect(statusCounts(t.ctx, p.partnerId, 24)).toEqual([{ status: 'queued', n: 2 }]);
+    expect(await statusCounts(t.ctx, p.partnerId, 24)).toEqual([{ status: 'queued', n: 2 }]);
 
     send();
     t.clock.now += STATUS_COUNTS_TTL_MS - 1;
-    expect(statusCounts(t.ctx, p.partnerId, 24)).toEqual([{ status: 'queued', n: 2 }]);
+    expect(await statusCounts(t.ctx, p.partnerId, 24)).toEqual([{ status: 'queued', n: 2 }]);
     t.clock.now += 1;
-    expect(statusCounts(t.ctx, p.partnerId, 24)).toEqual([{ status: 'queued', n: 3 }]);
+    expect(await statusCounts(t.ctx, p.partnerId, 24)).toEqual([{ status: 'queued', n: 3 }]);
 
     // A day later the window has moved past all three.
     t.clock.now += 86_400_000 + STATUS_COUNTS_TTL_MS;
-    expect(statusCounts(t.ctx, p.partnerId, 24)).toEqual([]);
+    expect(await statusCounts(t.ctx, p.partnerId, 24)).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ import { StatusText, pageCtx } from '../pages.js';
 export const channelRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
   app.get('/channels', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'channels');
-    const rows = partnerChannels(ui.rt.ctx, p.user.partnerId);
+    const rows = await partnerChannels(ui.rt.ctx, p.user.partnerId);
     return p.render(
       'Channels',
       rows.length === 0 ? (

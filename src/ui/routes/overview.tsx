@@ -58,14 +58,14 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
       rollUpSpend(rt.ctx);
       series = spendSeries(rt.ctx, partner.id, 30);
     }
-    const counts = seesTraffic ? statusCounts(rt.ctx, partner.id, 24) : [];
+    const counts = seesTraffic ? await statusCounts(rt.ctx, partner.id, 24) : [];
     const failing = seesTraffic
       ? listAllEndpoints(rt.ctx, partner.id).filter((e) => e.status === 'disabled' || e.failing_since !== null)
       : [];
     const total = series.reduce((s, d) => s + d.spend, 0);
     // The channel assigned first: the one a new partner most likely means to try.
     const first = seesTraffic
-      ? (partnerChannels(rt.ctx, partner.id).sort((a, b) => (a.created_at < b.created_at ? -1 : 1))[0] ?? null)
+      ? ((await partnerChannels(rt.ctx, partner.id)).sort((a, b) => (a.created_at < b.created_at ? -1 : 1))[0] ?? null)
       : null;
     return p.render(
       'Overview',

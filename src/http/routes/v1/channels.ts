@@ -24,6 +24,6 @@ export const channelRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
         response: responses({ 200: z.object({ data: z.array(channelOut), next_cursor: z.null() }) }),
       },
     },
-    async (req) => ({ data: partnerChannels(rt.ctx, principalOf(req).partnerId), next_cursor: null }),
+    async (req) => ({ data: await partnerChannels(rt.ctx, principalOf(req).partnerId), next_cursor: null }),
   );
 };
