@@ -31,16 +31,16 @@ function reasonArg(input: string, allowed: readonly string[]): SuppressionReason
   return input as SuppressionReason;
 }
 
-function list(
+async function list(
   cli: Cli,
   ref: string,
   opts: { channel?: string; reason?: string; address?: string; limit?: number },
-): Result {
+): Promise<Result> {
   const partner = getPartner(cli.ctx, ref);
   const channel = opts.channel ? channelTypeArg(opts.channel) : undefined;
   const address =
     opts.address !== undefined && channel ? (normalizeAddress(channel, opts.address) ?? opts.address) : opts.address;
-  const rows = listSuppressions(cli.ctx, partner.id, {
+  const rows = await listSuppressions(cli.ctx, partner.id, {
     channel,
     reason: opts.reason ? reasonArg(opts.reason, SUPPRESSION_REASONS) : undefined,
     address,
@@ -96,9 +96,9 @@ function add(
   };
 }
 
-function remove(cli: Cli, ref: string, id: string, opts: { consentConfirmed?: boolean }): Result {
+async function remove(cli: Cli, ref: string, id: string, opts: { consentConfirmed?: boolean }): Promise<Result> {
   const partner = getPartner(cli.ctx, ref);
-  const row = removeSuppression(cli.ctx, partner.id, id, {
+  const row = await removeSuppression(cli.ctx, partner.id, id, {
     actor: cli.actor,
     consentConfirmed: opts.consentConfirmed === true,
   });

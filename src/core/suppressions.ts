@@ -1,5 +1,7 @@
 import type { Row } from '../db/rows.js';
 import type { suppressions } from '../db/schema.js';
+import { escapeLike, likeFold } from '../db/dialect.js';
+import { type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { contactEmail, normalizeEmail } from '../lib/email.js';
 import { AppError, invalid } from '../lib/errors.js';
@@ -203,11 +205,8 @@ function deleteRow(ctx: CoreCtx, row: SuppressionRow, actor: string, extra: Reco
   });
 }
 
-export function getSuppression(ctx: CoreCtx, partnerId: string, id: string): SuppressionRow | undefined {
-  return stmt<[string, string], SuppressionRow>(
-    ctx.db.sqlite,
-    'SELECT * FROM suppressions WHERE id = ? AND partner_id = ?',
-  ).get(id, partnerId);
+export function getSuppression(ctx: CoreCtx, partnerId: string, id: string): Promise<SuppressionRow | undefined> {
+  return ctx.store.get<SuppressionRow>(sql`SELECT * FROM suppressions WHERE id = ${id} AND partner_id = ${partnerId}`);
 }
 
 export interface RemoveOptions {
@@ -221,8 +220,13 @@ export interface RemoveOptions {
 }
 
 /** Remove one suppression by id; not found (also: another partner's) is a 404. */
-export function removeSuppression(ctx: CoreCtx, partnerId: string, id: string, opts: RemoveOptions): SuppressionRow {
-  const row = getSuppression(ctx, partnerId, id);
+export async function removeSuppression(
+  ctx: CoreCtx,
+  partnerId: string,
+  id: string,
+  opts: RemoveOptions,
+): Promise<SuppressionRow> {
+  const row = await getSuppression(ctx, partnerId, id);
   if (!row) throw new AppError('not_found', `suppression ${id} not found`);
   const customerMade = row.reason === 'opt_out_keyword';
   if (customerMade && !opts.consentConfirmed) {
@@ -264,36 +268,20 @@ export interface ListFilter {
 }
 
 /** The partner's suppressions, newest first, keyset-paged on id. */
-export function listSuppressions(ctx: CoreCtx, partnerId: string, f: ListFilter): SuppressionRow[] {
-  const where = ['partner_id = ?'];
-  const args: (string | number)[] = [partnerId];
-  if (f.channel) {
-    where.push('channel = ?');
-    args.push(f.channel);
-  }
-  if (f.reason) {
-    where.push('reason = ?');
-    args.push(f.reason);
-  }
+export function listSuppressions(ctx: CoreCtx, partnerId: string, f: ListFilter): Promise<SuppressionRow[]> {
+  const where: Sql[] = [sql`partner_id = ${partnerId}`];
+  if (f.channel) where.push(sql`channel = ${f.channel}`);
+  if (f.reason) where.push(sql`reason = ${f.reason}`);
   if (f.address !== undefined && f.address !== '') {
     if (f.search) {
-      where.push(`address LIKE ? ESCAPE '\\'`);
-      args.push(`%${f.address.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
-    } else {
-      where.push('address = ?');
-      args.push(f.address);
-    }
+      where.push(likeFold(ctx.store.dialect, 'address', `%${escapeLike(f.address)}%`));
+    } else where.push(sql`address = ${f.address}`);
   }
-  if (f.before) {
-    where.push('id < ?');
-    args.push(f.before);
-  }
-  args.push(f.limit);
+  if (f.before) where.push(sql`id < ${f.before}`);
   // At most 2^4 shapes of the query, each cached once.
-  return stmt<(string | number)[], SuppressionRow>(
-    ctx.db.sqlite,
-    `SELECT * FROM suppressions WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT ?`,
-  ).all(...args);
+  return ctx.store.all<SuppressionRow>(
+    sql`SELECT * FROM suppressions WHERE ${sql.join(where, ' AND ')} ORDER BY id DESC LIMIT ${f.limit}`,
+  );
 }
 
 export function partnerOptOutScope(ctx: CoreCtx, partnerId: string): OptOutScope {

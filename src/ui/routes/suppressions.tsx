@@ -114,7 +114,7 @@ const ADDABLE: readonly (readonly [string, string])[] = [
 export const suppressionRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
   const { rt } = ui;
 
-  const page = (
+  const page = async (
     req: FastifyRequest,
     reply: FastifyReply,
     msg: FlashNote = takeNote(ui, req, '/ui/suppressions'),
@@ -123,7 +123,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { u
     const p = pageCtx(ui, req, reply, 'suppressions');
     const manage = can(p.user.role, 'suppressions-manage');
     const { filter, bad } = filterOf(query(req));
-    const rows = listSuppressions(rt.ctx, p.user.partnerId, {
+    const rows = await listSuppressions(rt.ctx, p.user.partnerId, {
       channel: filter.channel,
       reason: filter.reason,
       address: filter.q,
@@ -280,10 +280,10 @@ export const suppressionRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { u
 
   app.post<{ Params: { id: string } }>('/suppressions/:id/remove', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'suppressions-manage');
-    const own = ID.test(req.params.id) ? getSuppression(rt.ctx, p.user.partnerId, req.params.id) : undefined;
+    const own = ID.test(req.params.id) ? await getSuppression(rt.ctx, p.user.partnerId, req.params.id) : undefined;
     if (!own) return notFoundPage(ui, req, reply);
     try {
-      removeSuppression(rt.ctx, p.user.partnerId, own.id, {
+      await removeSuppression(rt.ctx, p.user.partnerId, own.id, {
         actor: actorOf(p.user),
         consentConfirmed: field(form(req), 'consent') === 'yes',
       });
@@ -316,7 +316,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { u
       );
       let before: string | undefined;
       for (;;) {
-        const page = listSuppressions(rt.ctx, partner.id, {
+        const page = await listSuppressions(rt.ctx, partner.id, {
           channel: filter.channel,
           reason: filter.reason,
           address: filter.q,

@@ -53,7 +53,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (ap
           ? q.address.replace(/^ (?=[1-9]\d*$)/, '+')
           : q.address;
       const address = raw !== undefined && q.channel ? (normalizeAddress(q.channel, raw) ?? raw) : raw;
-      const rows = listSuppressions(rt.ctx, principalOf(req).partnerId, {
+      const rows = await listSuppressions(rt.ctx, principalOf(req).partnerId, {
         channel: q.channel,
         reason: q.reason,
         address,
@@ -78,7 +78,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (ap
       },
     },
     async (req) => {
-      const s = getSuppression(rt.ctx, principalOf(req).partnerId, req.params.id);
+      const s = await getSuppression(rt.ctx, principalOf(req).partnerId, req.params.id);
       if (!s) throw notFoundError('suppression', req.params.id);
       return suppressionJson(s);
     },
@@ -138,7 +138,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (ap
     },
     async (req, reply) => {
       const p = principalOf(req);
-      removeSuppression(rt.ctx, p.partnerId, req.params.id, {
+      await removeSuppression(rt.ctx, p.partnerId, req.params.id, {
         actor: `token:${p.tokenId}`,
         consentConfirmed: req.query.consent_confirmed === 'true',
       });
