@@ -1,3 +1,5 @@
+import { escapeLike, indexedBy, likeFold } from '../db/dialect.js';
+import { type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { contactEmail } from '../lib/email.js';
 import { AppError } from '../lib/errors.js';
@@ -123,11 +125,8 @@ function mergeAttributes(stored: Record<string, unknown>, patch: Record<string, 
   return json;
 }
 
-export function getContact(ctx: CoreCtx, partnerId: string, id: string): ContactRow | undefined {
-  return stmt<[string, string], ContactRow>(
-    ctx.db.sqlite,
-    'SELECT * FROM contacts WHERE id = ? AND partner_id = ?',
-  ).get(id, partnerId);
+export function getContact(ctx: CoreCtx, partnerId: string, id: string): Promise<ContactRow | undefined> {
+  return ctx.store.get<ContactRow>(sql`SELECT * FROM contacts WHERE id = ${id} AND partner_id = ${partnerId}`);
 }
 
 export interface ContactFilter {
@@ -144,28 +143,20 @@ export function listContacts(
   f: ContactFilter,
   limit: number,
   afterId?: string | null,
-): ContactRow[] {
-  const where = ['partner_id = @partner'];
-  const params: Record<string, unknown> = { partner: partnerId, limit };
-  if (f.phone !== undefined) {
-    where.push('phone = @phone');
-    params.phone = f.phone;
-  }
-  if (f.email !== undefined) {
-    where.push('email = @email');
-    params.email = contactEmail(f.email);
-  }
+): Promise<ContactRow[]> {
+  const d = ctx.store.dialect;
+  const where: Sql[] = [sql`partner_id = ${partnerId}`];
+  if (f.phone !== undefined) where.push(sql`phone = ${f.phone}`);
+  if (f.email !== undefined) where.push(sql`email = ${contactEmail(f.email)}`);
   if (f.q) {
-    where.push(`(name LIKE @q ESCAPE '\\' OR phone LIKE @q ESCAPE '\\' OR email LIKE @q ESCAPE '\\')`);
-    params.q = `%${f.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const q = `%${escapeLike(f.q)}%`;
+    where.push(sql`(${likeFold(d, 'name', q)} OR ${likeFold(d, 'phone', q)} OR ${likeFold(d, 'email', q)})`);
   }
-  if (afterId) {
-    where.push('id < @after');
-    params.after = afterId;
-  }
+  if (afterId) where.push(sql`id < ${afterId}`);
   // An exact address is one row through its unique index; otherwise walk newest first.
   const index =
     f.phone !== undefined ? 'contacts_phone' : f.email !== undefined ? 'contacts_email' : 'contacts_partner';
-  const sql = `SELECT * FROM contacts INDEXED BY ${index} WHERE ${where.join(' AND ')} ORDER BY id DESC LIMIT @limit`;
-  return stmt<[Record<string, unknown>], ContactRow>(ctx.db.sqlite, sql).all(params);
+  return ctx.store.all<ContactRow>(
+    sql`SELECT * FROM contacts ${indexedBy(d, index)} WHERE ${sql.join(where, ' AND ')} ORDER BY id DESC LIMIT ${limit}`,
+  );
 }

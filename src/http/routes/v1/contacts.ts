@@ -59,7 +59,7 @@ export const contactRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     async (req) => {
       const q = req.query;
       const after = decodeCursor(q.cursor, 'ct');
-      const rows = listContacts(
+      const rows = await listContacts(
         rt.ctx,
         principalOf(req).partnerId,
         { q: q.q, phone: q.phone, email: q.email?.trim() },
@@ -85,7 +85,7 @@ export const contactRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
       },
     },
     async (req) => {
-      const c = getContact(rt.ctx, principalOf(req).partnerId, req.params.id);
+      const c = await getContact(rt.ctx, principalOf(req).partnerId, req.params.id);
       if (!c) throw notFoundError('contact', req.params.id);
       return contactJson(c);
     },
