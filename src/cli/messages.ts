@@ -17,14 +17,14 @@ import { count, kv, lines, money, table, when, type Result } from './output.js';
 // msgctl messages: what was sent and what became of it, including messages flagged as
 // possible duplicates (an attempt may have reached the provider unseen: a timeout, a reset or a crash mid-call).
 
-function list(
+async function list(
   cli: Cli,
   opts: { partner?: string; status?: string; uncertain?: boolean; failed?: boolean; limit: number },
-): Result {
+): Promise<Result> {
   const partnerId = opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined;
   const known = Object.keys(STATUS_RANK);
   if (opts.status && !known.includes(opts.status)) throw new UsageError(`--status must be one of ${known.join(', ')}`);
-  const rows = listOperatorMessages(cli.ctx, {
+  const rows = await listOperatorMessages(cli.ctx, {
     partnerId,
     status: opts.status as MessageStatus | undefined,
     failed: opts.failed,

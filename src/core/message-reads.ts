@@ -1,3 +1,4 @@
+import { type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { invalid } from '../lib/errors.js';
 import type { CoreCtx } from './context.js';
@@ -21,26 +22,16 @@ export interface OperatorMessageFilter {
 }
 
 /** Messages, newest first (msgctl messages list). */
-export function listOperatorMessages(ctx: CoreCtx, f: OperatorMessageFilter): MessageRow[] {
-  const where: string[] = [];
-  const args: unknown[] = [];
-  if (f.partnerId) {
-    where.push('partner_id = ?');
-    args.push(f.partnerId);
-  }
-  if (f.status) {
-    where.push('status = ?');
-    args.push(f.status);
-  }
-  if (f.failed) {
-    where.push(`status IN (${FAILURE_STATUSES.map(() => '?').join(', ')})`);
-    args.push(...FAILURE_STATUSES);
-  }
-  if (f.uncertain) where.push('dispatch_uncertain = 1');
-  return stmt<unknown[], MessageRow>(
-    ctx.db.sqlite,
-    `SELECT * FROM messages ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`,
-  ).all(...args, Math.min(f.limit, 1000));
+export function listOperatorMessages(ctx: CoreCtx, f: OperatorMessageFilter): Promise<MessageRow[]> {
+  const where: Sql[] = [];
+  if (f.partnerId) where.push(sql`partner_id = ${f.partnerId}`);
+  if (f.status) where.push(sql`status = ${f.status}`);
+  if (f.failed) where.push(sql`status IN (${sql.join(FAILURE_STATUSES.map((s) => sql`${s}`))})`);
+  if (f.uncertain) where.push(sql`dispatch_uncertain = 1`);
+  const filter = where.length ? sql`WHERE ${sql.join(where, ' AND ')}` : sql``;
+  return ctx.store.all<MessageRow>(
+    sql`SELECT * FROM messages ${filter} ORDER BY id DESC LIMIT ${Math.min(f.limit, 1000)}`,
+  );
 }
 
 // Finding messages on a store of millions, each way through an index: by id (primary key), by

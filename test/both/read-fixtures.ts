@@ -73,13 +73,15 @@ export interface MessageFix {
   /** provider_id_indexed: reports name the message by the provider's id. */
   indexed?: boolean;
   errorCode?: string | null;
+  /** dispatch_uncertain: may have reached the provider twice. */
+  uncertain?: boolean;
   at: number;
 }
 
 export async function message(t: StoreCtx, m: MessageFix): Promise<void> {
   await t.exec(
     `INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, conversation_id, contact_id, "to", "from", content, status,
-       provider_message_id, provider_id_indexed, error_code, price, segments, created_at, updated_at)
+       provider_message_id, provider_id_indexed, error_code, dispatch_uncertain, price, segments, created_at, updated_at)
      VALUES ${values(
        m.id,
        m.partner,
@@ -95,6 +97,7 @@ export async function message(t: StoreCtx, m: MessageFix): Promise<void> {
        m.providerId ?? null,
        m.indexed ? 1 : 0,
        m.errorCode ?? null,
+       m.uncertain ? 1 : 0,
        7500,
        1,
        m.at,
