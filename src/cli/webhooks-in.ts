@@ -126,7 +126,7 @@ function attemptLine(a: Attempt): string {
 /** --outbound: provider webhooks in and deliveries to partner endpoints, one timeline. */
 async function listBoth(cli: Cli, opts: LogOpts): Promise<Result> {
   const limit = Math.min(opts.limit, 10_000);
-  const inbound = listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit, latest: true }) as Row[];
+  const inbound = (await listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit, latest: true })) as Row[];
   const outbound = await recentAttempts(cli.ctx, { limit });
   const names = gatewayNames(cli.ctx);
   const merged = [
@@ -145,13 +145,13 @@ async function listBoth(cli: Cli, opts: LogOpts): Promise<Result> {
   };
 }
 
-function list(cli: Cli, opts: LogOpts): Result | Promise<Result> {
+async function list(cli: Cli, opts: LogOpts): Promise<Result> {
   if (opts.outbound) return listBoth(cli, opts);
-  const rows = listWebhookLog(cli.ctx, {
+  const rows = (await listWebhookLog(cli.ctx, {
     ...filterOf(cli, opts),
     limit: Math.min(opts.limit, 10_000),
     latest: true,
-  }) as Row[];
+  })) as Row[];
   const names = gatewayNames(cli.ctx);
   let text: string;
   if (rows.length === 0)
@@ -191,9 +191,13 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
       json ? `${JSON.stringify(webhookLogJson(r))}\n` : `${terminalSafe(withBody(line(r, names), r, opts.body))}\n`,
     );
   };
-  const initial = listWebhookLog(cli.ctx, { ...filter, limit: Math.min(opts.limit, 10_000), latest: true }) as Row[];
+  const initial = (await listWebhookLog(cli.ctx, {
+    ...filter,
+    limit: Math.min(opts.limit, 10_000),
+    latest: true,
+  })) as Row[];
   for (const r of initial) print(r);
-  let cursor = newestWebhookLogId(cli.ctx) ?? '';
+  let cursor = (await newestWebhookLogId(cli.ctx)) ?? '';
   let attemptCursor = (await newestAttemptId(cli.ctx)) ?? 0;
 
   const ctrl = new AbortController();
@@ -207,15 +211,15 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
   // Rows already pending when we started are behind the cursor: watch them too, or a status
   // waiting for its message would never be shown settled (and never at all with --failed).
   // Pending rows are recent (processing waits at most about a minute), so only those are read.
-  for (const id of pendingWebhookLogIds(cli.ctx, Date.now() - PENDING_LOOKBACK_MS, cursor)) watching.add(id);
+  for (const id of await pendingWebhookLogIds(cli.ctx, Date.now() - PENDING_LOOKBACK_MS, cursor)) watching.add(id);
   try {
     while (!signal.aborted) {
       await sleep(pollMs, undefined, { signal }).catch(() => {});
       if (signal.aborted) break;
-      const rows = listWebhookLog(cli.ctx, { ...sqlFilter, afterId: cursor, limit: 1000 }) as Row[];
+      const rows = (await listWebhookLog(cli.ctx, { ...sqlFilter, afterId: cursor, limit: 1000 })) as Row[];
       if (rows.some((r) => r.gateway_id && !names.has(r.gateway_id))) names = gatewayNames(cli.ctx);
       if (watching.size) {
-        for (const r of settledWebhookLogs(cli.ctx, [...watching].slice(0, 500))) {
+        for (const r of await settledWebhookLogs(cli.ctx, [...watching].slice(0, 500))) {
           watching.delete(r.id);
           print(r);
         }

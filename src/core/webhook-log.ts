@@ -1,5 +1,7 @@
 import type { providerWebhooks } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
+import { inList } from '../db/dialect.js';
+import { type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
@@ -87,49 +89,53 @@ export interface WebhookLogFilter {
   withBody?: boolean;
 }
 
-const FAILED = `(verification = 'failed' OR processing IN ('rejected', 'unroutable', 'error'))`;
+const FAILED = sql.raw(`(verification = 'failed' OR processing IN ('rejected', 'unroutable', 'error'))`);
+
+const LIST_COLUMNS = sql.raw(
+  'id, provider, gateway_id, method, path, headers, NULL AS body, length(body) AS body_bytes, verification, verification_reason, processing, error, received_at, processed_at',
+);
 
 /** Rows in time order (oldest first). */
-export function listWebhookLog(ctx: CoreCtx, f: WebhookLogFilter): WebhookLogRow[] {
-  const where: string[] = [];
-  const params: unknown[] = [];
-  if (f.provider) (where.push('provider = ?'), params.push(f.provider));
-  if (f.gatewayId) (where.push('gateway_id = ?'), params.push(f.gatewayId));
+export async function listWebhookLog(ctx: CoreCtx, f: WebhookLogFilter): Promise<WebhookLogRow[]> {
+  const where: Sql[] = [];
+  if (f.provider) where.push(sql`provider = ${f.provider}`);
+  if (f.gatewayId) where.push(sql`gateway_id = ${f.gatewayId}`);
   if (f.failed) where.push(FAILED);
-  if (f.afterId) (where.push('id > ?'), params.push(f.afterId));
-  const cols = f.withBody
-    ? '*'
-    : 'id, provider, gateway_id, method, path, headers, NULL AS body, length(body) AS body_bytes, verification, verification_reason, processing, error, received_at, processed_at';
-  const sql = `SELECT ${cols} FROM provider_webhooks ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-    ORDER BY id ${f.latest ? 'DESC' : 'ASC'} LIMIT ?`;
-  const rows = stmt<unknown[], WebhookLogRow>(ctx.db.sqlite, sql).all(...params, f.limit);
+  if (f.afterId) where.push(sql`id > ${f.afterId}`);
+  const filter = where.length ? sql`WHERE ${sql.join(where, ' AND ')}` : sql``;
+  const rows = await ctx.store.all<WebhookLogRow>(
+    sql`SELECT ${f.withBody ? sql.raw('*') : LIST_COLUMNS} FROM provider_webhooks ${filter}
+    ORDER BY id ${sql.raw(f.latest ? 'DESC' : 'ASC')} LIMIT ${f.limit}`,
+  );
   return f.latest ? rows.reverse() : rows;
 }
 
 /** The newest row's id (ids sort by time), or null on an empty log. */
-export function newestWebhookLogId(ctx: CoreCtx): string | null {
-  return stmt<[], { id: string | null }>(ctx.db.sqlite, 'SELECT MAX(id) AS id FROM provider_webhooks').get()!.id;
+export async function newestWebhookLogId(ctx: CoreCtx): Promise<string | null> {
+  const row = await ctx.store.get<{ id: string | null }>(sql`SELECT MAX(id) AS id FROM provider_webhooks`);
+  return row?.id ?? null;
 }
 
 /** Ids of rows up to `upToId` still pending, received at or after `since`, oldest first (at most 10,000). */
-export function pendingWebhookLogIds(ctx: CoreCtx, since: number, upToId: string): string[] {
-  return stmt<[number, string], { id: string }>(
-    ctx.db.sqlite,
-    `SELECT id FROM provider_webhooks WHERE received_at >= ? AND processing = 'pending' AND id <= ? ORDER BY id LIMIT 10000`,
-  )
-    .all(since, upToId)
-    .map((r) => r.id);
+export async function pendingWebhookLogIds(ctx: CoreCtx, since: number, upToId: string): Promise<string[]> {
+  const rows = await ctx.store.all<{ id: string }>(
+    sql`SELECT id FROM provider_webhooks WHERE received_at >= ${since} AND processing = 'pending' AND id <= ${upToId}
+      ORDER BY id LIMIT 10000`,
+  );
+  return rows.map((r) => r.id);
 }
 
 /** Those of these rows that are no longer pending, whole (with body_bytes), oldest first. */
-export function settledWebhookLogs(ctx: CoreCtx, ids: string[]): (WebhookLogRow & { body_bytes: number })[] {
+export async function settledWebhookLogs(
+  ctx: CoreCtx,
+  ids: string[],
+): Promise<(WebhookLogRow & { body_bytes: number })[]> {
   if (ids.length === 0) return [];
-  // json_each: one statement text for any number of ids.
-  return stmt<[string], WebhookLogRow & { body_bytes: number }>(
-    ctx.db.sqlite,
-    `SELECT *, length(body) AS body_bytes FROM provider_webhooks
-      WHERE id IN (SELECT value FROM json_each(?)) AND processing <> 'pending' ORDER BY id`,
-  ).all(JSON.stringify(ids));
+  // inList: one statement text for any number of ids.
+  return ctx.store.all<WebhookLogRow & { body_bytes: number }>(
+    sql`SELECT *, length(body) AS body_bytes FROM provider_webhooks
+      WHERE ${inList(ctx.store.dialect, 'id', ids)} AND processing <> 'pending' ORDER BY id`,
+  );
 }
 
 /** A row without its headers and body, with the body's size: what a live tail keeps of each. */

@@ -88,3 +88,16 @@ export function redactedContent(dialect: Dialect, col: ColumnRef, redactedAt: st
     ? sql`json_object('kind', 'redacted', 'was', ${was}, 'redacted_at', ${redactedAt})`
     : sql`CAST(json_build_object('kind', 'redacted', 'was', ${was}, 'redacted_at', CAST(${redactedAt} AS TEXT)) AS TEXT)`;
 }
+
+// --- Read models: a list of values as one bound value ----------------------------------------
+
+/**
+ * `<column> IN (<values>)` with one bound value however many values there are, so the
+ * statement's text (and SQLite's cached statement) stays the same: SQLite reads a JSON array
+ * through json_each, PostgreSQL takes an array with `= ANY`. An empty list matches nothing.
+ */
+export function inList(dialect: Dialect, col: ColumnRef, values: readonly string[]): Sql {
+  return dialect === 'sqlite'
+    ? sql`${column(col)} IN (SELECT value FROM json_each(${JSON.stringify(values)}))`
+    : sql`${column(col)} = ANY(${values}::text[])`;
+}

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { escapeLike, indexedBy, jsonText, likeFold, redactedContent } from '../../src/db/dialect.js';
+import { escapeLike, indexedBy, inList, jsonText, likeFold, redactedContent } from '../../src/db/dialect.js';
 import { sql } from '../../src/db/sql.js';
 import { openPg } from '../../src/db/pg/store.js';
 import { databaseUrl, pgAdminUrl, withClient } from '../pg/helpers.js';
@@ -170,5 +170,24 @@ describe('redactedContent', () => {
       ['c', { kind: 'redacted', was: 'email', redacted_at: at }],
     ]);
     expect(rows.map((x) => typeof x.r)).toEqual(['string', 'string', 'string']);
+  });
+});
+
+describe('inList', () => {
+  beforeEach(async () => {
+    await t.exec(`INSERT INTO partners (id, slug, name, created_at, updated_at) VALUES
+      ('p_a', 'a', 'A', 0, 0), ('p_b', 'b', 'B', 0, 0), ('p_c', 'c', 'C', 0, 0), ('p_''d', 'd', 'D', 0, 0)`);
+  });
+
+  it('matches the listed values, one statement for any number of them, none for an empty list', async () => {
+    const read = async (values: string[]) =>
+      ids(
+        await t.ctx.store.all<{ id: string }>(
+          sql`SELECT id FROM partners WHERE ${inList(t.dialect, 'id', values)} ORDER BY id`,
+        ),
+      );
+    expect(await read(['p_c', 'p_a', 'p_x'])).toEqual(['p_a', 'p_c']);
+    expect(await read(["p_'d", 'p_b'])).toEqual(["p_'d", 'p_b']);
+    expect(await read([])).toEqual([]);
   });
 });

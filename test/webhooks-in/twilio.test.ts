@@ -480,7 +480,7 @@ describe('Twilio inbound SMS', () => {
         .get('SM0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e'),
     ).toEqual({ n: 0 });
     // None of them is among what `msgctl webhooks log --failed` lists.
-    const failed = listWebhookLog(s.ctx, { failed: true, limit: 10_000 }).map((r) => r.id);
+    const failed = (await listWebhookLog(s.ctx, { failed: true, limit: 10_000 })).map((r) => r.id);
     expect(failed.filter((id) => logged.includes(id))).toEqual([]);
   });
 
