@@ -501,7 +501,12 @@ export async function acceptLink(ctx: CoreCtx, secret: string, password: string)
     const info = await openLink(ctx, secret, tx);
     if (!info || info.kind === 'join') throw expiredLink();
     const now = ctx.now();
-    await tx.run(sql`UPDATE user_invites SET used_at = ${now} WHERE hash = ${linkHash(secret)}`);
+    // Conditional: of two uses racing, the one that did not mark the link used is refused, on
+    // every store (PostgreSQL's second UPDATE waits for the first and finds the link used).
+    const { changes } = await tx.run(
+      sql`UPDATE user_invites SET used_at = ${now} WHERE hash = ${linkHash(secret)} AND used_at IS NULL`,
+    );
+    if (changes === 0) throw expiredLink();
     await setPassword(tx, info.user.id, hash, now);
     if (info.kind === 'invite' && info.membershipId)
       await acceptMembership(ctx, tx, info.membershipId, info.user.id, now);

@@ -19,6 +19,7 @@ import { createSession, lookupSession } from '../../src/core/ui-sessions.js';
 import { sql } from '../../src/db/sql.js';
 import { insertPartner } from './fixtures.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
+import { raceOnRow } from './race.js';
 
 // The console's people on both stores: invitations and their links, passwords, roles and
 // states, removal; what the Users page and msgctl user show.
@@ -157,5 +158,24 @@ describe('console users', () => {
     await changePassword(t.ctx, user.id, PASSWORD, NEW_PASSWORD);
     expect(await lookupSession(t.ctx, s.secret)).toBeNull();
     expect((await checkLogin(t.ctx, 'di@example.com', NEW_PASSWORD))?.id).toBe(user.id);
+  });
+
+  it('sets the password of a link used twice at once only once: the second is told the link is used', async () => {
+    const link = await inviteUser(t.ctx, { partner: 'prt_a', email: 'eve@example.com', role: 'developer' }, 'op');
+    const userId = link.member.user_id;
+    const outcomes = await raceOnRow(t, sql`SELECT id FROM user_invites WHERE user_id = ${userId} FOR UPDATE`, [
+      () => acceptLink(t.ctx, link.secret, PASSWORD),
+      () => acceptLink(t.ctx, link.secret, NEW_PASSWORD),
+    ]);
+    const won = outcomes.filter((o) => o.status === 'fulfilled');
+    const lost = outcomes.filter((o) => o.status === 'rejected');
+    expect(won).toHaveLength(1);
+    expect(lost.map((o) => o.reason)).toMatchObject([{ code: 'link_expired' }]);
+    // The password that works is the one whose answer said it was set.
+    const winner = outcomes[0].status === 'fulfilled' ? PASSWORD : NEW_PASSWORD;
+    const loser = winner === PASSWORD ? NEW_PASSWORD : PASSWORD;
+    expect((await checkLogin(t.ctx, 'eve@example.com', winner))?.id).toBe(userId);
+    expect(await checkLogin(t.ctx, 'eve@example.com', loser)).toBeNull();
+    expect((await listAudit(t.ctx)).filter((e) => e.action === 'user.accept_invite')).toHaveLength(1);
   });
 });
