@@ -83,10 +83,12 @@ export async function startEnrolment(ctx: CoreCtx, userId: string): Promise<Enro
     if (!user) throw new AppError('not_found', 'user not found');
     if (twoFactorOn(user)) throw new AppError('conflict', 'two-factor authentication is already on');
     const secret = new Secret({ size: 20 }).base32;
-    await tx.run(
+    // Conditional: a confirmation that committed since the read keeps its secret.
+    const { changes } = await tx.run(
       sql`UPDATE users SET totp_secret = ${seal(ctx.masterKey, secret)}, totp_last_step = NULL, updated_at = ${ctx.now()}
-           WHERE id = ${userId}`,
+           WHERE id = ${userId} AND totp_enabled_at IS NULL`,
     );
+    if (changes === 0) throw new AppError('conflict', 'two-factor authentication is already on');
     return { secret, uri: totpFor(secret, user.email).toString() };
   });
 }
@@ -140,9 +142,21 @@ export async function confirmEnrolment(ctx: CoreCtx, userId: string, code: strin
         { field: 'code', message: 'not right' },
       ]);
     const now = ctx.now();
-    await tx.run(
-      sql`UPDATE users SET totp_enabled_at = ${now}, totp_last_step = ${step}, updated_at = ${now} WHERE id = ${userId}`,
+    // Conditional on the secret the code was checked against, still off: a set-up started again
+    // or confirmed by another request since the read is not turned on with a secret unchecked.
+    const { changes } = await tx.run(
+      sql`UPDATE users SET totp_enabled_at = ${now}, totp_last_step = ${step}, updated_at = ${now}
+           WHERE id = ${userId} AND totp_enabled_at IS NULL AND totp_secret = ${user.totp_secret}`,
     );
+    if (changes === 0) {
+      const again = await getUser(ctx, userId, tx);
+      throw new AppError(
+        'conflict',
+        again && twoFactorOn(again)
+          ? 'two-factor authentication is already on'
+          : 'the set-up was started again meanwhile: enter a code for the new key',
+      );
+    }
     await auditIn(ctx, tx, `user:${userId}`, 'user.enable_2fa', 'user', userId);
     return issueRecoveryCodes(ctx, tx, userId);
   });

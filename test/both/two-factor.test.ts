@@ -16,6 +16,7 @@ import { acceptLink, getUser, inviteUser, listMembers } from '../../src/core/use
 import { sql } from '../../src/db/sql.js';
 import { insertPartner } from './fixtures.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
+import { raceOnRow } from './race.js';
 
 // Two-factor authentication of console users on both stores: enrolment, codes, replays and
 // races, recovery codes, the partner's requirement, turning it off and the operator's reset.
@@ -104,5 +105,39 @@ describe('two-factor authentication', () => {
     expect(member.two_factor).toBe(0);
     expect(await lookupSession(t.ctx, s.secret)).toBeNull();
     await expect(resetTwoFactor(t.ctx, 'prt_a', userId, 'op')).rejects.toMatchObject({ code: 'conflict' });
+  });
+
+  it('confirms the secret whose code it checked: a set-up started again meanwhile wins or loses whole', async () => {
+    const { secret } = await startEnrolment(t.ctx, userId);
+    const lockUser = sql`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+    const [confirmed, restarted] = await raceOnRow(t, lockUser, [
+      () => confirmEnrolment(t.ctx, userId, codeAt(secret, t.clock.now)),
+      () => startEnrolment(t.ctx, userId),
+    ]);
+    expect([confirmed.status, restarted.status].sort()).toEqual(['fulfilled', 'rejected']);
+    const user = (await getUser(t.ctx, userId))!;
+    t.clock.now += 30_000;
+    if (confirmed.status === 'fulfilled') {
+      // On, with the secret the confirming code came from: the app keeps working.
+      expect(user.totp_enabled_at).not.toBeNull();
+      expect(await checkSecondFactor(t.ctx, userId, codeAt(secret, t.clock.now))).toMatchObject({ ok: true });
+    } else {
+      // Still off, waiting for a code of the new secret.
+      expect(user.totp_enabled_at).toBeNull();
+      const fresh = (restarted as PromiseFulfilledResult<{ secret: string }>).value.secret;
+      expect(await confirmEnrolment(t.ctx, userId, codeAt(fresh, t.clock.now))).toHaveLength(RECOVERY_CODES);
+    }
+  });
+
+  it('confirms once when two confirmations race: one set of recovery codes', async () => {
+    const { secret } = await startEnrolment(t.ctx, userId);
+    const code = codeAt(secret, t.clock.now);
+    const outcomes = await raceOnRow(t, sql`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`, [
+      () => confirmEnrolment(t.ctx, userId, code),
+      () => confirmEnrolment(t.ctx, userId, code),
+    ]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason)).toMatchObject([{ code: 'conflict' }]);
+    expect(await recoveryCodesLeft(t.ctx, userId)).toBe(RECOVERY_CODES);
   });
 });
