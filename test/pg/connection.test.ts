@@ -411,4 +411,27 @@ describe('redactUrl', () => {
     expect(redactUrl('host=db password=s3cret dbname=msgd')).toBe('host=db password=*** dbname=msgd');
     expect(redactUrl('postgres://u:s3cret@[bad')).toBe('postgres://u:***@[bad');
   });
+
+  it('masks a password written without percent-encoding, whatever characters it holds', () => {
+    // openssl rand -base64 gives `/` and `+`; a URL parser takes `u:12/` as a host and a port.
+    expect(redactUrl('postgres://msgd:Zm9v/YmFy+cXV4@db.example:5432/msgd')).toBe(
+      'postgres://msgd:***@db.example:5432/msgd',
+    );
+    expect(redactUrl('postgres://u:12/34@db.example/msgd')).toBe('postgres://u:***@db.example/msgd');
+    expect(redactUrl('postgres://u:p@ss#w?rd@h1:5432,h2:5432/msgd')).toBe('postgres://u:***@h1:5432,h2:5432/msgd');
+    // A user name with `@` (as Azure's user@server): the password is still all masked.
+    expect(redactUrl('postgres://me@corp:s3cret@db.example/msgd')).toBe('postgres://me@corp:***@db.example/msgd');
+    expect(redactUrl('postgres://u@db.example:5432/msgd')).toBe('postgres://u@db.example:5432/msgd');
+  });
+
+  it("masks the client key's passphrase (sslpassword) and a password parameter with an encoded name", () => {
+    expect(redactUrl('postgres://u@db/msgd?sslmode=verify-full&sslpassword=keypass')).toBe(
+      'postgres://u@db/msgd?sslmode=verify-full&sslpassword=***',
+    );
+    expect(redactUrl('postgres://u@db/msgd?pass%77ord=s3cret')).toBe('postgres://u@db/msgd?pass%77ord=***');
+    expect(redactUrl('host=db sslpassword=keypass dbname=msgd')).toBe('host=db sslpassword=*** dbname=msgd');
+    expect(redactUrl('postgres://u@db/msgd?password=two words&application_name=a')).toBe(
+      'postgres://u@db/msgd?password=***&application_name=a',
+    );
+  });
 });
