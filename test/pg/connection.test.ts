@@ -394,6 +394,16 @@ describe('when PostgreSQL cannot be reached', () => {
     expect(await ok.get(sql`SELECT 1 AS one`)).toEqual({ one: 1 });
     await ok.close();
   });
+
+  it('connectPg says how to fix a URL pg cannot read, naming it with the password masked', async () => {
+    const url = `postgres://msgd:Zm9v/${secret}+@127.0.0.1:${closedPort}/msgd`;
+    const bad = (await connectPg(url, { logger }).catch((e: unknown) => e)) as PgConnectError;
+    expect(bad).toBeInstanceOf(PgConnectError);
+    expect(bad.reason).toBe('invalid_url');
+    expect(bad.message).toBe(
+      `cannot use PostgreSQL at postgres://msgd:***@127.0.0.1:${closedPort}/msgd: the URL cannot be read: percent-encode any / ? # @ : % or space in the user name or password (encodeURIComponent), or give the password in PGPASSWORD`,
+    );
+  });
 });
 
 describe('redactUrl', () => {

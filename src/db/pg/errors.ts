@@ -89,7 +89,7 @@ export function classify(err: unknown, url: string, outcomeUnknown = false): unk
 
 /** Start-up could not use the database: one line naming the URL (redacted) and why. */
 export class PgConnectError extends Error {
-  readonly reason: 'refused' | 'auth_failed' | 'unknown_database' | 'timeout' | 'unavailable' | 'other';
+  readonly reason: 'invalid_url' | 'refused' | 'auth_failed' | 'unknown_database' | 'timeout' | 'unavailable' | 'other';
 
   constructor(url: string, reason: PgConnectError['reason'], detail: string) {
     super(`cannot use PostgreSQL at ${redactUrl(url)}: ${detail}`);

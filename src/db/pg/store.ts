@@ -249,7 +249,17 @@ export function openPg(url: string, opts: PgOptions): PgStore {
  */
 export async function connectPg(url: string, opts: PgOptions): Promise<PgStore> {
   const timeoutMs = opts.connectTimeoutMs ?? 5_000;
-  const client = new pg.Client({ ...poolConfig(url, opts), connectionTimeoutMillis: timeoutMs });
+  let client: pg.Client;
+  try {
+    client = new pg.Client({ ...poolConfig(url, opts), connectionTimeoutMillis: timeoutMs });
+  } catch {
+    // pg parses the URL here, and throws a bare "Invalid URL" (its text left out: it may hold the password).
+    throw new PgConnectError(
+      url,
+      'invalid_url',
+      'the URL cannot be read: percent-encode any / ? # @ : % or space in the user name or password (encodeURIComponent), or give the password in PGPASSWORD',
+    );
+  }
   client.on('error', () => {}); // a failure here is the connect's or the query's rejection
   let version: number;
   try {
