@@ -403,9 +403,12 @@ export async function membershipsOf(
 }
 
 async function acceptMembership(ctx: CoreCtx, tx: Tx, membershipId: string, userId: string, now: number) {
-  await tx.run(
-    sql`UPDATE memberships SET status = 'active', accepted_at = ${now}, updated_at = ${now} WHERE id = ${membershipId}`,
+  // Conditional: an invitation accepted, removed or changed since it was read is not accepted again.
+  const { changes } = await tx.run(
+    sql`UPDATE memberships SET status = 'active', accepted_at = ${now}, updated_at = ${now}
+         WHERE id = ${membershipId} AND status = 'pending'`,
   );
+  if (changes === 0) throw expiredLink();
   await endMembershipLinks(tx, membershipId, now);
   await auditIn(ctx, tx, `user:${userId}`, 'user.accept_invite', 'user', userId, { membership: membershipId });
 }

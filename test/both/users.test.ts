@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listAudit } from '../../src/core/audit.js';
 import {
+  acceptJoinLink,
   acceptLink,
   changePassword,
   checkLogin,
@@ -177,5 +178,28 @@ describe('console users', () => {
     expect((await checkLogin(t.ctx, 'eve@example.com', winner))?.id).toBe(userId);
     expect(await checkLogin(t.ctx, 'eve@example.com', loser)).toBeNull();
     expect((await listAudit(t.ctx)).filter((e) => e.action === 'user.accept_invite')).toHaveLength(1);
+  });
+
+  it('accepts a join link used twice at once only once', async () => {
+    const first = await inviteUser(t.ctx, { partner: 'prt_a', email: 'fay@example.com', role: 'developer' }, 'op');
+    const user = await acceptLink(t.ctx, first.secret, PASSWORD);
+    const join = await inviteUser(t.ctx, { partner: 'prt_g', email: 'fay@example.com', role: 'billing' }, 'op');
+    expect(join.kind).toBe('join');
+    const lock = sql`SELECT id FROM memberships WHERE id = ${join.member.membership_id} FOR UPDATE`;
+    const outcomes = await raceOnRow(t, lock, [
+      () => acceptJoinLink(t.ctx, join.secret, user.id),
+      () => acceptJoinLink(t.ctx, join.secret, user.id),
+    ]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toEqual([
+      { status: 'fulfilled', value: { partnerId: 'prt_g' } },
+    ]);
+    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason)).toMatchObject([
+      { code: 'link_expired' },
+    ]);
+    const accepted = (await listAudit(t.ctx)).filter((e) => e.action === 'user.accept_invite');
+    expect(accepted.map((e) => e.details)).toEqual([
+      { membership: join.member.membership_id },
+      { membership: first.member.membership_id },
+    ]);
   });
 });
