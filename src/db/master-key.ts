@@ -1,4 +1,14 @@
-import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  openSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { DataDirError } from './errors.js';
@@ -76,34 +86,46 @@ export const modeText = (mode: number) => mode.toString(8).padStart(4, '0');
  */
 export function readMasterKeyFile(file: string): Buffer {
   const named = `the master key file ${file}`;
-  let st;
+  // One open, then the checks and the read on that same handle: a file swapped between a
+  // check by path and a read by path would be read unchecked. O_NONBLOCK: a FIFO put in its
+  // place does not hang the start.
+  let fd: number;
   try {
-    st = statSync(file);
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT')
       throw new DataDirError(
         `${named} does not exist (set by masterKeyFile, MSGD_MASTER_KEY_FILE or --master-key-file): point it at the key the stored secrets were sealed with, or create a new one: (umask 077; openssl rand -hex 32 > ${file})`,
       );
+    if (code === 'EACCES')
+      throw new DataDirError(
+        `cannot read ${named} (EACCES): it must be owned by the user msgd runs as, mode 0600 (chown that user, chmod 600 ${file})`,
+      );
     throw new DataDirError(`cannot read ${named} (${code ?? e}): msgd's user must be able to read it`);
   }
-  if (!st.isFile()) throw new DataDirError(`${named} is not a regular file`);
-  const mode = st.mode & 0o777;
-  if (mode & 0o077) {
-    throw new DataDirError(
-      `${named} has mode ${modeText(mode)}: other accounts may read or change it; it must be readable by its owner alone (chmod 600 ${file})`,
-    );
-  }
-  let text: string;
   try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new DataDirError(
-      `cannot read ${named} (${code ?? e}): it must be owned by the user msgd runs as, mode 0600 (chown that user, chmod 600 ${file})`,
-    );
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new DataDirError(`${named} is not a regular file`);
+    const mode = st.mode & 0o777;
+    if (mode & 0o077) {
+      throw new DataDirError(
+        `${named} has mode ${modeText(mode)}: other accounts may read or change it; it must be readable by its owner alone (chmod 600 ${file})`,
+      );
+    }
+    let text: string;
+    try {
+      text = readFileSync(fd, 'utf8');
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      throw new DataDirError(
+        `cannot read ${named} (${code ?? e}): it must be owned by the user msgd runs as, mode 0600 (chown that user, chmod 600 ${file})`,
+      );
+    }
+    return parseKeyFile(text, named);
+  } finally {
+    closeSync(fd);
   }
-  return parseKeyFile(text, named);
 }
 
 /**
