@@ -73,7 +73,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
   let metrics: Metrics | undefined;
   try {
     writeServerConfigFile(rt.ctx, configFileFor(opts));
-    const demo = config.demo.enabled ? maybeSeedDemo(rt.ctx) : null;
+    const demo = config.demo.enabled ? await maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
     // The web console, into the app after its hooks (shutdown 503, request id, request log),
     // which then apply to /ui as to the partner APIs.

@@ -6,7 +6,7 @@ import {
   FAILOVER_TYPES,
   listChannels,
   removeFallback,
-  routeOrder,
+  routeOrderIn,
   unassignChannel,
   type Channel,
 } from '../core/channels.js';
@@ -20,8 +20,8 @@ import { examples } from './help.js';
 import { kv, lines, table, when, type Result } from './output.js';
 
 /** The channel with its partner slug and gateway, as `channel list` shows it. */
-function full(cli: Cli, c: Channel) {
-  const gw = getGatewayRow(cli.ctx, c.gateway_id);
+async function full(cli: Cli, c: Channel) {
+  const gw = await getGatewayRow(cli.ctx, c.gateway_id);
   return {
     ...channelJson(c),
     partner: getPartner(cli.ctx, c.partner_id).slug,
@@ -29,8 +29,8 @@ function full(cli: Cli, c: Channel) {
   };
 }
 
-function describe(cli: Cli, c: Channel): string {
-  const gw = getGatewayRow(cli.ctx, c.gateway_id);
+async function describe(cli: Cli, c: Channel): Promise<string> {
+  const gw = await getGatewayRow(cli.ctx, c.gateway_id);
   const partner = getPartner(cli.ctx, c.partner_id);
   return kv(
     [
@@ -49,8 +49,8 @@ function describe(cli: Cli, c: Channel): string {
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
 /** The order as `channel fallback list` and `channel assign --fallback` show it. */
-function orderText(cli: Cli, partnerId: string, type: ChannelType): string {
-  const order = routeOrder(cli.ctx, partnerId, type);
+async function orderText(cli: Cli, partnerId: string, type: ChannelType): Promise<string> {
+  const order = await routeOrderIn(cli.ctx.store, partnerId, type);
   return table(
     ['#', 'role', 'gateway', 'kind', 'sender', 'gateway status'],
     order.map((c) => [
@@ -64,13 +64,13 @@ function orderText(cli: Cli, partnerId: string, type: ChannelType): string {
   );
 }
 
-function assign(
+async function assign(
   cli: Cli,
   partner: string,
   gateway: string,
   type: string,
   opts: { from?: string; fallback?: string[]; fallbackFrom?: string[] },
-): Result {
+): Promise<Result> {
   const t = channelTypeArg(type);
   const fallbacks = opts.fallback ?? [];
   const froms = opts.fallbackFrom ?? [];
@@ -78,71 +78,84 @@ function assign(
     throw new UsageError('each --fallback-from gives the sender of the --fallback at the same place; give fewer');
   if (fallbacks.length && !FAILOVER_TYPES.includes(t))
     throw new UsageError(`fallback gateways are for ${FAILOVER_TYPES.join(' and ')} channels only`);
-  const c = assignChannel(cli.ctx, { partner, gateway, type: t, sender: opts.from }, cli.actor);
-  const added = fallbacks.map((g, i) =>
-    addFallback(cli.ctx, { partner: c.partner_id, type: t, gateway: g, sender: froms[i] }, cli.actor),
-  );
+  const c = await assignChannel(cli.ctx, { partner, gateway, type: t, sender: opts.from }, cli.actor);
+  const added = [];
+  for (const [i, g] of fallbacks.entries())
+    added.push(await addFallback(cli.ctx, { partner: c.partner_id, type: t, gateway: g, sender: froms[i] }, cli.actor));
   const slug = getPartner(cli.ctx, c.partner_id).slug;
   return {
-    json: added.length ? { ...full(cli, c), fallbacks: added.map((f) => full(cli, f)) } : full(cli, c),
+    json: added.length
+      ? { ...(await full(cli, c)), fallbacks: await Promise.all(added.map((f) => full(cli, f))) }
+      : await full(cli, c),
     text: lines(
       `Assigned ${c.type} to ${slug}.`,
-      describe(cli, c),
-      added.length ? `Gateways in the order they are tried:\n${orderText(cli, c.partner_id, t)}` : null,
+      await describe(cli, c),
+      added.length ? `Gateways in the order they are tried:\n${await orderText(cli, c.partner_id, t)}` : null,
     ),
   };
 }
 
-function fallbackAdd(cli: Cli, partner: string, type: string, gateway: string, opts: { from?: string }): Result {
-  const c = addFallback(cli.ctx, { partner, type, gateway, sender: opts.from }, cli.actor);
+async function fallbackAdd(
+  cli: Cli,
+  partner: string,
+  type: string,
+  gateway: string,
+  opts: { from?: string },
+): Promise<Result> {
+  const c = await addFallback(cli.ctx, { partner, type, gateway, sender: opts.from }, cli.actor);
   return {
-    json: full(cli, c),
+    json: await full(cli, c),
     text: lines(
-      `Added ${getGatewayRow(cli.ctx, c.gateway_id).name} as fallback ${c.position} of ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type}.`,
-      orderText(cli, c.partner_id, c.type),
+      `Added ${(await getGatewayRow(cli.ctx, c.gateway_id)).name} as fallback ${c.position} of ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type}.`,
+      await orderText(cli, c.partner_id, c.type),
     ),
   };
 }
 
-function fallbackList(cli: Cli, partner: string, type: string): Result {
+async function fallbackList(cli: Cli, partner: string, type: string): Promise<Result> {
   const p = getPartner(cli.ctx, partner);
   const t = channelTypeArg(type);
-  const order = routeOrder(cli.ctx, p.id, t);
+  const order = await routeOrderIn(cli.ctx.store, p.id, t);
   return {
     json: { data: order.map((c) => ({ ...channelJson(c), partner: p.slug })) },
     text: order.length
-      ? orderText(cli, p.id, t)
+      ? await orderText(cli, p.id, t)
       : `${p.slug} has no ${t} channel. Assign one with: msgctl channel assign ${p.slug} <gateway> ${t} --from <sender>`,
   };
 }
 
-function fallbackRemove(cli: Cli, partner: string, type: string, gateway: string): Result {
-  const c = removeFallback(cli.ctx, { partner, type, gateway }, cli.actor);
+async function fallbackRemove(cli: Cli, partner: string, type: string, gateway: string): Promise<Result> {
+  const c = await removeFallback(cli.ctx, { partner, type, gateway }, cli.actor);
   return {
-    json: full(cli, c),
+    json: await full(cli, c),
     text: lines(
-      `Removed ${getGatewayRow(cli.ctx, c.gateway_id).name} from ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type} fallbacks.`,
-      orderText(cli, c.partner_id, c.type),
+      `Removed ${(await getGatewayRow(cli.ctx, c.gateway_id)).name} from ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type} fallbacks.`,
+      await orderText(cli, c.partner_id, c.type),
     ),
   };
 }
 
-function unassign(cli: Cli, partner: string | undefined, type: string | undefined, opts: { id?: string }): Result {
+async function unassign(
+  cli: Cli,
+  partner: string | undefined,
+  type: string | undefined,
+  opts: { id?: string },
+): Promise<Result> {
   if (opts.id && (partner || type)) throw new UsageError('give either --id <channel-id> or <partner> <type>, not both');
   if (!opts.id && !(partner && type)) throw new UsageError('give <partner> <type>, or --id <channel-id>');
-  const c = unassignChannel(
+  const c = await unassignChannel(
     cli.ctx,
     opts.id ? { channel: opts.id } : { partner, type: channelTypeArg(type!) },
     cli.actor,
   );
   return {
-    json: full(cli, c),
-    text: lines(`Unassigned ${c.type} (${c.sender}): sends on it are refused from now on.`, describe(cli, c)),
+    json: await full(cli, c),
+    text: lines(`Unassigned ${c.type} (${c.sender}): sends on it are refused from now on.`, await describe(cli, c)),
   };
 }
 
-function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): Result {
-  const rows = listChannels(cli.ctx, { partner, includeInactive: opts.all });
+async function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): Promise<Result> {
+  const rows = await listChannels(cli.ctx, { partner, includeInactive: opts.all });
   const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
   const text = rows.length
     ? table(

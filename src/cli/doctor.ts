@@ -104,9 +104,9 @@ async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
   checks.push(...sealedChecks(ctx));
   // The other checks read the gateways whose secrets open; the others failed just above.
   const gateways: GatewayView[] = [];
-  for (const { id } of listGatewaySummaries(ctx)) {
+  for (const { id } of await listGatewaySummaries(ctx)) {
     try {
-      gateways.push(getGateway(ctx, id));
+      gateways.push(await getGateway(ctx, id));
     } catch (e) {
       if (!(e instanceof SecretDecryptError)) throw e;
     }
@@ -192,12 +192,12 @@ async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
     });
   }
 
-  const channels = listChannels(ctx);
+  const channels = await listChannels(ctx);
   const slugs = new Map(listPartners(ctx).map((p) => [p.id, p.slug]));
   // A price for the channel's gateway (with or without the partner) covers it too; a price per
   // template category covers only templates.
   const priced = new Set(
-    listPrices(ctx)
+    (await listPrices(ctx))
       .filter((p) => p.category === '')
       .map((p) => `${p.channel_type}/${p.partner_id}/${p.gateway_id}`),
   );

@@ -34,8 +34,12 @@ function wants(specJson: string): string {
   return parts.join(', ') || 'none';
 }
 
-function list(cli: Cli, ref: string, opts: { status?: string; category?: string; name?: string }): Result {
-  const g = getGateway(cli.ctx, ref);
+async function list(
+  cli: Cli,
+  ref: string,
+  opts: { status?: string; category?: string; name?: string },
+): Promise<Result> {
+  const g = await getGateway(cli.ctx, ref);
   if (g.kind !== 'whatsapp_cloud')
     throw new AppError(
       'invalid_request',

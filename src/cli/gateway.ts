@@ -95,7 +95,7 @@ async function add(cli: Cli, kind: string, opts: AddOpts): Promise<Result> {
   const secrets = await collectSecrets(opts, cli.io);
   let g: GatewayView;
   try {
-    g = addGateway(cli.ctx, { kind, name: opts.name, settings, secrets }, cli.actor);
+    g = await addGateway(cli.ctx, { kind, name: opts.name, settings, secrets }, cli.actor);
   } catch (e) {
     withSecretHint(e);
   }
@@ -128,7 +128,7 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
       'nothing to change: give --set, --unset, --secret-stdin, --secret-env, --unset-secret, --disable or --enable',
     );
   }
-  const current = getGateway(cli.ctx, ref);
+  const current = await getGateway(cli.ctx, ref);
   const settings = settingsFromFlags(opts.set);
   // A stored secret is never shown again: removing it loses it for good.
   if (opts.unsetSecret?.length)
@@ -141,7 +141,7 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
   const status = opts.disable ? 'disabled' : opts.enable ? 'active' : undefined;
   let g: GatewayView;
   try {
-    g = updateGateway(
+    g = await updateGateway(
       cli.ctx,
       current.id,
       { settings, unsetSettings: opts.unset, secrets, unsetSecrets: opts.unsetSecret, status },
@@ -153,10 +153,10 @@ async function update(cli: Cli, ref: string, opts: UpdateOpts): Promise<Result> 
   return { json: gatewayJson(cli, g), text: lines(`Updated gateway ${g.name}.`, describe(cli, g)) };
 }
 
-function list(cli: Cli): Result {
-  const rows = listGateways(cli.ctx);
+async function list(cli: Cli): Promise<Result> {
+  const rows = await listGateways(cli.ctx);
   const assigned = new Map<string, number>();
-  for (const c of listChannels(cli.ctx)) assigned.set(c.gateway_id, (assigned.get(c.gateway_id) ?? 0) + 1);
+  for (const c of await listChannels(cli.ctx)) assigned.set(c.gateway_id, (assigned.get(c.gateway_id) ?? 0) + 1);
   const text = rows.length
     ? table(
         ['name', 'kind', 'status', 'channels', 'secrets', 'id'],
@@ -166,9 +166,9 @@ function list(cli: Cli): Result {
   return { json: { data: rows.map((g) => gatewayJson(cli, g)) }, text };
 }
 
-function show(cli: Cli, ref: string): Result {
-  const g = getGateway(cli.ctx, ref);
-  const channels = listChannels(cli.ctx).filter((c) => c.gateway_id === g.id);
+async function show(cli: Cli, ref: string): Promise<Result> {
+  const g = await getGateway(cli.ctx, ref);
+  const channels = (await listChannels(cli.ctx)).filter((c) => c.gateway_id === g.id);
   const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
   // As msgd last published it (msgd keeps the breaker in memory; every circuit starts closed).
   const circuit = readCircuit(cli.ctx, g.id);
@@ -297,14 +297,14 @@ export function registerGateway(program: Command) {
     .action(
       withCli(async (cli, ref: string, opts: { yes?: boolean }) => {
         // Refused before asking: a yes to a removal that cannot happen helps no one.
-        assertGatewayRemovable(cli.ctx, ref);
-        const found = getGateway(cli.ctx, ref);
+        await assertGatewayRemovable(cli.ctx, ref);
+        const found = await getGateway(cli.ctx, ref);
         await confirm(
           cli.io,
           `Remove ${found.kind} gateway ${found.name} (${found.id}) and its stored secrets`,
           opts.yes,
         );
-        const g = removeGateway(cli.ctx, found.id, cli.actor);
+        const g = await removeGateway(cli.ctx, found.id, cli.actor);
         return { json: gatewayJson(cli, g), text: `Removed gateway ${g.name} (${g.id}).` };
       }),
     );

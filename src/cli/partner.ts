@@ -66,9 +66,9 @@ function list(cli: Cli): Result {
   return { json: { data: rows.map(partnerJson) }, text };
 }
 
-function show(cli: Cli, ref: string): Result {
+async function show(cli: Cli, ref: string): Promise<Result> {
   const p = getPartner(cli.ctx, ref);
-  const channels = listChannels(cli.ctx, { partner: p.id });
+  const channels = await listChannels(cli.ctx, { partner: p.id });
   const now = cli.ctx.now();
   const tokens = listTokens(cli.ctx, p.id).map((t) => tokenJson(t, now));
   const activeTokens = tokens.filter((t) => t.state === 'active').length;

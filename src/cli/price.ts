@@ -27,11 +27,11 @@ interface Scope {
   category?: string;
 }
 
-function listRow(cli: Cli, p: Price): PriceListRow {
+async function listRow(cli: Cli, p: Price): Promise<PriceListRow> {
   return {
     ...p,
     partner_slug: p.partner_id ? getPartner(cli.ctx, p.partner_id).slug : null,
-    gateway_name: p.gateway_id ? getGatewayRow(cli.ctx, p.gateway_id).name : null,
+    gateway_name: p.gateway_id ? (await getGatewayRow(cli.ctx, p.gateway_id)).name : null,
   };
 }
 
@@ -42,15 +42,15 @@ function appliesTo(r: Pick<PriceListRow, 'partner_slug' | 'gateway_name'>): stri
   return r.partner_slug ?? 'default';
 }
 
-function set(cli: Cli, channel: string, amount: string, opts: Scope): Result {
+async function set(cli: Cli, channel: string, amount: string, opts: Scope): Promise<Result> {
   const type = channelTypeArg(channel);
   const micro = moneyArg(amount, 'non-negative', 'a price');
-  const p = setPrice(
+  const p = await setPrice(
     cli.ctx,
     { channel: type, amount: micro, partner: opts.partner, gateway: opts.gateway, category: opts.category },
     cli.actor,
   );
-  const row = listRow(cli, p);
+  const row = await listRow(cli, p);
   if (p.category) {
     const currency = currencyOf(cli, row);
     return {
@@ -83,13 +83,13 @@ function set(cli: Cli, channel: string, amount: string, opts: Scope): Result {
   };
 }
 
-function unset(cli: Cli, channel: string, opts: Scope): Result {
-  const p = unsetPrice(
+async function unset(cli: Cli, channel: string, opts: Scope): Promise<Result> {
+  const p = await unsetPrice(
     cli.ctx,
     { channel: channelTypeArg(channel), partner: opts.partner, gateway: opts.gateway, category: opts.category },
     cli.actor,
   );
-  const row = listRow(cli, p);
+  const row = await listRow(cli, p);
   const text = p.category
     ? `Removed the ${p.category} template price${row.partner_slug ? ` of ${row.partner_slug}` : ''}; the next price in precedence applies again.`
     : row.partner_slug || row.gateway_name
@@ -98,8 +98,8 @@ function unset(cli: Cli, channel: string, opts: Scope): Result {
   return { json: { removed: json(row, currencyOf(cli, row)) }, text };
 }
 
-function list(cli: Cli, opts: { partner?: string }): Result {
-  const rows = listPrices(cli.ctx, { partner: opts.partner });
+async function list(cli: Cli, opts: { partner?: string }): Promise<Result> {
+  const rows = await listPrices(cli.ctx, { partner: opts.partner });
   const currencies = new Map(listPartners(cli.ctx).map((p) => [p.id, p.currency]));
   const cur = (r: PriceListRow) => (r.partner_id ? currencies.get(r.partner_id) : undefined);
   const text = rows.length

@@ -42,8 +42,8 @@ export function msgdUrl(config: Config, override?: string): string {
   return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
 }
 
-function sandboxGateway(cli: Cli, ref: string) {
-  const gw = getGateway(cli.ctx, ref);
+async function sandboxGateway(cli: Cli, ref: string) {
+  const gw = await getGateway(cli.ctx, ref);
   if (gw.kind !== 'sandbox')
     throw new AppError('invalid_request', `gateway ${gw.name} is a ${gw.kind} gateway, not a sandbox`);
   const secret = openGateway(cli.ctx, gw.id).secrets.signing_secret;
@@ -115,8 +115,8 @@ async function inbound(
 ): Promise<Result> {
   const type = opts.channel === undefined ? undefined : channelTypeArg(opts.channel);
   const base = msgdUrl(cli.config, opts.url);
-  const { gw, secret } = sandboxGateway(cli, ref);
-  let served = listChannels(cli.ctx).filter((c) => c.gateway_id === gw.id && (!type || c.type === type));
+  const { gw, secret } = await sandboxGateway(cli, ref);
+  let served = (await listChannels(cli.ctx)).filter((c) => c.gateway_id === gw.id && (!type || c.type === type));
   if (opts.to !== undefined) {
     const to = opts.to;
     served = served.filter((c) => c.sender === to || (c.type !== 'email' && safeNormal(c.type, to) === c.sender));
@@ -163,7 +163,7 @@ async function status(
   if (!(STATUSES as readonly string[]).includes(opts.status))
     throw new UsageError(`--status must be one of ${STATUSES.join(', ')}, got "${opts.status}"`);
   const base = msgdUrl(cli.config, opts.url);
-  const { gw, secret } = sandboxGateway(cli, ref);
+  const { gw, secret } = await sandboxGateway(cli, ref);
   const m = getMessageRow(cli.ctx, message);
   if (!m) throw notFound('message', message);
   if (m.direction !== 'outbound')

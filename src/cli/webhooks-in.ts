@@ -55,7 +55,7 @@ type Row = WebhookLogRow & { body_bytes?: number | null };
 
 const isFailed = (r: Row) => r.verification === 'failed' || ['rejected', 'unroutable', 'error'].includes(r.processing);
 
-function filterOf(cli: Cli, opts: LogOpts): Omit<WebhookLogFilter, 'limit'> {
+async function filterOf(cli: Cli, opts: LogOpts): Promise<Omit<WebhookLogFilter, 'limit'>> {
   if (opts.provider && !PROVIDERS.includes(opts.provider)) {
     throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}`);
   }
@@ -63,7 +63,8 @@ function filterOf(cli: Cli, opts: LogOpts): Omit<WebhookLogFilter, 'limit'> {
   if (opts.gateway) {
     // By name or id; an id no longer in the gateways table still names its old rows.
     gatewayId =
-      listGatewaySummaries(cli.ctx).find((g) => g.id === opts.gateway || g.name === opts.gateway)?.id ?? opts.gateway;
+      (await listGatewaySummaries(cli.ctx)).find((g) => g.id === opts.gateway || g.name === opts.gateway)?.id ??
+      opts.gateway;
   }
   return { provider: opts.provider, gatewayId, failed: opts.failed, withBody: opts.body };
 }
@@ -126,9 +127,9 @@ function attemptLine(a: Attempt): string {
 /** --outbound: provider webhooks in and deliveries to partner endpoints, one timeline. */
 async function listBoth(cli: Cli, opts: LogOpts): Promise<Result> {
   const limit = Math.min(opts.limit, 10_000);
-  const inbound = (await listWebhookLog(cli.ctx, { ...filterOf(cli, opts), limit, latest: true })) as Row[];
+  const inbound = (await listWebhookLog(cli.ctx, { ...(await filterOf(cli, opts)), limit, latest: true })) as Row[];
   const outbound = await recentAttempts(cli.ctx, { limit });
-  const names = gatewayNames(cli.ctx);
+  const names = await gatewayNames(cli.ctx);
   const merged = [
     ...inbound.map((r) => ({
       at: r.received_at,
@@ -148,11 +149,11 @@ async function listBoth(cli: Cli, opts: LogOpts): Promise<Result> {
 async function list(cli: Cli, opts: LogOpts): Promise<Result> {
   if (opts.outbound) return listBoth(cli, opts);
   const rows = (await listWebhookLog(cli.ctx, {
-    ...filterOf(cli, opts),
+    ...(await filterOf(cli, opts)),
     limit: Math.min(opts.limit, 10_000),
     latest: true,
   })) as Row[];
-  const names = gatewayNames(cli.ctx);
+  const names = await gatewayNames(cli.ctx);
   let text: string;
   if (rows.length === 0)
     text =
@@ -181,10 +182,10 @@ async function list(cli: Cli, opts: LogOpts): Promise<Result> {
 async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDeps): Promise<void> {
   const out = deps.out ?? cli.io.stdout;
   const pollMs = deps.pollMs ?? 500;
-  const filter = filterOf(cli, opts);
+  const filter = await filterOf(cli, opts);
   // --failed is decided after a row settles: a pending row may still end unroutable.
   const sqlFilter = { ...filter, failed: false };
-  let names = gatewayNames(cli.ctx);
+  let names = await gatewayNames(cli.ctx);
   const print = (r: Row) => {
     if (opts.failed && !isFailed(r)) return;
     out.write(
@@ -217,7 +218,7 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
       await sleep(pollMs, undefined, { signal }).catch(() => {});
       if (signal.aborted) break;
       const rows = (await listWebhookLog(cli.ctx, { ...sqlFilter, afterId: cursor, limit: 1000 })) as Row[];
-      if (rows.some((r) => r.gateway_id && !names.has(r.gateway_id))) names = gatewayNames(cli.ctx);
+      if (rows.some((r) => r.gateway_id && !names.has(r.gateway_id))) names = await gatewayNames(cli.ctx);
       if (watching.size) {
         for (const r of await settledWebhookLogs(cli.ctx, [...watching].slice(0, 500))) {
           watching.delete(r.id);

@@ -1,5 +1,7 @@
 import type { Row } from '../db/rows.js';
 import type { channels, gateways } from '../db/schema.js';
+import type { Queryable, Tx } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { isEmail } from '../lib/email.js';
@@ -7,15 +9,17 @@ import { newId } from '../lib/ids.js';
 import { normalizeSenderE164 } from '../lib/phone.js';
 import { iso } from '../lib/time.js';
 import { CHANNEL_TYPES, type ChannelType, type CoreCtx } from './context.js';
-import { audit } from './audit.js';
+import { auditIn } from './audit.js';
 import { getGatewayRow } from './gateways.js';
-import { getPartner } from './partners.js';
+import { readPartner } from './partners.js';
 
 export type Channel = Row<typeof channels>;
 
 /** A partner's primary channel of a type: the one the send path picks (position 0). */
-const ACTIVE_OF_PARTNER =
-  "SELECT * FROM channels WHERE partner_id = ? AND type = ? AND status = 'active' AND position = 0";
+const activeOfPartner = (q: Queryable, partnerId: string, type: string) =>
+  q.get<Channel>(
+    sql`SELECT * FROM channels WHERE partner_id = ${partnerId} AND type = ${type} AND status = 'active' AND position = 0`,
+  );
 
 /**
  * The channel types whose messages may move to a fallback gateway. Messenger and Instagram
@@ -25,11 +29,11 @@ const ACTIVE_OF_PARTNER =
 export const FAILOVER_TYPES: readonly ChannelType[] = ['sms', 'email'];
 
 /** Refuses a sender another partner's active channel uses (a partner may reuse its own on a fallback). */
-function assertSenderFree(ctx: CoreCtx, type: ChannelType, sender: string, partnerId: string) {
-  const taken = stmt<[string, string, string], Channel>(
-    ctx.db.sqlite,
-    "SELECT * FROM channels WHERE type = ? AND sender = ? AND status = 'active' AND partner_id <> ? LIMIT 1",
-  ).get(type, sender, partnerId);
+async function assertSenderFree(tx: Queryable, type: ChannelType, sender: string, partnerId: string) {
+  const taken = await tx.get<Channel>(
+    sql`SELECT * FROM channels WHERE type = ${type} AND sender = ${sender} AND status = 'active' AND partner_id <> ${partnerId}
+        ORDER BY id LIMIT 1`,
+  );
   if (taken)
     throw new AppError('conflict', `${type} sender ${sender} is already assigned to another partner (${taken.id})`);
 }
@@ -68,57 +72,73 @@ export function normalizeSender(type: ChannelType, sender: string): string {
 
 export function assignChannel(
   ctx: CoreCtx,
+  input: Parameters<typeof assignChannelIn>[2],
+  actor: string,
+): Promise<Channel> {
+  return ctx.store.transaction((tx) => assignChannelIn(ctx, tx, input, actor));
+}
+
+/** assignChannel, inside the caller's store transaction. */
+export async function assignChannelIn(
+  ctx: CoreCtx,
+  tx: Tx,
   input: { partner: string; gateway: string; type: string; sender?: string },
   actor: string,
-): Channel {
+): Promise<Channel> {
   if (!isChannelType(input.type)) {
     throw invalid(`unknown channel type "${input.type}"`, [
       { field: 'type', message: `one of ${CHANNEL_TYPES.join(', ')}` },
     ]);
   }
   const type = input.type;
-  return ctx.db.sqlite
-    .transaction(() => {
-      const partner = getPartner(ctx, input.partner);
-      const gw = getGatewayRow(ctx, input.gateway);
-      const spec = ctx.gatewayKinds.get(gw.kind);
-      if (!spec.channels.includes(type)) {
-        throw invalid(`a ${gw.kind} gateway cannot serve ${type}; it serves ${spec.channels.join(', ')}`);
-      }
-      const raw = input.sender ?? spec.defaultSender?.(type, JSON.parse(gw.settings));
-      if (!raw)
-        throw invalid(`the sender address is required for a ${type} channel`, [{ field: 'from', message: 'required' }]);
-      const sender = normalizeSender(type, raw);
-      const mine = stmt<[string, string], Channel>(ctx.db.sqlite, ACTIVE_OF_PARTNER).get(partner.id, type);
-      if (mine) {
-        throw new AppError(
-          'conflict',
-          `partner "${partner.slug}" already has an active ${type} channel (${mine.id}); unassign it first`,
-        );
-      }
-      assertSenderFree(ctx, type, sender, partner.id);
-      const row = insertChannel(ctx, { partner_id: partner.id, gateway_id: gw.id, type, sender, position: 0 });
-      audit(ctx, actor, 'channel.assign', 'channel', row.id, { partner: partner.slug, gateway: gw.name, type, sender });
-      return row;
-    })
-    .immediate();
-}
-
-function insertChannel(
-  ctx: CoreCtx,
-  input: Pick<Channel, 'partner_id' | 'gateway_id' | 'type' | 'sender' | 'position'>,
-): Channel {
-  const now = ctx.now();
-  const row: Channel = { id: newId('ch'), ...input, status: 'active', created_at: now, updated_at: now };
-  stmt(
-    ctx.db.sqlite,
-    `INSERT INTO channels (id, partner_id, gateway_id, type, sender, status, position, created_at, updated_at)
-     VALUES (@id, @partner_id, @gateway_id, @type, @sender, @status, @position, @created_at, @updated_at)`,
-  ).run(row);
+  const partner = await readPartner(tx, input.partner);
+  const gw = await getGatewayRow(ctx, input.gateway, tx);
+  const spec = ctx.gatewayKinds.get(gw.kind);
+  if (!spec.channels.includes(type)) {
+    throw invalid(`a ${gw.kind} gateway cannot serve ${type}; it serves ${spec.channels.join(', ')}`);
+  }
+  const raw = input.sender ?? spec.defaultSender?.(type, JSON.parse(gw.settings));
+  if (!raw)
+    throw invalid(`the sender address is required for a ${type} channel`, [{ field: 'from', message: 'required' }]);
+  const sender = normalizeSender(type, raw);
+  const mine = await activeOfPartner(tx, partner.id, type);
+  if (mine) {
+    throw new AppError(
+      'conflict',
+      `partner "${partner.slug}" already has an active ${type} channel (${mine.id}); unassign it first`,
+    );
+  }
+  await assertSenderFree(tx, type, sender, partner.id);
+  const row = await insertChannel(ctx, tx, { partner_id: partner.id, gateway_id: gw.id, type, sender, position: 0 });
+  await auditIn(ctx, tx, actor, 'channel.assign', 'channel', row.id, {
+    partner: partner.slug,
+    gateway: gw.name,
+    type,
+    sender,
+  });
   return row;
 }
 
-/** A partner's active channels of a type in their order: the primary first, then the fallbacks. */
+async function insertChannel(
+  ctx: CoreCtx,
+  tx: Queryable,
+  input: Pick<Channel, 'partner_id' | 'gateway_id' | 'type' | 'sender' | 'position'>,
+): Promise<Channel> {
+  const now = ctx.now();
+  const row: Channel = { id: newId('ch'), ...input, status: 'active', created_at: now, updated_at: now };
+  await tx.run(
+    sql`INSERT INTO channels (id, partner_id, gateway_id, type, sender, status, position, created_at, updated_at)
+        VALUES (${row.id}, ${row.partner_id}, ${row.gateway_id}, ${row.type}, ${row.sender}, ${row.status}, ${row.position},
+          ${row.created_at}, ${row.updated_at})`,
+  );
+  return row;
+}
+
+/**
+ * A partner's active channels of a type in their order: the primary first, then the fallbacks.
+ * Synchronous: dispatch's failover reads it inside the batch's apply (src/core/routes.ts);
+ * routeOrderIn is the same read through the store.
+ */
 export function routeOrder(ctx: CoreCtx, partnerId: string, type: ChannelType): ChannelWithGateway[] {
   return stmt<[string, string], ChannelWithGateway>(
     ctx.db.sqlite,
@@ -126,6 +146,15 @@ export function routeOrder(ctx: CoreCtx, partnerId: string, type: ChannelType): 
        FROM channels c JOIN gateways g ON g.id = c.gateway_id
       WHERE c.partner_id = ? AND c.type = ? AND c.status = 'active' ORDER BY c.position`,
   ).all(partnerId, type);
+}
+
+/** routeOrder, read in `q` (the store, or the caller's transaction). */
+export function routeOrderIn(q: Queryable, partnerId: string, type: ChannelType): Promise<ChannelWithGateway[]> {
+  return q.all<ChannelWithGateway>(
+    sql`SELECT c.*, g.name AS gateway_name, g.kind AS gateway_kind, g.status AS gateway_status
+          FROM channels c JOIN gateways g ON g.id = c.gateway_id
+         WHERE c.partner_id = ${partnerId} AND c.type = ${type} AND c.status = 'active' ORDER BY c.position, c.id`,
+  );
 }
 
 function failoverType(type: string): ChannelType {
@@ -143,121 +172,109 @@ function failoverType(type: string): ChannelType {
  * Add a fallback gateway at the end of a partner's order for SMS or email. Its sender defaults
  * to the primary's (one number or address on two providers). A gateway is in an order once.
  */
-export function addFallback(
+export async function addFallback(
   ctx: CoreCtx,
   input: { partner: string; type: string; gateway: string; sender?: string },
   actor: string,
-): Channel {
+): Promise<Channel> {
   const type = failoverType(input.type);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const partner = getPartner(ctx, input.partner);
-      const gw = getGatewayRow(ctx, input.gateway);
-      const spec = ctx.gatewayKinds.get(gw.kind);
-      if (!spec.channels.includes(type))
-        throw invalid(`a ${gw.kind} gateway cannot serve ${type}; it serves ${spec.channels.join(', ')}`);
-      const order = routeOrder(ctx, partner.id, type);
-      if (order.length === 0)
-        throw new AppError(
-          'conflict',
-          `partner "${partner.slug}" has no ${type} channel; assign its primary gateway first (msgctl channel assign)`,
-        );
-      const already = order.find((c) => c.gateway_id === gw.id);
-      if (already)
-        throw new AppError(
-          'conflict',
-          `gateway ${gw.name} is already ${already.position === 0 ? 'the primary' : `fallback ${already.position}`} of ${partner.slug}'s ${type}`,
-        );
-      const sender = normalizeSender(type, input.sender ?? order[0].sender);
-      assertSenderFree(ctx, type, sender, partner.id);
-      const position = order[order.length - 1].position + 1;
-      const row = insertChannel(ctx, { partner_id: partner.id, gateway_id: gw.id, type, sender, position });
-      audit(ctx, actor, 'channel.fallback_add', 'channel', row.id, {
-        partner: partner.slug,
-        gateway: gw.name,
-        type,
-        sender,
-        position,
-      });
-      return row;
-    })
-    .immediate();
-}
-
-/** Close the gap an unassigned channel left in its partner's order, keeping the others' order. */
-function closeGap(ctx: CoreCtx, partnerId: string, type: string) {
-  const rest = stmt<[string, string], Pick<Channel, 'id' | 'position'>>(
-    ctx.db.sqlite,
-    "SELECT id, position FROM channels WHERE partner_id = ? AND type = ? AND status = 'active' ORDER BY position",
-  ).all(partnerId, type);
-  // One row at a time, lowest first: each moves into a place already free.
-  rest.forEach((c, i) => {
-    if (c.position !== i)
-      stmt(ctx.db.sqlite, 'UPDATE channels SET position = ?, updated_at = ? WHERE id = ?').run(i, ctx.now(), c.id);
+  return ctx.store.transaction(async (tx) => {
+    const partner = await readPartner(tx, input.partner);
+    const gw = await getGatewayRow(ctx, input.gateway, tx);
+    const spec = ctx.gatewayKinds.get(gw.kind);
+    if (!spec.channels.includes(type))
+      throw invalid(`a ${gw.kind} gateway cannot serve ${type}; it serves ${spec.channels.join(', ')}`);
+    const order = await routeOrderIn(tx, partner.id, type);
+    if (order.length === 0)
+      throw new AppError(
+        'conflict',
+        `partner "${partner.slug}" has no ${type} channel; assign its primary gateway first (msgctl channel assign)`,
+      );
+    const already = order.find((c) => c.gateway_id === gw.id);
+    if (already)
+      throw new AppError(
+        'conflict',
+        `gateway ${gw.name} is already ${already.position === 0 ? 'the primary' : `fallback ${already.position}`} of ${partner.slug}'s ${type}`,
+      );
+    const sender = normalizeSender(type, input.sender ?? order[0].sender);
+    await assertSenderFree(tx, type, sender, partner.id);
+    const position = order[order.length - 1].position + 1;
+    const row = await insertChannel(ctx, tx, { partner_id: partner.id, gateway_id: gw.id, type, sender, position });
+    await auditIn(ctx, tx, actor, 'channel.fallback_add', 'channel', row.id, {
+      partner: partner.slug,
+      gateway: gw.name,
+      type,
+      sender,
+      position,
+    });
+    return row;
   });
 }
 
+/** Close the gap an unassigned channel left in its partner's order, keeping the others' order. */
+async function closeGap(ctx: CoreCtx, tx: Queryable, partnerId: string, type: string) {
+  const rest = await tx.all<Pick<Channel, 'id' | 'position'>>(
+    sql`SELECT id, position FROM channels WHERE partner_id = ${partnerId} AND type = ${type} AND status = 'active'
+        ORDER BY position, id`,
+  );
+  // One row at a time, lowest first: each moves into a place already free.
+  for (const [i, c] of rest.entries()) {
+    if (c.position !== i)
+      await tx.run(sql`UPDATE channels SET position = ${i}, updated_at = ${ctx.now()} WHERE id = ${c.id}`);
+  }
+}
+
 /** Remove a fallback gateway from a partner's order (the primary is removed with channel unassign). */
-export function removeFallback(
+export async function removeFallback(
   ctx: CoreCtx,
   input: { partner: string; type: string; gateway: string },
   actor: string,
-): Channel {
+): Promise<Channel> {
   const type = failoverType(input.type);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const partner = getPartner(ctx, input.partner);
-      const gw = getGatewayRow(ctx, input.gateway);
-      const row = routeOrder(ctx, partner.id, type).find((c) => c.gateway_id === gw.id);
-      if (!row) throw notFound(`${type} fallback`, `${gw.name} of ${partner.slug}`);
-      if (row.position === 0)
-        throw new AppError(
-          'conflict',
-          `gateway ${gw.name} is the primary of ${partner.slug}'s ${type}; unassign the channel instead (msgctl channel unassign)`,
-        );
-      stmt(ctx.db.sqlite, "UPDATE channels SET status = 'inactive', updated_at = ? WHERE id = ?").run(
-        ctx.now(),
-        row.id,
+  return ctx.store.transaction(async (tx) => {
+    const partner = await readPartner(tx, input.partner);
+    const gw = await getGatewayRow(ctx, input.gateway, tx);
+    const row = (await routeOrderIn(tx, partner.id, type)).find((c) => c.gateway_id === gw.id);
+    if (!row) throw notFound(`${type} fallback`, `${gw.name} of ${partner.slug}`);
+    if (row.position === 0)
+      throw new AppError(
+        'conflict',
+        `gateway ${gw.name} is the primary of ${partner.slug}'s ${type}; unassign the channel instead (msgctl channel unassign)`,
       );
-      closeGap(ctx, partner.id, type);
-      audit(ctx, actor, 'channel.fallback_remove', 'channel', row.id, {
-        partner: partner.slug,
-        gateway: gw.name,
-        type,
-      });
-      const { gateway_name: _n, gateway_kind: _k, gateway_status: _s, ...channel } = row;
-      return { ...channel, status: 'inactive' as const };
-    })
-    .immediate();
+    await tx.run(sql`UPDATE channels SET status = 'inactive', updated_at = ${ctx.now()} WHERE id = ${row.id}`);
+    await closeGap(ctx, tx, partner.id, type);
+    await auditIn(ctx, tx, actor, 'channel.fallback_remove', 'channel', row.id, {
+      partner: partner.slug,
+      gateway: gw.name,
+      type,
+    });
+    const { gateway_name: _n, gateway_kind: _k, gateway_status: _s, ...channel } = row;
+    return { ...channel, status: 'inactive' as const };
+  });
 }
 
 /** Unassign by channel id, or by partner + type. */
-export function unassignChannel(
+export async function unassignChannel(
   ctx: CoreCtx,
   input: { channel?: string; partner?: string; type?: string },
   actor: string,
-): Channel {
-  return ctx.db.sqlite
-    .transaction(() => {
-      let row: Channel | undefined;
-      if (input.channel) {
-        row = stmt<[string], Channel>(ctx.db.sqlite, 'SELECT * FROM channels WHERE id = ?').get(input.channel);
-      } else if (input.partner && input.type) {
-        const partner = getPartner(ctx, input.partner);
-        row = stmt<[string, string], Channel>(ctx.db.sqlite, ACTIVE_OF_PARTNER).get(partner.id, input.type);
-      }
-      if (!row) throw notFound('active channel', input.channel ?? `${input.partner} ${input.type}`);
-      if (row.status !== 'active') throw new AppError('conflict', `channel ${row.id} is already unassigned`);
-      stmt(ctx.db.sqlite, "UPDATE channels SET status = 'inactive', updated_at = ? WHERE id = ?").run(
-        ctx.now(),
-        row.id,
-      );
-      // Unassigning the primary makes its first fallback the primary; its sender must then be free.
-      closeGap(ctx, row.partner_id, row.type);
-      audit(ctx, actor, 'channel.unassign', 'channel', row.id, { type: row.type, sender: row.sender });
-      return { ...row, status: 'inactive' as const };
-    })
-    .immediate();
+): Promise<Channel> {
+  return ctx.store.transaction(async (tx) => {
+    let row: Channel | undefined;
+    if (input.channel) {
+      row = await tx.get<Channel>(sql`SELECT * FROM channels WHERE id = ${input.channel}`);
+    } else if (input.partner && input.type) {
+      const partner = await readPartner(tx, input.partner);
+      row = await activeOfPartner(tx, partner.id, input.type);
+    }
+    if (!row) throw notFound('active channel', input.channel ?? `${input.partner} ${input.type}`);
+    if (row.status !== 'active') throw new AppError('conflict', `channel ${row.id} is already unassigned`);
+    await tx.run(sql`UPDATE channels SET status = 'inactive', updated_at = ${ctx.now()} WHERE id = ${row.id}`);
+    // Unassigning the primary makes its first fallback the primary; its sender must then be free.
+    await closeGap(ctx, tx, row.partner_id, row.type);
+    await auditIn(ctx, tx, actor, 'channel.unassign', 'channel', row.id, { type: row.type, sender: row.sender });
+    return { ...row, status: 'inactive' as const };
+  });
 }
 
 /** A channel with the name, kind and status of its gateway, as the lists show it. */
@@ -267,21 +284,18 @@ export type ChannelWithGateway = Channel & {
   gateway_status: Row<typeof gateways>['status'];
 };
 
-export function listChannels(
+export async function listChannels(
   ctx: CoreCtx,
   opts: { partner?: string; includeInactive?: boolean } = {},
-): ChannelWithGateway[] {
-  const where: string[] = [];
-  const params: string[] = [];
-  if (opts.partner) (where.push('c.partner_id = ?'), params.push(getPartner(ctx, opts.partner).id));
-  if (!opts.includeInactive) where.push("c.status = 'active'");
-  return stmt<string[], ChannelWithGateway>(
-    ctx.db.sqlite,
-    `SELECT c.*, g.name AS gateway_name, g.kind AS gateway_kind, g.status AS gateway_status
-     FROM channels c JOIN gateways g ON g.id = c.gateway_id
-     ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-     ORDER BY c.partner_id, c.type, c.position`,
-  ).all(...params);
+): Promise<ChannelWithGateway[]> {
+  const partnerId = opts.partner ? (await readPartner(ctx.store, opts.partner)).id : null;
+  return ctx.store.all<ChannelWithGateway>(
+    sql`SELECT c.*, g.name AS gateway_name, g.kind AS gateway_kind, g.status AS gateway_status
+          FROM channels c JOIN gateways g ON g.id = c.gateway_id
+         WHERE 1 = 1 ${partnerId ? sql`AND c.partner_id = ${partnerId}` : sql``}
+           ${opts.includeInactive ? sql`` : sql`AND c.status = 'active'`}
+         ORDER BY c.partner_id, c.type, c.position, c.id`,
+  );
 }
 
 export function channelJson(c: Channel | ChannelWithGateway) {

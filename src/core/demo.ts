@@ -1,11 +1,11 @@
-import { stmt } from '../db/stmt.js';
+import { sql } from '../db/sql.js';
 import { parseMoney } from '../lib/money.js';
-import { assignChannel } from './channels.js';
+import { assignChannelIn } from './channels.js';
 import type { CoreCtx } from './context.js';
-import { addGateway } from './gateways.js';
+import { addGatewayIn } from './gateways.js';
 import { topup } from './ledger.js';
 import { createPartner } from './partners.js';
-import { setPrice } from './prices.js';
+import { setPriceIn } from './prices.js';
 import { issueToken } from './tokens.js';
 import { iso } from '../lib/time.js';
 
@@ -21,32 +21,33 @@ export interface DemoSeed {
   gatewayName: string;
 }
 
-export function maybeSeedDemo(ctx: CoreCtx): DemoSeed | null {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const seeded = stmt<[string], { value: string }>(ctx.db.sqlite, 'SELECT value FROM meta WHERE key = ?').get(
-        DEMO_SEEDED_KEY,
-      );
-      const partners = stmt<[], { n: number }>(ctx.db.sqlite, 'SELECT COUNT(*) AS n FROM partners').get()!;
-      if (seeded || partners.n > 0) return null;
-      const actor = 'system:demo';
-      const partner = createPartner(ctx, { slug: 'demo', name: 'Demo partner (sandbox)' }, actor);
-      const gw = addGateway(ctx, { kind: 'sandbox', name: 'sandbox', settings: {} }, actor);
-      const senders: Record<string, string> = {
-        sms: '+15550000001',
-        whatsapp: '+15550000002',
-        email: 'demo@sandbox.msgd.local',
-        messenger: '100000000000001',
-        instagram: '100000000000002',
-      };
-      for (const [type, sender] of Object.entries(senders)) {
-        assignChannel(ctx, { partner: partner.id, gateway: gw.id, type, sender }, actor);
-      }
-      setPrice(ctx, { channel: 'sms', amount: parseMoney('0.0075'), partner: partner.id }, actor);
-      topup(ctx, partner.id, parseMoney('10.00'), 'demo credit', actor);
-      const { secret } = issueToken(ctx, { partner: partner.id, name: 'demo', scopes: '*' }, actor);
-      stmt(ctx.db.sqlite, 'INSERT INTO meta (key, value) VALUES (?, ?)').run(DEMO_SEEDED_KEY, iso(ctx.now()));
-      return { partnerSlug: partner.slug, token: secret, gatewayName: gw.name };
-    })
-    .immediate();
+/**
+ * The partner, its credit and its token are written by their modules' synchronous functions,
+ * which on SQLite run inside this transaction on the same connection (they move to their own
+ * store forms with those modules).
+ */
+export async function maybeSeedDemo(ctx: CoreCtx): Promise<DemoSeed | null> {
+  return ctx.store.transaction(async (tx) => {
+    const seeded = await tx.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = ${DEMO_SEEDED_KEY}`);
+    const partners = await tx.get<{ n: number }>(sql`SELECT COUNT(*) AS n FROM partners`);
+    if (seeded || Number(partners?.n) > 0) return null;
+    const actor = 'system:demo';
+    const partner = createPartner(ctx, { slug: 'demo', name: 'Demo partner (sandbox)' }, actor);
+    const gw = await addGatewayIn(ctx, tx, { kind: 'sandbox', name: 'sandbox', settings: {} }, actor);
+    const senders: Record<string, string> = {
+      sms: '+15550000001',
+      whatsapp: '+15550000002',
+      email: 'demo@sandbox.msgd.local',
+      messenger: '100000000000001',
+      instagram: '100000000000002',
+    };
+    for (const [type, sender] of Object.entries(senders)) {
+      await assignChannelIn(ctx, tx, { partner: partner.id, gateway: gw.id, type, sender }, actor);
+    }
+    await setPriceIn(ctx, tx, { channel: 'sms', amount: parseMoney('0.0075'), partner: partner.id }, actor);
+    topup(ctx, partner.id, parseMoney('10.00'), 'demo credit', actor);
+    const { secret } = issueToken(ctx, { partner: partner.id, name: 'demo', scopes: '*' }, actor);
+    await tx.run(sql`INSERT INTO meta (key, value) VALUES (${DEMO_SEEDED_KEY}, ${iso(ctx.now())})`);
+    return { partnerSlug: partner.slug, token: secret, gatewayName: gw.name };
+  });
 }

@@ -1,11 +1,12 @@
 import type { Row } from '../db/rows.js';
 import type { gateways } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import type { Queryable, Tx } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { AppError, invalid, notFound, type ErrorDetail } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx, GatewayKind } from './context.js';
-import { audit } from './audit.js';
+import { auditIn } from './audit.js';
 import { sealJson, unsealJson } from './secrets.js';
 
 export type GatewayRow = Row<typeof gateways>;
@@ -120,9 +121,19 @@ function viewWithSecretNames(ctx: CoreCtx, row: GatewayRow): GatewayView {
 
 export function addGateway(
   ctx: CoreCtx,
+  input: Parameters<typeof addGatewayIn>[2],
+  actor: string,
+): Promise<GatewayView> {
+  return ctx.store.transaction((tx) => addGatewayIn(ctx, tx, input, actor));
+}
+
+/** addGateway, inside the caller's store transaction. */
+export async function addGatewayIn(
+  ctx: CoreCtx,
+  tx: Tx,
   input: { kind: string; name: string; settings?: Record<string, unknown>; secrets?: Record<string, string> },
   actor: string,
-): GatewayView {
+): Promise<GatewayView> {
   if (!ctx.gatewayKinds.has(input.kind)) {
     throw invalid(`unknown gateway kind "${input.kind}"`, [
       { field: 'kind', message: `one of ${ctx.gatewayKinds.specs.map((k) => k.kind).join(', ')}` },
@@ -141,40 +152,36 @@ export function addGateway(
   checkNewSecrets(ctx, kind, input.secrets);
   checkPairs(ctx, kind, settings, secrets);
   for (const [name, make] of Object.entries(spec.generatedSecrets ?? {})) if (!secrets[name]) secrets[name] = make();
-  return ctx.db.sqlite
-    .transaction(() => {
-      if (stmt(ctx.db.sqlite, 'SELECT id FROM gateways WHERE name = ?').get(input.name)) {
-        throw new AppError('conflict', `a gateway named "${input.name}" already exists`);
-      }
-      const now = ctx.now();
-      const row: GatewayRow = {
-        id: newId('gw'),
-        kind,
-        name: input.name,
-        settings: JSON.stringify(settings),
-        secrets: sealJson(ctx.masterKey, secrets),
-        status: 'active',
-        created_at: now,
-        updated_at: now,
-      };
-      stmt(
-        ctx.db.sqlite,
-        `INSERT INTO gateways (id, kind, name, settings, secrets, status, created_at, updated_at)
-         VALUES (@id, @kind, @name, @settings, @secrets, @status, @created_at, @updated_at)`,
-      ).run(row);
-      audit(ctx, actor, 'gateway.add', 'gateway', row.id, {
-        kind,
-        name: row.name,
-        settings,
-        secret_names: Object.keys(secrets),
-      });
-      return viewWithSecretNames(ctx, row);
-    })
-    .immediate();
+  const sealed = sealJson(ctx.masterKey, secrets);
+  if (await tx.get(sql`SELECT id FROM gateways WHERE name = ${input.name}`)) {
+    throw new AppError('conflict', `a gateway named "${input.name}" already exists`);
+  }
+  const now = ctx.now();
+  const row: GatewayRow = {
+    id: newId('gw'),
+    kind,
+    name: input.name,
+    settings: JSON.stringify(settings),
+    secrets: sealed,
+    status: 'active',
+    created_at: now,
+    updated_at: now,
+  };
+  await tx.run(
+    sql`INSERT INTO gateways (id, kind, name, settings, secrets, status, created_at, updated_at)
+        VALUES (${row.id}, ${row.kind}, ${row.name}, ${row.settings}, ${row.secrets}, ${row.status}, ${row.created_at}, ${row.updated_at})`,
+  );
+  await auditIn(ctx, tx, actor, 'gateway.add', 'gateway', row.id, {
+    kind,
+    name: row.name,
+    settings,
+    secret_names: Object.keys(secrets),
+  });
+  return viewWithSecretNames(ctx, row);
 }
 
 /** Change settings (merged) and/or secrets (merged; pass "" nowhere: remove with unsetSecrets). */
-export function updateGateway(
+export async function updateGateway(
   ctx: CoreCtx,
   ref: string,
   input: {
@@ -186,102 +193,93 @@ export function updateGateway(
     status?: 'active' | 'disabled';
   },
   actor: string,
-): GatewayView {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const row = getGatewayRow(ctx, ref);
-      // Settings are checked when they change. A rule added since a gateway was stored (a
-      // Messenger MESSAGE_TAG needs its tag) must not stop the operator disabling it or rotating
-      // its secrets; the next change of its settings says what to fix.
-      const stored = JSON.parse(row.settings) as Record<string, unknown>;
-      const unset = input.unsetSettings ?? [];
-      const missing = unset.filter((k) => !Object.hasOwn(stored, k));
-      const both = unset.filter((k) => input.settings && Object.hasOwn(input.settings, k));
-      if (both.length)
-        throw invalid(
-          `both set and unset: ${both.join(', ')}`,
-          both.map((k) => ({ field: k, message: 'set or unset it, not both' })),
-        );
-      if (missing.length) {
-        throw invalid(
-          `gateway ${row.name} has no setting ${missing.join(', ')}`,
-          missing.map((k) => ({ field: k, message: 'not set on this gateway' })),
-        );
-      }
-      const kept = Object.fromEntries(Object.entries(stored).filter(([k]) => !unset.includes(k)));
-      const settings =
-        input.settings || unset.length ? validateSettings(ctx, row.kind, { ...kept, ...input.settings }) : stored;
-      const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
-      for (const k of input.unsetSecrets ?? []) delete secrets[k];
-      validateSecrets(ctx, row.kind, secrets, false);
-      checkNewSecrets(ctx, row.kind, input.secrets);
-      const touched = new Set([
-        ...Object.keys(input.settings ?? {}),
-        ...unset,
-        ...Object.keys(input.secrets ?? {}),
-        ...(input.unsetSecrets ?? []),
-      ]);
-      checkPairs(ctx, row.kind, settings, secrets, touched);
-      stmt(ctx.db.sqlite, 'UPDATE gateways SET settings = ?, secrets = ?, status = ?, updated_at = ? WHERE id = ?').run(
-        JSON.stringify(settings),
-        sealJson(ctx.masterKey, secrets),
-        input.status ?? row.status,
-        ctx.now(),
-        row.id,
+): Promise<GatewayView> {
+  return ctx.store.transaction(async (tx) => {
+    const row = await getGatewayRow(ctx, ref, tx);
+    // Settings are checked when they change. A rule added since a gateway was stored (a
+    // Messenger MESSAGE_TAG needs its tag) must not stop the operator disabling it or rotating
+    // its secrets; the next change of its settings says what to fix.
+    const stored = JSON.parse(row.settings) as Record<string, unknown>;
+    const unset = input.unsetSettings ?? [];
+    const missing = unset.filter((k) => !Object.hasOwn(stored, k));
+    const both = unset.filter((k) => input.settings && Object.hasOwn(input.settings, k));
+    if (both.length)
+      throw invalid(
+        `both set and unset: ${both.join(', ')}`,
+        both.map((k) => ({ field: k, message: 'set or unset it, not both' })),
       );
-      audit(ctx, actor, 'gateway.update', 'gateway', row.id, {
-        settings: input.settings ? Object.keys(input.settings) : [],
-        ...(unset.length ? { unset } : {}),
-        secrets_changed: [...Object.keys(input.secrets ?? {}), ...(input.unsetSecrets ?? [])],
-        status: input.status,
-      });
-      return viewWithSecretNames(ctx, getGatewayRow(ctx, row.id));
-    })
-    .immediate();
+    if (missing.length) {
+      throw invalid(
+        `gateway ${row.name} has no setting ${missing.join(', ')}`,
+        missing.map((k) => ({ field: k, message: 'not set on this gateway' })),
+      );
+    }
+    const kept = Object.fromEntries(Object.entries(stored).filter(([k]) => !unset.includes(k)));
+    const settings =
+      input.settings || unset.length ? validateSettings(ctx, row.kind, { ...kept, ...input.settings }) : stored;
+    const secrets = { ...unsealJson(ctx.masterKey, row.secrets), ...(input.secrets ?? {}) };
+    for (const k of input.unsetSecrets ?? []) delete secrets[k];
+    validateSecrets(ctx, row.kind, secrets, false);
+    checkNewSecrets(ctx, row.kind, input.secrets);
+    const touched = new Set([
+      ...Object.keys(input.settings ?? {}),
+      ...unset,
+      ...Object.keys(input.secrets ?? {}),
+      ...(input.unsetSecrets ?? []),
+    ]);
+    checkPairs(ctx, row.kind, settings, secrets, touched);
+    await tx.run(
+      sql`UPDATE gateways SET settings = ${JSON.stringify(settings)}, secrets = ${sealJson(ctx.masterKey, secrets)},
+            status = ${input.status ?? row.status}, updated_at = ${ctx.now()} WHERE id = ${row.id}`,
+    );
+    await auditIn(ctx, tx, actor, 'gateway.update', 'gateway', row.id, {
+      settings: input.settings ? Object.keys(input.settings) : [],
+      ...(unset.length ? { unset } : {}),
+      secrets_changed: [...Object.keys(input.secrets ?? {}), ...(input.unsetSecrets ?? [])],
+      status: input.status,
+    });
+    return viewWithSecretNames(ctx, await getGatewayRow(ctx, row.id, tx));
+  });
 }
 
-export function findGatewayRow(ctx: CoreCtx, ref: string): GatewayRow | undefined {
-  return stmt<[string, string], GatewayRow>(ctx.db.sqlite, 'SELECT * FROM gateways WHERE id = ? OR name = ?').get(
-    ref,
-    ref,
-  );
+/** The gateway with this id or name; `q` is the caller's transaction, if it runs in one. */
+export function findGatewayRow(ctx: CoreCtx, ref: string, q: Queryable = ctx.store): Promise<GatewayRow | undefined> {
+  return q.get<GatewayRow>(sql`SELECT * FROM gateways WHERE id = ${ref} OR name = ${ref}`);
 }
 
-export function getGatewayRow(ctx: CoreCtx, ref: string): GatewayRow {
-  const g = findGatewayRow(ctx, ref);
+export async function getGatewayRow(ctx: CoreCtx, ref: string, q: Queryable = ctx.store): Promise<GatewayRow> {
+  const g = await findGatewayRow(ctx, ref, q);
   if (!g) throw notFound('gateway', ref);
   return g;
 }
 
-export function getGateway(ctx: CoreCtx, ref: string): GatewayView {
-  return viewWithSecretNames(ctx, getGatewayRow(ctx, ref));
+export async function getGateway(ctx: CoreCtx, ref: string): Promise<GatewayView> {
+  return viewWithSecretNames(ctx, await getGatewayRow(ctx, ref));
 }
 
-export function listGateways(ctx: CoreCtx): GatewayView[] {
-  return stmt<[], GatewayRow>(ctx.db.sqlite, 'SELECT * FROM gateways ORDER BY name')
-    .all()
-    .map((r) => viewWithSecretNames(ctx, r));
+export async function listGateways(ctx: CoreCtx): Promise<GatewayView[]> {
+  const rows = await ctx.store.all<GatewayRow>(sql`SELECT * FROM gateways ORDER BY name, id`);
+  return rows.map((r) => viewWithSecretNames(ctx, r));
 }
 
 export type GatewaySummary = Pick<GatewayRow, 'id' | 'name' | 'kind' | 'status'>;
 
 /** Every gateway by name, without opening its secrets (a wrong master key cannot fail it). */
-export function listGatewaySummaries(ctx: CoreCtx): GatewaySummary[] {
-  return stmt<[], GatewaySummary>(ctx.db.sqlite, 'SELECT id, name, kind, status FROM gateways ORDER BY name').all();
+export function listGatewaySummaries(ctx: CoreCtx): Promise<GatewaySummary[]> {
+  return ctx.store.all<GatewaySummary>(sql`SELECT id, name, kind, status FROM gateways ORDER BY name, id`);
 }
 
 /** Gateway names by id, without opening their secrets. */
-export function gatewayNames(ctx: CoreCtx): Map<string, string> {
-  return new Map(listGatewaySummaries(ctx).map((g) => [g.id, g.name]));
+export async function gatewayNames(ctx: CoreCtx): Promise<Map<string, string>> {
+  return new Map((await listGatewaySummaries(ctx)).map((g) => [g.id, g.name]));
 }
 
 /** Throws the conflict that refuses removing a gateway an active channel still uses. */
-export function assertGatewayRemovable(ctx: CoreCtx, ref: string): GatewayRow {
-  const row = getGatewayRow(ctx, ref);
-  const active = stmt<[string], { id: string }>(
-    ctx.db.sqlite,
-    "SELECT id FROM channels WHERE gateway_id = ? AND status = 'active'",
-  ).all(row.id);
+export async function assertGatewayRemovable(ctx: CoreCtx, ref: string, q: Queryable = ctx.store): Promise<GatewayRow> {
+  const row = await getGatewayRow(ctx, ref, q);
+  const active = await q.all<{ id: string }>(
+    sql`SELECT id FROM channels WHERE gateway_id = ${row.id} AND status = 'active'`,
+  );
   if (active.length) {
     throw new AppError(
       'conflict',
@@ -291,14 +289,12 @@ export function assertGatewayRemovable(ctx: CoreCtx, ref: string): GatewayRow {
   return row;
 }
 
-export function removeGateway(ctx: CoreCtx, ref: string, actor: string): GatewayView {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const row = assertGatewayRemovable(ctx, ref);
-      stmt(ctx.db.sqlite, 'DELETE FROM channels WHERE gateway_id = ?').run(row.id);
-      stmt(ctx.db.sqlite, 'DELETE FROM gateways WHERE id = ?').run(row.id);
-      audit(ctx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });
-      return gatewayView(row);
-    })
-    .immediate();
+export async function removeGateway(ctx: CoreCtx, ref: string, actor: string): Promise<GatewayView> {
+  return ctx.store.transaction(async (tx) => {
+    const row = await assertGatewayRemovable(ctx, ref, tx);
+    await tx.run(sql`DELETE FROM channels WHERE gateway_id = ${row.id}`);
+    await tx.run(sql`DELETE FROM gateways WHERE id = ${row.id}`);
+    await auditIn(ctx, tx, actor, 'gateway.remove', 'gateway', row.id, { name: row.name, kind: row.kind });
+    return gatewayView(row);
+  });
 }

@@ -1,5 +1,7 @@
 import type { Row } from '../db/rows.js';
 import type { gateways, partners, prices } from '../db/schema.js';
+import type { Queryable, Tx } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -7,10 +9,10 @@ import { formatMoney, MAX_MONEY, moneyJson } from '../lib/money.js';
 import { smsSegments } from '../lib/segments.js';
 import { iso } from '../lib/time.js';
 import type { ChannelType, CoreCtx } from './context.js';
-import { audit } from './audit.js';
+import { auditIn } from './audit.js';
 import { isChannelType } from './channels.js';
+import { readPartner } from './partners.js';
 import { getGatewayRow } from './gateways.js';
-import { getPartner } from './partners.js';
 import { TEMPLATE_CATEGORIES } from './whatsapp-templates.js';
 
 // A price is micro-units per message (per segment for SMS). Which price applies to a message is
@@ -19,7 +21,11 @@ import { TEMPLATE_CATEGORIES } from './whatsapp-templates.js';
 
 export type Price = Row<typeof prices>;
 
-const FIND = 'SELECT * FROM prices WHERE channel_type = ? AND partner_id = ? AND gateway_id = ? AND category = ?';
+const find = (q: Queryable, channel: string, partnerId: string, gatewayId: string, category: string) =>
+  q.get<Price>(
+    sql`SELECT * FROM prices
+         WHERE channel_type = ${channel} AND partner_id = ${partnerId} AND gateway_id = ${gatewayId} AND category = ${category}`,
+  );
 
 // WhatsApp templates may also be priced per Meta category, on every gateway: the partner's
 // price for the category, else the default for it, before the prices above
@@ -66,7 +72,10 @@ export function pickPrice(candidates: readonly PriceCandidate[], partnerId: stri
 export const PRICE_CANDIDATES_SQL = `SELECT partner_id, gateway_id, amount FROM prices
   WHERE channel_type = ? AND partner_id IN (?, '') AND gateway_id IN (?, '') AND category = ''`;
 
-/** The unit price of a partner's message of a type through a gateway (see pickPrice). */
+/**
+ * The unit price of a partner's message of a type through a gateway (see pickPrice).
+ * Synchronous: dispatch's failover reroute reads it inside the batch's apply (src/core/routes.ts).
+ */
 export function unitPrice(ctx: CoreCtx, partnerId: string, type: ChannelType, gatewayId: string): number {
   const rows = stmt<[string, string, string], PriceCandidate>(ctx.db.sqlite, PRICE_CANDIDATES_SQL).all(
     type,
@@ -76,100 +85,86 @@ export function unitPrice(ctx: CoreCtx, partnerId: string, type: ChannelType, ga
   return pickPrice(rows, partnerId, gatewayId);
 }
 
-export function setPrice(
+export function setPrice(ctx: CoreCtx, input: Parameters<typeof setPriceIn>[2], actor: string): Promise<Price> {
+  return ctx.store.transaction((tx) => setPriceIn(ctx, tx, input, actor));
+}
+
+/** setPrice, inside the caller's store transaction. */
+export async function setPriceIn(
   ctx: CoreCtx,
+  tx: Tx,
   input: { channel: string; amount: number; partner?: string; gateway?: string; category?: string },
   actor: string,
-): Price {
+): Promise<Price> {
   if (!isChannelType(input.channel)) throw invalid(`unknown channel type "${input.channel}"`);
   const category = categoryOf(input.channel, input.category, input.gateway);
   if (!Number.isSafeInteger(input.amount) || input.amount < 0) throw invalid('a price must be zero or positive');
   if (input.amount > MAX_MONEY) throw invalid(`a price can be at most ${formatMoney(MAX_MONEY)}`);
   const channel = input.channel;
-  return ctx.db.sqlite
-    .transaction(() => {
-      const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
-      const gateway = input.gateway ? getGatewayRow(ctx, input.gateway) : undefined;
-      if (gateway && !ctx.gatewayKinds.get(gateway.kind).channels.includes(channel))
-        throw invalid(`gateway ${gateway.name} (${gateway.kind}) does not send ${channel}`);
-      const gatewayId = gateway?.id ?? '';
-      const now = ctx.now();
-      const existing = stmt<[string, string, string, string], Price>(ctx.db.sqlite, FIND).get(
-        channel,
-        partnerId,
-        gatewayId,
-        category,
-      );
-      let row: Price;
-      if (existing) {
-        stmt(ctx.db.sqlite, 'UPDATE prices SET amount = ?, updated_at = ? WHERE id = ?').run(
-          input.amount,
-          now,
-          existing.id,
-        );
-        row = { ...existing, amount: input.amount, updated_at: now };
-      } else {
-        row = {
-          id: newId('prc'),
-          channel_type: channel,
-          partner_id: partnerId,
-          gateway_id: gatewayId,
-          category,
-          amount: input.amount,
-          created_at: now,
-          updated_at: now,
-        };
-        stmt(
-          ctx.db.sqlite,
-          `INSERT INTO prices (id, channel_type, partner_id, gateway_id, category, amount, created_at, updated_at)
-           VALUES (@id, @channel_type, @partner_id, @gateway_id, @category, @amount, @created_at, @updated_at)`,
-        ).run(row);
-      }
-      audit(ctx, actor, 'price.set', 'price', row.id, {
-        channel,
-        partner: input.partner ?? null,
-        gateway: gateway?.name ?? null,
-        ...(category ? { category } : {}),
-        amount: input.amount,
-        from: existing?.amount ?? null,
-      });
-      return row;
-    })
-    .immediate();
+  const partnerId = input.partner ? (await readPartner(tx, input.partner)).id : '';
+  const gateway = input.gateway ? await getGatewayRow(ctx, input.gateway, tx) : undefined;
+  if (gateway && !ctx.gatewayKinds.get(gateway.kind).channels.includes(channel))
+    throw invalid(`gateway ${gateway.name} (${gateway.kind}) does not send ${channel}`);
+  const gatewayId = gateway?.id ?? '';
+  const now = ctx.now();
+  const existing = await find(tx, channel, partnerId, gatewayId, category);
+  let row: Price;
+  if (existing) {
+    await tx.run(sql`UPDATE prices SET amount = ${input.amount}, updated_at = ${now} WHERE id = ${existing.id}`);
+    row = { ...existing, amount: input.amount, updated_at: now };
+  } else {
+    row = {
+      id: newId('prc'),
+      channel_type: channel,
+      partner_id: partnerId,
+      gateway_id: gatewayId,
+      category,
+      amount: input.amount,
+      created_at: now,
+      updated_at: now,
+    };
+    await tx.run(
+      sql`INSERT INTO prices (id, channel_type, partner_id, gateway_id, category, amount, created_at, updated_at)
+          VALUES (${row.id}, ${row.channel_type}, ${row.partner_id}, ${row.gateway_id}, ${row.category}, ${row.amount},
+            ${row.created_at}, ${row.updated_at})`,
+    );
+  }
+  await auditIn(ctx, tx, actor, 'price.set', 'price', row.id, {
+    channel,
+    partner: input.partner ?? null,
+    gateway: gateway?.name ?? null,
+    ...(category ? { category } : {}),
+    amount: input.amount,
+    from: existing?.amount ?? null,
+  });
+  return row;
 }
 
 /** Remove a partner or gateway override (the next price in precedence applies again) or a default price. */
-export function unsetPrice(
+export async function unsetPrice(
   ctx: CoreCtx,
   input: { channel: string; partner?: string; gateway?: string; category?: string },
   actor: string,
-): Price {
+): Promise<Price> {
   const category = categoryOf(input.channel, input.category, input.gateway);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const partnerId = input.partner ? getPartner(ctx, input.partner).id : '';
-      const gatewayId = input.gateway ? getGatewayRow(ctx, input.gateway).id : '';
-      const existing = stmt<[string, string, string, string], Price>(ctx.db.sqlite, FIND).get(
-        input.channel,
-        partnerId,
-        gatewayId,
-        category,
+  return ctx.store.transaction(async (tx) => {
+    const partnerId = input.partner ? (await readPartner(tx, input.partner)).id : '';
+    const gatewayId = input.gateway ? (await getGatewayRow(ctx, input.gateway, tx)).id : '';
+    const existing = await find(tx, input.channel, partnerId, gatewayId, category);
+    if (!existing)
+      throw notFound(
+        'price',
+        `${input.channel}${category ? ` ${category}` : ''}${input.partner ? ` for ${input.partner}` : ''}${input.gateway ? ` through ${input.gateway}` : ''}`,
       );
-      if (!existing)
-        throw notFound(
-          'price',
-          `${input.channel}${category ? ` ${category}` : ''}${input.partner ? ` for ${input.partner}` : ''}${input.gateway ? ` through ${input.gateway}` : ''}`,
-        );
-      stmt(ctx.db.sqlite, 'DELETE FROM prices WHERE id = ?').run(existing.id);
-      audit(ctx, actor, 'price.unset', 'price', existing.id, {
-        channel: input.channel,
-        partner: input.partner ?? null,
-        gateway: input.gateway ?? null,
-        ...(category ? { category } : {}),
-      });
-      return existing;
-    })
-    .immediate();
+    await tx.run(sql`DELETE FROM prices WHERE id = ${existing.id}`);
+    await auditIn(ctx, tx, actor, 'price.unset', 'price', existing.id, {
+      channel: input.channel,
+      partner: input.partner ?? null,
+      gateway: input.gateway ?? null,
+      ...(category ? { category } : {}),
+    });
+    return existing;
+  });
 }
 
 /** A price with the slug of the partner and the name of the gateway it is for (null: any, stored as ''). */
@@ -181,14 +176,13 @@ export type PriceListRow = Pick<
   gateway_name: Row<typeof gateways>['name'] | null;
 };
 
-export function listPrices(ctx: CoreCtx, opts: { partner?: string } = {}): PriceListRow[] {
-  const partnerId = opts.partner ? getPartner(ctx, opts.partner).id : undefined;
-  const rows = stmt<[], PriceListRow>(
-    ctx.db.sqlite,
-    `SELECT p.channel_type, p.partner_id, p.gateway_id, p.category, p.amount, p.updated_at, pt.slug AS partner_slug, g.name AS gateway_name
-     FROM prices p LEFT JOIN partners pt ON pt.id = p.partner_id LEFT JOIN gateways g ON g.id = p.gateway_id
-     ORDER BY p.channel_type, p.partner_id, p.gateway_id, p.category`,
-  ).all();
+export async function listPrices(ctx: CoreCtx, opts: { partner?: string } = {}): Promise<PriceListRow[]> {
+  const partnerId = opts.partner ? (await readPartner(ctx.store, opts.partner)).id : undefined;
+  const rows = await ctx.store.all<PriceListRow>(
+    sql`SELECT p.channel_type, p.partner_id, p.gateway_id, p.category, p.amount, p.updated_at, pt.slug AS partner_slug, g.name AS gateway_name
+          FROM prices p LEFT JOIN partners pt ON pt.id = p.partner_id LEFT JOIN gateways g ON g.id = p.gateway_id
+         ORDER BY p.channel_type, p.partner_id, p.gateway_id, p.category`,
+  );
   return rows.filter((r) => partnerId === undefined || r.partner_id === '' || r.partner_id === partnerId);
 }
 

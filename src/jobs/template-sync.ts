@@ -39,7 +39,7 @@ async function syncOne(deps: TemplateSyncDeps, gw: GatewayWithSecrets): Promise<
 
 /** Sync one gateway by name or id; a 400 when it is no WhatsApp Cloud gateway with a waba_id. */
 export async function syncGatewayTemplates(deps: TemplateSyncDeps, ref: string): Promise<SyncOutcome> {
-  const view = getGateway(deps.ctx, ref);
+  const view = await getGateway(deps.ctx, ref);
   if (view.kind !== 'whatsapp_cloud')
     throw new AppError(
       'invalid_request',

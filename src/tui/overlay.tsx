@@ -99,11 +99,15 @@ export function useOverlay(setFlash: (f: FlashState) => void, onDone: () => void
   };
   // A step is often built from the selected row; an error building it (the row gone meanwhile)
   // shows in the flash instead of tearing the screen down.
-  const openFrom = (make: () => Step) => {
+  const fail = (e: unknown) => setFlash({ ok: false, text: deps.describeError(e) });
+  // A step read through the store comes as a promise: opened when it settles.
+  const openFrom = (make: () => Step | Promise<Step>) => {
     try {
-      open(make());
+      const s = make();
+      if (s instanceof Promise) s.then(open, fail);
+      else open(s);
     } catch (e) {
-      setFlash({ ok: false, text: deps.describeError(e) });
+      fail(e);
     }
   };
   return { step, open, openFrom, element, isOpen: () => live.current !== null };

@@ -121,10 +121,10 @@ describe('msgctl restore', () => {
     const s = await startTestServer({}, { dataDir });
     let restored: Awaited<ReturnType<typeof startTestServer>> | undefined;
     try {
-      const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+      const p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
       // One per second: the first is in the provider's hands ('sending') when the backup is
       // taken, the two others wait in line ('queued'). All three go out from this server.
-      twilioGateway(s.ctx, p.partnerId, fake, { rate_per_second: 1 });
+      await twilioGateway(s.ctx, p.partnerId, fake, { rate_per_second: 1 });
       fake.latencyMs = 1500;
       const ids: string[] = [];
       for (const text of ['one', 'two', 'three'])
@@ -302,9 +302,9 @@ describe('a backup before migrations', () => {
     const s = await startTestServer({}, { dataDir });
     let id: string;
     try {
-      const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+      const p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
       // One a minute: the first goes out, the second waits in line.
-      twilioGateway(s.ctx, p.partnerId, fake, { rate_per_second: 1 / 60 });
+      await twilioGateway(s.ctx, p.partnerId, fake, { rate_per_second: 1 / 60 });
       const first = (await send(s.url, SMS, { to: '+14155550123', text: 'sent' }, p.token)).body.id;
       id = (await send(s.url, SMS, { to: '+14155550123', text: 'waiting' }, p.token)).body.id;
       await waitStatus(s.ctx, first, 'sent');

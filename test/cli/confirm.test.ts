@@ -15,8 +15,8 @@ let deadIds: number[];
 
 beforeAll(async () => {
   t = openTestCtx();
-  const p = setupPartner(t.ctx, { slug: 'acme' });
-  connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'in-use' }, 'sms', '+15550001111');
+  const p = await setupPartner(t.ctx, { slug: 'acme' });
+  await connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'in-use' }, 'sms', '+15550001111');
   tokenId = issueToken(t.ctx, { partner: 'acme', name: 'ci', scopes: ['messages:send'] }, 'test').token.id;
   const q = new JobQueue(t.ctx.db);
   deadIds = [];

@@ -25,8 +25,8 @@ let partnerId: string;
 
 beforeAll(async () => {
   t = openTestCtx();
-  const p = setupPartner(t.ctx, { slug: 'acme', balance: '10.00' });
-  const { channel } = connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550001111');
+  const p = await setupPartner(t.ctx, { slug: 'acme', balance: '10.00' });
+  const { channel } = await connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550001111');
   const mk = (to: string) => storeOutboundSms(t.ctx, p.partnerId, channel, { to });
   partnerId = p.partnerId;
   scheduledId = createOutbound(t.ctx, {

@@ -17,7 +17,7 @@ let secret: string;
 beforeAll(async () => {
   s = await startTestServer({ 'demo.enabled': true });
   secret = openGatewaysOfKind(s.ctx, ['sandbox'])[0].secrets.signing_secret;
-  addGateway(
+  await addGateway(
     s.ctx,
     { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: 'x' } },
     't',

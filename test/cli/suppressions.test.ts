@@ -9,11 +9,11 @@ import { runCli, runJson, withDb } from '../helpers/cli.js';
 let t: TestCtx;
 let stopId: string;
 
-beforeAll(() => {
+beforeAll(async () => {
   t = openTestCtx();
-  const p = setupPartner(t.ctx, { slug: 'acme' });
-  setupPartner(t.ctx, { slug: 'other' });
-  connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550001111');
+  const p = await setupPartner(t.ctx, { slug: 'acme' });
+  await setupPartner(t.ctx, { slug: 'other' });
+  await connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550001111');
   stopId = t.ctx.db.sqlite.transaction(
     () =>
       addSuppression(t.ctx, {

@@ -57,7 +57,7 @@ describe('msgd heartbeat and counters in the database', () => {
   });
 
   it('counts a sandbox send and its status webhook, and a forged webhook', async () => {
-    const p = sandboxPartner(s.ctx, { channels: ['sms'], balance: '10.00' });
+    const p = await sandboxPartner(s.ctx, { channels: ['sms'], balance: '10.00' });
     // A fast report: the sandbox delivers at once.
     s.ctx.db.sqlite
       .prepare(`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ?`)

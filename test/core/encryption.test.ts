@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { store } from '../../src/db/query.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { openGateway } from '../../src/core/gateway-secrets.js';
 import { addGateway, getGateway, listGateways, updateGateway } from '../../src/core/gateways.js';
@@ -52,10 +53,10 @@ function expectAbsent(dir: string) {
 }
 
 describe('gateway secrets at rest', () => {
-  it('never appear in msgd.db, -wal or -shm, before or after a checkpoint', () => {
+  it('never appear in msgd.db, -wal or -shm, before or after a checkpoint', async () => {
     // Keep the WAL around: it is where fresh pages land first.
     t.ctx.db.sqlite.pragma('wal_autocheckpoint = 0');
-    addGateway(
+    await addGateway(
       t.ctx,
       {
         kind: 'whatsapp_cloud',
@@ -65,13 +66,13 @@ describe('gateway secrets at rest', () => {
       },
       'test',
     );
-    addGateway(
+    await addGateway(
       t.ctx,
       { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: SECRETS.twilio } },
       'test',
     );
-    addGateway(t.ctx, { kind: 'sendgrid', name: 'sg', secrets: { api_key: SECRETS.sendgrid } }, 'test');
-    addGateway(
+    await addGateway(t.ctx, { kind: 'sendgrid', name: 'sg', secrets: { api_key: SECRETS.sendgrid } }, 'test');
+    await addGateway(
       t.ctx,
       {
         kind: 'smtp',
@@ -81,33 +82,38 @@ describe('gateway secrets at rest', () => {
       },
       'test',
     );
-    updateGateway(t.ctx, 'tw', { secrets: { auth_token: SECRETS.rotated } }, 'test');
+    await updateGateway(t.ctx, 'tw', { secrets: { auth_token: SECRETS.rotated } }, 'test');
     expect(existsSync(join(t.dir, 'msgd.db-wal'))).toBe(true);
     expectAbsent(t.dir);
     t.ctx.db.sqlite.pragma('wal_checkpoint(TRUNCATE)');
     expectAbsent(t.dir);
   });
 
-  it('while the provider layer can still open them', () => {
-    const id = getGateway(t.ctx, 'tw').id;
+  it('while the provider layer can still open them', async () => {
+    const id = (await getGateway(t.ctx, 'tw')).id;
     expect(openGateway(t.ctx, id).secrets).toEqual({ auth_token: SECRETS.rotated });
   });
 
   it('and no view, listing or audit entry carries a value', async () => {
-    const everything = JSON.stringify([listGateways(t.ctx), getGateway(t.ctx, 'wa'), await listAudit(t.ctx, 1000)]);
+    const everything = JSON.stringify([
+      await listGateways(t.ctx),
+      await getGateway(t.ctx, 'wa'),
+      await listAudit(t.ctx, 1000),
+    ]);
     for (const secret of Object.values(SECRETS)) expect(everything).not.toContain(secret);
-    expect(getGateway(t.ctx, 'wa').secret_names).toEqual(['access_token', 'app_secret']);
+    expect((await getGateway(t.ctx, 'wa')).secret_names).toEqual(['access_token', 'app_secret']);
   });
 
-  it('a wrong master key fails with SecretDecryptError, never garbage', () => {
+  it('a wrong master key fails with SecretDecryptError, never garbage', async () => {
     const other: CoreCtx = { ...t.ctx, masterKey: Buffer.alloc(32, 7) };
-    expect(() => getGateway(other, 'wa')).toThrow(SecretDecryptError);
-    expect(() => openGateway(other, getGateway(t.ctx, 'wa').id)).toThrow(/master key does not match/);
+    await expect(getGateway(other, 'wa')).rejects.toThrow(SecretDecryptError);
+    const wa = await getGateway(t.ctx, 'wa');
+    expect(() => openGateway(other, wa.id)).toThrow(/master key does not match/);
     const reopened = openDataDir(t.dir, { env: { MSGD_MASTER_KEY: 'ff'.repeat(32) }, migrate: false });
     try {
-      expect(() => listGateways({ ...t.ctx, db: reopened.db, masterKey: reopened.masterKey })).toThrow(
-        SecretDecryptError,
-      );
+      await expect(
+        listGateways({ ...t.ctx, db: reopened.db, store: store(reopened.db), masterKey: reopened.masterKey }),
+      ).rejects.toThrow(SecretDecryptError);
     } finally {
       reopened.close();
     }

@@ -10,8 +10,8 @@ const t = openTestCtx();
 afterAll(() => t.close());
 
 describe('gateway settings checked when they change', () => {
-  it('a Messenger gateway stored before MESSAGE_TAG needed a tag can still be disabled and rotated; the next --set says what to fix', () => {
-    const g = addGateway(
+  it('a Messenger gateway stored before MESSAGE_TAG needed a tag can still be disabled and rotated; the next --set says what to fix', async () => {
+    const g = await addGateway(
       t.ctx,
       { kind: 'meta_messenger', name: 'fb-old', settings: { page_id: '123' }, secrets: { page_access_token: 'x' } },
       'test',
@@ -20,21 +20,21 @@ describe('gateway settings checked when they change', () => {
     t.ctx.db.sqlite
       .prepare('UPDATE gateways SET settings = ? WHERE id = ?')
       .run(JSON.stringify({ ...g.settings, messaging_type: 'MESSAGE_TAG' }), g.id);
-    expect(updateGateway(t.ctx, g.id, { status: 'disabled' }, 'test').status).toBe('disabled');
-    expect(updateGateway(t.ctx, g.id, { secrets: { page_access_token: 'rotated' } }, 'test').secret_names).toEqual([
-      'page_access_token',
-    ]);
-    expect(() => updateGateway(t.ctx, g.id, { settings: { rate_per_second: 10 } }, 'test')).toThrow(
+    expect((await updateGateway(t.ctx, g.id, { status: 'disabled' }, 'test')).status).toBe('disabled');
+    expect(
+      (await updateGateway(t.ctx, g.id, { secrets: { page_access_token: 'rotated' } }, 'test')).secret_names,
+    ).toEqual(['page_access_token']);
+    await expect(updateGateway(t.ctx, g.id, { settings: { rate_per_second: 10 } }, 'test')).rejects.toThrow(
       /invalid settings for a meta_messenger gateway/,
     );
-    const fixed = updateGateway(t.ctx, g.id, { settings: { tag: 'HUMAN_AGENT' } }, 'test');
+    const fixed = await updateGateway(t.ctx, g.id, { settings: { tag: 'HUMAN_AGENT' } }, 'test');
     expect(fixed.settings).toMatchObject({ messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT' });
-    expect(getGateway(t.ctx, g.id).status).toBe('disabled');
+    expect((await getGateway(t.ctx, g.id)).status).toBe('disabled');
   });
 });
 
 describe('the gateway kinds core is given', () => {
-  it('are the only ones it takes, with their settings, secrets and channels', () => {
+  it('are the only ones it takes, with their settings, secrets and channels', async () => {
     // A registry holding only the sandbox, serving SMS alone: core knows no kind of its own.
     const sandbox = gatewayKinds.get('sandbox');
     const onlySandbox: GatewayKindRegistry = {
@@ -43,28 +43,28 @@ describe('the gateway kinds core is given', () => {
       get: () => ({ ...sandbox, channels: ['sms'] }),
     };
     const ctx = { ...t.ctx, gatewayKinds: onlySandbox };
-    expect(() =>
+    await expect(
       addGateway(
         ctx,
         { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: 'x' } },
         'test',
       ),
-    ).toThrow(
+    ).rejects.toThrow(
       expect.objectContaining({
         message: 'unknown gateway kind "twilio"',
         details: [{ field: 'kind', message: 'one of sandbox' }],
       }),
     );
-    const g = addGateway(ctx, { kind: 'sandbox', name: 'sbx-sms', settings: {} }, 'test');
+    const g = await addGateway(ctx, { kind: 'sandbox', name: 'sbx-sms', settings: {} }, 'test');
     // Its defaults and its generated secret come from the spec.
     expect(g.settings).toEqual({ delivery_delay_ms: 300 });
     expect(g.secret_names).toEqual(['signing_secret']);
     const p = createPartner(t.ctx, { slug: 'kinds', name: 'Kinds' }, 'test');
-    expect(() =>
+    await expect(
       assignChannel(ctx, { partner: p.id, gateway: g.id, type: 'email', sender: 'a@example.com' }, 'test'),
-    ).toThrow('a sandbox gateway cannot serve email; it serves sms');
-    expect(assignChannel(ctx, { partner: p.id, gateway: g.id, type: 'sms', sender: '+15550001111' }, 'test').type).toBe(
-      'sms',
-    );
+    ).rejects.toThrow('a sandbox gateway cannot serve email; it serves sms');
+    expect(
+      (await assignChannel(ctx, { partner: p.id, gateway: g.id, type: 'sms', sender: '+15550001111' }, 'test')).type,
+    ).toBe('sms');
   });
 });

@@ -39,7 +39,7 @@ const put =
 
 describe('GroupCommitter', () => {
   it('commits a turn in one transaction; a failing piece rolls back only itself', async () => {
-    const gc = setup();
+    const gc = await setup();
     const results = await Promise.allSettled([gc.run(put('a')), gc.run(put('a')), gc.run(put('b'))]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(rows()).toEqual(['a', 'b']);
@@ -49,7 +49,7 @@ describe('GroupCommitter', () => {
   });
 
   it('still tells a failing piece that wrote nothing from one that did, when other code reads total_changes() too', async () => {
-    const gc = setup();
+    const gc = await setup();
     // The connection's prepare() shares one statement per SQL text with every caller.
     db.sqlite.prepare('SELECT total_changes()').get();
     const results = await Promise.allSettled([gc.run(put('a')), gc.run(put('a')), gc.run(put('b'))]);
@@ -60,7 +60,7 @@ describe('GroupCommitter', () => {
   });
 
   it('a piece that fails after some of its writes is taken back alone, and the rest of its batch commits', async () => {
-    const gc = setup();
+    const gc = await setup();
     let runs = 0;
     const halfway = () => {
       runs++;
@@ -83,7 +83,7 @@ describe('GroupCommitter', () => {
   });
 
   it('a piece that throws after an UPDATE that changed a row is taken back too', async () => {
-    const gc = setup();
+    const gc = await setup();
     db.sqlite.prepare("INSERT INTO t (k, v) VALUES ('x', X'00')").run();
     const results = await Promise.allSettled([
       gc.run(() => {
@@ -98,7 +98,7 @@ describe('GroupCommitter', () => {
   });
 
   it('when SQLite rolls back the whole transaction (disk full) mid-batch, every piece is rejected and none is durable', async () => {
-    const gc = setup();
+    const gc = await setup();
     const pages = (db.sqlite.pragma('page_count', { simple: true }) as number) + 4;
     db.sqlite.pragma(`max_page_count = ${pages}`);
     const results = await Promise.allSettled([
@@ -121,8 +121,8 @@ describe('accepting sends in a batch that must run again', () => {
     const t = openTestCtx();
     try {
       const { ctx } = t;
-      const p = setupPartner(ctx, { balance: '0.03', prices: { sms: '0.01' } });
-      const { channel } = connect(ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
+      const p = await setupPartner(ctx, { balance: '0.03', prices: { sms: '0.01' } });
+      const { channel } = await connect(ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
       const committer = new GroupCommitter(ctx.db.sqlite);
       const deps = {
         ctx,

@@ -12,8 +12,8 @@ afterEach(() => t?.close());
 describe('outbound messages by status', () => {
   it('counts the last day, then reuses the counts until they are STATUS_COUNTS_TTL_MS old', async () => {
     t = openTestCtx({ clock: true });
-    const p = setupPartner(t.ctx, { balance: '1000' });
-    const { gateway, channel } = connect(t.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
+    const p = await setupPartner(t.ctx, { balance: '1000' });
+    const { gateway, channel } = await connect(t.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
     const send = () =>
       storeOutboundSms(t.ctx, p.partnerId, { id: channel.id, gateway_id: gateway.id, sender: '+15550001111' });
     send();

@@ -11,21 +11,21 @@ import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 let t: TestCtx;
 afterEach(() => t?.close());
 
-function setup() {
+async function setup() {
   t = openTestCtx({ clock: true });
   const { ctx } = t;
   const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
   topup(ctx, p.id, 10_000_000, 'funds', 'test');
-  const gw = addGateway(ctx, { kind: 'sandbox', name: 'sb', settings: {}, secrets: {} }, 'test');
-  const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test');
+  const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sb', settings: {}, secrets: {} }, 'test');
+  const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test');
   const send = () =>
     ctx.db.sqlite.transaction(() => storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender }))();
   return { ctx, partnerId: p.id, send };
 }
 
 describe('status history', () => {
-  it("starts with 'queued' at the message's creation, derived rather than stored", () => {
-    const { ctx, send } = setup();
+  it("starts with 'queued' at the message's creation, derived rather than stored", async () => {
+    const { ctx, send } = await setup();
     const m = send();
     const stored = ctx.db.sqlite
       .prepare('SELECT COUNT(*) AS n FROM message_status_history WHERE message_id = ?')
@@ -34,8 +34,8 @@ describe('status history', () => {
     expect(messageHistory(ctx, m.id).map((h) => [h.status, h.occurred_at])).toEqual([['queued', m.created_at]]);
   });
 
-  it("a database that stored the 'queued' row (written before) shows it once", () => {
-    const { ctx, send } = setup();
+  it("a database that stored the 'queued' row (written before) shows it once", async () => {
+    const { ctx, send } = await setup();
     const m = send();
     ctx.db.sqlite
       .prepare(
@@ -57,8 +57,8 @@ describe('outbox', () => {
       )
       .run(`wh_${Math.random().toString(36).slice(2)}`, partnerId, events && JSON.stringify(events), status);
 
-  it('stores every event; one no enabled endpoint subscribes to is stored already fanned out (replayable)', () => {
-    const { ctx, partnerId } = setup();
+  it('stores every event; one no enabled endpoint subscribes to is stored already fanned out (replayable)', async () => {
+    const { ctx, partnerId } = await setup();
     const none = emitEvent(ctx, partnerId, 'message.sent', { message_id: 'msg_1' });
     expect(fannedOut(ctx, none.id)).toBe(1);
 

@@ -11,10 +11,10 @@ const DAY = 86_400_000;
 let t: TestCtx;
 afterEach(() => t?.close());
 
-function scene(count: number) {
+async function scene(count: number) {
   t = openTestCtx({ clock: true });
-  const p = setupPartner(t.ctx, { balance: '1000' });
-  const { gateway, channel } = connect(t.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
+  const p = await setupPartner(t.ctx, { balance: '1000' });
+  const { gateway, channel } = await connect(t.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     ids.push(
@@ -49,7 +49,7 @@ const noPause = async () => {};
 
 describe('message content retention', () => {
   it('redacts the content of settled messages older than the limit, keeping metadata, history and ledger', async () => {
-    const { ids } = scene(7);
+    const { ids } = await scene(7);
     settle(ids);
     const before = {
       messages: rows(`SELECT * FROM messages ORDER BY id`) as Record<string, unknown>[],
@@ -77,7 +77,7 @@ describe('message content retention', () => {
   });
 
   it('redacts only what is older than the limit', async () => {
-    const { ids: old } = scene(3);
+    const { ids: old } = await scene(3);
     settle(old);
     const boundary = Date.now();
     while (Date.now() <= boundary + 2) {
@@ -100,7 +100,7 @@ describe('message content retention', () => {
   });
 
   it('keeps a message that is still queued or sending until it settles, then redacts it', async () => {
-    const { ids } = scene(5);
+    const { ids } = await scene(5);
     settle([ids[0], ids[2], ids[4]]);
     db().prepare(`UPDATE messages SET status = 'sending' WHERE id = ?`).run(ids[3]);
     t.clock.now = Date.now() + 31 * DAY;
@@ -116,7 +116,7 @@ describe('message content retention', () => {
   });
 
   it('never redacts a held message that is still unsettled, whatever else prepares the same SQL meanwhile', async () => {
-    const { ids } = scene(6);
+    const { ids } = await scene(6);
     t.clock.now = Date.now() + 31 * DAY;
     // All six are still queued: remembered, none redacted.
     expect(await redactOldContent(t.ctx, 30, { pause: noPause })).toEqual({ redacted: 0, held: 6 });
@@ -131,7 +131,7 @@ describe('message content retention', () => {
   });
 
   it('gives the event loop back between batches', async () => {
-    const { ids } = scene(10);
+    const { ids } = await scene(10);
     settle(ids);
     t.clock.now = Date.now() + 31 * DAY;
     let pauses = 0;
@@ -143,7 +143,7 @@ describe('message content retention', () => {
 
 describe('login audit retention', () => {
   it('deletes old login, failed login and logout entries and keeps every other entry', async () => {
-    scene(0);
+    await scene(0);
     const at = (ms: number, action: string, target = 'user') => {
       t.clock.now = ms;
       audit(t.ctx, 'ui:ops@example.com', action, target, null);
@@ -177,8 +177,8 @@ describe('in msgd', () => {
       expect(names).not.toContain('backup');
       const task = server.rt.maintenanceTasks.find((m) => m.name === 'retention')!;
       expect(task.cron).toBe('53 * * * *');
-      const p = setupPartner(server.ctx, { balance: '10' });
-      const { gateway, channel } = connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
+      const p = await setupPartner(server.ctx, { balance: '10' });
+      const { gateway, channel } = await connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
       const m = storeOutboundSms(server.ctx, p.partnerId, { id: channel.id, gateway_id: gateway.id, sender: null });
       server.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'delivered' WHERE id = ?`).run(m.id);
       audit(server.ctx, 'ui:a@example.com', 'ui.login', 'session', null);

@@ -7,6 +7,7 @@ import { setPrice } from '../../src/core/prices.js';
 import { SettingsCache, settingsVersion } from '../../src/core/settings-version.js';
 import { TokenAuthenticator, issueToken, revokeToken } from '../../src/core/tokens.js';
 import { openDb } from '../../src/db/open.js';
+import { store } from '../../src/db/query.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 import { nextTurn } from '../helpers/wait.js';
@@ -44,18 +45,24 @@ describe('settings_version', () => {
     const gw = { id: '' };
     await moved(
       'gateway added',
-      () => (gw.id = addGateway(t.ctx, { kind: 'sandbox', name: 'sbx', settings: {}, secrets: {} }, 'test').id),
+      async () =>
+        (gw.id = (await addGateway(t.ctx, { kind: 'sandbox', name: 'sbx', settings: {}, secrets: {} }, 'test')).id),
     );
-    await moved('channel assigned', () =>
-      assignChannel(t.ctx, { partner: 'acme', gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test'),
+    await moved(
+      'channel assigned',
+      async () =>
+        await assignChannel(t.ctx, { partner: 'acme', gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test'),
     );
-    await moved('price set', () => setPrice(t.ctx, { channel: 'sms', amount: 7500 }, 'test'));
+    await moved('price set', async () => await setPrice(t.ctx, { channel: 'sms', amount: 7500 }, 'test'));
     const partnerId = (t.ctx.db.sqlite.prepare('SELECT id FROM partners').get() as { id: string }).id;
     await still('top-up', () => topup(t.ctx, partnerId, 1_000_000, null, 'test'));
     await still('debit', () => t.ctx.db.sqlite.transaction(() => debit(t.ctx, partnerId, 7500, null, 'test'))());
     await still('last_used_at', () => new TokenAuthenticator(t.ctx).authenticate(secret));
     await moved('partner suspended', () => suspendPartner(t.ctx, 'acme', 'test'));
-    await moved('channel unassigned', () => unassignChannel(t.ctx, { partner: 'acme', type: 'sms' }, 'test'));
+    await moved(
+      'channel unassigned',
+      async () => await unassignChannel(t.ctx, { partner: 'acme', type: 'sms' }, 'test'),
+    );
     await moved('token revoked', () => revokeToken(t.ctx, secret.slice(0, 16), 'test'));
   });
 });
@@ -71,19 +78,23 @@ describe('SettingsCache', () => {
 
     const db2 = openDb(t.ctx.db.path);
     try {
-      const ctl: CoreCtx = { ...t.ctx, db: db2 };
-      setPrice(ctl, { channel: 'email', amount: 100 }, 'msgctl');
-      // Within the turn that already read the version, nothing is read again...
-      expect(cache.get('a')).toBe('a:1');
-      // ...the next turn sees msgctl's change.
-      await nextTurn();
+      const ctl: CoreCtx = { ...t.ctx, db: db2, store: store(db2) };
+      // msgctl's change through its own connection: its store transaction ends in a later turn, which sees it.
+      await setPrice(ctl, { channel: 'email', amount: 100 }, 'msgctl');
       expect(cache.get('a')).toBe('a:2');
+      // Within the turn that already read the version, a change by the other connection is not read...
+      db2.sqlite.prepare(`UPDATE prices SET amount = 150 WHERE channel_type = 'email'`).run();
+      expect(cache.get('a')).toBe('a:2');
+      // ...the next turn sees it.
+      await nextTurn();
+      expect(cache.get('a')).toBe('a:3');
     } finally {
       db2.close();
     }
     // A change through this connection is seen without waiting for a turn.
-    setPrice(t.ctx, { channel: 'email', amount: 200 }, 'test');
     expect(cache.get('a')).toBe('a:3');
+    await setPrice(t.ctx, { channel: 'email', amount: 200 }, 'test');
+    expect(cache.get('a')).toBe('a:4');
     expect(settingsVersion(t.ctx.db.sqlite)).toBe(stored(t.ctx));
   });
 

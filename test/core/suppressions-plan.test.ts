@@ -9,9 +9,9 @@ import { setupPartner } from '../helpers/server.js';
 let t: TestCtx;
 let partnerId: string;
 
-beforeAll(() => {
+beforeAll(async () => {
   t = openTestCtx();
-  partnerId = setupPartner(t.ctx, { slug: 'acme' }).partnerId;
+  partnerId = (await setupPartner(t.ctx, { slug: 'acme' })).partnerId;
 });
 afterAll(() => t.close());
 

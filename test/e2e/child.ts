@@ -35,12 +35,12 @@ export async function prepare(
   try {
     const ctx = coreCtx(dd, { dataDir: dir });
     // The load is a crash test's, not the rate limiter's: a limit it cannot reach.
-    const p = setupPartner(ctx, {
+    const p = await setupPartner(ctx, {
       balance: partner.balance,
       prices: { sms: partner.price },
       rateLimitPerMinute: 1_000_000,
     });
-    twilioGateway(ctx, p.partnerId, fake);
+    await twilioGateway(ctx, p.partnerId, fake);
     const configFile = join(dir, 'msgd.json');
     writeFileSync(configFile, JSON.stringify(config));
     return { dir, configFile, port: await freePort(), partner: p };

@@ -230,8 +230,8 @@ describe('crash: kill -9 mid-load, restart', () => {
     let view = inspect(prep);
     try {
       const m = messagesOf(view.ctx, prep.partner.partnerId).find((r) => r.id === id)!;
-      unassignChannel(view.ctx, { channel: m.channel_id! }, 'test');
-      removeGateway(view.ctx, m.gateway_id!, 'test');
+      await unassignChannel(view.ctx, { channel: m.channel_id! }, 'test');
+      await removeGateway(view.ctx, m.gateway_id!, 'test');
     } finally {
       view.close();
     }
@@ -276,8 +276,8 @@ describe('crash: kill -9 mid-load, restart', () => {
     let view = inspect(prep);
     let other: { token: string; partnerId: string };
     try {
-      other = setupPartner(view.ctx, { balance: '10', prices: { sms: '0.01' }, rateLimitPerMinute: 1_000_000 });
-      twilioGateway(view.ctx, other.partnerId, fake, { base_url: `${fake.url}/` });
+      other = await setupPartner(view.ctx, { balance: '10', prices: { sms: '0.01' }, rateLimitPerMinute: 1_000_000 });
+      await twilioGateway(view.ctx, other.partnerId, fake, { base_url: `${fake.url}/` });
     } finally {
       view.close();
     }

@@ -21,8 +21,8 @@ let channel: { id: string; gateway_id: string; sender: string };
 beforeAll(async () => {
   fake = await startTwilioFake();
   s = await startTestServer(FAST_DISPATCH);
-  p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
-  const g = twilioGateway(s.ctx, p.partnerId, fake);
+  p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
+  const g = await twilioGateway(s.ctx, p.partnerId, fake);
   channel = { id: g.channel.id, gateway_id: g.gateway.id, sender: g.from };
 });
 afterAll(async () => {

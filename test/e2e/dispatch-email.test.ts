@@ -26,8 +26,8 @@ describe('sendgrid through the full path', () => {
   beforeAll(async () => {
     fake = await startSendgridFake();
     s = await startTestServer(FAST_DISPATCH);
-    p = setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
-    from = sendgridGateway(s.ctx, p.partnerId, fake).from;
+    p = await setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
+    from = (await sendgridGateway(s.ctx, p.partnerId, fake)).from;
   });
   afterAll(async () => {
     await s?.stop();
@@ -136,8 +136,8 @@ describe('smtp through the full path (real SMTP server)', () => {
   beforeAll(async () => {
     fake = await startSmtpFake({ auth: AUTH });
     s = await startTestServer({ ...FAST_DISPATCH, 'dispatch.timeoutMs': 2_000 });
-    p = setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
-    from = smtpGateway(s.ctx, p.partnerId, fake, AUTH).from;
+    p = await setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
+    from = (await smtpGateway(s.ctx, p.partnerId, fake, AUTH)).from;
   });
   afterAll(async () => {
     await s?.stop();

@@ -29,10 +29,13 @@ let p: PartnerSetup;
 beforeAll(async () => {
   fake = await startGraphFake({ templates: [{ name: 'order_shipped', language: 'en_US' }] });
   s = await startTestServer(FAST_DISPATCH);
-  p = setupPartner(s.ctx, { balance: '10', prices: { whatsapp: '0.02', messenger: '0.001', instagram: '0.001' } });
-  whatsappGateway(s.ctx, p.partnerId, fake);
-  messengerGateway(s.ctx, p.partnerId, fake);
-  instagramGateway(s.ctx, p.partnerId, fake);
+  p = await setupPartner(s.ctx, {
+    balance: '10',
+    prices: { whatsapp: '0.02', messenger: '0.001', instagram: '0.001' },
+  });
+  await whatsappGateway(s.ctx, p.partnerId, fake);
+  await messengerGateway(s.ctx, p.partnerId, fake);
+  await instagramGateway(s.ctx, p.partnerId, fake);
 });
 afterAll(async () => {
   await s?.stop();

@@ -33,8 +33,8 @@ beforeAll(async () => {
     'dispatch.circuitBreaker.consecutiveFailures': 1000,
     'dispatch.circuitBreaker.failureRate': 0,
   });
-  p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
-  const g = twilioGateway(s.ctx, p.partnerId, fake);
+  p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
+  const g = await twilioGateway(s.ctx, p.partnerId, fake);
   gatewayId = g.gateway.id;
   from = g.from;
 });
@@ -314,7 +314,7 @@ describe('twilio through the full path', () => {
     fake.failFor('+14155550166', { kind: 'rate_limit', retryAfterS: 1 });
     const id = await sms('paused', '+14155550166');
     await waitFor(() => fake.requests.length >= 1, 'the first attempt', 5_000);
-    updateGateway(s.ctx, gatewayId, { status: 'disabled' }, 'test');
+    await updateGateway(s.ctx, gatewayId, { status: 'disabled' }, 'test');
     try {
       await waitFor(
         () => message(s.ctx, id).error_code === 'gateway_disabled',
@@ -342,7 +342,7 @@ describe('twilio through the full path', () => {
       expect(fake.requests).toHaveLength(tried);
     } finally {
       fake.reset();
-      updateGateway(s.ctx, gatewayId, { status: 'active' }, 'test');
+      await updateGateway(s.ctx, gatewayId, { status: 'active' }, 'test');
     }
     const m = await waitStatus(s.ctx, id, 'sent', 5_000);
     expect(m).toMatchObject({ error_code: null, error_message: null });

@@ -32,7 +32,7 @@ describe('crash: kill -9 during failover', () => {
     let view = inspect(prep);
     let backupId: string;
     try {
-      const gw = addGateway(
+      const gw = await addGateway(
         view.ctx,
         {
           kind: 'twilio',
@@ -43,12 +43,12 @@ describe('crash: kill -9 during failover', () => {
         'test',
       );
       backupId = gw.id;
-      addFallback(
+      await addFallback(
         view.ctx,
         { partner: prep.partner.partnerId, type: 'sms', gateway: gw.id, sender: sender('sms') },
         'test',
       );
-      setPrice(view.ctx, { channel: 'sms', amount: parseMoney('0.025'), gateway: gw.id }, 'test');
+      await setPrice(view.ctx, { channel: 'sms', amount: parseMoney('0.025'), gateway: gw.id }, 'test');
     } finally {
       view.close();
     }

@@ -78,11 +78,11 @@ afterEach(async () => {
 });
 
 /** A partner whose SMS goes through `primary`, with `backup` as its fallback (its own sender and price). */
-function partnerWithFallback(opts: { balance: string; price: string; backupPrice: string }) {
-  const p = setupPartner(s.ctx, { balance: opts.balance, prices: { sms: opts.price } });
-  const main = twilioGateway(s.ctx, p.partnerId, primary);
+async function partnerWithFallback(opts: { balance: string; price: string; backupPrice: string }) {
+  const p = await setupPartner(s.ctx, { balance: opts.balance, prices: { sms: opts.price } });
+  const main = await twilioGateway(s.ctx, p.partnerId, primary);
   backup.addAccount(TWILIO_SID, TWILIO_TOKEN);
-  const gw = addGateway(
+  const gw = await addGateway(
     s.ctx,
     {
       kind: 'twilio',
@@ -93,8 +93,8 @@ function partnerWithFallback(opts: { balance: string; price: string; backupPrice
     'test',
   );
   const backupFrom = sender('sms');
-  addFallback(s.ctx, { partner: p.partnerId, type: 'sms', gateway: gw.id, sender: backupFrom }, 'test');
-  setPrice(s.ctx, { channel: 'sms', amount: parseMoney(opts.backupPrice), gateway: gw.id }, 'test');
+  await addFallback(s.ctx, { partner: p.partnerId, type: 'sms', gateway: gw.id, sender: backupFrom }, 'test');
+  await setPrice(s.ctx, { channel: 'sms', amount: parseMoney(opts.backupPrice), gateway: gw.id }, 'test');
   return { ...p, primaryId: main.gateway.id, backupId: gw.id, backupFrom };
 }
 
@@ -108,7 +108,7 @@ const bodies = (fake: TwilioFake) => fake.requests.filter((r) => r.reply?.status
 
 describe('failover to the fallback gateway', () => {
   it('a primary down for a window: every message sent once through the fallback, then back to the primary once its circuit closes', async () => {
-    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.015' });
+    const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.015' });
     await primary.down();
     const ids: string[] = [];
     for (let i = 0; i < 8; i++) ids.push(await sendSms(p.token, `outage ${i}`));
@@ -195,8 +195,8 @@ describe('failover to the fallback gateway', () => {
   }, 60_000);
 
   it('without a fallback, an open circuit holds the messages on the queue (never refused) until a probe succeeds', async () => {
-    const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
-    const main = twilioGateway(s.ctx, p.partnerId, primary);
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+    const main = await twilioGateway(s.ctx, p.partnerId, primary);
     await primary.down();
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) ids.push(await sendSms(p.token, `alone ${i}`));
@@ -219,7 +219,7 @@ describe('failover to the fallback gateway', () => {
   }, 30_000);
 
   it('a timeout after the request left ("maybe delivered") never moves to the fallback', async () => {
-    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.02' });
+    const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.02' });
     primary.failNext({ kind: 'timeout', count: 1 });
     const id = await sendSms(p.token, 'maybe');
     await waitFor(() => message(s.ctx, id).status === 'sent', 'the message sent', 10_000);
@@ -234,7 +234,7 @@ describe('failover to the fallback gateway', () => {
   }, 30_000);
 
   it('a call in flight when msgd died, met by an open circuit, never moves to the fallback and stays flagged', async () => {
-    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
+    const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
     const db = s.ctx.db.sqlite;
     const channel = db
       .prepare('SELECT id, gateway_id, sender FROM channels WHERE partner_id = ? AND gateway_id = ?')
@@ -258,7 +258,7 @@ describe('failover to the fallback gateway', () => {
   }, 30_000);
 
   it("a refusal about the recipient fails the message on the primary; one about the route's sender moves on", async () => {
-    const p = partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
+    const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
     primary.failNext({ kind: 'error', code: 21211, count: 1 });
     const bad = await sendSms(p.token, 'invalid number');
     await waitFor(() => message(s.ctx, bad).status === 'failed', 'the message failed', 10_000);
@@ -286,8 +286,8 @@ describe('failover to the fallback gateway', () => {
   }, 30_000);
 
   it("refusals about the recipient never open the gateway's circuit: each fails at once, refunded, and the next goes out", async () => {
-    const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
-    const main = twilioGateway(s.ctx, p.partnerId, primary);
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+    const main = await twilioGateway(s.ctx, p.partnerId, primary);
     // More than consecutiveFailures (3) in a row, the region and route refusals last: Twilio
     // reaches other numbers from this account, so none says the gateway is failing.
     // Each to its own recipient: a 21610 puts its recipient on the suppression list.
@@ -310,8 +310,8 @@ describe('failover to the fallback gateway', () => {
 
   it("a relay deferring one recipient (greylisting at RCPT TO) never opens the gateway's circuit", async () => {
     smtp.reset();
-    const p = setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
-    const relay = smtpGateway(s.ctx, p.partnerId, smtp);
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
+    const relay = await smtpGateway(s.ctx, p.partnerId, smtp);
     const mail = (to: string, subject: string) =>
       send(s.url, EMAIL, { to, subject, html: '<p>x</p>' }, p.token).then((r) => {
         expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -342,7 +342,7 @@ describe('failover to the fallback gateway', () => {
   }, 30_000);
 
   it('a cheaper fallback refunds the difference; a dearer one the funds do not cover fails the message and refunds it', async () => {
-    const cheap = partnerWithFallback({ balance: '1', price: '0.01', backupPrice: '0.004' });
+    const cheap = await partnerWithFallback({ balance: '1', price: '0.01', backupPrice: '0.004' });
     await primary.down();
     const id = await sendSms(cheap.token, 'cheaper');
     await waitFor(() => message(s.ctx, id).status === 'sent', 'sent through the cheaper fallback', 10_000);
@@ -357,7 +357,7 @@ describe('failover to the fallback gateway', () => {
     expect(message(s.ctx, id).price).toBe(parseMoney('0.004'));
 
     // 0.01 left: the primary's price, but not the fallback's 0.05.
-    const poor = partnerWithFallback({ balance: '0.01', price: '0.01', backupPrice: '0.05' });
+    const poor = await partnerWithFallback({ balance: '0.01', price: '0.01', backupPrice: '0.05' });
     const before = backup.requests.length;
     const lost = await sendSms(poor.token, 'too dear');
     await waitFor(() => message(s.ctx, lost).status === 'failed', 'the message failed', 10_000);
@@ -381,9 +381,9 @@ describe('failover to the fallback gateway', () => {
   it('email: SendGrid answering 503 (not accepted) moves the mail to the SMTP fallback, sent once from its sender', async () => {
     sendgrid.reset();
     smtp.reset();
-    const p = setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
-    sendgridGateway(s.ctx, p.partnerId, sendgrid);
-    const relay = addGateway(
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
+    await sendgridGateway(s.ctx, p.partnerId, sendgrid);
+    const relay = await addGateway(
       s.ctx,
       {
         kind: 'smtp',
@@ -393,7 +393,7 @@ describe('failover to the fallback gateway', () => {
       'test',
     );
     const relayFrom = sender('email');
-    addFallback(s.ctx, { partner: p.partnerId, type: 'email', gateway: relay.id, sender: relayFrom }, 'test');
+    await addFallback(s.ctx, { partner: p.partnerId, type: 'email', gateway: relay.id, sender: relayFrom }, 'test');
     sendgrid.failNext({ kind: 'status', status: 503, count: 1 });
     const r = await send(s.url, EMAIL, { to: 'user@example.com', subject: 'moved', html: '<p>x</p>' }, p.token);
     expect(r.status).toBe(200);

@@ -19,8 +19,8 @@ describe('one msgd per data directory', () => {
     // What kill -9 mid-call leaves behind: a dispatch job running under a 10-minute lease.
     const dd = openDataDir(dir, { create: true, env: {} });
     const ctx = coreCtx(dd, { dataDir: dir });
-    const p = setupPartner(ctx, { balance: '10' });
-    const { channel } = connect(
+    const p = await setupPartner(ctx, { balance: '10' });
+    const { channel } = await connect(
       ctx,
       p.partnerId,
       { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } },

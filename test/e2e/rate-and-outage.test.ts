@@ -31,8 +31,8 @@ async function backlogThenStop() {
   const a = await startTestServer(LINE_CONFIG, { dataDir });
   let made = false;
   try {
-    const p = setupPartner(a.ctx, { balance: '10' });
-    twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
+    const p = await setupPartner(a.ctx, { balance: '10' });
+    await twilioGateway(a.ctx, p.partnerId, twilio, { rate_per_second: 5 });
     for (let i = 0; i < 12; i++)
       expect((await send(a.url, SMS, { to: '+14155550123', text: `old ${i}` }, p.token)).status).toBe(200);
     await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
@@ -78,8 +78,8 @@ async function burst(token: string, path: string, bodies: unknown[]) {
 
 describe('per-gateway rate shaping', () => {
   it('a gateway at 20 msg/s takes 40 messages in about 2 s, spaced, none refused', async () => {
-    const p = setupPartner(s.ctx, { balance: '10' });
-    twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 20 });
+    const p = await setupPartner(s.ctx, { balance: '10' });
+    await twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 20 });
     const started = Date.now();
     const ids = await burst(
       p.token,
@@ -107,8 +107,8 @@ describe('per-gateway rate shaping', () => {
   });
 
   it('a backlog waiting for its slot shows queued, not sending, and all of it goes out', async () => {
-    const p = setupPartner(s.ctx, { balance: '10' });
-    twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 2 });
+    const p = await setupPartner(s.ctx, { balance: '10' });
+    await twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 2 });
     const ids = await burst(
       p.token,
       SMS,
@@ -126,8 +126,8 @@ describe('per-gateway rate shaping', () => {
   });
 
   it('a deep backlog on a slow gateway waits in line: claimed about twice each (to take its place, then to go), never shown sending while it waits, sent in the order accepted', async () => {
-    const p = setupPartner(s.ctx, { balance: '10' });
-    twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 20 });
+    const p = await setupPartner(s.ctx, { balance: '10' });
+    await twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 20 });
     const claimedBefore = s.rt.worker.counters.claimed;
     // One after another, so the order they were accepted in is known.
     const ids: string[] = [];
@@ -162,8 +162,8 @@ describe('per-gateway rate shaping', () => {
   });
 
   it("raising a gateway's rate speeds up the messages already waiting in its line", async () => {
-    const p = setupPartner(s.ctx, { balance: '10' });
-    const { gateway } = twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 2 });
+    const p = await setupPartner(s.ctx, { balance: '10' });
+    const { gateway } = await twilioGateway(s.ctx, p.partnerId, twilio, { rate_per_second: 2 });
     await burst(
       p.token,
       SMS,
@@ -171,7 +171,7 @@ describe('per-gateway rate shaping', () => {
     );
     await waitFor(() => twilio.requests.length >= 2, 'the first two sent', 5_000);
     // At 2/s the other 18 would take 9 s more; their places in line were counted at 2/s.
-    updateGateway(s.ctx, gateway.id, { settings: { rate_per_second: 100 } }, 'test');
+    await updateGateway(s.ctx, gateway.id, { settings: { rate_per_second: 100 } }, 'test');
     const changed = Date.now();
     await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), '20 sent', 10_000);
     expect(Date.now() - changed).toBeLessThan(3_000);
@@ -218,10 +218,10 @@ describe('per-gateway rate shaping', () => {
   });
 
   it('two gateways are shaped independently', async () => {
-    const a = setupPartner(s.ctx, { balance: '10' });
-    const b = setupPartner(s.ctx, { balance: '10' });
-    twilioGateway(s.ctx, a.partnerId, twilio, { rate_per_second: 10 });
-    twilioGateway(s.ctx, b.partnerId, twilio, { rate_per_second: 10 });
+    const a = await setupPartner(s.ctx, { balance: '10' });
+    const b = await setupPartner(s.ctx, { balance: '10' });
+    await twilioGateway(s.ctx, a.partnerId, twilio, { rate_per_second: 10 });
+    await twilioGateway(s.ctx, b.partnerId, twilio, { rate_per_second: 10 });
     const started = Date.now();
     await Promise.all([
       burst(
@@ -248,8 +248,8 @@ describe('per-gateway rate shaping', () => {
 
 describe('provider outage', () => {
   it('HTTP provider down for a while, then up: every message sent once, none failed, none lost', async () => {
-    const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
-    twilioGateway(s.ctx, p.partnerId, twilio);
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+    await twilioGateway(s.ctx, p.partnerId, twilio);
     await twilio.down();
     let ids: string[];
     try {
@@ -301,8 +301,8 @@ describe('provider outage', () => {
   });
 
   it('SMTP relay down, then up: every mail delivered once', async () => {
-    const p = setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
-    smtpGateway(s.ctx, p.partnerId, smtp);
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { email: '0.001' } });
+    await smtpGateway(s.ctx, p.partnerId, smtp);
     await smtp.down();
     try {
       await burst(
@@ -345,8 +345,8 @@ describe('a paused gateway, enabled again', () => {
   });
 
   it('a line that fell behind (the event loop stalled) catches up at the rate, not in a burst', async () => {
-    const p = setupPartner(slow.ctx, { balance: '10' });
-    twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 2 });
+    const p = await setupPartner(slow.ctx, { balance: '10' });
+    await twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 2 });
     for (let i = 0; i < 10; i++)
       expect((await send(slow.url, SMS, { to: '+14155550123', text: `stall ${i}` }, p.token)).status).toBe(200);
     await waitFor(() => twilio.requests.length >= 1, 'the first sent', 5_000);
@@ -365,13 +365,13 @@ describe('a paused gateway, enabled again', () => {
   });
 
   it('a gateway removed with messages in its line fails and refunds them at once, not at their places', async () => {
-    const p = setupPartner(slow.ctx, { balance: '10', prices: { sms: '0.01' } });
-    const { gateway, channel } = twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 1 });
+    const p = await setupPartner(slow.ctx, { balance: '10', prices: { sms: '0.01' } });
+    const { gateway, channel } = await twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 1 });
     for (let i = 0; i < 8; i++)
       expect((await send(slow.url, SMS, { to: '+14155550123', text: `gone ${i}` }, p.token)).status).toBe(200);
     await waitFor(() => twilio.requests.length >= 1, 'the first sent', 5_000);
-    unassignChannel(slow.ctx, { channel: channel.id }, 'test');
-    removeGateway(slow.ctx, gateway.id, 'test');
+    await unassignChannel(slow.ctx, { channel: channel.id }, 'test');
+    await removeGateway(slow.ctx, gateway.id, 'test');
     const removed = Date.now();
     await waitFor(
       () => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent' || m.status === 'failed'),
@@ -388,9 +388,9 @@ describe('a paused gateway, enabled again', () => {
   });
 
   it('sends its waiting messages at once, in the order they were accepted, not at their next recheck', async () => {
-    const p = setupPartner(slow.ctx, { balance: '10' });
-    const { gateway, channel } = twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 20 });
-    updateGateway(slow.ctx, gateway.id, { status: 'disabled' }, 'test');
+    const p = await setupPartner(slow.ctx, { balance: '10' });
+    const { gateway, channel } = await twilioGateway(slow.ctx, p.partnerId, twilio, { rate_per_second: 20 });
+    await updateGateway(slow.ctx, gateway.id, { status: 'disabled' }, 'test');
     // Accepted before the gateway was disabled (the API refuses new sends on it meanwhile):
     // what the accept transaction writes, a message and its dispatch job.
     const ids = slow.ctx.db.sqlite.transaction(() =>
@@ -411,7 +411,7 @@ describe('a paused gateway, enabled again', () => {
       5_000,
     );
     expect(twilio.requests).toHaveLength(0);
-    updateGateway(slow.ctx, gateway.id, { status: 'active' }, 'test');
+    await updateGateway(slow.ctx, gateway.id, { status: 'active' }, 'test');
     const enabled = Date.now();
     await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), '10 sent', 10_000);
     // Their rechecks were 15-20 s away.

@@ -183,7 +183,7 @@ describe('msgctl tui in a real terminal', () => {
     const dataDir = join(root, 'data');
     const dd = openDataDir(dataDir, { create: true, env: {} });
     const ctx = coreCtx(dd, { dataDir });
-    addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    await addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     // A gateway of a kind this msgctl does not know: drawing its detail throws.
     dd.db.sqlite
       .prepare(

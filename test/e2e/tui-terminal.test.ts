@@ -30,20 +30,20 @@ function terminalEnv(term: string, extra: Record<string, string> = {}): Record<s
 }
 
 /** A data directory set up through the core functions, closed again before the console opens it. */
-function dataDir(setup: (ctx: CoreCtx) => void = () => {}): string {
+async function dataDir(setup: (ctx: CoreCtx) => void = () => {}): Promise<string> {
   const root = mkdtempSync(join(tmpdir(), 'msgd-tui-term-'));
   cleanup.push(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'data');
   const dd = openDataDir(dir, { create: true, env: {} });
-  setup(coreCtx(dd, { dataDir: dir }));
+  await setup(coreCtx(dd, { dataDir: dir }));
   dd.close();
   return dir;
 }
 
-function withCtx<T>(dir: string, fn: (ctx: CoreCtx) => T): T {
+async function withCtx<T>(dir: string, fn: (ctx: CoreCtx) => T | Promise<T>): Promise<T> {
   const dd = openDataDir(dir, { env: {} });
   try {
-    return fn(coreCtx(dd, { dataDir: dir }));
+    return await fn(coreCtx(dd, { dataDir: dir }));
   } finally {
     dd.close();
   }
@@ -94,7 +94,7 @@ const dirnameOf = (p: string) => join(p, '..');
 
 describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () => {
   it('reads keys that arrive in one read one by one: jjjjj moves five rows, Tab then text fills two fields', async () => {
-    const dir = dataDir((ctx) => {
+    const dir = await dataDir((ctx) => {
       for (let i = 0; i < 10; i++) createPartner(ctx, { slug: `p${i}`, name: `Partner ${i}` }, 'test');
     });
     const t = open(dir, terminalEnv('xterm'));
@@ -110,14 +110,14 @@ describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () =>
     await t.see(/New partner/);
     await t.write('acme\tAcme Ltd\r');
     await t.see(/Created partner acme/);
-    expect(withCtx(dir, (ctx) => getPartner(ctx, 'acme').name)).toBe('Acme Ltd');
+    expect(await withCtx(dir, (ctx) => getPartner(ctx, 'acme').name)).toBe('Acme Ltd');
     await t.write('q');
     await waitFor(() => t.exit(), 'msgctl tui to exit', 10_000);
     expect(t.exit()!.exitCode).toBe(0);
   }, 60_000);
 
   it('takes a bracketed paste into a secret field as text, never as keys; paste mode is off again on the way out', async () => {
-    const dir = dataDir();
+    const dir = await dataDir();
     const t = open(dir, terminalEnv('xterm'));
     await t.see(/○ msgd not running/);
     // Bracketed paste is asked for on the way in.
@@ -140,7 +140,7 @@ describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () =>
     expect(t.raw()).not.toContain('Added sandbox gateway');
     await t.write('\r');
     await t.see(/Added sandbox gateway sbx/);
-    expect(withCtx(dir, (ctx) => getGateway(ctx, 'sbx').secret_names)).toEqual(['signing_secret']);
+    expect(await withCtx(dir, async (ctx) => (await getGateway(ctx, 'sbx')).secret_names)).toEqual(['signing_secret']);
     await t.write('q');
     await waitFor(() => t.exit(), 'msgctl tui to exit', 10_000);
     const raw = t.raw();
@@ -152,7 +152,7 @@ describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () =>
     ['SIGHUP', 129],
   ] as const)
     it(`exits ${code} on ${signal}, with the terminal restored`, async () => {
-      const t = open(dataDir(), terminalEnv('xterm'));
+      const t = open(await dataDir(), terminalEnv('xterm'));
       await t.see(/○ msgd not running/);
       t.term.kill(signal);
       await waitFor(() => t.exit(), `msgctl tui to exit on ${signal}`, 10_000);
@@ -163,7 +163,7 @@ describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () =>
     }, 60_000);
 
   it('TERM=dumb: the selected row is marked with >', async () => {
-    const dir = dataDir((ctx) => {
+    const dir = await dataDir((ctx) => {
       createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
       createPartner(ctx, { slug: 'globex', name: 'Globex' }, 'test');
     });
@@ -176,8 +176,8 @@ describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () =>
   }, 60_000);
 
   it('LANG=C: ASCII only, boxes drawn with + - |', async () => {
-    const dir = dataDir((ctx) => {
-      addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    const dir = await dataDir(async (ctx) => {
+      await addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     });
     const t = open(dir, terminalEnv('xterm', { LANG: 'C', LC_ALL: 'C' }));
     await t.see(/o msgd not running/);

@@ -32,16 +32,16 @@ export const EMAIL = '/api/send-email.php';
 export const WHATSAPP = '/api/send-whatsapp.php';
 
 /** A partner with a sandbox gateway on the given channel types. */
-export function sandboxPartner(
+export async function sandboxPartner(
   ctx: CoreCtx,
   opts: Parameters<typeof setupPartner>[1] & { channels?: string[] } = {},
-): PartnerSetup & { gateways: Record<string, string> } {
-  const p = setupPartner(ctx, opts);
+): Promise<PartnerSetup & { gateways: Record<string, string> }> {
+  const p = await setupPartner(ctx, opts);
   const channels = opts.channels ?? ['sms', 'email', 'whatsapp', 'messenger', 'instagram'];
   const gateways: Record<string, string> = {};
   for (const type of channels) {
     // The delivery report is far away: these tests are about the send API, not the sandbox.
-    const { gateway } = connect(
+    const { gateway } = await connect(
       ctx,
       p.partnerId,
       { kind: 'sandbox', settings: { delivery_delay_ms: 600_000 } },
@@ -68,7 +68,7 @@ export const IG_ID = '17841400000000001';
 export const IG_TOKEN = 'IGQ-instagram-token';
 export const SG_KEY = 'SG.test-key.abcdef';
 
-export function twilioGateway(
+export async function twilioGateway(
   ctx: CoreCtx,
   partnerId: string,
   fake: TwilioFake,
@@ -76,7 +76,7 @@ export function twilioGateway(
 ) {
   fake.addAccount(TWILIO_SID, TWILIO_TOKEN);
   const from = sender('sms');
-  const r = connect(
+  const r = await connect(
     ctx,
     partnerId,
     {
@@ -90,7 +90,7 @@ export function twilioGateway(
   return { ...r, from };
 }
 
-export function whatsappGateway(
+export async function whatsappGateway(
   ctx: CoreCtx,
   partnerId: string,
   fake: GraphFake,
@@ -98,7 +98,7 @@ export function whatsappGateway(
 ) {
   fake.addAccount({ id: WA_PHONE_ID, kind: 'whatsapp', token: WA_TOKEN });
   const from = sender('whatsapp');
-  const r = connect(
+  const r = await connect(
     ctx,
     partnerId,
     {
@@ -121,9 +121,9 @@ export function whatsappGateway(
   return { ...r, from };
 }
 
-export function messengerGateway(ctx: CoreCtx, partnerId: string, fake: GraphFake) {
+export async function messengerGateway(ctx: CoreCtx, partnerId: string, fake: GraphFake) {
   fake.addAccount({ id: PAGE_ID, kind: 'page', token: PAGE_TOKEN });
-  return connect(
+  return await connect(
     ctx,
     partnerId,
     {
@@ -135,9 +135,9 @@ export function messengerGateway(ctx: CoreCtx, partnerId: string, fake: GraphFak
   );
 }
 
-export function instagramGateway(ctx: CoreCtx, partnerId: string, fake: GraphFake) {
+export async function instagramGateway(ctx: CoreCtx, partnerId: string, fake: GraphFake) {
   fake.addAccount({ id: IG_ID, kind: 'instagram', token: IG_TOKEN });
-  return connect(
+  return await connect(
     ctx,
     partnerId,
     {
@@ -149,10 +149,10 @@ export function instagramGateway(ctx: CoreCtx, partnerId: string, fake: GraphFak
   );
 }
 
-export function sendgridGateway(ctx: CoreCtx, partnerId: string, fake: SendgridFake) {
+export async function sendgridGateway(ctx: CoreCtx, partnerId: string, fake: SendgridFake) {
   fake.apiKeys.add(SG_KEY);
   const from = sender('email');
-  const r = connect(
+  const r = await connect(
     ctx,
     partnerId,
     { kind: 'sendgrid', settings: { base_url: fake.url, rate_per_second: 10_000 }, secrets: { api_key: SG_KEY } },
@@ -162,9 +162,14 @@ export function sendgridGateway(ctx: CoreCtx, partnerId: string, fake: SendgridF
   return { ...r, from };
 }
 
-export function smtpGateway(ctx: CoreCtx, partnerId: string, fake: SmtpFake, auth?: { user: string; pass: string }) {
+export async function smtpGateway(
+  ctx: CoreCtx,
+  partnerId: string,
+  fake: SmtpFake,
+  auth?: { user: string; pass: string },
+) {
   const from = sender('email');
-  const r = connect(
+  const r = await connect(
     ctx,
     partnerId,
     {

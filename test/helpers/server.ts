@@ -75,7 +75,7 @@ export interface PartnerSetup {
 }
 
 /** A partner with a token, optional funds and prices. */
-export function setupPartner(
+export async function setupPartner(
   ctx: CoreCtx,
   opts: {
     slug?: string;
@@ -85,28 +85,28 @@ export function setupPartner(
     prices?: Record<string, string>;
     rateLimitPerMinute?: number;
   } = {},
-): PartnerSetup {
+): Promise<PartnerSetup> {
   const slug = opts.slug ?? `p${Math.random().toString(36).slice(2, 10)}`;
   const p = createPartner(ctx, { slug, name: slug, creditLimit: opts.credit ? parseMoney(opts.credit) : 0 }, 'test');
   if (opts.rateLimitPerMinute !== undefined)
     setPartnerLimits(ctx, p.id, { rateLimitPerMinute: opts.rateLimitPerMinute }, 'test');
   if (opts.balance && parseMoney(opts.balance) > 0) topup(ctx, p.id, parseMoney(opts.balance), null, 'test');
   for (const [channel, amount] of Object.entries(opts.prices ?? {})) {
-    setPrice(ctx, { channel, amount: parseMoney(amount), partner: p.id }, 'test');
+    await setPrice(ctx, { channel, amount: parseMoney(amount), partner: p.id }, 'test');
   }
   const { secret } = issueToken(ctx, { partner: p.id, name: 'test', scopes: opts.scopes ?? '*' }, 'test');
   return { partnerId: p.id, slug, token: secret };
 }
 
 /** Add a gateway and assign it to a partner for one channel type. */
-export function connect(
+export async function connect(
   ctx: CoreCtx,
   partnerId: string,
   gw: { kind: string; name?: string; settings?: Record<string, unknown>; secrets?: Record<string, string> },
   type: string,
   sender?: string,
 ) {
-  const g = addGateway(
+  const g = await addGateway(
     ctx,
     {
       kind: gw.kind,
@@ -116,7 +116,7 @@ export function connect(
     },
     'test',
   );
-  const ch = assignChannel(ctx, { partner: partnerId, gateway: g.id, type, sender }, 'test');
+  const ch = await assignChannel(ctx, { partner: partnerId, gateway: g.id, type, sender }, 'test');
   return { gateway: g, channel: ch };
 }
 

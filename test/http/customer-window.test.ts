@@ -23,7 +23,7 @@ const HOUR = 3_600_000;
 
 let graph: GraphFake;
 let s: TestServer;
-let p: ReturnType<typeof setupPartner>;
+let p: Awaited<ReturnType<typeof setupPartner>>;
 let waGateway: string;
 let fbGateway: string;
 
@@ -43,27 +43,31 @@ beforeAll(async () => {
     ],
   });
   s = await startTestServer({ 'log.level': 'warn' });
-  p = setupPartner(s.ctx, { balance: '10.00', prices: { whatsapp: '0.05', messenger: '0.01' } });
-  waGateway = connect(
-    s.ctx,
-    p.partnerId,
-    {
-      kind: 'whatsapp_cloud',
-      settings: { base_url: graph.url, phone_number_id: PHONE_ID },
-      secrets: { access_token: 'EAA-wa', app_secret: SECRET },
-    },
-    'whatsapp',
-    SENDER,
+  p = await setupPartner(s.ctx, { balance: '10.00', prices: { whatsapp: '0.05', messenger: '0.01' } });
+  waGateway = (
+    await connect(
+      s.ctx,
+      p.partnerId,
+      {
+        kind: 'whatsapp_cloud',
+        settings: { base_url: graph.url, phone_number_id: PHONE_ID },
+        secrets: { access_token: 'EAA-wa', app_secret: SECRET },
+      },
+      'whatsapp',
+      SENDER,
+    )
   ).gateway.id;
-  fbGateway = connect(
-    s.ctx,
-    p.partnerId,
-    {
-      kind: 'meta_messenger',
-      settings: { base_url: graph.url, page_id: PAGE },
-      secrets: { page_access_token: 'EAA-page', app_secret: SECRET },
-    },
-    'messenger',
+  fbGateway = (
+    await connect(
+      s.ctx,
+      p.partnerId,
+      {
+        kind: 'meta_messenger',
+        settings: { base_url: graph.url, page_id: PAGE },
+        secrets: { page_access_token: 'EAA-page', app_secret: SECRET },
+      },
+      'messenger',
+    )
   ).gateway.id;
 });
 afterAll(async () => {
@@ -188,8 +192,8 @@ describe('WhatsApp', () => {
   });
 
   it('keeps the order of checks: 402 for exhausted funds and 400 for a bad payload come first', async () => {
-    const poor = setupPartner(s.ctx, { balance: '0', prices: { whatsapp: '0.05' } });
-    connect(
+    const poor = await setupPartner(s.ctx, { balance: '0', prices: { whatsapp: '0.05' } });
+    await connect(
       s.ctx,
       poor.partnerId,
       {
@@ -207,12 +211,12 @@ describe('WhatsApp', () => {
   });
 
   it('customer_service_window=off on the gateway sends anyway (the provider decides)', async () => {
-    updateGateway(s.ctx, waGateway, { settings: { customer_service_window: 'off' } }, 'test');
+    await updateGateway(s.ctx, waGateway, { settings: { customer_service_window: 'off' } }, 'test');
     try {
       expect((await sendWa({ to: '+16505550007', text: 'not enforced' })).status).toBe(200);
       await waitFor(() => graph.requests.length === 1, 'the message to reach Graph', 5000);
     } finally {
-      updateGateway(s.ctx, waGateway, { unsetSettings: ['customer_service_window'] }, 'test');
+      await updateGateway(s.ctx, waGateway, { unsetSettings: ['customer_service_window'] }, 'test');
     }
     expectOutside(await sendWa({ to: '+16505550008', text: 'enforced again' }), /template/);
   });
@@ -220,8 +224,8 @@ describe('WhatsApp', () => {
   it('belongs to the business number: a message to the number used before does not open it for a new one', async () => {
     const who = '+16505550006';
     await customerWrites(who);
-    unassignChannel(s.ctx, { partner: p.partnerId, type: 'whatsapp' }, 'test');
-    connect(
+    await unassignChannel(s.ctx, { partner: p.partnerId, type: 'whatsapp' }, 'test');
+    await connect(
       s.ctx,
       p.partnerId,
       {
@@ -251,13 +255,18 @@ describe('Messenger', () => {
   });
 
   it('a tag configured on the gateway lets the message through, with the tag', async () => {
-    updateGateway(s.ctx, fbGateway, { settings: { messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT' } }, 'test');
+    await updateGateway(s.ctx, fbGateway, { settings: { messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT' } }, 'test');
     try {
       expect((await sendV1({ channel: 'messenger', to: PSID, body: 'an agent replies' })).status).toBe(200);
       const sent = await waitFor(() => graph.requests.find((r) => r.path.includes(PAGE)), 'the tagged message', 5000);
       expect(sent.body).toMatchObject({ messaging_type: 'MESSAGE_TAG', tag: 'HUMAN_AGENT' });
     } finally {
-      updateGateway(s.ctx, fbGateway, { settings: { messaging_type: 'RESPONSE' }, unsetSettings: ['tag'] }, 'test');
+      await updateGateway(
+        s.ctx,
+        fbGateway,
+        { settings: { messaging_type: 'RESPONSE' }, unsetSettings: ['tag'] },
+        'test',
+      );
     }
   });
 

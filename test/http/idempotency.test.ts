@@ -19,13 +19,13 @@ afterAll(async () => {
 
 const SMS_BODY = { to: '+14155550123', text: 'Your code is 1234' };
 
-function partner(balance = '1') {
-  return sandboxPartner(s.ctx, { balance, prices: { sms: '0.01', email: '0.01', whatsapp: '0.01' } });
+async function partner(balance = '1') {
+  return await sandboxPartner(s.ctx, { balance, prices: { sms: '0.01', email: '0.01', whatsapp: '0.01' } });
 }
 
 describe('Idempotency-Key', () => {
   it('same key and body: the same response, one message, one debit', async () => {
-    const p = partner();
+    const p = await partner();
     const key = { 'idempotency-key': 'order-42-sms' };
     const first = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect(first.status).toBe(200);
@@ -42,7 +42,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('same key with another body: 422 idempotency_key_reused, nothing written', async () => {
-    const p = partner();
+    const p = await partner();
     const key = { 'idempotency-key': 'k-1' };
     expect((await send(s.url, SMS, SMS_BODY, p.token, key)).status).toBe(200);
     const other = await send(s.url, SMS, { ...SMS_BODY, text: 'Your code is 9999' }, p.token, key);
@@ -58,7 +58,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('a retry answers its first outcome before any refusal; another body with the key is 422 even when refused', async () => {
-    const p = partner();
+    const p = await partner();
     const key = { 'idempotency-key': 'then-refused' };
     const first = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect(first.status).toBe(200);
@@ -79,8 +79,8 @@ describe('Idempotency-Key', () => {
   });
 
   it('keys belong to a partner: another partner with the same key sends its own message', async () => {
-    const a = partner();
-    const b = partner();
+    const a = await partner();
+    const b = await partner();
     const key = { 'idempotency-key': 'shared-key' };
     const ra = await send(s.url, EMAIL, { to: 'x@example.com', subject: 's', html: '<b>h</b>' }, a.token, key);
     const rb = await send(s.url, EMAIL, { to: 'x@example.com', subject: 's', html: '<b>h</b>' }, b.token, key);
@@ -89,7 +89,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('different keys with the same body are different messages', async () => {
-    const p = partner();
+    const p = await partner();
     const r1 = await send(s.url, SMS, SMS_BODY, p.token, { 'idempotency-key': 'a' });
     const r2 = await send(s.url, SMS, SMS_BODY, p.token, { 'idempotency-key': 'b' });
     const r3 = await send(s.url, SMS, SMS_BODY, p.token);
@@ -98,7 +98,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('20 identical requests at once: 20 × the same 200, one message, one debit', async () => {
-    const p = partner();
+    const p = await partner();
     const key = { 'idempotency-key': 'burst-1' };
     const results = await Promise.all(Array.from({ length: 20 }, () => send(s.url, SMS, SMS_BODY, p.token, key)));
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
@@ -111,7 +111,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('the retry of a request that spent the last funds still gets its 200', async () => {
-    const p = partner('0.01');
+    const p = await partner('0.01');
     const key = { 'idempotency-key': 'last-cent' };
     const first = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect(first.status).toBe(200);
@@ -123,7 +123,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('a refused request stores nothing: after a top-up the same key sends', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '0.005', channels: ['sms'], prices: { sms: '0.01' } });
+    const p = await sandboxPartner(s.ctx, { balance: '0.005', channels: ['sms'], prices: { sms: '0.01' } });
     const key = { 'idempotency-key': 'after-topup' };
     expect((await send(s.url, SMS, SMS_BODY, p.token, key)).status).toBe(402);
     expect((await send(s.url, SMS, { to: 'bad' }, p.token, { 'idempotency-key': 'bad-then-good' })).status).toBe(400);
@@ -136,7 +136,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('a malformed key is 400 with a detail naming the header', async () => {
-    const p = partner();
+    const p = await partner();
     for (const bad of ['x'.repeat(256), 'has space', 'tab\there', 'caf\u00e9']) {
       const r = await send(s.url, SMS, SMS_BODY, p.token, { 'idempotency-key': bad });
       expect(r.status).toBe(400);

@@ -12,7 +12,7 @@ let token: string;
 let partnerId: string;
 beforeAll(async () => {
   s = await startTestServer();
-  const p = sandboxPartner(s.ctx, {
+  const p = await sandboxPartner(s.ctx, {
     balance: '1000',
     prices: { sms: '0.01', email: '0.001', whatsapp: '0.02', messenger: '0.003', instagram: '0.004' },
   });
@@ -156,7 +156,7 @@ describe('POST /api/send-sms.php', () => {
   });
 
   it('402 when the segments cost more than is left, although one segment would fit', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '0.015', channels: ['sms'], prices: { sms: '0.01' } });
+    const p = await sandboxPartner(s.ctx, { balance: '0.015', channels: ['sms'], prices: { sms: '0.01' } });
     const two = await send(s.url, SMS, { to: '+14155550123', text: 'a'.repeat(161) }, p.token);
     expect(two.status).toBe(402);
     expect(two.body.error.code).toBe('insufficient_balance');

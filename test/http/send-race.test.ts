@@ -26,13 +26,13 @@ describe('race for the last funds', () => {
   it('1,000 concurrent sends against funds for 100: exactly 100 × 200 and 900 × 402', async () => {
     const price = parseMoney('0.0075');
     // A limit the burst cannot reach: this is about money, not the rate limiter.
-    const p = setupPartner(s.ctx, {
+    const p = await setupPartner(s.ctx, {
       balance: '0.75',
       credit: '0',
       prices: { sms: '0.0075' },
       rateLimitPerMinute: 1_000_000,
     });
-    twilioGateway(s.ctx, p.partnerId, twilio);
+    await twilioGateway(s.ctx, p.partnerId, twilio);
     const batchesBefore = s.rt.committer.batches;
 
     const pool = new Pool(s.url, { connections: 128, pipelining: 1 });

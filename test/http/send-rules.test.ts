@@ -72,7 +72,7 @@ async function raw(path: string, init: RequestInit) {
 
 describe.each(CASES)('$name: 401 for every kind of bad credentials', ({ path, body }) => {
   it('missing, unknown, malformed, revoked and expired tokens are 401 unauthorized', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     expectError(await send(s.url, path, body), 401, 'unauthorized');
     const unknown = await send(s.url, path, body, 'msgd_live_thisisnotarealtokenatall0000000000000000');
     expectError(unknown, 401, 'unauthorized');
@@ -95,7 +95,7 @@ describe.each(CASES)('$name: 401 for every kind of bad credentials', ({ path, bo
 
 describe('token expiry', () => {
   it('a token works until expires_at and is 401 "expired" after, on every endpoint', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const expiresAt = s.clock.now() + 60_000;
     const t = issueToken(s.ctx, { partner: p.partnerId, name: 'short', scopes: '*', expiresAt }, 'test');
     for (const c of CASES) expect((await send(s.url, c.path, c.body, t.secret)).status).toBe(200);
@@ -111,7 +111,7 @@ describe('token expiry', () => {
 
 describe.each(CASES)('$name: 403 before anything about money or payload', ({ path, body, channel, name }) => {
   it('suspended partner: 403 partner_suspended, even with no funds and a bad payload', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '0' });
+    const p = await sandboxPartner(s.ctx, { balance: '0' });
     await suspendPartner(s.ctx, p.partnerId, 'test');
     expectError(await send(s.url, path, body, p.token), 403, 'partner_suspended');
     expectError(await send(s.url, path, INVALID[name], p.token), 403, 'partner_suspended');
@@ -119,7 +119,7 @@ describe.each(CASES)('$name: 403 before anything about money or payload', ({ pat
   });
 
   it('a token without messages:send: 403 insufficient_scope', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10', scopes: 'messages:read conversations:read' });
+    const p = await sandboxPartner(s.ctx, { balance: '10', scopes: 'messages:read conversations:read' });
     const r = await send(s.url, path, body, p.token);
     expectError(r, 403, 'insufficient_scope');
     expect(r.body.error.message).toContain('messages:send');
@@ -128,26 +128,26 @@ describe.each(CASES)('$name: 403 before anything about money or payload', ({ pat
 
   it('no gateway assigned for the channel: 403 channel_not_assigned, before 402 and 400', async () => {
     const others = ['sms', 'email', 'whatsapp', 'messenger', 'instagram'].filter((c) => c !== channel);
-    const p = sandboxPartner(s.ctx, { balance: '10', channels: others });
+    const p = await sandboxPartner(s.ctx, { balance: '10', channels: others });
     const r = await send(s.url, path, body, p.token);
     expectError(r, 403, 'channel_not_assigned');
     expect(r.body.error.message).toContain(channel);
     expectError(await send(s.url, path, INVALID[name], p.token), 403, 'channel_not_assigned');
-    const broke = sandboxPartner(s.ctx, { balance: '0', channels: others });
+    const broke = await sandboxPartner(s.ctx, { balance: '0', channels: others });
     expectError(await send(s.url, path, body, broke.token), 403, 'channel_not_assigned');
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 
   it('the assigned gateway is disabled or the channel unassigned: 403 channel_not_assigned', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10', channels: [channel] });
+    const p = await sandboxPartner(s.ctx, { balance: '10', channels: [channel] });
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
-    updateGateway(s.ctx, p.gateways[channel], { status: 'disabled' }, 'test');
+    await updateGateway(s.ctx, p.gateways[channel], { status: 'disabled' }, 'test');
     const r = await send(s.url, path, body, p.token);
     expectError(r, 403, 'channel_not_assigned');
     expect(r.body.error.message).toMatch(/disabled/);
-    updateGateway(s.ctx, p.gateways[channel], { status: 'active' }, 'test');
+    await updateGateway(s.ctx, p.gateways[channel], { status: 'active' }, 'test');
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
-    unassignChannel(s.ctx, { partner: p.partnerId, type: channel }, 'test');
+    await unassignChannel(s.ctx, { partner: p.partnerId, type: channel }, 'test');
     expectError(await send(s.url, path, body, p.token), 403, 'channel_not_assigned');
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
   });
@@ -155,7 +155,7 @@ describe.each(CASES)('$name: 403 before anything about money or payload', ({ pat
 
 describe.each(CASES)('$name: 402 when funds are exhausted, before the payload is looked at', ({ path, body, name }) => {
   it('balance + credit <= 0: 402 insufficient_balance for valid, invalid and unparseable bodies', async () => {
-    const zero = sandboxPartner(s.ctx, { balance: '0' });
+    const zero = await sandboxPartner(s.ctx, { balance: '0' });
     const valid = await send(s.url, path, body, zero.token);
     const invalid = await send(s.url, path, INVALID[name], zero.token);
     expectError(valid, 402, 'insufficient_balance');
@@ -170,7 +170,7 @@ describe.each(CASES)('$name: 402 when funds are exhausted, before the payload is
   });
 
   it('a balance at -credit_limit is exhausted; credit above it still sends', async () => {
-    const p = sandboxPartner(s.ctx, {
+    const p = await sandboxPartner(s.ctx, {
       balance: '0',
       credit: '0.02',
       prices: { sms: '0.01', email: '0.01', whatsapp: '0.01', messenger: '0.01', instagram: '0.01' },
@@ -186,33 +186,33 @@ describe.each(CASES)('$name: 402 when funds are exhausted, before the payload is
 
 describe('a body that names no channel', () => {
   it('WhatsApp endpoint: 403 like send-sms.php when none of whatsapp, messenger, instagram is assigned, else 402 when broke', async () => {
-    const none = sandboxPartner(s.ctx, { balance: '0', channels: ['sms', 'email'] });
+    const none = await sandboxPartner(s.ctx, { balance: '0', channels: ['sms', 'email'] });
     for (const body of ['{"to":', '']) {
       const r = await send(s.url, WHATSAPP, body, none.token);
       expectError(r, 403, 'channel_not_assigned');
       expect(r.body.error.message).toContain('whatsapp, messenger or instagram');
       expectError(
-        await send(s.url, SMS, body, sandboxPartner(s.ctx, { balance: '0', channels: ['email'] }).token),
+        await send(s.url, SMS, body, (await sandboxPartner(s.ctx, { balance: '0', channels: ['email'] })).token),
         403,
         'channel_not_assigned',
       );
     }
     // A disabled gateway is no gateway.
-    const disabled = sandboxPartner(s.ctx, { balance: '0', channels: ['messenger'] });
-    updateGateway(s.ctx, disabled.gateways.messenger, { status: 'disabled' }, 'test');
+    const disabled = await sandboxPartner(s.ctx, { balance: '0', channels: ['messenger'] });
+    await updateGateway(s.ctx, disabled.gateways.messenger, { status: 'disabled' }, 'test');
     expectError(await send(s.url, WHATSAPP, '{"to":', disabled.token), 403, 'channel_not_assigned');
-    const messengerOnly = sandboxPartner(s.ctx, { balance: '0', channels: ['messenger'] });
+    const messengerOnly = await sandboxPartner(s.ctx, { balance: '0', channels: ['messenger'] });
     expectError(await send(s.url, WHATSAPP, '{"to":', messengerOnly.token), 402, 'insufficient_balance');
-    const funded = sandboxPartner(s.ctx, { balance: '1', channels: ['instagram'] });
+    const funded = await sandboxPartner(s.ctx, { balance: '1', channels: ['instagram'] });
     expectError(await send(s.url, WHATSAPP, '{"to":', funded.token), 400, 'invalid_json');
   });
 
   it('POST /v1/messages: 403 when the partner has no channel at all', async () => {
-    const none = sandboxPartner(s.ctx, { balance: '0', channels: [] });
+    const none = await sandboxPartner(s.ctx, { balance: '0', channels: [] });
     for (const body of ['{"channel":', JSON.stringify({ channel: 'carrier-pigeon', to: 'x', body: 'x' })]) {
       expectError(await send(s.url, '/v1/messages', body, none.token), 403, 'channel_not_assigned');
     }
-    const some = sandboxPartner(s.ctx, { balance: '0', channels: ['email'] });
+    const some = await sandboxPartner(s.ctx, { balance: '0', channels: ['email'] });
     expectError(await send(s.url, '/v1/messages', '{"channel":', some.token), 402, 'insufficient_balance');
   });
 });
@@ -249,7 +249,7 @@ describe('order of the rules across the board', () => {
       }
     }
     // The partner's own 403s come before 415 too; 415 still comes before the channel, money and payload.
-    const suspended = sandboxPartner(s.ctx, { balance: '10' });
+    const suspended = await sandboxPartner(s.ctx, { balance: '10' });
     await suspendPartner(s.ctx, suspended.partnerId, 'test');
     expectError(
       await raw(SMS, {
@@ -259,7 +259,7 @@ describe('order of the rules across the board', () => {
       403,
       'partner_suspended',
     );
-    const broke = sandboxPartner(s.ctx, { balance: '0' });
+    const broke = await sandboxPartner(s.ctx, { balance: '0' });
     expectError(
       await raw(SMS, { headers: { 'content-type': 'text/plain', authorization: `Bearer ${broke.token}` }, body: json }),
       415,
@@ -268,7 +268,7 @@ describe('order of the rules across the board', () => {
   });
 
   it('401 answers carry an RFC 6750 WWW-Authenticate challenge', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const tok = listTokens(s.ctx, p.partnerId)[0];
     await revokeToken(s.ctx, tok.id, 'test');
     for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages']) {
@@ -305,15 +305,15 @@ describe('order of the rules across the board', () => {
     ]);
     // Other answers carry none.
     expect(
-      (await send(s.url, SMS, VALID[SMS], sandboxPartner(s.ctx, { balance: '10' }).token)).headers.get(
+      (await send(s.url, SMS, VALID[SMS], (await sandboxPartner(s.ctx, { balance: '10' })).token)).headers.get(
         'www-authenticate',
       ),
     ).toBeNull();
   });
 
   it('two Authorization headers are 401 whichever comes first: which token was meant is a guess', async () => {
-    const good = sandboxPartner(s.ctx, { balance: '10' });
-    const revoked = sandboxPartner(s.ctx, { balance: '10' });
+    const good = await sandboxPartner(s.ctx, { balance: '10' });
+    const revoked = await sandboxPartner(s.ctx, { balance: '10' });
     await revokeToken(s.ctx, listTokens(s.ctx, revoked.partnerId)[0].id, 'test');
     const post = (authorization: string[]) =>
       new Promise<{ status: number; body: any; remaining: number }>((resolve, reject) => {
@@ -357,7 +357,7 @@ describe('order of the rules across the board', () => {
   });
 
   it('with funds, a malformed body is 400 invalid_json and an invalid one 400 invalid_request', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     for (const path of [SMS, EMAIL, WHATSAPP]) {
       expectError(await send(s.url, path, '{not json', p.token), 400, 'invalid_json');
       expectError(await send(s.url, path, '', p.token), 400, 'invalid_json');
@@ -367,7 +367,10 @@ describe('order of the rules across the board', () => {
   });
 
   it('a price that exceeds what is left is 402, but only after the payload is valid (400 first)', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '0.005', prices: { sms: '0.01', email: '0.01', whatsapp: '0.01' } });
+    const p = await sandboxPartner(s.ctx, {
+      balance: '0.005',
+      prices: { sms: '0.01', email: '0.01', whatsapp: '0.01' },
+    });
     expectError(await send(s.url, SMS, { to: 'nope', text: 'x' }, p.token), 400, 'invalid_request');
     const r = await send(s.url, SMS, VALID[SMS], p.token);
     expectError(r, 402, 'insufficient_balance');
@@ -378,7 +381,7 @@ describe('order of the rules across the board', () => {
   });
 
   it('200 answers {id, status: "queued"} and the row is queued with its debit', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '1', prices: { sms: '0.01' } });
+    const p = await sandboxPartner(s.ctx, { balance: '1', prices: { sms: '0.01' } });
     // The sandbox is fast; hold the worker's hand off this one by checking the response only.
     const r = await send(s.url, SMS, VALID[SMS], p.token);
     expect(r.status).toBe(200);
@@ -407,7 +410,7 @@ describe('HTTP envelope', () => {
   });
 
   it('a trailing slash is the same endpoint, with the same idempotency', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     for (const c of CASES) {
       const r = await send(s.url, `${c.path}/`, c.body, p.token);
       expect(r.status, r.text).toBe(200);
@@ -422,7 +425,7 @@ describe('HTTP envelope', () => {
   });
 
   it('another method on a send path is 405 method_not_allowed with Allow: POST, token or not', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     for (const path of [SMS, EMAIL, WHATSAPP, `${SMS}/`]) {
       for (const method of ['GET', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']) {
         for (const headers of [{}, { authorization: `Bearer ${p.token}` }] as Record<string, string>[]) {
@@ -493,7 +496,7 @@ describe('HTTP envelope', () => {
   it('a request whose body breaks off or is malformed gets its 400 at once, and shutdown is not held up by it', async () => {
     const own = await startTestServer();
     try {
-      const p = sandboxPartner(own.ctx, { balance: '10' });
+      const p = await sandboxPartner(own.ctx, { balance: '10' });
       const u = new URL(own.url);
       const head = `POST ${SMS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${p.token}\r\nContent-Type: application/json\r\n`;
       const cases = [
@@ -533,7 +536,7 @@ describe('HTTP envelope', () => {
   it('a parser error after a pipelined request answers that request first; a client left half-open cannot hold up shutdown', async () => {
     const own = await startTestServer();
     try {
-      const p = sandboxPartner(own.ctx, { balance: '10' });
+      const p = await sandboxPartner(own.ctx, { balance: '10' });
       const u = new URL(own.url);
       const sock = createConnection({ host: u.hostname, port: Number(u.port), allowHalfOpen: true });
       let got = '';
@@ -563,7 +566,7 @@ describe('HTTP envelope', () => {
   });
 
   it('a body over the limit is 413 payload_too_large', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const big = JSON.stringify({ to: 'a@example.com', subject: 'x', html: 'x'.repeat(1024 * 1024 + 10) });
     const r = await raw(EMAIL, {
       headers: { 'content-type': 'application/json', authorization: `Bearer ${p.token}` },
@@ -576,7 +579,7 @@ describe('HTTP envelope', () => {
   });
 
   it('anything but JSON is 415 unsupported_media_type, even when the bytes are JSON', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const json = JSON.stringify(VALID[SMS]);
     for (const type of [
       'text/plain',
@@ -596,7 +599,7 @@ describe('HTTP envelope', () => {
   });
 
   it('JSON in another charset is 415; bytes that are not UTF-8 are 400 invalid_json; a UTF-8 BOM is ignored', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const auth = { authorization: `Bearer ${p.token}` };
     const latin1 = Buffer.from('{"to":"+14155550123","text":"Gr\u00fc\u00dfe"}', 'latin1');
     for (const type of [
@@ -651,7 +654,7 @@ describe('HTTP envelope', () => {
   });
 
   it('the send API is rate limited per token, together with /v1: RateLimit-* on every answer, then 429 with Retry-After', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10', rateLimitPerMinute: 3 });
+    const p = await sandboxPartner(s.ctx, { balance: '10', rateLimitPerMinute: 3 });
     const first = await send(s.url, SMS, VALID[SMS], p.token);
     expect(first.status).toBe(200);
     expect([first.headers.get('ratelimit-limit'), first.headers.get('ratelimit-remaining')]).toEqual(['3', '2']);
@@ -666,12 +669,12 @@ describe('HTTP envelope', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
     // Another partner's token has its own allowance.
-    const other = sandboxPartner(s.ctx, { balance: '10' });
+    const other = await sandboxPartner(s.ctx, { balance: '10' });
     expect((await send(s.url, SMS, VALID[SMS], other.token)).status).toBe(200);
   });
 
   it('a compressed body is 415: msgd reads bodies as sent', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const { gzipSync } = await import('node:zlib');
     const r = await raw(SMS, {
       headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', authorization: `Bearer ${p.token}` },
@@ -690,7 +693,7 @@ describe('HTTP envelope', () => {
   });
 
   it('JSON nested past 32 levels, or with an unpaired surrogate or a NUL, is 400 invalid_json and changes nothing', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${p.token}` };
     const deep = `{"to":"+14155550123","text":"hi","extra":${'['.repeat(5000)}${']'.repeat(5000)}}`;
     const idems: Record<string, string>[] = [{}, { 'idempotency-key': 'deep-1' }];
@@ -728,7 +731,7 @@ describe('HTTP envelope', () => {
   });
 
   it('X-Request-Id is on every answer; a sane caller id is echoed, a hostile one replaced', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '10' });
+    const p = await sandboxPartner(s.ctx, { balance: '10' });
     const mine = await send(s.url, SMS, VALID[SMS], p.token, { 'x-request-id': 'partner-trace.42' });
     expect(mine.headers.get('x-request-id')).toBe('partner-trace.42');
     const hostile = await send(s.url, SMS, VALID[SMS], p.token, { 'x-request-id': 'a b\u00e9<script>' });
@@ -760,7 +763,7 @@ describe('operator changes from another connection (msgctl) apply on the next re
   }
 
   it('suspend, activate, top up and revoke through a second SQLite connection', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '0.01', prices: { sms: '0.01' } });
+    const p = await sandboxPartner(s.ctx, { balance: '0.01', prices: { sms: '0.01' } });
     await asMsgctl(async (ctl) => {
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 402, 'insufficient_balance');
@@ -783,20 +786,20 @@ describe('operator changes from another connection (msgctl) apply on the next re
   });
 
   it('a price, a disabled gateway and an unassigned channel set through a second connection apply on the next request', async () => {
-    const p = sandboxPartner(s.ctx, { balance: '1.00', prices: { sms: '0.01' } });
+    const p = await sandboxPartner(s.ctx, { balance: '1.00', prices: { sms: '0.01' } });
     await asMsgctl(async (ctl) => {
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
       expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
-      setPrice(ctl, { channel: 'sms', amount: parseMoney('0.25'), partner: p.partnerId }, 'cli');
+      await setPrice(ctl, { channel: 'sms', amount: parseMoney('0.25'), partner: p.partnerId }, 'cli');
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
       expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.74'));
 
-      updateGateway(ctl, p.gateways.sms, { status: 'disabled' }, 'cli');
+      await updateGateway(ctl, p.gateways.sms, { status: 'disabled' }, 'cli');
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'channel_not_assigned');
-      updateGateway(ctl, p.gateways.sms, { status: 'active' }, 'cli');
+      await updateGateway(ctl, p.gateways.sms, { status: 'active' }, 'cli');
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
 
-      unassignChannel(ctl, { partner: p.partnerId, type: 'sms' }, 'cli');
+      await unassignChannel(ctl, { partner: p.partnerId, type: 'sms' }, 'cli');
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'channel_not_assigned');
       expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
     });

@@ -43,7 +43,7 @@ const body = JSON.stringify({ to: '+14155550123', text: 'x'.repeat(80) });
 describe('slow clients', () => {
   it('a body dripped at 1 B/s is cut off with a 408 within server.requestTimeoutMs', async () => {
     s = await startTestServer({ 'server.requestTimeoutMs': 2_000 });
-    const p = setupPartner(s.ctx, { balance: '10' });
+    const p = await setupPartner(s.ctx, { balance: '10' });
     const d = drip(
       port(s),
       `POST /api/send-sms.php HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${p.token}\r\n` +

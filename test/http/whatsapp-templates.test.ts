@@ -155,7 +155,7 @@ const FILLERS: MetaTemplate[] = Array.from({ length: 223 }, (_, i) => ({
 
 let graph: GraphFake;
 let s: TestServer;
-let p: ReturnType<typeof setupPartner>;
+let p: Awaited<ReturnType<typeof setupPartner>>;
 let gatewayId: string;
 const dataDir = tmpDir();
 
@@ -227,17 +227,19 @@ beforeAll(async () => {
     'the sync on start',
     10_000,
   );
-  p = setupPartner(s.ctx, { balance: '10.00', prices: { whatsapp: '0.05' } });
-  gatewayId = connect(
-    s.ctx,
-    p.partnerId,
-    {
-      kind: 'whatsapp_cloud',
-      settings: { base_url: graph.url, phone_number_id: PHONE_ID, waba_id: WABA },
-      secrets: { access_token: TOKEN, app_secret: SECRET },
-    },
-    'whatsapp',
-    SENDER,
+  p = await setupPartner(s.ctx, { balance: '10.00', prices: { whatsapp: '0.05' } });
+  gatewayId = (
+    await connect(
+      s.ctx,
+      p.partnerId,
+      {
+        kind: 'whatsapp_cloud',
+        settings: { base_url: graph.url, phone_number_id: PHONE_ID, waba_id: WABA },
+        secrets: { access_token: TOKEN, app_secret: SECRET },
+      },
+      'whatsapp',
+      SENDER,
+    )
   ).gateway.id;
 });
 afterAll(async () => {
@@ -820,9 +822,9 @@ describe('status and category webhooks', () => {
 describe('price per template category', () => {
   beforeAll(async () => {
     await sync();
-    setPrice(s.ctx, { channel: 'whatsapp', category: 'marketing', amount: parseMoney('0.08') }, 'test');
-    setPrice(s.ctx, { channel: 'whatsapp', category: 'utility', amount: parseMoney('0.02') }, 'test');
-    setPrice(
+    await setPrice(s.ctx, { channel: 'whatsapp', category: 'marketing', amount: parseMoney('0.08') }, 'test');
+    await setPrice(s.ctx, { channel: 'whatsapp', category: 'utility', amount: parseMoney('0.02') }, 'test');
+    await setPrice(
       s.ctx,
       { channel: 'whatsapp', category: 'authentication', amount: parseMoney('0.03'), partner: p.partnerId },
       'test',
@@ -965,11 +967,11 @@ describe('GET /v1/templates', () => {
   });
 
   it('needs templates:read, and shows another partner none of these', async () => {
-    const other = setupPartner(s.ctx, { scopes: 'channels:read' });
+    const other = await setupPartner(s.ctx, { scopes: 'channels:read' });
     const r = await get('', other.token);
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('insufficient_scope');
-    const reader = setupPartner(s.ctx, { scopes: 'templates:read' });
+    const reader = await setupPartner(s.ctx, { scopes: 'templates:read' });
     expect((await get('', reader.token)).body).toEqual({ data: [], next_cursor: null });
     expect((await get('?category=promotional')).status).toBe(400);
   });

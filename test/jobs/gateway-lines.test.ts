@@ -16,8 +16,8 @@ function claim(lines: GatewayLines, jobId: number, gatewayId: string, rate: numb
 }
 
 describe('GatewayLines: places in line', () => {
-  it('lets messages go within the inline wait, then gives places one slot apart', () => {
-    const { lines } = setup();
+  it('lets messages go within the inline wait, then gives places one slot apart', async () => {
+    const { lines } = await setup();
     const turns = [1, 2, 3, 4, 5].map((id) => claim(lines, id, 'gw_a', 10));
     expect(turns).toEqual([
       { go: true, wait: 0 },
@@ -28,8 +28,8 @@ describe('GatewayLines: places in line', () => {
     ]);
   });
 
-  it('sends a message at its place without asking the rate again', () => {
-    const { lines, advance } = setup();
+  it('sends a message at its place without asking the rate again', async () => {
+    const { lines, advance } = await setup();
     for (const id of [1, 2, 3]) claim(lines, id, 'gw_a', 10);
     expect(claim(lines, 4, 'gw_a', 10)).toEqual({ go: false, wait: 300 });
     advance(300);
@@ -38,8 +38,8 @@ describe('GatewayLines: places in line', () => {
     expect(claim(lines, 9, 'gw_a', 10)).toEqual({ go: true, wait: 100 });
   });
 
-  it('sends a place claimed early (its snooze rolled back) back to wait for it', () => {
-    const { lines, advance } = setup();
+  it('sends a place claimed early (its snooze rolled back) back to wait for it', async () => {
+    const { lines, advance } = await setup();
     for (const id of [1, 2, 3]) claim(lines, id, 'gw_a', 10);
     expect(claim(lines, 4, 'gw_a', 10)).toEqual({ go: false, wait: 300 });
     advance(10);
@@ -49,8 +49,8 @@ describe('GatewayLines: places in line', () => {
     expect(claim(lines, 4, 'gw_a', 10)).toEqual({ go: true, wait: 200 });
   });
 
-  it('lets a line that fell behind catch up one slot apart, not in a burst', () => {
-    const { lines, advance } = setup();
+  it('lets a line that fell behind catch up one slot apart, not in a burst', async () => {
+    const { lines, advance } = await setup();
     for (const id of [1, 2, 3]) claim(lines, id, 'gw_a', 10);
     expect(claim(lines, 4, 'gw_a', 10).wait).toBe(300);
     expect(claim(lines, 5, 'gw_a', 10).wait).toBe(400);
@@ -64,8 +64,8 @@ describe('GatewayLines: places in line', () => {
     ]);
   });
 
-  it('moves late places back one slot apart, and keeps each at its new slot', () => {
-    const { lines, advance } = setup();
+  it('moves late places back one slot apart, and keeps each at its new slot', async () => {
+    const { lines, advance } = await setup();
     // At 2/s: job 1 goes, jobs 2-4 hold places 500 ms apart.
     expect([1, 2, 3, 4].map((id) => claim(lines, id, 'gw_a', 2).wait)).toEqual([0, 500, 1000, 1500]);
     // Claimed late, together: the first goes, the others are moved back 500 ms apart.
@@ -81,16 +81,16 @@ describe('GatewayLines: places in line', () => {
     expect(claim(lines, 4, 'gw_a', 2)).toEqual({ go: true, wait: 0 });
   });
 
-  it('forgets a place held on another gateway', () => {
-    const { lines } = setup();
+  it('forgets a place held on another gateway', async () => {
+    const { lines } = await setup();
     for (const id of [1, 2, 3]) claim(lines, id, 'gw_a', 10);
     expect(claim(lines, 4, 'gw_a', 10).go).toBe(false);
     expect(lines.leave(4, 'gw_b')).toBeUndefined();
     expect(lines.leave(4, 'gw_a')).toBeUndefined();
   });
 
-  it('keeps gateways apart: each has its own line', () => {
-    const { lines } = setup();
+  it('keeps gateways apart: each has its own line', async () => {
+    const { lines } = await setup();
     for (const id of [1, 2, 3]) claim(lines, id, 'gw_a', 10);
     expect(claim(lines, 4, 'gw_a', 10).go).toBe(false);
     expect(claim(lines, 5, 'gw_b', 10)).toEqual({ go: true, wait: 0 });
@@ -106,8 +106,8 @@ describe('GatewayLines: watching the gateways', () => {
     ...over,
   });
 
-  function watcher() {
-    const s = setup();
+  async function watcher() {
+    const s = await setup();
     const woken: [string | null, string, string | undefined][] = [];
     let gateways = [gw('gw_a'), gw('gw_b')];
     let generation = 1;
@@ -128,8 +128,8 @@ describe('GatewayLines: watching the gateways', () => {
     };
   }
 
-  it('wakes every line once when it first looks (msgd started), then only on a change', () => {
-    const w = watcher();
+  it('wakes every line once when it first looks (msgd started), then only on a change', async () => {
+    const w = await watcher();
     w.look();
     w.look();
     expect(w.woken).toEqual([[null, 'msgd started', undefined]]);
@@ -138,8 +138,8 @@ describe('GatewayLines: watching the gateways', () => {
     expect(w.woken).toHaveLength(1);
   });
 
-  it('wakes a gateway disabled, enabled, given another rate or removed', () => {
-    const w = watcher();
+  it('wakes a gateway disabled, enabled, given another rate or removed', async () => {
+    const w = await watcher();
     w.look();
     w.change([gw('gw_a', { active: false }), gw('gw_b')]);
     w.look();
@@ -155,8 +155,8 @@ describe('GatewayLines: watching the gateways', () => {
     ]);
   });
 
-  it('starts a changed gateway line over: places given in the old line are forgotten', () => {
-    const w = watcher();
+  it('starts a changed gateway line over: places given in the old line are forgotten', async () => {
+    const w = await watcher();
     w.look();
     for (const id of [1, 2, 3]) claim(w.lines, id, 'gw_a', 10);
     expect(claim(w.lines, 4, 'gw_a', 10)).toEqual({ go: false, wait: 300 });
@@ -171,8 +171,8 @@ describe('GatewayLines: watching the gateways', () => {
     expect(claim(w.lines, 6, 'gw_b', 10)).toEqual({ go: true, wait: 100 });
   });
 
-  it('looks at a change again when waking its line failed', () => {
-    const s = setup();
+  it('looks at a change again when waking its line failed', async () => {
+    const s = await setup();
     let fail = true;
     const woken: (string | null)[] = [];
     const wake = (id: string | null) => {

@@ -26,11 +26,11 @@ describe('secrets never reach the log', () => {
     fake = await startTwilioFake();
     s = await startTestServer({ 'log.level': 'trace', 'log.accessLog': true, 'jobs.maxAttempts': 1 });
     const c = Array.from({ length: 14 }, (_, i) => canary(i));
-    const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01', whatsapp: '0.01' } });
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.01', whatsapp: '0.01' } });
 
     // A Twilio gateway whose credentials the provider refuses: the failure is logged.
     fake.addAccount(TWILIO_SID, 'the-real-token');
-    connect(
+    await connect(
       s.ctx,
       p.partnerId,
       {
@@ -43,7 +43,7 @@ describe('secrets never reach the log', () => {
     );
     // A WhatsApp gateway on a dead address: the connection error is logged. The window check is
     // off so the send to a customer who never wrote goes out.
-    connect(
+    await connect(
       s.ctx,
       p.partnerId,
       {

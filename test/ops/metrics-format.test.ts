@@ -13,7 +13,7 @@ let text: string;
 
 beforeAll(async () => {
   s = await startTestServer({ 'metrics.port': 0 });
-  const p = sandboxPartner(s.ctx, { balance: '10', channels: ['sms'] });
+  const p = await sandboxPartner(s.ctx, { balance: '10', channels: ['sms'] });
   s.ctx.db.sqlite.prepare(`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ?`).run(p.gateways.sms);
   // Every kind of series with samples: a send accepted, dispatched and reported, one refused,
   // a method no route takes, a request the router does not know.

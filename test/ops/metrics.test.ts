@@ -40,8 +40,8 @@ describe('/metrics', () => {
     expect((await denied.json()).error.code).toBe('unauthorized');
     expect((await fetch(`${s.url}/metrics`)).status).toBe(401);
 
-    const p = sandboxPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
-    setupPartner(s.ctx, { balance: '1' }); // under the 5.00 threshold
+    const p = await sandboxPartner(s.ctx, { balance: '10', prices: { sms: '0.01' } });
+    await setupPartner(s.ctx, { balance: '1' }); // under the 5.00 threshold
     expect((await send(s.url, SMS, { to: '+14155550123', text: 'hi' }, p.token)).status).toBe(200);
     expect((await send(s.url, SMS, { to: '+14155550123', text: 'hi' }, 'msgd_live_nope')).status).toBe(401);
     expect((await send(s.url, SMS, { to: 'nope', text: 'hi' }, p.token)).status).toBe(400);

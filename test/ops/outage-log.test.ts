@@ -35,8 +35,8 @@ describe('send failures at info', () => {
       'dispatch.circuitBreaker.consecutiveFailures': 1000,
       'dispatch.circuitBreaker.failureRate': 0,
     });
-    const p = setupPartner(s.ctx, { balance: '100', prices: { sms: '0.01' }, rateLimitPerMinute: 100_000 });
-    const gw = twilioGateway(s.ctx, p.partnerId, fake);
+    const p = await setupPartner(s.ctx, { balance: '100', prices: { sms: '0.01' }, rateLimitPerMinute: 100_000 });
+    const gw = await twilioGateway(s.ctx, p.partnerId, fake);
     fake.failNext({ kind: 'status', status: 503, count: 300 });
 
     for (let i = 0; i < 30; i++)

@@ -39,8 +39,8 @@ function histogram(text: string, kind: string, outcome: string) {
 
 describe('provider latency in /metrics', () => {
   it('times each provider call by gateway kind and outcome', async () => {
-    const p = setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
-    twilioGateway(s.ctx, p.partnerId, fake);
+    const p = await setupPartner(s.ctx, { balance: '10', prices: { sms: '0.0075' } });
+    await twilioGateway(s.ctx, p.partnerId, fake);
     const sms = async (to = '+14155550123') => {
       const r = await send(s.url, SMS, { to, text: 'hi' }, p.token);
       expect(r.status, r.text).toBe(200);

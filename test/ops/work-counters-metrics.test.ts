@@ -16,7 +16,7 @@ const TOKEN = 'metrics-token-0123456789abcdef';
 describe('/metrics and the work counters', () => {
   it('counts a sandbox send and its verified status webhook', async () => {
     s = await startTestServer({ 'metrics.token': TOKEN });
-    const p = sandboxPartner(s.ctx, { balance: '10', channels: ['sms'] });
+    const p = await sandboxPartner(s.ctx, { balance: '10', channels: ['sms'] });
     s.ctx.db.sqlite
       .prepare(`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ?`)
       .run(p.gateways.sms);

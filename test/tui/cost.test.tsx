@@ -34,10 +34,10 @@ describe("the console's reads", () => {
     const dir = newDataDir();
     const setupCli = openCli({ dataDir: dir });
     const c0 = setupCli.ctx;
-    const gw = addGateway(c0, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    const gw = await addGateway(c0, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     const p = createPartner(c0, { slug: 'acme', name: 'Acme' }, 'test');
     topup(c0, p.id, 10_000_000, null, 'test');
-    const ch = assignChannel(c0, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
+    const ch = await assignChannel(c0, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
     const m = storeOutboundSms(c0, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
     setupCli.dir.close();
 
@@ -51,9 +51,9 @@ describe("the console's reads", () => {
       close: () => {},
     };
     const ctx: CoreCtx = { ...c0, db, store: store(db) };
-    readOverview(ctx);
+    await readOverview(ctx);
     readPartners(ctx, new SpendToday(ctx));
-    readPartnerDetail(ctx, 'acme');
+    await readPartnerDetail(ctx, 'acme');
     const tail = new TailState(ctx);
     tail.poll();
     await tail.pollOutbound();

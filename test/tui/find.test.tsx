@@ -87,7 +87,7 @@ describe('msgctl tui: finding things', () => {
   it('pickers: typing finds an option (p250 of 300) instead of 250 presses', async () => {
     c = openConsole(newDataDir(), 'gateways', { now });
     manyPartners(c);
-    addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await c.see('sandbox-1');
     await c.press('p');
     await c.see('Set a price');
@@ -102,7 +102,8 @@ describe('msgctl tui: finding things', () => {
   it('gateways: / filters, and the overview lists the failing and busy gateways first', async () => {
     c = openConsole(newDataDir(), 'gateways', { now });
     const ctx = c.cli.ctx;
-    for (const name of ['alpha', 'beta', 'gamma']) addGateway(ctx, { kind: 'sandbox', name, settings: {} }, 'test');
+    for (const name of ['alpha', 'beta', 'gamma'])
+      await addGateway(ctx, { kind: 'sandbox', name, settings: {} }, 'test');
     await c.see('gamma');
     await c.press('/', 'gam', KEY.enter);
     const f = await c.see('/ gam · 1 of 3');
@@ -113,9 +114,9 @@ describe('msgctl tui: finding things', () => {
   it('webhooks: each verified row says what it was (event and message), and free text finds it', async () => {
     c = openConsole(newDataDir(), 'webhooks', { now });
     const ctx = c.cli.ctx;
-    const gw = addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
+    const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
     const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
-    const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
+    const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
     topup(ctx, p.id, parseMoney('1.00'), null, 'test');
     const m1 = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
     const m2 = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
@@ -267,12 +268,12 @@ describe('msgctl tui: read-only views and keys at 80 columns', () => {
   it('prices, a partner’s limits, the whole ledger by pages, and the token secret copied by OSC 52', async () => {
     c = openConsole(newDataDir(), 'gateways', { now });
     const ctx = c.cli.ctx;
-    addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    await addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     const acme = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
     setPartnerLimits(ctx, acme.id, { rateLimitPerMinute: 120, lowBalanceThreshold: parseMoney('5.00') }, 'test');
-    setPrice(ctx, { channel: 'sms', amount: parseMoney('0.0075') }, 'test');
-    setPrice(ctx, { channel: 'sms', amount: parseMoney('0.005'), partner: acme.id }, 'test');
-    setPrice(ctx, { channel: 'email', amount: parseMoney('0.001') }, 'test');
+    await setPrice(ctx, { channel: 'sms', amount: parseMoney('0.0075') }, 'test');
+    await setPrice(ctx, { channel: 'sms', amount: parseMoney('0.005'), partner: acme.id }, 'test');
+    await setPrice(ctx, { channel: 'email', amount: parseMoney('0.001') }, 'test');
     for (let i = 1; i <= 45; i++) topup(ctx, acme.id, parseMoney('1.00'), `invoice ${i}`, 'test');
     await c.see('sandbox-1');
     await c.press('P');

@@ -37,16 +37,16 @@ afterEach(() => {
 });
 afterAll(cleanupDirs);
 
-function hostileScene(dir: string) {
+async function hostileScene(dir: string) {
   c = openConsole(dir, 'overview', { now: () => FIXED_NOW });
   const ctx = c.cli.ctx;
   const db = ctx.db.sqlite;
-  const gw = addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
+  const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
   const p = createPartner(ctx, { slug: 'evil', name: 'Evil' }, 'test');
   topup(ctx, p.id, 1_000_000, 'note', 'test');
-  const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
+  const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
   issueToken(ctx, { partner: p.id, name: 'tok', scopes: ['messages:send'] }, 'test');
-  setPrice(ctx, { channel: 'sms', amount: 1000, partner: p.id }, 'test');
+  await setPrice(ctx, { channel: 'sms', amount: 1000, partner: p.id }, 'test');
   const m = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
   // What the core functions refuse, written as an older version, an import or an attacker would have.
   db.prepare('UPDATE partners SET name = ? WHERE id = ?').run(HOSTILE, p.id);
@@ -103,7 +103,7 @@ function hostileScene(dir: string) {
 describe('hostile text on every screen', () => {
   it('the console draws names, notes, bodies and headers as visible escapes, never as controls', async () => {
     const dir = newDataDir();
-    const { m } = hostileScene(dir);
+    const { m } = await hostileScene(dir);
     const con = c!;
     await con.see('Queue');
     const walk: [string, () => Promise<unknown>][] = [
@@ -137,7 +137,7 @@ describe('hostile text on every screen', () => {
 
   it("msgctl's text output: partner list, ledger list, messages list, webhooks log", async () => {
     const dir = newDataDir();
-    hostileScene(dir);
+    await hostileScene(dir);
     c!.close();
     c = null;
     for (const args of [

@@ -112,7 +112,7 @@ describe('msgctl tui: partners', () => {
 
   it('assigns and unassigns a channel with a gateway picker', async () => {
     c = openConsole(newDataDir());
-    addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await createAcme(c);
     await c.press('A');
     await c.see('Assign a channel to acme');
@@ -134,8 +134,8 @@ describe('msgctl tui: partners', () => {
 
   it('adds a fallback gateway to an SMS channel and shows the order', async () => {
     c = openConsole(newDataDir());
-    addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
-    addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-2', settings: {} }, 'test');
+    await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
+    await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-2', settings: {} }, 'test');
     await createAcme(c);
     await c.press('A');
     await c.press(KEY.right, KEY.right, KEY.right);

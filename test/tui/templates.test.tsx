@@ -38,7 +38,7 @@ afterAll(async () => {
 describe('gateways screen: t reads the templates', () => {
   it('reads them from Meta and shows how many and when; a failed read says why', async () => {
     c = openConsole(newDataDir(), 'gateways');
-    addGateway(
+    await addGateway(
       c.cli.ctx,
       {
         kind: 'whatsapp_cloud',
@@ -64,7 +64,7 @@ describe('gateways screen: t reads the templates', () => {
 
   it('says a gateway of another kind has none', async () => {
     c = openConsole(newDataDir(), 'gateways');
-    addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
+    await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
     await c.see('sbx · Sandbox');
     await c.press('t');
     await c.see('sbx is a sandbox gateway: only WhatsApp Cloud gateways have templates.');

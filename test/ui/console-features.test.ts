@@ -14,7 +14,7 @@ import { axeViolations, freshPage, launchBrowser, loggedIn, userSession, type Te
 
 let s: TestServer;
 let b: TestBrowser;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 let channel: { id: string; gateway_id: string; sender: string | null };
 let tls: TlsFiles;
 let receiver: Receiver;
@@ -25,8 +25,8 @@ beforeAll(async () => {
   tls = makeCert();
   receiver = await startReceiver(tls);
   s = await startTestServer({ 'webhooksOut.allowPrivateTargets': true, 'webhooksOut.caFile': tls.cert });
-  acme = setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { sms: '0.0075' } });
-  channel = connect(s.ctx, acme.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550000001').channel;
+  acme = await setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { sms: '0.0075' } });
+  channel = (await connect(s.ctx, acme.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550000001')).channel;
   b = await launchBrowser();
 }, 60_000);
 
@@ -125,7 +125,7 @@ describe('tokens', () => {
     expect(blank.status).toBe(400);
     expect(blank.text).toContain('a token name of 1-100 characters is required');
     // Another partner's token is not found.
-    const other = setupPartner(s.ctx, { slug: 'globex' });
+    const other = await setupPartner(s.ctx, { slug: 'globex' });
     const theirs = s.ctx.db.sqlite.prepare('SELECT id FROM tokens WHERE partner_id = ?').get(other.partnerId) as any;
     expect((await client.post(`/ui/tokens/${theirs.id}/rename`, { name: 'mine' })).status).toBe(404);
   });
@@ -316,8 +316,8 @@ describe('messages', () => {
     expect(rowsOf((await client.get('/ui/messages?id=SM0123456789abcdef0123456789abcdef')).text)).toEqual([c.id]);
     const missing = await client.get('/ui/messages?id=msg_00000000000000000000000000');
     expect(missing.text).toContain('No message of yours has the id msg_00000000000000000000000000.');
-    const globex = setupPartner(s.ctx, { slug: 'globex-m', balance: '1.00' });
-    const gch = connect(s.ctx, globex.partnerId, { kind: 'sandbox' }, 'sms', '+15550000009').channel;
+    const globex = await setupPartner(s.ctx, { slug: 'globex-m', balance: '1.00' });
+    const gch = (await connect(s.ctx, globex.partnerId, { kind: 'sandbox' }, 'sms', '+15550000009')).channel;
     const theirs = storeOutboundSms(s.ctx, globex.partnerId, gch, { text: 'not yours' });
     setProvider.run('wamid.THEIRS', 1, theirs.id);
     expect(rowsOf((await client.get(`/ui/messages?id=${theirs.id}`)).text)).toEqual([]);
@@ -359,8 +359,8 @@ describe('messages', () => {
   });
 
   it('pages forward and back: first, previous and next keep the filters', async () => {
-    const p = setupPartner(s.ctx, { slug: 'pager', balance: '10.00' });
-    const ch = connect(s.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550000010').channel;
+    const p = await setupPartner(s.ctx, { slug: 'pager', balance: '10.00' });
+    const ch = (await connect(s.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550000010')).channel;
     const made: string[] = [];
     s.ctx.db.sqlite.transaction(() => {
       for (let i = 0; i < 130; i++)

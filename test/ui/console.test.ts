@@ -28,15 +28,15 @@ let s: TestServer;
 let b: TestBrowser;
 let tls: TlsFiles;
 let receiver: Receiver;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 let sandboxSecret: string;
 
 beforeAll(async () => {
   tls = makeCert();
   receiver = await startReceiver(tls);
   s = await startTestServer({ 'webhooksOut.caFile': tls.cert, 'webhooksOut.allowPrivateTargets': true });
-  acme = setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { sms: '0.0075' } });
-  connect(s.ctx, acme.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550000001');
+  acme = await setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { sms: '0.0075' } });
+  await connect(s.ctx, acme.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550000001');
   sandboxSecret = openGatewaysOfKind(s.ctx, ['sandbox'])[0].secrets.signing_secret;
   b = await launchBrowser();
 }, 60_000);
@@ -202,7 +202,7 @@ describe('the console in a browser', () => {
     );
 
     // A WhatsApp customer whose profile name is markup, through Meta's signed webhook.
-    connect(
+    await connect(
       s.ctx,
       acme.partnerId,
       {
@@ -256,7 +256,7 @@ describe('the console in a browser', () => {
   });
 
   it("a user of another partner gets 404 for every one of acme's ids", async () => {
-    const other = setupPartner(s.ctx, { slug: 'globex' });
+    const other = await setupPartner(s.ctx, { slug: 'globex' });
     const ids = s.ctx.db.sqlite
       .prepare('SELECT id, conversation_id FROM messages WHERE partner_id = ? LIMIT 1')
       .get(acme.partnerId) as any;

@@ -9,7 +9,7 @@ import { freshPage, h1, launchBrowser, mainText, userSession, type TestBrowser }
 
 let s: TestServer;
 let b: TestBrowser;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 let evil: Server;
 let evilPage = '';
 
@@ -22,7 +22,7 @@ const tokenCount = () =>
 
 beforeAll(async () => {
   s = await startTestServer();
-  acme = setupPartner(s.ctx, { slug: 'acme' });
+  acme = await setupPartner(s.ctx, { slug: 'acme' });
   // Another site: "localhost" is a different site from "127.0.0.1", where msgd is reached.
   evil = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(evilPage));
   await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));

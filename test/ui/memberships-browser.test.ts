@@ -8,13 +8,13 @@ import { axeViolations, freshPage, h1, launchBrowser, login, userSession, type T
 
 let s: TestServer;
 let b: TestBrowser;
-let acme: ReturnType<typeof setupPartner>;
-let globex: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
+let globex: Awaited<ReturnType<typeof setupPartner>>;
 
 beforeAll(async () => {
   s = await startTestServer();
-  acme = setupPartner(s.ctx, { slug: 'acme', balance: '3.00' });
-  globex = setupPartner(s.ctx, { slug: 'globex', balance: '7.00' });
+  acme = await setupPartner(s.ctx, { slug: 'acme', balance: '3.00' });
+  globex = await setupPartner(s.ctx, { slug: 'globex', balance: '7.00' });
   b = await launchBrowser();
 }, 60_000);
 

@@ -9,13 +9,13 @@ import { Client, PASSWORD, loggedIn } from './helpers.js';
 // passwords refused.
 
 let s: TestServer;
-let acme: ReturnType<typeof setupPartner>;
-let globex: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
+let globex: Awaited<ReturnType<typeof setupPartner>>;
 
 beforeAll(async () => {
   s = await startTestServer();
-  acme = setupPartner(s.ctx, { slug: 'acme' });
-  globex = setupPartner(s.ctx, { slug: 'globex' });
+  acme = await setupPartner(s.ctx, { slug: 'acme' });
+  globex = await setupPartner(s.ctx, { slug: 'globex' });
 });
 afterAll(async () => {
   await s?.stop();
@@ -178,7 +178,7 @@ describe('memberships', () => {
     expect(billing.text).toContain('(billing, globex)');
     expect((await c.get('/ui/tokens')).status).toBe(403);
     // A partner the person is not in cannot be picked.
-    const other = setupPartner(s.ctx, { slug: 'initech' });
+    const other = await setupPartner(s.ctx, { slug: 'initech' });
     expect((await c.post('/ui/partners', { partner: other.partnerId })).status).toBe(404);
 
     await c.post('/ui/partners', { partner: acme.partnerId });

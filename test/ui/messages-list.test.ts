@@ -73,12 +73,12 @@ function seed(ctx: CoreCtx, pid: string) {
 
 beforeAll(async () => {
   s = await startTestServer();
-  const p = richPartner(s.ctx, 1);
+  const p = await richPartner(s.ctx, 1);
   token = p.token;
   channels = channelsOf(s.ctx, p.partnerId);
   seed(s.ctx, p.partnerId);
   // Another partner's traffic to the same customers never shows on either surface.
-  const other = richPartner(s.ctx, 2);
+  const other = await richPartner(s.ctx, 2);
   const mine = channels;
   channels = channelsOf(s.ctx, other.partnerId);
   outbound(s.ctx, other.partnerId, 'sms', '+14155550101', 'undelivered', 'not yours');

@@ -9,14 +9,14 @@ import { Client, PASSWORD, loggedIn } from './helpers.js';
 // the ledger and its CSV, the URL guard on endpoints, admins inviting, and no secret in logs.
 
 let s: TestServer;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 let admin: Client;
 let channel: { id: string; gateway_id: string; sender: string | null };
 
 beforeAll(async () => {
   s = await startTestServer({ 'log.level': 'debug' });
-  acme = setupPartner(s.ctx, { slug: 'acme', balance: '10.00' });
-  channel = connect(s.ctx, acme.partnerId, { kind: 'sandbox' }, 'sms', '+15550000001').channel;
+  acme = await setupPartner(s.ctx, { slug: 'acme', balance: '10.00' });
+  channel = (await connect(s.ctx, acme.partnerId, { kind: 'sandbox' }, 'sms', '+15550000001')).channel;
   admin = (await loggedIn(s.ctx, s.url, acme.partnerId, 'admin')).client;
 });
 afterAll(async () => {

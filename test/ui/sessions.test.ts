@@ -8,11 +8,11 @@ import { Client, PASSWORD, loggedIn } from './helpers.js';
 // Sessions and logins over real HTTP: what ends a session, throttling, cookies and headers.
 
 let s: TestServer;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 
 beforeAll(async () => {
   s = await startTestServer();
-  acme = setupPartner(s.ctx, { slug: 'acme', balance: '5.00' });
+  acme = await setupPartner(s.ctx, { slug: 'acme', balance: '5.00' });
 });
 afterAll(async () => {
   await s?.stop();
@@ -161,7 +161,7 @@ describe('behind HTTPS', () => {
   it('uses __Host- cookies with Secure, and sends HSTS, CSP and frame-ancestors', async () => {
     const t = await startTestServer({ 'server.publicUrl': 'https://console.example.com' });
     try {
-      const p = setupPartner(t.ctx, { slug: 'acme' });
+      const p = await setupPartner(t.ctx, { slug: 'acme' });
       const c = new Client(t.url);
       const page = await c.get('/ui/login');
       expect(page.headers.get('strict-transport-security')).toMatch(/max-age=\d+/);

@@ -17,8 +17,8 @@ import {
 
 let s: TestServer;
 let b: TestBrowser;
-let acme: ReturnType<typeof setupPartner>;
-let globex: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
+let globex: Awaited<ReturnType<typeof setupPartner>>;
 
 const add = (
   partnerId: string,
@@ -40,9 +40,9 @@ const add = (
 
 beforeAll(async () => {
   s = await startTestServer();
-  acme = setupPartner(s.ctx, { slug: 'acme' });
-  globex = setupPartner(s.ctx, { slug: 'globex' });
-  connect(s.ctx, acme.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
+  acme = await setupPartner(s.ctx, { slug: 'acme' });
+  globex = await setupPartner(s.ctx, { slug: 'globex' });
+  await connect(s.ctx, acme.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
   add(acme.partnerId, '+14155550123', 'opt_out_keyword', 'replied "STOP" to +15550001111');
   add(acme.partnerId, 'bounced@example.com', 'hard_bounce', '=HYPERLINK("http://x");<script>alert(1)</script>');
   add(globex.partnerId, '+14155550999', 'manual');

@@ -25,7 +25,7 @@ const TOKEN = 'EAA-ui-token';
 let s: TestServer;
 let b: TestBrowser;
 let graph: GraphFake;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 let gatewayId: string;
 
 beforeAll(async () => {
@@ -71,17 +71,19 @@ beforeAll(async () => {
     'the sync on start',
     10_000,
   );
-  acme = setupPartner(s.ctx, { slug: 'acme', balance: '10.00' });
-  gatewayId = connect(
-    s.ctx,
-    acme.partnerId,
-    {
-      kind: 'whatsapp_cloud',
-      settings: { base_url: graph.url, phone_number_id: '106540352242922', waba_id: WABA },
-      secrets: { access_token: TOKEN, app_secret: 'app-secret' },
-    },
-    'whatsapp',
-    '+15550783881',
+  acme = await setupPartner(s.ctx, { slug: 'acme', balance: '10.00' });
+  gatewayId = (
+    await connect(
+      s.ctx,
+      acme.partnerId,
+      {
+        kind: 'whatsapp_cloud',
+        settings: { base_url: graph.url, phone_number_id: '106540352242922', waba_id: WABA },
+        secrets: { access_token: TOKEN, app_secret: 'app-secret' },
+      },
+      'whatsapp',
+      '+15550783881',
+    )
   ).gateway.id;
   await syncGatewayTemplates({ ctx: s.ctx, dispatcher: s.rt.dispatcher, timeoutMs: 5000 }, gatewayId);
   // A name Meta would never allow, as a webhook could still carry it: shown as text, never markup.
@@ -154,7 +156,7 @@ describe('the Templates page', () => {
     const r = await billing.get('/ui/templates');
     expect(r.status).toBe(403);
     expect((await billing.get('/ui/overview')).text).not.toContain('/ui/templates');
-    const other = setupPartner(s.ctx, { slug: 'other' });
+    const other = await setupPartner(s.ctx, { slug: 'other' });
     const { client } = await loggedIn(s.ctx, s.url, other.partnerId, 'admin');
     const empty = await client.get('/ui/templates');
     expect(empty.status).toBe(200);

@@ -10,13 +10,13 @@ import { Client, PASSWORD, loggedIn } from './helpers.js';
 // CSRF on the partner switcher and invitation answers, and the same request many times at once.
 
 let s: TestServer;
-let acme: ReturnType<typeof setupPartner>;
-let globex: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
+let globex: Awaited<ReturnType<typeof setupPartner>>;
 
 beforeAll(async () => {
   s = await startTestServer();
-  acme = setupPartner(s.ctx, { slug: 'acme' });
-  globex = setupPartner(s.ctx, { slug: 'globex' });
+  acme = await setupPartner(s.ctx, { slug: 'acme' });
+  globex = await setupPartner(s.ctx, { slug: 'globex' });
 });
 afterAll(async () => {
   await s?.stop();
@@ -138,7 +138,7 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
   it('refuses partners without an active membership and invitations of other people', async () => {
     const me = await person(acme.partnerId, 'developer');
     const other = await person(globex.partnerId, 'developer');
-    const initech = setupPartner(s.ctx, { slug: `initech-${++n}` });
+    const initech = await setupPartner(s.ctx, { slug: `initech-${++n}` });
     const theirInvite = await inviteUser(
       s.ctx,
       { partner: initech.partnerId, email: other.email, role: 'admin' },
@@ -188,7 +188,7 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
     await c.get(`/ui/invite/${j.secret}`);
     await c.post(`/ui/invite/${j.secret}/accept`, {});
     await c.post('/ui/partners', { partner: acme.partnerId });
-    const initech = setupPartner(s.ctx, { slug: `initech-${++n}` });
+    const initech = await setupPartner(s.ctx, { slug: `initech-${++n}` });
     await inviteUser(s.ctx, { partner: initech.partnerId, email: me.email, role: 'billing' }, 'test');
     const good = c.csrf;
     for (const token of ['', 'x'.repeat(43)]) {
@@ -223,7 +223,7 @@ describe('sessions', () => {
       expect((await a.get(path)).status).toBe(303);
     expect((await g.get('/ui/tokens')).text).toContain('(developer, globex)');
 
-    const other = setupPartner(s.ctx, { slug: `hooli-${++n}` });
+    const other = await setupPartner(s.ctx, { slug: `hooli-${++n}` });
     const k = await inviteUser(s.ctx, { partner: other.partnerId, email: p.email, role: 'developer' }, 'test');
     await g.get(`/ui/invite/${k.secret}`);
     await g.post(`/ui/invite/${k.secret}/accept`, {});

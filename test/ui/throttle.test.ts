@@ -11,13 +11,13 @@ import { coreCtx } from '../helpers/ctx.js';
 // (server.trustProxy is on), so the address limit of one test does not leak into the next.
 
 let s: TestServer;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 let nextAddress = 1;
 const newAddress = () => `198.51.100.${nextAddress++}`;
 
 beforeAll(async () => {
   s = await startTestServer({ 'server.trustProxy': true });
-  acme = setupPartner(s.ctx, { slug: 'acme' });
+  acme = await setupPartner(s.ctx, { slug: 'acme' });
 });
 afterAll(async () => {
   await s?.stop();

@@ -28,13 +28,13 @@ import {
 
 let s: TestServer;
 let b: TestBrowser;
-let acme: ReturnType<typeof setupPartner>;
+let acme: Awaited<ReturnType<typeof setupPartner>>;
 let nextAddress = 1;
 const newAddress = () => `192.0.2.${nextAddress++}`;
 
 beforeAll(async () => {
   s = await startTestServer({ 'server.trustProxy': true });
-  acme = setupPartner(s.ctx, { slug: 'acme' });
+  acme = await setupPartner(s.ctx, { slug: 'acme' });
   b = await launchBrowser();
 });
 afterAll(async () => {
@@ -271,7 +271,7 @@ describe('the code step over HTTP', () => {
 
 describe("a partner's requirement and the operator's reset", () => {
   it('sends users without two-factor authentication to set it up, and lets them do nothing else', async () => {
-    const globex = setupPartner(s.ctx, { slug: 'globex' });
+    const globex = await setupPartner(s.ctx, { slug: 'globex' });
     const admin = await loggedIn(s.ctx, s.url, globex.partnerId, 'admin');
     const adminKey = await enrol(admin.client);
     const dev = await loggedIn(s.ctx, s.url, globex.partnerId, 'developer');
@@ -331,7 +331,7 @@ describe("a partner's requirement and the operator's reset", () => {
   });
 
   it('binds the requirement to the partner picked for the session; the partner switcher stays open', async () => {
-    const initech = setupPartner(s.ctx, { slug: 'initech' });
+    const initech = await setupPartner(s.ctx, { slug: 'initech' });
     const email = `agency-${Math.random().toString(36).slice(2, 8)}@example.com`;
     const { secret } = await inviteUser(s.ctx, { partner: acme.partnerId, email, role: 'developer' }, 'test');
     const person = await acceptLink(s.ctx, secret, PASSWORD);

@@ -62,8 +62,8 @@ const req = (r: Route, token: string | null, i = ids) => call(server, r.method, 
 
 beforeAll(async () => {
   server = await startV1({ 'webhooksOut.allowPrivateTargets': true, 'webhooksOut.retryScheduleMs': [0] });
-  a = richPartner(server.ctx, 1);
-  b = richPartner(server.ctx, 2);
+  a = await richPartner(server.ctx, 1);
+  b = await richPartner(server.ctx, 2);
   const sent = await call(server, 'POST', '/v1/messages', {
     token: a.token,
     body: { channel: 'sms', to: '+14155550150', body: 'a' },

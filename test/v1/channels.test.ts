@@ -13,8 +13,8 @@ afterAll(() => server.stop());
 
 describe('GET /v1/channels', () => {
   it('lists type, sender, provider and health, never credentials or gateway settings', async () => {
-    const p = setupPartner(server.ctx, { balance: '10', prices: { sms: '0.01' } });
-    connect(
+    const p = await setupPartner(server.ctx, { balance: '10', prices: { sms: '0.01' } });
+    await connect(
       server.ctx,
       p.partnerId,
       {
@@ -25,7 +25,7 @@ describe('GET /v1/channels', () => {
       'sms',
       '+15550001234',
     );
-    connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'email', 'news@partner.example.com');
+    await connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'email', 'news@partner.example.com');
     const r = await call(server, 'GET', '/v1/channels', { token: p.token });
     expect(r.status).toBe(200);
     expect(r.body.next_cursor).toBeNull();
@@ -38,8 +38,8 @@ describe('GET /v1/channels', () => {
   });
 
   it('health follows the outcomes of recent sends and the gateway status', async () => {
-    const p = setupPartner(server.ctx, { balance: '10', prices: { sms: '0.01' } });
-    const { gateway } = connect(
+    const p = await setupPartner(server.ctx, { balance: '10', prices: { sms: '0.01' } });
+    const { gateway } = await connect(
       server.ctx,
       p.partnerId,
       { kind: 'sandbox', settings: { delivery_delay_ms: 60_000 } },

@@ -8,7 +8,7 @@ let token: string;
 
 beforeAll(async () => {
   server = await startV1();
-  token = richPartner(server.ctx, 1).token;
+  token = (await richPartner(server.ctx, 1)).token;
 });
 afterAll(() => server.stop());
 
@@ -116,7 +116,7 @@ describe('email addresses are one contact whatever their case', () => {
   it('the 0003 migration lowercases stored addresses, except where two contacts would collide', async () => {
     const { readFileSync } = await import('node:fs');
     const db = server.ctx.db.sqlite;
-    const partner = setupPartner(server.ctx).partnerId;
+    const partner = (await setupPartner(server.ctx)).partnerId;
     const ins = db.prepare(
       `INSERT INTO contacts (id, partner_id, email, attributes, created_at, updated_at) VALUES (?, ?, ?, '{}', 1, 1)`,
     );

@@ -16,7 +16,7 @@ let seeded: string[];
 
 beforeAll(async () => {
   server = await startV1();
-  const p = richPartner(server.ctx, 1);
+  const p = await richPartner(server.ctx, 1);
   token = p.token;
   partnerId = p.partnerId;
   seeded = seedConversations(server.ctx, partnerId, 120);

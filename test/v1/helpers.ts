@@ -44,14 +44,18 @@ export const SENDERS = (n: number) => ({
 });
 
 /** A funded partner with a sandbox gateway on every channel type. */
-export function richPartner(ctx: CoreCtx, n: number, opts: { scopes?: string; balance?: string } = {}): PartnerSetup {
-  const p = setupPartner(ctx, {
+export async function richPartner(
+  ctx: CoreCtx,
+  n: number,
+  opts: { scopes?: string; balance?: string } = {},
+): Promise<PartnerSetup> {
+  const p = await setupPartner(ctx, {
     balance: opts.balance ?? '100',
     scopes: opts.scopes,
     prices: { sms: '0.01', whatsapp: '0.02', email: '0.001', messenger: '0.005', instagram: '0.005' },
   });
   for (const [type, sender] of Object.entries(SENDERS(n))) {
-    connect(ctx, p.partnerId, { kind: 'sandbox', settings: { delivery_delay_ms: 50 } }, type, sender);
+    await connect(ctx, p.partnerId, { kind: 'sandbox', settings: { delivery_delay_ms: 50 } }, type, sender);
   }
   return p;
 }

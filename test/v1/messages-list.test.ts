@@ -71,13 +71,13 @@ function seed(ctx: CoreCtx, pid: string, n: number) {
 
 beforeAll(async () => {
   server = await startV1();
-  const p = richPartner(server.ctx, 1);
+  const p = await richPartner(server.ctx, 1);
   token = p.token;
   partnerId = p.partnerId;
   channels = channelsOf(server.ctx, partnerId);
   seed(server.ctx, partnerId, 300);
   // Another partner's messages, to the same customers, must never show.
-  const other = richPartner(server.ctx, 2);
+  const other = await richPartner(server.ctx, 2);
   otherToken = other.token;
   const saved = channels;
   channels = channelsOf(server.ctx, other.partnerId);
@@ -223,7 +223,7 @@ describe('GET /v1/messages', () => {
     }
     const convCursor = (await get('/v1/conversations?limit=1')).body.next_cursor;
     expect((await get(`/v1/messages?cursor=${convCursor}`)).status).toBe(400);
-    const p = richPartner(server.ctx, 3, { scopes: 'messages:send' });
+    const p = await richPartner(server.ctx, 3, { scopes: 'messages:send' });
     const r = await get('/v1/messages', p.token);
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('insufficient_scope');
@@ -235,7 +235,7 @@ describe('a rare status among many messages', () => {
   it(`reads at most ${SCAN_LIMIT} messages a page and still reaches every match; a failure status in one page`, async () => {
     const s = await startV1();
     try {
-      const p = richPartner(s.ctx, 1);
+      const p = await richPartner(s.ctx, 1);
       const ch = channelsOf(s.ctx, p.partnerId).sms;
       const ids: string[] = [];
       s.ctx.db.sqlite.transaction(() => {

@@ -15,7 +15,7 @@ let partnerId: string;
 
 beforeAll(async () => {
   server = await startV1();
-  const p = richPartner(server.ctx, 1);
+  const p = await richPartner(server.ctx, 1);
   token = p.token;
   partnerId = p.partnerId;
 });
@@ -146,14 +146,14 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
   });
 
   it('403 insufficient_scope before anything about the body', async () => {
-    const p = setupPartner(server.ctx, { scopes: 'messages:read' });
+    const p = await setupPartner(server.ctx, { scopes: 'messages:read' });
     const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: '{broken' });
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('insufficient_scope');
   });
 
   it('403 partner_suspended', async () => {
-    const p = richPartner(server.ctx, 7);
+    const p = await richPartner(server.ctx, 7);
     await suspendPartner(server.ctx, p.partnerId, 'test');
     const r = await call(server, 'POST', '/v1/messages', {
       token: p.token,
@@ -164,7 +164,7 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
   });
 
   it('403 channel_not_assigned before a 400 for the same body', async () => {
-    const p = setupPartner(server.ctx, { balance: '10' });
+    const p = await setupPartner(server.ctx, { balance: '10' });
     const r = await call(server, 'POST', '/v1/messages', {
       token: p.token,
       body: { channel: 'instagram', to: 'not-digits', body: '' },
@@ -174,7 +174,7 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
   });
 
   it('402 when balance and credit are exhausted, even for an invalid or unparseable body', async () => {
-    const p = richPartner(server.ctx, 8, { balance: '0' });
+    const p = await richPartner(server.ctx, 8, { balance: '0' });
     for (const body of [{ channel: 'sms', to: 'nope' }, '{broken', { channel: 'carrier-pigeon' }]) {
       const r = await call(server, 'POST', '/v1/messages', { token: p.token, body });
       expect(r.status).toBe(402);
@@ -285,7 +285,7 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
   });
 
   it('402 when this message costs more than is left', async () => {
-    const p = richPartner(server.ctx, 9, { balance: '0.015' });
+    const p = await richPartner(server.ctx, 9, { balance: '0.015' });
     const ok = await call(server, 'POST', '/v1/messages', {
       token: p.token,
       body: { channel: 'sms', to: '+14155550123', body: 'one' },

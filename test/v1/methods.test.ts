@@ -12,7 +12,7 @@ let token: string;
 
 beforeAll(async () => {
   server = await startV1();
-  token = richPartner(server.ctx, 1).token;
+  token = (await richPartner(server.ctx, 1)).token;
 });
 afterAll(() => server.stop());
 

@@ -27,7 +27,7 @@ beforeAll(async () => {
     'webhooksOut.retryScheduleMs': [0],
   });
   doc = (await call(server, 'GET', '/v1/openapi.json')).body;
-  const p = richPartner(server.ctx, 1, { balance: '1000' });
+  const p = await richPartner(server.ctx, 1, { balance: '1000' });
   token = p.token;
   partnerId = p.partnerId;
   ajv = new Ajv2020({ strict: false, allErrors: true });
@@ -146,8 +146,8 @@ function expectDocumented(method: string, template: string, r: Res) {
 
 describe('real responses are the documented ones', () => {
   it('for every operation, its answers and errors', async () => {
-    const p2 = richPartner(server.ctx, 2);
-    const noScope = richPartner(server.ctx, 3, { scopes: 'channels:read' }).token;
+    const p2 = await richPartner(server.ctx, 2);
+    const noScope = (await richPartner(server.ctx, 3, { scopes: 'channels:read' })).token;
     const send = await call(server, 'POST', '/v1/messages', {
       token,
       body: { channel: 'sms', to: PHONE, body: 'documented' },
@@ -242,7 +242,7 @@ describe('real responses are the documented ones', () => {
       expectDocumented(method, template, await call(server, method, path, opts));
 
     // 402 and 403 partner_suspended, then 429 past a partner's own limit.
-    const poor = richPartner(server.ctx, 4, { balance: '0' });
+    const poor = await richPartner(server.ctx, 4, { balance: '0' });
     expectDocumented(
       'POST',
       '/v1/messages',
@@ -250,7 +250,7 @@ describe('real responses are the documented ones', () => {
     );
     await suspendPartner(server.ctx, poor.partnerId, 'test');
     expectDocumented('GET', '/v1/channels', await call(server, 'GET', '/v1/channels', { token: poor.token }));
-    const limited = richPartner(server.ctx, 5);
+    const limited = await richPartner(server.ctx, 5);
     server.ctx.db.sqlite.prepare('UPDATE partners SET rate_limit_per_minute = 1 WHERE id = ?').run(limited.partnerId);
     let last: Res | undefined;
     for (let i = 0; i < 5 && last?.status !== 429; i++)
@@ -288,10 +288,10 @@ describe('real responses are the documented ones', () => {
       '/v1/webhooks': { url: 'https://127.0.0.1:9/h3' },
       '/v1/suppressions': { channel: 'sms', address: '+14155550177' },
     };
-    const noScope = richPartner(server.ctx, 6, { scopes: 'contacts:read' }).token;
-    const channelsOnly = richPartner(server.ctx, 7, { scopes: 'channels:read' }).token;
-    const poor = richPartner(server.ctx, 8, { balance: '0' }).token;
-    const limited = richPartner(server.ctx, 9);
+    const noScope = (await richPartner(server.ctx, 6, { scopes: 'contacts:read' })).token;
+    const channelsOnly = (await richPartner(server.ctx, 7, { scopes: 'channels:read' })).token;
+    const poor = (await richPartner(server.ctx, 8, { balance: '0' })).token;
+    const limited = await richPartner(server.ctx, 9);
     server.ctx.db.sqlite.prepare('UPDATE partners SET rate_limit_per_minute = 1 WHERE id = ?').run(limited.partnerId);
     await call(server, 'GET', '/v1/channels', { token: limited.token });
     const huge = JSON.stringify({ to: PHONE, text: long(70 * 1024) });
@@ -354,7 +354,7 @@ describe('real responses are the documented ones', () => {
       '/v1/webhooks/{id}/test',
       await call(server, 'POST', `/v1/webhooks/${hook}/test`, { token }),
     );
-    const full = richPartner(server.ctx, 10).token;
+    const full = (await richPartner(server.ctx, 10)).token;
     for (let i = 0; i <= MAX_ENDPOINTS_PER_PARTNER; i++)
       expectDocumented(
         'POST',

@@ -205,7 +205,7 @@ describe('GET /v1/openapi.json', () => {
   });
 
   it('a client driven only by the document sends on every channel', async () => {
-    const p = richPartner(server.ctx, 1);
+    const p = await richPartner(server.ctx, 1);
     const op = doc.paths['/v1/messages'].post;
     const union = resolve(op.requestBody.content['application/json'].schema);
     const example: Record<string, Record<string, string>> = {

@@ -34,12 +34,12 @@ const sms = (body: string, extra: Record<string, unknown> = {}) => ({
 
 beforeAll(async () => {
   server = await startV1({ 'scheduling.minAheadSeconds': 60 });
-  a = setupPartner(server.ctx, { balance: '1.00', prices: { sms: '0.0075', email: '0.001' } });
-  b = setupPartner(server.ctx, { balance: '1.00', prices: { sms: '0.05' } });
-  connect(server.ctx, a.partnerId, { kind: 'sandbox', name: `sms-${a.slug}` }, 'sms', '+15550001111');
-  connect(server.ctx, b.partnerId, { kind: 'sandbox', name: `sms-${b.slug}` }, 'sms', '+15550001112');
-  connect(server.ctx, a.partnerId, { kind: 'sandbox', name: `mail-${a.slug}` }, 'email', 'news@example.com');
-  connect(
+  a = await setupPartner(server.ctx, { balance: '1.00', prices: { sms: '0.0075', email: '0.001' } });
+  b = await setupPartner(server.ctx, { balance: '1.00', prices: { sms: '0.05' } });
+  await connect(server.ctx, a.partnerId, { kind: 'sandbox', name: `sms-${a.slug}` }, 'sms', '+15550001111');
+  await connect(server.ctx, b.partnerId, { kind: 'sandbox', name: `sms-${b.slug}` }, 'sms', '+15550001112');
+  await connect(server.ctx, a.partnerId, { kind: 'sandbox', name: `mail-${a.slug}` }, 'email', 'news@example.com');
+  await connect(
     server.ctx,
     a.partnerId,
     {
@@ -136,8 +136,8 @@ describe('POST /v1/messages/quote', () => {
   });
 
   it('funds that do not cover it: covered false, with the 402 the send answers', async () => {
-    const poor = setupPartner(server.ctx, { balance: '0.01', prices: { sms: '0.0075' } });
-    connect(server.ctx, poor.partnerId, { kind: 'sandbox' }, 'sms', '+15550002222');
+    const poor = await setupPartner(server.ctx, { balance: '0.01', prices: { sms: '0.0075' } });
+    await connect(server.ctx, poor.partnerId, { kind: 'sandbox' }, 'sms', '+15550002222');
     const ok = await quote(poor.token, sms('short'));
     expect(ok.body).toMatchObject({ covered: true, sendable: true, total: { micro: 7_500 } });
     const before = writes(poor);
@@ -182,14 +182,14 @@ describe('POST /v1/messages/quote', () => {
 
   it('a malformed body is a 400 as on a send; scope messages:send; Idempotency-Key stores nothing', async () => {
     // A partner of its own: a's earlier send is still writing its events.
-    const c = setupPartner(server.ctx, { balance: '1.00', prices: { sms: '0.0075' } });
-    connect(server.ctx, c.partnerId, { kind: 'sandbox' }, 'sms', '+15550001113');
+    const c = await setupPartner(server.ctx, { balance: '1.00', prices: { sms: '0.0075' } });
+    await connect(server.ctx, c.partnerId, { kind: 'sandbox' }, 'sms', '+15550001113');
     const before = writes(c);
     const bad = await quote(c.token, { channel: 'sms', to: 'nope', body: '' });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('invalid_request');
     expect((await quote(c.token, '{"channel":')).status).toBe(400);
-    const reader = setupPartner(server.ctx, { scopes: 'messages:read' });
+    const reader = await setupPartner(server.ctx, { scopes: 'messages:read' });
     const denied = await quote(reader.token, sms('hi'));
     expect(denied.status).toBe(403);
     expect((await call(server, 'POST', '/v1/messages/quote', { body: sms('hi') })).status).toBe(401);

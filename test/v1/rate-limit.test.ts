@@ -22,7 +22,7 @@ function limits(r: { headers: Headers }) {
 
 describe('rate limits on /v1', () => {
   it('every response carries the headers: 200, 400, 401, 403, 404, unknown routes, the document', async () => {
-    const p = richPartner(server.ctx, 1, { scopes: 'conversations:read' });
+    const p = await richPartner(server.ctx, 1, { scopes: 'conversations:read' });
     const responses = [
       await call(server, 'GET', '/v1/conversations', { token: p.token }),
       await call(server, 'GET', '/v1/conversations?limit=0', { token: p.token }),
@@ -46,7 +46,7 @@ describe('rate limits on /v1', () => {
   });
 
   it('past the limit: 429 in the error shape with Retry-After; per token, partner override first', async () => {
-    const p = richPartner(server.ctx, 2);
+    const p = await richPartner(server.ctx, 2);
     setPartnerLimits(server.ctx, p.partnerId, { rateLimitPerMinute: 3 }, 'test');
     const seen = [];
     for (let i = 0; i < 4; i++) seen.push(await call(server, 'GET', '/v1/channels', { token: p.token }));
@@ -66,7 +66,7 @@ describe('rate limits on /v1', () => {
     const s = await call(server, 'GET', '/v1/channels', { token: second });
     expect(s.status).toBe(200);
     expect(limits(s)).toMatchObject({ limit: 3, remaining: 2 });
-    const other = richPartner(server.ctx, 3);
+    const other = await richPartner(server.ctx, 3);
     expect(limits(await call(server, 'GET', '/v1/channels', { token: other.token })).limit).toBe(20);
     // Even a send is refused before it is priced.
     const send = await call(server, 'POST', '/v1/messages', {

@@ -18,7 +18,7 @@ let partnerId: string;
 // A short minimum so the tests wait seconds, not minutes, for a send_at to come.
 beforeAll(async () => {
   server = await startV1({ 'scheduling.minAheadSeconds': 1 });
-  const p = richPartner(server.ctx, 1);
+  const p = await richPartner(server.ctx, 1);
   token = p.token;
   partnerId = p.partnerId;
 });
@@ -103,7 +103,7 @@ describe('a scheduled send', () => {
   });
 
   it("another partner's message is a 404, and a message sent at once cannot be canceled", async () => {
-    const other = richPartner(server.ctx, 2);
+    const other = await richPartner(server.ctx, 2);
     const theirs = await call(server, 'POST', '/v1/messages', {
       token: other.token,
       body: sms({ send_at: inMs(60_000) }),
@@ -160,7 +160,7 @@ describe('a scheduled send', () => {
   });
 
   it('a partner suspended before the time: failed at its time and refunded', async () => {
-    const p = richPartner(server.ctx, 3);
+    const p = await richPartner(server.ctx, 3);
     const before = balanceOf(server.ctx, p.partnerId);
     const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: sms({ send_at: inMs(1_500) }) });
     expect(r.status).toBe(200);
@@ -183,7 +183,7 @@ describe('a scheduled send', () => {
   });
 
   it('a recipient who opted out before the time: failed recipient_suppressed at its time, refunded', async () => {
-    const p = richPartner(server.ctx, 5);
+    const p = await richPartner(server.ctx, 5);
     const before = balanceOf(server.ctx, p.partnerId);
     const r = await call(server, 'POST', '/v1/messages', {
       token: p.token,
@@ -213,7 +213,7 @@ describe('a scheduled send', () => {
   });
 
   it('50 cancels racing their dispatch: each message is sent or canceled and refunded, never both', async () => {
-    const p = richPartner(server.ctx, 4);
+    const p = await richPartner(server.ctx, 4);
     const start = balanceOf(server.ctx, p.partnerId);
     const at = inMs(60_000);
     const sends = await Promise.all(

@@ -7,13 +7,13 @@ import { call, richPartner, SENDERS, startV1 } from './helpers.js';
 // The suppression list on /v1, and the refusal before cost on both send APIs.
 
 let server: TestServer;
-let a: ReturnType<typeof richPartner>;
-let b: ReturnType<typeof richPartner>;
+let a: Awaited<ReturnType<typeof richPartner>>;
+let b: Awaited<ReturnType<typeof richPartner>>;
 
 beforeAll(async () => {
   server = await startV1();
-  a = richPartner(server.ctx, 1, { balance: '10' });
-  b = richPartner(server.ctx, 2, { balance: '10' });
+  a = await richPartner(server.ctx, 1, { balance: '10' });
+  b = await richPartner(server.ctx, 2, { balance: '10' });
 });
 afterAll(() => server.stop());
 
@@ -106,9 +106,9 @@ describe('/v1/suppressions', () => {
   });
 
   it('needs its scopes: read for reading, write for adding and removing', async () => {
-    const reader = richPartner(server.ctx, 3, { scopes: 'suppressions:read' });
-    const none = richPartner(server.ctx, 4, { scopes: 'messages:send' });
-    const writer = richPartner(server.ctx, 5, { scopes: 'suppressions:write' });
+    const reader = await richPartner(server.ctx, 3, { scopes: 'suppressions:read' });
+    const none = await richPartner(server.ctx, 4, { scopes: 'messages:send' });
+    const writer = await richPartner(server.ctx, 5, { scopes: 'suppressions:write' });
     expect((await call(server, 'GET', '/v1/suppressions', { token: reader.token })).status).toBe(200);
     expect((await call(server, 'GET', '/v1/suppressions', { token: writer.token })).status).toBe(200);
     const denied = await call(server, 'POST', '/v1/suppressions', {
@@ -154,7 +154,7 @@ describe('/v1/suppressions', () => {
   });
 
   it('pages newest first with cursors, and filters by channel and reason', async () => {
-    const p = richPartner(server.ctx, 6);
+    const p = await richPartner(server.ctx, 6);
     for (let i = 0; i < 5; i++)
       await call(server, 'POST', '/v1/suppressions', {
         token: p.token,
@@ -217,7 +217,7 @@ describe('/v1/suppressions', () => {
 
 describe('a send to a suppressed recipient', () => {
   it('is refused with 400 recipient_suppressed on both APIs, naming the reason and since when; nothing is debited', async () => {
-    const p = richPartner(server.ctx, 7, { balance: '1' });
+    const p = await richPartner(server.ctx, 7, { balance: '1' });
     const to = '+14155550301';
     const added = await call(server, 'POST', '/v1/suppressions', {
       token: p.token,
@@ -258,7 +258,7 @@ describe('a send to a suppressed recipient', () => {
   });
 
   it('is what a price quote says the send would get, and the quote writes nothing', async () => {
-    const p = richPartner(server.ctx, 13, { balance: '1' });
+    const p = await richPartner(server.ctx, 13, { balance: '1' });
     const to = '+14155550306';
     await call(server, 'POST', '/v1/suppressions', { token: p.token, body: { channel: 'sms', address: to } });
     const q = await call(server, 'POST', '/v1/messages/quote', {
@@ -272,7 +272,7 @@ describe('a send to a suppressed recipient', () => {
   });
 
   it('committed between the send’s check and its accept transaction refuses it there, before the debit', async () => {
-    const p = richPartner(server.ctx, 41, { balance: '1' });
+    const p = await richPartner(server.ctx, 41, { balance: '1' });
     const to = '+14155550341';
     const principal = {
       tokenId: 'tok_test',
@@ -307,7 +307,7 @@ describe('a send to a suppressed recipient', () => {
   });
 
   it('comes after an invalid payload (400 invalid_request) and exhausted funds (402)', async () => {
-    const p = richPartner(server.ctx, 8, { balance: '0' });
+    const p = await richPartner(server.ctx, 8, { balance: '0' });
     const to = '+14155550303';
     await call(server, 'POST', '/v1/suppressions', { token: p.token, body: { channel: 'sms', address: to } });
     const broke = await call(server, 'POST', '/v1/messages', {
@@ -315,7 +315,7 @@ describe('a send to a suppressed recipient', () => {
       body: { channel: 'sms', to, body: 'x' },
     });
     expect(broke.status).toBe(402);
-    const q = richPartner(server.ctx, 9, { balance: '1' });
+    const q = await richPartner(server.ctx, 9, { balance: '1' });
     await call(server, 'POST', '/v1/suppressions', { token: q.token, body: { channel: 'sms', address: to } });
     const bad = await call(server, 'POST', '/v1/messages', { token: q.token, body: { channel: 'sms', to, body: '' } });
     expect(bad.status).toBe(400);
@@ -323,7 +323,7 @@ describe('a send to a suppressed recipient', () => {
   });
 
   it('is scoped: an entry for one sender does not stop the partner’s other senders; email matches in any case', async () => {
-    const p = richPartner(server.ctx, 10, { balance: '1' });
+    const p = await richPartner(server.ctx, 10, { balance: '1' });
     const to = '+14155550304';
     server.ctx.db.sqlite.transaction(() =>
       addSuppression(server.ctx, {
@@ -358,7 +358,7 @@ describe('a send to a suppressed recipient', () => {
   });
 
   it('lets a WhatsApp AUTHENTICATION template through all but a manual entry; Meta’s marketing opt-out stops marketing only', async () => {
-    const p = richPartner(server.ctx, 11, { balance: '1' });
+    const p = await richPartner(server.ctx, 11, { balance: '1' });
     const to = '+14155550305';
     const template = (category?: string) => ({
       to,
@@ -397,7 +397,7 @@ describe('a send to a suppressed recipient', () => {
   });
 
   it('under the overspend race, with suppressed recipients among the sends: no overspend, no suppressed debit', async () => {
-    const p = richPartner(server.ctx, 12, { balance: '0.10' });
+    const p = await richPartner(server.ctx, 12, { balance: '0.10' });
     const suppressed = Array.from({ length: 10 }, (_, i) => `+1415555040${i}`);
     for (const address of suppressed)
       await call(server, 'POST', '/v1/suppressions', { token: p.token, body: { channel: 'sms', address } });

@@ -11,7 +11,7 @@ let token: string;
 beforeAll(async () => {
   // No DNS in this file: private targets allowed, nothing listens at these URLs.
   server = await startV1({ 'webhooksOut.allowPrivateTargets': true, 'webhooksOut.retryScheduleMs': [0] });
-  token = richPartner(server.ctx, 1).token;
+  token = (await richPartner(server.ctx, 1)).token;
 });
 afterAll(() => server.stop());
 
@@ -98,7 +98,7 @@ describe('/v1/webhooks', () => {
   });
 
   it('pages with limit and cursor', async () => {
-    const p = richPartner(server.ctx, 2);
+    const p = await richPartner(server.ctx, 2);
     const made: string[] = [];
     for (let i = 0; i < 5; i++)
       made.push(

@@ -26,8 +26,8 @@ const SECRET = 'cli-app-secret';
 beforeAll(async () => {
   // A short dispatch timeout: a status for an unknown message is waited on for about that long.
   s = await startTestServer({ 'dispatch.timeoutMs': 2000 });
-  const p = setupPartner(s.ctx);
-  connect(
+  const p = await setupPartner(s.ctx);
+  await connect(
     s.ctx,
     p.partnerId,
     {
@@ -197,8 +197,8 @@ describe('msgctl webhooks log', () => {
 describe('msgctl webhooks reprocess', () => {
   it('processes an unroutable webhook again once its channel exists; refuses unverified and settled ones', async () => {
     // ids[0] was addressed to phone number id 9999, which no gateway had.
-    const p = setupPartner(s.ctx);
-    connect(
+    const p = await setupPartner(s.ctx);
+    await connect(
       s.ctx,
       p.partnerId,
       {
@@ -237,7 +237,7 @@ describe('msgctl webhooks reprocess', () => {
 describe('msgctl webhooks log --outbound', () => {
   it('merges delivery attempts to partner endpoints into the same timeline', async () => {
     const db = s.ctx.db.sqlite;
-    const p = setupPartner(s.ctx);
+    const p = await setupPartner(s.ctx);
     const at = Date.now();
     db.prepare(
       `INSERT INTO webhook_endpoints (id, partner_id, url, secret, status, created_at, updated_at) VALUES ('whe_cli', ?, 'https://hooks.example.com/x', 'sealed', 'enabled', ?, ?)`,

@@ -14,8 +14,8 @@ const VERIFY = 'hardening-verify-token-XYZ';
 beforeAll(async () => {
   // A short dispatch timeout: a status for an unknown message is waited on for about that long.
   s = await startTestServer({ 'log.level': 'debug', 'dispatch.timeoutMs': 2000 });
-  const p = setupPartner(s.ctx);
-  connect(
+  const p = await setupPartner(s.ctx);
+  await connect(
     s.ctx,
     p.partnerId,
     {
@@ -27,7 +27,7 @@ beforeAll(async () => {
     'sms',
     '+15017250604',
   );
-  connect(
+  await connect(
     s.ctx,
     p.partnerId,
     {

@@ -15,28 +15,30 @@ import { META_VECTOR } from '../helpers/vectors.js';
 // request is refused. Each refusal is logged with its reason and nothing is processed.
 
 let s: TestServer;
-let a: ReturnType<typeof setupPartner>;
-let b: ReturnType<typeof setupPartner>;
+let a: Awaited<ReturnType<typeof setupPartner>>;
+let b: Awaited<ReturnType<typeof setupPartner>>;
 let waGateway: string;
 const PHONE_ID = '106540352242922';
 
 beforeAll(async () => {
   s = await startTestServer({ 'server.bodyLimitBytes': 64 * 1024 });
-  a = setupPartner(s.ctx, { slug: 'alpha', balance: '5.00' });
-  b = setupPartner(s.ctx, { slug: 'bravo' });
-  waGateway = connect(
-    s.ctx,
-    a.partnerId,
-    {
-      kind: 'whatsapp_cloud',
-      name: 'wa-a',
-      settings: { phone_number_id: PHONE_ID },
-      secrets: { access_token: 't', app_secret: META_VECTOR.secret, verify_token: 'vt-alpha' },
-    },
-    'whatsapp',
-    '+15550783881',
+  a = await setupPartner(s.ctx, { slug: 'alpha', balance: '5.00' });
+  b = await setupPartner(s.ctx, { slug: 'bravo' });
+  waGateway = (
+    await connect(
+      s.ctx,
+      a.partnerId,
+      {
+        kind: 'whatsapp_cloud',
+        name: 'wa-a',
+        settings: { phone_number_id: PHONE_ID },
+        secrets: { access_token: 't', app_secret: META_VECTOR.secret, verify_token: 'vt-alpha' },
+      },
+      'whatsapp',
+      '+15550783881',
+    )
   ).gateway.id;
-  connect(
+  await connect(
     s.ctx,
     b.partnerId,
     {

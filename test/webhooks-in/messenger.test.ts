@@ -18,7 +18,7 @@ const IGSID = '6543219876543210';
 const SECRET = 'meta-app-secret';
 let graph: GraphFake;
 let s: TestServer;
-let p: ReturnType<typeof setupPartner>;
+let p: Awaited<ReturnType<typeof setupPartner>>;
 
 beforeAll(async () => {
   graph = await startGraphFake({
@@ -31,10 +31,10 @@ beforeAll(async () => {
   const clock = testClock();
   graph.now = clock.now;
   s = await startTestServer({}, { clock });
-  p = setupPartner(s.ctx, { balance: '10.00' });
+  p = await setupPartner(s.ctx, { balance: '10.00' });
   // One Meta app serves both: the same app secret signs page and Instagram events. The window
   // check is off: these tests send to customers who have not written (test/http/customer-window.test.ts has it).
-  connect(
+  await connect(
     s.ctx,
     p.partnerId,
     {
@@ -44,7 +44,7 @@ beforeAll(async () => {
     },
     'messenger',
   );
-  connect(
+  await connect(
     s.ctx,
     p.partnerId,
     {

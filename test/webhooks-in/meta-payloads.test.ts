@@ -38,20 +38,22 @@ beforeAll(async () => {
   });
   s = await startTestServer(outOverrides(tls));
   receiver = await startReceiver(tls);
-  const p = setupPartner(s.ctx, { balance: '10.00' });
+  const p = await setupPartner(s.ctx, { balance: '10.00' });
   partnerId = p.partnerId;
   api = apiFor(s, p.token);
-  messengerGateway = connect(
-    s.ctx,
-    partnerId,
-    {
-      kind: 'meta_messenger',
-      settings: { base_url: graph.url, page_id: PAGE },
-      secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET },
-    },
-    'messenger',
+  messengerGateway = (
+    await connect(
+      s.ctx,
+      partnerId,
+      {
+        kind: 'meta_messenger',
+        settings: { base_url: graph.url, page_id: PAGE },
+        secrets: { page_access_token: 'PAGE-TOKEN', app_secret: SECRET },
+      },
+      'messenger',
+    )
   ).gateway.id;
-  connect(
+  await connect(
     s.ctx,
     partnerId,
     {
@@ -245,13 +247,13 @@ describe('an unsend (is_deleted)', () => {
     for (const mid of before) await meta(pageMessage({ mid, text: `call me on +44 20 7946 0958 (${mid})` }));
     const [first, second] = before.map(messageIdOf);
     for (const id of [first, second]) await waitGot('message.received', id);
-    const other = setupPartner(s.ctx);
+    const other = await setupPartner(s.ctx);
     try {
       // The operator takes the page off this partner: no channel serves it any more.
-      unassignChannel(s.ctx, { partner: partnerId, type: 'messenger' }, 'test');
+      await unassignChannel(s.ctx, { partner: partnerId, type: 'messenger' }, 'test');
       expect((await meta(pageMessage({ mid: before[0], is_deleted: true }))).processing).toBe('processed');
       // Then gives the page to another partner.
-      assignChannel(s.ctx, { partner: other.partnerId, gateway: messengerGateway, type: 'messenger' }, 'test');
+      await assignChannel(s.ctx, { partner: other.partnerId, gateway: messengerGateway, type: 'messenger' }, 'test');
       expect((await meta(pageMessage({ mid: before[1], is_deleted: true }))).processing).toBe('processed');
 
       for (const id of [first, second]) {
@@ -273,9 +275,9 @@ describe('an unsend (is_deleted)', () => {
         .prepare(`SELECT partner_id FROM channels WHERE type = 'messenger' AND sender = ? AND status = 'active'`)
         .get(PAGE) as { partner_id: string } | undefined;
       if (holder?.partner_id === other.partnerId)
-        unassignChannel(s.ctx, { partner: other.partnerId, type: 'messenger' }, 'test');
+        await unassignChannel(s.ctx, { partner: other.partnerId, type: 'messenger' }, 'test');
       if (holder?.partner_id !== partnerId)
-        assignChannel(s.ctx, { partner: partnerId, gateway: messengerGateway, type: 'messenger' }, 'test');
+        await assignChannel(s.ctx, { partner: partnerId, gateway: messengerGateway, type: 'messenger' }, 'test');
     }
   });
 
@@ -284,8 +286,8 @@ describe('an unsend (is_deleted)', () => {
     await meta(pageMessage({ mid, text: 'the door code is 4512' }));
     const id = messageIdOf(mid);
     const OTHER_PAGE = '105555555555555';
-    const intruder = setupPartner(s.ctx);
-    connect(
+    const intruder = await setupPartner(s.ctx);
+    await connect(
       s.ctx,
       intruder.partnerId,
       {

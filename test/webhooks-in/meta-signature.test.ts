@@ -13,18 +13,20 @@ let waGateway: string;
 
 beforeAll(async () => {
   s = await startTestServer({ 'webhooksIn.acceptLegacySha1': true });
-  const a = setupPartner(s.ctx, { slug: 'alpha' });
-  waGateway = connect(
-    s.ctx,
-    a.partnerId,
-    {
-      kind: 'whatsapp_cloud',
-      name: 'wa-a',
-      settings: { phone_number_id: '106540352242922' },
-      secrets: { access_token: 't', app_secret: META_VECTOR.secret, verify_token: 'vt' },
-    },
-    'whatsapp',
-    '+15550783881',
+  const a = await setupPartner(s.ctx, { slug: 'alpha' });
+  waGateway = (
+    await connect(
+      s.ctx,
+      a.partnerId,
+      {
+        kind: 'whatsapp_cloud',
+        name: 'wa-a',
+        settings: { phone_number_id: '106540352242922' },
+        secrets: { access_token: 't', app_secret: META_VECTOR.secret, verify_token: 'vt' },
+      },
+      'whatsapp',
+      '+15550783881',
+    )
   ).gateway.id;
 });
 afterAll(async () => {

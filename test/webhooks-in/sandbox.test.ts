@@ -73,7 +73,7 @@ describe('the demo sandbox flow', () => {
   it('reports delivered no earlier than sent, to the millisecond', async () => {
     const gw = openGatewaysOfKind(s.ctx, ['sandbox'])[0];
     // Reported at once: with whole seconds the report then nearly always reads earlier than the send.
-    updateGateway(s.ctx, gw.id, { settings: { delivery_delay_ms: '0' } }, 'test');
+    await updateGateway(s.ctx, gw.id, { settings: { delivery_delay_ms: '0' } }, 'test');
     for (let i = 0; i < 5; i++) {
       const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155550123', text: `n${i}` }, s.demo!.token);
       expect(res.status).toBe(200);

@@ -13,21 +13,21 @@ import { waitFor } from '../helpers/wait.js';
 
 let fake: SendgridFake;
 let s: TestServer;
-let p: ReturnType<typeof setupPartner>;
+let p: Awaited<ReturnType<typeof setupPartner>>;
 const signer = sendgridSigner();
 const other = sendgridSigner();
 
 beforeAll(async () => {
   fake = await startSendgridFake({ apiKeys: ['SG.key'] });
   s = await startTestServer();
-  p = setupPartner(s.ctx, { balance: '10.00', prices: { email: '0.002' } });
+  p = await setupPartner(s.ctx, { balance: '10.00', prices: { email: '0.002' } });
   // A second account first: the batch must still verify, against the right key.
-  addGateway(
+  await addGateway(
     s.ctx,
     { kind: 'sendgrid', name: 'sg-other', secrets: { api_key: 'SG.other', webhook_public_key: other.publicKey } },
     'test',
   );
-  connect(
+  await connect(
     s.ctx,
     p.partnerId,
     {
@@ -343,7 +343,7 @@ describe('the official SendGrid vector, end to end', () => {
   it('verifies over the wire (with a tolerance wide enough for its 2020 timestamp)', async () => {
     const t = await startTestServer({ 'webhooksIn.sendgridToleranceSeconds': 400_000_000 });
     try {
-      addGateway(
+      await addGateway(
         t.ctx,
         { kind: 'sendgrid', name: 'sg', secrets: { api_key: 'k', webhook_public_key: SENDGRID_VECTOR.publicKey } },
         'test',

@@ -19,7 +19,7 @@ const SMS_OTHER = '+15017250605';
 let twilio: TwilioFake;
 let sendgrid: SendgridFake;
 let s: TestServer;
-let p: ReturnType<typeof setupPartner>;
+let p: Awaited<ReturnType<typeof setupPartner>>;
 let twilioGw: string;
 let twilioGw2: string;
 const signer = sendgridSigner();
@@ -28,14 +28,14 @@ beforeAll(async () => {
   twilio = await startTwilioFake({ accounts: { [SID]: TOKEN } });
   sendgrid = await startSendgridFake({ apiKeys: ['SG.key'] });
   s = await startTestServer({ 'suppressions.optOutKeywords': ['STOP', 'ARRET'] });
-  p = setupPartner(s.ctx, { balance: '10.00', prices: { sms: '0.01', email: '0.002' } });
+  p = await setupPartner(s.ctx, { balance: '10.00', prices: { sms: '0.01', email: '0.002' } });
   const twilioGateway = {
     kind: 'twilio',
     settings: { base_url: twilio.url, account_sid: SID },
     secrets: { auth_token: TOKEN },
   };
-  twilioGw = connect(s.ctx, p.partnerId, twilioGateway, 'sms', SMS_FROM).gateway.id;
-  connect(
+  twilioGw = (await connect(s.ctx, p.partnerId, twilioGateway, 'sms', SMS_FROM)).gateway.id;
+  await connect(
     s.ctx,
     p.partnerId,
     {
@@ -47,8 +47,8 @@ beforeAll(async () => {
     'news@acme.example',
   );
   // A second partner on another Twilio number of the same account.
-  const q = setupPartner(s.ctx, { balance: '1.00', prices: { sms: '0.01' } });
-  twilioGw2 = connect(s.ctx, q.partnerId, twilioGateway, 'sms', SMS_OTHER).gateway.id;
+  const q = await setupPartner(s.ctx, { balance: '1.00', prices: { sms: '0.01' } });
+  twilioGw2 = (await connect(s.ctx, q.partnerId, twilioGateway, 'sms', SMS_OTHER)).gateway.id;
 });
 afterAll(async () => {
   await s.stop();

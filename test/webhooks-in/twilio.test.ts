@@ -18,19 +18,21 @@ const TOKEN = 'test_auth_token';
 const FROM = '+15017250604';
 let fake: TwilioFake;
 let s: TestServer;
-let p: ReturnType<typeof setupPartner>;
+let p: Awaited<ReturnType<typeof setupPartner>>;
 let gatewayId: string;
 
 beforeAll(async () => {
   fake = await startTwilioFake({ accounts: { [SID]: TOKEN } });
   s = await startTestServer({ 'billing.refundOnProviderFailure': 'never' });
-  p = setupPartner(s.ctx, { balance: '10.00', prices: { sms: '0.01' } });
-  gatewayId = connect(
-    s.ctx,
-    p.partnerId,
-    { kind: 'twilio', settings: { base_url: fake.url, account_sid: SID }, secrets: { auth_token: TOKEN } },
-    'sms',
-    FROM,
+  p = await setupPartner(s.ctx, { balance: '10.00', prices: { sms: '0.01' } });
+  gatewayId = (
+    await connect(
+      s.ctx,
+      p.partnerId,
+      { kind: 'twilio', settings: { base_url: fake.url, account_sid: SID }, secrets: { auth_token: TOKEN } },
+      'sms',
+      FROM,
+    )
   ).gateway.id;
 });
 afterAll(async () => {
@@ -512,8 +514,8 @@ describe('Twilio inbound SMS', () => {
     const first = await processed(s.ctx, id);
     expect(first.processing).toBe('unroutable');
     s.clock.advance(60_000);
-    const q = setupPartner(s.ctx);
-    connect(
+    const q = await setupPartner(s.ctx);
+    await connect(
       s.ctx,
       q.partnerId,
       { kind: 'twilio', name: 'tw-late', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } },
@@ -534,13 +536,15 @@ describe('the URL Twilio signs, behind a proxy', () => {
   async function withServer(over: Record<string, unknown>, fn: (t: TestServer, gw: string) => Promise<void>) {
     const t = await startTestServer(over);
     try {
-      const q = setupPartner(t.ctx);
-      const gw = connect(
-        t.ctx,
-        q.partnerId,
-        { kind: 'twilio', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } },
-        'sms',
-        FROM,
+      const q = await setupPartner(t.ctx);
+      const gw = (
+        await connect(
+          t.ctx,
+          q.partnerId,
+          { kind: 'twilio', settings: { account_sid: SID }, secrets: { auth_token: TOKEN } },
+          'sms',
+          FROM,
+        )
       ).gateway.id;
       await fn(t, gw);
     } finally {

@@ -16,8 +16,8 @@ const PHONE_A = '106540352242922';
 const PHONE_B = '106540352242999';
 let graph: GraphFake;
 let s: TestServer;
-let a: ReturnType<typeof setupPartner>;
-let b: ReturnType<typeof setupPartner>;
+let a: Awaited<ReturnType<typeof setupPartner>>;
+let b: Awaited<ReturnType<typeof setupPartner>>;
 
 beforeAll(async () => {
   graph = await startGraphFake({
@@ -28,8 +28,8 @@ beforeAll(async () => {
   });
   // A short dispatch timeout keeps the wait for a late message id (it covers the timeout) short.
   s = await startTestServer({ 'dispatch.timeoutMs': 2000 });
-  a = setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { whatsapp: '0.05' } });
-  b = setupPartner(s.ctx, { slug: 'beta', balance: '10.00', prices: { whatsapp: '0.05' } });
+  a = await setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { whatsapp: '0.05' } });
+  b = await setupPartner(s.ctx, { slug: 'beta', balance: '10.00', prices: { whatsapp: '0.05' } });
   const wa = (name: string, phone: string, token: string, secret: string) => ({
     kind: 'whatsapp_cloud',
     name,
@@ -37,8 +37,8 @@ beforeAll(async () => {
     settings: { base_url: graph.url, phone_number_id: phone, customer_service_window: 'off' },
     secrets: { access_token: token, app_secret: secret, verify_token: `vt-${name}` },
   });
-  connect(s.ctx, a.partnerId, wa('wa-a', PHONE_A, 'EAA-a', 'secret-a'), 'whatsapp', '+15550783881');
-  connect(s.ctx, b.partnerId, wa('wa-b', PHONE_B, 'EAA-b', 'secret-b'), 'whatsapp', '+15550783882');
+  await connect(s.ctx, a.partnerId, wa('wa-a', PHONE_A, 'EAA-a', 'secret-a'), 'whatsapp', '+15550783881');
+  await connect(s.ctx, b.partnerId, wa('wa-b', PHONE_B, 'EAA-b', 'secret-b'), 'whatsapp', '+15550783882');
 });
 afterAll(async () => {
   await s.stop();

@@ -59,8 +59,8 @@ export async function world(
   const tls = opts.tls ?? makeCert();
   const server = await startTestServer(outOverrides(tls, extra), { dataDir: opts.dataDir });
   const receiver = await startReceiver(tls);
-  const partner = setupPartner(server.ctx, { balance: '100', prices: { sms: '0.01' } });
-  const { channel } = connect(server.ctx, partner.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
+  const partner = await setupPartner(server.ctx, { balance: '100', prices: { sms: '0.01' } });
+  const { channel } = await connect(server.ctx, partner.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
   const api = apiFor(server, partner.token);
   const secrets: string[] = [];
   return {

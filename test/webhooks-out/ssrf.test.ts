@@ -85,10 +85,10 @@ describe('with private targets refused (the default)', () => {
       'webhooksOut.timeoutMs': 1000,
     });
     receiver = await startReceiver(tls);
-    const p = setupPartner(server.ctx);
+    const p = await setupPartner(server.ctx);
     partnerId = p.partnerId;
     api = apiFor(server, p.token);
-    const c = connect(server.ctx, partnerId, { kind: 'sandbox' }, 'sms', '+15550009999').channel;
+    const c = (await connect(server.ctx, partnerId, { kind: 'sandbox' }, 'sms', '+15550009999')).channel;
     channel = { id: c.id, type: 'sms', gatewayId: c.gateway_id, sender: c.sender };
   });
   afterAll(async () => {
@@ -162,8 +162,8 @@ describe('TLS is verified', () => {
     });
     const receiver = await startReceiver(tls);
     try {
-      const p = setupPartner(server.ctx);
-      const c = connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550008888').channel;
+      const p = await setupPartner(server.ctx);
+      const c = (await connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550008888')).channel;
       const api = apiFor(server, p.token);
       const ep = await api('POST', '/v1/webhooks', { url: receiver.url });
       expect(ep.status).toBe(201);

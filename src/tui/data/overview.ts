@@ -38,11 +38,11 @@ export interface Overview {
 
 const zero = (): Tally => ({ minute: 0, hour: 0 });
 
-export function readOverview(ctx: CoreCtx, now = ctx.now()): Overview {
+export async function readOverview(ctx: CoreCtx, now = ctx.now()): Promise<Overview> {
   const server = serverState(readHeartbeat(ctx), now);
   const windows = readCounterWindows(ctx, now);
   const gws = new Map<string, GatewayFigures>();
-  const rows = listGatewaySummaries(ctx);
+  const rows = await listGatewaySummaries(ctx);
   for (const g of rows)
     gws.set(g.id, {
       id: g.id,

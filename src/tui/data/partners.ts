@@ -28,15 +28,15 @@ export interface PartnerDetail {
   prices: PriceListRow[];
 }
 
-export function readPartnerDetail(ctx: CoreCtx, ref: string): PartnerDetail {
+export async function readPartnerDetail(ctx: CoreCtx, ref: string): Promise<PartnerDetail> {
   const partner = getPartner(ctx, ref);
   const now = ctx.now();
   return {
     partner,
-    channels: listChannels(ctx, { partner: partner.id }),
+    channels: await listChannels(ctx, { partner: partner.id }),
     tokens: listTokens(ctx, partner.id).map((t) => tokenJson(t, now)),
     ledger: listLedger(ctx, partner.id, { limit: 6 }).entries,
-    prices: effectivePrices(listPrices(ctx, { partner: partner.id })),
+    prices: effectivePrices(await listPrices(ctx, { partner: partner.id })),
   };
 }
 

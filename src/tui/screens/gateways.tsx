@@ -51,9 +51,9 @@ function templatesLine(ctx: ReturnType<typeof useDeps>['ctx'], g: GatewayView): 
   return `${s.templates}, read ${when(s.synced_at).slice(0, 16)}${s.error ? `; last try failed: ${s.error}` : ''} (t reads)`;
 }
 
-function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
+async function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Promise<Row[]> {
   const counts = new Map<string, number>();
-  for (const c of listChannels(ctx)) counts.set(c.gateway_id, (counts.get(c.gateway_id) ?? 0) + 1);
+  for (const c of await listChannels(ctx)) counts.set(c.gateway_id, (counts.get(c.gateway_id) ?? 0) + 1);
   const errors = new Map<string, { code: string; n: number }[]>();
   for (const w of readCounterWindows(ctx, ctx.now()))
     if (w.name === COUNTER_NAMES.dispatchErrors && w.lastHour > 0) {
@@ -66,7 +66,7 @@ function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Row[] {
     if (w.name === COUNTER_NAMES.failovers && w.lastHour > 0)
       movedOn.set(w.labels.gateway, (movedOn.get(w.labels.gateway) ?? 0) + w.lastHour);
   const circuits = readCircuits(ctx);
-  return listGateways(ctx).map((g) => {
+  return (await listGateways(ctx)).map((g) => {
     const own = g.settings.rate_per_second;
     return {
       g,
@@ -134,7 +134,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
   const all = list.data ?? [];
   const rows = filter.active ? all.filter((r) => filter.matches(r.g.name, r.g.kind, r.g.id, r.g.status)) : all;
   const cur = rows[Math.min(sel, rows.length - 1)];
-  const priceList = usePoll(2000, () => (prices ? listPrices(ctx) : null), [prices]);
+  const priceList = usePoll(2000, async () => (prices ? await listPrices(ctx) : null), [prices]);
   // A gateway just added: selected once the list holds it.
   const selectId = useRef<string | null>(null);
   if (selectId.current) {
@@ -150,7 +150,7 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
   });
   useMode(overlay.step || filter.typing ? 'form' : prices ? 'detail' : 'list');
 
-  const steps: Record<string, () => Step> = {
+  const steps: Record<string, () => Step | Promise<Step>> = {
     n: () => ({
       kind: 'form',
       title: 'Add a gateway: its kind',
@@ -174,9 +174,9 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
           title: `Add ${kind} gateway ${name}`,
           note: 'Secrets are masked, stored encrypted, and never shown again.',
           fields: [...settingFields(ctx, kind), ...secretFields(ctx, kind, false)],
-          submit: (w) => {
+          submit: async (w) => {
             const { settings, secrets } = split(w);
-            const g = addGateway(ctx, { kind, name, settings, secrets }, actor);
+            const g = await addGateway(ctx, { kind, name, settings, secrets }, actor);
             const url = deps.webhookUrl(g);
             // The new gateway selected, so the pane below is its own.
             selectId.current = g.id;
@@ -185,17 +185,17 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
         };
       },
     }),
-    e: () => {
-      const g = getGateway(ctx, cur!.g.id);
+    e: async () => {
+      const g = await getGateway(ctx, cur!.g.id);
       return {
         kind: 'form',
         title: `Edit gateway ${g.name} (${g.kind})`,
         note: `Stored secrets: ${g.secret_names.join(', ') || 'none'} (values never shown).`,
         fields: [...settingFields(ctx, g.kind, g.settings), ...secretFields(ctx, g.kind, true)],
-        submit: (w) => {
+        submit: async (w) => {
           const { settings, secrets, cleared } = split(w);
           const unset = cleared.filter((k) => g.settings[k] !== undefined);
-          const after = updateGateway(ctx, g.id, { settings, unsetSettings: unset, secrets }, actor);
+          const after = await updateGateway(ctx, g.id, { settings, unsetSettings: unset, secrets }, actor);
           const changed = Object.keys(secrets);
           return { text: `Updated gateway ${after.name}${changed.length ? ` (new ${changed.join(', ')})` : ''}.` };
         },
@@ -213,8 +213,8 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
               `new sends on its ${cur!.channels} channel(s) are refused (403).`,
             ]
           : [`${g.name} sends again; the messages waiting for it take their places in its line.`],
-        run: () => {
-          const after = updateGateway(ctx, g.id, { status: disable ? 'disabled' : 'active' }, actor);
+        run: async () => {
+          const after = await updateGateway(ctx, g.id, { status: disable ? 'disabled' : 'active' }, actor);
           return { text: `${disable ? 'Disabled' : 'Enabled'} gateway ${after.name}.` };
         },
       };
@@ -258,8 +258,8 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
                 ? `${p.slug} pays the default ${channel} price again.`
                 : `Partners without an override then send ${channel} for free.`,
             ],
-            run: () => {
-              unsetPrice(ctx, { channel, partner }, actor);
+            run: async () => {
+              await unsetPrice(ctx, { channel, partner }, actor);
               return { text: `Removed the ${channel} price ${p ? `override of ${p.slug}` : 'default'}.` };
             },
           };
@@ -268,8 +268,8 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
           kind: 'confirm',
           title: `Set the ${channel} price?`,
           lines: [`${channel} costs ${money(amount, p?.currency)} ${per} ${whom}, from the next send on.`],
-          run: () => {
-            setPrice(ctx, { channel, amount, partner }, actor);
+          run: async () => {
+            await setPrice(ctx, { channel, amount, partner }, actor);
             return { text: `${channel} now costs ${money(amount, p?.currency)} ${per} ${whom}.` };
           },
         };

@@ -45,10 +45,11 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
   const all = list.data ?? [];
   const rows = filter.active ? all.filter((r) => filter.matches(r.slug, r.name, r.id)) : all;
   const current: Partner | undefined = rows[Math.min(sel, rows.length - 1)];
-  const detail = usePoll(2000, () => (view === 'detail' && current ? readPartnerDetail(ctx, current.id) : null), [
-    view,
-    current?.id,
-  ]);
+  const detail = usePoll(
+    2000,
+    async () => (view === 'detail' && current ? await readPartnerDetail(ctx, current.id) : null),
+    [view, current?.id],
+  );
   // The whole ledger, a page at a time, newest first: the ids where each page shown began.
   const [pages, setPages] = useState<number[]>([]);
   const ledgerRows = height - 4;
@@ -64,7 +65,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
   useMode(overlay.step || filter.typing ? 'form' : view === 'list' ? 'list' : 'detail');
 
   const p = () => getPartner(ctx, current!.id);
-  const steps: Record<string, () => Step> = {
+  const steps: Record<string, () => Step | Promise<Step>> = {
     n: () => ({
       kind: 'form',
       title: 'New partner',
@@ -233,8 +234,8 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
         };
       },
     }),
-    r: () => {
-      const d = readPartnerDetail(ctx, current!.id);
+    r: async () => {
+      const d = await readPartnerDetail(ctx, current!.id);
       const active = d.tokens.filter((t) => t.state === 'active');
       if (active.length === 0) throw new Error(`${d.partner.slug} has no active token to revoke`);
       return {
@@ -263,9 +264,9 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
         },
       };
     },
-    A: () => {
+    A: async () => {
       const partner = p();
-      const gws = listGateways(ctx);
+      const gws = await listGateways(ctx);
       if (gws.length === 0) throw new Error('no gateways yet: add one on the Gateways screen (3)');
       // The order each SMS/email channel has now, so a fallback is added knowing where it goes.
       const orders = FAILOVER_TYPES.map((t) => {
@@ -310,7 +311,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             hint: "E.164 number, page id, Instagram id or from-address (a fallback: empty takes the primary's)",
           },
         ],
-        submit: (v) => {
+        submit: async (v) => {
           const input = {
             partner: partner.id,
             gateway: str(v.gateway),
@@ -318,17 +319,17 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             sender: str(v.sender) || undefined,
           };
           if (str(v.place) === 'fallback') {
-            const f = addFallback(ctx, input, actor);
+            const f = await addFallback(ctx, input, actor);
             const order = routeOrder(ctx, partner.id, f.type).map((c) => c.gateway_name);
             return { text: `Added fallback ${f.position} to ${partner.slug}'s ${f.type}: ${order.join(' → ')}.` };
           }
-          const c = assignChannel(ctx, input, actor);
+          const c = await assignChannel(ctx, input, actor);
           return { text: `Assigned ${c.type} to ${partner.slug} (sender ${c.sender}).` };
         },
       };
     },
-    u: () => {
-      const d = readPartnerDetail(ctx, current!.id);
+    u: async () => {
+      const d = await readPartnerDetail(ctx, current!.id);
       if (d.channels.length === 0) throw new Error(`${d.partner.slug} has no channel to unassign`);
       return {
         kind: 'form',
@@ -350,8 +351,8 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
             lines: [
               `${d.partner.slug}'s ${c.type} sends (from ${c.sender} via ${c.gateway_name}) are refused (403) from the next request on.`,
             ],
-            run: () => {
-              const u = unassignChannel(ctx, { channel: c.id }, actor);
+            run: async () => {
+              const u = await unassignChannel(ctx, { channel: c.id }, actor);
               return { text: `Unassigned ${u.type} (${u.sender}) from ${d.partner.slug}.` };
             },
           };

@@ -12,6 +12,9 @@ import { useOverlay } from '../overlay.js';
 import { useTheme } from '../theme.js';
 import { clean, clock, fit, when } from '../text.js';
 
+/** Names before the first read of them. */
+const NO_NAMES = new Map<string, string>();
+
 // The webhook log, live: provider webhooks in (and, toggled, delivery attempts out), newest at
 // the bottom. Moving up stops following; G or End follows again. Enter opens a detail pane.
 
@@ -89,7 +92,13 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
       clearInterval(t);
     };
   }, [outbound, paused]);
-  const names = useMemo(() => gatewayNames(ctx), [ctx, poll.data?.rows.length]);
+  // Gateway names, read again when rows arrive; rows are shown with the names read for them,
+  // so a row never flashes its gateway's id first.
+  const rowCount = poll.data?.rows.length ?? 0;
+  const named = usePoll(5000, async () => ({ rowCount, names: [...(await gatewayNames(ctx))] }), [rowCount]).data;
+  const names = useMemo(() => (named ? new Map(named.names) : NO_NAMES), [named]);
+  const shown = useRef<TailRow[]>([]);
+  if (named?.rowCount === rowCount) shown.current = poll.data?.rows ?? [];
   const overlay = useOverlay(setFlash, () => poll.reload());
   useMode(overlay.step ? 'form' : detailId ? 'detail' : 'list');
 
@@ -109,7 +118,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   };
   const lines: Line[] = useMemo(() => {
     const words = (r: TailRow) => `${r.gateway_id ? (names.get(r.gateway_id) ?? '') : ''} ${noteOf(r, true)}`;
-    const inRows = (poll.data?.rows ?? []).filter((r) => matches(r, filter, words));
+    const inRows = shown.current.filter((r) => matches(r, filter, words));
     const out: Line[] = inRows.map((r) => ({
       key: r.id,
       at: r.received_at,
@@ -165,10 +174,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
           label: 'Gateway',
           type: 'choice',
           initial: filter.gateway,
-          options: [
-            { value: '', label: 'any' },
-            ...[...gatewayNames(ctx)].map(([id, name]) => ({ value: id, label: name })),
-          ],
+          options: [{ value: '', label: 'any' }, ...[...names].map(([id, name]) => ({ value: id, label: name }))],
         },
         {
           key: 'text',
