@@ -265,7 +265,14 @@ describe('looks', () => {
     expect(t.text).toContain(at.toISOString().slice(0, 19).replace('T', ' ') + ' UTC');
     // India is UTC+5:30 all year.
     const local = new Date(m.created_at + 5.5 * 3_600_000).toISOString();
-    expect(t.local).toContain(`${local.slice(11, 16)}`);
+    // The browser's own format: 24-hour, or 12-hour with AM/PM (en-US) after noon too.
+    const hour = Number(local.slice(11, 13));
+    const h12 = `${String(((hour + 11) % 12) + 1).padStart(2, '0')}:${local.slice(14, 16)}`;
+    const shown = t.local ?? '';
+    expect(
+      shown.includes(local.slice(11, 16)) || (shown.includes(h12) && shown.includes(hour < 12 ? 'AM' : 'PM')),
+      shown,
+    ).toBe(true);
     expect(t.local).toMatch(/GMT\+5:30|IST/);
     // Without script: UTC only, in the same element.
     const noJs = await freshPage(b);
