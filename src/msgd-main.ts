@@ -54,6 +54,15 @@ async function serve(opts: {
     if (e instanceof ConfigError) fail(e.message);
     throw e;
   }
+  // Signal handlers before anything starts: until one is installed, a SIGTERM kills the process
+  // outright (the default action), and a supervisor may send one as soon as it sees the
+  // listening line. One that arrives while msgd is starting stops it once it has started.
+  let early: string | null = null;
+  let onSignal = (signal: string) => {
+    early ??= signal;
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   let server;
   try {
     server = await startServer({ config, configPath: opts.config });
@@ -99,8 +108,8 @@ async function serve(opts: {
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  onSignal = stop;
+  if (early) stop(early);
 }
 
 const program = new Command('msgd')

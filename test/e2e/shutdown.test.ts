@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { startTwilioFake } from '../fakes/twilio.js';
 import { waitFor, waitForExit } from '../helpers/wait.js';
@@ -115,6 +118,33 @@ describe('graceful shutdown', () => {
       view.close();
     }
   }, 40_000);
+
+  it('SIGTERM while msgd is still starting (listening, not yet working) stops it cleanly once started', async () => {
+    const fake = cleanup.fake(await startTwilioFake());
+    const prep = cleanup.prep(await prepare(fake, {}, { balance: '1', price: '0.01' }));
+    const bin = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'msgd');
+    const child = spawn(process.execPath, [bin], {
+      env: {
+        PATH: process.env.PATH,
+        MSGD_DATA_DIR: prep.dir,
+        MSGD_PORT: String(prep.port),
+        MSGD_DEMO: 'false',
+        MSGD_CONFIG: prep.configFile,
+        MSGD_LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    cleanup.child({ child, url: '', output: () => out });
+    // Fastify's own line comes when the port is open, before the job loop and msgd's line.
+    await waitFor(() => out.includes('Server listening at'), "fastify's listening line", 20_000, 1);
+    child.kill('SIGTERM');
+    const exit = await waitForExit(child, 20_000);
+    expect({ code: exit.code, signal: exit.signal }, out).toEqual({ code: 0, signal: null });
+    expect(out).toContain('msgd stopped');
+  });
 
   it('SIGTERM on an idle server exits 0 at once', async () => {
     const fake = cleanup.fake(await startTwilioFake());
