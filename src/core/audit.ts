@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/query.js';
 import type { Row } from '../db/rows.js';
 import type { auditLog } from '../db/schema.js';
-import { sql } from '../db/sql.js';
+import { render, sql, type Sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
 import { iso } from '../lib/time.js';
@@ -21,10 +21,20 @@ export function audit(
 ) {
   // Every operator change is audited; those to settings must be seen by this process at once.
   settingsChanged(ctx.db.sqlite);
-  stmt(
-    ctx.db.sqlite,
-    'INSERT INTO audit_log (actor, action, target_type, target_id, details, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-  ).run(actor, action, targetType, targetId, details ? JSON.stringify(details) : null, ctx.now());
+  auditEvent(ctx, actor, action, targetType, targetId, details);
+}
+
+/** The one audit entry, written by auditEvent() on the connection and auditEventIn() through the store. */
+function entry(
+  ctx: CoreCtx,
+  actor: string,
+  action: string,
+  targetType: string,
+  targetId: string | null,
+  details?: Record<string, unknown>,
+): Sql {
+  return sql`INSERT INTO audit_log (actor, action, target_type, target_id, details, created_at)
+    VALUES (${actor}, ${action}, ${targetType}, ${targetId}, ${details ? JSON.stringify(details) : null}, ${ctx.now()})`;
 }
 
 /** audit() through the store: in `q`, the caller's transaction (or the store). */
@@ -52,10 +62,7 @@ export async function auditEventIn(
   targetId: string | null,
   details?: Record<string, unknown>,
 ): Promise<void> {
-  await q.run(
-    sql`INSERT INTO audit_log (actor, action, target_type, target_id, details, created_at)
-        VALUES (${actor}, ${action}, ${targetType}, ${targetId}, ${details ? JSON.stringify(details) : null}, ${ctx.now()})`,
-  );
+  await q.run(entry(ctx, actor, action, targetType, targetId, details));
 }
 
 export async function listAudit(ctx: CoreCtx, limit = 100) {
@@ -83,8 +90,6 @@ export function auditEvent(
   targetId: string | null,
   details?: Record<string, unknown>,
 ) {
-  stmt(
-    ctx.db.sqlite,
-    'INSERT INTO audit_log (actor, action, target_type, target_id, details, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-  ).run(actor, action, targetType, targetId, details ? JSON.stringify(details) : null, ctx.now());
+  const { text, values } = render(entry(ctx, actor, action, targetType, targetId, details), 'sqlite');
+  stmt(ctx.db.sqlite, text).run(...values);
 }
