@@ -111,19 +111,22 @@ class SqliteStore implements Store {
   constructor(private readonly db: Database) {}
 
   statement(q: Sql): Statement {
-    let s = this.byStrings.get(q.strings);
-    if (s === undefined) {
-      s = stmt(this.db, render(q, 'sqlite').text);
-      this.byStrings.set(q.strings, s);
-    }
-    return s;
+    return this.cached(this.byStrings, stmt, q);
   }
 
   rawStatement(q: Sql): Statement {
-    let s = this.rawByStrings.get(q.strings);
+    return this.cached(this.rawByStrings, rawStmt, q);
+  }
+
+  private cached(
+    cache: WeakMap<readonly string[], Statement>,
+    prepare: (db: Database, text: string) => Statement,
+    q: Sql,
+  ): Statement {
+    let s = cache.get(q.strings);
     if (s === undefined) {
-      s = rawStmt(this.db, render(q, 'sqlite').text);
-      this.rawByStrings.set(q.strings, s);
+      s = prepare(this.db, render(q, 'sqlite').text);
+      cache.set(q.strings, s);
     }
     return s;
   }
