@@ -1,4 +1,5 @@
 import { idFloor } from '../../src/lib/id-time.js';
+import { insertPartner } from './fixtures.js';
 import type { StoreCtx } from './helpers.js';
 
 // Rows for the read models' tests on both stores (message and conversation lists, channels,
@@ -12,8 +13,9 @@ export function idAt(prefix: string, ms: number, n = 0): string {
 const q = (v: string | number | null) => (v === null ? 'NULL' : typeof v === 'number' ? String(v) : `'${v}'`);
 const values = (...vs: (string | number | null)[]) => `(${vs.map(q).join(', ')})`;
 
-export async function partner(t: StoreCtx, id: string): Promise<void> {
-  await t.exec(`INSERT INTO partners (id, slug, name, created_at, updated_at) VALUES ${values(id, id, id, 0, 0)}`);
+/** A partner whose id is its slug and name, as fixtures.ts's insertPartner writes it. */
+export function partner(t: StoreCtx, id: string): Promise<void> {
+  return insertPartner(t, { id, slug: id });
 }
 
 export interface ContactFix {
