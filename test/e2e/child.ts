@@ -66,12 +66,19 @@ export interface SpawnOptions {
 
 export async function startMsgd(prep: Prepared, opts: SpawnOptions = {}): Promise<MsgdChild> {
   // dist/ is shared: another test run's global setup may be rewriting it this very moment,
-  // which shows as a module link error. Try again a few times; a broken build still fails.
+  // which shows as a module link error. And the port was free when prepare() asked, but a
+  // test running beside this one may have bound it since: take another. Try again a few
+  // times; a broken build or a msgd that cannot start still fails.
   for (let attempt = 1; ; attempt++) {
     try {
       return await startOnce(prep, opts);
     } catch (e) {
-      if (attempt >= 3 || !/SyntaxError|ERR_MODULE_NOT_FOUND/.test(String((e as Error).message))) throw e;
+      const message = String((e as Error).message);
+      if (attempt < 3 && !opts.env?.MSGD_PORT && message.includes(`port ${prep.port} on 127.0.0.1 is already in use`)) {
+        prep.port = await freePort();
+        continue;
+      }
+      if (attempt >= 3 || !/SyntaxError|ERR_MODULE_NOT_FOUND/.test(message)) throw e;
       await new Promise((r) => setTimeout(r, 2_000));
     }
   }
