@@ -1,6 +1,8 @@
 import type { webhookEndpoints } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { EventEmitter } from 'node:events';
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import type { CoreCtx } from './context.js';
@@ -53,12 +55,50 @@ export function emitEvent(
   return { id, type, payload };
 }
 
+/**
+ * emitEvent() through the store: in `q`, the caller's transaction (or the store itself). The
+ * same row and payload, and the same wake-up of the fan-out in the next event-loop turn: after
+ * the commit on SQLite, whose transaction runs to COMMIT within its turn; on PostgreSQL it may
+ * come before the commit, and the fan-out's sweep (src/webhooks-out/fanout.ts) finds the event.
+ */
+export async function emitEventIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  partnerId: string,
+  type: EventType,
+  data: Record<string, unknown>,
+): Promise<EmittedEvent> {
+  const id = newId('evt');
+  const now = ctx.now();
+  const payload = { id, event: type, created_at: iso(now), ...data };
+  const endpoints = await q.all<Pick<Row<typeof webhookEndpoints>, 'events'>>(
+    sql`SELECT events FROM webhook_endpoints WHERE partner_id = ${partnerId} AND status = 'enabled' AND deleted_at IS NULL`,
+  );
+  const pending = type === 'webhook.test' || anySubscribed(endpoints, type);
+  await q.run(
+    sql`INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at)
+        VALUES (${id}, ${partnerId}, ${type}, ${JSON.stringify(payload)}, ${pending ? 0 : 1}, ${now})`,
+  );
+  if (pending && !signalPending) {
+    signalPending = true;
+    setImmediate(() => {
+      signalPending = false;
+      outboxSignal.emit('event');
+    });
+  }
+  return { id, type, payload };
+}
+
 /** Whether an enabled endpoint of the partner takes events of this type (subscribedTo, as replay uses). */
 function hasSubscriber(ctx: CoreCtx, partnerId: string, type: EventType): boolean {
   const rows = stmt<[string], Pick<Row<typeof webhookEndpoints>, 'events'>>(
     ctx.db.sqlite,
     `SELECT events FROM webhook_endpoints WHERE partner_id = ? AND status = 'enabled' AND deleted_at IS NULL`,
   ).all(partnerId);
+  return anySubscribed(rows, type);
+}
+
+function anySubscribed(rows: Pick<Row<typeof webhookEndpoints>, 'events'>[], type: EventType): boolean {
   return rows.some((r) => {
     try {
       return subscribedTo(r, type);
