@@ -172,10 +172,12 @@ async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
 
   // A WhatsApp sender whose template catalogue was never read: its template sends are not
   // checked before the debit, and Meta refuses a wrong one only after it.
-  const unsynced = gateways
-    .filter((g) => g.kind === 'whatsapp_cloud' && g.status === 'active')
-    .map((g) => ({ g, sync: templateSync(ctx, g.id) }))
-    .filter(({ sync }) => !sync?.synced_at);
+  const unsynced: { g: (typeof gateways)[number]; sync: Awaited<ReturnType<typeof templateSync>> }[] = [];
+  for (const g of gateways) {
+    if (g.kind !== 'whatsapp_cloud' || g.status !== 'active') continue;
+    const sync = await templateSync(ctx, g.id);
+    if (!sync?.synced_at) unsynced.push({ g, sync });
+  }
   if (unsynced.length) {
     checks.push({
       name: 'whatsapp templates',

@@ -45,9 +45,9 @@ async function list(
       'invalid_request',
       `${g.name} is a ${g.kind} gateway: only WhatsApp Cloud gateways have templates`,
     );
-  const rows = listTemplates(cli.ctx, [g.id], { name: opts.name, status: opts.status, category: opts.category });
+  const rows = await listTemplates(cli.ctx, [g.id], { name: opts.name, status: opts.status, category: opts.category });
   rows.sort((a, b) => a.name.localeCompare(b.name) || a.language.localeCompare(b.language));
-  const s = templateSync(cli.ctx, g.id);
+  const s = await templateSync(cli.ctx, g.id);
   const state = !s?.synced_at
     ? `Never read from Meta${s?.error ? ` (last try: ${s.error})` : ''}: template sends through ${g.name} are not checked. Read it with: msgctl gateway templates sync ${g.name}`
     : `Read from Meta ${when(s.synced_at)} UTC${s.error ? `; the last try since failed: ${s.error}` : ''}.`;

@@ -1,5 +1,7 @@
 import type { Row } from '../db/rows.js';
 import type { whatsappTemplateSyncs, whatsappTemplates } from '../db/schema.js';
+import { inList } from '../db/dialect.js';
+import { sql, type Sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, type ErrorDetail } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
@@ -10,6 +12,9 @@ import type { CoreCtx, GatewayKind } from './context.js';
 // reads Meta's catalogue and turns each template's components into a TemplateSpec (what a send
 // must give); this file stores it, applies Meta's status and category webhooks, and refuses a
 // template send that Meta would refuse after the debit. A gateway never synced is not checked.
+// The catalogue's writes and reads go through the store; applyTemplateChange() (in the webhook
+// processing transaction) and checkTemplate() (in the send's accept) run on the connection,
+// inside those synchronous transactions.
 
 export type TemplateRow = Row<typeof whatsappTemplates>;
 export type TemplateSyncRow = Row<typeof whatsappTemplateSyncs>;
@@ -44,70 +49,55 @@ export type TemplateCategory = (typeof TEMPLATE_CATEGORIES)[number];
 export const normalizeLanguage = (l: string) => l.trim().replace('-', '_');
 
 /** Replace a gateway's catalogue with what Meta listed (every page), in one transaction. */
-export function storeCatalogue(ctx: CoreCtx, gatewayId: string, list: CatalogueTemplate[]): number {
-  const db = ctx.db.sqlite;
-  return db
-    .transaction(() => {
-      const now = ctx.now();
-      const keep = new Set<string>();
-      const upsert = stmt(
-        db,
-        `INSERT INTO whatsapp_templates (id, gateway_id, meta_id, name, language, status, category, parameter_format, components, spec, state_at, synced_at, updated_at)
-         VALUES (@id, @gateway_id, @meta_id, @name, @language, @status, @category, @format, @components, @spec, @now, @now, @now)
-         ON CONFLICT (gateway_id, name, language) DO UPDATE SET meta_id = excluded.meta_id, status = excluded.status,
-           category = excluded.category, parameter_format = excluded.parameter_format, components = excluded.components,
-           spec = excluded.spec, state_at = excluded.state_at, synced_at = excluded.synced_at, updated_at = excluded.updated_at`,
+export async function storeCatalogue(ctx: CoreCtx, gatewayId: string, list: CatalogueTemplate[]): Promise<number> {
+  return ctx.store.transaction(async (tx) => {
+    const now = ctx.now();
+    const keep = new Set<string>();
+    for (const t of list) {
+      const language = normalizeLanguage(t.language);
+      keep.add(`${t.name}\0${language}`);
+      await tx.run(
+        sql`INSERT INTO whatsapp_templates (id, gateway_id, meta_id, name, language, status, category, parameter_format, components, spec, state_at, synced_at, updated_at)
+            VALUES (${newId('tpl')}, ${gatewayId}, ${t.metaId}, ${t.name}, ${language}, ${t.status.toUpperCase()},
+              ${t.category.toLowerCase()}, ${t.spec.format}, ${JSON.stringify(t.components)}, ${JSON.stringify(t.spec)},
+              ${now}, ${now}, ${now})
+            ON CONFLICT (gateway_id, name, language) DO UPDATE SET meta_id = excluded.meta_id, status = excluded.status,
+              category = excluded.category, parameter_format = excluded.parameter_format, components = excluded.components,
+              spec = excluded.spec, state_at = excluded.state_at, synced_at = excluded.synced_at, updated_at = excluded.updated_at`,
       );
-      for (const t of list) {
-        const language = normalizeLanguage(t.language);
-        keep.add(`${t.name}\0${language}`);
-        upsert.run({
-          id: newId('tpl'),
-          gateway_id: gatewayId,
-          meta_id: t.metaId,
-          name: t.name,
-          language,
-          status: t.status.toUpperCase(),
-          category: t.category.toLowerCase(),
-          format: t.spec.format,
-          components: JSON.stringify(t.components),
-          spec: JSON.stringify(t.spec),
-          now,
-        });
-      }
-      // Deleted at Meta since the last sync: a send of it would fail there.
-      const old = stmt<[string], { id: string; name: string; language: string }>(
-        db,
-        'SELECT id, name, language FROM whatsapp_templates WHERE gateway_id = ?',
-      ).all(gatewayId);
-      const del = stmt(db, 'DELETE FROM whatsapp_templates WHERE id = ?');
-      for (const o of old) if (!keep.has(`${o.name}\0${o.language}`)) del.run(o.id);
-      stmt(
-        db,
-        `INSERT INTO whatsapp_template_syncs (gateway_id, synced_at, templates, attempted_at, error) VALUES (?, ?, ?, ?, NULL)
-         ON CONFLICT (gateway_id) DO UPDATE SET synced_at = excluded.synced_at, templates = excluded.templates,
-           attempted_at = excluded.attempted_at, error = NULL`,
-      ).run(gatewayId, now, list.length, now);
-      return list.length;
-    })
-    .immediate();
+    }
+    // Deleted at Meta since the last sync: a send of it would fail there.
+    const old = await tx.all<Pick<TemplateRow, 'id' | 'name' | 'language'>>(
+      sql`SELECT id, name, language FROM whatsapp_templates WHERE gateway_id = ${gatewayId}`,
+    );
+    for (const o of old)
+      if (!keep.has(`${o.name}\0${o.language}`)) await tx.run(sql`DELETE FROM whatsapp_templates WHERE id = ${o.id}`);
+    await tx.run(
+      sql`INSERT INTO whatsapp_template_syncs (gateway_id, synced_at, templates, attempted_at, error)
+          VALUES (${gatewayId}, ${now}, ${list.length}, ${now}, NULL)
+          ON CONFLICT (gateway_id) DO UPDATE SET synced_at = excluded.synced_at, templates = excluded.templates,
+            attempted_at = excluded.attempted_at, error = NULL`,
+    );
+    return list.length;
+  });
 }
 
 /** A sync that could not read the catalogue: the last good one stays in force. */
-export function recordSyncFailure(ctx: CoreCtx, gatewayId: string, error: string): void {
+export async function recordSyncFailure(ctx: CoreCtx, gatewayId: string, error: string): Promise<void> {
   const now = ctx.now();
-  stmt(
-    ctx.db.sqlite,
-    `INSERT INTO whatsapp_template_syncs (gateway_id, synced_at, templates, attempted_at, error) VALUES (?, NULL, 0, ?, ?)
-     ON CONFLICT (gateway_id) DO UPDATE SET attempted_at = excluded.attempted_at, error = excluded.error`,
-  ).run(gatewayId, now, error.slice(0, 1000));
+  await ctx.store.run(
+    sql`INSERT INTO whatsapp_template_syncs (gateway_id, synced_at, templates, attempted_at, error)
+        VALUES (${gatewayId}, NULL, 0, ${now}, ${error.slice(0, 1000)})
+        ON CONFLICT (gateway_id) DO UPDATE SET attempted_at = excluded.attempted_at, error = excluded.error`,
+  );
 }
 
-export function templateSync(ctx: CoreCtx, gatewayId: string): TemplateSyncRow | null {
+/** The gateway's last sync (or attempt), null when it was never synced. */
+export async function templateSync(ctx: CoreCtx, gatewayId: string): Promise<TemplateSyncRow | null> {
   return (
-    stmt<[string], TemplateSyncRow>(ctx.db.sqlite, 'SELECT * FROM whatsapp_template_syncs WHERE gateway_id = ?').get(
-      gatewayId,
-    ) ?? null
+    (await ctx.store.get<TemplateSyncRow>(
+      sql`SELECT * FROM whatsapp_template_syncs WHERE gateway_id = ${gatewayId}`,
+    )) ?? null
   );
 }
 
@@ -207,38 +197,35 @@ export interface TemplateFilter {
 }
 
 /** A gateway's templates, by name and language, after the keyset `after` (a template id). */
-export function listTemplates(
+export async function listTemplates(
   ctx: CoreCtx,
   gatewayIds: string[],
   f: TemplateFilter,
   opts: { after?: string; limit?: number } = {},
-): TemplateRow[] {
+): Promise<TemplateRow[]> {
   if (gatewayIds.length === 0) return [];
-  const where = ['gateway_id IN (SELECT value FROM json_each(?))'];
-  const args: unknown[] = [JSON.stringify(gatewayIds)];
-  if (f.name) where.push('name = ?') && args.push(f.name);
-  if (f.language) where.push('language = ?') && args.push(normalizeLanguage(f.language));
-  if (f.status) where.push('status = ?') && args.push(f.status.toUpperCase());
-  if (f.category) where.push('category = ?') && args.push(f.category.toLowerCase());
-  if (opts.after) where.push('id > ?') && args.push(opts.after);
-  const limit = opts.limit ? ` LIMIT ${Math.trunc(opts.limit)}` : '';
-  return stmt<unknown[], TemplateRow>(
-    ctx.db.sqlite,
-    `SELECT * FROM whatsapp_templates WHERE ${where.join(' AND ')} ORDER BY id${limit}`,
-  ).all(...args);
+  const where: Sql[] = [inList(ctx.store.dialect, 'gateway_id', gatewayIds)];
+  if (f.name) where.push(sql`name = ${f.name}`);
+  if (f.language) where.push(sql`language = ${normalizeLanguage(f.language)}`);
+  if (f.status) where.push(sql`status = ${f.status.toUpperCase()}`);
+  if (f.category) where.push(sql`category = ${f.category.toLowerCase()}`);
+  if (opts.after) where.push(sql`id > ${opts.after}`);
+  const limit = opts.limit ? sql` LIMIT ${Math.trunc(opts.limit)}` : sql``;
+  return ctx.store.all<TemplateRow>(
+    sql`SELECT * FROM whatsapp_templates WHERE ${sql.join(where, ' AND ')} ORDER BY id${limit}`,
+  );
 }
 
 /** The templates of the gateway behind the partner's active WhatsApp channel. */
-export function partnerTemplates(
+export async function partnerTemplates(
   ctx: CoreCtx,
   partnerId: string,
   f: TemplateFilter,
   opts: { after?: string; limit?: number } = {},
-): TemplateRow[] {
-  const gws = stmt<[string], { gateway_id: string }>(
-    ctx.db.sqlite,
-    "SELECT gateway_id FROM channels WHERE partner_id = ? AND type = 'whatsapp' AND status = 'active'",
-  ).all(partnerId);
+): Promise<TemplateRow[]> {
+  const gws = await ctx.store.all<{ gateway_id: string }>(
+    sql`SELECT gateway_id FROM channels WHERE partner_id = ${partnerId} AND type = 'whatsapp' AND status = 'active'`,
+  );
   return listTemplates(
     ctx,
     gws.map((g) => g.gateway_id),

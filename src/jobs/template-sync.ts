@@ -31,10 +31,10 @@ async function syncOne(deps: TemplateSyncDeps, gw: GatewayWithSecrets): Promise<
     now: deps.ctx.now,
   });
   if (!res.ok) {
-    recordSyncFailure(deps.ctx, gw.id, res.error);
+    await recordSyncFailure(deps.ctx, gw.id, res.error);
     return { gateway: gw.name, error: res.error };
   }
-  return { gateway: gw.name, templates: storeCatalogue(deps.ctx, gw.id, res.templates) };
+  return { gateway: gw.name, templates: await storeCatalogue(deps.ctx, gw.id, res.templates) };
 }
 
 /** Sync one gateway by name or id; a 400 when it is no WhatsApp Cloud gateway with a waba_id. */

@@ -43,9 +43,9 @@ interface Row {
   templates: string | null;
 }
 
-function templatesLine(ctx: ReturnType<typeof useDeps>['ctx'], g: GatewayView): string | null {
+async function templatesLine(ctx: ReturnType<typeof useDeps>['ctx'], g: GatewayView): Promise<string | null> {
   if (g.kind !== 'whatsapp_cloud') return null;
-  const s = templateSync(ctx, g.id);
+  const s = await templateSync(ctx, g.id);
   if (!s?.synced_at)
     return `never read${g.settings.waba_id ? '' : ' (no waba_id)'}${s?.error ? `: ${s.error}` : ''} (t reads)`;
   return `${s.templates}, read ${when(s.synced_at).slice(0, 16)}${s.error ? `; last try failed: ${s.error}` : ''} (t reads)`;
@@ -66,18 +66,20 @@ async function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Promise<Row[]> 
     if (w.name === COUNTER_NAMES.failovers && w.lastHour > 0)
       movedOn.set(w.labels.gateway, (movedOn.get(w.labels.gateway) ?? 0) + w.lastHour);
   const circuits = readCircuits(ctx);
-  return (await listGateways(ctx)).map((g) => {
+  const rows: Row[] = [];
+  for (const g of await listGateways(ctx)) {
     const own = g.settings.rate_per_second;
-    return {
+    rows.push({
       g,
       rate: own === undefined ? `${ctx.config.dispatch.ratePerSecond[g.kind]} default` : String(own),
       channels: counts.get(g.id) ?? 0,
       errors: (errors.get(g.id) ?? []).sort((a, b) => b.n - a.n),
       circuit: circuits.get(g.id),
       movedOn: movedOn.get(g.id) ?? 0,
-      templates: templatesLine(ctx, g),
-    };
-  });
+      templates: await templatesLine(ctx, g),
+    });
+  }
+  return rows;
 }
 
 const str = (v: FormValues[string] | undefined) => (typeof v === 'string' ? v.trim() : '');

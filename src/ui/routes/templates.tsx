@@ -51,7 +51,7 @@ export const templateRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
     let next: string | null = null;
     try {
       const after = decodeCursor(q.cursor, 'tpl');
-      const found = partnerTemplates(ui.rt.ctx, p.user.partnerId, filter, { after: after?.id, limit: PAGE + 1 });
+      const found = await partnerTemplates(ui.rt.ctx, p.user.partnerId, filter, { after: after?.id, limit: PAGE + 1 });
       rows = found.slice(0, PAGE).map(templateJson);
       next = found.length > PAGE ? encodeCursor({ o: 'tpl', id: found[PAGE - 1].id }) : null;
     } catch (e) {

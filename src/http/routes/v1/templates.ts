@@ -28,7 +28,7 @@ export const templateRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, 
     async (req) => {
       const q = req.query;
       const after = decodeCursor(q.cursor, 'tpl');
-      const rows = partnerTemplates(
+      const rows = await partnerTemplates(
         rt.ctx,
         principalOf(req).partnerId,
         { name: q.name, language: q.language, status: q.status, category: q.category },
