@@ -7,7 +7,7 @@ import {
   createSuppression,
   listSuppressions,
   normalizeAddress,
-  partnerOptOutScope,
+  readOptOutScope,
   removeSuppression,
   setOptOutScope,
   suppressionJson,
@@ -54,18 +54,18 @@ async function list(
       )
     : `No suppressions for ${partner.slug}${opts.channel || opts.reason || opts.address ? ' that match' : ''}.`;
   return {
-    json: { data: rows.map(suppressionJson), opt_out_scope: partnerOptOutScope(cli.ctx, partner.id) },
+    json: { data: rows.map(suppressionJson), opt_out_scope: await readOptOutScope(cli.ctx, partner.id) },
     text,
   };
 }
 
-function add(
+async function add(
   cli: Cli,
   ref: string,
   channelIn: string,
   address: string,
   opts: { reason?: string; sender?: string; note?: string },
-): Result {
+): Promise<Result> {
   const partner = getPartner(cli.ctx, ref);
   const input: SuppressionInput = {
     channel: channelTypeArg(channelIn),
@@ -74,7 +74,7 @@ function add(
     sender: opts.sender ?? null,
     detail: opts.note ?? null,
   };
-  const { row, created } = createSuppression(cli.ctx, partner.id, input, cli.actor);
+  const { row, created } = await createSuppression(cli.ctx, partner.id, input, cli.actor);
   const json = suppressionJson(row);
   return {
     json: { ...json, created },
@@ -110,14 +110,14 @@ async function remove(cli: Cli, ref: string, id: string, opts: { consentConfirme
   };
 }
 
-function scope(cli: Cli, ref: string, value: string | undefined): Result {
+async function scope(cli: Cli, ref: string, value: string | undefined): Promise<Result> {
   const partner = getPartner(cli.ctx, ref);
   if (value !== undefined) {
     if (!(OPT_OUT_SCOPES as readonly string[]).includes(value))
       throw new UsageError(`the scope is ${OPT_OUT_SCOPES.join(' or ')}, not "${value}"`);
-    setOptOutScope(cli.ctx, partner.id, value as OptOutScope, cli.actor);
+    await setOptOutScope(cli.ctx, partner.id, value as OptOutScope, cli.actor);
   }
-  const now = partnerOptOutScope(cli.ctx, partner.id);
+  const now = await readOptOutScope(cli.ctx, partner.id);
   return {
     json: { partner: partner.slug, opt_out_scope: now },
     text:

@@ -1,6 +1,8 @@
 import type { Row } from '../db/rows.js';
 import type { suppressions } from '../db/schema.js';
 import { escapeLike, likeFold } from '../db/dialect.js';
+import type { Queryable } from '../db/query.js';
+import { syncSqlite } from '../db/queue-statements.js';
 import { type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { contactEmail, normalizeEmail } from '../lib/email.js';
@@ -8,9 +10,9 @@ import { AppError, invalid } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { normalizeE164 } from '../lib/phone.js';
 import { iso } from '../lib/time.js';
-import { auditEvent } from './audit.js';
+import { auditEventIn } from './audit.js';
 import type { ChannelType, CoreCtx } from './context.js';
-import { emitEvent } from './events.js';
+import { emitEvent, emitEventIn } from './events.js';
 import type { MessageContent } from './message-content.js';
 
 // Recipients a partner must not send to: filled from what msgd sees (an SMS STOP, a hard
@@ -86,42 +88,48 @@ export function suppressionJson(s: SuppressionRow) {
   };
 }
 
+// The rows a new suppression writes and finds, for addSuppression() (on the connection, inside
+// the synchronous transactions of webhook processing and dispatch) and addSuppressionIn()
+// (through the store).
+function insertSuppression(ctx: CoreCtx, s: NewSuppression): Sql {
+  return sql`INSERT INTO suppressions (id, partner_id, channel, address, scope, reason, group_id, source, detail, created_at)
+    VALUES (${newId('sup')}, ${s.partnerId}, ${s.channel}, ${s.address}, ${s.scope ?? ''}, ${s.reason}, ${s.groupId ?? ''},
+      ${s.source}, ${s.detail ? s.detail.slice(0, 500) : null}, ${ctx.now()})
+    ON CONFLICT DO NOTHING RETURNING *`;
+}
+
+function sameSuppression(s: NewSuppression): Sql {
+  return sql`SELECT * FROM suppressions WHERE partner_id = ${s.partnerId} AND channel = ${s.channel}
+    AND address = ${s.address} AND scope = ${s.scope ?? ''} AND reason = ${s.reason} AND group_id = ${s.groupId ?? ''}`;
+}
+
 /**
  * Record a suppression inside the caller's transaction; an identical one (same address,
  * scope, reason and group) is kept as it was, first source and time. The partner hears of a
  * new one (suppression.created).
  */
 export function addSuppression(ctx: CoreCtx, s: NewSuppression): { row: SuppressionRow; created: boolean } {
-  const scope = s.scope ?? '';
-  const group = s.groupId ?? '';
-  const inserted = stmt<
-    [string, string, string, string, string, string, string, string, string | null, number],
-    SuppressionRow
-  >(
-    ctx.db.sqlite,
-    `INSERT INTO suppressions (id, partner_id, channel, address, scope, reason, group_id, source, detail, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
-  ).get(
-    newId('sup'),
-    s.partnerId,
-    s.channel,
-    s.address,
-    scope,
-    s.reason,
-    group,
-    s.source,
-    s.detail ? s.detail.slice(0, 500) : null,
-    ctx.now(),
-  );
+  const onConnection = syncSqlite(ctx.db.sqlite);
+  const inserted = onConnection.get<SuppressionRow>(insertSuppression(ctx, s));
   if (inserted) {
     emitEvent(ctx, s.partnerId, 'suppression.created', { suppression: suppressionJson(inserted) });
     return { row: inserted, created: true };
   }
-  const existing = stmt<[string, string, string, string, string, string], SuppressionRow>(
-    ctx.db.sqlite,
-    `SELECT * FROM suppressions WHERE partner_id = ? AND channel = ? AND address = ? AND scope = ? AND reason = ? AND group_id = ?`,
-  ).get(s.partnerId, s.channel, s.address, scope, s.reason, group)!;
-  return { row: existing, created: false };
+  return { row: onConnection.get<SuppressionRow>(sameSuppression(s))!, created: false };
+}
+
+/** addSuppression() through the store: in `tx`, the caller's transaction. */
+export async function addSuppressionIn(
+  tx: Queryable,
+  ctx: CoreCtx,
+  s: NewSuppression,
+): Promise<{ row: SuppressionRow; created: boolean }> {
+  const inserted = await tx.get<SuppressionRow>(insertSuppression(ctx, s));
+  if (inserted) {
+    await emitEventIn(tx, ctx, s.partnerId, 'suppression.created', { suppression: suppressionJson(inserted) });
+    return { row: inserted, created: true };
+  }
+  return { row: (await tx.get<SuppressionRow>(sameSuppression(s)))!, created: false };
 }
 
 export interface SuppressionInput {
@@ -140,12 +148,12 @@ export interface SuppressionInput {
  * the partner's channels of that type. Returns whether it is new; the same entry twice is no
  * second entry.
  */
-export function createSuppression(
+export async function createSuppression(
   ctx: CoreCtx,
   partnerId: string,
   input: SuppressionInput,
   actor: string,
-): { row: SuppressionRow; created: boolean } {
+): Promise<{ row: SuppressionRow; created: boolean }> {
   const address = normalizeAddress(input.channel, input.address);
   if (address === null) {
     throw invalid('the address is not one of this channel', [
@@ -155,11 +163,10 @@ export function createSuppression(
   let scope = '';
   if (input.sender != null && input.sender.trim() !== '') {
     const s = normalizeAddress(input.channel, input.sender) ?? input.sender.trim();
-    const own = stmt<[string, string, string], { n: number }>(
-      ctx.db.sqlite,
-      'SELECT count(*) AS n FROM channels WHERE partner_id = ? AND type = ? AND sender = ?',
-    ).get(partnerId, input.channel, s)!;
-    if (own.n === 0) {
+    const own = await ctx.store.get<{ id: string }>(
+      sql`SELECT id FROM channels WHERE partner_id = ${partnerId} AND type = ${input.channel} AND sender = ${s} LIMIT 1`,
+    );
+    if (!own) {
       throw invalid('the sender is not one of this partner’s channels', [
         { field: 'sender', message: `must be the sender address of one of your ${input.channel} channels, or omitted` },
       ]);
@@ -167,8 +174,8 @@ export function createSuppression(
     scope = s;
   }
   const detail = input.detail?.trim() ? input.detail.trim() : null;
-  return ctx.db.sqlite.transaction(() => {
-    const r = addSuppression(ctx, {
+  return ctx.store.transaction(async (tx) => {
+    const r = await addSuppressionIn(tx, ctx, {
       partnerId,
       channel: input.channel,
       address,
@@ -178,14 +185,14 @@ export function createSuppression(
       detail,
     });
     if (r.created)
-      auditEvent(ctx, actor, 'suppression.add', 'suppression', r.row.id, {
+      await auditEventIn(ctx, tx, actor, 'suppression.add', 'suppression', r.row.id, {
         partner_id: partnerId,
         channel: input.channel,
         address,
         reason: r.row.reason,
       });
     return r;
-  })();
+  });
 }
 
 /** What a valid address is on a channel, for a 400's details. */
@@ -196,13 +203,9 @@ export function addressProblem(channel: ChannelType): string {
   return `must be the ${channel === 'messenger' ? 'page-scoped (PSID)' : 'Instagram-scoped (IGSID)'} recipient id (digits)`;
 }
 
-function deleteRow(ctx: CoreCtx, row: SuppressionRow, actor: string, extra: Record<string, unknown> = {}) {
+function deleteRow(ctx: CoreCtx, row: SuppressionRow, actor: string) {
   stmt(ctx.db.sqlite, 'DELETE FROM suppressions WHERE id = ?').run(row.id);
-  emitEvent(ctx, row.partner_id, 'suppression.deleted', {
-    suppression: suppressionJson(row),
-    deleted_by: actor,
-    ...extra,
-  });
+  emitEvent(ctx, row.partner_id, 'suppression.deleted', { suppression: suppressionJson(row), deleted_by: actor });
 }
 
 export function getSuppression(ctx: CoreCtx, partnerId: string, id: string): Promise<SuppressionRow | undefined> {
@@ -243,16 +246,23 @@ export async function removeSuppression(
     );
   }
   const consent = customerMade ? { consent_confirmed_by: opts.actor } : {};
-  ctx.db.sqlite.transaction(() => {
-    deleteRow(ctx, row, opts.actor, consent);
-    auditEvent(ctx, opts.actor, 'suppression.remove', 'suppression', row.id, {
+  await ctx.store.transaction(async (tx) => {
+    // Removed by a request racing this one: it was that one's to remove (one event, one audit entry).
+    const { changes } = await tx.run(sql`DELETE FROM suppressions WHERE id = ${row.id}`);
+    if (changes === 0) throw new AppError('not_found', `suppression ${id} not found`);
+    await emitEventIn(tx, ctx, row.partner_id, 'suppression.deleted', {
+      suppression: suppressionJson(row),
+      deleted_by: opts.actor,
+      ...consent,
+    });
+    await auditEventIn(ctx, tx, opts.actor, 'suppression.remove', 'suppression', row.id, {
       partner_id: partnerId,
       channel: row.channel,
       address: row.address,
       reason: row.reason,
       ...(customerMade ? { consent_confirmed: true } : {}),
     });
-  })();
+  });
   return row;
 }
 
@@ -284,6 +294,11 @@ export function listSuppressions(ctx: CoreCtx, partnerId: string, f: ListFilter)
   );
 }
 
+/**
+ * The partner's opt-out scope, on the connection: read inside the synchronous transactions of
+ * webhook processing and dispatch (a keyword or a carrier's block). readOptOutScope() is the
+ * same through the store.
+ */
 export function partnerOptOutScope(ctx: CoreCtx, partnerId: string): OptOutScope {
   const r = stmt<[string], { opt_out_scope: OptOutScope }>(
     ctx.db.sqlite,
@@ -292,16 +307,29 @@ export function partnerOptOutScope(ctx: CoreCtx, partnerId: string): OptOutScope
   return r?.opt_out_scope ?? 'sender';
 }
 
-export function setOptOutScope(ctx: CoreCtx, partnerId: string, scope: OptOutScope, actor: string): void {
+/** The partner's opt-out scope (sender when the partner is not found, as a keyword reads it). */
+export async function readOptOutScope(ctx: CoreCtx, partnerId: string): Promise<OptOutScope> {
+  const r = await ctx.store.get<{ opt_out_scope: OptOutScope }>(
+    sql`SELECT opt_out_scope FROM partners WHERE id = ${partnerId}`,
+  );
+  return r?.opt_out_scope ?? 'sender';
+}
+
+export async function setOptOutScope(
+  ctx: CoreCtx,
+  partnerId: string,
+  scope: OptOutScope,
+  actor: string,
+): Promise<void> {
   if (!(OPT_OUT_SCOPES as readonly string[]).includes(scope))
     throw invalid(`opt-out scope must be sender or partner, not "${scope}"`);
-  const r = stmt(ctx.db.sqlite, 'UPDATE partners SET opt_out_scope = ?, updated_at = ? WHERE id = ?').run(
-    scope,
-    ctx.now(),
-    partnerId,
-  );
-  if (r.changes === 0) throw new AppError('not_found', `partner ${partnerId} not found`);
-  auditEvent(ctx, actor, 'partner.opt_out_scope', 'partner', partnerId, { scope });
+  await ctx.store.transaction(async (tx) => {
+    const r = await tx.run(
+      sql`UPDATE partners SET opt_out_scope = ${scope}, updated_at = ${ctx.now()} WHERE id = ${partnerId}`,
+    );
+    if (r.changes === 0) throw new AppError('not_found', `partner ${partnerId} not found`);
+    await auditEventIn(ctx, tx, actor, 'partner.opt_out_scope', 'partner', partnerId, { scope });
+  });
 }
 
 // ---- at send time

@@ -113,7 +113,7 @@ describe('WhatsApp', () => {
 
   it('answers a suppressed recipient outside the window with recipient_suppressed, the earlier rule', async () => {
     const who = '+16505550011';
-    createSuppression(
+    await createSuppression(
       s.ctx,
       p.partnerId,
       { channel: 'whatsapp', address: who, reason: 'unsubscribe' },

@@ -63,7 +63,7 @@ describe('Idempotency-Key', () => {
     const first = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect(first.status).toBe(200);
     // The recipient opts out afterwards: a new send to them is refused, the retry is not.
-    createSuppression(s.ctx, p.partnerId, { channel: 'sms', address: SMS_BODY.to }, 'operator:test');
+    await createSuppression(s.ctx, p.partnerId, { channel: 'sms', address: SMS_BODY.to }, 'operator:test');
     expect((await send(s.url, SMS, SMS_BODY, p.token)).body.error.code).toBe('recipient_suppressed');
     const retry = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect({ status: retry.status, body: retry.body }).toEqual({ status: 200, body: first.body });

@@ -133,13 +133,13 @@ describe('SMS opt-out keywords (signed Twilio inbound)', () => {
   });
 
   it('applies partner-wide when the partner chose so', async () => {
-    s.ctx.db.sqlite.transaction(() => setOptOutScope(s.ctx, p.partnerId, 'partner', 'test'))();
+    await setOptOutScope(s.ctx, p.partnerId, 'partner', 'test');
     try {
       const customer = '+14155551004';
       await inboundSms(customer, 'STOP');
       expect(entries(customer)).toEqual([expect.objectContaining({ scope: '' })]);
     } finally {
-      s.ctx.db.sqlite.transaction(() => setOptOutScope(s.ctx, p.partnerId, 'sender', 'test'))();
+      await setOptOutScope(s.ctx, p.partnerId, 'sender', 'test');
     }
   });
 });

@@ -253,7 +253,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { u
       if (!(CHANNEL_TYPES as readonly string[]).includes(channel))
         throw new AppError('invalid_request', 'choose a channel from the list');
       if (!ADDABLE.some(([r]) => r === reason)) throw new AppError('invalid_request', 'choose a reason from the list');
-      const { row, created } = createSuppression(
+      const { row, created } = await createSuppression(
         rt.ctx,
         p.user.partnerId,
         {

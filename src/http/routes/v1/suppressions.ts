@@ -102,7 +102,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (ap
     },
     async (req, reply) => {
       const p = principalOf(req);
-      const { row, created } = createSuppression(
+      const { row, created } = await createSuppression(
         rt.ctx,
         p.partnerId,
         {
