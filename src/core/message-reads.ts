@@ -1,10 +1,9 @@
 import { type Sql, sql } from '../db/sql.js';
-import { stmt } from '../db/stmt.js';
+import { indexedBy } from '../db/dialect.js';
 import { invalid } from '../lib/errors.js';
 import type { CoreCtx } from './context.js';
 import type { MessageRow } from './messages.js';
-import { getMessageRow } from './messages.js';
-import { getPartner } from './partners.js';
+import { readPartner } from './partners.js';
 import { FAILURE_STATUSES, STATUS_RANK, type MessageStatus } from './statuses.js';
 
 // The operator's reads of messages across partners (msgctl messages list, the console's Find
@@ -55,87 +54,94 @@ export type MessageSummary = Pick<
   MessageRow,
   'id' | 'partner_id' | 'direction' | 'channel_type' | 'to' | 'from' | 'status' | 'price' | 'error_code' | 'created_at'
 >;
-const COLS =
-  'm.id, m.partner_id, m.direction, m.channel_type, m."to", m."from", m.status, m.price, m.error_code, m.created_at';
 
 /** At most FIND_LIMIT messages, newest first, matching every field given. */
-export function findOperatorMessages(ctx: CoreCtx, q: MessageQuery): MessageSummary[] {
+export async function findOperatorMessages(ctx: CoreCtx, q: MessageQuery): Promise<MessageSummary[]> {
   const status = q.status?.trim() || null;
   if (status && !(status in STATUS_RANK))
     throw invalid(`unknown status "${status}"`, [
       { field: 'status', message: `one of ${Object.keys(STATUS_RANK).join(', ')}` },
     ]);
+  const d = ctx.store.dialect;
   if (q.id?.trim()) {
-    const m = getMessageRow(ctx, q.id.trim());
+    const m = await ctx.store.get<MessageSummary>(
+      sql`SELECT m.id, m.partner_id, m.direction, m.channel_type, m."to", m."from", m.status, m.price, m.error_code, m.created_at
+          FROM messages m WHERE m.id = ${q.id.trim()}`,
+    );
     return m ? [m] : [];
   }
-  const partnerId = q.partner?.trim() ? getPartner(ctx, q.partner.trim()).id : null;
+  const partnerId = q.partner?.trim() ? (await readPartner(ctx.store, q.partner.trim())).id : null;
+  const withStatus = status ? sql` AND m.status = ${status}` : sql``;
   const recipient = q.recipient?.trim();
   if (recipient) {
     const partners = partnerId
       ? [partnerId]
-      : stmt<[], { id: string }>(ctx.db.sqlite, 'SELECT id FROM partners')
-          .all()
-          .map((p) => p.id);
+      : (await ctx.store.all<{ id: string }>(sql`SELECT id FROM partners ORDER BY id`)).map((p) => p.id);
     const out: MessageSummary[] = [];
-    const contact = stmt<[{ p: string; r: string }], { id: string }>(
-      ctx.db.sqlite,
-      `SELECT id FROM contacts WHERE partner_id = @p AND phone = @r
-       UNION SELECT id FROM contacts WHERE partner_id = @p AND email = lower(@r)
-       UNION SELECT id FROM contacts WHERE partner_id = @p AND psid = @r
-       UNION SELECT id FROM contacts WHERE partner_id = @p AND igsid = @r`,
-    );
-    const conversations = stmt<[string], { id: string }>(
-      ctx.db.sqlite,
-      'SELECT id FROM conversations INDEXED BY conversations_contact WHERE contact_id = ?',
-    );
-    // One conversation at a time, newest first off (conversation_id, id): no sort of a
-    // contact's whole history.
-    const inConversation = stmt<[{ c: string; s: string | null; n: number }], MessageSummary>(
-      ctx.db.sqlite,
-      `SELECT ${COLS} FROM messages m INDEXED BY messages_conversation
-        WHERE m.conversation_id = @c AND (@s IS NULL OR m.status = @s) ORDER BY m.id DESC LIMIT @n`,
-    );
-    for (const p of partners)
-      for (const c of contact.all({ p, r: recipient }))
-        for (const conv of conversations.all(c.id))
-          out.push(...inConversation.all({ c: conv.id, s: status, n: FIND_LIMIT }));
+    for (const p of partners) {
+      const contacts = await ctx.store.all<{ id: string }>(
+        sql`SELECT id FROM contacts WHERE partner_id = ${p} AND phone = ${recipient}
+            UNION SELECT id FROM contacts WHERE partner_id = ${p} AND email = lower(CAST(${recipient} AS TEXT))
+            UNION SELECT id FROM contacts WHERE partner_id = ${p} AND psid = ${recipient}
+            UNION SELECT id FROM contacts WHERE partner_id = ${p} AND igsid = ${recipient}`,
+      );
+      for (const c of contacts) {
+        const conversations = await ctx.store.all<{ id: string }>(
+          sql`SELECT id FROM conversations ${indexedBy(d, 'conversations_contact')} WHERE contact_id = ${c.id}`,
+        );
+        // One conversation at a time, newest first off (conversation_id, id): no sort of a
+        // contact's whole history.
+        for (const conv of conversations)
+          out.push(
+            ...(await ctx.store.all<MessageSummary>(
+              sql`SELECT m.id, m.partner_id, m.direction, m.channel_type, m."to", m."from", m.status, m.price, m.error_code, m.created_at
+                  FROM messages m ${indexedBy(d, 'messages_conversation')}
+                  WHERE m.conversation_id = ${conv.id}${withStatus} ORDER BY m.id DESC LIMIT ${FIND_LIMIT}`,
+            )),
+          );
+      }
+    }
     return out.sort((a, b) => (a.id < b.id ? 1 : -1)).slice(0, FIND_LIMIT);
   }
   if (partnerId)
-    return stmt<[{ p: string; s: string | null; n: number; scan: number }], MessageSummary>(
-      ctx.db.sqlite,
-      `SELECT ${COLS} FROM (SELECT * FROM messages INDEXED BY messages_partner WHERE partner_id = @p ORDER BY id DESC LIMIT @scan) m
-        WHERE (@s IS NULL OR m.status = @s) ORDER BY m.id DESC LIMIT @n`,
-    ).all({ p: partnerId, s: status, n: FIND_LIMIT, scan: status ? STATUS_SCAN : FIND_LIMIT });
-  return stmt<[{ scan: number; s: string | null; n: number }], MessageSummary>(
-    ctx.db.sqlite,
-    `SELECT ${COLS} FROM (SELECT * FROM messages ORDER BY id DESC LIMIT @scan) m WHERE (@s IS NULL OR m.status = @s)
-      ORDER BY m.id DESC LIMIT @n`,
-  ).all({ scan: STATUS_SCAN, s: status, n: FIND_LIMIT });
+    return ctx.store.all<MessageSummary>(
+      sql`SELECT m.id, m.partner_id, m.direction, m.channel_type, m."to", m."from", m.status, m.price, m.error_code, m.created_at
+          FROM (SELECT * FROM messages ${indexedBy(d, 'messages_partner')} WHERE partner_id = ${partnerId}
+                ORDER BY id DESC LIMIT ${status ? STATUS_SCAN : FIND_LIMIT}) m
+          WHERE 1 = 1${withStatus} ORDER BY m.id DESC LIMIT ${FIND_LIMIT}`,
+    );
+  return ctx.store.all<MessageSummary>(
+    sql`SELECT m.id, m.partner_id, m.direction, m.channel_type, m."to", m."from", m.status, m.price, m.error_code, m.created_at
+        FROM (SELECT * FROM messages ORDER BY id DESC LIMIT ${STATUS_SCAN}) m
+        WHERE 1 = 1${withStatus} ORDER BY m.id DESC LIMIT ${FIND_LIMIT}`,
+  );
 }
 
 export type MessageStatusRef = Pick<MessageRow, 'id' | 'status'>;
 
 /** A message's id and status now. */
-export function messageStatusOf(ctx: CoreCtx, id: string): MessageStatusRef | undefined {
-  return stmt<[string], MessageStatusRef>(ctx.db.sqlite, 'SELECT id, status FROM messages WHERE id = ?').get(id);
+export function messageStatusOf(ctx: CoreCtx, id: string): Promise<MessageStatusRef | undefined> {
+  return ctx.store.get<MessageStatusRef>(sql`SELECT id, status FROM messages WHERE id = ${id}`);
 }
 
 /** The message, of any partner, a provider's report names by the provider's id, with its status now. */
-export function messageStatusByProviderId(ctx: CoreCtx, providerMessageId: string): MessageStatusRef | undefined {
-  return stmt<[string], MessageStatusRef>(
-    ctx.db.sqlite,
-    `SELECT id, status FROM messages INDEXED BY messages_provider
-      WHERE provider_message_id = ? AND provider_message_id IS NOT NULL AND provider_id_indexed = 1 LIMIT 1`,
-  ).get(providerMessageId);
+export function messageStatusByProviderId(
+  ctx: CoreCtx,
+  providerMessageId: string,
+): Promise<MessageStatusRef | undefined> {
+  return ctx.store.get<MessageStatusRef>(
+    sql`SELECT id, status FROM messages ${indexedBy(ctx.store.dialect, 'messages_provider')}
+        WHERE provider_message_id = ${providerMessageId} AND provider_message_id IS NOT NULL AND provider_id_indexed = 1
+        LIMIT 1`,
+  );
 }
 
 /** msgd's id of the message, of any partner, with this provider id: off the index alone, no row read. */
-export function messageIdByProviderId(ctx: CoreCtx, providerMessageId: string): string | undefined {
-  return stmt<[string], { id: string }>(
-    ctx.db.sqlite,
-    `SELECT id FROM messages INDEXED BY messages_provider
-      WHERE provider_message_id = ? AND provider_message_id IS NOT NULL AND provider_id_indexed = 1 LIMIT 1`,
-  ).get(providerMessageId)?.id;
+export async function messageIdByProviderId(ctx: CoreCtx, providerMessageId: string): Promise<string | undefined> {
+  const row = await ctx.store.get<{ id: string }>(
+    sql`SELECT id FROM messages ${indexedBy(ctx.store.dialect, 'messages_provider')}
+        WHERE provider_message_id = ${providerMessageId} AND provider_message_id IS NOT NULL AND provider_id_indexed = 1
+        LIMIT 1`,
+  );
+  return row?.id;
 }

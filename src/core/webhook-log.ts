@@ -42,8 +42,14 @@ export function insertWebhookLog(ctx: CoreCtx, r: WebhookLogRow): void {
   );
 }
 
+/** One row, on the connection: webhook processing reads it inside its synchronous transaction. */
 export function getWebhookLog(ctx: CoreCtx, id: string): WebhookLogRow | undefined {
   return stmt<[string], WebhookLogRow>(ctx.db.sqlite, 'SELECT * FROM provider_webhooks WHERE id = ?').get(id);
+}
+
+/** One row through the store (the console's detail pane). */
+export function readWebhookLog(ctx: CoreCtx, id: string): Promise<WebhookLogRow | undefined> {
+  return ctx.store.get<WebhookLogRow>(sql`SELECT * FROM provider_webhooks WHERE id = ${id}`);
 }
 
 export function finishWebhookLog(ctx: CoreCtx, id: string, processing: Processing, error: string | null): void {
@@ -141,34 +147,33 @@ export async function settledWebhookLogs(
 /** A row without its headers and body, with the body's size: what a live tail keeps of each. */
 export type WebhookLogSummary = Omit<WebhookLogRow, 'body' | 'headers'> & { body_bytes: number };
 
-const SUMMARY_COLUMNS = `id, provider, gateway_id, method, path, length(body) AS body_bytes, verification, verification_reason,
-  processing, error, received_at, processed_at`;
-
 /** The newest `limit` rows, oldest first, by primary key. */
-export function latestWebhookLog(ctx: CoreCtx, limit: number): WebhookLogSummary[] {
-  return stmt<[number], WebhookLogSummary>(
-    ctx.db.sqlite,
-    `SELECT ${SUMMARY_COLUMNS} FROM provider_webhooks ORDER BY id DESC LIMIT ?`,
-  )
-    .all(limit)
-    .reverse();
+export async function latestWebhookLog(ctx: CoreCtx, limit: number): Promise<WebhookLogSummary[]> {
+  const rows = await ctx.store.all<WebhookLogSummary>(
+    sql`SELECT id, provider, gateway_id, method, path, length(body) AS body_bytes, verification, verification_reason,
+      processing, error, received_at, processed_at
+     FROM provider_webhooks ORDER BY id DESC LIMIT ${limit}`,
+  );
+  return rows.reverse();
 }
 
 /** Up to `limit` rows after `afterId`, oldest first. */
-export function webhookLogAfter(ctx: CoreCtx, afterId: string, limit: number): WebhookLogSummary[] {
-  return stmt<[string, number], WebhookLogSummary>(
-    ctx.db.sqlite,
-    `SELECT ${SUMMARY_COLUMNS} FROM provider_webhooks WHERE id > ? ORDER BY id LIMIT ?`,
-  ).all(afterId, limit);
+export function webhookLogAfter(ctx: CoreCtx, afterId: string, limit: number): Promise<WebhookLogSummary[]> {
+  return ctx.store.all<WebhookLogSummary>(
+    sql`SELECT id, provider, gateway_id, method, path, length(body) AS body_bytes, verification, verification_reason,
+      processing, error, received_at, processed_at
+     FROM provider_webhooks WHERE id > ${afterId} ORDER BY id LIMIT ${limit}`,
+  );
 }
 
-/** These rows as they are now (one statement for any number of ids, through json_each). */
-export function webhookLogByIds(ctx: CoreCtx, ids: string[]): WebhookLogSummary[] {
+/** These rows as they are now, by id (one statement for any number of ids). */
+export async function webhookLogByIds(ctx: CoreCtx, ids: string[]): Promise<WebhookLogSummary[]> {
   if (ids.length === 0) return [];
-  return stmt<[string], WebhookLogSummary>(
-    ctx.db.sqlite,
-    `SELECT ${SUMMARY_COLUMNS} FROM provider_webhooks WHERE id IN (SELECT value FROM json_each(?))`,
-  ).all(JSON.stringify(ids));
+  return ctx.store.all<WebhookLogSummary>(
+    sql`SELECT id, provider, gateway_id, method, path, length(body) AS body_bytes, verification, verification_reason,
+      processing, error, received_at, processed_at
+     FROM provider_webhooks WHERE ${inList(ctx.store.dialect, 'id', ids)} ORDER BY id`,
+  );
 }
 
 export function webhookLogJson(r: WebhookLogRow & { body_bytes?: number | null }) {

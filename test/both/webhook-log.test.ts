@@ -1,16 +1,21 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  latestWebhookLog,
   listWebhookLog,
   newestWebhookLogId,
   pendingWebhookLogIds,
+  readWebhookLog,
   settledWebhookLogs,
+  webhookLogAfter,
+  webhookLogByIds,
   webhookLogJson,
 } from '../../src/core/webhook-log.js';
 import { sql } from '../../src/db/sql.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
 import { idAt } from './read-fixtures.js';
 
-// The provider webhook log as `msgctl webhooks log` (and --follow) reads it, on both stores.
+// The provider webhook log as `msgctl webhooks log` (and --follow) and the console's live tail
+// read it, on both stores.
 
 const T0 = Date.UTC(2026, 0, 1);
 const wh = (n: number) => idAt('wh', T0 + n * 1000);
@@ -77,5 +82,37 @@ describe('the webhook log', () => {
     ]);
     await t.exec('DELETE FROM provider_webhooks');
     expect(await newestWebhookLogId(t.ctx)).toBeNull();
+  });
+});
+
+describe('the console’s live tail', () => {
+  it('reads the newest rows oldest first, then the rows after the last one seen, without their bodies', async () => {
+    expect(ids(await latestWebhookLog(t.ctx, 3))).toEqual([wh(3), wh(4), wh(5)]);
+    expect(ids(await latestWebhookLog(t.ctx, 10))).toEqual([wh(1), wh(2), wh(3), wh(4), wh(5)]);
+    expect(ids(await webhookLogAfter(t.ctx, wh(2), 2))).toEqual([wh(3), wh(4)]);
+    expect(await webhookLogAfter(t.ctx, wh(5), 10)).toEqual([]);
+    const [two] = await webhookLogAfter(t.ctx, wh(1), 1);
+    expect(two).toMatchObject({ id: wh(2), provider: 'meta', verification: 'failed', body_bytes: 6 });
+    expect(two).not.toHaveProperty('body');
+    expect(two).not.toHaveProperty('headers');
+    expect((await latestWebhookLog(t.ctx, 2))[0]).toMatchObject({ id: wh(4), body_bytes: null });
+  });
+
+  it('reads again the rows still pending, by id, as they are now', async () => {
+    expect(await webhookLogByIds(t.ctx, [])).toEqual([]);
+    expect((await webhookLogByIds(t.ctx, [wh(3)]))[0]).toMatchObject({ id: wh(3), processing: 'pending' });
+    await t.ctx.store.run(sql`UPDATE provider_webhooks SET processing = 'processed' WHERE id = ${wh(3)}`);
+    const now = await webhookLogByIds(t.ctx, [wh(5), wh(3), 'wh_gone']);
+    expect(now.map((r) => [r.id, r.processing])).toEqual([
+      [wh(3), 'processed'],
+      [wh(5), 'processed'],
+    ]);
+  });
+
+  it('reads one whole row for the detail pane, body included', async () => {
+    const r = await readWebhookLog(t.ctx, wh(2));
+    expect(r?.body?.toString('utf8')).toBe('héllo');
+    expect(r).toMatchObject({ provider: 'meta', headers: '{}', processing: 'rejected' });
+    expect(await readWebhookLog(t.ctx, 'wh_gone')).toBeUndefined();
   });
 });

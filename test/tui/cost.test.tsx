@@ -55,9 +55,9 @@ describe("the console's reads", () => {
     readPartners(ctx, new SpendToday(ctx));
     await readPartnerDetail(ctx, 'acme');
     const tail = new TailState(ctx);
-    tail.poll();
+    await tail.poll();
     await tail.pollOutbound();
-    tail.poll();
+    await tail.poll();
     await tail.pollOutbound();
     for (const q of [
       { id: m.id },
@@ -66,7 +66,7 @@ describe("the console's reads", () => {
       { recipient: '+14155550123' },
       { status: 'failed' },
     ])
-      findMessages(ctx, q);
+      await findMessages(ctx, q);
     messageWithHistory(ctx, m.id);
     await deadJobs(ctx);
     await pendingJobs(ctx);
@@ -76,8 +76,8 @@ describe("the console's reads", () => {
        VALUES ('pwh_x', 'sandbox', 'POST', '/api/webhook.php', '{}', '{"object":"msgd_sandbox","events":[]}', 'ok', 'pending', 0)`,
       )
       .run();
-    tail.poll();
-    describeEvents(ctx, webhookDetail(ctx, 'pwh_x')!);
+    await tail.poll();
+    await describeEvents(ctx, (await webhookDetail(ctx, 'pwh_x'))!);
 
     const bad: string[] = [];
     for (const sql of seen) {

@@ -265,7 +265,9 @@ describe('msgctl tui: screens', () => {
       error: 'no channel for phone number id 5551',
       received_at: FIXED_NOW - 2000,
     });
-    let f = await con.see('unroutable');
+    // The rows first, then the verified one's note, read from its stored body.
+    let f = await con.see(/processed\s+delivered msg…/);
+    expect(f).toContain('unroutable');
     expect(f).toMatch(/\d\d sandbox\s+sandbox-1\s+verified\s+processed/);
     expect(f).toMatch(/\d\d twilio\s+twilio-main\s+bad signature\s+rejected\s+signature does/);
     capture('webhooks', f);

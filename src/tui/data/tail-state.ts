@@ -22,25 +22,43 @@ export class TailState {
   /** Moves when rows or attempts change: an unchanged tail is not drawn again. */
   version = 0;
   private lastAttempt: number | null = null;
+  private polling: Promise<void> | null = null;
 
   constructor(private readonly ctx: CoreCtx) {}
 
-  /** The provider webhooks: read synchronously, on every tick. */
-  poll(): void {
+  /**
+   * The provider webhooks, through the store, on every tick. A poll asked for while one is
+   * still reading joins it: two at once would both append the same new rows.
+   */
+  poll(): Promise<void> {
+    this.polling ??= this.read().finally(() => {
+      this.polling = null;
+    });
+    return this.polling;
+  }
+
+  private async read(): Promise<void> {
     const ctx = this.ctx;
     if (this.rows.length === 0) {
-      this.rows = latestWebhooks(ctx);
+      this.rows = await latestWebhooks(ctx);
       if (this.rows.length) this.version++;
     } else {
       const pending = this.rows.filter((r) => r.processing === 'pending').slice(-RECHECK);
       if (pending.length) {
-        const now = new Map(webhooksByIds(ctx, pending.map((r) => r.id)).map((r) => [r.id, r]));
+        const now = new Map(
+          (
+            await webhooksByIds(
+              ctx,
+              pending.map((r) => r.id),
+            )
+          ).map((r) => [r.id, r]),
+        );
         if ([...now.values()].some((r) => r.processing !== 'pending')) {
           this.rows = this.rows.map((r) => now.get(r.id) ?? r);
           this.version++;
         }
       }
-      const fresh = webhooksAfter(ctx, this.rows[this.rows.length - 1].id);
+      const fresh = await webhooksAfter(ctx, this.rows[this.rows.length - 1].id);
       if (fresh.length) {
         this.rows = [...this.rows, ...fresh].slice(-TAIL_WINDOW);
         this.version++;

@@ -1,7 +1,7 @@
 import type { CoreCtx } from '../../core/context.js';
 import {
-  getWebhookLog,
   latestWebhookLog,
+  readWebhookLog,
   webhookLogAfter,
   webhookLogByIds,
   type WebhookLogRow,
@@ -22,15 +22,17 @@ export const TAIL_WINDOW = 2000;
 export type TailRow = WebhookLogSummary;
 export type AttemptRow = AttemptLine;
 
-export const latestWebhooks = (ctx: CoreCtx, limit = TAIL_WINDOW): TailRow[] => latestWebhookLog(ctx, limit);
+export const latestWebhooks = (ctx: CoreCtx, limit = TAIL_WINDOW): Promise<TailRow[]> =>
+  latestWebhookLog(ctx, limit);
 
-export const webhooksAfter = (ctx: CoreCtx, afterId: string, limit = TAIL_WINDOW): TailRow[] =>
+export const webhooksAfter = (ctx: CoreCtx, afterId: string, limit = TAIL_WINDOW): Promise<TailRow[]> =>
   webhookLogAfter(ctx, afterId, limit);
 
 /** The current state of rows that were pending when last read. */
-export const webhooksByIds = (ctx: CoreCtx, ids: string[]): TailRow[] => webhookLogByIds(ctx, ids);
+export const webhooksByIds = (ctx: CoreCtx, ids: string[]): Promise<TailRow[]> => webhookLogByIds(ctx, ids);
 
-export const webhookDetail = (ctx: CoreCtx, id: string): WebhookLogRow | undefined => getWebhookLog(ctx, id);
+export const webhookDetail = (ctx: CoreCtx, id: string): Promise<WebhookLogRow | undefined> =>
+  readWebhookLog(ctx, id);
 
 export const latestAttempts = (ctx: CoreCtx, limit = TAIL_WINDOW): Promise<AttemptRow[]> =>
   latestAttemptLines(ctx, limit);

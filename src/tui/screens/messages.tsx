@@ -53,14 +53,14 @@ export function MessagesScreen({ width, height }: { width: number; height: numbe
               hint: 'scheduled, queued, sent, delivered, failed, canceled, …',
             },
           ],
-          submit: (v) => {
+          submit: async (v) => {
             const q: MessageQuery = {
               id: String(v.id),
               partner: String(v.partner),
               recipient: String(v.recipient),
               status: String(v.status),
             };
-            const n = findMessages(ctx, q).length;
+            const n = (await findMessages(ctx, q)).length;
             setQuery(q);
             setSel(0);
             return { text: `${n} message(s) found.` };

@@ -56,8 +56,8 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   const [flash, setFlash] = useState<FlashState>(null);
   const poll = usePoll(
     500,
-    () => {
-      tail.poll();
+    async () => {
+      await tail.poll();
       // The same object while nothing moved, so usePoll draws nothing.
       if (snapshot.current?.version !== tail.version)
         snapshot.current = { rows: tail.rows, attempts: tail.attempts, version: tail.version };
@@ -103,19 +103,55 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
   useMode(overlay.step ? 'form' : detailId ? 'detail' : 'list');
 
   // The NOTE of a verified webhook (its events' types and message ids), read from its stored
-  // body once, and only for rows on screen or searched.
+  // body once, and only for rows on screen or searched: a row drawn without its note yet asks
+  // for it, the notes asked for are read after the frame, and the frame is drawn again.
   const notes = useRef(new Map<string, { short: string; full: string }>()).current;
+  const wanted = useRef(new Set<string>()).current;
+  const [notesRead, setNotesRead] = useState(0);
   const noteOf = (r: TailRow, full = false): string => {
     if (r.verification_reason || r.error) return r.verification_reason ?? r.error ?? '';
     if (r.verification !== 'ok') return '';
-    let n = notes.get(r.id);
+    const n = notes.get(r.id);
     if (n === undefined) {
-      const stored = webhookDetail(ctx, r.id);
-      n = stored ? eventNote(ctx, stored) : { short: '', full: '' };
-      notes.set(r.id, n);
+      wanted.add(r.id);
+      return '';
     }
     return full ? n.full : n.short;
   };
+  const readingNotes = useRef(false);
+  // A read that failed (the store unreachable) is tried again on a frame two seconds later at
+  // the soonest, not on the frame its own error message draws.
+  const notesFailedAt = useRef(0);
+  const mounted = useRef(true);
+  useEffect(
+    () => () => {
+      mounted.current = false;
+    },
+    [],
+  );
+  useEffect(() => {
+    if (readingNotes.current || wanted.size === 0 || Date.now() - notesFailedAt.current < 2000) return;
+    readingNotes.current = true;
+    const read = async () => {
+      try {
+        while (wanted.size > 0 && mounted.current) {
+          const ids = [...wanted];
+          wanted.clear();
+          for (const id of ids) {
+            const stored = await webhookDetail(ctx, id);
+            notes.set(id, stored ? await eventNote(ctx, stored) : { short: '', full: '' });
+          }
+        }
+      } catch (e) {
+        notesFailedAt.current = Date.now();
+        if (mounted.current) setFlash({ ok: false, text: deps.describeError(e) });
+      } finally {
+        readingNotes.current = false;
+      }
+      if (mounted.current) setNotesRead((n) => n + 1);
+    };
+    void read();
+  });
   const lines: Line[] = useMemo(() => {
     const words = (r: TailRow) => `${r.gateway_id ? (names.get(r.gateway_id) ?? '') : ''} ${noteOf(r, true)}`;
     const inRows = shown.current.filter((r) => matches(r, filter, words));
@@ -153,7 +189,7 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
           ],
         });
     return outbound ? out.sort((x, y) => x.at - y.at) : out;
-  }, [poll.data, filter, outbound, names]);
+  }, [poll.data, filter, outbound, names, notesRead]);
 
   const selected = sel >= 0 ? lines[Math.min(sel, lines.length - 1)] : undefined;
   const openFilter = () =>
@@ -233,23 +269,8 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
       if (input === 'R') {
         const id = detailId ?? selected?.id;
         if (!id) return setFlash({ ok: false, text: 'Select an unroutable webhook (↑), then R.' });
-        const row = webhookDetail(ctx, id);
-        if (!row) return setFlash({ ok: false, text: `webhook ${id} is no longer in the log` });
-        return overlay.open({
-          kind: 'confirm',
-          title: `Reprocess webhook ${id}?`,
-          lines: [
-            `A ${row.provider} webhook received ${when(row.received_at)} UTC, now ${row.processing}${row.error ? `: ${row.error}` : ''}.`,
-            'Its events are processed again from the stored body, as msgctl webhooks reprocess does;',
-            'only a verified webhook that ended unroutable or in error is taken.',
-          ],
-          run: () => {
-            const queued = reprocessWebhooks(ctx, { ids: [id] });
-            return {
-              text: `${queued.length} webhook(s) queued to be processed again; a running msgd does so within a second.`,
-            };
-          },
-        });
+        void confirmReprocess(id);
+        return;
       }
       if (key.escape) return setSel(-1);
       if (input === 'G' || key.end) return setSel(-1);
@@ -259,6 +280,30 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
     },
     { isActive: !overlay.step },
   );
+
+  async function confirmReprocess(id: string): Promise<void> {
+    try {
+      const row = await webhookDetail(ctx, id);
+      if (!row) return setFlash({ ok: false, text: `webhook ${id} is no longer in the log` });
+      overlay.open({
+        kind: 'confirm',
+        title: `Reprocess webhook ${id}?`,
+        lines: [
+          `A ${row.provider} webhook received ${when(row.received_at)} UTC, now ${row.processing}${row.error ? `: ${row.error}` : ''}.`,
+          'Its events are processed again from the stored body, as msgctl webhooks reprocess does;',
+          'only a verified webhook that ended unroutable or in error is taken.',
+        ],
+        run: () => {
+          const queued = reprocessWebhooks(ctx, { ids: [id] });
+          return {
+            text: `${queued.length} webhook(s) queued to be processed again; a running msgd does so within a second.`,
+          };
+        },
+      });
+    } catch (e) {
+      setFlash({ ok: false, text: deps.describeError(e) });
+    }
+  }
 
   const over = overlay.element(width);
   const status = [
@@ -326,7 +371,26 @@ function Detail(props: {
   maxScroll: { current: number };
 }) {
   const deps = useDeps();
-  const r = webhookDetail(deps.ctx, props.id);
+  const { ctx } = deps;
+  // Read again every second: a reprocess shows its outcome here.
+  const read = usePoll(
+    1000,
+    async () => {
+      const row = await webhookDetail(ctx, props.id);
+      return { id: props.id, row, events: row ? await describeEvents(ctx, row) : [] };
+    },
+    [props.id],
+  );
+  const data = read.data?.id === props.id ? read.data : null;
+  if (!data) {
+    const text = read.error ? `Webhook ${props.id} could not be read: ${read.error}` : `Reading webhook ${props.id}…`;
+    return (
+      <Box borderStyle="single" height={props.height} width={props.width} overflow="hidden">
+        <Text wrap="truncate-end">{fit(clean(text), props.width - 2)}</Text>
+      </Box>
+    );
+  }
+  const r = data.row;
   if (!r) return <Text>Webhook {props.id} is no longer in the log (retention removed it).</Text>;
   let headers: Record<string, unknown> = {};
   try {
@@ -340,7 +404,7 @@ function Detail(props: {
     `verification: ${r.verification}${r.verification_reason ? ` (${r.verification_reason})` : ''}`,
     `what it changed: ${r.processing}${r.error ? `: ${r.error}` : ''}${r.processed_at ? ` at ${when(r.processed_at)} UTC` : ''}`,
     'EVENTS',
-    ...describeEvents(deps.ctx, r).map((l) => `  ${l}`),
+    ...data.events.map((l) => `  ${l}`),
     'HEADERS (secrets redacted)',
     ...Object.entries(headers).map(([k, v]) => `  ${k}: ${Array.isArray(v) ? v.join(', ') : String(v)}`),
     'BODY',
