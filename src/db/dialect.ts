@@ -101,3 +101,15 @@ export function inList(dialect: Dialect, col: ColumnRef, values: readonly string
     ? sql`${column(col)} IN (SELECT value FROM json_each(${JSON.stringify(values)}))`
     : sql`${column(col)} = ANY(${values}::text[])`;
 }
+
+// --- Contacts: the row read for a change ----------------------------------------------------
+
+/**
+ * After a SELECT of rows the transaction then changes from what it read (a read-modify-write,
+ * such as merging a contact's attributes): PostgreSQL's `FOR UPDATE`, which holds other
+ * transactions' changes and locking reads of those rows until this one ends, so none is lost;
+ * nothing on SQLite, whose write transactions already run one at a time (BEGIN IMMEDIATE).
+ */
+export function forUpdate(dialect: Dialect): Sql {
+  return dialect === 'postgres' ? sql.raw('FOR UPDATE') : sql.raw('');
+}

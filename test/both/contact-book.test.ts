@@ -1,10 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { getContact, listContacts } from '../../src/core/contact-book.js';
+import { getContact, listContacts, upsertContact } from '../../src/core/contact-book.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
 import { allPages, contact, idAt, partner } from './read-fixtures.js';
 
 // The partner's contacts (GET /v1/contacts) on both stores: newest first across pages, the
-// exact-address filters, and the search, which ignores ASCII case and takes % and _ literally.
+// exact-address filters, and the search, which ignores ASCII case and takes % and _ literally;
+// the upsert (POST /v1/contacts) keyed by any of a contact's addresses.
 
 const T0 = Date.UTC(2026, 0, 1);
 const ct = (n: number) => idAt('ct', T0 + n * 1000);
@@ -65,5 +66,59 @@ describe('the contact book', () => {
       created_at: 0,
     });
     expect(await getContact(t.ctx, 'p2', ct(1))).toBeUndefined();
+  });
+});
+
+describe('upserting a contact', () => {
+  it('creates one, then updates the one its addresses point at, merging attributes', async () => {
+    const a = await upsertContact(t.ctx, 'p1', {
+      name: 'Dan',
+      phone: '+14155550100',
+      attributes: { tier: 'gold', region: 'eu' },
+    });
+    expect(a.created).toBe(true);
+    const b = await upsertContact(t.ctx, 'p1', {
+      phone: '+14155550100',
+      email: 'Dan@Example.com',
+      attributes: { region: null, plan: 2 },
+    });
+    expect(b).toMatchObject({ created: false, contact: { id: a.contact.id, name: 'Dan', email: 'dan@example.com' } });
+    const stored = await getContact(t.ctx, 'p1', a.contact.id);
+    expect(stored).toMatchObject({ phone: '+14155550100', email: 'dan@example.com', name: 'Dan' });
+    expect(JSON.parse(stored!.attributes)).toEqual({ tier: 'gold', plan: 2 });
+    // By its email alone, a name of null clears the name.
+    await upsertContact(t.ctx, 'p1', { email: 'dan@example.com', name: null });
+    expect((await getContact(t.ctx, 'p1', a.contact.id))?.name).toBeNull();
+    // Another partner's same number is another contact.
+    expect((await upsertContact(t.ctx, 'p2', { phone: '+14155550100' })).created).toBe(true);
+  });
+
+  it('refuses addresses of two different contacts, or attributes too large, changing nothing', async () => {
+    await expect(upsertContact(t.ctx, 'p1', { phone: '+14155552671', email: 'bob@example.com' })).rejects.toMatchObject(
+      {
+        code: 'conflict',
+        details: [
+          { field: 'phone', message: `belongs to contact ${ct(1)}` },
+          { field: 'email', message: `belongs to contact ${ct(2)}` },
+        ],
+      },
+    );
+    await expect(
+      upsertContact(t.ctx, 'p1', { phone: '+14155552671', attributes: { big: 'x'.repeat(20_000) } }),
+    ).rejects.toMatchObject({ code: 'invalid_request', details: [{ field: 'attributes' }] });
+    expect(await getContact(t.ctx, 'p1', ct(1))).toMatchObject({ email: null, attributes: '{}' });
+  });
+
+  it('of upserts racing for a new address, one creates the contact and the others update it', async () => {
+    const raced = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        upsertContact(t.ctx, 'p1', { phone: '+14155550199', attributes: { [`k${i}`]: i } }),
+      ),
+    );
+    expect(raced.filter((r) => r.created)).toHaveLength(1);
+    expect(new Set(raced.map((r) => r.contact.id)).size).toBe(1);
+    const rows = await listContacts(t.ctx, 'p1', { phone: '+14155550199' }, 10);
+    expect(rows).toHaveLength(1);
+    expect(Object.keys(JSON.parse(rows[0].attributes)).sort()).toEqual(['k0', 'k1', 'k2', 'k3', 'k4', 'k5']);
   });
 });

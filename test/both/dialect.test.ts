@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { escapeLike, indexedBy, inList, jsonText, likeFold, redactedContent } from '../../src/db/dialect.js';
-import { sql } from '../../src/db/sql.js';
+import { escapeLike, forUpdate, indexedBy, inList, jsonText, likeFold, redactedContent } from '../../src/db/dialect.js';
+import { render, sql } from '../../src/db/sql.js';
 import { openPg } from '../../src/db/pg/store.js';
 import { databaseUrl, pgAdminUrl, withClient } from '../pg/helpers.js';
 import { openStoreCtx, type StoreCtx, testStore } from './helpers.js';
@@ -189,5 +189,32 @@ describe('inList', () => {
     expect(await read(['p_c', 'p_a', 'p_x'])).toEqual(['p_a', 'p_c']);
     expect(await read(["p_'d", 'p_b'])).toEqual(["p_'d", 'p_b']);
     expect(await read([])).toEqual([]);
+  });
+});
+
+describe('forUpdate', () => {
+  beforeEach(async () => {
+    await t.exec(`INSERT INTO meta (key, value) VALUES ('lock_a', '1'), ('lock_b', '2')`);
+  });
+
+  const read = (tx: { get<R>(q: ReturnType<typeof sql>): Promise<R | undefined> }) =>
+    tx.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = ${'lock_a'} ${forUpdate(t.dialect)}`);
+
+  it('reads the same row in a transaction on both stores, locking it on PostgreSQL', async () => {
+    const q = sql`SELECT value FROM meta WHERE key = ${'lock_a'} ${forUpdate(t.dialect)}`;
+    expect(render(q, t.dialect).text.trim().endsWith('FOR UPDATE')).toBe(t.dialect === 'postgres');
+    expect(await t.ctx.store.transaction((tx) => read(tx))).toEqual({ value: '1' });
+  });
+
+  it('keeps read-modify-write transactions from losing each other’s change', async () => {
+    await Promise.all(
+      Array.from({ length: 8 }, () =>
+        t.ctx.store.transaction(async (tx) => {
+          const r = await read(tx);
+          await tx.run(sql`UPDATE meta SET value = ${String(Number(r!.value) + 1)} WHERE key = ${'lock_a'}`);
+        }),
+      ),
+    );
+    expect(await read(t.ctx.store)).toEqual({ value: '9' });
   });
 });

@@ -29,7 +29,7 @@ export const contactRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     },
     async (req, reply) => {
       const b = req.body;
-      const { contact, created } = upsertContact(rt.ctx, principalOf(req).partnerId, {
+      const { contact, created } = await upsertContact(rt.ctx, principalOf(req).partnerId, {
         name: b.name,
         phone: b.phone,
         email: b.email,
