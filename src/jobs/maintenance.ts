@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { Checkpointer } from '../db/checkpointer.js';
-import { stmt } from '../db/stmt.js';
+import { type Dialect, sql } from '../db/sql.js';
 import { Cron } from '../queue/cron.js';
 import type { MaintenanceTask } from '../queue/maintenance-task.js';
 import type { JobQueue } from '../queue/queue.js';
@@ -31,29 +31,38 @@ export interface Maintenance {
   stop(): void;
 }
 
-export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask<MaintenanceDeps>[] {
+export function builtinTasks(dialect: Dialect, checkpointer?: Checkpointer): MaintenanceTask<MaintenanceDeps>[] {
+  return [...commonTasks(), ...(dialect === 'sqlite' ? sqliteTasks(checkpointer) : [])];
+}
+
+/** Expiry of keys that can no longer match anything: the same statements on both stores. */
+function commonTasks(): MaintenanceTask<MaintenanceDeps>[] {
   return [
     {
       name: 'idempotency-expire',
       cron: '17 * * * *',
-      run: (rt) => {
+      run: async (rt) => {
         const cutoff = rt.ctx.now() - rt.config.idempotency.ttlHours * 3_600_000;
-        return {
-          deleted: stmt(rt.ctx.db.sqlite, 'DELETE FROM idempotency_keys WHERE created_at < ?').run(cutoff).changes,
-        };
+        const { changes } = await rt.ctx.store.run(sql`DELETE FROM idempotency_keys WHERE created_at < ${cutoff}`);
+        return { deleted: changes };
       },
     },
     {
       name: 'provider-event-keys-expire',
       cron: '23 * * * *',
       // Providers retry for up to 7 days (Meta); keys older than that can no longer dedupe anything.
-      run: (rt) => {
+      run: async (rt) => {
         const cutoff = rt.ctx.now() - 8 * 86_400_000;
-        return {
-          deleted: stmt(rt.ctx.db.sqlite, 'DELETE FROM provider_event_keys WHERE created_at < ?').run(cutoff).changes,
-        };
+        const { changes } = await rt.ctx.store.run(sql`DELETE FROM provider_event_keys WHERE created_at < ${cutoff}`);
+        return { deleted: changes };
       },
     },
+  ];
+}
+
+/** SQLite's own upkeep: PostgreSQL's autovacuum keeps its statistics and files itself. */
+function sqliteTasks(checkpointer?: Checkpointer): MaintenanceTask<MaintenanceDeps>[] {
+  return [
     {
       name: 'sqlite-optimize',
       cron: '41 3 * * *',
@@ -68,7 +77,7 @@ export function builtinTasks(checkpointer?: Checkpointer): MaintenanceTask<Maint
 
 export function startMaintenance(rt: MaintenanceHost, opts: { checkpointer?: Checkpointer } = {}): Maintenance {
   const cron = new Cron({ queue: rt.queue, logger: rt.logger });
-  for (const task of [...builtinTasks(opts.checkpointer), ...rt.maintenanceTasks]) {
+  for (const task of [...builtinTasks(rt.ctx.store.dialect, opts.checkpointer), ...rt.maintenanceTasks]) {
     const kind = `maintenance.${task.name}`;
     rt.worker.register(kind, async () => {
       const summary = await task.run(rt);
