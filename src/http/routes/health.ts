@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { stmt } from '../../db/stmt.js';
+import { sql } from '../../db/sql.js';
 import type { StorageHealth } from '../../db/storage.js';
 import type { HttpDeps } from '../deps.js';
 import { sendError } from '../../web/errors.js';
@@ -12,10 +12,10 @@ export const healthRoutes: FastifyPluginAsync<{ rt: HttpDeps; storage: StorageHe
   app,
   { rt, storage },
 ) => {
-  app.get('/healthz', (_req, reply) => {
+  app.get('/healthz', async (_req, reply) => {
     // A read proves the database answers; it reads even from a full disk.
-    stmt(rt.ctx.db.sqlite, 'SELECT 1').get();
-    reply.send({ status: 'ok', version: rt.version, uptime_s: Math.round(process.uptime()) });
+    await rt.ctx.store.get(sql`SELECT 1 AS ok`);
+    return reply.send({ status: 'ok', version: rt.version, uptime_s: Math.round(process.uptime()) });
   });
 
   app.get('/readyz', (_req, reply) => {
