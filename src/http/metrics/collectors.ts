@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { stmt } from '../../db/stmt.js';
+import { indexedBy } from '../../db/dialect.js';
+import { sql } from '../../db/sql.js';
 import type { LogSink } from '../../lib/log-sink.js';
 import { defaultLowBalance } from '../../core/partners.js';
 import type { MetricsDeps } from '../deps.js';
@@ -24,7 +25,7 @@ export interface CollectorSources {
 
 export function registerCollectors(registry: Registry, src: CollectorSources): void {
   const { rt } = src;
-  const db = rt.ctx.db.sqlite;
+  const store = rt.ctx.store;
   const defaultLow = defaultLowBalance(rt.config);
 
   new Gauge({
@@ -32,16 +33,16 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     help: 'Jobs in the queue by kind and state (available, retry, running, dead); completed jobs are removed',
     labelNames: ['kind', 'state'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const rows = await store.all<{ kind: string; state: string; n: number }>(
+        sql`SELECT kind, state, CAST(COUNT(*) AS BIGINT) AS n FROM jobs ${indexedBy(store.dialect, 'jobs_kind_claim')}
+            GROUP BY kind, state`,
+      );
       this.reset();
       // Every state of every kind msgd runs, at 0 when empty: a series that vanishes at zero
       // leaves an alert's `> 0` with nothing to compare and a graph with a gap.
       for (const worker of [rt.worker, rt.webhooksOut.worker])
         for (const kind of worker.registeredKinds()) for (const state of JOB_STATES) this.set({ kind, state }, 0);
-      const rows = stmt<[], { kind: string; state: string; n: number }>(
-        db,
-        'SELECT kind, state, COUNT(*) AS n FROM jobs INDEXED BY jobs_kind_claim GROUP BY kind, state',
-      ).all();
       for (const r of rows) this.set({ kind: r.kind, state: r.state }, r.n);
     },
   });
@@ -60,12 +61,12 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     name: 'msgd_partners_below_low_balance',
     help: 'Active partners whose balance is under their low-balance threshold (their own, else billing.balanceLowThreshold)',
     registers: [registry],
-    collect() {
-      const r = stmt<[number | null], { n: number }>(
-        db,
-        `SELECT COUNT(*) AS n FROM partners WHERE status = 'active' AND balance < COALESCE(low_balance_threshold, ?)`,
-      ).get(defaultLow)!;
-      this.set(r.n);
+    async collect() {
+      const r = await store.get<{ n: number }>(
+        sql`SELECT CAST(COUNT(*) AS BIGINT) AS n FROM partners
+            WHERE status = 'active' AND balance < COALESCE(low_balance_threshold, ${defaultLow})`,
+      );
+      this.set(r?.n ?? 0);
     },
   });
 
@@ -74,29 +75,31 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     help: 'Partner webhook endpoints by status (enabled, disabled); deleted ones are not counted',
     labelNames: ['status'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const rows = await store.all<{ status: string; n: number }>(
+        sql`SELECT status, CAST(COUNT(*) AS BIGINT) AS n FROM webhook_endpoints WHERE deleted_at IS NULL GROUP BY status`,
+      );
       this.reset();
       this.set({ status: 'enabled' }, 0);
       this.set({ status: 'disabled' }, 0);
-      const rows = stmt<[], { status: string; n: number }>(
-        db,
-        'SELECT status, COUNT(*) AS n FROM webhook_endpoints WHERE deleted_at IS NULL GROUP BY status',
-      ).all();
       for (const r of rows) this.set({ status: r.status }, r.n);
     },
   });
 
-  const dbPath = rt.ctx.db.path;
-  new Gauge({
-    name: 'msgd_sqlite_file_bytes',
-    help: 'Size of the database file and of its write-ahead log',
-    labelNames: ['file'],
-    registers: [registry],
-    collect() {
-      this.set({ file: 'db' }, sizeOf(dbPath));
-      this.set({ file: 'wal' }, sizeOf(`${dbPath}-wal`));
-    },
-  });
+  // SQLite's files: PostgreSQL's are its server's to watch (pg_database_size, its own exporter).
+  if (store.dialect === 'sqlite') {
+    const dbPath = rt.ctx.db.path;
+    new Gauge({
+      name: 'msgd_sqlite_file_bytes',
+      help: 'Size of the database file and of its write-ahead log',
+      labelNames: ['file'],
+      registers: [registry],
+      collect() {
+        this.set({ file: 'db' }, sizeOf(dbPath));
+        this.set({ file: 'wal' }, sizeOf(`${dbPath}-wal`));
+      },
+    });
+  }
 
   const cp = src.checkpointer;
   if (cp) {
@@ -145,12 +148,11 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     help: 'Always 1 per gateway; the labels give its id (the gateway label of other metrics), name and kind',
     labelNames: ['gateway', 'name', 'kind'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const rows = await store.all<{ id: string; name: string; kind: string }>(
+        sql`SELECT id, name, kind FROM gateways ORDER BY id`,
+      );
       this.reset();
-      const rows = stmt<[], { id: string; name: string; kind: string }>(
-        db,
-        'SELECT id, name, kind FROM gateways ORDER BY id',
-      ).all();
       for (const r of rows) this.set({ gateway: r.id, name: r.name, kind: r.kind }, 1);
     },
   });
