@@ -2,6 +2,16 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { Db } from './open.js';
 import { render, type Dialect, type Sql } from './sql.js';
 import { rawStmt, stmt } from './stmt.js';
+import {
+  type Batcher,
+  type BatcherOptions,
+  type BatchFn,
+  BatchQueue,
+  type BatchResult,
+  type PendingItem,
+} from './batch.js';
+
+export type { Batcher, BatcherOptions, BatchFn, BatchResult, BatchStats } from './batch.js';
 
 // The one query interface of core, for every store: a query is written once with the sql`` tag
 // (src/db/sql.ts) and run through get/all/run, each returning a promise; a transaction is a
@@ -47,9 +57,14 @@ export interface Store extends Queryable {
    * every other writer back (SQLite) or a pooled connection and its row locks (PostgreSQL).
    */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * Group commit: items handed to the batcher's run() while no batch of it is running go into
+   * ONE transaction together, `apply(tx, items)`, and each caller's promise settles after the
+   * shared COMMIT with its own result. See "Group commit" below.
+   */
+  batcher<I, O>(name: string, apply: BatchFn<I, O>, opts?: BatcherOptions): Batcher<I, O>;
 }
 
-/** Thrown by a Tx used after its transaction ended: a statement that was not awaited inside it. */
 export class TxEndedError extends Error {
   constructor() {
     super('a statement ran after its transaction ended: await every query inside the transaction');
@@ -151,6 +166,130 @@ class SqliteStore implements Store {
     return { changes: this.statement(q).run(...q.values).changes };
   }
 
+  batcher<I, O>(name: string, apply: BatchFn<I, O>, opts?: BatcherOptions): Batcher<I, O> {
+    return new SqliteBatcher(this, name, apply, opts);
+  }
+
+  /** The connection, for statements a batch's apply runs synchronously (src/db/accept-statements.ts). */
+  get connection(): Database {
+    return this.db;
+  }
+
+  /**
+   * Runs one batch of `b` under the write lock, in a turn of its own: what was submitted until
+   * then (up to its max) shares the transaction. Its callers are settled after the lock is
+   * released, so no continuation of theirs runs while a transaction is open.
+   */
+  async drain<I, O>(b: SqliteBatcher<I, O>): Promise<void> {
+    const release = await this.lock.acquire();
+    let outcome: (() => void) | undefined;
+    try {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const batch = b.begin();
+      if (batch.length === 0) return;
+      let outlived = false;
+      const turnEnd = setImmediate(() => {
+        outlived = true;
+      });
+      try {
+        outcome = await this.commitBatch(b, batch);
+      } finally {
+        clearImmediate(turnEnd);
+      }
+      if (outlived) process.emitWarning(new TxOutlivedTurnError());
+    } finally {
+      release();
+      outcome?.();
+      b.next();
+    }
+  }
+
+  /** The batch in one transaction, or its items again one by one; returns how to settle its callers. */
+  private async commitBatch<I, O>(b: SqliteBatcher<I, O>, batch: PendingItem<I, O>[]): Promise<() => void> {
+    const items = batch.map((p) => p.item);
+    let results: BatchResult<O>[];
+    try {
+      results = await this.inTransaction((tx) => b.applyBatch(tx, items));
+    } catch (e) {
+      if (e instanceof BatchLost) return () => b.lose(batch, e.cause);
+      b.stats.reruns++;
+      try {
+        results = await this.rerun(b, items);
+      } catch (e2) {
+        return () => b.lose(batch, e2 instanceof BatchLost ? e2.cause : e2);
+      }
+    }
+    return () => b.done(batch, results);
+  }
+
+  /**
+   * BEGIN IMMEDIATE, fn, COMMIT. When fn throws, the transaction is rolled back and the error
+   * passed on; when SQLite rolled it back itself (disk full, I/O), or the COMMIT failed, the
+   * error comes as a BatchLost: running the items again could not help.
+   */
+  private async inTransaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const tx = new SqliteTx(this);
+    stmt(this.db, 'BEGIN IMMEDIATE').run();
+    try {
+      let value: T;
+      try {
+        value = await fn(tx);
+      } catch (e) {
+        if (!this.db.inTransaction) throw new BatchLost(e);
+        stmt(this.db, 'ROLLBACK').run();
+        throw e;
+      }
+      try {
+        stmt(this.db, 'COMMIT').run();
+      } catch (e) {
+        if (this.db.inTransaction) stmt(this.db, 'ROLLBACK').run();
+        throw new BatchLost(e);
+      }
+      return value;
+    } finally {
+      tx.ended = true;
+    }
+  }
+
+  /** The items one by one: without savepoints first, then (after an item failed midway) each in its own. */
+  private async rerun<I, O>(b: SqliteBatcher<I, O>, items: readonly I[]): Promise<BatchResult<O>[]> {
+    const changes = stmt<[], { n: number }>(this.db, 'SELECT total_changes() AS n');
+    try {
+      return await this.inTransaction(async (tx) => {
+        const results: BatchResult<O>[] = [];
+        for (const item of items) {
+          const before = changes.get()!.n;
+          try {
+            results.push((await b.applyBatch(tx, [item]))[0]);
+          } catch (e) {
+            if (!this.db.inTransaction) throw e;
+            if (changes.get()!.n !== before) throw new PartialItem();
+            results.push({ ok: false, error: e });
+          }
+        }
+        return results;
+      });
+    } catch (e) {
+      if (!(e instanceof PartialItem)) throw e;
+    }
+    return this.inTransaction(async (tx) => {
+      const results: BatchResult<O>[] = [];
+      for (const item of items) {
+        stmt(this.db, 'SAVEPOINT batch_item').run();
+        try {
+          results.push((await b.applyBatch(tx, [item]))[0]);
+          stmt(this.db, 'RELEASE batch_item').run();
+        } catch (e) {
+          if (!this.db.inTransaction) throw e;
+          stmt(this.db, 'ROLLBACK TO batch_item').run();
+          stmt(this.db, 'RELEASE batch_item').run();
+          results.push({ ok: false, error: e });
+        }
+      }
+      return results;
+    });
+  }
+
   /** Wait until no transaction is open (a statement outside one, while one is). */
   private async turn(): Promise<void> {
     (await this.lock.acquire())();
@@ -210,5 +349,58 @@ class SqliteTx implements Tx {
 
   async run(q: Sql): Promise<{ changes: number }> {
     return { changes: this.statement(q).run(...q.values).changes };
+  }
+}
+
+/** Thrown out of a rerun without savepoints: an item failed after writing, so it is run again with them. */
+class PartialItem extends Error {}
+
+/** The transaction was lost whole (SQLite rolled it back itself, or the COMMIT failed): `cause` is why. */
+class BatchLost extends Error {
+  constructor(override readonly cause: unknown) {
+    super('the batch was lost');
+  }
+}
+
+/** SQLite's batcher: a batch per turn, under the store's write lock. */
+class SqliteBatcher<I, O> extends BatchQueue<I, O> {
+  private scheduled = false;
+
+  constructor(
+    private readonly store: SqliteStore,
+    name: string,
+    apply: BatchFn<I, O>,
+    opts?: BatcherOptions,
+  ) {
+    super(name, apply, opts);
+  }
+
+  protected submitted(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    void this.store.drain(this);
+  }
+
+  /** The batch that starts now: what is queued (up to max). */
+  begin(): PendingItem<I, O>[] {
+    this.scheduled = false;
+    return this.take();
+  }
+
+  /** After a batch: the next, if items are waiting and none is scheduled. */
+  next(): void {
+    if (this.queue.length > 0) this.submitted();
+  }
+
+  applyBatch(tx: Tx, items: readonly I[]): Promise<BatchResult<O>[]> {
+    return this.applyAll(tx, items);
+  }
+
+  done(batch: PendingItem<I, O>[], results: BatchResult<O>[]): void {
+    this.settle(batch, results);
+  }
+
+  lose(batch: PendingItem<I, O>[], e: unknown): void {
+    this.fail(batch, e);
   }
 }

@@ -1,4 +1,12 @@
 import pg from 'pg';
+import {
+  type Batcher,
+  type BatcherOptions,
+  type BatchFn,
+  BatchQueue,
+  type BatchResult,
+  type PendingItem,
+} from '../batch.js';
 import { render, sql, type Sql } from '../sql.js';
 import {
   classify,
@@ -79,6 +87,12 @@ export interface PgStore extends PgExecutor {
    * Resolves once the server listens; the function it gives stops listening.
    */
   listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Group commit (src/db/batch.ts): one batch in flight takes the whole queue (up to max), a
+   * second starts only while more than max wait; a failed batch's items run again one by one,
+   * each in a savepoint.
+   */
+  batcher<I, O>(name: string, apply: BatchFn<I, O>, opts?: BatcherOptions): Batcher<I, O>;
   /** Closes every connection; the store is unusable afterwards. */
   close(): Promise<void>;
 }
@@ -232,6 +246,7 @@ export function openPg(url: string, opts: PgOptions): PgStore {
         return fn(tx);
       }, topts);
     },
+    batcher: (name, apply, bopts) => new PgBatcher(transaction, name, apply, bopts),
     listen: (channel, onNotify) => listener.add(channel, onNotify),
     async close() {
       if (closed) return;
@@ -276,6 +291,86 @@ export async function connectPg(url: string, opts: PgOptions): Promise<PgStore> 
     throw new PgConnectError(url, 'other', `PostgreSQL ${shown} is older than 15, the oldest msgd supports`);
   }
   return openPg(url, opts);
+}
+
+/** Batches of one batcher running at once at most: a second only while more than max wait. */
+const MAX_BATCHES_IN_FLIGHT = 4;
+
+class PgBatcher<I, O> extends BatchQueue<I, O> {
+  private inFlight = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly transaction: <T>(fn: (tx: PgExecutor) => Promise<T>) => Promise<T>,
+    name: string,
+    apply: BatchFn<I, O>,
+    opts?: BatcherOptions,
+  ) {
+    super(name, apply, opts);
+  }
+
+  protected submitted(): void {
+    // What is submitted in this turn joins the first batch.
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (
+      this.queue.length > 0 &&
+      (this.inFlight === 0 || (this.queue.length > this.max && this.inFlight < MAX_BATCHES_IN_FLIGHT))
+    ) {
+      const batch = this.take();
+      this.inFlight++;
+      void this.runBatch(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async runBatch(batch: PendingItem<I, O>[]): Promise<void> {
+    const items = batch.map((p) => p.item);
+    let results: BatchResult<O>[];
+    try {
+      // 40001 and 40P01 run it again whole (transaction's retry).
+      results = await this.transaction((tx) => this.applyAll(tx, items));
+    } catch (e) {
+      // The server gone (or the COMMIT's outcome unknown): running the items again cannot help,
+      // and after a lost COMMIT it could apply them twice.
+      if (e instanceof StorageUnavailableError) return this.fail(batch, e);
+      this.stats.reruns++;
+      try {
+        results = await this.transaction((tx) => this.oneByOne(tx, items));
+      } catch (e2) {
+        return this.fail(batch, e2);
+      }
+    }
+    this.settle(batch, results);
+  }
+
+  /** Each item in a savepoint of its own: one that fails takes back only its writes. */
+  private async oneByOne(tx: PgExecutor, items: readonly I[]): Promise<BatchResult<O>[]> {
+    const results: BatchResult<O>[] = [];
+    for (const item of items) {
+      await tx.run(sql`SAVEPOINT batch_item`);
+      try {
+        results.push((await this.applyAll(tx, [item]))[0]);
+        await tx.run(sql`RELEASE SAVEPOINT batch_item`);
+      } catch (e) {
+        // The whole transaction runs again (or fails): not this item's alone.
+        if (isRetryable(e) || e instanceof StorageUnavailableError) throw e;
+        await tx.run(sql`ROLLBACK TO SAVEPOINT batch_item`);
+        await tx.run(sql`RELEASE SAVEPOINT batch_item`);
+        results.push({ ok: false, error: e });
+      }
+    }
+    return results;
+  }
 }
 
 type Handler = (payload: string) => void;
