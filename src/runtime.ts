@@ -188,7 +188,6 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     dispatcher,
     acceptDeps: {
       ctx,
-      committer,
       enqueueDispatch: dispatchEnqueuer(queue),
       defaultLowBalance: defaultLowBalance(config),
       idempotencyTtlMs: config.idempotency.ttlHours * 3_600_000,

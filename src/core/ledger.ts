@@ -118,10 +118,34 @@ export function debitRefusal(ctx: CoreCtx, partnerId: string, amount: number): I
   return null;
 }
 
+/**
+ * The funds rule of a send, over the partner's funds as they stand before it: null when they
+ * cover `price` (balance + credit_limit > 0 AND balance - price >= -credit_limit), else the 402
+ * the debit answers: exhausted funds first, then a price past MAX_MONEY, then the shortfall.
+ * `f` undefined: no such partner. The send accept decides with it (src/core/accept.ts), and its
+ * debit repeats it in SQL.
+ */
+export function fundsRefusal(f: Funds | undefined, price: number): InsufficientBalanceError | null {
+  if (!f) return new InsufficientBalanceError();
+  if (f.balance + f.credit_limit <= 0) return exhaustedError(f.balance, f.credit_limit);
+  if (price > MAX_MONEY) {
+    return new InsufficientBalanceError(
+      `this message costs ${formatMoney(price)}, more than the largest amount msgd handles (${formatMoney(MAX_MONEY)})`,
+      { price },
+    );
+  }
+  if (f.balance - price < -f.credit_limit) return shortOfFundsError(f, price);
+  return null;
+}
+
 /** The 402 for a price the partner's funds do not cover, saying by how much. */
 function shortOfFunds(ctx: CoreCtx, partnerId: string, price: number): InsufficientBalanceError {
   const f = funds(ctx, partnerId);
   if (!f) return new InsufficientBalanceError();
+  return shortOfFundsError(f, price);
+}
+
+function shortOfFundsError(f: Funds, price: number): InsufficientBalanceError {
   const available = f.balance + f.credit_limit;
   return new InsufficientBalanceError(
     `balance and credit limit do not cover this message: it costs ${formatMoney(price)} and ${formatMoney(available)} is available (balance ${formatMoney(f.balance)} plus credit limit ${formatMoney(f.credit_limit)}); top up to send`,

@@ -2,27 +2,29 @@ import type { idempotencyKeys, channels, gateways, partners } from '../db/schema
 import type { Row } from '../db/rows.js';
 import { createHash } from 'node:crypto';
 import type { Database } from 'better-sqlite3';
+import type { Batcher } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
-import type { GroupCommitter } from '../db/group-commit.js';
 import { AppError } from '../lib/errors.js';
+import { type AcceptBatchDeps, type AcceptItem, acceptBatch, idempotencyKeyReused, ruledContent } from './accept.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent, TemplateCategory } from './message-content.js';
 import { enforcesWindow, refuseOutsideWindow } from './customer-window.js';
-import { createOutbound, type MessageRow } from './messages.js';
+import type { MessageRow } from './messages.js';
 import { debitRefusal, refuseIfExhausted } from './ledger.js';
 import { pickPrice, quote, type PriceCandidate, type Quote } from './prices.js';
 import type { AuthPrincipal } from './tokens.js';
 import { SettingsCache } from './settings-version.js';
-import { checkTemplate } from './whatsapp-templates.js';
 import { templatePreflight } from './whatsapp-template-send.js';
 import { refuseSuppressed } from './suppressions.js';
 
 // Sending a message: the send rules in the spec's order (sendMessage, below), then the money
-// rule made code: price it, then in ONE transaction check
-// funds, debit, write the message (queued) and its dispatch job. No provider is called
-// before that commit. Concurrent accepts share a group commit (src/db/group-commit.ts); one that
-// fails takes back only its own writes. The dispatch job is written by the enqueue the caller
-// passes in (src/jobs/dispatch.ts), inside the same transaction.
+// rule made code: price it, then in ONE transaction check funds, debit, write the message
+// (queued) and its dispatch job. No provider is called before that commit. Concurrent accepts
+// share a group commit (the store's batcher, src/db/batch.ts): the batch is decided and written
+// by acceptBatch (src/core/accept.ts); one send that fails takes back only its own writes. The
+// dispatch job is written by the enqueue the caller passes in (src/jobs/dispatch.ts), inside the
+// same transaction.
 
 export interface Preflight {
   channel: { id: string; type: ChannelType; gatewayId: string; sender: string; enforceWindow: boolean };
@@ -204,16 +206,8 @@ export type SendOutcome<A = unknown> =
   | { kind: 'accepted'; message: MessageRow; quote: Quote; answer: A }
   | { kind: 'replay'; outcome: SendOutcomeKind; answer: A };
 
-export interface AcceptDeps {
-  ctx: CoreCtx;
-  committer: GroupCommitter;
-  /** Writes the message's dispatch job, due now or at a scheduled send's time; called inside the accept transaction. */
-  enqueueDispatch: (messageId: string, runAt?: number) => void;
-  /** config.billing low-balance default when the partner has none (micro-units). */
-  defaultLowBalance: number | null;
-  /** How long an Idempotency-Key answers with its first response (config.idempotency.ttlHours). */
-  idempotencyTtlMs: number;
-}
+/** What the accept needs: the context, the dispatch job's enqueue, the low-balance default, the key's lifetime. */
+export type AcceptDeps = AcceptBatchDeps;
 
 /** Canonical JSON (sorted keys) so whitespace and key order do not change the request hash. */
 export function canonicalHash(method: string, path: string, body: unknown): string {
@@ -235,23 +229,18 @@ export function canonicalHash(method: string, path: string, body: unknown): stri
 type IdemRow = Pick<Row<typeof idempotencyKeys>, 'request_hash' | 'outcome' | 'response_body' | 'created_at'>;
 
 /** The stored outcome for this key, or null; throws if the key was used with another body. */
-export function findIdempotent(
+export async function findIdempotent(
   ctx: CoreCtx,
   partnerId: string,
   idem: IdempotencyInput,
   ttlMs: number,
-): Extract<SendOutcome, { kind: 'replay' }> | null {
-  const row = stmt<[string, string], IdemRow>(
-    ctx.db.sqlite,
-    'SELECT request_hash, outcome, response_body, created_at FROM idempotency_keys WHERE partner_id = ? AND key = ?',
-  ).get(partnerId, idem.key);
+): Promise<Extract<SendOutcome, { kind: 'replay' }> | null> {
+  const row = await ctx.store.get<IdemRow>(
+    sql`SELECT request_hash, outcome, response_body, created_at FROM idempotency_keys
+         WHERE partner_id = ${partnerId} AND key = ${idem.key}`,
+  );
   if (!row || row.created_at < ctx.now() - ttlMs) return null;
-  if (row.request_hash !== idem.hash) {
-    throw new AppError(
-      'idempotency_key_reused',
-      'this Idempotency-Key was already used with a different request body; use a new key for a new message',
-    );
-  }
+  if (row.request_hash !== idem.hash) throw idempotencyKeyReused();
   return { kind: 'replay', outcome: row.outcome, answer: JSON.parse(row.response_body) };
 }
 
@@ -338,16 +327,6 @@ export const SEND_RULES: readonly SendRule[] = [
 ];
 
 /**
- * The content the rules judge: a template the catalogue knows with the catalogue's category, not
- * the one the request names (an AUTHENTICATION template passes a marketing opt-out).
- */
-function ruledContent(priced: Preflight, content: MessageContent): MessageContent {
-  return priced.template && content.kind === 'template'
-    ? { ...content, template: { ...content.template, category: priced.template.category } }
-    : content;
-}
-
-/**
  * Every rule up to and including the price, in the spec's order, writing nothing: the 402 for a
  * message that costs more than is left is decided by the debit when it is written (accept).
  */
@@ -391,7 +370,7 @@ function checkRules(ctx: CoreCtx, req: SendRequest, suppressionInAccept: boolean
   try {
     // 400 template_invalid against the WhatsApp catalogue, and the template category's price.
     priced = templatePreflight(ctx, principal.partnerId, pre, plan.to, plan.content);
-    input.content = ruledContent(priced, plan.content);
+    input.content = ruledContent({ preflight: priced, content: plan.content });
     for (const rule of SEND_RULES) {
       if (rule === suppressionRule && suppressionInAccept) continue;
       try {
@@ -434,7 +413,7 @@ export async function sendMessage<A>(
     // rules refuse: accept() looks it up first in its transaction, which a valid request's
     // replay meets there, without a read transaction of its own here.
     if (req.idempotency) {
-      const hit = findIdempotent(deps.ctx, req.principal.partnerId, req.idempotency, deps.idempotencyTtlMs);
+      const hit = await findIdempotent(deps.ctx, req.principal.partnerId, req.idempotency, deps.idempotencyTtlMs);
       if (hit) return hit as SendOutcome<A>;
     }
     throw e;
@@ -442,57 +421,32 @@ export async function sendMessage<A>(
   return accept(deps, checked, { idempotency: req.idempotency, render });
 }
 
+const acceptors = new WeakMap<AcceptDeps, Batcher<AcceptItem, SendOutcome>>();
+
+/** The group commit of these deps' accepts: one batcher per deps object, on its context's store. */
+function acceptor(deps: AcceptDeps): Batcher<AcceptItem, SendOutcome> {
+  let b = acceptors.get(deps);
+  if (!b) {
+    b = deps.ctx.store.batcher('accept', (tx, items) => acceptBatch(deps, tx, items));
+    acceptors.set(deps, b);
+  }
+  return b;
+}
+
+/** What the accept's group commit has done: batches, sends in them, batches run again send by send. */
+export function acceptStats(deps: AcceptDeps) {
+  return acceptor(deps).stats;
+}
+
 /**
- * Writes a checked send: in one transaction (shared by concurrent accepts, src/db/group-commit.ts)
- * the debit, the message (queued), its dispatch job and the Idempotency-Key's stored outcome.
+ * Writes a checked send: in one transaction shared by the accepts submitted with it (the store's
+ * batcher; acceptBatch decides and writes them), the debit, the message (queued or scheduled),
+ * its dispatch job and the Idempotency-Key's stored outcome. Settles after the COMMIT.
  */
 export async function accept<A>(
   deps: AcceptDeps,
   send: CheckedSend,
   opts: { idempotency?: IdempotencyInput; render: (m: MessageRow) => A },
 ): Promise<SendOutcome<A>> {
-  const { ctx } = deps;
-  const partnerId = send.principal.partnerId;
-  const idem = opts.idempotency;
-  return deps.committer.run((): SendOutcome<A> => {
-    if (idem) {
-      // Inside the transaction: a concurrent request with the same key may have won.
-      const hit = findIdempotent(ctx, partnerId, idem, deps.idempotencyTtlMs);
-      if (hit) return hit as SendOutcome<A>;
-    }
-    // A status webhook (PAUSED, DISABLED) committed since the check refuses it here, before the debit.
-    if (send.preflight.template) checkTemplate(ctx, send.preflight.channel.gatewayId, send.preflight.template.check);
-    // The suppression list, read here before the debit, so that the recipient's STOP, bounce or
-    // opt-out committed since the check (a webhook between it and this transaction) refuses the
-    // send too: nothing is debited or sent to them. sendMessage reads the list only here
-    // (checkRules). Exhausted funds (402) still come first, as for every 400 after the payload.
-    try {
-      refuseSuppressed(ctx, partnerId, send.preflight.channel, send.to, ruledContent(send.preflight, send.content));
-    } catch (e) {
-      if (e instanceof AppError) refuseIfExhausted(ctx, partnerId);
-      throw e;
-    }
-    const message = createOutbound(ctx, {
-      partnerId,
-      channel: send.preflight.channel,
-      to: send.to,
-      content: send.content,
-      price: send.quote.total,
-      segments: send.quote.segments,
-      priceNote: send.preflight.template?.note,
-      actor: `token:${send.principal.tokenId}`,
-      lowBalanceThreshold: send.preflight.partner.lowBalanceThreshold ?? deps.defaultLowBalance,
-      sendAt: send.sendAt,
-    });
-    deps.enqueueDispatch(message.id, send.sendAt);
-    const answer = opts.render(message);
-    if (idem) {
-      stmt(
-        ctx.db.sqlite,
-        `INSERT OR REPLACE INTO idempotency_keys (partner_id, key, request_hash, outcome, response_body, created_at)
-         VALUES (?, ?, ?, ?, ?, ?)`,
-      ).run(partnerId, idem.key, idem.hash, 'accepted', JSON.stringify(answer), ctx.now());
-    }
-    return { kind: 'accepted', message, quote: send.quote, answer };
-  });
+  return (await acceptor(deps).run({ send, idempotency: opts.idempotency, render: opts.render })) as SendOutcome<A>;
 }

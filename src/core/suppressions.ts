@@ -395,12 +395,29 @@ export function refuseSuppressed(
     address,
     channel.sender,
   );
-  if (hits.length === 0) return;
-  const stopping = hits.filter((h) => blocks(h, channel.type, content)).sort((a, b) => a.created_at - b.created_at);
-  if (stopping.length === 0) return;
-  throw new AppError(
+  const refusal = suppressionRefusal(hits, channel.type, to, content);
+  if (refusal) throw refusal;
+}
+
+/** A suppression entry as the send's lookup (SUPPRESSION_HITS_SQL) reads it. */
+export type SuppressionHit = Hit;
+
+/**
+ * The 400 recipient_suppressed for a send to `to`, from the entries found for its address on the
+ * channel (partner-wide or for its sender); null when none of them stops it.
+ */
+export function suppressionRefusal(
+  hits: readonly Hit[],
+  channel: ChannelType,
+  to: string,
+  content: MessageContent,
+): AppError | null {
+  if (hits.length === 0) return null;
+  const stopping = hits.filter((h) => blocks(h, channel, content)).sort((a, b) => a.created_at - b.created_at);
+  if (stopping.length === 0) return null;
+  return new AppError(
     'recipient_suppressed',
-    `${to} is on this partner's suppression list for ${channel.type}: nothing was sent or charged`,
+    `${to} is on this partner's suppression list for ${channel}: nothing was sent or charged`,
     stopping.map((h) => ({
       field: 'to',
       code: h.reason,

@@ -390,6 +390,14 @@ export function checkTemplate(ctx: CoreCtx, gatewayId: string, t: SendTemplate):
     db,
     'SELECT * FROM whatsapp_templates WHERE gateway_id = ? AND name = ? ORDER BY language',
   ).all(gatewayId, t.name);
+  return templateVerdict(t, langs);
+}
+
+/**
+ * checkTemplate's rule over the rows it reads, for a synced catalogue: `langs` are the
+ * catalogue's templates of that name, by language. Returns the template, or throws the 400.
+ */
+export function templateVerdict(t: SendTemplate, langs: readonly TemplateRow[]): TemplateRow {
   if (langs.length === 0)
     throw invalidTemplate(t, 'is not in the WhatsApp catalogue of this sender', [
       {

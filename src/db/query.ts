@@ -113,6 +113,12 @@ export function store(db: Db): Store {
   return s;
 }
 
+/** The connection under SQLite's store, for statements a batch runs synchronously inside its transaction. */
+export function sqliteConnection(s: Store): Database {
+  if (!(s instanceof SqliteStore)) throw new Error(`a ${s.dialect} store has no SQLite connection`);
+  return s.connection;
+}
+
 class SqliteStore implements Store {
   readonly dialect = 'sqlite' as const;
   private readonly lock = new AsyncLock();

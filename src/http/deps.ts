@@ -21,9 +21,9 @@ export interface HttpDeps {
   logger: Logger;
   ctx: CoreCtx;
   auth: TokenAuthenticator;
-  /** The accept transaction's parts (src/core/send.ts). */
+  /** The accept's parts (src/core/send.ts): sends are group-committed by its batcher on ctx.store. */
   acceptDeps: AcceptDeps;
-  /** Provider webhooks are stored in the same group commit as sends. */
+  /** Provider webhooks are group-committed through it (src/db/group-commit.ts), on the same connection. */
   committer: GroupCommitter;
   queue: JobQueue;
   /** Gateways with their secrets opened, for the provider webhook paths. */

@@ -26,6 +26,7 @@ import { getAdapter } from '../providers/registry.js';
 import { redactSecrets } from '../providers/send-results.js';
 import type { CallPool, OutboundMessage, SendResult } from '../providers/types.js';
 import type { Job, JobQueue } from '../queue/queue.js';
+import type { Queryable } from '../db/query.js';
 import type { RateShaper } from '../queue/rate.js';
 import { CallSlots } from './call-slots.js';
 import type { GatewayBook } from './gateway-book.js';
@@ -52,11 +53,11 @@ import type { Worker } from '../queue/worker.js';
 
 export const DISPATCH_JOB = 'message.dispatch';
 
-/** The enqueue the accept transaction is given (src/core/send.ts): one dispatch job per message. */
-export function dispatchEnqueuer(queue: JobQueue): (messageId: string, runAt?: number) => void {
-  return (messageId, runAt) => {
-    queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: messageId }, runAt });
-  };
+/** The enqueue the accept is given (src/core/accept.ts): one dispatch job per message, in its store transaction. */
+export function dispatchEnqueuer(
+  queue: JobQueue,
+): (tx: Queryable, messageId: string, runAt?: number) => Promise<unknown> {
+  return (tx, messageId, runAt) => queue.enqueue(tx, { kind: DISPATCH_JOB, payload: { message_id: messageId }, runAt });
 }
 
 /**
