@@ -34,14 +34,15 @@ export async function setup(dataDir, providerUrl, { preload = 0, sendAt, suppres
   const { issueToken } = await dist('core/tokens.js');
   const { createOutbound } = await dist('core/messages.js');
   const { JobQueue } = await dist('queue/queue.js');
+  const { store } = await dist('db/query.js');
   const config = loadConfig({ env: {}, dataDir });
   const dd = openDataDir(dataDir, { create: true, env: {} });
-  const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now, gatewayKinds };
+  const ctx = { db: dd.db, store: store(dd.db), masterKey: dd.masterKey, config, now: Date.now, gatewayKinds };
   const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
   // The bench measures the send API, not the limiter refusing it.
   setPartnerLimits(ctx, p.id, { rateLimitPerMinute: 1_000_000_000 }, 'bench');
   topup(ctx, p.id, 1_000_000_000_000, 'bench funds', 'bench');
-  const gw = addGateway(
+  const gw = await addGateway(
     ctx,
     {
       kind: 'twilio',
@@ -51,8 +52,8 @@ export async function setup(dataDir, providerUrl, { preload = 0, sendAt, suppres
     },
     'bench',
   );
-  const ch = assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'bench');
-  setPrice(ctx, { channel: 'sms', amount: 7500 }, 'bench');
+  const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'bench');
+  await setPrice(ctx, { channel: 'sms', amount: 7500 }, 'bench');
   const { secret } = issueToken(ctx, { partner: p.id, name: 'bench', scopes: '*' }, 'bench');
   if (suppressions > 0) {
     // Straight into the table, as years of STOPs and bounces would leave it: half SMS numbers
