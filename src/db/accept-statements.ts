@@ -11,7 +11,7 @@ import type {
   suppressions,
   whatsappTemplates,
 } from './schema.js';
-import { type Sql, sql } from './sql.js';
+import { sql } from './sql.js';
 import { stmt } from './stmt.js';
 
 // The send accept's statements, per store. Core's acceptBatch (src/core/accept.ts) decides every
@@ -282,43 +282,66 @@ export function sqliteAcceptStatements(db: Database): AcceptStatements {
 
 // ---- PostgreSQL
 
-const PG_CONTACT: Record<ContactColumn, (partnerId: string, address: string) => Sql> = {
-  phone: (p, a) => sql`SELECT id FROM contacts WHERE partner_id = ${p} AND phone = ${a}`,
-  email: (p, a) => sql`SELECT id FROM contacts WHERE partner_id = ${p} AND email = ${a}`,
-  psid: (p, a) => sql`SELECT id FROM contacts WHERE partner_id = ${p} AND psid = ${a}`,
-  igsid: (p, a) => sql`SELECT id FROM contacts WHERE partner_id = ${p} AND igsid = ${a}`,
-};
+/** Numbers of the arrays' rows (WITH ORDINALITY, from 1) to a list in request order. */
+function byOrdinal<R extends { n: number }>(rows: R[], length: number): (R | undefined)[] {
+  const out: (R | undefined)[] = new Array(length).fill(undefined);
+  for (const r of rows) out[Number(r.n) - 1] = r;
+  return out;
+}
 
-/** PostgreSQL's: partners locked in id order first; the debit one guarded statement for the batch. */
+const CONTACT_COLUMNS: readonly ContactColumn[] = ['phone', 'email', 'psid', 'igsid'];
+
+/**
+ * PostgreSQL's: partners locked in id order first; then each kind of read and write is one
+ * statement for the whole batch, over unnest arrays (rows numbered WITH ORDINALITY).
+ */
 export const pgAcceptStatements: AcceptStatements = {
   async read(tx, req) {
     const out: AcceptReads = {
       funds: new Map(),
-      idempotency: [],
-      suppressions: [],
+      idempotency: new Array(req.idempotency.length).fill(undefined),
+      suppressions: req.suppressions.map(() => []),
       templates: [],
-      contacts: [],
+      contacts: new Array(req.contacts.length).fill(undefined),
     };
     const locked = await tx.all<Funds & { id: string }>(
       sql`SELECT id, balance, credit_limit FROM partners WHERE id = ANY(${req.partnerIds}::text[]) ORDER BY id FOR UPDATE`,
     );
     for (const f of locked) out.funds.set(f.id, { balance: f.balance, credit_limit: f.credit_limit });
-    for (const k of req.idempotency) {
-      out.idempotency.push(
-        await tx.get<StoredIdempotency>(
-          sql`SELECT request_hash, outcome, response_body, created_at FROM idempotency_keys
-               WHERE partner_id = ${k.partnerId} AND key = ${k.key}`,
-        ),
+    if (req.idempotency.length > 0) {
+      const rows = await tx.all<StoredIdempotency & { n: number }>(
+        sql`SELECT u.n, k.request_hash, k.outcome, k.response_body, k.created_at
+              FROM unnest(${req.idempotency.map((k) => k.partnerId)}::text[], ${req.idempotency.map((k) => k.key)}::text[])
+                   WITH ORDINALITY AS u(partner_id, key, n)
+              JOIN idempotency_keys k ON k.partner_id = u.partner_id AND k.key = u.key`,
+      );
+      out.idempotency = byOrdinal(rows, req.idempotency.length).map(
+        (r) =>
+          r && {
+            request_hash: r.request_hash,
+            outcome: r.outcome,
+            response_body: r.response_body,
+            created_at: r.created_at,
+          },
       );
     }
-    for (const s of req.suppressions) {
-      out.suppressions.push(
-        await tx.all<SuppressionHitRow>(
-          sql`SELECT reason, scope, group_id, created_at FROM suppressions
-               WHERE partner_id = ${s.partnerId} AND channel = ${s.channel} AND address = ${s.address}
-                 AND scope IN ('', ${s.sender})`,
-        ),
+    if (req.suppressions.length > 0) {
+      const q = req.suppressions;
+      const rows = await tx.all<SuppressionHitRow & { n: number }>(
+        sql`SELECT u.n, s.reason, s.scope, s.group_id, s.created_at
+              FROM unnest(${q.map((x) => x.partnerId)}::text[], ${q.map((x) => x.channel)}::text[],
+                          ${q.map((x) => x.address)}::text[], ${q.map((x) => x.sender)}::text[])
+                   WITH ORDINALITY AS u(partner_id, channel, address, sender, n)
+              JOIN suppressions s ON s.partner_id = u.partner_id AND s.channel = u.channel AND s.address = u.address
+                   AND s.scope IN ('', u.sender)`,
       );
+      for (const r of rows)
+        out.suppressions[Number(r.n) - 1].push({
+          reason: r.reason,
+          scope: r.scope,
+          group_id: r.group_id,
+          created_at: r.created_at,
+        });
     }
     for (const t of req.templates) {
       const synced = await tx.get<{ synced_at: number | null }>(
@@ -332,19 +355,38 @@ export const pgAcceptStatements: AcceptStatements = {
           : null,
       );
     }
-    for (const c of req.contacts) {
-      const found = await tx.get<{ id: string }>(PG_CONTACT[c.column](c.partnerId, c.address));
-      out.contacts.push(
-        found && {
-          id: found.id,
-          open: await tx.get<OpenConversation>(
-            sql`SELECT id, last_message_at, last_inbound_at FROM conversations
-                 WHERE contact_id = ${found.id} AND channel_type = ${c.channelType} AND status = 'open'
-                   AND partner_id = ${c.partnerId}
-                 ORDER BY id DESC LIMIT 1`,
-          ),
-        },
+    // One statement per contact column the batch uses (a channel type has one): the column is
+    // the contacts index the lookup seeks.
+    for (const column of CONTACT_COLUMNS) {
+      const at: number[] = [];
+      for (let i = 0; i < req.contacts.length; i++) if (req.contacts[i].column === column) at.push(i);
+      if (at.length === 0) continue;
+      const q = at.map((i) => req.contacts[i]);
+      const rows = await tx.all<{
+        n: number;
+        id: string;
+        conversation_id: string | null;
+        last_message_at: number | null;
+        last_inbound_at: number | null;
+      }>(
+        sql`SELECT u.n, ct.id, v.id AS conversation_id, v.last_message_at, v.last_inbound_at
+              FROM unnest(${q.map((c) => c.partnerId)}::text[], ${q.map((c) => c.address)}::text[],
+                          ${q.map((c) => c.channelType)}::text[]) WITH ORDINALITY AS u(partner_id, address, channel_type, n)
+              JOIN contacts ct ON ct.partner_id = u.partner_id AND ct.${sql.raw(column)} = u.address
+              LEFT JOIN LATERAL (
+                SELECT id, last_message_at, last_inbound_at FROM conversations
+                 WHERE contact_id = ct.id AND channel_type = u.channel_type AND status = 'open' AND partner_id = u.partner_id
+                 ORDER BY id DESC LIMIT 1) v ON true`,
       );
+      for (const r of rows) {
+        out.contacts[at[Number(r.n) - 1]] = {
+          id: r.id,
+          open:
+            r.conversation_id === null
+              ? undefined
+              : { id: r.conversation_id, last_message_at: r.last_message_at, last_inbound_at: r.last_inbound_at },
+        };
+      }
     }
     return out;
   },
@@ -378,25 +420,37 @@ export const pgAcceptStatements: AcceptStatements = {
              ORDER BY n`,
       );
     }
-    for (const c of plan.contacts) {
+    if (plan.contacts.length > 0) {
+      const c = plan.contacts;
+      const col = <K extends keyof ContactRow>(k: K) => c.map((r) => r[k]);
       await tx.run(
         sql`INSERT INTO contacts (id, partner_id, name, phone, email, psid, igsid, attributes, last_inbound_at, created_at, updated_at)
-            VALUES (${c.id}, ${c.partner_id}, ${c.name}, ${c.phone}, ${c.email}, ${c.psid}, ${c.igsid}, ${c.attributes},
-                    ${c.last_inbound_at}, ${c.created_at}, ${c.updated_at})`,
+            SELECT * FROM unnest(${col('id')}::text[], ${col('partner_id')}::text[], ${col('name')}::text[],
+              ${col('phone')}::text[], ${col('email')}::text[], ${col('psid')}::text[], ${col('igsid')}::text[],
+              ${col('attributes')}::text[], ${col('last_inbound_at')}::bigint[], ${col('created_at')}::bigint[],
+              ${col('updated_at')}::bigint[])`,
       );
     }
-    for (const v of plan.conversations) {
+    if (plan.conversations.length > 0) {
+      const v = plan.conversations;
+      const col = <K extends keyof ConversationRow>(k: K) => v.map((r) => r[k]);
       await tx.run(
         sql`INSERT INTO conversations (id, partner_id, contact_id, channel_type, channel_id, status, last_message_at,
               last_inbound_at, created_at, updated_at)
-            VALUES (${v.id}, ${v.partner_id}, ${v.contact_id}, ${v.channel_type}, ${v.channel_id}, ${v.status},
-                    ${v.last_message_at}, ${v.last_inbound_at}, ${v.created_at}, ${v.updated_at})`,
+            SELECT * FROM unnest(${col('id')}::text[], ${col('partner_id')}::text[], ${col('contact_id')}::text[],
+              ${col('channel_type')}::text[], ${col('channel_id')}::text[], ${col('status')}::text[],
+              ${col('last_message_at')}::bigint[], ${col('last_inbound_at')}::bigint[], ${col('created_at')}::bigint[],
+              ${col('updated_at')}::bigint[])`,
       );
     }
-    for (const v of plan.touched) {
+    if (plan.touched.length > 0) {
+      const v = plan.touched;
       await tx.run(
-        sql`UPDATE conversations SET last_message_at = ${v.lastMessageAt}, last_inbound_at = ${v.lastInboundAt},
-              updated_at = ${now} WHERE id = ${v.id}`,
+        sql`UPDATE conversations c SET last_message_at = u.last_message_at, last_inbound_at = u.last_inbound_at,
+              updated_at = ${now}
+              FROM unnest(${v.map((x) => x.id)}::text[], ${v.map((x) => x.lastMessageAt)}::bigint[],
+                          ${v.map((x) => x.lastInboundAt)}::bigint[]) AS u(id, last_message_at, last_inbound_at)
+             WHERE c.id = u.id`,
       );
     }
     if (plan.messages.length > 0) {
@@ -416,10 +470,15 @@ export const pgAcceptStatements: AcceptStatements = {
               ${col('updated_at')}::bigint[], ${col('deleted_at')}::bigint[], ${col('send_at')}::bigint[])`,
       );
     }
-    for (const k of plan.idempotency) {
+    if (plan.idempotency.length > 0) {
+      const k = plan.idempotency;
+      // The batch holds each (partner, key) once: the first send of a key decides it.
       await tx.run(
         sql`INSERT INTO idempotency_keys (partner_id, key, request_hash, outcome, response_body, created_at)
-            VALUES (${k.partnerId}, ${k.key}, ${k.hash}, ${k.outcome}, ${k.body}, ${now})
+            SELECT partner_id, key, request_hash, outcome, response_body, ${now}::bigint
+              FROM unnest(${k.map((x) => x.partnerId)}::text[], ${k.map((x) => x.key)}::text[],
+                          ${k.map((x) => x.hash)}::text[], ${k.map((x) => x.outcome)}::text[], ${k.map((x) => x.body)}::text[])
+                   AS u(partner_id, key, request_hash, outcome, response_body)
             ON CONFLICT (partner_id, key) DO UPDATE SET request_hash = excluded.request_hash, outcome = excluded.outcome,
               response_body = excluded.response_body, created_at = excluded.created_at`,
       );
