@@ -31,6 +31,7 @@ async function serve(opts: {
   config?: string;
   dataDir?: string;
   masterKeyFile?: string;
+  databaseUrl?: string;
   host?: string;
   port?: string;
   demo?: boolean;
@@ -48,6 +49,7 @@ async function serve(opts: {
       configPath: opts.config,
       dataDir: opts.dataDir,
       masterKeyFile: opts.masterKeyFile,
+      databaseUrl: opts.databaseUrl,
       overrides,
     });
   } catch (e) {
@@ -124,6 +126,10 @@ const serveOptions = (cmd: Command) =>
       '--master-key-file <file>',
       'read the master key from this file, mode 0600 (default: $MSGD_MASTER_KEY_FILE, the config file, or <data dir>/master.key)',
     )
+    .option(
+      '--database-url <url>',
+      'keep everything in this PostgreSQL database (postgres://…) instead of the data directory (default: $MSGD_DATABASE_URL)',
+    )
     .option('--host <host>', 'listen address (default: config server.host, 127.0.0.1)')
     .option('-p, --port <port>', 'listen port (default: config server.port, 8080)')
     .addOption(new Option('--no-demo', 'never create the demo partner on an empty data directory'));
@@ -141,11 +147,13 @@ Serve options (msgd [serve] [options]):
   --master-key-file <file>
                          read the master key from this file, mode 0600 (default: $MSGD_MASTER_KEY_FILE,
                          the config file, or <data dir>/master.key; MSGD_MASTER_KEY as well is refused)
+  --database-url <url>   keep everything in this PostgreSQL database (postgres://…) instead of the
+                         data directory (default: $MSGD_DATABASE_URL, the config file's database.url)
   --host <host>          listen address (default 127.0.0.1)
   -p, --port <port>      listen port (default 8080)
   --no-demo              never create the demo partner on an empty data directory
 
-Environment: MSGD_CONFIG, MSGD_DATA_DIR, MSGD_HOST, MSGD_PORT, MSGD_PUBLIC_URL, MSGD_MASTER_KEY,
+Environment: MSGD_CONFIG, MSGD_DATA_DIR, MSGD_DATABASE_URL, MSGD_HOST, MSGD_PORT, MSGD_PUBLIC_URL, MSGD_MASTER_KEY,
 MSGD_MASTER_KEY_FILE, MSGD_LOG_LEVEL, MSGD_ACCESS_LOG, MSGD_METRICS_PORT, MSGD_METRICS_TOKEN, MSGD_DEMO
 (see docs/configuration.md).
 Operator commands are in msgctl (msgctl --help).`,

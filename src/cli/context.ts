@@ -15,6 +15,7 @@ export interface Globals {
   dataDir?: string;
   config?: string;
   masterKeyFile?: string;
+  databaseUrl?: string;
   json?: boolean;
   /** The streams and environment of this run (the process's when absent). */
   io?: CliIO;
@@ -46,13 +47,14 @@ export function globalsOf(cmd: Command): Globals {
 
 /**
  * --config beats MSGD_CONFIG, --data-dir beats MSGD_DATA_DIR, --master-key-file beats
- * MSGD_MASTER_KEY_FILE (loadConfig applies these rules).
+ * MSGD_MASTER_KEY_FILE, --database-url beats MSGD_DATABASE_URL (loadConfig applies these rules).
  */
 export function configFor(globals: Globals): Config {
   return loadConfig({
     configPath: globals.config,
     dataDir: globals.dataDir,
     masterKeyFile: globals.masterKeyFile,
+    databaseUrl: globals.databaseUrl,
     env: globals.io?.env,
   });
 }

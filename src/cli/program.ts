@@ -37,6 +37,10 @@ export function buildProgram(): Command {
       '--master-key-file <file>',
       'read the master key from this file, mode 0600 (default: $MSGD_MASTER_KEY_FILE, the config file, or <data dir>/master.key)',
     )
+    .option(
+      '--database-url <url>',
+      'keep everything in this PostgreSQL database (postgres://…) instead of the data directory (default: $MSGD_DATABASE_URL or the config file)',
+    )
     .option('--json', 'print only JSON on stdout (errors still go to stderr)')
     .addHelpText(
       'after',

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { redactUrl } from '../db/pg/redact.js';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { configSchema, type Config } from './schema.js';
@@ -17,6 +18,8 @@ export interface LoadOptions {
   dataDir?: string;
   /** --master-key-file; beats MSGD_MASTER_KEY_FILE and the file. */
   masterKeyFile?: string;
+  /** --database-url; beats MSGD_DATABASE_URL and the file. */
+  databaseUrl?: string;
   env?: NodeJS.ProcessEnv;
   /** Extra overrides applied last (tests). */
   overrides?: Record<string, unknown>;
@@ -48,6 +51,7 @@ function asBool(name: string, v: string): boolean {
 const ENV: Record<string, Setter> = {
   MSGD_DATA_DIR: (r, v) => setPath(r, ['dataDir'], v),
   MSGD_MASTER_KEY_FILE: (r, v) => setPath(r, ['masterKeyFile'], v === '' ? null : v),
+  MSGD_DATABASE_URL: (r, v) => setPath(r, ['database', 'url'], v === '' ? null : v),
   MSGD_HOST: (r, v) => setPath(r, ['server', 'host'], v),
   MSGD_PORT: (r, v) => setPath(r, ['server', 'port'], asInt('MSGD_PORT', v)),
   MSGD_PUBLIC_URL: (r, v) => setPath(r, ['server', 'publicUrl'], v === '' ? null : v),
@@ -117,6 +121,8 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   }
   if (opts.dataDir !== undefined) raw.dataDir = opts.dataDir;
   if (opts.masterKeyFile !== undefined) raw.masterKeyFile = opts.masterKeyFile;
+  if (opts.databaseUrl !== undefined)
+    setPath(raw, ['database', 'url'], opts.databaseUrl === '' ? null : opts.databaseUrl);
   if (opts.overrides) {
     for (const [k, v] of Object.entries(opts.overrides)) setPath(raw, k.split('.'), v);
   }
@@ -125,4 +131,10 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     throw new ConfigError(formatConfigIssues(configPath, parsed.error.issues.map(describeIssue)));
   }
   return parsed.data;
+}
+
+/** The configuration as msgd and msgctl may print or log it: the database URL's password masked. */
+export function shownConfig(config: Config): Config {
+  if (config.database.url === null) return config;
+  return { ...config, database: { ...config.database, url: redactUrl(config.database.url) } };
 }

@@ -22,6 +22,22 @@ export const configSchema = z
     dataDir: z.string().min(1).default('./data'),
     /** A file holding the master key (mode 0600); null: MSGD_MASTER_KEY, else <dataDir>/master.key. */
     masterKeyFile: z.string().min(1).nullable().default(null),
+    database: z
+      .object({
+        /**
+         * A postgres:// URL: msgd keeps everything in that PostgreSQL database instead of the data
+         * directory's SQLite file. null: the data directory (SQLite).
+         */
+        url: z
+          .string()
+          .refine((v) => /^postgres(ql)?:\/\/./i.test(v), {
+            message: 'must be a postgres:// or postgresql:// URL (or null for the SQLite data directory)',
+          })
+          .nullable()
+          .default(null),
+      })
+      .strict()
+      .prefault({}),
     server: z
       .object({
         host: z.string().min(1).default('127.0.0.1'),
