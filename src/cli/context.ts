@@ -3,9 +3,8 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
-import { openDataDir, type DataDir } from '../db/datadir.js';
-import { migrate, migrationStatus } from '../db/migrate.js';
-import { store } from '../db/query.js';
+import { type OpenedStore, openStore } from '../db/open-store.js';
+import { store, type Store } from '../db/query.js';
 import { AppError } from '../lib/errors.js';
 import { gatewayKinds } from '../providers/kinds.js';
 import { ioOf, processIO, setExitCode, type CliIO } from './io.js';
@@ -24,10 +23,12 @@ export interface Globals {
 export interface Cli {
   globals: Globals;
   config: Config;
-  dir: DataDir;
+  /** The open store: the data directory's SQLite file, or PostgreSQL (database.url). */
+  opened: OpenedStore;
   ctx: CoreCtx;
   actor: string;
   io: CliIO;
+  close(): Promise<void>;
 }
 
 /** Who the audit log names for this invocation: cli:<os user>, or tui:<os user> from the console. */
@@ -66,31 +67,30 @@ export interface CliOpenOptions {
   olderSchema?: boolean;
 }
 
-/** The context msgctl gives core over an open data directory: the gateway kinds are msgd's own. */
-export function coreCtxOf(dir: Pick<DataDir, 'db' | 'masterKey'>, config: Config): CoreCtx {
-  return { db: dir.db, store: store(dir.db), masterKey: dir.masterKey, config, now: Date.now, gatewayKinds };
+/**
+ * The context msgctl gives core over an open store (or a SQLite data directory, whose store is
+ * the one over its connection): the gateway kinds are msgd's own.
+ */
+export function coreCtxOf(opened: Pick<OpenedStore, 'db' | 'masterKey'> & { store?: Store }, config: Config): CoreCtx {
+  const s = opened.store ?? store(opened.db);
+  return { db: opened.db, store: s, masterKey: opened.masterKey, config, now: Date.now, gatewayKinds };
 }
 
 /**
- * Open the data directory for an ordinary command. It never migrates: a schema change is
- * the operator's decision (msgctl migrate) or msgd's at start, not a side effect of
- * `partner list`. A database with pending migrations or a newer schema is refused;
- * `olderSchema` lets a command whose writes every schema takes work on an older one.
+ * Open the store for an ordinary command. It never migrates: a schema change is the operator's
+ * decision (msgctl migrate) or msgd's at start, not a side effect of `partner list`. A database
+ * with pending migrations or a newer schema is refused; `olderSchema` lets a command whose
+ * writes every schema takes work on an older one.
  */
-export function openCli(globals: Globals, opts: CliOpenOptions = {}): Cli {
+export async function openCli(globals: Globals, opts: CliOpenOptions = {}): Promise<Cli> {
   const io = globals.io ?? processIO();
   const config = configFor(globals);
-  const dir = openDataDir(config.dataDir, {
-    create: false,
-    migrate: false,
-    env: io.env,
-    masterKeyFile: config.masterKeyFile,
-  });
+  const opened = await openStore(config, { env: io.env, create: false, migrate: false, poolSize: 4 });
   try {
     if (opts.check ?? true) {
-      const status = migrationStatus(dir.db);
+      const status = await opened.migrationStatus();
       // migrate() refuses a too-new database before touching it; it throws the error we want.
-      if (status.tooNew) migrate(dir.db);
+      if (status.tooNew) await opened.migrate();
       if (status.pending.length && !opts.olderSchema) {
         throw new AppError(
           'pending_migrations',
@@ -99,10 +99,18 @@ export function openCli(globals: Globals, opts: CliOpenOptions = {}): Cli {
       }
     }
   } catch (e) {
-    dir.close();
+    await opened.close();
     throw e;
   }
-  return { globals, config, dir, ctx: coreCtxOf(dir, config), actor: actor(io.env), io };
+  return {
+    globals,
+    config,
+    opened,
+    ctx: coreCtxOf(opened, config),
+    actor: actor(io.env),
+    io,
+    close: () => opened.close(),
+  };
 }
 
 /**
@@ -116,14 +124,14 @@ export function withCli<A extends unknown[]>(
   return async (...raw: unknown[]) => {
     const cmd = raw[raw.length - 1] as Command;
     const globals = globalsOf(cmd);
-    const cli = openCli(globals, opts);
+    const cli = await openCli(globals, opts);
     try {
       const result = await handler(cli, ...(raw.slice(0, -1) as A));
       setExitCode(cmd, emit(result, !!globals.json, cli.io));
     } catch (e) {
       throw inFlags(e, cmd);
     } finally {
-      cli.dir.close();
+      await cli.close();
     }
   };
 }

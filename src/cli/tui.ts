@@ -27,7 +27,7 @@ export function tuiDeps(cli: Cli): TuiDeps {
     config: cli.config,
     actor: asTui.actor,
     version: VERSION,
-    dataDir: cli.dir.dir,
+    dataDir: cli.opened.where,
     describeError,
     parseExpiry,
     webhookUrl: (g) => webhookUrl(cli.config, g),
@@ -48,12 +48,12 @@ export function registerTui(program: Command) {
         setExitCode(cmd, EXIT_USAGE);
         return;
       }
-      const cli = openCli(globals);
+      const cli = await openCli(globals);
       try {
         const { runTui } = await import('../tui/main.js');
         setExitCode(cmd, await runTui(tuiDeps(cli)));
       } finally {
-        cli.dir.close();
+        await cli.close();
       }
     });
 }

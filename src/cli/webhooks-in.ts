@@ -294,11 +294,11 @@ export function registerWebhookLogCommands(webhooks: Command, deps: WebhookLogDe
     .action(async (opts: LogOpts, cmd: Command) => {
       if (!opts.follow) return withCli(list)(opts, cmd);
       const globals = globalsOf(cmd);
-      const cli = openCli(globals);
+      const cli = await openCli(globals);
       try {
         await follow(cli, opts, !!globals.json, deps);
       } finally {
-        cli.dir.close();
+        await cli.close();
       }
     });
   webhooks

@@ -138,14 +138,8 @@ export function loadMasterKey(
   keyFile: string | null | undefined,
   create: boolean,
 ): MasterKey {
-  const file = keyFile ? resolve(keyFile) : null;
-  if (env.MSGD_MASTER_KEY && file) {
-    throw new DataDirError(
-      `two master keys are given, MSGD_MASTER_KEY and the key file ${file} (masterKeyFile): keep one (unset MSGD_MASTER_KEY, or masterKeyFile, MSGD_MASTER_KEY_FILE and --master-key-file)`,
-    );
-  }
-  if (env.MSGD_MASTER_KEY) return { key: decodeMasterKey(env.MSGD_MASTER_KEY), source: { kind: 'env' } };
-  if (file) return { key: readMasterKeyFile(file), source: { kind: 'file', path: file } };
+  const given = givenMasterKey(env, keyFile);
+  if (given) return given;
   const own = join(dir, KEY_FILE);
   if (!existsSync(own)) {
     if (!create)
@@ -157,4 +151,30 @@ export function loadMasterKey(
   }
   const text = readFileSync(own, 'utf8');
   return { key: parseKeyFile(text, own), source: { kind: 'dataDir', path: own } };
+}
+
+/**
+ * The key msgd and msgctl use on PostgreSQL (database.url): there is no data directory to hold
+ * a key file, so it comes from MSGD_MASTER_KEY or the masterKeyFile setting, one of them and not
+ * both; neither set is refused with one line saying how to give it.
+ */
+export function loadMasterKeyWithoutDataDir(env: NodeJS.ProcessEnv, keyFile: string | null | undefined): MasterKey {
+  const given = givenMasterKey(env, keyFile);
+  if (given) return given;
+  throw new DataDirError(
+    'no master key: on PostgreSQL (database.url) there is no data directory to keep one in; set MSGD_MASTER_KEY, or masterKeyFile (MSGD_MASTER_KEY_FILE, --master-key-file) to a file of mode 0600 holding the key (umask 077; openssl rand -hex 32 > /etc/msgd/master.key)',
+  );
+}
+
+/** The key MSGD_MASTER_KEY or the masterKeyFile setting gives (both is refused), or null for neither. */
+function givenMasterKey(env: NodeJS.ProcessEnv, keyFile: string | null | undefined): MasterKey | null {
+  const file = keyFile ? resolve(keyFile) : null;
+  if (env.MSGD_MASTER_KEY && file) {
+    throw new DataDirError(
+      `two master keys are given, MSGD_MASTER_KEY and the key file ${file} (masterKeyFile): keep one (unset MSGD_MASTER_KEY, or masterKeyFile, MSGD_MASTER_KEY_FILE and --master-key-file)`,
+    );
+  }
+  if (env.MSGD_MASTER_KEY) return { key: decodeMasterKey(env.MSGD_MASTER_KEY), source: { kind: 'env' } };
+  if (file) return { key: readMasterKeyFile(file), source: { kind: 'file', path: file } };
+  return null;
 }

@@ -30,6 +30,7 @@ const STATUS: Record<string, number> = {
   rate_limited: 429,
   storage_unavailable: 503,
   not_ready: 503,
+  not_on_postgresql: 501,
   link_expired: 410,
   csrf_token_mismatch: 419,
 };

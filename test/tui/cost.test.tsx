@@ -32,14 +32,14 @@ const BIG = ['messages', 'provider_webhooks', 'ledger_entries', 'jobs', 'message
 describe("the console's reads", () => {
   it('seek through indexes; none walks or sorts a big table', async () => {
     const dir = newDataDir();
-    const setupCli = openCli({ dataDir: dir });
+    const setupCli = await openCli({ dataDir: dir });
     const c0 = setupCli.ctx;
     const gw = await addGateway(c0, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     const p = createPartner(c0, { slug: 'acme', name: 'Acme' }, 'test');
     topup(c0, p.id, 10_000_000, null, 'test');
     const ch = await assignChannel(c0, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
     const m = storeOutboundSms(c0, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
-    setupCli.dir.close();
+    await setupCli.close();
 
     // The console's connection, logging every statement it runs (with its values).
     const seen = new Set<string>();

@@ -60,7 +60,7 @@ function webhook(con: Console, over: Partial<WebhookLogRow>): WebhookLogRow {
 
 describe('msgctl tui: finding things', () => {
   it('partners: / narrows as you type, n/N says where the selection is, g and G go to the ends', async () => {
-    c = openConsole(newDataDir(), 'partners', { now });
+    c = await openConsole(newDataDir(), 'partners', { now });
     manyPartners(c);
     await c.see('p-000');
     let f = await c.see(' 1/300');
@@ -87,7 +87,7 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('pickers: typing finds an option (p250 of 300) instead of 250 presses', async () => {
-    c = openConsole(newDataDir(), 'gateways', { now });
+    c = await openConsole(newDataDir(), 'gateways', { now });
     manyPartners(c);
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await c.see('sandbox-1');
@@ -102,7 +102,7 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('gateways: / filters, and the overview lists the failing and busy gateways first', async () => {
-    c = openConsole(newDataDir(), 'gateways', { now });
+    c = await openConsole(newDataDir(), 'gateways', { now });
     const ctx = c.cli.ctx;
     for (const name of ['alpha', 'beta', 'gamma'])
       await addGateway(ctx, { kind: 'sandbox', name, settings: {} }, 'test');
@@ -114,7 +114,7 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('webhooks: each verified row says what it was (event and message), and free text finds it', async () => {
-    c = openConsole(newDataDir(), 'webhooks', { now });
+    c = await openConsole(newDataDir(), 'webhooks', { now });
     const ctx = c.cli.ctx;
     const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
     const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
@@ -162,7 +162,7 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('webhooks: the detail pane scrolls down to the last line of the body at 80×24, and back at once', async () => {
-    c = openConsole(newDataDir(), 'webhooks', { now });
+    c = await openConsole(newDataDir(), 'webhooks', { now });
     const body: Record<string, string> = {};
     for (let i = 1; i <= 30; i++) body[`field${String(i).padStart(2, '0')}`] = `value ${i}`;
     webhook(c, { body: Buffer.from(JSON.stringify(body)) });
@@ -183,7 +183,7 @@ describe('msgctl tui: finding things', () => {
 describe('msgctl tui: header and liveness', () => {
   it('at 60 columns the pid and uptime stay whole; the data directory gives way, with an ellipsis', async () => {
     const dir = newDataDir();
-    c = openConsole(dir, 'overview', {
+    c = await openConsole(dir, 'overview', {
       now,
       size: { columns: 60, rows: 24 },
       showDir: '/var/lib/a/very/long/path/to/the/msgd/data/directory',
@@ -203,7 +203,7 @@ describe('msgctl tui: header and liveness', () => {
   });
 
   it('on msgd’s own host, a killed msgd reads "not running" at once (its pid is gone)', async () => {
-    c = openConsole(newDataDir(), 'overview', { now: () => Date.now() });
+    c = await openConsole(newDataDir(), 'overview', { now: () => Date.now() });
     // A pid that was just used and is gone now.
     const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
     writeHeartbeat(c.cli.ctx, {
@@ -243,7 +243,7 @@ describe('msgctl tui: header and liveness', () => {
 
 describe('msgctl tui: read-only views and keys at 80 columns', () => {
   it('the footer keeps the keys each screen needs; assign channel is A, g goes to the top', async () => {
-    c = openConsole(newDataDir(), 'partners', { now });
+    c = await openConsole(newDataDir(), 'partners', { now });
     createPartner(c.cli.ctx, { slug: 'acme', name: 'Acme' }, 'test');
     let f = await c.see('acme');
     const footer = f.split('\n').at(-1)!;
@@ -268,7 +268,7 @@ describe('msgctl tui: read-only views and keys at 80 columns', () => {
   });
 
   it('prices, a partner’s limits, the whole ledger by pages, and the token secret copied by OSC 52', async () => {
-    c = openConsole(newDataDir(), 'gateways', { now });
+    c = await openConsole(newDataDir(), 'gateways', { now });
     const ctx = c.cli.ctx;
     await addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     const acme = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');

@@ -63,12 +63,12 @@ export function cleanupDirs() {
 /** The clock of captured screens: 2026-11-26 10:00:00 UTC. */
 export const FIXED_NOW = Date.UTC(2026, 10, 26, 10, 0, 0);
 
-export function openConsole(
+export async function openConsole(
   dataDir: string,
   screen?: ScreenId,
   opts: { now?: () => number; showDir?: string; size?: { columns: number; rows: number } } = {},
-): Console {
-  const cli = openCli({ dataDir });
+): Promise<Console> {
+  const cli = await openCli({ dataDir });
   if (opts.now) cli.ctx.now = opts.now;
   const deps = { ...tuiDeps(cli), ...(opts.showDir ? { dataDir: opts.showDir } : {}) };
   const r = render(<App deps={deps} size={opts.size ?? { columns: 80, rows: 24 }} initialScreen={screen} />);
@@ -103,7 +103,8 @@ export function openConsole(
     unmount: () => r.unmount(),
     close() {
       r.unmount();
-      cli.dir.close();
+      // SQLite's close is done when the call returns.
+      void cli.close();
     },
   };
 }

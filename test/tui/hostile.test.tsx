@@ -38,7 +38,7 @@ afterEach(() => {
 afterAll(cleanupDirs);
 
 async function hostileScene(dir: string) {
-  c = openConsole(dir, 'overview', { now: () => FIXED_NOW });
+  c = await openConsole(dir, 'overview', { now: () => FIXED_NOW });
   const ctx = c.cli.ctx;
   const db = ctx.db.sqlite;
   const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');

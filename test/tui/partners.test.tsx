@@ -26,7 +26,7 @@ async function createAcme(con: Console) {
 
 describe('msgctl tui: partners', () => {
   it('creates a partner, audited as tui:<user>', async () => {
-    c = openConsole(newDataDir());
+    c = await openConsole(newDataDir());
     await createAcme(c);
     const f = await c.see(/acme\s+Acme Ltd\s+active\s+0\.00 USD/);
     expect(f).toContain('n new');
@@ -37,7 +37,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('shows the same error msgctl shows, in place, and creates nothing', async () => {
-    c = openConsole(newDataDir());
+    c = await openConsole(newDataDir());
     await c.press('2');
     await c.see('No partners yet');
     await c.press('n');
@@ -51,7 +51,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('tops up after a confirmation that names the amount and the new balance; cancel changes nothing', async () => {
-    c = openConsole(newDataDir());
+    c = await openConsole(newDataDir());
     await createAcme(c);
     await c.press('t');
     await c.see('Top up acme');
@@ -75,7 +75,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('issues a token: the secret is shown once in a box that says so, then gone; revoke asks first', async () => {
-    c = openConsole(newDataDir());
+    c = await openConsole(newDataDir());
     await createAcme(c);
     await c.press('i');
     await c.see('Issue a token for acme');
@@ -111,7 +111,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('assigns and unassigns a channel with a gateway picker', async () => {
-    c = openConsole(newDataDir());
+    c = await openConsole(newDataDir());
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await createAcme(c);
     await c.press('A');
@@ -133,7 +133,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('adds a fallback gateway to an SMS channel and shows the order', async () => {
-    c = openConsole(newDataDir());
+    c = await openConsole(newDataDir());
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-2', settings: {} }, 'test');
     await createAcme(c);
@@ -153,7 +153,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('suspends after confirmation and activates again', async () => {
-    c = openConsole(newDataDir());
+    c = await openConsole(newDataDir());
     await createAcme(c);
     await c.press('s');
     const f = flat(await c.see('Suspend acme?'));

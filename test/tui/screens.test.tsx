@@ -27,8 +27,8 @@ afterEach(() => {
 afterAll(cleanupDirs);
 
 const now = () => FIXED_NOW;
-const open = (screen: Parameters<typeof openConsole>[1]) => {
-  c = openConsole(newDataDir(), screen, { now, showDir: '/var/lib/msgd' });
+const open = async (screen: Parameters<typeof openConsole>[1]) => {
+  c = await openConsole(newDataDir(), screen, { now, showDir: '/var/lib/msgd' });
   return c;
 };
 
@@ -110,7 +110,7 @@ function webhook(ctx: Console['cli']['ctx'], over: Partial<WebhookLogRow>): Webh
 
 describe('msgctl tui: screens', () => {
   it('overview: queue, gateways, webhooks in, deliveries and low balances from msgd counters', async () => {
-    const con = open('overview');
+    const con = await open('overview');
     const s = await scene(con);
     counters(con, { twilio: s.twilio.id, sandbox: s.sandbox.id });
     const f = await con.see('dead jobs 1');
@@ -130,7 +130,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('says when msgd is not running, or stopped answering', async () => {
-    const con = open('overview');
+    const con = await open('overview');
     await con.see('○ msgd not running');
     writeHeartbeat(con.cli.ctx, {
       version: '0.1.0',
@@ -144,7 +144,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it("partners: the list with today's spend, and the detail", async () => {
-    const con = open('partners');
+    const con = await open('partners');
     const s = await scene(con);
     issueToken(con.cli.ctx, { partner: s.acme.id, name: 'prod', scopes: ['messages:send'] }, 'test');
     storeOutboundSms(
@@ -167,7 +167,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('gateways: add one with a masked secret that is never shown again', async () => {
-    const con = open('gateways');
+    const con = await open('gateways');
     await scene(con);
     await con.see('twilio-main');
     await con.press('n');
@@ -208,7 +208,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('gateways: prices and disabling ask first; cancel changes nothing', async () => {
-    const con = open('gateways');
+    const con = await open('gateways');
     await scene(con);
     // The whole scene: its gateways are added one by one while the screen reads.
     const f0 = await con.see(/sandbox-1\s+sandbox\s+active\s+1000 default\s+1 [\s\S]*twilio-main/);
@@ -241,7 +241,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('webhooks: a live tail with pause, filter, detail and reprocess', async () => {
-    const con = open('webhooks');
+    const con = await open('webhooks');
     const s = await scene(con);
     const ctx = con.cli.ctx;
     webhook(ctx, { gateway_id: s.sandbox.id, received_at: FIXED_NOW - 4000 });
@@ -305,7 +305,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('webhooks: o adds the deliveries to partners, new attempts as they are made', async () => {
-    const con = open('webhooks');
+    const con = await open('webhooks');
     const s = await scene(con);
     const db = con.cli.ctx.db.sqlite;
     webhook(con.cli.ctx, { gateway_id: s.sandbox.id, received_at: FIXED_NOW - 4000 });
@@ -339,7 +339,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('messages: find by partner, then a message with its history', async () => {
-    const con = open('messages');
+    const con = await open('messages');
     const s = await scene(con);
     const m = storeOutboundSms(con.cli.ctx, s.acme.id, {
       id: s.ch.id,
@@ -375,7 +375,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('messages: scheduled and canceled ones, with when a scheduled one goes', async () => {
-    const con = open('messages');
+    const con = await open('messages');
     const s = await scene(con);
     const ctx = con.cli.ctx;
     const channel = { id: s.ch.id, type: 'sms' as const, gatewayId: s.sandbox.id, sender: '+15550001111' };
@@ -411,7 +411,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('jobs: retry a dead job after confirming', async () => {
-    const con = open('jobs');
+    const con = await open('jobs');
     const q = new JobQueue(con.cli.ctx.db, { now });
     const { id } = q.enqueue({ kind: 'webhook.process', payload: { webhook_ids: [] } });
     con.cli.ctx.db.sqlite
@@ -432,7 +432,7 @@ describe('msgctl tui: screens', () => {
   });
 
   it('shows the keys on ?, and an exception inside a screen in its place', async () => {
-    const con = open('overview');
+    const con = await open('overview');
     await con.press('?');
     await con.see('Keys (Overview)');
     await con.press('x');

@@ -37,7 +37,7 @@ afterAll(async () => {
 
 describe('gateways screen: t reads the templates', () => {
   it('reads them from Meta and shows how many and when; a failed read says why', async () => {
-    c = openConsole(newDataDir(), 'gateways');
+    c = await openConsole(newDataDir(), 'gateways');
     await addGateway(
       c.cli.ctx,
       {
@@ -63,7 +63,7 @@ describe('gateways screen: t reads the templates', () => {
   });
 
   it('says a gateway of another kind has none', async () => {
-    c = openConsole(newDataDir(), 'gateways');
+    c = await openConsole(newDataDir(), 'gateways');
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
     await c.see('sbx · Sandbox');
     await c.press('t');
