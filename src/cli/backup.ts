@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { backupFileName, keepKeyBeside, snapshot } from '../db/backup.js';
 import { openDataDir } from '../db/datadir.js';
+import { refuseOnPostgres } from '../db/open-store.js';
 import { describeKeySource } from '../db/master-key.js';
 import { configFor, withGlobals, type Globals } from './context.js';
 import { examples } from './help.js';
@@ -40,6 +41,11 @@ function progressLine(stderr: CliWritable, enabled: boolean) {
 
 async function backup(globals: Globals, dest: string, opts: { key: boolean }): Promise<Result> {
   const config = configFor(globals);
+  refuseOnPostgres(
+    config,
+    "msgctl backup copies a data directory's SQLite database",
+    "back it up with pg_dump (pg_dump -Fc -f msgd.dump <url>) or PostgreSQL's continuous archiving (WAL archiving with pgBackRest or Barman, or a managed service's point-in-time recovery); no backup was taken",
+  );
   // Only to read the key and find the database: no migration check, a backup copies as it is.
   const io = globals.io ?? processIO();
   const dd = openDataDir(config.dataDir, {

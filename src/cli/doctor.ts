@@ -21,6 +21,7 @@ import { configFor, coreCtxOf, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
 import { SecretDecryptError } from '../core/secrets.js';
 import { examples } from './help.js';
+import { refuseOnPostgres } from '../db/open-store.js';
 import { count, money, table, type Result } from './output.js';
 import { templateSync } from '../core/whatsapp-templates.js';
 
@@ -372,6 +373,11 @@ export function checkTable(checks: Check[]): string {
 
 async function doctor(globals: Globals): Promise<Result> {
   const config = configFor(globals);
+  refuseOnPostgres(
+    config,
+    "msgctl doctor checks a data directory's SQLite database only",
+    "check the schema with msgctl migrate and the database with PostgreSQL's own tools (pg_amcheck); nothing was checked",
+  );
   const dir = resolve(config.dataDir);
   const configFile = configFileFor({ configPath: globals.config, env: globals.io?.env });
   const checks: Check[] = [

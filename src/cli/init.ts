@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DB_FILE, openDataDir } from '../db/datadir.js';
+import { refuseOnPostgres } from '../db/open-store.js';
 import { keyFileMode, keyFileOf, modeText } from '../db/master-key.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
 import { configFor, withGlobals, type Globals } from './context.js';
@@ -10,6 +11,11 @@ import { kv, lines, type Result } from './output.js';
 
 function init(globals: Globals): Result {
   const config = configFor(globals);
+  refuseOnPostgres(
+    config,
+    'msgctl init creates a data directory and its master key file',
+    'there is no data directory to create; create the database and its role (docs/scale.md), set MSGD_MASTER_KEY or masterKeyFile, then run msgctl migrate; nothing was created',
+  );
   const dir = resolve(config.dataDir);
   const existed = existsSync(join(dir, DB_FILE));
   // An existing directory is only inspected: creating a fresh key beside an existing

@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { keyFileFor } from '../db/backup.js';
 import { readKeyFile } from '../db/backup-key.js';
 import { openDataDir } from '../db/datadir.js';
+import { refuseOnPostgres } from '../db/open-store.js';
 import { readMasterKeyFile } from '../db/master-key.js';
 import { lockDataDir } from '../db/instance-lock.js';
 import { dataFilesIn, placeBackup, type PlacedBackup } from '../db/restore.js';
@@ -22,6 +23,11 @@ import type { Config } from '../config/schema.js';
 
 async function restore(globals: Globals, backup: string, opts: { key?: string }): Promise<Result> {
   const config = configFor(globals);
+  refuseOnPostgres(
+    config,
+    'msgctl restore places a SQLite backup into a data directory',
+    "restore a pg_dump with pg_restore into an empty database, or use your archive's point-in-time recovery, then run msgctl migrate; nothing was restored",
+  );
   const dir = resolve(config.dataDir);
   const source = resolve(backup);
   if (!existsSync(source)) throw new AppError('not_found', `no backup at ${source}`);

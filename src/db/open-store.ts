@@ -10,6 +10,7 @@ import {
 } from './migrate.js';
 import type { Db } from './open.js';
 import { connectError, unavailableReason } from './pg/errors.js';
+import { redactUrl } from './pg/redact.js';
 import { migrate as migratePg, migrationStatus as pgMigrationStatus } from './pg/migrate.js';
 import { connectPg, type PgLogger, type PgStore } from './pg/store.js';
 import { store as sqliteStore, type Store } from './query.js';
@@ -166,4 +167,30 @@ async function openPostgres(config: Config, url: string, opts: OpenStoreOptions)
     throw e;
   }
   return opened;
+}
+
+/**
+ * A data-directory feature (backup, restore, init, the SQLite checks) asked for while
+ * database.url selects PostgreSQL: refused with one line saying what does that job there,
+ * and that nothing was done, so a script does not take the command's exit for success.
+ */
+export function refuseOnPostgres(config: Config, what: string, instead: string): void {
+  if (!config.database.url) return;
+  throw new AppError(
+    'not_on_postgresql',
+    `${what}; msgd keeps its data in PostgreSQL (database.url ${redactUrl(config.database.url)}): ${instead}`,
+  );
+}
+
+/** A part of msgd built on the SQLite connection, on PostgreSQL: every use refused with SqliteOnlyError. */
+export function sqliteOnlyPart<T extends object>(what: string): T {
+  return new Proxy({} as T, {
+    get(_, prop) {
+      if (typeof prop === 'symbol' || prop === 'then' || prop === 'toJSON' || prop === 'constructor') return undefined;
+      throw new SqliteOnlyError(what);
+    },
+    set() {
+      throw new SqliteOnlyError(what);
+    },
+  });
 }
