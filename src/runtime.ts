@@ -2,13 +2,14 @@ import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import type { Config } from './config/schema.js';
 import { backupBeforeMigrate } from './db/backup.js';
-import { DataDirError, openDataDir, type DataDir } from './db/datadir.js';
+import { DataDirError, type DataDir } from './db/datadir.js';
 import { describeKeySource, type KeySource } from './db/master-key.js';
 import { kindsTheKeyOpensNone, SEALED_ROWS } from './core/sealed-secrets.js';
 import { GroupCommitter } from './db/group-commit.js';
-import { store } from './db/query.js';
 import { lockDataDir } from './db/instance-lock.js';
-import { StorageHealth } from './db/storage.js';
+import { type OpenedStore, openStore, sqliteOnlyPart } from './db/open-store.js';
+import { PgStorageHealth } from './db/pg/health.js';
+import { SqliteStorageHealth, type StorageHealth } from './db/storage.js';
 import type { CoreCtx } from './core/context.js';
 import { TokenAuthenticator } from './core/tokens.js';
 import { defaultLowBalance } from './core/partners.js';
@@ -40,7 +41,15 @@ export interface Runtime {
   version: string;
   config: Config;
   logger: Logger;
-  dataDir: DataDir;
+  /** The store msgd runs on: the data directory's SQLite file, or PostgreSQL (database.url). */
+  opened: OpenedStore;
+  /** The data directory (SQLite); null on PostgreSQL. */
+  dataDir: DataDir | null;
+  /**
+   * The parts of msgd that still work on the SQLite connection itself, and so are not built on
+   * PostgreSQL (using one there answers not_on_postgresql): empty on SQLite.
+   */
+  sqliteOnly: readonly SqliteOnlyPart[];
   ctx: CoreCtx;
   auth: TokenAuthenticator;
   committer: GroupCommitter;
@@ -93,57 +102,118 @@ function refuseWrongKey(ctx: CoreCtx, source: KeySource): void {
   );
 }
 
-export function createRuntime(opts: RuntimeOptions): Runtime {
-  const { config, logger } = opts;
-  const now = opts.now ?? Date.now;
-  const lock = lockDataDir(config.dataDir);
-  let dataDir: DataDir;
+/** The parts of msgd built only on SQLite: each still works on the SQLite connection itself. */
+export const SQLITE_ONLY_PARTS = {
+  keyCheck: "the start's check that the master key opens the stored secrets (src/core/sealed-secrets.ts)",
+  auth: 'the API token check (src/core/tokens.ts)',
+  committer: 'the group commit of provider webhooks in (src/db/group-commit.ts)',
+  worker: 'the job loop: dispatch, webhooks in, cron and maintenance (src/queue/worker.ts)',
+  webhooksOut: 'webhooks out: fan-out and delivery (src/webhooks-out/)',
+  circuits: 'the gateway circuits the consoles show (src/core/circuits.ts)',
+  upkeep:
+    'the start-up writes: the demo partner, the config file record, the heartbeat and the work counters (src/core/demo.ts, counter-store.ts, src/jobs/heartbeat.ts)',
+} as const;
+
+export type SqliteOnlyPart = keyof typeof SQLITE_ONLY_PARTS;
+
+/**
+ * Opens the configured store for msgd. SQLite: the data directory, locked to this process,
+ * created and migrated (after a backup, backup.beforeMigrate). PostgreSQL: connected and
+ * migrated under the migration lock; the data-directory features say in one log line each
+ * that they do nothing there.
+ */
+async function openRuntimeStore(
+  config: Config,
+  logger: Logger,
+  env: NodeJS.ProcessEnv | undefined,
+): Promise<{ opened: OpenedStore; release(): void }> {
+  if (!config.database.url) {
+    const lock = lockDataDir(config.dataDir);
+    try {
+      const opened = await openStore(config, {
+        create: true,
+        env,
+        manualCheckpoint: true,
+        beforeMigrate: config.backup.beforeMigrate
+          ? backupBeforeMigrate(config, (file, pending, keyFile) =>
+              logger.info({ file, keyFile, pending }, 'backup taken before applying migrations'),
+            )
+          : undefined,
+      });
+      return { opened, release: () => lock.release() };
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+  }
+  const opened = await openStore(config, { env, migrate: false, logger, applicationName: 'msgd' });
   try {
-    dataDir = openDataDir(config.dataDir, {
-      create: true,
-      env: opts.env,
-      masterKeyFile: config.masterKeyFile,
-      manualCheckpoint: true,
-      beforeMigrate: config.backup.beforeMigrate
-        ? backupBeforeMigrate(config, (file, pending, keyFile) =>
-            logger.info({ file, keyFile, pending }, 'backup taken before applying migrations'),
-          )
-        : undefined,
-    });
+    const status = await opened.migrationStatus();
+    if (config.backup.beforeMigrate && status.pending.length && status.applied > 0 && !status.tooNew) {
+      logger.info(
+        { database: opened.where, pending: status.pending },
+        'backup.beforeMigrate takes no backup on PostgreSQL: back the database up with pg_dump or continuous archiving before upgrading msgd',
+      );
+    }
+    const applied = await opened.migrate();
+    if (applied.length) logger.info({ database: opened.where, applied }, 'migrations applied');
+    if (config.backup.schedule) {
+      logger.info(
+        { database: opened.where, schedule: config.backup.schedule },
+        'backup.schedule takes no backups on PostgreSQL: back the database up with pg_dump or continuous archiving',
+      );
+    }
   } catch (e) {
-    lock.release();
+    await opened.close();
     throw e;
   }
+  // No instance lock: it is a lock on a data directory, and PostgreSQL has none. One msgd per
+  // database (docs/scale.md).
+  return { opened, release: () => {} };
+}
+
+export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
+  const { config, logger } = opts;
+  const now = opts.now ?? Date.now;
+  const { opened, release } = await openRuntimeStore(config, logger, opts.env);
+  const onSqlite = opened.dialect === 'sqlite';
   const ctx: CoreCtx = {
-    db: dataDir.db,
-    store: store(dataDir.db),
-    masterKey: dataDir.masterKey,
+    db: opened.db,
+    store: opened.store,
+    masterKey: opened.masterKey,
     config,
     now,
     gatewayKinds,
   };
+  const sqliteOnly = onSqlite ? [] : (Object.keys(SQLITE_ONLY_PARTS) as SqliteOnlyPart[]);
+  /** `make()` on SQLite; on PostgreSQL a stand-in refusing every use with not_on_postgresql. */
+  const part = <T extends object>(what: string, make: () => T): T => (onSqlite ? make() : sqliteOnlyPart<T>(what));
   try {
-    refuseWrongKey(ctx, dataDir.keySource);
+    if (onSqlite) refuseWrongKey(ctx, opened.keySource);
   } catch (e) {
-    dataDir.close();
-    lock.release();
+    await opened.close();
+    release();
     throw e;
   }
-  const queue = new JobQueue(dataDir.db, {
+  const queue = new JobQueue(onSqlite ? opened.db : opened.store, {
     maxAttempts: config.jobs.maxAttempts,
     leaseMs: config.jobs.leaseSeconds * 1000,
     now,
   });
-  const worker = new Worker({
-    db: dataDir.db,
-    queue,
-    concurrency: config.jobs.concurrency,
-    leaseMs: config.jobs.leaseSeconds * 1000,
-    lifelineIntervalMs: config.jobs.lifelineIntervalSeconds * 1000,
-    backoff: { baseMs: config.jobs.backoffBaseMs, capMs: config.jobs.backoffCapMs },
-    logger,
-    now,
-  });
+  const worker = part(
+    SQLITE_ONLY_PARTS.worker,
+    () =>
+      new Worker({
+        db: opened.db,
+        queue,
+        concurrency: config.jobs.concurrency,
+        leaseMs: config.jobs.leaseSeconds * 1000,
+        lifelineIntervalMs: config.jobs.lifelineIntervalSeconds * 1000,
+        backoff: { baseMs: config.jobs.backoffBaseMs, capMs: config.jobs.backoffCapMs },
+        logger,
+        now,
+      }),
+  );
   const dispatcher = new Agent({
     connections: config.dispatch.connectionsPerOrigin,
     // A provider that does not take the connection: given up on (as never sent) in time.
@@ -152,12 +222,14 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     pipelining: 1,
   });
   const shaper = new RateShaper({ now });
-  const committer = new GroupCommitter(dataDir.db.sqlite);
+  const committer = part(SQLITE_ONLY_PARTS.committer, () => new GroupCommitter(opened.db.sqlite));
   const counters = new Counters();
-  const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now, counters });
+  const webhooksOut = part(SQLITE_ONLY_PARTS.webhooksOut, () =>
+    createWebhooksOut({ ctx, queue, config, logger, now, counters }),
+  );
   const gateways = new GatewayBook(ctx);
   // Every circuit starts closed: what a process before this one published no longer holds.
-  clearCircuits(ctx);
+  if (onSqlite) clearCircuits(ctx);
   const breakers = new CircuitBreakers(
     config.dispatch.circuitBreaker,
     now,
@@ -173,13 +245,24 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     (id) => gateways.get(id)?.name ?? id,
   );
   const loopback = { self: '', selfIs: false, providers: new Map<string, boolean>() };
+  let storage: StorageHealth;
+  if (opened.pg) {
+    const health = new PgStorageHealth(opened.pg, { now });
+    await health.start();
+    storage = health;
+  } else {
+    const dir = opened.dataDir!;
+    storage = new SqliteStorageHealth(dir.db, dir.dir, config.health.minFreeDiskMb * 1024 * 1024, now);
+  }
   const rt: Runtime = {
     version: VERSION,
     config,
     logger,
-    dataDir,
+    opened,
+    dataDir: opened.dataDir,
+    sqliteOnly,
     ctx,
-    auth: new TokenAuthenticator(ctx),
+    auth: part(SQLITE_ONLY_PARTS.auth, () => new TokenAuthenticator(ctx)),
     committer,
     queue,
     worker,
@@ -197,7 +280,7 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
     maintenanceTasks: [],
     counters,
     breakers,
-    storage: new StorageHealth(dataDir.db, dataDir.dir, config.health.minFreeDiskMb * 1024 * 1024, now),
+    storage,
     heartbeat: null,
     callbackBase(providerBaseUrl?: string) {
       if (config.server.publicUrl) return config.server.publicUrl.replace(/\/+$/, '');
@@ -220,17 +303,21 @@ export function createRuntime(opts: RuntimeOptions): Runtime {
       // dispatch.timeoutMs: wait that long (and a margin) so none is handed back while the
       // provider may still act on it. A job released anyway counts as reclaimed, so its message
       // is flagged dispatch_uncertain when re-sent.
-      await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
-      await webhooksOut.stop();
+      if (onSqlite) {
+        await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
+        await webhooksOut.stop();
+      }
       await closeAdapters();
       // destroy, not close: close() would still send the calls queued for a free connection,
       // and their jobs are back in the queue by now.
       await dispatcher.destroy();
       rt.heartbeat?.stop();
-      dataDir.close();
-      lock.release();
+      storage.stop();
+      await opened.close();
+      release();
     },
   };
+  if (!onSqlite) return rt;
   registerDispatch(worker, {
     ctx,
     config,

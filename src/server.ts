@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { configFileFor, loadConfig, type LoadOptions } from './config/load.js';
+import { configFileFor, loadConfig, shownConfig, type LoadOptions } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { startCheckpointer, type Checkpointer } from './db/checkpointer.js';
 import { maybeSeedDemo, type DemoSeed } from './core/demo.js';
@@ -10,7 +10,7 @@ import { LogSink } from './lib/log-sink.js';
 import type { Metrics } from './http/metrics/index.js';
 import { startMaintenance, type Maintenance } from './jobs/maintenance.js';
 import { uiPlugin } from './ui/plugin.js';
-import { createRuntime, type Runtime } from './runtime.js';
+import { createRuntime, type Runtime, SQLITE_ONLY_PARTS } from './runtime.js';
 import { startHeartbeat } from './jobs/heartbeat.js';
 import { writeServerConfigFile } from './core/counter-store.js';
 import { TEMPLATE_SYNC_TASK } from './jobs/template-sync.js';
@@ -66,14 +66,26 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
   // Never pino's default destination: it blocks forever on a log output that fails.
   const logSink = opts.logDestination ? null : new LogSink();
   const logger = createLogger(config.log.level, { destination: opts.logDestination ?? logSink! });
-  const rt = createRuntime({ config, logger, env: opts.env, now: opts.now });
+  const rt = await createRuntime({ config, logger, env: opts.env, now: opts.now });
+  const dataDir = rt.dataDir;
+  if (rt.sqliteOnly.length) {
+    // Said once at start: these parts answer not_on_postgresql until they run on PostgreSQL too.
+    logger.warn(
+      {
+        database: rt.opened.where,
+        sqliteOnlyParts: rt.sqliteOnly,
+        notOnPostgresql: rt.sqliteOnly.map((p) => SQLITE_ONLY_PARTS[p]),
+      },
+      'msgd runs on PostgreSQL without the parts that still need the SQLite data directory: they answer 501 not_on_postgresql',
+    );
+  }
   let app: FastifyInstance | undefined;
   let checkpointer: Checkpointer | undefined;
   let maintenance: Maintenance | undefined;
   let metrics: Metrics | undefined;
   try {
-    writeServerConfigFile(rt.ctx, configFileFor(opts));
-    const demo = config.demo.enabled ? await maybeSeedDemo(rt.ctx) : null;
+    if (dataDir) writeServerConfigFile(rt.ctx, configFileFor(opts));
+    const demo = dataDir && config.demo.enabled ? await maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
     // The web console, into the app after its hooks (shutdown 503, request id, request log),
     // which then apply to /ui as to the partner APIs.
@@ -102,35 +114,37 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
     const host = config.server.host === '0.0.0.0' || config.server.host === '::' ? '127.0.0.1' : config.server.host;
     const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
     rt.selfUrl = url;
-    checkpointer = startCheckpointer(rt.dataDir.db.path, {
-      writer: rt.dataDir.db.sqlite,
-      onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed'),
-    });
-    rt.maintenanceTasks.push(...dataUpkeepTasks(config, rt.dataDir));
-    maintenance = startMaintenance(rt, { checkpointer });
-    // The WhatsApp template catalogues are read at start too, not only every few hours.
-    await maintenance.cron.fire(TEMPLATE_SYNC_TASK, new Date(rt.ctx.now()));
-    // The data directory is locked to this process: jobs left running were a dead msgd's.
-    const orphans = await rt.queue.reclaimOrphans();
-    if (orphans > 0) {
-      logger.warn(
-        { count: orphans },
-        'jobs left running by a msgd that stopped without finishing them were taken back; a message whose provider call was among them is resent and flagged a possible duplicate',
-      );
+    if (dataDir) {
+      checkpointer = startCheckpointer(dataDir.db.path, {
+        writer: dataDir.db.sqlite,
+        onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed'),
+      });
+      rt.maintenanceTasks.push(...dataUpkeepTasks(config, dataDir));
+      maintenance = startMaintenance(rt, { checkpointer });
+      // The WhatsApp template catalogues are read at start too, not only every few hours.
+      await maintenance.cron.fire(TEMPLATE_SYNC_TASK, new Date(rt.ctx.now()));
+      // The data directory is locked to this process: jobs left running were a dead msgd's.
+      const orphans = await rt.queue.reclaimOrphans();
+      if (orphans > 0) {
+        logger.warn(
+          { count: orphans },
+          'jobs left running by a msgd that stopped without finishing them were taken back; a message whose provider call was among them is resent and flagged a possible duplicate',
+        );
+      }
+      rt.worker.start();
+      rt.webhooksOut.start();
+      rt.heartbeat = startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     }
-    rt.worker.start();
-    rt.webhooksOut.start();
-    rt.heartbeat = startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).
     logger.info(
       {
         url,
         metricsUrl: metrics?.url ?? (config.metrics.token ? `${url}/metrics` : null),
-        dataDir: rt.dataDir.dir,
+        ...(dataDir ? { dataDir: dataDir.dir } : { database: rt.opened.where }),
         version: rt.version,
         node: process.version,
         pid: process.pid,
-        config,
+        config: shownConfig(config),
       },
       'msgd listening',
     );

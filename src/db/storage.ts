@@ -6,7 +6,8 @@ import { stmt } from './stmt.js';
 
 // Whether msgd can keep what it accepts: the database takes a write, its migrations are
 // current, and the data directory's disk has room above a floor. /readyz answers from it;
-// a send that meets a storage error is refused with 503 storage_unavailable.
+// a send that meets a storage error is refused with 503 storage_unavailable. This file is
+// SQLite's; PostgreSQL's is src/db/pg/health.ts, behind the same StorageHealth interface.
 
 /**
  * A write the storage refused: SQLite's codes (full, past a size limit, an I/O error), and
@@ -39,14 +40,24 @@ export interface Readiness {
   checks: ReadinessCheck[];
 }
 
+/** What /readyz and the msgd_ready metric ask of either store. */
+export interface StorageHealth {
+  /** A write msgd made was refused by the storage: not ready for the next few seconds. */
+  noteFailure(e: unknown): void;
+  /** The checks, cheap to ask often (each store bounds how often it really checks). */
+  readiness(): Readiness;
+  /** Stops any checking the health does by itself. */
+  stop(): void;
+}
+
 /**
  * How long a write refused by the storage keeps msgd not ready. A nearly full disk refuses
  * some writes and takes others (a checkpoint frees WAL space for a moment), so one probe that
  * gets through is not the all-clear.
  */
-const FAILURE_WINDOW_MS = 10_000;
+export const FAILURE_WINDOW_MS = 10_000;
 
-export class StorageHealth {
+export class SqliteStorageHealth implements StorageHealth {
   private cached: { at: number; value: Readiness } | null = null;
   private lastFailure: { at: number; code: string } | null = null;
 
@@ -57,11 +68,12 @@ export class StorageHealth {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** A write msgd made was refused by the storage: not ready for the next few seconds. */
   noteFailure(e: unknown): void {
     this.lastFailure = { at: this.now(), code: String((e as { code?: unknown } | null)?.code ?? 'error') };
     this.cached = null;
   }
+
+  stop(): void {}
 
   /** The checks, at most once a second however often a probe asks (each writes a commit). */
   readiness(): Readiness {

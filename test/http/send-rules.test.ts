@@ -754,7 +754,7 @@ describe('HTTP envelope', () => {
 describe('operator changes from another connection (msgctl) apply on the next request', () => {
   /** Run fn with a core context on a second SQLite connection to the server's file, as msgctl has. */
   async function asMsgctl(fn: (ctl: CoreCtx) => Promise<void>) {
-    const db2 = openDb(s.rt.dataDir.db.path);
+    const db2 = openDb(s.rt.dataDir!.db.path);
     try {
       await fn(coreCtx({ db: db2, masterKey: s.ctx.masterKey }, { config: s.ctx.config }));
     } finally {
