@@ -21,6 +21,8 @@ export interface UiDeps {
   config: Config;
   /** A test event or a replay to a partner's endpoint is a delivery job. */
   queue: JobQueue;
+  /** msgd's readiness: told of a write the storage refused (absent where no server runs). */
+  storage?: { noteFailure(e: unknown): void };
 }
 
 export interface Ui {

@@ -3,7 +3,7 @@ import { LoginThrottle } from '../core/login-throttle.js';
 import { enrolmentRequired } from '../core/two-factor.js';
 import { lookupSession } from '../core/ui-sessions.js';
 import { AppError } from '../lib/errors.js';
-import { errorHandler, sendError, statusFor } from '../web/errors.js';
+import { errorHandler, isStorageError, sendError, statusFor } from '../web/errors.js';
 import { CSS, JS } from './assets.js';
 import { cookieNames, readCookie } from './cookies.js';
 import { CSRF_FIELD, CSRF_HEADER, CsrfTokens, crossSite } from './csrf.js';
@@ -96,16 +96,22 @@ export const uiPlugin: FastifyPluginAsync<{ rt: UiDeps }> = async (app, { rt }) 
       const next = req.method === 'GET' && req.url.startsWith('/ui/') ? `?next=${encodeURIComponent(req.url)}` : '';
       return reply.redirect(`/ui/partners${next}`, 303);
     }
+    const storage = isStorageError(err);
+    if (storage) rt.storage?.noteFailure(err);
     if (wantsJson(req)) return errorHandler(err, req, reply);
-    const status =
-      err instanceof AppError
+    // The storage refused or is unreachable: 503 with Retry-After, as the APIs answer, not a 500.
+    if (storage) reply.header('retry-after', '30');
+    const status = storage
+      ? 503
+      : err instanceof AppError
         ? statusFor(err.code)
         : ((err as FastifyError).statusCode ?? 500) >= 400
           ? ((err as FastifyError).statusCode ?? 500)
           : 500;
-    if (status >= 500) req.log.error({ err }, 'console error');
-    const message =
-      status >= 500
+    if (status >= 500 && !storage) req.log.error({ err }, 'console error');
+    const message = storage
+      ? 'msgd cannot reach its storage right now; nothing of this was saved. Try again in a minute.'
+      : status >= 500
         ? 'Something went wrong on our side. Try again; if it keeps happening, tell your operator.'
         : err.message;
     return sendPage(

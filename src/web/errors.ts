@@ -1,6 +1,9 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { STORAGE_UNAVAILABLE } from '../db/pg/errors.js';
 import { isStorageError } from '../db/storage.js';
+
+/** Whether an error is the storage refusing or unreachable (a 503 with Retry-After, not a 500). */
+export { isStorageError };
 import { AppError, issueDetails, type ErrorDetail } from '../lib/errors.js';
 
 // Domain codes carry no HTTP status; this table is the only place they get one.

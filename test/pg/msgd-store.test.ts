@@ -113,6 +113,20 @@ describe('msgd on PostgreSQL', () => {
 
   it('/readyz answers 503 while PostgreSQL is down and 200 once it is back, msgd running on', async () => {
     const m = await startMsgd({ MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: KEY, MSGD_LOG_LEVEL: 'warn' });
+    // A console login: its throttle and the user lookup query the store.
+    const page = await fetch(`${m.url}/ui/login`);
+    const cookie = page.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ');
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())![1];
+    const login = (accept: string) =>
+      fetch(`${m.url}/ui/login`, {
+        method: 'POST',
+        headers: { cookie, accept, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ _csrf: csrf, email: 'nobody@example.com', password: 'wrong' }).toString(),
+      });
+    expect((await login('text/html')).status).toBe(401);
     try {
       await cluster.stop('immediate');
       const down = await waitFor(
@@ -131,10 +145,25 @@ describe('msgd on PostgreSQL', () => {
       expect(body.error.message).not.toContain(passwordOf(db.url));
       // msgd itself is alive: liveness does not depend on the database.
       expect((await fetch(`${m.url}/healthz`)).status).toBe(200);
+      // A request that meets the outage: 503 with Retry-After, as a page and as JSON.
+      const html = await login('text/html');
+      expect(html.status).toBe(503);
+      expect(html.headers.get('retry-after')).toBe('30');
+      expect(await html.text()).toContain('msgd cannot reach its storage right now; nothing of this was saved.');
+      const json = await login('application/json');
+      expect(json.status).toBe(503);
+      expect(json.headers.get('retry-after')).toBe('30');
+      const err = ((await json.json()) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('storage_unavailable');
+      expect(err.message).toBe(
+        'msgd cannot reach its database right now; nothing of this request was kept: try again later',
+      );
     } finally {
       await cluster.start();
     }
-    await waitFor(async () => (await fetch(`${m.url}/readyz`)).ok, '/readyz to answer 200 again', 20_000, 100);
+    // Ready again once the server answers and the refused writes are 10 s old.
+    await waitFor(async () => (await fetch(`${m.url}/readyz`)).ok, '/readyz to answer 200 again', 30_000, 100);
+    expect((await login('text/html')).status).toBe(401);
     expect(m.child.exitCode).toBeNull();
     expect(m.output()).not.toContain(passwordOf(db.url));
   });
