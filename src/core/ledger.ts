@@ -5,6 +5,7 @@ import { stmt } from '../db/stmt.js';
 import { AppError, invalid } from '../lib/errors.js';
 import { formatMoney, inMoneyRange, MAX_MONEY, moneyJson } from '../lib/money.js';
 import { iso } from '../lib/time.js';
+import type { Queryable } from '../db/query.js';
 import type { CoreCtx } from './context.js';
 import { audit, auditIn } from './audit.js';
 import { getPartner, readPartner } from './partners.js';
@@ -169,6 +170,80 @@ export function refund(
   const row = credit(ctx, partnerId, big, now);
   insertEntry(ctx, [partnerId, 'refund', big, row.balance, messageId, note, actor, now]);
   return row.balance;
+}
+
+// The same debit and refund inside a store transaction (`q`), on either store: for status
+// changes that move money (src/core/message-status.ts). The synchronous forms above stay for
+// the synchronous transactions that still call them.
+
+/** debit(), in the caller's store transaction: the same refusals (402), nothing written when refused. */
+export async function debitIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  partnerId: string,
+  amount: number,
+  messageId: string | null,
+  actor: string,
+  note: string | null = null,
+): Promise<number> {
+  if (!Number.isSafeInteger(amount) || amount < 0)
+    throw new Error(`debit amount must be a non-negative integer: ${amount}`);
+  const now = ctx.now();
+  const big = BigInt(amount);
+  const row =
+    amount > MAX_MONEY
+      ? undefined
+      : await q.get<Balance>(
+          sql`UPDATE partners SET balance = balance - ${big}, updated_at = ${now}
+               WHERE id = ${partnerId} AND balance + credit_limit > 0 AND balance - ${big} >= -credit_limit
+           RETURNING balance`,
+        );
+  if (!row) {
+    const f = await q.get<Funds>(sql`SELECT balance, credit_limit FROM partners WHERE id = ${partnerId}`);
+    throw fundsRefusal(f, amount) ?? new InsufficientBalanceError();
+  }
+  await insertEntryIn(q, [partnerId, 'debit', -big, row.balance, messageId, note, actor, now]);
+  return row.balance;
+}
+
+/** refund(), in the caller's store transaction. */
+export async function refundIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  partnerId: string,
+  amount: number,
+  messageId: string,
+  note: string,
+  actor: string,
+): Promise<number> {
+  if (!Number.isSafeInteger(amount) || amount < 0)
+    throw new Error(`refund amount must be a non-negative integer: ${amount}`);
+  const now = ctx.now();
+  const big = BigInt(amount);
+  const row = (await q.get<Balance>(
+    sql`UPDATE partners SET balance = balance + ${big}, updated_at = ${now} WHERE id = ${partnerId} RETURNING balance`,
+  ))!;
+  await insertEntryIn(q, [partnerId, 'refund', big, row.balance, messageId, note, actor, now]);
+  return row.balance;
+}
+
+async function insertEntryIn(
+  q: Queryable,
+  [partnerId, kind, amount, balanceAfter, messageId, note, actor, now]: [
+    string,
+    LedgerKind,
+    bigint,
+    number,
+    string | null,
+    string | null,
+    string,
+    number,
+  ],
+): Promise<void> {
+  await q.run(
+    sql`INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
+        VALUES (${partnerId}, ${kind}, ${amount}, ${balanceAfter}, ${messageId}, ${note}, ${actor}, ${now})`,
+  );
 }
 
 export function topup(
