@@ -1,10 +1,12 @@
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { idFloor, idTime } from '../lib/id-time.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
-import { emitEvent, type EventType } from './events.js';
-import { debit, InsufficientBalanceError, refund } from './ledger.js';
-import { recordHistory, type MessageRow, type MessageState } from './messages.js';
+import { emitEvent, emitEventIn, type EventType } from './events.js';
+import { debit, debitIn, InsufficientBalanceError, refund, refundIn } from './ledger.js';
+import { recordHistory, recordHistoryIn, type MessageRow, type MessageState } from './messages.js';
 import { REDACTED_CONTENT_SQL } from './retention.js';
 import { canAdvance, isFailure, type MessageStatus } from './statuses.js';
 
@@ -113,20 +115,79 @@ export interface StatusResult {
   charged: boolean;
 }
 
+/** What a status change does to a message, decided before anything is written (both forms of applyStatus). */
+interface StatusMove {
+  advance: boolean;
+  failing: boolean;
+  /** Refund its price (at most once). */
+  refund: boolean;
+  /** Charge it again if funds allow: proof it arrived came after its price was refunded. */
+  mayCharge: boolean;
+  /** The message's error: 1 take the failure's, 2 drop it (it arrived after all), 0 leave it. */
+  errors: 0 | 1 | 2;
+}
+
+function statusMove(msg: MessageState, change: StatusChange): StatusMove {
+  const advance = canAdvance(msg.status, change.status);
+  const failing = isFailure(change.status);
+  const from = msg.status;
+  return {
+    advance,
+    failing,
+    refund:
+      advance &&
+      (failing || change.status === 'canceled') &&
+      !!change.refundOnFailure &&
+      msg.refunded === 0 &&
+      msg.price > 0,
+    // Out of a failure only proof it arrived moves a message (delivered, read, opened). If its
+    // price was refunded (the provider reported the failure, or dispatch ran out of retries with
+    // the outcome unknown), the partner is charged again, as for any delivered message, unless
+    // that would take it past its credit limit: it then stays refunded.
+    mayCharge: advance && isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0,
+    // The message's error is its failure's: taken with a failure, dropped when it arrived after all
+    // (the history keeps it), otherwise left (a retry's note while it waits).
+    errors: failing ? 1 : isFailure(from) ? 2 : 0,
+  };
+}
+
+const historyOf = (change: StatusChange, ignored: boolean) => ({
+  providerStatus: change.providerStatus,
+  errorCode: change.errorCode,
+  errorMessage: change.errorMessage,
+  ignored,
+  at: change.occurredAt,
+});
+
+const refundNote = (change: StatusChange) =>
+  `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`;
+const chargeNote = (status: MessageStatus) => `charged again: ${status} after the refund`;
+
+/** The message as it is after the move (the caller's object is updated, as the row was). */
+function moved(msg: MessageState, change: StatusChange, m: StatusMove, charged: boolean): StatusResult {
+  const from = msg.status;
+  msg.status = change.status;
+  if (m.refund) msg.refunded = 1;
+  if (charged) msg.refunded = 0;
+  return { changed: true, from, to: change.status, refunded: m.refund, charged };
+}
+
+const unchanged = (msg: MessageState): StatusResult => ({
+  changed: false,
+  from: msg.status,
+  to: msg.status,
+  refunded: false,
+  charged: false,
+});
+
 /**
  * Record a status event in history and move the message forward if the state machine
  * allows; emit its event and apply a refund at most once. Inside the caller's transaction.
  */
 export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChange): StatusResult {
-  const advance = canAdvance(msg.status, change.status);
-  recordHistory(ctx, msg.id, change.status, {
-    providerStatus: change.providerStatus,
-    errorCode: change.errorCode,
-    errorMessage: change.errorMessage,
-    ignored: !advance,
-    at: change.occurredAt,
-  });
-  if (!advance) {
+  const m = statusMove(msg, change);
+  recordHistory(ctx, msg.id, change.status, historyOf(change, !m.advance));
+  if (!m.advance) {
     if (change.providerMessageId && !msg.provider_message_id) {
       stmt(ctx.db.sqlite, 'UPDATE messages SET provider_message_id = ?, provider_id_indexed = ? WHERE id = ?').run(
         change.providerMessageId,
@@ -134,22 +195,10 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
         msg.id,
       );
     }
-    return { changed: false, from: msg.status, to: msg.status, refunded: false, charged: false };
+    return unchanged(msg);
   }
   const now = ctx.now();
-  const from = msg.status;
-  const failing = isFailure(change.status);
-  const doRefund =
-    (failing || change.status === 'canceled') && !!change.refundOnFailure && msg.refunded === 0 && msg.price > 0;
-  // Out of a failure only proof it arrived moves a message (delivered, read, opened). If its
-  // price was refunded (the provider reported the failure, or dispatch ran out of retries with
-  // the outcome unknown), the partner is charged again, as for any delivered message, unless
-  // that would take it past its credit limit: it then stays refunded.
-  const charged =
-    isFailure(from) && !failing && msg.refunded === 1 && msg.price > 0 && chargeAgain(ctx, msg, change.status);
-  // The message's error is its failure's: taken with a failure, dropped when it arrived after all
-  // (the history keeps it), otherwise left (a retry's note while it waits).
-  const errors = failing ? 1 : isFailure(from) ? 2 : 0;
+  const charged = m.mayCharge && chargeAgain(ctx, msg, change.status);
   stmt(
     ctx.db.sqlite,
     `UPDATE messages SET status = ?, provider_message_id = COALESCE(?, provider_message_id),
@@ -160,35 +209,70 @@ export function applyStatus(ctx: CoreCtx, msg: MessageState, change: StatusChang
     change.status,
     change.providerMessageId ?? null,
     change.providerMessageId ? (change.namedInReports ? 0 : 1) : null,
-    errors,
+    m.errors,
     change.errorCode ?? null,
-    errors,
+    m.errors,
     change.errorMessage ?? null,
-    doRefund ? 1 : charged ? 0 : msg.refunded,
+    m.refund ? 1 : charged ? 0 : msg.refunded,
     change.status === 'sent' ? (change.occurredAt ?? now) : null,
     now,
     msg.id,
   );
-  if (doRefund)
-    refund(
-      ctx,
-      msg.partner_id,
-      msg.price,
-      msg.id,
-      `refund: ${change.status}${change.errorCode ? ` (${change.errorCode})` : ''}`,
-      'system',
-    );
-  emitStatusEvent(ctx, msg, from, change, change.occurredAt ?? now);
-  msg.status = change.status;
-  if (doRefund) msg.refunded = 1;
-  if (charged) msg.refunded = 0;
-  return { changed: true, from, to: change.status, refunded: doRefund, charged };
+  if (m.refund) refund(ctx, msg.partner_id, msg.price, msg.id, refundNote(change), 'system');
+  emitStatusEvent(ctx, msg, msg.status, change, change.occurredAt ?? now);
+  return moved(msg, change, m, charged);
+}
+
+/** applyStatus, inside the caller's store transaction `q`, on either store. */
+export async function applyStatusIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  msg: MessageState,
+  change: StatusChange,
+): Promise<StatusResult> {
+  const m = statusMove(msg, change);
+  await recordHistoryIn(q, ctx, msg.id, change.status, historyOf(change, !m.advance));
+  if (!m.advance) {
+    if (change.providerMessageId && !msg.provider_message_id) {
+      await q.run(
+        sql`UPDATE messages SET provider_message_id = ${change.providerMessageId},
+              provider_id_indexed = ${change.namedInReports ? 0 : 1} WHERE id = ${msg.id}`,
+      );
+    }
+    return unchanged(msg);
+  }
+  const now = ctx.now();
+  const charged = m.mayCharge && (await chargeAgainIn(q, ctx, msg, change.status));
+  const pmid = change.providerMessageId ?? null;
+  const indexed = change.providerMessageId ? (change.namedInReports ? 0 : 1) : null;
+  await q.run(
+    sql`UPDATE messages SET status = ${change.status}, provider_message_id = COALESCE(${pmid}, provider_message_id),
+          provider_id_indexed = COALESCE(${indexed}, provider_id_indexed),
+          error_code = CASE WHEN ${m.errors} = 1 THEN ${change.errorCode ?? null} WHEN ${m.errors} = 2 THEN NULL ELSE error_code END,
+          error_message = CASE WHEN ${m.errors} = 1 THEN ${change.errorMessage ?? null} WHEN ${m.errors} = 2 THEN NULL ELSE error_message END,
+          refunded = ${m.refund ? 1 : charged ? 0 : msg.refunded},
+          sent_at = COALESCE(sent_at, ${change.status === 'sent' ? (change.occurredAt ?? now) : null}), updated_at = ${now}
+        WHERE id = ${msg.id}`,
+  );
+  if (m.refund) await refundIn(q, ctx, msg.partner_id, msg.price, msg.id, refundNote(change), 'system');
+  await emitStatusEventIn(q, ctx, msg, msg.status, change, change.occurredAt ?? now);
+  return moved(msg, change, m, charged);
 }
 
 /** The debit for a refunded message that arrived after all; false, with nothing written, if funds do not cover it. */
 function chargeAgain(ctx: CoreCtx, msg: MessageState, status: MessageStatus): boolean {
   try {
-    debit(ctx, msg.partner_id, msg.price, msg.id, 'system', `charged again: ${status} after the refund`);
+    debit(ctx, msg.partner_id, msg.price, msg.id, 'system', chargeNote(status));
+    return true;
+  } catch (e) {
+    if (e instanceof InsufficientBalanceError) return false;
+    throw e;
+  }
+}
+
+async function chargeAgainIn(q: Queryable, ctx: CoreCtx, msg: MessageState, status: MessageStatus): Promise<boolean> {
+  try {
+    await debitIn(q, ctx, msg.partner_id, msg.price, msg.id, 'system', chargeNote(status));
     return true;
   } catch (e) {
     if (e instanceof InsufficientBalanceError) return false;
@@ -199,17 +283,11 @@ function chargeAgain(ctx: CoreCtx, msg: MessageState, status: MessageStatus): bo
 /** What a status event and markSent need of the message: columns no status change alters. */
 export type SentTarget = Pick<MessageRow, 'id' | 'partner_id' | 'channel_type' | 'to'>;
 
-/** The partner's event for a message that moved from `from` to change.status, if it has one. */
-function emitStatusEvent(
-  ctx: CoreCtx,
-  msg: SentTarget,
-  from: MessageStatus,
-  change: Pick<StatusChange, 'status' | 'providerStatus' | 'errorCode' | 'errorMessage'>,
-  at: number,
-) {
-  const type = EVENT_FOR[change.status];
-  if (!type) return;
-  emitEvent(ctx, msg.partner_id, type, {
+type StatusEventChange = Pick<StatusChange, 'status' | 'providerStatus' | 'errorCode' | 'errorMessage'>;
+
+/** The partner's event for a message that moved from `from` to change.status: its data. */
+function statusEventData(msg: SentTarget, from: MessageStatus, change: StatusEventChange, at: number) {
+  return {
     message_id: msg.id,
     channel: msg.channel_type,
     to: msg.to,
@@ -218,7 +296,25 @@ function emitStatusEvent(
     provider_status: change.providerStatus ?? null,
     error: isFailure(change.status) ? { code: change.errorCode ?? null, message: change.errorMessage ?? null } : null,
     occurred_at: iso(at),
-  });
+  };
+}
+
+/** The partner's event for a message that moved from `from` to change.status, if it has one. */
+function emitStatusEvent(ctx: CoreCtx, msg: SentTarget, from: MessageStatus, change: StatusEventChange, at: number) {
+  const type = EVENT_FOR[change.status];
+  if (type) emitEvent(ctx, msg.partner_id, type, statusEventData(msg, from, change, at));
+}
+
+async function emitStatusEventIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  msg: SentTarget,
+  from: MessageStatus,
+  change: StatusEventChange,
+  at: number,
+): Promise<void> {
+  const type = EVENT_FOR[change.status];
+  if (type) await emitEventIn(q, ctx, msg.partner_id, type, statusEventData(msg, from, change, at));
 }
 
 /**
@@ -366,4 +462,114 @@ export function releaseAfterRestore(ctx: CoreCtx, id: string, now: number): bool
        WHERE id = ? AND status = 'queued' AND error_code = ?`,
     ).run(now, id, HELD_AFTER_RESTORE).changes > 0
   );
+}
+
+// The same writers inside a store transaction `q`, on either store: each the statement of its
+// synchronous form above, which stays for the synchronous transactions that still call it
+// (SQLite's dispatch batch, the webhook intake).
+
+/** markSent, in `q`. */
+export async function markSentIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  m: SentTarget,
+  change: {
+    providerMessageId: string;
+    namedInReports: boolean;
+    providerStatus: string | null;
+    occurredAt: number;
+    uncertain: boolean;
+  },
+): Promise<boolean> {
+  const now = ctx.now();
+  const moved = await q.run(
+    sql`UPDATE messages SET status = 'sent', provider_message_id = ${change.providerMessageId},
+          provider_id_indexed = ${change.namedInReports ? 0 : 1}, error_code = NULL, error_message = NULL,
+          dispatch_uncertain = CASE WHEN ${change.uncertain ? 1 : 0} = 1 THEN 1 ELSE dispatch_uncertain END,
+          dispatch_in_flight = 0, sent_at = COALESCE(sent_at, ${change.occurredAt}), updated_at = ${now}
+        WHERE id = ${m.id} AND status = 'sending'`,
+  );
+  if (moved.changes === 0) return false;
+  await recordHistoryIn(q, ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
+  await emitStatusEventIn(
+    q,
+    ctx,
+    m,
+    'sending',
+    { status: 'sent', providerStatus: change.providerStatus },
+    change.occurredAt,
+  );
+  return true;
+}
+
+/** flagUncertain, in `q`. */
+export async function flagUncertainIn(q: Queryable, ctx: CoreCtx, messageId: string): Promise<void> {
+  await q.run(sql`UPDATE messages SET dispatch_uncertain = 1, updated_at = ${ctx.now()} WHERE id = ${messageId}`);
+}
+
+/** claimForDispatch, in `q`. */
+export function claimForDispatchIn(q: Queryable, id: string, now: number): Promise<DispatchRow | undefined> {
+  return q.get<DispatchRow>(
+    sql`UPDATE messages SET status = 'sending', updated_at = ${now} WHERE id = ${id} AND status = 'queued'
+        RETURNING id, partner_id, channel_type, channel_id, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight`,
+  );
+}
+
+/** markDispatchInFlight, in `q`. */
+export async function markDispatchInFlightIn(q: Queryable, id: string): Promise<void> {
+  await q.run(sql`UPDATE messages SET dispatch_in_flight = 1 WHERE id = ${id}`);
+}
+
+/** holdForDisabledGateway, in `q`. */
+export async function holdForDisabledGatewayIn(q: Queryable, ctx: CoreCtx, id: string, note: string): Promise<void> {
+  await q.run(
+    sql`UPDATE messages SET status = 'queued', error_code = 'gateway_disabled', error_message = ${note}, updated_at = ${ctx.now()}
+        WHERE id = ${id} AND status IN ('queued', 'sending')`,
+  );
+}
+
+/** requeueForRate, in `q`. */
+export async function requeueForRateIn(q: Queryable, ctx: CoreCtx, id: string): Promise<void> {
+  await q.run(
+    sql`UPDATE messages SET status = 'queued', error_code = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_code END,
+          error_message = CASE WHEN error_code = 'gateway_disabled' THEN NULL ELSE error_message END, updated_at = ${ctx.now()}
+        WHERE id = ${id} AND status = 'sending'`,
+  );
+}
+
+/** clearDispatchError, in `q`. */
+export async function clearDispatchErrorIn(q: Queryable, id: string): Promise<void> {
+  await q.run(sql`UPDATE messages SET error_code = NULL, error_message = NULL WHERE id = ${id}`);
+}
+
+/** noteDispatchRetry, in `q`. */
+export async function noteDispatchRetryIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  id: string,
+  code: string,
+  message: string,
+): Promise<void> {
+  await q.run(
+    sql`UPDATE messages SET error_code = ${code}, error_message = ${message}, dispatch_in_flight = 0, updated_at = ${ctx.now()}
+        WHERE id = ${id} AND status IN ('queued', 'sending')`,
+  );
+}
+
+/** holdAfterRestore, in `q`. */
+export async function holdAfterRestoreIn(q: Queryable, id: string, now: number): Promise<boolean> {
+  const r = await q.run(
+    sql`UPDATE messages SET status = 'queued', error_code = ${HELD_AFTER_RESTORE}, error_message = ${HELD_NOTE}, updated_at = ${now}
+        WHERE id = ${id} AND status IN ('queued', 'sending')`,
+  );
+  return r.changes > 0;
+}
+
+/** releaseAfterRestore, in `q`. */
+export async function releaseAfterRestoreIn(q: Queryable, id: string, now: number): Promise<boolean> {
+  const r = await q.run(
+    sql`UPDATE messages SET dispatch_uncertain = 1, error_code = NULL, error_message = NULL, updated_at = ${now}
+        WHERE id = ${id} AND status = 'queued' AND error_code = ${HELD_AFTER_RESTORE}`,
+  );
+  return r.changes > 0;
 }

@@ -1,5 +1,7 @@
 import type { Row } from '../db/rows.js';
 import type { messages, messageStatusHistory } from '../db/schema.js';
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import { moneyJson } from '../lib/money.js';
@@ -59,18 +61,16 @@ function insertMessage(ctx: CoreCtx, r: MessageRow) {
 const INSERT_HISTORY = `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
 
-export function recordHistory(
-  ctx: CoreCtx,
-  messageId: string,
-  status: string,
-  opts: {
-    providerStatus?: string | null;
-    errorCode?: string | null;
-    errorMessage?: string | null;
-    ignored?: boolean;
-    at?: number;
-  } = {},
-) {
+/** A history row's details: the provider's word, the error, whether the state machine ignored it, when it happened. */
+export interface HistoryOpts {
+  providerStatus?: string | null;
+  errorCode?: string | null;
+  errorMessage?: string | null;
+  ignored?: boolean;
+  at?: number;
+}
+
+export function recordHistory(ctx: CoreCtx, messageId: string, status: string, opts: HistoryOpts = {}) {
   const now = ctx.now();
   stmt(ctx.db.sqlite, INSERT_HISTORY).run(
     messageId,
@@ -81,6 +81,22 @@ export function recordHistory(
     opts.ignored ? 1 : 0,
     opts.at ?? now,
     now,
+  );
+}
+
+/** recordHistory, inside the caller's store transaction `q`, on either store. */
+export async function recordHistoryIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  messageId: string,
+  status: string,
+  opts: HistoryOpts = {},
+): Promise<void> {
+  const now = ctx.now();
+  await q.run(
+    sql`INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
+        VALUES (${messageId}, ${status}, ${opts.providerStatus ?? null}, ${opts.errorCode ?? null}, ${opts.errorMessage ?? null},
+          ${opts.ignored ? 1 : 0}, ${opts.at ?? now}, ${now})`,
   );
 }
 
@@ -257,6 +273,11 @@ export function getMessageRow(ctx: CoreCtx, id: string): MessageRow | undefined 
   return stmt<[string], MessageRow>(ctx.db.sqlite, 'SELECT * FROM messages WHERE id = ?').get(id);
 }
 
+/** getMessageRow, through `q` (the store, or a transaction's Tx), on either store. */
+export function getMessageRowIn(q: Queryable, id: string): Promise<MessageRow | undefined> {
+  return q.get<MessageRow>(sql`SELECT * FROM messages WHERE id = ${id}`);
+}
+
 /** A message without its content: what a status change reads and writes. */
 export type MessageState = Omit<MessageRow, 'content'>;
 
@@ -266,6 +287,17 @@ export const STATE_COLUMNS = `id, partner_id, direction, channel_type, channel_i
 /** The message as a status change needs it: every column but the content, which may be a long email. */
 export function getMessageState(ctx: CoreCtx, id: string): MessageState | undefined {
   return stmt<[string], MessageState>(ctx.db.sqlite, `SELECT ${STATE_COLUMNS} FROM messages WHERE id = ?`).get(id);
+}
+
+/** getMessageState, through `q` (the store, or a transaction's Tx), on either store. */
+export function getMessageStateIn(q: Queryable, id: string): Promise<MessageState | undefined> {
+  // STATE_COLUMNS written out: a literal template is one prepared statement per store.
+  return q.get<MessageState>(
+    sql`SELECT id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id, contact_id, "to", "from",
+          status, provider_message_id, provider_id_indexed, price, segments, error_code, error_message, dispatch_uncertain,
+          dispatch_in_flight, refunded, sent_at, created_at, updated_at, deleted_at, send_at
+        FROM messages WHERE id = ${id}`,
+  );
 }
 
 /**
