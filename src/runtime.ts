@@ -229,18 +229,22 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   );
   const gateways = new GatewayBook(ctx);
   // Every circuit starts closed: what a process before this one published no longer holds.
-  if (onSqlite) clearCircuits(ctx);
+  // The writes go one after another, so the table ends at the breaker's latest state; a
+  // transition inside a store transaction is written after it.
+  let circuitWrites: Promise<void> = clearCircuits(ctx).catch((e: unknown) => {
+    logger.warn({ err: e }, 'could not clear the gateway circuits msgd published before');
+  });
   const breakers = new CircuitBreakers(
     config.dispatch.circuitBreaker,
     now,
     logger,
     (c) => {
-      try {
-        saveCircuit(ctx, c);
-      } catch (e) {
-        // Only the consoles' view of it: the breaker itself is in memory and goes on.
-        logger.warn({ err: e, gatewayId: c.gateway_id }, 'could not record a gateway circuit change');
-      }
+      circuitWrites = circuitWrites
+        .then(() => saveCircuit(ctx, c))
+        .catch((e: unknown) => {
+          // Only the consoles' view of it: the breaker itself is in memory and goes on.
+          logger.warn({ err: e, gatewayId: c.gateway_id }, 'could not record a gateway circuit change');
+        });
     },
     (id) => gateways.get(id)?.name ?? id,
   );

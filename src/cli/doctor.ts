@@ -237,7 +237,7 @@ async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
     }
   }
 
-  const held = countHeldMessages(ctx);
+  const held = await countHeldMessages(ctx);
   if (held > 0) {
     checks.push({
       name: 'held messages',

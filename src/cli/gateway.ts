@@ -171,7 +171,7 @@ async function show(cli: Cli, ref: string): Promise<Result> {
   const channels = (await listChannels(cli.ctx)).filter((c) => c.gateway_id === g.id);
   const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
   // As msgd last published it (msgd keeps the breaker in memory; every circuit starts closed).
-  const circuit = readCircuit(cli.ctx, g.id);
+  const circuit = await readCircuit(cli.ctx, g.id);
   return {
     json: {
       ...gatewayJson(cli, g),

@@ -71,7 +71,7 @@ async function list(cli: Cli, opts: { state?: string; kind?: string; limit: numb
     kind: opts.kind,
     limit: Math.min(opts.limit, 1000),
   });
-  const rows = jobs.map((j) => ({ ...jobJson(j), reason: reasonOf(cli, j) }));
+  const rows = await Promise.all(jobs.map(async (j) => ({ ...jobJson(j), reason: await reasonOf(cli, j) })));
   return {
     json: { data: rows },
     text: jobs.length
@@ -97,9 +97,9 @@ async function list(cli: Cli, opts: { state?: string; kind?: string; limit: numb
  * gateway: a job snoozed for a paused gateway or its rate keeps no error of its own), or its
  * place in its gateway's line; else the job's last error.
  */
-function reasonOf(cli: Cli, job: Job): string | null {
+async function reasonOf(cli: Cli, job: Job): Promise<string | null> {
   if (job.kind === DISPATCH_JOB) {
-    const m = dispatchMessageOf(cli.ctx, job);
+    const m = await dispatchMessageOf(cli.ctx, job);
     if (m?.error_code) return `${m.error_code}: ${m.error_message ?? ''}`;
     // Snoozed to its place in the gateway's line (src/jobs/dispatch.ts).
     if (m?.status === 'queued' && job.state === 'available' && job.runAt > cli.ctx.now())

@@ -102,8 +102,8 @@ function show(cli: Cli, id: string): Result {
 }
 
 /** A scheduled message is canceled before its time: never sent, its price refunded. */
-function cancel(cli: Cli, id: string): Result {
-  const m = cancelScheduled(cli.ctx, null, id, cli.actor);
+async function cancel(cli: Cli, id: string): Promise<Result> {
+  const m = await cancelScheduled(cli.ctx, null, id, cli.actor);
   return {
     json: messageJson(getMessageRow(cli.ctx, m.id)!),
     text: `Canceled ${m.id}${m.price > 0 ? `: ${money(m.price)} refunded to the partner` : ''}.`,
@@ -111,8 +111,8 @@ function cancel(cli: Cli, id: string): Result {
 }
 
 /** The messages a restore held (src/jobs/restore-hold.ts) go out, flagged possible duplicates. */
-function releaseHeld(cli: Cli): Result {
-  const released = releaseHeldDispatches(cli.ctx, new JobQueue(cli.ctx.db));
+async function releaseHeld(cli: Cli): Promise<Result> {
+  const released = await releaseHeldDispatches(cli.ctx, new JobQueue(cli.ctx.db));
   return {
     json: { released },
     text: released

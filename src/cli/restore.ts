@@ -62,7 +62,7 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
   let placed: PlacedBackup | null = null;
   try {
     placed = placeBackup(dir, source, key);
-    const held = holdInFlight(dir, config, env);
+    const held = await holdInFlight(dir, config, env);
     const checks = await inspect(dir, config, { integrity: 'full', env });
     const failed = checks.filter((c) => c.status === 'fail');
     if (failed.length) {
@@ -102,10 +102,10 @@ async function restore(globals: Globals, backup: string, opts: { key?: string })
 }
 
 /** Holds the messages the backup has waiting for their provider call (src/jobs/restore-hold.ts). */
-function holdInFlight(dir: string, config: Config, env: NodeJS.ProcessEnv): number {
+async function holdInFlight(dir: string, config: Config, env: NodeJS.ProcessEnv): Promise<number> {
   const dd = openDataDir(dir, { create: false, migrate: false, env, masterKeyFile: config.masterKeyFile });
   try {
-    return holdRestoredDispatches(coreCtxOf(dd, config), new JobQueue(dd.db));
+    return await holdRestoredDispatches(coreCtxOf(dd, config), new JobQueue(dd.db));
   } finally {
     dd.close();
   }

@@ -1,6 +1,6 @@
 import type { Row } from '../db/rows.js';
 import type { gatewayCircuits } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import { sql } from '../db/sql.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 
@@ -11,28 +11,27 @@ export type Circuit = Row<typeof gatewayCircuits>;
 export type CircuitState = Circuit['state'];
 
 /** Written by msgd on every transition (and once when it starts, for every gateway: closed). */
-export function saveCircuit(ctx: CoreCtx, c: Circuit): void {
-  stmt(
-    ctx.db.sqlite,
-    `INSERT INTO gateway_circuits (gateway_id, state, failures, retry_at, reason, opened, changed_at)
-     VALUES (@gateway_id, @state, @failures, @retry_at, @reason, @opened, @changed_at)
-     ON CONFLICT (gateway_id) DO UPDATE SET state = excluded.state, failures = excluded.failures,
-       retry_at = excluded.retry_at, reason = excluded.reason, opened = excluded.opened, changed_at = excluded.changed_at`,
-  ).run(c);
+export async function saveCircuit(ctx: CoreCtx, c: Circuit): Promise<void> {
+  await ctx.store.run(
+    sql`INSERT INTO gateway_circuits (gateway_id, state, failures, retry_at, reason, opened, changed_at)
+        VALUES (${c.gateway_id}, ${c.state}, ${c.failures}, ${c.retry_at}, ${c.reason}, ${c.opened}, ${c.changed_at})
+        ON CONFLICT (gateway_id) DO UPDATE SET state = excluded.state, failures = excluded.failures,
+          retry_at = excluded.retry_at, reason = excluded.reason, opened = excluded.opened, changed_at = excluded.changed_at`,
+  );
 }
 
 /** Every circuit starts closed when msgd starts: what an earlier process published is gone. */
-export function clearCircuits(ctx: CoreCtx): void {
-  stmt(ctx.db.sqlite, 'DELETE FROM gateway_circuits').run();
+export async function clearCircuits(ctx: CoreCtx): Promise<void> {
+  await ctx.store.run(sql`DELETE FROM gateway_circuits`);
 }
 
-export function readCircuits(ctx: CoreCtx): Map<string, Circuit> {
-  const rows = stmt<[], Circuit>(ctx.db.sqlite, 'SELECT * FROM gateway_circuits').all();
+export async function readCircuits(ctx: CoreCtx): Promise<Map<string, Circuit>> {
+  const rows = await ctx.store.all<Circuit>(sql`SELECT * FROM gateway_circuits ORDER BY gateway_id`);
   return new Map(rows.map((r) => [r.gateway_id, r]));
 }
 
-export function readCircuit(ctx: CoreCtx, gatewayId: string): Circuit | undefined {
-  return stmt<[string], Circuit>(ctx.db.sqlite, 'SELECT * FROM gateway_circuits WHERE gateway_id = ?').get(gatewayId);
+export function readCircuit(ctx: CoreCtx, gatewayId: string): Promise<Circuit | undefined> {
+  return ctx.store.get<Circuit>(sql`SELECT * FROM gateway_circuits WHERE gateway_id = ${gatewayId}`);
 }
 
 /** A circuit as msgctl --json and the console show it; a gateway msgd has not called yet is closed. */

@@ -1,12 +1,13 @@
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent } from './message-content.js';
 import { refuseSuppressed } from './suppressions.js';
 import { catalogueCategory } from './whatsapp-template-send.js';
-import { auditEvent } from './audit.js';
-import { applyStatus } from './message-status.js';
-import { getMessageState, recordHistory, type MessageState } from './messages.js';
+import { auditEventIn } from './audit.js';
+import { applyStatus, applyStatusIn } from './message-status.js';
+import { getMessageState, getMessageStateIn, recordHistory, type MessageState } from './messages.js';
 
 // Scheduled sends. A message accepted with send_at passes every check of a send at once (token,
 // channel, funds, payload, window) and is debited then, as any send is (the money rule); it
@@ -152,31 +153,39 @@ function suppressedSince(
  * with its status once it has left 'scheduled' (released to dispatch, sent, or canceled).
  * Inside one transaction, so it and the release cannot both win.
  */
-export function cancelScheduled(ctx: CoreCtx, partnerId: string | null, id: string, actor: string): MessageState {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const m = getMessageState(ctx, id);
-      if (!m || (partnerId !== null && m.partner_id !== partnerId) || m.direction !== 'outbound') {
-        throw new AppError('not_found', `message "${id}" not found`);
-      }
-      if (m.status !== 'scheduled') {
-        throw new AppError(
-          'message_not_cancelable',
-          `only a scheduled message can be canceled; this one is ${m.status}`,
-          [{ field: 'status', message: m.status }],
-        );
-      }
-      applyStatus(ctx, m, { status: 'canceled', refundOnFailure: true });
-      auditEvent(ctx, actor, 'message.cancel', 'message', id, { partner_id: m.partner_id });
-      return getMessageState(ctx, id)!;
-    })
-    .immediate();
+export function cancelScheduled(
+  ctx: CoreCtx,
+  partnerId: string | null,
+  id: string,
+  actor: string,
+): Promise<MessageState> {
+  return ctx.store.transaction(async (tx) => {
+    // The row first (a no-op write): on PostgreSQL a release committing meanwhile is waited
+    // for and then read, so the release and the cancel cannot both win.
+    await tx.run(sql`UPDATE messages SET updated_at = updated_at WHERE id = ${id}`);
+    const m = await getMessageStateIn(tx, id);
+    if (!m || (partnerId !== null && m.partner_id !== partnerId) || m.direction !== 'outbound') {
+      throw new AppError('not_found', `message "${id}" not found`);
+    }
+    if (m.status !== 'scheduled') {
+      throw new AppError(
+        'message_not_cancelable',
+        `only a scheduled message can be canceled; this one is ${m.status}`,
+        [{ field: 'status', message: m.status }],
+      );
+    }
+    await applyStatusIn(tx, ctx, m, { status: 'canceled', refundOnFailure: true });
+    await auditEventIn(ctx, tx, actor, 'message.cancel', 'message', id, { partner_id: m.partner_id });
+    return (await getMessageStateIn(tx, id))!;
+  });
 }
 
 /** The scheduled messages still waiting, for the operator (msgctl doctor, the TUI). */
-export function countScheduled(ctx: CoreCtx): number {
-  return stmt<[], { n: number }>(ctx.db.sqlite, `SELECT count(*) AS n FROM messages WHERE status = 'scheduled'`).get()!
-    .n;
+export async function countScheduled(ctx: CoreCtx): Promise<number> {
+  const r = await ctx.store.get<{ n: number }>(
+    sql`SELECT CAST(count(*) AS BIGINT) AS n FROM messages WHERE status = 'scheduled'`,
+  );
+  return r!.n;
 }
 
 export type { MessageState };

@@ -10,8 +10,10 @@ import type { Circuit, CircuitState } from '../core/circuits.js';
 // as long (up to maxOpenMs). What is a failure is the caller's to say (src/jobs/failover.ts): a
 // gateway that answers, even with a refusal about the recipient, is healthy.
 //
-// Every transition is logged at info and handed to `publish` (msgd writes it to the
-// gateway_circuits table for msgctl and the console).
+// Every transition is logged at info and handed to `publish`, synchronously: the breaker never
+// waits on the store (it is consulted inside the dispatch claim). msgd writes what it is handed
+// to the gateway_circuits table for msgctl and the console, through the store, in order, after
+// any transaction open at the time (src/runtime.ts).
 
 export type BreakerConfig = Config['dispatch']['circuitBreaker'];
 

@@ -1,5 +1,6 @@
 import type { CoreCtx } from '../core/context.js';
-import { getMessageRow } from '../core/messages.js';
+import type { Queryable } from '../db/query.js';
+import { getMessageRowIn } from '../core/messages.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { JobQueue, type DeadTarget, type Job } from '../queue/queue.js';
 import { DISPATCH_JOB, awaitsDispatch } from './dispatch.js';
@@ -14,8 +15,8 @@ export interface RetryOutcome {
 }
 
 /** The message a dispatch job sends. */
-export function dispatchMessageOf(ctx: CoreCtx, job: Job) {
-  return getMessageRow(ctx, String((job.payload as { message_id?: unknown }).message_id ?? ''));
+export function dispatchMessageOf(ctx: CoreCtx, job: Job, q: Queryable = ctx.store) {
+  return getMessageRowIn(q, String((job.payload as { message_id?: unknown }).message_id ?? ''));
 }
 
 /**
@@ -23,9 +24,9 @@ export function dispatchMessageOf(ctx: CoreCtx, job: Job) {
  * that fails and refunds its message: run again, it would find the message settled and send
  * nothing.
  */
-export function whyUnretryable(ctx: CoreCtx, job: Job): string | null {
+export async function whyUnretryable(ctx: CoreCtx, job: Job, q: Queryable = ctx.store): Promise<string | null> {
   if (job.kind !== DISPATCH_JOB) return null;
-  const m = dispatchMessageOf(ctx, job);
+  const m = await dispatchMessageOf(ctx, job, q);
   if (!m) return 'its message no longer exists';
   if (awaitsDispatch(m)) return null;
   const money = m.refunded ? 'refunded' : m.price > 0 ? 'charged' : 'no charge';
@@ -38,20 +39,24 @@ export function whyUnretryable(ctx: CoreCtx, job: Job): string | null {
  * skipped is a conflict naming why.
  */
 export async function retryDeadJobs(ctx: CoreCtx, target: DeadTarget): Promise<RetryOutcome> {
-  const queue = new JobQueue(ctx.db);
+  const queue = queueOf(ctx);
   const jobs = await queue.deadJobs(target);
   if (typeof target === 'number' && jobs.length === 0) throw notFound('dead job', String(target));
-  const out: RetryOutcome = { retried: 0, skipped: [] };
-  ctx.db.sqlite
-    .transaction(() => {
-      for (const j of jobs) {
-        const reason = whyUnretryable(ctx, j);
-        if (reason) out.skipped.push({ id: j.id, reason });
-        else out.retried += queue.sync.retryDead(j.id);
-      }
-    })
-    .immediate();
+  const out = await ctx.store.transaction(async (tx) => {
+    const o: RetryOutcome = { retried: 0, skipped: [] };
+    for (const j of jobs) {
+      const reason = await whyUnretryable(ctx, j, tx);
+      if (reason) o.skipped.push({ id: j.id, reason });
+      else o.retried += await queue.retryDead(j.id, ctx.now(), tx);
+    }
+    return o;
+  });
   if (typeof target === 'number' && out.retried === 0)
     throw new AppError('conflict', `dead job ${target} not retried: ${out.skipped[0].reason}`);
   return out;
+}
+
+/** The job queue over the context's store: SQLite's database, or PostgreSQL's store. */
+function queueOf(ctx: CoreCtx): JobQueue {
+  return new JobQueue(ctx.store.dialect === 'sqlite' ? ctx.db : ctx.store);
 }

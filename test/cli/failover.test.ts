@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveCircuit } from '../../src/core/circuits.js';
+import { store } from '../../src/db/query.js';
 import { cleanupTmp, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
 
 // The operator's side of failover: a partner's SMS order (primary, fallbacks with their own
@@ -94,8 +95,8 @@ describe('msgctl gateway show', () => {
     const closed = await json(['gateway', 'show', 'sbx-a']);
     expect(closed.circuit).toMatchObject({ state: 'closed', failures: 0, opened: 0 });
     const id = closed.id as string;
-    withDb(dataDir, (db) =>
-      saveCircuit({ db: { sqlite: db } } as any, {
+    await withDb(dataDir, (db) =>
+      saveCircuit({ store: store({ sqlite: db } as any) } as any, {
         gateway_id: id,
         state: 'open',
         failures: 5,

@@ -132,7 +132,7 @@ describe('failover to the fallback gateway', () => {
       expect(hist.map((h) => h.status)).toEqual(['queued', 'rerouted', 'sent']);
     }
     // The first failures opened the primary's circuit; the messages after it never tried the primary.
-    const circuit = readCircuit(s.ctx, p.primaryId)!;
+    const circuit = (await readCircuit(s.ctx, p.primaryId))!;
     expect(circuit.state).toBe('open');
     const during = await scrape();
     expect(during).toContain(`msgd_gateway_circuit_state{gateway="${p.primaryId}"} 2`);
@@ -167,7 +167,7 @@ describe('failover to the fallback gateway', () => {
     const probe = await sendSms(p.token, 'probe');
     await waitFor(() => message(s.ctx, probe).status === 'sent', 'the probe sent', 10_000);
     expect(message(s.ctx, probe).gateway_id).toBe(p.primaryId);
-    expect(readCircuit(s.ctx, p.primaryId)!.state).toBe('closed');
+    expect((await readCircuit(s.ctx, p.primaryId))!.state).toBe('closed');
     expect(await scrape()).toContain(`msgd_gateway_circuit_state{gateway="${p.primaryId}"} 0`);
     const after: string[] = [];
     for (let i = 0; i < 4; i++) after.push(await sendSms(p.token, `after ${i}`));
@@ -209,12 +209,12 @@ describe('failover to the fallback gateway', () => {
       expect(message(s.ctx, id).status).toBe('queued');
       expect(message(s.ctx, id).error_message).toContain('its circuit is open');
     }
-    expect(readCircuit(s.ctx, main.gateway.id)!.state).toBe('open');
+    expect((await readCircuit(s.ctx, main.gateway.id))!.state).toBe('open');
     await primary.up();
     await waitFor(() => ids.every((id) => message(s.ctx, id).status === 'sent'), 'all sent once it closed', 15_000);
     expect(bodies(primary).sort()).toEqual(ids.map((_, i) => `alone ${i}`).sort());
     expect(ids.every((id) => message(s.ctx, id).error_code === null)).toBe(true);
-    expect(readCircuit(s.ctx, main.gateway.id)!.state).toBe('closed');
+    expect((await readCircuit(s.ctx, main.gateway.id))!.state).toBe('closed');
     expect((await verifyLedger(s.ctx)).ok).toBe(true);
   }, 30_000);
 
@@ -300,7 +300,7 @@ describe('failover to the fallback gateway', () => {
     }
     expect(primary.requests).toHaveLength(codes.length);
     expect(s.rt.breakers.state(main.gateway.id)).toBe('closed');
-    expect(readCircuit(s.ctx, main.gateway.id)?.opened ?? 0).toBe(0);
+    expect((await readCircuit(s.ctx, main.gateway.id))?.opened ?? 0).toBe(0);
     const ok = await sendSms(p.token, 'goes out');
     await waitFor(() => message(s.ctx, ok).status === 'sent', 'the next message sent', 10_000);
     expect(message(s.ctx, ok).error_code).toBeNull();

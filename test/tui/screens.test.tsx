@@ -393,7 +393,7 @@ describe('msgctl tui: screens', () => {
       });
     const waiting = later('at noon');
     const dropped = later('never mind');
-    cancelScheduled(ctx, s.acme.id, dropped.id, 'test');
+    await cancelScheduled(ctx, s.acme.id, dropped.id, 'test');
     await con.see('No messages match.');
     await con.press('/');
     await con.see('Find messages');

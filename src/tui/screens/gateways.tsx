@@ -65,7 +65,7 @@ async function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Promise<Row[]> 
   for (const w of readCounterWindows(ctx, ctx.now()))
     if (w.name === COUNTER_NAMES.failovers && w.lastHour > 0)
       movedOn.set(w.labels.gateway, (movedOn.get(w.labels.gateway) ?? 0) + w.lastHour);
-  const circuits = readCircuits(ctx);
+  const circuits = await readCircuits(ctx);
   const rows: Row[] = [];
   for (const g of await listGateways(ctx)) {
     const own = g.settings.rate_per_second;

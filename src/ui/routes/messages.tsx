@@ -239,7 +239,7 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const m = getMessageRow(rt.ctx, req.params.id);
     if (!m || m.partner_id !== user.partnerId) return notFoundPage(ui, req, reply);
     try {
-      cancelScheduled(rt.ctx, user.partnerId, m.id, `user:${user.userId}`);
+      await cancelScheduled(rt.ctx, user.partnerId, m.id, `user:${user.userId}`);
     } catch (e) {
       if (e instanceof AppError && e.code === 'message_not_cancelable')
         return redirectWithNote(ui, req, reply, path, { error: `Not canceled: ${e.message}.` });

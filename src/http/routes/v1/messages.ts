@@ -211,7 +211,7 @@ export const messageRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     },
     async (req) => {
       const principal = principalOf(req);
-      const m = cancelScheduled(rt.ctx, principal.partnerId, req.params.id, `token:${principal.tokenId}`);
+      const m = await cancelScheduled(rt.ctx, principal.partnerId, req.params.id, `token:${principal.tokenId}`);
       const row = getMessageRow(rt.ctx, m.id)!;
       return messageJson(row, messageHistory(rt.ctx, row.id, row));
     },
