@@ -11,11 +11,12 @@ export { BAD_PAYLOAD } from './queue-sql.js';
 export type { DeadTarget, Job, JobState, Lease } from './job.js';
 
 // The durable queue over the `jobs` table, on either store. Its operations are async, through
-// the store (src/db/query.ts), except where a caller runs them inside a synchronous SQLite
-// transaction of its own (the accept, webhook processing, the worker's batch): those have
-// synchronous forms (`enqueue(spec)`, `queue.sync`), which only a SQLite queue has. Each
-// statement is written once (src/queue/queue-sql.ts) and run either way; what differs by store
-// (the claim, leases, index hints) is in src/db/queue-statements.ts.
+// the store (src/db/query.ts), except the enqueue of a caller inside a synchronous SQLite
+// transaction of its own (webhook intake and processing, deliveries): `enqueue(spec)`, which only a SQLite
+// queue has. The worker's batch settles jobs with the same statements as steps
+// (src/queue/settle.ts): synchronous on SQLite's connection, awaited on PostgreSQL. Each
+// statement is written once (src/queue/queue-sql.ts); what differs by store (the claim,
+// leases, index hints) is in src/db/queue-statements.ts.
 //
 // Priority: LOWER runs first (0 default, negative = urgent), as in graphile-worker and Oban.
 // The `jobs_claim` index is (state, priority, run_at) ascending on SQLite, (priority, run_at,
@@ -78,8 +79,6 @@ export class JobQueue {
   /** The SQLite database, when the queue is over one (undefined on PostgreSQL). */
   readonly db: Db | undefined;
   readonly store: Store;
-  /** The synchronous forms, for a caller inside a synchronous SQLite transaction (throws on PostgreSQL). */
-  readonly sync: SyncQueue;
   private readonly conn: SyncQueryable | undefined;
   private readonly stmts: QueueStatements;
   private readonly now: () => number;
@@ -107,7 +106,6 @@ export class JobQueue {
     this.now = opts.now ?? Date.now;
     this.defaultMaxAttempts = opts.maxAttempts ?? 12;
     this.defaultLeaseMs = opts.leaseMs ?? 300_000;
-    this.sync = new SyncQueue(this);
   }
 
   /** The connection of a SQLite queue, for statements inside a synchronous transaction. */
@@ -405,56 +403,5 @@ export class JobQueue {
   /** The queue's clock. */
   clock(): number {
     return this.now();
-  }
-}
-
-/**
- * The queue's operations run synchronously, for code inside a synchronous SQLite transaction:
- * the worker's batch (settle, apply, onClaim, onDead), a restore's hold and release, the
- * operator's retry of dead jobs. The same statements as the async forms.
- */
-export class SyncQueue {
-  constructor(private readonly queue: JobQueue) {}
-
-  private get conn(): SyncQueryable {
-    return this.queue.syncConn();
-  }
-
-  complete(id: number, opts: SettleOptions = {}): boolean {
-    return this.conn.run(q.complete(id, owner(opts.lease))).changes === 1;
-  }
-
-  retry(id: number, r: { afterMs: number; error: string }, opts: SettleOptions = {}): 'retry' | 'dead' | null {
-    const now = opts.now ?? this.queue.clock();
-    const runAt = now + Math.max(0, Math.round(r.afterMs));
-    const row = this.conn.get<{ state: 'retry' | 'dead' }>(q.retry(id, owner(opts.lease), runAt, clip(r.error), now));
-    return row ? row.state : null;
-  }
-
-  snooze(id: number, afterMs: number, opts: SettleOptions = {}): boolean {
-    const now = opts.now ?? this.queue.clock();
-    const runAt = now + Math.max(0, Math.round(afterMs));
-    return this.conn.run(q.snooze(id, owner(opts.lease), runAt, now)).changes === 1;
-  }
-
-  fail(id: number, error: string, opts: SettleOptions = {}): boolean {
-    const now = opts.now ?? this.queue.clock();
-    return this.conn.run(q.fail(id, owner(opts.lease), clip(error), now)).changes === 1;
-  }
-
-  retryDead(target: DeadTarget, now: number = this.queue.clock()): number {
-    const rows = this.conn.all<Pick<JobRow, 'kind'>>(q.retryDead(target, now));
-    for (const kind of new Set(rows.map((r) => r.kind))) this.queue.scheduleNotify(kind, now);
-    return rows.length;
-  }
-
-  hold(kind: string, now: number = this.queue.clock()): unknown[] {
-    return this.conn.all<Pick<JobRow, 'payload'>>(q.hold(kind, now)).map((r) => JSON.parse(r.payload) as unknown);
-  }
-
-  releaseHeld(kind: string, now: number = this.queue.clock()): unknown[] {
-    const rows = this.conn.all<Pick<JobRow, 'payload'>>(q.releaseHeld(kind, now));
-    if (rows.length > 0) this.queue.scheduleNotify(kind, now);
-    return rows.map((r) => JSON.parse(r.payload) as unknown);
   }
 }

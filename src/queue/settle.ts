@@ -1,15 +1,24 @@
-import type { Db } from '../db/open.js';
+import type { SyncQueryable } from '../db/queue-statements.js';
+import type { Tx } from '../db/query.js';
+import { type Sql, sql } from '../db/sql.js';
 import { backoffMs, type BackoffOptions } from './backoff.js';
 import type { Job, JobQueue, Lease } from './queue.js';
+import { clip, owner, q } from './queue-sql.js';
 
-// How one finished job's result lands in the database. Runs inside the worker's batch
-// transaction; user code (apply, onDead) gets its own savepoint so a throw rolls back that
-// one job and not the batch. Synchronous, with the queue's synchronous statements
-// (queue.sync): apply and onDead are synchronous core functions on SQLite's connection, run
-// inside the batch's store transaction, in its one turn.
+// How one finished job's result lands in the database, inside the worker's batch transaction,
+// on either store. User code (apply, onDead) runs in a savepoint of its own, so a throw rolls
+// back that one job and not the batch.
+//
+// A settle is written once, as steps (a generator yielding each statement and each call of user
+// code), and run by drive(): on SQLite every statement runs synchronously on the connection
+// whose transaction is open, so a whole batch settles in its one turn with no await per
+// statement or per job (the dispatch hot path: docs/architecture.md, "Stores"); on PostgreSQL
+// each statement is awaited on the batch's Tx. User code given the Tx may write synchronously
+// (SQLite's synchronous core functions) or return a promise (the async forms, on either store):
+// the drive goes on asynchronously from the first promise it meets.
 
-/** Synchronous: runs inside the transaction that settles the job. */
-export type Apply = (db: Db) => void;
+/** Given the batch's transaction; may return a promise (awaited before the job's savepoint ends). */
+export type Apply = (tx: Tx) => void | Promise<void>;
 
 export type JobResult =
   | { type: 'ok'; apply?: Apply }
@@ -22,15 +31,17 @@ export type JobResult =
   | { type: 'snooze'; afterMs: number; apply?: Apply }
   | { type: 'fail'; error: string; apply?: Apply };
 
+type Maybe<T> = T | Promise<T>;
+
 export interface KindHooks<P = any> {
   /**
    * Inside the claim transaction, once per claimed batch of this kind (e.g. mark messages
    * 'sending'). It may settle jobs there and then: those it returns a result for (a job that
    * must wait is snoozed) are settled in the claim's own transaction and not run.
    */
-  onClaim?: (jobs: Job<P>[], db: Db) => void | Map<Job<P>, JobResult>;
+  onClaim?: (jobs: Job<P>[], tx: Tx) => Maybe<void | Map<Job<P>, JobResult>>;
   /** Inside the transaction that dead-letters a job of this kind, whatever the path there. */
-  onDead?: (job: Job<P>, error: string, db: Db) => void;
+  onDead?: (job: Job<P>, error: string, tx: Tx) => Maybe<void>;
 }
 
 export type Outcome =
@@ -41,13 +52,121 @@ export type Outcome =
   | { kind: 'lost' };
 
 export interface SettleContext {
-  db: Db;
   queue: JobQueue;
   backoff: BackoffOptions;
   hooks: (kind: string) => KindHooks | undefined;
   log: (level: 'warn' | 'error', obj: object, msg: string) => void;
-  /** Runs fn in a nested better-sqlite3 transaction, i.e. a savepoint inside the batch. */
-  savepoint: <T>(fn: () => T) => T;
+}
+
+// --- Steps and their drive --------------------------------------------------------------------
+
+/** One step of a settle: a statement on the batch's transaction, or user code given it. */
+export type Step = { op: 'get' | 'run'; q: Sql } | { op: 'call'; fn: (tx: Tx) => unknown };
+export type Steps<T> = Generator<Step, T, unknown>;
+
+/** Where steps run: the batch's Tx, and on SQLite its connection, for statements without an await. */
+export interface StepTarget {
+  tx: Tx;
+  conn: SyncQueryable | undefined;
+}
+
+function* get<R>(query: Sql): Steps<R | undefined> {
+  return (yield { op: 'get', q: query }) as R | undefined;
+}
+
+function* run(query: Sql): Steps<{ changes: number }> {
+  return (yield { op: 'run', q: query }) as { changes: number };
+}
+
+/** User code as a step: given the Tx; what it returns (awaited when a promise). */
+export function* userCode<T>(fn: (tx: Tx) => T | Promise<T>): Steps<T> {
+  return (yield { op: 'call', fn }) as T;
+}
+
+const isPromise = (v: unknown): v is Promise<unknown> =>
+  typeof v === 'object' && v !== null && typeof (v as { then?: unknown }).then === 'function';
+
+function exec(t: StepTarget, step: Step): unknown {
+  if (step.op === 'call') return step.fn(t.tx);
+  if (t.conn) return step.op === 'get' ? t.conn.get(step.q) : t.conn.run(step.q);
+  return step.op === 'get' ? t.tx.get(step.q) : t.tx.run(step.q);
+}
+
+/**
+ * Runs the steps: synchronously while each step answers at once (SQLite's statements,
+ * synchronous user code), then asynchronously from the first step that answers with a promise.
+ */
+export function drive<T>(t: StepTarget, steps: Steps<T>): T | Promise<T> {
+  let r = steps.next();
+  while (!r.done) {
+    let v: unknown;
+    try {
+      v = exec(t, r.value);
+    } catch (err) {
+      r = steps.throw(err);
+      continue;
+    }
+    if (isPromise(v)) return driveAsync(t, steps, v);
+    r = steps.next(v);
+  }
+  return r.value;
+}
+
+async function driveAsync<T>(t: StepTarget, steps: Steps<T>, pending: Promise<unknown>): Promise<T> {
+  let next: unknown = pending;
+  for (;;) {
+    let v: unknown;
+    let failed = false;
+    try {
+      v = await next;
+    } catch (err) {
+      failed = true;
+      v = err;
+    }
+    const r = failed ? steps.throw(v) : steps.next(v);
+    if (r.done) return r.value;
+    try {
+      next = exec(t, r.value);
+    } catch (err) {
+      next = Promise.reject(err);
+    }
+  }
+}
+
+/**
+ * The whole transaction was rolled back under a savepoint (SQLite on a full disk or an I/O
+ * error, PostgreSQL on a lost connection): nothing may run outside it. The batch aborts, and
+ * the worker tries all of it again.
+ */
+export class BatchRolledBack extends Error {
+  constructor(readonly failure: unknown) {
+    super('the batch transaction was rolled back');
+    this.name = 'BatchRolledBack';
+  }
+}
+
+const SAVEPOINT = sql`SAVEPOINT job_settle`;
+const ROLLBACK_TO = sql`ROLLBACK TO SAVEPOINT job_settle`;
+const RELEASE = sql`RELEASE SAVEPOINT job_settle`;
+
+/** body in a savepoint: a throw rolls back what it wrote and is passed on. */
+export function* savepoint<T>(body: () => Steps<T>): Steps<T> {
+  yield* run(SAVEPOINT);
+  let value: T;
+  try {
+    value = yield* body();
+  } catch (err) {
+    if (err instanceof BatchRolledBack) throw err;
+    try {
+      yield* run(ROLLBACK_TO);
+      yield* run(RELEASE);
+    } catch {
+      throw new BatchRolledBack(err);
+    }
+    throw err;
+  }
+  yield* run(RELEASE);
+  return value;
 }
 
 export function errorMessage(err: unknown): string {
@@ -78,41 +197,33 @@ function safeJson(v: unknown): string {
   }
 }
 
-export function settle(ctx: SettleContext, job: Job, lease: Lease, result: JobResult, now: number): Outcome {
+/** The steps that settle one job: drive(target, settle(…)) runs them. */
+export function* settle(ctx: SettleContext, job: Job, lease: Lease, result: JobResult, now: number): Steps<Outcome> {
   const hooks = ctx.hooks(job.kind);
-  const userCode = ('apply' in result && result.apply !== undefined) || hooks?.onDead !== undefined;
+  const withUserCode = ('apply' in result && result.apply !== undefined) || hooks?.onDead !== undefined;
   // A bare completion is one statement, atomic on its own: skip the savepoint round trip.
   const once = (r: JobResult) =>
-    userCode
-      ? ctx.savepoint(() => settleOnce(ctx, job, lease, r, now, hooks))
+    withUserCode
+      ? savepoint(() => settleOnce(ctx, job, lease, r, now, hooks))
       : settleOnce(ctx, job, lease, r, now, hooks);
   try {
-    return once(result);
+    return yield* once(result);
   } catch (err) {
-    abortIfRolledBack(ctx, err);
+    if (err instanceof BatchRolledBack) throw err;
     const error = `${result.type === 'ok' || result.type === 'snooze' ? 'apply' : 'apply/onDead'} failed: ${errorMessage(err)}`;
     ctx.log('warn', { jobId: job.id, kind: job.kind, err }, 'job settlement threw; rolled back and retrying the job');
     try {
-      return once({ type: 'retry', error });
+      return yield* once({ type: 'retry', error });
     } catch (err2) {
-      abortIfRolledBack(ctx, err2);
+      if (err2 instanceof BatchRolledBack) throw err2;
       // onDead itself throws: dead-letter without hooks rather than loop forever.
       ctx.log('error', { jobId: job.id, kind: job.kind, err: err2 }, 'onDead threw; job dead-lettered without it');
       const afterMs = retryDelay(ctx, job, {});
-      const st = ctx.queue.sync.retry(job.id, { afterMs, error }, { lease, now });
+      const st = yield* retryStep(job, lease, afterMs, error, now);
       if (st === null) return { kind: 'lost' };
       return st === 'dead' ? { kind: 'dead' } : { kind: 'retried', runAt: now + afterMs };
     }
   }
-}
-
-/**
- * Disk full, I/O errors and out-of-memory make SQLite roll back the whole batch transaction,
- * not just the savepoint. Nothing may then run outside it: rethrow so the batch aborts and
- * the worker retries all of it.
- */
-export function abortIfRolledBack(ctx: SettleContext, err: unknown) {
-  if (!ctx.db.sqlite.inTransaction) throw err;
 }
 
 /** The longest a provider's hint (minAfterMs) is honoured: a bogus Retry-After of a day must not hold a message a day. */
@@ -122,40 +233,55 @@ function retryDelay(ctx: SettleContext, job: Job, r: { afterMs?: number; minAfte
   return r.afterMs ?? Math.max(Math.min(r.minAfterMs ?? 0, MAX_HINT_MS), backoffMs(job.attempts, ctx.backoff));
 }
 
-function settleOnce(
+function* retryStep(
+  job: Job,
+  lease: Lease,
+  afterMs: number,
+  error: string,
+  now: number,
+): Steps<'retry' | 'dead' | null> {
+  const runAt = now + Math.max(0, Math.round(afterMs));
+  const row = yield* get<{ state: 'retry' | 'dead' }>(q.retry(job.id, owner(lease), runAt, clip(error), now));
+  return row ? row.state : null;
+}
+
+function* applyStep(apply: Apply | undefined): Steps<void> {
+  if (apply) yield* userCode(apply);
+}
+
+function* settleOnce(
   ctx: SettleContext,
   job: Job,
   lease: Lease,
   r: JobResult,
   now: number,
   hooks: KindHooks | undefined,
-): Outcome {
-  const { queue, db } = ctx;
-  const opts = { lease, now };
+): Steps<Outcome> {
+  const by = owner(lease);
   switch (r.type) {
     case 'ok':
-      if (!queue.sync.complete(job.id, opts)) return lost(ctx, job);
-      r.apply?.(db);
+      if ((yield* run(q.complete(job.id, by))).changes !== 1) return lost(ctx, job);
+      yield* applyStep(r.apply);
       return { kind: 'completed' };
     case 'snooze': {
       const afterMs = Math.max(0, Math.round(r.afterMs));
-      if (!queue.sync.snooze(job.id, afterMs, opts)) return lost(ctx, job);
-      r.apply?.(db);
+      if ((yield* run(q.snooze(job.id, by, now + afterMs, now))).changes !== 1) return lost(ctx, job);
+      yield* applyStep(r.apply);
       return { kind: 'snoozed', runAt: now + afterMs };
     }
     case 'retry': {
       const afterMs = Math.max(0, Math.round(retryDelay(ctx, job, r)));
-      const state = queue.sync.retry(job.id, { afterMs, error: r.error }, opts);
+      const state = yield* retryStep(job, lease, afterMs, r.error, now);
       if (state === null) return lost(ctx, job);
-      r.apply?.(db);
+      yield* applyStep(r.apply);
       if (state === 'retry') return { kind: 'retried', runAt: now + afterMs };
-      hooks?.onDead?.(job, r.error, db);
+      if (hooks?.onDead) yield* userCode((tx) => hooks.onDead!(job, r.error, tx));
       return dead(ctx, job, r.error);
     }
     case 'fail':
-      if (!queue.sync.fail(job.id, r.error, opts)) return lost(ctx, job);
-      r.apply?.(db);
-      hooks?.onDead?.(job, r.error, db);
+      if ((yield* run(q.fail(job.id, by, clip(r.error), now))).changes !== 1) return lost(ctx, job);
+      yield* applyStep(r.apply);
+      if (hooks?.onDead) yield* userCode((tx) => hooks.onDead!(job, r.error, tx));
       return dead(ctx, job, r.error);
   }
 }

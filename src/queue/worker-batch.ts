@@ -1,22 +1,29 @@
-import type { Queryable } from '../db/query.js';
+import type { SyncQueryable } from '../db/queue-statements.js';
+import type { Tx } from '../db/query.js';
 import { BAD_PAYLOAD, LEASE_EXPIRED, type Job, type Lease } from './queue.js';
 import {
-  abortIfRolledBack,
+  BatchRolledBack,
   checkResult,
+  drive,
   errorMessage,
+  savepoint,
   settle,
+  userCode,
   type JobResult,
   type Outcome,
   type SettleContext,
+  type StepTarget,
+  type Steps,
 } from './settle.js';
 import type { JobLogger } from './worker-options.js';
 
 // One turn of the worker loop in one store transaction: settle everything that finished since
 // the last turn, then claim the freed capacity and run each kind's onClaim hook on what it took.
 // One fsync per turn instead of one per job (group commit). The claim is one awaited store
-// operation; the settles, riders and onClaim hooks around it are synchronous (they call
-// synchronous core functions on SQLite's connection), so on SQLite the whole batch runs
-// inside its transaction's one turn.
+// operation; the settles, riders and onClaim hooks around it are steps (src/queue/settle.ts):
+// on SQLite they run synchronously on the connection, so the whole batch runs inside its
+// transaction's one turn with one await (the claim), unless user code returns a promise; on
+// PostgreSQL each statement is awaited.
 
 export interface Running {
   job: Job;
@@ -40,41 +47,67 @@ export interface BatchOut {
 
 /** A running job's own write that must be durable before the job goes on (Worker.durably). */
 export interface Rider {
-  write: () => void;
+  /** Given the batch's transaction; may return a promise. */
+  write: (tx: Tx) => void | Promise<void>;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
 
 export interface BatchEnv {
   ctx: SettleContext & { workerId: string };
+  /** SQLite's connection, whose transaction the batch's is: statements run on it without an await. */
+  conn: SyncQueryable | undefined;
   /** Claims up to `want` due jobs of the worker's kinds, in `tx`: one store operation. */
-  claim(tx: Queryable, want: number, now: number): Promise<Job[]>;
+  claim(tx: Tx, want: number, now: number): Promise<Job[]>;
   logger: JobLogger;
 }
 
+const isPromise = <T>(v: T | Promise<T>): v is Promise<T> => v instanceof Promise;
+
 export async function settleAndClaim(
-  tx: Queryable,
+  tx: Tx,
   env: BatchEnv,
   finished: Finished[],
   want: number,
   now: number,
   riders: Rider[] = [],
 ): Promise<BatchOut> {
+  try {
+    return await turn({ tx, conn: env.conn }, env, finished, want, now, riders);
+  } catch (err) {
+    // The transaction is gone under a savepoint: the worker retries the whole batch.
+    throw err instanceof BatchRolledBack ? err.failure : err;
+  }
+}
+
+async function turn(
+  t: StepTarget,
+  env: BatchEnv,
+  finished: Finished[],
+  want: number,
+  now: number,
+  riders: Rider[],
+): Promise<BatchOut> {
+  const step = <T>(steps: Steps<T>): T | Promise<T> => drive(t, steps);
   const riderErrors: unknown[] = [];
   for (const r of riders) {
     try {
-      env.ctx.savepoint(r.write);
+      const done = step(savepoint(() => userCode(r.write)));
+      if (isPromise(done)) await done;
       riderErrors.push(undefined);
     } catch (err) {
-      abortIfRolledBack(env.ctx, err);
+      if (err instanceof BatchRolledBack) throw err;
       riderErrors.push(err ?? new Error('rider threw'));
     }
   }
   const outcomes: Outcome[] = [];
-  for (const f of finished) outcomes.push(settle(env.ctx, f.run.job, f.run.lease, f.result, now));
+  for (const f of finished) {
+    const o = step(settle(env.ctx, f.run.job, f.run.lease, f.result, now));
+    outcomes.push(isPromise(o) ? await o : o);
+  }
   const started: Running[] = [];
   if (want <= 0) return { outcomes, started, claimed: 0, riderErrors };
-  const jobs = await env.claim(tx, want, now);
+  const jobs = await env.claim(t.tx, want, now);
   const byKind = new Map<string, Running[]>();
   for (const job of jobs) {
     const run: Running = {
@@ -89,7 +122,8 @@ export async function settleAndClaim(
       // runs keep dying with their worker. Dead-letter it (onDead included) rather than
       // crash another process.
       const error = badPayload ?? `${job.lastError ?? LEASE_EXPIRED} (no attempts left)`;
-      outcomes.push(settle(env.ctx, job, run.lease, { type: 'fail', error }, now));
+      const o = step(settle(env.ctx, job, run.lease, { type: 'fail', error }, now));
+      outcomes.push(isPromise(o) ? await o : o);
       continue;
     }
     const group = byKind.get(job.kind);
@@ -100,19 +134,20 @@ export async function settleAndClaim(
     const onClaim = env.ctx.hooks(kind)?.onClaim;
     let settled: Map<Job, JobResult> | void = undefined;
     try {
-      if (onClaim)
-        settled = env.ctx.savepoint(() =>
-          onClaim(
-            runs.map((r) => r.job),
-            env.ctx.db,
-          ),
-        );
+      if (onClaim) {
+        const jobsOfKind = runs.map((r) => r.job);
+        const out = step(savepoint(() => userCode((tx) => onClaim(jobsOfKind, tx))));
+        settled = isPromise(out) ? await out : out;
+      }
     } catch (err) {
-      abortIfRolledBack(env.ctx, err);
+      if (err instanceof BatchRolledBack) throw err;
       // Counted as a failed try (backoff, then dead) so a broken hook cannot spin the loop.
       env.logger.error({ workerId: env.ctx.workerId, kind, err }, 'onClaim hook threw; jobs retried');
       const error = `onClaim failed: ${errorMessage(err)}`;
-      for (const r of runs) outcomes.push(settle(env.ctx, r.job, r.lease, { type: 'retry', error }, now));
+      for (const r of runs) {
+        const o = step(settle(env.ctx, r.job, r.lease, { type: 'retry', error }, now));
+        outcomes.push(isPromise(o) ? await o : o);
+      }
       continue;
     }
     for (const r of runs) {
@@ -123,7 +158,8 @@ export async function settleAndClaim(
       }
       // Settled in the claim's own transaction: the job is never seen running, so a crash
       // cannot leave it claimed with nothing in flight.
-      outcomes.push(settle(env.ctx, r.job, r.lease, checkResult(result), now));
+      const o = step(settle(env.ctx, r.job, r.lease, checkResult(result), now));
+      outcomes.push(isPromise(o) ? await o : o);
     }
   }
   return { outcomes, started, claimed: jobs.length, riderErrors };

@@ -12,7 +12,9 @@ export interface JobLogger {
 }
 
 export interface WorkerOptions {
-  db: Db;
+  /** The queue's SQLite database (the default: `queue.db`); none over PostgreSQL. */
+  db?: Db;
+  /** Over SQLite or PostgreSQL: the worker's transactions are its store's. */
   queue: JobQueue;
   concurrency: number;
   leaseMs: number;

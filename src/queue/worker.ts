@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Db } from '../db/open.js';
-import type { Queryable } from '../db/query.js';
+import type { Queryable, Tx } from '../db/query.js';
 import { FailureLog } from '../lib/failure-log.js';
 import type { Job, JobQueue } from './queue.js';
 import type { JobLogger, WorkerCounters, WorkerOptions } from './worker-options.js';
@@ -43,7 +43,8 @@ export class Worker {
     reclaimed: 0,
     batches: 0,
   };
-  readonly db: Db;
+  /** The SQLite database, when the queue is over one (undefined on PostgreSQL). */
+  readonly db: Db | undefined;
   readonly queue: JobQueue;
   private readonly concurrency: number;
   private readonly leaseMs: number;
@@ -80,7 +81,7 @@ export class Worker {
   constructor(opts: WorkerOptions) {
     if (!(opts.concurrency >= 1)) throw new Error('concurrency must be at least 1');
     if (!(opts.leaseMs > 0)) throw new Error('leaseMs must be positive');
-    this.db = opts.db;
+    this.db = opts.db ?? opts.queue.db;
     this.queue = opts.queue;
     this.concurrency = Math.floor(opts.concurrency);
     this.leaseMs = opts.leaseMs;
@@ -94,17 +95,16 @@ export class Worker {
       level: 'error',
       intervalMs: opts.failureLogIntervalMs,
     });
-    const savepoint = this.db.sqlite.transaction((fn: () => unknown) => fn());
     this.env = {
       ctx: {
-        db: this.db,
         workerId: this.id,
         queue: this.queue,
         backoff: opts.backoff ?? { baseMs: 1000, capMs: 15 * 60_000 },
         hooks: (kind) => this.handlers.get(kind)?.hooks,
         log: (level, obj, msg) => this.logger[level]({ workerId: this.id, ...obj }, msg),
-        savepoint: savepoint as <T>(fn: () => T) => T,
       },
+      // A SQLite queue's batch runs its statements on the connection, without an await.
+      conn: this.queue.db ? this.queue.syncConn() : undefined,
       claim: (tx, want, now) => this.claimJobs(tx, want, now),
       logger: this.logger,
     };
@@ -144,12 +144,13 @@ export class Worker {
   }
 
   /**
-   * For a running job: `write` runs in the next batch transaction (its own savepoint), and the
+   * For a running job: `write` runs in the next batch transaction (its own savepoint, given its
+   * Tx; it may return a promise), and the
    * promise resolves once that transaction has committed, so what it wrote survives a crash
    * from then on. Many jobs' writes in one turn share one commit, like their settles. Rejects
    * with what `write` threw, and once the worker has stopped (nothing commits any more).
    */
-  durably(write: () => void): Promise<void> {
+  durably(write: (tx: Tx) => void | Promise<void>): Promise<void> {
     if (this.life === 'stopped') return Promise.reject(new Error('the worker has stopped'));
     return new Promise<void>((resolve, reject) => {
       this.riders.push({ write, resolve, reject });

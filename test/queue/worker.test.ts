@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Db } from '../../src/db/open.js';
+import type { Tx } from '../../src/db/query.js';
+import { sql } from '../../src/db/sql.js';
 import { JobQueue, LEASE_EXPIRED, type Job } from '../../src/queue/queue.js';
 import { Worker, type WorkerOptions } from '../../src/queue/worker.js';
 import { MAX_HINT_MS } from '../../src/queue/settle.js';
@@ -30,8 +32,16 @@ function insertElsewhere(t: TempDb, kind: string, runAt: number) {
     .run(kind, runAt, now, now);
 }
 
-const note = (db: Db, jobId: number, text: string) =>
-  db.sqlite.prepare('INSERT INTO effects (job_id, note) VALUES (?, ?)').run(jobId, text);
+/** A job's effect: through the connection (synchronous), or through the batch's Tx (awaited). */
+function note(q: Db, jobId: number, text: string): void;
+function note(q: Tx, jobId: number, text: string): Promise<void>;
+function note(q: Tx | Db, jobId: number, text: string): void | Promise<void> {
+  if ('sqlite' in q) {
+    q.sqlite.prepare('INSERT INTO effects (job_id, note) VALUES (?, ?)').run(jobId, text);
+    return;
+  }
+  return q.run(sql`INSERT INTO effects (job_id, note) VALUES (${jobId}, ${text})`).then(() => {});
+}
 
 describe('Worker.durably', () => {
   it("commits a running job's own writes in the next batch, one commit for many, before the job goes on", async () => {
@@ -186,8 +196,8 @@ describe('Worker results', () => {
     const t = tempDb();
     const { queue, worker } = makeWorker(t);
     worker.register('k', async () => ({ type: 'fail', error: 'refused' }), {
-      onDead: (job, _e, db) => {
-        note(db, job.id, 'half-done refund');
+      onDead: async (job, _e, db) => {
+        await note(db, job.id, 'half-done refund');
         throw new Error('refund broke');
       },
     });
@@ -247,8 +257,8 @@ describe('Worker results', () => {
     const bad = ids[2];
     worker.register('k', (job) => ({
       type: 'ok',
-      apply: (db) => {
-        note(db, job.id, `attempt ${job.attempts}`);
+      apply: async (db) => {
+        await note(db, job.id, `attempt ${job.attempts}`);
         if (job.id === bad && job.attempts === 1) throw new Error('bad apply');
       },
     }));
@@ -303,7 +313,11 @@ describe('Worker hooks', () => {
         other.close();
         return { type: 'ok' };
       },
-      { onClaim: (jobs, db) => jobs.forEach((j) => note(db, j.id, 'sending')) },
+      {
+        onClaim: async (jobs, db) => {
+          for (const j of jobs) await note(db, j.id, 'sending');
+        },
+      },
     );
     for (let i = 0; i < 3; i++) queue.enqueue({ kind: 'k' });
     await worker.drain({ maxWaitMs: 3000 });
@@ -331,7 +345,7 @@ describe('Worker hooks', () => {
           const settled = new Map();
           for (const j of jobs) {
             if (!held.has(j.id)) continue;
-            settled.set(j, { type: 'snooze', afterMs: 60_000, apply: (d: Db) => note(d, j.id, 'held') });
+            settled.set(j, { type: 'snooze', afterMs: 60_000, apply: (d: Tx) => note(d, j.id, 'held') });
           }
           return settled;
         },
