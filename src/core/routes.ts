@@ -1,15 +1,17 @@
 import type { Row } from '../db/rows.js';
 import type { channels, messages } from '../db/schema.js';
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { formatMoney, moneyJson } from '../lib/money.js';
 import { iso } from '../lib/time.js';
-import { FAILOVER_TYPES, routeOrder, type ChannelWithGateway } from './channels.js';
+import { FAILOVER_TYPES, routeOrder, routeOrderIn, type ChannelWithGateway } from './channels.js';
 import type { ChannelType, CoreCtx } from './context.js';
-import { emitEvent } from './events.js';
-import { debit, InsufficientBalanceError, refund } from './ledger.js';
-import { getMessageState, type MessageRow } from './messages.js';
-import { applyStatus } from './message-status.js';
-import { unitPrice } from './prices.js';
+import { emitEvent, emitEventIn } from './events.js';
+import { debit, debitIn, InsufficientBalanceError, refund, refundIn } from './ledger.js';
+import { getMessageState, getMessageStateIn, recordHistoryIn, type MessageRow } from './messages.js';
+import { applyStatus, applyStatusIn } from './message-status.js';
+import { pickPrice, type PriceCandidate, unitPrice } from './prices.js';
 
 // A message's route: the gateway of its partner's channel order that sends it (src/core/channels.ts
 // keeps the order). Moving a message to the next gateway is one transaction: the price of the new
@@ -38,6 +40,24 @@ export function nextRoutes(ctx: CoreCtx, m: RouteTarget, usable: (gatewayId: str
   );
   if (!here) return [];
   return routeOrder(ctx, m.partner_id, m.channel_type as ChannelType).filter(
+    (c) =>
+      c.position > here.position &&
+      c.gateway_id !== m.gateway_id &&
+      c.gateway_status === 'active' &&
+      usable(c.gateway_id),
+  );
+}
+
+/** nextRoutes, read through `q` (the store, or the caller's transaction), on either store. */
+export async function nextRoutesIn(
+  q: Queryable,
+  m: RouteTarget,
+  usable: (gatewayId: string) => boolean,
+): Promise<ChannelWithGateway[]> {
+  if (!FAILOVER_TYPES.includes(m.channel_type) || !m.channel_id) return [];
+  const here = await q.get<ChannelPosition>(sql`SELECT position FROM channels WHERE id = ${m.channel_id}`);
+  if (!here) return [];
+  return (await routeOrderIn(q, m.partner_id, m.channel_type as ChannelType)).filter(
     (c) =>
       c.position > here.position &&
       c.gateway_id !== m.gateway_id &&
@@ -79,19 +99,14 @@ export function reroute(
   const moved = `${from.name} → ${to.gateway_name}`;
   if (difference > 0) {
     try {
-      debit(ctx, m.partner_id, difference, m.id, 'system', `rerouted ${moved} (${why.code}): price difference`);
+      debit(ctx, m.partner_id, difference, m.id, 'system', differenceNote(moved, why));
     } catch (e) {
       if (!(e instanceof InsufficientBalanceError)) throw e;
-      applyStatus(ctx, getMessageState(ctx, m.id)!, {
-        status: 'failed',
-        errorCode: 'insufficient_balance',
-        errorMessage: `${from.name} did not take it (${why.code}: ${why.message}), and the fallback ${to.gateway_name} costs ${formatMoney(price)}, ${formatMoney(difference)} more than the funds cover (refunded)`,
-        refundOnFailure: true,
-      });
+      applyStatus(ctx, getMessageState(ctx, m.id)!, unaffordable(from, to, why, price, difference));
       return { kind: 'failed' };
     }
   } else if (difference < 0) {
-    refund(ctx, m.partner_id, -difference, m.id, `rerouted ${moved} (${why.code}): price difference`, 'system');
+    refund(ctx, m.partner_id, -difference, m.id, differenceNote(moved, why), 'system');
   }
   stmt(
     ctx.db.sqlite,
@@ -103,7 +118,82 @@ export function reroute(
     `INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
      VALUES (?, 'rerouted', NULL, ?, ?, 0, ?, ?)`,
   ).run(m.id, why.code, `${moved}: ${why.message}`, now, now);
-  emitEvent(ctx, m.partner_id, 'message.rerouted', {
+  emitEvent(ctx, m.partner_id, 'message.rerouted', reroutedEvent(m, to, why, price, difference, now));
+  return { kind: 'rerouted', difference, price };
+}
+
+/** reroute, inside the caller's store transaction `q`, on either store. */
+export async function rerouteIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  m: RouteTarget,
+  from: { id: string; name: string },
+  to: ChannelWithGateway,
+  why: { code: string; message: string },
+): Promise<RerouteOutcome> {
+  const now = ctx.now();
+  const cur = await q.get<Priced>(sql`SELECT price, segments, status FROM messages WHERE id = ${m.id}`);
+  if (!cur || (cur.status !== 'queued' && cur.status !== 'sending')) return { kind: 'settled' };
+  const candidates = await q.all<PriceCandidate>(
+    sql`SELECT partner_id, gateway_id, amount FROM prices
+         WHERE channel_type = ${m.channel_type} AND partner_id IN (${m.partner_id}, '') AND gateway_id IN (${to.gateway_id}, '')
+           AND category = ''`,
+  );
+  const price = pickPrice(candidates, m.partner_id, to.gateway_id) * cur.segments;
+  const difference = price - cur.price;
+  const moved = `${from.name} → ${to.gateway_name}`;
+  if (difference > 0) {
+    try {
+      await debitIn(q, ctx, m.partner_id, difference, m.id, 'system', differenceNote(moved, why));
+    } catch (e) {
+      if (!(e instanceof InsufficientBalanceError)) throw e;
+      await applyStatusIn(q, ctx, (await getMessageStateIn(q, m.id))!, unaffordable(from, to, why, price, difference));
+      return { kind: 'failed' };
+    }
+  } else if (difference < 0) {
+    await refundIn(q, ctx, m.partner_id, -difference, m.id, differenceNote(moved, why), 'system');
+  }
+  await q.run(
+    sql`UPDATE messages SET gateway_id = ${to.gateway_id}, channel_id = ${to.id}, "from" = ${to.sender}, price = ${price},
+          status = 'queued', dispatch_in_flight = 0, error_code = NULL, error_message = NULL, updated_at = ${now}
+        WHERE id = ${m.id}`,
+  );
+  await recordHistoryIn(q, ctx, m.id, 'rerouted', {
+    errorCode: why.code,
+    errorMessage: `${moved}: ${why.message}`,
+    at: now,
+  });
+  await emitEventIn(q, ctx, m.partner_id, 'message.rerouted', reroutedEvent(m, to, why, price, difference, now));
+  return { kind: 'rerouted', difference, price };
+}
+
+const differenceNote = (moved: string, why: { code: string }) => `rerouted ${moved} (${why.code}): price difference`;
+
+/** The failure of a message whose fallback costs more than the partner's funds cover. */
+function unaffordable(
+  from: { name: string },
+  to: ChannelWithGateway,
+  why: { code: string; message: string },
+  price: number,
+  difference: number,
+) {
+  return {
+    status: 'failed' as const,
+    errorCode: 'insufficient_balance',
+    errorMessage: `${from.name} did not take it (${why.code}: ${why.message}), and the fallback ${to.gateway_name} costs ${formatMoney(price)}, ${formatMoney(difference)} more than the funds cover (refunded)`,
+    refundOnFailure: true,
+  };
+}
+
+function reroutedEvent(
+  m: RouteTarget,
+  to: ChannelWithGateway,
+  why: { code: string; message: string },
+  price: number,
+  difference: number,
+  now: number,
+) {
+  return {
     message_id: m.id,
     channel: m.channel_type,
     from_channel_id: m.channel_id,
@@ -115,8 +205,7 @@ export function reroute(
     price: moneyJson(price),
     price_difference: moneyJson(difference),
     occurred_at: iso(now),
-  });
-  return { kind: 'rerouted', difference, price };
+  };
 }
 
 /**
@@ -145,4 +234,27 @@ export function noteCircuitWait(ctx: CoreCtx, messageId: string, note: string): 
        dispatch_uncertain = MAX(dispatch_uncertain, dispatch_in_flight), dispatch_in_flight = 0, updated_at = ?
       WHERE id = ? AND status IN ('queued', 'sending')`,
   ).run(note, ctx.now(), messageId);
+}
+
+/** mayHaveReachedProvider, read through `q`. */
+export async function mayHaveReachedProviderIn(
+  q: Queryable,
+  messageId: string,
+  inFlightLeft: boolean,
+): Promise<boolean> {
+  if (inFlightLeft) return true;
+  const r = await q.get<Pick<Row<typeof messages>, 'dispatch_uncertain'>>(
+    sql`SELECT dispatch_uncertain FROM messages WHERE id = ${messageId}`,
+  );
+  return r?.dispatch_uncertain === 1;
+}
+
+/** noteCircuitWait, in `q`. */
+export async function noteCircuitWaitIn(q: Queryable, ctx: CoreCtx, messageId: string, note: string): Promise<void> {
+  await q.run(
+    sql`UPDATE messages SET status = 'queued', error_code = 'gateway_circuit_open', error_message = ${note},
+          dispatch_uncertain = CASE WHEN dispatch_in_flight = 1 THEN 1 ELSE dispatch_uncertain END, dispatch_in_flight = 0,
+          updated_at = ${ctx.now()}
+        WHERE id = ${messageId} AND status IN ('queued', 'sending')`,
+  );
 }
