@@ -6,22 +6,25 @@ import type { CoreCtx, GatewayKind } from '../core/context.js';
 import { GRAPH_API_VERSION, META_KINDS } from '../providers/meta-app/settings.js';
 import { getGateway, listGatewaySummaries, type GatewayView } from '../core/gateways.js';
 import { verifyLedger } from '../core/ledger.js';
-import { listPartners } from '../core/partners.js';
 import { listPrices } from '../core/prices.js';
 import { countHeldMessages } from '../jobs/restore-hold.js';
 import { DB_FILE, openDataDir, type DataDir } from '../db/datadir.js';
-import { keyFileMode, modeText } from '../db/master-key.js';
-import { SEALED_ROWS, verifySealedSecrets, type SealedKind } from '../core/sealed-secrets.js';
-import { migrate, migrationStatus } from '../db/migrate.js';
+import { keyFileMode, loadMasterKeyWithoutDataDir, modeText, type KeySource } from '../db/master-key.js';
+import { SEALED_ROWS, type SealedKind } from '../core/sealed-secrets.js';
+import { migrate, type MigrationStatus, migrationStatus } from '../db/migrate.js';
 import { checkIntegrity } from '../db/open.js';
+import { migrate as migratePg, migrationStatusIn } from '../db/pg/migrate.js';
+import { redactUrl } from '../db/pg/redact.js';
+import { connectPg, type PgStore } from '../db/pg/store.js';
+import { type Sql, sql, type Dialect } from '../db/sql.js';
 import { configFileFor } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { readHeartbeat, readServerConfigFile, serverState } from '../core/counter-store.js';
+import { type HeartbeatRow, serverState } from '../core/counter-store.js';
 import { configFor, coreCtxOf, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
-import { SecretDecryptError } from '../core/secrets.js';
+import { SecretDecryptError, unseal } from '../core/secrets.js';
 import { examples } from './help.js';
-import { refuseOnPostgres } from '../db/open-store.js';
+import { sqliteOnlyDb, storeKindOf } from '../db/open-store.js';
 import { count, money, table, type Result } from './output.js';
 import { templateSync } from '../core/whatsapp-templates.js';
 
@@ -39,8 +42,8 @@ const WEBHOOK_SECRET: Partial<Record<GatewayKind, string>> = {
   sendgrid: 'webhook_public_key',
 };
 
-function keyCheck(dd: DataDir): Check {
-  const src = dd.keySource;
+/** Where the master key came from; a key file must be readable by msgd's user alone. */
+function keyCheck(src: KeySource): Check {
   if (src.kind === 'env') return { name: 'master key', status: 'ok', message: 'from MSGD_MASTER_KEY' };
   const mode = keyFileMode(src.path);
   const shown = mode === null ? '?' : modeText(mode);
@@ -63,24 +66,56 @@ const SEALED_CHECK: Record<SealedKind, { name: string; what: string }> = {
   totp: { name: 'TOTP secrets', what: 'TOTP secrets' },
 };
 
-/** One check per kind of sealed secret: how many rows were opened, or which did not open. */
-function sealedChecks(ctx: CoreCtx): Check[] {
-  return verifySealedSecrets(ctx).map(({ kind, rows, failed }) => {
-    const { name, what } = SEALED_CHECK[kind];
-    const [one, many] = SEALED_ROWS[kind];
-    if (!failed.length)
-      return { name, status: 'ok', message: `${count(rows, one, many)}, ${what} readable with this master key` };
-    const shown = failed.slice(0, 20).join(', ') + (failed.length > 20 ? ` and ${failed.length - 20} more` : '');
-    const all = failed.length === rows;
-    return {
-      name,
-      status: 'fail',
-      message: `the ${what} of ${all ? count(rows, one, many) : `${failed.length} of ${rows} ${many}`} do not open with this master key (${shown}): ${all ? 'it is probably not the key they were written with' : 'they were probably written with another key'}`,
-    };
-  });
+// Every column holding a secret sealed with the master key, by kind (src/core/sealed-secrets.ts
+// names them for msgd's start), read here through the store so that the check runs on either.
+const SEALED: readonly { kind: SealedKind; query: Sql }[] = [
+  { kind: 'gateway', query: sql`SELECT id, secrets FROM gateways ORDER BY id` },
+  // The previous secret too: it signs during a rotation's grace period.
+  { kind: 'webhook', query: sql`SELECT id, secret, previous_secret FROM webhook_endpoints ORDER BY id` },
+  { kind: 'totp', query: sql`SELECT id, totp_secret FROM users WHERE totp_secret IS NOT NULL ORDER BY id` },
+];
+
+type SealedRow = { id: string } & Record<string, string | null>;
+
+function opens(key: Buffer, row: SealedRow): boolean {
+  for (const [column, value] of Object.entries(row)) {
+    if (column === 'id' || value === null) continue;
+    try {
+      unseal(key, value);
+    } catch (e) {
+      if (e instanceof SecretDecryptError) return false;
+      throw e;
+    }
+  }
+  return true;
 }
 
-async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
+/** One check per kind of sealed secret: how many rows were opened, or which did not open. */
+async function sealedChecks(ctx: CoreCtx): Promise<Check[]> {
+  const checks: Check[] = [];
+  for (const { kind, query } of SEALED) {
+    const all = await ctx.store.all<SealedRow>(query);
+    const rows = all.length;
+    const failed = all.filter((row) => !opens(ctx.masterKey, row)).map((row) => row.id);
+    const { name, what } = SEALED_CHECK[kind];
+    const [one, many] = SEALED_ROWS[kind];
+    if (!failed.length) {
+      checks.push({ name, status: 'ok', message: `${count(rows, one, many)}, ${what} readable with this master key` });
+      continue;
+    }
+    const shown = failed.slice(0, 20).join(', ') + (failed.length > 20 ? ` and ${failed.length - 20} more` : '');
+    const every = failed.length === rows;
+    checks.push({
+      name,
+      status: 'fail',
+      message: `the ${what} of ${every ? count(rows, one, many) : `${failed.length} of ${rows} ${many}`} do not open with this master key (${shown}): ${every ? 'it is probably not the key they were written with' : 'they were probably written with another key'}`,
+    });
+  }
+  return checks;
+}
+
+/** The checks of msgd's data, the same on both stores: every read goes through ctx.store. */
+async function dataChecks(ctx: CoreCtx): Promise<Check[]> {
   const checks: Check[] = [];
   const ledger = await verifyLedger(ctx);
   checks.push(
@@ -102,7 +137,7 @@ async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
         },
   );
 
-  checks.push(...sealedChecks(ctx));
+  checks.push(...(await sealedChecks(ctx)));
   // The other checks read the gateways whose secrets open; the others failed just above.
   const gateways: GatewayView[] = [];
   for (const { id } of await listGatewaySummaries(ctx)) {
@@ -196,7 +231,9 @@ async function schemaChecks(ctx: CoreCtx): Promise<Check[]> {
   }
 
   const channels = await listChannels(ctx);
-  const slugs = new Map(listPartners(ctx).map((p) => [p.id, p.slug]));
+  const slugs = new Map(
+    (await ctx.store.all<{ id: string; slug: string }>(sql`SELECT id, slug FROM partners`)).map((p) => [p.id, p.slug]),
+  );
   // A price for the channel's gateway (with or without the partner) covers it too; a price per
   // template category covers only templates.
   const priced = new Set(
@@ -273,16 +310,49 @@ function sameFile(a: string | null, b: string | null): boolean {
   return real(a) === real(b);
 }
 
+/** msgd's heartbeat (src/core/counter-store.ts), through the store: is msgd running? */
+async function heartbeatIn(ctx: CoreCtx): Promise<HeartbeatRow | null> {
+  const r = await ctx.store.get<{
+    version: string;
+    pid: number;
+    started_at: number;
+    beat_at: number;
+    running: number;
+    host: string | null;
+  }>(sql`SELECT version, pid, started_at, beat_at, running, host FROM heartbeat WHERE id = 1`);
+  if (!r) return null;
+  return {
+    version: r.version,
+    pid: r.pid,
+    startedAt: r.started_at,
+    beatAt: r.beat_at,
+    running: r.running === 1,
+    gauges: {},
+    host: r.host,
+  };
+}
+
+/** The config file msgd recorded at its start (writeServerConfigFile), through the store. */
+async function serverConfigFileIn(ctx: CoreCtx): Promise<{ path: string | null } | undefined> {
+  const r = await ctx.store.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = 'server_config_file'`);
+  if (!r) return undefined;
+  try {
+    const v = JSON.parse(r.value);
+    return { path: typeof v?.path === 'string' ? v.path : null };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * msgctl builds links (user invites, webhook URLs) and reaches msgd (sandbox inbound) from its
  * own configuration: one that is not msgd's gives another publicUrl or port.
  */
-function serverConfigCheck(ctx: CoreCtx, mine: string | null): Check | null {
-  const theirs = readServerConfigFile(ctx);
+async function serverConfigCheck(ctx: CoreCtx, mine: string | null, place: string): Promise<Check | null> {
+  const theirs = await serverConfigFileIn(ctx);
   if (!theirs) return null;
-  const state = serverState(readHeartbeat(ctx), ctx.now()).state;
-  const who =
-    state === 'stopped' ? 'the msgd that last ran on this data directory' : 'the msgd running on this data directory';
+  const state = serverState(await heartbeatIn(ctx), ctx.now()).state;
+  const who = state === 'stopped' ? `the msgd that last ran on ${place}` : `the msgd running on ${place}`;
   if (sameFile(theirs.path, mine)) {
     return { name: 'msgd configuration', status: 'ok', message: `${who} read the same (${mine ?? NO_CONFIG_FILE})` };
   }
@@ -296,19 +366,54 @@ function serverConfigCheck(ctx: CoreCtx, mine: string | null): Check | null {
   };
 }
 
+/** Options of both stores' inspections. */
+export interface InspectOptions {
+  env?: NodeJS.ProcessEnv;
+  /** msgctl's own config file (null: none), compared with the one msgd records at start. */
+  configFile?: string | null;
+}
+
+/** The migrations check; a schema from a newer msgd is said in migrate's own words (it changes nothing). */
+async function migrationsCheck(status: MigrationStatus, refusal: () => Promise<unknown>): Promise<Check> {
+  if (status.tooNew) {
+    let message = 'the database was migrated by a newer msgd';
+    try {
+      await refusal(); // throws before changing anything: we want its message
+    } catch (e) {
+      message = describeError(e);
+    }
+    return { name: 'migrations', status: 'fail', message };
+  }
+  return status.pending.length
+    ? {
+        name: 'migrations',
+        status: status.applied ? 'warn' : 'fail',
+        message: `${status.pending.length} pending: ${status.pending.join(', ')} (msgctl migrate, or msgd applies them at start)`,
+      }
+    : { name: 'migrations', status: 'ok', message: `${status.applied} applied, none pending` };
+}
+
+/** The data checks, then msgd's config file, on a store whose schema is there; a read that fails is named. */
+async function storeChecks(ctx: CoreCtx, opts: InspectOptions, place: string): Promise<Check[]> {
+  try {
+    const checks = await dataChecks(ctx);
+    const server = opts.configFile === undefined ? null : await serverConfigCheck(ctx, opts.configFile, place);
+    if (server) checks.push(server);
+    return checks;
+  } catch (e) {
+    return [{ name: 'schema checks', status: 'fail', message: describeError(e) }];
+  }
+}
+
 /**
- * Every check of a data directory, in order. `integrity: 'full'` runs PRAGMA integrity_check
+ * Every check of a data directory, in order: the SQLite file's own (its directory, key file,
+ * integrity, migrations), then msgd's data. `integrity: 'full'` runs PRAGMA integrity_check
  * (msgctl restore) rather than the faster quick_check.
  */
 export async function inspect(
   dir: string,
   config: Config,
-  opts: {
-    integrity?: 'quick' | 'full';
-    env?: NodeJS.ProcessEnv;
-    /** msgctl's own config file (null: none), compared with the one msgd records at start. */
-    configFile?: string | null;
-  } = {},
+  opts: InspectOptions & { integrity?: 'quick' | 'full' } = {},
 ): Promise<Check[]> {
   const checks: Check[] = [];
   if (!existsSync(dir))
@@ -323,7 +428,7 @@ export async function inspect(
     return [...checks, { name: 'master key', status: 'fail', message: describeError(e) }];
   }
   try {
-    checks.push(keyCheck(dd));
+    checks.push(keyCheck(dd.keySource));
     const integrity = checkIntegrity(dd.db, opts.integrity === 'full');
     checks.push({
       name: 'database',
@@ -331,38 +436,137 @@ export async function inspect(
       message: `${dd.db.path}: ${integrity === 'ok' ? 'integrity ok' : integrity}`,
     });
     const status = migrationStatus(dd.db);
-    if (status.tooNew) {
-      let message = 'the database was migrated by a newer msgd';
-      try {
-        migrate(dd.db); // throws before changing anything: we want its message
-      } catch (e) {
-        message = describeError(e);
-      }
-      return [...checks, { name: 'migrations', status: 'fail', message }];
-    }
-    checks.push(
-      status.pending.length
-        ? {
-            name: 'migrations',
-            status: status.applied ? 'warn' : 'fail',
-            message: `${status.pending.length} pending: ${status.pending.join(', ')} (msgctl migrate, or msgd applies them at start)`,
-          }
-        : { name: 'migrations', status: 'ok', message: `${status.applied} applied, none pending` },
-    );
-    if (status.applied === 0) return checks;
-    const ctx = coreCtxOf(dd, config);
-    try {
-      checks.push(...(await schemaChecks(ctx)));
-      const server = opts.configFile === undefined ? null : serverConfigCheck(ctx, opts.configFile);
-      if (server) checks.push(server);
-    } catch (e) {
-      checks.push({ name: 'schema checks', status: 'fail', message: describeError(e) });
-    }
+    checks.push(await migrationsCheck(status, async () => migrate(dd.db)));
+    if (status.tooNew || status.applied === 0) return checks;
+    checks.push(...(await storeChecks(coreCtxOf(dd, config), opts, 'this data directory')));
     return checks;
   } finally {
     dd.close();
   }
 }
+
+/**
+ * The server's state and the settings msgd relies on: a standby or a read-only database takes
+ * no sends; a database not in UTF8 refuses or mangles texts; fsync, synchronous_commit or
+ * full_page_writes off lose, in a crash of the server, what msgd already answered 200.
+ */
+async function pgServerChecks(pg: PgStore): Promise<Check[]> {
+  const s = (await pg.get<{
+    version: string;
+    standby: number;
+    read_only: string;
+    encoding: string;
+    fsync: string;
+    synchronous_commit: string;
+    full_page_writes: string;
+  }>(sql`SELECT current_setting('server_version') AS version,
+                CASE WHEN pg_is_in_recovery() THEN 1 ELSE 0 END AS standby,
+                current_setting('transaction_read_only') AS read_only,
+                current_setting('server_encoding') AS encoding,
+                current_setting('fsync') AS fsync,
+                current_setting('synchronous_commit') AS synchronous_commit,
+                current_setting('full_page_writes') AS full_page_writes`))!;
+  const at = `PostgreSQL ${s.version} at ${pg.redactedUrl}`;
+  const checks: Check[] = [];
+  if (s.standby === 1) {
+    checks.push({
+      name: 'database',
+      status: 'fail',
+      message: `${at} is a standby (in recovery): msgd must use the primary, which takes writes`,
+    });
+  } else if (s.read_only === 'on') {
+    checks.push({
+      name: 'database',
+      status: 'fail',
+      message: `${at} is read-only (default_transaction_read_only is on for this database or user): msgd cannot write`,
+    });
+  } else {
+    checks.push({ name: 'database', status: 'ok', message: `${at}: answers and takes writes` });
+  }
+  checks.push(
+    s.encoding === 'UTF8'
+      ? { name: 'encoding', status: 'ok', message: 'the database is UTF8' }
+      : {
+          name: 'encoding',
+          status: 'fail',
+          message: `the database's encoding is ${s.encoding}, not UTF8: texts, names and templates with characters outside it are refused${s.encoding === 'SQL_ASCII' ? ' or kept unchecked' : ''} (create the database with ENCODING 'UTF8' and move the data with pg_dump)`,
+        },
+  );
+  const off = [
+    ['fsync', s.fsync],
+    ['synchronous_commit', s.synchronous_commit],
+    ['full_page_writes', s.full_page_writes],
+  ]
+    .filter(([, v]) => v === 'off')
+    .map(([name]) => name);
+  checks.push(
+    off.length
+      ? {
+          name: 'durability',
+          status: 'warn',
+          message: `${off.join(', ')} ${off.length === 1 ? 'is' : 'are'} off: a crash of the server or its machine can lose sends, debits and events msgd already answered (set ${off.map((n) => `${n} = on`).join(', ')})`,
+        }
+      : {
+          name: 'durability',
+          status: 'ok',
+          message: 'fsync, synchronous_commit and full_page_writes on: what msgd answered survives a crash',
+        },
+  );
+  return checks;
+}
+
+/**
+ * Every check of a PostgreSQL database, in order: the server (reachable, version, takes writes,
+ * the settings msgd relies on), the master key's source, the migrations, then msgd's data.
+ */
+export async function inspectPostgres(url: string, config: Config, opts: InspectOptions = {}): Promise<Check[]> {
+  let pg: PgStore;
+  try {
+    pg = await connectPg(url, { logger: { warn: () => {} }, poolSize: 2, applicationName: 'msgctl' });
+  } catch (e) {
+    // Unreachable, refused, unknown database, or older than 15 (connectPg checks the version):
+    // one line naming the URL, its password masked.
+    return [{ name: 'database', status: 'fail', message: describeError(e) }];
+  }
+  const checks: Check[] = [];
+  try {
+    checks.push(...(await pgServerChecks(pg)));
+    let key: Buffer | null = null;
+    try {
+      const given = loadMasterKeyWithoutDataDir(opts.env ?? process.env, config.masterKeyFile);
+      key = given.key;
+      checks.push(keyCheck(given.source));
+    } catch (e) {
+      checks.push({ name: 'master key', status: 'fail', message: describeError(e) });
+    }
+    const status = await migrationStatusIn(pg);
+    checks.push(await migrationsCheck(status, () => migratePg(url)));
+    if (status.tooNew || status.applied === 0 || !key) return checks;
+    const ctx = coreCtxOf({ db: sqliteOnlyDb(), store: pg, masterKey: key }, config);
+    checks.push(...(await storeChecks(ctx, opts, 'this database')));
+    return checks;
+  } catch (e) {
+    // The server went away between two checks.
+    return [...checks, { name: 'database', status: 'fail', message: describeError(e) }];
+  } finally {
+    await pg.close();
+  }
+}
+
+/** Each store's own checks, chosen once by the configuration; both end with the checks of msgd's data. */
+const STORE_CHECKS: Record<
+  Dialect,
+  (config: Config, opts: InspectOptions) => Promise<{ where: Record<string, string>; checks: Check[] }>
+> = {
+  sqlite: async (config, opts) => {
+    const dir = resolve(config.dataDir);
+    return { where: { data_dir: dir }, checks: await inspect(dir, config, opts) };
+  },
+  postgres: async (config, opts) => {
+    const url = config.database.url!;
+    return { where: { database: redactUrl(url) }, checks: await inspectPostgres(url, config, opts) };
+  },
+};
 
 export function checkTable(checks: Check[]): string {
   return table(
@@ -373,22 +577,17 @@ export function checkTable(checks: Check[]): string {
 
 async function doctor(globals: Globals): Promise<Result> {
   const config = configFor(globals);
-  refuseOnPostgres(
-    config,
-    "msgctl doctor checks a data directory's SQLite database only",
-    "check the schema with msgctl migrate and the database with PostgreSQL's own tools (pg_amcheck); nothing was checked",
-  );
-  const dir = resolve(config.dataDir);
   const configFile = configFileFor({ configPath: globals.config, env: globals.io?.env });
+  const inspected = await STORE_CHECKS[storeKindOf(config)](config, { env: globals.io?.env, configFile });
   const checks: Check[] = [
     { name: 'configuration', status: 'ok', message: configFile ?? NO_CONFIG_FILE },
-    ...(await inspect(dir, config, { env: globals.io?.env, configFile })),
+    ...inspected.checks,
   ];
   const failures = checks.filter((c) => c.status === 'fail').length;
   const warnings = checks.filter((c) => c.status === 'warn').length;
   const summary = `${failures} failed, ${count(warnings, 'warning')}, ${checks.length - failures - warnings} ok`;
   return {
-    json: { ok: failures === 0, data_dir: dir, config_file: configFile, failures, warnings, checks },
+    json: { ok: failures === 0, ...inspected.where, config_file: configFile, failures, warnings, checks },
     text: `${checkTable(checks)}
 
 ${summary}`,
@@ -400,7 +599,7 @@ export function registerDoctor(program: Command) {
   program
     .command('doctor')
     .description(
-      'check the data directory, schema, ledger, master key (does it open every stored secret?) and configuration; exit 1 if a check fails',
+      'check the store (the data directory, or the PostgreSQL server), schema, ledger, master key (does it open every stored secret?) and configuration; exit 1 if a check fails',
     )
     .addHelpText('after', examples('msgctl doctor', 'msgctl doctor --json | jq .checks'))
     .action(withGlobals(doctor));

@@ -100,7 +100,6 @@ describe('msgctl on PostgreSQL', () => {
     ],
     [['restore', '/tmp/no-such-backup.db'], /msgctl restore .*pg_restore.*nothing was restored/],
     [['init'], /msgctl init .*msgctl migrate; nothing was created/],
-    [['doctor'], /msgctl doctor checks a data directory's SQLite database only.*nothing was checked/],
   ])('msgctl %j refuses on PostgreSQL with one line and exit 1, touching no data directory', async (args, line) => {
     const dataDir = tmpDataDir();
     const r = await runCli(args, { dataDir, env: { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: KEY } });
