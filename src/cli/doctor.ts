@@ -14,7 +14,7 @@ import { SEALED_ROWS, type SealedKind } from '../core/sealed-secrets.js';
 import { migrate, type MigrationStatus, migrationStatus } from '../db/migrate.js';
 import { checkIntegrity } from '../db/open.js';
 import { migrate as migratePg, migrationStatusIn } from '../db/pg/migrate.js';
-import { redactUrl } from '../db/pg/redact.js';
+import { redactUrl } from '../lib/redact-url.js';
 import { connectPg, type PgStore } from '../db/pg/store.js';
 import { type Sql, sql, type Dialect } from '../db/sql.js';
 import { configFileFor } from '../config/load.js';

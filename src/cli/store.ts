@@ -4,7 +4,7 @@ import { DataDirError, openDataDir } from '../db/datadir.js';
 import { lockDataDir } from '../db/instance-lock.js';
 import type { KeySource } from '../db/master-key.js';
 import { migrate, migrationStatus } from '../db/migrate.js';
-import { redactUrl } from '../db/pg/redact.js';
+import { redactUrl } from '../lib/redact-url.js';
 import { connectPg } from '../db/pg/store.js';
 import { AppError } from '../lib/errors.js';
 import { configFor, withGlobals, type Globals } from './context.js';

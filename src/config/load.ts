@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { redactUrl } from '../db/pg/redact.js';
+import { redactUrl } from '../lib/redact-url.js';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { configSchema, type Config } from './schema.js';

@@ -10,7 +10,7 @@ import {
 } from './migrate.js';
 import type { Db } from './open.js';
 import { connectError, unavailableReason } from './pg/errors.js';
-import { redactUrl } from './pg/redact.js';
+import { redactUrl } from '../lib/redact-url.js';
 import { migrate as migratePg, migrationStatus as pgMigrationStatus } from './pg/migrate.js';
 import { connectPg, type PgLogger, type PgStore } from './pg/store.js';
 import { store as sqliteStore, type Store } from './query.js';

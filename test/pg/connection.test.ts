@@ -4,7 +4,7 @@ import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectPg, openPg, PgConnectError, type PgStore, StorageUnavailableError } from '../../src/db/pg/store.js';
 import { toSafeNumber } from '../../src/db/pg/numbers.js';
-import { redactUrl } from '../../src/db/pg/redact.js';
+import { redactUrl } from '../../src/lib/redact-url.js';
 import { sql } from '../../src/db/sql.js';
 import { errorHandler } from '../../src/web/errors.js';
 import { databaseUrl, freshDatabase } from './helpers.js';

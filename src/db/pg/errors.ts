@@ -1,4 +1,4 @@
-import { redactUrl } from './redact.js';
+import { redactUrl } from '../../lib/redact-url.js';
 
 // What goes wrong between msgd and PostgreSQL, sorted into the two answers msgd gives: the
 // database cannot be reached or cannot take the write right now (a StorageUnavailableError,

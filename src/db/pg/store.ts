@@ -18,7 +18,7 @@ import {
   unavailableReason,
 } from './errors.js';
 import { exactTypes } from './numbers.js';
-import { redactUrl } from './redact.js';
+import { redactUrl } from '../../lib/redact-url.js';
 
 // msgd's connection to PostgreSQL: a pool, queries written with the sql`` tag, transactions
 // that run again by themselves on a serialization failure or a deadlock, transaction-scoped
