@@ -1,64 +1,45 @@
 import type { Database } from 'better-sqlite3';
-import { stmt } from '../db/stmt.js';
+import type { Store } from '../db/query.js';
+import { connectionSettingsVersion, settingsVersionSource } from '../db/settings-version.js';
 
 // What a request's checks read (tokens, partners but not their balance, gateways, channels,
-// prices) changes rarely, and only when the operator changes it. Triggers (migration 0005) move
-// one number, meta.settings_version, with every such change, whichever connection makes it
-// (msgctl's included). Caches of those tables keep what they read beside the version they read
-// it at, and look at the number once per event-loop turn: a change committed before a turn
-// begins is seen by that turn's first request, as "takes effect on the next request" promises,
-// and a burst of requests pays for one read of it, not one query per table per request.
+// prices) changes rarely, and only when the operator changes it. Triggers (SQLite's migration
+// 0005, PostgreSQL's migrations/pg/0001) move one number, meta.settings_version, with every such
+// change, whichever process makes it (msgctl's included). Caches of those tables keep what they
+// read beside the version they read it at, and look at the number once per event-loop turn: a
+// change committed before a turn begins is seen by that turn's first request, as "takes effect
+// on the next request" promises, and a burst of requests pays for one read of it, not one query
+// per table per request.
 //
-// A change made through this process's own connection (core functions, always with an audit
-// row) marks the version to be read again at once, so it is seen even within the same turn.
+// A change made through this process (core functions, always with an audit row) marks the
+// version to be read again at once, so it is seen even within the same turn. Where the version
+// is read from is src/db/settings-version.ts: on SQLite synchronously on the connection (the
+// send's and dispatch's synchronous caches share it), on PostgreSQL by one query per turn.
 
-const READ = `SELECT value FROM meta WHERE key = 'settings_version'`;
-
-class SettingsVersion {
-  private value = '';
-  private fresh = false;
-
-  constructor(private readonly db: Database) {}
-
-  current(): string {
-    if (this.fresh) return this.value;
-    this.fresh = true;
-    setImmediate(this.expire);
-    // No row: a database not yet migrated to 0005. Nothing can be kept then: a new value per read.
-    this.value = stmt<[], { value: string }>(this.db, READ).get()?.value ?? `unversioned:${Math.random()}`;
-    return this.value;
-  }
-
-  changed(): void {
-    this.fresh = false;
-  }
-
-  private readonly expire = () => {
-    this.fresh = false;
-  };
-}
-
-const versions = new WeakMap<Database, SettingsVersion>();
-
-function versionOf(db: Database): SettingsVersion {
-  let v = versions.get(db);
-  if (!v) versions.set(db, (v = new SettingsVersion(db)));
-  return v;
-}
-
-/** The settings version as this connection last saw it (read at most once per event-loop turn). */
+/** The settings version as this SQLite connection last saw it (read at most once per event-loop turn). */
 export function settingsVersion(db: Database): string {
-  return versionOf(db).current();
+  return connectionSettingsVersion(db).current();
 }
 
-/** This connection changed settings: read the version again on next use. */
+/** This SQLite connection changed settings: read the version again on next use. */
 export function settingsChanged(db: Database): void {
-  versions.get(db)?.changed();
+  connectionSettingsVersion(db).changed();
+}
+
+/** The settings version of a store, on either store (read at most once per event-loop turn). */
+export async function storeSettingsVersion(store: Store): Promise<string> {
+  return settingsVersionSource(store).current();
+}
+
+/** Settings changed through this store: read the version again on next use. */
+export function settingsChangedIn(store: Store): void {
+  settingsVersionSource(store).changed();
 }
 
 /**
  * A map of values derived from settings, emptied whenever the settings version moves. Keys
- * are whatever the caller looks things up by; a miss is computed by `load` and kept.
+ * are whatever the caller looks things up by; a miss is computed by `load` and kept. On the
+ * SQLite connection, for synchronous callers; StoreSettingsCache is its form on either store.
  */
 export class SettingsCache<K, V> {
   private version = '';
@@ -83,5 +64,37 @@ export class SettingsCache<K, V> {
       this.map.set(key, value);
     }
     return value as V;
+  }
+}
+
+/**
+ * SettingsCache on either store: `load` reads through the store. A value loaded while the
+ * version moved is returned but not kept, so a cache never holds what an older version read.
+ */
+export class StoreSettingsCache<K, V> {
+  private version = '';
+  private readonly map = new Map<K, V>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly load: (key: K) => Promise<V>,
+    private readonly maxEntries = 10_000,
+  ) {}
+
+  async get(key: K): Promise<V> {
+    const current = settingsVersionSource(this.store).current();
+    const v = typeof current === 'string' ? current : await current;
+    if (v !== this.version) {
+      this.map.clear();
+      this.version = v;
+    }
+    const kept = this.map.get(key);
+    if (kept !== undefined || this.map.has(key)) return kept as V;
+    const value = await this.load(key);
+    if (this.version === v) {
+      if (this.map.size >= this.maxEntries) this.map.clear();
+      this.map.set(key, value);
+    }
+    return value;
   }
 }

@@ -102,6 +102,7 @@ class AsyncLock {
 }
 
 const stores = new WeakMap<Database, SqliteStore>();
+const connections = new WeakMap<Store, Database>();
 
 /** The store over msgd's SQLite connection: one per connection, so its transactions share one lock. */
 export function store(db: Db): Store {
@@ -109,6 +110,7 @@ export function store(db: Db): Store {
   if (s === undefined) {
     s = new SqliteStore(db.sqlite);
     stores.set(db.sqlite, s);
+    connections.set(s, db.sqlite);
   }
   return s;
 }
@@ -117,6 +119,14 @@ export function store(db: Db): Store {
 export function sqliteConnection(s: Store): Database {
   if (!(s instanceof SqliteStore)) throw new Error(`a ${s.dialect} store has no SQLite connection`);
   return s.connection;
+}
+
+/**
+ * The SQLite connection under a store made by store(), else undefined: for what src/db keeps
+ * per connection (the settings version, src/db/settings-version.ts), never for queries.
+ */
+export function sqliteConnectionOf(s: Store): Database | undefined {
+  return connections.get(s);
 }
 
 class SqliteStore implements Store {
