@@ -56,7 +56,7 @@ describe('the dependency rule', () => {
   it('reads the imports (a check that found none would pass anything)', () => {
     expect(from('core').length).toBeGreaterThan(50);
     expect(ALL.some((i) => i.file === 'cli/tui.ts' && i.target === 'tui/main')).toBe(true);
-    expect(ALL.some((i) => i.file === 'core/send.ts' && !i.local && i.target === 'better-sqlite3')).toBe(true);
+    expect(ALL.some((i) => i.file === 'db/open.ts' && !i.local && i.target === 'better-sqlite3')).toBe(true);
   });
 
   it('only src/db/pg imports pg, the PostgreSQL driver', () => {

@@ -1,6 +1,5 @@
-import type { Row } from '../db/rows.js';
-import type { conversations } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import { indexedBy } from '../db/dialect.js';
+import { type Dialect, type Sql, sql } from '../db/sql.js';
 import { AppError } from '../lib/errors.js';
 import { idFloor } from '../lib/id-time.js';
 import type { ChannelType, CoreCtx } from './context.js';
@@ -42,42 +41,62 @@ export function windowExpiresAt(channel: ChannelType, lastInboundAt: number | nu
   return lastInboundAt + WINDOW_MS;
 }
 
-// The newest inbound time of the customer on this channel type, from its conversations (an
-// inbound message moves last_inbound_at in the same transaction that stores it).
-const LAST_INBOUND_SQL = (key: string) => `SELECT v.id, v.last_inbound_at FROM contacts ct
-    JOIN conversations v INDEXED BY conversations_contact ON v.contact_id = ct.id AND v.channel_type = ?
-   WHERE ct.partner_id = ? AND ct.${key} = ? AND v.partner_id = ? AND v.last_inbound_at >= ?
-   ORDER BY v.last_inbound_at DESC`;
-
-// The window belongs to the business number too: an inbound message to the number the channel
-// sends from now, not to one it used before. Read only within the last day of the conversation.
-const INBOUND_TO_SENDER_SQL = `SELECT 1 FROM messages INDEXED BY messages_conversation
-   WHERE conversation_id = ? AND id >= ? AND direction = 'inbound' AND "to" = ? AND sent_at >= ? LIMIT 1`;
-
-/** Is the window open between this business sender and customer at `now`? */
-export function windowOpen(
+/**
+ * Is the window open between this business sender and customer at `now`? One read: the
+ * customer's conversations on the channel type with an inbound message in the last day (an
+ * inbound message moves last_inbound_at in the same transaction that stores it), and in one of
+ * them an inbound message to the number the channel sends from now (the window belongs to the
+ * business number too, not to one it used before).
+ */
+export async function windowOpen(
   ctx: CoreCtx,
   partnerId: string,
   channel: { type: ChannelType; sender: string },
   to: string,
   now: number,
-): boolean {
+): Promise<boolean> {
   const since = now - WINDOW_MS;
-  const db = ctx.db.sqlite;
-  const convs = stmt<
-    [string, string, string, string, number],
-    Pick<Row<typeof conversations>, 'id' | 'last_inbound_at'>
-  >(db, LAST_INBOUND_SQL(contactKeyFor(channel.type))).all(channel.type, partnerId, to, partnerId, since);
-  const floor = idFloor('msg', since);
-  const q = stmt<[string, string, string, number], unknown>(db, INBOUND_TO_SENDER_SQL);
-  return convs.some((c) => q.get(c.id, floor, channel.sender, since) !== undefined);
+  const q = windowQuery(ctx.store.dialect, contactKeyFor(channel.type));
+  const hit = await ctx.store.get(
+    bind(q, [channel.type, partnerId, to, partnerId, since, idFloor('msg', since), channel.sender, since]),
+  );
+  return hit !== undefined;
+}
+
+// The window's query, its fragments (the index hints, the contact column) spliced in once per
+// dialect and column: a query whose literal parts are the same array on every send is prepared
+// once and found by identity (src/db/query.ts), where one flattened anew per send would be
+// joined and looked up by its text each time. The values are bound per send (bind).
+const windowQueries = new Map<string, Sql>();
+
+function windowQuery(d: Dialect, column: string): Sql {
+  const k = `${d}\0${column}`;
+  let q = windowQueries.get(k);
+  if (!q) {
+    const v = null; // a value's place, bound per send
+    q = sql`SELECT 1 AS hit FROM contacts ct
+          JOIN conversations v ${indexedBy(d, 'conversations_contact')} ON v.contact_id = ct.id AND v.channel_type = ${v}
+         WHERE ct.partner_id = ${v} AND ct.${sql.raw(column)} = ${v} AND v.partner_id = ${v} AND v.last_inbound_at >= ${v}
+           AND EXISTS (SELECT 1 FROM messages m ${indexedBy(d, 'messages_conversation')}
+                        WHERE m.conversation_id = v.id AND m.id >= ${v} AND m.direction = 'inbound' AND m."to" = ${v}
+                          AND m.sent_at >= ${v})
+         LIMIT 1`;
+    windowQueries.set(k, q);
+  }
+  return q;
+}
+
+/** `q` with `values` in the places of its own, in order. */
+function bind(q: Sql, values: unknown[]): Sql {
+  if (values.length !== q.values.length) throw new Error(`${q.values.length} values expected, ${values.length} given`);
+  return { strings: q.strings, values };
 }
 
 /**
  * The 400 for a free-form message outside the window, checked after the payload is valid and
  * before it is priced, so nothing is debited.
  */
-export function refuseOutsideWindow(
+export async function refuseOutsideWindow(
   ctx: CoreCtx,
   partnerId: string,
   channel: { type: ChannelType; sender: string; enforceWindow: boolean },
@@ -85,9 +104,9 @@ export function refuseOutsideWindow(
   content: MessageContent,
   /** When the message will go: now, or a scheduled send's send_at (the window must still be open then). */
   at: number = ctx.now(),
-): void {
+): Promise<void> {
   if (!channel.enforceWindow || content.kind === 'template') return;
-  if (windowOpen(ctx, partnerId, channel, to, at)) return;
+  if (await windowOpen(ctx, partnerId, channel, to, at)) return;
   const how =
     channel.type === 'whatsapp'
       ? 'send an approved template (the template field) instead'

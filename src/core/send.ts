@@ -1,22 +1,21 @@
 import type { idempotencyKeys, channels, gateways, partners } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { createHash } from 'node:crypto';
-import type { Database } from 'better-sqlite3';
-import type { Batcher } from '../db/query.js';
+import { indexedBy } from '../db/dialect.js';
+import type { Batcher, Store } from '../db/query.js';
 import { sql } from '../db/sql.js';
-import { stmt } from '../db/stmt.js';
 import { AppError } from '../lib/errors.js';
 import { type AcceptBatchDeps, type AcceptItem, acceptBatch, idempotencyKeyReused, ruledContent } from './accept.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent, TemplateCategory } from './message-content.js';
 import { enforcesWindow, refuseOutsideWindow } from './customer-window.js';
 import type { MessageRow } from './messages.js';
-import { debitRefusal, refuseIfExhausted } from './ledger.js';
+import { exhaustedError, fundsRefusal } from './ledger.js';
 import { pickPrice, quote, type PriceCandidate, type Quote } from './prices.js';
 import type { AuthPrincipal } from './tokens.js';
-import { SettingsCache } from './settings-version.js';
+import { StoreSettingsCache } from './settings-version.js';
 import { templatePreflight } from './whatsapp-template-send.js';
-import { refuseSuppressed } from './suppressions.js';
+import { normalizeAddress, type SuppressionHit, suppressionRefusal } from './suppressions.js';
 
 // Sending a message: the send rules in the spec's order (sendMessage, below), then the money
 // rule made code: price it, then in ONE transaction check funds, debit, write the message
@@ -51,53 +50,55 @@ interface PreflightRow {
   gateway_kind: Row<typeof gateways>['kind'] | null;
   gateway_settings: Row<typeof gateways>['settings'] | null;
   low_balance_threshold: Row<typeof partners>['low_balance_threshold'];
-  /** JSON array of the prices that may apply ({partner_id, gateway_id, amount}), for pickPrice. */
-  price_candidates: string;
-  /** Filled in once when the row is read: pickPrice over price_candidates. */
-  unit_price?: number;
+  /** pickPrice over the prices that may apply, read with the row. */
+  unit_price: number;
 }
 
-const PREFLIGHT_SQL = `SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
-            g.kind AS gateway_kind, g.settings AS gateway_settings,
-            p.low_balance_threshold,
-            (SELECT json_group_array(json_object('partner_id', partner_id, 'gateway_id', gateway_id, 'amount', amount))
-               FROM prices WHERE channel_type = ? AND partner_id IN (p.id, '') AND gateway_id IN (c.gateway_id, '') AND category = '') AS price_candidates
-       FROM partners p
-       LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ? AND c.status = 'active' AND c.position = 0
-       LEFT JOIN gateways g ON g.id = c.gateway_id
-      WHERE p.id = ?`;
-
-// Per connection: the partner's channel, gateway and prices for a channel type, kept until the
+// Per store: the partner's channel, gateway and prices for a channel type, kept until the
 // settings version moves (src/core/settings-version.ts). A valid send reads no table here at all.
-const preflightRows = new WeakMap<Database, SettingsCache<string, PreflightRow | null>>();
+const preflightRows = new WeakMap<Store, StoreSettingsCache<string, PreflightRow | null>>();
 
-function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): PreflightRow | null {
-  const db = ctx.db.sqlite;
-  let cache = preflightRows.get(db);
+async function loadPreflightRow(ctx: CoreCtx, partner: string, channel: string): Promise<PreflightRow | null> {
+  const row = await ctx.store.get<Omit<PreflightRow, 'unit_price'>>(
+    sql`SELECT c.id AS channel_id, c.type AS channel_type, c.gateway_id, c.sender, g.status AS gateway_status,
+               g.kind AS gateway_kind, g.settings AS gateway_settings, p.low_balance_threshold
+          FROM partners p
+          LEFT JOIN channels c ON c.partner_id = p.id AND c.type = ${channel} AND c.status = 'active' AND c.position = 0
+          LEFT JOIN gateways g ON g.id = c.gateway_id
+         WHERE p.id = ${partner}`,
+  );
+  if (!row) return null;
+  const gatewayId = row.gateway_id ?? '';
+  const candidates = await ctx.store.all<PriceCandidate>(
+    sql`SELECT partner_id, gateway_id, amount FROM prices
+         WHERE channel_type = ${channel} AND partner_id IN (${partner}, '') AND gateway_id IN (${gatewayId}, '')
+           AND category = ''`,
+  );
+  return { ...row, unit_price: pickPrice(candidates, partner, gatewayId) };
+}
+
+function preflightRow(ctx: CoreCtx, partnerId: string, type: ChannelType): Promise<PreflightRow | null> {
+  let cache = preflightRows.get(ctx.store);
   if (!cache) {
-    const q = stmt<[string, string, string], PreflightRow>(db, PREFLIGHT_SQL);
-    cache = new SettingsCache(db, (key: string) => {
+    cache = new StoreSettingsCache(ctx.store, (key: string) => {
       const [partner, channel] = key.split('\0');
-      const row = q.get(channel, channel, partner);
-      if (!row) return null;
-      const candidates = JSON.parse(row.price_candidates) as PriceCandidate[];
-      return { ...row, unit_price: pickPrice(candidates, partner, row.gateway_id ?? '') };
+      return loadPreflightRow(ctx, partner, channel);
     });
-    preflightRows.set(db, cache);
+    preflightRows.set(ctx.store, cache);
   }
   return cache.get(`${partnerId}\0${type}`);
 }
 
 /**
  * The 403 that comes before payload validation in the spec's order: the partner has no active
- * channel of this type, or its gateway is disabled. It reads only memory. The 402 for exhausted
- * funds, next in that order, needs the balance, and only a request about to be refused reads it
- * here (checkSend): a valid one meets it in the send transaction, whose debit
- * refuses an exhausted partner with the same answer (src/core/ledger.ts). That is one query
+ * channel of this type, or its gateway is disabled. It reads only memory (a settings-keyed cache).
+ * The 402 for exhausted funds, next in that order, needs the balance, and only a request about to
+ * be refused reads it here (checkSend): a valid one meets it in the send transaction, whose debit
+ * refuses an exhausted partner with the same answer (src/core/accept.ts). That is one query
  * fewer per send, and the check that counts is the one inside the transaction anyway.
  */
-export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Preflight {
-  const row = preflightRow(ctx, principal.partnerId, type);
+export async function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelType): Promise<Preflight> {
+  const row = await preflightRow(ctx, principal.partnerId, type);
   if (!row || !row.channel_id) {
     throw new AppError(
       'channel_not_assigned',
@@ -116,8 +117,24 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
       enforceWindow: enforcesWindow(ctx, row.gateway_kind, row.gateway_settings),
     },
     partner: { lowBalanceThreshold: row.low_balance_threshold },
-    unitPrice: row.unit_price ?? 0,
+    unitPrice: row.unit_price,
   };
+}
+
+type Funds = Pick<Row<typeof partners>, 'balance' | 'credit_limit'>;
+
+/** The partner's balance and credit limit as they stand, read through the store. */
+function readFunds(ctx: CoreCtx, partnerId: string): Promise<Funds | undefined> {
+  return ctx.store.get<Funds>(sql`SELECT balance, credit_limit FROM partners WHERE id = ${partnerId}`);
+}
+
+/**
+ * 402 when the partner's balance and credit limit are used up (balance + credit <= 0), whatever
+ * a message would cost: the send API's rule 3 (as src/core/ledger.ts's refuseIfExhausted).
+ */
+async function refuseExhausted(ctx: CoreCtx, partnerId: string): Promise<void> {
+  const f = await readFunds(ctx, partnerId);
+  if (f && f.balance + f.credit_limit <= 0) throw exhaustedError(f.balance, f.credit_limit);
 }
 
 /**
@@ -126,14 +143,18 @@ export function preflight(ctx: CoreCtx, principal: AuthPrincipal, type: ChannelT
  * gateway for any of the channels the endpoint can send on (it can never send there, as
  * preflight would say for a named channel), then 402 when balance and credit are exhausted.
  */
-export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readonly ChannelType[] = []): void {
+export async function fundsCheck(
+  ctx: CoreCtx,
+  principal: AuthPrincipal,
+  anyOf: readonly ChannelType[] = [],
+): Promise<void> {
   if (anyOf.length > 0) {
-    const usable = stmt<[string, string], { n: number }>(
-      ctx.db.sqlite,
-      `SELECT count(*) AS n FROM channels c JOIN gateways g ON g.id = c.gateway_id
-        WHERE c.partner_id = ? AND c.status = 'active' AND g.status = 'active' AND c.type IN (SELECT value FROM json_each(?))`,
-    ).get(principal.partnerId, JSON.stringify(anyOf))!;
-    if (usable.n === 0) {
+    const usable = (await ctx.store.get<{ n: number }>(
+      sql`SELECT count(*) AS n FROM channels c JOIN gateways g ON g.id = c.gateway_id
+           WHERE c.partner_id = ${principal.partnerId} AND c.status = 'active' AND g.status = 'active'
+             AND c.type IN (${sql.join(anyOf.map((t) => sql`${t}`))})`,
+    ))!;
+    if (Number(usable.n) === 0) {
       const names = anyOf.length === 1 ? anyOf[0] : `${anyOf.slice(0, -1).join(', ')} or ${anyOf[anyOf.length - 1]}`;
       throw new AppError(
         'channel_not_assigned',
@@ -141,7 +162,7 @@ export function fundsCheck(ctx: CoreCtx, principal: AuthPrincipal, anyOf: readon
       );
     }
   }
-  refuseIfExhausted(ctx, principal.partnerId);
+  await refuseExhausted(ctx, principal.partnerId);
 }
 
 /** What a send on a channel would cost the partner, read without writing (POST /v1/messages/quote). */
@@ -165,18 +186,22 @@ export interface SendCost {
  * partner's funds cover it now. Reads only: the same tables and cache the send uses, no
  * message, debit or job written.
  */
-export function sendCost(ctx: CoreCtx, partnerId: string, type: ChannelType, priceText?: string): SendCost {
-  const row = preflightRow(ctx, partnerId, type);
+export async function sendCost(
+  ctx: CoreCtx,
+  partnerId: string,
+  type: ChannelType,
+  priceText?: string,
+): Promise<SendCost> {
+  const row = await preflightRow(ctx, partnerId, type);
   const q = quote(row?.unit_price ?? 0, type, priceText);
   const gateway = row?.gateway_id
-    ? (stmt<[string], { id: string; name: string }>(ctx.db.sqlite, 'SELECT id, name FROM gateways WHERE id = ?').get(
-        row.gateway_id,
-      ) ?? null)
+    ? ((await ctx.store.get<{ id: string; name: string }>(
+        sql`SELECT id, name FROM gateways WHERE id = ${row.gateway_id}`,
+      )) ?? null)
     : null;
-  const f = stmt<[string], { balance: number; credit_limit: number; currency: string }>(
-    ctx.db.sqlite,
-    'SELECT balance, credit_limit, currency FROM partners WHERE id = ?',
-  ).get(partnerId);
+  const f = await ctx.store.get<Funds & { currency: string }>(
+    sql`SELECT balance, credit_limit, currency FROM partners WHERE id = ${partnerId}`,
+  );
   return {
     gateway,
     sender: row?.sender ?? null,
@@ -184,8 +209,16 @@ export function sendCost(ctx: CoreCtx, partnerId: string, type: ChannelType, pri
     currency: f?.currency ?? 'USD',
     available: f ? f.balance + f.credit_limit : 0,
     exhausted: !f || f.balance + f.credit_limit <= 0,
-    fundsRefusal: debitRefusal(ctx, partnerId, q.total),
+    fundsRefusal: fundsRefusal(f && { balance: f.balance, credit_limit: f.credit_limit }, q.total),
   };
+}
+
+/**
+ * What the send's debit would answer for `price` on the partner's funds as they stand now: null
+ * when they cover it, else its 402 (the accept decides with the same rule, src/core/accept.ts).
+ */
+export async function coverRefusal(ctx: CoreCtx, partnerId: string, price: number): Promise<AppError | null> {
+  return fundsRefusal(await readFunds(ctx, partnerId), price);
 }
 
 export interface IdempotencyInput {
@@ -308,11 +341,22 @@ export interface SendRuleInput {
   sendAt?: number;
 }
 
-/** A rule run after the payload is valid and before the price: throws an AppError to refuse the message. */
-export type SendRule = (ctx: CoreCtx, send: SendRuleInput) => void;
+/** A rule run after the payload is valid and before the price: rejects with an AppError to refuse the message. */
+export type SendRule = (ctx: CoreCtx, send: SendRuleInput) => Promise<void>;
 
 /** 400 recipient_suppressed: the recipient opted out, bounced or complained (src/core/suppressions.ts). */
-const suppressionRule: SendRule = (ctx, s) => refuseSuppressed(ctx, s.partnerId, s.channel, s.to, s.content);
+const suppressionRule: SendRule = async (ctx, s) => {
+  const address = normalizeAddress(s.channel.type, s.to);
+  if (address === null) return;
+  // One seek on the leading columns of suppressions_address; the scope is checked on the rows found.
+  const hits = await ctx.store.all<SuppressionHit>(
+    sql`SELECT reason, scope, group_id, created_at FROM suppressions ${indexedBy(ctx.store.dialect, 'suppressions_address')}
+         WHERE partner_id = ${s.partnerId} AND channel = ${s.channel.type} AND address = ${address}
+           AND (scope || '') IN ('', ${s.channel.sender})`,
+  );
+  const refusal = suppressionRefusal(hits, s.channel.type, s.to, s.content);
+  if (refusal) throw refusal;
+};
 
 /**
  * The rules about the message itself, in order, after payload validation and before the price.
@@ -330,7 +374,7 @@ export const SEND_RULES: readonly SendRule[] = [
  * Every rule up to and including the price, in the spec's order, writing nothing: the 402 for a
  * message that costs more than is left is decided by the debit when it is written (accept).
  */
-export function checkSend(ctx: CoreCtx, req: SendRequest): CheckedSend {
+export function checkSend(ctx: CoreCtx, req: SendRequest): Promise<CheckedSend> {
   return checkRules(ctx, req, false);
 }
 
@@ -339,17 +383,19 @@ export function checkSend(ctx: CoreCtx, req: SendRequest): CheckedSend {
  * list is left to the accept transaction, which must read it before the debit anyway (an opt-out
  * committed meanwhile refuses the send there): it is read here only when a later rule refuses, so
  * that refusal still comes after recipient_suppressed. A valid send then reads the list once, in
- * the transaction it already holds, and no read transaction of its own is begun for it.
+ * the transaction it already holds, and no read of its own is made for it.
  */
-function checkRules(ctx: CoreCtx, req: SendRequest, suppressionInAccept: boolean): CheckedSend {
+async function checkRules(ctx: CoreCtx, req: SendRequest, suppressionInAccept: boolean): Promise<CheckedSend> {
   const { principal } = req;
   // 403 channel not assigned / gateway disabled; with no channel named, 403 unless one of the
   // surface's is assigned, then 402 funds exhausted.
-  const pre = req.channel ? preflight(ctx, principal, req.channel) : (fundsCheck(ctx, principal, req.channels), null);
+  let pre: Preflight | null = null;
+  if (req.channel) pre = await preflight(ctx, principal, req.channel);
+  else await fundsCheck(ctx, principal, req.channels);
   // A refusal after this point is a 400, and exhausted funds (402) come before it. Only a request
   // about to be refused reads the balance for it here; a valid one meets it in the debit.
-  const refuse = (e: unknown): never => {
-    if (pre) refuseIfExhausted(ctx, principal.partnerId);
+  const refuse = async (e: unknown): Promise<never> => {
+    if (pre) await refuseExhausted(ctx, principal.partnerId);
     throw e;
   };
   let plan: SendPlan;
@@ -369,15 +415,18 @@ function checkRules(ctx: CoreCtx, req: SendRequest, suppressionInAccept: boolean
   let priced: Preflight;
   try {
     // 400 template_invalid against the WhatsApp catalogue, and the template category's price.
-    priced = templatePreflight(ctx, principal.partnerId, pre, plan.to, plan.content);
+    priced =
+      plan.content.kind === 'template'
+        ? await templatePreflight(ctx, principal.partnerId, pre, plan.to, plan.content)
+        : pre;
     input.content = ruledContent({ preflight: priced, content: plan.content });
     for (const rule of SEND_RULES) {
       if (rule === suppressionRule && suppressionInAccept) continue;
       try {
-        rule(ctx, input);
+        await rule(ctx, input);
       } catch (e) {
         // A later rule's refusal: the list comes first in the order.
-        if (suppressionInAccept) suppressionRule(ctx, input);
+        if (suppressionInAccept) await suppressionRule(ctx, input);
         throw e;
       }
     }
@@ -407,7 +456,7 @@ export async function sendMessage<A>(
 ): Promise<SendOutcome<A>> {
   let checked: CheckedSend;
   try {
-    checked = checkRules(deps.ctx, req, true);
+    checked = await checkRules(deps.ctx, req, true);
   } catch (e) {
     // A replay answers before any refusal. The key is looked up here only for a request the
     // rules refuse: accept() looks it up first in its transaction, which a valid request's

@@ -1,9 +1,10 @@
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
 import { windowOpen } from './customer-window.js';
 import type { MessageContent, TemplateCategory } from './message-content.js';
 import type { Preflight } from './send.js';
-import { checkTemplate } from './whatsapp-templates.js';
+import { type TemplateRow, templateVerdict } from './whatsapp-templates.js';
 
 // A WhatsApp template send, checked against the gateway's catalogue and priced by the
 // template's current category. Called after the payload is valid and before the price.
@@ -12,25 +13,32 @@ import { checkTemplate } from './whatsapp-templates.js';
 // default price for the category, the partner's WhatsApp price, the default WhatsApp price.
 // A utility template inside an open customer-service window is free, as Meta charges it.
 
-const CATEGORY_PRICE_SQL = `SELECT amount FROM prices WHERE channel_type = 'whatsapp' AND category = ? AND partner_id IN (?, '')
-   ORDER BY partner_id = '' LIMIT 1`;
-
 /** The preflight a template send is accepted with: unchanged for anything else or an unsynced catalogue. */
-export function templatePreflight(
+export async function templatePreflight(
   ctx: CoreCtx,
   partnerId: string,
   pre: Preflight,
   to: string,
   content: MessageContent,
-): Preflight {
+): Promise<Preflight> {
   if (content.kind !== 'template' || pre.channel.type !== 'whatsapp') return pre;
-  const row = checkTemplate(ctx, pre.channel.gatewayId, content.template);
-  if (!row) return pre;
-  const own = stmt<[string, string], { amount: number }>(ctx.db.sqlite, CATEGORY_PRICE_SQL).get(
-    row.category,
-    partnerId,
+  const gatewayId = pre.channel.gatewayId;
+  const synced = await ctx.store.get<{ synced_at: number | null }>(
+    sql`SELECT synced_at FROM whatsapp_template_syncs WHERE gateway_id = ${gatewayId}`,
   );
-  const free = row.category === 'utility' && windowOpen(ctx, partnerId, pre.channel, to, ctx.now());
+  if (!synced?.synced_at) return pre;
+  const langs = await ctx.store.all<TemplateRow>(
+    sql`SELECT * FROM whatsapp_templates WHERE gateway_id = ${gatewayId} AND name = ${content.template.name}
+         ORDER BY language`,
+  );
+  const row = templateVerdict(content.template, langs);
+  if (!row) return pre;
+  const own = await ctx.store.get<{ amount: number }>(
+    sql`SELECT amount FROM prices WHERE channel_type = 'whatsapp' AND category = ${row.category}
+           AND partner_id IN (${partnerId}, '')
+         ORDER BY CASE WHEN partner_id = '' THEN 1 ELSE 0 END LIMIT 1`,
+  );
+  const free = row.category === 'utility' && (await windowOpen(ctx, partnerId, pre.channel, to, ctx.now()));
   return {
     ...pre,
     unitPrice: free ? 0 : (own?.amount ?? pre.unitPrice),

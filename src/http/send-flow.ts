@@ -7,13 +7,13 @@ import { parseSendAt } from '../core/scheduled.js';
 import {
   canonicalHash,
   checkSend,
+  coverRefusal,
   sendCost,
   sendMessage,
   type CheckedSend,
   type SendOutcomeKind,
   type SendPlan,
 } from '../core/send.js';
-import { debitRefusal } from '../core/ledger.js';
 import { iso } from '../lib/time.js';
 import { moneyJson } from '../lib/money.js';
 import type { HttpDeps } from './deps.js';
@@ -139,10 +139,10 @@ const refusalOf = (e: AppError): Refusal => ({
   details: e.details,
 });
 
-/** Run check; an AppError it throws becomes the refusal a send would answer. */
-function refusalFrom(check: () => void): Refusal | null {
+/** Run check; an AppError it rejects with becomes the refusal a send would answer. */
+async function refusalFrom(check: () => Promise<void>): Promise<Refusal | null> {
   try {
-    check();
+    await check();
     return null;
   } catch (e) {
     if (e instanceof AppError) return refusalOf(e);
@@ -157,15 +157,15 @@ function refusalFrom(check: () => void): Refusal | null {
  * window, the price covered) and writes nothing: no message, debit, job or idempotency key. A body
  * the send would refuse as malformed is a 400 here too: there is nothing to price.
  */
-export function quoteSend(rt: HttpDeps, req: FastifyRequest, plan: (body: unknown) => QuotePlan) {
+export async function quoteSend(rt: HttpDeps, req: FastifyRequest, plan: (body: unknown) => QuotePlan) {
   const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
   const p = plan(parseJsonBody(req.body));
-  const cost = sendCost(rt.ctx, principal.partnerId, p.channel, p.priceText);
+  const cost = await sendCost(rt.ctx, principal.partnerId, p.channel, p.priceText);
   let sendAt: number | undefined;
   let checked: CheckedSend | undefined;
   // The send's own rules (core's checkSend), then the debit's 402 for a price not covered.
-  const refusal = refusalFrom(() => {
-    checked = checkSend(rt.ctx, {
+  const refusal = await refusalFrom(async () => {
+    checked = await checkSend(rt.ctx, {
       principal,
       channel: p.channel,
       channels: [p.channel],
@@ -174,13 +174,13 @@ export function quoteSend(rt: HttpDeps, req: FastifyRequest, plan: (body: unknow
         return { to: p.to, content: p.content, priceText: p.priceText, sendAt };
       },
     });
-    const short = debitRefusal(rt.ctx, principal.partnerId, checked.quote.total);
+    const short = await coverRefusal(rt.ctx, principal.partnerId, checked.quote.total);
     if (short) throw short;
   });
   const money = (micro: number) => moneyJson(micro, cost.currency);
   // A checked send's price includes a WhatsApp template's category price.
   const q = checked?.quote ?? cost.quote;
-  const covered = debitRefusal(rt.ctx, principal.partnerId, q.total) === null;
+  const covered = (await coverRefusal(rt.ctx, principal.partnerId, q.total)) === null;
   return {
     channel: p.channel,
     to: p.to,

@@ -771,7 +771,13 @@ describe('status and category webhooks', () => {
       rateLimitPerMinute: null,
     };
     const content = { kind: 'template' as const, template: { name: 'spring_sale', language: 'en_US' } };
-    const pre = templatePreflight(s.ctx, p.partnerId, preflight(s.ctx, principal, 'whatsapp'), '+16505554001', content);
+    const pre = await templatePreflight(
+      s.ctx,
+      p.partnerId,
+      await preflight(s.ctx, principal, 'whatsapp'),
+      '+16505554001',
+      content,
+    );
     expect(pre.template).toBeDefined();
     await statusUpdate(t, 'PAUSED', Math.floor(Date.now() / 1000) + 500);
     const before = [balance(), messageCount()];

@@ -281,7 +281,7 @@ describe('a send to a suppressed recipient', () => {
       scopes: ['*'],
       rateLimitPerMinute: null,
     };
-    const checked = checkSend(server.ctx, {
+    const checked = await checkSend(server.ctx, {
       principal,
       channel: 'sms',
       channels: ['sms'],
