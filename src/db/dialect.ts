@@ -113,3 +113,35 @@ export function inList(dialect: Dialect, col: ColumnRef, values: readonly string
 export function forUpdate(dialect: Dialect): Sql {
   return dialect === 'postgres' ? sql.raw('FOR UPDATE') : sql.raw('');
 }
+
+// --- Outbound webhooks: work taken once, rows from lists -------------------------------------
+
+/**
+ * After a SELECT of work to take: PostgreSQL's `FOR UPDATE SKIP LOCKED`, so concurrent takers
+ * get disjoint rows (a row another open transaction took is passed over, not waited for);
+ * nothing on SQLite, whose write transactions run one at a time, each seeing the last's commit.
+ */
+export function skipLocked(dialect: Dialect): Sql {
+  return dialect === 'sqlite' ? sql.raw('') : sql.raw('FOR UPDATE SKIP LOCKED');
+}
+
+/**
+ * A list of rows of text values as a subquery with these columns, for `INSERT … SELECT … FROM
+ * ${textRows(…)} AS r`: the whole list bound as one value on SQLite (a JSON array of arrays
+ * read through json_each) and one array per column on PostgreSQL (`unnest`), so the statement's
+ * text is the same whatever the number of rows. Rows come out in the list's order.
+ */
+export function textRows(dialect: Dialect, columns: readonly string[], rows: readonly (readonly string[])[]): Sql {
+  const names = columns.map((c) => checked('column', c, IDENTIFIER));
+  for (const r of rows) {
+    if (r.length !== names.length) throw new Error(`a row has ${r.length} values for ${names.length} columns`);
+  }
+  if (dialect === 'sqlite') {
+    const picks = names.map((c, i) => `json_extract(value, '$[${i}]') AS ${c}`).join(', ');
+    return sql`(SELECT ${sql.raw(picks)} FROM json_each(${JSON.stringify(rows)}) ORDER BY key)`;
+  }
+  const arrays = names.map((_, i) => sql`${rows.map((r) => r[i])}::text[]`);
+  const list = names.join(', ');
+  return sql`(SELECT ${sql.raw(list)} FROM unnest(${sql.join(arrays)}) WITH ORDINALITY AS u(${sql.raw(list)}, row_no)
+    ORDER BY row_no)`;
+}

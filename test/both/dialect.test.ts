@@ -1,5 +1,15 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { escapeLike, forUpdate, indexedBy, inList, jsonText, likeFold, redactedContent } from '../../src/db/dialect.js';
+import {
+  escapeLike,
+  forUpdate,
+  indexedBy,
+  inList,
+  jsonText,
+  likeFold,
+  redactedContent,
+  skipLocked,
+  textRows,
+} from '../../src/db/dialect.js';
 import { render, sql } from '../../src/db/sql.js';
 import { openPg } from '../../src/db/pg/store.js';
 import { databaseUrl, pgAdminUrl, withClient } from '../pg/helpers.js';
@@ -216,5 +226,66 @@ describe('forUpdate', () => {
       ),
     );
     expect(await read(t.ctx.store)).toEqual({ value: '9' });
+  });
+});
+
+describe('skipLocked', () => {
+  it('passes over rows another transaction holds on PostgreSQL; SQLite, one writer at a time, takes them', async () => {
+    await t.exec(`INSERT INTO partners (id, slug, name, created_at, updated_at) VALUES
+      ('p_a', 'a', 'A', 0, 0), ('p_b', 'b', 'B', 0, 0), ('p_c', 'c', 'C', 0, 0)`);
+    const take = () =>
+      t.ctx.store.transaction((tx) =>
+        tx.all<{ id: string }>(sql`SELECT id FROM partners ORDER BY id LIMIT 2 ${skipLocked(t.dialect)}`),
+      );
+    expect(ids(await take())).toEqual(['p_a', 'p_b']);
+    if (t.dialect === 'sqlite') return;
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => (locked = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const holder = t.ctx.store.transaction(async (tx) => {
+      await tx.all(sql`SELECT id FROM partners WHERE id = 'p_a' FOR UPDATE`);
+      locked();
+      await released;
+    });
+    await isLocked;
+    expect(ids(await take())).toEqual(['p_b', 'p_c']);
+    release();
+    await holder;
+  });
+});
+
+describe('textRows', () => {
+  it('inserts a list of rows bound as one value, in order, the same text for any number of rows', async () => {
+    const insert = (rows: string[][]) =>
+      t.ctx.store.all<{ id: string; slug: string }>(
+        sql`INSERT INTO partners (id, slug, name, created_at, updated_at)
+            SELECT r.id, r.slug, r.slug, 0, 0 FROM ${textRows(t.dialect, ['id', 'slug'], rows)} AS r WHERE true
+            ON CONFLICT (id) DO NOTHING RETURNING id, slug`,
+      );
+    expect(
+      await insert([
+        ['p_b', 'b'],
+        ["p_'a", 'ä "quoted"'],
+      ]),
+    ).toEqual([
+      { id: 'p_b', slug: 'b' },
+      { id: "p_'a", slug: 'ä "quoted"' },
+    ]);
+    // Rows already there are passed over, the others inserted.
+    expect(
+      await insert([
+        ['p_b', 'x'],
+        ['p_c', 'c'],
+      ]),
+    ).toEqual([{ id: 'p_c', slug: 'c' }]);
+    expect(await insert([])).toEqual([]);
+    const all = await t.ctx.store.all<{ id: string }>(sql`SELECT id FROM partners ORDER BY id`);
+    expect(ids(all)).toEqual(["p_'a", 'p_b', 'p_c']);
+  });
+
+  it('refuses a column that is not a plain SQL name, or a row of another width', () => {
+    expect(() => textRows(t.dialect, ['id; DROP TABLE x'], [])).toThrow('is not a plain SQL name');
+    expect(() => textRows(t.dialect, ['a', 'b'], [['1']])).toThrow('a row has 1 values for 2 columns');
   });
 });
