@@ -33,8 +33,9 @@ export async function openCtx(dataDir, overrides = {}) {
   const { loadConfig } = await dist('config/load.js');
   const { gatewayKinds } = await dist('providers/kinds.js');
   const config = loadConfig({ env: {}, dataDir, overrides });
+  const { store } = await dist('db/query.js');
   const dd = openDataDir(dataDir, { create: true, env: {} });
-  return { dd, ctx: { db: dd.db, masterKey: dd.masterKey, config, now: Date.now, gatewayKinds } };
+  return { dd, ctx: { db: dd.db, store: store(dd.db), masterKey: dd.masterKey, config, now: Date.now, gatewayKinds } };
 }
 
 export async function partnerWithToken(ctx) {
@@ -167,7 +168,7 @@ async function deliveriesBench({ print }) {
   const { partnerId } = await partnerWithToken(ctx);
   const { createEndpoint } = await dist('core/endpoints.js');
   const { emitEvent } = await dist('core/events.js');
-  createEndpoint(ctx, partnerId, { url: `https://127.0.0.1:${rport}/hooks` });
+  await createEndpoint(ctx, partnerId, { url: `https://127.0.0.1:${rport}/hooks` });
   // A realistic body: what message.received carries.
   const write = dd.db.sqlite.transaction((n, base) => {
     for (let i = 0; i < n; i++) {

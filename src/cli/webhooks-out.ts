@@ -48,8 +48,8 @@ function deliveryJson(d: DeliveryListRow, attempts?: AttemptRow[]) {
   };
 }
 
-function endpointRef(cli: Cli, ref: string): string {
-  const id = findEndpointRef(cli.ctx, ref);
+async function endpointRef(cli: Cli, ref: string): Promise<string> {
+  const id = await findEndpointRef(cli.ctx, ref);
   if (!id) throw new AppError('not_found', `webhook endpoint "${ref}" not found (give its id whe_… or its URL)`);
   return id;
 }
@@ -59,7 +59,7 @@ async function deliveries(
   opts: { endpoint?: string; failed?: boolean; limit: number; attempts?: boolean },
 ): Promise<Result> {
   const rows = await listDeliveries(cli.ctx, {
-    endpointId: opts.endpoint ? endpointRef(cli, opts.endpoint) : undefined,
+    endpointId: opts.endpoint ? await endpointRef(cli, opts.endpoint) : undefined,
     failed: opts.failed,
     limit: opts.limit,
   });
@@ -129,18 +129,18 @@ function replayResult(report: ReplayReport, what: string): Result {
   return { json: report, text, notices };
 }
 
-function replay(
+async function replay(
   cli: Cli,
   eventId: string | undefined,
   opts: { since?: string; partner?: string; endpoint?: string },
-): Result {
+): Promise<Result> {
   if (!eventId && !opts.since) throw new UsageError('say what to replay: an event id (evt_…) or --since <time>');
   if (eventId && opts.since) throw new UsageError('give an event id or --since <time>, not both');
   const queue = new JobQueue(cli.ctx.db);
-  const endpointId = opts.endpoint ? endpointRef(cli, opts.endpoint) : undefined;
+  const endpointId = opts.endpoint ? await endpointRef(cli, opts.endpoint) : undefined;
   if (eventId) {
     if (opts.partner) throw new UsageError('--partner goes with --since; an event id names its partner already');
-    return replayResult(replayEvent(cli.ctx, queue, eventId, { endpointId }), eventId);
+    return replayResult(await replayEvent(cli.ctx, queue, eventId, { endpointId }), eventId);
   }
   let since: number;
   try {
@@ -149,7 +149,10 @@ function replay(
     throw new UsageError((e as Error).message);
   }
   const partnerId = opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined;
-  return replayResult(replaySince(cli.ctx, queue, since, { partnerId, endpointId }), `events since ${iso(since)}`);
+  return replayResult(
+    await replaySince(cli.ctx, queue, since, { partnerId, endpointId }),
+    `events since ${iso(since)}`,
+  );
 }
 
 function endpointJsonOp(e: EndpointRow & { partner_slug: string }) {
@@ -166,8 +169,8 @@ function endpointJsonOp(e: EndpointRow & { partner_slug: string }) {
   };
 }
 
-function endpoints(cli: Cli, opts: { partner?: string }): Result {
-  const rows = listAllEndpoints(cli.ctx, opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined);
+async function endpoints(cli: Cli, opts: { partner?: string }): Promise<Result> {
+  const rows = await listAllEndpoints(cli.ctx, opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined);
   const json = { data: rows.map(endpointJsonOp) };
   if (rows.length === 0) return { json, text: 'No webhook endpoints.' };
   return {
@@ -187,8 +190,8 @@ function endpoints(cli: Cli, opts: { partner?: string }): Result {
   };
 }
 
-function enable(cli: Cli, ref: string): Result {
-  const e = enableEndpoint(cli.ctx, endpointRef(cli, ref), cli.actor);
+async function enable(cli: Cli, ref: string): Promise<Result> {
+  const e = await enableEndpoint(cli.ctx, await endpointRef(cli, ref), cli.actor);
   return {
     json: { id: e.id, url: e.url, status: e.status },
     text: lines(

@@ -1,11 +1,14 @@
 import type { partners, webhookEndpoints } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { randomBytes } from 'node:crypto';
-import { stmt } from '../db/stmt.js';
+import { forUpdate } from '../db/dialect.js';
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
+import { syncSqlite } from '../db/queue-statements.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
-import { audit } from './audit.js';
+import { audit, auditIn } from './audit.js';
 import type { CoreCtx } from './context.js';
 import type { EventType } from './event-types.js';
 import { seal, unseal } from './secrets.js';
@@ -13,6 +16,9 @@ import { seal, unseal } from './secrets.js';
 // Partner webhook endpoints. The signing secret is sealed at rest and leaves this module
 // only in the return value of create and rotate (shown to the partner once) and in
 // openSecrets (for signing). A deleted endpoint keeps its row for the delivery log.
+//
+// Every function runs through the store, on either store. disableEndpoint alone stays on the
+// SQLite connection as well: the delivery worker's settle calls it inside its synchronous batch.
 
 export const MAX_ENDPOINTS_PER_PARTNER = 50;
 
@@ -23,119 +29,127 @@ export function newSigningSecret(): string {
   return 'whsec_' + randomBytes(32).toString('base64');
 }
 
-export function createEndpoint(
+/** The stored form of an event list: sorted, without repeats; null (every event) for none. */
+function eventList(events: EventType[] | null | undefined): string | null {
+  return events && events.length ? JSON.stringify([...new Set(events)].sort()) : null;
+}
+
+export async function createEndpoint(
   ctx: CoreCtx,
   partnerId: string,
   input: { url: string; events?: EventType[] | null; description?: string | null },
-): { endpoint: EndpointRow; secret: string } {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const count = stmt<[string], { n: number }>(
-        ctx.db.sqlite,
-        'SELECT COUNT(*) AS n FROM webhook_endpoints WHERE partner_id = ? AND deleted_at IS NULL',
-      ).get(partnerId)!.n;
-      if (count >= MAX_ENDPOINTS_PER_PARTNER) {
-        throw new AppError(
-          'conflict',
-          `a partner may have at most ${MAX_ENDPOINTS_PER_PARTNER} webhook endpoints; delete one first`,
-        );
-      }
-      const secret = newSigningSecret();
-      const now = ctx.now();
-      const row: EndpointRow = {
-        id: newId('whe'),
-        partner_id: partnerId,
-        url: input.url,
-        description: input.description ?? null,
-        events: input.events && input.events.length ? JSON.stringify([...new Set(input.events)].sort()) : null,
-        secret: seal(ctx.masterKey, secret),
-        previous_secret: null,
-        previous_secret_expires_at: null,
-        status: 'enabled',
-        disabled_reason: null,
-        failing_since: null,
-        deleted_at: null,
-        created_at: now,
-        updated_at: now,
-      };
-      stmt(
-        ctx.db.sqlite,
-        `INSERT INTO webhook_endpoints (id, partner_id, url, description, events, secret, previous_secret, previous_secret_expires_at,
-         status, disabled_reason, failing_since, deleted_at, created_at, updated_at)
-       VALUES (@id, @partner_id, @url, @description, @events, @secret, @previous_secret, @previous_secret_expires_at,
-         @status, @disabled_reason, @failing_since, @deleted_at, @created_at, @updated_at)`,
-      ).run(row);
-      audit(ctx, `partner:${partnerId}`, 'webhook.create', 'webhook_endpoint', row.id, {
-        url: row.url,
-        events: input.events ?? null,
-      });
-      return { endpoint: row, secret };
-    })
-    .immediate();
+): Promise<{ endpoint: EndpointRow; secret: string }> {
+  const secret = newSigningSecret();
+  const sealed = seal(ctx.masterKey, secret);
+  return ctx.store.transaction(async (tx) => {
+    // The partner's row held until commit: two creates at the limit count one after the other.
+    await tx.get(sql`SELECT id FROM partners WHERE id = ${partnerId} ${forUpdate(ctx.store.dialect)}`);
+    const count = await tx.get<{ n: number }>(
+      sql`SELECT CAST(COUNT(*) AS BIGINT) AS n FROM webhook_endpoints WHERE partner_id = ${partnerId} AND deleted_at IS NULL`,
+    );
+    if (count!.n >= MAX_ENDPOINTS_PER_PARTNER) {
+      throw new AppError(
+        'conflict',
+        `a partner may have at most ${MAX_ENDPOINTS_PER_PARTNER} webhook endpoints; delete one first`,
+      );
+    }
+    const now = ctx.now();
+    const row: EndpointRow = {
+      id: newId('whe'),
+      partner_id: partnerId,
+      url: input.url,
+      description: input.description ?? null,
+      events: eventList(input.events),
+      secret: sealed,
+      previous_secret: null,
+      previous_secret_expires_at: null,
+      status: 'enabled',
+      disabled_reason: null,
+      failing_since: null,
+      deleted_at: null,
+      created_at: now,
+      updated_at: now,
+    };
+    await tx.run(
+      sql`INSERT INTO webhook_endpoints (id, partner_id, url, description, events, secret, status, created_at, updated_at)
+          VALUES (${row.id}, ${row.partner_id}, ${row.url}, ${row.description}, ${row.events}, ${row.secret},
+            ${row.status}, ${row.created_at}, ${row.updated_at})`,
+    );
+    await auditIn(ctx, tx, `partner:${partnerId}`, 'webhook.create', 'webhook_endpoint', row.id, {
+      url: row.url,
+      events: input.events ?? null,
+    });
+    return { endpoint: row, secret };
+  });
 }
 
 /** The partner's endpoint, or undefined for a missing, deleted or another partner's id. */
-export function getEndpoint(ctx: CoreCtx, partnerId: string, id: string): EndpointRow | undefined {
-  return stmt<[string, string], EndpointRow>(
-    ctx.db.sqlite,
-    'SELECT * FROM webhook_endpoints WHERE id = ? AND partner_id = ? AND deleted_at IS NULL',
-  ).get(id, partnerId);
+export async function getEndpoint(
+  ctx: CoreCtx,
+  partnerId: string,
+  id: string,
+  q: Queryable = ctx.store,
+): Promise<EndpointRow | undefined> {
+  return q.get<EndpointRow>(
+    sql`SELECT * FROM webhook_endpoints WHERE id = ${id} AND partner_id = ${partnerId} AND deleted_at IS NULL`,
+  );
 }
 
-export function getEndpointAny(ctx: CoreCtx, id: string): EndpointRow | undefined {
-  return stmt<[string], EndpointRow>(ctx.db.sqlite, 'SELECT * FROM webhook_endpoints WHERE id = ?').get(id);
+export async function getEndpointAny(ctx: CoreCtx, id: string): Promise<EndpointRow | undefined> {
+  return ctx.store.get<EndpointRow>(sql`SELECT * FROM webhook_endpoints WHERE id = ${id}`);
 }
 
 /** The endpoint with this id or URL, of any partner: a live one before a deleted one. */
-export function findEndpointRef(ctx: CoreCtx, ref: string): string | undefined {
-  return stmt<[string, string], { id: string }>(
-    ctx.db.sqlite,
-    'SELECT id FROM webhook_endpoints WHERE id = ? OR url = ? ORDER BY deleted_at IS NULL DESC LIMIT 1',
-  ).get(ref, ref)?.id;
+export async function findEndpointRef(ctx: CoreCtx, ref: string): Promise<string | undefined> {
+  const row = await ctx.store.get<Pick<EndpointRow, 'id'>>(
+    sql`SELECT id FROM webhook_endpoints WHERE id = ${ref} OR url = ${ref}
+         ORDER BY CASE WHEN deleted_at IS NULL THEN 0 ELSE 1 END, id LIMIT 1`,
+  );
+  return row?.id;
 }
 
 /** Newest first, keyset on id. */
-export function listEndpoints(
+export async function listEndpoints(
   ctx: CoreCtx,
   partnerId: string,
   opts: { limit: number; before?: string | null },
-): EndpointRow[] {
-  return stmt<[string, string | null, string | null, number], EndpointRow>(
-    ctx.db.sqlite,
-    `SELECT * FROM webhook_endpoints WHERE partner_id = ? AND deleted_at IS NULL AND (? IS NULL OR id < ?)
-      ORDER BY id DESC LIMIT ?`,
-  ).all(partnerId, opts.before ?? null, opts.before ?? null, opts.limit);
+): Promise<EndpointRow[]> {
+  const before = opts.before ?? null;
+  return ctx.store.all<EndpointRow>(
+    sql`SELECT * FROM webhook_endpoints WHERE partner_id = ${partnerId} AND deleted_at IS NULL
+         ${before === null ? sql.raw('') : sql`AND id < ${before}`}
+         ORDER BY id DESC LIMIT ${opts.limit}`,
+  );
 }
 
 /** Operator view: every live endpoint, optionally of one partner. */
-export function listAllEndpoints(ctx: CoreCtx, partnerId?: string): (EndpointRow & { partner_slug: string })[] {
-  return stmt<[{ p: string | null }], EndpointRow & { partner_slug: Row<typeof partners>['slug'] }>(
-    ctx.db.sqlite,
-    `SELECT e.*, p.slug AS partner_slug FROM webhook_endpoints e JOIN partners p ON p.id = e.partner_id
-        WHERE e.deleted_at IS NULL AND (@p IS NULL OR e.partner_id = @p) ORDER BY p.slug, e.id`,
-  ).all({ p: partnerId ?? null });
+export async function listAllEndpoints(
+  ctx: CoreCtx,
+  partnerId?: string,
+): Promise<(EndpointRow & { partner_slug: string })[]> {
+  return ctx.store.all<EndpointRow & { partner_slug: Row<typeof partners>['slug'] }>(
+    sql`SELECT e.*, p.slug AS partner_slug FROM webhook_endpoints e JOIN partners p ON p.id = e.partner_id
+         WHERE e.deleted_at IS NULL ${partnerId === undefined ? sql.raw('') : sql`AND e.partner_id = ${partnerId}`}
+         ORDER BY p.slug, e.id`,
+  );
 }
 
-export function deleteEndpoint(ctx: CoreCtx, partnerId: string, id: string): boolean {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const now = ctx.now();
-      const changed = stmt(
-        ctx.db.sqlite,
-        `UPDATE webhook_endpoints SET deleted_at = ?, status = 'disabled', disabled_reason = 'deleted', updated_at = ?
-        WHERE id = ? AND partner_id = ? AND deleted_at IS NULL`,
-      ).run(now, now, id, partnerId).changes;
-      if (!changed) return false;
-      // Their jobs find them cancelled and finish without a request.
-      stmt(
-        ctx.db.sqlite,
-        `UPDATE webhook_deliveries SET status = 'cancelled', last_error = 'endpoint deleted', updated_at = ?
-      WHERE endpoint_id = ? AND status = 'pending'`,
-      ).run(now, id);
-      audit(ctx, `partner:${partnerId}`, 'webhook.delete', 'webhook_endpoint', id);
-      return true;
-    })
-    .immediate();
+export async function deleteEndpoint(ctx: CoreCtx, partnerId: string, id: string): Promise<boolean> {
+  return ctx.store.transaction(async (tx) => {
+    const now = ctx.now();
+    const { changes } = await tx.run(
+      sql`UPDATE webhook_endpoints SET deleted_at = ${now}, status = 'disabled', disabled_reason = 'deleted', updated_at = ${now}
+           WHERE id = ${id} AND partner_id = ${partnerId} AND deleted_at IS NULL`,
+    );
+    if (!changes) return false;
+    // Their jobs find them cancelled and finish without a request.
+    await tx.run(
+      sql`UPDATE webhook_deliveries SET status = 'cancelled', last_error = 'endpoint deleted', updated_at = ${now}
+           WHERE endpoint_id = ${id} AND status = 'pending'`,
+    );
+    await auditIn(ctx, tx, `partner:${partnerId}`, 'webhook.delete', 'webhook_endpoint', id);
+    return true;
+  });
 }
 
 /**
@@ -143,66 +157,77 @@ export function deleteEndpoint(ctx: CoreCtx, partnerId: string, id: string): boo
  * the URL as for createEndpoint (checkEndpointUrl). Bumps updated_at, which versions the
  * endpoint's settings for the delivery loop.
  */
-export function updateEndpoint(
+export async function updateEndpoint(
   ctx: CoreCtx,
   partnerId: string,
   id: string,
   input: { url: string; events?: EventType[] | null; description?: string | null },
-): EndpointRow {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const row = getEndpoint(ctx, partnerId, id);
-      if (!row) throw notFound('webhook endpoint', id);
-      const now = Math.max(ctx.now(), row.updated_at + 1);
-      const next: EndpointRow = {
-        ...row,
-        url: input.url,
-        events: input.events && input.events.length ? JSON.stringify([...new Set(input.events)].sort()) : null,
-        description: input.description ?? null,
-        updated_at: now,
-      };
-      stmt(
-        ctx.db.sqlite,
-        'UPDATE webhook_endpoints SET url = ?, events = ?, description = ?, updated_at = ? WHERE id = ?',
-      ).run(next.url, next.events, next.description, now, id);
-      audit(ctx, `partner:${partnerId}`, 'webhook.update', 'webhook_endpoint', id, {
-        url: next.url,
-        events: input.events && input.events.length ? input.events : null,
-        ...(row.url !== next.url ? { previous_url: row.url } : {}),
-      });
-      return next;
-    })
-    .immediate();
+): Promise<EndpointRow> {
+  return ctx.store.transaction(async (tx) => {
+    const row = await lockEndpoint(ctx, tx, partnerId, id);
+    const now = Math.max(ctx.now(), row.updated_at + 1);
+    const next: EndpointRow = {
+      ...row,
+      url: input.url,
+      events: eventList(input.events),
+      description: input.description ?? null,
+      updated_at: now,
+    };
+    await tx.run(
+      sql`UPDATE webhook_endpoints SET url = ${next.url}, events = ${next.events}, description = ${next.description},
+            updated_at = ${now} WHERE id = ${id}`,
+    );
+    await auditIn(ctx, tx, `partner:${partnerId}`, 'webhook.update', 'webhook_endpoint', id, {
+      url: next.url,
+      events: input.events && input.events.length ? input.events : null,
+      ...(row.url !== next.url ? { previous_url: row.url } : {}),
+    });
+    return next;
+  });
+}
+
+/**
+ * The partner's live endpoint, held until the transaction ends (PostgreSQL): a concurrent
+ * change of it waits, and what this one read stays what it changes.
+ */
+async function lockEndpoint(ctx: CoreCtx, tx: Queryable, partnerId: string, id: string): Promise<EndpointRow> {
+  const row = await tx.get<EndpointRow>(
+    sql`SELECT * FROM webhook_endpoints WHERE id = ${id} AND partner_id = ${partnerId} AND deleted_at IS NULL
+         ${forUpdate(ctx.store.dialect)}`,
+  );
+  if (!row) throw notFound('webhook endpoint', id);
+  return row;
 }
 
 /** A new secret; the current one keeps signing beside it until the grace period ends. */
-export function rotateSecret(
+export async function rotateSecret(
   ctx: CoreCtx,
   partnerId: string,
   id: string,
   graceMs: number,
-): { endpoint: EndpointRow; secret: string } {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const row = getEndpoint(ctx, partnerId, id);
-      if (!row) throw notFound('webhook endpoint', id);
-      const secret = newSigningSecret();
-      const now = ctx.now();
-      const next: EndpointRow = {
-        ...row,
-        secret: seal(ctx.masterKey, secret),
-        previous_secret: row.secret,
-        previous_secret_expires_at: now + graceMs,
-        updated_at: now,
-      };
-      stmt(
-        ctx.db.sqlite,
-        `UPDATE webhook_endpoints SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, updated_at = ? WHERE id = ?`,
-      ).run(next.secret, next.previous_secret, next.previous_secret_expires_at, now, id);
-      audit(ctx, `partner:${partnerId}`, 'webhook.rotate_secret', 'webhook_endpoint', id, { grace_ms: graceMs });
-      return { endpoint: next, secret };
-    })
-    .immediate();
+): Promise<{ endpoint: EndpointRow; secret: string }> {
+  const secret = newSigningSecret();
+  const sealed = seal(ctx.masterKey, secret);
+  return ctx.store.transaction(async (tx) => {
+    // The secret it replaces is the one a rotation just before this one wrote, never an older one.
+    const row = await lockEndpoint(ctx, tx, partnerId, id);
+    const now = ctx.now();
+    const next: EndpointRow = {
+      ...row,
+      secret: sealed,
+      previous_secret: row.secret,
+      previous_secret_expires_at: now + graceMs,
+      updated_at: now,
+    };
+    await tx.run(
+      sql`UPDATE webhook_endpoints SET secret = ${next.secret}, previous_secret = ${next.previous_secret},
+            previous_secret_expires_at = ${next.previous_secret_expires_at}, updated_at = ${now} WHERE id = ${id}`,
+    );
+    await auditIn(ctx, tx, `partner:${partnerId}`, 'webhook.rotate_secret', 'webhook_endpoint', id, {
+      grace_ms: graceMs,
+    });
+    return { endpoint: next, secret };
+  });
 }
 
 /** The secrets that sign right now: the current one, and the previous one during its grace. */
@@ -218,34 +243,44 @@ export function openSecrets(
   return { current: unseal(ctx.masterKey, row.secret), previous };
 }
 
-/** Inside the caller's transaction (the delivery that saw the failure). */
+const disableSql = (id: string, reason: string, now: number) =>
+  sql`UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ${reason}, updated_at = ${now}
+       WHERE id = ${id} AND status = 'enabled'`;
+
+/**
+ * Inside the caller's synchronous SQLite transaction (the delivery worker's settle, which saw
+ * the failure). False when it was no longer enabled.
+ */
 export function disableEndpoint(ctx: CoreCtx, id: string, reason: string): boolean {
-  const now = ctx.now();
-  const changed =
-    stmt(
-      ctx.db.sqlite,
-      `UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ?, updated_at = ? WHERE id = ? AND status = 'enabled'`,
-    ).run(reason, now, id).changes === 1;
+  const changed = syncSqlite(ctx.db.sqlite).run(disableSql(id, reason, ctx.now())).changes === 1;
   if (changed) audit(ctx, 'system', 'webhook.disable', 'webhook_endpoint', id, { reason });
   return changed;
 }
 
+/** disableEndpoint through the store, in `q` (the caller's transaction). */
+export async function disableEndpointIn(ctx: CoreCtx, q: Queryable, id: string, reason: string): Promise<boolean> {
+  const changed = (await q.run(disableSql(id, reason, ctx.now()))).changes === 1;
+  if (changed) await auditIn(ctx, q, 'system', 'webhook.disable', 'webhook_endpoint', id, { reason });
+  return changed;
+}
+
 /** Operator: enable a disabled endpoint; its failure clock starts again. */
-export function enableEndpoint(ctx: CoreCtx, id: string, actor: string): EndpointRow {
-  return ctx.db.sqlite
-    .transaction(() => {
-      const row = getEndpointAny(ctx, id);
-      if (!row || row.deleted_at !== null) throw notFound('webhook endpoint', id);
-      if (row.status === 'enabled') throw new AppError('conflict', `webhook endpoint ${id} is already enabled`);
-      const now = ctx.now();
-      stmt(
-        ctx.db.sqlite,
-        `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = ? WHERE id = ?`,
-      ).run(now, id);
-      audit(ctx, actor, 'webhook.enable', 'webhook_endpoint', id, { previous_reason: row.disabled_reason });
-      return { ...row, status: 'enabled' as const, disabled_reason: null, failing_since: null, updated_at: now };
-    })
-    .immediate();
+export async function enableEndpoint(ctx: CoreCtx, id: string, actor: string): Promise<EndpointRow> {
+  return ctx.store.transaction(async (tx) => {
+    // Held: of two operators enabling it at once, the second finds it enabled.
+    const row = await tx.get<EndpointRow>(
+      sql`SELECT * FROM webhook_endpoints WHERE id = ${id} ${forUpdate(ctx.store.dialect)}`,
+    );
+    if (!row || row.deleted_at !== null) throw notFound('webhook endpoint', id);
+    if (row.status === 'enabled') throw new AppError('conflict', `webhook endpoint ${id} is already enabled`);
+    const now = ctx.now();
+    await tx.run(
+      sql`UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = ${now}
+           WHERE id = ${id}`,
+    );
+    await auditIn(ctx, tx, actor, 'webhook.enable', 'webhook_endpoint', id, { previous_reason: row.disabled_reason });
+    return { ...row, status: 'enabled' as const, disabled_reason: null, failing_since: null, updated_at: now };
+  });
 }
 
 export function subscribedTo(row: Pick<EndpointRow, 'events'>, type: string): boolean {
@@ -272,11 +307,11 @@ export function endpointJson(row: EndpointRow, now: number) {
 }
 
 /** How many live endpoints are failing (enabled, deliveries not going through) and how many are disabled. */
-export function endpointHealthCounts(ctx: CoreCtx): { failing: number; disabled: number } {
-  return stmt<[], { failing: number; disabled: number }>(
-    ctx.db.sqlite,
-    `SELECT COALESCE(SUM(status = 'enabled' AND failing_since IS NOT NULL), 0) AS failing,
-            COALESCE(SUM(status = 'disabled'), 0) AS disabled
-       FROM webhook_endpoints WHERE deleted_at IS NULL`,
-  ).get()!;
+export async function endpointHealthCounts(ctx: CoreCtx): Promise<{ failing: number; disabled: number }> {
+  const row = await ctx.store.get<{ failing: number; disabled: number }>(
+    sql`SELECT CAST(COUNT(*) FILTER (WHERE status = 'enabled' AND failing_since IS NOT NULL) AS BIGINT) AS failing,
+               CAST(COUNT(*) FILTER (WHERE status = 'disabled') AS BIGINT) AS disabled
+          FROM webhook_endpoints WHERE deleted_at IS NULL`,
+  );
+  return row!;
 }

@@ -175,7 +175,7 @@ describe('msgctl doctor with the wrong key', () => {
     const dd = openDataDir(dataDir, { env: {}, masterKeyFile: good, migrate: false });
     try {
       const ctx = coreCtx(dd);
-      ids.endpoint = createEndpoint(ctx, partner.id, { url: 'https://hooks.example.com/msgd' }).endpoint.id;
+      ids.endpoint = (await createEndpoint(ctx, partner.id, { url: 'https://hooks.example.com/msgd' })).endpoint.id;
       ids.user = 'usr_totp1';
       withDb(dataDir, (db) =>
         db

@@ -201,7 +201,7 @@ describe('console pages', () => {
     expect(r.text).toContain('refused: 127.0.0.1 is a loopback address');
     expect(s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM webhook_endpoints').get()).toEqual({ n: 0 });
     // Editing an endpoint meets the same guard, and leaves it as it was.
-    const { endpoint } = createEndpoint(s.ctx, acme.partnerId, { url: 'https://hooks.example.com/msgd' });
+    const { endpoint } = await createEndpoint(s.ctx, acme.partnerId, { url: 'https://hooks.example.com/msgd' });
     await admin.get(`/ui/webhooks/${endpoint.id}`);
     const edit = await admin.post(`/ui/webhooks/${endpoint.id}/edit`, { url: 'https://169.254.169.254/latest' });
     expect(edit.status).toBe(400);
@@ -209,7 +209,7 @@ describe('console pages', () => {
     expect(s.ctx.db.sqlite.prepare('SELECT url FROM webhook_endpoints WHERE id = ?').get(endpoint.id)).toEqual({
       url: 'https://hooks.example.com/msgd',
     });
-    deleteEndpoint(s.ctx, acme.partnerId, endpoint.id);
+    await deleteEndpoint(s.ctx, acme.partnerId, endpoint.id);
   });
 
   it('an admin invites a user, who joins with the link; secrets stay out of the logs', async () => {

@@ -134,7 +134,7 @@ describe('with private targets refused (the default)', () => {
     ['an IP literal', (port: number) => `https://127.0.0.1:${port}/hooks`, /127\.0\.0\.1 is a loopback address/],
   ])('the connection-time guard refuses %s that got stored anyway (rebinding)', async (_what, urlOf, reason) => {
     // As if the name resolved to a public address at registration and to 127.0.0.1 now.
-    const { endpoint } = createEndpoint(server.ctx, partnerId, { url: urlOf(receiver.port) });
+    const { endpoint } = await createEndpoint(server.ctx, partnerId, { url: urlOf(receiver.port) });
     try {
       const { eventId } = inbound(server.ctx, partnerId, channel, '+14155550300', 'probe');
       const d = await waitFor(

@@ -76,7 +76,7 @@ export async function readOverview(ctx: CoreCtx, now = ctx.now()): Promise<Overv
     }
   }
   for (const g of gws.values()) g.errors.sort((a, b) => b.hour - a.hour);
-  const endpoints = endpointHealthCounts(ctx);
+  const endpoints = await endpointHealthCounts(ctx);
   const lowBalance = lowBalancePartners(ctx);
   const g = server.hb?.gauges;
   return {

@@ -60,7 +60,7 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
     }
     const counts = seesTraffic ? await statusCounts(rt.ctx, partner.id, 24) : [];
     const failing = seesTraffic
-      ? listAllEndpoints(rt.ctx, partner.id).filter((e) => e.status === 'disabled' || e.failing_since !== null)
+      ? (await listAllEndpoints(rt.ctx, partner.id)).filter((e) => e.status === 'disabled' || e.failing_since !== null)
       : [];
     const total = series.reduce((s, d) => s + d.spend, 0);
     // The channel assigned first: the one a new partner most likely means to try.

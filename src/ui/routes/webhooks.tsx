@@ -102,7 +102,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   const { rt } = ui;
   const cfg = rt.config.webhooksOut;
 
-  const listPage = (
+  const listPage = async (
     req: FastifyRequest,
     reply: FastifyReply,
     msg: { error?: string; ok?: string; url?: string } = {},
@@ -111,7 +111,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const p = pageCtx(ui, req, reply, 'webhooks');
     const q = query(req);
     const before = q.before && ENDPOINT_ID.test(q.before) ? q.before : null;
-    const page = listEndpoints(rt.ctx, p.user.partnerId, { limit: PAGE + 1, before });
+    const page = await listEndpoints(rt.ctx, p.user.partnerId, { limit: PAGE + 1, before });
     const rows = page.slice(0, PAGE);
     const more = page.length > PAGE;
     return p.render(
@@ -387,7 +387,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const f = form(req);
     try {
       const input = await endpointInput(f, cfg.allowPrivateTargets);
-      const { endpoint, secret } = createEndpoint(rt.ctx, p.user.partnerId, input);
+      const { endpoint, secret } = await createEndpoint(rt.ctx, p.user.partnerId, input);
       return redirectWithNote(ui, req, reply, `/ui/webhooks/${endpoint.id}`, {
         ok: 'Endpoint registered.',
         secret: { label: 'signing secret', value: secret },
@@ -404,7 +404,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   };
 
   app.get<{ Params: { id: string } }>('/webhooks/:id', async (req, reply) => {
-    const e = own(req, reply);
+    const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
     const q = query(req);
     const note = takeNote(ui, req, `/ui/webhooks/${e.id}`);
@@ -417,11 +417,11 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   });
 
   app.post<{ Params: { id: string } }>('/webhooks/:id/edit', async (req, reply) => {
-    const e = own(req, reply);
+    const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
     try {
       const input = await endpointInput(form(req), cfg.allowPrivateTargets);
-      updateEndpoint(rt.ctx, e.partner_id, e.id, input);
+      await updateEndpoint(rt.ctx, e.partner_id, e.id, input);
     } catch (err) {
       if (shown(err)) return endpointPage(req, reply, e, { error: err.message }, statusFor(err.code));
       throw err;
@@ -432,7 +432,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   });
 
   app.get<{ Params: { id: string; dlv: string } }>('/webhooks/:id/deliveries/:dlv', async (req, reply) => {
-    const e = own(req, reply);
+    const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
     const d = await getDelivery(rt.ctx, req.params.dlv);
     if (!d || d.endpoint_id !== e.id) return notFoundPage(ui, req, reply);
@@ -538,9 +538,9 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   });
 
   app.post<{ Params: { id: string } }>('/webhooks/:id/rotate', async (req, reply) => {
-    const e = own(req, reply);
+    const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
-    const { secret } = rotateSecret(rt.ctx, e.partner_id, e.id, cfg.rotationGraceHours * 3_600_000);
+    const { secret } = await rotateSecret(rt.ctx, e.partner_id, e.id, cfg.rotationGraceHours * 3_600_000);
     return redirectWithNote(ui, req, reply, `/ui/webhooks/${e.id}`, {
       ok: 'A new secret signs from now on.',
       secret: { label: 'signing secret', value: secret },
@@ -548,7 +548,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   });
 
   app.post<{ Params: { id: string } }>('/webhooks/:id/test', async (req, reply) => {
-    const e = own(req, reply);
+    const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
     if (e.status !== 'enabled')
       return endpointPage(
@@ -558,24 +558,24 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
         { error: 'This endpoint is disabled; the operator can enable it again.' },
         409,
       );
-    const { eventId } = sendTestEvent(rt.ctx, rt.queue, e);
+    const { eventId } = await sendTestEvent(rt.ctx, rt.queue, e);
     return reply.redirect(`/ui/webhooks/${e.id}?sent=${eventId}`, 303);
   });
 
   app.post<{ Params: { id: string } }>('/webhooks/:id/delete', async (req, reply) => {
-    const e = own(req, reply);
+    const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
-    deleteEndpoint(rt.ctx, e.partner_id, e.id);
+    await deleteEndpoint(rt.ctx, e.partner_id, e.id);
     return reply.redirect('/ui/webhooks', 303);
   });
 
   app.post<{ Params: { id: string; dlv: string } }>('/webhooks/:id/deliveries/:dlv/replay', async (req, reply) => {
-    const e = own(req, reply);
+    const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
     const d = await getDelivery(rt.ctx, req.params.dlv);
     if (!d || d.endpoint_id !== e.id) return notFoundPage(ui, req, reply);
     try {
-      replayEvent(rt.ctx, rt.queue, d.event_id, { endpointId: e.id });
+      await replayEvent(rt.ctx, rt.queue, d.event_id, { endpointId: e.id });
     } catch (err) {
       if (shown(err)) return endpointPage(req, reply, e, { error: err.message }, statusFor(err.code));
       throw err;

@@ -52,7 +52,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     },
     async (req, reply) => {
       const url = await checkEndpointUrl(req.body.url, cfg.allowPrivateTargets);
-      const { endpoint, secret } = createEndpoint(rt.ctx, principalOf(req).partnerId, {
+      const { endpoint, secret } = await createEndpoint(rt.ctx, principalOf(req).partnerId, {
         url: url.href,
         events: (req.body.events ?? null) as EventType[] | null,
         description: req.body.description ?? null,
@@ -77,7 +77,10 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     },
     async (req) => {
       const after = decodeCursor(req.query.cursor, 'whe');
-      const rows = listEndpoints(rt.ctx, principalOf(req).partnerId, { limit: req.query.limit + 1, before: after?.id });
+      const rows = await listEndpoints(rt.ctx, principalOf(req).partnerId, {
+        limit: req.query.limit + 1,
+        before: after?.id,
+      });
       const now = rt.ctx.now();
       return page(
         rows,
@@ -102,7 +105,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
       },
     },
     async (req) => {
-      const e = getEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id);
+      const e = await getEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id);
       if (!e) throw notFoundError('webhook endpoint', req.params.id);
       return endpointJson(e, rt.ctx.now());
     },
@@ -123,7 +126,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
       },
     },
     async (req, reply) => {
-      if (!deleteEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id))
+      if (!(await deleteEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id)))
         throw notFoundError('webhook endpoint', req.params.id);
       return reply.code(204).send();
     },
@@ -147,8 +150,14 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     },
     async (req) => {
       const partnerId = principalOf(req).partnerId;
-      if (!getEndpoint(rt.ctx, partnerId, req.params.id)) throw notFoundError('webhook endpoint', req.params.id);
-      const { endpoint, secret } = rotateSecret(rt.ctx, partnerId, req.params.id, cfg.rotationGraceHours * 3_600_000);
+      if (!(await getEndpoint(rt.ctx, partnerId, req.params.id)))
+        throw notFoundError('webhook endpoint', req.params.id);
+      const { endpoint, secret } = await rotateSecret(
+        rt.ctx,
+        partnerId,
+        req.params.id,
+        cfg.rotationGraceHours * 3_600_000,
+      );
       return { ...endpointJson(endpoint, rt.ctx.now()), secret };
     },
   );
@@ -169,7 +178,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
       },
     },
     async (req, reply) => {
-      const e = getEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id);
+      const e = await getEndpoint(rt.ctx, principalOf(req).partnerId, req.params.id);
       if (!e) throw notFoundError('webhook endpoint', req.params.id);
       if (e.status !== 'enabled') {
         throw new AppError(
@@ -177,7 +186,7 @@ export const webhookRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
           `this endpoint is disabled (${e.disabled_reason ?? 'no reason recorded'}); the operator can enable it again`,
         );
       }
-      const { eventId, deliveryId } = sendTestEvent(rt.ctx, rt.queue, e);
+      const { eventId, deliveryId } = await sendTestEvent(rt.ctx, rt.queue, e);
       return reply.code(202).send({ event_id: eventId, delivery_id: deliveryId });
     },
   );
