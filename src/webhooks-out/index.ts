@@ -61,7 +61,7 @@ export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
       worker.start();
     },
     async stop() {
-      fanout.stop();
+      await fanout.stop();
       if (started) await worker.stop({ timeoutMs: 10_000 });
       started = false;
       // Requests still in flight belong to jobs the worker already handed back: drop them.

@@ -1,6 +1,7 @@
 import type { events, partners, webhookAttempts, webhookDeliveries, webhookEndpoints } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
-import { indexedBy } from '../db/dialect.js';
+import { indexedBy, inList, textRows } from '../db/dialect.js';
+import type { Queryable } from '../db/query.js';
 import { type Sql, sql } from '../db/sql.js';
 import { rawStmt, stmt } from '../db/stmt.js';
 import type { CoreCtx } from '../core/context.js';
@@ -29,43 +30,63 @@ export type DeliveryRow = Row<typeof webhookDeliveries>;
 
 export type AttemptRow = Row<typeof webhookAttempts>;
 
-/** In the caller's transaction: a pending delivery and its job. Returns null if it already exists. */
-export function createDelivery(
+/** A delivery to make: one event for one endpoint of its partner. */
+export interface NewDelivery {
+  eventId: string;
+  endpointId: string;
+  partnerId: string;
+}
+
+export type CreatedDelivery = Pick<DeliveryRow, 'id' | 'event_id' | 'endpoint_id'>;
+
+/**
+ * In the caller's transaction: a pending delivery, and its job, for each event and endpoint that
+ * has none yet (one delivery per event and endpoint, whoever else is making it at the same
+ * time). One statement for the deliveries, one enqueue per delivery made. Returns those it made.
+ */
+export async function createDeliveries(
   ctx: CoreCtx,
+  tx: Queryable,
   queue: JobQueue,
-  d: { eventId: string; endpointId: string; partnerId: string; runAt: number },
-): string | null {
+  list: readonly NewDelivery[],
+  runAt: number,
+): Promise<CreatedDelivery[]> {
+  if (list.length === 0) return [];
   const now = ctx.now();
-  const id = newId('dlv');
-  const inserted = stmt<[string, string, string, string, number, number, number], Pick<DeliveryRow, 'id'>>(
-    ctx.db.sqlite,
-    `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, next_attempt_at, created_at, updated_at)
-     VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (event_id, endpoint_id) DO NOTHING RETURNING id`,
-  ).get(id, d.eventId, d.endpointId, d.partnerId, d.runAt, now, now);
-  if (!inserted) return null;
-  const payload: DeliveryPayload = { d: id, b: 0 };
-  queue.enqueue({ kind: DELIVERY_JOB, payload, runAt: d.runAt, maxAttempts: DELIVERY_MAX_ATTEMPTS });
-  return id;
+  const rows = list.map((d) => [newId('dlv'), d.eventId, d.endpointId, d.partnerId]);
+  const made = await tx.all<CreatedDelivery>(
+    sql`INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, next_attempt_at, created_at, updated_at)
+        SELECT r.id, r.event_id, r.endpoint_id, r.partner_id, 'pending', 0, ${runAt}, ${now}, ${now}
+          FROM ${textRows(ctx.store.dialect, ['id', 'event_id', 'endpoint_id', 'partner_id'], rows)} AS r WHERE true
+        ON CONFLICT (event_id, endpoint_id) DO NOTHING RETURNING id, event_id, endpoint_id`,
+  );
+  for (const d of made) {
+    const payload: DeliveryPayload = { d: d.id, b: 0 };
+    await queue.enqueue(tx, { kind: DELIVERY_JOB, payload, runAt, maxAttempts: DELIVERY_MAX_ATTEMPTS }, now);
+  }
+  return made;
 }
 
 /**
- * Replay: a finished delivery goes back to pending with a fresh schedule. A pending one
- * already has a job and is left alone (returns 'pending').
+ * Replay, in the caller's transaction: a finished delivery goes back to pending with a fresh
+ * schedule and a new job. One still pending has a job already and is left alone ('pending'),
+ * also when another replay restarted it a moment ago: the delivery is sent once, not twice.
  */
-export function restartDelivery(
+export async function restartDelivery(
   ctx: CoreCtx,
+  tx: Queryable,
   queue: JobQueue,
-  row: DeliveryRow,
+  id: string,
   runAt: number,
-): 'restarted' | 'pending' {
-  if (row.status === 'pending') return 'pending';
+): Promise<'restarted' | 'pending'> {
   const now = ctx.now();
-  stmt(
-    ctx.db.sqlite,
-    `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, updated_at = ? WHERE id = ?`,
-  ).run(runAt, now, row.id);
-  const payload: DeliveryPayload = { d: row.id, b: row.attempts };
-  queue.enqueue({ kind: DELIVERY_JOB, payload, runAt, maxAttempts: DELIVERY_MAX_ATTEMPTS });
+  const row = await tx.get<Pick<DeliveryRow, 'attempts'>>(
+    sql`UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${runAt}, updated_at = ${now}
+         WHERE id = ${id} AND status <> 'pending' RETURNING attempts`,
+  );
+  if (!row) return 'pending';
+  const payload: DeliveryPayload = { d: id, b: row.attempts };
+  await queue.enqueue(tx, { kind: DELIVERY_JOB, payload, runAt, maxAttempts: DELIVERY_MAX_ATTEMPTS }, now);
   return 'restarted';
 }
 
@@ -106,9 +127,9 @@ const E = [
   'created_at',
   'updated_at',
 ];
-// One statement per attempt instead of three: this runs for every delivery.
-const LOAD = `SELECT ${D.map((c) => `d.${c}`).join(', ')}, ${E.map((c) => `e.${c}`).join(', ')}, ev.payload, ev.type
-  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id WHERE d.id = ?`;
+const LOAD_COLUMNS = sql.raw(
+  `${D.map((c) => `d.${c}`).join(', ')}, ${E.map((c) => `e.${c}`).join(', ')}, ev.payload, ev.type`,
+);
 
 function pick<T>(row: unknown[], offset: number, cols: string[]): T {
   const out: Record<string, unknown> = {};
@@ -116,16 +137,33 @@ function pick<T>(row: unknown[], offset: number, cols: string[]): T {
   return out as T;
 }
 
-// Rows as arrays across three tables' columns (faster form kept: npm run bench, v1 deliveries).
-export function loadForAttempt(ctx: CoreCtx, deliveryId: string): AttemptContext | null {
-  const row = rawStmt(ctx.db.sqlite, LOAD).get(deliveryId) as unknown[] | undefined;
-  if (!row) return null;
-  return {
-    delivery: pick<DeliveryRow>(row, 0, D),
-    endpoint: pick<EndpointRow>(row, D.length, E),
-    body: row[D.length + E.length] as string,
-    eventType: row[D.length + E.length + 1] as string,
-  };
+/**
+ * What the attempts of these deliveries need, by delivery id (none for a delivery that is gone):
+ * the delivery, its endpoint and its event's body, in one statement for a batch of them.
+ * Rows as arrays across three tables' columns (faster form kept: npm run bench, v1 deliveries).
+ */
+export async function loadForAttempts(
+  ctx: CoreCtx,
+  q: Queryable,
+  deliveryIds: readonly string[],
+): Promise<Map<string, AttemptContext>> {
+  const out = new Map<string, AttemptContext>();
+  if (deliveryIds.length === 0) return out;
+  const rows = await q.values<unknown[]>(
+    sql`SELECT ${LOAD_COLUMNS}
+          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id
+         WHERE ${inList(ctx.store.dialect, 'd.id', deliveryIds)}`,
+  );
+  for (const row of rows) {
+    const delivery = pick<DeliveryRow>(row, 0, D);
+    out.set(delivery.id, {
+      delivery,
+      endpoint: pick<EndpointRow>(row, D.length, E),
+      body: row[D.length + E.length] as string,
+      eventType: row[D.length + E.length + 1] as string,
+    });
+  }
+  return out;
 }
 
 export interface AttemptRecord {
@@ -134,6 +172,47 @@ export interface AttemptRecord {
   durationMs: number;
   snippet: string | null;
   error: string | null;
+}
+
+// A settled attempt's statements, run by the delivery worker's synchronous settle on SQLite
+// (syncSqlite) and through the store by settleAttempt (src/webhooks-out/deliver.ts).
+
+/** The attempt's line in the log. */
+export const attemptSql = (deliveryId: string, a: AttemptRecord, now: number) =>
+  sql`INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, response_snippet, error, created_at)
+      VALUES (${deliveryId}, ${a.attemptNo}, ${a.status}, ${a.durationMs}, ${a.snippet}, ${a.error}, ${now})`;
+
+/** The delivery's new state after an attempt. */
+export const deliveryStateSql = (
+  deliveryId: string,
+  a: AttemptRecord,
+  next: { status: DeliveryStatus; nextAttemptAt: number | null },
+  now: number,
+) =>
+  sql`UPDATE webhook_deliveries SET status = ${next.status}, attempts = ${a.attemptNo}, next_attempt_at = ${next.nextAttemptAt},
+        last_status_code = ${a.status}, last_error = ${a.error}, updated_at = ${now}
+      WHERE id = ${deliveryId}`;
+
+/** A delivery that will not be attempted (again): its endpoint is gone or off, or its job died. */
+export const endDeliverySql = (id: string, status: 'cancelled' | 'dead', reason: string, now: number) =>
+  sql`UPDATE webhook_deliveries SET status = ${status}, last_error = ${reason}, next_attempt_at = NULL, updated_at = ${now}
+      WHERE id = ${id} AND status = 'pending'`;
+
+// The delivery worker's statements on the SQLite connection.
+
+const LOAD_SYNC = `SELECT ${D.map((c) => `d.${c}`).join(', ')}, ${E.map((c) => `e.${c}`).join(', ')}, ev.payload, ev.type
+  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id WHERE d.id = ?`;
+
+// Rows as arrays across three tables' columns (faster form kept: npm run bench, v1 deliveries).
+export function loadForAttempt(ctx: CoreCtx, deliveryId: string): AttemptContext | null {
+  const row = rawStmt(ctx.db.sqlite, LOAD_SYNC).get(deliveryId) as unknown[] | undefined;
+  if (!row) return null;
+  return {
+    delivery: pick<DeliveryRow>(row, 0, D),
+    endpoint: pick<EndpointRow>(row, D.length, E),
+    body: row[D.length + E.length] as string,
+    eventType: row[D.length + E.length + 1] as string,
+  };
 }
 
 /** Log one attempt and move the delivery to its new state (inside the settling transaction). */

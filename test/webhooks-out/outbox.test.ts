@@ -49,7 +49,7 @@ describe('the outbox', () => {
       { length: 20 },
       (_, i) => inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550500', `n${i}`).eventId,
     );
-    for (let i = 0; i < 5; i++) w.server.rt.webhooksOut.fanout.runOnce();
+    await Promise.all([1, 2, 3, 4, 5].map(() => w.server.rt.webhooksOut.fanout.runOnce()));
     await waitFor(() => ids.every((id) => w.receiver.delivered.includes(id)), 'all delivered', 5000);
     const rows = deliveryRows(w.server.ctx, ep.id).filter((d) => ids.includes(d.event_id));
     expect(rows).toHaveLength(20);
