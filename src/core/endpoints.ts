@@ -4,11 +4,10 @@ import { randomBytes } from 'node:crypto';
 import { forUpdate } from '../db/dialect.js';
 import type { Queryable } from '../db/query.js';
 import { sql } from '../db/sql.js';
-import { syncSqlite } from '../db/queue-statements.js';
 import { AppError, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
-import { audit, auditIn } from './audit.js';
+import { auditIn } from './audit.js';
 import type { CoreCtx } from './context.js';
 import type { EventType } from './event-types.js';
 import { seal, unseal } from './secrets.js';
@@ -16,9 +15,6 @@ import { seal, unseal } from './secrets.js';
 // Partner webhook endpoints. The signing secret is sealed at rest and leaves this module
 // only in the return value of create and rotate (shown to the partner once) and in
 // openSecrets (for signing). A deleted endpoint keeps its row for the delivery log.
-//
-// Every function runs through the store, on either store. disableEndpoint alone stays on the
-// SQLite connection as well: the delivery worker's settle calls it inside its synchronous batch.
 
 export const MAX_ENDPOINTS_PER_PARTNER = 50;
 
@@ -247,17 +243,7 @@ const disableSql = (id: string, reason: string, now: number) =>
   sql`UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ${reason}, updated_at = ${now}
        WHERE id = ${id} AND status = 'enabled'`;
 
-/**
- * Inside the caller's synchronous SQLite transaction (the delivery worker's settle, which saw
- * the failure). False when it was no longer enabled.
- */
-export function disableEndpoint(ctx: CoreCtx, id: string, reason: string): boolean {
-  const changed = syncSqlite(ctx.db.sqlite).run(disableSql(id, reason, ctx.now())).changes === 1;
-  if (changed) audit(ctx, 'system', 'webhook.disable', 'webhook_endpoint', id, { reason });
-  return changed;
-}
-
-/** disableEndpoint through the store, in `q` (the caller's transaction). */
+/** msgd disables an endpoint (410, failing too long), in `q`: the transaction that settles the attempt. False when it was no longer enabled. */
 export async function disableEndpointIn(ctx: CoreCtx, q: Queryable, id: string, reason: string): Promise<boolean> {
   const changed = (await q.run(disableSql(id, reason, ctx.now()))).changes === 1;
   if (changed) await auditIn(ctx, q, 'system', 'webhook.disable', 'webhook_endpoint', id, { reason });

@@ -2,8 +2,7 @@ import type { events, partners, webhookAttempts, webhookDeliveries, webhookEndpo
 import type { Row } from '../db/rows.js';
 import { indexedBy, inList, textRows } from '../db/dialect.js';
 import type { Queryable } from '../db/query.js';
-import { type Sql, sql } from '../db/sql.js';
-import { rawStmt, stmt } from '../db/stmt.js';
+import { type Dialect, type Sql, sql } from '../db/sql.js';
 import type { CoreCtx } from '../core/context.js';
 import type { EndpointRow } from '../core/endpoints.js';
 import { newId } from '../lib/ids.js';
@@ -138,22 +137,21 @@ function pick<T>(row: unknown[], offset: number, cols: string[]): T {
 }
 
 /**
- * What the attempts of these deliveries need, by delivery id (none for a delivery that is gone):
- * the delivery, its endpoint and its event's body, in one statement for a batch of them.
- * Rows as arrays across three tables' columns (faster form kept: npm run bench, v1 deliveries).
+ * The load of these deliveries' attempts. One delivery through a statement of one text; several
+ * through a list bound as one value (a query with a fragment in it is put together on each call).
  */
-export async function loadForAttempts(
-  ctx: CoreCtx,
-  q: Queryable,
-  deliveryIds: readonly string[],
-): Promise<Map<string, AttemptContext>> {
+function loadSql(dialect: Dialect, deliveryIds: readonly string[]): Sql {
+  return deliveryIds.length === 1
+    ? sql`SELECT d.id, d.event_id, d.endpoint_id, d.partner_id, d.status, d.attempts, d.next_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at, e.id, e.partner_id, e.url, e.description, e.events, e.secret, e.previous_secret, e.previous_secret_expires_at, e.status, e.disabled_reason, e.failing_since, e.deleted_at, e.created_at, e.updated_at, ev.payload, ev.type
+            FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id
+           WHERE d.id = ${deliveryIds[0]}`
+    : sql`SELECT ${LOAD_COLUMNS}
+            FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id
+           WHERE ${inList(dialect, 'd.id', deliveryIds)}`;
+}
+
+function attemptContexts(rows: unknown[][]): Map<string, AttemptContext> {
   const out = new Map<string, AttemptContext>();
-  if (deliveryIds.length === 0) return out;
-  const rows = await q.values<unknown[]>(
-    sql`SELECT ${LOAD_COLUMNS}
-          FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id
-         WHERE ${inList(ctx.store.dialect, 'd.id', deliveryIds)}`,
-  );
   for (const row of rows) {
     const delivery = pick<DeliveryRow>(row, 0, D);
     out.set(delivery.id, {
@@ -166,6 +164,20 @@ export async function loadForAttempts(
   return out;
 }
 
+/**
+ * What the attempts of these deliveries need, by delivery id (none for a delivery that is gone):
+ * the delivery, its endpoint and its event's body, in one statement for a batch of them.
+ * Rows as arrays across three tables' columns (faster form kept: npm run bench, v1 deliveries).
+ */
+export async function loadForAttempts(
+  ctx: CoreCtx,
+  q: Queryable,
+  deliveryIds: readonly string[],
+): Promise<Map<string, AttemptContext>> {
+  if (deliveryIds.length === 0) return new Map();
+  return attemptContexts(await q.values<unknown[]>(loadSql(ctx.store.dialect, deliveryIds)));
+}
+
 export interface AttemptRecord {
   attemptNo: number;
   status: number | null;
@@ -174,8 +186,7 @@ export interface AttemptRecord {
   error: string | null;
 }
 
-// A settled attempt's statements, run by the delivery worker's synchronous settle on SQLite
-// (syncSqlite) and through the store by settleAttempt (src/webhooks-out/deliver.ts).
+// A settled attempt's statements (settleAttempt, src/webhooks-out/deliver.ts).
 
 /** The attempt's line in the log. */
 export const attemptSql = (deliveryId: string, a: AttemptRecord, now: number) =>
@@ -197,52 +208,6 @@ export const deliveryStateSql = (
 export const endDeliverySql = (id: string, status: 'cancelled' | 'dead', reason: string, now: number) =>
   sql`UPDATE webhook_deliveries SET status = ${status}, last_error = ${reason}, next_attempt_at = NULL, updated_at = ${now}
       WHERE id = ${id} AND status = 'pending'`;
-
-// The delivery worker's statements on the SQLite connection.
-
-const LOAD_SYNC = `SELECT ${D.map((c) => `d.${c}`).join(', ')}, ${E.map((c) => `e.${c}`).join(', ')}, ev.payload, ev.type
-  FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN events ev ON ev.id = d.event_id WHERE d.id = ?`;
-
-// Rows as arrays across three tables' columns (faster form kept: npm run bench, v1 deliveries).
-export function loadForAttempt(ctx: CoreCtx, deliveryId: string): AttemptContext | null {
-  const row = rawStmt(ctx.db.sqlite, LOAD_SYNC).get(deliveryId) as unknown[] | undefined;
-  if (!row) return null;
-  return {
-    delivery: pick<DeliveryRow>(row, 0, D),
-    endpoint: pick<EndpointRow>(row, D.length, E),
-    body: row[D.length + E.length] as string,
-    eventType: row[D.length + E.length + 1] as string,
-  };
-}
-
-/** Log one attempt and move the delivery to its new state (inside the settling transaction). */
-export function recordAttempt(
-  ctx: CoreCtx,
-  deliveryId: string,
-  a: AttemptRecord,
-  next: { status: DeliveryStatus; nextAttemptAt: number | null },
-) {
-  const now = ctx.now();
-  const db = ctx.db.sqlite;
-  stmt(
-    db,
-    `INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, response_snippet, error, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?)`,
-  ).run(deliveryId, a.attemptNo, a.status, a.durationMs, a.snippet, a.error, now);
-  stmt(
-    db,
-    `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
-      WHERE id = ?`,
-  ).run(next.status, a.attemptNo, next.nextAttemptAt, a.status, a.error, now, deliveryId);
-}
-
-export function cancelDelivery(ctx: CoreCtx, id: string, reason: string) {
-  stmt(
-    ctx.db.sqlite,
-    `UPDATE webhook_deliveries SET status = 'cancelled', last_error = ?, next_attempt_at = NULL, updated_at = ?
-    WHERE id = ? AND status = 'pending'`,
-  ).run(reason, ctx.now(), id);
-}
 
 export interface DeliveryListRow extends DeliveryRow {
   /** null once the event is gone (LEFT JOIN). */

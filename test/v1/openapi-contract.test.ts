@@ -1,6 +1,6 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { disableEndpoint, MAX_ENDPOINTS_PER_PARTNER } from '../../src/core/endpoints.js';
+import { disableEndpointIn, MAX_ENDPOINTS_PER_PARTNER } from '../../src/core/endpoints.js';
 import { createInbound } from '../../src/core/messages.js';
 import { markDeleted } from '../../src/core/message-status.js';
 import { suspendPartner } from '../../src/core/partners.js';
@@ -348,7 +348,7 @@ describe('real responses are the documented ones', () => {
       }
     }
     // 409 on webhooks: a disabled endpoint's test, and one endpoint more than a partner may have.
-    disableEndpoint(server.ctx, hook, 'test');
+    await server.ctx.store.transaction((tx) => disableEndpointIn(server.ctx, tx, hook, 'test'));
     expectDocumented(
       'POST',
       '/v1/webhooks/{id}/test',
