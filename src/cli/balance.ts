@@ -14,23 +14,23 @@ function balanceLines(p: Partner): [string, string][] {
   ];
 }
 
-function moved(cli: Cli, entry: LedgerEntry, headline: string): Result {
-  const p = getPartner(cli.ctx, entry.partner_id);
+async function moved(cli: Cli, entry: LedgerEntry, headline: string): Promise<Result> {
+  const p = await getPartner(cli.ctx, entry.partner_id);
   return {
     json: { entry: ledgerEntryJson(entry, p.currency), partner: partnerJson(p) },
     text: lines(headline, kv([['entry', `#${entry.id}`], ...balanceLines(p)], '  ')),
   };
 }
 
-function doTopup(cli: Cli, ref: string, amount: string, opts: { note?: string }): Result {
-  const entry = topup(cli.ctx, ref, moneyArg(amount, 'positive', 'a top-up'), opts.note ?? null, cli.actor);
-  const p = getPartner(cli.ctx, entry.partner_id);
+async function doTopup(cli: Cli, ref: string, amount: string, opts: { note?: string }): Promise<Result> {
+  const entry = await topup(cli.ctx, ref, moneyArg(amount, 'positive', 'a top-up'), opts.note ?? null, cli.actor);
+  const p = await getPartner(cli.ctx, entry.partner_id);
   return moved(cli, entry, `Topped up ${p.slug} by ${money(entry.amount, p.currency)}.`);
 }
 
 async function doAdjust(cli: Cli, ref: string, amount: string, opts: { note: string }): Promise<Result> {
   const entry = await adjust(cli.ctx, ref, moneyArg(amount, 'non-zero', 'an adjustment'), opts.note, cli.actor);
-  const p = getPartner(cli.ctx, entry.partner_id);
+  const p = await getPartner(cli.ctx, entry.partner_id);
   return moved(
     cli,
     entry,
@@ -38,9 +38,9 @@ async function doAdjust(cli: Cli, ref: string, amount: string, opts: { note: str
   );
 }
 
-function show(cli: Cli, ref: string): Result {
-  const p = getPartner(cli.ctx, ref);
-  const last = listLedger(cli.ctx, p.id, { limit: 1 }).entries[0];
+async function show(cli: Cli, ref: string): Promise<Result> {
+  const p = await getPartner(cli.ctx, ref);
+  const last = (await listLedger(cli.ctx, p.id, { limit: 1 })).entries[0];
   const j = partnerJson(p);
   return {
     json: {

@@ -24,14 +24,14 @@ async function full(cli: Cli, c: Channel) {
   const gw = await getGatewayRow(cli.ctx, c.gateway_id);
   return {
     ...channelJson(c),
-    partner: getPartner(cli.ctx, c.partner_id).slug,
+    partner: (await getPartner(cli.ctx, c.partner_id)).slug,
     gateway: { id: gw.id, name: gw.name, kind: gw.kind },
   };
 }
 
 async function describe(cli: Cli, c: Channel): Promise<string> {
   const gw = await getGatewayRow(cli.ctx, c.gateway_id);
-  const partner = getPartner(cli.ctx, c.partner_id);
+  const partner = await getPartner(cli.ctx, c.partner_id);
   return kv(
     [
       ['id', c.id],
@@ -82,7 +82,7 @@ async function assign(
   const added = [];
   for (const [i, g] of fallbacks.entries())
     added.push(await addFallback(cli.ctx, { partner: c.partner_id, type: t, gateway: g, sender: froms[i] }, cli.actor));
-  const slug = getPartner(cli.ctx, c.partner_id).slug;
+  const slug = (await getPartner(cli.ctx, c.partner_id)).slug;
   return {
     json: added.length
       ? { ...(await full(cli, c)), fallbacks: await Promise.all(added.map((f) => full(cli, f))) }
@@ -106,14 +106,14 @@ async function fallbackAdd(
   return {
     json: await full(cli, c),
     text: lines(
-      `Added ${(await getGatewayRow(cli.ctx, c.gateway_id)).name} as fallback ${c.position} of ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type}.`,
+      `Added ${(await getGatewayRow(cli.ctx, c.gateway_id)).name} as fallback ${c.position} of ${(await getPartner(cli.ctx, c.partner_id)).slug}'s ${c.type}.`,
       await orderText(cli, c.partner_id, c.type),
     ),
   };
 }
 
 async function fallbackList(cli: Cli, partner: string, type: string): Promise<Result> {
-  const p = getPartner(cli.ctx, partner);
+  const p = await getPartner(cli.ctx, partner);
   const t = channelTypeArg(type);
   const order = await routeOrderIn(cli.ctx.store, p.id, t);
   return {
@@ -129,7 +129,7 @@ async function fallbackRemove(cli: Cli, partner: string, type: string, gateway: 
   return {
     json: await full(cli, c),
     text: lines(
-      `Removed ${(await getGatewayRow(cli.ctx, c.gateway_id)).name} from ${getPartner(cli.ctx, c.partner_id).slug}'s ${c.type} fallbacks.`,
+      `Removed ${(await getGatewayRow(cli.ctx, c.gateway_id)).name} from ${(await getPartner(cli.ctx, c.partner_id)).slug}'s ${c.type} fallbacks.`,
       await orderText(cli, c.partner_id, c.type),
     ),
   };
@@ -156,7 +156,7 @@ async function unassign(
 
 async function list(cli: Cli, partner: string | undefined, opts: { all?: boolean }): Promise<Result> {
   const rows = await listChannels(cli.ctx, { partner, includeInactive: opts.all });
-  const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
+  const slugs = new Map((await listPartners(cli.ctx)).map((p) => [p.id, p.slug]));
   const text = rows.length
     ? table(
         ['partner', 'type', '#', 'sender', 'gateway', 'kind', 'status', 'created', 'id'],

@@ -169,7 +169,7 @@ async function list(cli: Cli): Promise<Result> {
 async function show(cli: Cli, ref: string): Promise<Result> {
   const g = await getGateway(cli.ctx, ref);
   const channels = (await listChannels(cli.ctx)).filter((c) => c.gateway_id === g.id);
-  const slugs = new Map(listPartners(cli.ctx).map((p) => [p.id, p.slug]));
+  const slugs = new Map((await listPartners(cli.ctx)).map((p) => [p.id, p.slug]));
   // As msgd last published it (msgd keeps the breaker in memory; every circuit starts closed).
   const circuit = await readCircuit(cli.ctx, g.id);
   return {

@@ -5,9 +5,9 @@ import { withCli, type Cli } from './context.js';
 import { examples } from './help.js';
 import { money, table, when, type Result } from './output.js';
 
-function list(cli: Cli, ref: string, opts: { limit: number; before?: number }): Result {
+async function list(cli: Cli, ref: string, opts: { limit: number; before?: number }): Promise<Result> {
   const limit = Math.min(opts.limit, 1000);
-  const { partner, entries } = listLedger(cli.ctx, ref, { limit, before: opts.before });
+  const { partner, entries } = await listLedger(cli.ctx, ref, { limit, before: opts.before });
   const cur = partner.currency;
   const text = entries.length
     ? table(

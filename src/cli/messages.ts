@@ -21,7 +21,7 @@ async function list(
   cli: Cli,
   opts: { partner?: string; status?: string; uncertain?: boolean; failed?: boolean; limit: number },
 ): Promise<Result> {
-  const partnerId = opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined;
+  const partnerId = opts.partner ? (await getPartner(cli.ctx, opts.partner)).id : undefined;
   const known = Object.keys(STATUS_RANK);
   if (opts.status && !known.includes(opts.status)) throw new UsageError(`--status must be one of ${known.join(', ')}`);
   const rows = await listOperatorMessages(cli.ctx, {
@@ -53,11 +53,11 @@ async function list(
   };
 }
 
-function show(cli: Cli, id: string): Result {
+async function show(cli: Cli, id: string): Promise<Result> {
   const m = getMessageRow(cli.ctx, id);
   if (!m) throw notFound('message', id);
   const hist = messageHistory(cli.ctx, id, m);
-  const partner = getPartner(cli.ctx, m.partner_id);
+  const partner = await getPartner(cli.ctx, m.partner_id);
   const json = { ...messageJson(m, hist), partner: { id: partner.id, slug: partner.slug } };
   return {
     json,

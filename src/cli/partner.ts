@@ -38,16 +38,20 @@ function one(headline: string, p: Partner): Result {
   return { json: partnerJson(p), text: lines(headline, kv(summary(p), '  ')) };
 }
 
-function create(cli: Cli, slug: string, opts: { name: string; currency?: string; credit?: string }): Result {
+async function create(
+  cli: Cli,
+  slug: string,
+  opts: { name: string; currency?: string; credit?: string },
+): Promise<Result> {
   const creditLimit = opts.credit === undefined ? undefined : moneyArg(opts.credit, 'non-negative', 'a credit limit');
   const input = { slug, name: opts.name, currency: opts.currency, creditLimit };
   usage(() => checkPartnerInput(input));
-  const p = createPartner(cli.ctx, input, cli.actor);
+  const p = await createPartner(cli.ctx, input, cli.actor);
   return one(`Created partner ${p.slug} (${p.id}).`, p);
 }
 
-function list(cli: Cli): Result {
-  const rows = listPartners(cli.ctx);
+async function list(cli: Cli): Promise<Result> {
+  const rows = await listPartners(cli.ctx);
   const text = rows.length
     ? table(
         ['slug', 'name', 'status', 'balance', 'credit', 'available', 'id'],
@@ -67,7 +71,7 @@ function list(cli: Cli): Result {
 }
 
 async function show(cli: Cli, ref: string): Promise<Result> {
-  const p = getPartner(cli.ctx, ref);
+  const p = await getPartner(cli.ctx, ref);
   const channels = await listChannels(cli.ctx, { partner: p.id });
   const now = cli.ctx.now();
   const tokens = listTokens(cli.ctx, p.id).map((t) => tokenJson(t, now));
@@ -92,7 +96,7 @@ async function show(cli: Cli, ref: string): Promise<Result> {
   };
 }
 
-function setLimits(cli: Cli, ref: string, opts: { rateLimit?: string; lowBalance?: string }): Result {
+async function setLimits(cli: Cli, ref: string, opts: { rateLimit?: string; lowBalance?: string }): Promise<Result> {
   if (opts.rateLimit === undefined && opts.lowBalance === undefined) {
     throw new UsageError('give --rate-limit and/or --low-balance');
   }
@@ -109,7 +113,7 @@ function setLimits(cli: Cli, ref: string, opts: { rateLimit?: string; lowBalance
     limits.lowBalanceThreshold =
       opts.lowBalance === 'default' ? null : moneyArg(opts.lowBalance, 'non-negative', 'a low-balance threshold');
   }
-  const p = setPartnerLimits(cli.ctx, ref, limits, cli.actor);
+  const p = await setPartnerLimits(cli.ctx, ref, limits, cli.actor);
   return one(`Updated limits of ${p.slug}.`, p);
 }
 

@@ -9,8 +9,8 @@ import { examples } from './help.js';
 import { lines, money, table, when, type Result } from './output.js';
 
 // A default price has no currency of its own: each partner is charged it in theirs.
-function currencyOf(cli: Cli, row: { partner_id: string }): string | undefined {
-  return row.partner_id ? getPartner(cli.ctx, row.partner_id).currency : undefined;
+async function currencyOf(cli: Cli, row: { partner_id: string }): Promise<string | undefined> {
+  return row.partner_id ? (await getPartner(cli.ctx, row.partner_id)).currency : undefined;
 }
 
 // Same money shape everywhere, even where a default price has no currency of its own.
@@ -30,7 +30,7 @@ interface Scope {
 async function listRow(cli: Cli, p: Price): Promise<PriceListRow> {
   return {
     ...p,
-    partner_slug: p.partner_id ? getPartner(cli.ctx, p.partner_id).slug : null,
+    partner_slug: p.partner_id ? (await getPartner(cli.ctx, p.partner_id)).slug : null,
     gateway_name: p.gateway_id ? (await getGatewayRow(cli.ctx, p.gateway_id)).name : null,
   };
 }
@@ -52,7 +52,7 @@ async function set(cli: Cli, channel: string, amount: string, opts: Scope): Prom
   );
   const row = await listRow(cli, p);
   if (p.category) {
-    const currency = currencyOf(cli, row);
+    const currency = await currencyOf(cli, row);
     return {
       json: json(row, currency),
       text: lines(
@@ -63,7 +63,7 @@ async function set(cli: Cli, channel: string, amount: string, opts: Scope): Prom
       ),
     };
   }
-  const currency = currencyOf(cli, row);
+  const currency = await currencyOf(cli, row);
   const whom =
     row.partner_slug && row.gateway_name
       ? `for ${row.partner_slug}'s messages sent through ${row.gateway_name}, before any other price`
@@ -95,12 +95,12 @@ async function unset(cli: Cli, channel: string, opts: Scope): Promise<Result> {
     : row.partner_slug || row.gateway_name
       ? `Removed the ${p.channel_type} price ${appliesTo(row)}; the next price in precedence applies again.`
       : `Removed the default ${p.channel_type} price; partners without an override now send ${p.channel_type} for free.`;
-  return { json: { removed: json(row, currencyOf(cli, row)) }, text };
+  return { json: { removed: json(row, await currencyOf(cli, row)) }, text };
 }
 
 async function list(cli: Cli, opts: { partner?: string }): Promise<Result> {
   const rows = await listPrices(cli.ctx, { partner: opts.partner });
-  const currencies = new Map(listPartners(cli.ctx).map((p) => [p.id, p.currency]));
+  const currencies = new Map((await listPartners(cli.ctx)).map((p) => [p.id, p.currency]));
   const cur = (r: PriceListRow) => (r.partner_id ? currencies.get(r.partner_id) : undefined);
   const text = rows.length
     ? table(

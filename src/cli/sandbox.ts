@@ -142,7 +142,7 @@ async function inbound(
     timestamp: sandboxTimestamp(cli.ctx.now()),
   };
   const p = await post(base, gw.id, secret, event);
-  const partner = getPartner(cli.ctx, ch.partner_id).slug;
+  const partner = (await getPartner(cli.ctx, ch.partner_id)).slug;
   return posted(`Posted a signed inbound ${ch.type} message from ${opts.from} to ${ch.sender} (${partner}).`, p, event);
 }
 

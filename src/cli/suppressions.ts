@@ -36,7 +36,7 @@ async function list(
   ref: string,
   opts: { channel?: string; reason?: string; address?: string; limit?: number },
 ): Promise<Result> {
-  const partner = getPartner(cli.ctx, ref);
+  const partner = await getPartner(cli.ctx, ref);
   const channel = opts.channel ? channelTypeArg(opts.channel) : undefined;
   const address =
     opts.address !== undefined && channel ? (normalizeAddress(channel, opts.address) ?? opts.address) : opts.address;
@@ -66,7 +66,7 @@ async function add(
   address: string,
   opts: { reason?: string; sender?: string; note?: string },
 ): Promise<Result> {
-  const partner = getPartner(cli.ctx, ref);
+  const partner = await getPartner(cli.ctx, ref);
   const input: SuppressionInput = {
     channel: channelTypeArg(channelIn),
     address,
@@ -97,7 +97,7 @@ async function add(
 }
 
 async function remove(cli: Cli, ref: string, id: string, opts: { consentConfirmed?: boolean }): Promise<Result> {
-  const partner = getPartner(cli.ctx, ref);
+  const partner = await getPartner(cli.ctx, ref);
   const row = await removeSuppression(cli.ctx, partner.id, id, {
     actor: cli.actor,
     consentConfirmed: opts.consentConfirmed === true,
@@ -111,7 +111,7 @@ async function remove(cli: Cli, ref: string, id: string, opts: { consentConfirme
 }
 
 async function scope(cli: Cli, ref: string, value: string | undefined): Promise<Result> {
-  const partner = getPartner(cli.ctx, ref);
+  const partner = await getPartner(cli.ctx, ref);
   if (value !== undefined) {
     if (!(OPT_OUT_SCOPES as readonly string[]).includes(value))
       throw new UsageError(`the scope is ${OPT_OUT_SCOPES.join(' or ')}, not "${value}"`);

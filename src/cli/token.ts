@@ -28,14 +28,18 @@ function details(t: Token, state: string): [string, string | null][] {
   ];
 }
 
-function issue(cli: Cli, partnerRef: string, opts: { name: string; scopes: string; expires?: string }): Result {
+async function issue(
+  cli: Cli,
+  partnerRef: string,
+  opts: { name: string; scopes: string; expires?: string },
+): Promise<Result> {
   const now = cli.ctx.now();
   const expiresAt = opts.expires === undefined ? null : usage(() => parseExpiry(opts.expires!, now));
   if (expiresAt !== null && expiresAt <= now)
     throw new UsageError(`the expiry must be in the future, got "${opts.expires}"`);
   const scopes = usage(() => parseScopes(opts.scopes));
   const { token, secret } = issueToken(cli.ctx, { partner: partnerRef, name: opts.name, scopes, expiresAt }, cli.actor);
-  const partner = getPartner(cli.ctx, token.partner_id);
+  const partner = await getPartner(cli.ctx, token.partner_id);
   const json = tokenJson(token, now);
   return {
     json: { ...json, partner: partner.slug, secret },
@@ -48,8 +52,8 @@ function issue(cli: Cli, partnerRef: string, opts: { name: string; scopes: strin
   };
 }
 
-function list(cli: Cli, partnerRef: string): Result {
-  const partner = getPartner(cli.ctx, partnerRef);
+async function list(cli: Cli, partnerRef: string): Promise<Result> {
+  const partner = await getPartner(cli.ctx, partnerRef);
   const now = cli.ctx.now();
   const rows = listTokens(cli.ctx, partner.id);
   const text = rows.length
@@ -73,7 +77,7 @@ function list(cli: Cli, partnerRef: string): Result {
 async function revoke(cli: Cli, ref: string, opts: { yes?: boolean }): Promise<Result> {
   const found = await getTokenByRef(cli.ctx, ref);
   if (!found.revoked_at) {
-    const owner = getPartner(cli.ctx, found.partner_id).slug;
+    const owner = (await getPartner(cli.ctx, found.partner_id)).slug;
     await confirm(
       cli.io,
       `Revoke token "${found.name}" of ${owner} (${found.id}, ${found.prefix}…): requests with it are refused from then on`,

@@ -78,7 +78,7 @@ async function invite(cli: Cli, partnerRef: string, email: string, opts: { role:
 }
 
 async function list(cli: Cli, partnerRef: string): Promise<Result> {
-  const partner = getPartner(cli.ctx, partnerRef);
+  const partner = await getPartner(cli.ctx, partnerRef);
   const rows = await listMembers(cli.ctx, partner.id);
   return {
     json: { data: rows.map(memberJson) },
@@ -100,7 +100,7 @@ async function list(cli: Cli, partnerRef: string): Promise<Result> {
 }
 
 async function disable(cli: Cli, partnerRef: string, ref: string): Promise<Result> {
-  const partner = getPartner(cli.ctx, partnerRef);
+  const partner = await getPartner(cli.ctx, partnerRef);
   const u = await setUserStatus(cli.ctx, partner.id, ref, 'disabled', cli.actor);
   return {
     json: memberJson(u),
@@ -109,18 +109,18 @@ async function disable(cli: Cli, partnerRef: string, ref: string): Promise<Resul
 }
 
 async function enable(cli: Cli, partnerRef: string, ref: string): Promise<Result> {
-  const partner = getPartner(cli.ctx, partnerRef);
+  const partner = await getPartner(cli.ctx, partnerRef);
   const u = await setUserStatus(cli.ctx, partner.id, ref, 'active', cli.actor);
   return { json: memberJson(u), text: `Enabled ${u.email} for ${partner.slug}.` };
 }
 
 async function reset(cli: Cli, partnerRef: string, ref: string): Promise<Result> {
-  const partner = getPartner(cli.ctx, partnerRef);
+  const partner = await getPartner(cli.ctx, partnerRef);
   return linkResult(cli, await resetUser(cli.ctx, partner.id, ref, cli.actor, 'operator'), 'Reset link for');
 }
 
 async function remove(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
-  const partner = getPartner(cli.ctx, partnerRef);
+  const partner = await getPartner(cli.ctx, partnerRef);
   const member = await getMember(cli.ctx, partner.id, ref);
   await confirm(
     cli.io,
@@ -135,7 +135,7 @@ async function remove(cli: Cli, partnerRef: string, ref: string, opts: { yes?: b
 }
 
 async function resetTwoFactorCmd(cli: Cli, partnerRef: string, ref: string, opts: { yes?: boolean }): Promise<Result> {
-  const partner = getPartner(cli.ctx, partnerRef);
+  const partner = await getPartner(cli.ctx, partnerRef);
   const found = await getMember(cli.ctx, partner.id, ref);
   await confirm(
     cli.io,

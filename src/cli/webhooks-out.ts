@@ -148,7 +148,7 @@ async function replay(
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
-  const partnerId = opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined;
+  const partnerId = opts.partner ? (await getPartner(cli.ctx, opts.partner)).id : undefined;
   return replayResult(
     await replaySince(cli.ctx, queue, since, { partnerId, endpointId }),
     `events since ${iso(since)}`,
@@ -170,7 +170,7 @@ function endpointJsonOp(e: EndpointRow & { partner_slug: string }) {
 }
 
 async function endpoints(cli: Cli, opts: { partner?: string }): Promise<Result> {
-  const rows = await listAllEndpoints(cli.ctx, opts.partner ? getPartner(cli.ctx, opts.partner).id : undefined);
+  const rows = await listAllEndpoints(cli.ctx, opts.partner ? (await getPartner(cli.ctx, opts.partner)).id : undefined);
   const json = { data: rows.map(endpointJsonOp) };
   if (rows.length === 0) return { json, text: 'No webhook endpoints.' };
   return {

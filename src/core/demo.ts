@@ -3,8 +3,8 @@ import { parseMoney } from '../lib/money.js';
 import { assignChannelIn } from './channels.js';
 import type { CoreCtx } from './context.js';
 import { addGatewayIn } from './gateways.js';
-import { topup } from './ledger.js';
-import { createPartner } from './partners.js';
+import { topupIn } from './ledger.js';
+import { createPartnerIn } from './partners.js';
 import { setPriceIn } from './prices.js';
 import { issueToken } from './tokens.js';
 import { iso } from '../lib/time.js';
@@ -32,7 +32,7 @@ export async function maybeSeedDemo(ctx: CoreCtx): Promise<DemoSeed | null> {
     const partners = await tx.get<{ n: number }>(sql`SELECT COUNT(*) AS n FROM partners`);
     if (seeded || Number(partners?.n) > 0) return null;
     const actor = 'system:demo';
-    const partner = createPartner(ctx, { slug: 'demo', name: 'Demo partner (sandbox)' }, actor);
+    const partner = await createPartnerIn(ctx, tx, { slug: 'demo', name: 'Demo partner (sandbox)' }, actor);
     const gw = await addGatewayIn(ctx, tx, { kind: 'sandbox', name: 'sandbox', settings: {} }, actor);
     const senders: Record<string, string> = {
       sms: '+15550000001',
@@ -45,7 +45,7 @@ export async function maybeSeedDemo(ctx: CoreCtx): Promise<DemoSeed | null> {
       await assignChannelIn(ctx, tx, { partner: partner.id, gateway: gw.id, type, sender }, actor);
     }
     await setPriceIn(ctx, tx, { channel: 'sms', amount: parseMoney('0.0075'), partner: partner.id }, actor);
-    topup(ctx, partner.id, parseMoney('10.00'), 'demo credit', actor);
+    await topupIn(ctx, tx, partner.id, parseMoney('10.00'), 'demo credit', actor);
     const { secret } = issueToken(ctx, { partner: partner.id, name: 'demo', scopes: '*' }, actor);
     await tx.run(sql`INSERT INTO meta (key, value) VALUES (${DEMO_SEEDED_KEY}, ${iso(ctx.now())})`);
     return { partnerSlug: partner.slug, token: secret, gatewayName: gw.name };

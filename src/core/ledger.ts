@@ -1,3 +1,4 @@
+import type { Tx } from '../db/query.js';
 import type { Row } from '../db/rows.js';
 import type { ledgerEntries, partners } from '../db/schema.js';
 import { sql } from '../db/sql.js';
@@ -7,8 +8,8 @@ import { formatMoney, inMoneyRange, MAX_MONEY, moneyJson } from '../lib/money.js
 import { iso } from '../lib/time.js';
 import type { Queryable } from '../db/query.js';
 import type { CoreCtx } from './context.js';
-import { audit, auditIn } from './audit.js';
-import { getPartner, readPartner } from './partners.js';
+import { auditIn } from './audit.js';
+import { type Partner, readPartner } from './partners.js';
 
 // The ledger is append-only. partner.balance moves in the same transaction as its entry, so
 // balance == sum(entries) always; verifyLedger() proves it. A debit is one conditional
@@ -26,10 +27,6 @@ type Balance = Pick<Row<typeof partners>, 'balance'>;
 const DEBIT_SQL = `UPDATE partners SET balance = balance - ?, updated_at = ?
   WHERE id = ? AND balance + credit_limit > 0 AND balance - ? >= -credit_limit RETURNING balance`;
 const CREDIT_SQL = 'UPDATE partners SET balance = balance + ?, updated_at = ? WHERE id = ? RETURNING balance';
-// Top-ups and adjustments keep the balance within ±MAX_MONEY; a refund only gives back what a
-// debit took, so it is never refused.
-const CREDIT_IN_RANGE_SQL = `UPDATE partners SET balance = balance + ?, updated_at = ?
-  WHERE id = ? AND balance + ? BETWEEN -${MAX_MONEY} AND ${MAX_MONEY} RETURNING balance`;
 const FUNDS_SQL = 'SELECT balance, credit_limit FROM partners WHERE id = ?';
 const INSERT_SQL = `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -37,13 +34,6 @@ const INSERT_SQL = `INSERT INTO ledger_entries (partner_id, kind, amount, balanc
 const funds = (ctx: CoreCtx, partnerId: string) => stmt<[string], Funds>(ctx.db.sqlite, FUNDS_SQL).get(partnerId);
 const credit = (ctx: CoreCtx, partnerId: string, amount: bigint, now: number) =>
   stmt<[bigint, number, string], Balance>(ctx.db.sqlite, CREDIT_SQL).get(amount, now, partnerId)!;
-const creditInRange = (ctx: CoreCtx, partnerId: string, amount: bigint, now: number) =>
-  stmt<[bigint, number, string, bigint], Balance>(ctx.db.sqlite, CREDIT_IN_RANGE_SQL).get(
-    amount,
-    now,
-    partnerId,
-    amount,
-  );
 const insertEntry = (
   ctx: CoreCtx,
   e: [string, LedgerKind, bigint, number, string | null, string | null, string, number],
@@ -252,19 +242,31 @@ export function topup(
   amount: number,
   note: string | null,
   actor: string,
-): LedgerEntry {
+): Promise<LedgerEntry> {
+  return ctx.store.transaction((tx) => topupIn(ctx, tx, partnerRef, amount, note, actor));
+}
+
+/**
+ * topup inside the caller's store transaction (the demo seed's). The balance moves in one
+ * conditional UPDATE, so concurrent top-ups never pass the bound whatever their order; refused,
+ * with nothing written, if it would take the balance past ±MAX_MONEY.
+ */
+export async function topupIn(
+  ctx: CoreCtx,
+  tx: Tx,
+  partnerRef: string,
+  amount: number,
+  note: string | null,
+  actor: string,
+): Promise<LedgerEntry> {
   if (!Number.isSafeInteger(amount) || amount <= 0) {
     throw invalid('a top-up must be a positive amount', [{ field: 'amount', message: 'must be greater than zero' }]);
   }
   if (amount > MAX_MONEY) throw tooLarge('a top-up', amount);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const p = getPartner(ctx, partnerRef);
-      const entry = writeEntry(ctx, p, 'topup', amount, note, actor);
-      audit(ctx, actor, 'balance.topup', 'partner', p.id, { amount, note });
-      return entry;
-    })
-    .immediate();
+  const p = await readPartner(tx, partnerRef);
+  const entry = await creditEntry(ctx, tx, p, 'topup', amount, note, actor);
+  await auditIn(ctx, tx, actor, 'balance.topup', 'partner', p.id, { amount, note });
+  return entry;
 }
 
 /**
@@ -288,22 +290,7 @@ export async function adjust(
   if (!note) throw invalid('an adjustment needs a note saying why', [{ field: 'note', message: 'required' }]);
   return ctx.store.transaction(async (tx) => {
     const p = await readPartner(tx, partnerRef);
-    const now = ctx.now();
-    const big = BigInt(amount);
-    const row = await tx.get<Balance>(
-      sql`UPDATE partners SET balance = balance + ${big}, updated_at = ${now}
-           WHERE id = ${p.id} AND balance + ${big} BETWEEN ${sql.raw(String(-MAX_MONEY))} AND ${sql.raw(String(MAX_MONEY))}
-       RETURNING balance`,
-    );
-    if (!row) {
-      const f = (await tx.get<Funds>(sql`SELECT balance, credit_limit FROM partners WHERE id = ${p.id}`))!;
-      throw pastBound(p, 'adjustment', amount, f.balance);
-    }
-    const entry = (await tx.get<LedgerEntry>(
-      sql`INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
-          VALUES (${p.id}, 'adjustment', ${big}, ${row.balance}, NULL, ${note}, ${actor}, ${now})
-          RETURNING *`,
-    ))!;
+    const entry = await creditEntry(ctx, tx, p, 'adjustment', amount, note, actor);
     await auditIn(ctx, tx, actor, 'balance.adjust', 'partner', p.id, { amount, note });
     return entry;
   });
@@ -329,38 +316,56 @@ function pastBound(p: { slug: string; currency: string }, kind: LedgerKind, amou
   );
 }
 
-/** A top-up; refused, with nothing written, if it would take the balance past ±MAX_MONEY. */
-function writeEntry(
+/**
+ * A top-up's or adjustment's entry, in `tx`: the balance moves by `amount` in one conditional
+ * UPDATE; refused, with nothing written, if that would take it past ±MAX_MONEY.
+ */
+async function creditEntry(
   ctx: CoreCtx,
+  tx: Tx,
   p: { id: string; slug: string; currency: string },
-  kind: LedgerKind,
+  kind: 'topup' | 'adjustment',
   amount: number,
   note: string | null,
   actor: string,
-) {
+): Promise<LedgerEntry> {
   const now = ctx.now();
   const big = BigInt(amount);
-  const row = creditInRange(ctx, p.id, big, now);
-  if (!row) throw pastBound(p, kind, amount, funds(ctx, p.id)!.balance);
-  const info = insertEntry(ctx, [p.id, kind, big, row.balance, null, note, actor, now]);
-  return stmt<[number | bigint], LedgerEntry>(ctx.db.sqlite, 'SELECT * FROM ledger_entries WHERE id = ?').get(
-    info.lastInsertRowid,
-  )!;
+  const row = await tx.get<Balance>(
+    sql`UPDATE partners SET balance = balance + ${big}, updated_at = ${now}
+         WHERE id = ${p.id} AND balance + ${big} BETWEEN ${sql.raw(String(-MAX_MONEY))} AND ${sql.raw(String(MAX_MONEY))}
+     RETURNING balance`,
+  );
+  if (!row) {
+    const f = (await tx.get<Balance>(sql`SELECT balance FROM partners WHERE id = ${p.id}`))!;
+    throw pastBound(p, kind, amount, f.balance);
+  }
+  return (await tx.get<LedgerEntry>(
+    sql`INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, note, actor, created_at)
+        VALUES (${p.id}, ${kind}, ${big}, ${row.balance}, NULL, ${note}, ${actor}, ${now})
+        RETURNING *`,
+  ))!;
 }
 
-export function listLedger(ctx: CoreCtx, partnerRef: string, opts: { limit?: number; before?: number } = {}) {
-  const p = getPartner(ctx, partnerRef);
-  const limit = Math.min(opts.limit ?? 50, 1000);
-  const rows = opts.before
-    ? stmt<[string, number, number], LedgerEntry>(
-        ctx.db.sqlite,
-        'SELECT * FROM ledger_entries WHERE partner_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
-      ).all(p.id, opts.before, limit)
-    : stmt<[string, number], LedgerEntry>(
-        ctx.db.sqlite,
-        'SELECT * FROM ledger_entries WHERE partner_id = ? ORDER BY id DESC LIMIT ?',
-      ).all(p.id, limit);
-  return { partner: p, entries: rows };
+/**
+ * A partner's entries, newest first (by id, which only grows): at most `limit` (50, up to
+ * 1000), before the entry id `before` when given (the next, older page).
+ */
+export async function listLedger(
+  ctx: CoreCtx,
+  partnerRef: string,
+  opts: { limit?: number; before?: number } = {},
+): Promise<{ partner: Partner; entries: LedgerEntry[] }> {
+  const p = await readPartner(ctx.store, partnerRef);
+  const limit = Math.max(1, Math.min(opts.limit ?? 50, 1000));
+  const entries = opts.before
+    ? await ctx.store.all<LedgerEntry>(
+        sql`SELECT * FROM ledger_entries WHERE partner_id = ${p.id} AND id < ${opts.before} ORDER BY id DESC LIMIT ${limit}`,
+      )
+    : await ctx.store.all<LedgerEntry>(
+        sql`SELECT * FROM ledger_entries WHERE partner_id = ${p.id} ORDER BY id DESC LIMIT ${limit}`,
+      );
+  return { partner: p, entries };
 }
 
 export function ledgerEntryJson(e: LedgerEntry, currency: string) {

@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/query.js';
+import type { Queryable, Tx } from '../db/query.js';
 import type { Row } from '../db/rows.js';
 import { sql } from '../db/sql.js';
 import type { partners } from '../db/schema.js';
@@ -9,7 +9,7 @@ import type { Config } from '../config/schema.js';
 import { formatMoney, MAX_MONEY, moneyJson, parseMoney } from '../lib/money.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
-import { audit, auditIn } from './audit.js';
+import { auditIn } from './audit.js';
 
 export type Partner = Row<typeof partners>;
 
@@ -54,71 +54,75 @@ export function checkPartnerInput(input: PartnerInput): { currency: string; cred
   return { currency, creditLimit };
 }
 
+export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string): Promise<Partner> {
+  return ctx.store.transaction((tx) => createPartnerIn(ctx, tx, input, actor));
+}
+
 /**
- * Stays on the connection: the demo seed (core/demo.ts) creates its partner inside a synchronous
- * transaction. findPartner and getPartner stay so too (see readPartner).
+ * createPartner inside the caller's store transaction (the demo seed's). The slug is claimed by
+ * the INSERT itself (ON CONFLICT DO NOTHING), so of two creations racing for one slug, one is
+ * refused with a conflict, whatever the store.
  */
-export function createPartner(ctx: CoreCtx, input: PartnerInput, actor: string): Partner {
+export async function createPartnerIn(ctx: CoreCtx, tx: Tx, input: PartnerInput, actor: string): Promise<Partner> {
   const { currency, creditLimit } = checkPartnerInput(input);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const existing = stmt(ctx.db.sqlite, 'SELECT id FROM partners WHERE slug = ?').get(input.slug);
-      if (existing) throw new AppError('conflict', `a partner with slug "${input.slug}" already exists`);
-      const now = ctx.now();
-      const row: Partner = {
-        id: newId('prt'),
-        slug: input.slug,
-        name: input.name.trim(),
-        status: 'active',
-        currency,
-        balance: 0,
-        credit_limit: creditLimit,
-        rate_limit_per_minute: null,
-        low_balance_threshold: null,
-        require_2fa: 0,
-        opt_out_scope: 'sender',
-        created_at: now,
-        updated_at: now,
-      };
-      stmt(
-        ctx.db.sqlite,
-        `INSERT INTO partners (id, slug, name, status, currency, balance, credit_limit, rate_limit_per_minute,
-           low_balance_threshold, created_at, updated_at)
-         VALUES (@id, @slug, @name, @status, @currency, @balance, @credit_limit, @rate_limit_per_minute,
-           @low_balance_threshold, @created_at, @updated_at)`,
-      ).run(row);
-      audit(ctx, actor, 'partner.create', 'partner', row.id, { slug: row.slug, name: row.name, currency });
-      return row;
-    })
-    .immediate();
-}
-
-/** Find a partner by id or slug. */
-export function findPartner(ctx: CoreCtx, ref: string): Partner | undefined {
-  return stmt<[string, string], Partner>(ctx.db.sqlite, 'SELECT * FROM partners WHERE id = ? OR slug = ?').get(
-    ref,
-    ref,
+  const now = ctx.now();
+  const row: Partner = {
+    id: newId('prt'),
+    slug: input.slug,
+    name: input.name.trim(),
+    status: 'active',
+    currency,
+    balance: 0,
+    credit_limit: creditLimit,
+    rate_limit_per_minute: null,
+    low_balance_threshold: null,
+    require_2fa: 0,
+    opt_out_scope: 'sender',
+    created_at: now,
+    updated_at: now,
+  };
+  const { changes } = await tx.run(
+    sql`INSERT INTO partners (id, slug, name, status, currency, balance, credit_limit, rate_limit_per_minute,
+          low_balance_threshold, require_2fa, opt_out_scope, created_at, updated_at)
+        VALUES (${row.id}, ${row.slug}, ${row.name}, ${row.status}, ${row.currency}, ${row.balance}, ${row.credit_limit},
+          ${row.rate_limit_per_minute}, ${row.low_balance_threshold}, ${row.require_2fa}, ${row.opt_out_scope},
+          ${row.created_at}, ${row.updated_at})
+        ON CONFLICT (slug) DO NOTHING`,
   );
+  if (changes === 0) throw new AppError('conflict', `a partner with slug "${input.slug}" already exists`);
+  await auditIn(ctx, tx, actor, 'partner.create', 'partner', row.id, { slug: row.slug, name: row.name, currency });
+  return row;
 }
 
-export function getPartner(ctx: CoreCtx, ref: string): Partner {
-  const p = findPartner(ctx, ref);
-  if (!p) throw notFound('partner', ref);
-  return p;
+/** Find a partner by id or slug, in `q` (a caller's transaction, or the store). */
+export function findPartner(ctx: CoreCtx, ref: string, q: Queryable = ctx.store): Promise<Partner | undefined> {
+  return q.get<Partner>(sql`SELECT * FROM partners WHERE id = ${ref} OR slug = ${ref}`);
 }
 
-/**
- * getPartner through the store, in `q` (a caller's transaction, or the store). getPartner and
- * findPartner stay on the connection: synchronous transactions of other modules call them.
- */
+/** findPartner, or a 404 naming `ref`. */
+export function getPartner(ctx: CoreCtx, ref: string, q: Queryable = ctx.store): Promise<Partner> {
+  return readPartner(q, ref);
+}
+
+/** getPartner in `q` (a caller's transaction, or the store). */
 export async function readPartner(q: Queryable, ref: string): Promise<Partner> {
   const p = await q.get<Partner>(sql`SELECT * FROM partners WHERE id = ${ref} OR slug = ${ref}`);
   if (!p) throw notFound('partner', ref);
   return p;
 }
 
-export function listPartners(ctx: CoreCtx): Partner[] {
-  return stmt<[], Partner>(ctx.db.sqlite, 'SELECT * FROM partners ORDER BY slug').all();
+/** getPartner on the connection, for code still synchronous (token issuing): SQLite only. */
+export function getPartnerSync(ctx: CoreCtx, ref: string): Partner {
+  const p = stmt<[string, string], Partner>(ctx.db.sqlite, 'SELECT * FROM partners WHERE id = ? OR slug = ?').get(
+    ref,
+    ref,
+  );
+  if (!p) throw notFound('partner', ref);
+  return p;
+}
+
+export function listPartners(ctx: CoreCtx): Promise<Partner[]> {
+  return ctx.store.all<Partner>(sql`SELECT * FROM partners ORDER BY slug`);
 }
 
 export interface LowBalance {
@@ -129,12 +133,13 @@ export interface LowBalance {
 }
 
 /** Active partners below their low-balance threshold (theirs, else the default), furthest below first. */
-export function lowBalancePartners(ctx: CoreCtx): LowBalance[] {
-  return stmt<[{ t: number | null }], LowBalance>(
-    ctx.db.sqlite,
-    `SELECT slug, balance, COALESCE(low_balance_threshold, @t) AS threshold, currency FROM partners
-      WHERE status = 'active' AND balance < COALESCE(low_balance_threshold, @t) ORDER BY balance - COALESCE(low_balance_threshold, @t), slug`,
-  ).all({ t: defaultLowBalance(ctx.config) });
+export function lowBalancePartners(ctx: CoreCtx): Promise<LowBalance[]> {
+  const t = defaultLowBalance(ctx.config);
+  return ctx.store.all<LowBalance>(
+    sql`SELECT slug, balance, COALESCE(low_balance_threshold, ${t}) AS threshold, currency FROM partners
+         WHERE status = 'active' AND balance < COALESCE(low_balance_threshold, ${t})
+         ORDER BY balance - COALESCE(low_balance_threshold, ${t}), slug`,
+  );
 }
 
 async function setStatus(ctx: CoreCtx, ref: string, status: 'active' | 'suspended', actor: string): Promise<Partner> {
@@ -164,16 +169,12 @@ export async function setCreditLimit(ctx: CoreCtx, ref: string, creditLimit: num
   });
 }
 
-/**
- * Stays on the connection: the test helpers' partner set-up (setupPartner, used throughout the
- * suite) calls it synchronously.
- */
-export function setPartnerLimits(
+export async function setPartnerLimits(
   ctx: CoreCtx,
   ref: string,
   limits: { rateLimitPerMinute?: number | null; lowBalanceThreshold?: number | null },
   actor: string,
-): Partner {
+): Promise<Partner> {
   if (
     limits.rateLimitPerMinute != null &&
     (!Number.isSafeInteger(limits.rateLimitPerMinute) || limits.rateLimitPerMinute < 1)
@@ -188,29 +189,21 @@ export function setPartnerLimits(
   }
   if (limits.lowBalanceThreshold != null && limits.lowBalanceThreshold > MAX_MONEY)
     throw invalid(`low-balance threshold can be at most ${formatMoney(MAX_MONEY)}`);
-  return ctx.db.sqlite
-    .transaction(() => {
-      const p = getPartner(ctx, ref);
-      // Only the limits given change; one left out keeps its value.
-      stmt(
-        ctx.db.sqlite,
-        `UPDATE partners SET
-           rate_limit_per_minute = CASE WHEN ? THEN ? ELSE rate_limit_per_minute END,
-           low_balance_threshold = CASE WHEN ? THEN ? ELSE low_balance_threshold END,
-           updated_at = ?
-         WHERE id = ?`,
-      ).run(
-        limits.rateLimitPerMinute !== undefined ? 1 : 0,
-        limits.rateLimitPerMinute ?? null,
-        limits.lowBalanceThreshold !== undefined ? 1 : 0,
-        limits.lowBalanceThreshold ?? null,
-        ctx.now(),
-        p.id,
-      );
-      audit(ctx, actor, 'partner.set_limits', 'partner', p.id, limits);
-      return getPartner(ctx, p.id);
-    })
-    .immediate();
+  const rate = limits.rateLimitPerMinute;
+  const low = limits.lowBalanceThreshold;
+  return ctx.store.transaction(async (tx) => {
+    const p = await readPartner(tx, ref);
+    // Only the limits given change; one left out keeps its value.
+    await tx.run(
+      sql`UPDATE partners SET
+            rate_limit_per_minute = CASE WHEN ${rate !== undefined ? 1 : 0} = 1 THEN ${rate ?? null} ELSE rate_limit_per_minute END,
+            low_balance_threshold = CASE WHEN ${low !== undefined ? 1 : 0} = 1 THEN ${low ?? null} ELSE low_balance_threshold END,
+            updated_at = ${ctx.now()}
+          WHERE id = ${p.id}`,
+    );
+    await auditIn(ctx, tx, actor, 'partner.set_limits', 'partner', p.id, limits);
+    return readPartner(tx, p.id);
+  });
 }
 
 export function partnerJson(p: Partner) {

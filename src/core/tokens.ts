@@ -10,7 +10,7 @@ import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
 import { audit, auditIn } from './audit.js';
-import { getPartner } from './partners.js';
+import { getPartnerSync as getPartner } from './partners.js';
 import { SettingsCache } from './settings-version.js';
 
 export const SCOPES = [

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { adjust, verifyLedger } from '../../src/core/ledger.js';
+import { adjust, ledgerEntryJson, listLedger, topup, verifyLedger } from '../../src/core/ledger.js';
 import { sql } from '../../src/db/sql.js';
 import { MAX_MONEY } from '../../src/lib/money.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
@@ -96,6 +96,89 @@ describe('adjust', () => {
     for (const e of applied) expect(e.balance_after).toBeGreaterThanOrEqual(-MAX_MONEY);
     expect(await balance('prt_b')).toBe(applied.at(-1)!.balance_after);
     expect(await verifyLedger(t.ctx)).toEqual({ ok: true, partners: 2, mismatches: [] });
+  });
+});
+
+describe('topup', () => {
+  it('adds to the balance with its entry and audit row, exact up to the bound and refused one past it', async () => {
+    t.clock.now = 9_000;
+    const e = await topup(t.ctx, 'acme', 100_000_000, 'invoice 42', 'operator:ann');
+    expect(ledgerEntryJson(e, 'USD')).toMatchObject({
+      partner_id: 'prt_a',
+      kind: 'topup',
+      amount: { micro: 100_000_000, currency: 'USD' },
+      balance_after: { micro: 100_000_000, currency: 'USD' },
+      note: 'invoice 42',
+      actor: 'operator:ann',
+      created_at: new Date(9_000).toISOString(),
+    });
+    await topup(t.ctx, 'prt_a', MAX_MONEY - 100_000_001, null, 'op');
+    expect((await topup(t.ctx, 'acme', 1, null, 'op')).balance_after).toBe(MAX_MONEY);
+    await expect(topup(t.ctx, 'acme', 1, null, 'op')).rejects.toThrow(
+      /would take the balance of acme from 1000000000\.00 to 1000000000\.000001 USD, past the largest balance/,
+    );
+    await expect(topup(t.ctx, 'acme', 0, null, 'op')).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(topup(t.ctx, 'acme', MAX_MONEY + 1, null, 'op')).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(topup(t.ctx, 'nobody', 5, null, 'op')).rejects.toMatchObject({ code: 'not_found' });
+    expect(await balance('prt_a')).toBe(MAX_MONEY);
+    expect(await entries('prt_a')).toHaveLength(3);
+    expect((await audits()).map((a) => a.action)).toEqual(['balance.topup', 'balance.topup', 'balance.topup']);
+    expect(await verifyLedger(t.ctx)).toEqual({ ok: true, partners: 2, mismatches: [] });
+  });
+
+  it('lets exactly as many of 30 concurrent top-ups through as the bound allows', async () => {
+    await topup(t.ctx, 'bolt', MAX_MONEY - 10_000_000, 'start', 'op');
+    const results = await Promise.allSettled(
+      Array.from({ length: 30 }, () => topup(t.ctx, 'bolt', 1_000_000, null, 'op')),
+    );
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(10);
+    expect(await balance('prt_b')).toBe(MAX_MONEY);
+    expect(await verifyLedger(t.ctx)).toEqual({ ok: true, partners: 2, mismatches: [] });
+  });
+});
+
+describe('listLedger', () => {
+  it("lists a partner's entries newest first, in pages before an entry id", async () => {
+    for (let i = 1; i <= 7; i++) {
+      await topup(t.ctx, 'acme', i * 1_000_000, `t${i}`, 'op');
+      await topup(t.ctx, 'bolt', 1, null, 'op');
+    }
+    await adjust(t.ctx, 'acme', -500_000, 'fix', 'op');
+    const all = await listLedger(t.ctx, 'acme');
+    expect(all.partner.id).toBe('prt_a');
+    expect(all.entries.map((e) => e.note)).toEqual(['fix', 't7', 't6', 't5', 't4', 't3', 't2', 't1']);
+    expect(all.entries[0].balance_after).toBe(28_000_000 - 500_000);
+    const first = await listLedger(t.ctx, 'prt_a', { limit: 3 });
+    expect(first.entries.map((e) => e.note)).toEqual(['fix', 't7', 't6']);
+    const second = await listLedger(t.ctx, 'acme', { limit: 3, before: first.entries[2].id });
+    expect(second.entries.map((e) => e.note)).toEqual(['t5', 't4', 't3']);
+    const last = await listLedger(t.ctx, 'acme', { limit: 3, before: second.entries[2].id });
+    expect(last.entries.map((e) => e.note)).toEqual(['t2', 't1']);
+    expect((await listLedger(t.ctx, 'acme', { before: last.entries[1].id })).entries).toEqual([]);
+    expect((await listLedger(t.ctx, 'bolt')).entries).toHaveLength(7);
+    await expect(listLedger(t.ctx, 'nobody')).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('keeps each balance exact while the entries of all partners sum past 2^53', async () => {
+    // Ten partners at the bound: their entries sum to 10^16 - 1, past 2^53 (about 9.007 * 10^15).
+    const more = Array.from({ length: 8 }, (_, i) => `('prt_${i}', 'p-${i}', 'P', 'USD', 0, 0, 0, 0)`);
+    await t.exec(
+      `INSERT INTO partners (id, slug, name, currency, balance, credit_limit, created_at, updated_at) VALUES ${more.join(', ')}`,
+    );
+    for (const slug of ['acme', 'bolt', ...Array.from({ length: 8 }, (_, i) => `p-${i}`)])
+      await topup(t.ctx, slug, MAX_MONEY, null, 'op');
+    await adjust(t.ctx, 'bolt', -1, 'one micro-unit', 'op');
+    const { entries: b } = await listLedger(t.ctx, 'bolt');
+    expect(b.map((e) => [e.amount, e.balance_after])).toEqual([
+      [-1, MAX_MONEY - 1],
+      [MAX_MONEY, MAX_MONEY],
+    ]);
+    // Read as text: exact on both stores (a JS number would round it).
+    const sum = await t.ctx.store.get<{ total: string }>(
+      sql`SELECT CAST(SUM(amount) AS TEXT) AS total FROM ledger_entries`,
+    );
+    expect(BigInt(sum!.total)).toBe(10n * BigInt(MAX_MONEY) - 1n);
+    expect(await verifyLedger(t.ctx)).toEqual({ ok: true, partners: 10, mismatches: [] });
   });
 });
 

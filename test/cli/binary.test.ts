@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPartner } from '../../src/core/partners.js';
+import { createPartnerIn } from '../../src/core/partners.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { MSGCTL, cleanEnv, cleanupTmp, oneErrorLine, runJson, spawnCli, tmpDataDir } from '../helpers/cli.js';
 import { waitForExit } from '../helpers/wait.js';
@@ -38,10 +38,15 @@ describe('bin/msgctl', () => {
     const dd = openDataDir(dataDir, { migrate: false });
     try {
       const ctx = coreCtx(dd);
-      dd.db.sqlite.transaction(() => {
+      await ctx.store.transaction(async (tx) => {
         for (let i = 0; i < 800; i++)
-          createPartner(ctx, { slug: `bulk-${i}`, name: `Bulk partner number ${i} `.repeat(4).trim() }, 'test');
-      })();
+          await createPartnerIn(
+            ctx,
+            tx,
+            { slug: `bulk-${i}`, name: `Bulk partner number ${i} `.repeat(4).trim() },
+            'test',
+          );
+      });
     } finally {
       dd.close();
     }

@@ -59,7 +59,7 @@ describe('the gateway kinds core is given', () => {
     // Its defaults and its generated secret come from the spec.
     expect(g.settings).toEqual({ delivery_delay_ms: 300 });
     expect(g.secret_names).toEqual(['signing_secret']);
-    const p = createPartner(t.ctx, { slug: 'kinds', name: 'Kinds' }, 'test');
+    const p = await createPartner(t.ctx, { slug: 'kinds', name: 'Kinds' }, 'test');
     await expect(
       assignChannel(ctx, { partner: p.id, gateway: g.id, type: 'email', sender: 'a@example.com' }, 'test'),
     ).rejects.toThrow('a sandbox gateway cannot serve email; it serves sms');

@@ -45,8 +45,8 @@ function startWorker(dir: string, partnerId: string, tag: string) {
 
 describe('concurrent debits from two processes', () => {
   it(`let exactly ${N} debits through and never overspend`, async () => {
-    const p = createPartner(t.ctx, { slug: 'racer', name: 'Racer', creditLimit: CREDIT }, 'test');
-    topup(t.ctx, p.id, TOPUP, 'funds', 'test');
+    const p = await createPartner(t.ctx, { slug: 'racer', name: 'Racer', creditLimit: CREDIT }, 'test');
+    await topup(t.ctx, p.id, TOPUP, 'funds', 'test');
     t.dd.close(); // the workers are the only writers during the race
 
     const workers = ['a', 'b'].map((tag) => startWorker(t.dir, p.id, tag));
@@ -62,7 +62,7 @@ describe('concurrent debits from two processes', () => {
     const dd = openDataDir(t.dir, { migrate: false });
     try {
       const ctx = { ...t.ctx, db: dd.db, store: store(dd.db) };
-      expect(getPartner(ctx, p.id).balance).toBe(-CREDIT);
+      expect((await getPartner(ctx, p.id)).balance).toBe(-CREDIT);
       const debits = dd.db.sqlite
         .prepare("SELECT amount, balance_after, actor FROM ledger_entries WHERE kind = 'debit' ORDER BY id")
         .all() as any[];
@@ -85,9 +85,9 @@ describe('msgctl beside a busy msgd', () => {
   it('top-ups and suspensions wait for the lock instead of failing', async () => {
     const o = openTestCtx();
     try {
-      const p = createPartner(o.ctx, { slug: 'busy', name: 'Busy' }, 'test');
+      const p = await createPartner(o.ctx, { slug: 'busy', name: 'Busy' }, 'test');
       const funds = 1_000 * UNIT;
-      topup(o.ctx, p.id, funds, 'funds', 'test');
+      await topup(o.ctx, p.id, funds, 'funds', 'test');
       const w = startWorker(o.dir, p.id, 'msgd');
       await w.ready;
       w.child.stdin.end('go\n');
@@ -107,7 +107,7 @@ describe('msgctl beside a busy msgd', () => {
       while (ops < 150 || debits() - debitsBefore < 50) {
         if (exited) throw new Error(`the worker ran out of funds after ${ops} operations`);
         try {
-          if (ops % 3 === 0) topup(o.ctx, p.id, UNIT, 'top-up', 'operator');
+          if (ops % 3 === 0) await topup(o.ctx, p.id, UNIT, 'top-up', 'operator');
           else if (ops % 3 === 1) await suspendPartner(o.ctx, p.id, 'operator');
           else await activatePartner(o.ctx, p.id, 'operator');
         } catch (e: any) {
@@ -128,5 +128,5 @@ describe('msgctl beside a busy msgd', () => {
     } finally {
       o.close();
     }
-  });
+  }, 30_000);
 });

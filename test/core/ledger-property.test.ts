@@ -38,7 +38,7 @@ describe(`ledger property (seed ${SEED})`, () => {
     const slugs = ['p-a', 'p-b', 'p-c'];
     const model = new Map<string, { id: string; balance: number; credit: number }>();
     for (const slug of slugs) {
-      const p = createPartner(t.ctx, { slug, name: slug }, 'test');
+      const p = await createPartner(t.ctx, { slug, name: slug }, 'test');
       model.set(slug, { id: p.id, balance: 0, credit: 0 });
     }
     const sumStmt = t.ctx.db.sqlite
@@ -53,7 +53,7 @@ describe(`ledger property (seed ${SEED})`, () => {
       const amount = 1 + int(5_000_000); // up to 5.00
       const where = `op ${i} on ${slug} (seed ${SEED})`;
       if (op < 0.25) {
-        topup(t.ctx, slug, amount, 'top-up', 'test');
+        await topup(t.ctx, slug, amount, 'top-up', 'test');
         m.balance += amount;
         counts.topup++;
       } else if (op < 0.65) {
@@ -69,7 +69,7 @@ describe(`ledger property (seed ${SEED})`, () => {
         if (ok) {
           m.balance -= amount;
           counts.debit++;
-          expect(getPartner(t.ctx, slug).balance, where).toBeGreaterThanOrEqual(-m.credit);
+          expect((await getPartner(t.ctx, slug)).balance, where).toBeGreaterThanOrEqual(-m.credit);
         } else counts.refused++;
       } else if (op < 0.75) {
         t.ctx.db.sqlite.transaction(() => refund(t.ctx, m.id, amount, `msg_${i}`, 'failed', 'test'))();
@@ -85,7 +85,7 @@ describe(`ledger property (seed ${SEED})`, () => {
         await setCreditLimit(t.ctx, slug, m.credit, 'test');
         counts.credit++;
       }
-      const p = getPartner(t.ctx, slug);
+      const p = await getPartner(t.ctx, slug);
       expect(p.balance, where).toBe(m.balance);
       expect(sumStmt.get(m.id), where).toBe(m.balance);
       expect(p.credit_limit, where).toBe(m.credit);
@@ -108,7 +108,7 @@ describe(`ledger property (seed ${SEED})`, () => {
           break;
         }
       }
-      const p = getPartner(t.ctx, slug);
+      const p = await getPartner(t.ctx, slug);
       expect(p.balance, `drain ${slug}`).toBe(m.balance);
       // An adjustment or a lowered credit limit may already have put it below.
       if (drained > 0) expect(p.balance, `drain ${slug}`).toBeGreaterThanOrEqual(-m.credit);
@@ -129,17 +129,18 @@ describe(`ledger property (seed ${SEED})`, () => {
         expect(r.balance_after).toBe(running);
       }
     }
-  });
+  }, 30_000);
 
   it('refuses bad amounts without writing anything', async () => {
     const before = t.ctx.db.sqlite.prepare('SELECT COUNT(*) FROM ledger_entries').pluck().get();
-    expect(() => topup(t.ctx, 'p-a', 0, null, 'test')).toThrow(AppError);
-    expect(() => topup(t.ctx, 'p-a', -1, null, 'test')).toThrow(/positive/);
-    expect(() => topup(t.ctx, 'p-a', 1.5, null, 'test')).toThrow(/positive/);
+    await expect(topup(t.ctx, 'p-a', 0, null, 'test')).rejects.toThrow(AppError);
+    await expect(topup(t.ctx, 'p-a', -1, null, 'test')).rejects.toThrow(/positive/);
+    await expect(topup(t.ctx, 'p-a', 1.5, null, 'test')).rejects.toThrow(/positive/);
     await expect(adjust(t.ctx, 'p-a', 0, 'x', 'test')).rejects.toThrow(/non-zero/);
     await expect(adjust(t.ctx, 'p-a', 5, '', 'test')).rejects.toThrow(/note/);
-    expect(() => topup(t.ctx, 'nobody', 5, null, 'test')).toThrow(/not found/);
-    expect(() => debit(t.ctx, getPartner(t.ctx, 'p-a').id, -5, null, 'test')).toThrow(/non-negative/);
+    await expect(topup(t.ctx, 'nobody', 5, null, 'test')).rejects.toThrow(/not found/);
+    const pa = (await getPartner(t.ctx, 'p-a')).id;
+    expect(() => debit(t.ctx, pa, -5, null, 'test')).toThrow(/non-negative/);
     expect(t.ctx.db.sqlite.prepare('SELECT COUNT(*) FROM ledger_entries').pluck().get()).toBe(before);
     expect((await verifyLedger(t.ctx)).ok).toBe(true);
   });

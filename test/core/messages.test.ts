@@ -14,8 +14,8 @@ afterEach(() => t?.close());
 async function setup() {
   t = openTestCtx({ clock: true });
   const { ctx } = t;
-  const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
-  topup(ctx, p.id, 10_000_000, 'funds', 'test');
+  const p = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+  await topup(ctx, p.id, 10_000_000, 'funds', 'test');
   const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sb', settings: {}, secrets: {} }, 'test');
   const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'test');
   const send = () =>

@@ -62,8 +62,8 @@ describe('per-message queries seek, never walk a partner', () => {
     expect(detail).not.toMatch(/_partner \(partner_id=\?\)|SCAN/);
   });
 
-  it('sending to a new recipient costs the same after 5,000 others', () => {
-    const p = createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
+  it('sending to a new recipient costs the same after 5,000 others', async () => {
+    const p = await createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
     const send = (i: number) => {
       const { contact } = findOrCreateContact(t.ctx, p.id, 'sms', `+1415555${String(i).padStart(4, '0')}`);
       touchConversation(t.ctx, p.id, contact.id, 'sms', null);

@@ -19,9 +19,9 @@ let t: TestCtx;
 const stored = (c: CoreCtx) =>
   (c.db.sqlite.prepare(`SELECT value FROM meta WHERE key = 'settings_version'`).get() as { value: string }).value;
 
-beforeEach(() => {
+beforeEach(async () => {
   t = openTestCtx();
-  createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
+  await createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
 });
 afterEach(() => t.close());
 

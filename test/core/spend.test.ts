@@ -15,11 +15,11 @@ afterEach(() => t?.close());
 const DAY = 86_400_000;
 
 describe('spend rollup', () => {
-  it('with nothing new in the ledger, reads without waiting for a writer', () => {
+  it('with nothing new in the ledger, reads without waiting for a writer', async () => {
     t = openTestCtx();
     const { ctx } = t;
-    const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
-    topup(ctx, p.id, 1_000_000, null, 'test');
+    const p = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    await topup(ctx, p.id, 1_000_000, null, 'test');
     debit(ctx, p.id, 7_500, 'msg_a', 'test');
     expect(rollUpSpend(ctx)).toBe(2);
     // Another connection (msgctl, a backup) holds the write lock: the Overview must not queue
@@ -37,14 +37,14 @@ describe('spend rollup', () => {
     }
   });
 
-  it('sums debits minus refunds per UTC day, counts each entry once, and zero-fills the series', () => {
+  it('sums debits minus refunds per UTC day, counts each entry once, and zero-fills the series', async () => {
     t = openTestCtx({ clock: true });
     const { ctx, clock } = t;
     clock.now = Date.UTC(2026, 10, 20, 23, 59, 0);
-    const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
-    const q = createPartner(ctx, { slug: 'other', name: 'Other' }, 'test');
-    topup(ctx, p.id, 10_000_000, null, 'test');
-    topup(ctx, q.id, 10_000_000, null, 'test');
+    const p = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    const q = await createPartner(ctx, { slug: 'other', name: 'Other' }, 'test');
+    await topup(ctx, p.id, 10_000_000, null, 'test');
+    await topup(ctx, q.id, 10_000_000, null, 'test');
     debit(ctx, p.id, 7_500, 'msg_a', 'test');
     debit(ctx, q.id, 1_000_000, 'msg_q', 'test');
     clock.now += 2 * 60_000; // past midnight: 2026-11-21
@@ -67,11 +67,11 @@ describe('spend rollup', () => {
     expect(spendSeries(ctx, q.id, 5)[0]).toEqual({ day: '2026-11-20', spend: 1_000_000, messages: 1 });
   });
 
-  it('catches up over more rows than one batch', () => {
+  it('catches up over more rows than one batch', async () => {
     t = openTestCtx();
     const { ctx } = t;
-    const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
-    topup(ctx, p.id, 1_000_000_000, null, 'test');
+    const p = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    await topup(ctx, p.id, 1_000_000_000, null, 'test');
     ctx.db.sqlite.transaction(() => {
       for (let i = 0; i < 25_000; i++) debit(ctx, p.id, 10, null, 'test');
     })();

@@ -13,9 +13,9 @@ import { AppError } from '../../src/lib/errors.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
 let t: TestCtx;
-beforeEach(() => {
+beforeEach(async () => {
   t = openTestCtx({ clock: true });
-  createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
+  await createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
 });
 afterEach(() => t.close());
 

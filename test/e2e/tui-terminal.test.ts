@@ -94,8 +94,8 @@ const dirnameOf = (p: string) => join(p, '..');
 
 describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () => {
   it('reads keys that arrive in one read one by one: jjjjj moves five rows, Tab then text fills two fields', async () => {
-    const dir = await dataDir((ctx) => {
-      for (let i = 0; i < 10; i++) createPartner(ctx, { slug: `p${i}`, name: `Partner ${i}` }, 'test');
+    const dir = await dataDir(async (ctx) => {
+      for (let i = 0; i < 10; i++) await createPartner(ctx, { slug: `p${i}`, name: `Partner ${i}` }, 'test');
     });
     const t = open(dir, terminalEnv('xterm'));
     await t.see(/○ msgd not running/);
@@ -110,7 +110,7 @@ describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () =>
     await t.see(/New partner/);
     await t.write('acme\tAcme Ltd\r');
     await t.see(/Created partner acme/);
-    expect(await withCtx(dir, (ctx) => getPartner(ctx, 'acme').name)).toBe('Acme Ltd');
+    expect(await withCtx(dir, async (ctx) => (await getPartner(ctx, 'acme')).name)).toBe('Acme Ltd');
     await t.write('q');
     await waitFor(() => t.exit(), 'msgctl tui to exit', 10_000);
     expect(t.exit()!.exitCode).toBe(0);
@@ -163,9 +163,9 @@ describe('msgctl tui in a real terminal: keys, paste, signals, terminals', () =>
     }, 60_000);
 
   it('TERM=dumb: the selected row is marked with >', async () => {
-    const dir = await dataDir((ctx) => {
-      createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
-      createPartner(ctx, { slug: 'globex', name: 'Globex' }, 'test');
+    const dir = await dataDir(async (ctx) => {
+      await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+      await createPartner(ctx, { slug: 'globex', name: 'Globex' }, 'test');
     });
     const t = open(dir, terminalEnv('dumb'));
     await t.see(/○ msgd not running/);

@@ -87,10 +87,14 @@ export async function setupPartner(
   } = {},
 ): Promise<PartnerSetup> {
   const slug = opts.slug ?? `p${Math.random().toString(36).slice(2, 10)}`;
-  const p = createPartner(ctx, { slug, name: slug, creditLimit: opts.credit ? parseMoney(opts.credit) : 0 }, 'test');
+  const p = await createPartner(
+    ctx,
+    { slug, name: slug, creditLimit: opts.credit ? parseMoney(opts.credit) : 0 },
+    'test',
+  );
   if (opts.rateLimitPerMinute !== undefined)
-    setPartnerLimits(ctx, p.id, { rateLimitPerMinute: opts.rateLimitPerMinute }, 'test');
-  if (opts.balance && parseMoney(opts.balance) > 0) topup(ctx, p.id, parseMoney(opts.balance), null, 'test');
+    await setPartnerLimits(ctx, p.id, { rateLimitPerMinute: opts.rateLimitPerMinute }, 'test');
+  if (opts.balance && parseMoney(opts.balance) > 0) await topup(ctx, p.id, parseMoney(opts.balance), null, 'test');
   for (const [channel, amount] of Object.entries(opts.prices ?? {})) {
     await setPrice(ctx, { channel, amount: parseMoney(amount), partner: p.id }, 'test');
   }

@@ -128,7 +128,7 @@ describe('Idempotency-Key', () => {
     expect((await send(s.url, SMS, SMS_BODY, p.token, key)).status).toBe(402);
     expect((await send(s.url, SMS, { to: 'bad' }, p.token, { 'idempotency-key': 'bad-then-good' })).status).toBe(400);
     const { topup } = await import('../../src/core/ledger.js');
-    topup(s.ctx, p.partnerId, parseMoney('1'), null, 'test');
+    await topup(s.ctx, p.partnerId, parseMoney('1'), null, 'test');
     const r = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect(r.status).toBe(200);
     expect(r.headers.get('idempotent-replayed')).toBeNull();

@@ -769,7 +769,7 @@ describe('operator changes from another connection (msgctl) apply on the next re
     await asMsgctl(async (ctl) => {
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 402, 'insufficient_balance');
-      topup(ctl, p.partnerId, parseMoney('0.02'), 'msgctl balance topup', 'cli');
+      await topup(ctl, p.partnerId, parseMoney('0.02'), 'msgctl balance topup', 'cli');
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
 
       await suspendPartner(ctl, p.partnerId, 'cli');

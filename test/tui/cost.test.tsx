@@ -35,8 +35,8 @@ describe("the console's reads", () => {
     const setupCli = await openCli({ dataDir: dir });
     const c0 = setupCli.ctx;
     const gw = await addGateway(c0, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
-    const p = createPartner(c0, { slug: 'acme', name: 'Acme' }, 'test');
-    topup(c0, p.id, 10_000_000, null, 'test');
+    const p = await createPartner(c0, { slug: 'acme', name: 'Acme' }, 'test');
+    await topup(c0, p.id, 10_000_000, null, 'test');
     const ch = await assignChannel(c0, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
     const m = storeOutboundSms(c0, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
     await setupCli.close();
@@ -52,7 +52,7 @@ describe("the console's reads", () => {
     };
     const ctx: CoreCtx = { ...c0, db, store: store(db) };
     await readOverview(ctx);
-    readPartners(ctx, new SpendToday(ctx));
+    await readPartners(ctx, new SpendToday(ctx));
     await readPartnerDetail(ctx, 'acme');
     const tail = new TailState(ctx);
     await tail.poll();

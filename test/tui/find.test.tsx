@@ -5,7 +5,7 @@ import { assignChannel } from '../../src/core/channels.js';
 import { writeHeartbeat } from '../../src/core/counter-store.js';
 import { addGateway } from '../../src/core/gateways.js';
 import { topup } from '../../src/core/ledger.js';
-import { createPartner, setPartnerLimits } from '../../src/core/partners.js';
+import { createPartner, createPartnerIn, setPartnerLimits } from '../../src/core/partners.js';
 import { setPrice } from '../../src/core/prices.js';
 import { insertWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
 import { newId } from '../../src/lib/ids.js';
@@ -29,12 +29,12 @@ const now = () => FIXED_NOW;
 
 // Slugs with a hyphen: the filter also matches partner ids, which are random letters and
 // digits, so a filter of `p25` alone would now and then match one id as well.
-function manyPartners(con: Console, n = 300) {
+async function manyPartners(con: Console, n = 300) {
   const ctx = con.cli.ctx;
-  ctx.db.sqlite.transaction(() => {
+  await ctx.store.transaction(async (tx) => {
     for (let i = 0; i < n; i++)
-      createPartner(ctx, { slug: `p-${String(i).padStart(3, '0')}`, name: `Partner ${i}` }, 'test');
-  })();
+      await createPartnerIn(ctx, tx, { slug: `p-${String(i).padStart(3, '0')}`, name: `Partner ${i}` }, 'test');
+  });
 }
 
 function webhook(con: Console, over: Partial<WebhookLogRow>): WebhookLogRow {
@@ -61,7 +61,7 @@ function webhook(con: Console, over: Partial<WebhookLogRow>): WebhookLogRow {
 describe('msgctl tui: finding things', () => {
   it('partners: / narrows as you type, n/N says where the selection is, g and G go to the ends', async () => {
     c = await openConsole(newDataDir(), 'partners', { now });
-    manyPartners(c);
+    await manyPartners(c);
     await c.see('p-000');
     let f = await c.see(' 1/300');
     await c.press('G');
@@ -88,7 +88,7 @@ describe('msgctl tui: finding things', () => {
 
   it('pickers: typing finds an option (p250 of 300) instead of 250 presses', async () => {
     c = await openConsole(newDataDir(), 'gateways', { now });
-    manyPartners(c);
+    await manyPartners(c);
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await c.see('sandbox-1');
     await c.press('p');
@@ -117,9 +117,9 @@ describe('msgctl tui: finding things', () => {
     c = await openConsole(newDataDir(), 'webhooks', { now });
     const ctx = c.cli.ctx;
     const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
-    const p = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    const p = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
     const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
-    topup(ctx, p.id, parseMoney('1.00'), null, 'test');
+    await topup(ctx, p.id, parseMoney('1.00'), null, 'test');
     const m1 = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
     const m2 = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
     const status = (id: string, s: string, at: number) =>
@@ -244,7 +244,7 @@ describe('msgctl tui: header and liveness', () => {
 describe('msgctl tui: read-only views and keys at 80 columns', () => {
   it('the footer keeps the keys each screen needs; assign channel is A, g goes to the top', async () => {
     c = await openConsole(newDataDir(), 'partners', { now });
-    createPartner(c.cli.ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    await createPartner(c.cli.ctx, { slug: 'acme', name: 'Acme' }, 'test');
     let f = await c.see('acme');
     const footer = f.split('\n').at(-1)!;
     expect(footer).toContain('i token');
@@ -271,12 +271,12 @@ describe('msgctl tui: read-only views and keys at 80 columns', () => {
     c = await openConsole(newDataDir(), 'gateways', { now });
     const ctx = c.cli.ctx;
     await addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
-    const acme = createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
-    setPartnerLimits(ctx, acme.id, { rateLimitPerMinute: 120, lowBalanceThreshold: parseMoney('5.00') }, 'test');
+    const acme = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    await setPartnerLimits(ctx, acme.id, { rateLimitPerMinute: 120, lowBalanceThreshold: parseMoney('5.00') }, 'test');
     await setPrice(ctx, { channel: 'sms', amount: parseMoney('0.0075') }, 'test');
     await setPrice(ctx, { channel: 'sms', amount: parseMoney('0.005'), partner: acme.id }, 'test');
     await setPrice(ctx, { channel: 'email', amount: parseMoney('0.001') }, 'test');
-    for (let i = 1; i <= 45; i++) topup(ctx, acme.id, parseMoney('1.00'), `invoice ${i}`, 'test');
+    for (let i = 1; i <= 45; i++) await topup(ctx, acme.id, parseMoney('1.00'), `invoice ${i}`, 'test');
     await c.see('sandbox-1');
     await c.press('P');
     let f = await c.see(/email\s+default/);

@@ -42,8 +42,8 @@ async function hostileScene(dir: string) {
   const ctx = c.cli.ctx;
   const db = ctx.db.sqlite;
   const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
-  const p = createPartner(ctx, { slug: 'evil', name: 'Evil' }, 'test');
-  topup(ctx, p.id, 1_000_000, 'note', 'test');
+  const p = await createPartner(ctx, { slug: 'evil', name: 'Evil' }, 'test');
+  await topup(ctx, p.id, 1_000_000, 'note', 'test');
   const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
   issueToken(ctx, { partner: p.id, name: 'tok', scopes: ['messages:send'] }, 'test');
   await setPrice(ctx, { channel: 'sms', amount: 1000, partner: p.id }, 'test');

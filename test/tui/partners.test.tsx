@@ -30,7 +30,7 @@ describe('msgctl tui: partners', () => {
     await createAcme(c);
     const f = await c.see(/acme\s+Acme Ltd\s+active\s+0\.00 USD/);
     expect(f).toContain('n new');
-    const p = getPartner(c.cli.ctx, 'acme');
+    const p = await getPartner(c.cli.ctx, 'acme');
     expect(p.name).toBe('Acme Ltd');
     const entry = (await listAudit(c.cli.ctx, 10)).find((a) => a.action === 'partner.create');
     expect(entry?.actor).toMatch(/^tui:/);
@@ -62,7 +62,7 @@ describe('msgctl tui: partners', () => {
     expect(f).toContain('Balance 0.00 USD → 100.00 USD.');
     await c.press('n');
     await c.see('Cancelled: nothing was changed.');
-    expect(getPartner(c.cli.ctx, 'acme').balance).toBe(0);
+    expect((await getPartner(c.cli.ctx, 'acme')).balance).toBe(0);
 
     await c.press('t');
     await c.see('Top up acme');
@@ -70,7 +70,7 @@ describe('msgctl tui: partners', () => {
     await c.see('Top up acme?');
     await c.press('y');
     await c.see('Topped up acme by 25.50 USD; balance 25.50 USD.');
-    expect(getPartner(c.cli.ctx, 'acme').balance).toBe(25_500_000);
+    expect((await getPartner(c.cli.ctx, 'acme')).balance).toBe(25_500_000);
     await c.see(/acme\s+Acme Ltd\s+active\s+25\.50 USD/);
   });
 
@@ -160,10 +160,10 @@ describe('msgctl tui: partners', () => {
     expect(f).toContain("acme's tokens is refused (403) from the next request on.");
     await c.press(KEY.esc);
     await c.see('Cancelled');
-    expect(getPartner(c.cli.ctx, 'acme').status).toBe('active');
+    expect((await getPartner(c.cli.ctx, 'acme')).status).toBe('active');
     await c.press('s', 'y');
     await c.see('Suspended acme.');
-    expect(getPartner(c.cli.ctx, 'acme').status).toBe('suspended');
+    expect((await getPartner(c.cli.ctx, 'acme')).status).toBe('suspended');
     await c.press('s', 'y');
     await c.see('Activated acme.');
   });

@@ -40,11 +40,11 @@ async function scene(con: Console) {
     'test',
   );
   const sandbox = await addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
-  const acme = createPartner(ctx, { slug: 'acme', name: 'Acme Ltd' }, 'test');
-  topup(ctx, acme.id, parseMoney('3.00'), 'invoice 41', 'test');
-  setPartnerLimits(ctx, acme.id, { lowBalanceThreshold: parseMoney('5.00') }, 'test');
-  const globex = createPartner(ctx, { slug: 'globex', name: 'Globex', currency: 'EUR' }, 'test');
-  topup(ctx, globex.id, parseMoney('120.00'), null, 'test');
+  const acme = await createPartner(ctx, { slug: 'acme', name: 'Acme Ltd' }, 'test');
+  await topup(ctx, acme.id, parseMoney('3.00'), 'invoice 41', 'test');
+  await setPartnerLimits(ctx, acme.id, { lowBalanceThreshold: parseMoney('5.00') }, 'test');
+  const globex = await createPartner(ctx, { slug: 'globex', name: 'Globex', currency: 'EUR' }, 'test');
+  await topup(ctx, globex.id, parseMoney('120.00'), null, 'test');
   const ch = await assignChannel(
     ctx,
     { partner: acme.id, gateway: sandbox.id, type: 'sms', sender: '+15550001111' },

@@ -320,7 +320,7 @@ describe('addresses and names', () => {
 describe('markup in partner names', () => {
   it('shows as text on the join link, the Partners page, the switcher and the header', async () => {
     const name = `<img src=x onerror=alert(1)> "Hostile" & Co ${++n}`;
-    const hostile = createPartner(s.ctx, { slug: `hostile-${n}`, name, creditLimit: 0 }, 'test');
+    const hostile = await createPartner(s.ctx, { slug: `hostile-${n}`, name, creditLimit: 0 }, 'test');
     const me = await person(acme.partnerId, 'developer');
     const j = await inviteUser(s.ctx, { partner: hostile.id, email: me.email, role: 'developer' }, 'test');
     const c = await clientOf(me.email);

@@ -47,7 +47,7 @@ describe('rate limits on /v1', () => {
 
   it('past the limit: 429 in the error shape with Retry-After; per token, partner override first', async () => {
     const p = await richPartner(server.ctx, 2);
-    setPartnerLimits(server.ctx, p.partnerId, { rateLimitPerMinute: 3 }, 'test');
+    await setPartnerLimits(server.ctx, p.partnerId, { rateLimitPerMinute: 3 }, 'test');
     const seen = [];
     for (let i = 0; i < 4; i++) seen.push(await call(server, 'GET', '/v1/channels', { token: p.token }));
     expect(seen.map((r) => r.status)).toEqual([200, 200, 200, 429]);

@@ -77,7 +77,7 @@ export async function readOverview(ctx: CoreCtx, now = ctx.now()): Promise<Overv
   }
   for (const g of gws.values()) g.errors.sort((a, b) => b.hour - a.hour);
   const endpoints = await endpointHealthCounts(ctx);
-  const lowBalance = lowBalancePartners(ctx);
+  const lowBalance = await lowBalancePartners(ctx);
   const g = server.hb?.gauges;
   return {
     now,

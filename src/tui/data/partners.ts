@@ -14,9 +14,9 @@ export interface PartnerRow extends Partner {
   spendToday: number;
 }
 
-export function readPartners(ctx: CoreCtx, spend: SpendToday): PartnerRow[] {
+export async function readPartners(ctx: CoreCtx, spend: SpendToday): Promise<PartnerRow[]> {
   const sums = spend.refresh();
-  return listPartners(ctx).map((p) => ({ ...p, spendToday: sums.get(p.id) ?? 0 }));
+  return (await listPartners(ctx)).map((p) => ({ ...p, spendToday: sums.get(p.id) ?? 0 }));
 }
 
 export interface PartnerDetail {
@@ -29,13 +29,13 @@ export interface PartnerDetail {
 }
 
 export async function readPartnerDetail(ctx: CoreCtx, ref: string): Promise<PartnerDetail> {
-  const partner = getPartner(ctx, ref);
+  const partner = (await getPartner(ctx, ref));
   const now = ctx.now();
   return {
     partner,
     channels: await listChannels(ctx, { partner: partner.id }),
     tokens: listTokens(ctx, partner.id).map((t) => tokenJson(t, now)),
-    ledger: listLedger(ctx, partner.id, { limit: 6 }).entries,
+    ledger: (await listLedger(ctx, partner.id, { limit: 6 })).entries,
     prices: effectivePrices(await listPrices(ctx, { partner: partner.id })),
   };
 }
@@ -57,9 +57,9 @@ export interface LedgerPage {
 }
 
 /** One page of a partner's ledger, newest first, before the entry id `before` (the newest page without it). */
-export function readLedgerPage(ctx: CoreCtx, ref: string, before: number | undefined, size: number): LedgerPage {
+export async function readLedgerPage(ctx: CoreCtx, ref: string, before: number | undefined, size: number): Promise<LedgerPage> {
   const n = Math.max(1, size);
-  const { partner, entries } = listLedger(ctx, ref, { limit: n + 1, before });
+  const { partner, entries } = (await listLedger(ctx, ref, { limit: n + 1, before }));
   const page = entries.slice(0, n);
   return { partner, entries: page, before, next: entries.length > n ? page[page.length - 1].id : null };
 }

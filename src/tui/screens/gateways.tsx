@@ -221,62 +221,65 @@ export function GatewaysScreen({ width, height }: { width: number; height: numbe
         },
       };
     },
-    p: () => ({
-      kind: 'form',
-      title: 'Set a price',
-      fields: [
-        {
-          key: 'channel',
-          label: 'Channel',
-          type: 'choice',
-          options: CHANNEL_TYPES.map((c) => ({ value: c, label: c })),
-          hint: '←→ choose',
-        },
-        {
-          key: 'partner',
-          label: 'For',
-          type: 'choice',
-          options: [
-            { value: '', label: 'every partner (default)' },
-            ...listPartners(ctx).map((p) => ({ value: p.id, label: p.slug })),
-          ],
-          hint: '←→ choose: the default, or one partner',
-        },
-        { key: 'amount', label: 'Amount', type: 'text', hint: 'decimal, e.g. 0.0075; empty removes the price' },
-      ],
-      submit: (v) => {
-        const channel = str(v.channel);
-        const partner = str(v.partner) || undefined;
-        const p = partner ? getPartner(ctx, partner) : null;
-        const whom = p ? `for ${p.slug}, overriding the default` : 'for every partner without an override';
-        const per = channel === 'sms' ? 'per segment' : 'per message';
-        const raw = str(v.amount);
-        if (!raw)
+    p: async () => {
+      const partners = await listPartners(ctx);
+      return {
+        kind: 'form',
+        title: 'Set a price',
+        fields: [
+          {
+            key: 'channel',
+            label: 'Channel',
+            type: 'choice',
+            options: CHANNEL_TYPES.map((c) => ({ value: c, label: c })),
+            hint: '←→ choose',
+          },
+          {
+            key: 'partner',
+            label: 'For',
+            type: 'choice',
+            options: [
+              { value: '', label: 'every partner (default)' },
+              ...partners.map((p) => ({ value: p.id, label: p.slug })),
+            ],
+            hint: '←→ choose: the default, or one partner',
+          },
+          { key: 'amount', label: 'Amount', type: 'text', hint: 'decimal, e.g. 0.0075; empty removes the price' },
+        ],
+        submit: async (v) => {
+          const channel = str(v.channel);
+          const partner = str(v.partner) || undefined;
+          const p = partner ? await getPartner(ctx, partner) : null;
+          const whom = p ? `for ${p.slug}, overriding the default` : 'for every partner without an override';
+          const per = channel === 'sms' ? 'per segment' : 'per message';
+          const raw = str(v.amount);
+          if (!raw)
+            return {
+              kind: 'confirm',
+              title: `Remove the ${channel} price ${p ? `of ${p.slug}` : '(default)'}?`,
+              lines: [
+                p
+                  ? `${p.slug} pays the default ${channel} price again.`
+                  : `Partners without an override then send ${channel} for free.`,
+              ],
+              run: async () => {
+                await unsetPrice(ctx, { channel, partner }, actor);
+                return { text: `Removed the ${channel} price ${p ? `override of ${p.slug}` : 'default'}.` };
+              },
+            };
+          const amount = parseMoney(raw);
           return {
             kind: 'confirm',
-            title: `Remove the ${channel} price ${p ? `of ${p.slug}` : '(default)'}?`,
-            lines: [
-              p
-                ? `${p.slug} pays the default ${channel} price again.`
-                : `Partners without an override then send ${channel} for free.`,
-            ],
+            title: `Set the ${channel} price?`,
+            lines: [`${channel} costs ${money(amount, p?.currency)} ${per} ${whom}, from the next send on.`],
             run: async () => {
-              await unsetPrice(ctx, { channel, partner }, actor);
-              return { text: `Removed the ${channel} price ${p ? `override of ${p.slug}` : 'default'}.` };
+              await setPrice(ctx, { channel, amount, partner }, actor);
+              return { text: `${channel} now costs ${money(amount, p?.currency)} ${per} ${whom}.` };
             },
           };
-        const amount = parseMoney(raw);
-        return {
-          kind: 'confirm',
-          title: `Set the ${channel} price?`,
-          lines: [`${channel} costs ${money(amount, p?.currency)} ${per} ${whom}, from the next send on.`],
-          run: async () => {
-            await setPrice(ctx, { channel, amount, partner }, actor);
-            return { text: `${channel} now costs ${money(amount, p?.currency)} ${per} ${whom}.` };
-          },
-        };
-      },
-    }),
+        },
+      };
+    },
   };
 
   // Reading Meta's catalogue takes a network call: the screen stays live, the flash says when it is done.

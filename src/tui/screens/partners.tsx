@@ -1,7 +1,7 @@
 import { Box, Text } from 'ink';
 import { useKeys } from '../keys.js';
 import { useMemo, useState } from 'react';
-import { addFallback, assignChannel, FAILOVER_TYPES, routeOrder, unassignChannel } from '../../core/channels.js';
+import { addFallback, assignChannel, FAILOVER_TYPES, routeOrderIn, unassignChannel } from '../../core/channels.js';
 import { CHANNEL_TYPES } from '../../core/context.js';
 import { listGateways } from '../../core/gateways.js';
 import { adjust, topup } from '../../core/ledger.js';
@@ -81,8 +81,8 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
           hint: 'how far the balance may go below zero',
         },
       ],
-      submit: (v) => {
-        const created = createPartner(
+      submit: async (v) => {
+        const created = await createPartner(
           ctx,
           {
             slug: str(v.slug),
@@ -95,93 +95,102 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
         return { text: `Created partner ${created.slug} (${created.id}).` };
       },
     }),
-    t: () => ({
-      kind: 'form',
-      title: `Top up ${p().slug}`,
-      fields: [
-        { key: 'amount', label: 'Amount', type: 'text', hint: `decimal, in ${p().currency}: 100.00` },
-        { key: 'note', label: 'Note', type: 'text', hint: 'why, e.g. the invoice number' },
-      ],
-      submit: (v) => {
-        const partner = p();
-        const amount = parseMoney(str(v.amount));
-        const note = str(v.note) || null;
-        return {
-          kind: 'confirm',
-          title: `Top up ${partner.slug}?`,
-          lines: [
-            `Adds ${money(amount, partner.currency)} to ${partner.slug} (${partner.name}), recorded in its ledger${note ? ` with the note "${note}"` : ''}.`,
-            `Balance ${money(partner.balance, partner.currency)} → ${money(partner.balance + amount, partner.currency)}.`,
-          ],
-          run: () => {
-            const e = topup(ctx, partner.id, amount, note, actor);
-            const after = getPartner(ctx, partner.id);
-            return {
-              text: `Topped up ${after.slug} by ${money(e.amount, after.currency)}; balance ${money(after.balance, after.currency)}.`,
-            };
-          },
-        };
-      },
-    }),
-    a: () => ({
-      kind: 'form',
-      title: `Adjust the balance of ${p().slug}`,
-      fields: [
-        { key: 'amount', label: 'Amount', type: 'text', hint: 'signed: -5.00 takes money off, 5.00 adds' },
-        { key: 'note', label: 'Note', type: 'text', hint: 'required: why the correction is made' },
-      ],
-      submit: (v) => {
-        const partner = p();
-        const amount = parseMoney(str(v.amount));
-        const note = str(v.note);
-        return {
-          kind: 'confirm',
-          title: `Adjust ${partner.slug}?`,
-          lines: [
-            `${amount < 0 ? 'Takes' : 'Adds'} ${money(Math.abs(amount), partner.currency)} ${amount < 0 ? 'off' : 'to'} ${partner.slug}'s balance, noted "${note}".`,
-            `Balance ${money(partner.balance, partner.currency)} → ${money(partner.balance + amount, partner.currency)}.`,
-          ],
-          run: async () => {
-            const e = await adjust(ctx, partner.id, amount, note, actor);
-            const after = getPartner(ctx, partner.id);
-            return {
-              text: `Adjusted ${after.slug} by ${money(e.amount, after.currency)} (${note}); balance ${money(after.balance, after.currency)}.`,
-            };
-          },
-        };
-      },
-    }),
-    c: () => ({
-      kind: 'form',
-      title: `Credit limit of ${p().slug}`,
-      fields: [
-        {
-          key: 'amount',
-          label: 'Credit limit',
-          type: 'text',
-          initial: money(p().credit_limit),
-          hint: 'how far below zero; 0 for prepaid only',
+    t: async () => {
+      const shown = await p();
+      return {
+        kind: 'form',
+        title: `Top up ${shown.slug}`,
+        fields: [
+          { key: 'amount', label: 'Amount', type: 'text', hint: `decimal, in ${shown.currency}: 100.00` },
+          { key: 'note', label: 'Note', type: 'text', hint: 'why, e.g. the invoice number' },
+        ],
+        submit: async (v) => {
+          const partner = await p();
+          const amount = parseMoney(str(v.amount));
+          const note = str(v.note) || null;
+          return {
+            kind: 'confirm',
+            title: `Top up ${partner.slug}?`,
+            lines: [
+              `Adds ${money(amount, partner.currency)} to ${partner.slug} (${partner.name}), recorded in its ledger${note ? ` with the note "${note}"` : ''}.`,
+              `Balance ${money(partner.balance, partner.currency)} → ${money(partner.balance + amount, partner.currency)}.`,
+            ],
+            run: async () => {
+              const e = await topup(ctx, partner.id, amount, note, actor);
+              const after = await getPartner(ctx, partner.id);
+              return {
+                text: `Topped up ${after.slug} by ${money(e.amount, after.currency)}; balance ${money(after.balance, after.currency)}.`,
+              };
+            },
+          };
         },
-      ],
-      submit: (v) => {
-        const partner = p();
-        const amount = parseMoney(str(v.amount));
-        return {
-          kind: 'confirm',
-          title: `Set the credit limit of ${partner.slug}?`,
-          lines: [
-            `Credit limit ${money(partner.credit_limit, partner.currency)} → ${money(amount, partner.currency)}.`,
-            `It may then spend down to ${money(-amount, partner.currency)} (available ${money(partner.balance + amount, partner.currency)}).`,
-          ],
-          run: async () => {
-            const after = await setCreditLimit(ctx, partner.id, amount, actor);
-            return { text: `Credit limit of ${after.slug} is now ${money(after.credit_limit, after.currency)}.` };
+      };
+    },
+    a: async () => {
+      const shown = await p();
+      return {
+        kind: 'form',
+        title: `Adjust the balance of ${shown.slug}`,
+        fields: [
+          { key: 'amount', label: 'Amount', type: 'text', hint: 'signed: -5.00 takes money off, 5.00 adds' },
+          { key: 'note', label: 'Note', type: 'text', hint: 'required: why the correction is made' },
+        ],
+        submit: async (v) => {
+          const partner = await p();
+          const amount = parseMoney(str(v.amount));
+          const note = str(v.note);
+          return {
+            kind: 'confirm',
+            title: `Adjust ${partner.slug}?`,
+            lines: [
+              `${amount < 0 ? 'Takes' : 'Adds'} ${money(Math.abs(amount), partner.currency)} ${amount < 0 ? 'off' : 'to'} ${partner.slug}'s balance, noted "${note}".`,
+              `Balance ${money(partner.balance, partner.currency)} → ${money(partner.balance + amount, partner.currency)}.`,
+            ],
+            run: async () => {
+              const e = await adjust(ctx, partner.id, amount, note, actor);
+              const after = await getPartner(ctx, partner.id);
+              return {
+                text: `Adjusted ${after.slug} by ${money(e.amount, after.currency)} (${note}); balance ${money(after.balance, after.currency)}.`,
+              };
+            },
+          };
+        },
+      };
+    },
+    c: async () => {
+      const shown = await p();
+      return {
+        kind: 'form',
+        title: `Credit limit of ${shown.slug}`,
+        fields: [
+          {
+            key: 'amount',
+            label: 'Credit limit',
+            type: 'text',
+            initial: money(shown.credit_limit),
+            hint: 'how far below zero; 0 for prepaid only',
           },
-        };
-      },
-    }),
-    s: () => {
-      const partner = p();
+        ],
+        submit: async (v) => {
+          const partner = await p();
+          const amount = parseMoney(str(v.amount));
+          return {
+            kind: 'confirm',
+            title: `Set the credit limit of ${partner.slug}?`,
+            lines: [
+              `Credit limit ${money(partner.credit_limit, partner.currency)} → ${money(amount, partner.currency)}.`,
+              `It may then spend down to ${money(-amount, partner.currency)} (available ${money(partner.balance + amount, partner.currency)}).`,
+            ],
+            run: async () => {
+              const after = await setCreditLimit(ctx, partner.id, amount, actor);
+              return { text: `Credit limit of ${after.slug} is now ${money(after.credit_limit, after.currency)}.` };
+            },
+          };
+        },
+      };
+    },
+    s: async () => {
+      const partner = await p();
       const suspend = partner.status === 'active';
       return {
         kind: 'confirm',
@@ -200,40 +209,43 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
         },
       };
     },
-    i: () => ({
-      kind: 'form',
-      title: `Issue a token for ${p().slug}`,
-      fields: [
-        { key: 'name', label: 'Name', type: 'text', hint: 'what it is for: prod' },
-        {
-          key: 'scopes',
-          label: 'Scopes',
-          type: 'multi',
-          options: [...SCOPES.map((s) => ({ value: s, label: s })), { value: '*', label: '* (all)' }],
-          initial: ['messages:send'],
-          hint: '←→ move, Space tick',
-        },
-        { key: 'expires', label: 'Expires', type: 'text', hint: 'empty: never; 2027-01-31, or 30d, 12h, 2w' },
-      ],
-      submit: (v) => {
-        const partner = p();
-        const expires = str(v.expires);
-        const { token, secret } = issueToken(
-          ctx,
+    i: async () => {
+      const shown = await p();
+      return {
+        kind: 'form',
+        title: `Issue a token for ${shown.slug}`,
+        fields: [
+          { key: 'name', label: 'Name', type: 'text', hint: 'what it is for: prod' },
           {
-            partner: partner.id,
-            name: str(v.name),
-            scopes: v.scopes as string[],
-            expiresAt: expires ? deps.parseExpiry(expires, ctx.now()) : null,
+            key: 'scopes',
+            label: 'Scopes',
+            type: 'multi',
+            options: [...SCOPES.map((s) => ({ value: s, label: s })), { value: '*', label: '* (all)' }],
+            initial: ['messages:send'],
+            hint: '←→ move, Space tick',
           },
-          actor,
-        );
-        return {
-          text: `Issued token "${token.name}" (${token.prefix}…) for ${partner.slug}.`,
-          secret: { title: `Token "${token.name}" for ${partner.slug}: its secret`, value: secret },
-        };
-      },
-    }),
+          { key: 'expires', label: 'Expires', type: 'text', hint: 'empty: never; 2027-01-31, or 30d, 12h, 2w' },
+        ],
+        submit: async (v) => {
+          const partner = await p();
+          const expires = str(v.expires);
+          const { token, secret } = issueToken(
+            ctx,
+            {
+              partner: partner.id,
+              name: str(v.name),
+              scopes: v.scopes as string[],
+              expiresAt: expires ? deps.parseExpiry(expires, ctx.now()) : null,
+            },
+            actor,
+          );
+          return {
+            text: `Issued token "${token.name}" (${token.prefix}…) for ${partner.slug}.`,
+            secret: { title: `Token "${token.name}" for ${partner.slug}: its secret`, value: secret },
+          };
+        },
+      };
+    },
     r: async () => {
       const d = await readPartnerDetail(ctx, current!.id);
       const active = d.tokens.filter((t) => t.state === 'active');
@@ -265,14 +277,18 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
       };
     },
     A: async () => {
-      const partner = p();
+      const partner = await p();
       const gws = await listGateways(ctx);
       if (gws.length === 0) throw new Error('no gateways yet: add one on the Gateways screen (3)');
       // The order each SMS/email channel has now, so a fallback is added knowing where it goes.
-      const orders = FAILOVER_TYPES.map((t) => {
-        const order = routeOrder(ctx, partner.id, t);
-        return order.length ? `${t}: ${order.map((c) => clean(c.gateway_name)).join(' → ')}` : null;
-      }).filter(Boolean);
+      const orders = (
+        await Promise.all(
+          FAILOVER_TYPES.map(async (t) => {
+            const order = await routeOrderIn(ctx.store, partner.id, t);
+            return order.length ? `${t}: ${order.map((c) => clean(c.gateway_name)).join(' → ')}` : null;
+          }),
+        )
+      ).filter(Boolean);
       return {
         kind: 'form',
         title: `Assign a channel to ${partner.slug}${orders.length ? ` (order now: ${orders.join(' · ')})` : ''}`,
@@ -320,7 +336,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
           };
           if (str(v.place) === 'fallback') {
             const f = await addFallback(ctx, input, actor);
-            const order = routeOrder(ctx, partner.id, f.type).map((c) => c.gateway_name);
+            const order = (await routeOrderIn(ctx.store, partner.id, f.type)).map((c) => c.gateway_name);
             return { text: `Added fallback ${f.position} to ${partner.slug}'s ${f.type}: ${order.join(' → ')}.` };
           }
           const c = await assignChannel(ctx, input, actor);

@@ -49,7 +49,7 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
     const q = query(req);
     const before = q.before && /^\d{1,15}$/.test(q.before) ? Number(q.before) : undefined;
     const bad = q.before !== undefined && before === undefined;
-    const { partner, entries } = listLedger(rt.ctx, p.user.partnerId, { limit: PAGE + 1, before });
+    const { partner, entries } = await listLedger(rt.ctx, p.user.partnerId, { limit: PAGE + 1, before });
     const shown = entries.slice(0, PAGE);
     // A billing user may not open messages: the id shows as text, not as a link to a 403.
     const opensMessages = can(p.user.role, 'messages');
@@ -116,7 +116,7 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
 
   app.get('/ledger.csv', async (req, reply) => {
     const user = userFor(req, 'ledger');
-    const partner = getPartner(rt.ctx, user.partnerId);
+    const partner = await getPartner(rt.ctx, user.partnerId);
     // Read in pages between which other requests run: a long ledger never holds the process.
     async function* rows() {
       yield (
@@ -126,7 +126,7 @@ export const ledgerRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) 
       );
       let before: number | undefined;
       for (;;) {
-        const { entries } = listLedger(rt.ctx, partner.id, { limit: 1000, before });
+        const { entries } = await listLedger(rt.ctx, partner.id, { limit: 1000, before });
         if (entries.length === 0) return;
         yield entries.map((e) => line(e, partner.currency)).join('');
         before = entries[entries.length - 1].id;

@@ -49,7 +49,7 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
 
   app.get('/overview', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'overview');
-    const partner = getPartner(rt.ctx, p.user.partnerId);
+    const partner = await getPartner(rt.ctx, p.user.partnerId);
     const seesMoney = can(p.user.role, 'ledger');
     const seesTraffic = can(p.user.role, 'messages');
     let series: SpendDay[] = [];

@@ -306,7 +306,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { u
 
   app.get('/suppressions.csv', async (req, reply) => {
     const user = userFor(req, 'suppressions');
-    const partner = getPartner(rt.ctx, user.partnerId);
+    const partner = await getPartner(rt.ctx, user.partnerId);
     const { filter } = filterOf(query(req));
     async function* rows() {
       yield (
