@@ -74,7 +74,7 @@ async function show(cli: Cli, ref: string): Promise<Result> {
   const p = await getPartner(cli.ctx, ref);
   const channels = await listChannels(cli.ctx, { partner: p.id });
   const now = cli.ctx.now();
-  const tokens = listTokens(cli.ctx, p.id).map((t) => tokenJson(t, now));
+  const tokens = (await listTokens(cli.ctx, p.id)).map((t) => tokenJson(t, now));
   const activeTokens = tokens.filter((t) => t.state === 'active').length;
   const text = lines(
     kv([...summary(p), ['tokens', `${activeTokens} active, ${tokens.length} total`]]),

@@ -38,7 +38,11 @@ async function issue(
   if (expiresAt !== null && expiresAt <= now)
     throw new UsageError(`the expiry must be in the future, got "${opts.expires}"`);
   const scopes = usage(() => parseScopes(opts.scopes));
-  const { token, secret } = issueToken(cli.ctx, { partner: partnerRef, name: opts.name, scopes, expiresAt }, cli.actor);
+  const { token, secret } = await issueToken(
+    cli.ctx,
+    { partner: partnerRef, name: opts.name, scopes, expiresAt },
+    cli.actor,
+  );
   const partner = await getPartner(cli.ctx, token.partner_id);
   const json = tokenJson(token, now);
   return {
@@ -55,7 +59,7 @@ async function issue(
 async function list(cli: Cli, partnerRef: string): Promise<Result> {
   const partner = await getPartner(cli.ctx, partnerRef);
   const now = cli.ctx.now();
-  const rows = listTokens(cli.ctx, partner.id);
+  const rows = await listTokens(cli.ctx, partner.id);
   const text = rows.length
     ? table(
         ['id', 'name', 'prefix', 'scopes', 'state', 'expires', 'last used', 'created'],

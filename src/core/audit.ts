@@ -5,7 +5,7 @@ import { render, sql, type Sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
 import { iso } from '../lib/time.js';
-import { settingsChanged } from './settings-version.js';
+import { settingsChanged, settingsChangedIn } from './settings-version.js';
 
 // audit() and auditEvent() run on the connection itself: they are called inside synchronous
 // transactions (db.transaction bodies of other modules). auditIn() and auditEventIn() are the
@@ -47,8 +47,8 @@ export async function auditIn(
   targetId: string | null,
   details?: Record<string, unknown>,
 ): Promise<void> {
-  // The in-process settings version is read from SQLite's connection (src/core/settings-version.ts).
-  if (ctx.store.dialect === 'sqlite') settingsChanged(ctx.db.sqlite);
+  // Every operator change is audited; those to settings must be seen by this process at once.
+  settingsChangedIn(ctx.store);
   await auditEventIn(ctx, q, actor, action, targetType, targetId, details);
 }
 

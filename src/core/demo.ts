@@ -6,7 +6,7 @@ import { addGatewayIn } from './gateways.js';
 import { topupIn } from './ledger.js';
 import { createPartnerIn } from './partners.js';
 import { setPriceIn } from './prices.js';
-import { issueToken } from './tokens.js';
+import { issueTokenIn } from './tokens.js';
 import { iso } from '../lib/time.js';
 
 // First start on an empty data directory: a demo partner on a sandbox gateway for every
@@ -21,11 +21,7 @@ export interface DemoSeed {
   gatewayName: string;
 }
 
-/**
- * The partner, its credit and its token are written by their modules' synchronous functions,
- * which on SQLite run inside this transaction on the same connection (they move to their own
- * store forms with those modules).
- */
+/** One store transaction: the partner, its gateway, channels, price, credit and token, or nothing. */
 export async function maybeSeedDemo(ctx: CoreCtx): Promise<DemoSeed | null> {
   return ctx.store.transaction(async (tx) => {
     const seeded = await tx.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = ${DEMO_SEEDED_KEY}`);
@@ -46,7 +42,7 @@ export async function maybeSeedDemo(ctx: CoreCtx): Promise<DemoSeed | null> {
     }
     await setPriceIn(ctx, tx, { channel: 'sms', amount: parseMoney('0.0075'), partner: partner.id }, actor);
     await topupIn(ctx, tx, partner.id, parseMoney('10.00'), 'demo credit', actor);
-    const { secret } = issueToken(ctx, { partner: partner.id, name: 'demo', scopes: '*' }, actor);
+    const { secret } = await issueTokenIn(ctx, tx, { partner: partner.id, name: 'demo', scopes: '*' }, actor);
     await tx.run(sql`INSERT INTO meta (key, value) VALUES (${DEMO_SEEDED_KEY}, ${iso(ctx.now())})`);
     return { partnerSlug: partner.slug, token: secret, gatewayName: gw.name };
   });

@@ -2,7 +2,6 @@ import type { Queryable, Tx } from '../db/query.js';
 import type { Row } from '../db/rows.js';
 import { sql } from '../db/sql.js';
 import type { partners } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import type { Config } from '../config/schema.js';
@@ -107,16 +106,6 @@ export function getPartner(ctx: CoreCtx, ref: string, q: Queryable = ctx.store):
 /** getPartner in `q` (a caller's transaction, or the store). */
 export async function readPartner(q: Queryable, ref: string): Promise<Partner> {
   const p = await q.get<Partner>(sql`SELECT * FROM partners WHERE id = ${ref} OR slug = ${ref}`);
-  if (!p) throw notFound('partner', ref);
-  return p;
-}
-
-/** getPartner on the connection, for code still synchronous (token issuing): SQLite only. */
-export function getPartnerSync(ctx: CoreCtx, ref: string): Partner {
-  const p = stmt<[string, string], Partner>(ctx.db.sqlite, 'SELECT * FROM partners WHERE id = ? OR slug = ?').get(
-    ref,
-    ref,
-  );
   if (!p) throw notFound('partner', ref);
   return p;
 }

@@ -1,17 +1,15 @@
 import type { Row } from '../db/rows.js';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Statement } from 'better-sqlite3';
 import type { partners, tokens } from '../db/schema.js';
-import type { Queryable } from '../db/query.js';
+import type { Queryable, Tx } from '../db/query.js';
 import { sql } from '../db/sql.js';
-import { stmt } from '../db/stmt.js';
 import { AppError, invalid, notFound } from '../lib/errors.js';
 import { newId } from '../lib/ids.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
-import { audit, auditIn } from './audit.js';
-import { getPartnerSync as getPartner } from './partners.js';
-import { SettingsCache } from './settings-version.js';
+import { auditIn } from './audit.js';
+import { readPartner } from './partners.js';
+import { StoreSettingsCache } from './settings-version.js';
 
 export const SCOPES = [
   'messages:send',
@@ -68,55 +66,53 @@ export interface IssuedToken {
   secret: string;
 }
 
-/**
- * Stays on the connection: the demo seed (core/demo.ts) issues its token inside a synchronous
- * transaction, as the test helpers' partner set-up does.
- */
 export function issueToken(
   ctx: CoreCtx,
   input: { partner: string; name: string; scopes: string | string[]; expiresAt?: number | null },
   actor: string,
-): IssuedToken {
+): Promise<IssuedToken> {
+  return ctx.store.transaction((tx) => issueTokenIn(ctx, tx, input, actor));
+}
+
+/** issueToken inside the caller's store transaction (the demo seed's). */
+export async function issueTokenIn(
+  ctx: CoreCtx,
+  tx: Tx,
+  input: { partner: string; name: string; scopes: string | string[]; expiresAt?: number | null },
+  actor: string,
+): Promise<IssuedToken> {
   const scopes = parseScopes(input.scopes);
   if (!input.name || input.name.length > 100) throw invalid('a token name of 1-100 characters is required');
   if (input.expiresAt != null && input.expiresAt <= ctx.now()) throw invalid('the expiry must be in the future');
-  return ctx.db.sqlite
-    .transaction(() => {
-      const partner = getPartner(ctx, input.partner);
-      const secret = TOKEN_PREFIX + randomBytes(32).toString('base64url');
-      const row: Token = {
-        id: newId('tok'),
-        partner_id: partner.id,
-        name: input.name,
-        scopes: scopes.join(' '),
-        prefix: secret.slice(0, PREFIX_SHOWN),
-        hash: hashSecret(secret),
-        expires_at: input.expiresAt ?? null,
-        revoked_at: null,
-        last_used_at: null,
-        created_at: ctx.now(),
-      };
-      stmt(
-        ctx.db.sqlite,
-        `INSERT INTO tokens (id, partner_id, name, scopes, prefix, hash, expires_at, revoked_at, last_used_at, created_at)
-         VALUES (@id, @partner_id, @name, @scopes, @prefix, @hash, @expires_at, @revoked_at, @last_used_at, @created_at)`,
-      ).run(row);
-      audit(ctx, actor, 'token.issue', 'token', row.id, { partner: partner.slug, name: row.name, scopes });
-      return { token: row, secret };
-    })
-    .immediate();
+  const partner = await readPartner(tx, input.partner);
+  const secret = TOKEN_PREFIX + randomBytes(32).toString('base64url');
+  const row: Token = {
+    id: newId('tok'),
+    partner_id: partner.id,
+    name: input.name,
+    scopes: scopes.join(' '),
+    prefix: secret.slice(0, PREFIX_SHOWN),
+    hash: hashSecret(secret),
+    expires_at: input.expiresAt ?? null,
+    revoked_at: null,
+    last_used_at: null,
+    created_at: ctx.now(),
+  };
+  await tx.run(
+    sql`INSERT INTO tokens (id, partner_id, name, scopes, prefix, hash, expires_at, revoked_at, last_used_at, created_at)
+        VALUES (${row.id}, ${row.partner_id}, ${row.name}, ${row.scopes}, ${row.prefix}, ${row.hash}, ${row.expires_at},
+          ${row.revoked_at}, ${row.last_used_at}, ${row.created_at})`,
+  );
+  await auditIn(ctx, tx, actor, 'token.issue', 'token', row.id, { partner: partner.slug, name: row.name, scopes });
+  return { token: row, secret };
 }
 
-/**
- * A partner's tokens, newest first. Stays on the connection: the TUI's partner detail reads it
- * in its synchronous poll.
- */
-export function listTokens(ctx: CoreCtx, partnerRef: string): Token[] {
-  const partner = getPartner(ctx, partnerRef);
-  return stmt<[string], Token>(
-    ctx.db.sqlite,
-    'SELECT * FROM tokens WHERE partner_id = ? ORDER BY created_at DESC, id DESC',
-  ).all(partner.id);
+/** A partner's tokens, newest first. */
+export async function listTokens(ctx: CoreCtx, partnerRef: string): Promise<Token[]> {
+  const partner = await readPartner(ctx.store, partnerRef);
+  return ctx.store.all<Token>(
+    sql`SELECT * FROM tokens WHERE partner_id = ${partner.id} ORDER BY created_at DESC, id DESC`,
+  );
 }
 
 /** A token by id or by its visible prefix (refused when several share the prefix). */
@@ -200,36 +196,36 @@ type AuthRow = Pick<
 const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
- * Stays synchronous, on the connection: it runs on every API request, and its cache is keyed to
- * the settings version read from SQLite's connection (src/core/settings-version.ts).
- *
  * Authenticates a presented bearer secret. Called on every request (a token revoked or a
  * partner suspended by msgctl takes effect on the next request), so the row is kept in memory
- * until the settings version moves, and last_used_at is written at most once a minute per token.
+ * until the settings version moves (src/core/settings-version.ts), and last_used_at is written
+ * at most once a minute per token. On SQLite a kept row is found without a query; on
+ * PostgreSQL the version costs one query per event-loop turn, shared by that turn's requests.
  */
 export class TokenAuthenticator {
-  private rows: SettingsCache<string, AuthRow | null>;
-  private touch: Statement<[number, string]>;
+  private rows: StoreSettingsCache<string, AuthRow | null>;
   private touched = new Map<string, number>();
 
   constructor(private ctx: CoreCtx) {
-    const lookup = stmt<[string], AuthRow>(
-      ctx.db.sqlite,
-      `SELECT t.id, t.hash, t.scopes, t.expires_at, t.revoked_at, t.last_used_at,
-              p.id AS partner_id, p.slug, p.status, p.rate_limit_per_minute
-         FROM tokens t JOIN partners p ON p.id = t.partner_id
-        WHERE t.hash = ?`,
+    const store = ctx.store;
+    // Kept until a token or partner changes: revoking, expiring by hand, suspending or issuing
+    // is seen on the next request; unknown hashes are kept too.
+    this.rows = new StoreSettingsCache(
+      store,
+      async (hash) =>
+        (await store.get<AuthRow>(
+          sql`SELECT t.id, t.hash, t.scopes, t.expires_at, t.revoked_at, t.last_used_at,
+                     p.id AS partner_id, p.slug, p.status, p.rate_limit_per_minute
+                FROM tokens t JOIN partners p ON p.id = t.partner_id
+               WHERE t.hash = ${hash}`,
+        )) ?? null,
     );
-    // Kept until a token or partner changes (src/core/settings-version.ts): revoking, expiring
-    // by hand, suspending or issuing is seen on the next request; unknown hashes are kept too.
-    this.rows = new SettingsCache(ctx.db.sqlite, (hash) => lookup.get(hash) ?? null);
-    this.touch = stmt(ctx.db.sqlite, 'UPDATE tokens SET last_used_at = ? WHERE id = ?');
   }
 
-  authenticate(presented: string | undefined | null): AuthResult {
+  async authenticate(presented: string | undefined | null): Promise<AuthResult> {
     if (!presented) return { ok: false, reason: 'missing' };
     const hash = hashSecret(presented);
-    const row = this.rows.get(hash);
+    const row = await this.rows.get(hash);
     // The lookup is by hash, so timing reveals nothing about the secret; compare anyway so a
     // future lookup by prefix stays safe.
     if (!row || !timingSafeEqual(Buffer.from(row.hash, 'hex'), Buffer.from(hash, 'hex'))) {
@@ -249,11 +245,9 @@ export class TokenAuthenticator {
     const last = this.touched.get(row.id) ?? row.last_used_at ?? 0;
     if (now - last >= LAST_USED_RESOLUTION_MS) {
       this.touched.set(row.id, now);
-      try {
-        this.touch.run(now, row.id);
-      } catch {
-        // A busy database must not fail an authenticated request over a statistic.
-      }
+      // Not awaited: the request does not wait for a statistic, and a busy or unreachable
+      // database must not fail an authenticated request over one.
+      this.ctx.store.run(sql`UPDATE tokens SET last_used_at = ${now} WHERE id = ${row.id}`).catch(() => {});
     }
     return { ok: true, principal };
   }

@@ -17,7 +17,7 @@ const MESSAGES: Record<string, string> = {
 };
 
 /** The token check alone, without deciding anything: for the rate limiter, which keys by token. */
-export function lookupToken(auth: TokenAuthenticator, req: FastifyRequest): AuthResult {
+export async function lookupToken(auth: TokenAuthenticator, req: FastifyRequest): Promise<AuthResult> {
   const header = req.headers.authorization;
   // Several Authorization headers name no token (authenticate says why): counted by address.
   if (header !== undefined && authorizationHeaders(req.raw.rawHeaders) > 1) return { ok: false, reason: 'unknown' };
@@ -28,12 +28,13 @@ export function lookupToken(auth: TokenAuthenticator, req: FastifyRequest): Auth
  * 401 for a bad token, 403 for a suspended partner or a missing scope; else the principal.
  * `result` is a lookupToken() already made for this request (saves a second lookup).
  */
-export function authenticate(
+export async function authenticate(
   auth: TokenAuthenticator,
   req: FastifyRequest,
   scope: Scope,
-  result: AuthResult = lookupToken(auth, req),
-): AuthPrincipal {
+  lookup?: AuthResult,
+): Promise<AuthPrincipal> {
+  const result = lookup ?? (await lookupToken(auth, req));
   const header = req.headers.authorization;
   if (!result.ok) {
     // Node keeps the first of several Authorization headers and drops the rest: which token
@@ -82,6 +83,6 @@ const challenge = (description: string) =>
 /** onRequest hook: 401/403 before the body is read, so they outrank 413 and 415. */
 export function authHook(auth: TokenAuthenticator, scope: Scope) {
   return async (req: FastifyRequest) => {
-    authenticate(auth, req, scope, req.tokenLookup);
+    await authenticate(auth, req, scope, req.tokenLookup);
   };
 }

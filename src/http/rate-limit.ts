@@ -60,7 +60,7 @@ declare module 'fastify' {
 /** onRequest hook: count the request against its token, set the headers, refuse past the limit. */
 export function rateLimitHook(auth: TokenAuthenticator, limiter: RateLimiter, defaultPerMinute: number) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
-    const result = lookupToken(auth, req);
+    const result = await lookupToken(auth, req);
     req.tokenLookup = result;
     const principal = result.principal;
     const key = principal ? `tok:${principal.tokenId}` : `ip:${req.ip}`;

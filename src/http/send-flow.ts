@@ -93,7 +93,7 @@ function deferred<T>(fn: () => T): { value?: T; error?: unknown } {
 
 export async function acceptSend(rt: HttpDeps, req: FastifyRequest, reply: FastifyReply, spec: SendSpec) {
   // 401, and 403 for a suspended partner or a missing scope.
-  const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
+  const principal = await authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
   // A malformed body or Idempotency-Key is a 400: it waits for core's 403/402 checks (build).
   const parsed = deferred(() => parseJsonBody(req.body));
   const idem = parsed.error ? {} : deferred(() => idempotencyOf(req, parsed.value));
@@ -158,7 +158,7 @@ async function refusalFrom(check: () => Promise<void>): Promise<Refusal | null> 
  * the send would refuse as malformed is a 400 here too: there is nothing to price.
  */
 export async function quoteSend(rt: HttpDeps, req: FastifyRequest, plan: (body: unknown) => QuotePlan) {
-  const principal = authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
+  const principal = await authenticate(rt.auth, req, 'messages:send', req.tokenLookup);
   const p = plan(parseJsonBody(req.body));
   const cost = await sendCost(rt.ctx, principal.partnerId, p.channel, p.priceText);
   let sendAt: number | undefined;

@@ -17,7 +17,7 @@ beforeAll(async () => {
   t = openTestCtx();
   const p = await setupPartner(t.ctx, { slug: 'acme' });
   await connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'in-use' }, 'sms', '+15550001111');
-  tokenId = issueToken(t.ctx, { partner: 'acme', name: 'ci', scopes: ['messages:send'] }, 'test').token.id;
+  tokenId = (await issueToken(t.ctx, { partner: 'acme', name: 'ci', scopes: ['messages:send'] }, 'test')).token.id;
   const q = new JobQueue(t.ctx.db);
   deadIds = [];
   for (const d of ['wd_1', 'wd_2', 'wd_3']) {

@@ -11,10 +11,10 @@ const dataDir = tmpDataDir();
 const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir, ...opts });
 const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir, ...opts });
 
-function authenticate(secret: string) {
+async function authenticate(secret: string) {
   const dd = openDataDir(dataDir, { migrate: false });
   try {
-    return new TokenAuthenticator(coreCtx(dd)).authenticate(secret);
+    return await new TokenAuthenticator(coreCtx(dd)).authenticate(secret);
   } finally {
     dd.close();
   }
@@ -34,13 +34,13 @@ afterAll(cleanupTmp);
 
 describe('partners', () => {
   it('suspend refuses the partner on the next request; activate lets it back', async () => {
-    expect(authenticate(secret).ok).toBe(true);
+    expect((await authenticate(secret)).ok).toBe(true);
     const s = await run(['partner', 'suspend', 'acme']);
     expect(s.code).toBe(0);
     expect(s.stdout).toMatch(/status\s+suspended/);
-    expect(authenticate(secret)).toMatchObject({ ok: false, reason: 'partner_suspended' });
+    expect(await authenticate(secret)).toMatchObject({ ok: false, reason: 'partner_suspended' });
     expect((await json(['partner', 'activate', 'acme'])).status).toBe('active');
-    expect(authenticate(secret).ok).toBe(true);
+    expect((await authenticate(secret)).ok).toBe(true);
     const actions = withDb(
       dataDir,
       (db) =>
@@ -112,8 +112,8 @@ describe('tokens', () => {
     const r = await run(['token', 'revoke', second.prefix, '--yes']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('Revoked token "ci"');
-    expect(authenticate(second.secret)).toMatchObject({ ok: false, reason: 'revoked' });
-    expect(authenticate(secret).ok).toBe(true);
+    expect(await authenticate(second.secret)).toMatchObject({ ok: false, reason: 'revoked' });
+    expect((await authenticate(secret)).ok).toBe(true);
     const list = await json(['token', 'list', 'acme']);
     expect(Object.fromEntries(list.data.map((t: any) => [t.name, t.state]))).toEqual({ ci: 'revoked', prod: 'active' });
     const again = await run(['token', 'revoke', second.id, '--yes']);
@@ -123,7 +123,7 @@ describe('tokens', () => {
 
   it('revoke by id', async () => {
     expect((await json(['token', 'revoke', tokenId, '--yes'])).state).toBe('revoked');
-    expect(authenticate(secret)).toMatchObject({ ok: false, reason: 'revoked' });
+    expect(await authenticate(secret)).toMatchObject({ ok: false, reason: 'revoked' });
   });
 });
 

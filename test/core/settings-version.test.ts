@@ -40,7 +40,7 @@ describe('settings_version', () => {
     let secret = '';
     await moved(
       'token issued',
-      () => (secret = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test').secret),
+      async () => (secret = (await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test')).secret),
     );
     const gw = { id: '' };
     await moved(
@@ -101,10 +101,10 @@ describe('SettingsCache', () => {
   it('keeps misses too: an unknown token hash costs no query until a token is issued', async () => {
     const auth = new TokenAuthenticator(t.ctx);
     const forged = 'msgd_live_' + 'x'.repeat(43);
-    expect(auth.authenticate(forged)).toEqual({ ok: false, reason: 'unknown' });
-    const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
-    expect(auth.authenticate(secret).ok).toBe(true);
+    expect(await auth.authenticate(forged)).toEqual({ ok: false, reason: 'unknown' });
+    const { secret } = await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    expect((await auth.authenticate(secret)).ok).toBe(true);
     await revokeToken(t.ctx, secret.slice(0, 16), 'test');
-    expect(auth.authenticate(secret)).toEqual({ ok: false, reason: 'revoked' });
+    expect(await auth.authenticate(secret)).toEqual({ ok: false, reason: 'revoked' });
   });
 });

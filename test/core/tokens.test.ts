@@ -20,13 +20,13 @@ beforeEach(async () => {
 afterEach(() => t.close());
 
 describe('TokenAuthenticator', () => {
-  it('accepts a valid token and returns its partner and scopes', () => {
-    const { secret, token } = issueToken(
+  it('accepts a valid token and returns its partner and scopes', async () => {
+    const { secret, token } = await issueToken(
       t.ctx,
       { partner: 'acme', name: 'p', scopes: 'messages:send,contacts:write' },
       'test',
     );
-    const r = new TokenAuthenticator(t.ctx).authenticate(secret);
+    const r = await new TokenAuthenticator(t.ctx).authenticate(secret);
     expect(r).toEqual({
       ok: true,
       principal: {
@@ -39,80 +39,80 @@ describe('TokenAuthenticator', () => {
     });
   });
 
-  it('stores only the hash, and the secret is long and prefixed', () => {
-    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+  it('stores only the hash, and the secret is long and prefixed', async () => {
+    const { secret, token } = await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
     expect(secret).toMatch(/^msgd_live_[A-Za-z0-9_-]{43}$/); // 32 random bytes
     expect(token.hash).toBe(hashSecret(secret));
     const raw = JSON.stringify(t.ctx.db.sqlite.prepare('SELECT * FROM tokens').all());
     expect(raw).not.toContain(secret);
   });
 
-  it('missing: no header, empty string', () => {
+  it('missing: no header, empty string', async () => {
     const auth = new TokenAuthenticator(t.ctx);
-    expect(auth.authenticate(undefined)).toEqual({ ok: false, reason: 'missing' });
-    expect(auth.authenticate(null)).toEqual({ ok: false, reason: 'missing' });
-    expect(auth.authenticate('')).toEqual({ ok: false, reason: 'missing' });
+    expect(await auth.authenticate(undefined)).toEqual({ ok: false, reason: 'missing' });
+    expect(await auth.authenticate(null)).toEqual({ ok: false, reason: 'missing' });
+    expect(await auth.authenticate('')).toEqual({ ok: false, reason: 'missing' });
   });
 
-  it('unknown: a made-up token, or a real one with one character changed', () => {
-    const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+  it('unknown: a made-up token, or a real one with one character changed', async () => {
+    const { secret } = await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
     const auth = new TokenAuthenticator(t.ctx);
-    expect(auth.authenticate('msgd_live_nope')).toEqual({ ok: false, reason: 'unknown' });
+    expect(await auth.authenticate('msgd_live_nope')).toEqual({ ok: false, reason: 'unknown' });
     const flipped = secret.slice(0, -1) + (secret.endsWith('A') ? 'B' : 'A');
-    expect(auth.authenticate(flipped)).toEqual({ ok: false, reason: 'unknown' });
+    expect(await auth.authenticate(flipped)).toEqual({ ok: false, reason: 'unknown' });
   });
 
   it('revoked: refused on the very next call of the same authenticator', async () => {
-    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    const { secret, token } = await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
     const auth = new TokenAuthenticator(t.ctx);
-    expect(auth.authenticate(secret).ok).toBe(true);
+    expect((await auth.authenticate(secret)).ok).toBe(true);
     await revokeToken(t.ctx, token.prefix, 'test');
-    expect(auth.authenticate(secret)).toEqual({ ok: false, reason: 'revoked' });
+    expect(await auth.authenticate(secret)).toEqual({ ok: false, reason: 'revoked' });
     await expect(revokeToken(t.ctx, token.id, 'test')).rejects.toThrow(/already revoked/);
   });
 
-  it('expired: valid until the instant of expiry, refused from then on', () => {
-    const { secret } = issueToken(
+  it('expired: valid until the instant of expiry, refused from then on', async () => {
+    const { secret } = await issueToken(
       t.ctx,
       { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now + 60_000 },
       'test',
     );
     const auth = new TokenAuthenticator(t.ctx);
     t.clock.now += 59_999;
-    expect(auth.authenticate(secret).ok).toBe(true);
+    expect((await auth.authenticate(secret)).ok).toBe(true);
     t.clock.now += 1;
-    expect(auth.authenticate(secret)).toEqual({ ok: false, reason: 'expired' });
+    expect(await auth.authenticate(secret)).toEqual({ ok: false, reason: 'expired' });
   });
 
-  it('an expiry in the past is refused at issue', () => {
-    expect(() =>
+  it('an expiry in the past is refused at issue', async () => {
+    await expect(
       issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*', expiresAt: t.clock.now }, 'test'),
-    ).toThrow(/future/);
+    ).rejects.toThrow(/future/);
   });
 
   it('partner_suspended: refused while suspended, with the principal for logging; accepted again after activate', async () => {
-    const { secret } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    const { secret } = await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
     const auth = new TokenAuthenticator(t.ctx);
     await suspendPartner(t.ctx, 'acme', 'test');
-    const r = auth.authenticate(secret);
+    const r = await auth.authenticate(secret);
     expect(r).toMatchObject({ ok: false, reason: 'partner_suspended', principal: { partnerSlug: 'acme' } });
     await activatePartner(t.ctx, 'acme', 'test');
-    expect(auth.authenticate(secret).ok).toBe(true);
+    expect((await auth.authenticate(secret)).ok).toBe(true);
   });
 
-  it('records last use at most once a minute', () => {
-    const { secret, token } = issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+  it('records last use at most once a minute', async () => {
+    const { secret, token } = await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
     const lastUsed = () =>
       t.ctx.db.sqlite.prepare('SELECT last_used_at FROM tokens WHERE id = ?').pluck().get(token.id);
     const auth = new TokenAuthenticator(t.ctx);
     const first = t.clock.now;
-    auth.authenticate(secret);
+    await auth.authenticate(secret);
     expect(lastUsed()).toBe(first);
     t.clock.now += 30_000;
-    auth.authenticate(secret);
+    await auth.authenticate(secret);
     expect(lastUsed()).toBe(first);
     t.clock.now += 30_000;
-    auth.authenticate(secret);
+    await auth.authenticate(secret);
     expect(lastUsed()).toBe(first + 60_000);
   });
 });

@@ -98,7 +98,7 @@ export async function setupPartner(
   for (const [channel, amount] of Object.entries(opts.prices ?? {})) {
     await setPrice(ctx, { channel, amount: parseMoney(amount), partner: p.id }, 'test');
   }
-  const { secret } = issueToken(ctx, { partner: p.id, name: 'test', scopes: opts.scopes ?? '*' }, 'test');
+  const { secret } = await issueToken(ctx, { partner: p.id, name: 'test', scopes: opts.scopes ?? '*' }, 'test');
   return { partnerId: p.id, slug, token: secret };
 }
 

@@ -84,7 +84,7 @@ describe.each(CASES)('$name: 401 for every kind of bad credentials', ({ path, bo
     }
 
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
-    const tok = listTokens(s.ctx, p.partnerId).find((t) => t.name === 'test')!;
+    const tok = (await listTokens(s.ctx, p.partnerId)).find((t) => t.name === 'test')!;
     await revokeToken(s.ctx, tok.id, 'test');
     const revoked = await send(s.url, path, body, p.token);
     expectError(revoked, 401, 'unauthorized');
@@ -97,7 +97,7 @@ describe('token expiry', () => {
   it('a token works until expires_at and is 401 "expired" after, on every endpoint', async () => {
     const p = await sandboxPartner(s.ctx, { balance: '10' });
     const expiresAt = s.clock.now() + 60_000;
-    const t = issueToken(s.ctx, { partner: p.partnerId, name: 'short', scopes: '*', expiresAt }, 'test');
+    const t = await issueToken(s.ctx, { partner: p.partnerId, name: 'short', scopes: '*', expiresAt }, 'test');
     for (const c of CASES) expect((await send(s.url, c.path, c.body, t.secret)).status).toBe(200);
     s.clock.advance(60_000);
     for (const c of CASES) {
@@ -269,7 +269,7 @@ describe('order of the rules across the board', () => {
 
   it('401 answers carry an RFC 6750 WWW-Authenticate challenge', async () => {
     const p = await sandboxPartner(s.ctx, { balance: '10' });
-    const tok = listTokens(s.ctx, p.partnerId)[0];
+    const tok = (await listTokens(s.ctx, p.partnerId))[0];
     await revokeToken(s.ctx, tok.id, 'test');
     for (const path of [SMS, EMAIL, WHATSAPP, '/v1/messages']) {
       expect((await send(s.url, path, VALID[SMS])).headers.get('www-authenticate')).toBe('Bearer');
@@ -316,7 +316,7 @@ describe('order of the rules across the board', () => {
     // depend on how fast a loaded machine runs the requests in between.
     const good = await sandboxPartner(s.ctx, { balance: '10', rateLimitPerMinute: 10 });
     const revoked = await sandboxPartner(s.ctx, { balance: '10' });
-    await revokeToken(s.ctx, listTokens(s.ctx, revoked.partnerId)[0].id, 'test');
+    await revokeToken(s.ctx, (await listTokens(s.ctx, revoked.partnerId))[0].id, 'test');
     const post = (authorization: string[]) =>
       new Promise<{ status: number; body: any; remaining: number }>((resolve, reject) => {
         const req = httpRequest(
@@ -777,7 +777,7 @@ describe('operator changes from another connection (msgctl) apply on the next re
       await activatePartner(ctl, p.partnerId, 'cli');
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
 
-      const tok = listTokens(ctl, p.partnerId)[0];
+      const tok = (await listTokens(ctl, p.partnerId))[0];
       await revokeToken(ctl, tok.prefix, 'cli');
       const r = await send(s.url, SMS, VALID[SMS], p.token);
       expectError(r, 401, 'unauthorized');

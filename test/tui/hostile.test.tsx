@@ -45,7 +45,7 @@ async function hostileScene(dir: string) {
   const p = await createPartner(ctx, { slug: 'evil', name: 'Evil' }, 'test');
   await topup(ctx, p.id, 1_000_000, 'note', 'test');
   const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
-  issueToken(ctx, { partner: p.id, name: 'tok', scopes: ['messages:send'] }, 'test');
+  await issueToken(ctx, { partner: p.id, name: 'tok', scopes: ['messages:send'] }, 'test');
   await setPrice(ctx, { channel: 'sms', amount: 1000, partner: p.id }, 'test');
   const m = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
   // What the core functions refuse, written as an older version, an import or an attacker would have.

@@ -146,7 +146,7 @@ describe('msgctl tui: screens', () => {
   it("partners: the list with today's spend, and the detail", async () => {
     const con = await open('partners');
     const s = await scene(con);
-    issueToken(con.cli.ctx, { partner: s.acme.id, name: 'prod', scopes: ['messages:send'] }, 'test');
+    await issueToken(con.cli.ctx, { partner: s.acme.id, name: 'prod', scopes: ['messages:send'] }, 'test');
     storeOutboundSms(
       con.cli.ctx,
       s.acme.id,

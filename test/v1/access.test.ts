@@ -99,16 +99,15 @@ describe.each(
     const others = SCOPES.filter(
       (s) => s !== route.scope && !(route.scope === 'contacts:read' && s === 'contacts:write'),
     );
-    const without = issueToken(
-      server.ctx,
-      { partner: a.partnerId, name: 'w', scopes: others.join(' ') },
-      'test',
+    const without = (
+      await issueToken(server.ctx, { partner: a.partnerId, name: 'w', scopes: others.join(' ') }, 'test')
     ).secret;
     const r = await req(route, without);
     expect(r.status).toBe(403);
     expect(r.body.error).toMatchObject({ code: 'insufficient_scope' });
     expect(r.body.error.message).toContain(route.scope);
-    const only = issueToken(server.ctx, { partner: a.partnerId, name: 'o', scopes: route.scope }, 'test').secret;
+    const only = (await issueToken(server.ctx, { partner: a.partnerId, name: 'o', scopes: route.scope }, 'test'))
+      .secret;
     const ok = await req(route, only, { ...ids, whe2: MISSING.whe2 });
     expect([200, 201, 202, 204, 404]).toContain(ok.status);
   });

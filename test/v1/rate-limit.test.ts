@@ -62,7 +62,7 @@ describe('rate limits on /v1', () => {
     expect(retryAfter).toBeLessThanOrEqual(20);
 
     // A second token of the same partner has its own bucket; other partners use the default.
-    const second = issueToken(server.ctx, { partner: p.partnerId, name: 'two', scopes: '*' }, 'test').secret;
+    const second = (await issueToken(server.ctx, { partner: p.partnerId, name: 'two', scopes: '*' }, 'test')).secret;
     const s = await call(server, 'GET', '/v1/channels', { token: second });
     expect(s.status).toBe(200);
     expect(limits(s)).toMatchObject({ limit: 3, remaining: 2 });

@@ -34,7 +34,7 @@ export async function readPartnerDetail(ctx: CoreCtx, ref: string): Promise<Part
   return {
     partner,
     channels: await listChannels(ctx, { partner: partner.id }),
-    tokens: listTokens(ctx, partner.id).map((t) => tokenJson(t, now)),
+    tokens: (await listTokens(ctx, partner.id)).map((t) => tokenJson(t, now)),
     ledger: (await listLedger(ctx, partner.id, { limit: 6 })).entries,
     prices: effectivePrices(await listPrices(ctx, { partner: partner.id })),
   };

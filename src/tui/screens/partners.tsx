@@ -229,7 +229,7 @@ export function PartnersScreen({ width, height }: { width: number; height: numbe
         submit: async (v) => {
           const partner = await p();
           const expires = str(v.expires);
-          const { token, secret } = issueToken(
+          const { token, secret } = await issueToken(
             ctx,
             {
               partner: partner.id,

@@ -34,7 +34,7 @@ const SCOPE_HELP: Record<string, string> = {
 export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) => {
   const { rt } = ui;
 
-  const page = (
+  const page = async (
     req: FastifyRequest,
     reply: FastifyReply,
     msg: FlashNote = takeNote(ui, req, '/ui/tokens'),
@@ -42,7 +42,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
   ) => {
     const p = pageCtx(ui, req, reply, 'tokens');
     const now = rt.ctx.now();
-    const rows = listTokens(rt.ctx, p.user.partnerId);
+    const rows = await listTokens(rt.ctx, p.user.partnerId);
     const base = publicBase(ui, req);
     return p.render(
       'API tokens',
@@ -179,7 +179,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
     try {
       const expiry = EXPIRY[field(f, 'expires') || 'never'];
       if (!expiry) throw new AppError('invalid_request', 'choose when the token expires from the list');
-      const issued = issueToken(
+      const issued = await issueToken(
         rt.ctx,
         {
           partner: p.user.partnerId,
@@ -200,7 +200,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
 
   app.post<{ Params: { id: string } }>('/tokens/:id/revoke', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'tokens');
-    const own = listTokens(rt.ctx, p.user.partnerId).find((t) => t.id === req.params.id);
+    const own = (await listTokens(rt.ctx, p.user.partnerId)).find((t) => t.id === req.params.id);
     if (!own) return notFoundPage(ui, req, reply);
     try {
       await revokeToken(rt.ctx, own.id, actorOf(p.user));
@@ -215,7 +215,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
 
   app.post<{ Params: { id: string } }>('/tokens/:id/rename', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'tokens');
-    const own = listTokens(rt.ctx, p.user.partnerId).find((t) => t.id === req.params.id);
+    const own = (await listTokens(rt.ctx, p.user.partnerId)).find((t) => t.id === req.params.id);
     if (!own) return notFoundPage(ui, req, reply);
     const name = field(form(req), 'name').trim();
     try {

@@ -14,7 +14,7 @@ export const SECURITY = [{ bearerAuth: [] }];
 /** 401 bad token, 403 suspended partner or missing scope; the principal is left on the request. */
 export function requireScope(rt: HttpDeps, scope: Scope) {
   return async (req: FastifyRequest, _reply: FastifyReply) => {
-    authenticate(rt.auth, req, scope, req.tokenLookup);
+    await authenticate(rt.auth, req, scope, req.tokenLookup);
   };
 }
 
