@@ -1,6 +1,6 @@
 import type { Row } from '../db/rows.js';
 import type { ledgerEntries, spendDaily } from '../db/schema.js';
-import { stmt } from '../db/stmt.js';
+import { render, sql } from '../db/sql.js';
 import type { CoreCtx } from './context.js';
 
 // Spend per partner and UTC day, for the console's chart. Rolled up from the ledger rows added
@@ -15,52 +15,56 @@ const BATCH = 20_000;
 type Entry = Pick<Row<typeof ledgerEntries>, 'id' | 'partner_id' | 'kind' | 'amount' | 'created_at'>;
 
 /** Whether the ledger has rows past the watermark: one seek on the primary key, no lock taken. */
-export const SPEND_PENDING_SQL = `SELECT EXISTS (SELECT 1 FROM ledger_entries
-  WHERE id > COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0)) AS pending`;
+const pendingQuery = () =>
+  sql`SELECT CASE WHEN EXISTS (SELECT 1 FROM ledger_entries
+        WHERE id > COALESCE((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ${WATERMARK}), 0)) THEN 1 ELSE 0 END AS pending`;
+/** The pending check's text on SQLite, for its query plan (test/core/query-plans.test.ts). */
+export const SPEND_PENDING_SQL = render(pendingQuery(), 'sqlite').text;
 
 /** Fold the ledger's new debits and refunds into spend_daily; returns the entries read. */
-export function rollUpSpend(ctx: CoreCtx): number {
-  const db = ctx.db.sqlite;
+export async function rollUpSpend(ctx: CoreCtx): Promise<number> {
   // Every Overview folds first; most find nothing new, and a write transaction for nothing
   // would queue the page behind any writer holding the lock (msgctl, a backup, a send batch).
-  const pending = stmt<[string], { pending: number }>(db, SPEND_PENDING_SQL).get(WATERMARK)?.pending;
+  const pending = (await ctx.store.get<{ pending: number }>(pendingQuery()))?.pending;
   if (pending === 0) return 0;
   let total = 0;
   for (;;) {
-    const read = db
-      .transaction(() => {
-        const mark = Number(
-          stmt<[string], { value: string }>(db, 'SELECT value FROM meta WHERE key = ?').get(WATERMARK)?.value ?? 0,
+    const read = await ctx.store.transaction(async (tx) => {
+      // The watermark's row, written first: on PostgreSQL that holds it locked until commit, so
+      // two rollups at once (the minute's task and an Overview) take turns, and the second reads
+      // the watermark the first moved: no entry is counted twice. SQLite's transactions take
+      // turns already.
+      await tx.run(
+        sql`INSERT INTO meta (key, value) VALUES (${WATERMARK}, '0') ON CONFLICT (key) DO UPDATE SET value = meta.value`,
+      );
+      const mark = (await tx.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = ${WATERMARK}`))!.value;
+      const rows = await tx.all<Entry>(
+        sql`SELECT id, partner_id, kind, amount, created_at FROM ledger_entries
+             WHERE id > ${Number(mark)} ORDER BY id LIMIT ${BATCH}`,
+      );
+      if (rows.length === 0) return 0;
+      // Summed as BigInt and bound as integers: a day's spend is exact past 2^53.
+      const sums = new Map<string, { partner: string; day: string; spend: bigint; messages: number }>();
+      for (const r of rows) {
+        if (r.kind !== 'debit' && r.kind !== 'refund') continue;
+        const day = new Date(r.created_at).toISOString().slice(0, 10);
+        const key = `${r.partner_id}\u0000${day}`;
+        let s = sums.get(key);
+        if (!s) sums.set(key, (s = { partner: r.partner_id, day, spend: 0n, messages: 0 }));
+        // Debits are negative amounts: spend is their opposite, and a refund takes it back.
+        s.spend -= BigInt(r.amount);
+        if (r.kind === 'debit') s.messages++;
+      }
+      for (const s of sums.values()) {
+        await tx.run(
+          sql`INSERT INTO spend_daily (partner_id, day, spend, messages) VALUES (${s.partner}, ${s.day}, ${s.spend}, ${s.messages})
+              ON CONFLICT (partner_id, day) DO UPDATE
+                SET spend = spend_daily.spend + excluded.spend, messages = spend_daily.messages + excluded.messages`,
         );
-        const rows = stmt<[number, number], Entry>(
-          db,
-          'SELECT id, partner_id, kind, amount, created_at FROM ledger_entries WHERE id > ? ORDER BY id LIMIT ?',
-        ).all(mark, BATCH);
-        if (rows.length === 0) return 0;
-        const sums = new Map<string, { partner: string; day: string; spend: number; messages: number }>();
-        for (const r of rows) {
-          if (r.kind !== 'debit' && r.kind !== 'refund') continue;
-          const day = new Date(r.created_at).toISOString().slice(0, 10);
-          const key = `${r.partner_id}\u0000${day}`;
-          let s = sums.get(key);
-          if (!s) sums.set(key, (s = { partner: r.partner_id, day, spend: 0, messages: 0 }));
-          // Debits are negative amounts: spend is their opposite, and a refund takes it back.
-          s.spend -= r.amount;
-          if (r.kind === 'debit') s.messages++;
-        }
-        const upsert = stmt(
-          db,
-          `INSERT INTO spend_daily (partner_id, day, spend, messages) VALUES (?, ?, ?, ?)
-           ON CONFLICT (partner_id, day) DO UPDATE SET spend = spend + excluded.spend, messages = messages + excluded.messages`,
-        );
-        for (const s of sums.values()) upsert.run(s.partner, s.day, s.spend, s.messages);
-        stmt(
-          db,
-          'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-        ).run(WATERMARK, String(rows[rows.length - 1].id));
-        return rows.length;
-      })
-      .immediate();
+      }
+      await tx.run(sql`UPDATE meta SET value = ${String(rows[rows.length - 1].id)} WHERE key = ${WATERMARK}`);
+      return rows.length;
+    });
     total += read;
     if (read < BATCH) return total;
   }
@@ -69,17 +73,21 @@ export function rollUpSpend(ctx: CoreCtx): number {
 export type SpendDay = Omit<Row<typeof spendDaily>, 'partner_id'>;
 
 /** The last `days` UTC days up to today, oldest first, with zero for days without spend. */
-export function spendSeries(ctx: CoreCtx, partnerId: string, days = 30): SpendDay[] {
+export async function spendSeries(ctx: CoreCtx, partnerId: string, days = 30): Promise<SpendDay[]> {
   const today = Date.UTC(
     new Date(ctx.now()).getUTCFullYear(),
     new Date(ctx.now()).getUTCMonth(),
     new Date(ctx.now()).getUTCDate(),
   );
   const first = new Date(today - (days - 1) * 86_400_000).toISOString().slice(0, 10);
-  const rows = stmt<[string, string], SpendDay>(
-    ctx.db.sqlite,
-    'SELECT day, spend, messages FROM spend_daily WHERE partner_id = ? AND day >= ? ORDER BY day',
-  ).all(partnerId, first);
+  // The sum read as text: a day past 2^53 micro-units is exact in the table, and reads on both
+  // stores (as a number, for the chart) rather than failing on PostgreSQL.
+  const rows = (
+    await ctx.store.all<{ day: string; spend: string; messages: number }>(
+      sql`SELECT day, CAST(spend AS TEXT) AS spend, messages FROM spend_daily
+           WHERE partner_id = ${partnerId} AND day >= ${first} ORDER BY day`,
+    )
+  ).map((r) => ({ day: r.day, spend: Number(r.spend), messages: r.messages }));
   const byDay = new Map(rows.map((r) => [r.day, r]));
   const out: SpendDay[] = [];
   for (let i = days - 1; i >= 0; i--) {
@@ -99,49 +107,48 @@ const DAY_MS = 86_400_000;
 export class SpendToday {
   private day = -1;
   private lastId = 0;
-  private sums = new Map<string, number>();
+  /** Exact (BigInt): read as text from SQL, where a sum past 2^53 stays exact on both stores. */
+  private sums = new Map<string, bigint>();
 
   constructor(private readonly ctx: CoreCtx) {}
 
   /** The first ledger id written at or after `since`: ids grow with time, so a binary search. */
-  private firstIdSince(since: number): number {
-    const db = this.ctx.db.sqlite;
-    const range = stmt<[], { lo: number | null; hi: number | null }>(
-      db,
-      'SELECT MIN(id) AS lo, MAX(id) AS hi FROM ledger_entries',
-    ).get()!;
+  private async firstIdSince(since: number): Promise<number> {
+    const store = this.ctx.store;
+    const range = (await store.get<{ lo: number | null; hi: number | null }>(
+      sql`SELECT MIN(id) AS lo, MAX(id) AS hi FROM ledger_entries`,
+    ))!;
     if (range.lo === null || range.hi === null) return 1;
-    const at = stmt<[number], { id: number; created_at: number }>(
-      db,
-      'SELECT id, created_at FROM ledger_entries WHERE id >= ? ORDER BY id LIMIT 1',
-    );
     let lo = range.lo;
     let hi = range.hi + 1;
     while (lo < hi) {
       const mid = Math.floor((lo + hi) / 2);
-      const row = at.get(mid);
+      const row = await store.get<{ id: number; created_at: number }>(
+        sql`SELECT id, created_at FROM ledger_entries WHERE id >= ${mid} ORDER BY id LIMIT 1`,
+      );
       if (!row || row.created_at >= since) hi = mid;
       else lo = row.id + 1;
     }
     return lo;
   }
 
-  refresh(now = this.ctx.now()): Map<string, number> {
+  /** Today's spend per partner id, in micro-units. */
+  async refresh(now = this.ctx.now()): Promise<Map<string, number>> {
     const day = Math.floor(now / DAY_MS);
     if (day !== this.day) {
       this.day = day;
       this.sums = new Map();
-      this.lastId = this.firstIdSince(day * DAY_MS) - 1;
+      this.lastId = (await this.firstIdSince(day * DAY_MS)) - 1;
     }
-    const rows = stmt<[number], { partner_id: string; spend: number; last: number }>(
-      this.ctx.db.sqlite,
-      `SELECT partner_id, -SUM(CASE WHEN kind IN ('debit', 'refund') THEN amount ELSE 0 END) AS spend, MAX(id) AS last
-         FROM ledger_entries WHERE id > ? GROUP BY partner_id`,
-    ).all(this.lastId);
+    const rows = await this.ctx.store.all<{ partner_id: string; spend: string; last: number }>(
+      sql`SELECT partner_id, CAST(-SUM(CASE WHEN kind IN ('debit', 'refund') THEN amount ELSE 0 END) AS TEXT) AS spend,
+                 MAX(id) AS last
+            FROM ledger_entries WHERE id > ${this.lastId} GROUP BY partner_id`,
+    );
     for (const r of rows) {
-      this.sums.set(r.partner_id, (this.sums.get(r.partner_id) ?? 0) + r.spend);
+      this.sums.set(r.partner_id, (this.sums.get(r.partner_id) ?? 0n) + BigInt(r.spend));
       if (r.last > this.lastId) this.lastId = r.last;
     }
-    return this.sums;
+    return new Map([...this.sums].map(([id, v]) => [id, Number(v)]));
   }
 }

@@ -21,7 +21,7 @@ describe('spend rollup', () => {
     const p = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
     await topup(ctx, p.id, 1_000_000, null, 'test');
     debit(ctx, p.id, 7_500, 'msg_a', 'test');
-    expect(rollUpSpend(ctx)).toBe(2);
+    expect(await rollUpSpend(ctx)).toBe(2);
     // Another connection (msgctl, a backup) holds the write lock: the Overview must not queue
     // behind it when there is nothing to fold.
     const other = new Database(join(t.dir, 'msgd.db'));
@@ -29,8 +29,8 @@ describe('spend rollup', () => {
     other.exec('BEGIN IMMEDIATE');
     try {
       ctx.db.sqlite.pragma('busy_timeout = 0');
-      expect(rollUpSpend(ctx)).toBe(0);
-      expect(spendSeries(ctx, p.id, 1)[0].spend).toBe(7_500);
+      expect(await rollUpSpend(ctx)).toBe(0);
+      expect((await spendSeries(ctx, p.id, 1))[0].spend).toBe(7_500);
     } finally {
       other.exec('ROLLBACK');
       other.close();
@@ -50,13 +50,13 @@ describe('spend rollup', () => {
     clock.now += 2 * 60_000; // past midnight: 2026-11-21
     debit(ctx, p.id, 7_500, 'msg_b', 'test');
     debit(ctx, p.id, 15_000, 'msg_c', 'test');
-    expect(rollUpSpend(ctx)).toBe(6);
+    expect(await rollUpSpend(ctx)).toBe(6);
     refund(ctx, p.id, 15_000, 'msg_c', 'failed', 'test');
-    expect(rollUpSpend(ctx)).toBe(1);
-    expect(rollUpSpend(ctx)).toBe(0);
+    expect(await rollUpSpend(ctx)).toBe(1);
+    expect(await rollUpSpend(ctx)).toBe(0);
 
     clock.now += 3 * DAY;
-    const series = spendSeries(ctx, p.id, 5);
+    const series = await spendSeries(ctx, p.id, 5);
     expect(series).toEqual([
       { day: '2026-11-20', spend: 7_500, messages: 1 },
       { day: '2026-11-21', spend: 7_500, messages: 2 },
@@ -64,7 +64,7 @@ describe('spend rollup', () => {
       { day: '2026-11-23', spend: 0, messages: 0 },
       { day: '2026-11-24', spend: 0, messages: 0 },
     ]);
-    expect(spendSeries(ctx, q.id, 5)[0]).toEqual({ day: '2026-11-20', spend: 1_000_000, messages: 1 });
+    expect((await spendSeries(ctx, q.id, 5))[0]).toEqual({ day: '2026-11-20', spend: 1_000_000, messages: 1 });
   });
 
   it('catches up over more rows than one batch', async () => {
@@ -75,7 +75,7 @@ describe('spend rollup', () => {
     ctx.db.sqlite.transaction(() => {
       for (let i = 0; i < 25_000; i++) debit(ctx, p.id, 10, null, 'test');
     })();
-    expect(rollUpSpend(ctx)).toBe(25_001);
-    expect(spendSeries(ctx, p.id, 1)[0]).toMatchObject({ spend: 250_000, messages: 25_000 });
+    expect(await rollUpSpend(ctx)).toBe(25_001);
+    expect((await spendSeries(ctx, p.id, 1))[0]).toMatchObject({ spend: 250_000, messages: 25_000 });
   });
 });

@@ -15,7 +15,7 @@ export interface PartnerRow extends Partner {
 }
 
 export async function readPartners(ctx: CoreCtx, spend: SpendToday): Promise<PartnerRow[]> {
-  const sums = spend.refresh();
+  const sums = await spend.refresh();
   return (await listPartners(ctx)).map((p) => ({ ...p, spendToday: sums.get(p.id) ?? 0 }));
 }
 

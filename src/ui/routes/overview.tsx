@@ -55,8 +55,8 @@ export const overviewRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }
     let series: SpendDay[] = [];
     if (seesMoney) {
       // Catch up with the ledger first, so the chart includes the last minute's spend.
-      rollUpSpend(rt.ctx);
-      series = spendSeries(rt.ctx, partner.id, 30);
+      await rollUpSpend(rt.ctx);
+      series = await spendSeries(rt.ctx, partner.id, 30);
     }
     const counts = seesTraffic ? await statusCounts(rt.ctx, partner.id, 24) : [];
     const failing = seesTraffic
