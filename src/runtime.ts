@@ -315,7 +315,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       // destroy, not close: close() would still send the calls queued for a free connection,
       // and their jobs are back in the queue by now.
       await dispatcher.destroy();
-      rt.heartbeat?.stop();
+      await rt.heartbeat?.stop();
       storage.stop();
       await opened.close();
       release();

@@ -84,7 +84,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
   let maintenance: Maintenance | undefined;
   let metrics: Metrics | undefined;
   try {
-    if (dataDir) writeServerConfigFile(rt.ctx, configFileFor(opts));
+    if (dataDir) await writeServerConfigFile(rt.ctx, configFileFor(opts));
     const demo = dataDir && config.demo.enabled ? await maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
     // The web console, into the app after its hooks (shutdown 503, request id, request log),
@@ -133,7 +133,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       }
       rt.worker.start();
       rt.webhooksOut.start();
-      rt.heartbeat = startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
+      rt.heartbeat = await startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     }
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).
     logger.info(

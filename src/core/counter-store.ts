@@ -1,4 +1,5 @@
-import { stmt } from '../db/stmt.js';
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
 import type { CoreCtx } from './context.js';
 import { labelKey, parseLabelKey, type CounterSample } from './counters.js';
 
@@ -22,33 +23,31 @@ export const bucketOf = (ms: number) => ms - (ms % BUCKET_MS);
 export class CounterWriter {
   private readonly written = new Map<string, number>();
 
-  constructor(private readonly ctx: CoreCtx) {}
-
-  /** Add the moves since the last call to the bucket of `now`; returns how many series moved. */
-  write(samples: CounterSample[], now: number): number {
-    const upsert = stmt(
-      this.ctx.db.sqlite,
-      `INSERT INTO counter_buckets (bucket, name, labels, value) VALUES (?, ?, ?, ?)
-       ON CONFLICT (bucket, name, labels) DO UPDATE SET value = value + excluded.value`,
-    );
+  /**
+   * Add the moves since the last call to the bucket of `now`, in `q` (the beat's transaction);
+   * returns how many series moved. What was written is remembered once `q` has taken it.
+   */
+  async write(q: Queryable, samples: CounterSample[], now: number): Promise<number> {
     const bucket = bucketOf(now);
-    let moved = 0;
+    const moves: { key: string; value: number }[] = [];
     for (const s of samples) {
       const labels = labelKey(s.labels);
       const key = `${s.name}|${labels}`;
       const delta = s.value - (this.written.get(key) ?? 0);
       if (delta <= 0) continue;
-      upsert.run(bucket, s.name, labels, delta);
-      this.written.set(key, s.value);
-      moved++;
+      await q.run(
+        sql`INSERT INTO counter_buckets (bucket, name, labels, value) VALUES (${bucket}, ${s.name}, ${labels}, ${delta})
+            ON CONFLICT (bucket, name, labels) DO UPDATE SET value = counter_buckets.value + excluded.value`,
+      );
+      moves.push({ key, value: s.value });
     }
-    return moved;
+    for (const m of moves) this.written.set(m.key, m.value);
+    return moves.length;
   }
 }
 
-export function pruneCounterBuckets(ctx: CoreCtx, now: number): number {
-  return stmt(ctx.db.sqlite, 'DELETE FROM counter_buckets WHERE bucket < ?').run(bucketOf(now) - KEEP_BUCKETS_MS)
-    .changes;
+export async function pruneCounterBuckets(q: Queryable, now: number): Promise<number> {
+  return (await q.run(sql`DELETE FROM counter_buckets WHERE bucket < ${bucketOf(now) - KEEP_BUCKETS_MS}`)).changes;
 }
 
 export interface CounterWindow {
@@ -59,13 +58,13 @@ export interface CounterWindow {
 }
 
 /** Each series' sum over the last minute and the last hour (six and 360 buckets, the current one included). */
-export function readCounterWindows(ctx: CoreCtx, now: number): CounterWindow[] {
+export async function readCounterWindows(ctx: CoreCtx, now: number): Promise<CounterWindow[]> {
   const current = bucketOf(now);
-  const rows = stmt<[number, number], { name: string; labels: string; minute: number; hour: number }>(
-    ctx.db.sqlite,
-    `SELECT name, labels, SUM(CASE WHEN bucket >= ? THEN value ELSE 0 END) AS minute, SUM(value) AS hour
-       FROM counter_buckets WHERE bucket >= ? GROUP BY name, labels`,
-  ).all(current - 5 * BUCKET_MS, current - 359 * BUCKET_MS);
+  const rows = await ctx.store.all<{ name: string; labels: string; minute: number; hour: number }>(
+    sql`SELECT name, labels, CAST(SUM(CASE WHEN bucket >= ${current - 5 * BUCKET_MS} THEN value ELSE 0 END) AS BIGINT) AS minute,
+               CAST(SUM(value) AS BIGINT) AS hour
+          FROM counter_buckets WHERE bucket >= ${current - 359 * BUCKET_MS} GROUP BY name, labels`,
+  );
   return rows.map((r) => ({ name: r.name, labels: parseLabelKey(r.labels), lastMinute: r.minute, lastHour: r.hour }));
 }
 
@@ -93,28 +92,26 @@ export interface HeartbeatRow {
   host?: string | null;
 }
 
-export function writeHeartbeat(ctx: CoreCtx, hb: HeartbeatRow): void {
-  stmt(
-    ctx.db.sqlite,
-    `INSERT INTO heartbeat (id, version, pid, started_at, beat_at, running, gauges, host) VALUES (1, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (id) DO UPDATE SET version = excluded.version, pid = excluded.pid, started_at = excluded.started_at,
-       beat_at = excluded.beat_at, running = excluded.running, gauges = excluded.gauges, host = excluded.host`,
-  ).run(hb.version, hb.pid, hb.startedAt, hb.beatAt, hb.running ? 1 : 0, JSON.stringify(hb.gauges), hb.host ?? null);
+/** The one heartbeat row, in `q` (the beat's transaction, or the store). */
+export async function writeHeartbeat(ctx: CoreCtx, hb: HeartbeatRow, q: Queryable = ctx.store): Promise<void> {
+  await q.run(
+    sql`INSERT INTO heartbeat (id, version, pid, started_at, beat_at, running, gauges, host)
+        VALUES (1, ${hb.version}, ${hb.pid}, ${hb.startedAt}, ${hb.beatAt}, ${hb.running ? 1 : 0}, ${JSON.stringify(hb.gauges)}, ${hb.host ?? null})
+        ON CONFLICT (id) DO UPDATE SET version = excluded.version, pid = excluded.pid, started_at = excluded.started_at,
+          beat_at = excluded.beat_at, running = excluded.running, gauges = excluded.gauges, host = excluded.host`,
+  );
 }
 
-export function readHeartbeat(ctx: CoreCtx): HeartbeatRow | null {
-  const r = stmt<
-    [],
-    {
-      version: string;
-      pid: number;
-      started_at: number;
-      beat_at: number;
-      running: number;
-      gauges: string;
-      host: string | null;
-    }
-  >(ctx.db.sqlite, 'SELECT version, pid, started_at, beat_at, running, gauges, host FROM heartbeat WHERE id = 1').get();
+export async function readHeartbeat(ctx: CoreCtx): Promise<HeartbeatRow | null> {
+  const r = await ctx.store.get<{
+    version: string;
+    pid: number;
+    started_at: number;
+    beat_at: number;
+    running: number;
+    gauges: string;
+    host: string | null;
+  }>(sql`SELECT version, pid, started_at, beat_at, running, gauges, host FROM heartbeat WHERE id = 1`);
   if (!r) return null;
   let gauges: Partial<QueueGauges> = {};
   try {
@@ -149,18 +146,16 @@ const CONFIG_FILE_KEY = 'server_config_file';
  * variables), written at each start so msgctl doctor can tell an operator whose msgctl reads
  * another one (and so builds links on another publicUrl or port).
  */
-export function writeServerConfigFile(ctx: CoreCtx, path: string | null): void {
-  stmt(
-    ctx.db.sqlite,
-    `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
-  ).run(CONFIG_FILE_KEY, JSON.stringify({ path }));
+export async function writeServerConfigFile(ctx: CoreCtx, path: string | null): Promise<void> {
+  await ctx.store.run(
+    sql`INSERT INTO meta (key, value) VALUES (${CONFIG_FILE_KEY}, ${JSON.stringify({ path })})
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  );
 }
 
 /** What writeServerConfigFile recorded; undefined when no msgd has started here since it could. */
-export function readServerConfigFile(ctx: CoreCtx): { path: string | null } | undefined {
-  const r = stmt<[string], { value: string }>(ctx.db.sqlite, 'SELECT value FROM meta WHERE key = ?').get(
-    CONFIG_FILE_KEY,
-  );
+export async function readServerConfigFile(ctx: CoreCtx): Promise<{ path: string | null } | undefined> {
+  const r = await ctx.store.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = ${CONFIG_FILE_KEY}`);
   if (!r) return undefined;
   try {
     const v = JSON.parse(r.value);

@@ -10,7 +10,8 @@ import {
   type QueueGauges,
 } from '../core/counter-store.js';
 import { DISPATCH_JOB } from './dispatch.js';
-import { stmt } from '../db/stmt.js';
+import type { Queryable } from '../db/query.js';
+import { sql } from '../db/sql.js';
 
 // msgd's beat: every two seconds, in one small transaction, the counters that moved, the
 // queue's depths and "alive, this version, since then". The console reads these from its
@@ -20,10 +21,10 @@ import { stmt } from '../db/stmt.js';
 export const GAUGE_CAP = 100_000;
 
 export interface Heartbeat {
-  /** Write once more now (tests, and before a clean stop). */
-  beat(): void;
-  /** The last beat, marked stopped. */
-  stop(): void;
+  /** Write once more now (tests); resolves when written (or its failure logged). */
+  beat(): Promise<void>;
+  /** The last beat, marked stopped; resolves when written (or its failure logged). */
+  stop(): Promise<void>;
 }
 
 export interface HeartbeatDeps {
@@ -34,70 +35,87 @@ export interface HeartbeatDeps {
   intervalMs?: number;
 }
 
-export function queueGauges(ctx: CoreCtx): QueueGauges {
-  const byKind = stmt<[string, string, number], { n: number }>(
-    ctx.db.sqlite,
-    'SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobs WHERE kind = ? AND state = ? LIMIT ?)',
-  );
-  const dead = stmt<[number], { n: number }>(
-    ctx.db.sqlite,
-    `SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobs WHERE state = 'dead' LIMIT ?)`,
-  );
+/** The queue's depths, in `q` (the beat's transaction, or the store). */
+export async function queueGauges(q: Queryable): Promise<QueueGauges> {
+  const byKind = async (state: string) =>
+    (await q.get<{ n: number }>(
+      sql`SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobs WHERE kind = ${DISPATCH_JOB} AND state = ${state} LIMIT ${GAUGE_CAP}) j`,
+    ))!.n;
   return {
-    waiting: byKind.get(DISPATCH_JOB, 'available', GAUGE_CAP)!.n,
-    inFlight: byKind.get(DISPATCH_JOB, 'running', GAUGE_CAP)!.n,
-    retrying: byKind.get(DISPATCH_JOB, 'retry', GAUGE_CAP)!.n,
-    dead: dead.get(GAUGE_CAP)!.n,
+    waiting: await byKind('available'),
+    inFlight: await byKind('running'),
+    retrying: await byKind('retry'),
+    dead: (await q.get<{ n: number }>(
+      sql`SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobs WHERE state = 'dead' LIMIT ${GAUGE_CAP}) j`,
+    ))!.n,
     cap: GAUGE_CAP,
   };
 }
 
-export function startHeartbeat(deps: HeartbeatDeps): Heartbeat {
+/** Starts beating; resolves once the first beat is written (or its failure logged). */
+export async function startHeartbeat(deps: HeartbeatDeps): Promise<Heartbeat> {
   const { ctx, counters } = deps;
   const startedAt = ctx.now();
-  const writer = new CounterWriter(ctx);
+  const writer = new CounterWriter();
   let lastPrune = 0;
   let stopped = false;
-  const write = (running: boolean) => {
+  // One beat at a time: beats are written in order, and a timer's beat is skipped while the one
+  // before is still being written (a slow store), rather than piling up.
+  let chain: Promise<void> = Promise.resolve();
+  let pending = 0;
+  const write = (running: boolean): Promise<void> => {
     const now = ctx.now();
-    ctx.db.sqlite
-      .transaction(() => {
-        writer.write(counters.snapshot(), now);
-        writeHeartbeat(ctx, {
-          version: deps.version,
-          pid: process.pid,
-          startedAt,
-          beatAt: now,
-          running,
-          gauges: queueGauges(ctx),
-          host: hostname(),
-        });
+    pending++;
+    const next = chain.then(() =>
+      ctx.store.transaction(async (tx) => {
+        await writer.write(tx, counters.snapshot(), now);
+        await writeHeartbeat(
+          ctx,
+          {
+            version: deps.version,
+            pid: process.pid,
+            startedAt,
+            beatAt: now,
+            running,
+            gauges: await queueGauges(tx),
+            host: hostname(),
+          },
+          tx,
+        );
         if (now - lastPrune >= 3_600_000) {
-          pruneCounterBuckets(ctx, now);
+          await pruneCounterBuckets(tx, now);
           lastPrune = now;
         }
-      })
-      .immediate();
+      }),
+    );
+    const done = () => {
+      pending--;
+    };
+    chain = next.then(done, done);
+    return next;
   };
-  const tick = () => {
+  const tick = async () => {
+    if (stopped) return;
     try {
-      write(true);
+      await write(true);
     } catch (e) {
       // A busy database or a full disk skips one beat; the next one carries the counts.
       deps.logger.warn({ err: e }, 'heartbeat not written');
     }
   };
-  tick();
-  const timer = setInterval(tick, deps.intervalMs ?? BEAT_MS);
+  await tick();
+  const timer = setInterval(() => {
+    if (pending === 0) void tick();
+  }, deps.intervalMs ?? BEAT_MS);
   timer.unref();
   return {
     beat: tick,
-    stop() {
+    async stop() {
       if (stopped) return;
       stopped = true;
       clearInterval(timer);
       try {
-        write(false);
+        await write(false);
       } catch (e) {
         deps.logger.warn({ err: e }, 'last heartbeat not written');
       }

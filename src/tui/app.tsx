@@ -49,7 +49,9 @@ export function headerParts(state: string, dir: string, width: number): { state:
 
 function Header({ deps, width }: { deps: TuiDeps; width: number }) {
   const theme = useTheme();
-  const hb = usePoll(1000, () => liveness(serverState(readHeartbeat(deps.ctx), deps.ctx.now()), hostname()));
+  const hb = usePoll(1000, async () =>
+    liveness(serverState(await readHeartbeat(deps.ctx), deps.ctx.now()), hostname()),
+  );
   const s = hb.data;
   let text = 'reading…';
   let style: { color?: string; bold?: boolean; dimColor?: boolean } = { dimColor: true };

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COUNTER_NAMES, Counters } from '../../src/core/counters.js';
+import { store } from '../../src/db/query.js';
 import { readCounterWindows, readHeartbeat, serverState, STALE_AFTER_MS } from '../../src/core/counter-store.js';
 import { postWebhook, sandboxHeaders } from '../fakes/webhook-senders.js';
 import { SMS, sandboxPartner } from '../helpers/gateways.js';
@@ -48,7 +49,7 @@ describe('msgd heartbeat and counters in the database', () => {
   });
 
   it('says msgd is running, with its version and start time', async () => {
-    const hb = readHeartbeat(s.ctx)!;
+    const hb = (await readHeartbeat(s.ctx))!;
     expect(hb.version).toBe(s.rt.version);
     expect(hb.pid).toBe(process.pid);
     expect(serverState(hb, Date.now()).state).toBe('running');
@@ -68,9 +69,9 @@ describe('msgd heartbeat and counters in the database', () => {
     const forged = await postWebhook(`${s.url}/api/webhook.php`, body, sandboxHeaders('guess', body));
     expect(forged.status).toBe(401);
     const window = await waitFor(
-      () => {
-        s.rt.heartbeat!.beat();
-        const w = readCounterWindows(s.ctx, Date.now());
+      async () => {
+        await s.rt.heartbeat!.beat();
+        const w = await readCounterWindows(s.ctx, Date.now());
         const get = (name: string, k: string, v: string, k2: string, v2: string) =>
           w.find((x) => x.name === name && x.labels[k] === v && x.labels[k2] === v2)?.lastMinute ?? 0;
         const sent = get(COUNTER_NAMES.dispatch, 'gateway', p.gateways.sms, 'outcome', 'sent');
@@ -94,7 +95,7 @@ describe('msgd heartbeat and counters in the database', () => {
     const { openDataDir } = await import('../../src/db/datadir.js');
     const dd = openDataDir(dir, {});
     try {
-      const hb = readHeartbeat({ ...ctx, db: dd.db })!;
+      const hb = (await readHeartbeat({ ...ctx, db: dd.db, store: store(dd.db) }))!;
       expect(hb.running).toBe(false);
       expect(serverState(hb, Date.now()).state).toBe('stopped');
     } finally {

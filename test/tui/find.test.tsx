@@ -188,7 +188,7 @@ describe('msgctl tui: header and liveness', () => {
       size: { columns: 60, rows: 24 },
       showDir: '/var/lib/a/very/long/path/to/the/msgd/data/directory',
     });
-    writeHeartbeat(c.cli.ctx, {
+    await writeHeartbeat(c.cli.ctx, {
       version: '0.1.0',
       pid: 18801,
       startedAt: FIXED_NOW - 3_600_000,
@@ -206,7 +206,7 @@ describe('msgctl tui: header and liveness', () => {
     c = await openConsole(newDataDir(), 'overview', { now: () => Date.now() });
     // A pid that was just used and is gone now.
     const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
-    writeHeartbeat(c.cli.ctx, {
+    await writeHeartbeat(c.cli.ctx, {
       version: '0.1.0',
       pid: gone,
       startedAt: Date.now() - 60_000,
@@ -217,7 +217,7 @@ describe('msgctl tui: header and liveness', () => {
     });
     await c.see(`○ msgd not running (pid ${gone} is gone)`);
     // Another host's msgd: only its heartbeat tells.
-    writeHeartbeat(c.cli.ctx, {
+    await writeHeartbeat(c.cli.ctx, {
       version: '0.1.0',
       pid: gone,
       startedAt: Date.now() - 60_000,
@@ -228,7 +228,7 @@ describe('msgctl tui: header and liveness', () => {
     });
     await c.see(`● msgd running 0.1.0 · up 1m 0s · pid ${gone}`);
     // This very process: alive.
-    writeHeartbeat(c.cli.ctx, {
+    await writeHeartbeat(c.cli.ctx, {
       version: '0.1.0',
       pid: process.pid,
       startedAt: Date.now() - 60_000,

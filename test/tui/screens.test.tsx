@@ -53,10 +53,10 @@ async function scene(con: Console) {
   return { ctx, twilio, sandbox, acme, globex, ch };
 }
 
-function counters(con: Console, gw: { twilio: string; sandbox: string }) {
+async function counters(con: Console, gw: { twilio: string; sandbox: string }) {
   const ctx = con.cli.ctx;
   const k = new Counters();
-  const w = new CounterWriter(ctx);
+  const w = new CounterWriter();
   const times = (n: number, f: () => void) => Array.from({ length: n }, f);
   times(40, () => k.dispatch(gw.sandbox, 'sent'));
   times(7, () => k.dispatch(gw.twilio, 'retried', '20429'));
@@ -64,15 +64,15 @@ function counters(con: Console, gw: { twilio: string; sandbox: string }) {
   times(25, () => k.webhookIn('sandbox', 'verified'));
   times(2, () => k.webhookIn('twilio', 'bad_signature'));
   times(20, () => k.delivery('ok'));
-  w.write(k.snapshot(), FIXED_NOW - 30 * 60_000);
+  await w.write(ctx.store, k.snapshot(), FIXED_NOW - 30 * 60_000);
   times(12, () => k.dispatch(gw.sandbox, 'sent'));
   k.dispatch(gw.twilio, 'failed', '21211');
   times(9, () => k.webhookIn('sandbox', 'verified'));
   k.webhookIn('whatsapp', 'unroutable');
   times(4, () => k.delivery('ok'));
   k.delivery('failed');
-  w.write(k.snapshot(), FIXED_NOW - 5_000);
-  writeHeartbeat(ctx, {
+  await w.write(ctx.store, k.snapshot(), FIXED_NOW - 5_000);
+  await writeHeartbeat(ctx, {
     version: '0.1.0',
     pid: 4242,
     startedAt: FIXED_NOW - (2 * 3600 + 13 * 60) * 1000,
@@ -112,7 +112,7 @@ describe('msgctl tui: screens', () => {
   it('overview: queue, gateways, webhooks in, deliveries and low balances from msgd counters', async () => {
     const con = await open('overview');
     const s = await scene(con);
-    counters(con, { twilio: s.twilio.id, sandbox: s.sandbox.id });
+    await counters(con, { twilio: s.twilio.id, sandbox: s.sandbox.id });
     const f = await con.see('dead jobs 1');
     expect(f).toContain('● msgd running 0.1.0 · up 2h 13m · pid 4242');
     expect(f).toContain('waiting 12 · in flight 3 · retrying 2');
@@ -132,7 +132,7 @@ describe('msgctl tui: screens', () => {
   it('says when msgd is not running, or stopped answering', async () => {
     const con = await open('overview');
     await con.see('○ msgd not running');
-    writeHeartbeat(con.cli.ctx, {
+    await writeHeartbeat(con.cli.ctx, {
       version: '0.1.0',
       pid: 1,
       startedAt: 0,

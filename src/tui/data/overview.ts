@@ -39,8 +39,8 @@ export interface Overview {
 const zero = (): Tally => ({ minute: 0, hour: 0 });
 
 export async function readOverview(ctx: CoreCtx, now = ctx.now()): Promise<Overview> {
-  const server = serverState(readHeartbeat(ctx), now);
-  const windows = readCounterWindows(ctx, now);
+  const server = serverState((await readHeartbeat(ctx)), now);
+  const windows = (await readCounterWindows(ctx, now));
   const gws = new Map<string, GatewayFigures>();
   const rows = await listGatewaySummaries(ctx);
   for (const g of rows)

@@ -55,14 +55,14 @@ async function readRows(ctx: ReturnType<typeof useDeps>['ctx']): Promise<Row[]> 
   const counts = new Map<string, number>();
   for (const c of await listChannels(ctx)) counts.set(c.gateway_id, (counts.get(c.gateway_id) ?? 0) + 1);
   const errors = new Map<string, { code: string; n: number }[]>();
-  for (const w of readCounterWindows(ctx, ctx.now()))
+  for (const w of await readCounterWindows(ctx, ctx.now()))
     if (w.name === COUNTER_NAMES.dispatchErrors && w.lastHour > 0) {
       const list = errors.get(w.labels.gateway) ?? [];
       list.push({ code: w.labels.code, n: w.lastHour });
       errors.set(w.labels.gateway, list);
     }
   const movedOn = new Map<string, number>();
-  for (const w of readCounterWindows(ctx, ctx.now()))
+  for (const w of await readCounterWindows(ctx, ctx.now()))
     if (w.name === COUNTER_NAMES.failovers && w.lastHour > 0)
       movedOn.set(w.labels.gateway, (movedOn.get(w.labels.gateway) ?? 0) + w.lastHour);
   const circuits = await readCircuits(ctx);
