@@ -1,3 +1,4 @@
+import { render, sql, type Sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
 import { SecretDecryptError, unseal } from './secrets.js';
@@ -13,14 +14,14 @@ export type SealedKind = 'gateway' | 'webhook' | 'totp';
 interface SealedTable {
   kind: SealedKind;
   /** Each row's id, then its sealed columns (null where the row has none). */
-  query: string;
+  query: Sql;
 }
 
 const SEALED: readonly SealedTable[] = [
-  { kind: 'gateway', query: 'SELECT id, secrets FROM gateways ORDER BY id' },
+  { kind: 'gateway', query: sql`SELECT id, secrets FROM gateways ORDER BY id` },
   // The previous secret too: it signs during a rotation's grace period.
-  { kind: 'webhook', query: 'SELECT id, secret, previous_secret FROM webhook_endpoints ORDER BY id' },
-  { kind: 'totp', query: 'SELECT id, totp_secret FROM users WHERE totp_secret IS NOT NULL ORDER BY id' },
+  { kind: 'webhook', query: sql`SELECT id, secret, previous_secret FROM webhook_endpoints ORDER BY id` },
+  { kind: 'totp', query: sql`SELECT id, totp_secret FROM users WHERE totp_secret IS NOT NULL ORDER BY id` },
 ];
 
 /** What a kind's rows are called, one and many. */
@@ -45,7 +46,9 @@ function opens(key: Buffer, row: SealedRow): boolean {
   return true;
 }
 
-const rowsOf = (ctx: CoreCtx, t: SealedTable) => stmt<[], SealedRow>(ctx.db.sqlite, t.query).iterate();
+/** Row by row on the connection, so a wrong key at msgd's start stops at the first that opens. */
+const rowsOf = (ctx: CoreCtx, t: SealedTable) =>
+  stmt<[], SealedRow>(ctx.db.sqlite, render(t.query, 'sqlite').text).iterate();
 
 export interface SealedKindResult {
   kind: SealedKind;
@@ -55,22 +58,21 @@ export interface SealedKindResult {
   failed: string[];
 }
 
-/** Opens every stored secret with ctx's master key (msgctl doctor). */
-export function verifySealedSecrets(ctx: CoreCtx): SealedKindResult[] {
-  return SEALED.map((t) => {
-    let rows = 0;
-    const failed: string[] = [];
-    for (const row of rowsOf(ctx, t)) {
-      rows++;
-      if (!opens(ctx.masterKey, row)) failed.push(row.id);
-    }
-    return { kind: t.kind, rows, failed };
-  });
+/** Opens every stored secret with ctx's master key (msgctl doctor), on either store. */
+export async function verifySealedSecrets(ctx: CoreCtx): Promise<SealedKindResult[]> {
+  const out: SealedKindResult[] = [];
+  for (const t of SEALED) {
+    const rows = await ctx.store.all<SealedRow>(t.query);
+    const failed = rows.filter((row) => !opens(ctx.masterKey, row)).map((row) => row.id);
+    out.push({ kind: t.kind, rows: rows.length, failed });
+  }
+  return out;
 }
 
 /**
  * The kinds with stored secrets none of which opens with ctx's master key (msgd's start). With
- * the right key this opens one secret per kind; only a wrong key reads every row.
+ * the right key this opens one secret per kind; only a wrong key reads every row. On the SQLite
+ * connection: msgd's start (createRuntime) calls it synchronously.
  */
 export function kindsTheKeyOpensNone(ctx: CoreCtx): { kind: SealedKind; rows: number }[] {
   const out: { kind: SealedKind; rows: number }[] = [];
