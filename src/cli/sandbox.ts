@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
 import type { Config } from '../config/schema.js';
 import { listChannels, normalizeSender } from '../core/channels.js';
-import { openGateway } from '../core/gateway-secrets.js';
+import { openGatewayIn } from '../core/gateway-secrets.js';
 import { getGateway } from '../core/gateways.js';
 import { getMessageRow } from '../core/messages.js';
 import { getPartner } from '../core/partners.js';
@@ -46,7 +46,7 @@ async function sandboxGateway(cli: Cli, ref: string) {
   const gw = await getGateway(cli.ctx, ref);
   if (gw.kind !== 'sandbox')
     throw new AppError('invalid_request', `gateway ${gw.name} is a ${gw.kind} gateway, not a sandbox`);
-  const secret = openGateway(cli.ctx, gw.id).secrets.signing_secret;
+  const secret = (await openGatewayIn(cli.ctx, gw.id)).secrets.signing_secret;
   if (!secret) throw new AppError('invalid_request', `sandbox gateway ${gw.name} has no signing_secret`);
   return { gw, secret };
 }
