@@ -93,8 +93,8 @@ export interface RuntimeOptions {
  * A key that opens none of a kind's stored secrets is not the one they were written with:
  * refused at start, rather than every dispatch, delivery or two-factor login failing one by one.
  */
-function refuseWrongKey(ctx: CoreCtx, source: KeySource): void {
-  const none = kindsTheKeyOpensNone(ctx);
+async function refuseWrongKey(ctx: CoreCtx, source: KeySource): Promise<void> {
+  const none = await kindsTheKeyOpensNone(ctx);
   if (!none.length) return;
   const what = none.map(({ kind, rows }) => `${rows} ${SEALED_ROWS[kind][rows === 1 ? 0 : 1]}`).join(', ');
   throw new DataDirError(
@@ -104,14 +104,10 @@ function refuseWrongKey(ctx: CoreCtx, source: KeySource): void {
 
 /** The parts of msgd built only on SQLite: each still works on the SQLite connection itself. */
 export const SQLITE_ONLY_PARTS = {
-  keyCheck: "the start's check that the master key opens the stored secrets (src/core/sealed-secrets.ts)",
-  auth: 'the API token check (src/core/tokens.ts)',
   committer: 'the group commit of provider webhooks in (src/db/group-commit.ts)',
   worker: 'the job loop: dispatch, webhooks in, cron and maintenance (src/queue/worker.ts)',
   webhooksOut: 'webhooks out: fan-out and delivery (src/webhooks-out/)',
   circuits: 'the gateway circuits the consoles show (src/core/circuits.ts)',
-  upkeep:
-    'the start-up writes: the demo partner, the config file record, the heartbeat and the work counters (src/core/demo.ts, counter-store.ts, src/jobs/heartbeat.ts)',
 } as const;
 
 export type SqliteOnlyPart = keyof typeof SQLITE_ONLY_PARTS;
@@ -189,7 +185,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   /** `make()` on SQLite; on PostgreSQL a stand-in refusing every use with not_on_postgresql. */
   const part = <T extends object>(what: string, make: () => T): T => (onSqlite ? make() : sqliteOnlyPart<T>(what));
   try {
-    if (onSqlite) refuseWrongKey(ctx, opened.keySource);
+    await refuseWrongKey(ctx, opened.keySource);
   } catch (e) {
     await opened.close();
     release();
@@ -266,7 +262,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     dataDir: opened.dataDir,
     sqliteOnly,
     ctx,
-    auth: part(SQLITE_ONLY_PARTS.auth, () => new TokenAuthenticator(ctx)),
+    auth: new TokenAuthenticator(ctx),
     committer,
     queue,
     worker,

@@ -84,8 +84,8 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
   let maintenance: Maintenance | undefined;
   let metrics: Metrics | undefined;
   try {
-    if (dataDir) await writeServerConfigFile(rt.ctx, configFileFor(opts));
-    const demo = dataDir && config.demo.enabled ? await maybeSeedDemo(rt.ctx) : null;
+    await writeServerConfigFile(rt.ctx, configFileFor(opts));
+    const demo = config.demo.enabled ? await maybeSeedDemo(rt.ctx) : null;
     app = await buildApp(rt);
     // The web console, into the app after its hooks (shutdown 503, request id, request log),
     // which then apply to /ui as to the partner APIs.
@@ -133,8 +133,8 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       }
       rt.worker.start();
       rt.webhooksOut.start();
-      rt.heartbeat = await startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     }
+    rt.heartbeat = await startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).
     logger.info(
       {

@@ -1,5 +1,4 @@
-import { render, sql, type Sql } from '../db/sql.js';
-import { stmt } from '../db/stmt.js';
+import { sql, type Sql } from '../db/sql.js';
 import type { CoreCtx } from './context.js';
 import { SecretDecryptError, unseal } from './secrets.js';
 
@@ -46,10 +45,6 @@ function opens(key: Buffer, row: SealedRow): boolean {
   return true;
 }
 
-/** Row by row on the connection, so a wrong key at msgd's start stops at the first that opens. */
-const rowsOf = (ctx: CoreCtx, t: SealedTable) =>
-  stmt<[], SealedRow>(ctx.db.sqlite, render(t.query, 'sqlite').text).iterate();
-
 export interface SealedKindResult {
   kind: SealedKind;
   /** Rows holding a secret of this kind. */
@@ -70,23 +65,15 @@ export async function verifySealedSecrets(ctx: CoreCtx): Promise<SealedKindResul
 }
 
 /**
- * The kinds with stored secrets none of which opens with ctx's master key (msgd's start). With
- * the right key this opens one secret per kind; only a wrong key reads every row. On the SQLite
- * connection: msgd's start (createRuntime) calls it synchronously.
+ * The kinds with stored secrets none of which opens with ctx's master key (msgd's start, on
+ * either store). With the right key the first row of a kind opens; only a wrong key tries them all.
  */
-export function kindsTheKeyOpensNone(ctx: CoreCtx): { kind: SealedKind; rows: number }[] {
+export async function kindsTheKeyOpensNone(ctx: CoreCtx): Promise<{ kind: SealedKind; rows: number }[]> {
   const out: { kind: SealedKind; rows: number }[] = [];
   for (const t of SEALED) {
-    let rows = 0;
-    let opened = false;
-    for (const row of rowsOf(ctx, t)) {
-      rows++;
-      if (opens(ctx.masterKey, row)) {
-        opened = true;
-        break;
-      }
-    }
-    if (rows > 0 && !opened) out.push({ kind: t.kind, rows });
+    const rows = await ctx.store.all<SealedRow>(t.query);
+    if (rows.length > 0 && !rows.some((row) => opens(ctx.masterKey, row)))
+      out.push({ kind: t.kind, rows: rows.length });
   }
   return out;
 }

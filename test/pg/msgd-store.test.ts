@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
 import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
 import { freshDatabase, ownCluster } from './helpers.js';
 
@@ -201,5 +202,21 @@ describe('msgd on PostgreSQL', () => {
       /^msgd: no master key: on PostgreSQL \(database\.url\) there is no data directory to keep one in; set MSGD_MASTER_KEY, or masterKeyFile/,
     );
     expect(existsSync(join(scratch, 'data'))).toBe(false);
+  });
+
+  it('refuses a master key that opens none of the stored secrets, as on SQLite, and starts with the right one', async () => {
+    const env = { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: KEY };
+    const added = await runCli(
+      ['gateway', 'add', 'twilio', '--name', 'tw-key', '--set', 'account_sid=AC123', '--secret-stdin', 'auth_token'],
+      { env, stdin: 'the-auth-token\n' },
+    );
+    expect(added.code, added.stderr).toBe(0);
+    const r = await failedStart({ ...env, MSGD_MASTER_KEY: randomBytes(32).toString('hex') });
+    expect(r.code).toBe(1);
+    expect(r.output.trim().split('\n')).toEqual([
+      'msgd: the master key from MSGD_MASTER_KEY opens none of the stored secrets of 1 gateway: it is probably not the key they were written with; start msgd with that key (msgctl doctor names the rows)',
+    ]);
+    const m = await startMsgd(env);
+    expect((await fetch(`${m.url}/readyz`)).status).toBe(200);
   });
 });
