@@ -23,7 +23,7 @@ print('');
 // SQLITE_ONLY_PARTS); null for a suite that measures the SQLite data directory itself.
 const suites = [
   ['send', './send.mjs', 'Send API and dispatch', ['auth', 'worker']],
-  ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in', ['committer', 'worker']],
+  ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in', ['worker']],
   ['v1', './v1.mjs', 'Resource API and webhooks out', ['auth', 'worker', 'webhooksOut']],
   ['v1-messages', './v1-messages.mjs', 'Resource API: the message list', ['auth']],
   [

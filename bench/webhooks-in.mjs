@@ -167,9 +167,9 @@ export async function run({ print = console.log, seconds = 5 } = {}) {
 
     // 1. Intake alone.
     await rt.worker.stop();
-    const commitsBefore = rt.committer.batches;
+    const commitsBefore = rt.webhookIntake.stats.batches;
     const intake = await fire(url, seconds, 0);
-    const commits = rt.committer.batches - commitsBefore;
+    const commits = rt.webhookIntake.stats.batches - commitsBefore;
     const backlog = pending();
     const accepted = intake.ok / intake.elapsed;
     print(

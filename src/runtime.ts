@@ -5,7 +5,6 @@ import { backupBeforeMigrate } from './db/backup.js';
 import { DataDirError, type DataDir } from './db/datadir.js';
 import { describeKeySource, type KeySource } from './db/master-key.js';
 import { kindsTheKeyOpensNone, SEALED_ROWS } from './core/sealed-secrets.js';
-import { GroupCommitter } from './db/group-commit.js';
 import { lockDataDir } from './db/instance-lock.js';
 import { type OpenedStore, openStore, sqliteOnlyPart } from './db/open-store.js';
 import { PgStorageHealth } from './db/pg/health.js';
@@ -20,6 +19,7 @@ import { forbiddenReason } from './webhooks-out/ssrf.js';
 import { RateShaper } from './queue/rate.js';
 import { GatewayBook } from './jobs/gateway-book.js';
 import { dispatchEnqueuer, registerDispatch } from './jobs/dispatch.js';
+import { WebhookIntake } from './webhooks-in/intake.js';
 import { registerWebhooksIn, webhookRetentionTask } from './webhooks-in/process.js';
 import type { AcceptDeps } from './core/send.js';
 import { gatewayKinds } from './providers/kinds.js';
@@ -52,7 +52,8 @@ export interface Runtime {
   sqliteOnly: readonly SqliteOnlyPart[];
   ctx: CoreCtx;
   auth: TokenAuthenticator;
-  committer: GroupCommitter;
+  /** Provider webhooks in: verified, then group-committed with their processing job on ctx.store. */
+  webhookIntake: WebhookIntake;
   queue: JobQueue;
   worker: Worker;
   shaper: RateShaper;
@@ -104,7 +105,6 @@ async function refuseWrongKey(ctx: CoreCtx, source: KeySource): Promise<void> {
 
 /** The parts of msgd built only on SQLite: each still works on the SQLite connection itself. */
 export const SQLITE_ONLY_PARTS = {
-  committer: 'the group commit of provider webhooks in (src/db/group-commit.ts)',
   worker: 'the job loop: dispatch, webhooks in, cron and maintenance (src/queue/worker.ts)',
   webhooksOut: 'webhooks out: fan-out and delivery (src/webhooks-out/)',
   circuits: 'the gateway circuits the consoles show (src/core/circuits.ts)',
@@ -218,12 +218,12 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     pipelining: 1,
   });
   const shaper = new RateShaper({ now });
-  const committer = part(SQLITE_ONLY_PARTS.committer, () => new GroupCommitter(opened.db.sqlite));
   const counters = new Counters();
   const webhooksOut = part(SQLITE_ONLY_PARTS.webhooksOut, () =>
     createWebhooksOut({ ctx, queue, config, logger, now, counters }),
   );
   const gateways = new GatewayBook(ctx);
+  const webhookIntake = new WebhookIntake({ ctx, config, queue, book: gateways, counters });
   // Every circuit starts closed: what a process before this one published no longer holds.
   // The writes go one after another, so the table ends at the breaker's latest state; a
   // transition inside a store transaction is written after it.
@@ -263,7 +263,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     sqliteOnly,
     ctx,
     auth: new TokenAuthenticator(ctx),
-    committer,
+    webhookIntake,
     queue,
     worker,
     shaper,

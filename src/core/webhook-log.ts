@@ -1,6 +1,7 @@
 import type { providerWebhooks } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { inList } from '../db/dialect.js';
+import type { Queryable } from '../db/query.js';
 import { type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { iso } from '../lib/time.js';
@@ -40,6 +41,20 @@ export function insertWebhookLog(ctx: CoreCtx, r: WebhookLogRow): void {
     r.received_at,
     r.processed_at,
   );
+}
+
+/** The INSERT of one row, the same text on both stores (webhook intake runs it on SQLite's connection, or awaits it on a Tx). */
+export function webhookLogInsert(r: WebhookLogRow): Sql {
+  return sql`INSERT INTO provider_webhooks (id, provider, gateway_id, method, path, headers, body, verification,
+       verification_reason, processing, error, received_at, processed_at)
+     VALUES (${r.id}, ${r.provider}, ${r.gateway_id}, ${r.method}, ${r.path}, ${r.headers}, ${r.body},
+       ${r.verification}, ${clip(r.verification_reason)}, ${r.processing}, ${clip(r.error)}, ${r.received_at},
+       ${r.processed_at})`;
+}
+
+/** insertWebhookLog through the store or a transaction. */
+export async function insertWebhookLogIn(q: Queryable, r: WebhookLogRow): Promise<void> {
+  await q.run(webhookLogInsert(r));
 }
 
 /** One row, on the connection: webhook processing reads it inside its synchronous transaction. */

@@ -16,7 +16,7 @@ import type { Queryable } from './query.js';
 // transaction does, so what was submitted in one turn shares a batch. The items' rerun goes
 // without savepoints first, reading total_changes() around each item: one that threw having
 // changed no row needs nothing taken back. Only when an item threw after writing is the rerun
-// rolled back and run once more with a savepoint per item (as src/db/group-commit.ts does).
+// rolled back and run once more with a savepoint per item.
 // PostgreSQL: one batch in flight per batcher takes the whole queue (up to `max`); a second
 // starts beside it only while the queue holds more than that. A serialization failure or a
 // deadlock runs the whole batch again (the store's transaction does); the rerun gives each

@@ -23,7 +23,7 @@ import type { Dialect } from './sql.js';
 // MSGD_MASTER_KEY or masterKeyFile, since there is no data directory to hold one.
 //
 // Code that still works on the SQLite connection itself (ctx.db: stmt(), db.transaction(), the
-// group committer, the worker's savepoints) is SQLite-only: on PostgreSQL `db` is a stand-in
+// worker's savepoints) is SQLite-only: on PostgreSQL `db` is a stand-in
 // that refuses every use with a SqliteOnlyError naming what was touched.
 
 /** Which store the configuration selects: PostgreSQL when database.url is set. */

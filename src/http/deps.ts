@@ -4,12 +4,12 @@ import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
 import type { AcceptDeps } from '../core/send.js';
 import type { TokenAuthenticator } from '../core/tokens.js';
-import type { GroupCommitter } from '../db/group-commit.js';
 import type { StorageHealth } from '../db/storage.js';
 import type { CircuitBreakers } from '../jobs/circuit-breaker.js';
 import type { GatewayBook } from '../jobs/gateway-book.js';
 import type { JobQueue } from '../queue/queue.js';
 import type { Worker } from '../queue/worker.js';
+import type { WebhookIntake } from '../webhooks-in/intake.js';
 
 // What the partner APIs, the provider webhook paths, health and metrics use of the running
 // msgd: src/server.ts hands them the runtime, which has all of it, and nothing here imports
@@ -23,8 +23,8 @@ export interface HttpDeps {
   auth: TokenAuthenticator;
   /** The accept's parts (src/core/send.ts): sends are group-committed by its batcher on ctx.store. */
   acceptDeps: AcceptDeps;
-  /** Provider webhooks are group-committed through it (src/db/group-commit.ts), on the same connection. */
-  committer: GroupCommitter;
+  /** Provider webhooks in: verified, stored and queued for processing in the store's group commit. */
+  webhookIntake: WebhookIntake;
   queue: JobQueue;
   /** Gateways with their secrets opened, for the provider webhook paths. */
   gateways: GatewayBook;

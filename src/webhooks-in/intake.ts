@@ -2,8 +2,9 @@ import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
-import { insertWebhookLog, type WebhookLogRow } from '../core/webhook-log.js';
-import type { GroupCommitter } from '../db/group-commit.js';
+import { webhookLogInsert, type WebhookLogRow } from '../core/webhook-log.js';
+import type { Batcher, BatchResult, Queryable } from '../db/query.js';
+import type { SyncQueryable } from '../db/queue-statements.js';
 import { newId } from '../lib/ids.js';
 import {
   detectWebhook,
@@ -14,11 +15,11 @@ import {
   type WebhookProvider,
 } from '../providers/webhooks.js';
 import type { GatewayBook } from '../jobs/gateway-book.js';
-import type { JobQueue } from '../queue/queue.js';
+import type { EnqueueSpec, JobQueue } from '../queue/queue.js';
 
 // Intake of a provider webhook: recognise the provider, verify the signature over the raw
 // bytes, then store the request and enqueue its processing in ONE group-committed
-// transaction, and answer. Nothing is processed here: providers want a 2xx fast.
+// transaction (the store's batcher, src/db/batch.ts, on either store), and answer. Nothing is processed here: providers want a 2xx fast.
 
 export const WEBHOOK_PROCESS_JOB = 'webhook.process';
 /** Tries of one processing job; waiting for a message is a new job and spends none of them. */
@@ -43,7 +44,6 @@ export type IntakeAnswer =
 export interface IntakeDeps {
   ctx: CoreCtx;
   config: Config;
-  committer: GroupCommitter;
   queue: JobQueue;
   book: GatewayBook;
   /** Counts each webhook's verdict at the door (the console's overview, metrics). */
@@ -53,10 +53,22 @@ export interface IntakeDeps {
 type Verdict = { gateway: GatewayWithSecrets } | { reason: string; gatewayId: string | null };
 
 export class WebhookIntake {
-  /** The batch the current event-loop turn adds to; taken by the commit that stores it. */
-  private open: Batch | null = null;
+  /** The group commit of stored webhooks: an item is the webhooks of one event-loop turn. */
+  private readonly batcher: Batcher<WebhookLogRow[], void>;
+  /** SQLite's connection, whose transaction a batch's is: its statements run there without an await. */
+  private readonly conn: SyncQueryable | undefined;
+  /** The rows the current turn adds to, and the promise of their commit; taken by the batch that writes them. */
+  private open: { rows: WebhookLogRow[]; done: Promise<void> } | null = null;
 
-  constructor(private readonly deps: IntakeDeps) {}
+  constructor(private readonly deps: IntakeDeps) {
+    this.conn = deps.queue.db ? deps.queue.syncConn() : undefined;
+    this.batcher = deps.ctx.store.batcher('webhooks-in', (tx, turns) => this.storeBatch(tx, turns));
+  }
+
+  /** Batches committed, and the event-loop turns of webhooks in them (the bench and tests read it). */
+  get stats(): { batches: number; items: number; reruns: number } {
+    return this.batcher.stats;
+  }
 
   async receive(inc: IncomingWebhook): Promise<IntakeAnswer> {
     const { ctx, config } = this.deps;
@@ -193,26 +205,49 @@ export class WebhookIntake {
   }
 
   /**
-   * Every webhook of one event-loop turn goes into one piece of the group commit, with ONE
-   * processing job (payload {webhook_ids}) for all of them: a savepoint and a job per webhook
+   * Every webhook of one event-loop turn goes into one batch of the store's group commit, with
+   * ONE processing job (payload {webhook_ids}) for all of them: a job, or a promise, per webhook
    * would cost as much as everything else the intake does.
    */
   private store(row: WebhookLogRow): Promise<void> {
     if (!this.open) {
-      const batch: Batch = { rows: [], done: Promise.resolve() };
-      batch.done = this.deps.committer.run(() => {
-        if (this.open === batch) this.open = null;
-        const { ctx, queue } = this.deps;
-        for (const r of batch.rows) insertWebhookLog(ctx, r);
-        const ids = batch.rows.filter((r) => r.processing === 'pending').map((r) => r.id);
-        if (ids.length) enqueueWebhookProcessing(queue, ids, { runAt: processingSlot(ctx.now()) });
-      });
-      this.open = batch;
+      const rows: WebhookLogRow[] = [];
+      this.open = { rows, done: this.batcher.run(rows) };
     }
     this.open.rows.push(row);
     return this.open.done;
   }
+
+  /**
+   * A batch's writes: each turn's rows and its one processing job. On SQLite every row's INSERT
+   * and the job run synchronously on the connection inside the batch's transaction (no await
+   * per webhook); on PostgreSQL each is awaited on the batch's Tx. Rows are new ids: nothing
+   * here fails one turn alone, so a throw fails the batch (the batcher then runs its turns
+   * again one by one).
+   */
+  private async storeBatch(tx: Queryable, turns: readonly WebhookLogRow[][]): Promise<BatchResult<void>[]> {
+    const { ctx, queue } = this.deps;
+    const conn = this.conn;
+    // A turn being written takes no more rows: later ones go into the next batch.
+    if (this.open && turns.includes(this.open.rows)) this.open = null;
+    for (const rows of turns) {
+      const ids: string[] = [];
+      for (const r of rows) {
+        if (conn) conn.run(webhookLogInsert(r));
+        else await tx.run(webhookLogInsert(r));
+        if (r.processing === 'pending') ids.push(r.id);
+      }
+      if (ids.length) {
+        const spec = processingJob(ids, { runAt: processingSlot(ctx.now()) });
+        if (conn) queue.enqueue(spec);
+        else await queue.enqueue(tx, spec);
+      }
+    }
+    return turns.map(() => OK);
+  }
 }
+
+const OK: BatchResult<void> = { ok: true, value: undefined };
 
 /**
  * Queue stored webhooks for processing, one job for the lot. `round` numbers the follow-ups
@@ -223,8 +258,13 @@ export function enqueueWebhookProcessing(
   ids: string[],
   opts: { runAt?: number; round?: number } = {},
 ): void {
+  queue.enqueue(processingJob(ids, opts));
+}
+
+/** The processing job of stored webhooks; `round` numbers the follow-ups of those waiting for their message. */
+export function processingJob(ids: string[], opts: { runAt?: number; round?: number } = {}): EnqueueSpec {
   const payload = opts.round === undefined ? { webhook_ids: ids } : { webhook_ids: ids, round: opts.round };
-  queue.enqueue({ kind: WEBHOOK_PROCESS_JOB, payload, runAt: opts.runAt, maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS });
+  return { kind: WEBHOOK_PROCESS_JOB, payload, runAt: opts.runAt, maxAttempts: WEBHOOK_PROCESS_MAX_ATTEMPTS };
 }
 
 /**
@@ -251,11 +291,6 @@ function keepLess(row: WebhookLogRow): string {
   if (!body || body.length <= REFUSED_BODY_KEEP_BYTES) return '';
   row.body = body.subarray(0, REFUSED_BODY_KEEP_BYTES);
   return ` (refused: only the first ${REFUSED_BODY_KEEP_BYTES} of ${body.length} bytes of the body are kept)`;
-}
-
-interface Batch {
-  rows: WebhookLogRow[];
-  done: Promise<void>;
 }
 
 function guessProvider(headers: Record<string, unknown>): string {

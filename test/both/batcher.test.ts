@@ -1,8 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { GroupCommitter } from '../../src/db/group-commit.js';
 import type { BatchResult, Queryable } from '../../src/db/query.js';
 import { sql } from '../../src/db/sql.js';
-import { openStoreCtx, type StoreCtx, testStore } from './helpers.js';
+import { openStoreCtx, type StoreCtx } from './helpers.js';
 
 // Group commit on the store (src/db/batch.ts): items submitted together share one transaction,
 // each caller gets its own result after the shared COMMIT, and an item that fails takes back
@@ -108,22 +107,4 @@ describe('the store batcher', () => {
     const b = t.ctx.store.batcher<number, number>('short', async () => []);
     await expect(b.run(1)).rejects.toThrow(/apply returned 0 results for 1 items/);
   });
-
-  it.skipIf(testStore !== 'sqlite')(
-    'on SQLite, never interleaves with the synchronous group commit of the same connection',
-    async () => {
-      const committer = new GroupCommitter(t.ctx.db.sqlite);
-      const { b } = batcher();
-      const put = (k: string) => () => t.ctx.db.sqlite.prepare('INSERT INTO bt (k, v) VALUES (?, 2)').run(k);
-      const all = await Promise.allSettled(
-        Array.from({ length: 20 }, (_, i) =>
-          i % 2 === 0
-            ? committer.run(put(`s${String(i).padStart(2, '0')}`))
-            : b.run({ keys: [`b${String(i).padStart(2, '0')}`] }),
-        ),
-      );
-      expect(all.every((r) => r.status === 'fulfilled')).toBe(true);
-      expect(await keys()).toHaveLength(20);
-    },
-  );
 });

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../src/db/open.js';
-import { GroupCommitter } from '../../src/db/group-commit.js';
+import type { Batcher, BatchResult } from '../../src/db/query.js';
+import { store } from '../../src/db/query.js';
 import { verifyLedger } from '../../src/core/ledger.js';
 import type { MessageRow } from '../../src/core/messages.js';
 import { accept, acceptStats, type Preflight } from '../../src/core/send.js';
@@ -14,8 +15,9 @@ import { quote } from '../../src/core/prices.js';
 import { connect, setupPartner } from '../helpers/server.js';
 import { openTestCtx } from '../helpers/ctx.js';
 
-// Work submitted in one event-loop turn shares one transaction; a piece that fails takes back
-// only its own writes; every promise settles after the shared COMMIT, and says the truth about it.
+// The store's group commit on SQLite (src/db/query.ts, src/db/batch.ts): work submitted in one
+// event-loop turn shares one transaction; a piece that fails takes back only its own writes;
+// every promise settles after the shared COMMIT, and says the truth about it.
 
 let dir: string;
 let db: Db;
@@ -24,11 +26,17 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function setup() {
+type Piece = () => unknown;
+
+/** A batcher whose items are pieces run synchronously on the connection, as webhook intake's are. */
+function setup(): Batcher<Piece, unknown> {
   dir = mkdtempSync(join(tmpdir(), 'msgd-gc-'));
   db = openDb(join(dir, 'gc.db'));
   db.sqlite.exec('CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB)');
-  return new GroupCommitter(db.sqlite);
+  // A piece that throws throws the batch: the batcher runs its pieces again one by one.
+  return store(db).batcher<Piece, unknown>('pieces', async (_tx, pieces) =>
+    pieces.map((fn): BatchResult<unknown> => ({ ok: true, value: fn() })),
+  );
 }
 
 const rows = () => (db.sqlite.prepare('SELECT k FROM t ORDER BY k').all() as { k: string }[]).map((r) => r.k);
@@ -37,30 +45,38 @@ const put =
   () =>
     db.sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)').run(k, Buffer.alloc(bytes));
 
-describe('GroupCommitter', () => {
+describe('the store batcher on SQLite', () => {
   it('commits a turn in one transaction; a failing piece rolls back only itself', async () => {
-    const gc = await setup();
+    const gc = setup();
     const results = await Promise.allSettled([gc.run(put('a')), gc.run(put('a')), gc.run(put('b'))]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(rows()).toEqual(['a', 'b']);
-    expect(gc.batches).toBe(1);
-    // The failing piece wrote nothing before its statement failed: no second run was needed.
-    expect(gc.reruns).toBe(0);
+    expect(gc.stats.batches).toBe(1);
+    // One rerun without savepoints: the failing piece wrote nothing before its statement failed.
+    expect(gc.stats.reruns).toBe(1);
   });
 
   it('still tells a failing piece that wrote nothing from one that did, when other code reads total_changes() too', async () => {
-    const gc = await setup();
+    const gc = setup();
     // The connection's prepare() shares one statement per SQL text with every caller.
     db.sqlite.prepare('SELECT total_changes()').get();
-    const results = await Promise.allSettled([gc.run(put('a')), gc.run(put('a')), gc.run(put('b'))]);
+    let runs = 0;
+    const results = await Promise.allSettled([
+      gc.run(put('a')),
+      gc.run(() => {
+        runs++;
+        return put('a')();
+      }),
+      gc.run(put('b')),
+    ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(rows()).toEqual(['a', 'b']);
-    // The duplicate changed no row: the batch needed no second, savepointed run.
-    expect(gc.reruns).toBe(0);
+    // The duplicate changed no row: the rerun needed no third, savepointed run.
+    expect(runs).toBe(2);
   });
 
   it('a piece that fails after some of its writes is taken back alone, and the rest of its batch commits', async () => {
-    const gc = await setup();
+    const gc = setup();
     let runs = 0;
     const halfway = () => {
       runs++;
@@ -71,19 +87,19 @@ describe('GroupCommitter', () => {
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
     expect((results[1] as PromiseRejectedResult).reason.code).toBe('SQLITE_CONSTRAINT_PRIMARYKEY');
     expect(rows()).toEqual(['a', 'b', 'd']);
-    expect(gc.batches).toBe(1);
-    // The batch ran twice: once without savepoints (rolled back when the piece failed midway),
-    // then each piece in its own savepoint. Pieces must be safe to run twice.
-    expect(gc.reruns).toBe(1);
-    expect(runs).toBe(2);
+    expect(gc.stats.batches).toBe(1);
+    // The batch as a whole, then piece by piece without savepoints (rolled back when the piece
+    // failed midway), then each piece in its own savepoint. Pieces must be safe to run again.
+    expect(gc.stats.reruns).toBe(1);
+    expect(runs).toBe(3);
     // The next batch goes the fast way again.
     await gc.run(put('e'));
-    expect(gc.reruns).toBe(1);
+    expect(gc.stats.reruns).toBe(1);
     expect(rows()).toEqual(['a', 'b', 'd', 'e']);
   });
 
   it('a piece that throws after an UPDATE that changed a row is taken back too', async () => {
-    const gc = await setup();
+    const gc = setup();
     db.sqlite.prepare("INSERT INTO t (k, v) VALUES ('x', X'00')").run();
     const results = await Promise.allSettled([
       gc.run(() => {
@@ -94,11 +110,11 @@ describe('GroupCommitter', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
     expect(rows()).toEqual(['x', 'z']);
-    expect(gc.reruns).toBe(1);
+    expect(gc.stats.reruns).toBe(1);
   });
 
   it('when SQLite rolls back the whole transaction (disk full) mid-batch, every piece is rejected and none is durable', async () => {
-    const gc = await setup();
+    const gc = setup();
     const pages = (db.sqlite.pragma('page_count', { simple: true }) as number) + 4;
     db.sqlite.pragma(`max_page_count = ${pages}`);
     const results = await Promise.allSettled([

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { WebhookIntake, type IncomingWebhook, type IntakeAnswer } from '../../webhooks-in/intake.js';
+import type { IncomingWebhook, IntakeAnswer } from '../../webhooks-in/intake.js';
 import type { HttpDeps } from '../deps.js';
 import { META_KINDS } from '../../providers/meta-app/settings.js';
 import { FailureLog } from '../../lib/failure-log.js';
@@ -55,14 +55,7 @@ function publicUrl(req: FastifyRequest, rt: HttpDeps): string {
 
 export const webhooksInRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, { rt }) => {
   const book = rt.gateways;
-  const intake = new WebhookIntake({
-    ctx: rt.ctx,
-    config: rt.config,
-    committer: rt.committer,
-    queue: rt.queue,
-    book,
-    counters: rt.counters,
-  });
+  const intake = rt.webhookIntake;
 
   app.removeAllContentTypeParsers();
   const keepRaw = (_req: FastifyRequest, body: Buffer, done: (err: null, body: Buffer) => void) => done(null, body);
