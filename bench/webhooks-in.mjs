@@ -136,7 +136,7 @@ export async function run({ print = console.log, seconds = 5 } = {}) {
     const { rt } = server;
     const db = rt.ctx.db.sqlite;
     const partner = createPartner(rt.ctx, { slug: 'bench', name: 'bench' }, 'bench');
-    const gw = addGateway(
+    const gw = await addGateway(
       rt.ctx,
       {
         kind: 'whatsapp_cloud',
@@ -146,7 +146,7 @@ export async function run({ print = console.log, seconds = 5 } = {}) {
       },
       'bench',
     );
-    const ch = assignChannel(
+    const ch = await assignChannel(
       rt.ctx,
       { partner: partner.id, gateway: gw.id, type: 'whatsapp', sender: '+15550783881' },
       'bench',
