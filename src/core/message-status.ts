@@ -1,3 +1,4 @@
+import { indexedBy, jsonText, redactedContent, unsentPayload } from '../db/dialect.js';
 import type { Queryable } from '../db/query.js';
 import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
@@ -65,6 +66,43 @@ export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean
   );
   for (const ev of announced) stmt(db, DROP_DELIVERY_ANSWERS_SQL).run(ev.id);
   emitEvent(ctx, m.partner_id, 'message.deleted', {
+    message_id: m.id,
+    channel: m.channel_type,
+    from: m.from,
+    to: m.to,
+    conversation_id: m.conversation_id,
+    provider_message_id: m.provider_message_id,
+    deleted_at: iso(at),
+  });
+  return true;
+}
+
+/** markDeleted in a store transaction (or on the store), on either store. */
+export async function markDeletedIn(q: Queryable, ctx: CoreCtx, m: DeletedTarget, at: number): Promise<boolean> {
+  const d = ctx.store.dialect;
+  const now = ctx.now();
+  const moved = await q.run(
+    sql`UPDATE messages SET content = CASE WHEN ${jsonText(d, 'content', 'kind')} = 'redacted' THEN content
+         ELSE ${redactedContent(d, 'content', iso(now))} END, deleted_at = ${at}, updated_at = ${now}
+       WHERE id = ${m.id} AND deleted_at IS NULL`,
+  );
+  if (moved.changes === 0) return false;
+  const { content } = (await q.get<{ content: string }>(sql`SELECT content FROM messages WHERE id = ${m.id}`))!;
+  // In the message's own transaction, just after it, as markDeleted: a short id range of events_partner.
+  const born = idTime(m.id);
+  const announced = await q.all<{ id: string }>(
+    sql`UPDATE events ${indexedBy(d, 'events_partner')} SET payload = ${unsentPayload(d, 'payload', content)}
+        WHERE partner_id = ${m.partner_id} AND id >= ${idFloor('evt', born)} AND id < ${idFloor('evt', born + 60_000)}
+          AND type = 'message.received' AND ${jsonText(d, 'payload', 'message_id')} = ${m.id}
+        RETURNING id`,
+  );
+  for (const ev of announced) {
+    await q.run(
+      sql`UPDATE webhook_attempts SET response_snippet = NULL
+          WHERE response_snippet IS NOT NULL AND delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id = ${ev.id})`,
+    );
+  }
+  await emitEventIn(q, ctx, m.partner_id, 'message.deleted', {
     message_id: m.id,
     channel: m.channel_type,
     from: m.from,

@@ -145,3 +145,17 @@ export function textRows(dialect: Dialect, columns: readonly string[], rows: rea
   return sql`(SELECT ${sql.raw(list)} FROM unnest(${sql.join(arrays)}) WITH ORDINALITY AS u(${sql.raw(list)}, row_no)
     ORDER BY row_no)`;
 }
+
+// --- Webhooks in: the received event of a message its customer unsent ------------------------
+
+/**
+ * A text column holding a message.received event's JSON payload, as text, with its `body`
+ * emptied, its `media` an empty list and its `content` set to the JSON text `content`: SQLite's
+ * json_set, PostgreSQL's jsonb_set. The same JSON object on both (PostgreSQL orders its keys as
+ * jsonb does); a malformed payload or content fails the statement on both.
+ */
+export function unsentPayload(dialect: Dialect, col: ColumnRef, content: string): Sql {
+  return dialect === 'sqlite'
+    ? sql`json_set(${column(col)}, '$.body', '', '$.media', json('[]'), '$.content', json(${content}))`
+    : sql`CAST(jsonb_set(jsonb_set(jsonb_set(${column(col)}::jsonb, '{body}', '""'), '{media}', '[]'), '{content}', CAST(${content} AS jsonb)) AS TEXT)`;
+}

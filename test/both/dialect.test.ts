@@ -9,6 +9,7 @@ import {
   redactedContent,
   skipLocked,
   textRows,
+  unsentPayload,
 } from '../../src/db/dialect.js';
 import { render, sql } from '../../src/db/sql.js';
 import { openPg } from '../../src/db/pg/store.js';
@@ -287,5 +288,33 @@ describe('textRows', () => {
   it('refuses a column that is not a plain SQL name, or a row of another width', () => {
     expect(() => textRows(t.dialect, ['id; DROP TABLE x'], [])).toThrow('is not a plain SQL name');
     expect(() => textRows(t.dialect, ['a', 'b'], [['1']])).toThrow('a row has 1 values for 2 columns');
+  });
+});
+
+describe('unsentPayload', () => {
+  it('empties body and media and sets content, the same JSON on both stores', async () => {
+    await t.exec(`
+      CREATE TABLE b_payload (id TEXT PRIMARY KEY, payload TEXT NOT NULL);
+      INSERT INTO b_payload (id, payload) VALUES
+        ('a', '{"event":"message.received","body":"secret","media":[{"url":"x"}],"content":{"kind":"text","text":"secret"}}'),
+        ('b', '{"event":"message.received"}')`);
+    const content = '{"kind":"redacted","was":"text","redacted_at":"2026-11-27T07:00:00.000Z"}';
+    const rows = await t.ctx.store.all<{ id: string; p: string }>(
+      sql`SELECT id, ${unsentPayload(t.dialect, 'payload', content)} AS p FROM b_payload ORDER BY id`,
+    );
+    const redacted = { kind: 'redacted', was: 'text', redacted_at: '2026-11-27T07:00:00.000Z' };
+    expect(rows.map((x) => [x.id, JSON.parse(x.p)])).toEqual([
+      ['a', { event: 'message.received', body: '', media: [], content: redacted }],
+      ['b', { event: 'message.received', body: '', media: [], content: redacted }],
+    ]);
+    expect(rows.map((x) => typeof x.p)).toEqual(['string', 'string']);
+  });
+
+  it('fails the statement on malformed content, on both stores', async () => {
+    await t.exec(`CREATE TABLE b_payload (id TEXT PRIMARY KEY, payload TEXT NOT NULL);
+      INSERT INTO b_payload (id, payload) VALUES ('a', '{}')`);
+    await expect(
+      t.ctx.store.all(sql`SELECT ${unsentPayload(t.dialect, 'payload', '{not json')} AS p FROM b_payload`),
+    ).rejects.toThrow();
   });
 });
