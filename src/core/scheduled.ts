@@ -3,11 +3,12 @@ import { stmt } from '../db/stmt.js';
 import { AppError } from '../lib/errors.js';
 import type { ChannelType, CoreCtx } from './context.js';
 import type { MessageContent } from './message-content.js';
-import { refuseSuppressed } from './suppressions.js';
-import { catalogueCategory } from './whatsapp-template-send.js';
+import { refuseSuppressed, refuseSuppressedIn } from './suppressions.js';
+import { catalogueCategory, catalogueCategoryIn } from './whatsapp-template-send.js';
 import { auditEventIn } from './audit.js';
 import { applyStatus, applyStatusIn } from './message-status.js';
-import { getMessageState, getMessageStateIn, recordHistory, type MessageState } from './messages.js';
+import { getMessageState, getMessageStateIn, recordHistory, recordHistoryIn, type MessageState } from './messages.js';
+import type { Queryable } from '../db/query.js';
 
 // Scheduled sends. A message accepted with send_at passes every check of a send at once (token,
 // channel, funds, payload, window) and is debited then, as any send is (the money rule); it
@@ -145,6 +146,87 @@ function suppressedSince(
       return { code: e.code, message: `before the scheduled time: ${e.details[0]?.message ?? e.message}` };
     throw e;
   }
+}
+
+/** releaseScheduled, inside the caller's store transaction `q` (the dispatch claim), on either store. */
+export async function releaseScheduledIn(q: Queryable, ctx: CoreCtx, id: string): Promise<boolean> {
+  const now = ctx.now();
+  const released = await q.get<Released>(
+    sql`UPDATE messages SET status = 'queued', updated_at = ${now} WHERE id = ${id} AND status = 'scheduled'
+        RETURNING partner_id, channel_id, gateway_id, channel_type, "from", "to", content`,
+  );
+  if (!released) return false;
+  await recordHistoryIn(q, ctx, id, 'queued', { at: now });
+  const check = await q.get<ReleaseCheck>(
+    sql`SELECT p.status AS partner_status, c.status AS channel_status
+          FROM partners p LEFT JOIN channels c ON c.id = ${released.channel_id} WHERE p.id = ${released.partner_id}`,
+  );
+  const refusal =
+    refusalOf(check) ??
+    (await suppressedSinceIn(q, ctx.store.dialect, released).catch((e: unknown) => suppressionFailure(e)));
+  if (refusal) {
+    const m = (await getMessageStateIn(q, id))!;
+    await applyStatusIn(q, ctx, m, {
+      status: 'failed',
+      errorCode: refusal.code,
+      errorMessage: refusal.message,
+      refundOnFailure: true,
+    });
+  }
+  return true;
+}
+
+/** What a released message is checked with. */
+interface Released {
+  partner_id: string;
+  channel_id: string | null;
+  gateway_id: string | null;
+  channel_type: ChannelType;
+  from: string;
+  to: string;
+  content: string;
+}
+
+/** The partner suspended or the channel unassigned since acceptance, as a refusal; null when neither. */
+function refusalOf(check: ReleaseCheck | undefined): { code: string; message: string } | null {
+  if (check?.partner_status !== 'active')
+    return { code: 'partner_suspended', message: 'the partner was suspended before the scheduled time' };
+  if (check.channel_status !== 'active')
+    return { code: 'channel_not_assigned', message: 'the channel was unassigned before the scheduled time' };
+  return null;
+}
+
+/** suppressedSince, read through `q`: null when the recipient may still be sent to. */
+async function suppressedSinceIn(
+  q: Queryable,
+  dialect: CoreCtx['store']['dialect'],
+  m: Released,
+): Promise<{ code: string; message: string } | null> {
+  const content = JSON.parse(m.content) as MessageContent;
+  const category = await catalogueCategoryIn(q, m.gateway_id, content);
+  await refuseSuppressedIn(
+    q,
+    dialect,
+    m.partner_id,
+    { type: m.channel_type, sender: m.from },
+    m.to,
+    ruledBy(content, category),
+  );
+  return null;
+}
+
+/** A recipient_suppressed refusal as the release's failure; anything else is thrown on. */
+function suppressionFailure(e: unknown): { code: string; message: string } {
+  if (e instanceof AppError && e.code === 'recipient_suppressed')
+    return { code: e.code, message: `before the scheduled time: ${e.details[0]?.message ?? e.message}` };
+  throw e;
+}
+
+/** The content a suppression is judged on: a template with the catalogue's category, as at acceptance. */
+function ruledBy(content: MessageContent, category: ReturnType<typeof catalogueCategory>): MessageContent {
+  return category !== null && content.kind === 'template'
+    ? { ...content, template: { ...content.template, category } }
+    : content;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Row } from '../db/rows.js';
 import type { suppressions } from '../db/schema.js';
-import { escapeLike, likeFold } from '../db/dialect.js';
-import type { Queryable } from '../db/query.js';
+import { escapeLike, indexedBy, likeFold } from '../db/dialect.js';
+import type { Queryable, Store } from '../db/query.js';
 import { syncSqlite } from '../db/queue-statements.js';
 import { type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
@@ -399,6 +399,28 @@ export function refuseSuppressed(
   if (refusal) throw refusal;
 }
 
+/**
+ * refuseSuppressed, read through `q` (the store, or the caller's transaction) on either store:
+ * the same lookup and the same refusal.
+ */
+export async function refuseSuppressedIn(
+  q: Queryable,
+  dialect: Store['dialect'],
+  partnerId: string,
+  channel: { type: ChannelType; sender: string },
+  to: string,
+  content: MessageContent,
+): Promise<void> {
+  const address = normalizeAddress(channel.type, to);
+  if (address === null) return;
+  const hits = await q.all<Hit>(
+    sql`SELECT reason, scope, group_id, created_at FROM suppressions ${indexedBy(dialect, 'suppressions_address')}
+         WHERE partner_id = ${partnerId} AND channel = ${channel.type} AND address = ${address} AND scope IN ('', ${channel.sender})`,
+  );
+  const refusal = suppressionRefusal(hits, channel.type, to, content);
+  if (refusal) throw refusal;
+}
+
 /** A suppression entry as the send's lookup (SUPPRESSION_HITS_SQL) reads it. */
 export type SuppressionHit = Hit;
 
@@ -476,6 +498,49 @@ export function applySuppressionSignal(ctx: CoreCtx, m: SignalTarget, sig: Suppr
     return;
   }
   addSuppression(ctx, {
+    partnerId: m.partner_id,
+    channel: m.channel_type,
+    address,
+    reason: sig.reason,
+    scope,
+    groupId: sig.groupId ?? null,
+    source: m.id,
+    detail: sig.detail ?? null,
+  });
+}
+
+/** applySuppressionSignal, inside the caller's store transaction `q`, on either store. */
+export async function applySuppressionSignalIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  m: SignalTarget,
+  sig: SuppressionSignal,
+): Promise<void> {
+  const address = normalizeAddress(m.channel_type, m.to);
+  if (address === null) return;
+  let scope = '';
+  if (sig.scope === 'sender') scope = m.from;
+  else if (sig.scope === 'opt_out') {
+    const r = await q.get<{ opt_out_scope: OptOutScope }>(
+      sql`SELECT opt_out_scope FROM partners WHERE id = ${m.partner_id}`,
+    );
+    scope = (r?.opt_out_scope ?? 'sender') === 'sender' ? m.from : '';
+  }
+  if (sig.lift) {
+    const rows = await q.all<SuppressionRow>(
+      sql`SELECT * FROM suppressions WHERE partner_id = ${m.partner_id} AND channel = ${m.channel_type} AND address = ${address}
+            AND scope = ${scope} AND reason = ${sig.reason} AND group_id = ${sig.groupId ?? ''} ORDER BY id`,
+    );
+    for (const r of rows) {
+      await q.run(sql`DELETE FROM suppressions WHERE id = ${r.id}`);
+      await emitEventIn(q, ctx, r.partner_id, 'suppression.deleted', {
+        suppression: suppressionJson(r),
+        deleted_by: m.id,
+      });
+    }
+    return;
+  }
+  await addSuppressionIn(q, ctx, {
     partnerId: m.partner_id,
     channel: m.channel_type,
     address,

@@ -1,3 +1,4 @@
+import type { Queryable } from '../db/query.js';
 import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx } from './context.js';
@@ -64,5 +65,19 @@ export function catalogueCategory(
     ctx.db.sqlite,
     'SELECT category FROM whatsapp_templates WHERE gateway_id = ? AND name = ? AND language = ?',
   ).get(gatewayId, content.template.name, content.template.language);
+  return row ? (row.category.toUpperCase() as TemplateCategory) : null;
+}
+
+/** catalogueCategory, read through `q` (the store, or the caller's transaction), on either store. */
+export async function catalogueCategoryIn(
+  q: Queryable,
+  gatewayId: string | null,
+  content: MessageContent,
+): Promise<TemplateCategory | null> {
+  if (content.kind !== 'template' || gatewayId === null) return null;
+  const row = await q.get<{ category: string }>(
+    sql`SELECT category FROM whatsapp_templates
+         WHERE gateway_id = ${gatewayId} AND name = ${content.template.name} AND language = ${content.template.language}`,
+  );
   return row ? (row.category.toUpperCase() as TemplateCategory) : null;
 }
