@@ -1,7 +1,8 @@
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import type { CoreCtx, GatewayKind } from '../core/context.js';
-import { openGateway, type GatewayWithSecrets } from '../core/gateway-secrets.js';
-import { settingsVersion } from '../core/settings-version.js';
+import { openGateway, openGatewayIn, type GatewayWithSecrets } from '../core/gateway-secrets.js';
+import { settingsVersion, storeSettingsVersion } from '../core/settings-version.js';
 import type { GatewayHint, WebhookHandler } from '../providers/webhooks.js';
 
 // Gateways as dispatch and the webhook path need them (one book per runtime, rt.gateways):
@@ -9,15 +10,48 @@ import type { GatewayHint, WebhookHandler } from '../providers/webhooks.js';
 // (src/core/settings-version.ts: read at most once per event-loop turn), so a change made by
 // msgctl (another process) is seen by the next request or dispatch, and neither a verified
 // webhook nor a sent message costs a decrypt or a JSON scan of settings.
+//
+// On SQLite the book reads the version (and the gateways) synchronously on the connection, on
+// first use in a turn. On PostgreSQL it is read through the store by load(), which its users
+// await before they read the book (dispatch: before each claim); between loads the book answers
+// with what the last one read, and before the first one it refuses to answer.
 
 export class GatewayBook {
   private version = '';
   private reloads = 0;
   private byId = new Map<string, GatewayWithSecrets>();
 
-  constructor(private readonly ctx: CoreCtx) {}
+  /** On the SQLite connection (read on use), or through the store (read by load()). */
+  private readonly onConnection: boolean;
+
+  constructor(private readonly ctx: CoreCtx) {
+    this.onConnection = ctx.store.dialect === 'sqlite';
+  }
+
+  /**
+   * Reads the gateways again if the settings version moved: through the store on PostgreSQL,
+   * on the connection on SQLite (where every read of the book does this anyway).
+   */
+  async load(): Promise<void> {
+    if (this.onConnection) {
+      this.fresh();
+      return;
+    }
+    const version = await storeSettingsVersion(this.ctx.store);
+    if (version === this.version) return;
+    const next = new Map<string, GatewayWithSecrets>();
+    const ids = await this.ctx.store.all<{ id: string }>(sql`SELECT id FROM gateways ORDER BY id`);
+    for (const { id } of ids) next.set(id, await openGatewayIn(this.ctx, id));
+    this.byId = next;
+    this.version = version;
+    this.reloads++;
+  }
 
   private fresh(): Map<string, GatewayWithSecrets> {
+    if (!this.onConnection) {
+      if (this.reloads === 0) throw new Error('the gateway book is read through the store: await load() first');
+      return this.byId;
+    }
     const version = settingsVersion(this.ctx.db.sqlite);
     if (version !== this.version) {
       const ids = stmt<[], { id: string }>(this.ctx.db.sqlite, 'SELECT id FROM gateways ORDER BY id').all();

@@ -126,17 +126,36 @@ export class Worker {
   /**
    * fn runs before each claim, outside its transaction (at least every maxSleepMs while the
    * worker runs, also when idle): for work that decides what the claim will find, in its own
-   * transaction. A throw is logged and does not stop the claim.
+   * transaction. It may return a promise (a hook reading through the store): the claim waits
+   * for it. A throw or rejection is logged and does not stop the claim.
    */
-  beforeClaim(fn: () => void): this {
+  beforeClaim(fn: () => void | Promise<void>): this {
     this.beforeClaimHooks.push(fn);
     return this;
   }
 
-  private runBeforeClaim() {
-    for (const fn of this.beforeClaimHooks) {
+  /** The hooks, one after another; a promise only when one of them returned one (awaited in turn). */
+  private runBeforeClaim(): Promise<void> | undefined {
+    for (let i = 0; i < this.beforeClaimHooks.length; i++) {
       try {
-        fn();
+        const r: unknown = this.beforeClaimHooks[i]!();
+        if (r instanceof Promise) return this.finishBeforeClaim(r, i + 1);
+      } catch (err) {
+        this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
+      }
+    }
+    return undefined;
+  }
+
+  private async finishBeforeClaim(pending: Promise<void>, from: number): Promise<void> {
+    try {
+      await pending;
+    } catch (err) {
+      this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
+    }
+    for (let i = from; i < this.beforeClaimHooks.length; i++) {
+      try {
+        await this.beforeClaimHooks[i]!();
       } catch (err) {
         this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
       }
@@ -260,7 +279,10 @@ export class Worker {
       this.tickScheduled = false;
       return this.progress();
     }
-    if (this.wanted() > 0) this.runBeforeClaim();
+    if (this.wanted() > 0) {
+      const pending = this.runBeforeClaim();
+      if (pending) await pending;
+    }
     let taken: { finished: Finished[]; riders: Rider[] } = { finished: [], riders: [] };
     let out: BatchOut & { now: number; want: number };
     try {
