@@ -1,32 +1,49 @@
-import { applySuppressionSignal, type SuppressionSignal } from '../core/suppressions.js';
+import { applySuppressionSignal, applySuppressionSignalIn, type SuppressionSignal } from '../core/suppressions.js';
 import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
+import { jsonText } from '../db/dialect.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { sleep } from '../lib/time.js';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
 import type { Counters } from '../core/counters.js';
 import type { GatewayWithSecrets } from '../core/gateway-secrets.js';
-import { getMessageRow, getMessageState, type MessageRow } from '../core/messages.js';
+import {
+  getMessageRow,
+  getMessageRowIn,
+  getMessageState,
+  getMessageStateIn,
+  type MessageRow,
+} from '../core/messages.js';
 import {
   applyStatus,
+  applyStatusIn,
   claimForDispatch,
+  claimForDispatchIn,
   clearDispatchError,
+  clearDispatchErrorIn,
   flagUncertain,
+  flagUncertainIn,
   holdForDisabledGateway,
+  holdForDisabledGatewayIn,
   markDispatchInFlight,
+  markDispatchInFlightIn,
   markSent,
+  markSentIn,
   noteDispatchRetry,
+  noteDispatchRetryIn,
   requeueForRate,
+  requeueForRateIn,
   type DispatchRow,
 } from '../core/message-status.js';
 import type { MessageContent } from '../core/message-content.js';
-import { releaseScheduled } from '../core/scheduled.js';
+import { releaseScheduled, releaseScheduledIn } from '../core/scheduled.js';
 import { getAdapter } from '../providers/registry.js';
 import { redactSecrets } from '../providers/send-results.js';
 import type { CallPool, OutboundMessage, SendResult } from '../providers/types.js';
 import type { Job, JobQueue } from '../queue/queue.js';
-import type { Queryable } from '../db/query.js';
+import type { Queryable, Tx } from '../db/query.js';
 import type { RateShaper } from '../queue/rate.js';
 import { CallSlots } from './call-slots.js';
 import type { GatewayBook } from './gateway-book.js';
@@ -34,7 +51,7 @@ import { GatewayLines } from './gateway-lines.js';
 import type { CircuitBreakers } from './circuit-breaker.js';
 import { Failover } from './failover.js';
 import { sendAttemptLog } from './send-log.js';
-import type { JobResult } from '../queue/settle.js';
+import type { Apply, JobResult } from '../queue/settle.js';
 import type { Worker } from '../queue/worker.js';
 
 // The dispatch job: one provider call per message, between transactions. The outcome and
@@ -50,6 +67,12 @@ import type { Worker } from '../queue/worker.js';
 // by its claim may still be waiting out its gateway's rate (at most MAX_INLINE_WAIT_MS, a few
 // calls per gateway at a time): marking those after their wait would cost each a turn, and
 // calls that share a commit would leave together, off the rate's spacing.
+//
+// On both stores: on SQLite the claim's and the settles' writes are the synchronous core forms
+// on the connection (the worker's batch runs them in one turn, no await per statement); on
+// PostgreSQL the same writes are the core's async forms (`…In`) through the batch's Tx. Each
+// write below is given as the pair, `both(sync, viaTx)`. The provider call is never inside a
+// transaction on either.
 
 export const DISPATCH_JOB = 'message.dispatch';
 
@@ -100,7 +123,18 @@ interface DispatchPayload {
 export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   const { ctx } = deps;
   const logAttempt = sendAttemptLog(deps.logger, deps.config);
-  const failover = new Failover({ ctx, breakers: deps.breakers, logger: deps.logger, counters: deps.counters });
+  /** SQLite: the batch's statements run on the connection itself, synchronously. */
+  const onConnection = worker.db !== undefined;
+  const failover = new Failover({
+    ctx,
+    breakers: deps.breakers,
+    logger: deps.logger,
+    counters: deps.counters,
+    onConnection,
+  });
+  /** A write of a settle or claim: the synchronous form on SQLite, else the async one through the Tx. */
+  const both = (sync: () => void, viaTx: (tx: Tx) => Promise<unknown>): Apply =>
+    onConnection ? sync : async (tx) => void (await viaTx(tx));
 
   function ratePerSecond(gw: GatewayWithSecrets): number {
     return gw.settings.rate_per_second ?? deps.config.dispatch.ratePerSecond[gw.kind];
@@ -154,7 +188,29 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    * `marked`: the row the claim marked 'sending'; a retry (already 'sending') is read here.
    */
   function decide(job: Job<DispatchPayload>, marked: DispatchRow | undefined): Go | JobResult {
-    const m = marked ?? getMessageRow(ctx, job.payload.message_id);
+    const d = decideRow(job, marked ?? getMessageRow(ctx, job.payload.message_id));
+    return 'held' in d ? failover.heldNow(d.m, d.gw, d.held, d.mayHaveLeft) : d;
+  }
+
+  /** decide, its reads (the row, and a held gateway's fallbacks) in the claim's transaction `tx`. */
+  async function decideIn(
+    tx: Queryable,
+    job: Job<DispatchPayload>,
+    marked: DispatchRow | undefined,
+  ): Promise<Go | JobResult> {
+    const d = decideRow(job, marked ?? (await getMessageRowIn(tx, job.payload.message_id)));
+    return 'held' in d ? failover.heldIn(tx, d.m, d.gw, d.held, d.mayHaveLeft) : d;
+  }
+
+  /** A gateway whose circuit refused the call: what decide() reads next to settle the message. */
+  interface Held {
+    m: DispatchRow;
+    gw: GatewayWithSecrets;
+    held: NonNullable<ReturnType<Failover['admit']>>;
+    mayHaveLeft: boolean;
+  }
+
+  function decideRow(job: Job<DispatchPayload>, m: DispatchRow | undefined): Go | JobResult | Held {
     const place = lines.leave(job.id, m?.gateway_id ?? null);
     // A scheduled message is released in the claim (onClaim); one met outside it is claimed again.
     if (m?.status === 'scheduled') return { type: 'snooze', afterMs: 0 };
@@ -179,12 +235,15 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       return {
         type: 'snooze',
         afterMs: disabledRecheckMs(ctx.now() - m.created_at, deps.config.jobs.backoffCapMs),
-        apply: () => holdForDisabledGateway(ctx, m.id, note),
+        apply: both(
+          () => holdForDisabledGateway(ctx, m.id, note),
+          (tx) => holdForDisabledGatewayIn(tx, ctx, m.id, note),
+        ),
       };
     }
     // A gateway whose circuit is open takes no call: the message moves on to a fallback or waits.
-    const held = failover.beforeCall(m, gw, mayHaveLeft);
-    if (held) return held;
+    const held = failover.admit(gw);
+    if (held) return { m, gw, held, mayHaveLeft };
     const turn = lines.turn(job.id, gw.id, ratePerSecond(gw), place);
     if (!turn.go) failover.release(gw.id);
     // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
@@ -198,7 +257,10 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return {
       type: 'snooze',
       afterMs,
-      apply: () => requeueForRate(ctx, m.id),
+      apply: both(
+        () => requeueForRate(ctx, m.id),
+        (tx) => requeueForRateIn(tx, ctx, m.id),
+      ),
     };
   }
 
@@ -212,6 +274,10 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    */
   function wakeLine(gatewayId: string | null, why: string, then = 'its waiting messages take new places in line') {
     const now = ctx.now();
+    if (!onConnection) {
+      wakes.push({ gatewayId, why, then, now });
+      return;
+    }
     const woken = stmt(
       ctx.db.sqlite,
       `UPDATE jobs SET run_at = MIN(created_at, ?), updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > MIN(created_at, ?)
@@ -222,8 +288,24 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (woken > 0) deps.logger.info({ gatewayId, woken }, `${why}: ${then}`);
   }
 
-  // Before each claim: a gateway enabled, disabled, removed or given another rate wakes its line.
-  worker.beforeClaim(() =>
+  /** The wakes a watch asked for, through the store (PostgreSQL): written one after another. */
+  let wakes: { gatewayId: string | null; why: string; then: string; now: number }[] = [];
+
+  /** wakeLine through the store: the same statement, its JSON read and MIN in dialect form. */
+  async function wakeLineIn(w: (typeof wakes)[number]): Promise<void> {
+    const { gatewayId, now } = w;
+    const since = sql`CASE WHEN created_at < ${now} THEN created_at ELSE ${now} END`;
+    const { changes } = await ctx.store.run(
+      sql`UPDATE jobs SET run_at = ${since}, updated_at = ${now}
+           WHERE kind = ${DISPATCH_JOB} AND state = 'available' AND run_at > ${since}
+             AND EXISTS (SELECT 1 FROM messages m LEFT JOIN gateways g ON g.id = m.gateway_id
+               WHERE m.id = ${jsonText(ctx.store.dialect, 'jobs.payload', 'message_id')} AND m.status = 'queued'
+                 AND (CAST(${gatewayId} AS TEXT) IS NULL OR m.gateway_id = ${gatewayId}) AND (CAST(${gatewayId} AS TEXT) IS NOT NULL OR g.status = 'active'))`,
+    );
+    if (changes > 0) deps.logger.info({ gatewayId, woken: changes }, `${w.why}: ${w.then}`);
+  }
+
+  const watchLines = () =>
     lines.watch(
       deps.gateways.generation(),
       () =>
@@ -234,12 +316,24 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           rate: ratePerSecond(gw),
         })),
       wakeLine,
-    ),
+    );
+  // Before each claim: a gateway enabled, disabled, removed or given another rate wakes its line.
+  // On PostgreSQL the gateways are read through the store first, and the wakes written after.
+  worker.beforeClaim(
+    onConnection
+      ? watchLines
+      : async () => {
+          await deps.gateways.load();
+          watchLines();
+          const due = wakes;
+          wakes = [];
+          for (const w of due) await wakeLineIn(w);
+        },
   );
 
   const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
     // Every claimed job has been decided in the claim (onClaim); this covers one that was not.
-    const go = ready.get(job) ?? decide(job, undefined);
+    const go = ready.get(job) ?? (onConnection ? decide(job, undefined) : await decideIn(ctx.store, job, undefined));
     ready.delete(job);
     if ('type' in go) return go;
     const { m, msg, gw, wait, uncertain } = go;
@@ -251,7 +345,12 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       await slots.take(key);
       if (!go.marked) {
         try {
-          await worker.durably(() => markDispatchInFlight(ctx, m.id));
+          await worker.durably(
+            both(
+              () => markDispatchInFlight(ctx, m.id),
+              (tx) => markDispatchInFlightIn(tx, m.id),
+            ),
+          );
         } catch (e) {
           slots.give(key);
           failover.release(gw.id);
@@ -289,41 +388,57 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       result.outcome === 'accepted' ? undefined : result.code,
     );
     // Certainly not taken, or refused for a reason of this route: on to the next gateway, if any.
-    const moved = failover.afterCall(m, gw, result, uncertain);
+    const moved = onConnection
+      ? failover.afterCall(m, gw, result, uncertain)
+      : await failover.afterCallIn(m, gw, result, uncertain);
     if (moved) return moved;
     switch (result.outcome) {
       case 'accepted': {
         const r = result;
-        // What the provider module asks to have queued once it is recorded (the sandbox's report).
-        const followUp = () => {
-          const job = adapter.afterAccepted?.(runtime, r.providerMessageId, ctx.now());
-          if (job) worker.queue.enqueue(job);
+        const namedInReports = r.namedInReports === true;
+        const change = {
+          providerMessageId: r.providerMessageId,
+          namedInReports,
+          providerStatus: r.providerStatus ?? null,
+          occurredAt: startedAt,
+          uncertain,
         };
+        const sent = {
+          status: 'sent' as const,
+          providerMessageId: r.providerMessageId,
+          namedInReports,
+          providerStatus: r.providerStatus ?? null,
+          occurredAt: startedAt,
+        };
+        // What the provider module asks to have queued once it is recorded (the sandbox's report).
+        const followUp = () => adapter.afterAccepted?.(runtime, r.providerMessageId, ctx.now());
         return {
           type: 'ok',
-          apply: () => {
-            const namedInReports = r.namedInReports === true;
-            const change = {
-              providerMessageId: r.providerMessageId,
-              namedInReports,
-              providerStatus: r.providerStatus ?? null,
-              occurredAt: startedAt,
-              uncertain,
-            };
-            if (markSent(ctx, m, change)) return followUp();
-            const fresh = getMessageState(ctx, m.id)!;
-            if (uncertain) flagUncertain(ctx, m.id);
-            const moved = applyStatus(ctx, fresh, {
-              status: 'sent',
-              providerMessageId: r.providerMessageId,
-              namedInReports,
-              providerStatus: r.providerStatus ?? null,
-              occurredAt: startedAt,
-            });
-            // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
-            if (moved.changed && fresh.error_code !== null) clearDispatchError(ctx, m.id);
-            followUp();
-          },
+          apply: both(
+            () => {
+              const queueFollowUp = () => {
+                const job = followUp();
+                if (job) worker.queue.enqueue(job);
+              };
+              if (markSent(ctx, m, change)) return queueFollowUp();
+              const fresh = getMessageState(ctx, m.id)!;
+              if (uncertain) flagUncertain(ctx, m.id);
+              const moved = applyStatus(ctx, fresh, sent);
+              // The note an earlier retry left (429, timeout) is not this message's error: it was sent.
+              if (moved.changed && fresh.error_code !== null) clearDispatchError(ctx, m.id);
+              queueFollowUp();
+            },
+            async (tx) => {
+              if (!(await markSentIn(tx, ctx, m, change))) {
+                const fresh = (await getMessageStateIn(tx, m.id))!;
+                if (uncertain) await flagUncertainIn(tx, ctx, m.id);
+                const moved = await applyStatusIn(tx, ctx, fresh, sent);
+                if (moved.changed && fresh.error_code !== null) await clearDispatchErrorIn(tx, m.id);
+              }
+              const job = followUp();
+              if (job) await worker.queue.enqueue(tx, job);
+            },
+          ),
         };
       }
       case 'failed':
@@ -337,13 +452,19 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
           // delays, not twelve tries a few seconds apart and a failed message a minute later.
           minAfterMs: result.retryAfterMs,
           error: note,
-          apply: () => {
-            // A timeout or reset after the request left may have been accepted: the next
-            // attempt could send it twice, and the message says so from now on.
-            if (uncertain || result.maybeDelivered) flagUncertain(ctx, m.id);
-            // Only a message still waiting for its dispatch: a provider report may have settled it.
-            noteDispatchRetry(ctx, m.id, result.code ?? 'retrying', result.message);
-          },
+          // A timeout or reset after the request left may have been accepted: the next attempt
+          // could send it twice, and the message says so from now on. The note: only on a message
+          // still waiting for its dispatch (a provider report may have settled it).
+          apply: both(
+            () => {
+              if (uncertain || result.maybeDelivered) flagUncertain(ctx, m.id);
+              noteDispatchRetry(ctx, m.id, result.code ?? 'retrying', result.message);
+            },
+            async (tx) => {
+              if (uncertain || result.maybeDelivered) await flagUncertainIn(tx, ctx, m.id);
+              await noteDispatchRetryIn(tx, ctx, m.id, result.code ?? 'retrying', result.message);
+            },
+          ),
         };
       }
     }
@@ -358,13 +479,26 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   ): JobResult {
     return {
       type: 'ok',
-      apply: () => {
-        const fresh = getMessageState(ctx, m.id)!;
-        if (uncertain) flagUncertain(ctx, m.id);
-        applyStatus(ctx, fresh, { status: 'failed', errorCode: code, errorMessage: message, refundOnFailure: true });
-        // The next send to this recipient is refused before cost.
-        if (suppress) applySuppressionSignal(ctx, fresh, suppress);
-      },
+      // The next send to this recipient is refused before cost (the suppression signal).
+      apply: both(
+        () => {
+          const fresh = getMessageState(ctx, m.id)!;
+          if (uncertain) flagUncertain(ctx, m.id);
+          applyStatus(ctx, fresh, { status: 'failed', errorCode: code, errorMessage: message, refundOnFailure: true });
+          if (suppress) applySuppressionSignal(ctx, fresh, suppress);
+        },
+        async (tx) => {
+          const fresh = (await getMessageStateIn(tx, m.id))!;
+          if (uncertain) await flagUncertainIn(tx, ctx, m.id);
+          await applyStatusIn(tx, ctx, fresh, {
+            status: 'failed',
+            errorCode: code,
+            errorMessage: message,
+            refundOnFailure: true,
+          });
+          if (suppress) await applySuppressionSignalIn(tx, ctx, fresh, suppress);
+        },
+      ),
     };
   }
 
@@ -372,52 +506,88 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // Mark the batch 'sending' in the claim transaction (no extra commit per message) and
     // decide each job there: the messages that go are kept for the handler; those that wait
     // (a paused gateway, the gateway's rate) or need no call are settled in the claim itself.
-    onClaim: (jobs) => {
-      const now = ctx.now();
-      const settled = new Map<Job<DispatchPayload>, JobResult>();
-      // Slots the calls of this claim will take as they start, right after its commit.
-      const taking = new Map<string, number>();
-      for (const j of jobs) {
-        let marked = claimForDispatch(ctx, j.payload.message_id, now);
-        // Not queued: a retry ('sending'), a settled message, or a scheduled one now due, which
-        // is released (checked again, src/core/scheduled.ts) and then goes as any other.
-        if (!marked && releaseScheduled(ctx, j.payload.message_id))
-          marked = claimForDispatch(ctx, j.payload.message_id, now);
-        const d = decide(j, marked);
-        if ('type' in d) {
-          settled.set(j, d);
-          continue;
-        }
-        const pool = poolOf(d.gw);
-        const n = taking.get(pool.key) ?? 0;
-        if (slots.free(pool) > n) {
-          markDispatchInFlight(ctx, d.m.id);
-          taking.set(pool.key, n + 1);
-          d.marked = true;
-        }
-        ready.set(j, d);
-      }
-      return settled;
-    },
+    onClaim: (jobs, tx) => (onConnection ? claimOnConnection(jobs) : claimIn(jobs, tx)),
     // Retries exhausted: the message is failed and the partner gets the money back. If an
     // attempt may have reached the provider (a timeout or reset after sending, or a crash
     // mid-call), the outcome is unknown and the message is flagged. A delivery report that finds
     // it later (Twilio's callback and SendGrid's custom_args name msgd's id) charges it again
     // (applyStatus); otherwise the operator checks with the provider (messages list --uncertain).
-    onDead: (job, error) => {
+    onDead: (job, error, tx) => {
+      if (!onConnection) return deadIn(tx, job, error);
       const m = getMessageState(ctx, job.payload.message_id);
       if (m && awaitsDispatch(m)) {
         const unknown = m.dispatch_uncertain === 1 || m.dispatch_in_flight === 1;
         if (unknown) flagUncertain(ctx, m.id);
-        applyStatus(ctx, m, {
-          status: 'failed',
-          errorCode: unknown ? 'outcome_unknown' : 'retries_exhausted',
-          errorMessage: unknown
-            ? `gave up after ${job.attempts} attempts, and an attempt may have reached the provider (refunded; the operator can check with the provider): ${error}`
-            : `gave up after ${job.attempts} attempts: ${error}`,
-          refundOnFailure: true,
-        });
+        applyStatus(ctx, m, exhausted(job, error, unknown));
       }
     },
   });
+
+  async function deadIn(tx: Tx, job: Job<DispatchPayload>, error: string): Promise<void> {
+    const m = await getMessageStateIn(tx, job.payload.message_id);
+    if (m && awaitsDispatch(m)) {
+      const unknown = m.dispatch_uncertain === 1 || m.dispatch_in_flight === 1;
+      if (unknown) await flagUncertainIn(tx, ctx, m.id);
+      await applyStatusIn(tx, ctx, m, exhausted(job, error, unknown));
+    }
+  }
+
+  function exhausted(job: Job<DispatchPayload>, error: string, unknown: boolean) {
+    return {
+      status: 'failed' as const,
+      errorCode: unknown ? 'outcome_unknown' : 'retries_exhausted',
+      errorMessage: unknown
+        ? `gave up after ${job.attempts} attempts, and an attempt may have reached the provider (refunded; the operator can check with the provider): ${error}`
+        : `gave up after ${job.attempts} attempts: ${error}`,
+      refundOnFailure: true,
+    };
+  }
+
+  /** The claim's decisions on the SQLite connection: no await per message. */
+  function claimOnConnection(jobs: Job<DispatchPayload>[]): Map<Job<DispatchPayload>, JobResult> {
+    const now = ctx.now();
+    const settled = new Map<Job<DispatchPayload>, JobResult>();
+    const taking = new Map<string, number>();
+    for (const j of jobs) {
+      let marked = claimForDispatch(ctx, j.payload.message_id, now);
+      // Not queued: a retry ('sending'), a settled message, or a scheduled one now due, which
+      // is released (checked again, src/core/scheduled.ts) and then goes as any other.
+      if (!marked && releaseScheduled(ctx, j.payload.message_id))
+        marked = claimForDispatch(ctx, j.payload.message_id, now);
+      const d = decide(j, marked);
+      if ('type' in d) settled.set(j, d);
+      else if (takeSlot(j, d, taking)) markDispatchInFlight(ctx, d.m.id);
+    }
+    return settled;
+  }
+
+  /** The claim's decisions through its Tx (PostgreSQL). */
+  async function claimIn(jobs: Job<DispatchPayload>[], tx: Tx): Promise<Map<Job<DispatchPayload>, JobResult>> {
+    const now = ctx.now();
+    const settled = new Map<Job<DispatchPayload>, JobResult>();
+    const taking = new Map<string, number>();
+    for (const j of jobs) {
+      let marked = await claimForDispatchIn(tx, j.payload.message_id, now);
+      if (!marked && (await releaseScheduledIn(tx, ctx, j.payload.message_id)))
+        marked = await claimForDispatchIn(tx, j.payload.message_id, now);
+      const d = await decideIn(tx, j, marked);
+      if ('type' in d) settled.set(j, d);
+      else if (takeSlot(j, d, taking)) await markDispatchInFlightIn(tx, d.m.id);
+    }
+    return settled;
+  }
+
+  /**
+   * Keeps a message that goes for the handler; true when a call slot is free for it right after
+   * the claim's commit (`taking`: the slots this claim's calls take), so the claim marks it in flight.
+   */
+  function takeSlot(job: Job<DispatchPayload>, d: Go, taking: Map<string, number>): boolean {
+    ready.set(job, d);
+    const pool = poolOf(d.gw);
+    const n = taking.get(pool.key) ?? 0;
+    if (slots.free(pool) <= n) return false;
+    taking.set(pool.key, n + 1);
+    d.marked = true;
+    return true;
+  }
 }
