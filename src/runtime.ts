@@ -105,9 +105,8 @@ async function refuseWrongKey(ctx: CoreCtx, source: KeySource): Promise<void> {
 
 /** The parts of msgd built only on SQLite: each still works on the SQLite connection itself. */
 export const SQLITE_ONLY_PARTS = {
-  worker: 'the job loop: dispatch, webhooks in, cron and maintenance (src/queue/worker.ts)',
+  jobs: 'the jobs besides dispatch: webhooks in, cron and maintenance (src/queue/worker.ts runs dispatch only)',
   webhooksOut: 'webhooks out: fan-out and delivery (src/webhooks-out/)',
-  circuits: 'the gateway circuits the consoles show (src/core/circuits.ts)',
 } as const;
 
 export type SqliteOnlyPart = keyof typeof SQLITE_ONLY_PARTS;
@@ -196,20 +195,17 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     leaseMs: config.jobs.leaseSeconds * 1000,
     now,
   });
-  const worker = part(
-    SQLITE_ONLY_PARTS.worker,
-    () =>
-      new Worker({
-        db: opened.db,
-        queue,
-        concurrency: config.jobs.concurrency,
-        leaseMs: config.jobs.leaseSeconds * 1000,
-        lifelineIntervalMs: config.jobs.lifelineIntervalSeconds * 1000,
-        backoff: { baseMs: config.jobs.backoffBaseMs, capMs: config.jobs.backoffCapMs },
-        logger,
-        now,
-      }),
-  );
+  // On PostgreSQL the worker runs dispatch alone (the other job kinds are SQLITE_ONLY_PARTS.jobs).
+  const worker = new Worker({
+    db: onSqlite ? opened.db : undefined,
+    queue,
+    concurrency: config.jobs.concurrency,
+    leaseMs: config.jobs.leaseSeconds * 1000,
+    lifelineIntervalMs: config.jobs.lifelineIntervalSeconds * 1000,
+    backoff: { baseMs: config.jobs.backoffBaseMs, capMs: config.jobs.backoffCapMs },
+    logger,
+    now,
+  });
   const dispatcher = new Agent({
     connections: config.dispatch.connectionsPerOrigin,
     // A provider that does not take the connection: given up on (as never sent) in time.
@@ -303,10 +299,8 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       // dispatch.timeoutMs: wait that long (and a margin) so none is handed back while the
       // provider may still act on it. A job released anyway counts as reclaimed, so its message
       // is flagged dispatch_uncertain when re-sent.
-      if (onSqlite) {
-        await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
-        await webhooksOut.stop();
-      }
+      await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
+      if (onSqlite) await webhooksOut.stop();
       await closeAdapters();
       // destroy, not close: close() would still send the calls queued for a free connection,
       // and their jobs are back in the queue by now.
@@ -317,7 +311,6 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       release();
     },
   };
-  if (!onSqlite) return rt;
   registerDispatch(worker, {
     ctx,
     config,
@@ -329,6 +322,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     breakers,
     callbackBase: (base) => rt.callbackBase(base),
   });
+  if (!onSqlite) return rt;
   registerWebhooksIn(worker, {
     ctx,
     config,

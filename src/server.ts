@@ -133,6 +133,10 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       }
       rt.worker.start();
       rt.webhooksOut.start();
+    } else {
+      // PostgreSQL: dispatch (the worker's one kind there). No lock says a msgd that left jobs
+      // running is gone: the lifeline takes them back once their lease has passed.
+      rt.worker.start();
     }
     rt.heartbeat = await startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).
