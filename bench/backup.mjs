@@ -28,9 +28,11 @@ async function seed(dir, count) {
   const { loadConfig } = await dist('config/load.js');
   const { gatewayKinds } = await dist('providers/kinds.js');
   const { createOutbound } = await dist('core/messages.js');
+  const { store } = await dist('db/query.js');
   const dd = openDataDir(dir, { env: {} });
   const ctx = {
     db: dd.db,
+    store: store(dd.db),
     masterKey: dd.masterKey,
     config: loadConfig({ env: {}, dataDir: dir }),
     now: Date.now,

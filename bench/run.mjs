@@ -22,15 +22,15 @@ print('');
 // Each suite: its name, file, title, and the parts of msgd it needs on PostgreSQL (src/runtime.ts,
 // SQLITE_ONLY_PARTS); null for a suite that measures the SQLite data directory itself.
 const suites = [
-  ['send', './send.mjs', 'Send API and dispatch', ['auth']],
+  ['send', './send.mjs', 'Send API and dispatch', []],
   ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in', ['jobs']],
-  ['v1', './v1.mjs', 'Resource API and webhooks out', ['auth', 'jobs', 'webhooksOut']],
-  ['v1-messages', './v1-messages.mjs', 'Resource API: the message list', ['auth']],
-  ['scheduled', './scheduled.mjs', 'Scheduled sends: a same-second burst, the scheduled list, accept', ['auth']],
+  ['v1', './v1.mjs', 'Resource API and webhooks out', ['jobs', 'webhooksOut']],
+  ['v1-messages', './v1-messages.mjs', 'Resource API: the message list', []],
+  ['scheduled', './scheduled.mjs', 'Scheduled sends: a same-second burst, the scheduled list, accept', []],
   ['backup', './backup.mjs', 'Backup under send load', null],
-  ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time', ['auth']],
-  ['ui', './ui.mjs', 'Web console pages', ['upkeep']],
-  ['tui', './tui.mjs', 'The operator console (msgctl tui) beside the send API', ['auth']],
+  ['metrics', './metrics.mjs', 'Metrics: send-path overhead and scrape time', []],
+  ['ui', './ui.mjs', 'Web console pages', []],
+  ['tui', './tui.mjs', 'The operator console (msgctl tui) beside the send API', []],
 ];
 let store;
 try {

@@ -38,10 +38,10 @@ export async function setup(dataDir, providerUrl, { preload = 0, sendAt, suppres
   const config = loadConfig({ env: {}, dataDir });
   const dd = openDataDir(dataDir, { create: true, env: {} });
   const ctx = { db: dd.db, store: store(dd.db), masterKey: dd.masterKey, config, now: Date.now, gatewayKinds };
-  const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
+  const p = await createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
   // The bench measures the send API, not the limiter refusing it.
-  setPartnerLimits(ctx, p.id, { rateLimitPerMinute: 1_000_000_000 }, 'bench');
-  topup(ctx, p.id, 1_000_000_000_000, 'bench funds', 'bench');
+  await setPartnerLimits(ctx, p.id, { rateLimitPerMinute: 1_000_000_000 }, 'bench');
+  await topup(ctx, p.id, 1_000_000_000_000, 'bench funds', 'bench');
   const gw = await addGateway(
     ctx,
     {
@@ -54,7 +54,7 @@ export async function setup(dataDir, providerUrl, { preload = 0, sendAt, suppres
   );
   const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15017250604' }, 'bench');
   await setPrice(ctx, { channel: 'sms', amount: 7500 }, 'bench');
-  const { secret } = issueToken(ctx, { partner: p.id, name: 'bench', scopes: '*' }, 'bench');
+  const { secret } = await issueToken(ctx, { partner: p.id, name: 'bench', scopes: '*' }, 'bench');
   if (suppressions > 0) {
     // Straight into the table, as years of STOPs and bounces would leave it: half SMS numbers
     // (none a bench recipient), half email addresses.

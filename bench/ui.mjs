@@ -43,13 +43,14 @@ async function seed(dataDir, count) {
   const { inviteUser } = await dist('core/users.js');
   const { createSession } = await dist('core/ui-sessions.js');
   const { rollUpSpend } = await dist('core/spend.js');
+  const { store } = await dist('db/query.js');
   const config = loadConfig({ env: {}, dataDir });
   const dd = openDataDir(dataDir, { create: true, env: {} });
-  const ctx = { db: dd.db, masterKey: dd.masterKey, config, now: Date.now, gatewayKinds };
+  const ctx = { db: dd.db, store: store(dd.db), masterKey: dd.masterKey, config, now: Date.now, gatewayKinds };
   const db = dd.db.sqlite;
-  const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
-  topup(ctx, p.id, 1_000_000_000_000, null, 'bench');
-  const { member: user } = inviteUser(ctx, { partner: p.id, email: 'bench@example.com', role: 'admin' }, 'bench');
+  const p = await createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
+  await topup(ctx, p.id, 1_000_000_000_000, null, 'bench');
+  const { member: user } = await inviteUser(ctx, { partner: p.id, email: 'bench@example.com', role: 'admin' }, 'bench');
   db.prepare('UPDATE users SET password_hash = ? WHERE id = ?').run('scrypt$bench', user.user_id);
   db.prepare(`UPDATE memberships SET status = 'active', accepted_at = ? WHERE user_id = ?`).run(
     Date.now(),
@@ -108,9 +109,9 @@ async function seed(dataDir, count) {
     db.prepare('UPDATE partners SET balance = ? WHERE id = ?').run(balance, p.id);
   })();
   // What the minute's maintenance task has done by the time anyone looks.
-  rollUpSpend(ctx);
+  await rollUpSpend(ctx);
   db.exec('ANALYZE');
-  const { secret } = createSession(ctx, user.user_id, { ip: '127.0.0.1' });
+  const { secret } = await createSession(ctx, user.user_id, { ip: '127.0.0.1' });
   dd.close();
   const cursors = deep.map((id) => Buffer.from(JSON.stringify({ o: 'm', id })).toString('base64url'));
   return { cookie: `msgd_session=${secret}`, sample, cursors, conversation: convs[convs.length - 1] };

@@ -41,10 +41,10 @@ export async function openCtx(dataDir, overrides = {}) {
 export async function partnerWithToken(ctx) {
   const { createPartner, setPartnerLimits } = await dist('core/partners.js');
   const { issueToken } = await dist('core/tokens.js');
-  const p = createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
+  const p = await createPartner(ctx, { slug: 'bench', name: 'Bench' }, 'bench');
   // The bench measures the API, not the limiter refusing it.
-  setPartnerLimits(ctx, p.id, { rateLimitPerMinute: 1_000_000_000 }, 'bench');
-  const { secret } = issueToken(ctx, { partner: p.id, name: 'bench', scopes: '*' }, 'bench');
+  await setPartnerLimits(ctx, p.id, { rateLimitPerMinute: 1_000_000_000 }, 'bench');
+  const { secret } = await issueToken(ctx, { partner: p.id, name: 'bench', scopes: '*' }, 'bench');
   return { partnerId: p.id, token: secret };
 }
 

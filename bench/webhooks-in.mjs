@@ -135,7 +135,7 @@ export async function run({ print = console.log, seconds = 5 } = {}) {
   try {
     const { rt } = server;
     const db = rt.ctx.db.sqlite;
-    const partner = createPartner(rt.ctx, { slug: 'bench', name: 'bench' }, 'bench');
+    const partner = await createPartner(rt.ctx, { slug: 'bench', name: 'bench' }, 'bench');
     const gw = await addGateway(
       rt.ctx,
       {
