@@ -10,19 +10,19 @@ import { listPrices } from '../core/prices.js';
 import { countHeldMessages } from '../jobs/restore-hold.js';
 import { DB_FILE, openDataDir, type DataDir } from '../db/datadir.js';
 import { keyFileMode, loadMasterKeyWithoutDataDir, modeText, type KeySource } from '../db/master-key.js';
-import { SEALED_ROWS, type SealedKind } from '../core/sealed-secrets.js';
+import { SEALED_ROWS, type SealedKind, verifySealedSecrets } from '../core/sealed-secrets.js';
 import { migrate, type MigrationStatus, migrationStatus } from '../db/migrate.js';
 import { checkIntegrity } from '../db/open.js';
 import { migrate as migratePg, migrationStatusIn } from '../db/pg/migrate.js';
 import { redactUrl } from '../lib/redact-url.js';
 import { connectPg, type PgStore } from '../db/pg/store.js';
-import { type Sql, sql, type Dialect } from '../db/sql.js';
+import { sql, type Dialect } from '../db/sql.js';
 import { configFileFor } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { type HeartbeatRow, serverState } from '../core/counter-store.js';
+import { readHeartbeat, readServerConfigFile, serverState } from '../core/counter-store.js';
 import { configFor, coreCtxOf, withGlobals, type Globals } from './context.js';
 import { describeError } from './errors.js';
-import { SecretDecryptError, unseal } from '../core/secrets.js';
+import { SecretDecryptError } from '../core/secrets.js';
 import { examples } from './help.js';
 import { sqliteOnlyDb, storeKindOf } from '../db/open-store.js';
 import { count, money, table, type Result } from './output.js';
@@ -66,37 +66,10 @@ const SEALED_CHECK: Record<SealedKind, { name: string; what: string }> = {
   totp: { name: 'TOTP secrets', what: 'TOTP secrets' },
 };
 
-// Every column holding a secret sealed with the master key, by kind (src/core/sealed-secrets.ts
-// names them for msgd's start), read here through the store so that the check runs on either.
-const SEALED: readonly { kind: SealedKind; query: Sql }[] = [
-  { kind: 'gateway', query: sql`SELECT id, secrets FROM gateways ORDER BY id` },
-  // The previous secret too: it signs during a rotation's grace period.
-  { kind: 'webhook', query: sql`SELECT id, secret, previous_secret FROM webhook_endpoints ORDER BY id` },
-  { kind: 'totp', query: sql`SELECT id, totp_secret FROM users WHERE totp_secret IS NOT NULL ORDER BY id` },
-];
-
-type SealedRow = { id: string } & Record<string, string | null>;
-
-function opens(key: Buffer, row: SealedRow): boolean {
-  for (const [column, value] of Object.entries(row)) {
-    if (column === 'id' || value === null) continue;
-    try {
-      unseal(key, value);
-    } catch (e) {
-      if (e instanceof SecretDecryptError) return false;
-      throw e;
-    }
-  }
-  return true;
-}
-
 /** One check per kind of sealed secret: how many rows were opened, or which did not open. */
 async function sealedChecks(ctx: CoreCtx): Promise<Check[]> {
   const checks: Check[] = [];
-  for (const { kind, query } of SEALED) {
-    const all = await ctx.store.all<SealedRow>(query);
-    const rows = all.length;
-    const failed = all.filter((row) => !opens(ctx.masterKey, row)).map((row) => row.id);
+  for (const { kind, rows, failed } of await verifySealedSecrets(ctx)) {
     const { name, what } = SEALED_CHECK[kind];
     const [one, many] = SEALED_ROWS[kind];
     if (!failed.length) {
@@ -310,48 +283,14 @@ function sameFile(a: string | null, b: string | null): boolean {
   return real(a) === real(b);
 }
 
-/** msgd's heartbeat (src/core/counter-store.ts), through the store: is msgd running? */
-async function heartbeatIn(ctx: CoreCtx): Promise<HeartbeatRow | null> {
-  const r = await ctx.store.get<{
-    version: string;
-    pid: number;
-    started_at: number;
-    beat_at: number;
-    running: number;
-    host: string | null;
-  }>(sql`SELECT version, pid, started_at, beat_at, running, host FROM heartbeat WHERE id = 1`);
-  if (!r) return null;
-  return {
-    version: r.version,
-    pid: r.pid,
-    startedAt: r.started_at,
-    beatAt: r.beat_at,
-    running: r.running === 1,
-    gauges: {},
-    host: r.host,
-  };
-}
-
-/** The config file msgd recorded at its start (writeServerConfigFile), through the store. */
-async function serverConfigFileIn(ctx: CoreCtx): Promise<{ path: string | null } | undefined> {
-  const r = await ctx.store.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = 'server_config_file'`);
-  if (!r) return undefined;
-  try {
-    const v = JSON.parse(r.value);
-    return { path: typeof v?.path === 'string' ? v.path : null };
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * msgctl builds links (user invites, webhook URLs) and reaches msgd (sandbox inbound) from its
  * own configuration: one that is not msgd's gives another publicUrl or port.
  */
 async function serverConfigCheck(ctx: CoreCtx, mine: string | null, place: string): Promise<Check | null> {
-  const theirs = await serverConfigFileIn(ctx);
+  const theirs = await readServerConfigFile(ctx);
   if (!theirs) return null;
-  const state = serverState(await heartbeatIn(ctx), ctx.now()).state;
+  const state = serverState(await readHeartbeat(ctx), ctx.now()).state;
   const who = state === 'stopped' ? `the msgd that last ran on ${place}` : `the msgd running on ${place}`;
   if (sameFile(theirs.path, mine)) {
     return { name: 'msgd configuration', status: 'ok', message: `${who} read the same (${mine ?? NO_CONFIG_FILE})` };
