@@ -65,7 +65,13 @@ export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean
     m.id,
   );
   for (const ev of announced) stmt(db, DROP_DELIVERY_ANSWERS_SQL).run(ev.id);
-  emitEvent(ctx, m.partner_id, 'message.deleted', {
+  emitEvent(ctx, m.partner_id, 'message.deleted', deletedEvent(m, at));
+  return true;
+}
+
+/** What message.deleted carries, written by markDeleted and markDeletedIn. */
+function deletedEvent(m: DeletedTarget, at: number) {
+  return {
     message_id: m.id,
     channel: m.channel_type,
     from: m.from,
@@ -73,8 +79,7 @@ export function markDeleted(ctx: CoreCtx, m: DeletedTarget, at: number): boolean
     conversation_id: m.conversation_id,
     provider_message_id: m.provider_message_id,
     deleted_at: iso(at),
-  });
-  return true;
+  };
 }
 
 /** markDeleted in a store transaction (or on the store), on either store. */
@@ -102,15 +107,7 @@ export async function markDeletedIn(q: Queryable, ctx: CoreCtx, m: DeletedTarget
           WHERE response_snippet IS NOT NULL AND delivery_id IN (SELECT id FROM webhook_deliveries WHERE event_id = ${ev.id})`,
     );
   }
-  await emitEventIn(q, ctx, m.partner_id, 'message.deleted', {
-    message_id: m.id,
-    channel: m.channel_type,
-    from: m.from,
-    to: m.to,
-    conversation_id: m.conversation_id,
-    provider_message_id: m.provider_message_id,
-    deleted_at: iso(at),
-  });
+  await emitEventIn(q, ctx, m.partner_id, 'message.deleted', deletedEvent(m, at));
   return true;
 }
 
