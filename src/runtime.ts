@@ -105,7 +105,8 @@ async function refuseWrongKey(ctx: CoreCtx, source: KeySource): Promise<void> {
 
 /** The parts of msgd built only on SQLite: each still works on the SQLite connection itself. */
 export const SQLITE_ONLY_PARTS = {
-  jobs: 'the jobs besides dispatch: webhooks in, cron and maintenance (src/queue/worker.ts runs dispatch only)',
+  webhooksIn: 'processing provider webhooks: their statuses and inbound messages (src/webhooks-in/process.ts)',
+  maintenance: 'cron and the maintenance jobs: retention, template sync, console upkeep (src/jobs/maintenance.ts)',
   webhooksOut: 'webhooks out: fan-out and delivery (src/webhooks-out/)',
 } as const;
 
@@ -195,7 +196,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     leaseMs: config.jobs.leaseSeconds * 1000,
     now,
   });
-  // On PostgreSQL the worker runs dispatch alone (the other job kinds are SQLITE_ONLY_PARTS.jobs).
+  // On PostgreSQL the worker runs dispatch alone (the other job kinds are among SQLITE_ONLY_PARTS).
   const worker = new Worker({
     db: onSqlite ? opened.db : undefined,
     queue,
