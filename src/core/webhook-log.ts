@@ -211,9 +211,10 @@ export function webhookLogJson(r: WebhookLogRow & { body_bytes?: number | null }
 }
 
 /** Delete up to `batch` rows received before `cutoff`; returns how many went. */
-export function expireWebhookLog(ctx: CoreCtx, cutoff: number, batch = 5000): number {
-  return stmt(
-    ctx.db.sqlite,
-    `DELETE FROM provider_webhooks WHERE id IN (SELECT id FROM provider_webhooks WHERE received_at < ? ORDER BY received_at LIMIT ?)`,
-  ).run(cutoff, batch).changes;
+export async function expireWebhookLog(ctx: CoreCtx, cutoff: number, batch = 5000): Promise<number> {
+  const { changes } = await ctx.store.run(
+    sql`DELETE FROM provider_webhooks WHERE id IN (SELECT id FROM provider_webhooks WHERE received_at < ${cutoff}
+          ORDER BY received_at LIMIT ${batch})`,
+  );
+  return changes;
 }

@@ -196,7 +196,7 @@ export function webhookRetentionTask(): MaintenanceTask<{ ctx: CoreCtx; config: 
       let deleted = 0;
       // Small batches, yielding between them: a big backlog must not hold the write lock.
       for (;;) {
-        const n = expireWebhookLog(deps.ctx, cutoff);
+        const n = await expireWebhookLog(deps.ctx, cutoff);
         deleted += n;
         if (n < 5000) return { deleted };
         await new Promise((r) => setImmediate(r));
