@@ -1,7 +1,7 @@
 import { Agent, type Dispatcher } from 'undici';
 import type { CoreCtx } from '../core/context.js';
 import { getGateway } from '../core/gateways.js';
-import { openGateway, openGatewaysOfKind, type GatewayWithSecrets } from '../core/gateway-secrets.js';
+import { openGatewayIn, openGatewaysOfKindIn, type GatewayWithSecrets } from '../core/gateway-secrets.js';
 import { recordSyncFailure, storeCatalogue } from '../core/whatsapp-templates.js';
 import { AppError } from '../lib/errors.js';
 import { fetchCatalogue } from '../providers/whatsapp-cloud/templates.js';
@@ -45,7 +45,7 @@ export async function syncGatewayTemplates(deps: TemplateSyncDeps, ref: string):
       'invalid_request',
       `${view.name} is a ${view.kind} gateway: only WhatsApp Cloud gateways have templates`,
     );
-  const gw = openGateway(deps.ctx, view.id);
+  const gw = await openGatewayIn(deps.ctx, view.id);
   if (!gw.settings.waba_id)
     throw new AppError(
       'invalid_request',
@@ -58,7 +58,7 @@ export async function syncGatewayTemplates(deps: TemplateSyncDeps, ref: string):
 /** Every active WhatsApp Cloud gateway that names its WABA. */
 export async function syncAllTemplates(deps: TemplateSyncDeps): Promise<SyncOutcome[]> {
   const out: SyncOutcome[] = [];
-  for (const gw of openGatewaysOfKind(deps.ctx, ['whatsapp_cloud'])) {
+  for (const gw of await openGatewaysOfKindIn(deps.ctx, ['whatsapp_cloud'])) {
     if (gw.status !== 'active' || !gw.settings.waba_id) continue;
     out.push(await syncOne(deps, gw));
   }
