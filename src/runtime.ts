@@ -26,7 +26,11 @@ import { gatewayKinds } from './providers/kinds.js';
 import { closeAdapters } from './providers/registry.js';
 import type { MaintenanceDeps } from './jobs/maintenance.js';
 import type { MaintenanceTask } from './queue/maintenance-task.js';
-import { createWebhooksOut, type WebhooksOut } from './webhooks-out/index.js';
+import {
+  createWebhooksOut,
+  retentionTask as webhooksOutRetentionTask,
+  type WebhooksOut,
+} from './webhooks-out/index.js';
 import { consoleTasks } from './jobs/console-upkeep.js';
 import { Counters } from './core/counters.js';
 import { clearCircuits, saveCircuit } from './core/circuits.js';
@@ -106,7 +110,6 @@ async function refuseWrongKey(ctx: CoreCtx, source: KeySource): Promise<void> {
 /** The parts of msgd built only on SQLite: each still works on the SQLite connection itself. */
 export const SQLITE_ONLY_PARTS = {
   webhooksIn: 'processing provider webhooks: their statuses and inbound messages (src/webhooks-in/process.ts)',
-  maintenance: 'cron and the maintenance jobs: retention, template sync, console upkeep (src/jobs/maintenance.ts)',
   webhooksOut: 'webhooks out: fan-out and delivery (src/webhooks-out/)',
 } as const;
 
@@ -196,7 +199,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     leaseMs: config.jobs.leaseSeconds * 1000,
     now,
   });
-  // On PostgreSQL the worker runs dispatch alone (the other job kinds are among SQLITE_ONLY_PARTS).
+  // On PostgreSQL the worker runs dispatch and maintenance (webhooks in's kinds are among SQLITE_ONLY_PARTS).
   const worker = new Worker({
     db: onSqlite ? opened.db : undefined,
     queue,
@@ -323,6 +326,10 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     breakers,
     callbackBase: (base) => rt.callbackBase(base),
   });
+  // On both stores; the server schedules them (src/jobs/maintenance.ts), once per slot per database.
+  rt.maintenanceTasks.push(webhookRetentionTask(), webhooksOutRetentionTask(config.webhooksOut.retentionDays));
+  rt.maintenanceTasks.push(...consoleTasks);
+  rt.maintenanceTasks.push(templateSyncTask({ dispatcher, timeoutMs: config.dispatch.timeoutMs }));
   if (!onSqlite) return rt;
   registerWebhooksIn(worker, {
     ctx,
@@ -335,9 +342,6 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     logger,
     counters,
   });
-  rt.maintenanceTasks.push(webhookRetentionTask(), ...webhooksOut.maintenanceTasks);
-  rt.maintenanceTasks.push(...consoleTasks);
-  rt.maintenanceTasks.push(templateSyncTask({ dispatcher, timeoutMs: config.dispatch.timeoutMs }));
   return rt;
 }
 

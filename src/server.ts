@@ -120,9 +120,12 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
         onError: (m) => logger.warn({ err: m }, 'WAL checkpoint failed'),
       });
       rt.maintenanceTasks.push(...dataUpkeepTasks(config, dataDir));
-      maintenance = startMaintenance(rt, { checkpointer });
-      // The WhatsApp template catalogues are read at start too, not only every few hours.
-      await maintenance.cron.fire(TEMPLATE_SYNC_TASK, new Date(rt.ctx.now()));
+    }
+    // Cron and the maintenance jobs, on both stores: each slot claimed once in the database.
+    maintenance = startMaintenance(rt, { checkpointer });
+    // The WhatsApp template catalogues are read at start too, not only every few hours.
+    await maintenance.cron.fire(TEMPLATE_SYNC_TASK, new Date(rt.ctx.now()));
+    if (dataDir) {
       // The data directory is locked to this process: jobs left running were a dead msgd's.
       const orphans = await rt.queue.reclaimOrphans();
       if (orphans > 0) {
@@ -134,7 +137,7 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       rt.worker.start();
       rt.webhooksOut.start();
     } else {
-      // PostgreSQL: dispatch (the worker's one kind there). No lock says a msgd that left jobs
+      // PostgreSQL: dispatch and maintenance. No lock says a msgd that left jobs
       // running is gone: the lifeline takes them back once their lease has passed.
       rt.worker.start();
     }

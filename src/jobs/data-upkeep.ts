@@ -2,12 +2,12 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/schema.js';
 import type { DataDir } from '../db/datadir.js';
-import { pruneLoginAudit, redactOldContent } from '../core/retention.js';
 import { backupDir, backupFileName, keepKeyBeside, pruneBackups, snapshot } from '../db/backup.js';
 import type { MaintenanceTask } from '../queue/maintenance-task.js';
 import type { MaintenanceDeps } from './maintenance.js';
 
-// Scheduled backups and retention, run by the job loop like the other maintenance tasks.
+// Scheduled backups of the SQLite data directory, run by the job loop like the other maintenance
+// tasks (retention, on both stores, is one of src/jobs/maintenance.ts's built-in tasks).
 
 /** backup.schedule: a snapshot into backup.dir, keeping the newest backup.keep. */
 function backupTask(schedule: string, dataDir: DataDir): MaintenanceTask<MaintenanceDeps> {
@@ -26,20 +26,7 @@ function backupTask(schedule: string, dataDir: DataDir): MaintenanceTask<Mainten
   };
 }
 
-/** Hourly, so each run has about an hour of messages to redact: small batches, never a backlog. */
-function retentionTask(): MaintenanceTask<MaintenanceDeps> {
-  return {
-    name: 'retention',
-    cron: '53 * * * *',
-    run: async (rt) => {
-      const { messageContentDays, loginAuditDays } = rt.config.retention;
-      const content = messageContentDays === null ? null : await redactOldContent(rt.ctx, messageContentDays);
-      const logins = await pruneLoginAudit(rt.ctx, loginAuditDays);
-      return { content, loginAuditDeleted: logins };
-    },
-  };
-}
-
+/** The data directory's own tasks; PostgreSQL has none (its backups are pg_dump's or archiving's). */
 export function dataUpkeepTasks(config: Config, dataDir: DataDir): MaintenanceTask<MaintenanceDeps>[] {
-  return [...(config.backup.schedule ? [backupTask(config.backup.schedule, dataDir)] : []), retentionTask()];
+  return config.backup.schedule ? [backupTask(config.backup.schedule, dataDir)] : [];
 }

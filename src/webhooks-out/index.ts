@@ -13,13 +13,13 @@ import { Fanout } from './fanout.js';
 
 // Outbound webhooks as one unit for the runtime: fan-out, a worker of their own (so slow
 // partner endpoints never take the slots of message dispatch, and webhooksOut.concurrency
-// bounds them), the HTTP agent, and retention.
+// bounds them) and the HTTP agent. Their retention (retentionTask) is a maintenance task on both
+// stores.
 
 export interface WebhooksOut {
   worker: Worker;
   fanout: Fanout;
   agent: Agent;
-  maintenanceTasks: MaintenanceTask<{ ctx: CoreCtx }>[];
   start(): void;
   stop(): Promise<void>;
 }
@@ -53,7 +53,6 @@ export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
     worker,
     fanout,
     agent,
-    maintenanceTasks: [retentionTask(cfg.retentionDays)],
     start() {
       if (started) return;
       started = true;

@@ -1,11 +1,15 @@
+import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pruneLoginAudit, redactOldContent } from '../../src/core/retention.js';
 import { sql } from '../../src/db/sql.js';
-import { ulid } from '../../src/lib/ids.js';
+import { builtinTasks, type MaintenanceDeps } from '../../src/jobs/maintenance.js';
+import { webhookRetentionTask } from '../../src/webhooks-in/process.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
+import { idAt } from './read-fixtures.js';
 
 // Retention on both stores: message content redacted after its days (settled messages only,
-// in batches, from a watermark), and login audit entries pruned.
+// in batches, from a watermark), login audit entries pruned, and the provider webhook log
+// trimmed, as msgd's maintenance tasks run them with the configured limits.
 
 const DAY = 86_400_000;
 const T0 = Date.UTC(2026, 0, 1);
@@ -21,8 +25,9 @@ afterEach(() => t.close());
 
 let seq = 0;
 async function message(at: number, status: string, text: string): Promise<string> {
-  // Ids begin with their creation time; the suffix keeps those of one millisecond in order.
-  const id = `msg_${ulid(at).slice(0, 10)}${String(seq++).padStart(16, '0')}`;
+  // Ids begin with their creation time (not ulid(): it never goes back in time within a
+  // process); the suffix keeps those of one millisecond in order.
+  const id = idAt('msg', at, seq++);
   await t.ctx.store.run(
     sql`INSERT INTO messages (id, partner_id, direction, channel_type, "to", "from", content, status, price, created_at, updated_at)
         VALUES (${id}, 'prt_a', 'outbound', 'sms', '+15550002222', '+15550001111',
@@ -93,5 +98,69 @@ describe('pruneLoginAudit', () => {
     const left = await t.ctx.store.all<{ action: string }>(sql`SELECT action FROM audit_log ORDER BY id`);
     expect(left.map((r) => r.action)).toEqual(['balance.adjust', 'token.issue', 'ui.login']);
     expect(await pruneLoginAudit(t.ctx, 30, { pause: noPause })).toBe(0);
+  });
+});
+
+describe('as maintenance tasks', () => {
+  const deps = (retention: Partial<MaintenanceDeps['config']['retention']>, webhooksIn = {}): MaintenanceDeps => ({
+    ctx: t.ctx,
+    config: {
+      ...t.ctx.config,
+      retention: { ...t.ctx.config.retention, ...retention },
+      webhooksIn: { ...t.ctx.config.webhooksIn, ...webhooksIn },
+    },
+    logger: pino({ level: 'silent' }),
+  });
+  const retention = {
+    run: (rt: MaintenanceDeps) =>
+      builtinTasks(t.dialect)
+        .find((x) => x.name === 'retention')!
+        .run(rt),
+  };
+
+  it('retention redacts content past retention.messageContentDays and login audit past loginAuditDays', async () => {
+    const old = await message(T0, 'delivered', 'old');
+    const young = await message(T0 + 20 * DAY, 'delivered', 'young');
+    for (const [action, at] of [
+      ['ui.login', T0],
+      ['partner.create', T0],
+      ['ui.logout', T0 + 20 * DAY],
+    ] as const)
+      await t.ctx.store.run(
+        sql`INSERT INTO audit_log (actor, action, target_type, created_at) VALUES ('operator:x', ${action}, 'user', ${at})`,
+      );
+    t.clock.now = T0 + 31 * DAY;
+    // Content is kept for good unless messageContentDays is set; login audit goes after its days.
+    expect(await retention.run(deps({ loginAuditDays: 30 }))).toEqual({ content: null, loginAuditDeleted: 1 });
+    expect(await content(old)).toEqual({ kind: 'text', text: 'old' });
+    expect(await retention.run(deps({ messageContentDays: 30, loginAuditDays: 30 }))).toEqual({
+      content: { redacted: 1, held: 0 },
+      loginAuditDeleted: 0,
+    });
+    expect(await content(old)).toMatchObject({ kind: 'redacted', was: 'text' });
+    expect(await content(young)).toEqual({ kind: 'text', text: 'young' });
+    const left = await t.ctx.store.all<{ action: string }>(sql`SELECT action FROM audit_log ORDER BY id`);
+    expect(left.map((r) => r.action)).toEqual(['partner.create', 'ui.logout']);
+  });
+
+  it('provider-webhooks-expire deletes the webhook log past webhooksIn.retentionDays, whatever its state', async () => {
+    const add = async (n: number, at: number, processing: string) => {
+      const id = idAt('wh', at, n);
+      await t.ctx.store.run(
+        sql`INSERT INTO provider_webhooks (id, provider, method, path, headers, body, verification, processing, received_at)
+            VALUES (${id}, 'twilio', 'POST', '/webhooks/twilio', '{}', ${Buffer.from('a=1')}, 'ok', ${processing}, ${at})`,
+      );
+      return id;
+    };
+    await add(1, T0, 'processed');
+    await add(2, T0 + 1, 'pending');
+    const edge = await add(3, T0 + 2 * DAY, 'processed');
+    const young = await add(4, T0 + 9 * DAY, 'unroutable');
+    t.clock.now = T0 + 9 * DAY;
+    const task = webhookRetentionTask();
+    expect(await task.run(deps({}, { retentionDays: 7 }))).toEqual({ deleted: 2 });
+    const left = await t.ctx.store.all<{ id: string }>(sql`SELECT id FROM provider_webhooks ORDER BY id`);
+    expect(left.map((r) => r.id)).toEqual([edge, young]);
+    expect(await task.run(deps({}, { retentionDays: 7 }))).toEqual({ deleted: 0 });
   });
 });

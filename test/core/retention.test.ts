@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { audit } from '../../src/core/audit.js';
 import { pruneLoginAudit, redactOldContent } from '../../src/core/retention.js';
+import { builtinTasks, maintenanceKind } from '../../src/jobs/maintenance.js';
 import { connect, setupPartner, storeOutboundSms } from '../helpers/server.js';
 import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 
@@ -172,10 +173,10 @@ describe('in msgd', () => {
     const { startTestServer } = await import('../helpers/server.js');
     const server = await startTestServer({ 'retention.messageContentDays': 1, 'retention.loginAuditDays': 1 });
     try {
-      const names = server.rt.maintenanceTasks.map((m) => m.name);
-      expect(names).toContain('retention');
-      expect(names).not.toContain('backup');
-      const task = server.rt.maintenanceTasks.find((m) => m.name === 'retention')!;
+      const kinds = server.rt.worker.registeredKinds();
+      expect(kinds).toContain(maintenanceKind('retention'));
+      expect(kinds).not.toContain(maintenanceKind('backup'));
+      const task = builtinTasks('sqlite').find((m) => m.name === 'retention')!;
       expect(task.cron).toBe('53 * * * *');
       const p = await setupPartner(server.ctx, { balance: '10' });
       const { gateway, channel } = await connect(server.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
