@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { JobQueue, type DeadTarget, type Job } from '../queue/queue.js';
+import type { DeadTarget, Job } from '../queue/queue.js';
+import { queueOf } from '../queue/of-ctx.js';
 import { retryDeadJobs, dispatchMessageOf } from '../jobs/dead-jobs.js';
 import { DISPATCH_JOB } from '../jobs/dispatch.js';
 import { notFound } from '../lib/errors.js';
@@ -13,8 +14,6 @@ import { lines, table, when, type Result } from './output.js';
 
 // msgctl jobs: the durable queue as the operator sees it. Dead jobs (retries used up) stay
 // until the operator retries or deletes them; a retried job runs on the server's next claim.
-
-const queueOf = (cli: Cli) => new JobQueue(cli.ctx.db);
 
 function jobJson(j: Job) {
   return {
@@ -33,7 +32,7 @@ function jobJson(j: Job) {
 }
 
 async function stats(cli: Cli): Promise<Result> {
-  const rows = await queueOf(cli).stats();
+  const rows = await queueOf(cli.ctx).stats();
   return {
     json: { data: rows },
     text: rows.length
@@ -47,7 +46,7 @@ async function stats(cli: Cli): Promise<Result> {
 }
 
 async function dead(cli: Cli, opts: { kind?: string; limit: number }): Promise<Result> {
-  const jobs = await queueOf(cli).listDead({ kind: opts.kind, limit: Math.min(opts.limit, 1000) });
+  const jobs = await queueOf(cli.ctx).listDead({ kind: opts.kind, limit: Math.min(opts.limit, 1000) });
   return {
     json: { data: jobs.map(jobJson) },
     text: jobs.length
@@ -66,7 +65,7 @@ async function list(cli: Cli, opts: { state?: string; kind?: string; limit: numb
   if (opts.state !== undefined && !(PENDING_STATES as readonly string[]).includes(opts.state)) {
     throw new UsageError(`--state must be ${PENDING_STATES.join(', ')} (dead jobs: msgctl jobs dead)`);
   }
-  const jobs = await queueOf(cli).listPending({
+  const jobs = await queueOf(cli.ctx).listPending({
     state: opts.state as (typeof PENDING_STATES)[number] | undefined,
     kind: opts.kind,
     limit: Math.min(opts.limit, 1000),
@@ -135,7 +134,7 @@ async function remove(
   opts: { kind?: string; all?: boolean; yes?: boolean },
 ): Promise<Result> {
   const t = target(ref, opts);
-  const queue = queueOf(cli);
+  const queue = queueOf(cli.ctx);
   const found = await queue.deadJobs(t);
   if (typeof t === 'number' && found.length === 0) throw notFound('dead job', String(t));
   if (found.length) {

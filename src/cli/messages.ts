@@ -7,7 +7,7 @@ import { STATUS_RANK, type MessageStatus } from '../core/statuses.js';
 import { cancelScheduled } from '../core/scheduled.js';
 import { releaseHeldDispatches } from '../jobs/restore-hold.js';
 import { notFound } from '../lib/errors.js';
-import { JobQueue } from '../queue/queue.js';
+import { queueOf } from '../queue/of-ctx.js';
 import { positiveInt } from './args.js';
 import { withCli, type Cli } from './context.js';
 import { UsageError } from './errors.js';
@@ -112,7 +112,7 @@ async function cancel(cli: Cli, id: string): Promise<Result> {
 
 /** The messages a restore held (src/jobs/restore-hold.ts) go out, flagged possible duplicates. */
 async function releaseHeld(cli: Cli): Promise<Result> {
-  const released = await releaseHeldDispatches(cli.ctx, new JobQueue(cli.ctx.db));
+  const released = await releaseHeldDispatches(cli.ctx, queueOf(cli.ctx));
   return {
     json: { released },
     text: released

@@ -3,7 +3,7 @@ import { enableEndpoint, findEndpointRef, listAllEndpoints, type EndpointRow } f
 import { getPartner } from '../core/partners.js';
 import { AppError } from '../lib/errors.js';
 import { iso, parseSince } from '../lib/time.js';
-import { JobQueue } from '../queue/queue.js';
+import { queueOf } from '../queue/of-ctx.js';
 import { replayEvent, replaySince, type ReplayReport } from '../webhooks-out/replay.js';
 import { type AttemptRow, listAttempts, listDeliveries, type DeliveryListRow } from '../webhooks-out/store.js';
 import { positiveInt } from './args.js';
@@ -136,7 +136,7 @@ async function replay(
 ): Promise<Result> {
   if (!eventId && !opts.since) throw new UsageError('say what to replay: an event id (evt_…) or --since <time>');
   if (eventId && opts.since) throw new UsageError('give an event id or --since <time>, not both');
-  const queue = new JobQueue(cli.ctx.db);
+  const queue = queueOf(cli.ctx);
   const endpointId = opts.endpoint ? await endpointRef(cli, opts.endpoint) : undefined;
   if (eventId) {
     if (opts.partner) throw new UsageError('--partner goes with --since; an event id names its partner already');

@@ -2,7 +2,8 @@ import type { CoreCtx } from '../core/context.js';
 import type { Queryable } from '../db/query.js';
 import { getMessageRowIn } from '../core/messages.js';
 import { AppError, notFound } from '../lib/errors.js';
-import { JobQueue, type DeadTarget, type Job } from '../queue/queue.js';
+import type { DeadTarget, Job } from '../queue/queue.js';
+import { queueOf } from '../queue/of-ctx.js';
 import { DISPATCH_JOB, awaitsDispatch } from './dispatch.js';
 
 // The operator's retry of dead jobs (msgctl jobs retry, the console's jobs screen): the queue
@@ -54,9 +55,4 @@ export async function retryDeadJobs(ctx: CoreCtx, target: DeadTarget): Promise<R
   if (typeof target === 'number' && out.retried === 0)
     throw new AppError('conflict', `dead job ${target} not retried: ${out.skipped[0].reason}`);
   return out;
-}
-
-/** The job queue over the context's store: SQLite's database, or PostgreSQL's store. */
-function queueOf(ctx: CoreCtx): JobQueue {
-  return new JobQueue(ctx.store.dialect === 'sqlite' ? ctx.db : ctx.store);
 }
