@@ -6,7 +6,7 @@ import { DataDirError, type DataDir } from './db/datadir.js';
 import { describeKeySource, type KeySource } from './db/master-key.js';
 import { kindsTheKeyOpensNone, SEALED_ROWS } from './core/sealed-secrets.js';
 import { lockDataDir } from './db/instance-lock.js';
-import { type OpenedStore, openStore, sqliteOnlyPart } from './db/open-store.js';
+import { type OpenedStore, openStore } from './db/open-store.js';
 import { PgStorageHealth } from './db/pg/health.js';
 import { SqliteStorageHealth, type StorageHealth } from './db/storage.js';
 import type { CoreCtx } from './core/context.js';
@@ -110,7 +110,6 @@ async function refuseWrongKey(ctx: CoreCtx, source: KeySource): Promise<void> {
 /** The parts of msgd built only on SQLite: each still works on the SQLite connection itself. */
 export const SQLITE_ONLY_PARTS = {
   webhooksIn: 'processing provider webhooks: their statuses and inbound messages (src/webhooks-in/process.ts)',
-  webhooksOut: 'webhooks out: fan-out and delivery (src/webhooks-out/)',
 } as const;
 
 export type SqliteOnlyPart = keyof typeof SQLITE_ONLY_PARTS;
@@ -185,8 +184,6 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     gatewayKinds,
   };
   const sqliteOnly = onSqlite ? [] : (Object.keys(SQLITE_ONLY_PARTS) as SqliteOnlyPart[]);
-  /** `make()` on SQLite; on PostgreSQL a stand-in refusing every use with not_on_postgresql. */
-  const part = <T extends object>(what: string, make: () => T): T => (onSqlite ? make() : sqliteOnlyPart<T>(what));
   try {
     await refuseWrongKey(ctx, opened.keySource);
   } catch (e) {
@@ -219,9 +216,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   });
   const shaper = new RateShaper({ now });
   const counters = new Counters();
-  const webhooksOut = part(SQLITE_ONLY_PARTS.webhooksOut, () =>
-    createWebhooksOut({ ctx, queue, config, logger, now, counters }),
-  );
+  const webhooksOut = createWebhooksOut({ ctx, queue, config, logger, now, counters });
   const gateways = new GatewayBook(ctx);
   const webhookIntake = new WebhookIntake({ ctx, config, queue, book: gateways, counters });
   // Every circuit starts closed: what a process before this one published no longer holds.
@@ -304,7 +299,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       // provider may still act on it. A job released anyway counts as reclaimed, so its message
       // is flagged dispatch_uncertain when re-sent.
       await worker.stop({ timeoutMs: Math.max(10_000, config.dispatch.timeoutMs + 2_000) });
-      if (onSqlite) await webhooksOut.stop();
+      await webhooksOut.stop();
       await closeAdapters();
       // destroy, not close: close() would still send the calls queued for a free connection,
       // and their jobs are back in the queue by now.

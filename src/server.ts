@@ -137,9 +137,10 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       rt.worker.start();
       rt.webhooksOut.start();
     } else {
-      // PostgreSQL: dispatch and maintenance. No lock says a msgd that left jobs
-      // running is gone: the lifeline takes them back once their lease has passed.
+      // PostgreSQL: dispatch, maintenance and webhooks out. No lock says a msgd that left jobs
+      // running is gone: the lifelines take them back once their lease has passed.
       rt.worker.start();
+      rt.webhooksOut.start();
     }
     rt.heartbeat = await startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).

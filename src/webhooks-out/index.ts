@@ -37,8 +37,9 @@ export function createWebhooksOut(opts: WebhooksOutOptions): WebhooksOut {
   const { ctx, queue, config, logger } = opts;
   const cfg = config.webhooksOut;
   const agent = createWebhookAgent(cfg);
+  // On the queue's store: SQLite's connection (its settles run within the batch's turn), or
+  // PostgreSQL's pool (each settle awaited on the batch's Tx).
   const worker = new Worker({
-    db: ctx.db,
     queue,
     concurrency: cfg.concurrency,
     leaseMs: config.jobs.leaseSeconds * 1000,
