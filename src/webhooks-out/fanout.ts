@@ -5,6 +5,7 @@ import type { Queryable } from '../db/query.js';
 import { sql } from '../db/sql.js';
 import type { CoreCtx } from '../core/context.js';
 import { outboxSignal } from '../core/events.js';
+import { FailureLog } from '../lib/failure-log.js';
 import type { JobQueue } from '../queue/queue.js';
 import { createDeliveries, type NewDelivery } from './store.js';
 
@@ -24,7 +25,11 @@ type PendingEvent = Pick<Row<typeof eventsTable>, 'id' | 'partner_id' | 'type'>;
 
 export interface FanoutLogger {
   error(obj: object, msg?: string): void;
+  /** The line saying fan-outs succeed again after failing. */
+  info?(obj: object, msg?: string): void;
 }
+
+const noop = () => {};
 
 export class Fanout {
   private scheduled = false;
@@ -32,6 +37,12 @@ export class Fanout {
   private running = false;
   /** The drain under way, if any; a wake meanwhile makes it run another batch. */
   private draining: Promise<void> | null = null;
+  /**
+   * A fan-out that keeps failing (the database unreachable) fails on every sweep: its first
+   * failure is logged with its error, then one line per interval with the count, and one when
+   * a batch commits again.
+   */
+  private readonly failures: FailureLog;
 
   constructor(
     private readonly deps: {
@@ -40,8 +51,16 @@ export class Fanout {
       firstDelayMs: () => number;
       logger: FanoutLogger;
       sweepMs?: number;
+      /** How often a spell of failures is summed up in one line (default 15 s). */
+      failureLogIntervalMs?: number;
     },
-  ) {}
+  ) {
+    const { logger } = deps;
+    this.failures = new FailureLog(
+      { info: (o, m) => (logger.info ?? noop).call(logger, o, m), error: (o, m) => logger.error(o, m) },
+      { what: 'webhook fan-outs', level: 'error', intervalMs: deps.failureLogIntervalMs },
+    );
+  }
 
   /** Fan out up to `limit` pending events, in one transaction; resolves with how many were handled. */
   runOnce(limit = BATCH): Promise<number> {
@@ -86,10 +105,11 @@ export class Fanout {
         this.scheduled = false;
         // A full batch means more may wait: go on (each batch its own transaction, requests in between).
         if ((await this.runOnce()) === BATCH) this.scheduled = true;
+        this.failures.success('fanout');
       }
     } catch (err) {
       this.scheduled = false;
-      this.deps.logger.error({ err }, 'webhook fan-out failed; the sweep will retry');
+      this.failures.failure('fanout', errorCode(err), { err }, 'webhook fan-out failed; the sweep will retry');
     }
   }
 
@@ -134,3 +154,6 @@ export class Fanout {
     return events.length;
   }
 }
+
+const errorCode = (err: unknown): string =>
+  String((err as { code?: unknown } | null)?.code ?? (err instanceof Error ? err.name : 'Error'));

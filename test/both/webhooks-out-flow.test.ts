@@ -12,6 +12,7 @@ import { DELIVERY_JOB, getDelivery, listAttempts, loadForAttempts } from '../../
 import { insertPartner } from './fixtures.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
 import { raceOnRow } from './race.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 // Outbound webhooks' writes on both stores: the fan-out of events to deliveries and their jobs,
 // the settle of an attempt (success, failure and its retry, 410, the endpoint disabled after
@@ -113,6 +114,39 @@ describe('fan-out', () => {
     expect(new Set(ds.map((d) => `${d.event_id} ${d.endpoint_id}`)).size).toBe(ds.length);
     const js = await jobs();
     expect(js.map((j) => j.d).sort()).toEqual(ds.map((d) => d.id).sort());
+  });
+
+  it('a fan-out failing on every sweep logs its first failure, not each one, and says when it works again', async () => {
+    const lines: { level: string; obj: Record<string, unknown>; msg?: string }[] = [];
+    const failing = new Fanout({
+      ctx: t.ctx,
+      queue,
+      firstDelayMs: () => 0,
+      sweepMs: 20,
+      failureLogIntervalMs: 60_000,
+      logger: {
+        error: (obj, msg) => lines.push({ level: 'error', obj: obj as Record<string, unknown>, msg }),
+        info: (obj, msg) => lines.push({ level: 'info', obj: obj as Record<string, unknown>, msg }),
+      },
+    });
+    const ev = await emit('prt_b', 'message.sent');
+    // The endpoints out of reach: every batch fails until they are back.
+    await t.exec('ALTER TABLE webhook_endpoints RENAME TO webhook_endpoints_away');
+    try {
+      failing.start();
+      await sleep(500);
+    } finally {
+      await t.exec('ALTER TABLE webhook_endpoints_away RENAME TO webhook_endpoints');
+    }
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 'error', msg: 'webhook fan-out failed; the sweep will retry' });
+    await waitFor(async () => (await unfanned()) === 0, 'the event fanned out');
+    await failing.stop();
+    expect(await pairs()).toEqual([`${ev.id} ${b1}`]);
+    expect(lines).toHaveLength(2);
+    expect(lines[1].level).toBe('info');
+    expect(lines[1].msg).toMatch(/^webhook fan-outs succeed again after \d+ failures in \d+ s$/);
+    expect(lines[1].obj.failures).toBeGreaterThan(3);
   });
 });
 
