@@ -35,6 +35,12 @@ export const configSchema = z
           })
           .nullable()
           .default(null),
+        /**
+         * PostgreSQL: how long msgd waits for the server to answer a statement before it gives the
+         * connection up and answers 503 storage_unavailable (a server that stopped answering
+         * without closing its connections: a dropped network, a paused VM).
+         */
+        queryTimeoutMs: z.number().int().min(500).max(600_000).default(15_000),
       })
       .strict()
       .prefault({}),

@@ -137,6 +137,7 @@ async function openPostgres(config: Config, url: string, opts: OpenStoreOptions)
     logger: opts.logger ?? silentLogger,
     poolSize: opts.poolSize,
     applicationName: opts.applicationName,
+    queryTimeoutMs: config.database.queryTimeoutMs,
   });
   // Migrations run on a connection of their own (the URL), not one of the pool's.
   const viaUrl = async <T>(fn: () => Promise<T>): Promise<T> => {

@@ -52,6 +52,12 @@ export interface Cluster extends ClusterInfo {
   /** `pg_ctl stop -m <mode>`; the data stays, `start()` brings it back. */
   stop(mode?: 'immediate' | 'fast'): Promise<void>;
   start(): Promise<void>;
+  /**
+   * SIGSTOP to the server and every process of it: it keeps its connections and answers nothing,
+   * as a server behind a dropped network or a paused VM does. `thaw()` (SIGCONT) resumes it.
+   */
+  freeze(): void;
+  thaw(): void;
   /** Stops the server and removes its directory. */
   destroy(): Promise<void>;
 }
@@ -136,6 +142,22 @@ const SETTINGS = [
   'full_page_writes = off',
   'max_connections = 300',
 ];
+
+/** The postmaster (postmaster.pid's first line) and its children, the postmaster first. */
+function serverPids(dataDir: string): number[] {
+  const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const children: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The fields after the command's closing parenthesis: state, then the parent's pid.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === postmaster) children.push(Number(entry));
+    } catch {}
+  }
+  return [postmaster, ...children];
+}
 
 const INITDB_FLAGS = ['--no-sync', '--encoding=UTF8', '--no-locale'];
 
@@ -239,6 +261,11 @@ async function startWith(binaries: Binaries): Promise<Cluster> {
     // A run interrupted before its teardown still leaves no server behind.
     process.once('exit', stopSync);
     let running = true;
+    let frozen = false;
+    const thaw = () => {
+      for (const pid of serverPids(dataDir).reverse()) process.kill(pid, 'SIGCONT');
+      frozen = false;
+    };
     return {
       kind: binaries.kind,
       binaries,
@@ -258,7 +285,13 @@ async function startWith(binaries: Binaries): Promise<Cluster> {
         await ctl(['start']);
         running = true;
       },
+      freeze() {
+        for (const pid of serverPids(dataDir)) process.kill(pid, 'SIGSTOP');
+        frozen = true;
+      },
+      thaw,
       async destroy() {
+        if (frozen) thaw();
         process.removeListener('exit', stopSync);
         if (running) await ctl(['-m', 'immediate', 'stop']).catch(() => {});
         running = false;

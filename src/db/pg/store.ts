@@ -41,6 +41,13 @@ export interface PgOptions {
   poolSize?: number;
   /** How long a new connection may take before the attempt fails (default 5000 ms). */
   connectTimeoutMs?: number;
+  /**
+   * How long a statement may go unanswered (default: no limit). Past it the statement fails as
+   * storage-unavailable (`query_timeout`) and its connection is dropped: a server that stopped
+   * answering without closing the connection (a dropped network, a paused VM) never holds a
+   * request or a job for longer.
+   */
+  queryTimeoutMs?: number;
   /** How long an unused connection stays open (default 30 s). */
   idleTimeoutMs?: number;
   /** `application_name`, shown in pg_stat_activity (default `msgd`). */
@@ -117,6 +124,7 @@ function poolConfig(url: string, opts: PgOptions): pg.PoolConfig {
     max: opts.poolSize ?? 10,
     connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
     idleTimeoutMillis: opts.idleTimeoutMs ?? 30_000,
+    ...(opts.queryTimeoutMs ? { query_timeout: opts.queryTimeoutMs } : {}),
     application_name: opts.applicationName ?? 'msgd',
     keepAlive: true,
     types: exactTypes,
@@ -200,13 +208,15 @@ export function openPg(url: string, opts: PgOptions): PgStore {
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      if (!committing) {
+      const r = unavailableReason(err);
+      if (r) broken ??= err as Error;
+      // A connection that failed is dropped, which rolls back whatever it had begun; a ROLLBACK
+      // sent on it could only wait (a server that stopped answering) or fail the same way.
+      if (!committing && !broken) {
         await client.query('ROLLBACK').catch((e: Error) => {
           broken ??= e;
         });
       }
-      const r = unavailableReason(err);
-      if (r) broken ??= err as Error;
       throw classify(err, url, committing && r !== undefined && lostMidway(r.reason));
     } finally {
       open = false;
