@@ -107,13 +107,13 @@ export const actorOf = (user: SessionUser) => `user:${user.userId}`;
 export function redirectWithNote(ui: Ui, req: FastifyRequest, reply: FastifyReply, path: string, note: FlashNote) {
   const user = req.ui?.user;
   if (!user) throw new LoginRequired();
-  const key = ui.flash.put(user.sessionId, path, note);
+  const key = ui.flash.put(req, reply, user.sessionId, path, note);
   return reply.redirect(`${path}?flash=${key}`, 303);
 }
 
 /** The note a redirect left for this page (shown once: a reload finds none). */
-export function takeNote(ui: Ui, req: FastifyRequest, path: string): FlashNote {
+export function takeNote(ui: Ui, req: FastifyRequest, reply: FastifyReply, path: string): FlashNote {
   const user = req.ui?.user;
   const key = query(req).flash;
-  return (user && ui.flash.take(user.sessionId, path, key)) || {};
+  return (user && ui.flash.take(req, reply, user.sessionId, path, key)) || {};
 }

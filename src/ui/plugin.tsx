@@ -32,7 +32,7 @@ export const uiPlugin: FastifyPluginAsync<{ rt: UiDeps }> = async (app, { rt }) 
     names,
     csrf: new CsrfTokens(rt.ctx.masterKey),
     throttle: new LoginThrottle(rt.ctx),
-    flash: new Flash(rt.ctx.now),
+    flash: new Flash(rt.ctx.masterKey, names, rt.ctx.now),
   };
   const https = names.secure;
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FLASH_TTL_MS } from '../../src/ui/flash.js';
+import { FLASH_TTL_MS, PER_BROWSER } from '../../src/ui/flash.js';
 import { getMessageState } from '../../src/core/messages.js';
 import { applyStatus } from '../../src/core/message-status.js';
 import { newId } from '../../src/lib/ids.js';
@@ -104,6 +104,34 @@ describe('one-time secrets (Post/Redirect/Get)', () => {
     const late = await dev.post('/ui/tokens', { name: 'late', scopes: 'messages:read' });
     s.clock.advance(FLASH_TTL_MS + 1);
     expect((await dev.get(late.headers.get('location')!)).text).not.toContain('id="new-secret"');
+  });
+
+  it("several tabs' notes each show on their own page; a browser holds a few at most; a forged one shows nothing", async () => {
+    const { client: dev } = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
+    await dev.get('/ui/tokens');
+    const locations: string[] = [];
+    for (const name of ['tab-1', 'tab-2', 'tab-3', 'tab-4', 'tab-5']) {
+      const r = await dev.post('/ui/tokens', { name, scopes: 'messages:read' });
+      expect(r.status).toBe(303);
+      locations.push(r.headers.get('location')!);
+    }
+    // Four notes at most: the oldest made room for the fifth.
+    expect([...dev.cookies.keys()].filter((n) => n.startsWith('msgd_flash_'))).toHaveLength(PER_BROWSER);
+    expect((await dev.get(locations[0])).text).not.toContain('id="new-secret"');
+    for (const location of locations.slice(1).reverse())
+      expect((await dev.get(location)).text).toMatch(/id="new-secret">msgd_live_/);
+    expect([...dev.cookies.keys()].filter((n) => n.startsWith('msgd_flash_'))).toHaveLength(0);
+
+    // A note's cookie altered by a byte, or made up, opens nothing and breaks nothing.
+    const r = await dev.post('/ui/tokens', { name: 'forged', scopes: 'messages:read' });
+    const location = r.headers.get('location')!;
+    const name = `msgd_flash_${location.split('flash=')[1]}`;
+    const value = dev.cookies.get(name)!;
+    dev.cookies.set(name, (value[0] === 'A' ? 'B' : 'A') + value.slice(1));
+    const forged = await dev.get(location);
+    expect(forged.status).toBe(200);
+    expect(forged.text).not.toContain('id="new-secret"');
+    expect(dev.cookies.has(name)).toBe(false);
   });
 });
 

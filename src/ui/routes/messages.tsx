@@ -258,7 +258,7 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const content = JSON.parse(m.content) as MessageContent;
     // Still on its way: the page's script fetches it again until the status is final.
     const live = IN_FLIGHT.has(m.status);
-    const note = takeNote(ui, req, `/ui/messages/${m.id}`);
+    const note = takeNote(ui, req, reply, `/ui/messages/${m.id}`);
     return p.render(
       `Message ${m.id}`,
       <div id="message-live" data-refresh={live ? String(REFRESH_MS) : undefined}>

@@ -117,7 +117,7 @@ export const suppressionRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { u
   const page = async (
     req: FastifyRequest,
     reply: FastifyReply,
-    msg: FlashNote = takeNote(ui, req, '/ui/suppressions'),
+    msg: FlashNote = takeNote(ui, req, reply, '/ui/suppressions'),
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'suppressions');

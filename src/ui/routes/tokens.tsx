@@ -37,7 +37,7 @@ export const tokenRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui }) =
   const page = async (
     req: FastifyRequest,
     reply: FastifyReply,
-    msg: FlashNote = takeNote(ui, req, '/ui/tokens'),
+    msg: FlashNote = takeNote(ui, req, reply, '/ui/tokens'),
     status = 200,
   ) => {
     const p = pageCtx(ui, req, reply, 'tokens');

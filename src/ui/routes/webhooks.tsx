@@ -407,7 +407,7 @@ export const webhookRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
     const e = await own(req, reply);
     if (!e) return notFoundPage(ui, req, reply);
     const q = query(req);
-    const note = takeNote(ui, req, `/ui/webhooks/${e.id}`);
+    const note = takeNote(ui, req, reply, `/ui/webhooks/${e.id}`);
     const ok = EVENT_ID.test(q.sent ?? '')
       ? `Test event ${q.sent} is on its way.`
       : EVENT_ID.test(q.replayed ?? '')
