@@ -1,6 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { Db } from './open.js';
-import { render, type Dialect, type Sql } from './sql.js';
+import { isRetryable, StorageUnavailableError } from './pg/errors.js';
+import { render, sql, type Dialect, type Sql } from './sql.js';
 import { rawStmt, stmt } from './stmt.js';
 import {
   type Batcher,
@@ -47,6 +48,39 @@ export interface Queryable {
 
 /** A transaction's own queries: valid until its function's promise settles, refused after. */
 export type Tx = Queryable;
+
+/** What fn in a savepoint came to: its value, or the error it alone failed with (its writes rolled back). */
+export type SavepointResult<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+const SAVEPOINT = sql`SAVEPOINT tx_part`;
+const ROLLBACK_TO = sql`ROLLBACK TO SAVEPOINT tx_part`;
+const RELEASE = sql`RELEASE SAVEPOINT tx_part`;
+
+/**
+ * fn in a savepoint of the caller's transaction `tx` (nested in any the caller holds), on either
+ * store: when fn throws, what it wrote is rolled back and the transaction goes on without it.
+ * An error that is the whole transaction's is passed on instead: the server gone, a
+ * serialization failure or deadlock (PostgreSQL's transaction() runs it again whole), or a
+ * transaction the store rolled back under the savepoint (SQLite on a full disk).
+ */
+export async function inSavepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<SavepointResult<T>> {
+  await tx.run(SAVEPOINT);
+  let value: T;
+  try {
+    value = await fn();
+  } catch (error) {
+    if (error instanceof StorageUnavailableError || isRetryable(error)) throw error;
+    try {
+      await tx.run(ROLLBACK_TO);
+      await tx.run(RELEASE);
+    } catch {
+      throw error;
+    }
+    return { ok: false, error };
+  }
+  await tx.run(RELEASE);
+  return { ok: true, value };
+}
 
 /** A store: SQLite's below, PostgreSQL's in src/db/pg/store.ts (PgStore). */
 export interface Store extends Queryable {
