@@ -1,5 +1,8 @@
 import type { contacts } from '../db/schema.js';
+import { forUpdate } from '../db/dialect.js';
+import type { Queryable } from '../db/query.js';
 import type { Row } from '../db/rows.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { contactEmail } from '../lib/email.js';
 import { newId } from '../lib/ids.js';
@@ -65,6 +68,50 @@ export function findOrCreateContact(
 }
 
 /**
+ * findOrCreateContact inside the caller's store transaction `q`, on either store. The row is
+ * read for update, and a contact created at the same time by another transaction is found
+ * rather than inserted twice.
+ */
+export async function findOrCreateContactIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  partnerId: string,
+  channel: ChannelType,
+  address: string,
+  opts: { name?: string | null; inboundAt?: number } = {},
+): Promise<{ contact: ContactRow; created: boolean }> {
+  const key = contactKeyFor(channel);
+  address = addressFor(channel, address);
+  const col = sql.raw(key);
+  const read = () =>
+    q.get<ContactRow>(
+      sql`SELECT * FROM contacts WHERE partner_id = ${partnerId} AND ${col} = ${address} ${forUpdate(ctx.store.dialect)}`,
+    );
+  const now = ctx.now();
+  let found = await read();
+  if (!found) {
+    const row = newContact(partnerId, key, address, opts, now);
+    const inserted = await q.get<{ id: string }>(
+      sql`INSERT INTO contacts (id, partner_id, name, phone, email, psid, igsid, attributes, last_inbound_at, created_at, updated_at)
+          VALUES (${row.id}, ${row.partner_id}, ${row.name}, ${row.phone}, ${row.email}, ${row.psid}, ${row.igsid},
+            ${row.attributes}, ${row.last_inbound_at}, ${row.created_at}, ${row.updated_at})
+          ON CONFLICT DO NOTHING RETURNING id`,
+    );
+    if (inserted) return { contact: row, created: true };
+    found = (await read())!;
+  }
+  if ((opts.name && !found.name) || opts.inboundAt) {
+    const name = found.name ?? opts.name ?? null;
+    const lastInbound = opts.inboundAt ? Math.max(opts.inboundAt, found.last_inbound_at ?? 0) : found.last_inbound_at;
+    await q.run(
+      sql`UPDATE contacts SET name = ${name}, last_inbound_at = ${lastInbound}, updated_at = ${now} WHERE id = ${found.id}`,
+    );
+    return { contact: { ...found, name, last_inbound_at: lastInbound, updated_at: now }, created: false };
+  }
+  return { contact: found, created: false };
+}
+
+/**
  * The id of the partner's contact for an address, created if absent: all an outbound send
  * needs. In the caller's transaction.
  */
@@ -89,6 +136,20 @@ export function findContactId(
   ).get(partnerId, addressFor(channel, address))?.id;
 }
 
+/** findContactId through `q` (the store, or a transaction's Tx), on either store. */
+export async function findContactIdIn(
+  q: Queryable,
+  partnerId: string,
+  channel: ChannelType,
+  address: string,
+): Promise<string | undefined> {
+  const col = sql.raw(contactKeyFor(channel));
+  const r = await q.get<Pick<ContactRow, 'id'>>(
+    sql`SELECT id FROM contacts WHERE partner_id = ${partnerId} AND ${col} = ${addressFor(channel, address)}`,
+  );
+  return r?.id;
+}
+
 /** An address as contacts keep it: emails in their normal form. */
 function addressFor(channel: ChannelType, address: string): string {
   return contactKeyFor(channel) === 'email' ? contactEmail(address) : address;
@@ -96,6 +157,18 @@ function addressFor(channel: ChannelType, address: string): string {
 
 function createContact(
   ctx: CoreCtx,
+  partnerId: string,
+  key: ContactKey,
+  address: string,
+  opts: { name?: string | null; inboundAt?: number },
+  now: number,
+): ContactRow {
+  const row = newContact(partnerId, key, address, opts, now);
+  insertContact(ctx, row);
+  return row;
+}
+
+function newContact(
   partnerId: string,
   key: ContactKey,
   address: string,
@@ -116,7 +189,6 @@ function createContact(
     updated_at: now,
   };
   row[key] = address;
-  insertContact(ctx, row);
   return row;
 }
 

@@ -1,5 +1,8 @@
 import type { conversations } from '../db/schema.js';
+import { indexedBy } from '../db/dialect.js';
+import type { Queryable } from '../db/query.js';
 import type { Row } from '../db/rows.js';
+import { sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { newId } from '../lib/ids.js';
 import type { ChannelType, CoreCtx } from './context.js';
@@ -61,5 +64,54 @@ export function touchConversation(
     `INSERT INTO conversations (id, partner_id, contact_id, channel_type, channel_id, status, last_message_at, last_inbound_at, created_at, updated_at)
      VALUES (@id, @partner_id, @contact_id, @channel_type, @channel_id, @status, @last_message_at, @last_inbound_at, @created_at, @updated_at)`,
   ).run(row);
+  return row;
+}
+
+/**
+ * touchConversation inside the caller's store transaction `q`, on either store. Its callers
+ * hold the contact's row (read for update), so two transactions do not open two conversations.
+ */
+export async function touchConversationIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  partnerId: string,
+  contactId: string,
+  channel: ChannelType,
+  channelId: string | null,
+  opts: { inbound?: boolean; at?: number } = {},
+): Promise<ConversationRow> {
+  const now = ctx.now();
+  const at = opts.at ?? now;
+  const open = await q.get<ConversationRow>(
+    sql`SELECT * FROM conversations ${indexedBy(ctx.store.dialect, 'conversations_contact')}
+        WHERE contact_id = ${contactId} AND channel_type = ${channel} AND status = 'open' AND partner_id = ${partnerId}
+        ORDER BY id DESC LIMIT 1`,
+  );
+  if (open) {
+    const lastInbound = opts.inbound ? Math.max(at, open.last_inbound_at ?? 0) : open.last_inbound_at;
+    const lastMessage = Math.max(at, open.last_message_at ?? 0);
+    await q.run(
+      sql`UPDATE conversations SET last_message_at = ${lastMessage}, last_inbound_at = ${lastInbound}, updated_at = ${now}
+          WHERE id = ${open.id}`,
+    );
+    return { ...open, last_message_at: lastMessage, last_inbound_at: lastInbound, updated_at: now };
+  }
+  const row: ConversationRow = {
+    id: newId('conv'),
+    partner_id: partnerId,
+    contact_id: contactId,
+    channel_type: channel,
+    channel_id: channelId,
+    status: 'open',
+    last_message_at: at,
+    last_inbound_at: opts.inbound ? at : null,
+    created_at: now,
+    updated_at: now,
+  };
+  await q.run(
+    sql`INSERT INTO conversations (id, partner_id, contact_id, channel_type, channel_id, status, last_message_at, last_inbound_at, created_at, updated_at)
+        VALUES (${row.id}, ${row.partner_id}, ${row.contact_id}, ${row.channel_type}, ${row.channel_id}, ${row.status},
+          ${row.last_message_at}, ${row.last_inbound_at}, ${row.created_at}, ${row.updated_at})`,
+  );
   return row;
 }

@@ -7,9 +7,10 @@ import { newId } from '../lib/ids.js';
 import { moneyJson } from '../lib/money.js';
 import { contentRefs, contentText, type MessageContent } from './message-content.js';
 import type { ChannelType, CoreCtx } from './context.js';
-import { contactIdFor, findOrCreateContact, type ContactRow } from './contacts.js';
-import { touchConversation } from './conversations.js';
-import { emitEvent } from './events.js';
+import { indexedBy } from '../db/dialect.js';
+import { contactIdFor, findOrCreateContact, findOrCreateContactIn, type ContactRow } from './contacts.js';
+import { touchConversation, touchConversationIn, type ConversationRow } from './conversations.js';
+import { emitEvent, emitEventIn } from './events.js';
 import { debit } from './ledger.js';
 import { redactedContent } from './retention.js';
 import type { MessageStatus } from './statuses.js';
@@ -199,6 +200,21 @@ export function storeInbound(
   const content = structuredClone(input.content);
   for (const ref of contentRefs(content))
     ref.message_id = messageIdFor(ctx, input.partnerId, input.channel.type, ref.provider_message_id);
+  const row = inboundRow(ctx, input, contact, conv, content, deletedAt);
+  insertMessage(ctx, row);
+  recordHistory(ctx, row.id, 'received', { at: input.occurredAt });
+  return { message: row, contact, content };
+}
+
+/** The row of an inbound message: 'received', its content redacted when it arrives deleted. */
+function inboundRow(
+  ctx: CoreCtx,
+  input: InboundInput,
+  contact: ContactRow,
+  conv: ConversationRow,
+  content: MessageContent,
+  deletedAt: number | null,
+): MessageRow {
   const now = ctx.now();
   const row: MessageRow = {
     id: newId('msg'),
@@ -228,9 +244,7 @@ export function storeInbound(
     deleted_at: deletedAt,
     send_at: null,
   };
-  insertMessage(ctx, row);
-  recordHistory(ctx, row.id, 'received', { at: input.occurredAt });
-  return { message: row, contact, content };
+  return row;
 }
 
 /** Store an inbound message, its contact and conversation, and the message.received event. */
@@ -239,7 +253,13 @@ export function createInbound(
   input: InboundInput,
 ): { message: MessageRow; contact: ContactRow; eventId: string } {
   const { message: row, contact, content } = storeInbound(ctx, input);
-  const ev = emitEvent(ctx, input.partnerId, 'message.received', {
+  const ev = emitEvent(ctx, input.partnerId, 'message.received', receivedEvent(input, row, contact, content));
+  return { message: row, contact, eventId: ev.id };
+}
+
+/** What message.received carries. */
+function receivedEvent(input: InboundInput, row: MessageRow, contact: ContactRow, content: MessageContent) {
+  return {
     channel: input.channel.type,
     from: input.from,
     body: contentText(content),
@@ -251,7 +271,55 @@ export function createInbound(
     received_at: iso(input.occurredAt),
     // The whole content, as GET /v1/messages/{id} shows it: kind, the option picked, reply_to, ...
     content,
+  };
+}
+
+/** storeInbound inside the caller's store transaction `q`, on either store. */
+export async function storeInboundIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  input: InboundInput,
+  deletedAt: number | null = null,
+): Promise<{ message: MessageRow; contact: ContactRow; content: MessageContent }> {
+  const { contact } = await findOrCreateContactIn(q, ctx, input.partnerId, input.channel.type, input.from, {
+    name: input.profileName ?? null,
+    inboundAt: input.occurredAt,
   });
+  const conv = await touchConversationIn(q, ctx, input.partnerId, contact.id, input.channel.type, input.channel.id, {
+    inbound: true,
+    at: input.occurredAt,
+  });
+  const content = structuredClone(input.content);
+  for (const ref of contentRefs(content))
+    ref.message_id = await messageIdForIn(q, ctx, input.partnerId, input.channel.type, ref.provider_message_id);
+  const r = inboundRow(ctx, input, contact, conv, content, deletedAt);
+  await q.run(
+    sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
+          contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments, error_code,
+          error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
+        VALUES (${r.id}, ${r.partner_id}, ${r.direction}, ${r.channel_type}, ${r.channel_id}, ${r.gateway_id},
+          ${r.conversation_id}, ${r.contact_id}, ${r.to}, ${r.from}, ${r.content}, ${r.status}, ${r.provider_message_id},
+          ${r.provider_id_indexed}, ${r.price}, ${r.segments}, ${r.error_code}, ${r.error_message}, ${r.dispatch_uncertain},
+          ${r.refunded}, ${r.sent_at}, ${r.created_at}, ${r.updated_at}, ${r.deleted_at}, ${r.send_at})`,
+  );
+  await recordHistoryIn(q, ctx, r.id, 'received', { at: input.occurredAt });
+  return { message: r, contact, content };
+}
+
+/** createInbound inside the caller's store transaction `q`, on either store. */
+export async function createInboundIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  input: InboundInput,
+): Promise<{ message: MessageRow; contact: ContactRow; eventId: string }> {
+  const { message: row, contact, content } = await storeInboundIn(q, ctx, input);
+  const ev = await emitEventIn(
+    q,
+    ctx,
+    input.partnerId,
+    'message.received',
+    receivedEvent(input, row, contact, content),
+  );
   return { message: row, contact, eventId: ev.id };
 }
 
@@ -265,6 +333,21 @@ function messageIdFor(ctx: CoreCtx, partnerId: string, channel: ChannelType, pro
     providerMessageId,
     partnerId,
     channel,
+  );
+  return r?.id ?? null;
+}
+
+async function messageIdForIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  partnerId: string,
+  channel: ChannelType,
+  providerMessageId: string,
+): Promise<string | null> {
+  const r = await q.get<{ id: string }>(
+    sql`SELECT id FROM messages ${indexedBy(ctx.store.dialect, 'messages_provider')}
+        WHERE provider_message_id = ${providerMessageId} AND provider_id_indexed = 1 AND partner_id = ${partnerId}
+          AND channel_type = ${channel} ORDER BY id LIMIT 1`,
   );
   return r?.id ?? null;
 }

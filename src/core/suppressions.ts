@@ -595,3 +595,41 @@ export function applyKeyword(
   ).all(inbound.partnerId, address, inbound.to);
   for (const r of rows) deleteRow(ctx, r, inbound.messageId);
 }
+
+/** applyKeyword inside the caller's store transaction `q`, on either store. */
+export async function applyKeywordIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  inbound: { messageId: string; partnerId: string; from: string; to: string; text: string },
+): Promise<void> {
+  const kw = keywordOf(ctx, inbound.text);
+  if (!kw) return;
+  const address = normalizeAddress('sms', inbound.from);
+  if (address === null) return;
+  if (kw === 'opt_out') {
+    const r = await q.get<{ opt_out_scope: OptOutScope }>(
+      sql`SELECT opt_out_scope FROM partners WHERE id = ${inbound.partnerId}`,
+    );
+    await addSuppressionIn(q, ctx, {
+      partnerId: inbound.partnerId,
+      channel: 'sms',
+      address,
+      reason: 'opt_out_keyword',
+      scope: (r?.opt_out_scope ?? 'sender') === 'sender' ? inbound.to : '',
+      source: inbound.messageId,
+      detail: `replied "${inbound.text.trim().slice(0, 40)}" to ${inbound.to}`,
+    });
+    return;
+  }
+  const rows = await q.all<SuppressionRow>(
+    sql`SELECT * FROM suppressions WHERE partner_id = ${inbound.partnerId} AND channel = 'sms' AND address = ${address}
+          AND scope IN ('', ${inbound.to}) AND reason IN ('opt_out_keyword', 'provider_refused') ORDER BY id`,
+  );
+  for (const r of rows) {
+    await q.run(sql`DELETE FROM suppressions WHERE id = ${r.id}`);
+    await emitEventIn(q, ctx, r.partner_id, 'suppression.deleted', {
+      suppression: suppressionJson(r),
+      deleted_by: inbound.messageId,
+    });
+  }
+}

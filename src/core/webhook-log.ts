@@ -2,7 +2,7 @@ import type { providerWebhooks } from '../db/schema.js';
 import type { Row } from '../db/rows.js';
 import { inList } from '../db/dialect.js';
 import type { Queryable } from '../db/query.js';
-import { type Sql, sql } from '../db/sql.js';
+import { type Dialect, type Sql, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { iso } from '../lib/time.js';
 import type { CoreCtx } from './context.js';
@@ -76,6 +76,25 @@ export function finishWebhookLog(ctx: CoreCtx, id: string, processing: Processin
   );
 }
 
+/** finishWebhookLog inside the caller's store transaction `q`, on either store. */
+export async function finishWebhookLogIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  id: string,
+  processing: Processing,
+  error: string | null,
+): Promise<void> {
+  await q.run(
+    sql`UPDATE provider_webhooks SET processing = ${processing}, error = ${clip(error)}, processed_at = ${ctx.now()}
+        WHERE id = ${id}`,
+  );
+}
+
+/** Rows by id through `q` (the store, or a transaction's Tx), in id order; ids not found are left out. */
+export function webhookLogRowsIn(q: Queryable, dialect: Dialect, ids: readonly string[]): Promise<WebhookLogRow[]> {
+  return q.all<WebhookLogRow>(sql`SELECT * FROM provider_webhooks WHERE ${inList(dialect, 'id', ids)} ORDER BY id`);
+}
+
 /** Verified webhooks that ended unroutable, received at or after `since`, oldest first (at most 10,000). */
 export function unroutableWebhookLog(ctx: CoreCtx, since: number): WebhookLogRow[] {
   return stmt<[number], WebhookLogRow>(
@@ -95,6 +114,36 @@ export function noteWebhookProgress(ctx: CoreCtx, id: string, error: string, pro
     ctx.db.sqlite,
     `UPDATE provider_webhooks SET error = ?, processed_at = CASE WHEN ? THEN COALESCE(processed_at, ?) ELSE processed_at END WHERE id = ?`,
   ).run(clip(error), progressed ? 1 : 0, ctx.now(), id);
+}
+
+/** unroutableWebhookLog through `q`, on either store. */
+export function unroutableWebhookLogIn(q: Queryable, since: number): Promise<WebhookLogRow[]> {
+  return q.all<WebhookLogRow>(
+    sql`SELECT * FROM provider_webhooks WHERE processing = 'unroutable' AND verification = 'ok' AND received_at >= ${since}
+        ORDER BY id LIMIT 10000`,
+  );
+}
+
+/** reopenWebhookLog inside the caller's store transaction `q`: true when the row was there. */
+export async function reopenWebhookLogIn(q: Queryable, id: string): Promise<boolean> {
+  const r = await q.run(sql`UPDATE provider_webhooks SET processing = 'pending', processed_at = NULL WHERE id = ${id}`);
+  return r.changes === 1;
+}
+
+/** noteWebhookProgress inside the caller's store transaction `q`, on either store. */
+export async function noteWebhookProgressIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  id: string,
+  error: string,
+  progressed: boolean,
+): Promise<void> {
+  const now = ctx.now();
+  await q.run(
+    sql`UPDATE provider_webhooks SET error = ${clip(error)},
+          processed_at = CASE WHEN ${progressed ? 1 : 0} = 1 THEN COALESCE(processed_at, ${now}) ELSE processed_at END
+        WHERE id = ${id}`,
+  );
 }
 
 export interface WebhookLogFilter {

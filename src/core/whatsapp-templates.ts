@@ -1,6 +1,7 @@
 import type { Row } from '../db/rows.js';
 import type { whatsappTemplateSyncs, whatsappTemplates } from '../db/schema.js';
-import { inList } from '../db/dialect.js';
+import { inList, jsonText } from '../db/dialect.js';
+import type { Queryable } from '../db/query.js';
 import { sql, type Sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { AppError, type ErrorDetail } from '../lib/errors.js';
@@ -183,6 +184,59 @@ export function applyTemplateChange(
       ch.at,
       ctx.now(),
       row.id,
+    );
+    updated++;
+  }
+  return { updated };
+}
+
+/** applyTemplateChange inside the caller's store transaction `q`, on either store. */
+export async function applyTemplateChangeIn(
+  q: Queryable,
+  ctx: CoreCtx,
+  ch: TemplateChange,
+  trusted: (gatewayId: string) => boolean,
+): Promise<{ updated: number } | { unroutable: string }> {
+  const a = ch.account;
+  const gws = (
+    await q.all<{ id: string }>(
+      sql`SELECT id FROM gateways WHERE kind = ${a.kind} AND ${jsonText(ctx.store.dialect, 'settings', a.setting)} = ${a.value}
+          ORDER BY id`,
+    )
+  ).filter((g) => trusted(g.id));
+  if (gws.length === 0) return { unroutable: `no ${a.kind} gateway with ${a.setting} ${a.value} signed this webhook` };
+  const language = ch.language ? normalizeLanguage(ch.language) : null;
+  const status = ch.status?.toUpperCase();
+  const category = ch.category?.toLowerCase();
+  let updated = 0;
+  for (const g of gws) {
+    const row =
+      (ch.metaId
+        ? await q.get<TemplateRow>(
+            sql`SELECT * FROM whatsapp_templates WHERE gateway_id = ${g.id} AND meta_id = ${ch.metaId}`,
+          )
+        : undefined) ??
+      (ch.name && language
+        ? await q.get<TemplateRow>(
+            sql`SELECT * FROM whatsapp_templates WHERE gateway_id = ${g.id} AND name = ${ch.name} AND language = ${language}`,
+          )
+        : undefined);
+    if (!row) {
+      if (!ch.name || !language || !status) continue;
+      await q.run(
+        sql`INSERT INTO whatsapp_templates (id, gateway_id, meta_id, name, language, status, category, parameter_format,
+              components, spec, state_at, synced_at, updated_at)
+            VALUES (${newId('tpl')}, ${g.id}, ${ch.metaId}, ${ch.name}, ${language}, ${status}, ${category ?? ''}, 'positional',
+              '[]', ${JSON.stringify(SPEC_UNKNOWN)}, ${ch.at}, 0, ${ctx.now()})`,
+      );
+      updated++;
+      continue;
+    }
+    // As applyTemplateChange: only a state newer by more than Meta's whole second wins.
+    if (row.state_at >= ch.at + 1000) continue;
+    await q.run(
+      sql`UPDATE whatsapp_templates SET status = ${status ?? row.status}, category = ${category ?? row.category},
+            state_at = ${ch.at}, updated_at = ${ctx.now()} WHERE id = ${row.id}`,
     );
     updated++;
   }
