@@ -137,8 +137,8 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       rt.worker.start();
       rt.webhooksOut.start();
     } else {
-      // PostgreSQL: dispatch, maintenance and webhooks out. No lock says a msgd that left jobs
-      // running is gone: the lifelines take them back once their lease has passed.
+      // PostgreSQL: dispatch, webhook processing, maintenance and webhooks out. No lock says a msgd
+      // that left jobs running is gone: the lifelines take them back once their lease has passed.
       rt.worker.start();
       rt.webhooksOut.start();
     }

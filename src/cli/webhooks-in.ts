@@ -248,7 +248,11 @@ async function follow(cli: Cli, opts: LogOpts, json: boolean, deps: WebhookLogDe
  * Process stored webhooks again (src/webhooks-in/reprocess.ts), after the operator fixed what
  * made them unroutable: the provider got its 200 and will not resend.
  */
-export function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean; since?: string }): Result {
+export async function reprocess(
+  cli: Cli,
+  ids: string[],
+  opts: { unroutable?: boolean; since?: string },
+): Promise<Result> {
   if (ids.length === 0 && !opts.unroutable)
     throw new UsageError('give webhook ids (pwh_…), or --unroutable to take every unroutable one (with --since)');
   if (ids.length > 0 && opts.unroutable) throw new UsageError('give webhook ids or --unroutable, not both');
@@ -258,7 +262,7 @@ export function reprocess(cli: Cli, ids: string[], opts: { unroutable?: boolean;
     if (!Number.isFinite(since))
       throw new UsageError('--since must be a date or time, e.g. 2026-11-20 or 2026-11-20T10:00:00Z');
   }
-  const queued = reprocessWebhooks(cli.ctx, opts.unroutable ? { unroutableSince: since } : { ids });
+  const queued = await reprocessWebhooks(cli.ctx, opts.unroutable ? { unroutableSince: since } : { ids });
   return {
     json: { queued },
     text: queued.length

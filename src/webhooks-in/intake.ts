@@ -72,6 +72,9 @@ export class WebhookIntake {
 
   async receive(inc: IncomingWebhook): Promise<IntakeAnswer> {
     const { ctx, config } = this.deps;
+    // Through a store (PostgreSQL) the gateways are read by load() (once per turn at most);
+    // on SQLite the book reads them on the connection as it is asked.
+    if (!this.conn) await this.deps.book.load();
     const now = ctx.now();
     // An incoming webhook is a raw webhook (its url stays lazy: only Twilio's check reads it).
     const req: RawWebhook = inc;

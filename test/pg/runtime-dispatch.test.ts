@@ -29,7 +29,7 @@ afterAll(async () => {
 describe('msgd on PostgreSQL', () => {
   it('dispatches a queued message through its gateway', async () => {
     expect(rt.sqliteOnly).not.toContain('circuits');
-    expect(rt.worker.registeredKinds()).toEqual([DISPATCH_JOB]);
+    expect(rt.worker.registeredKinds()).toContain(DISPATCH_JOB);
     const now = Date.now();
     await rt.ctx.store.run(
       sql`INSERT INTO partners (id, slug, name, status, balance, created_at, updated_at)

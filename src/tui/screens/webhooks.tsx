@@ -293,8 +293,8 @@ export function WebhooksScreen({ width, height }: { width: number; height: numbe
           'Its events are processed again from the stored body, as msgctl webhooks reprocess does;',
           'only a verified webhook that ended unroutable or in error is taken.',
         ],
-        run: () => {
-          const queued = reprocessWebhooks(ctx, { ids: [id] });
+        run: async () => {
+          const queued = await reprocessWebhooks(ctx, { ids: [id] });
           return {
             text: `${queued.length} webhook(s) queued to be processed again; a running msgd does so within a second.`,
           };
