@@ -573,7 +573,13 @@ export async function applyProviderEventsIn(
       out.ignored.push(ev.note);
       continue;
     }
-    if (await q.get(sql`SELECT 1 AS seen FROM provider_event_keys WHERE key = ${ev.key}`)) {
+    // The event's key is taken first: a transaction applying the same event at the same time
+    // (another msgd on the same PostgreSQL) waits on it here, and finds it once that one commits.
+    const taken = await q.get(
+      sql`INSERT INTO provider_event_keys (key, created_at) VALUES (${ev.key}, ${ctx.now()})
+          ON CONFLICT DO NOTHING RETURNING key`,
+    );
+    if (!taken) {
       out.duplicates++;
       continue;
     }
@@ -587,19 +593,13 @@ export async function applyProviderEventsIn(
             : ev.type === 'template'
               ? await templateIn(q, ctx, ev, opts)
               : await watermarkIn(q, ctx, ev, opts);
-    if ('waiting' in step) {
-      out.waiting.push(step.waiting);
+    if ('waiting' in step || 'unroutable' in step) {
+      // Not applied: its key goes, so a later look or a redelivery may still land.
+      await q.run(sql`DELETE FROM provider_event_keys WHERE key = ${ev.key}`);
+      if ('waiting' in step) out.waiting.push(step.waiting);
+      else out.unroutable.push(step.unroutable);
       continue;
     }
-    if ('unroutable' in step) {
-      out.unroutable.push(step.unroutable);
-      continue;
-    }
-    // ON CONFLICT: another transaction applied the same event meanwhile (PostgreSQL, several
-    // workers): its key stands, and this one's writes are the duplicate's, as a redelivery's.
-    await q.run(
-      sql`INSERT INTO provider_event_keys (key, created_at) VALUES (${ev.key}, ${ctx.now()}) ON CONFLICT DO NOTHING`,
-    );
     if ('ignored' in step) out.ignored.push(step.ignored);
     else out.processed++;
   }

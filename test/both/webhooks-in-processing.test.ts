@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { Agent } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { applyProviderEventsIn, type ProviderEvent } from '../../src/core/inbound.js';
 import { sql } from '../../src/db/sql.js';
 import { GatewayBook } from '../../src/jobs/gateway-book.js';
 import { sandboxBody, signSandbox } from '../../src/providers/sandbox/webhook.js';
@@ -21,6 +22,7 @@ import { connect } from '../helpers/server.js';
 import { PAGE_ID, TWILIO_SID, TWILIO_TOKEN, twilioGateway, WA_PHONE_ID } from '../helpers/gateways.js';
 import { waitFor } from '../helpers/wait.js';
 import { openStoreCtx, type StoreCtx, testStore } from './helpers.js';
+import { raceOnRow } from './race.js';
 import { partner } from './read-fixtures.js';
 
 // Processing provider webhooks on either store, as msgd runs it: a signed webhook goes through
@@ -426,5 +428,31 @@ describe(`webhook processing on ${testStore}`, () => {
     );
     expect(sup).toEqual([{ address: '+14155550188', reason: 'opt_out_keyword' }]);
     expect(await eventsOf('suppression.created')).toHaveLength(1);
+  });
+
+  it('the same event applied by two transactions at once is applied once, the other a duplicate', async () => {
+    const m = await sentMessage();
+    const ev: ProviderEvent = {
+      type: 'status',
+      key: `twilio:${m.sid}:delivered`,
+      ref: { providerMessageId: m.sid! },
+      status: 'delivered',
+      providerStatus: 'delivered',
+      occurredAt: Date.now(),
+    };
+    const opts = { trusted: () => true, refundOnFailure: true, final: true };
+    const apply = () => t.ctx.store.transaction((tx) => applyProviderEventsIn(tx, t.ctx, [ev], opts));
+    // Two msgd on one PostgreSQL, each given a copy of the webhook: both run until the message's row.
+    const settled = await raceOnRow(t, sql`SELECT id FROM messages WHERE id = ${m.id} FOR UPDATE`, [apply, apply]);
+    const outs = settled.map((r) => {
+      if (r.status === 'rejected') throw r.reason;
+      return r.value as Awaited<ReturnType<typeof applyProviderEventsIn>>;
+    });
+    expect(outs.map((o) => [o.processed, o.duplicates]).sort()).toEqual([
+      [0, 1],
+      [1, 0],
+    ]);
+    expect(await statusOf(m.id)).toBe('delivered');
+    expect(await eventsOf('message.delivered')).toHaveLength(1);
   });
 });
