@@ -1,3 +1,4 @@
+import { ledgerSettleMs } from '../db/dialect.js';
 import type { Row } from '../db/rows.js';
 import type { ledgerEntries, spendDaily } from '../db/schema.js';
 import { render, sql } from '../db/sql.js';
@@ -7,6 +8,15 @@ import type { CoreCtx } from './context.js';
 // since a watermark (meta.spend_rollup_ledger_id), by a maintenance task every minute and
 // before the Overview reads it: the send path writes nothing more, and a chart over a ledger
 // with one debit per message reads 30 rows, not millions.
+//
+// The watermark only moves past settled ids. On PostgreSQL ids come from a sequence as rows are
+// inserted, and transactions commit in any order: a debit with a lower id can become visible
+// after a higher one was rolled up, and a watermark past it would skip it forever. A row older
+// than the settle margin (db/dialect.ts `ledgerSettleMs`) had its id drawn more than the margin
+// ago, and so had every lower id: their transactions are over. So a rollup reads the rows past
+// the watermark in id order and takes them up to the last one older than the margin (a younger
+// row before it is taken too: it is settled, by its id). On SQLite the margin is 0 and every
+// visible row is settled. The send path writes nothing for it.
 
 const WATERMARK = 'spend_rollup_ledger_id';
 /** Rows per transaction, so a first rollup over a large ledger never holds the writer long. */
@@ -15,21 +25,25 @@ const BATCH = 20_000;
 type Entry = Pick<Row<typeof ledgerEntries>, 'id' | 'partner_id' | 'kind' | 'amount' | 'created_at'>;
 
 /** Whether the ledger has rows past the watermark: one seek on the primary key, no lock taken. */
-const pendingQuery = () =>
+const pendingQuery = (settledBefore: number | null) =>
   sql`SELECT CASE WHEN EXISTS (SELECT 1 FROM ledger_entries
-        WHERE id > COALESCE((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ${WATERMARK}), 0)) THEN 1 ELSE 0 END AS pending`;
+        WHERE id > COALESCE((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ${WATERMARK}), 0)
+        ${settledBefore === null ? sql`` : sql`AND created_at < ${settledBefore}`}) THEN 1 ELSE 0 END AS pending`;
 /** The pending check's text on SQLite, for its query plan (test/core/query-plans.test.ts). */
-export const SPEND_PENDING_SQL = render(pendingQuery(), 'sqlite').text;
+export const SPEND_PENDING_SQL = render(pendingQuery(null), 'sqlite').text;
 
 /** Fold the ledger's new debits and refunds into spend_daily; returns the entries read. */
 export async function rollUpSpend(ctx: CoreCtx): Promise<number> {
+  const margin = ledgerSettleMs(ctx.store.dialect);
+  // Rows at or after this are not settled by their own age (null: every visible row is).
+  const settledBefore = margin > 0 ? ctx.now() - margin : null;
   // Every Overview folds first; most find nothing new, and a write transaction for nothing
   // would queue the page behind any writer holding the lock (msgctl, a backup, a send batch).
-  const pending = (await ctx.store.get<{ pending: number }>(pendingQuery()))?.pending;
+  const pending = (await ctx.store.get<{ pending: number }>(pendingQuery(settledBefore)))?.pending;
   if (pending === 0) return 0;
   let total = 0;
   for (;;) {
-    const read = await ctx.store.transaction(async (tx) => {
+    const { taken, more } = await ctx.store.transaction(async (tx) => {
       // The watermark's row, written first: on PostgreSQL that holds it locked until commit, so
       // two rollups at once (the minute's task and an Overview) take turns, and the second reads
       // the watermark the first moved: no entry is counted twice. SQLite's transactions take
@@ -38,11 +52,14 @@ export async function rollUpSpend(ctx: CoreCtx): Promise<number> {
         sql`INSERT INTO meta (key, value) VALUES (${WATERMARK}, '0') ON CONFLICT (key) DO UPDATE SET value = meta.value`,
       );
       const mark = (await tx.get<{ value: string }>(sql`SELECT value FROM meta WHERE key = ${WATERMARK}`))!.value;
-      const rows = await tx.all<Entry>(
+      const read = await tx.all<Entry>(
         sql`SELECT id, partner_id, kind, amount, created_at FROM ledger_entries
              WHERE id > ${Number(mark)} ORDER BY id LIMIT ${BATCH}`,
       );
-      if (rows.length === 0) return 0;
+      let settled = read.length;
+      if (settledBefore !== null) while (settled > 0 && read[settled - 1].created_at >= settledBefore) settled--;
+      const rows = read.slice(0, settled);
+      if (rows.length === 0) return { taken: 0, more: false };
       // Summed as BigInt and bound as integers: a day's spend is exact past 2^53.
       const sums = new Map<string, { partner: string; day: string; spend: bigint; messages: number }>();
       for (const r of rows) {
@@ -63,10 +80,10 @@ export async function rollUpSpend(ctx: CoreCtx): Promise<number> {
         );
       }
       await tx.run(sql`UPDATE meta SET value = ${String(rows[rows.length - 1].id)} WHERE key = ${WATERMARK}`);
-      return rows.length;
+      return { taken: rows.length, more: rows.length === BATCH };
     });
-    total += read;
-    if (read < BATCH) return total;
+    total += taken;
+    if (!more) return total;
   }
 }
 

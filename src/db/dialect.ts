@@ -159,3 +159,21 @@ export function unsentPayload(dialect: Dialect, col: ColumnRef, content: string)
     ? sql`json_set(${column(col)}, '$.body', '', '$.media', json('[]'), '$.content', json(${content}))`
     : sql`CAST(jsonb_set(jsonb_set(jsonb_set(${column(col)}::jsonb, '{body}', '""'), '{media}', '[]'), '{content}', CAST(${content} AS jsonb)) AS TEXT)`;
 }
+
+// --- Console: when the ledger's ids are settled -----------------------------------------------
+
+/**
+ * How long after its `created_at` a ledger row may still be uncommitted while rows with higher
+ * ids are already visible, in ms; the spend rollup (core/spend.ts) reads past its id watermark
+ * only up to the last row older than this. 0 on SQLite: one writer at a time draws ids and
+ * commits in id order, so a visible row means every lower id is visible too (or rolled back).
+ * One minute on PostgreSQL: a sequence hands out ids as transactions insert, not as they
+ * commit, so with concurrent transactions (one msgd's send batches, or several msgd) a lower id
+ * can become visible after a higher one. The margin is larger than any transaction writing the
+ * ledger takes (an accept, a refund, a top-up: milliseconds; a debit whose transaction outlasts
+ * it would be left out of the chart) plus the clock difference between the msgd hosts, whose
+ * clocks write `created_at`.
+ */
+export function ledgerSettleMs(dialect: Dialect): number {
+  return dialect === 'sqlite' ? 0 : 60_000;
+}

@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { rollUpSpend, SpendToday, spendSeries } from '../../src/core/spend.js';
+import { ledgerSettleMs } from '../../src/db/dialect.js';
 import { sql } from '../../src/db/sql.js';
 import { insertPartner } from './fixtures.js';
+import { openStoreCtx, type StoreCtx, testStore } from './helpers.js';
 import { raceOnRow } from './race.js';
-import { openStoreCtx, type StoreCtx } from './helpers.js';
 
 // The spend rollup on both stores: debits less refunds per partner and UTC day, each ledger
 // entry counted once however often (and however concurrently) it runs, exact past 2^53.
@@ -73,6 +74,68 @@ describe('spend rollup', () => {
     t.clock.now = D20;
     expect((await spendSeries(t.ctx, 'prt_a', 1))[0]).toEqual({ day: '2026-11-20', spend: 510, messages: 51 });
   });
+
+  it('counts an entry once its ids are settled: at once on SQLite, after the margin on PostgreSQL', async () => {
+    const margin = ledgerSettleMs(t.dialect);
+    t.clock.now = D20;
+    await entries([
+      ['prt_a', 'debit', -100, D20 - margin - 1],
+      ['prt_a', 'debit', -20, D20],
+    ]);
+    // On PostgreSQL the younger debit waits; on SQLite both are settled.
+    expect(await rollUpSpend(t.ctx)).toBe(margin > 0 ? 1 : 2);
+    // An older row after a younger one settles the younger one too: its id was drawn earlier.
+    await entries([['prt_a', 'debit', -3, D20 - margin - 1]]);
+    expect(await rollUpSpend(t.ctx)).toBe(margin > 0 ? 2 : 1);
+    await entries([['prt_a', 'debit', -4_000, D20]]);
+    t.clock.now = D20 + margin;
+    expect(await rollUpSpend(t.ctx)).toBe(margin > 0 ? 0 : 1);
+    t.clock.now = D20 + margin + 1;
+    expect(await rollUpSpend(t.ctx)).toBe(margin > 0 ? 1 : 0);
+    expect(await storedSpend('prt_a', '2026-11-20')).toBe('4123');
+  });
+
+  // SQLite's writer commits in id order: a second writer waits for the first, so this can only
+  // happen on PostgreSQL.
+  it.runIf(testStore === 'postgres')(
+    'counts a debit whose transaction commits after a higher id was rolled up',
+    async () => {
+      const margin = ledgerSettleMs(t.dialect);
+      t.clock.now = D20;
+      await entries([['prt_a', 'debit', -1, D20 - margin - 1]]);
+      // A send batch's transaction inserts its debit (drawing the lower id) and stays open…
+      let commit!: () => void;
+      const held = new Promise<void>((resolve) => (commit = resolve));
+      let inserted!: () => void;
+      const insertedP = new Promise<void>((resolve) => (inserted = resolve));
+      const slow = t.ctx.store.transaction(async (tx) => {
+        await tx.run(
+          sql`INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, actor, created_at)
+              VALUES ('prt_a', 'debit', -20, 0, 'msg_slow', 't', ${D20})`,
+        );
+        inserted();
+        await held;
+      });
+      await insertedP;
+      let first: number;
+      try {
+        // …while a later debit commits and the rollup runs.
+        await entries([['prt_a', 'debit', -300, D20]]);
+        expect(await t.ctx.store.all(sql`SELECT id FROM ledger_entries`)).toHaveLength(2);
+        first = await rollUpSpend(t.ctx);
+      } finally {
+        commit();
+        await slow;
+      }
+      // Then the first commits, and the rollup runs again once the margin has passed.
+      t.clock.now = D20 + margin + 1;
+      await rollUpSpend(t.ctx);
+      expect(await rollUpSpend(t.ctx)).toBe(0);
+      expect((await spendSeries(t.ctx, 'prt_a', 1))[0]).toEqual({ day: '2026-11-20', spend: 321, messages: 3 });
+      // The first rollup took the settled debit only.
+      expect(first).toBe(1);
+    },
+  );
 
   it('keeps a day past 2^53 micro-units exact', async () => {
     // Ten debits of 10^15 in one day: 10^16, past 2^53 (about 9.007 * 10^15), and one more micro-unit.
