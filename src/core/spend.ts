@@ -119,7 +119,8 @@ const DAY_MS = 86_400_000;
 /**
  * Today's spend per partner (debits less refunds since 00:00 UTC), for msgctl's console, which
  * polls it. Summed incrementally by ledger id: each refresh reads only the entries written
- * since the last one, so a partner with a million sends today costs one pass, once.
+ * since the last one (and, on PostgreSQL, those of the last minute again: see the refresh), so
+ * a partner with a million sends today costs one pass, once.
  */
 export class SpendToday {
   private day = -1;
@@ -157,15 +158,27 @@ export class SpendToday {
       this.sums = new Map();
       this.lastId = (await this.firstIdSince(day * DAY_MS)) - 1;
     }
-    const rows = await this.ctx.store.all<{ partner_id: string; spend: string; last: number }>(
-      sql`SELECT partner_id, CAST(-SUM(CASE WHEN kind IN ('debit', 'refund') THEN amount ELSE 0 END) AS TEXT) AS spend,
-                 MAX(id) AS last
-            FROM ledger_entries WHERE id > ${this.lastId} GROUP BY partner_id`,
+    // Only settled ids join the running sums (as for the rollup above): on PostgreSQL an entry
+    // with a lower id can become visible after a higher one. The entries past the last settled
+    // one are summed again at each refresh, so today's figure is current all the same.
+    const margin = ledgerSettleMs(this.ctx.store.dialect);
+    const settled = (await this.ctx.store.get<{ last: number | null }>(
+      sql`SELECT MAX(id) AS last FROM ledger_entries
+           WHERE id > ${this.lastId} ${margin > 0 ? sql`AND created_at < ${now - margin}` : sql``}`,
+    ))!.last;
+    const mark = settled ?? this.lastId;
+    const rows = await this.ctx.store.all<{ partner_id: string; spend: string; settled: number }>(
+      sql`SELECT partner_id, CAST(-SUM(CASE WHEN kind IN ('debit', 'refund') THEN amount ELSE 0 END) AS TEXT) AS spend, settled
+            FROM (SELECT partner_id, kind, amount, CASE WHEN id <= ${mark} THEN 1 ELSE 0 END AS settled
+                    FROM ledger_entries WHERE id > ${this.lastId}) AS e
+           GROUP BY partner_id, settled`,
     );
+    const out = new Map(this.sums);
     for (const r of rows) {
-      this.sums.set(r.partner_id, (this.sums.get(r.partner_id) ?? 0n) + BigInt(r.spend));
-      if (r.last > this.lastId) this.lastId = r.last;
+      if (r.settled === 1) this.sums.set(r.partner_id, (this.sums.get(r.partner_id) ?? 0n) + BigInt(r.spend));
+      out.set(r.partner_id, (out.get(r.partner_id) ?? 0n) + BigInt(r.spend));
     }
-    return new Map([...this.sums].map(([id, v]) => [id, Number(v)]));
+    this.lastId = mark;
+    return new Map([...out].map(([id, v]) => [id, Number(v)]));
   }
 }

@@ -177,4 +177,35 @@ describe('SpendToday', () => {
     // The next UTC day starts from zero.
     expect(await spend.refresh(D20 + DAY)).toEqual(new Map());
   });
+  it.runIf(testStore === 'postgres')(
+    'counts a debit whose transaction commits after a higher id was read',
+    async () => {
+      const margin = ledgerSettleMs(t.dialect);
+      await entries([['prt_a', 'debit', -1, D20]]);
+      const spend = new SpendToday(t.ctx);
+      expect(await spend.refresh(D20 + margin + 1)).toEqual(new Map([['prt_a', 1]]));
+      let commit!: () => void;
+      const held = new Promise<void>((resolve) => (commit = resolve));
+      let inserted!: () => void;
+      const insertedP = new Promise<void>((resolve) => (inserted = resolve));
+      const slow = t.ctx.store.transaction(async (tx) => {
+        await tx.run(
+          sql`INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, message_id, actor, created_at)
+              VALUES ('prt_a', 'debit', -20, 0, 'msg_slow', 't', ${D20 + 2 * margin})`,
+        );
+        inserted();
+        await held;
+      });
+      await insertedP;
+      try {
+        await entries([['prt_a', 'debit', -300, D20 + 2 * margin]]);
+        expect(await spend.refresh(D20 + 2 * margin + 1)).toEqual(new Map([['prt_a', 301]]));
+      } finally {
+        commit();
+        await slow;
+      }
+      expect(await spend.refresh(D20 + 2 * margin + 2)).toEqual(new Map([['prt_a', 321]]));
+      expect(await spend.refresh(D20 + 4 * margin)).toEqual(new Map([['prt_a', 321]]));
+    },
+  );
 });
