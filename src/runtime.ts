@@ -197,6 +197,8 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     maxAttempts: config.jobs.maxAttempts,
     leaseMs: config.jobs.leaseSeconds * 1000,
     now,
+    // Another instance's enqueue wakes this one's worker (a hint: polling finds it anyway).
+    listen: opened.pg && config.database.listen ? (channel, fn) => opened.pg!.listen(channel, fn) : undefined,
   });
   // On PostgreSQL the worker runs dispatch, webhook processing and maintenance, as on SQLite.
   const worker = new Worker({
@@ -205,6 +207,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     concurrency: config.jobs.concurrency,
     leaseMs: config.jobs.leaseSeconds * 1000,
     lifelineIntervalMs: config.jobs.lifelineIntervalSeconds * 1000,
+    maxSleepMs: config.jobs.pollIntervalMs,
     backoff: { baseMs: config.jobs.backoffBaseMs, capMs: config.jobs.backoffCapMs },
     logger,
     now,
@@ -250,6 +253,15 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   } else {
     const dir = opened.dataDir!;
     storage = new SqliteStorageHealth(dir.db, dir.dir, config.health.minFreeDiskMb * 1024 * 1024, now);
+  }
+  let unlisten: (() => Promise<void>) | null = null;
+  try {
+    unlisten = await queue.listenForWakeups();
+  } catch (e) {
+    logger.warn(
+      { err: e },
+      "could not LISTEN for other instances' enqueues: their jobs are found by polling (jobs.pollIntervalMs)",
+    );
   }
   const rt: Runtime = {
     version: VERSION,
@@ -308,6 +320,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await dispatcher.destroy();
       await rt.heartbeat?.stop();
       storage.stop();
+      await unlisten?.().catch(() => {});
       await opened.close();
       release();
     },

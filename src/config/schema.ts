@@ -41,6 +41,12 @@ export const configSchema = z
          * without closing its connections: a dropped network, a paused VM).
          */
         queryTimeoutMs: z.number().int().min(500).max(600_000).default(15_000),
+        /**
+         * On PostgreSQL, workers LISTEN for the NOTIFY of each enqueue and claim a job enqueued by
+         * another instance at once. false: they find it by polling (jobs.pollIntervalMs), for a
+         * connection that cannot LISTEN (PgBouncer in transaction mode).
+         */
+        listen: z.boolean().default(true),
       })
       .strict()
       .prefault({}),
@@ -106,6 +112,8 @@ export const configSchema = z
           .min(1000)
           .default(15 * 60_000),
         lifelineIntervalSeconds: z.number().int().min(1).default(30),
+        /** The longest an idle worker waits before looking for jobs it was not told of (another instance's, msgctl's). */
+        pollIntervalMs: z.number().int().min(10).max(600_000).default(1000),
       })
       .strict()
       .prefault({}),

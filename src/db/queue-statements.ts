@@ -80,7 +80,16 @@ export interface QueueStatements {
   nextRunAt(q: Queryable, kinds: readonly string[]): Promise<number | null>;
   /** `INDEXED BY name` on SQLite; nothing on PostgreSQL (its partial indexes are found by the planner). */
   indexedBy(name: 'jobs_claim' | 'jobs_kind_claim'): Sql;
+  /**
+   * The enqueue's INSERT (`… RETURNING id`) telling the other instances of a new job: on
+   * PostgreSQL it also NOTIFYs JOBS_CHANNEL with `payload` for each row it inserts, delivered at
+   * COMMIT (one per distinct payload per transaction); on SQLite, one process, it is `insert`.
+   */
+  notifying(insert: Sql, payload: () => string): Sql;
 }
+
+/** The PostgreSQL channel an enqueue NOTIFYs and workers LISTEN on. */
+export const JOBS_CHANNEL = 'msgd_jobs';
 
 const claimOrder = (a: SeekRow, b: SeekRow) => a.priority - b.priority || a.run_at - b.run_at || a.id - b.id;
 
@@ -98,6 +107,7 @@ export function sqliteQueueStatements(conn: SyncQueryable): QueueStatements {
       return sqliteNextRunAt(conn, kinds);
     },
     indexedBy: (name) => indexedBy('sqlite', name),
+    notifying: (insert) => insert,
   };
 }
 
@@ -256,6 +266,8 @@ export const pgQueueStatements: QueueStatements = {
     return row?.m == null ? null : Number(row.m);
   },
   indexedBy: (name) => indexedBy('postgres', name),
+  notifying: (insert, payload) =>
+    sql`WITH ins AS (${insert}) SELECT id, pg_notify(${JOBS_CHANNEL}, ${payload()}) AS notified FROM ins`,
 };
 
 /** The queue statements of a store; on SQLite, run on `conn` (the store's connection). */

@@ -1,7 +1,13 @@
 import { resolve } from 'node:path';
 import type { Db } from '../db/open.js';
 import { type Queryable, type Store, store as sqliteStore } from '../db/query.js';
-import { queueStatements, type QueueStatements, type SyncQueryable, syncSqlite } from '../db/queue-statements.js';
+import {
+  JOBS_CHANNEL,
+  queueStatements,
+  type QueueStatements,
+  type SyncQueryable,
+  syncSqlite,
+} from '../db/queue-statements.js';
 import { sql } from '../db/sql.js';
 import { invalid } from '../lib/errors.js';
 import type { DeadTarget, Job, JobState, Lease } from './job.js';
@@ -58,7 +64,15 @@ export interface JobQueueOptions {
   /** Default lease for claim() (config jobs.leaseSeconds). */
   leaseMs?: number;
   now?: () => number;
+  /**
+   * PostgreSQL's LISTEN (PgStore.listen): listenForWakeups() wakes this queue's workers when
+   * another instance (or msgctl) enqueues. Without it they see such jobs by polling only.
+   */
+  listen?: ListenFn;
 }
+
+/** Calls onNotify with each NOTIFY's payload on `channel`; resolves with the function that stops. */
+export type ListenFn = (channel: string, onNotify: (payload: string) => void) => Promise<() => Promise<void>>;
 
 export interface KindStateCount {
   kind: string;
@@ -87,6 +101,7 @@ export class JobQueue {
   private readonly channelKey: string;
   private notifyScheduled = false;
   private notifyEarliest = new Map<string, number>();
+  private readonly listenFn: ListenFn | undefined;
 
   /** Over msgd's SQLite database (`Db`), or over a store (PostgreSQL's). */
   constructor(over: Db | Store, opts: JobQueueOptions = {}) {
@@ -99,13 +114,38 @@ export class JobQueue {
       this.db = undefined;
       this.store = over;
       this.conn = undefined;
-      // Wake-ups reach the workers of this queue object only; other processes poll (maxSleepMs).
+      // Wake-ups reach the workers of this queue object; other processes' enqueues come by NOTIFY
+      // (listenForWakeups) and by polling (the workers' maxSleepMs).
       this.channelKey = `store:${Math.random()}`;
     }
     this.stmts = queueStatements(this.store, this.conn);
     this.now = opts.now ?? Date.now;
     this.defaultMaxAttempts = opts.maxAttempts ?? 12;
     this.defaultLeaseMs = opts.leaseMs ?? 300_000;
+    this.listenFn = opts.listen;
+  }
+
+  /**
+   * Wakes this queue's workers when a job is enqueued elsewhere (another msgd, msgctl): LISTEN
+   * on the enqueues' NOTIFY, a latency hint only, as polling (the workers' maxSleepMs) finds
+   * every job anyway. False when the queue has no listen (SQLite: one process; or turned off).
+   * Resolves once the server listens; a failure to listen is thrown (the caller polls on).
+   */
+  async listenForWakeups(): Promise<(() => Promise<void>) | null> {
+    if (!this.listenFn) return null;
+    return this.listenFn(JOBS_CHANNEL, (payload) => this.onNotify(payload));
+  }
+
+  /** A NOTIFY of an enqueue: [origin, kind, runAt if later than its enqueue]. Our own are woken already. */
+  private onNotify(payload: string) {
+    let p: unknown;
+    try {
+      p = JSON.parse(payload);
+    } catch {
+      return;
+    }
+    if (!Array.isArray(p) || p[0] === this.channelKey || typeof p[1] !== 'string') return;
+    this.scheduleNotify(p[1], typeof p[2] === 'number' ? p[2] : this.now());
   }
 
   /** The connection of a SQLite queue, for statements inside a synchronous transaction. */
@@ -159,11 +199,18 @@ export class JobQueue {
   private async enqueueIn(tx: Queryable, spec: EnqueueSpec, now: number = this.now()): Promise<EnqueueResult> {
     const row = this.row(spec, now);
     for (;;) {
-      const inserted = await tx.get<Pick<JobRow, 'id'>>(q.insert(row));
+      const inserted = await tx.get<Pick<JobRow, 'id'>>(
+        this.stmts.notifying(q.insert(row), () => this.wakePayload(row)),
+      );
       if (inserted) return this.created(row, inserted.id);
       const existing = await tx.get<Pick<JobRow, 'id'>>(q.byUniqueKey(row.uniqueKey));
       if (existing) return { id: Number(existing.id), created: false };
     }
+  }
+
+  /** What an enqueue NOTIFYs (onNotify): the same for every due job of a kind, so a transaction sends it once. */
+  private wakePayload(row: EnqueueRow): string {
+    return JSON.stringify(row.runAt > row.now ? [this.channelKey, row.kind, row.runAt] : [this.channelKey, row.kind]);
   }
 
   private created(row: EnqueueRow, id: number): EnqueueResult {
