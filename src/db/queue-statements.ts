@@ -214,7 +214,7 @@ function sqliteNextRunAt(conn: SyncQueryable, kinds: readonly string[]): number 
 // PostgreSQL's clock in ms: the time its statement began. statement_timestamp() is stable
 // within a statement, so a comparison with it can still read an index; extract(epoch …) is
 // numeric, exact to the microsecond before the cast.
-const PG_NOW = sql.raw('(extract(epoch FROM statement_timestamp()) * 1000)::bigint');
+export const PG_NOW = sql.raw('(extract(epoch FROM statement_timestamp()) * 1000)::bigint');
 
 /** The claim's kinds: none, one (an equality, which reads jobs_kind_claim in claim order), or several. */
 function pgKinds(kinds: readonly string[]): Sql {

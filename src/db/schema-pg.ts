@@ -213,3 +213,5 @@ export const spendDaily = derive(sqlite.spendDaily);
 export const counterBuckets = derive(sqlite.counterBuckets);
 export const heartbeat = derive(sqlite.heartbeat);
 export const gatewayCircuits = derive(sqlite.gatewayCircuits);
+export const gatewayLines = derive(sqlite.gatewayLines);
+export const gatewayPlaces = derive(sqlite.gatewayPlaces);

@@ -797,3 +797,38 @@ export const gatewayCircuits = sqliteTable('gateway_circuits', {
   opened: integer('opened').notNull().default(0),
   changedAt: integer('changed_at').notNull(),
 });
+
+/**
+ * Each gateway's line for its rate, shared by every msgd on one PostgreSQL database
+ * (src/jobs/shared-lines.ts); a single SQLite msgd keeps its lines in memory and leaves this
+ * table empty. A row is locked while a claim gives out slots on it.
+ */
+export const gatewayLines = sqliteTable('gateway_lines', {
+  gatewayId: text('gateway_id').primaryKey(),
+  /** Counts the starts over (enabled, disabled, given another rate): a place in an older line is void. */
+  line: integer('line').notNull().default(0),
+  /** The rate the line was given at, as the slot spacing in µs. */
+  intervalUs: integer('interval_us').notNull(),
+  /** 1 while the gateway is active. */
+  active: integer('active').notNull(),
+  /** The next free slot (ms, the database's clock): the GCRA's theoretical arrival time. */
+  tat: integer('tat').notNull().default(0),
+  /** The earliest the next message holding a place may go: late places go one slot apart. */
+  nextGo: integer('next_go').notNull().default(0),
+  updatedAt: integer('updated_at').notNull(),
+});
+
+/** A dispatch job's place in its gateway's line (gateway_lines), taken back when the job is claimed. */
+export const gatewayPlaces = sqliteTable(
+  'gateway_places',
+  {
+    jobId: integer('job_id').primaryKey(),
+    gatewayId: text('gateway_id').notNull(),
+    line: integer('line').notNull(),
+    /** The slot (ms, the database's clock). */
+    at: integer('at').notNull(),
+    /** 1: moved back behind others that fell due with it (a line that fell behind). */
+    respaced: integer('respaced').notNull().default(0),
+  },
+  (t) => [index('gateway_places_gateway').on(t.gatewayId)],
+);

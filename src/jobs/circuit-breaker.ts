@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Circuit, CircuitState } from '../core/circuits.js';
 
-// A circuit breaker per gateway, in msgd's memory (one msgd per database). Closed: calls go
-// through, and failures are counted. It opens after consecutiveFailures failed calls in a row,
+// A circuit breaker per gateway, in msgd's memory: each msgd on a database learns on its own
+// (docs/scale.md). Closed: calls go through, and failures are counted. It opens after consecutiveFailures failed calls in a row,
 // or when the share of failed calls over windowMs reaches failureRate (once minCalls were
 // made): no call goes to the gateway for openMs. Then it is half-open: up to halfOpenProbes
 // calls go through as probes; as many successes close it, one failure opens it again for twice

@@ -47,7 +47,8 @@ import type { Queryable, Tx } from '../db/query.js';
 import type { RateShaper } from '../queue/rate.js';
 import { CallSlots } from './call-slots.js';
 import type { GatewayBook } from './gateway-book.js';
-import { GatewayLines } from './gateway-lines.js';
+import { GatewayLines, type Turn } from './gateway-lines.js';
+import { SharedGatewayLines } from './shared-lines.js';
 import type { CircuitBreakers } from './circuit-breaker.js';
 import { Failover } from './failover.js';
 import { sendAttemptLog } from './send-log.js';
@@ -167,6 +168,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     msg: OutboundMessage;
     gw: GatewayWithSecrets;
     wait: number;
+    /** PostgreSQL: when the wait ends (ctx.now()), counted from the line's lock, not from the claim's commit. */
+    goAt?: number;
     /** An earlier attempt's request may have left msgd without its outcome being recorded. */
     uncertain: boolean;
     /** Marked in flight by the claim, which counted on a free call slot for it. */
@@ -175,7 +178,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   // Decided in the claim transaction (onClaim), for the handler that runs right after it.
   const ready = new WeakMap<Job, Go>();
 
+  // SQLite: one msgd, its lines in memory. PostgreSQL: the lines every instance shares, in the database.
   const lines = new GatewayLines({ shaper: deps.shaper, now: ctx.now });
+  const shared = onConnection ? null : new SharedGatewayLines();
   const slots = new CallSlots(deps.config.dispatch.connectionsPerOrigin);
   /** The connections a gateway's calls share with other gateways' (one origin), or its own. */
   const poolOf = (gw: GatewayWithSecrets): CallPool =>
@@ -188,18 +193,57 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    * `marked`: the row the claim marked 'sending'; a retry (already 'sending') is read here.
    */
   function decide(job: Job<DispatchPayload>, marked: DispatchRow | undefined): Go | JobResult {
-    const d = decideRow(job, marked ?? getMessageRow(ctx, job.payload.message_id));
-    return 'held' in d ? failover.heldNow(d.m, d.gw, d.held, d.mayHaveLeft) : d;
+    const m = marked ?? getMessageRow(ctx, job.payload.message_id);
+    const place = lines.leave(job.id, m?.gateway_id ?? null);
+    const d = decideRow(m);
+    if ('held' in d) return failover.heldNow(d.m, d.gw, d.held, d.mayHaveLeft);
+    if ('type' in d) return d;
+    return turnOf(d, lines.turn(job.id, d.gw.id, ratePerSecond(d.gw), place));
   }
 
-  /** decide, its reads (the row, and a held gateway's fallbacks) in the claim's transaction `tx`. */
+  /**
+   * decide up to the gateway's line (PostgreSQL), its reads (the row, and a held gateway's
+   * fallbacks) in the claim's transaction `tx`: the lines then give the turns of the whole claim.
+   */
   async function decideIn(
     tx: Queryable,
     job: Job<DispatchPayload>,
     marked: DispatchRow | undefined,
-  ): Promise<Go | JobResult> {
-    const d = decideRow(job, marked ?? (await getMessageRowIn(tx, job.payload.message_id)));
+  ): Promise<Admitted | JobResult> {
+    const d = decideRow(marked ?? (await getMessageRowIn(tx, job.payload.message_id)));
     return 'held' in d ? failover.heldIn(tx, d.m, d.gw, d.held, d.mayHaveLeft) : d;
+  }
+
+  /** A job the handler met undecided (PostgreSQL): decided alone, in a transaction of its own. */
+  function decideAlone(job: Job<DispatchPayload>): Promise<Go | JobResult> {
+    return ctx.store.transaction(async (tx) => {
+      const places = await shared!.leave(tx, [job.id]);
+      const d = await decideIn(tx, job, undefined);
+      if ('type' in d) return d;
+      const [turn] = await shared!.turns(
+        tx,
+        [{ jobId: job.id, gatewayId: d.gw.id, rate: ratePerSecond(d.gw) }],
+        places,
+      );
+      return turnOf(d, turn!);
+    });
+  }
+
+  /** A message its gateway's circuit admitted: its turn on the gateway's rate says when it goes. */
+  function turnOf(d: Admitted, turn: Turn): Go | JobResult {
+    const { m, msg, gw } = d;
+    if (!turn.go) failover.release(gw.id);
+    // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
+    return turn.go
+      ? { m, msg, gw, wait: turn.wait, uncertain: m.dispatch_in_flight === 1, marked: false }
+      : inLine(m, turn.wait);
+  }
+
+  /** Admitted to its gateway: only the gateway's rate stands between it and its call. */
+  interface Admitted {
+    m: DispatchRow;
+    msg: OutboundMessage;
+    gw: GatewayWithSecrets;
   }
 
   /** A gateway whose circuit refused the call: what decide() reads next to settle the message. */
@@ -210,8 +254,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     mayHaveLeft: boolean;
   }
 
-  function decideRow(job: Job<DispatchPayload>, m: DispatchRow | undefined): Go | JobResult | Held {
-    const place = lines.leave(job.id, m?.gateway_id ?? null);
+  function decideRow(m: DispatchRow | undefined): Admitted | JobResult | Held {
     // A scheduled message is released in the claim (onClaim); one met outside it is claimed again.
     if (m?.status === 'scheduled') return { type: 'snooze', afterMs: 0 };
     // Already settled by an earlier attempt whose job completion was lost: nothing to send.
@@ -244,12 +287,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     // A gateway whose circuit is open takes no call: the message moves on to a fallback or waits.
     const held = failover.admit(gw);
     if (held) return { m, gw, held, mayHaveLeft };
-    const turn = lines.turn(job.id, gw.id, ratePerSecond(gw), place);
-    if (!turn.go) failover.release(gw.id);
-    // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
-    return turn.go
-      ? { m, msg, gw, wait: turn.wait, uncertain: m.dispatch_in_flight === 1, marked: false }
-      : inLine(m, turn.wait);
+    return { m, msg, gw };
   }
 
   /** Waiting for the gateway's rate: nothing is in flight, so the partner sees 'queued'. */
@@ -274,10 +312,6 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
    */
   function wakeLine(gatewayId: string | null, why: string, then = 'its waiting messages take new places in line') {
     const now = ctx.now();
-    if (!onConnection) {
-      wakes.push({ gatewayId, why, then, now });
-      return;
-    }
     const woken = stmt(
       ctx.db.sqlite,
       `UPDATE jobs SET run_at = MIN(created_at, ?), updated_at = ? WHERE kind = ? AND state = 'available' AND run_at > MIN(created_at, ?)
@@ -288,55 +322,56 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (woken > 0) deps.logger.info({ gatewayId, woken }, `${why}: ${then}`);
   }
 
-  /** The wakes a watch asked for, through the store (PostgreSQL): written one after another. */
-  let wakes: { gatewayId: string | null; why: string; then: string; now: number }[] = [];
-
-  /** wakeLine through the store: the same statement, its JSON read and MIN in dialect form. */
-  async function wakeLineIn(w: (typeof wakes)[number]): Promise<void> {
-    const { gatewayId, now } = w;
+  /** wakeLine in a store transaction (PostgreSQL's shared lines): the same statement, its JSON read and MIN in dialect form. */
+  async function wakeLineIn(
+    tx: Queryable,
+    gatewayId: string,
+    why: string,
+    then = 'its waiting messages take new places in line',
+  ): Promise<void> {
+    const now = ctx.now();
     const since = sql`CASE WHEN created_at < ${now} THEN created_at ELSE ${now} END`;
-    const { changes } = await ctx.store.run(
+    const { changes } = await tx.run(
       sql`UPDATE jobs SET run_at = ${since}, updated_at = ${now}
            WHERE kind = ${DISPATCH_JOB} AND state = 'available' AND run_at > ${since}
              AND EXISTS (SELECT 1 FROM messages m LEFT JOIN gateways g ON g.id = m.gateway_id
                WHERE m.id = ${jsonText(ctx.store.dialect, 'jobs.payload', 'message_id')} AND m.status = 'queued'
                  AND (CAST(${gatewayId} AS TEXT) IS NULL OR m.gateway_id = ${gatewayId}) AND (CAST(${gatewayId} AS TEXT) IS NOT NULL OR g.status = 'active'))`,
     );
-    if (changes > 0) deps.logger.info({ gatewayId, woken: changes }, `${w.why}: ${w.then}`);
+    if (changes > 0) deps.logger.info({ gatewayId, woken: changes }, `${why}: ${then}`);
   }
 
-  const watchLines = () =>
-    lines.watch(
-      deps.gateways.generation(),
-      () =>
-        deps.gateways.all().map((gw) => ({
-          id: gw.id,
-          name: gw.name,
-          active: gw.status === 'active',
-          rate: ratePerSecond(gw),
-        })),
-      wakeLine,
-    );
+  const lineGateways = () =>
+    deps.gateways.all().map((gw) => ({
+      id: gw.id,
+      name: gw.name,
+      active: gw.status === 'active',
+      rate: ratePerSecond(gw),
+    }));
   // Before each claim: a gateway enabled, disabled, removed or given another rate wakes its line.
-  // On PostgreSQL the gateways are read through the store first, and the wakes written after.
+  // On PostgreSQL the gateways are read through the store first, and the shared lines compared.
   worker.beforeClaim(
-    onConnection
-      ? watchLines
+    shared === null
+      ? () => lines.watch(deps.gateways.generation(), lineGateways, wakeLine)
       : async () => {
           await deps.gateways.load();
-          watchLines();
-          const due = wakes;
-          wakes = [];
-          for (const w of due) await wakeLineIn(w);
+          await shared.watch(
+            (fn) => ctx.store.transaction(fn),
+            deps.gateways.generation(),
+            lineGateways,
+            wakeLineIn,
+            ctx.now(),
+          );
         },
   );
 
   const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
     // Every claimed job has been decided in the claim (onClaim); this covers one that was not.
-    const go = ready.get(job) ?? (onConnection ? decide(job, undefined) : await decideIn(ctx.store, job, undefined));
+    const go = ready.get(job) ?? (onConnection ? decide(job, undefined) : await decideAlone(job));
     ready.delete(job);
     if ('type' in go) return go;
-    const { m, msg, gw, wait, uncertain } = go;
+    const { m, msg, gw, uncertain } = go;
+    const wait = go.goAt === undefined ? go.wait : go.goAt - ctx.now();
     const key = poolOf(gw);
     // The slot the claim counted on is taken now, in the turn of its commit, before any wait.
     const counted = go.marked && slots.tryTake(key);
@@ -561,18 +596,44 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return settled;
   }
 
-  /** The claim's decisions through its Tx (PostgreSQL). */
+  /**
+   * The claim's decisions through its Tx (PostgreSQL): each job up to its gateway's line, then
+   * the turns of every job that goes to a gateway, given by the shared lines at once.
+   */
   async function claimIn(jobs: Job<DispatchPayload>[], tx: Tx): Promise<Map<Job<DispatchPayload>, JobResult>> {
     const now = ctx.now();
     const settled = new Map<Job<DispatchPayload>, JobResult>();
     const taking = new Map<string, number>();
+    const places = await shared!.leave(
+      tx,
+      jobs.map((j) => j.id),
+    );
+    const admitted: [Job<DispatchPayload>, Admitted][] = [];
     for (const j of jobs) {
       let marked = await claimForDispatchIn(tx, j.payload.message_id, now);
       if (!marked && (await releaseScheduledIn(tx, ctx, j.payload.message_id)))
         marked = await claimForDispatchIn(tx, j.payload.message_id, now);
       const d = await decideIn(tx, j, marked);
       if ('type' in d) settled.set(j, d);
-      else if (takeSlot(j, d, taking)) await markDispatchInFlightIn(tx, d.m.id);
+      else admitted.push([j, d]);
+    }
+    const turns = await shared!.turns(
+      tx,
+      admitted.map(([j, d]) => ({ jobId: j.id, gatewayId: d.gw.id, rate: ratePerSecond(d.gw) })),
+      places,
+    );
+    // The waits count from the line's clock as it was given out: a commit that takes a while
+    // shortens them, so the call still leaves at its slot.
+    const givenAt = ctx.now();
+    for (let i = 0; i < admitted.length; i++) {
+      const [j, a] = admitted[i]!;
+      const d = turnOf(a, turns[i]!);
+      if ('type' in d) {
+        settled.set(j, d);
+        continue;
+      }
+      d.goAt = givenAt + d.wait;
+      if (takeSlot(j, d, taking)) await markDispatchInFlightIn(tx, d.m.id);
     }
     return settled;
   }
