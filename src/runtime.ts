@@ -37,6 +37,8 @@ import { clearCircuits, saveCircuit } from './core/circuits.js';
 import { CircuitBreakers } from './jobs/circuit-breaker.js';
 import type { Heartbeat } from './jobs/heartbeat.js';
 import { templateSyncTask } from './jobs/template-sync.js';
+import { type Leader, soleLeader } from './db/leader.js';
+import { startPgLeader } from './db/pg/leader.js';
 
 // The composition root: one object holding everything a running msgd needs. msgd's
 // server builds it with background work; tests build it over a temp data directory.
@@ -79,6 +81,11 @@ export interface Runtime {
   storage: StorageHealth;
   /** Writes the counters and "msgd is alive" to the database; started by the server. */
   heartbeat: Heartbeat | null;
+  /**
+   * Whether this instance leads the ones sharing the store (src/db/leader.ts): what must run
+   * once per cluster outside the queue runs on the leader. On SQLite, always this process.
+   */
+  leader: Leader;
   /**
    * Base URL a provider calls back on: config server.publicUrl; else the listening address,
    * unless that is a loopback address and the provider (its base URL) is not on this machine.
@@ -263,6 +270,8 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       "could not LISTEN for other instances' enqueues: their jobs are found by polling (jobs.pollIntervalMs)",
     );
   }
+  const leaderError = (err: unknown) => logger.warn({ err }, 'a listener of the leader change threw');
+  const leader = config.database.url ? await startPgLeader(config.database.url, { logger }) : soleLeader(leaderError);
   const rt: Runtime = {
     version: VERSION,
     config,
@@ -291,6 +300,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     breakers,
     storage,
     heartbeat: null,
+    leader,
     callbackBase(providerBaseUrl?: string) {
       if (config.server.publicUrl) return config.server.publicUrl.replace(/\/+$/, '');
       const self = rt.selfUrl;
@@ -319,6 +329,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       // and their jobs are back in the queue by now.
       await dispatcher.destroy();
       await rt.heartbeat?.stop();
+      await leader.close();
       storage.stop();
       await unlisten?.().catch(() => {});
       await opened.close();

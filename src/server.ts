@@ -142,7 +142,15 @@ export async function startServer(opts: StartOptions = {}): Promise<Server> {
       rt.worker.start();
       rt.webhooksOut.start();
     }
-    rt.heartbeat = await startHeartbeat({ ctx: rt.ctx, counters: rt.counters, version: rt.version, logger });
+    rt.heartbeat = await startHeartbeat({
+      ctx: rt.ctx,
+      counters: rt.counters,
+      version: rt.version,
+      logger,
+      leader: rt.leader,
+      // The data directory is locked to this process: another row is a gone msgd's.
+      alone: dataDir !== null,
+    });
     // The settings in force, so a log shows what the process ran with (the config holds no secrets).
     logger.info(
       {

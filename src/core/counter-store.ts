@@ -1,7 +1,8 @@
 import type { Queryable } from '../db/query.js';
+import { clockMs } from '../db/dialect.js';
 import { sql } from '../db/sql.js';
 import type { CoreCtx } from './context.js';
-import { labelKey, parseLabelKey, type CounterSample } from './counters.js';
+import { COUNTER_NAMES, labelKey, parseLabelKey, type CounterSample } from './counters.js';
 
 // The counters and heartbeat in the database: msgd adds what moved since its last write to
 // the current 10-second bucket; the console (another process) reads sums over the last minute
@@ -81,53 +82,191 @@ export interface QueueGauges {
   cap: number;
 }
 
+/**
+ * An instance whose last beat is older than this (five beats missed) is dead: its row is marked
+ * so by the leader's next beat, and readers call it dead from then on even before that.
+ */
+export const INSTANCE_DEAD_AFTER_MS = STALE_AFTER_MS;
+/** Stopped and dead instances' rows are pruned this long after their last beat. */
+export const KEEP_INSTANCES_MS = 24 * 3_600_000;
+
 export interface HeartbeatRow {
+  /** The instance's id, drawn at its start. */
+  id: string;
   version: string;
   pid: number;
   startedAt: number;
+  /** When it last beat (read back: on the reader's clock, see readInstances). */
   beatAt: number;
   running: boolean;
   gauges: Partial<QueueGauges>;
   /** os.hostname() of msgd's host; null in rows written before it was kept. */
   host?: string | null;
+  /** Whether it was the leader at its last beat. */
+  leader?: boolean;
+  /** Its work counters since its start (counterTotals()). */
+  counters?: Record<string, number>;
+  /** When the leader found it dead; null while it runs or after a clean stop. */
+  deadAt?: number | null;
 }
 
-/** The one heartbeat row, in `q` (the beat's transaction, or the store). */
+/** What an instance did since it started, for msgctl instances: its counters summed by what they count. */
+export function counterTotals(samples: CounterSample[]): Record<string, number> {
+  const t = { sent: 0, failed: 0, retried: 0, webhooks_in: 0, deliveries_ok: 0, deliveries_failed: 0 };
+  for (const s of samples) {
+    if (s.name === COUNTER_NAMES.dispatch) {
+      const o = s.labels.outcome;
+      if (o === 'sent' || o === 'failed' || o === 'retried') t[o] += s.value;
+    } else if (s.name === COUNTER_NAMES.webhooksIn) t.webhooks_in += s.value;
+    else if (s.name === COUNTER_NAMES.deliveries) {
+      if (s.labels.outcome === 'ok') t.deliveries_ok += s.value;
+      else if (s.labels.outcome === 'failed') t.deliveries_failed += s.value;
+    }
+  }
+  return t;
+}
+
+/**
+ * An instance's row, in `q` (the beat's transaction, or the store). The beat's time is the
+ * database's clock on PostgreSQL (clockMs): `beatAt` is used on SQLite only. A row found dead
+ * and beating again is alive.
+ */
 export async function writeHeartbeat(ctx: CoreCtx, hb: HeartbeatRow, q: Queryable = ctx.store): Promise<void> {
   await q.run(
-    sql`INSERT INTO heartbeat (id, version, pid, started_at, beat_at, running, gauges, host)
-        VALUES (1, ${hb.version}, ${hb.pid}, ${hb.startedAt}, ${hb.beatAt}, ${hb.running ? 1 : 0}, ${JSON.stringify(hb.gauges)}, ${hb.host ?? null})
+    sql`INSERT INTO heartbeat (id, version, pid, started_at, beat_at, running, gauges, host, leader, counters, dead_at)
+        VALUES (${hb.id}, ${hb.version}, ${hb.pid}, ${hb.startedAt}, ${clockMs(ctx.store.dialect, hb.beatAt)},
+          ${hb.running ? 1 : 0}, ${JSON.stringify(hb.gauges)}, ${hb.host ?? null}, ${hb.leader ? 1 : 0},
+          ${JSON.stringify(hb.counters ?? {})}, NULL)
         ON CONFLICT (id) DO UPDATE SET version = excluded.version, pid = excluded.pid, started_at = excluded.started_at,
-          beat_at = excluded.beat_at, running = excluded.running, gauges = excluded.gauges, host = excluded.host`,
+          beat_at = excluded.beat_at, running = excluded.running, gauges = excluded.gauges, host = excluded.host,
+          leader = excluded.leader, counters = excluded.counters, dead_at = NULL`,
   );
 }
 
-export async function readHeartbeat(ctx: CoreCtx): Promise<HeartbeatRow | null> {
-  const r = await ctx.store.get<{
-    version: string;
-    pid: number;
-    started_at: number;
-    beat_at: number;
-    running: number;
-    gauges: string;
-    host: string | null;
-  }>(sql`SELECT version, pid, started_at, beat_at, running, gauges, host FROM heartbeat WHERE id = 1`);
-  if (!r) return null;
-  let gauges: Partial<QueueGauges> = {};
+/** The store's clock now (the database server's on PostgreSQL, `now` on SQLite): an instance's start. */
+export async function storeNow(ctx: CoreCtx, now: number = ctx.now()): Promise<number> {
+  return (await ctx.store.get<{ now: number }>(sql`SELECT ${clockMs(ctx.store.dialect, now)} AS now`))!.now;
+}
+
+/**
+ * The leader's upkeep of the instances' rows, in `q`: rows beating no more for
+ * INSTANCE_DEAD_AFTER_MS are marked dead (and lose the leader mark), and stopped or dead rows
+ * older than KEEP_INSTANCES_MS are removed (`prune`). Returns the rows marked dead.
+ */
+export async function upkeepInstances(ctx: CoreCtx, q: Queryable, now: number, prune: boolean): Promise<number> {
+  const clock = clockMs(ctx.store.dialect, now);
+  const dead = (
+    await q.run(
+      sql`UPDATE heartbeat SET running = 0, leader = 0, dead_at = ${clock}
+           WHERE running = 1 AND beat_at < ${clock} - ${INSTANCE_DEAD_AFTER_MS}`,
+    )
+  ).changes;
+  if (prune) await q.run(sql`DELETE FROM heartbeat WHERE running = 0 AND beat_at < ${clock} - ${KEEP_INSTANCES_MS}`);
+  return dead;
+}
+
+/** Every row but `id`'s: on SQLite at start, where the data directory's lock says no other msgd runs. */
+export async function removeOtherInstances(q: Queryable, id: string): Promise<void> {
+  await q.run(sql`DELETE FROM heartbeat WHERE id <> ${id}`);
+}
+
+export type InstanceState = 'running' | 'stopped' | 'dead';
+
+export interface InstanceInfo extends HeartbeatRow {
+  state: InstanceState;
+  /** Milliseconds since its last beat. */
+  beatAgeMs: number;
+  leader: boolean;
+  counters: Record<string, number>;
+}
+
+export interface Instances {
+  /** Oldest start first. */
+  instances: InstanceInfo[];
+  /** The row that speaks for msgd in a one-line summary (the header, doctor): see readInstances. */
+  current: HeartbeatRow | null;
+  alive: number;
+  dead: number;
+}
+
+type HeartbeatDbRow = {
+  id: string;
+  version: string;
+  pid: number;
+  started_at: number;
+  beat_at: number;
+  running: number;
+  gauges: string;
+  host: string | null;
+  leader: number;
+  counters: string;
+  dead_at: number | null;
+  db_now: number;
+};
+
+function parseJson<T>(text: string, fallback: T): T {
   try {
-    gauges = JSON.parse(r.gauges);
+    const v = JSON.parse(text);
+    return v && typeof v === 'object' ? (v as T) : fallback;
   } catch {
-    // A row written by hand: no gauges rather than no console.
+    // A row written by hand: no figures rather than no console.
+    return fallback;
   }
-  return {
-    version: r.version,
-    pid: r.pid,
-    startedAt: r.started_at,
-    beatAt: r.beat_at,
-    running: r.running === 1,
-    gauges,
-    host: r.host,
-  };
+}
+
+/**
+ * Every instance's row. Times are given on the reader's clock (`now`): on PostgreSQL they are
+ * written on the database's, and shifted by the difference read in the same statement, so a
+ * beat's age is right whatever this host's clock says. An instance is dead once marked so or
+ * once its beat is older than INSTANCE_DEAD_AFTER_MS. `current` is the alive leader, else the
+ * alive instance that beat last, else the one that beat last, with the queue gauges of the
+ * freshest row that has them (the leader reads them).
+ */
+export async function readInstances(ctx: CoreCtx, now: number = ctx.now()): Promise<Instances> {
+  const rows = await ctx.store.all<HeartbeatDbRow>(
+    sql`SELECT id, version, pid, started_at, beat_at, running, gauges, host, leader, counters, dead_at,
+               ${clockMs(ctx.store.dialect, now)} AS db_now
+          FROM heartbeat ORDER BY started_at, id`,
+  );
+  const instances = rows.map((r): InstanceInfo => {
+    const shift = now - r.db_now;
+    const beatAt = r.beat_at + shift;
+    const beatAgeMs = now - beatAt;
+    const running = r.running === 1;
+    const dead = r.dead_at !== null || (running && beatAgeMs > INSTANCE_DEAD_AFTER_MS);
+    return {
+      id: r.id,
+      version: r.version,
+      pid: r.pid,
+      startedAt: r.started_at + shift,
+      beatAt,
+      running,
+      gauges: parseJson<Partial<QueueGauges>>(r.gauges, {}),
+      host: r.host,
+      leader: r.leader === 1 && !dead && running,
+      counters: parseJson<Record<string, number>>(r.counters, {}),
+      deadAt: r.dead_at === null ? null : r.dead_at + shift,
+      state: dead ? 'dead' : running ? 'running' : 'stopped',
+      beatAgeMs,
+    };
+  });
+  const alive = instances.filter((i) => i.state === 'running');
+  const latest = (list: InstanceInfo[]) =>
+    list.reduce<InstanceInfo | null>((a, b) => (a === null || b.beatAt > a.beatAt ? b : a), null);
+  const speaker = alive.find((i) => i.leader) ?? latest(alive) ?? latest(instances);
+  const withGauges = latest(instances.filter((i) => typeof i.gauges.waiting === 'number'));
+  let current: HeartbeatRow | null = null;
+  if (speaker) {
+    const { state: _s, beatAgeMs: _a, ...row } = speaker;
+    // A row found dead by the leader reads as msgd silent, not stopped cleanly.
+    current = { ...row, running: speaker.running || speaker.deadAt != null, gauges: withGauges?.gauges ?? {} };
+  }
+  return { instances, current, alive: alive.length, dead: instances.filter((i) => i.state === 'dead').length };
+}
+
+/** The row that speaks for msgd (readInstances' `current`): on SQLite, its one process. */
+export async function readHeartbeat(ctx: CoreCtx): Promise<HeartbeatRow | null> {
+  return (await readInstances(ctx)).current;
 }
 
 export type ServerState =

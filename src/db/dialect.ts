@@ -177,3 +177,16 @@ export function unsentPayload(dialect: Dialect, col: ColumnRef, content: string)
 export function ledgerSettleMs(dialect: Dialect): number {
   return dialect === 'sqlite' ? 0 : 60_000;
 }
+
+// --- Instances: the database's clock ---------------------------------------------------------
+
+/**
+ * Now, in ms since the epoch, as an SQL value: on PostgreSQL the database server's clock
+ * (`clock_timestamp()`), which every instance sharing it reads alike whatever their hosts'
+ * clocks say; on SQLite, whose one process is the only writer, `now` (the caller's clock, bound).
+ */
+export function clockMs(dialect: Dialect, now: number): Sql {
+  return dialect === 'sqlite'
+    ? sql`${now}`
+    : sql.raw('CAST(floor(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)');
+}

@@ -764,19 +764,33 @@ export const counterBuckets = sqliteTable(
   (t) => [primaryKey({ columns: [t.bucket, t.name, t.labels] })],
 );
 
-/** One row per data directory: the running msgd says who it is and that it is alive. */
+/**
+ * One row per msgd instance (a process serving this store): who it is, that it is alive, and
+ * what it counted. On SQLite there is one (the process holding the data directory); on
+ * PostgreSQL one per instance sharing the database. A row whose beat is older than
+ * INSTANCE_DEAD_AFTER_MS (src/core/counter-store.ts) is dead; stopped and dead rows are pruned
+ * after a day.
+ */
 export const heartbeat = sqliteTable('heartbeat', {
-  id: integer('id').primaryKey(),
+  /** The instance's id, drawn at its start (`ins_…`). */
+  id: text('id').primaryKey(),
   version: text('version').notNull(),
   pid: integer('pid').notNull(),
+  /** On PostgreSQL, times are the database's clock (so instances on skewed hosts agree). */
   startedAt: integer('started_at').notNull(),
   beatAt: integer('beat_at').notNull(),
-  /** 0 once msgd stopped cleanly; the beat's age tells a crash. */
+  /** 0 once msgd stopped cleanly, or was found dead; the beat's age tells a crash. */
   running: integer('running').notNull(),
-  /** JSON of gauges read at the beat (queue depths), capped counts. */
+  /** JSON of gauges read at the beat (queue depths), capped counts: the leader's only. */
   gauges: text('gauges').notNull().default('{}'),
   /** The host msgd runs on (os.hostname()): a console on the same host also checks its pid. */
   host: text('host'),
+  /** 1 while this instance is the leader (src/db/leader.ts). */
+  leader: integer('leader').notNull().default(0),
+  /** JSON: this instance's work counters since its start, summed per counter name. */
+  counters: text('counters').notNull().default('{}'),
+  /** When another instance found its beat too old and marked it dead; null otherwise. */
+  deadAt: integer('dead_at'),
 });
 
 /**

@@ -5,22 +5,32 @@ import type { Counters } from '../core/counters.js';
 import {
   BEAT_MS,
   CounterWriter,
+  counterTotals,
   pruneCounterBuckets,
+  removeOtherInstances,
+  storeNow,
+  upkeepInstances,
   writeHeartbeat,
   type QueueGauges,
 } from '../core/counter-store.js';
+import type { Leader } from '../db/leader.js';
+import { newId } from '../lib/ids.js';
 import { DISPATCH_JOB } from './dispatch.js';
 import type { Queryable } from '../db/query.js';
 import { sql } from '../db/sql.js';
 
-// msgd's beat: every two seconds, in one small transaction, the counters that moved, the
-// queue's depths and "alive, this version, since then". The console reads these from its
+// msgd's beat: every two seconds, in one small transaction, the counters that moved and the
+// instance's row: "alive, this version, since then, leader or not, what it counted". The
+// leader also reads the queue's depths into its row, marks dead the instances that stopped
+// beating and prunes old rows (src/core/counter-store.ts). The console reads these from its
 // own process; it never probes the instance lock, which a restarting msgd needs free.
 
 /** Queue depths are counted up to this many (an index walk each beat must stay cheap). */
 export const GAUGE_CAP = 100_000;
 
 export interface Heartbeat {
+  /** This instance's id (its row). */
+  readonly id: string;
   /** Write once more now (tests); resolves when written (or its failure logged). */
   beat(): Promise<void>;
   /** The last beat, marked stopped; resolves when written (or its failure logged). */
@@ -33,6 +43,13 @@ export interface HeartbeatDeps {
   version: string;
   logger: Logger;
   intervalMs?: number;
+  /** Whether this instance leads (its beat then does the upkeep); the one process on SQLite when omitted. */
+  leader?: Pick<Leader, 'isLeader'>;
+  /**
+   * No other msgd can be running on this store (SQLite: this process holds the data
+   * directory's lock): the rows of any other instance are a gone process's, removed at start.
+   */
+  alone?: boolean;
 }
 
 /** The queue's depths, in `q` (the beat's transaction, or the store). */
@@ -55,10 +72,15 @@ export async function queueGauges(q: Queryable): Promise<QueueGauges> {
 /** Starts beating; resolves once the first beat is written (or its failure logged). */
 export async function startHeartbeat(deps: HeartbeatDeps): Promise<Heartbeat> {
   const { ctx, counters } = deps;
-  const startedAt = ctx.now();
+  const id = newId('ins');
+  const isLeader = () => deps.leader?.isLeader() ?? true;
+  // On the store's clock (PostgreSQL's server), as every beat is.
+  const startedAt = await storeNow(ctx);
   const writer = new CounterWriter();
   let lastPrune = 0;
   let stopped = false;
+  let first = true;
+  let gauges: Partial<QueueGauges> = {};
   // One beat at a time: beats are written in order, and a timer's beat is skipped while the one
   // before is still being written (a slow store), rather than piling up.
   let chain: Promise<void> = Promise.resolve();
@@ -68,21 +90,33 @@ export async function startHeartbeat(deps: HeartbeatDeps): Promise<Heartbeat> {
     pending++;
     const next = chain.then(() =>
       ctx.store.transaction(async (tx) => {
-        await writer.write(tx, counters.snapshot(), now);
+        const samples = counters.snapshot();
+        await writer.write(tx, samples, now);
+        // Leading is read once per beat: the row says what this beat did.
+        const leading = running && isLeader();
         await writeHeartbeat(
           ctx,
           {
+            id,
             version: deps.version,
             pid: process.pid,
             startedAt,
             beatAt: now,
             running,
-            gauges: await queueGauges(tx),
+            // The queue is the cluster's: its depths are read once per beat, by the leader (and
+            // kept in its last row, as it last saw them).
+            gauges: (gauges = leading ? await queueGauges(tx) : running ? {} : gauges),
             host: hostname(),
+            leader: leading,
+            counters: counterTotals(samples),
           },
           tx,
         );
-        if (now - lastPrune >= 3_600_000) {
+        if (first && deps.alone) await removeOtherInstances(tx, id);
+        first = false;
+        const prune = now - lastPrune >= 3_600_000;
+        if (leading) await upkeepInstances(ctx, tx, now, prune);
+        if (prune) {
           await pruneCounterBuckets(tx, now);
           lastPrune = now;
         }
@@ -109,6 +143,7 @@ export async function startHeartbeat(deps: HeartbeatDeps): Promise<Heartbeat> {
   }, deps.intervalMs ?? BEAT_MS);
   timer.unref();
   return {
+    id,
     beat: tick,
     async stop() {
       if (stopped) return;

@@ -81,7 +81,8 @@ export type IdPrefix =
   | 'rc'
   | 'pl'
   | 'tpl'
-  | 'sup';
+  | 'sup'
+  | 'ins';
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${ulid()}`;

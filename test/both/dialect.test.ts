@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  clockMs,
   escapeLike,
   forUpdate,
   indexedBy,
@@ -316,5 +317,18 @@ describe('unsentPayload', () => {
     await expect(
       t.ctx.store.all(sql`SELECT ${unsentPayload(t.dialect, 'payload', '{not json')} AS p FROM b_payload`),
     ).rejects.toThrow();
+  });
+});
+
+describe('clockMs', () => {
+  it("is the caller's clock on SQLite and the database server's on PostgreSQL, in ms as a number", async () => {
+    const given = Date.UTC(2020, 0, 1);
+    const before = Date.now();
+    const r = (await t.ctx.store.get<{ now: number }>(sql`SELECT ${clockMs(t.dialect, given)} AS now`))!;
+    expect(typeof r.now).toBe('number');
+    if (t.dialect === 'sqlite') expect(r.now).toBe(given);
+    // The test's server runs on this host: its clock is this process's, to the millisecond's rounding.
+    else expect(r.now).toBeGreaterThanOrEqual(before - 1_000);
+    if (t.dialect === 'postgres') expect(r.now).toBeLessThanOrEqual(Date.now() + 1_000);
   });
 });

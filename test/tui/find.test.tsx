@@ -189,6 +189,7 @@ describe('msgctl tui: header and liveness', () => {
       showDir: '/var/lib/a/very/long/path/to/the/msgd/data/directory',
     });
     await writeHeartbeat(c.cli.ctx, {
+      id: 'ins_test',
       version: '0.1.0',
       pid: 18801,
       startedAt: FIXED_NOW - 3_600_000,
@@ -207,6 +208,7 @@ describe('msgctl tui: header and liveness', () => {
     // A pid that was just used and is gone now.
     const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
     await writeHeartbeat(c.cli.ctx, {
+      id: 'ins_test',
       version: '0.1.0',
       pid: gone,
       startedAt: Date.now() - 60_000,
@@ -218,6 +220,7 @@ describe('msgctl tui: header and liveness', () => {
     await c.see(`○ msgd not running (pid ${gone} is gone)`);
     // Another host's msgd: only its heartbeat tells.
     await writeHeartbeat(c.cli.ctx, {
+      id: 'ins_test',
       version: '0.1.0',
       pid: gone,
       startedAt: Date.now() - 60_000,
@@ -229,6 +232,7 @@ describe('msgctl tui: header and liveness', () => {
     await c.see(`● msgd running 0.1.0 · up 1m 0s · pid ${gone}`);
     // This very process: alive.
     await writeHeartbeat(c.cli.ctx, {
+      id: 'ins_test',
       version: '0.1.0',
       pid: process.pid,
       startedAt: Date.now() - 60_000,

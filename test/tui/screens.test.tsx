@@ -73,6 +73,7 @@ async function counters(con: Console, gw: { twilio: string; sandbox: string }) {
   k.delivery('failed');
   await w.write(ctx.store, k.snapshot(), FIXED_NOW - 5_000);
   await writeHeartbeat(ctx, {
+    id: 'ins_test',
     version: '0.1.0',
     pid: 4242,
     startedAt: FIXED_NOW - (2 * 3600 + 13 * 60) * 1000,
@@ -133,6 +134,7 @@ describe('msgctl tui: screens', () => {
     const con = await open('overview');
     await con.see('○ msgd not running');
     await writeHeartbeat(con.cli.ctx, {
+      id: 'ins_test',
       version: '0.1.0',
       pid: 1,
       startedAt: 0,
