@@ -1,3 +1,4 @@
+import type { Leader } from '../db/leader.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { CoreCtx } from '../core/context.js';
@@ -40,4 +41,6 @@ export interface MetricsDeps extends Pick<HttpDeps, 'version' | 'config' | 'ctx'
   worker: Worker;
   webhooksOut: { worker: Worker };
   breakers: CircuitBreakers;
+  /** The gauges read from the store are exported by the leader only. */
+  leader: Pick<Leader, 'isLeader' | 'onChange'>;
 }

@@ -2,6 +2,7 @@ import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { MetricsDeps } from '../../src/http/deps.js';
 import { registerCollectors } from '../../src/http/metrics/collectors.js';
+import { LeaderListeners, soleLeader } from '../../src/db/leader.js';
 import { insertPartner } from './fixtures.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
 
@@ -15,7 +16,7 @@ beforeEach(async () => {
 afterEach(() => t.close());
 
 /** A scrape's text, as Prometheus reads it, from the collectors over this store. */
-async function scrape(lowDefault: string | null = null): Promise<string> {
+async function scrape(lowDefault: string | null = null, leader: MetricsDeps['leader'] = soleLeader()): Promise<string> {
   const registry = new Registry();
   const config = t.ctx.config;
   const rt = {
@@ -25,6 +26,7 @@ async function scrape(lowDefault: string | null = null): Promise<string> {
     storage: { readiness: () => ({ ok: true, checks: [] }) },
     worker: { registeredKinds: () => ['dispatch', 'webhook.process'] },
     webhooksOut: { worker: { registeredKinds: () => ['webhook.deliver'] } },
+    leader,
   } as unknown as MetricsDeps;
   registerCollectors(registry, { rt });
   return registry.metrics();
@@ -88,5 +90,45 @@ describe('metrics gauges read from the store', () => {
     expect(line(m, 'msgd_ready')).toBe('msgd_ready 1');
     // The SQLite file sizes only where there is a SQLite file.
     expect(m.includes('msgd_sqlite_file_bytes{file="db"}')).toBe(t.dialect === 'sqlite');
+  });
+});
+
+describe('gauges read from the store, on the leader only', () => {
+  it('are left out while this instance does not lead, and come and go with the leadership', async () => {
+    let leading = false;
+    const listeners = new LeaderListeners(() => {});
+    const registry = new Registry();
+    const config = t.ctx.config;
+    const rt = {
+      ctx: t.ctx,
+      config,
+      version: '0.0.0-test',
+      storage: { readiness: () => ({ ok: true, checks: [] }) },
+      worker: { registeredKinds: () => ['dispatch'] },
+      webhooksOut: { worker: { registeredKinds: () => [] } },
+      leader: { isLeader: () => leading, onChange: (fn: (l: boolean) => void) => listeners.add(fn) },
+    } as unknown as MetricsDeps;
+    registerCollectors(registry, { rt });
+    const names = async () =>
+      (await registry.metrics())
+        .split('\n')
+        .filter((l) => l.startsWith('# TYPE '))
+        .map((l) => l.split(' ')[2]);
+    const FROM_STORE = ['msgd_jobs', 'msgd_partners_below_low_balance', 'msgd_webhook_endpoints'];
+    let shown = await names();
+    for (const n of FROM_STORE) expect(shown).not.toContain(n);
+    // What every instance exports about itself stays.
+    expect(shown).toEqual(expect.arrayContaining(['msgd_ready', 'msgd_gateway_info', 'msgd_build_info']));
+    leading = true;
+    listeners.emit(true);
+    shown = await names();
+    for (const n of FROM_STORE) expect(shown).toContain(n);
+    expect(line(await registry.metrics(), 'msgd_jobs{kind="dispatch",state="available"}')).toBe(
+      'msgd_jobs{kind="dispatch",state="available"} 0',
+    );
+    leading = false;
+    listeners.emit(false);
+    shown = await names();
+    for (const n of FROM_STORE) expect(shown).not.toContain(n);
   });
 });

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type GaugeConfiguration, type Registry } from 'prom-client';
 import { indexedBy } from '../../db/dialect.js';
 import { sql } from '../../db/sql.js';
 import type { LogSink } from '../../lib/log-sink.js';
@@ -9,6 +9,11 @@ import type { MetricsDeps } from '../deps.js';
 // Gauges read at scrape time from indexed queries over small tables (jobs, partners, endpoints)
 // and from the files and objects msgd already has: never a scan of messages or the ledger,
 // so a scrape costs the same with 5 million messages stored as with none.
+//
+// The queue, partner and endpoint gauges describe the store, which the instances sharing it
+// (PostgreSQL) all see alike: only the leader (src/db/leader.ts) exports them, so a sum() over
+// instances counts them once. They join the registry when this instance becomes the leader and
+// leave it when it stops being it. On SQLite the one process is the leader.
 
 const JOB_STATES = ['available', 'retry', 'running', 'dead'] as const;
 
@@ -27,12 +32,16 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
   const { rt } = src;
   const store = rt.ctx.store;
   const defaultLow = defaultLowBalance(rt.config);
+  const fromStore = new Map<string, Gauge>();
+  /** A gauge read from the store: registered while this instance leads (exportFromStore). */
+  const storeGauge = <T extends string>(cfg: GaugeConfiguration<T>) => {
+    fromStore.set(cfg.name, new Gauge({ ...cfg, registers: [] }) as Gauge);
+  };
 
-  new Gauge({
+  storeGauge({
     name: 'msgd_jobs',
     help: 'Jobs in the queue by kind and state (available, retry, running, dead); completed jobs are removed',
     labelNames: ['kind', 'state'],
-    registers: [registry],
     async collect() {
       const rows = await store.all<{ kind: string; state: string; n: number }>(
         sql`SELECT kind, state, CAST(COUNT(*) AS BIGINT) AS n FROM jobs ${indexedBy(store.dialect, 'jobs_kind_claim')}
@@ -57,10 +66,9 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     },
   });
 
-  new Gauge({
+  storeGauge({
     name: 'msgd_partners_below_low_balance',
     help: 'Active partners whose balance is under their low-balance threshold (their own, else billing.balanceLowThreshold)',
-    registers: [registry],
     async collect() {
       const r = await store.get<{ n: number }>(
         sql`SELECT CAST(COUNT(*) AS BIGINT) AS n FROM partners
@@ -70,11 +78,10 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
     },
   });
 
-  new Gauge({
+  storeGauge({
     name: 'msgd_webhook_endpoints',
     help: 'Partner webhook endpoints by status (enabled, disabled); deleted ones are not counted',
     labelNames: ['status'],
-    registers: [registry],
     async collect() {
       const rows = await store.all<{ status: string; n: number }>(
         sql`SELECT status, CAST(COUNT(*) AS BIGINT) AS n FROM webhook_endpoints WHERE deleted_at IS NULL GROUP BY status`,
@@ -85,6 +92,15 @@ export function registerCollectors(registry: Registry, src: CollectorSources): v
       for (const r of rows) this.set({ status: r.status }, r.n);
     },
   });
+  const exportFromStore = (leading: boolean) => {
+    for (const [name, g] of fromStore) {
+      const there = registry.getSingleMetric(name) !== undefined;
+      if (leading && !there) registry.registerMetric(g);
+      else if (!leading && there) registry.removeSingleMetric(name);
+    }
+  };
+  exportFromStore(rt.leader.isLeader());
+  rt.leader.onChange(exportFromStore);
 
   // SQLite's files: PostgreSQL's are its server's to watch (pg_database_size, its own exporter).
   if (store.dialect === 'sqlite') {
