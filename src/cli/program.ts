@@ -9,6 +9,7 @@ import { registerDoctor } from './doctor.js';
 import { EXIT_CODES_HELP, EXIT_USAGE, describeError, exitCodeFor, oneLine } from './errors.js';
 import { registerGateway } from './gateway.js';
 import { registerInit } from './init.js';
+import { registerInstances } from './instances.js';
 import { registerLedger } from './ledger.js';
 import { registerMigrate } from './migrate.js';
 import { registerPartner } from './partner.js';
@@ -77,6 +78,7 @@ export function buildProgram(): Command {
   registerWebhookLogCommands(webhooks);
   registerWebhookOutCommands(webhooks);
   registerDoctor(program);
+  registerInstances(program);
   registerBackup(program);
   registerRestore(program);
   registerStore(program);

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { Box, Text, useApp, useStdin } from 'ink';
 import { Component, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
-import { readHeartbeat, serverState } from '../core/counter-store.js';
+import { readInstances, serverState } from '../core/counter-store.js';
 import type { TuiDeps } from './deps.js';
 import { DepsContext, ModeContext, usePoll, useSize, type Mode, type Size } from './hooks.js';
 import { KeySplitter, type KeyPress } from './input.js';
@@ -49,16 +49,23 @@ export function headerParts(state: string, dir: string, width: number): { state:
 
 function Header({ deps, width }: { deps: TuiDeps; width: number }) {
   const theme = useTheme();
-  const hb = usePoll(1000, async () =>
-    liveness(serverState(await readHeartbeat(deps.ctx), deps.ctx.now()), hostname()),
-  );
-  const s = hb.data;
+  const hb = usePoll(1000, async () => {
+    const all = await readInstances(deps.ctx);
+    return { s: liveness(serverState(all.current, deps.ctx.now()), hostname()), alive: all.alive, dead: all.dead };
+  });
+  const s = hb.data?.s;
+  // Several msgd sharing the store (PostgreSQL): how many run, and how many died. The
+  // version, uptime and pid are the leader's.
+  const alive = hb.data?.alive ?? 0;
+  const dead = hb.data?.dead ?? 0;
+  const cluster =
+    alive > 1 || dead > 0 ? ` · ${alive} instance${alive === 1 ? '' : 's'}${dead > 0 ? `, ${dead} dead` : ''}` : '';
   let text = 'reading…';
   let style: { color?: string; bold?: boolean; dimColor?: boolean } = { dimColor: true };
   let detail = '';
   if (s?.state === 'running') {
     text = '● msgd running';
-    detail = ` ${clean(s.hb.version)} · up ${duration(deps.ctx.now() - s.hb.startedAt)} · pid ${s.hb.pid}`;
+    detail = ` ${clean(s.hb.version)} · up ${duration(deps.ctx.now() - s.hb.startedAt)} · pid ${s.hb.pid}${cluster}`;
     style = { color: theme.good, bold: true };
   } else if (s?.state === 'silent') {
     text = `▲ msgd not responding: last beat ${when(s.hb!.beatAt)} UTC`;

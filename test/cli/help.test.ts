@@ -48,6 +48,7 @@ const EXPECTED = [
   'ledger list',
   'audit list',
   'doctor',
+  'instances',
 ];
 
 describe('msgctl help', () => {

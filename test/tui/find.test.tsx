@@ -203,6 +203,29 @@ describe('msgctl tui: header and liveness', () => {
     expect(first.length).toBeLessThanOrEqual(60);
   });
 
+  it('with several instances on the store, the header counts the running and the dead; the leader speaks', async () => {
+    c = await openConsole(newDataDir(), 'overview', { now: () => Date.now(), size: { columns: 100, rows: 24 } });
+    const row = { version: '0.2.0', gauges: {}, running: true, host: 'another-host' };
+    await writeHeartbeat(c.cli.ctx, {
+      ...row,
+      id: 'ins_a',
+      pid: 501,
+      startedAt: Date.now() - 60_000,
+      beatAt: Date.now(),
+    });
+    await writeHeartbeat(c.cli.ctx, {
+      ...row,
+      id: 'ins_b',
+      pid: 502,
+      startedAt: Date.now() - 120_000,
+      beatAt: Date.now(),
+      leader: true,
+    });
+    await writeHeartbeat(c.cli.ctx, { ...row, id: 'ins_c', pid: 503, startedAt: 0, beatAt: Date.now() - 60_000 });
+    const f = await c.see('2 instances, 1 dead');
+    expect(f.split('\n')[0]).toMatch(/^● msgd running 0\.2\.0 · up 2m \d+s · pid 502 · 2 instances, 1 dead/);
+  });
+
   it('on msgd’s own host, a killed msgd reads "not running" at once (its pid is gone)', async () => {
     c = await openConsole(newDataDir(), 'overview', { now: () => Date.now() });
     // A pid that was just used and is gone now.
