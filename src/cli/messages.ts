@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { getPartner } from '../core/partners.js';
 import { listOperatorMessages } from '../core/message-reads.js';
-import { getMessageRow, messageHistory } from '../core/messages.js';
+import { getMessageRowIn, messageHistoryIn } from '../core/messages.js';
 import { messageJson } from '../core/message-json.js';
 import { STATUS_RANK, type MessageStatus } from '../core/statuses.js';
 import { cancelScheduled } from '../core/scheduled.js';
@@ -54,9 +54,9 @@ async function list(
 }
 
 async function show(cli: Cli, id: string): Promise<Result> {
-  const m = getMessageRow(cli.ctx, id);
+  const m = await getMessageRowIn(cli.ctx.store, id);
   if (!m) throw notFound('message', id);
-  const hist = messageHistory(cli.ctx, id, m);
+  const hist = await messageHistoryIn(cli.ctx.store, id, m);
   const partner = await getPartner(cli.ctx, m.partner_id);
   const json = { ...messageJson(m, hist), partner: { id: partner.id, slug: partner.slug } };
   return {
@@ -105,7 +105,7 @@ async function show(cli: Cli, id: string): Promise<Result> {
 async function cancel(cli: Cli, id: string): Promise<Result> {
   const m = await cancelScheduled(cli.ctx, null, id, cli.actor);
   return {
-    json: messageJson(getMessageRow(cli.ctx, m.id)!),
+    json: messageJson((await getMessageRowIn(cli.ctx.store, m.id))!),
     text: `Canceled ${m.id}${m.price > 0 ? `: ${money(m.price)} refunded to the partner` : ''}.`,
   };
 }

@@ -4,7 +4,7 @@ import type { Config } from '../config/schema.js';
 import { listChannels, normalizeSender } from '../core/channels.js';
 import { openGatewayIn } from '../core/gateway-secrets.js';
 import { getGateway } from '../core/gateways.js';
-import { getMessageRow } from '../core/messages.js';
+import { getMessageRowIn } from '../core/messages.js';
 import { getPartner } from '../core/partners.js';
 import { AppError, notFound } from '../lib/errors.js';
 import {
@@ -164,7 +164,7 @@ async function status(
     throw new UsageError(`--status must be one of ${STATUSES.join(', ')}, got "${opts.status}"`);
   const base = msgdUrl(cli.config, opts.url);
   const { gw, secret } = await sandboxGateway(cli, ref);
-  const m = getMessageRow(cli.ctx, message);
+  const m = await getMessageRowIn(cli.ctx.store, message);
   if (!m) throw notFound('message', message);
   if (m.direction !== 'outbound')
     throw new AppError('invalid_request', `message ${m.id} is inbound: it has no delivery status`);

@@ -399,10 +399,24 @@ export function messageHistory(
   ).all(id);
   const m =
     message ??
-    stmt<[string], Pick<MessageRow, 'direction' | 'created_at' | 'send_at'>>(
-      ctx.db.sqlite,
-      'SELECT direction, created_at, send_at FROM messages WHERE id = ?',
-    ).get(id);
+    stmt<[string], HistoryHead>(ctx.db.sqlite, 'SELECT direction, created_at, send_at FROM messages WHERE id = ?').get(
+      id,
+    );
+  return withFirstEntry(id, rows, m);
+}
+
+/** messageHistory, through `q` (the store, or a transaction's Tx), on either store. */
+export async function messageHistoryIn(q: Queryable, id: string, message?: HistoryHead): Promise<HistoryRow[]> {
+  const rows = await q.all<HistoryRow>(sql`SELECT * FROM message_status_history WHERE message_id = ${id} ORDER BY id`);
+  const m =
+    message ?? (await q.get<HistoryHead>(sql`SELECT direction, created_at, send_at FROM messages WHERE id = ${id}`));
+  return withFirstEntry(id, rows, m);
+}
+
+type HistoryHead = Pick<MessageRow, 'direction' | 'created_at' | 'send_at'>;
+
+/** The stored history with the derived first entry of an outbound message ahead of it. */
+function withFirstEntry(id: string, rows: HistoryRow[], m: HistoryHead | undefined): HistoryRow[] {
   const first = m?.send_at != null ? 'scheduled' : 'queued';
   if (!m || m.direction !== 'outbound' || rows[0]?.status === first) return rows;
   const queued: HistoryRow = {

@@ -67,7 +67,7 @@ describe("the console's reads", () => {
       { status: 'failed' },
     ])
       await findMessages(ctx, q);
-    messageWithHistory(ctx, m.id);
+    await messageWithHistory(ctx, m.id);
     await deadJobs(ctx);
     await pendingJobs(ctx);
     sqlite

@@ -1,5 +1,5 @@
 import type { CoreCtx } from '../../core/context.js';
-import { getMessageRow, messageHistory, type HistoryRow, type MessageRow } from '../../core/messages.js';
+import { getMessageRowIn, messageHistoryIn, type HistoryRow, type MessageRow } from '../../core/messages.js';
 
 // The Messages screen's reads: the search (by id, partner, recipient, status) is core's, each
 // way through an index (src/core/message-reads.ts).
@@ -11,7 +11,10 @@ export {
   type MessageQuery,
 } from '../../core/message-reads.js';
 
-export function messageWithHistory(ctx: CoreCtx, id: string): { m: MessageRow; history: HistoryRow[] } | null {
-  const m = getMessageRow(ctx, id);
-  return m ? { m, history: messageHistory(ctx, id, m) } : null;
+export async function messageWithHistory(
+  ctx: CoreCtx,
+  id: string,
+): Promise<{ m: MessageRow; history: HistoryRow[] } | null> {
+  const m = await getMessageRowIn(ctx.store, id);
+  return m ? { m, history: await messageHistoryIn(ctx.store, id, m) } : null;
 }

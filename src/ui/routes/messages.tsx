@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { CHANNEL_TYPES, type ChannelType } from '../../core/context.js';
 import { contentText, type MessageContent } from '../../core/message-content.js';
-import { getMessageRow, messageHistory, type MessageRow } from '../../core/messages.js';
+import { getMessageRowIn, messageHistoryIn, type MessageRow } from '../../core/messages.js';
 import { findMessages, listMessages, type MessageFilter } from '../../core/message-list.js';
 import { MESSAGE_STATUSES, type MessageStatus } from '../../core/statuses.js';
 import { decodeCursor, encodeCursor } from '../../web/pagination.js';
@@ -236,7 +236,7 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
   app.post<{ Params: { id: string } }>('/messages/:id/cancel', async (req, reply) => {
     const user = userFor(req, 'messages');
     const path = `/ui/messages/${req.params.id}`;
-    const m = getMessageRow(rt.ctx, req.params.id);
+    const m = await getMessageRowIn(rt.ctx.store, req.params.id);
     if (!m || m.partner_id !== user.partnerId) return notFoundPage(ui, req, reply);
     try {
       await cancelScheduled(rt.ctx, user.partnerId, m.id, `user:${user.userId}`);
@@ -252,9 +252,9 @@ export const messageRoutes: FastifyPluginAsync<{ ui: Ui }> = async (app, { ui })
 
   app.get<{ Params: { id: string } }>('/messages/:id', async (req, reply) => {
     const p = pageCtx(ui, req, reply, 'messages');
-    const m = getMessageRow(rt.ctx, req.params.id);
+    const m = await getMessageRowIn(rt.ctx.store, req.params.id);
     if (!m || m.partner_id !== p.user.partnerId) return notFoundPage(ui, req, reply);
-    const history = messageHistory(rt.ctx, m.id, m);
+    const history = await messageHistoryIn(rt.ctx.store, m.id, m);
     const content = JSON.parse(m.content) as MessageContent;
     // Still on its way: the page's script fetches it again until the status is final.
     const live = IN_FLIGHT.has(m.status);

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ChannelType } from '../../../core/context.js';
-import { getMessageRow, messageHistory } from '../../../core/messages.js';
+import { getMessageRowIn, messageHistoryIn } from '../../../core/messages.js';
 import { messageJson } from '../../../core/message-json.js';
 import { listMessages } from '../../../core/message-list.js';
 import type { MessageStatus } from '../../../core/statuses.js';
@@ -185,9 +185,9 @@ export const messageRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
       },
     },
     async (req) => {
-      const m = getMessageRow(rt.ctx, req.params.id);
+      const m = await getMessageRowIn(rt.ctx.store, req.params.id);
       if (!m || m.partner_id !== principalOf(req).partnerId) throw notFoundError('message', req.params.id);
-      return messageJson(m, messageHistory(rt.ctx, m.id, m));
+      return messageJson(m, await messageHistoryIn(rt.ctx.store, m.id, m));
     },
   );
 
@@ -212,8 +212,8 @@ export const messageRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app, {
     async (req) => {
       const principal = principalOf(req);
       const m = await cancelScheduled(rt.ctx, principal.partnerId, req.params.id, `token:${principal.tokenId}`);
-      const row = getMessageRow(rt.ctx, m.id)!;
-      return messageJson(row, messageHistory(rt.ctx, row.id, row));
+      const row = (await getMessageRowIn(rt.ctx.store, m.id))!;
+      return messageJson(row, await messageHistoryIn(rt.ctx.store, row.id, row));
     },
   );
 };
