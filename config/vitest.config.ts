@@ -4,8 +4,8 @@ export default defineConfig({
   test: {
     root: '.',
     include: ['test/**/*.test.ts', 'test/**/*.test.tsx'],
-    // test/pg needs a PostgreSQL: `npm run test:pg` (config/vitest.pg.config.ts) runs it.
-    exclude: [...configDefaults.exclude, 'test/pg/**'],
+    // test/pg and test/cluster need a PostgreSQL: `npm run test:pg` (config/vitest.pg.config.ts) runs them.
+    exclude: [...configDefaults.exclude, 'test/pg/**', 'test/cluster/**'],
     globalSetup: ['test/global-setup.ts'],
     // test/both/ runs here on SQLite (and on PostgreSQL under config/vitest.pg.config.ts).
     env: { MSGD_TEST_STORE: 'sqlite' },

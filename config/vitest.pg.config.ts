@@ -1,12 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
-// The PostgreSQL tests (`npm run test:pg`): test/pg/, and test/both/ (which `npm test` runs on
-// SQLite) on PostgreSQL, against one cluster the global setup starts for the run
+// The PostgreSQL tests (`npm run test:pg`): test/pg/, test/cluster/ (several msgd on one
+// PostgreSQL), and test/both/ (which `npm test` runs on SQLite) on PostgreSQL, against one cluster the global setup starts for the run
 // (test/pg/global-setup.ts; MSGD_TEST_PG_URL uses a running server instead).
 export default defineConfig({
   test: {
     root: '.',
-    include: ['test/pg/**/*.test.ts', 'test/both/**/*.test.ts'],
+    include: ['test/pg/**/*.test.ts', 'test/cluster/**/*.test.ts', 'test/both/**/*.test.ts'],
     // test/global-setup.ts compiles dist/ for the tests that run bin/msgctl.
     globalSetup: ['test/global-setup.ts', 'test/pg/global-setup.ts'],
     // test/both/helpers.ts opens its contexts on this store.
