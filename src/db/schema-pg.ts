@@ -215,3 +215,4 @@ export const heartbeat = derive(sqlite.heartbeat);
 export const gatewayCircuits = derive(sqlite.gatewayCircuits);
 export const gatewayLines = derive(sqlite.gatewayLines);
 export const gatewayPlaces = derive(sqlite.gatewayPlaces);
+export const apiRateLimits = derive(sqlite.apiRateLimits);

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { index, integer, primaryKey, sqliteTable, text, uniqueIndex, blob } from 'drizzle-orm/sqlite-core';
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex, blob } from 'drizzle-orm/sqlite-core';
 import { CHANNEL_TYPES } from '../lib/channel-types.js';
 
 // All times are integer milliseconds since the epoch (UTC); all money integer micro-units.
@@ -846,3 +846,17 @@ export const gatewayPlaces = sqliteTable(
   },
   (t) => [index('gateway_places_gateway').on(t.gatewayId)],
 );
+
+/**
+ * The API's request limits shared by the instances of a cluster (src/http/rate-limit.ts): per key
+ * (`tok:<token id>`, `ip:<address>`) GCRA's theoretical arrival time. Used on PostgreSQL only:
+ * one SQLite msgd keeps its limits in memory. Rows whose time has passed are deleted (they mean
+ * the same as no row).
+ */
+export const apiRateLimits = sqliteTable('api_rate_limits', {
+  key: text('key').primaryKey(),
+  /** When the key's next request is due, ms since the epoch (a fraction of a ms kept). */
+  tat: real('tat').notNull(),
+  /** How many requests the last update let through: what the statement that made it answers. */
+  taken: integer('taken').notNull().default(0),
+});

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { HttpDeps } from './deps.js';
 import { errorBody, errorHandler, sendError } from '../web/errors.js';
 import { LazyRequestLogger, loggedPath } from '../web/logger.js';
-import { RateLimiter } from './rate-limit.js';
+import { limiterFor } from './rate-limit.js';
 import { healthRoutes } from './routes/health.js';
 import { SEND_PATHS, sendMethodRoutes, sendRoutes } from './routes/send.js';
 import { v1Routes } from './routes/v1/index.js';
@@ -126,8 +126,9 @@ export async function buildApp(rt: HttpDeps): Promise<FastifyInstance> {
   });
 
   // Routes, one module per surface.
-  // One limiter for both partner APIs: a token's requests count together wherever they go.
-  const limiter = new RateLimiter();
+  // One limiter for both partner APIs: a token's requests count together wherever they go (on
+  // PostgreSQL, whichever instance they reach).
+  const limiter = limiterFor(rt.ctx.store);
   await app.register(healthRoutes, { rt, storage });
   await app.register(sendRoutes, { rt, limiter });
   await app.register(sendMethodRoutes);

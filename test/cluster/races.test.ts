@@ -14,8 +14,9 @@ import { type MsgdCluster, startMsgdCluster } from './harness.js';
 // for the cluster. Concurrent sends spread over the instances never spend more than the
 // partner has (the partner's row is locked in every accept transaction, whichever instance runs
 // it); an Idempotency-Key raced on three instances makes one message and one debit; a retry
-// while the first is uncommitted on another instance waits for it and gets its answer; a change
-// made by msgctl is seen by every instance on its next request.
+// while the first is uncommitted on another instance waits for it and gets its answer; a
+// token's rate limit is the cluster's, not each instance's; a change made by msgctl is seen by
+// every instance on its next request.
 
 const db = migratedDatabase();
 let fake: TwilioFake;
@@ -250,6 +251,42 @@ describe('a retry while the first send of its key is uncommitted on another inst
       expect(m.debits).toHaveLength(1);
     });
     await c.restart(0);
+  });
+});
+
+describe('API rate limits', { timeout: 60_000 }, () => {
+  it("are the cluster's: 6 a minute is 6 over three instances, not 6 on each", async () => {
+    const p = await partnerWithSms({ balance: '1.00', price: '0.01', rateLimitPerMinute: 6 });
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, async () => {
+        const r = await request(`${c.url}/v1/channels`, {
+          headers: { authorization: `Bearer ${p.token}` },
+          dispatcher: client,
+        });
+        const body = (await r.body.json()) as { error?: { code: string } };
+        return {
+          status: r.statusCode,
+          headers: r.headers,
+          code: body.error?.code,
+          instance: r.headers['x-cluster-instance'],
+        };
+      }),
+    );
+    expect(new Set(answers.map((a) => a.instance)).size).toBe(3);
+    const ok = answers.filter((a) => a.status === 200);
+    const refused = answers.filter((a) => a.status === 429);
+    expect([ok.length, refused.length]).toEqual([6, 24]);
+    // The burst counted down across the instances, from 5 left to none (time passing between
+    // two instances' batches may give one back a fraction of a request: the same count twice).
+    const remaining = ok.map((a) => Number(a.headers['ratelimit-remaining'])).sort();
+    expect([remaining[0], remaining[5]]).toEqual([0, 5]);
+    for (const a of refused) {
+      expect(a.code).toBe('rate_limited');
+      expect(a.headers['ratelimit-limit']).toBe('6');
+      expect(a.headers['ratelimit-remaining']).toBe('0');
+      expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(Number(a.headers['retry-after'])).toBeLessThanOrEqual(10);
+    }
   });
 });
 

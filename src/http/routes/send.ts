@@ -5,7 +5,7 @@ import { emailBody, smsBody, whatsappBody } from '../schemas/send.js';
 import { authHook } from '../auth.js';
 import { refuseEncodedBody, sendError } from '../../web/errors.js';
 import { acceptJsonBodies } from '../json-body.js';
-import { rateLimitHook, type RateLimiter } from '../rate-limit.js';
+import { type Limiter, rateLimitHook } from '../rate-limit.js';
 import { acceptSend, scheduledAt, validate, type SendSpec } from '../send-flow.js';
 
 // The legacy partner send API. Paths are kept exactly. Checks run in the spec's order:
@@ -15,7 +15,7 @@ import { acceptSend, scheduledAt, validate, type SendSpec } from '../send-flow.j
 
 // The checks themselves and the money path live in ../send-flow.ts, shared with POST /v1/messages.
 
-export const sendRoutes: FastifyPluginAsync<{ rt: HttpDeps; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
+export const sendRoutes: FastifyPluginAsync<{ rt: HttpDeps; limiter: Limiter }> = async (app, { rt, limiter }) => {
   // Per token, shared with /v1: 429 and the RateLimit-* headers on every answer, as there.
   app.addHook('onRequest', rateLimitHook(rt.auth, limiter, rt.config.rateLimit.perMinute));
   // 401/403 (token, suspended partner, scope) before anything about the body: 413, 415, 400.

@@ -4,7 +4,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-pro
 import type { z } from 'zod';
 import type { HttpDeps } from '../../deps.js';
 import { refuseEncodedBody, sendError } from '../../../web/errors.js';
-import { RateLimiter, rateLimitHook } from '../../rate-limit.js';
+import { type Limiter, rateLimitHook } from '../../rate-limit.js';
 import { houseError } from '../../schemas/house-errors.js';
 import { acceptJsonBodies, decodeBody, parseJsonBody } from '../../json-body.js';
 import { channelRoutes } from './channels.js';
@@ -28,7 +28,7 @@ declare module 'fastify' {
   }
 }
 
-export const v1Routes: FastifyPluginAsync<{ rt: HttpDeps; limiter: RateLimiter }> = async (app, { rt, limiter }) => {
+export const v1Routes: FastifyPluginAsync<{ rt: HttpDeps; limiter: Limiter }> = async (app, { rt, limiter }) => {
   // fastify-type-provider-zod's compiler, but issues worded in the house style (houseError).
   app.setValidatorCompiler<z.ZodType>(({ schema }) => (data) => {
     const r = schema.safeParse(data, { error: houseError });
