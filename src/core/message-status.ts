@@ -1,6 +1,6 @@
-import { indexedBy, jsonText, redactedContent, unsentPayload } from '../db/dialect.js';
+import { indexedBy, inList, jsonText, redactedContent, unsentPayload } from '../db/dialect.js';
 import type { Queryable } from '../db/query.js';
-import { sql } from '../db/sql.js';
+import { type Dialect, sql } from '../db/sql.js';
 import { stmt } from '../db/stmt.js';
 import { idFloor, idTime } from '../lib/id-time.js';
 import { iso } from '../lib/time.js';
@@ -548,6 +548,31 @@ export function claimForDispatchIn(q: Queryable, id: string, now: number): Promi
     sql`UPDATE messages SET status = 'sending', updated_at = ${now} WHERE id = ${id} AND status = 'queued'
         RETURNING id, partner_id, channel_type, channel_id, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight`,
   );
+}
+
+/**
+ * claimForDispatch for many messages in one statement (a claimed batch on PostgreSQL): the
+ * rows moved queued → sending, by id. A message not queued is left out, with nothing written.
+ */
+export async function claimManyForDispatchIn(
+  q: Queryable,
+  dialect: Dialect,
+  ids: readonly string[],
+  now: number,
+): Promise<Map<string, DispatchRow>> {
+  const rows =
+    ids.length === 0
+      ? []
+      : await q.all<DispatchRow>(
+          sql`UPDATE messages SET status = 'sending', updated_at = ${now} WHERE ${inList(dialect, 'id', ids)} AND status = 'queued'
+              RETURNING id, partner_id, channel_type, channel_id, gateway_id, "to", "from", content, status, created_at, dispatch_in_flight`,
+        );
+  return new Map(rows.map((r) => [r.id, r]));
+}
+
+/** markDispatchInFlight for many messages in one statement. */
+export async function markManyInFlightIn(q: Queryable, dialect: Dialect, ids: readonly string[]): Promise<void> {
+  if (ids.length > 0) await q.run(sql`UPDATE messages SET dispatch_in_flight = 1 WHERE ${inList(dialect, 'id', ids)}`);
 }
 
 /** markDispatchInFlight, in `q`. */

@@ -21,6 +21,7 @@ import {
   applyStatusIn,
   claimForDispatch,
   claimForDispatchIn,
+  claimManyForDispatchIn,
   clearDispatchError,
   clearDispatchErrorIn,
   flagUncertain,
@@ -29,6 +30,7 @@ import {
   holdForDisabledGatewayIn,
   markDispatchInFlight,
   markDispatchInFlightIn,
+  markManyInFlightIn,
   markSent,
   markSentIn,
   noteDispatchRetry,
@@ -598,10 +600,13 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
 
   /**
    * The claim's decisions through its Tx (PostgreSQL): each job up to its gateway's line, then
-   * the turns of every job that goes to a gateway, given by the shared lines at once.
+   * the turns of every job that goes to a gateway, given by the shared lines at once. The
+   * batch's queued messages are marked 'sending' in one statement, and those that go with a
+   * free call slot in flight in another: two round trips a batch, not two a message.
    */
   async function claimIn(jobs: Job<DispatchPayload>[], tx: Tx): Promise<Map<Job<DispatchPayload>, JobResult>> {
     const now = ctx.now();
+    const dialect = ctx.store.dialect;
     const settled = new Map<Job<DispatchPayload>, JobResult>();
     const taking = new Map<string, number>();
     const places = await shared!.leave(
@@ -609,10 +614,19 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       jobs.map((j) => j.id),
     );
     const admitted: [Job<DispatchPayload>, Admitted][] = [];
+    const claimed = await claimManyForDispatchIn(
+      tx,
+      dialect,
+      jobs.map((j) => j.payload.message_id),
+      now,
+    );
+    const inFlight: string[] = [];
     for (const j of jobs) {
-      let marked = await claimForDispatchIn(tx, j.payload.message_id, now);
-      if (!marked && (await releaseScheduledIn(tx, ctx, j.payload.message_id)))
-        marked = await claimForDispatchIn(tx, j.payload.message_id, now);
+      const id = j.payload.message_id;
+      // A row is the claim's for the first job naming it; another job for it reads it as a retry does.
+      let marked = claimed.get(id);
+      claimed.delete(id);
+      if (!marked && (await releaseScheduledIn(tx, ctx, id))) marked = await claimForDispatchIn(tx, id, now);
       const d = await decideIn(tx, j, marked);
       if ('type' in d) settled.set(j, d);
       else admitted.push([j, d]);
@@ -633,8 +647,9 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         continue;
       }
       d.goAt = givenAt + d.wait;
-      if (takeSlot(j, d, taking)) await markDispatchInFlightIn(tx, d.m.id);
+      if (takeSlot(j, d, taking)) inFlight.push(d.m.id);
     }
+    await markManyInFlightIn(tx, dialect, inFlight);
     return settled;
   }
 

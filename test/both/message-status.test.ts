@@ -10,6 +10,8 @@ import {
   holdForDisabledGatewayIn,
   markDispatchInFlightIn,
   markSentIn,
+  claimManyForDispatchIn,
+  markManyInFlightIn,
   noteDispatchRetryIn,
   releaseAfterRestoreIn,
   requeueForRateIn,
@@ -189,6 +191,18 @@ describe('applyStatusIn', () => {
 });
 
 describe("dispatch's marks", () => {
+  it("claims a batch's queued messages in one statement, and marks them in flight in another", async () => {
+    await send('queued');
+    const d = t.ctx.store.dialect;
+    const claimed = await t.ctx.store.transaction((tx) => claimManyForDispatchIn(tx, d, [ID, 'msg_none'], 2_000));
+    expect([...claimed.keys()]).toEqual([ID]);
+    expect(claimed.get(ID)).toMatchObject({ id: ID, status: 'sending', dispatch_in_flight: 0, channel_type: 'sms' });
+    // Not queued any more: left out, nothing written.
+    expect((await t.ctx.store.transaction((tx) => claimManyForDispatchIn(tx, d, [ID], 3_000))).size).toBe(0);
+    await t.ctx.store.transaction((tx) => markManyInFlightIn(tx, d, [ID]));
+    expect(await row()).toMatchObject({ status: 'sending', updated_at: 2_000, dispatch_in_flight: 1 });
+  });
+
   it('claims a queued message once, marks it in flight, and sends it, clearing a retry note', async () => {
     await send('queued');
     const claimed = await t.ctx.store.transaction((tx) => claimForDispatchIn(tx, ID, 2_000));
