@@ -517,15 +517,26 @@ export async function markSentIn(
   },
 ): Promise<boolean> {
   const now = ctx.now();
-  const moved = await q.run(
-    sql`UPDATE messages SET status = 'sent', provider_message_id = ${change.providerMessageId},
+  const update = sql`UPDATE messages SET status = 'sent', provider_message_id = ${change.providerMessageId},
           provider_id_indexed = ${change.namedInReports ? 0 : 1}, error_code = NULL, error_message = NULL,
           dispatch_uncertain = CASE WHEN ${change.uncertain ? 1 : 0} = 1 THEN 1 ELSE dispatch_uncertain END,
           dispatch_in_flight = 0, sent_at = COALESCE(sent_at, ${change.occurredAt}), updated_at = ${now}
-        WHERE id = ${m.id} AND status = 'sending'`,
-  );
-  if (moved.changes === 0) return false;
-  await recordHistoryIn(q, ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
+        WHERE id = ${m.id} AND status = 'sending'`;
+  if (ctx.store.dialect === 'postgres') {
+    // One round trip on PostgreSQL: the history row is written by the statement that moves the
+    // message, and only when it moved (the rows inserted are the rows updated).
+    const moved = await q.run(
+      sql`WITH moved AS (${update} RETURNING id)
+          INSERT INTO message_status_history (message_id, status, provider_status, error_code, error_message, ignored, occurred_at, created_at)
+          SELECT id, 'sent', CAST(${change.providerStatus} AS TEXT), NULL, NULL, 0, CAST(${change.occurredAt} AS BIGINT),
+            CAST(${now} AS BIGINT) FROM moved`,
+    );
+    if (moved.changes === 0) return false;
+  } else {
+    const moved = await q.run(update);
+    if (moved.changes === 0) return false;
+    await recordHistoryIn(q, ctx, m.id, 'sent', { providerStatus: change.providerStatus, at: change.occurredAt });
+  }
   await emitStatusEventIn(
     q,
     ctx,
