@@ -32,11 +32,22 @@ export class GatewayBook {
    * Reads the gateways again if the settings version moved: through the store on PostgreSQL,
    * on the connection on SQLite (where every read of the book does this anyway).
    */
-  async load(): Promise<void> {
+  load(): Promise<void> {
     if (this.onConnection) {
       this.fresh();
-      return;
+      return Promise.resolve();
     }
+    // Callers of one moment share one read: they go on together (a burst of webhooks stays one
+    // intake batch), and the gateways are not read twice.
+    this.loading ??= this.read().finally(() => {
+      this.loading = null;
+    });
+    return this.loading;
+  }
+
+  private loading: Promise<void> | null = null;
+
+  private async read(): Promise<void> {
     const version = await storeSettingsVersion(this.ctx.store);
     if (version === this.version) return;
     const next = new Map<string, GatewayWithSecrets>();
