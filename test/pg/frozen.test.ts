@@ -95,7 +95,12 @@ describe('PostgreSQL frozen under msgd', () => {
     expect(await strandedMessages(prep.ctx, partnerId)).toEqual([]);
     expect(await moneyProblems(prep.ctx, partnerId)).toEqual([]);
     await waitFor(
-      async () => (await messagesOf(prep.ctx, partnerId)).every((r) => r.status === 'sent'),
+      async () => {
+        const left = (await messagesOf(prep.ctx, partnerId)).filter((r) => r.status !== 'sent');
+        // On a timeout the error names the messages still waiting and where they stand.
+        if (left.length) throw new Error(left.map((r) => `${r.text}: ${r.status}`).join(', '));
+        return true;
+      },
       'every message to be sent',
       60_000,
       100,
