@@ -16,6 +16,36 @@ export const OPEN_CONVERSATION_SQL = `SELECT * FROM conversations INDEXED BY con
   WHERE contact_id = ? AND channel_type = ? AND status = 'open' AND partner_id = ?
   ORDER BY id DESC LIMIT 1`;
 
+/** The open conversation's activity moved to `at`, or a new open conversation: what both forms write. */
+function touched(
+  open: ConversationRow | undefined,
+  partnerId: string,
+  contactId: string,
+  channel: ChannelType,
+  channelId: string | null,
+  inbound: boolean | undefined,
+  at: number,
+  now: number,
+): ConversationRow {
+  if (open) {
+    const lastInbound = inbound ? Math.max(at, open.last_inbound_at ?? 0) : open.last_inbound_at;
+    const lastMessage = Math.max(at, open.last_message_at ?? 0);
+    return { ...open, last_message_at: lastMessage, last_inbound_at: lastInbound, updated_at: now };
+  }
+  return {
+    id: newId('conv'),
+    partner_id: partnerId,
+    contact_id: contactId,
+    channel_type: channel,
+    channel_id: channelId,
+    status: 'open',
+    last_message_at: at,
+    last_inbound_at: inbound ? at : null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
 /**
  * The contact's open conversation on a channel, created if there is none; its activity
  * times move with every message. Runs inside the caller's transaction.
@@ -36,29 +66,16 @@ export function touchConversation(
     channel,
     partnerId,
   );
+  const row = touched(open, partnerId, contactId, channel, channelId, opts.inbound, at, now);
   if (open) {
-    const lastInbound = opts.inbound ? Math.max(at, open.last_inbound_at ?? 0) : open.last_inbound_at;
-    const lastMessage = Math.max(at, open.last_message_at ?? 0);
     stmt(db, `UPDATE conversations SET last_message_at = ?, last_inbound_at = ?, updated_at = ? WHERE id = ?`).run(
-      lastMessage,
-      lastInbound,
+      row.last_message_at,
+      row.last_inbound_at,
       now,
       open.id,
     );
-    return { ...open, last_message_at: lastMessage, last_inbound_at: lastInbound, updated_at: now };
+    return row;
   }
-  const row: ConversationRow = {
-    id: newId('conv'),
-    partner_id: partnerId,
-    contact_id: contactId,
-    channel_type: channel,
-    channel_id: channelId,
-    status: 'open',
-    last_message_at: at,
-    last_inbound_at: opts.inbound ? at : null,
-    created_at: now,
-    updated_at: now,
-  };
   stmt(
     db,
     `INSERT INTO conversations (id, partner_id, contact_id, channel_type, channel_id, status, last_message_at, last_inbound_at, created_at, updated_at)
@@ -87,27 +104,14 @@ export async function touchConversationIn(
         WHERE contact_id = ${contactId} AND channel_type = ${channel} AND status = 'open' AND partner_id = ${partnerId}
         ORDER BY id DESC LIMIT 1`,
   );
+  const row = touched(open, partnerId, contactId, channel, channelId, opts.inbound, at, now);
   if (open) {
-    const lastInbound = opts.inbound ? Math.max(at, open.last_inbound_at ?? 0) : open.last_inbound_at;
-    const lastMessage = Math.max(at, open.last_message_at ?? 0);
     await q.run(
-      sql`UPDATE conversations SET last_message_at = ${lastMessage}, last_inbound_at = ${lastInbound}, updated_at = ${now}
+      sql`UPDATE conversations SET last_message_at = ${row.last_message_at}, last_inbound_at = ${row.last_inbound_at}, updated_at = ${now}
           WHERE id = ${open.id}`,
     );
-    return { ...open, last_message_at: lastMessage, last_inbound_at: lastInbound, updated_at: now };
+    return row;
   }
-  const row: ConversationRow = {
-    id: newId('conv'),
-    partner_id: partnerId,
-    contact_id: contactId,
-    channel_type: channel,
-    channel_id: channelId,
-    status: 'open',
-    last_message_at: at,
-    last_inbound_at: opts.inbound ? at : null,
-    created_at: now,
-    updated_at: now,
-  };
   await q.run(
     sql`INSERT INTO conversations (id, partner_id, contact_id, channel_type, channel_id, status, last_message_at, last_inbound_at, created_at, updated_at)
         VALUES (${row.id}, ${row.partner_id}, ${row.contact_id}, ${row.channel_type}, ${row.channel_id}, ${row.status},
