@@ -129,8 +129,15 @@ describe('msgctl restore', () => {
       const ids: string[] = [];
       for (const text of ['one', 'two', 'three'])
         ids.push((await send(s.url, SMS, { to: '+14155550123', text }, p.token)).body.id);
-      await waitFor(() => fake.requests.length === 1 && message(s.ctx, ids[0]).status === 'sending', 'the first call');
-      expect(ids.map((id) => message(s.ctx, id).status)).toEqual(['sending', 'queued', 'queued']);
+      await waitFor(
+        async () => fake.requests.length === 1 && (await message(s.ctx, ids[0])).status === 'sending',
+        'the first call',
+      );
+      expect(await Promise.all(ids.map(async (id) => (await message(s.ctx, id)).status))).toEqual([
+        'sending',
+        'queued',
+        'queued',
+      ]);
       const file = join(dirname(dataDir), 'in-flight.db');
       expect((await runCli(['backup', file], { dataDir })).code).toBe(0);
       for (const id of ids) await waitStatus(s.ctx, id, 'sent', 15_000);
@@ -158,7 +165,7 @@ describe('msgctl restore', () => {
       await waitStatus(restored.ctx, fresh.body.id, 'sent');
       expect(fake.requests).toHaveLength(4);
       for (const id of ids) {
-        const m = message(restored.ctx, id);
+        const m = await message(restored.ctx, id);
         expect(m.status).toBe('queued');
         expect(m.error_code).toBe('held_after_restore');
         expect(m.dispatch_uncertain).toBe(0);

@@ -73,7 +73,7 @@ describe('backup under load, restore, serve', () => {
 
     const copy = inspect({ ...prep, dir: restored });
     try {
-      const ids = new Set(messagesOf(copy.ctx, prep.partner.partnerId).map((m) => m.id));
+      const ids = new Set((await messagesOf(copy.ctx, prep.partner.partnerId)).map((m) => m.id));
       expect(before.filter((id) => !ids.has(id))).toEqual([]);
       // Nothing the backup holds was invented: each is a message msgd answered 200 for.
       const answered = new Set(accepted);

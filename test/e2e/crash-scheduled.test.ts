@@ -74,7 +74,7 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
     expect((await waitForExit(first.child)).signal).toBe('SIGKILL');
     let view = inspect(prep);
     try {
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows).toHaveLength(accepted.size);
       expect(rows.every((m) => m.status === 'scheduled')).toBe(true);
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
@@ -107,7 +107,7 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
         40_000,
         200,
       );
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows).toHaveLength(accepted.size);
       for (const id of accepted.keys()) expect(rows.some((m) => m.id === id)).toBe(true);
 
@@ -135,7 +135,9 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
       // One debit per message, no refund, the ledger summing to the balance.
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
       expect(rows.filter((m) => m.refunded)).toHaveLength(0);
-      expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('1000') - accepted.size * parseMoney(PRICE));
+      expect(await balanceOf(view.ctx, prep.partner.partnerId)).toBe(
+        parseMoney('1000') - accepted.size * parseMoney(PRICE),
+      );
       const jobs = view.ctx.db.sqlite
         .prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`)
         .get() as { n: number };

@@ -85,7 +85,7 @@ describe('crash: kill -9 mid-load, restart', () => {
     // Right after the crash: every 200 is on disk with its debit, and no debit lacks a message.
     let view = inspect(prep);
     try {
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       const ids = new Set(rows.map((m) => m.id));
       for (const id of accepted) expect(ids.has(id), `accepted ${id} is missing after the crash`).toBe(true);
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
@@ -100,12 +100,12 @@ describe('crash: kill -9 mid-load, restart', () => {
     try {
       // The lease of the killed process's jobs (5 s) must pass before they are taken back.
       await waitFor(
-        () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
+        async () => (await messagesOf(view.ctx, prep.partner.partnerId)).every((m) => m.status === 'sent'),
         'every message to be sent after the restart',
         25_000,
         100,
       );
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       for (const id of accepted) expect(rows.some((m) => m.id === id)).toBe(true);
 
       // Provider calls per message: at least one; more than one only when flagged uncertain.
@@ -127,7 +127,9 @@ describe('crash: kill -9 mid-load, restart', () => {
 
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
       expect(rows.filter((m) => m.refunded)).toHaveLength(0);
-      expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('1000') - rows.length * parseMoney(price));
+      expect(await balanceOf(view.ctx, prep.partner.partnerId)).toBe(
+        parseMoney('1000') - rows.length * parseMoney(price),
+      );
       const jobs = view.ctx.db.sqlite
         .prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`)
         .get() as { n: number };
@@ -167,9 +169,9 @@ describe('crash: kill -9 mid-load, restart', () => {
     let view = inspect(prep);
     try {
       await waitFor(
-        () =>
+        async () =>
           fake.requests.length === 4 &&
-          messagesOf(view.ctx, prep.partner.partnerId).filter((m) => m.status === 'sending').length === 64,
+          (await messagesOf(view.ctx, prep.partner.partnerId)).filter((m) => m.status === 'sending').length === 64,
         '4 calls on the wire and 64 claimed',
         15_000,
       );
@@ -186,12 +188,12 @@ describe('crash: kill -9 mid-load, restart', () => {
     view = inspect(prep);
     try {
       await waitFor(
-        () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
+        async () => (await messagesOf(view.ctx, prep.partner.partnerId)).every((m) => m.status === 'sent'),
         'every message to be sent after the restart',
         30_000,
         100,
       );
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows.map((m) => m.id).sort()).toEqual([...ids].sort());
       const calls = new Map<string, number>();
       for (const r of fake.requests) calls.set(r.body.Body, (calls.get(r.body.Body) ?? 0) + 1);
@@ -229,7 +231,7 @@ describe('crash: kill -9 mid-load, restart', () => {
     // The operator retires the gateway before starting msgd again.
     let view = inspect(prep);
     try {
-      const m = messagesOf(view.ctx, prep.partner.partnerId).find((r) => r.id === id)!;
+      const m = (await messagesOf(view.ctx, prep.partner.partnerId)).find((r) => r.id === id)!;
       await unassignChannel(view.ctx, { channel: m.channel_id! }, 'test');
       await removeGateway(view.ctx, m.gateway_id!, 'test');
     } finally {
@@ -240,12 +242,12 @@ describe('crash: kill -9 mid-load, restart', () => {
     view = inspect(prep);
     try {
       await waitFor(
-        () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'failed'),
+        async () => (await messagesOf(view.ctx, prep.partner.partnerId)).every((m) => m.status === 'failed'),
         'the message to fail',
         15_000,
         100,
       );
-      const [m] = messagesOf(view.ctx, prep.partner.partnerId);
+      const [m] = await messagesOf(view.ctx, prep.partner.partnerId);
       // The provider may have taken it: refunded, but flagged, so a delivery report charges it again.
       expect(m.error_code).toBe('gateway_removed');
       expect(m.dispatch_uncertain).toBe(1);
@@ -296,12 +298,12 @@ describe('crash: kill -9 mid-load, restart', () => {
     view = inspect(prep);
     try {
       await waitFor(
-        () => messagesOf(view.ctx, other.partnerId).some((m) => m.status === 'sending'),
+        async () => (await messagesOf(view.ctx, other.partnerId)).some((m) => m.status === 'sending'),
         'the second call to be claimed',
         15_000,
       );
       await new Promise((r) => setTimeout(r, 500));
-      expect(messagesOf(view.ctx, other.partnerId)[0].dispatch_in_flight).toBe(0);
+      expect((await messagesOf(view.ctx, other.partnerId))[0].dispatch_in_flight).toBe(0);
     } finally {
       view.close();
     }
@@ -313,11 +315,17 @@ describe('crash: kill -9 mid-load, restart', () => {
     const second = cleanup.child(await startMsgd(prep));
     view = inspect(prep);
     try {
-      const all = () => [...messagesOf(view.ctx, prep.partner.partnerId), ...messagesOf(view.ctx, other.partnerId)];
-      await waitFor(() => all().every((m) => m.status === 'sent'), 'both messages to be sent', 15_000, 100);
-      const flagged = all()
-        .filter((m) => m.dispatch_uncertain === 1)
-        .map((m) => JSON.parse(m.content).text);
+      const all = async () => [
+        ...(await messagesOf(view.ctx, prep.partner.partnerId)),
+        ...(await messagesOf(view.ctx, other.partnerId)),
+      ];
+      await waitFor(
+        async () => (await all()).every((m) => m.status === 'sent'),
+        'both messages to be sent',
+        15_000,
+        100,
+      );
+      const flagged = (await all()).filter((m) => m.dispatch_uncertain === 1).map((m) => JSON.parse(m.content).text);
       expect(flagged).toEqual(['on the wire']);
     } finally {
       view.close();

@@ -66,7 +66,7 @@ describe('unsendable content', () => {
     ['content that is not JSON', { kind: 'text', text: 'x' } as MessageContent, '{not json', /not valid JSON/],
   ])('%s: failed at once as unsendable_content, refunded, the partner told', async (_name, content, raw, why) => {
     fake.reset();
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     const id = queue(content, raw);
     const m = await waitStatus(s.ctx, id, 'failed');
     await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'unsendable_content', start);
@@ -74,8 +74,8 @@ describe('unsendable content', () => {
     expect(m.dispatch_uncertain).toBe(0);
     // One attempt, no provider call: the job is done, not dead after its retries.
     expect(fake.requests).toHaveLength(0);
-    expect(jobsOf(s.ctx, id)).toEqual([]);
-    expect(historyOf(s.ctx, id)).toEqual(['queued', 'failed']);
+    expect(await jobsOf(s.ctx, id)).toEqual([]);
+    expect(await historyOf(s.ctx, id)).toEqual(['queued', 'failed']);
     expect(failedEvents(id)).toEqual([
       expect.objectContaining({
         status: 'failed',

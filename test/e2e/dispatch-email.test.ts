@@ -65,7 +65,7 @@ describe('sendgrid through the full path', () => {
     expect(req.reply!.status).toBe(202);
     expect(fake.sent).toHaveLength(1);
     // Not every SendGrid event carries custom_args (FACTS C2's click): the X-Message-Id stays indexed.
-    expectSent(s.ctx, m, fake.sent[0].messageId, { indexed: true });
+    await expectSent(s.ctx, m, fake.sent[0].messageId, { indexed: true });
   });
 
   it('a 429 is retried when the rate-limit window reopens, then sent', async () => {
@@ -75,7 +75,7 @@ describe('sendgrid through the full path', () => {
     expect(fake.requests.map((r) => r.reply?.status)).toEqual([429, 202]);
     const reset = Number(fake.requests[0].reply!.headers['x-ratelimit-reset']) * 1000;
     expect(fake.requests[1].at).toBeGreaterThanOrEqual(reset - 50);
-    expectSent(s.ctx, m, fake.sent[0].messageId);
+    await expectSent(s.ctx, m, fake.sent[0].messageId);
   });
 
   it('5xx and a timeout are retried, then sent once, flagged a possible duplicate (the timeout)', async () => {
@@ -85,11 +85,11 @@ describe('sendgrid through the full path', () => {
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests).toHaveLength(3);
     expect(fake.sent).toHaveLength(1);
-    expectSent(s.ctx, m, fake.sent[0].messageId, { uncertain: true });
+    await expectSent(s.ctx, m, fake.sent[0].messageId, { uncertain: true });
   });
 
   it("a revoked API key (401) fails with SendGrid's message and refunds", async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.apiKeys.delete(SG_KEY);
     try {
       const id = await mail();
@@ -103,7 +103,7 @@ describe('sendgrid through the full path', () => {
   });
 
   it('a 400 field error fails with the field named, refunded', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failNext({
       kind: 'error',
       status: 400,
@@ -117,13 +117,13 @@ describe('sendgrid through the full path', () => {
   });
 
   it('retries exhausted: failed, refunded, job dead', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failFor('down@example.com', { kind: 'status', status: 500 });
     const id = await mail({ ...MAIL, to: 'down@example.com' });
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
     expect(fake.requests).toHaveLength(4);
     await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
-    expect(jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
+    expect(await jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
   });
 });
 
@@ -166,11 +166,11 @@ describe('smtp through the full path (real SMTP server)', () => {
     expect(got.raw).toContain('<p>Thanks!</p>');
     // Derived from msgd's id, so every attempt of one message carries the same Message-ID.
     expect(got.messageId).toBe(`<${id}@${from.split('@')[1]}>`);
-    expectSent(s.ctx, m, got.messageId!);
+    await expectSent(s.ctx, m, got.messageId!);
   });
 
   it('a 550 mailbox unavailable fails with the SMTP code and refunds', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failFor('gone@example.com', { kind: 'reply', code: 550 });
     const id = await mail({ ...MAIL, to: 'gone@example.com' });
     const m = await waitStatus(s.ctx, id, 'failed');
@@ -184,15 +184,15 @@ describe('smtp through the full path (real SMTP server)', () => {
     const id = await mail();
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.messages).toHaveLength(1);
-    expectSent(s.ctx, m, fake.messages[0].messageId!);
+    await expectSent(s.ctx, m, fake.messages[0].messageId!);
   });
 
   it('retries exhausted on repeated 4xx: failed, refunded, job dead', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failFor('busy@example.com', { kind: 'reply', code: 452, stage: 'rcpt' });
     const id = await mail({ ...MAIL, to: 'busy@example.com' });
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
     await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
-    expect(jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
+    expect(await jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
   });
 });

@@ -70,7 +70,7 @@ describe('WhatsApp Cloud API', () => {
     const wamid = replyJson(0).messages[0].id;
     expect(wamid).toMatch(/^wamid\./);
     // Replies, reactions and statuses name a WhatsApp message by its wamid alone.
-    expectSent(s.ctx, m, wamid, { indexed: true });
+    await expectSent(s.ctx, m, wamid, { indexed: true });
   });
 
   it('template: name, language code and body parameters as the Cloud API takes them', async () => {
@@ -102,7 +102,7 @@ describe('WhatsApp Cloud API', () => {
       },
     });
     expect(replyJson(0).messages[0].message_status).toBe('accepted');
-    expectSent(s.ctx, m, replyJson(0).messages[0].id);
+    await expectSent(s.ctx, m, replyJson(0).messages[0].id);
   });
 
   it('template, flat shape with components: Graph receives the components', async () => {
@@ -125,7 +125,7 @@ describe('WhatsApp Cloud API', () => {
     expect(fake.requests.map((r) => r.reply?.status)).toEqual([400, 200]);
     expect(replyJson(0).error.code).toBe(130429);
     expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(950);
-    expectSent(s.ctx, m, replyJson(1).messages[0].id);
+    await expectSent(s.ctx, m, replyJson(1).messages[0].id);
   });
 
   it('a 5xx (131000 / transient) is retried, then sent', async () => {
@@ -134,7 +134,7 @@ describe('WhatsApp Cloud API', () => {
     const id = await wa();
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests.map((r) => r.reply?.status)).toEqual([500, 500, 200]);
-    expectSent(s.ctx, m, replyJson(2).messages[0].id);
+    await expectSent(s.ctx, m, replyJson(2).messages[0].id);
   });
 
   it('a timeout is retried, then sent, flagged a possible duplicate', async () => {
@@ -143,11 +143,11 @@ describe('WhatsApp Cloud API', () => {
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[0].reply).toBeUndefined();
-    expectSent(s.ctx, m, replyJson(1).messages[0].id, { uncertain: true });
+    await expectSent(s.ctx, m, replyJson(1).messages[0].id, { uncertain: true });
   });
 
   it('an unknown template (132001) fails with Meta code and message, refunded', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     const id = await post({ to: '+14155550123', type: 'template', template: 'no_such_template', language: 'en_US' });
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toMatch(/Template name does not exist/);
@@ -156,7 +156,7 @@ describe('WhatsApp Cloud API', () => {
   });
 
   it('an expired token (190, HTTP 401) fails and refunds', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failNext({ kind: 'error', code: 190 });
     const id = await wa();
     const m = await waitStatus(s.ctx, id, 'failed');
@@ -166,13 +166,13 @@ describe('WhatsApp Cloud API', () => {
   });
 
   it('retries exhausted: failed, refunded, job dead', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failFor('14155550177', { kind: 'status', status: 503 });
     const id = await wa('x', '+14155550177');
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
     expect(fake.requests).toHaveLength(4);
     await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
-    expect(jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
+    expect(await jobsOf(s.ctx, id)).toMatchObject([{ state: 'dead', attempts: 4 }]);
   });
 });
 
@@ -189,11 +189,11 @@ describe('Messenger Send API', () => {
       message: { text: 'Your table is ready' },
     });
     expect(replyJson(0)).toEqual({ recipient_id: '2460102340987654', message_id: expect.stringMatching(/^m_/) });
-    expectSent(s.ctx, m, replyJson(0).message_id);
+    await expectSent(s.ctx, m, replyJson(0).message_id);
   });
 
   it('outside the 24 h window (code 10) fails with the code and refunds', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failNext({ kind: 'error', code: 10 });
     const id = await post({ channel: 'messenger', to: '2460102340987654', text: 'late' });
     const m = await waitStatus(s.ctx, id, 'failed');
@@ -206,7 +206,7 @@ describe('Messenger Send API', () => {
     const id = await post({ channel: 'messenger', to: '2460102340987654', text: 'x' });
     const m = await waitStatus(s.ctx, id, 'sent', 5_000);
     expect(replyJson(0).error.code).toBe(613);
-    expectSent(s.ctx, m, replyJson(1).message_id);
+    await expectSent(s.ctx, m, replyJson(1).message_id);
   });
 });
 
@@ -222,12 +222,12 @@ describe('Instagram messaging', () => {
       messaging_type: 'RESPONSE',
       message: { text: 'Thanks for the follow' },
     });
-    expectSent(s.ctx, m, replyJson(0).message_id);
+    await expectSent(s.ctx, m, replyJson(0).message_id);
     expect(m.price).toBe(parseMoney('0.001'));
   });
 
   it('a person who is unavailable (551) fails and refunds; a reset is retried', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failNext({ kind: 'reset' });
     fake.failNext({ kind: 'error', code: 551 });
     const id = await post({ channel: 'instagram', to: '6789012345678901', text: 'x' });

@@ -71,7 +71,7 @@ describe('twilio through the full path', () => {
     const sid = JSON.parse(req.reply!.body).sid;
     expect(sid).toMatch(/^SM[0-9a-f]{32}$/);
     // Its status callbacks name it by msgd's id (the StatusCallback URL): the SID is not indexed.
-    expectSent(s.ctx, m, sid, { indexed: false });
+    await expectSent(s.ctx, m, sid, { indexed: false });
   });
 
   it('a StatusCallback goes to the listening address only for a provider on this machine, else to server.publicUrl or nowhere', async () => {
@@ -94,7 +94,7 @@ describe('twilio through the full path', () => {
     const m = await waitStatus(s.ctx, id, 'sent', 5_000);
     expect(fake.requests.map((r) => r.reply?.status)).toEqual([429, 201]);
     expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(950);
-    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
+    await expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid);
   });
 
   it.each([
@@ -108,7 +108,7 @@ describe('twilio through the full path', () => {
     const m = await waitStatus(s.ctx, id, 'sent');
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[0].body).toEqual(fake.requests[1].body);
-    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid, { uncertain });
+    await expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid, { uncertain });
   });
 
   it('a timeout (no answer within dispatch.timeoutMs) is retried, then sent, flagged a possible duplicate', async () => {
@@ -118,11 +118,11 @@ describe('twilio through the full path', () => {
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[0].reply).toBeUndefined();
     expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(250);
-    expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid, { uncertain: true });
+    await expectSent(s.ctx, m, JSON.parse(fake.requests[1].reply!.body).sid, { uncertain: true });
   });
 
   it('every attempt timing out: failed as outcome_unknown, flagged, and refunded like any message out of retries', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failFor('+14155550166', { kind: 'timeout' });
     try {
       const id = await sms(undefined, '+14155550166');
@@ -143,7 +143,7 @@ describe('twilio through the full path', () => {
   });
 
   it('provider unreachable (connection refused) until retries run out: failed, refunded, not flagged', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     await fake.down();
     try {
       const id = await sms();
@@ -161,19 +161,19 @@ describe('twilio through the full path', () => {
     [21610, /unsubscribed/, '+14155550192'],
     [21408, /Permission/, '+14155550193'],
   ])('permanent error %i: failed with the provider code and message, refunded', async (code, text, to) => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failFor(to, { kind: 'error', code });
     const id = await sms(undefined, to);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
     const m = await waitStatus(s.ctx, id, 'failed');
     expect(m.error_message).toMatch(text);
     await expectFailedAndRefunded(s.ctx, p.partnerId, m, String(code), start);
     expect(fake.requests).toHaveLength(1);
-    expect(jobsOf(s.ctx, id)).toEqual([]);
+    expect(await jobsOf(s.ctx, id)).toEqual([]);
   });
 
   it('bad credentials (20003, HTTP 401) fail at once and refund', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.accounts.set(TWILIO_SID, 'rotated-token');
     try {
       const id = await sms();
@@ -201,7 +201,7 @@ describe('twilio through the full path', () => {
     expect(m.error_message).toBe('Authenticate Basic [redacted] (token [redacted])');
     const stored =
       JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM message_status_history WHERE message_id = ?').all(id)) +
-      JSON.stringify(jobsOf(s.ctx, id)) +
+      JSON.stringify(await jobsOf(s.ctx, id)) +
       s.logs.join('');
     expect(stored).not.toContain(TWILIO_TOKEN);
     expect(stored).not.toContain(basic);
@@ -237,25 +237,23 @@ describe('twilio through the full path', () => {
   }
 
   it('a refunded outcome_unknown message that Twilio then reports delivered is charged again, once', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     const to = '+14155550167';
     const id = await unknownOutcome('arrived after all', to);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(start);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(start);
     // One attempt did reach Twilio: its callback names the message, though msgd never saw its SID.
     expect((await twilioReports(id, to, 'delivered')).processing).toBe('processed');
     // Twilio sends the same callback again: nothing more is charged.
     expect((await twilioReports(id, to, 'delivered')).processing).toBe('duplicate');
-    const m = message(s.ctx, id);
+    const m = await message(s.ctx, id);
     expect({ status: m.status, refunded: m.refunded, possibleDuplicate: m.dispatch_uncertain }).toEqual({
       status: 'delivered',
       refunded: 0,
       possibleDuplicate: 1,
     });
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
     expect(
-      ledgerOf(s.ctx, p.partnerId)
-        .filter((e) => e.message_id === id)
-        .map((e) => [e.kind, e.amount, e.note]),
+      (await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.message_id === id).map((e) => [e.kind, e.amount, e.note]),
     ).toEqual([
       ['debit', -PRICE, null],
       ['refund', PRICE, expect.stringMatching(/^refund: failed \(outcome_unknown\)/)],
@@ -267,17 +265,16 @@ describe('twilio through the full path', () => {
   it('is not charged again past the credit limit: a refunded message reported delivered then stays refunded', async () => {
     const to = '+14155550168';
     const id = await unknownOutcome('arrived, but the money is gone', to);
-    const left = balanceOf(s.ctx, p.partnerId);
+    const left = await balanceOf(s.ctx, p.partnerId);
     await adjust(s.ctx, p.partnerId, -left, 'spent elsewhere', 'test');
     try {
       expect((await twilioReports(id, to, 'delivered')).processing).toBe('processed');
-      expect(message(s.ctx, id)).toMatchObject({ status: 'delivered', refunded: 1 });
-      expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
-      expect(
-        ledgerOf(s.ctx, p.partnerId)
-          .filter((e) => e.message_id === id)
-          .map((e) => e.kind),
-      ).toEqual(['debit', 'refund']);
+      expect(await message(s.ctx, id)).toMatchObject({ status: 'delivered', refunded: 1 });
+      expect(await balanceOf(s.ctx, p.partnerId)).toBe(0);
+      expect((await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.message_id === id).map((e) => e.kind)).toEqual([
+        'debit',
+        'refund',
+      ]);
     } finally {
       await adjust(s.ctx, p.partnerId, left, 'back', 'test');
     }
@@ -285,14 +282,14 @@ describe('twilio through the full path', () => {
   });
 
   it('retries exhausted: failed, refunded, and the job is dead for the operator', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     fake.failFor('+14155550177', { kind: 'status', status: 503 });
     const id = await sms(undefined, '+14155550177');
     const m = await waitStatus(s.ctx, id, 'failed', 10_000);
     expect(fake.requests).toHaveLength(FAST_DISPATCH['jobs.maxAttempts']);
     await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'retries_exhausted', start);
     expect(m.error_message).toMatch(/gave up after 4 attempts/);
-    const jobs = jobsOf(s.ctx, id);
+    const jobs = await jobsOf(s.ctx, id);
     expect(jobs).toHaveLength(1);
     expect(jobs[0]).toMatchObject({ state: 'dead', attempts: 4, max_attempts: 4 });
     expect(jobs[0].last_error).toMatch(/20500/);
@@ -309,7 +306,7 @@ describe('twilio through the full path', () => {
   });
 
   it('a disabled gateway pauses its queue: the message waits, saying why, spends no attempt, and goes out once enabled', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     // A rate limit with a second's hint: the disable lands before the next attempt.
     fake.failFor('+14155550166', { kind: 'rate_limit', retryAfterS: 1 });
     const id = await sms('paused', '+14155550166');
@@ -317,7 +314,7 @@ describe('twilio through the full path', () => {
     await updateGateway(s.ctx, gatewayId, { status: 'disabled' }, 'test');
     try {
       await waitFor(
-        () => message(s.ctx, id).error_code === 'gateway_disabled',
+        async () => (await message(s.ctx, id)).error_code === 'gateway_disabled',
         'the message to say why it waits',
         5_000,
       );
@@ -336,9 +333,9 @@ describe('twilio through the full path', () => {
       await waitFor(() => s.rt.worker.counters.snoozed > snoozedBefore + 1, 'the job to be put back twice', 10_000);
       expect(await status.stop()).toEqual(['queued']);
       expect(await job.stop()).toEqual(['available']);
-      expect(message(s.ctx, id)).toMatchObject({ status: 'queued', error_code: 'gateway_disabled', refunded: 0 });
-      expect(message(s.ctx, id).error_message).toMatch(/is disabled: the message waits until it is enabled/);
-      expect(jobsOf(s.ctx, id)[0].attempts).toBeLessThan(FAST_DISPATCH['jobs.maxAttempts']);
+      expect(await message(s.ctx, id)).toMatchObject({ status: 'queued', error_code: 'gateway_disabled', refunded: 0 });
+      expect((await message(s.ctx, id)).error_message).toMatch(/is disabled: the message waits until it is enabled/);
+      expect((await jobsOf(s.ctx, id))[0].attempts).toBeLessThan(FAST_DISPATCH['jobs.maxAttempts']);
       expect(fake.requests).toHaveLength(tried);
     } finally {
       fake.reset();
@@ -347,7 +344,7 @@ describe('twilio through the full path', () => {
     const m = await waitStatus(s.ctx, id, 'sent', 5_000);
     expect(m).toMatchObject({ error_code: null, error_message: null });
     expect(fake.requests).toHaveLength(1);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(start - PRICE);
   });
 
   it('a status that moved on while the call was in flight is kept: the acceptance is history, its sid stored', async () => {
@@ -356,8 +353,8 @@ describe('twilio through the full path', () => {
     await waitFor(() => fake.requests.length === 1, 'the call to reach Twilio', 5_000);
     // Ahead of the answer, the message moves past 'sending' (written here directly).
     s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'delivered' WHERE id = ?`).run(id);
-    await waitFor(() => jobsOf(s.ctx, id).length === 0, 'the dispatch job to settle', 5_000);
-    const m = message(s.ctx, id);
+    await waitFor(async () => (await jobsOf(s.ctx, id)).length === 0, 'the dispatch job to settle', 5_000);
+    const m = await message(s.ctx, id);
     expect({ status: m.status, provider: m.provider_message_id }).toEqual({
       status: 'delivered',
       provider: JSON.parse(fake.requests[0].reply!.body).sid,
@@ -390,7 +387,7 @@ describe('twilio through the full path', () => {
       provider_status: 'queued',
       error: null,
     });
-    const m = message(s.ctx, id);
+    const m = await message(s.ctx, id);
     expect(Date.parse(payload.occurred_at)).toBe(m.sent_at);
     // The history entry the partner reads: Twilio's own status word, at the hand-over.
     expect(
@@ -403,10 +400,10 @@ describe('twilio through the full path', () => {
   });
 
   it('a later failure never refunds twice, and a sent message is never refunded', async () => {
-    const start = balanceOf(s.ctx, p.partnerId);
+    const start = await balanceOf(s.ctx, p.partnerId);
     const ids = [await sms(), await sms(), await sms()];
     for (const id of ids) await waitStatus(s.ctx, id, 'sent');
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(start - 3 * PRICE);
-    for (const id of ids) expect(message(s.ctx, id).refunded).toBe(0);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(start - 3 * PRICE);
+    for (const id of ids) expect((await message(s.ctx, id)).refunded).toBe(0);
   });
 });

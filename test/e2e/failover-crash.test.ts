@@ -74,12 +74,12 @@ describe('crash: kill -9 during failover', () => {
     view = inspect(prep);
     try {
       await waitFor(
-        () => messagesOf(view.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
+        async () => (await messagesOf(view.ctx, prep.partner.partnerId)).every((m) => m.status === 'sent'),
         'every message sent after the restart',
         30_000,
         100,
       );
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows.map((m) => m.id).sort()).toEqual([...ids].sort());
       // The primary never had them; the fallback had each twice (the call at the kill, then again).
       expect(primary.requests).toHaveLength(0);
@@ -93,7 +93,7 @@ describe('crash: kill -9 during failover', () => {
         expect(messageHistory(view.ctx, m.id).filter((h) => h.status === 'rerouted')).toHaveLength(1);
         // Charged 0.01 at accept and the 0.015 difference once, before the fallback was called.
         expect(
-          ledgerOf(view.ctx, prep.partner.partnerId)
+          (await ledgerOf(view.ctx, prep.partner.partnerId))
             .filter((e) => e.message_id === m.id)
             .map((e) => [e.kind, e.amount]),
         ).toEqual([
@@ -101,7 +101,7 @@ describe('crash: kill -9 during failover', () => {
           ['debit', -parseMoney('0.015')],
         ]);
       }
-      expect(balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('10') - 5 * parseMoney('0.025'));
+      expect(await balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('10') - 5 * parseMoney('0.025'));
       expect((await verifyLedger(view.ctx)).ok).toBe(true);
     } finally {
       view.close();

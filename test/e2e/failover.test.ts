@@ -113,7 +113,7 @@ describe('failover to the fallback gateway', () => {
     const ids: string[] = [];
     for (let i = 0; i < 8; i++) ids.push(await sendSms(p.token, `outage ${i}`));
     await waitFor(
-      () => ids.every((id) => message(s.ctx, id).status === 'sent'),
+      async () => (await Promise.all(ids.map((id) => message(s.ctx, id)))).every((m) => m.status === 'sent'),
       'every message of the outage sent',
       15_000,
     );
@@ -121,7 +121,7 @@ describe('failover to the fallback gateway', () => {
     expect(bodies(backup).sort()).toEqual(ids.map((_, i) => `outage ${i}`).sort());
     expect(backup.requests.every((r) => r.body.From === p.backupFrom)).toBe(true);
     for (const id of ids) {
-      const m = message(s.ctx, id);
+      const m = await message(s.ctx, id);
       expect(m.gateway_id).toBe(p.backupId);
       expect(m.from).toBe(p.backupFrom);
       expect(m.price).toBe(parseMoney('0.015'));
@@ -147,7 +147,7 @@ describe('failover to the fallback gateway', () => {
     expect(s.logs.join('')).toMatch(/circuit open for 4s: 3 failed calls in a row/);
 
     // Each message: charged 0.01 at accept, then the 0.005 difference before the fallback's call.
-    const entries = ledgerOf(s.ctx, p.partnerId).filter((e) => e.message_id !== null);
+    const entries = (await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.message_id !== null);
     for (const id of ids) {
       const mine = entries.filter((e) => e.message_id === id);
       expect(mine.map((e) => [e.kind, e.amount])).toEqual([
@@ -158,24 +158,28 @@ describe('failover to the fallback gateway', () => {
         /^rerouted twilio-.* → tw-backup-.* \((network_error|circuit_open)\): price difference$/,
       );
     }
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('10') - 8 * parseMoney('0.015'));
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('10') - 8 * parseMoney('0.015'));
     expect((await verifyLedger(s.ctx)).ok).toBe(true);
 
     // The primary comes back; once the back-off is over, a probe closes its circuit.
     await primary.up();
     await sleep(OPEN_MS + 100);
     const probe = await sendSms(p.token, 'probe');
-    await waitFor(() => message(s.ctx, probe).status === 'sent', 'the probe sent', 10_000);
-    expect(message(s.ctx, probe).gateway_id).toBe(p.primaryId);
+    await waitFor(async () => (await message(s.ctx, probe)).status === 'sent', 'the probe sent', 10_000);
+    expect((await message(s.ctx, probe)).gateway_id).toBe(p.primaryId);
     expect((await readCircuit(s.ctx, p.primaryId))!.state).toBe('closed');
     expect(await scrape()).toContain(`msgd_gateway_circuit_state{gateway="${p.primaryId}"} 0`);
     const after: string[] = [];
     for (let i = 0; i < 4; i++) after.push(await sendSms(p.token, `after ${i}`));
-    await waitFor(() => after.every((id) => message(s.ctx, id).status === 'sent'), 'the later messages sent', 10_000);
+    await waitFor(
+      async () => (await Promise.all(after.map((id) => message(s.ctx, id)))).every((m) => m.status === 'sent'),
+      'the later messages sent',
+      10_000,
+    );
     expect(bodies(primary).sort()).toEqual(['after 0', 'after 1', 'after 2', 'after 3', 'probe']);
     for (const id of after) {
-      expect(message(s.ctx, id).gateway_id).toBe(p.primaryId);
-      expect(message(s.ctx, id).price).toBe(parseMoney('0.01'));
+      expect((await message(s.ctx, id)).gateway_id).toBe(p.primaryId);
+      expect((await message(s.ctx, id)).price).toBe(parseMoney('0.01'));
     }
     expect(bodies(backup)).toHaveLength(8);
     expect(s.logs.join('')).toMatch(/circuit half-open/);
@@ -201,19 +205,24 @@ describe('failover to the fallback gateway', () => {
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) ids.push(await sendSms(p.token, `alone ${i}`));
     await waitFor(
-      () => ids.every((id) => message(s.ctx, id).error_code === 'gateway_circuit_open'),
+      async () =>
+        (await Promise.all(ids.map((id) => message(s.ctx, id)))).every((m) => m.error_code === 'gateway_circuit_open'),
       'every message waiting for the circuit',
       10_000,
     );
     for (const id of ids) {
-      expect(message(s.ctx, id).status).toBe('queued');
-      expect(message(s.ctx, id).error_message).toContain('its circuit is open');
+      expect((await message(s.ctx, id)).status).toBe('queued');
+      expect((await message(s.ctx, id)).error_message).toContain('its circuit is open');
     }
     expect((await readCircuit(s.ctx, main.gateway.id))!.state).toBe('open');
     await primary.up();
-    await waitFor(() => ids.every((id) => message(s.ctx, id).status === 'sent'), 'all sent once it closed', 15_000);
+    await waitFor(
+      async () => (await Promise.all(ids.map((id) => message(s.ctx, id)))).every((m) => m.status === 'sent'),
+      'all sent once it closed',
+      15_000,
+    );
     expect(bodies(primary).sort()).toEqual(ids.map((_, i) => `alone ${i}`).sort());
-    expect(ids.every((id) => message(s.ctx, id).error_code === null)).toBe(true);
+    expect((await Promise.all(ids.map((id) => message(s.ctx, id)))).every((m) => m.error_code === null)).toBe(true);
     expect((await readCircuit(s.ctx, main.gateway.id))!.state).toBe('closed');
     expect((await verifyLedger(s.ctx)).ok).toBe(true);
   }, 30_000);
@@ -222,11 +231,11 @@ describe('failover to the fallback gateway', () => {
     const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.02' });
     primary.failNext({ kind: 'timeout', count: 1 });
     const id = await sendSms(p.token, 'maybe');
-    await waitFor(() => message(s.ctx, id).status === 'sent', 'the message sent', 10_000);
+    await waitFor(async () => (await message(s.ctx, id)).status === 'sent', 'the message sent', 10_000);
     // Retried on the primary (which may have it twice), flagged, never sent through the fallback.
     expect(primary.requests.map((r) => r.body.Body)).toEqual(['maybe', 'maybe']);
     expect(backup.requests).toHaveLength(0);
-    const m = message(s.ctx, id);
+    const m = await message(s.ctx, id);
     expect(m.gateway_id).toBe(p.primaryId);
     expect(m.dispatch_uncertain).toBe(1);
     expect(m.price).toBe(parseMoney('0.01'));
@@ -246,24 +255,28 @@ describe('failover to the fallback gateway', () => {
     for (let i = 0; i < 3; i++) s.rt.breakers.record(p.primaryId, false, 'test outage');
     expect(s.rt.breakers.state(p.primaryId)).toBe('open');
     s.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
-    await waitFor(() => message(s.ctx, m.id).error_code === 'gateway_circuit_open', 'the message to wait', 5_000);
+    await waitFor(
+      async () => (await message(s.ctx, m.id)).error_code === 'gateway_circuit_open',
+      'the message to wait',
+      5_000,
+    );
     // Woken while the circuit is still open (a gateway change or a restart wakes the queue).
     db.prepare(
       "UPDATE jobs SET run_at = ? WHERE state = 'available' AND json_extract(payload, '$.message_id') = ?",
     ).run(Date.now(), m.id);
-    await waitFor(() => message(s.ctx, m.id).status === 'sent', 'the message sent', 10_000);
+    await waitFor(async () => (await message(s.ctx, m.id)).status === 'sent', 'the message sent', 10_000);
     expect(backup.requests).toHaveLength(0);
     expect(primary.requests.map((r) => r.body.Body)).toEqual(['in flight when msgd died']);
-    expect(message(s.ctx, m.id)).toMatchObject({ gateway_id: p.primaryId, dispatch_uncertain: 1 });
+    expect(await message(s.ctx, m.id)).toMatchObject({ gateway_id: p.primaryId, dispatch_uncertain: 1 });
   }, 30_000);
 
   it("a refusal about the recipient fails the message on the primary; one about the route's sender moves on", async () => {
     const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
     primary.failNext({ kind: 'error', code: 21211, count: 1 });
     const bad = await sendSms(p.token, 'invalid number');
-    await waitFor(() => message(s.ctx, bad).status === 'failed', 'the message failed', 10_000);
-    expect(message(s.ctx, bad).error_code).toBe('21211');
-    expect(message(s.ctx, bad).refunded).toBe(1);
+    await waitFor(async () => (await message(s.ctx, bad)).status === 'failed', 'the message failed', 10_000);
+    expect((await message(s.ctx, bad)).error_code).toBe('21211');
+    expect((await message(s.ctx, bad)).refunded).toBe(1);
     expect(backup.requests).toHaveLength(0);
 
     primary.failNext({
@@ -273,16 +286,14 @@ describe('failover to the fallback gateway', () => {
       count: 1,
     });
     const moved = await sendSms(p.token, 'sender refused');
-    await waitFor(() => message(s.ctx, moved).status === 'sent', 'the message sent', 10_000);
+    await waitFor(async () => (await message(s.ctx, moved)).status === 'sent', 'the message sent', 10_000);
     expect(bodies(backup)).toEqual(['sender refused']);
     const hop = messageHistory(s.ctx, moved).find((h) => h.status === 'rerouted')!;
     expect(hop.error_code).toBe('21606');
     // Same price on both routes: no ledger entry beyond the accept's debit.
-    expect(
-      ledgerOf(s.ctx, p.partnerId)
-        .filter((e) => e.message_id === moved)
-        .map((e) => e.kind),
-    ).toEqual(['debit']);
+    expect((await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.message_id === moved).map((e) => e.kind)).toEqual([
+      'debit',
+    ]);
   }, 30_000);
 
   it("refusals about the recipient never open the gateway's circuit: each fails at once, refunded, and the next goes out", async () => {
@@ -295,16 +306,20 @@ describe('failover to the fallback gateway', () => {
     for (const [i, code] of codes.entries()) {
       primary.failNext({ kind: 'error', code, count: 1 });
       const id = await sendSms(p.token, `refused ${code}`, `+1415555014${i}`);
-      await waitFor(() => message(s.ctx, id).status === 'failed', `the ${code} refusal to fail the message`, 10_000);
-      expect(message(s.ctx, id)).toMatchObject({ error_code: String(code), refunded: 1 });
+      await waitFor(
+        async () => (await message(s.ctx, id)).status === 'failed',
+        `the ${code} refusal to fail the message`,
+        10_000,
+      );
+      expect(await message(s.ctx, id)).toMatchObject({ error_code: String(code), refunded: 1 });
     }
     expect(primary.requests).toHaveLength(codes.length);
     expect(s.rt.breakers.state(main.gateway.id)).toBe('closed');
     expect((await readCircuit(s.ctx, main.gateway.id))?.opened ?? 0).toBe(0);
     const ok = await sendSms(p.token, 'goes out');
-    await waitFor(() => message(s.ctx, ok).status === 'sent', 'the next message sent', 10_000);
-    expect(message(s.ctx, ok).error_code).toBeNull();
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('10') - parseMoney('0.01'));
+    await waitFor(async () => (await message(s.ctx, ok)).status === 'sent', 'the next message sent', 10_000);
+    expect((await message(s.ctx, ok)).error_code).toBeNull();
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('10') - parseMoney('0.01'));
     expect((await verifyLedger(s.ctx)).ok).toBe(true);
   }, 60_000);
 
@@ -324,20 +339,24 @@ describe('failover to the fallback gateway', () => {
         '4.2.0 <late@greylist.example>: Recipient address rejected: Greylisted, see http://postgrey.schweikert.ch/',
     });
     const grey = await mail('late@greylist.example', 'greylisted');
-    const attempts = () => jobsOf(s.ctx, grey)[0]?.attempts ?? 0;
+    const attempts = async () => (await jobsOf(s.ctx, grey))[0]?.attempts ?? 0;
     // More deferrals in a row than consecutiveFailures (3): the relay answers, so it is working.
     await waitFor(
-      () => attempts() >= 5 || s.rt.breakers.state(relay.gateway.id) !== 'closed',
+      async () => (await attempts()) >= 5 || s.rt.breakers.state(relay.gateway.id) !== 'closed',
       'five deferred attempts',
       10_000,
     );
     expect(s.rt.breakers.state(relay.gateway.id)).toBe('closed');
-    expect(message(s.ctx, grey)).toMatchObject({ status: 'sending', error_code: 'smtp_450' });
+    expect(await message(s.ctx, grey)).toMatchObject({ status: 'sending', error_code: 'smtp_450' });
     const ok = await mail('user@example.com', 'goes out');
-    await waitFor(() => message(s.ctx, ok).status === 'sent', 'the other mail sent', 5_000);
+    await waitFor(async () => (await message(s.ctx, ok)).status === 'sent', 'the other mail sent', 5_000);
     expect(smtp.messages.map((m) => m.subject)).toEqual(['goes out']);
     smtp.reset();
-    await waitFor(() => message(s.ctx, grey).status === 'sent', 'the greylisted mail sent on a retry', 5_000);
+    await waitFor(
+      async () => (await message(s.ctx, grey)).status === 'sent',
+      'the greylisted mail sent on a retry',
+      5_000,
+    );
     expect((await verifyLedger(s.ctx)).ok).toBe(true);
   }, 30_000);
 
@@ -345,33 +364,35 @@ describe('failover to the fallback gateway', () => {
     const cheap = await partnerWithFallback({ balance: '1', price: '0.01', backupPrice: '0.004' });
     await primary.down();
     const id = await sendSms(cheap.token, 'cheaper');
-    await waitFor(() => message(s.ctx, id).status === 'sent', 'sent through the cheaper fallback', 10_000);
+    await waitFor(
+      async () => (await message(s.ctx, id)).status === 'sent',
+      'sent through the cheaper fallback',
+      10_000,
+    );
     expect(
-      ledgerOf(s.ctx, cheap.partnerId)
-        .filter((e) => e.message_id === id)
-        .map((e) => [e.kind, e.amount]),
+      (await ledgerOf(s.ctx, cheap.partnerId)).filter((e) => e.message_id === id).map((e) => [e.kind, e.amount]),
     ).toEqual([
       ['debit', -parseMoney('0.01')],
       ['refund', parseMoney('0.006')],
     ]);
-    expect(message(s.ctx, id).price).toBe(parseMoney('0.004'));
+    expect((await message(s.ctx, id)).price).toBe(parseMoney('0.004'));
 
     // 0.01 left: the primary's price, but not the fallback's 0.05.
     const poor = await partnerWithFallback({ balance: '0.01', price: '0.01', backupPrice: '0.05' });
     const before = backup.requests.length;
     const lost = await sendSms(poor.token, 'too dear');
-    await waitFor(() => message(s.ctx, lost).status === 'failed', 'the message failed', 10_000);
-    const m = message(s.ctx, lost);
+    await waitFor(async () => (await message(s.ctx, lost)).status === 'failed', 'the message failed', 10_000);
+    const m = await message(s.ctx, lost);
     expect(m.error_code).toBe('insufficient_balance');
     expect(m.error_message).toMatch(/costs 0\.05/);
     expect(m.refunded).toBe(1);
     expect(backup.requests.length).toBe(before);
-    expect(balanceOf(s.ctx, poor.partnerId)).toBe(parseMoney('0.01'));
+    expect(await balanceOf(s.ctx, poor.partnerId)).toBe(parseMoney('0.01'));
     expect((await verifyLedger(s.ctx)).ok).toBe(true);
     // Every message of these partners: what the ledger took equals the price of what was sent.
     for (const pid of [cheap.partnerId, poor.partnerId])
-      for (const msg of messagesOf(s.ctx, pid)) {
-        const cost = ledgerOf(s.ctx, pid)
+      for (const msg of await messagesOf(s.ctx, pid)) {
+        const cost = (await ledgerOf(s.ctx, pid))
           .filter((e) => e.message_id === msg.id)
           .reduce((n, e) => n - e.amount, 0);
         expect(cost).toBe(msg.refunded ? 0 : msg.price);
@@ -398,10 +419,10 @@ describe('failover to the fallback gateway', () => {
     const r = await send(s.url, EMAIL, { to: 'user@example.com', subject: 'moved', html: '<p>x</p>' }, p.token);
     expect(r.status).toBe(200);
     const id = r.body.id as string;
-    await waitFor(() => message(s.ctx, id).status === 'sent', 'the mail sent', 10_000);
+    await waitFor(async () => (await message(s.ctx, id)).status === 'sent', 'the mail sent', 10_000);
     expect(smtp.messages.map((m) => m.subject)).toEqual(['moved']);
-    expect(message(s.ctx, id).gateway_id).toBe(relay.id);
-    expect(message(s.ctx, id).from).toBe(relayFrom);
+    expect((await message(s.ctx, id)).gateway_id).toBe(relay.id);
+    expect((await message(s.ctx, id)).from).toBe(relayFrom);
     expect(messageHistory(s.ctx, id).find((h) => h.status === 'rerouted')!.error_code).toBe('sendgrid_503');
   }, 30_000);
 });

@@ -86,7 +86,11 @@ describe('per-gateway rate shaping', () => {
       SMS,
       Array.from({ length: 40 }, (_, i) => ({ to: '+14155550123', text: `shaped ${i}` })),
     );
-    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), '40 sent', 10_000);
+    await waitFor(
+      async () => (await messagesOf(s.ctx, p.partnerId)).every((m) => m.status === 'sent'),
+      '40 sent',
+      10_000,
+    );
     expect(twilio.requests).toHaveLength(40);
     expect(twilio.requests.every((r) => r.reply?.status === 201)).toBe(true);
     const at = twilio.requests.map((r) => r.at).sort((a, b) => a - b);
@@ -103,7 +107,8 @@ describe('per-gateway rate shaping', () => {
     // half again the rate. Unshaped, all 40 land in one window.
     for (let i = 0; i < at.length; i++)
       expect(at.filter((t) => t >= at[i] && t < at[i] + 1000).length, `gaps ${gaps}`).toBeLessThanOrEqual(30);
-    for (const id of ids) expect(messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.error_code).toBeNull();
+    for (const id of ids)
+      expect((await messagesOf(s.ctx, p.partnerId)).find((m) => m.id === id)!.error_code).toBeNull();
   });
 
   it('a backlog waiting for its slot shows queued, not sending, and all of it goes out', async () => {
@@ -114,14 +119,17 @@ describe('per-gateway rate shaping', () => {
       SMS,
       Array.from({ length: 8 }, (_, i) => ({ to: '+14155550123', text: `slow ${i}` })),
     );
-    const statusOf = () => ids.map((id) => messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.status);
+    const statusOf = async () => {
+      const rows = await messagesOf(s.ctx, p.partnerId);
+      return ids.map((id) => rows.find((m) => m.id === id)!.status);
+    };
     // Every job has been claimed once and put back to wait for its slot (~0.5 s apart).
-    await waitFor(() => statusOf().filter((st) => st === 'sent').length >= 2, 'the second sent', 5_000);
-    const mid = statusOf();
+    await waitFor(async () => (await statusOf()).filter((st) => st === 'sent').length >= 2, 'the second sent', 5_000);
+    const mid = await statusOf();
     expect(mid.filter((st) => st === 'queued').length, mid.join(',')).toBeGreaterThanOrEqual(4);
     // At most the message whose slot is due is in flight.
     expect(mid.filter((st) => st === 'sending').length, mid.join(',')).toBeLessThanOrEqual(1);
-    await waitFor(() => statusOf().every((st) => st === 'sent'), '8 sent', 10_000);
+    await waitFor(async () => (await statusOf()).every((st) => st === 'sent'), '8 sent', 10_000);
     expect(twilio.requests).toHaveLength(8);
   });
 
@@ -138,8 +146,8 @@ describe('per-gateway rate shaping', () => {
     }
     let mostSending = 0;
     await waitFor(
-      () => {
-        const msgs = messagesOf(s.ctx, p.partnerId);
+      async () => {
+        const msgs = await messagesOf(s.ctx, p.partnerId);
         mostSending = Math.max(mostSending, msgs.filter((m) => m.status === 'sending').length);
         return msgs.every((m) => m.status === 'sent');
       },
@@ -154,11 +162,12 @@ describe('per-gateway rate shaping', () => {
     expect(mostSending).toBeLessThanOrEqual(6);
     // In the order accepted as msgd handed them over (sent_at): calls 50 ms apart on several
     // connections can reach the provider swapped when a loaded machine delays one on its way.
-    const sentAt = ids.map((id) => messagesOf(s.ctx, p.partnerId).find((m) => m.id === id)!.sent_at!);
+    const sentRows = await messagesOf(s.ctx, p.partnerId);
+    const sentAt = ids.map((id) => sentRows.find((m) => m.id === id)!.sent_at!);
     for (let i = 1; i < sentAt.length; i++) expect(sentAt[i], `line ${i}`).toBeGreaterThan(sentAt[i - 1]);
     // Each once at the provider.
     expect(twilio.requests.map((r) => r.body.Body).sort()).toEqual(ids.map((_, i) => `line ${i}`).sort());
-    for (const m of messagesOf(s.ctx, p.partnerId)) expect(m.error_code).toBeNull();
+    for (const m of await messagesOf(s.ctx, p.partnerId)) expect(m.error_code).toBeNull();
   });
 
   it("raising a gateway's rate speeds up the messages already waiting in its line", async () => {
@@ -173,7 +182,11 @@ describe('per-gateway rate shaping', () => {
     // At 2/s the other 18 would take 9 s more; their places in line were counted at 2/s.
     await updateGateway(s.ctx, gateway.id, { settings: { rate_per_second: 100 } }, 'test');
     const changed = Date.now();
-    await waitFor(() => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'), '20 sent', 10_000);
+    await waitFor(
+      async () => (await messagesOf(s.ctx, p.partnerId)).every((m) => m.status === 'sent'),
+      '20 sent',
+      10_000,
+    );
     expect(Date.now() - changed).toBeLessThan(3_000);
     expect(twilio.requests).toHaveLength(20);
     expect(s.logs.some((l) => /rate changed to 100\/s: its waiting messages take new places in line/.test(l))).toBe(
@@ -189,11 +202,15 @@ describe('per-gateway rate shaping', () => {
       // Sent at once after the restart: without a line in memory they would take the free slots.
       for (let i = 0; i < 3; i++)
         expect((await send(b.url, SMS, { to: '+14155550123', text: `new ${i}` }, p.token)).status).toBe(200);
-      await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), '15 sent', 10_000);
+      await waitFor(
+        async () => (await messagesOf(b!.ctx, p.partnerId)).every((m) => m.status === 'sent'),
+        '15 sent',
+        10_000,
+      );
       const order = twilio.requests.map((r) => r.body.Body);
       expect(order).toEqual([...Array.from({ length: 12 }, (_, i) => `old ${i}`), 'new 0', 'new 1', 'new 2']);
       expect(b.logs.some((l) => /msgd started: its waiting messages take new places in line/.test(l))).toBe(true);
-      expect(messagesOf(b.ctx, p.partnerId).filter((m) => m.dispatch_uncertain)).toEqual([]);
+      expect((await messagesOf(b.ctx, p.partnerId)).filter((m) => m.dispatch_uncertain)).toEqual([]);
     } finally {
       await b?.stop();
       rmSync(dataDir, { recursive: true, force: true });
@@ -209,7 +226,11 @@ describe('per-gateway rate shaping', () => {
       const clock = testClock();
       clock.advance(1_000);
       b = await startTestServer(LINE_CONFIG, { dataDir, clock });
-      await waitFor(() => messagesOf(b!.ctx, p.partnerId).every((m) => m.status === 'sent'), '12 sent', 10_000);
+      await waitFor(
+        async () => (await messagesOf(b!.ctx, p.partnerId)).every((m) => m.status === 'sent'),
+        '12 sent',
+        10_000,
+      );
       expect(twilio.requests.map((r) => r.body.Body)).toEqual(Array.from({ length: 12 }, (_, i) => `old ${i}`));
     } finally {
       await b?.stop();
@@ -236,7 +257,10 @@ describe('per-gateway rate shaping', () => {
       ),
     ]);
     await waitFor(
-      () => [...messagesOf(s.ctx, a.partnerId), ...messagesOf(s.ctx, b.partnerId)].every((m) => m.status === 'sent'),
+      async () =>
+        [...(await messagesOf(s.ctx, a.partnerId)), ...(await messagesOf(s.ctx, b.partnerId))].every(
+          (m) => m.status === 'sent',
+        ),
       '20 sent',
       10_000,
     );
@@ -260,7 +284,8 @@ describe('provider outage', () => {
       );
       // They are retrying: the refused connections are recorded, nothing is failed.
       await waitFor(
-        () => messagesOf(s.ctx, p.partnerId).filter((m) => m.error_code === 'network_error').length === 30,
+        async () =>
+          (await messagesOf(s.ctx, p.partnerId)).filter((m) => m.error_code === 'network_error').length === 30,
         'every message to have hit the outage',
         5_000,
       );
@@ -276,7 +301,7 @@ describe('provider outage', () => {
         'every message to be retried during the outage',
         10_000,
       );
-      const during = messagesOf(s.ctx, p.partnerId);
+      const during = await messagesOf(s.ctx, p.partnerId);
       expect(during.every((m) => m.status === 'sending' || m.status === 'queued')).toBe(true);
       const jobs = jobsNow();
       expect(jobs).toHaveLength(30);
@@ -286,11 +311,11 @@ describe('provider outage', () => {
       await twilio.up();
     }
     await waitFor(
-      () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
+      async () => (await messagesOf(s.ctx, p.partnerId)).every((m) => m.status === 'sent'),
       'all sent after the outage',
       10_000,
     );
-    const msgs = messagesOf(s.ctx, p.partnerId);
+    const msgs = await messagesOf(s.ctx, p.partnerId);
     expect(msgs).toHaveLength(30);
     expect(msgs.filter((m) => m.refunded)).toHaveLength(0);
     expect(msgs.every((m) => m.error_code === null)).toBe(true);
@@ -315,7 +340,8 @@ describe('provider outage', () => {
         })),
       );
       await waitFor(
-        () => messagesOf(s.ctx, p.partnerId).filter((m) => m.error_code === 'network_error').length === 10,
+        async () =>
+          (await messagesOf(s.ctx, p.partnerId)).filter((m) => m.error_code === 'network_error').length === 10,
         'every mail to have hit the outage',
         5_000,
       );
@@ -323,7 +349,7 @@ describe('provider outage', () => {
       await smtp.up();
     }
     await waitFor(
-      () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
+      async () => (await messagesOf(s.ctx, p.partnerId)).every((m) => m.status === 'sent'),
       'all delivered after the outage',
       10_000,
     );
@@ -352,10 +378,14 @@ describe('a paused gateway, enabled again', () => {
     await waitFor(() => twilio.requests.length >= 1, 'the first sent', 5_000);
     // A 3 s stall (a long GC, a slow disk): six places pass meanwhile.
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3_000);
-    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), '10 sent', 15_000);
+    await waitFor(
+      async () => (await messagesOf(slow.ctx, p.partnerId)).every((m) => m.status === 'sent'),
+      '10 sent',
+      15_000,
+    );
     // When msgd handed each over (sent_at), in the order accepted: the fake's arrival times add
     // the way there, and the first call's new connection is slow on a busy machine.
-    const at = messagesOf(slow.ctx, p.partnerId)
+    const at = (await messagesOf(slow.ctx, p.partnerId))
       .sort((a, b) => a.created_at - b.created_at || a.id.localeCompare(b.id))
       .map((m) => m.sent_at!);
     const gaps = at.slice(1).map((t, i) => t - at[i]);
@@ -374,13 +404,13 @@ describe('a paused gateway, enabled again', () => {
     await removeGateway(slow.ctx, gateway.id, 'test');
     const removed = Date.now();
     await waitFor(
-      () => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent' || m.status === 'failed'),
+      async () => (await messagesOf(slow.ctx, p.partnerId)).every((m) => m.status === 'sent' || m.status === 'failed'),
       'all settled',
       10_000,
     );
     // At 1/s their places were up to 7 s away.
     expect(Date.now() - removed).toBeLessThan(3_000);
-    const failed = messagesOf(slow.ctx, p.partnerId).filter((m) => m.status === 'failed');
+    const failed = (await messagesOf(slow.ctx, p.partnerId)).filter((m) => m.status === 'failed');
     expect(failed.length).toBeGreaterThanOrEqual(6);
     for (const m of failed)
       expect({ code: m.error_code, refunded: m.refunded }).toEqual({ code: 'gateway_removed', refunded: 1 });
@@ -406,14 +436,18 @@ describe('a paused gateway, enabled again', () => {
       }),
     )();
     await waitFor(
-      () => messagesOf(slow.ctx, p.partnerId).every((m) => m.error_code === 'gateway_disabled'),
+      async () => (await messagesOf(slow.ctx, p.partnerId)).every((m) => m.error_code === 'gateway_disabled'),
       'every message paused',
       5_000,
     );
     expect(twilio.requests).toHaveLength(0);
     await updateGateway(slow.ctx, gateway.id, { status: 'active' }, 'test');
     const enabled = Date.now();
-    await waitFor(() => messagesOf(slow.ctx, p.partnerId).every((m) => m.status === 'sent'), '10 sent', 10_000);
+    await waitFor(
+      async () => (await messagesOf(slow.ctx, p.partnerId)).every((m) => m.status === 'sent'),
+      '10 sent',
+      10_000,
+    );
     // Their rechecks were 15-20 s away.
     expect(Date.now() - enabled).toBeLessThan(4_000);
     expect(twilio.requests.map((r) => r.body.Body)).toEqual(ids.map((_, i) => `paused ${i}`));

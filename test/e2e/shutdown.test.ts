@@ -49,7 +49,7 @@ describe('graceful shutdown', () => {
         n: number;
       };
       expect(running.n).toBe(0);
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       const byText = new Map(rows.map((m) => [JSON.parse(m.content).text as string, m]));
       // What was at the provider when the signal came was waited for and recorded.
       for (const t of inFlight) expect(byText.get(t)!.status).toBe('sent');
@@ -73,7 +73,7 @@ describe('graceful shutdown', () => {
     const again = inspect(prep);
     try {
       await waitFor(
-        () => messagesOf(again.ctx, prep.partner.partnerId).every((m) => m.status === 'sent'),
+        async () => (await messagesOf(again.ctx, prep.partner.partnerId)).every((m) => m.status === 'sent'),
         'all sent after restart',
         15_000,
         50,
@@ -82,7 +82,7 @@ describe('graceful shutdown', () => {
       expect(fake.requests.map((r) => r.body.Body).sort()).toEqual(
         Array.from({ length: 20 }, (_, i) => `shutdown ${i}`).sort(),
       );
-      const rows = messagesOf(again.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(again.ctx, prep.partner.partnerId);
       expect(rows.every((m) => m.dispatch_uncertain === 0)).toBe(true);
       await expectMoneyConsistent(again.ctx, prep.partner.partnerId);
     } finally {
@@ -109,7 +109,7 @@ describe('graceful shutdown', () => {
     const view = inspect(prep);
     try {
       // Handing the job back mid-call would re-send it on the next start, unflagged.
-      const [m] = messagesOf(view.ctx, prep.partner.partnerId);
+      const [m] = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(m.status).toBe('sent');
       expect(
         view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get(),

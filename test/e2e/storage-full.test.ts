@@ -63,7 +63,7 @@ describe('storage full', () => {
     // Every 200 is kept with its debit; nothing of a refused send is.
     const view = inspect(prep);
     try {
-      const rows = messagesOf(view.ctx, prep.partner.partnerId);
+      const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows.map((m) => m.id).sort()).toEqual([...accepted].sort());
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {

@@ -11,8 +11,8 @@ export async function expectMoneyConsistent(ctx: CoreCtx, partnerId: string) {
   const v = await verifyLedger(ctx);
   expect(v.mismatches).toEqual([]);
   expect(v.ok).toBe(true);
-  const msgs = messagesOf(ctx, partnerId).filter((m) => m.direction === 'outbound');
-  const entries = ledgerOf(ctx, partnerId);
+  const msgs = (await messagesOf(ctx, partnerId)).filter((m) => m.direction === 'outbound');
+  const entries = await ledgerOf(ctx, partnerId);
   const debits = entries.filter((e) => e.kind === 'debit');
   const refunds = entries.filter((e) => e.kind === 'refund');
   // A debit for every outbound message (a free one debits 0), none without its message.
@@ -48,14 +48,14 @@ export async function expectFailedAndRefunded(
   else expect(m.error_code).toMatch(code);
   expect(m.error_message).toBeTruthy();
   expect(m.refunded).toBe(1);
-  const entries = ledgerOf(ctx, partnerId).filter((e) => e.message_id === m.id);
+  const entries = (await ledgerOf(ctx, partnerId)).filter((e) => e.message_id === m.id);
   expect(entries.map((e) => [e.kind, e.amount])).toEqual([
     ['debit', -m.price],
     ['refund', m.price],
   ]);
   expect(m.price).toBeGreaterThan(0);
-  expect(balanceOf(ctx, partnerId)).toBe(startBalance);
-  expect(historyOf(ctx, m.id).at(-1)).toBe('failed');
+  expect(await balanceOf(ctx, partnerId)).toBe(startBalance);
+  expect((await historyOf(ctx, m.id)).at(-1)).toBe('failed');
   await expectMoneyConsistent(ctx, partnerId);
 }
 
@@ -64,7 +64,7 @@ export async function expectFailedAndRefunded(
  * `uncertain`: an earlier attempt may also have reached the provider (timeout, reset).
  * `indexed`: whether the provider id is in messages_provider (its reports name it only by that id).
  */
-export function expectSent(
+export async function expectSent(
   ctx: CoreCtx,
   m: MessageRow,
   providerMessageId: string,
@@ -87,6 +87,6 @@ export function expectSent(
     uncertain: opts.uncertain ? 1 : 0,
   });
   expect(m.sent_at).toBeGreaterThan(0);
-  expect(historyOf(ctx, m.id)).toEqual(['queued', 'sent']);
-  expect(jobsOf(ctx, m.id)).toEqual([]);
+  expect(await historyOf(ctx, m.id)).toEqual(['queued', 'sent']);
+  expect(await jobsOf(ctx, m.id)).toEqual([]);
 }

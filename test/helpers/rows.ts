@@ -1,20 +1,21 @@
 import type { CoreCtx } from '../../src/core/context.js';
-import { messageHistory, type MessageRow } from '../../src/core/messages.js';
+import { messageHistoryIn, type MessageRow } from '../../src/core/messages.js';
+import { jsonText } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
 import { waitFor } from './wait.js';
 
 // Plain SQL views of the rows tests assert on (messages, ledger, jobs), read the way an
-// operator would find them, never through the code under test's own caches.
+// operator would find them, never through the code under test's own caches. They read through
+// ctx.store, so they work on either store.
 
-export function message(ctx: CoreCtx, id: string): MessageRow {
-  const m = ctx.db.sqlite.prepare('SELECT * FROM messages WHERE id = ?').get(id) as MessageRow | undefined;
+export async function message(ctx: CoreCtx, id: string): Promise<MessageRow> {
+  const m = await ctx.store.get<MessageRow>(sql`SELECT * FROM messages WHERE id = ${id}`);
   if (!m) throw new Error(`no message ${id}`);
   return m;
 }
 
-export function messagesOf(ctx: CoreCtx, partnerId: string): MessageRow[] {
-  return ctx.db.sqlite
-    .prepare('SELECT * FROM messages WHERE partner_id = ? ORDER BY id')
-    .all(partnerId) as MessageRow[];
+export function messagesOf(ctx: CoreCtx, partnerId: string): Promise<MessageRow[]> {
+  return ctx.store.all<MessageRow>(sql`SELECT * FROM messages WHERE partner_id = ${partnerId} ORDER BY id`);
 }
 
 export interface LedgerRow {
@@ -26,17 +27,16 @@ export interface LedgerRow {
   note: string | null;
 }
 
-export function ledgerOf(ctx: CoreCtx, partnerId: string): LedgerRow[] {
-  return ctx.db.sqlite
-    .prepare(
-      'SELECT id, kind, amount, balance_after, message_id, note FROM ledger_entries WHERE partner_id = ? ORDER BY id',
-    )
-    .all(partnerId) as LedgerRow[];
+export function ledgerOf(ctx: CoreCtx, partnerId: string): Promise<LedgerRow[]> {
+  return ctx.store.all<LedgerRow>(
+    sql`SELECT id, kind, amount, balance_after, message_id, note FROM ledger_entries WHERE partner_id = ${partnerId} ORDER BY id`,
+  );
 }
 
-export function balanceOf(ctx: CoreCtx, partnerId: string): number {
-  return (ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number })
-    .balance;
+export async function balanceOf(ctx: CoreCtx, partnerId: string): Promise<number> {
+  const r = await ctx.store.get<{ balance: number }>(sql`SELECT balance FROM partners WHERE id = ${partnerId}`);
+  if (!r) throw new Error(`no partner ${partnerId}`);
+  return r.balance;
 }
 
 export interface JobRow {
@@ -50,15 +50,15 @@ export interface JobRow {
 }
 
 /** Dispatch jobs still in the table for a message (completed ones are deleted). */
-export function jobsOf(ctx: CoreCtx, messageId: string): JobRow[] {
-  return ctx.db.sqlite
-    .prepare(`SELECT * FROM jobs WHERE kind = 'message.dispatch' AND json_extract(payload, '$.message_id') = ?`)
-    .all(messageId) as JobRow[];
+export function jobsOf(ctx: CoreCtx, messageId: string): Promise<JobRow[]> {
+  return ctx.store.all<JobRow>(
+    sql`SELECT * FROM jobs WHERE kind = 'message.dispatch' AND ${jsonText(ctx.store.dialect, 'payload', 'message_id')} = ${messageId}`,
+  );
 }
 
 /** The status history a partner and the operator see (GET /v1/messages/{id}, msgctl messages show). */
-export function historyOf(ctx: CoreCtx, messageId: string): string[] {
-  return messageHistory(ctx, messageId).map((r) => r.status);
+export async function historyOf(ctx: CoreCtx, messageId: string): Promise<string[]> {
+  return (await messageHistoryIn(ctx.store, messageId)).map((r) => r.status);
 }
 
 export async function waitStatus(
@@ -69,8 +69,8 @@ export async function waitStatus(
 ): Promise<MessageRow> {
   const want = Array.isArray(status) ? status : [status];
   return waitFor(
-    () => {
-      const m = message(ctx, id);
+    async () => {
+      const m = await message(ctx, id);
       return want.includes(m.status) ? m : null;
     },
     `message ${id} to be ${want.join('|')}`,

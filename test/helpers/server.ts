@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,13 +30,33 @@ export interface TestServer extends Server {
   stop(): Promise<void>;
 }
 
-/** A real msgd (HTTP on 127.0.0.1:0, job loop, cron) over a fresh temp data dir. */
+/**
+ * The store startTestServer gives msgd: SQLite unless MSGD_TEST_STORE=postgres (set by
+ * config/vitest.pg.config.ts), which gives each server a database of its own at msgd's current
+ * schema in the run's PostgreSQL, and a random master key.
+ */
+export const serverStore: 'sqlite' | 'postgres' = process.env.MSGD_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
+
+/**
+ * A real msgd (HTTP on 127.0.0.1:0, job loop, cron) over a fresh temp data dir, or on
+ * PostgreSQL (serverStore) a fresh database, dropped by stop(). A test that brings its own
+ * data directory (opts.dataDir) or database (env.MSGD_DATABASE_URL) keeps it.
+ */
 export async function startTestServer(
   overrides: Record<string, unknown> = {},
   opts: { dataDir?: string; env?: NodeJS.ProcessEnv; clock?: TestClock } = {},
 ): Promise<TestServer> {
   const clock = opts.clock ?? testClock();
   const dataDir = opts.dataDir ?? tmpDir();
+  let env: NodeJS.ProcessEnv = opts.env ?? {};
+  let dropDatabase: (() => Promise<void>) | undefined;
+  if (serverStore === 'postgres' && !opts.dataDir && !env.MSGD_DATABASE_URL) {
+    // Imported here: test/pg/helpers.ts reads the run's cluster, which only the PostgreSQL run has.
+    const { createDatabase, migratedTemplate } = await import('../pg/helpers.js');
+    const db = await createDatabase('server', { template: migratedTemplate() });
+    dropDatabase = db.drop;
+    env = { MSGD_MASTER_KEY: randomBytes(32).toString('hex'), ...env, MSGD_DATABASE_URL: db.url };
+  }
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk, _enc, cb) {
@@ -44,14 +65,14 @@ export async function startTestServer(
     },
   });
   const config = loadConfig({
-    env: opts.env ?? {},
+    env,
     dataDir,
     overrides: { 'server.port': 0, 'demo.enabled': false, 'log.level': 'info', ...overrides },
   });
   const server = await startServer({
     config,
     logDestination: sink,
-    env: opts.env ?? {},
+    env,
     print: () => {},
     now: clock.now,
   });
@@ -63,6 +84,7 @@ export async function startTestServer(
     clock,
     async stop() {
       await server.close();
+      await dropDatabase?.();
       if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };

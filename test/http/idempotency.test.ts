@@ -36,9 +36,9 @@ describe('Idempotency-Key', () => {
     expect(again.body).toEqual(first.body);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(again.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
-    expect(messagesOf(s.ctx, p.partnerId).map((m) => m.id)).toEqual([first.body.id]);
-    expect(ledgerOf(s.ctx, p.partnerId).filter((e) => e.kind === 'debit')).toHaveLength(1);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+    expect((await messagesOf(s.ctx, p.partnerId)).map((m) => m.id)).toEqual([first.body.id]);
+    expect((await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.kind === 'debit')).toHaveLength(1);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
   });
 
   it('same key with another body: 422 idempotency_key_reused, nothing written', async () => {
@@ -53,8 +53,8 @@ describe('Idempotency-Key', () => {
     // The same body on another endpoint is another request too.
     const elsewhere = await send(s.url, WHATSAPP, SMS_BODY, p.token, key);
     expect(elsewhere.status).toBe(422);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
   });
 
   it('a retry answers its first outcome before any refusal; another body with the key is 422 even when refused', async () => {
@@ -74,8 +74,8 @@ describe('Idempotency-Key', () => {
       expect(other.status).toBe(422);
       expect(other.body.error.code).toBe('idempotency_key_reused');
     }
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
   });
 
   it('keys belong to a partner: another partner with the same key sends its own message', async () => {
@@ -94,7 +94,7 @@ describe('Idempotency-Key', () => {
     const r2 = await send(s.url, SMS, SMS_BODY, p.token, { 'idempotency-key': 'b' });
     const r3 = await send(s.url, SMS, SMS_BODY, p.token);
     expect(new Set([r1.body.id, r2.body.id, r3.body.id]).size).toBe(3);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.97'));
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.97'));
   });
 
   it('20 identical requests at once: 20 × the same 200, one message, one debit', async () => {
@@ -103,9 +103,9 @@ describe('Idempotency-Key', () => {
     const results = await Promise.all(Array.from({ length: 20 }, () => send(s.url, SMS, SMS_BODY, p.token, key)));
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
     expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
-    expect(ledgerOf(s.ctx, p.partnerId).filter((e) => e.kind === 'debit')).toHaveLength(1);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
+    expect((await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.kind === 'debit')).toHaveLength(1);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
     expect(results.filter((r) => r.headers.get('idempotent-replayed') === 'true')).toHaveLength(19);
     await expectMoneyConsistent(s.ctx, p.partnerId);
   });
@@ -115,7 +115,7 @@ describe('Idempotency-Key', () => {
     const key = { 'idempotency-key': 'last-cent' };
     const first = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect(first.status).toBe(200);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(0);
     const retry = await send(s.url, SMS, SMS_BODY, p.token, key);
     expect({ status: retry.status, body: retry.body }).toEqual({ status: 200, body: first.body });
     // A new request is refused as usual.
@@ -143,6 +143,6 @@ describe('Idempotency-Key', () => {
       expect(r.body.error.code).toBe('invalid_request');
       expect(r.body.error.details).toEqual([{ field: 'Idempotency-Key', message: expect.any(String) }]);
     }
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 });

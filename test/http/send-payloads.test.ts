@@ -24,11 +24,11 @@ afterAll(async () => {
 });
 
 async function invalid(path: string, body: unknown) {
-  const before = messagesOf(s.ctx, partnerId).length;
+  const before = (await messagesOf(s.ctx, partnerId)).length;
   const r = await send(s.url, path, body, token);
   expect(r.status, r.text).toBe(400);
   expect(r.body.error.code).toBe('invalid_request');
-  expect(messagesOf(s.ctx, partnerId).length).toBe(before);
+  expect((await messagesOf(s.ctx, partnerId)).length).toBe(before);
   return r.body.error.details as Array<{ field?: string; message: string }>;
 }
 
@@ -38,7 +38,7 @@ async function ok(path: string, body: unknown) {
   const r = await send(s.url, path, body, token);
   expect(r.status, r.text).toBe(200);
   expect(r.body.status).toBe('queued');
-  return message(s.ctx, r.body.id);
+  return await message(s.ctx, r.body.id);
 }
 
 describe('a body that is JSON but not an object', () => {
@@ -146,12 +146,12 @@ describe('POST /api/send-sms.php', () => {
     { name: '71 UCS-2 characters', text: 'ж'.repeat(71), segments: 2 },
     { name: 'one emoji makes a GSM text UCS-2', text: `${'a'.repeat(69)}😀`, segments: 2 },
   ])('prices SMS per segment: $name = $segments segment(s)', async ({ text, segments }) => {
-    const before = balanceOf(s.ctx, partnerId);
+    const before = await balanceOf(s.ctx, partnerId);
     const m = await ok(SMS, { to: '+14155550123', text });
     const unit = parseMoney('0.01');
     expect({ segments: m.segments, price: m.price }).toEqual({ segments, price: segments * unit });
-    expect(balanceOf(s.ctx, partnerId)).toBe(before - segments * unit);
-    const debit = ledgerOf(s.ctx, partnerId).find((e) => e.message_id === m.id)!;
+    expect(await balanceOf(s.ctx, partnerId)).toBe(before - segments * unit);
+    const debit = (await ledgerOf(s.ctx, partnerId)).find((e) => e.message_id === m.id)!;
     expect({ kind: debit.kind, amount: debit.amount }).toEqual({ kind: 'debit', amount: -segments * unit });
   });
 
@@ -164,9 +164,9 @@ describe('POST /api/send-sms.php', () => {
     expect(two.body.error.message).toBe(
       'balance and credit limit do not cover this message: it costs 0.02 and 0.015 is available (balance 0.015 plus credit limit 0.00); top up to send',
     );
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.015'));
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.015'));
     expect((await send(s.url, SMS, { to: '+14155550123', text: 'a'.repeat(160) }, p.token)).status).toBe(200);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.005'));
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.005'));
   });
 });
 

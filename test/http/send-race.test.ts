@@ -65,14 +65,14 @@ describe('race for the last funds', () => {
       expect(accepted.size).toBe(100);
 
       // Money: never below -credit (0), each debit has its message, the ledger adds up.
-      expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
-      const debits = ledgerOf(s.ctx, p.partnerId).filter((e) => e.kind === 'debit');
+      expect(await balanceOf(s.ctx, p.partnerId)).toBe(0);
+      const debits = (await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.kind === 'debit');
       expect(debits).toHaveLength(100);
       for (const d of debits) {
         expect(d.amount).toBe(-price);
         expect(d.balance_after).toBeGreaterThanOrEqual(0);
       }
-      const msgs = messagesOf(s.ctx, p.partnerId);
+      const msgs = await messagesOf(s.ctx, p.partnerId);
       expect(new Set(msgs.map((m) => m.id))).toEqual(accepted);
       await expectMoneyConsistent(s.ctx, p.partnerId);
       // Group commit did group: every send went through the accept's batcher, in far fewer commits.
@@ -81,7 +81,7 @@ describe('race for the last funds', () => {
 
       // Every accepted message is dispatched exactly once.
       await waitFor(
-        () => messagesOf(s.ctx, p.partnerId).every((m) => m.status === 'sent'),
+        async () => (await messagesOf(s.ctx, p.partnerId)).every((m) => m.status === 'sent'),
         '100 messages sent',
         20_000,
       );

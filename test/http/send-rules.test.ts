@@ -89,7 +89,7 @@ describe.each(CASES)('$name: 401 for every kind of bad credentials', ({ path, bo
     const revoked = await send(s.url, path, body, p.token);
     expectError(revoked, 401, 'unauthorized');
     expect(revoked.body.error.message).toMatch(/revoked/);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
   });
 });
 
@@ -105,7 +105,7 @@ describe('token expiry', () => {
       expectError(r, 401, 'unauthorized');
       expect(r.body.error.message).toMatch(/expired/);
     }
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(CASES.length);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(CASES.length);
   });
 });
 
@@ -135,7 +135,7 @@ describe.each(CASES)('$name: 403 before anything about money or payload', ({ pat
     expectError(await send(s.url, path, INVALID[name], p.token), 403, 'channel_not_assigned');
     const broke = await sandboxPartner(s.ctx, { balance: '0', channels: others });
     expectError(await send(s.url, path, body, broke.token), 403, 'channel_not_assigned');
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 
   it('the assigned gateway is disabled or the channel unassigned: 403 channel_not_assigned', async () => {
@@ -149,7 +149,7 @@ describe.each(CASES)('$name: 403 before anything about money or payload', ({ pat
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
     await unassignChannel(s.ctx, { partner: p.partnerId, type: channel }, 'test');
     expectError(await send(s.url, path, body, p.token), 403, 'channel_not_assigned');
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
   });
 });
 
@@ -166,7 +166,7 @@ describe.each(CASES)('$name: 402 when funds are exhausted, before the payload is
     expect(invalid.body.error.message).toBe(valid.body.error.message);
     expectError(await send(s.url, path, '{"to": "+1', zero.token), 402, 'insufficient_balance');
     expectError(await send(s.url, path, '', zero.token), 402, 'insufficient_balance');
-    expect(messagesOf(s.ctx, zero.partnerId)).toHaveLength(0);
+    expect(await messagesOf(s.ctx, zero.partnerId)).toHaveLength(0);
   });
 
   it('a balance at -credit_limit is exhausted; credit above it still sends', async () => {
@@ -177,10 +177,10 @@ describe.each(CASES)('$name: 402 when funds are exhausted, before the payload is
     });
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
     expect((await send(s.url, path, body, p.token)).status).toBe(200);
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(-parseMoney('0.02'));
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(-parseMoney('0.02'));
     expectError(await send(s.url, path, INVALID[name], p.token), 402, 'insufficient_balance');
     expectError(await send(s.url, path, body, p.token), 402, 'insufficient_balance');
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
   });
 });
 
@@ -351,7 +351,7 @@ describe('order of the rules across the board', () => {
         'more than one Authorization header: send exactly one',
       ]);
     }
-    expect(messagesOf(s.ctx, good.partnerId)).toHaveLength(1);
+    expect(await messagesOf(s.ctx, good.partnerId)).toHaveLength(1);
     // Not counted against either token's rate limit.
     const next = await post([`Bearer ${good.token}`]);
     expect([first.status, next.status]).toEqual([200, 200]);
@@ -378,8 +378,8 @@ describe('order of the rules across the board', () => {
     expectError(r, 402, 'insufficient_balance');
     expect(r.body.error.message).toMatch(/cover/);
     expectError(await send(s.url, EMAIL, VALID[EMAIL], p.token), 402, 'insufficient_balance');
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.005'));
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.005'));
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 
   it('200 answers {id, status: "queued"} and the row is queued with its debit', async () => {
@@ -389,10 +389,10 @@ describe('order of the rules across the board', () => {
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ id: expect.stringMatching(/^msg_[0-9a-z]{26}$/), status: 'queued' });
     expect(r.headers.get('x-request-id')).toMatch(/^req_/);
-    const [m] = messagesOf(s.ctx, p.partnerId);
+    const [m] = await messagesOf(s.ctx, p.partnerId);
     expect(m.id).toBe(r.body.id);
     expect(m.price).toBe(parseMoney('0.01'));
-    expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+    expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
   });
 });
 
@@ -423,7 +423,7 @@ describe('HTTP envelope', () => {
     const again = await send(s.url, `${SMS}/`, VALID[SMS], p.token, key);
     expect([again.status, again.body, again.headers.get('idempotent-replayed')]).toEqual([200, first.body, 'true']);
     expectError(await send(s.url, `${SMS}/`, VALID[SMS]), 401, 'unauthorized');
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(CASES.length + 2);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(CASES.length + 2);
   });
 
   it('another method on a send path is 405 method_not_allowed with Allow: POST, token or not', async () => {
@@ -458,7 +458,7 @@ describe('HTTP envelope', () => {
       body: '{}',
     });
     expect([twice.status, (await twice.json()).error.code]).toEqual([404, 'not_found']);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 
   it("what Node's HTTP parser refuses is answered in the error shape with a request id, and the server carries on", async () => {
@@ -523,7 +523,7 @@ describe('HTTP envelope', () => {
         expect(JSON.parse(got.split('\r\n\r\n')[1]).error.code).toBe('bad_request');
         sock.destroy();
       }
-      expect(messagesOf(own.ctx, p.partnerId)).toHaveLength(0);
+      expect(await messagesOf(own.ctx, p.partnerId)).toHaveLength(0);
       const stopped = await Promise.race([
         own.stop().then(() => 'stopped'),
         new Promise((r) => setTimeout(() => r('hung'), 5000)),
@@ -553,7 +553,7 @@ describe('HTTP envelope', () => {
       const answers = got.split(/(?=HTTP\/1\.1 \d{3} )/);
       expect(answers.map((a) => Number(a.split(' ')[1]))).toEqual([200, 400]);
       expect(JSON.parse(answers[0].split('\r\n\r\n')[1])).toMatchObject({ status: 'queued' });
-      expect(messagesOf(own.ctx, p.partnerId)).toHaveLength(1);
+      expect(await messagesOf(own.ctx, p.partnerId)).toHaveLength(1);
       // The client never closes its side: msgd must still stop at once.
       const stopped = await Promise.race([
         own.stop().then(() => 'stopped'),
@@ -575,7 +575,7 @@ describe('HTTP envelope', () => {
       body: big,
     });
     expectError(r, 413, 'payload_too_large');
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
     // The token is checked before the body is read: without one, the same body is a 401.
     expectError(await raw(EMAIL, { headers: { 'content-type': 'application/json' }, body: big }), 401, 'unauthorized');
   });
@@ -597,7 +597,7 @@ describe('HTTP envelope', () => {
       body: json,
     });
     expect(charset.status).toBe(200);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(1);
   });
 
   it('JSON in another charset is 415; bytes that are not UTF-8 are 400 invalid_json; a UTF-8 BOM is ignored', async () => {
@@ -626,7 +626,7 @@ describe('HTTP envelope', () => {
       body: Buffer.from('{"email":"x@example.com","name":"\xe9"}', 'latin1'),
     });
     expectError(contact, 400, 'invalid_json');
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
 
     const utf8 = Buffer.from('{"to":"+14155550123","text":"Gr\u00fc\u00dfe"}', 'utf8');
     for (const type of [
@@ -649,7 +649,7 @@ describe('HTTP envelope', () => {
       ]),
     });
     expect(v1bom.status, v1bom.text).toBe(200);
-    const stored = messagesOf(s.ctx, p.partnerId);
+    const stored = await messagesOf(s.ctx, p.partnerId);
     expect(stored).toHaveLength(5);
     expect(JSON.parse(stored[0].content).text).toBe('Grüße');
     expect(stored[0].segments).toBe(1);
@@ -669,7 +669,7 @@ describe('HTTP envelope', () => {
     const refused = await send(s.url, SMS, VALID[SMS], p.token);
     expectError(refused, 429, 'rate_limited');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(2);
     // Another partner's token has its own allowance.
     const other = await sandboxPartner(s.ctx, { balance: '10' });
     expect((await send(s.url, SMS, VALID[SMS], other.token)).status).toBe(200);
@@ -684,7 +684,7 @@ describe('HTTP envelope', () => {
     });
     expectError(r, 415, 'unsupported_media_type');
     expect(r.body.error.message).toContain('gzip');
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(0);
   });
 
   it('a URL the router cannot read is answered in the error shape with a request id', async () => {
@@ -729,7 +729,7 @@ describe('HTTP envelope', () => {
     }
     // A backslash and "u0000" as text is no NUL.
     expect((await raw(SMS, { headers, body: '{"to":"+14155550123","text":"C:\\\\u0000"}' })).status).toBe(200);
-    expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
+    expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
   });
 
   it('X-Request-Id is on every answer; a sane caller id is echoed, a hostile one replaced', async () => {
@@ -782,8 +782,8 @@ describe('operator changes from another connection (msgctl) apply on the next re
       const r = await send(s.url, SMS, VALID[SMS], p.token);
       expectError(r, 401, 'unauthorized');
       expect(r.body.error.message).toMatch(/revoked/);
-      expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
-      expect(balanceOf(s.ctx, p.partnerId)).toBe(0);
+      expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
+      expect(await balanceOf(s.ctx, p.partnerId)).toBe(0);
     });
   });
 
@@ -791,10 +791,10 @@ describe('operator changes from another connection (msgctl) apply on the next re
     const p = await sandboxPartner(s.ctx, { balance: '1.00', prices: { sms: '0.01' } });
     await asMsgctl(async (ctl) => {
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
-      expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
+      expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.99'));
       await setPrice(ctl, { channel: 'sms', amount: parseMoney('0.25'), partner: p.partnerId }, 'cli');
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);
-      expect(balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.74'));
+      expect(await balanceOf(s.ctx, p.partnerId)).toBe(parseMoney('0.74'));
 
       await updateGateway(ctl, p.gateways.sms, { status: 'disabled' }, 'cli');
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'channel_not_assigned');
@@ -803,7 +803,7 @@ describe('operator changes from another connection (msgctl) apply on the next re
 
       await unassignChannel(ctl, { partner: p.partnerId, type: 'sms' }, 'cli');
       expectError(await send(s.url, SMS, VALID[SMS], p.token), 403, 'channel_not_assigned');
-      expect(messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
+      expect(await messagesOf(s.ctx, p.partnerId)).toHaveLength(3);
     });
   });
 });

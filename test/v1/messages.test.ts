@@ -333,7 +333,9 @@ describe('Idempotency-Key', () => {
       .prepare(`SELECT id FROM messages WHERE partner_id = ? AND "to" = ?`)
       .all(partnerId, body.to) as { id: string }[];
     expect(rows.map((m) => m.id)).toEqual([first.body.id]);
-    const debits = ledgerOf(server.ctx, partnerId).filter((e) => e.kind === 'debit' && e.message_id === first.body.id);
+    const debits = (await ledgerOf(server.ctx, partnerId)).filter(
+      (e) => e.kind === 'debit' && e.message_id === first.body.id,
+    );
     expect(debits).toHaveLength(1);
     expect(before - balance()).toBe(10_000);
   });

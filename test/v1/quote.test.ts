@@ -16,12 +16,12 @@ const count = (sql: string, ...args: unknown[]) => (server.ctx.db.sqlite.prepare
  * Every row a send could write for a partner: messages, ledger entries, idempotency keys,
  * events, and its balance (a message's dispatch job comes with its message).
  */
-const writes = (p: PartnerSetup) => ({
+const writes = async (p: PartnerSetup) => ({
   messages: count('SELECT count(*) AS n FROM messages WHERE partner_id = ?', p.partnerId),
   ledger: count('SELECT count(*) AS n FROM ledger_entries WHERE partner_id = ?', p.partnerId),
   idempotency: count('SELECT count(*) AS n FROM idempotency_keys WHERE partner_id = ?', p.partnerId),
   events: count('SELECT count(*) AS n FROM events WHERE partner_id = ?', p.partnerId),
-  balance: balanceOf(server.ctx, p.partnerId),
+  balance: await balanceOf(server.ctx, p.partnerId),
 });
 const quote = (token: string, body: unknown, headers?: Record<string, string>) =>
   call(server, 'POST', '/v1/messages/quote', { token, body, headers });
@@ -56,7 +56,7 @@ afterAll(() => server.stop());
 
 describe('POST /v1/messages/quote', () => {
   it('prices a GSM-7 SMS per segment: 161 characters are 2 parts of 153', async () => {
-    const before = writes(a);
+    const before = await writes(a);
     const r = await quote(a.token, sms('a'.repeat(161)));
     expect(r.status).toBe(200);
     expect(messageQuote.parse(r.body)).toBeTruthy();
@@ -79,8 +79,8 @@ describe('POST /v1/messages/quote', () => {
     });
     // 160 GSM-7 characters still fit one part.
     expect((await quote(a.token, sms('a'.repeat(160)))).body).toMatchObject({ segments: 1, total: { micro: 7_500 } });
-    expect(writes(a)).toEqual(before);
-    expect(balanceOf(server.ctx, a.partnerId)).toBe(1_000_000);
+    expect(await writes(a)).toEqual(before);
+    expect(await balanceOf(server.ctx, a.partnerId)).toBe(1_000_000);
   });
 
   it('prices a UCS-2 SMS per segment: one Cyrillic letter makes parts of 67', async () => {
@@ -100,10 +100,10 @@ describe('POST /v1/messages/quote', () => {
   it('answers the price a send then debits', async () => {
     const text = `Your code is ${'ж'.repeat(80)}`;
     const q = await quote(a.token, sms(text));
-    const before = balanceOf(server.ctx, a.partnerId);
+    const before = await balanceOf(server.ctx, a.partnerId);
     const sent = await call(server, 'POST', '/v1/messages', { token: a.token, body: sms(text) });
     expect(sent.status).toBe(200);
-    expect(before - balanceOf(server.ctx, a.partnerId)).toBe(q.body.total.micro);
+    expect(before - (await balanceOf(server.ctx, a.partnerId))).toBe(q.body.total.micro);
     expect(q.body.total.micro).toBe(15_000);
   });
 
@@ -117,7 +117,7 @@ describe('POST /v1/messages/quote', () => {
   });
 
   it('an unassigned channel: sendable false with the 403 channel_not_assigned a send answers', async () => {
-    const before = writes(b);
+    const before = await writes(b);
     const body = { channel: 'messenger', to: '24680', body: 'hi' };
     const r = await quote(b.token, body);
     expect(r.status).toBe(200);
@@ -132,7 +132,7 @@ describe('POST /v1/messages/quote', () => {
     expect(sent.status).toBe(403);
     expect(sent.body.error.code).toBe(r.body.refusal.code);
     expect(sent.body.error.message).toBe(r.body.refusal.message);
-    expect(writes(b)).toEqual(before);
+    expect(await writes(b)).toEqual(before);
   });
 
   it('funds that do not cover it: covered false, with the 402 the send answers', async () => {
@@ -140,7 +140,7 @@ describe('POST /v1/messages/quote', () => {
     await connect(server.ctx, poor.partnerId, { kind: 'sandbox' }, 'sms', '+15550002222');
     const ok = await quote(poor.token, sms('short'));
     expect(ok.body).toMatchObject({ covered: true, sendable: true, total: { micro: 7_500 } });
-    const before = writes(poor);
+    const before = await writes(poor);
     const long = sms('a'.repeat(200));
     const r = await quote(poor.token, long);
     expect(r.status).toBe(200);
@@ -152,11 +152,11 @@ describe('POST /v1/messages/quote', () => {
       sendable: false,
       refusal: { status: 402, code: 'insufficient_balance' },
     });
-    expect(writes(poor)).toEqual(before);
+    expect(await writes(poor)).toEqual(before);
     const sent = await call(server, 'POST', '/v1/messages', { token: poor.token, body: long });
     expect(sent.status).toBe(402);
     expect(sent.body.error.message).toBe(r.body.refusal.message);
-    expect(balanceOf(server.ctx, poor.partnerId)).toBe(10_000);
+    expect(await balanceOf(server.ctx, poor.partnerId)).toBe(10_000);
   });
 
   it('refuses as the send would: send_at out of range, a closed 24-hour window', async () => {
@@ -184,7 +184,7 @@ describe('POST /v1/messages/quote', () => {
     // A partner of its own: a's earlier send is still writing its events.
     const c = await setupPartner(server.ctx, { balance: '1.00', prices: { sms: '0.0075' } });
     await connect(server.ctx, c.partnerId, { kind: 'sandbox' }, 'sms', '+15550001113');
-    const before = writes(c);
+    const before = await writes(c);
     const bad = await quote(c.token, { channel: 'sms', to: 'nope', body: '' });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('invalid_request');
@@ -195,6 +195,6 @@ describe('POST /v1/messages/quote', () => {
     expect((await call(server, 'POST', '/v1/messages/quote', { body: sms('hi') })).status).toBe(401);
     const keyed = await quote(c.token, sms('hi'), { 'idempotency-key': 'quote-1' });
     expect(keyed.status).toBe(200);
-    expect(writes(c)).toEqual(before);
+    expect(await writes(c)).toEqual(before);
   });
 });

@@ -41,12 +41,12 @@ const eventsOf = (messageId: string) =>
 
 describe('a scheduled send', () => {
   it('is debited and scheduled at once, then sent at its time', async () => {
-    const before = balanceOf(server.ctx, partnerId);
+    const before = await balanceOf(server.ctx, partnerId);
     const at = inMs(2_000);
     const r = await call(server, 'POST', '/v1/messages', { token, body: sms({ send_at: at }) });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ status: 'scheduled', send_at: at });
-    expect(before - balanceOf(server.ctx, partnerId)).toBe(10_000);
+    expect(before - (await balanceOf(server.ctx, partnerId))).toBe(10_000);
 
     const g = await call(server, 'GET', `/v1/messages/${r.body.id}`, { token });
     expect(messageOut.parse(g.body)).toBeTruthy();
@@ -57,18 +57,18 @@ describe('a scheduled send', () => {
 
     // Not before its time: still scheduled well inside the wait.
     await new Promise((res) => setTimeout(res, 500));
-    expect(message(server.ctx, r.body.id).status).toBe('scheduled');
+    expect((await message(server.ctx, r.body.id)).status).toBe('scheduled');
 
     const sent = await waitFor(
-      () => {
-        const m = message(server.ctx, r.body.id);
+      async () => {
+        const m = await message(server.ctx, r.body.id);
         return m.status === 'sent' || m.status === 'delivered' ? m : undefined;
       },
       'scheduled message sent',
       10_000,
     );
     expect(sent.sent_at!).toBeGreaterThanOrEqual(Date.parse(at));
-    expect(historyOf(server.ctx, r.body.id).slice(0, 3)).toEqual(['scheduled', 'queued', 'sent']);
+    expect((await historyOf(server.ctx, r.body.id)).slice(0, 3)).toEqual(['scheduled', 'queued', 'sent']);
     const full = await call(server, 'GET', `/v1/messages/${r.body.id}`, { token });
     expect(full.body.history.map((h: any) => h.status).slice(0, 3)).toEqual(['scheduled', 'queued', 'sent']);
     expect(sent.refunded).toBe(0);
@@ -76,17 +76,15 @@ describe('a scheduled send', () => {
   });
 
   it('canceled before its time: never sent, refunded, message.canceled; a second cancel is a 409', async () => {
-    const before = balanceOf(server.ctx, partnerId);
+    const before = await balanceOf(server.ctx, partnerId);
     const r = await call(server, 'POST', '/v1/messages', { token, body: sms({ send_at: inMs(1_500) }) });
     expect(r.status).toBe(200);
     const c = await call(server, 'POST', `/v1/messages/${r.body.id}/cancel`, { token });
     expect(c.status).toBe(200);
     expect(c.body).toMatchObject({ id: r.body.id, status: 'canceled', refunded: true });
-    expect(balanceOf(server.ctx, partnerId)).toBe(before);
+    expect(await balanceOf(server.ctx, partnerId)).toBe(before);
     expect(
-      ledgerOf(server.ctx, partnerId)
-        .filter((e) => e.message_id === r.body.id)
-        .map((e) => e.kind),
+      (await ledgerOf(server.ctx, partnerId)).filter((e) => e.message_id === r.body.id).map((e) => e.kind),
     ).toEqual(['debit', 'refund']);
     const again = await call(server, 'POST', `/v1/messages/${r.body.id}/cancel`, { token });
     expect(again.status).toBe(409);
@@ -95,7 +93,7 @@ describe('a scheduled send', () => {
 
     // Its time passes: the job finds nothing to send.
     await new Promise((res) => setTimeout(res, 2_500));
-    const m = message(server.ctx, r.body.id);
+    const m = await message(server.ctx, r.body.id);
     expect(m.status).toBe('canceled');
     expect(m.provider_message_id).toBeNull();
     expect(eventsOf(r.body.id)).toEqual(['message.canceled']);
@@ -110,7 +108,7 @@ describe('a scheduled send', () => {
     });
     const c = await call(server, 'POST', `/v1/messages/${theirs.body.id}/cancel`, { token });
     expect(c.status).toBe(404);
-    expect(message(server.ctx, theirs.body.id).status).toBe('scheduled');
+    expect((await message(server.ctx, theirs.body.id)).status).toBe('scheduled');
 
     const now = await call(server, 'POST', '/v1/messages', { token, body: sms() });
     expect(now.body).toMatchObject({ status: 'queued', send_at: null });
@@ -135,13 +133,13 @@ describe('a scheduled send', () => {
           : value === 'no-such-day'
             ? dayAfterMonthEnd()
             : value;
-    const before = balanceOf(server.ctx, partnerId);
+    const before = await balanceOf(server.ctx, partnerId);
     const r = await call(server, 'POST', '/v1/messages', { token, body: sms({ send_at }) });
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('invalid_request');
     expect(r.body.error.details).toEqual([expect.objectContaining({ field: 'send_at' })]);
     expect(r.body.error.details[0].message).toContain(message);
-    expect(balanceOf(server.ctx, partnerId)).toBe(before);
+    expect(await balanceOf(server.ctx, partnerId)).toBe(before);
   });
 
   it('the legacy send API schedules too, answering status scheduled', async () => {
@@ -161,21 +159,21 @@ describe('a scheduled send', () => {
 
   it('a partner suspended before the time: failed at its time and refunded', async () => {
     const p = await richPartner(server.ctx, 3);
-    const before = balanceOf(server.ctx, p.partnerId);
+    const before = await balanceOf(server.ctx, p.partnerId);
     const r = await call(server, 'POST', '/v1/messages', { token: p.token, body: sms({ send_at: inMs(1_500) }) });
     expect(r.status).toBe(200);
     await suspendPartner(server.ctx, p.partnerId, 'test');
     try {
       const m = await waitFor(
-        () => {
-          const m = message(server.ctx, r.body.id);
+        async () => {
+          const m = await message(server.ctx, r.body.id);
           return m.status === 'failed' ? m : undefined;
         },
         'failed at its time',
         10_000,
       );
       expect(m).toMatchObject({ error_code: 'partner_suspended', refunded: 1, provider_message_id: null });
-      expect(balanceOf(server.ctx, p.partnerId)).toBe(before);
+      expect(await balanceOf(server.ctx, p.partnerId)).toBe(before);
       await expectMoneyConsistent(server.ctx, p.partnerId);
     } finally {
       await activatePartner(server.ctx, p.partnerId, 'test');
@@ -184,7 +182,7 @@ describe('a scheduled send', () => {
 
   it('a recipient who opted out before the time: failed recipient_suppressed at its time, refunded', async () => {
     const p = await richPartner(server.ctx, 5);
-    const before = balanceOf(server.ctx, p.partnerId);
+    const before = await balanceOf(server.ctx, p.partnerId);
     const r = await call(server, 'POST', '/v1/messages', {
       token: p.token,
       body: sms({ to: '+14155550199', send_at: inMs(1_500) }),
@@ -200,21 +198,21 @@ describe('a scheduled send', () => {
       }),
     )();
     const m = await waitFor(
-      () => {
-        const m = message(server.ctx, r.body.id);
+      async () => {
+        const m = await message(server.ctx, r.body.id);
         return m.status === 'failed' ? m : undefined;
       },
       'failed at its time',
       10_000,
     );
     expect(m).toMatchObject({ error_code: 'recipient_suppressed', refunded: 1, provider_message_id: null });
-    expect(balanceOf(server.ctx, p.partnerId)).toBe(before);
+    expect(await balanceOf(server.ctx, p.partnerId)).toBe(before);
     await expectMoneyConsistent(server.ctx, p.partnerId);
   });
 
   it('50 cancels racing their dispatch: each message is sent or canceled and refunded, never both', async () => {
     const p = await richPartner(server.ctx, 4);
-    const start = balanceOf(server.ctx, p.partnerId);
+    const start = await balanceOf(server.ctx, p.partnerId);
     const at = inMs(60_000);
     const sends = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
@@ -234,12 +232,15 @@ describe('a scheduled send', () => {
     const canceled = new Set(ids.filter((_, i) => answers[i].status === 200));
     console.log('SPLIT', canceled.size);
     await waitFor(
-      () => ids.every((id) => ['canceled', 'sent', 'delivered'].includes(message(server.ctx, id).status)) || undefined,
+      async () =>
+        (await Promise.all(ids.map((id) => message(server.ctx, id)))).every((m) =>
+          ['canceled', 'sent', 'delivered'].includes(m.status),
+        ) || undefined,
       'all settled',
       15_000,
     );
     for (const id of ids) {
-      const m = message(server.ctx, id);
+      const m = await message(server.ctx, id);
       if (canceled.has(id)) {
         expect(m).toMatchObject({ status: 'canceled', refunded: 1, provider_message_id: null });
       } else {
@@ -248,7 +249,7 @@ describe('a scheduled send', () => {
       }
     }
     // The 50, and the message that woke the loop.
-    expect(start - balanceOf(server.ctx, p.partnerId)).toBe((ids.length - canceled.size + 1) * 10_000);
+    expect(start - (await balanceOf(server.ctx, p.partnerId))).toBe((ids.length - canceled.size + 1) * 10_000);
     await expectMoneyConsistent(server.ctx, p.partnerId);
   });
 });
