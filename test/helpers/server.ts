@@ -27,6 +27,11 @@ export interface TestServer extends Server {
   ctx: CoreCtx;
   /** msgd's clock: advance() it instead of sleeping until something expires. */
   clock: TestClock;
+  /**
+   * What a msgctl run needs besides --data-dir to reach this msgd's store: on PostgreSQL its
+   * MSGD_DATABASE_URL and MSGD_MASTER_KEY, on SQLite nothing (`runCli(args, { dataDir, env })`).
+   */
+  storeEnv: Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -82,10 +87,46 @@ export async function startTestServer(
     logs,
     ctx: server.rt.ctx,
     clock,
+    storeEnv: storeEnvOf(env),
     async stop() {
       await server.close();
       await dropDatabase?.();
       if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+function storeEnvOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of ['MSGD_DATABASE_URL', 'MSGD_MASTER_KEY'] as const) if (env[k]) out[k] = env[k];
+  return out;
+}
+
+export interface KeptStore {
+  /** Pass both to every startTestServer that is to find the same data: `{ dataDir, env }`. */
+  dataDir: string;
+  env: NodeJS.ProcessEnv;
+  /** Removes the data directory, and on PostgreSQL drops the database. */
+  drop(): Promise<void>;
+}
+
+/**
+ * A store that outlives one msgd, for a test that stops msgd and starts another on the same
+ * data: a data directory, and on PostgreSQL (serverStore) a database at msgd's current schema
+ * with a master key as well.
+ */
+export async function keptStore(): Promise<KeptStore> {
+  const dataDir = tmpDir();
+  const removeDir = async () => rmSync(dataDir, { recursive: true, force: true });
+  if (serverStore !== 'postgres') return { dataDir, env: {}, drop: removeDir };
+  const { createDatabase, migratedTemplate } = await import('../pg/helpers.js');
+  const db = await createDatabase('kept', { template: migratedTemplate() });
+  return {
+    dataDir,
+    env: { MSGD_MASTER_KEY: randomBytes(32).toString('hex'), MSGD_DATABASE_URL: db.url },
+    async drop() {
+      await db.drop();
+      await removeDir();
     },
   };
 }
