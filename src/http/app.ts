@@ -75,9 +75,17 @@ export async function buildApp(rt: HttpDeps): Promise<FastifyInstance> {
   // Callback hooks, not async ones: every request runs both, and a promise each is measurable.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
-    if (!closing) return done();
-    reply.header('connection', 'close').header('retry-after', '1');
-    sendError(reply, 'not_ready', 'msgd is shutting down: retry the request');
+    if (closing) {
+      reply.header('connection', 'close').header('retry-after', '1');
+      return void sendError(reply, 'not_ready', 'msgd is shutting down: retry the request');
+    }
+    // A NUL (%00) in a path segment or a query value would reach the store as text: PostgreSQL
+    // refuses it there (invalid byte sequence), SQLite's text functions end the string at it. No
+    // id, filter or token of msgd's holds one, so the URL is refused before any route reads it,
+    // as bodies with one are (json-body.ts).
+    if (req.url.includes('%00'))
+      return void sendError(reply, 'invalid_request', 'the URL has a NUL character (%00), which msgd does not take');
+    done();
   });
   // An answer given before the body was read (a 401 from an onRequest hook): the connection
   // closes with it rather than wait for the rest of a body nobody will read.

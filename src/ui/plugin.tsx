@@ -42,6 +42,12 @@ export const uiPlugin: FastifyPluginAsync<{ rt: UiDeps }> = async (app, { rt }) 
     (_req, body, done) => {
       const out: Record<string, string | string[]> = Object.create(null);
       for (const [k, v] of new URLSearchParams(body as string)) {
+        // PostgreSQL text cannot hold a NUL, and no field of the console's takes one.
+        if (k.includes('\0') || v.includes('\0'))
+          return done(
+            new AppError('invalid_request', 'a form field has a NUL character (%00), which msgd does not take'),
+            undefined,
+          );
         const prev = out[k];
         out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
       }
