@@ -104,6 +104,10 @@ function checkJsonValue(root: unknown) {
       checkText(v, 'string', ' (e.g. \\ud800 alone)');
       continue;
     }
+    // 1e400 parses as Infinity, which would be stored as null (JSON has no Infinity): refused
+    // rather than kept as something else than was sent.
+    if (typeof v === 'number' && !Number.isFinite(v))
+      throw new AppError('invalid_json', 'the body has a number too large to read (beyond ±1.8e308)');
     if (typeof v !== 'object' || v === null) continue;
     if (depth > MAX_JSON_DEPTH)
       throw new AppError('invalid_json', `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
