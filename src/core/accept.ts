@@ -227,7 +227,9 @@ export async function acceptBatch(
         }
       }
       const price = send.quote.total;
-      if (!Number.isSafeInteger(price) || price < 0)
+      // A price past 2^53 (a maximal SMS price times its segments) is an integer still, and
+      // fundsRefusal refuses it with a 402 as more than msgd handles.
+      if (!Number.isInteger(price) || price < 0)
         throw new Error(`debit amount must be a non-negative integer: ${price}`);
       const short = fundsRefusal(f, price);
       if (short) throw short;

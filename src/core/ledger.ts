@@ -120,8 +120,10 @@ export function fundsRefusal(f: Funds | undefined, price: number): InsufficientB
   if (!f) return new InsufficientBalanceError();
   if (f.balance + f.credit_limit <= 0) return exhaustedError(f.balance, f.credit_limit);
   if (price > MAX_MONEY) {
+    // Past 2^53 (a maximal SMS price times its segments) the number is no longer exact: no figure.
+    const costs = Number.isSafeInteger(price) ? `costs ${formatMoney(price)}, ` : 'costs ';
     return new InsufficientBalanceError(
-      `this message costs ${formatMoney(price)}, more than the largest amount msgd handles (${formatMoney(MAX_MONEY)})`,
+      `this message ${costs}more than the largest amount msgd handles (${formatMoney(MAX_MONEY)})`,
       { price },
     );
   }

@@ -15,7 +15,7 @@ import {
   type SendPlan,
 } from '../core/send.js';
 import { iso } from '../lib/time.js';
-import { moneyJson } from '../lib/money.js';
+import { formatPrice, moneyJson } from '../lib/money.js';
 import type { HttpDeps } from './deps.js';
 import { authenticate } from './auth.js';
 import { statusFor } from '../web/errors.js';
@@ -191,7 +191,8 @@ export async function quoteSend(rt: HttpDeps, req: FastifyRequest, plan: (body: 
     segments: q.segments,
     per: p.channel === 'sms' ? 'segment' : 'message',
     unit_price: money(q.unit),
-    total: money(q.total),
+    // The total passes 2^53 for a maximal SMS price times its segments: its amount stays exact.
+    total: { micro: q.total, amount: formatPrice(q.unit, q.units), currency: cost.currency },
     currency: cost.currency,
     available: money(cost.available),
     covered,

@@ -78,6 +78,15 @@ function decimal(neg: boolean, whole: string, fraction: number): string {
 }
 
 /** JSON shape used on every surface: both representations. */
+/**
+ * A price's amount: a price may pass 2^53 where no balance can (a maximal SMS price, MAX_MONEY,
+ * times its segments), and is then formatted exactly from its unit price and count.
+ */
+export function formatPrice(unit: number, units: number): string {
+  const total = unit * units;
+  return Number.isSafeInteger(total) ? formatMoney(total) : formatMoney(BigInt(unit) * BigInt(units));
+}
+
 export function moneyJson(micro: number, currency?: string) {
   return currency === undefined
     ? { micro, amount: formatMoney(micro) }
