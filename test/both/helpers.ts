@@ -17,8 +17,9 @@
 // Each context starts at an empty, migrated store, as a new data directory does. On PostgreSQL
 // a file keeps its databases for all its tests (making one costs more than emptying one, see
 // docs/testing.md): a context opened while the file's others are open gets a database of its
-// own, and one opened after they closed gets a used database back with every table truncated,
-// the rows the migrations insert put back, and the tables a test created dropped.
+// own, and one opened after they closed gets a used database back with every table emptied,
+// the rows the migrations insert put back, and the tables a test created dropped. At its end the
+// file gives its databases back, emptied, for the next files (test/pg/reuse.ts).
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, expect } from 'vitest';
@@ -30,7 +31,7 @@ import type { Dialect } from '../../src/db/sql.js';
 import { sql } from '../../src/db/sql.js';
 import { gatewayKinds } from '../../src/providers/kinds.js';
 import { openTestCtx } from '../helpers/ctx.js';
-import { type CreatedDatabase, createDatabase, migratedTemplate } from '../pg/helpers.js';
+import { RESET_FOR_REUSE, type ReusableDatabase, takeEmptyDatabase } from '../pg/reuse.js';
 
 /** The store test/both runs on: MSGD_TEST_STORE (set by config/vitest.pg.config.ts), SQLite without it. */
 export const testStore: Dialect = storeFromEnv(process.env.MSGD_TEST_STORE);
@@ -122,7 +123,7 @@ function unconvertedDb(): Db {
 // PostgreSQL: the file's databases, each with its store (a small pool), kept for the file's tests.
 
 interface FileDatabase {
-  db: CreatedDatabase;
+  db: ReusableDatabase;
   store: PgStore;
 }
 
@@ -134,7 +135,7 @@ if (testStore === 'postgres') {
   afterAll(async () => {
     for (const d of all.splice(0)) {
       await d.store.close();
-      await d.db.drop();
+      await d.db.release();
     }
     free.length = 0;
   });
@@ -148,60 +149,12 @@ function label(): string {
 async function takeDatabase(): Promise<FileDatabase> {
   const reused = free.pop();
   if (reused) {
-    await reused.store.run(sql`SELECT msgd_test_seed.reset()`);
+    await reused.store.run(sql.raw(RESET_FOR_REUSE));
     return reused;
   }
-  const db = await createDatabase(label(), { template: migratedTemplate() });
+  const db = await takeEmptyDatabase(label());
   const store = openPg(db.url, { logger, poolSize: 4 });
-  await store.run(sql.raw(SEED));
   const d = { db, store };
   all.push(d);
   return d;
 }
-
-// Run once in a new database: keeps a copy of the rows the migrations inserted (meta's
-// settings_version, the migrations table), the list of msgd's tables and their sequences, and
-// defines reset(): drop the tables created since, empty msgd's, put the copied rows back, start
-// the sequences again. One statement per reuse, one transaction. It deletes rather than
-// truncates (TRUNCATE makes new files for every table and index: ten times slower here), with
-// triggers and foreign-key checks off (session_replication_role), so order does not matter and
-// the settings_version triggers stay still.
-const SEED = `
-CREATE SCHEMA msgd_test_seed;
-CREATE TABLE msgd_test_seed.tables (name text PRIMARY KEY, seeded boolean NOT NULL);
-CREATE TABLE msgd_test_seed.sequences (name text PRIMARY KEY);
-DO $$
-DECLARE t text; n bigint;
-BEGIN
-  FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' LOOP
-    EXECUTE format('SELECT count(*) FROM public.%I', t) INTO n;
-    INSERT INTO msgd_test_seed.tables VALUES (t, n > 0);
-    IF n > 0 THEN
-      EXECUTE format('CREATE TABLE msgd_test_seed.%I AS TABLE public.%I', t, t);
-    END IF;
-  END LOOP;
-END $$;
-INSERT INTO msgd_test_seed.sequences
-  SELECT DISTINCT pg_get_serial_sequence(format('public.%I', c.table_name), c.column_name)
-    FROM information_schema.columns c JOIN msgd_test_seed.tables t ON t.name = c.table_name AND NOT t.seeded
-   WHERE c.table_schema = 'public' AND (c.is_identity = 'YES' OR c.column_default LIKE 'nextval(%');
-CREATE FUNCTION msgd_test_seed.reset() RETURNS void LANGUAGE plpgsql AS $$
-DECLARE t text;
-BEGIN
-  FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public'
-             AND tablename NOT IN (SELECT name FROM msgd_test_seed.tables) LOOP
-    EXECUTE format('DROP TABLE public.%I CASCADE', t);
-  END LOOP;
-  SET LOCAL session_replication_role = replica;
-  FOR t IN SELECT name FROM msgd_test_seed.tables LOOP
-    EXECUTE format('DELETE FROM public.%I', t);
-  END LOOP;
-  FOR t IN SELECT name FROM msgd_test_seed.tables WHERE seeded LOOP
-    EXECUTE format('INSERT INTO public.%I SELECT * FROM msgd_test_seed.%I', t, t);
-  END LOOP;
-  SET LOCAL session_replication_role = origin;
-  FOR t IN SELECT name FROM msgd_test_seed.sequences LOOP
-    PERFORM setval(t, 1, false);
-  END LOOP;
-END $$;
-`;

@@ -38,13 +38,14 @@ export interface TestServer extends Server {
 /**
  * The store startTestServer gives msgd: SQLite unless MSGD_TEST_STORE=postgres (set by
  * config/vitest.pg.config.ts), which gives each server a database of its own at msgd's current
- * schema in the run's PostgreSQL, and a random master key.
+ * schema in the run's PostgreSQL (empty: a copy of the migrated template, or one a stopped
+ * server gave back, emptied), and a random master key.
  */
 export const serverStore: 'sqlite' | 'postgres' = process.env.MSGD_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
 
 /**
  * A real msgd (HTTP on 127.0.0.1:0, job loop, cron) over a fresh temp data dir, or on
- * PostgreSQL (serverStore) a fresh database, dropped by stop(). A test that brings its own
+ * PostgreSQL (serverStore) an empty database, given back by stop(). A test that brings its own
  * data directory (opts.dataDir) or database (env.MSGD_DATABASE_URL) keeps it.
  */
 export async function startTestServer(
@@ -56,10 +57,11 @@ export async function startTestServer(
   let env: NodeJS.ProcessEnv = opts.env ?? {};
   let dropDatabase: (() => Promise<void>) | undefined;
   if (serverStore === 'postgres' && !opts.dataDir && !env.MSGD_DATABASE_URL) {
-    // Imported here: test/pg/helpers.ts reads the run's cluster, which only the PostgreSQL run has.
-    const { createDatabase, migratedTemplate } = await import('../pg/helpers.js');
-    const db = await createDatabase('server', { template: migratedTemplate() });
-    dropDatabase = db.drop;
+    // Imported here: test/pg/ reads the run's cluster, which only the PostgreSQL run has. The
+    // database is one a stopped server gave back, emptied, where there is one (test/pg/reuse.ts).
+    const { takeEmptyDatabase } = await import('../pg/reuse.js');
+    const db = await takeEmptyDatabase('server');
+    dropDatabase = db.release;
     env = { MSGD_MASTER_KEY: randomBytes(32).toString('hex'), ...env, MSGD_DATABASE_URL: db.url };
   }
   const logs: string[] = [];
@@ -106,7 +108,7 @@ export interface KeptStore {
   /** Pass both to every startTestServer that is to find the same data: `{ dataDir, env }`. */
   dataDir: string;
   env: NodeJS.ProcessEnv;
-  /** Removes the data directory, and on PostgreSQL drops the database. */
+  /** Removes the data directory, and on PostgreSQL gives the database back (test/pg/reuse.ts). */
   drop(): Promise<void>;
 }
 
@@ -119,13 +121,13 @@ export async function keptStore(): Promise<KeptStore> {
   const dataDir = tmpDir();
   const removeDir = async () => rmSync(dataDir, { recursive: true, force: true });
   if (serverStore !== 'postgres') return { dataDir, env: {}, drop: removeDir };
-  const { createDatabase, migratedTemplate } = await import('../pg/helpers.js');
-  const db = await createDatabase('kept', { template: migratedTemplate() });
+  const { takeEmptyDatabase } = await import('../pg/reuse.js');
+  const db = await takeEmptyDatabase('kept');
   return {
     dataDir,
     env: { MSGD_MASTER_KEY: randomBytes(32).toString('hex'), MSGD_DATABASE_URL: db.url },
     async drop() {
-      await db.drop();
+      await db.release();
       await removeDir();
     },
   };

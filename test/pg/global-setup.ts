@@ -55,6 +55,14 @@ export default async function setup(project: TestProject) {
     const admin = new pg.Client({ connectionString: info.adminUrl });
     await admin.connect();
     try {
+      // The servers' databases given back for reuse (test/pg/reuse.ts names them after the
+      // template), then the template.
+      const { rows } = await admin.query<{ datname: string }>(
+        'SELECT datname FROM pg_database WHERE starts_with(datname, $1)',
+        [`${schema}_free_`],
+      );
+      for (const { datname } of rows)
+        await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(datname)} WITH (FORCE)`);
       await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(schema)} WITH (FORCE)`);
     } finally {
       await admin.end().catch(() => {});
