@@ -7,10 +7,33 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // (test/pg/global-setup.ts; MSGD_TEST_PG_URL uses a running server instead).
 
 /** `npm test`'s suites that run here too, msgd on PostgreSQL. */
-const onBothStores: string[] = [];
+const onBothStores: string[] = [
+  // test/e2e: msgd children get the database through MSGD_DATABASE_URL and MSGD_MASTER_KEY (test/e2e/child.ts).
+  'test/e2e/**/*.test.ts',
+];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */
-const sqliteOnly: string[] = [];
+const sqliteOnly: string[] = [
+  // test/e2e:
+  // `msgctl backup` / `restore` copy the data directory's SQLite file.
+  'test/e2e/backup.test.ts',
+  // kill -9 then recovery of the SQLite file and its lock; test/pg/crash.test.ts is the same load on PostgreSQL.
+  'test/e2e/crash.test.ts',
+  'test/e2e/crash-scheduled.test.ts',
+  // The data directory's instance lock (a second msgd refused, a stale lock taken over).
+  'test/e2e/instance.test.ts',
+  // A full disk under the SQLite file (prlimit on msgd.db and its WAL).
+  'test/e2e/storage-full.test.ts',
+  // The key file beside a data directory and its files' owners; test/pg/msgd-store.test.ts checks the key on PostgreSQL.
+  'test/e2e/master-key.test.ts',
+  // The first start's empty data directory, one msgd may not write, and a config error before any store opens.
+  'test/e2e/startup-output.test.ts',
+  // What a real terminal does to `msgctl tui` over a data directory; test/tui runs the console on PostgreSQL.
+  'test/e2e/tui-pty.test.ts',
+  'test/e2e/tui-terminal.test.ts',
+  // A clone without dist/: no store is opened at all.
+  'test/e2e/unbuilt.test.ts',
+];
 
 export default defineConfig({
   test: {

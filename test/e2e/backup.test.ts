@@ -18,7 +18,7 @@ const cleanup = cleanupAfterEach();
 
 function scratch(): string {
   const dir = mkdtempSync(join(tmpdir(), 'msgd-backup-e2e-'));
-  cleanup.prep({ dir } as Prepared);
+  cleanup.prep({ dir, remove: async () => rmSync(dir, { recursive: true, force: true }) } as Prepared);
   return dir;
 }
 
@@ -71,7 +71,7 @@ describe('backup under load, restore, serve', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/ok +ledger +.*every balance equals the sum of its entries/);
 
-    const copy = inspect({ ...prep, dir: restored });
+    const copy = await inspect({ ...prep, dir: restored });
     try {
       const ids = new Set((await messagesOf(copy.ctx, prep.partner.partnerId)).map((m) => m.id));
       expect(before.filter((id) => !ids.has(id))).toEqual([]);
@@ -80,16 +80,14 @@ describe('backup under load, restore, serve', () => {
       expect([...ids].filter((id) => !answered.has(id))).toEqual([]);
       await expectMoneyConsistent(copy.ctx, prep.partner.partnerId);
     } finally {
-      copy.close();
+      await copy.close();
     }
 
     // The original stops; the restored copy serves the same partner with the same token.
     msgd.child.kill('SIGTERM');
     const configFile = join(work, 'restored.json');
     writeFileSync(configFile, '{}');
-    const second = cleanup.child(
-      await startMsgd({ dir: restored, configFile, port: await freePort(), partner: prep.partner }),
-    );
+    const second = cleanup.child(await startMsgd({ ...prep, dir: restored, configFile, port: await freePort() }));
     const res = await send(second.url, SMS, { to: '+14155550123', text: 'after restore' }, prep.partner.token);
     expect(res.status).toBe(200);
     const old = await fetch(`${second.url}/v1/messages/${before[0]}`, {

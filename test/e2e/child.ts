@@ -1,51 +1,86 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
 import { openDataDir } from '../../src/db/datadir.js';
+import { openStore } from '../../src/db/open-store.js';
 import type { CoreCtx } from '../../src/core/context.js';
-import { setupPartner, tmpDir, type PartnerSetup } from '../helpers/server.js';
+import { gatewayKinds } from '../../src/providers/kinds.js';
+import { serverStore, setupPartner, tmpDir, type PartnerSetup } from '../helpers/server.js';
 import { freePort, waitFor, waitForExit } from '../helpers/wait.js';
 import type { TwilioFake } from '../fakes/twilio.js';
 import { twilioGateway } from '../helpers/gateways.js';
 import { coreCtx } from '../helpers/ctx.js';
 
 // msgd as the operator runs it: `node bin/msgd` in its own process (the compiled dist/, built
-// by test/global-setup.ts), configured by MSGD_* and a config file, over a data dir prepared
-// beforehand with the core functions, as msgctl would.
+// by test/global-setup.ts), configured by MSGD_* and a config file, over a store prepared
+// beforehand with the core functions, as msgctl would: a data directory, or on PostgreSQL
+// (serverStore) a database of its own at msgd's current schema, given to msgd through
+// MSGD_DATABASE_URL and MSGD_MASTER_KEY, dropped when the test's cleanup removes the preparation.
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'msgd');
 
 export interface Prepared {
+  /** The data directory (on PostgreSQL a directory for the config file only). */
   dir: string;
   configFile: string;
   port: number;
   partner: PartnerSetup;
+  /** On PostgreSQL: MSGD_DATABASE_URL and MSGD_MASTER_KEY, which every msgd child gets. */
+  storeEnv: Record<string, string>;
+  /** Removes the data directory, and on PostgreSQL drops the database. */
+  remove(): Promise<void>;
 }
 
-/** A data dir with one partner whose SMS goes to the Twilio fake, and a config file. */
+/** A store with one partner whose SMS goes to the Twilio fake, and a config file. */
 export async function prepare(
   fake: TwilioFake,
   config: Record<string, unknown>,
   partner: { balance: string; price: string },
 ): Promise<Prepared> {
   const dir = tmpDir('msgd-e2e-');
-  const dd = openDataDir(dir, { create: true, env: {} });
+  let storeEnv: Record<string, string> = {};
+  let drop: (() => Promise<void>) | undefined;
+  if (serverStore === 'postgres') {
+    // Imported here: test/pg/helpers.ts reads the run's cluster, which only the PostgreSQL run has.
+    const { createDatabase, migratedTemplate } = await import('../pg/helpers.js');
+    const db = await createDatabase('e2e', { template: migratedTemplate() });
+    drop = db.drop;
+    storeEnv = { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: randomBytes(32).toString('hex') };
+  }
+  const prep: Prepared = {
+    dir,
+    configFile: join(dir, 'msgd.json'),
+    port: 0,
+    partner: { partnerId: '', slug: '', token: '' },
+    storeEnv,
+    async remove() {
+      rmSync(dir, { recursive: true, force: true });
+      await drop?.();
+    },
+  };
   try {
-    const ctx = coreCtx(dd, { dataDir: dir });
-    // The load is a crash test's, not the rate limiter's: a limit it cannot reach.
-    const p = await setupPartner(ctx, {
-      balance: partner.balance,
-      prices: { sms: partner.price },
-      rateLimitPerMinute: 1_000_000,
-    });
-    await twilioGateway(ctx, p.partnerId, fake);
-    const configFile = join(dir, 'msgd.json');
-    writeFileSync(configFile, JSON.stringify(config));
-    return { dir, configFile, port: await freePort(), partner: p };
-  } finally {
-    dd.close();
+    const view = await open(prep, true);
+    try {
+      // The load is a crash test's, not the rate limiter's: a limit it cannot reach.
+      prep.partner = await setupPartner(view.ctx, {
+        balance: partner.balance,
+        prices: { sms: partner.price },
+        rateLimitPerMinute: 1_000_000,
+      });
+      await twilioGateway(view.ctx, prep.partner.partnerId, fake);
+    } finally {
+      await view.close();
+    }
+    writeFileSync(prep.configFile, JSON.stringify(config));
+    prep.port = await freePort();
+    return prep;
+  } catch (e) {
+    await prep.remove();
+    throw e;
   }
 }
 
@@ -94,6 +129,7 @@ async function startOnce(prep: Prepared, opts: SpawnOptions): Promise<MsgdChild>
       MSGD_DEMO: 'false',
       MSGD_CONFIG: prep.configFile,
       MSGD_LOG_LEVEL: 'warn',
+      ...prep.storeEnv,
       ...opts.env,
     },
     stdio: ['ignore', opts.stdout ?? 'pipe', 'pipe'],
@@ -106,7 +142,7 @@ async function startOnce(prep: Prepared, opts: SpawnOptions): Promise<MsgdChild>
     ({ code }) => Promise.reject(new Error(`msgd exited with ${code} before it answered: ${out}`)),
     () => new Promise<never>(() => {}),
   );
-  const ready = waitFor(async () => (await fetch(`${url}/healthz`)).ok, 'msgd to answer /healthz', 15_000, 25);
+  const ready = waitFor(async () => (await fetch(`${url}/healthz`)).ok, 'msgd to answer /healthz', 30_000, 25);
   try {
     await Promise.race([ready, exited]);
   } catch (e) {
@@ -124,11 +160,34 @@ export async function killIfRunning(c: MsgdChild | undefined) {
   await waitForExit(c.child, 5_000).catch(() => {});
 }
 
-/** A second connection on the data dir, as msgctl opens it. */
-export function inspect(prep: Prepared): { ctx: CoreCtx; close(): void } {
-  const dd = openDataDir(prep.dir, { env: {}, migrate: false });
-  const ctx = coreCtx(dd, { dataDir: prep.dir });
-  return { ctx, close: () => dd.close() };
+export interface View {
+  ctx: CoreCtx;
+  close(): Promise<void>;
+}
+
+/** A second connection on the store, as msgctl opens it: read rows with `ctx.store`. */
+export function inspect(prep: Prepared): Promise<View> {
+  return open(prep, false);
+}
+
+async function open(prep: Prepared, create: boolean): Promise<View> {
+  if (!prep.storeEnv.MSGD_DATABASE_URL) {
+    const dd = openDataDir(prep.dir, create ? { create: true, env: {} } : { env: {}, migrate: false });
+    const ctx = coreCtx(dd, { dataDir: prep.dir });
+    return { ctx, close: async () => dd.close() };
+  }
+  const env = prep.storeEnv;
+  const config = loadConfig({ env });
+  const opened = await openStore(config, { env, migrate: false });
+  const ctx: CoreCtx = {
+    db: opened.db,
+    store: opened.store,
+    masterKey: opened.masterKey,
+    config,
+    now: Date.now,
+    gatewayKinds,
+  };
+  return { ctx, close: () => opened.close() };
 }
 
 /**
@@ -146,7 +205,7 @@ export function cleanupAfterEach() {
       return f;
     },
     prep(p: Prepared): Prepared {
-      undo.push(() => rmSync(p.dir, { recursive: true, force: true }));
+      undo.push(() => p.remove());
       return p;
     },
     child(c: MsgdChild): MsgdChild {

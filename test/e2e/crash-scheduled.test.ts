@@ -72,14 +72,14 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
     // First kill: everything is waiting for its time.
     first.child.kill('SIGKILL');
     expect((await waitForExit(first.child)).signal).toBe('SIGKILL');
-    let view = inspect(prep);
+    let view = await inspect(prep);
     try {
       const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows).toHaveLength(accepted.size);
       expect(rows.every((m) => m.status === 'scheduled')).toBe(true);
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
-      view.close();
+      await view.close();
     }
 
     // Second life: the time comes, dispatch starts, and it is killed again mid-dispatch.
@@ -94,7 +94,7 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
     expect((await waitForExit(second.child)).signal).toBe('SIGKILL');
 
     const third = cleanup.child(await startMsgd(prep));
-    view = inspect(prep);
+    view = await inspect(prep);
     try {
       await waitFor(
         () => {
@@ -143,7 +143,7 @@ describe('crash: kill -9 with scheduled messages waiting', () => {
         .get() as { n: number };
       expect(jobs.n).toBe(0);
     } finally {
-      view.close();
+      await view.close();
     }
     third.child.kill('SIGTERM');
     expect((await waitForExit(third.child, 15_000)).code).toBe(0);

@@ -83,7 +83,7 @@ describe('crash: kill -9 mid-load, restart', () => {
     expect(sent).toBeLessThan(5000);
 
     // Right after the crash: every 200 is on disk with its debit, and no debit lacks a message.
-    let view = inspect(prep);
+    let view = await inspect(prep);
     try {
       const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       const ids = new Set(rows.map((m) => m.id));
@@ -91,12 +91,12 @@ describe('crash: kill -9 mid-load, restart', () => {
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
       expect(rows.some((m) => m.status === 'queued' || m.status === 'sending')).toBe(true);
     } finally {
-      view.close();
+      await view.close();
     }
 
     const second = await startMsgd(prep);
     cleanup.child(second);
-    view = inspect(prep);
+    view = await inspect(prep);
     try {
       // The lease of the killed process's jobs (5 s) must pass before they are taken back.
       await waitFor(
@@ -135,7 +135,7 @@ describe('crash: kill -9 mid-load, restart', () => {
         .get() as { n: number };
       expect(jobs.n).toBe(0);
     } finally {
-      view.close();
+      await view.close();
     }
 
     second.child.kill('SIGTERM');
@@ -166,7 +166,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       ids.push(((await res.body.json()) as { id: string }).id);
     }
     await pool.close();
-    let view = inspect(prep);
+    let view = await inspect(prep);
     try {
       await waitFor(
         async () =>
@@ -176,7 +176,7 @@ describe('crash: kill -9 mid-load, restart', () => {
         15_000,
       );
     } finally {
-      view.close();
+      await view.close();
     }
     const onTheWire = new Set(fake.requests.map((r) => r.body.Body as string));
     first.child.kill('SIGKILL');
@@ -185,7 +185,7 @@ describe('crash: kill -9 mid-load, restart', () => {
 
     fake.latencyMs = 0;
     const second = cleanup.child(await startMsgd(prep));
-    view = inspect(prep);
+    view = await inspect(prep);
     try {
       await waitFor(
         async () => (await messagesOf(view.ctx, prep.partner.partnerId)).every((m) => m.status === 'sent'),
@@ -206,7 +206,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       expect(rows.every((m) => m.dispatch_in_flight === 0)).toBe(true);
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
-      view.close();
+      await view.close();
     }
     second.child.kill('SIGTERM');
     expect((await waitForExit(second.child, 15_000)).code).toBe(0);
@@ -229,17 +229,17 @@ describe('crash: kill -9 mid-load, restart', () => {
     expect((await waitForExit(first.child)).signal).toBe('SIGKILL');
 
     // The operator retires the gateway before starting msgd again.
-    let view = inspect(prep);
+    let view = await inspect(prep);
     try {
       const m = (await messagesOf(view.ctx, prep.partner.partnerId)).find((r) => r.id === id)!;
       await unassignChannel(view.ctx, { channel: m.channel_id! }, 'test');
       await removeGateway(view.ctx, m.gateway_id!, 'test');
     } finally {
-      view.close();
+      await view.close();
     }
     fake.latencyMs = 0;
     const second = cleanup.child(await startMsgd(prep));
-    view = inspect(prep);
+    view = await inspect(prep);
     try {
       await waitFor(
         async () => (await messagesOf(view.ctx, prep.partner.partnerId)).every((m) => m.status === 'failed'),
@@ -254,7 +254,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       expect(fake.requests).toHaveLength(1);
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
-      view.close();
+      await view.close();
     }
     second.child.kill('SIGTERM');
     expect((await waitForExit(second.child, 15_000)).code).toBe(0);
@@ -275,13 +275,13 @@ describe('crash: kill -9 mid-load, restart', () => {
         },
       ),
     );
-    let view = inspect(prep);
+    let view = await inspect(prep);
     let other: { token: string; partnerId: string };
     try {
       other = await setupPartner(view.ctx, { balance: '10', prices: { sms: '0.01' }, rateLimitPerMinute: 1_000_000 });
       await twilioGateway(view.ctx, other.partnerId, fake, { base_url: `${fake.url}/` });
     } finally {
-      view.close();
+      await view.close();
     }
     const first = cleanup.child(await startMsgd(prep));
     const send = async (token: string, text: string) => {
@@ -295,7 +295,7 @@ describe('crash: kill -9 mid-load, restart', () => {
     await send(prep.partner.token, 'on the wire');
     await waitFor(() => fake.requests.length === 1, 'the first call to reach the provider', 15_000);
     await send(other.token, 'waiting for the connection');
-    view = inspect(prep);
+    view = await inspect(prep);
     try {
       await waitFor(
         async () => (await messagesOf(view.ctx, other.partnerId)).some((m) => m.status === 'sending'),
@@ -305,7 +305,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       await new Promise((r) => setTimeout(r, 500));
       expect((await messagesOf(view.ctx, other.partnerId))[0].dispatch_in_flight).toBe(0);
     } finally {
-      view.close();
+      await view.close();
     }
     first.child.kill('SIGKILL');
     expect((await waitForExit(first.child)).signal).toBe('SIGKILL');
@@ -313,7 +313,7 @@ describe('crash: kill -9 mid-load, restart', () => {
 
     fake.latencyMs = 0;
     const second = cleanup.child(await startMsgd(prep));
-    view = inspect(prep);
+    view = await inspect(prep);
     try {
       const all = async () => [
         ...(await messagesOf(view.ctx, prep.partner.partnerId)),
@@ -328,7 +328,7 @@ describe('crash: kill -9 mid-load, restart', () => {
       const flagged = (await all()).filter((m) => m.dispatch_uncertain === 1).map((m) => JSON.parse(m.content).text);
       expect(flagged).toEqual(['on the wire']);
     } finally {
-      view.close();
+      await view.close();
     }
     second.child.kill('SIGTERM');
     expect((await waitForExit(second.child, 15_000)).code).toBe(0);

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOutbound } from '../../src/core/messages.js';
 import type { MessageContent } from '../../src/core/message-content.js';
+import { sql } from '../../src/db/sql.js';
 import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { expectFailedAndRefunded } from '../helpers/expectations.js';
 import { FAST_DISPATCH, twilioGateway } from '../helpers/gateways.js';
+import { storeOutboundSmsIn } from '../helpers/outbound.js';
 import { balanceOf, historyOf, jobsOf, waitStatus } from '../helpers/rows.js';
 import { setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
 
@@ -30,31 +31,23 @@ afterAll(async () => {
   await fake?.close();
 });
 
-/** A message accepted and queued as the send path does it, with the content given. */
-function queue(content: MessageContent, raw?: string): string {
-  const db = s.ctx.db.sqlite;
-  return db.transaction(() => {
-    const m = createOutbound(s.ctx, {
-      partnerId: p.partnerId,
-      channel: { id: channel.id, type: 'sms', gatewayId: channel.gateway_id, sender: channel.sender },
-      to: '+14155550123',
-      content,
-      price: parseMoney('0.0075'),
-      segments: 1,
-      actor: 'test',
-      lowBalanceThreshold: null,
-    });
-    if (raw !== undefined) db.prepare('UPDATE messages SET content = ? WHERE id = ?').run(raw, m.id);
-    s.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
-    return m.id;
-  })();
+/**
+ * A message accepted and queued as the send path does it (its debit, the message, its dispatch
+ * job, in one transaction), with the content given, or stored as `raw` when given.
+ */
+function queue(content: MessageContent, raw?: string): Promise<string> {
+  return s.ctx.store.transaction(async (tx) => {
+    const id = await storeOutboundSmsIn(tx, s.ctx, p.partnerId, channel, { content, raw, price: parseMoney('0.0075') });
+    await s.rt.queue.enqueue(tx, { kind: DISPATCH_JOB, payload: { message_id: id } });
+    return id;
+  });
 }
 
-function failedEvents(id: string) {
+async function failedEvents(id: string) {
   return (
-    s.ctx.db.sqlite
-      .prepare(`SELECT payload FROM events WHERE partner_id = ? AND type = 'message.failed'`)
-      .all(p.partnerId) as { payload: string }[]
+    await s.ctx.store.all<{ payload: string }>(
+      sql`SELECT payload FROM events WHERE partner_id = ${p.partnerId} AND type = 'message.failed'`,
+    )
   )
     .map((e) => JSON.parse(e.payload))
     .filter((e) => e.message_id === id);
@@ -67,7 +60,7 @@ describe('unsendable content', () => {
   ])('%s: failed at once as unsendable_content, refunded, the partner told', async (_name, content, raw, why) => {
     fake.reset();
     const start = await balanceOf(s.ctx, p.partnerId);
-    const id = queue(content, raw);
+    const id = await queue(content, raw);
     const m = await waitStatus(s.ctx, id, 'failed');
     await expectFailedAndRefunded(s.ctx, p.partnerId, m, 'unsendable_content', start);
     expect(m.error_message).toMatch(why);
@@ -76,7 +69,7 @@ describe('unsendable content', () => {
     expect(fake.requests).toHaveLength(0);
     expect(await jobsOf(s.ctx, id)).toEqual([]);
     expect(await historyOf(s.ctx, id)).toEqual(['queued', 'failed']);
-    expect(failedEvents(id)).toEqual([
+    expect(await failedEvents(id)).toEqual([
       expect.objectContaining({
         status: 'failed',
         previous_status: 'sending',

@@ -4,6 +4,8 @@ import { setupPartner, startTestServer, type PartnerSetup, type TestServer } fro
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { waitFor } from '../helpers/wait.js';
 import { watchValue } from '../helpers/watch.js';
+import { jsonText } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
 import { postWebhook, twilioForm, twilioHeaders } from '../fakes/webhook-senders.js';
 import { processed } from '../helpers/webhook-log.js';
 import { adjust } from '../../src/core/ledger.js';
@@ -200,7 +202,7 @@ describe('twilio through the full path', () => {
     expect(fake.requests).toHaveLength(2);
     expect(m.error_message).toBe('Authenticate Basic [redacted] (token [redacted])');
     const stored =
-      JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM message_status_history WHERE message_id = ?').all(id)) +
+      JSON.stringify(await s.ctx.store.all(sql`SELECT * FROM message_status_history WHERE message_id = ${id}`)) +
       JSON.stringify(await jobsOf(s.ctx, id)) +
       s.logs.join('');
     expect(stored).not.toContain(TWILIO_TOKEN);
@@ -323,11 +325,10 @@ describe('twilio through the full path', () => {
       // Long past what four attempts with this backoff take: still waiting, not failed. It is
       // looked at again every second or so, in the claim itself: never seen 'sending' (claimed
       // with nothing in flight, which a crash would flag a possible duplicate).
-      const status = await watchValue(s.dataDir, 'SELECT status FROM messages WHERE id = ?', id);
+      const status = await watchValue(s, sql`SELECT status FROM messages WHERE id = ${id}`);
       const job = await watchValue(
-        s.dataDir,
-        `SELECT state FROM jobs WHERE json_extract(payload, '$.message_id') = ?`,
-        id,
+        s,
+        sql`SELECT state FROM jobs WHERE ${jsonText(s.ctx.store.dialect, 'payload', 'message_id')} = ${id}`,
       );
       // Looked at again and put back, twice over, without ever being sent or failed.
       await waitFor(() => s.rt.worker.counters.snoozed > snoozedBefore + 1, 'the job to be put back twice', 10_000);
@@ -352,29 +353,29 @@ describe('twilio through the full path', () => {
     const id = await sms();
     await waitFor(() => fake.requests.length === 1, 'the call to reach Twilio', 5_000);
     // Ahead of the answer, the message moves past 'sending' (written here directly).
-    s.ctx.db.sqlite.prepare(`UPDATE messages SET status = 'delivered' WHERE id = ?`).run(id);
+    await s.ctx.store.run(sql`UPDATE messages SET status = 'delivered' WHERE id = ${id}`);
     await waitFor(async () => (await jobsOf(s.ctx, id)).length === 0, 'the dispatch job to settle', 5_000);
     const m = await message(s.ctx, id);
     expect({ status: m.status, provider: m.provider_message_id }).toEqual({
       status: 'delivered',
       provider: JSON.parse(fake.requests[0].reply!.body).sid,
     });
-    const sent = s.ctx.db.sqlite
-      .prepare(`SELECT ignored FROM message_status_history WHERE message_id = ? AND status = 'sent'`)
-      .all(id) as { ignored: number }[];
+    const sent = await s.ctx.store.all<{ ignored: number }>(
+      sql`SELECT ignored FROM message_status_history WHERE message_id = ${id} AND status = 'sent'`,
+    );
     expect(sent).toEqual([{ ignored: 1 }]);
-    const events = s.ctx.db.sqlite
-      .prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ?`)
-      .all(id);
+    const events = await s.ctx.store.all(
+      sql`SELECT type FROM events WHERE ${jsonText(s.ctx.store.dialect, 'payload', 'message_id')} = ${id}`,
+    );
     expect(events).toEqual([]);
   });
 
   it('the sent event carries what the partner needs: its message, channel, recipient and the move from sending', async () => {
     const id = await sms('event shape', '+14155550199');
     await waitStatus(s.ctx, id, 'sent');
-    const rows = s.ctx.db.sqlite
-      .prepare(`SELECT type, payload FROM events WHERE json_extract(payload, '$.message_id') = ?`)
-      .all(id) as { type: string; payload: string }[];
+    const rows = await s.ctx.store.all<{ type: string; payload: string }>(
+      sql`SELECT type, payload FROM events WHERE ${jsonText(s.ctx.store.dialect, 'payload', 'message_id')} = ${id}`,
+    );
     expect(rows.map((r) => r.type)).toEqual(['message.sent']);
     const payload = JSON.parse(rows[0].payload);
     expect(payload).toMatchObject({
@@ -391,11 +392,9 @@ describe('twilio through the full path', () => {
     expect(Date.parse(payload.occurred_at)).toBe(m.sent_at);
     // The history entry the partner reads: Twilio's own status word, at the hand-over.
     expect(
-      s.ctx.db.sqlite
-        .prepare(
-          `SELECT status, provider_status, ignored, occurred_at FROM message_status_history WHERE message_id = ?`,
-        )
-        .all(id),
+      await s.ctx.store.all(
+        sql`SELECT status, provider_status, ignored, occurred_at FROM message_status_history WHERE message_id = ${id}`,
+      ),
     ).toEqual([{ status: 'sent', provider_status: 'queued', ignored: 0, occurred_at: m.sent_at }]);
   });
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { addFallback } from '../../src/core/channels.js';
 import { addGateway } from '../../src/core/gateways.js';
 import { verifyLedger } from '../../src/core/ledger.js';
-import { messageHistory } from '../../src/core/messages.js';
+import { messageHistoryIn } from '../../src/core/messages.js';
 import { setPrice } from '../../src/core/prices.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startTwilioFake } from '../fakes/twilio.js';
@@ -29,7 +29,7 @@ describe('crash: kill -9 during failover', () => {
     backup.addAccount(TWILIO_SID, TWILIO_TOKEN);
     backup.latencyMs = 30_000;
     const prep = cleanup.prep(await prepare(primary, CONFIG, { balance: '10', price: '0.01' }));
-    let view = inspect(prep);
+    let view = await inspect(prep);
     let backupId: string;
     try {
       const gw = await addGateway(
@@ -50,7 +50,7 @@ describe('crash: kill -9 during failover', () => {
       );
       await setPrice(view.ctx, { channel: 'sms', amount: parseMoney('0.025'), gateway: gw.id }, 'test');
     } finally {
-      view.close();
+      await view.close();
     }
     await primary.down();
 
@@ -71,7 +71,7 @@ describe('crash: kill -9 during failover', () => {
 
     backup.latencyMs = 0;
     const second = cleanup.child(await startMsgd(prep));
-    view = inspect(prep);
+    view = await inspect(prep);
     try {
       await waitFor(
         async () => (await messagesOf(view.ctx, prep.partner.partnerId)).every((m) => m.status === 'sent'),
@@ -90,7 +90,7 @@ describe('crash: kill -9 during failover', () => {
         expect(m.gateway_id).toBe(backupId);
         expect(m.dispatch_uncertain).toBe(1);
         expect(m.price).toBe(parseMoney('0.025'));
-        expect(messageHistory(view.ctx, m.id).filter((h) => h.status === 'rerouted')).toHaveLength(1);
+        expect((await messageHistoryIn(view.ctx.store, m.id)).filter((h) => h.status === 'rerouted')).toHaveLength(1);
         // Charged 0.01 at accept and the 0.015 difference once, before the fallback was called.
         expect(
           (await ledgerOf(view.ctx, prep.partner.partnerId))
@@ -104,7 +104,7 @@ describe('crash: kill -9 during failover', () => {
       expect(await balanceOf(view.ctx, prep.partner.partnerId)).toBe(parseMoney('10') - 5 * parseMoney('0.025'));
       expect((await verifyLedger(view.ctx)).ok).toBe(true);
     } finally {
-      view.close();
+      await view.close();
     }
     second.child.kill('SIGTERM');
     expect((await waitForExit(second.child, 15_000)).code).toBe(0);

@@ -3,7 +3,9 @@ import { addFallback } from '../../src/core/channels.js';
 import { readCircuit } from '../../src/core/circuits.js';
 import { addGateway } from '../../src/core/gateways.js';
 import { verifyLedger } from '../../src/core/ledger.js';
-import { messageHistory } from '../../src/core/messages.js';
+import { messageHistoryIn } from '../../src/core/messages.js';
+import { jsonText } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
 import { setPrice } from '../../src/core/prices.js';
 import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { parseMoney } from '../../src/lib/money.js';
@@ -22,7 +24,8 @@ import {
   twilioGateway,
 } from '../helpers/gateways.js';
 import { balanceOf, jobsOf, ledgerOf, message, messagesOf } from '../helpers/rows.js';
-import { setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { storeOutboundSmsIn } from '../helpers/outbound.js';
+import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 // Failover between SMS gateways with real fake Twilio servers on 127.0.0.1: a message moves to
@@ -125,7 +128,7 @@ describe('failover to the fallback gateway', () => {
       expect(m.gateway_id).toBe(p.backupId);
       expect(m.from).toBe(p.backupFrom);
       expect(m.price).toBe(parseMoney('0.015'));
-      const hist = messageHistory(s.ctx, id);
+      const hist = await messageHistoryIn(s.ctx.store, id);
       const moved = hist.find((h) => h.status === 'rerouted')!;
       expect(moved.error_code === 'network_error' || moved.error_code === 'circuit_open').toBe(true);
       expect(moved.error_message).toContain('→ tw-backup-');
@@ -141,7 +144,9 @@ describe('failover to the fallback gateway', () => {
       `msgd_dispatch_failovers_total{gateway="${p.primaryId}",to="${p.backupId}",outcome="rerouted"} 8`,
     );
     expect(circuit.opened).toBe(1);
-    const reasons = ids.map((id) => messageHistory(s.ctx, id).find((h) => h.status === 'rerouted')!.error_code);
+    const reasons: (string | null)[] = [];
+    for (const id of ids)
+      reasons.push((await messageHistoryIn(s.ctx.store, id)).find((h) => h.status === 'rerouted')!.error_code);
     expect(reasons.filter((r) => r === 'network_error')).toHaveLength(3);
     expect(reasons.filter((r) => r === 'circuit_open')).toHaveLength(5);
     expect(s.logs.join('')).toMatch(/circuit open for 4s: 3 failed calls in a row/);
@@ -239,31 +244,36 @@ describe('failover to the fallback gateway', () => {
     expect(m.gateway_id).toBe(p.primaryId);
     expect(m.dispatch_uncertain).toBe(1);
     expect(m.price).toBe(parseMoney('0.01'));
-    expect(messageHistory(s.ctx, id).map((h) => h.status)).toEqual(['queued', 'sent']);
+    expect((await messageHistoryIn(s.ctx.store, id)).map((h) => h.status)).toEqual(['queued', 'sent']);
   }, 30_000);
 
   it('a call in flight when msgd died, met by an open circuit, never moves to the fallback and stays flagged', async () => {
     const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.01' });
-    const db = s.ctx.db.sqlite;
-    const channel = db
-      .prepare('SELECT id, gateway_id, sender FROM channels WHERE partner_id = ? AND gateway_id = ?')
-      .get(p.partnerId, p.primaryId) as { id: string; gateway_id: string; sender: string };
+    const channel = (await s.ctx.store.get<{ id: string; gateway_id: string; sender: string }>(
+      sql`SELECT id, gateway_id, sender FROM channels WHERE partner_id = ${p.partnerId} AND gateway_id = ${p.primaryId}`,
+    ))!;
     // What a msgd killed mid-call leaves: the message 'sending', its request maybe at Twilio.
-    const m = storeOutboundSms(s.ctx, p.partnerId, channel, { text: 'in flight when msgd died', price: 10_000 });
-    db.prepare("UPDATE messages SET status = 'sending', dispatch_in_flight = 1 WHERE id = ?").run(m.id);
+    const m = {
+      id: await s.ctx.store.transaction((tx) =>
+        storeOutboundSmsIn(tx, s.ctx, p.partnerId, channel, { text: 'in flight when msgd died', price: 10_000 }),
+      ),
+    };
+    await s.ctx.store.run(sql`UPDATE messages SET status = 'sending', dispatch_in_flight = 1 WHERE id = ${m.id}`);
     // The primary failing since the start: its circuit is open when the message comes up.
     for (let i = 0; i < 3; i++) s.rt.breakers.record(p.primaryId, false, 'test outage');
     expect(s.rt.breakers.state(p.primaryId)).toBe('open');
-    s.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
+    await s.ctx.store.transaction((tx) =>
+      s.rt.queue.enqueue(tx, { kind: DISPATCH_JOB, payload: { message_id: m.id } }),
+    );
     await waitFor(
       async () => (await message(s.ctx, m.id)).error_code === 'gateway_circuit_open',
       'the message to wait',
       5_000,
     );
     // Woken while the circuit is still open (a gateway change or a restart wakes the queue).
-    db.prepare(
-      "UPDATE jobs SET run_at = ? WHERE state = 'available' AND json_extract(payload, '$.message_id') = ?",
-    ).run(Date.now(), m.id);
+    await s.ctx.store.run(
+      sql`UPDATE jobs SET run_at = ${Date.now()} WHERE state = 'available' AND ${jsonText(s.ctx.store.dialect, 'payload', 'message_id')} = ${m.id}`,
+    );
     await waitFor(async () => (await message(s.ctx, m.id)).status === 'sent', 'the message sent', 10_000);
     expect(backup.requests).toHaveLength(0);
     expect(primary.requests.map((r) => r.body.Body)).toEqual(['in flight when msgd died']);
@@ -288,7 +298,7 @@ describe('failover to the fallback gateway', () => {
     const moved = await sendSms(p.token, 'sender refused');
     await waitFor(async () => (await message(s.ctx, moved)).status === 'sent', 'the message sent', 10_000);
     expect(bodies(backup)).toEqual(['sender refused']);
-    const hop = messageHistory(s.ctx, moved).find((h) => h.status === 'rerouted')!;
+    const hop = (await messageHistoryIn(s.ctx.store, moved)).find((h) => h.status === 'rerouted')!;
     expect(hop.error_code).toBe('21606');
     // Same price on both routes: no ledger entry beyond the accept's debit.
     expect((await ledgerOf(s.ctx, p.partnerId)).filter((e) => e.message_id === moved).map((e) => e.kind)).toEqual([
@@ -423,6 +433,8 @@ describe('failover to the fallback gateway', () => {
     expect(smtp.messages.map((m) => m.subject)).toEqual(['moved']);
     expect((await message(s.ctx, id)).gateway_id).toBe(relay.id);
     expect((await message(s.ctx, id)).from).toBe(relayFrom);
-    expect(messageHistory(s.ctx, id).find((h) => h.status === 'rerouted')!.error_code).toBe('sendgrid_503');
+    expect((await messageHistoryIn(s.ctx.store, id)).find((h) => h.status === 'rerouted')!.error_code).toBe(
+      'sendgrid_503',
+    );
   }, 30_000);
 });

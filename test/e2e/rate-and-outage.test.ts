@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { storeOutboundSmsIn } from '../helpers/outbound.js';
+import { inList, jsonText } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
 import { DISPATCH_JOB } from '../../src/jobs/dispatch.js';
 import { waitFor } from '../helpers/wait.js';
 import { testClock } from '../helpers/clock.js';
@@ -290,20 +293,18 @@ describe('provider outage', () => {
         5_000,
       );
       const jobsNow = () =>
-        s.ctx.db.sqlite
-          .prepare(
-            `SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch' AND json_extract(payload, '$.message_id') IN (${ids.map(() => '?').join(',')})`,
-          )
-          .all(...ids) as { state: string; attempts: number }[];
+        s.ctx.store.all<{ state: string; attempts: number }>(
+          sql`SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch' AND ${inList(s.ctx.store.dialect, jsonText(s.ctx.store.dialect, 'payload', 'message_id'), ids)}`,
+        );
       // Each one is tried again, and again refused, while the provider stays down.
       await waitFor(
-        () => jobsNow().filter((j) => j.attempts >= 3).length === 30,
+        async () => (await jobsNow()).filter((j) => j.attempts >= 3).length === 30,
         'every message to be retried during the outage',
         10_000,
       );
       const during = await messagesOf(s.ctx, p.partnerId);
       expect(during.every((m) => m.status === 'sending' || m.status === 'queued')).toBe(true);
-      const jobs = jobsNow();
+      const jobs = await jobsNow();
       expect(jobs).toHaveLength(30);
       expect(jobs.every((j) => j.state !== 'dead')).toBe(true);
       expect(Math.max(...jobs.map((j) => j.attempts))).toBeGreaterThan(1);
@@ -423,18 +424,21 @@ describe('a paused gateway, enabled again', () => {
     await updateGateway(slow.ctx, gateway.id, { status: 'disabled' }, 'test');
     // Accepted before the gateway was disabled (the API refuses new sends on it meanwhile):
     // what the accept transaction writes, a message and its dispatch job.
-    const ids = slow.ctx.db.sqlite.transaction(() =>
-      Array.from({ length: 10 }, (_, i) => {
-        const m = storeOutboundSms(
+    const ids = await slow.ctx.store.transaction(async (tx) => {
+      const made: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const id = await storeOutboundSmsIn(
+          tx,
           slow.ctx,
           p.partnerId,
           { id: channel.id, gateway_id: gateway.id, sender: channel.sender },
           { text: `paused ${i}` },
         );
-        slow.rt.queue.enqueue({ kind: DISPATCH_JOB, payload: { message_id: m.id } });
-        return m.id;
-      }),
-    )();
+        await slow.rt.queue.enqueue(tx, { kind: DISPATCH_JOB, payload: { message_id: id } });
+        made.push(id);
+      }
+      return made;
+    });
     await waitFor(
       async () => (await messagesOf(slow.ctx, p.partnerId)).every((m) => m.error_code === 'gateway_disabled'),
       'every message paused',

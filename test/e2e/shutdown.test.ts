@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { startTwilioFake } from '../fakes/twilio.js';
 import { waitFor, waitForExit } from '../helpers/wait.js';
+import { sql } from '../../src/db/sql.js';
 import { cleanupAfterEach, inspect, prepare, startMsgd } from './child.js';
 import { SMS, send } from '../helpers/gateways.js';
 import { messagesOf } from '../helpers/rows.js';
@@ -43,12 +44,12 @@ describe('graceful shutdown', () => {
     expect(exit).toMatchObject({ code: 0, signal: null });
     expect(exit.ms).toBeLessThan(5_000);
 
-    const view = inspect(prep);
+    const view = await inspect(prep);
     try {
-      const running = view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE state = 'running'`).get() as {
-        n: number;
-      };
-      expect(running.n).toBe(0);
+      const running = await view.ctx.store.get<{ n: number }>(
+        sql`SELECT COUNT(*) AS n FROM jobs WHERE state = 'running'`,
+      );
+      expect(Number(running!.n)).toBe(0);
       const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       const byText = new Map(rows.map((m) => [JSON.parse(m.content).text as string, m]));
       // What was at the provider when the signal came was waited for and recorded.
@@ -58,19 +59,19 @@ describe('graceful shutdown', () => {
       // The rest wait in the queue, claimable at once by the next start.
       const waiting = rows.filter((m) => m.status !== 'sent');
       expect(waiting.length).toBeGreaterThan(0);
-      const jobs = view.ctx.db.sqlite
-        .prepare(`SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch'`)
-        .all() as { state: string; attempts: number }[];
+      const jobs = await view.ctx.store.all<{ state: string; attempts: number }>(
+        sql`SELECT state, attempts FROM jobs WHERE kind = 'message.dispatch'`,
+      );
       expect(jobs).toHaveLength(waiting.length);
       expect(jobs.every((j) => j.state === 'available' || j.state === 'retry')).toBe(true);
       expect(rows.every((m) => m.dispatch_uncertain === 0)).toBe(true);
     } finally {
-      view.close();
+      await view.close();
     }
 
     const second = await startMsgd(prep);
     cleanup.child(second);
-    const again = inspect(prep);
+    const again = await inspect(prep);
     try {
       await waitFor(
         async () => (await messagesOf(again.ctx, prep.partner.partnerId)).every((m) => m.status === 'sent'),
@@ -86,7 +87,7 @@ describe('graceful shutdown', () => {
       expect(rows.every((m) => m.dispatch_uncertain === 0)).toBe(true);
       await expectMoneyConsistent(again.ctx, prep.partner.partnerId);
     } finally {
-      again.close();
+      await again.close();
     }
     second.child.kill('SIGTERM');
     expect((await waitForExit(second.child, 8_000)).code).toBe(0);
@@ -106,16 +107,17 @@ describe('graceful shutdown', () => {
     c.child.kill('SIGTERM');
     const exit = await waitForExit(c.child, 20_000);
     expect(exit.code).toBe(0);
-    const view = inspect(prep);
+    const view = await inspect(prep);
     try {
       // Handing the job back mid-call would re-send it on the next start, unflagged.
       const [m] = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(m.status).toBe('sent');
-      expect(
-        view.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get(),
-      ).toEqual({ n: 0 });
+      const jobs = await view.ctx.store.get<{ n: number }>(
+        sql`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`,
+      );
+      expect(Number(jobs!.n)).toBe(0);
     } finally {
-      view.close();
+      await view.close();
     }
   }, 40_000);
 
@@ -131,6 +133,7 @@ describe('graceful shutdown', () => {
         MSGD_DEMO: 'false',
         MSGD_CONFIG: prep.configFile,
         MSGD_LOG_LEVEL: 'info',
+        ...prep.storeEnv,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -61,13 +61,13 @@ describe('storage full', () => {
     expect((await fetch(`${c.url}/healthz`)).status).toBe(200);
 
     // Every 200 is kept with its debit; nothing of a refused send is.
-    const view = inspect(prep);
+    const view = await inspect(prep);
     try {
       const rows = await messagesOf(view.ctx, prep.partner.partnerId);
       expect(rows.map((m) => m.id).sort()).toEqual([...accepted].sort());
       await expectMoneyConsistent(view.ctx, prep.partner.partnerId);
     } finally {
-      view.close();
+      await view.close();
     }
 
     // Space is back: msgd takes writes again without a restart.
@@ -76,13 +76,13 @@ describe('storage full', () => {
     await waitFor(async () => (await fetch(`${c.url}/readyz`)).status === 200, '/readyz to be 200', 20_000, 200);
     const after = await send(c.url, SMS, { to: '+14155550123', text: 'after the disk was freed' }, prep.partner.token);
     expect(after.status).toBe(200);
-    const again = inspect(prep);
+    const again = await inspect(prep);
     try {
       await waitStatus(again.ctx, after.body.id, 'sent', 20_000);
       for (const id of accepted) await waitStatus(again.ctx, id, 'sent', 30_000);
       await expectMoneyConsistent(again.ctx, prep.partner.partnerId);
     } finally {
-      again.close();
+      await again.close();
     }
   }, 90_000);
 

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { render, type Sql } from '../../src/db/sql.js';
 
 // What a partner or operator polling msgd's database from outside would see: a thread of its
 // own (its own connection, not the event loop msgd runs on) reads a query as fast as it can and
@@ -9,20 +10,40 @@ import { Worker } from 'node:worker_threads';
 
 const require = createRequire(import.meta.url);
 
-const POLLER = `
+const SQLITE_POLLER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { readonly: true, fileMustExist: true });
-const q = db.prepare(workerData.sql).pluck();
+const q = db.prepare(workerData.text).pluck();
 const seen = new Set();
 const flag = new Int32Array(workerData.stop);
 parentPort.postMessage('ready');
 while (Atomics.load(flag, 0) === 0) {
-  const v = q.get(...workerData.params);
+  const v = q.get(...workerData.values);
   seen.add(v === undefined ? null : v);
 }
 db.close();
 parentPort.postMessage([...seen]);
+`;
+
+// One query at a time on a connection of its own; each answer is what was committed when it ran.
+const PG_POLLER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const pg = require(workerData.driver);
+(async () => {
+  const client = new pg.Client({ connectionString: workerData.url });
+  await client.connect();
+  const seen = new Set();
+  const flag = new Int32Array(workerData.stop);
+  parentPort.postMessage('ready');
+  while (Atomics.load(flag, 0) === 0) {
+    const r = await client.query({ text: workerData.text, values: workerData.values, rowMode: 'array' });
+    const v = r.rows.length === 0 ? null : r.rows[0][0];
+    seen.add(v === undefined ? null : v);
+  }
+  await client.end();
+  parentPort.postMessage([...seen]);
+})().catch((e) => { throw e; });
 `;
 
 export interface Watch {
@@ -30,13 +51,16 @@ export interface Watch {
   stop(): Promise<unknown[]>;
 }
 
-/** Watch one value (the first column of the first row of `sql`) in the data dir's database. */
-export async function watchValue(dataDir: string, sql: string, ...params: unknown[]): Promise<Watch> {
+/**
+ * Watch one value (the first column of the first row of `q`) in msgd's store: the data dir's
+ * database, or the PostgreSQL database at `databaseUrl` when it is given.
+ */
+export async function watchValue(where: { dataDir: string; databaseUrl?: string }, q: Sql): Promise<Watch> {
   const stop = new SharedArrayBuffer(4);
-  const w = new Worker(POLLER, {
-    eval: true,
-    workerData: { driver: require.resolve('better-sqlite3'), file: join(dataDir, 'msgd.db'), sql, params, stop },
-  });
+  const workerData = where.databaseUrl
+    ? { driver: require.resolve('pg'), url: where.databaseUrl, ...render(q, 'postgres'), stop }
+    : { driver: require.resolve('better-sqlite3'), file: join(where.dataDir, 'msgd.db'), ...render(q, 'sqlite'), stop };
+  const w = new Worker(where.databaseUrl ? PG_POLLER : SQLITE_POLLER, { eval: true, workerData });
   const next = () =>
     new Promise<unknown>((resolve, reject) => {
       w.once('message', resolve);

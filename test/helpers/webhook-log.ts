@@ -1,5 +1,5 @@
 import type { CoreCtx } from '../../src/core/context.js';
-import { getWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
+import { getWebhookLog, readWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
 import { waitFor } from './wait.js';
 
 // The provider webhook log as the operator sees it (msgctl webhooks log): a received
@@ -8,8 +8,8 @@ import { waitFor } from './wait.js';
 /** The log row once its processing job has settled it. */
 export function processed(ctx: CoreCtx, id: string, timeoutMs = 15_000): Promise<WebhookLogRow> {
   return waitFor(
-    () => {
-      const r = getWebhookLog(ctx, id);
+    async () => {
+      const r = await readWebhookLog(ctx, id);
       return r && r.processing !== 'pending' ? r : undefined;
     },
     `webhook ${id} to be processed`,
