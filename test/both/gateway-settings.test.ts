@@ -1,13 +1,17 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assignChannel } from '../../src/core/channels.js';
 import type { GatewayKindRegistry } from '../../src/core/gateway-kinds.js';
 import { addGateway, getGateway, updateGateway } from '../../src/core/gateways.js';
 import { createPartner } from '../../src/core/partners.js';
 import { gatewayKinds } from '../../src/providers/kinds.js';
-import { openTestCtx } from '../helpers/ctx.js';
+import { sql } from '../../src/db/sql.js';
+import { openStoreCtx, type StoreCtx } from './helpers.js';
 
-const t = openTestCtx();
-afterAll(() => t.close());
+let t: StoreCtx;
+beforeAll(async () => {
+  t = await openStoreCtx();
+});
+afterAll(() => t?.close());
 
 describe('gateway settings checked when they change', () => {
   it('a Messenger gateway stored before MESSAGE_TAG needed a tag can still be disabled and rotated; the next --set says what to fix', async () => {
@@ -17,9 +21,9 @@ describe('gateway settings checked when they change', () => {
       'test',
     );
     // As an older msgd stored it: tagged sending without a tag (Meta refuses every such send).
-    t.ctx.db.sqlite
-      .prepare('UPDATE gateways SET settings = ? WHERE id = ?')
-      .run(JSON.stringify({ ...g.settings, messaging_type: 'MESSAGE_TAG' }), g.id);
+    await t.ctx.store.run(
+      sql`UPDATE gateways SET settings = ${JSON.stringify({ ...g.settings, messaging_type: 'MESSAGE_TAG' })} WHERE id = ${g.id}`,
+    );
     expect((await updateGateway(t.ctx, g.id, { status: 'disabled' }, 'test')).status).toBe('disabled');
     expect(
       (await updateGateway(t.ctx, g.id, { secrets: { page_access_token: 'rotated' } }, 'test')).secret_names,
