@@ -10,6 +10,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
 const onBothStores: string[] = [
   // test/e2e: msgd children get the database through MSGD_DATABASE_URL and MSGD_MASTER_KEY (test/e2e/child.ts).
   'test/e2e/**/*.test.ts',
+  // test/webhooks-in, test/webhooks-out: provider webhooks in, partner webhooks out.
+  'test/webhooks-out/**/*.test.ts',
 ];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */

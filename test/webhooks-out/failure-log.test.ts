@@ -29,7 +29,7 @@ describe('delivery failures at info', () => {
     expect(FAST_SCHEDULE.length).toBeGreaterThan(2);
     const ep = await w.register();
     w.receiver.behave((_r, n) => (n <= 2 ? { kind: 'status', status: 500, body: 'database down' } : { kind: 'ok' }));
-    const { eventId } = inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550201', 'log me');
+    const { eventId } = await inbound(w.server.ctx, w.partner.partnerId, w.channel, '+14155550201', 'log me');
     const recovered = await waitFor(
       () => lines().find((l) => l.endpointId === ep.id && l.msg?.startsWith('webhook deliveries succeed again')),
       'the recovery line',

@@ -1,5 +1,6 @@
 import type { CoreCtx } from '../../src/core/context.js';
-import { createInbound } from '../../src/core/messages.js';
+import { createInboundIn } from '../../src/core/messages.js';
+import { sql } from '../../src/db/sql.js';
 import { connect, setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 
@@ -52,12 +53,9 @@ export interface World {
   close(): Promise<void>;
 }
 
-export async function world(
-  extra: Record<string, unknown> = {},
-  opts: { dataDir?: string; tls?: TlsFiles } = {},
-): Promise<World> {
+export async function world(extra: Record<string, unknown> = {}, opts: { tls?: TlsFiles } = {}): Promise<World> {
   const tls = opts.tls ?? makeCert();
-  const server = await startTestServer(outOverrides(tls, extra), { dataDir: opts.dataDir });
+  const server = await startTestServer(outOverrides(tls, extra));
   const receiver = await startReceiver(tls);
   const partner = await setupPartner(server.ctx, { balance: '100', prices: { sms: '0.01' } });
   const { channel } = await connect(server.ctx, partner.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
@@ -88,10 +86,10 @@ export async function world(
   };
 }
 
-/** An inbound SMS as the provider path stores it (core createInbound, one transaction). */
-export function inbound(ctx: CoreCtx, partnerId: string, channel: World['channel'], from: string, text: string) {
-  return ctx.db.sqlite.transaction(() =>
-    createInbound(ctx, {
+/** An inbound SMS as the provider path stores it (core createInboundIn, one transaction). */
+export async function inbound(ctx: CoreCtx, partnerId: string, channel: World['channel'], from: string, text: string) {
+  return ctx.store.transaction((tx) =>
+    createInboundIn(tx, ctx, {
       partnerId,
       channel,
       from,
@@ -100,15 +98,15 @@ export function inbound(ctx: CoreCtx, partnerId: string, channel: World['channel
       content: { kind: 'text', text },
       occurredAt: ctx.now(),
     }),
-  )();
+  );
 }
 
-export function deliveryRows(ctx: CoreCtx, endpointId?: string): any[] {
-  return ctx.db.sqlite
-    .prepare(`SELECT * FROM webhook_deliveries ${endpointId ? 'WHERE endpoint_id = ?' : ''} ORDER BY id`)
-    .all(...(endpointId ? [endpointId] : []));
+export function deliveryRows(ctx: CoreCtx, endpointId?: string): Promise<any[]> {
+  return ctx.store.all(
+    sql`SELECT * FROM webhook_deliveries ${endpointId ? sql`WHERE endpoint_id = ${endpointId}` : sql``} ORDER BY id`,
+  );
 }
 
-export function attemptRows(ctx: CoreCtx, deliveryId: string): any[] {
-  return ctx.db.sqlite.prepare('SELECT * FROM webhook_attempts WHERE delivery_id = ? ORDER BY id').all(deliveryId);
+export function attemptRows(ctx: CoreCtx, deliveryId: string): Promise<any[]> {
+  return ctx.store.all(sql`SELECT * FROM webhook_attempts WHERE delivery_id = ${deliveryId} ORDER BY id`);
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint } from '../../src/core/endpoints.js';
+import { sql } from '../../src/db/sql.js';
 import { forbiddenReason } from '../../src/webhooks-out/ssrf.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -121,8 +122,8 @@ describe('with private targets refused (the default)', () => {
     expect(r.body.error.details[0].field).toBe('url');
   });
 
-  it('nothing was stored by the refusals', () => {
-    expect(server.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM webhook_endpoints').get()).toEqual({ n: 0 });
+  it('nothing was stored by the refusals', async () => {
+    expect(await server.ctx.store.get(sql`SELECT COUNT(*) AS n FROM webhook_endpoints`)).toEqual({ n: 0 });
   });
 
   it.each([
@@ -136,19 +137,20 @@ describe('with private targets refused (the default)', () => {
     // As if the name resolved to a public address at registration and to 127.0.0.1 now.
     const { endpoint } = await createEndpoint(server.ctx, partnerId, { url: urlOf(receiver.port) });
     try {
-      const { eventId } = inbound(server.ctx, partnerId, channel, '+14155550300', 'probe');
+      const { eventId } = await inbound(server.ctx, partnerId, channel, '+14155550300', 'probe');
       const d = await waitFor(
-        () => deliveryRows(server.ctx, endpoint.id).find((x) => x.event_id === eventId && x.attempts >= 1),
+        async () =>
+          (await deliveryRows(server.ctx, endpoint.id)).find((x) => x.event_id === eventId && x.attempts >= 1),
         'an attempt',
         5000,
       );
-      const a = attemptRows(server.ctx, d.id)[0];
+      const a = (await attemptRows(server.ctx, d.id))[0];
       expect(a.status_code).toBeNull();
       expect(a.error).toMatch(/refused by the private-address guard/);
       expect(a.error).toMatch(reason);
       expect(receiver.received).toHaveLength(0);
     } finally {
-      server.ctx.db.sqlite.prepare('UPDATE webhook_endpoints SET deleted_at = 1 WHERE id = ?').run(endpoint.id);
+      await server.ctx.store.run(sql`UPDATE webhook_endpoints SET deleted_at = 1 WHERE id = ${endpoint.id}`);
     }
   });
 });
@@ -167,7 +169,7 @@ describe('TLS is verified', () => {
       const api = apiFor(server, p.token);
       const ep = await api('POST', '/v1/webhooks', { url: receiver.url });
       expect(ep.status).toBe(201);
-      const { eventId } = inbound(
+      const { eventId } = await inbound(
         server.ctx,
         p.partnerId,
         { id: c.id, type: 'sms', gatewayId: c.gateway_id, sender: c.sender },
@@ -175,11 +177,12 @@ describe('TLS is verified', () => {
         'x',
       );
       const d = await waitFor(
-        () => deliveryRows(server.ctx, ep.body.id).find((x) => x.event_id === eventId && x.status === 'dead'),
+        async () =>
+          (await deliveryRows(server.ctx, ep.body.id)).find((x) => x.event_id === eventId && x.status === 'dead'),
         'dead',
         5000,
       );
-      expect(attemptRows(server.ctx, d.id)[0].error).toMatch(/self[- ]signed|certificate/i);
+      expect((await attemptRows(server.ctx, d.id))[0].error).toMatch(/self[- ]signed|certificate/i);
       expect(receiver.received).toHaveLength(0);
     } finally {
       await receiver.close();
