@@ -95,7 +95,10 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app
     return errorHandler(err, req, reply);
   });
 
-  function verifyTokenMatches(token: string): boolean {
+  async function verifyTokenMatches(token: string): Promise<boolean> {
+    // On PostgreSQL the book answers with what its last load() read: read what changed since
+    // (a gateway added for this subscription), as the POST path does.
+    await book.load();
     const want = digest(token);
     let ok = false;
     // Compared with every gateway's token, in constant time, whatever matches first.
@@ -119,7 +122,7 @@ export const webhooksInRoutes: FastifyPluginAsync<{ rt: HttpDeps }> = async (app
         q['hub.mode'] === 'subscribe' &&
         typeof token === 'string' &&
         typeof challenge === 'string' &&
-        verifyTokenMatches(token)
+        (await verifyTokenMatches(token))
       ) {
         return reply
           .code(200)
