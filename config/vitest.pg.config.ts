@@ -11,6 +11,7 @@ const onBothStores: string[] = [
   // test/e2e: msgd children get the database through MSGD_DATABASE_URL and MSGD_MASTER_KEY (test/e2e/child.ts).
   'test/e2e/**/*.test.ts',
   // test/webhooks-in, test/webhooks-out: provider webhooks in, partner webhooks out.
+  'test/webhooks-in/**/*.test.ts',
   'test/webhooks-out/**/*.test.ts',
 ];
 

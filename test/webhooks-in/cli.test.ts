@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/sql.js';
 import { webhookRetentionTask } from '../../src/webhooks-in/process.js';
 import { metaHeaders, postWebhook, waInbound } from '../fakes/webhook-senders.js';
 import { cleanEnv, MSGCTL, runCli, startCli } from '../helpers/cli.js';
@@ -7,11 +8,14 @@ import { connect, setupPartner, startTestServer, type TestServer } from '../help
 import { processed } from '../helpers/webhook-log.js';
 import { waitFor } from '../helpers/wait.js';
 
-// msgctl webhooks log against the live server's data directory (WAL lets both open it):
+// msgctl webhooks log against the live server's store (on SQLite, WAL lets both open it):
 // in-process, and once as the real binary ended by Ctrl-C.
 
-/** `msgctl webhooks log …` against the live server's data directory. */
-const msgctl = (args: string[]) => runCli(['webhooks', 'log', ...args], { dataDir: s.dataDir });
+/** Where msgctl finds the live server's store. */
+const at = () => ({ dataDir: s.dataDir, env: s.storeEnv });
+
+/** `msgctl webhooks log …` against the live server's store. */
+const msgctl = (args: string[]) => runCli(['webhooks', 'log', ...args], at());
 
 async function json(args: string[]) {
   const r = await msgctl([...args, '--json']);
@@ -106,9 +110,7 @@ describe('msgctl webhooks log', () => {
 
   it('--follow prints a status still waiting for its message, then again when it settles (also with --failed)', async () => {
     const follow = (extra: string[]) => {
-      const cli = startCli(['--json', 'webhooks', 'log', '--follow', '--limit', '1', ...extra], {
-        dataDir: s.dataDir,
-      });
+      const cli = startCli(['--json', 'webhooks', 'log', '--follow', '--limit', '1', ...extra], at());
       return {
         cli,
         lines: () =>
@@ -171,7 +173,7 @@ describe('msgctl webhooks log', () => {
     const child = spawn(
       process.execPath,
       [MSGCTL, '--data-dir', s.dataDir, '--json', 'webhooks', 'log', '--follow', '--limit', '1'],
-      { env: cleanEnv() },
+      { env: { ...cleanEnv(), ...s.storeEnv } },
     );
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (out += d));
@@ -210,44 +212,41 @@ describe('msgctl webhooks reprocess', () => {
       'whatsapp',
       '+15550009999',
     );
-    const r = await runCli(['webhooks', 'reprocess', ids[0]], { dataDir: s.dataDir });
+    const r = await runCli(['webhooks', 'reprocess', ids[0]], at());
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('1 webhook(s) queued to be processed again');
     expect((await processed(s.ctx, ids[0])).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite
-      .prepare(`SELECT partner_id, "from" FROM messages WHERE provider_message_id = 'wamid.CLI'`)
-      .get();
+    const msg = await s.ctx.store.get(
+      sql`SELECT partner_id, "from" FROM messages WHERE provider_message_id = 'wamid.CLI'`,
+    );
     expect(msg).toEqual({ partner_id: p.partnerId, from: '+14155550100' });
 
-    const again = await runCli(['webhooks', 'reprocess', ids[0]], { dataDir: s.dataDir });
+    const again = await runCli(['webhooks', 'reprocess', ids[0]], at());
     expect([again.code, again.stderr]).toEqual([
       1,
       expect.stringContaining('is processed: only unroutable or errored'),
     ]);
-    const unsigned = await runCli(['webhooks', 'reprocess', ids[1]], { dataDir: s.dataDir });
+    const unsigned = await runCli(['webhooks', 'reprocess', ids[1]], at());
     expect([unsigned.code, unsigned.stderr]).toEqual([1, expect.stringContaining('was not verified')]);
-    expect((await runCli(['webhooks', 'reprocess'], { dataDir: s.dataDir })).code).toBe(2);
-    const none = await runCli(['webhooks', 'reprocess', '--unroutable', '--since', '2020-01-01', '--json'], {
-      dataDir: s.dataDir,
-    });
+    expect((await runCli(['webhooks', 'reprocess'], at())).code).toBe(2);
+    const none = await runCli(['webhooks', 'reprocess', '--unroutable', '--since', '2020-01-01', '--json'], at());
     expect(JSON.parse(none.stdout).queued).not.toContain(ids[0]);
   });
 });
 
 describe('msgctl webhooks log --outbound', () => {
   it('merges delivery attempts to partner endpoints into the same timeline', async () => {
-    const db = s.ctx.db.sqlite;
     const p = await setupPartner(s.ctx);
     const at = Date.now();
-    db.prepare(
-      `INSERT INTO webhook_endpoints (id, partner_id, url, secret, status, created_at, updated_at) VALUES ('whe_cli', ?, 'https://hooks.example.com/x', 'sealed', 'enabled', ?, ?)`,
-    ).run(p.partnerId, at, at);
-    db.prepare(
-      `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at) VALUES ('dlv_cli', 'evt_cli', 'whe_cli', ?, 'failed', 1, ?, ?)`,
-    ).run(p.partnerId, at, at);
-    db.prepare(
-      `INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, error, created_at) VALUES ('dlv_cli', 1, 503, 12, 'HTTP 503', ?)`,
-    ).run(at + 60_000);
+    await s.ctx.store.run(
+      sql`INSERT INTO webhook_endpoints (id, partner_id, url, secret, status, created_at, updated_at) VALUES ('whe_cli', ${p.partnerId}, 'https://hooks.example.com/x', 'sealed', 'enabled', ${at}, ${at})`,
+    );
+    await s.ctx.store.run(
+      sql`INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at) VALUES ('dlv_cli', 'evt_cli', 'whe_cli', ${p.partnerId}, 'failed', 1, ${at}, ${at})`,
+    );
+    await s.ctx.store.run(
+      sql`INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, error, created_at) VALUES ('dlv_cli', 1, 503, 12, 'HTTP 503', ${at + 60_000})`,
+    );
     const data = await json(['--outbound']);
     expect(data.filter((r) => r.direction === 'in').map((r) => r.id)).toEqual(expect.arrayContaining(ids));
     const last = data[data.length - 1];
@@ -268,7 +267,7 @@ describe('msgctl webhooks log --outbound', () => {
 describe('retention', () => {
   it('the cron task deletes log rows older than webhooksIn.retentionDays', async () => {
     const old = Date.now() - 31 * 86_400_000;
-    s.ctx.db.sqlite.prepare('UPDATE provider_webhooks SET received_at = ? WHERE id = ?').run(old, ids[0]);
+    await s.ctx.store.run(sql`UPDATE provider_webhooks SET received_at = ${old} WHERE id = ${ids[0]}`);
     const task = webhookRetentionTask();
     expect(task.name).toBe('provider-webhooks-expire');
     expect(s.rt.maintenanceTasks.map((t) => t.name)).toContain('provider-webhooks-expire');

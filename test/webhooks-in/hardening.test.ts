@@ -74,7 +74,7 @@ describe('webhooks in: hostile input', () => {
         twilioForm(params),
       );
       expect(status, host).toBe(401);
-      expect(lastRow(s.ctx)).toMatchObject({ provider: 'twilio', verification: 'failed' });
+      expect(await lastRow(s.ctx)).toMatchObject({ provider: 'twilio', verification: 'failed' });
     }
   });
 
@@ -93,7 +93,7 @@ describe('webhooks in: hostile input', () => {
       body: twilioForm(params),
     });
     expect(res.status).toBe(200);
-    const row = await processed(s.ctx, lastRow(s.ctx).id);
+    const row = await processed(s.ctx, (await lastRow(s.ctx)).id);
     expect(row.verification).toBe('ok');
     expect(row.processing).not.toBe('error');
   });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/sql.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import {
   metaHeaders,
@@ -55,8 +56,8 @@ afterAll(async () => {
 });
 
 const hook = (path = '/api/webhook.php') => `${s.url}${path}`;
-const jobsFor = (id: string) =>
-  (s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE payload LIKE ?`).get(`%${id}%`) as { n: number }).n;
+const jobsFor = async (id: string) =>
+  ((await s.ctx.store.get(sql`SELECT COUNT(*) AS n FROM jobs WHERE payload LIKE ${`%${id}%`}`)) as { n: number }).n;
 
 describe('GET verification handshake (FACTS A2)', () => {
   it('echoes the challenge as text/plain when the verify token matches any Meta gateway, on both paths', async () => {
@@ -106,9 +107,7 @@ describe('Meta signature over the raw bytes', () => {
     expect(headers['content-type']).toBe('application/json');
     expect(r.headers).not.toContain(META_VECTOR.sha256.slice(7));
 
-    const msg = s.ctx.db.sqlite
-      .prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.TEST1'`)
-      .get() as any;
+    const msg = (await s.ctx.store.get(sql`SELECT * FROM messages WHERE provider_message_id = 'wamid.TEST1'`)) as any;
     expect(msg).toMatchObject({
       partner_id: a.partnerId,
       direction: 'inbound',
@@ -117,7 +116,7 @@ describe('Meta signature over the raw bytes', () => {
       status: 'received',
     });
     expect(JSON.parse(msg.content)).toEqual({ kind: 'text', text: 'Grüß dich' });
-    const contact = s.ctx.db.sqlite.prepare('SELECT * FROM contacts WHERE id = ?').get(msg.contact_id) as any;
+    const contact = (await s.ctx.store.get(sql`SELECT * FROM contacts WHERE id = ${msg.contact_id}`)) as any;
     expect(contact).toMatchObject({
       partner_id: a.partnerId,
       phone: '+16505551234',
@@ -130,9 +129,9 @@ describe('Meta signature over the raw bytes', () => {
     const res = await postWebhook(hook(), META_VECTOR.body, metaHeaders(META_VECTOR.secret, META_VECTOR.body));
     expect(res.status).toBe(200);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('duplicate');
-    const n = s.ctx.db.sqlite
-      .prepare(`SELECT COUNT(*) AS n FROM messages WHERE provider_message_id = 'wamid.TEST1'`)
-      .get() as { n: number };
+    const n = (await s.ctx.store.get(
+      sql`SELECT COUNT(*) AS n FROM messages WHERE provider_message_id = 'wamid.TEST1'`,
+    )) as { n: number };
     expect(n.n).toBe(1);
   });
 
@@ -150,14 +149,14 @@ describe('Meta signature over the raw bytes', () => {
     });
     expect(JSON.stringify(res.json)).not.toContain('wa-a');
     const id = res.headers.get('x-msgd-webhook-id')!;
-    expect(row(s.ctx, id)).toMatchObject({
+    expect(await row(s.ctx, id)).toMatchObject({
       provider: 'whatsapp',
       verification: 'failed',
       processing: 'rejected',
       gateway_id: waGateway,
     });
-    expect(row(s.ctx, id).verification_reason).toContain('does not match the app_secret of gateway wa-a');
-    expect(jobsFor(id)).toBe(0);
+    expect((await row(s.ctx, id)).verification_reason).toContain('does not match the app_secret of gateway wa-a');
+    expect(await jobsFor(id)).toBe(0);
   });
 
   it('refuses a missing signature, a bad one, and the legacy sha1 alone (not enabled)', async () => {
@@ -177,10 +176,10 @@ describe('Meta signature over the raw bytes', () => {
     for (const [headers, reason] of cases) {
       const res = await postWebhook(hook(), body, headers);
       expect(res.status, reason).toBe(401);
-      const r = row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+      const r = await row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
       expect(r.verification).toBe('failed');
       expect(r.verification_reason).toContain(reason);
-      expect(jobsFor(r.id)).toBe(0);
+      expect(await jobsFor(r.id)).toBe(0);
       // A wrong gateway id in the URL is not confirmed or denied to the caller either.
     }
     for (const gateway of [waGateway, 'gw_does_not_exist']) {
@@ -203,7 +202,7 @@ describe('refusals', () => {
       const res = await postWebhook(hook(), body, { 'content-type': type });
       expect(res.status, body).toBe(400);
       expect(res.json.error.code).toBe('unknown_payload');
-      const r = row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+      const r = await row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
       expect(r).toMatchObject({ provider: 'unknown', verification: 'skipped', processing: 'rejected' });
     }
   });
@@ -228,7 +227,7 @@ describe('refusals', () => {
     expect(r.error).toContain('Meta "user" webhook (photos) is not used by msgd');
     const bad = await postWebhook(hook(), body, metaHeaders('not_the_app_secret', body));
     expect(bad.status).toBe(401);
-    expect(row(s.ctx, bad.headers.get('x-msgd-webhook-id')!)).toMatchObject({
+    expect(await row(s.ctx, bad.headers.get('x-msgd-webhook-id')!)).toMatchObject({
       provider: 'meta',
       verification: 'failed',
       processing: 'rejected',
@@ -249,13 +248,13 @@ describe('refusals', () => {
         'x-api-key': 'k-secret',
       });
       expect(res.status).toBe(401);
-      const r = row(big.ctx, res.headers.get('x-msgd-webhook-id')!);
+      const r = await row(big.ctx, res.headers.get('x-msgd-webhook-id')!);
       expect(r.body!.length).toBe(64 * 1024);
       expect(r.error).toContain(`only the first 65536 of ${Buffer.byteLength(unsigned)} bytes of the body are kept`);
       expect(JSON.parse(r.headers)['x-api-key']).toBe('[redacted]');
       const gz = await postWebhook(url, 'x', { 'content-type': 'application/json', 'content-encoding': 'gzip' });
       expect(gz.status).toBe(400);
-      expect(row(big.ctx, gz.headers.get('x-msgd-webhook-id')!)).toMatchObject({ processing: 'rejected' });
+      expect(await row(big.ctx, gz.headers.get('x-msgd-webhook-id')!)).toMatchObject({ processing: 'rejected' });
     } finally {
       await big.stop();
     }
@@ -266,7 +265,7 @@ describe('refusals', () => {
     const res = await postWebhook(hook(), big, metaHeaders(META_VECTOR.secret, big));
     expect(res.status).toBe(413);
     expect(res.json.error.code).toBe('payload_too_large');
-    const r = row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+    const r = await row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
     expect(r).toMatchObject({
       provider: 'meta',
       processing: 'rejected',
@@ -290,7 +289,7 @@ describe('refusals', () => {
     const body = JSON.stringify(waStatuses(PHONE_ID, [{ id: 'wamid.Y', status: 'sent' }]));
     let res = await postWebhook(`${hook()}?gateway=gw_nope`, body, metaHeaders('someone_elses_secret', body));
     expect(res.status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toContain('gateway "gw_nope" in the URL does not exist');
+    expect((await lastRow(s.ctx)).verification_reason).toContain('gateway "gw_nope" in the URL does not exist');
     const form = twilioForm({ AccountSid: 'AC123', MessageSid: 'SM1', MessageStatus: 'sent' });
     res = await postWebhook(
       hook(),
@@ -298,15 +297,15 @@ describe('refusals', () => {
       twilioHeaders('tok', hook(), { AccountSid: 'AC123', MessageSid: 'SM1', MessageStatus: 'sent' }),
     );
     expect(res.status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toContain('no twilio gateway matches');
-    expect(lastRow(s.ctx)).toMatchObject({ provider: 'twilio', verification: 'failed' });
+    expect((await lastRow(s.ctx)).verification_reason).toContain('no twilio gateway matches');
+    expect(await lastRow(s.ctx)).toMatchObject({ provider: 'twilio', verification: 'failed' });
   });
 
   it('a stale ?gateway= that still verifies by payload is processed normally', async () => {
     const body = JSON.stringify(waStatuses(PHONE_ID, [{ id: 'wamid.NOT_OURS', status: 'sent' }]));
     const res = await postWebhook(`${hook()}?gateway=gw_gone`, body, metaHeaders(META_VECTOR.secret, body));
     expect(res.status).toBe(200);
-    expect(row(s.ctx, res.json.id).gateway_id).toBe(waGateway);
+    expect((await row(s.ctx, res.json.id)).gateway_id).toBe(waGateway);
   });
 
   it('leaves the send API its own JSON parser (no raw-body leak out of the webhook scope)', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/sql.js';
 import { WATERMARK_SLACK_MS } from '../../src/core/inbound.js';
-import { getMessageRow, type MessageRow } from '../../src/core/messages.js';
+import { getMessageRowIn, type MessageRow } from '../../src/core/messages.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
@@ -71,8 +72,8 @@ async function sent(channel: 'messenger' | 'instagram', to: string, text: string
   const res = await postJson(`${s.url}/api/send-whatsapp.php`, { channel, to, text }, p.token);
   expect(res.status).toBe(200);
   const m = await waitFor(
-    () => {
-      const row = getMessageRow(s.ctx, res.body.id);
+    async () => {
+      const row = await getMessageRowIn(s.ctx.store, res.body.id);
       return row?.status === 'sent' && row.sent_at ? row : undefined;
     },
     `${channel} message to be sent`,
@@ -89,7 +90,7 @@ function metaStamp(m: MessageRow): number {
   return req!.at;
 }
 
-const status = (m: MessageRow) => getMessageRow(s.ctx, m.id)!.status;
+const status = async (m: MessageRow) => (await getMessageRowIn(s.ctx.store, m.id))!.status;
 
 describe('Messenger', () => {
   it('delivery and read watermarks mark every earlier outbound message of the conversation', async () => {
@@ -111,7 +112,12 @@ describe('Messenger', () => {
       ]),
     );
     expect(r.processing).toBe('processed');
-    expect([status(m1), status(m2), status(m3), status(stranger)]).toEqual(['delivered', 'delivered', 'sent', 'sent']);
+    expect([await status(m1), await status(m2), await status(m3), await status(stranger)]).toEqual([
+      'delivered',
+      'delivered',
+      'sent',
+      'sent',
+    ]);
 
     // mids name messages directly, whatever the watermark.
     r = await meta(
@@ -123,14 +129,19 @@ describe('Messenger', () => {
         },
       ]),
     );
-    expect(status(m3)).toBe('delivered');
+    expect(await status(m3)).toBe('delivered');
 
     const read = pageEvent(PAGE, [
       { sender: { id: PSID }, recipient: { id: PAGE }, timestamp: s.clock.now(), read: { watermark: m3.sent_at } },
     ]);
     r = await meta(read, '/api/webhook.php');
     expect(r.processing).toBe('processed');
-    expect([status(m1), status(m2), status(m3), status(stranger)]).toEqual(['read', 'read', 'read', 'sent']);
+    expect([await status(m1), await status(m2), await status(m3), await status(stranger)]).toEqual([
+      'read',
+      'read',
+      'read',
+      'sent',
+    ]);
     expect((await meta(read)).processing).toBe('duplicate');
   });
 
@@ -155,18 +166,18 @@ describe('Messenger', () => {
       ]),
     );
     expect(r.processing).toBe('processed');
-    expect(status(m)).toBe('read');
-    const at = (st: string) =>
+    expect(await status(m)).toBe('read');
+    const at = async (st: string) =>
       (
-        s.ctx.db.sqlite
-          .prepare(`SELECT occurred_at FROM message_status_history WHERE message_id = ? AND status = ?`)
-          .get(m.id, st) as any
+        (await s.ctx.store.get(
+          sql`SELECT occurred_at FROM message_status_history WHERE message_id = ${m.id} AND status = ${st}`,
+        )) as any
       ).occurred_at;
-    expect(at('delivered')).toBe(deliveredAt);
-    expect(at('read')).toBe(readAt);
-    const ev = s.ctx.db.sqlite
-      .prepare(`SELECT payload FROM events WHERE type = 'message.read' AND payload LIKE ?`)
-      .get(`%${m.id}%`) as any;
+    expect(await at('delivered')).toBe(deliveredAt);
+    expect(await at('read')).toBe(readAt);
+    const ev = (await s.ctx.store.get(
+      sql`SELECT payload FROM events WHERE type = 'message.read' AND payload LIKE ${`%${m.id}%`}`,
+    )) as any;
     expect(JSON.parse(ev.payload).occurred_at).toBe(new Date(readAt).toISOString());
   });
 
@@ -177,7 +188,7 @@ describe('Messenger', () => {
       const m1 = await sent('messenger', them, 'first');
       const m2 = await sent('messenger', them, 'newest');
       // Meta stamps a message when it takes it; msgd settles it after the answer comes back.
-      expect(metaStamp(m2)).toBeLessThan(getMessageRow(s.ctx, m2.id)!.updated_at);
+      expect(metaStamp(m2)).toBeLessThan((await getMessageRowIn(s.ctx.store, m2.id))!.updated_at);
       const r = await meta(
         pageEvent(PAGE, [
           {
@@ -189,7 +200,7 @@ describe('Messenger', () => {
         ]),
       );
       expect(r.processing).toBe('processed');
-      expect([status(m1), status(m2)]).toEqual(['read', 'read']);
+      expect([await status(m1), await status(m2)]).toEqual(['read', 'read']);
     } finally {
       graph.latencyMs = 0;
     }
@@ -200,7 +211,7 @@ describe('Messenger', () => {
     const m = await sent('messenger', them, 'hello');
     const behind = metaStamp(m) - (WATERMARK_SLACK_MS - 200);
     await meta(pageEvent(PAGE, [{ sender: { id: them }, recipient: { id: PAGE }, delivery: { watermark: behind } }]));
-    expect(status(m)).toBe('delivered');
+    expect(await status(m)).toBe('delivered');
   });
 
   it('a receipt that comes while its message is still in the Graph call waits for the send to settle, then applies', async () => {
@@ -216,7 +227,8 @@ describe('Messenger', () => {
       const before = graph.requests.length;
       // Meta has the message (and reports it delivered) before it has answered msgd.
       await waitFor(
-        () => graph.requests.length > before && getMessageRow(s.ctx, res.body.id)!.status === 'sending',
+        async () =>
+          graph.requests.length > before && (await getMessageRowIn(s.ctx.store, res.body.id))!.status === 'sending',
         'the send to be in flight',
         10_000,
       );
@@ -233,7 +245,7 @@ describe('Messenger', () => {
       const hook = await postWebhook(`${s.url}/api/webhook-messenger.php`, raw, metaHeaders(SECRET, raw));
       expect(hook.status).toBe(200);
       await waitFor(
-        () => getMessageRow(s.ctx, res.body.id)!.status === 'delivered',
+        async () => (await getMessageRowIn(s.ctx.store, res.body.id))!.status === 'delivered',
         'the message to be delivered',
         15_000,
       );
@@ -274,22 +286,22 @@ describe('Messenger', () => {
       ]),
     );
     expect(r.processing).toBe('processed');
-    const stored = (mid: string) =>
-      s.ctx.db.sqlite.prepare('SELECT id, content FROM messages WHERE provider_message_id = ?').get(mid) as any;
+    const stored = async (mid: string) =>
+      (await s.ctx.store.get(sql`SELECT id, content FROM messages WHERE provider_message_id = ${mid}`)) as any;
     const qr = {
       kind: 'text',
       text: 'Medium',
       choice: { type: 'quick_reply', id: null, payload: 'SIZE_M', title: 'Medium' },
       reply_to: { provider_message_id: out.provider_message_id, message_id: out.id },
     };
-    expect(JSON.parse(stored('m_qr1').content)).toEqual(qr);
-    expect(JSON.parse(stored('m_rt1').content).reply_to).toEqual({
+    expect(JSON.parse((await stored('m_qr1')).content)).toEqual(qr);
+    expect(JSON.parse((await stored('m_rt1')).content).reply_to).toEqual({
       provider_message_id: 'm_unknown',
       message_id: null,
     });
-    const ev = s.ctx.db.sqlite
-      .prepare(`SELECT payload FROM events WHERE type = 'message.received' AND payload LIKE ?`)
-      .get(`%${stored('m_qr1').id}%`) as any;
+    const ev = (await s.ctx.store.get(
+      sql`SELECT payload FROM events WHERE type = 'message.received' AND payload LIKE ${`%${(await stored('m_qr1')).id}%`}`,
+    )) as any;
     expect(JSON.parse(ev.payload)).toMatchObject({ body: 'Medium', from: them, content: qr });
   });
 
@@ -313,10 +325,9 @@ describe('Messenger', () => {
     ]);
     const r = await meta(batch);
     expect([r.processing, r.error]).toEqual(['processed', null]);
-    const db = s.ctx.db.sqlite;
-    const rows = db
-      .prepare(`SELECT * FROM messages WHERE direction = 'inbound' AND "from" = ? ORDER BY id`)
-      .all(them) as any[];
+    const rows = (await s.ctx.store.all(
+      sql`SELECT * FROM messages WHERE direction = 'inbound' AND "from" = ${them} ORDER BY id`,
+    )) as any[];
     const target = { provider_message_id: out.provider_message_id, message_id: out.id };
     expect(rows.map((m) => [m.provider_message_id, m.sent_at - t0, JSON.parse(m.content)])).toEqual([
       [
@@ -342,9 +353,9 @@ describe('Messenger', () => {
       ['m_unsup1', 40, { kind: 'other', type: 'unsupported', text: null, error: null, data: { is_unsupported: true } }],
     ]);
     const received = (
-      db
-        .prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`)
-        .all(p.partnerId) as any[]
+      (await s.ctx.store.all(
+        sql`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ${p.partnerId}`,
+      )) as any[]
     )
       .map((e) => JSON.parse(e.payload))
       .filter((e) => e.from === them);
@@ -355,17 +366,23 @@ describe('Messenger', () => {
         JSON.parse(m.content).kind,
       ]),
     );
-    const contact = db.prepare('SELECT last_inbound_at FROM contacts WHERE id = ?').get(rows[0].contact_id) as any;
+    const contact = (await s.ctx.store.get(
+      sql`SELECT last_inbound_at FROM contacts WHERE id = ${rows[0].contact_id}`,
+    )) as any;
     expect(contact.last_inbound_at).toBe(t0 + 40);
-    const conv = db
-      .prepare('SELECT last_inbound_at FROM conversations WHERE id = ?')
-      .get(rows[0].conversation_id) as any;
+    const conv = (await s.ctx.store.get(
+      sql`SELECT last_inbound_at FROM conversations WHERE id = ${rows[0].conversation_id}`,
+    )) as any;
     expect(conv.last_inbound_at).toBe(t0 + 40);
 
     // Meta redelivers: nothing is stored or announced twice, ids or not.
     expect((await meta(batch)).processing).toBe('duplicate');
     expect(
-      (db.prepare(`SELECT COUNT(*) AS n FROM messages WHERE direction = 'inbound' AND "from" = ?`).get(them) as any).n,
+      (
+        (await s.ctx.store.get(
+          sql`SELECT COUNT(*) AS n FROM messages WHERE direction = 'inbound' AND "from" = ${them}`,
+        )) as any
+      ).n,
     ).toBe(5);
   });
 
@@ -397,11 +414,9 @@ describe('Messenger', () => {
     );
     expect(r.processing).toBe('processed');
     expect(r.error).toContain('echo of our own messenger send skipped (m_echo)');
-    const rows = s.ctx.db.sqlite
-      .prepare(
-        `SELECT provider_message_id, content, "from", contact_id FROM messages WHERE direction = 'inbound' AND channel_type = 'messenger' AND "from" = '4455' ORDER BY id`,
-      )
-      .all() as any[];
+    const rows = (await s.ctx.store.all(
+      sql`SELECT provider_message_id, content, "from", contact_id FROM messages WHERE direction = 'inbound' AND channel_type = 'messenger' AND "from" = '4455' ORDER BY id`,
+    )) as any[];
     expect(rows.map((m) => [m.provider_message_id, JSON.parse(m.content), m.from])).toEqual([
       [
         'm_abc',
@@ -422,7 +437,7 @@ describe('Messenger', () => {
         '4455',
       ],
     ]);
-    const contact = s.ctx.db.sqlite.prepare('SELECT * FROM contacts WHERE id = ?').get(rows[0].contact_id) as any;
+    const contact = (await s.ctx.store.get(sql`SELECT * FROM contacts WHERE id = ${rows[0].contact_id}`)) as any;
     expect(contact).toMatchObject({ psid: '4455', partner_id: p.partnerId });
     expect(rows[1].contact_id).toBe(rows[0].contact_id);
   });
@@ -445,11 +460,9 @@ describe('Instagram', () => {
       ),
     );
     expect(r.processing).toBe('processed');
-    const inbound = s.ctx.db.sqlite
-      .prepare(
-        `SELECT m.partner_id, c.igsid FROM messages m JOIN contacts c ON c.id = m.contact_id WHERE m.provider_message_id = 'ig_m1'`,
-      )
-      .get();
+    const inbound = await s.ctx.store.get(
+      sql`SELECT m.partner_id, c.igsid FROM messages m JOIN contacts c ON c.id = m.contact_id WHERE m.provider_message_id = 'ig_m1'`,
+    );
     expect(inbound).toEqual({ partner_id: p.partnerId, igsid: IGSID });
 
     const m1 = await sent('instagram', IGSID, 'first');
@@ -466,7 +479,7 @@ describe('Instagram', () => {
       ]),
     );
     expect(seen.processing).toBe('processed');
-    expect([status(m1), status(m2), status(m3)]).toEqual(['read', 'read', 'sent']);
+    expect([await status(m1), await status(m2), await status(m3)]).toEqual(['read', 'read', 'sent']);
   });
 
   it('skips Instagram echoes and reports event kinds that are not messages as ignored', async () => {
@@ -510,11 +523,9 @@ describe('Instagram', () => {
       ]),
     );
     expect([r.processing, r.error]).toEqual(['processed', null]);
-    const rows = s.ctx.db.sqlite
-      .prepare(
-        `SELECT provider_message_id, content FROM messages WHERE direction = 'inbound' AND channel_type = 'instagram' AND sent_at >= ? ORDER BY id`,
-      )
-      .all(at) as any[];
+    const rows = (await s.ctx.store.all(
+      sql`SELECT provider_message_id, content FROM messages WHERE direction = 'inbound' AND channel_type = 'instagram' AND sent_at >= ${at} ORDER BY id`,
+    )) as any[];
     expect(rows.map((m) => [m.provider_message_id, JSON.parse(m.content)])).toEqual([
       [
         null,

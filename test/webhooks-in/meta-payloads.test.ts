@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/sql.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, instagramEvent, metaHeaders, pageEvent, postWebhook } from '../fakes/webhook-senders.js';
 import { assignChannel, unassignChannel } from '../../src/core/channels.js';
@@ -87,8 +88,8 @@ const igMessage = (message: Record<string, unknown>, timestamp = Date.now()) =>
 const pageMessage = (message: Record<string, unknown>, timestamp = Date.now()) =>
   pageEvent(PAGE, [{ sender: { id: PSID }, recipient: { id: PAGE }, timestamp, message }]);
 
-function messageIdOf(mid: string): string {
-  const row = s.ctx.db.sqlite.prepare('SELECT id FROM messages WHERE provider_message_id = ?').get(mid) as
+async function messageIdOf(mid: string): Promise<string> {
+  const row = (await s.ctx.store.get(sql`SELECT id FROM messages WHERE provider_message_id = ${mid}`)) as
     { id: string } | undefined;
   expect(row, `a message for ${mid}`).toBeDefined();
   return row!.id;
@@ -110,7 +111,7 @@ describe('Instagram story replies', () => {
       igMessage({ mid: 'aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQx', text: 'love this!', reply_to: { story } }),
     );
     expect(r.processing).toBe('processed');
-    const id = messageIdOf('aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQx');
+    const id = await messageIdOf('aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQx');
 
     const res = await api('GET', `/v1/messages/${id}`);
     expect(res.status).toBe(200);
@@ -128,7 +129,7 @@ describe('Instagram story replies', () => {
         attachments: [{ type: 'story_mention', payload: { url: story.url } }],
       }),
     );
-    const mention = await api('GET', `/v1/messages/${messageIdOf('aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQy')}`);
+    const mention = await api('GET', `/v1/messages/${await messageIdOf('aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlEOjE3ODQy')}`);
     expect(mention.body.content.media).toEqual([{ type: 'story_mention', url: story.url, caption: null }]);
   });
 });
@@ -140,7 +141,7 @@ describe('an unsend (is_deleted)', () => {
     expect((await meta(pageMessage({ mid, text: 'my card number is 4111 1111 1111 1111' }, sentAt))).processing).toBe(
       'processed',
     );
-    const id = messageIdOf(mid);
+    const id = await messageIdOf(mid);
     const received = await waitGot('message.received', id);
     expect(received.body).toContain('4111');
 
@@ -178,9 +179,9 @@ describe('an unsend (is_deleted)', () => {
     });
     // No copy of the content is left in msgd's own records: the message, and the message.received
     // event kept for replays.
-    const rows = s.ctx.db.sqlite
-      .prepare(`SELECT payload FROM events WHERE partner_id = ? AND payload LIKE ?`)
-      .all(partnerId, `%${id}%`) as { payload: string }[];
+    const rows = (await s.ctx.store.all(
+      sql`SELECT payload FROM events WHERE partner_id = ${partnerId} AND payload LIKE ${`%${id}%`}`,
+    )) as { payload: string }[];
     expect(rows.length).toBe(2);
     for (const row of rows) expect(row.payload).not.toContain('4111');
 
@@ -207,17 +208,17 @@ describe('an unsend (is_deleted)', () => {
     // Meta delivered the message after its unsend.
     const late = await meta(igMessage({ mid, text: 'oops, wrong chat' }, unsentAt - 2000));
     expect(late.processing).toBe('ignored');
-    const id = messageIdOf(mid);
+    const id = await messageIdOf(mid);
     const res = await api('GET', `/v1/messages/${id}`);
     expect(res.body).toMatchObject({ channel: 'instagram', from: IGSID, status: 'received' });
     expect(res.body.deleted_at).not.toBeNull();
     expect(res.body.content).toEqual({ kind: 'redacted', was: 'text', redacted_at: expect.any(String) });
-    const events = s.ctx.db.sqlite
-      .prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ?`)
-      .all(partnerId, `%${id}%`) as { type: string; payload: string }[];
+    const events = (await s.ctx.store.all(
+      sql`SELECT type, payload FROM events WHERE partner_id = ${partnerId} AND payload LIKE ${`%${id}%`}`,
+    )) as { type: string; payload: string }[];
     // Nothing to announce: the partner never had it.
     expect(events).toEqual([]);
-    expect(JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE id = ?').get(id))).not.toContain(
+    expect(JSON.stringify(await s.ctx.store.get(sql`SELECT * FROM messages WHERE id = ${id}`))).not.toContain(
       'wrong chat',
     );
   });
@@ -225,7 +226,7 @@ describe('an unsend (is_deleted)', () => {
   it('by someone other than its sender changes nothing', async () => {
     const mid = 'm_unsend-2';
     await meta(pageMessage({ mid, text: 'keep me' }));
-    const id = messageIdOf(mid);
+    const id = await messageIdOf(mid);
     const r = await meta(
       pageEvent(PAGE, [
         {
@@ -245,7 +246,7 @@ describe('an unsend (is_deleted)', () => {
   it("reaches the customer's message after its page left the partner: unassigned, then given to another", async () => {
     const before = ['m_unsend-3', 'm_unsend-4'];
     for (const mid of before) await meta(pageMessage({ mid, text: `call me on +44 20 7946 0958 (${mid})` }));
-    const [first, second] = before.map(messageIdOf);
+    const [first, second] = await Promise.all(before.map(messageIdOf));
     for (const id of [first, second]) await waitGot('message.received', id);
     const other = await setupPartner(s.ctx);
     try {
@@ -268,12 +269,12 @@ describe('an unsend (is_deleted)', () => {
         });
       }
       // The page's new partner learns nothing of a message that was never its own.
-      expect(s.ctx.db.sqlite.prepare('SELECT type FROM events WHERE partner_id = ?').all(other.partnerId)).toEqual([]);
+      expect(await s.ctx.store.all(sql`SELECT type FROM events WHERE partner_id = ${other.partnerId}`)).toEqual([]);
     } finally {
       // The page back to this partner, however far the test got.
-      const holder = s.ctx.db.sqlite
-        .prepare(`SELECT partner_id FROM channels WHERE type = 'messenger' AND sender = ? AND status = 'active'`)
-        .get(PAGE) as { partner_id: string } | undefined;
+      const holder = (await s.ctx.store.get(
+        sql`SELECT partner_id FROM channels WHERE type = 'messenger' AND sender = ${PAGE} AND status = 'active'`,
+      )) as { partner_id: string } | undefined;
       if (holder?.partner_id === other.partnerId)
         await unassignChannel(s.ctx, { partner: other.partnerId, type: 'messenger' }, 'test');
       if (holder?.partner_id !== partnerId)
@@ -284,7 +285,7 @@ describe('an unsend (is_deleted)', () => {
   it("cannot be made by another partner's Meta app, whatever page it names", async () => {
     const mid = 'm_unsend-5';
     await meta(pageMessage({ mid, text: 'the door code is 4512' }));
-    const id = messageIdOf(mid);
+    const id = await messageIdOf(mid);
     const OTHER_PAGE = '105555555555555';
     const intruder = await setupPartner(s.ctx);
     await connect(
@@ -325,13 +326,14 @@ describe('an unsend (is_deleted)', () => {
     const attempts = async () => {
       const r = await runCli(['webhooks', 'deliveries', '--attempts', '--json', '--limit', '1000'], {
         dataDir: s.dataDir,
+        env: s.storeEnv,
       });
       expect(r.code, r.stderr).toBe(0);
       return r.stdout;
     };
     try {
       await meta(pageMessage({ mid, text: `pay to ${secret}` }));
-      const id = messageIdOf(mid);
+      const id = await messageIdOf(mid);
       // Its first attempt, and what the endpoint answered, are in the log.
       await waitFor(
         async () => (await attempts()).includes(secret) || undefined,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../../src/db/sql.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { metaHeaders, postWebhook } from '../fakes/webhook-senders.js';
 import { META_VECTOR } from '../helpers/vectors.js';
@@ -34,8 +35,8 @@ afterAll(async () => {
 });
 
 const hook = () => `${s.url}/api/webhook.php`;
-const jobsFor = (id: string) =>
-  (s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE payload LIKE ?`).get(`%${id}%`) as { n: number }).n;
+const jobsFor = async (id: string) =>
+  ((await s.ctx.store.get(sql`SELECT COUNT(*) AS n FROM jobs WHERE payload LIKE ${`%${id}%`}`)) as { n: number }).n;
 
 describe('the signature is lowercase hex, as Meta sends it (FACTS A3)', () => {
   it('accepts the documented vector as sent', async () => {
@@ -61,9 +62,9 @@ describe('the signature is lowercase hex, as Meta sends it (FACTS A3)', () => {
       expect(res.status, JSON.stringify(headers)).toBe(401);
       expect(res.json.error.code).toBe('invalid_signature');
       expect(res.json.error.message).toMatch(/lowercase hex/);
-      const r = row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+      const r = await row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
       expect(r.verification).toBe('failed');
-      expect(jobsFor(r.id)).toBe(0);
+      expect(await jobsFor(r.id)).toBe(0);
     }
   });
 });
@@ -76,7 +77,7 @@ describe('signature first, then the body', () => {
     const res = await postWebhook(hook(), cut, metaHeaders(META_VECTOR.secret, META_VECTOR.body));
     expect(res.status).toBe(401);
     expect(res.json.error.code).toBe('invalid_signature');
-    const r = row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+    const r = await row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
     expect(r).toMatchObject({
       provider: 'meta',
       verification: 'failed',
@@ -84,7 +85,7 @@ describe('signature first, then the body', () => {
       gateway_id: waGateway,
     });
     expect(r.verification_reason).toMatch(/does not match the app_secret of gateway wa-a/);
-    expect(jobsFor(r.id)).toBe(0);
+    expect(await jobsFor(r.id)).toBe(0);
   });
 
   it('answers 401 to a Meta signature header on a body of no known shape, whatever it holds', async () => {
@@ -105,14 +106,14 @@ describe('signature first, then the body', () => {
     const res = await postWebhook(hook(), cut, metaHeaders(META_VECTOR.secret, cut));
     expect(res.status).toBe(400);
     expect(res.json.error.code).toBe('unknown_payload');
-    const r = row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
+    const r = await row(s.ctx, res.headers.get('x-msgd-webhook-id')!);
     expect(r).toMatchObject({ provider: 'meta', verification: 'ok', processing: 'rejected', gateway_id: waGateway });
-    expect(jobsFor(r.id)).toBe(0);
+    expect(await jobsFor(r.id)).toBe(0);
   });
 
   it('checks the gateway named in the URL first', async () => {
     const res = await postWebhook(`${hook()}?gateway=${waGateway}`, cut, metaHeaders('wrong', META_VECTOR.body));
     expect(res.status).toBe(401);
-    expect(row(s.ctx, res.headers.get('x-msgd-webhook-id')!).gateway_id).toBe(waGateway);
+    expect((await row(s.ctx, res.headers.get('x-msgd-webhook-id')!)).gateway_id).toBe(waGateway);
   });
 });

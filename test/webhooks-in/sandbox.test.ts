@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openGatewaysOfKind } from '../../src/core/gateway-secrets.js';
+import { sql } from '../../src/db/sql.js';
+import { openGatewaysOfKindIn } from '../../src/core/gateway-secrets.js';
 import { updateGateway } from '../../src/core/gateways.js';
-import { getMessageRow, messageHistory } from '../../src/core/messages.js';
+import { getMessageRowIn, messageHistoryIn } from '../../src/core/messages.js';
 import { postWebhook, sandboxHeaders } from '../fakes/webhook-senders.js';
 import { postJson, startTestServer, type TestServer } from '../helpers/server.js';
 import { lastRow, processed } from '../helpers/webhook-log.js';
@@ -16,7 +17,7 @@ let gatewayId: string;
 
 beforeAll(async () => {
   s = await startTestServer({ 'demo.enabled': true });
-  const gw = openGatewaysOfKind(s.ctx, ['sandbox'])[0];
+  const gw = (await openGatewaysOfKindIn(s.ctx, ['sandbox']))[0];
   secret = gw.secrets.signing_secret;
   gatewayId = gw.id;
 });
@@ -34,18 +35,18 @@ describe('the demo sandbox flow', () => {
     );
     expect(res.status).toBe(200);
     const m = await waitFor(
-      () => {
-        const row = getMessageRow(s.ctx, res.body.id);
+      async () => {
+        const row = await getMessageRowIn(s.ctx.store, res.body.id);
         return row?.status === 'delivered' ? row : undefined;
       },
       'the demo message to be delivered',
       10_000,
     );
     expect(m.provider_message_id).toMatch(/^sbx_/);
-    expect(messageHistory(s.ctx, m.id).map((h) => h.status)).toEqual(['queued', 'sent', 'delivered']);
-    const log = s.ctx.db.sqlite
-      .prepare(`SELECT * FROM provider_webhooks WHERE provider = 'sandbox' ORDER BY id DESC LIMIT 1`)
-      .get() as any;
+    expect((await messageHistoryIn(s.ctx.store, m.id)).map((h) => h.status)).toEqual(['queued', 'sent', 'delivered']);
+    const log = (await s.ctx.store.get(
+      sql`SELECT * FROM provider_webhooks WHERE provider = 'sandbox' ORDER BY id DESC LIMIT 1`,
+    )) as any;
     expect(log).toMatchObject({
       gateway_id: gatewayId,
       verification: 'ok',
@@ -64,24 +65,24 @@ describe('the demo sandbox flow', () => {
       ],
     });
     expect(JSON.parse(log.headers)['x-msgd-sandbox-signature']).toBe('[redacted]');
-    const delivered = s.ctx.db.sqlite
-      .prepare(`SELECT COUNT(*) AS n FROM events WHERE type = 'message.delivered'`)
-      .get() as { n: number };
+    const delivered = (await s.ctx.store.get(
+      sql`SELECT COUNT(*) AS n FROM events WHERE type = 'message.delivered'`,
+    )) as { n: number };
     expect(delivered.n).toBe(1);
   });
 
   it('reports delivered no earlier than sent, to the millisecond', async () => {
-    const gw = openGatewaysOfKind(s.ctx, ['sandbox'])[0];
+    const gw = (await openGatewaysOfKindIn(s.ctx, ['sandbox']))[0];
     // Reported at once: with whole seconds the report then nearly always reads earlier than the send.
     await updateGateway(s.ctx, gw.id, { settings: { delivery_delay_ms: '0' } }, 'test');
     for (let i = 0; i < 5; i++) {
       const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155550123', text: `n${i}` }, s.demo!.token);
       expect(res.status).toBe(200);
-      const m = await waitFor(() => {
-        const row = getMessageRow(s.ctx, res.body.id);
+      const m = await waitFor(async () => {
+        const row = await getMessageRowIn(s.ctx.store, res.body.id);
         return row?.status === 'delivered' ? row : undefined;
       }, 'delivered');
-      const h = messageHistory(s.ctx, m.id);
+      const h = await messageHistoryIn(s.ctx.store, m.id);
       const sent = h.find((x) => x.status === 'sent')!;
       const delivered = h.find((x) => x.status === 'delivered')!;
       expect(delivered.occurred_at, JSON.stringify(h)).toBeGreaterThanOrEqual(sent.occurred_at);
@@ -106,7 +107,7 @@ describe('the demo sandbox flow', () => {
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, sandboxHeaders(secret, body));
     expect(res.status).toBe(200);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    const ev = s.ctx.db.sqlite.prepare(`SELECT payload FROM events WHERE type = 'message.received'`).get() as {
+    const ev = (await s.ctx.store.get(sql`SELECT payload FROM events WHERE type = 'message.received'`)) as {
       payload: string;
     };
     expect(JSON.parse(ev.payload)).toMatchObject({
@@ -123,12 +124,12 @@ describe('the demo sandbox flow', () => {
       events: [{ id: 'x', message_id: 'sbx_1', status: 'delivered', timestamp: 1 }],
     });
     expect((await postWebhook(`${s.url}/api/webhook.php`, body, sandboxHeaders('guess', body))).status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toContain(
+    expect((await lastRow(s.ctx)).verification_reason).toContain(
       'signature does not match the signing_secret of gateway sandbox',
     );
     expect((await postWebhook(`${s.url}/api/webhook.php`, body, { 'content-type': 'application/json' })).status).toBe(
       401,
     );
-    expect(lastRow(s.ctx).verification_reason).toBe('missing X-Msgd-Sandbox-Signature header');
+    expect((await lastRow(s.ctx)).verification_reason).toBe('missing X-Msgd-Sandbox-Signature header');
   });
 });

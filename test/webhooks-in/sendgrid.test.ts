@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jsonText } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
 import { addGateway } from '../../src/core/gateways.js';
-import { getMessageRow, messageHistory } from '../../src/core/messages.js';
+import { getMessageRowIn, messageHistoryIn } from '../../src/core/messages.js';
 import { startSendgridFake, type SendgridFake } from '../fakes/sendgrid.js';
 import { postWebhook, sendgridSigner } from '../fakes/webhook-senders.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
@@ -49,8 +51,8 @@ async function sentEmail(to: string) {
   const res = await postJson(`${s.url}/api/send-email.php`, { to, subject: 'Hi', html: '<p>Hello</p>' }, p.token);
   expect(res.status).toBe(200);
   return waitFor(
-    () => {
-      const m = getMessageRow(s.ctx, res.body.id);
+    async () => {
+      const m = await getMessageRowIn(s.ctx.store, res.body.id);
       return m?.status === 'sent' ? m : undefined;
     },
     'the email to be sent',
@@ -127,22 +129,24 @@ describe('SendGrid event batches', () => {
     const r = await processed(s.ctx, res.json.id);
     expect(r).toMatchObject({ provider: 'sendgrid', processing: 'processed', error: null });
 
-    expect(getMessageRow(s.ctx, good.id)!.status).toBe('clicked');
-    expect(messageHistory(s.ctx, good.id).map((h) => [h.status, h.provider_status, h.ignored])).toEqual([
-      ['queued', null, 0],
-      ['sent', null, 0],
-      ['processed', 'processed', 1],
-      ['delivered', 'delivered', 0],
-      ['clicked', 'click', 0],
-      ['opened', 'open', 1],
-      ['group_unsubscribe', 'group_unsubscribe', 1],
-    ]);
+    expect((await getMessageRowIn(s.ctx.store, good.id))!.status).toBe('clicked');
+    expect((await messageHistoryIn(s.ctx.store, good.id)).map((h) => [h.status, h.provider_status, h.ignored])).toEqual(
+      [
+        ['queued', null, 0],
+        ['sent', null, 0],
+        ['processed', 'processed', 1],
+        ['delivered', 'delivered', 0],
+        ['clicked', 'click', 0],
+        ['opened', 'open', 1],
+        ['group_unsubscribe', 'group_unsubscribe', 1],
+      ],
+    );
     // A delivered event's SMTP response ("250 OK") is no error.
-    expect(messageHistory(s.ctx, good.id).find((h) => h.status === 'delivered')).toMatchObject({
+    expect((await messageHistoryIn(s.ctx.store, good.id)).find((h) => h.status === 'delivered')).toMatchObject({
       error_code: null,
       error_message: null,
     });
-    expect(getMessageRow(s.ctx, bad.id)).toMatchObject({
+    expect(await getMessageRowIn(s.ctx.store, bad.id)).toMatchObject({
       status: 'bounced',
       error_code: '5.7.1',
       error_message: '550 5.7.1 blocked',
@@ -151,7 +155,7 @@ describe('SendGrid event batches', () => {
 
     const again = await post(body);
     expect((await processed(s.ctx, again.json.id)).processing).toBe('duplicate');
-    expect(messageHistory(s.ctx, good.id)).toHaveLength(7);
+    expect(await messageHistoryIn(s.ctx.store, good.id)).toHaveLength(7);
   });
 
   it('tells the partner of spam reports, unsubscribes and resubscribes (message.complained / unsubscribed / resubscribed), once', async () => {
@@ -184,17 +188,17 @@ describe('SendGrid event batches', () => {
         msgd_message_id: m.id,
       },
     ])}\r\n`;
-    const eventsOf = () =>
+    const eventsOf = async () =>
       (
-        s.ctx.db.sqlite
-          .prepare(`SELECT type, payload FROM events WHERE partner_id = ? AND payload LIKE ? ORDER BY id`)
-          .all(p.partnerId, `%${m.id}%`) as { type: string; payload: string }[]
+        (await s.ctx.store.all(
+          sql`SELECT type, payload FROM events WHERE partner_id = ${p.partnerId} AND payload LIKE ${`%${m.id}%`} ORDER BY id`,
+        )) as { type: string; payload: string }[]
       ).filter((e) => e.type !== 'message.sent');
     const res = await post(body);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
     // The recipient's suppressions come and go with them (docs/suppressions.md).
     expect(
-      eventsOf()
+      (await eventsOf())
         .filter((e) => e.type.startsWith('suppression.'))
         .map((e) => [e.type, JSON.parse(e.payload).suppression.reason]),
     ).toEqual([
@@ -203,7 +207,7 @@ describe('SendGrid event batches', () => {
       ['suppression.created', 'group_unsubscribe'],
       ['suppression.deleted', 'group_unsubscribe'],
     ]);
-    const got = eventsOf().filter((e) => e.type.startsWith('message.'));
+    const got = (await eventsOf()).filter((e) => e.type.startsWith('message.'));
     expect(got.map((e) => e.type)).toEqual([
       'message.complained',
       'message.unsubscribed',
@@ -222,9 +226,9 @@ describe('SendGrid event batches', () => {
     });
     expect(JSON.parse(got[2].payload)).toMatchObject({ provider_status: 'group_unsubscribe', asm_group_id: 42 });
     // The status is not moved by any of them, and a redelivery tells nobody twice.
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('sent');
     expect((await processed(s.ctx, (await post(body)).json.id)).processing).toBe('duplicate');
-    expect(eventsOf()).toHaveLength(8);
+    expect(await eventsOf()).toHaveLength(8);
   });
 
   it('deferred, then delivered, then an asynchronous bounce (no sg_message_id): the email ends bounced and refunded', async () => {
@@ -248,7 +252,7 @@ describe('SendGrid event batches', () => {
         sg_message_id: sg,
       },
     ]);
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('deferred');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('deferred');
     await step([
       {
         email: 'later-bounce@example.com',
@@ -259,7 +263,7 @@ describe('SendGrid event batches', () => {
         sg_message_id: sg,
       },
     ]);
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('delivered');
     const bounce = {
       email: 'later-bounce@example.com',
       timestamp: t + 600,
@@ -271,7 +275,7 @@ describe('SendGrid event batches', () => {
       msgd_message_id: m.id,
     };
     expect((await step([bounce])).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({
+    expect(await getMessageRowIn(s.ctx.store, m.id)).toMatchObject({
       status: 'bounced',
       error_code: '5.1.1',
       error_message: '550 5.1.1 mailbox unknown',
@@ -288,11 +292,11 @@ describe('SendGrid event batches', () => {
         sg_message_id: sg,
       },
     ]);
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('bounced');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('bounced');
     const types = (
-      s.ctx.db.sqlite
-        .prepare(`SELECT type FROM events WHERE json_extract(payload, '$.message_id') = ? ORDER BY id`)
-        .all(m.id) as { type: string }[]
+      (await s.ctx.store.all(
+        sql`SELECT type FROM events WHERE ${jsonText(s.ctx.store.dialect, 'payload', 'message_id')} = ${m.id} ORDER BY id`,
+      )) as { type: string }[]
     ).map((e) => e.type);
     expect(types).toEqual(['message.sent', 'message.deferred', 'message.delivered', 'message.bounced']);
   });
@@ -310,31 +314,33 @@ describe('SendGrid event batches', () => {
     ]);
     const r = await processed(s.ctx, (await post(body)).json.id);
     expect(r.processing).toBe('unroutable');
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('sent');
   });
 
   it('refuses a stale timestamp, a missing header, another account’s key, a modified body', async () => {
     const body = JSON.stringify([{ email: 'a@b.example', timestamp: 1, event: 'delivered', sg_event_id: 'c3RhbGU' }]);
     const stale = await post(body, signer.headers(body, String(Math.floor(Date.now() / 1000) - 3600)));
     expect(stale.status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toMatch(
+    expect((await lastRow(s.ctx)).verification_reason).toMatch(
       /timestamp \d+ is 360\d s away from now; the tolerance is 600 s/,
     );
 
     const h = signer.headers(body);
     const { ['x-twilio-email-event-webhook-timestamp']: _ts, ...noTs } = h;
     expect((await post(body, noTs)).status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toBe('missing X-Twilio-Email-Event-Webhook-Timestamp header');
+    expect((await lastRow(s.ctx)).verification_reason).toBe('missing X-Twilio-Email-Event-Webhook-Timestamp header');
     const { ['x-twilio-email-event-webhook-signature']: _sig, ...noSig } = h;
     expect((await post(body, noSig)).status).toBe(401);
-    expect(lastRow(s.ctx)).toMatchObject({
+    expect(await lastRow(s.ctx)).toMatchObject({
       provider: 'sendgrid',
       verification_reason: 'missing X-Twilio-Email-Event-Webhook-Signature header',
     });
 
     const foreign = sendgridSigner();
     expect((await post(body, foreign.headers(body))).status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toContain('signature does not match the webhook_public_key of gateway');
+    expect((await lastRow(s.ctx)).verification_reason).toContain(
+      'signature does not match the webhook_public_key of gateway',
+    );
     expect((await post(body.replace('delivered', 'open'), h)).status).toBe(401);
   });
 });

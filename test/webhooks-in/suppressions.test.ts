@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getMessageRow } from '../../src/core/messages.js';
+import { sql } from '../../src/db/sql.js';
+import { getMessageRowIn } from '../../src/core/messages.js';
 import { setOptOutScope } from '../../src/core/suppressions.js';
 import { startSendgridFake, type SendgridFake } from '../fakes/sendgrid.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
@@ -56,13 +57,12 @@ afterAll(async () => {
   await sendgrid.close();
 });
 
-const balance = () =>
-  (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as { balance: number })
-    .balance;
-const entries = (address: string) =>
-  s.ctx.db.sqlite
-    .prepare('SELECT reason, scope, group_id, source, detail FROM suppressions WHERE address = ? ORDER BY id')
-    .all(address) as { reason: string; scope: string; group_id: string; source: string; detail: string | null }[];
+const balance = async () =>
+  ((await s.ctx.store.get(sql`SELECT balance FROM partners WHERE id = ${p.partnerId}`)) as { balance: number }).balance;
+const entries = async (address: string) =>
+  (await s.ctx.store.all(
+    sql`SELECT reason, scope, group_id, source, detail FROM suppressions WHERE address = ${address} ORDER BY id`,
+  )) as { reason: string; scope: string; group_id: string; source: string; detail: string | null }[];
 
 let sidN = 0;
 async function inboundSms(from: string, body: string, gatewayId = twilioGw, to = SMS_FROM) {
@@ -93,42 +93,42 @@ describe('SMS opt-out keywords (signed Twilio inbound)', () => {
   it('STOP suppresses the sender for the number replied to; the next send is refused before cost; START lifts it', async () => {
     const customer = '+14155551001';
     await inboundSms(customer, '  stop ');
-    expect(entries(customer)).toEqual([
+    expect(await entries(customer)).toEqual([
       expect.objectContaining({ reason: 'opt_out_keyword', scope: SMS_FROM, source: expect.stringMatching(/^msg_/) }),
     ]);
     // The STOP itself is an inbound message the partner sees.
-    const received = s.ctx.db.sqlite
-      .prepare("SELECT count(*) AS n FROM events WHERE partner_id = ? AND type = 'message.received'")
-      .get(p.partnerId) as { n: number };
+    const received = (await s.ctx.store.get(
+      sql`SELECT count(*) AS n FROM events WHERE partner_id = ${p.partnerId} AND type = 'message.received'`,
+    )) as { n: number };
     expect(received.n).toBeGreaterThan(0);
-    const before = balance();
+    const before = await balance();
     const refused = await sendSms(customer);
     expect(refused.status).toBe(400);
     expect(refused.body.error.code).toBe('recipient_suppressed');
     expect(refused.body.error.details[0]).toMatchObject({ field: 'to', code: 'opt_out_keyword' });
-    expect(balance()).toBe(before);
+    expect(await balance()).toBe(before);
 
     await inboundSms(customer, 'HELP');
-    expect(entries(customer)).toHaveLength(1);
+    expect(await entries(customer)).toHaveLength(1);
     await inboundSms(customer, 'Stop sending me this');
-    expect(entries(customer)).toHaveLength(1);
+    expect(await entries(customer)).toHaveLength(1);
 
     await inboundSms(customer, 'Start');
-    expect(entries(customer)).toEqual([]);
+    expect(await entries(customer)).toEqual([]);
     expect((await sendSms(customer)).status).toBe(200);
-    const deleted = s.ctx.db.sqlite
-      .prepare("SELECT payload FROM events WHERE partner_id = ? AND type = 'suppression.deleted'")
-      .all(p.partnerId) as { payload: string }[];
+    const deleted = (await s.ctx.store.all(
+      sql`SELECT payload FROM events WHERE partner_id = ${p.partnerId} AND type = 'suppression.deleted'`,
+    )) as { payload: string }[];
     expect(deleted.map((d) => JSON.parse(d.payload).deleted_by)).toContainEqual(expect.stringMatching(/^msg_/));
   });
 
   it('takes the operator’s keywords (ARRET); a STOP to another partner’s number is that partner’s', async () => {
     const customer = '+14155551002';
     await inboundSms(customer, 'arret');
-    expect(entries(customer)).toHaveLength(1);
+    expect(await entries(customer)).toHaveLength(1);
     const other = '+14155551003';
     await inboundSms(other, 'STOP', twilioGw2, SMS_OTHER);
-    expect(entries(other)).toEqual([expect.objectContaining({ scope: SMS_OTHER })]);
+    expect(await entries(other)).toEqual([expect.objectContaining({ scope: SMS_OTHER })]);
     expect((await sendSms(other)).status).toBe(200);
   });
 
@@ -137,7 +137,7 @@ describe('SMS opt-out keywords (signed Twilio inbound)', () => {
     try {
       const customer = '+14155551004';
       await inboundSms(customer, 'STOP');
-      expect(entries(customer)).toEqual([expect.objectContaining({ scope: '' })]);
+      expect(await entries(customer)).toEqual([expect.objectContaining({ scope: '' })]);
     } finally {
       await setOptOutScope(s.ctx, p.partnerId, 'sender', 'test');
     }
@@ -148,32 +148,32 @@ describe('a provider refusing a send because the recipient opted out', () => {
   it('Twilio 21610: the message fails and is refunded, the recipient is suppressed, the next send refused before cost', async () => {
     const customer = '+14155551005';
     twilio.failFor(customer, { kind: 'error', code: 21610 });
-    const before = balance();
+    const before = await balance();
     const res = await sendSms(customer, 'will be refused');
     expect(res.status).toBe(200);
     const m = await waitFor(
-      () => {
-        const m = getMessageRow(s.ctx, res.body.id);
+      async () => {
+        const m = await getMessageRowIn(s.ctx.store, res.body.id);
         return m?.status === 'failed' ? m : undefined;
       },
       'the send to fail',
       10_000,
     );
     expect(m).toMatchObject({ error_code: '21610', refunded: 1 });
-    expect(entries(customer)).toEqual([
+    expect(await entries(customer)).toEqual([
       expect.objectContaining({ reason: 'provider_refused', scope: SMS_FROM, source: m.id }),
     ]);
-    expect(balance()).toBe(before);
+    expect(await balance()).toBe(before);
     const requests = twilio.requests.length;
     const again = await sendSms(customer);
     expect(again.status).toBe(400);
     expect(again.body.error.details[0].code).toBe('provider_refused');
-    expect(balance()).toBe(before);
+    expect(await balance()).toBe(before);
     expect(twilio.requests.length).toBe(requests);
     // START lifts the carrier's block too.
     twilio.clearFaults();
     await inboundSms(customer, 'UNSTOP');
-    expect(entries(customer)).toEqual([]);
+    expect(await entries(customer)).toEqual([]);
   });
 });
 
@@ -181,8 +181,8 @@ async function sentEmail(to: string) {
   const res = await postJson(`${s.url}/api/send-email.php`, { to, subject: 'Hi', html: '<p>Hello</p>' }, p.token);
   expect(res.status).toBe(200);
   return waitFor(
-    () => {
-      const m = getMessageRow(s.ctx, res.body.id);
+    async () => {
+      const m = await getMessageRowIn(s.ctx.store, res.body.id);
       return m?.status === 'sent' ? m : undefined;
     },
     'the email to be sent',
@@ -225,13 +225,15 @@ describe('SendGrid events (signed batches)', () => {
       ),
       ev(spam, 'spam@example.com', { event: 'spamreport' }, '3'),
     ]);
-    expect(entries('hard@example.com')).toEqual([
+    expect(await entries('hard@example.com')).toEqual([
       expect.objectContaining({ reason: 'hard_bounce', scope: '', source: hard.id, detail: '550 5.1.1 no such user' }),
     ]);
-    expect(entries('blocked@example.com')).toEqual([]);
-    expect(entries('spam@example.com')).toEqual([expect.objectContaining({ reason: 'spam_report', source: spam.id })]);
+    expect(await entries('blocked@example.com')).toEqual([]);
+    expect(await entries('spam@example.com')).toEqual([
+      expect.objectContaining({ reason: 'spam_report', source: spam.id }),
+    ]);
 
-    const before = balance();
+    const before = await balance();
     for (const [to, code] of [
       ['HARD@example.com', 'hard_bounce'],
       ['spam@example.com', 'spam_report'],
@@ -240,7 +242,7 @@ describe('SendGrid events (signed batches)', () => {
       expect(r.status).toBe(400);
       expect(r.body.error.details[0].code).toBe(code);
     }
-    expect(balance()).toBe(before);
+    expect(await balance()).toBe(before);
     expect(
       (
         await postJson(
@@ -270,10 +272,10 @@ describe('SendGrid events (signed batches)', () => {
       ev(d3, 'drop3@example.com', { event: 'dropped', reason: 'Invalid SMTPAPI header', status: '5.0.0' }, '3'),
       ev(g, 'group@example.com', { event: 'group_unsubscribe', asm_group_id: 42 }, '4'),
     ]);
-    expect(entries('drop1@example.com').map((e) => e.reason)).toEqual(['hard_bounce']);
-    expect(entries('drop2@example.com').map((e) => e.reason)).toEqual(['hard_bounce']);
-    expect(entries('drop3@example.com')).toEqual([]);
-    expect(entries('group@example.com')).toEqual([
+    expect((await entries('drop1@example.com')).map((e) => e.reason)).toEqual(['hard_bounce']);
+    expect((await entries('drop2@example.com')).map((e) => e.reason)).toEqual(['hard_bounce']);
+    expect(await entries('drop3@example.com')).toEqual([]);
+    expect(await entries('group@example.com')).toEqual([
       expect.objectContaining({ reason: 'group_unsubscribe', group_id: '42' }),
     ]);
     // A group unsubscribe stops that group's mail at SendGrid; msgd's send names no group.
@@ -287,6 +289,6 @@ describe('SendGrid events (signed batches)', () => {
       ).status,
     ).toBe(200);
     await sendgridBatch([ev(g, 'group@example.com', { event: 'group_resubscribe', asm_group_id: 42 }, '5')]);
-    expect(entries('group@example.com')).toEqual([]);
+    expect(await entries('group@example.com')).toEqual([]);
   });
 });

@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getMessageRow, messageHistory } from '../../src/core/messages.js';
-import { listWebhookLog, reopenWebhookLog } from '../../src/core/webhook-log.js';
+import { indexedBy } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
+import { getMessageRowIn, messageHistoryIn } from '../../src/core/messages.js';
+import { listWebhookLog, reopenWebhookLogIn } from '../../src/core/webhook-log.js';
 import { EMPTY_TWIML } from '../../src/http/routes/webhooks-in.js';
-import { enqueueWebhookProcessing } from '../../src/webhooks-in/intake.js';
+import { processingJob } from '../../src/webhooks-in/intake.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
 import { postWebhook, twilioForm, twilioHeaders, twilioSign, type TwilioParams } from '../fakes/webhook-senders.js';
-import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { connect, postJson, serverStore, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { lastRow, processed, row } from '../helpers/webhook-log.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -93,8 +95,8 @@ async function sentSms(text: string) {
   const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155552671', text }, p.token);
   expect(res.status).toBe(200);
   const m = await waitFor(
-    () => {
-      const m = getMessageRow(s.ctx, res.body.id);
+    async () => {
+      const m = await getMessageRowIn(s.ctx.store, res.body.id);
       return m?.status === 'sent' ? m : undefined;
     },
     'the SMS to be sent',
@@ -124,8 +126,8 @@ describe('Twilio status callbacks', () => {
         )!,
       );
     }
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
-    expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.ignored])).toEqual([
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('delivered');
+    expect((await messageHistoryIn(s.ctx.store, m.id)).map((h) => [h.status, h.ignored])).toEqual([
       ['queued', 0],
       ['sent', 0],
       ['delivered', 0],
@@ -145,11 +147,11 @@ describe('Twilio status callbacks', () => {
       s.ctx,
       (await twilioPost(status(sid, 'delivered'), { url: m.callback })).headers.get('x-msgd-webhook-id')!,
     );
-    const delivered = messageHistory(s.ctx, m.id).find((h) => h.status === 'delivered')!;
+    const delivered = (await messageHistoryIn(s.ctx.store, m.id)).find((h) => h.status === 'delivered')!;
     expect(new Date(delivered.occurred_at).toISOString()).toBe('2025-08-17T12:06:00.000Z');
-    const ev = s.ctx.db.sqlite
-      .prepare(`SELECT payload FROM events WHERE type = 'message.delivered' AND payload LIKE ?`)
-      .get(`%${m.id}%`) as any;
+    const ev = (await s.ctx.store.get(
+      sql`SELECT payload FROM events WHERE type = 'message.delivered' AND payload LIKE ${`%${m.id}%`}`,
+    )) as any;
     expect(JSON.parse(ev.payload).occurred_at).toBe('2025-08-17T12:06:00.000Z');
 
     // Not a date (month 13, 30 February, too short), or one far in the future: arrival time.
@@ -165,7 +167,7 @@ describe('Twilio status callbacks', () => {
           )
         ).headers.get('x-msgd-webhook-id')!,
       );
-      const h = messageHistory(s.ctx, other.id).find((x) => x.status === 'undelivered')!;
+      const h = (await messageHistoryIn(s.ctx.store, other.id)).find((x) => x.status === 'undelivered')!;
       expect(h.occurred_at, bad).toBeGreaterThanOrEqual(before);
       expect(h.occurred_at, bad).toBeLessThanOrEqual(Date.now());
     }
@@ -175,25 +177,32 @@ describe('Twilio status callbacks', () => {
     const named = await sentSms('named in its callback');
     // Its reports name it, so its SID has no entry in the provider-id index.
     expect(named.provider_id_indexed).toBe(0);
-    const plan = s.ctx.db.sqlite
-      .prepare('EXPLAIN QUERY PLAN SELECT * FROM messages WHERE provider_message_id = ? AND provider_id_indexed = 1')
-      .all('x') as any[];
-    expect(plan.map((r) => r.detail).join()).toContain('messages_provider');
-    const inIndex = (sid: string) =>
-      s.ctx.db.sqlite
-        .prepare(
-          'SELECT count(*) AS n FROM messages INDEXED BY messages_provider WHERE provider_message_id = ? AND provider_id_indexed = 1',
-        )
-        .get(sid) as any;
-    expect(inIndex(named.provider_message_id!).n).toBe(0);
+    // The index holds only the rows with provider_id_indexed = 1.
+    if (serverStore === 'sqlite') {
+      const plan = (await s.ctx.store.all(
+        sql`EXPLAIN QUERY PLAN SELECT * FROM messages WHERE provider_message_id = ${'x'} AND provider_id_indexed = 1`,
+      )) as any[];
+      expect(plan.map((r) => r.detail).join()).toContain('messages_provider');
+    } else {
+      const index = await s.ctx.store.get<{ indexdef: string }>(
+        sql`SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_provider'`,
+      );
+      expect(index?.indexdef).toMatch(/WHERE .*provider_id_indexed = 1/);
+    }
+    const inIndex = async (sid: string) =>
+      (await s.ctx.store.get(
+        sql`SELECT count(*) AS n FROM messages ${indexedBy(s.ctx.store.dialect, 'messages_provider')}
+            WHERE provider_message_id = ${sid} AND provider_id_indexed = 1`,
+      )) as any;
+    expect((await inIndex(named.provider_message_id!)).n).toBe(0);
 
     // A message an older msgd sent: its StatusCallback had no ?message=, and its SID is indexed.
     const legacy = await sentSms('sent before the upgrade');
-    s.ctx.db.sqlite.prepare('UPDATE messages SET provider_id_indexed = 1 WHERE id = ?').run(legacy.id);
-    expect(inIndex(legacy.provider_message_id!).n).toBe(1);
+    await s.ctx.store.run(sql`UPDATE messages SET provider_id_indexed = 1 WHERE id = ${legacy.id}`);
+    expect((await inIndex(legacy.provider_message_id!)).n).toBe(1);
     const res = await twilioPost(status(legacy.provider_message_id!, 'delivered'));
     expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, legacy.id)!.status).toBe('delivered');
+    expect((await getMessageRowIn(s.ctx.store, legacy.id))!.status).toBe('delivered');
 
     // A callback for the named message to a URL that does not name it finds nothing by the SID:
     // Twilio only ever calls the URL msgd gave, so this is some other sender's report.
@@ -201,15 +210,17 @@ describe('Twilio status callbacks', () => {
     expect(stray.status).toBe(200);
     const id = stray.headers.get('x-msgd-webhook-id')!;
     await waitFor(
-      () => lastRow(s.ctx).id === id && /waiting for no message with provider id SM/.test(lastRow(s.ctx).error ?? ''),
+      async () =>
+        (await lastRow(s.ctx)).id === id &&
+        /waiting for no message with provider id SM/.test((await lastRow(s.ctx)).error ?? ''),
       'the stray callback to wait',
       10_000,
     );
-    expect(getMessageRow(s.ctx, named.id)!.status).toBe('sent');
+    expect((await getMessageRowIn(s.ctx.store, named.id))!.status).toBe('sent');
     // The same report at the URL msgd gave applies.
     const ok = await twilioPost(status(named.provider_message_id!, 'delivered'), { url: named.callback });
     expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, named.id)!.status).toBe('delivered');
+    expect((await getMessageRowIn(s.ctx.store, named.id))!.status).toBe('delivered');
   });
 
   it("a callback naming a message msgd does not have says so by msgd's id", async () => {
@@ -217,7 +228,7 @@ describe('Twilio status callbacks', () => {
     const res = await twilioPost(status('SMnone', 'delivered'), { url });
     const id = res.headers.get('x-msgd-webhook-id')!;
     await waitFor(
-      () => /waiting for no message msg_doesnotexist \(/.test(row(s.ctx, id).error ?? ''),
+      async () => /waiting for no message msg_doesnotexist \(/.test((await row(s.ctx, id)).error ?? ''),
       'the callback to wait',
       10_000,
     );
@@ -233,10 +244,10 @@ describe('Twilio status callbacks', () => {
       'unroutable',
       `undelivered for provider id ${firstCopy}, another attempt's copy: message ${m.id} was sent as ${m.provider_message_id}`,
     ]);
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'sent', error_code: null });
+    expect(await getMessageRowIn(s.ctx.store, m.id)).toMatchObject({ status: 'sent', error_code: null });
     const ok = await twilioPost(status(m.provider_message_id!, 'delivered'), { url: m.callback });
     expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.ignored])).toEqual([
+    expect((await messageHistoryIn(s.ctx.store, m.id)).map((h) => [h.status, h.ignored])).toEqual([
       ['queued', 0],
       ['sent', 0],
       ['delivered', 0],
@@ -247,42 +258,43 @@ describe('Twilio status callbacks', () => {
     const m = await sentSms('early report');
     const sid = m.provider_message_id!;
     // As if Twilio called back before msgd had committed its answer to the send.
-    s.ctx.db.sqlite
-      .prepare(`UPDATE messages SET status = 'sending', provider_message_id = NULL, sent_at = NULL WHERE id = ?`)
-      .run(m.id);
+    await s.ctx.store.run(
+      sql`UPDATE messages SET status = 'sending', provider_message_id = NULL, sent_at = NULL WHERE id = ${m.id}`,
+    );
     const res = await twilioPost(status(sid, 'delivered'), { url: m.callback });
     const id = res.headers.get('x-msgd-webhook-id')!;
     await waitFor(
-      () => /waiting for message .* has no provider id yet \(reported as SM/.test(row(s.ctx, id).error ?? ''),
+      async () =>
+        /waiting for message .* has no provider id yet \(reported as SM/.test((await row(s.ctx, id)).error ?? ''),
       'the report to wait',
       10_000,
     );
-    expect(row(s.ctx, id).processing).toBe('pending');
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sending');
+    expect((await row(s.ctx, id)).processing).toBe('pending');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('sending');
     // What the dispatch commit does: the message is sent, under that SID.
-    s.ctx.db.sqlite
-      .prepare(`UPDATE messages SET status = 'sent', provider_message_id = ?, sent_at = ? WHERE id = ?`)
-      .run(sid, m.sent_at, m.id);
+    await s.ctx.store.run(
+      sql`UPDATE messages SET status = 'sent', provider_message_id = ${sid}, sent_at = ${m.sent_at} WHERE id = ${m.id}`,
+    );
     expect((await processed(s.ctx, id)).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'delivered', provider_message_id: sid });
+    expect(await getMessageRowIn(s.ctx.store, m.id)).toMatchObject({ status: 'delivered', provider_message_id: sid });
   });
 
   it('undelivered records the carrier error and, with refundOnProviderFailure=never, keeps the charge', async () => {
     const m = await sentSms('to a landline');
-    const bal = () =>
-      (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as any).balance;
-    const before = bal();
+    const bal = async () =>
+      ((await s.ctx.store.get(sql`SELECT balance FROM partners WHERE id = ${p.partnerId}`)) as any).balance;
+    const before = await bal();
     const res = await twilioPost(status(m.provider_message_id!, 'undelivered', { ErrorCode: '30006' }), {
       url: m.callback,
     });
     await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!);
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({
+    expect(await getMessageRowIn(s.ctx.store, m.id)).toMatchObject({
       status: 'undelivered',
       error_code: '30006',
       error_message: 'Twilio error 30006',
       refunded: 0,
     });
-    expect(bal()).toBe(before);
+    expect(await bal()).toBe(before);
   });
 
   it('takes a JSON body signed through bodySHA256, and refuses it tampered', async () => {
@@ -295,7 +307,7 @@ describe('Twilio status callbacks', () => {
     });
     expect(ok.status).toBe(200);
     expect((await processed(s.ctx, ok.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('delivered');
     const tampered = await postWebhook(jsonUrl, body.replace('delivered', 'read'), {
       'content-type': 'application/json',
       'x-twilio-signature': twilioSign(TOKEN, jsonUrl, {}),
@@ -309,12 +321,12 @@ describe('Twilio status callbacks', () => {
       'content-type': 'application/x-www-form-urlencoded',
     });
     expect(missing.status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toBe('missing X-Twilio-Signature header');
+    expect((await lastRow(s.ctx)).verification_reason).toBe('missing X-Twilio-Signature header');
     expect((await twilioPost(params, { token: 'other' })).status).toBe(401);
     const headers = twilioHeaders(TOKEN, hookUrl(), params);
     const changed = await postWebhook(hookUrl(), twilioForm({ ...params, MessageStatus: 'delivered' }), headers);
     expect(changed.status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toContain('signature does not match the auth_token');
+    expect((await lastRow(s.ctx)).verification_reason).toContain('signature does not match the auth_token');
   });
 
   it('an unsigned form of one key repeated 250,000 times is refused promptly', { timeout: 20_000 }, async () => {
@@ -326,7 +338,7 @@ describe('Twilio status callbacks', () => {
       'x-twilio-signature': 'bm90IGEgc2lnbmF0dXJl',
     });
     expect(big.status).toBe(401);
-    expect(lastRow(s.ctx).verification_reason).toContain('signature does not match the auth_token');
+    expect((await lastRow(s.ctx)).verification_reason).toContain('signature does not match the auth_token');
   });
 });
 
@@ -342,9 +354,9 @@ describe('Twilio inbound SMS', () => {
     expect(res.status).toBe(200);
     expect(res.text).toBe(EMPTY_TWIML);
     expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite
-      .prepare('SELECT * FROM messages WHERE provider_message_id = ?')
-      .get(params.MessageSid) as any;
+    const msg = (await s.ctx.store.get(
+      sql`SELECT * FROM messages WHERE provider_message_id = ${params.MessageSid}`,
+    )) as any;
     expect(msg).toMatchObject({
       partner_id: p.partnerId,
       channel_type: 'sms',
@@ -357,9 +369,9 @@ describe('Twilio inbound SMS', () => {
       caption: 'look at this',
       media: [{ type: 'image', url: params.MediaUrl0, mime_type: 'image/jpeg' }],
     });
-    const ev = s.ctx.db.sqlite
-      .prepare(`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ?`)
-      .get(p.partnerId) as any;
+    const ev = (await s.ctx.store.get(
+      sql`SELECT payload FROM events WHERE type = 'message.received' AND partner_id = ${p.partnerId}`,
+    )) as any;
     expect(JSON.parse(ev.payload)).toMatchObject({ channel: 'sms', from: '+14155551234', body: 'look at this' });
   });
 
@@ -378,9 +390,9 @@ describe('Twilio inbound SMS', () => {
     });
     const res = await twilioPost(params, { url: `${s.url}/api/webhook.php` });
     expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite
-      .prepare('SELECT content FROM messages WHERE provider_message_id = ?')
-      .get(params.MessageSid) as any;
+    const msg = (await s.ctx.store.get(
+      sql`SELECT content FROM messages WHERE provider_message_id = ${params.MessageSid}`,
+    )) as any;
     const media = JSON.parse(msg.content).media.map((m: any) => [m.type, m.mime_type]);
     expect(media).toEqual([
       ['document', 'application/pdf'],
@@ -397,16 +409,16 @@ describe('Twilio inbound SMS', () => {
     const get = (signature: string) => fetch(url, { headers: { 'x-twilio-signature': signature } });
     const bad = await get(twilioSign(TOKEN, url, params));
     expect(bad.status).toBe(401);
-    expect(lastRow(s.ctx)).toMatchObject({ method: 'GET', provider: 'twilio', verification: 'failed' });
+    expect(await lastRow(s.ctx)).toMatchObject({ method: 'GET', provider: 'twilio', verification: 'failed' });
 
     const res = await get(twilioSign(TOKEN, url, {}));
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/xml/);
     expect(await res.text()).toBe(EMPTY_TWIML);
     expect((await processed(s.ctx, res.headers.get('x-msgd-webhook-id')!)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite
-      .prepare('SELECT * FROM messages WHERE provider_message_id = ?')
-      .get(params.MessageSid) as any;
+    const msg = (await s.ctx.store.get(
+      sql`SELECT * FROM messages WHERE provider_message_id = ${params.MessageSid}`,
+    )) as any;
     expect(msg).toMatchObject({
       partner_id: p.partnerId,
       channel_type: 'sms',
@@ -438,7 +450,7 @@ describe('Twilio inbound SMS', () => {
     const second = await twilioPost(mms('received'), { url: `${s.url}/api/webhook.php` });
     expect((await processed(s.ctx, second.headers.get('x-msgd-webhook-id')!)).processing).toBe('duplicate');
 
-    const rows = s.ctx.db.sqlite.prepare('SELECT * FROM messages WHERE provider_message_id = ?').all(sid) as any[];
+    const rows = (await s.ctx.store.all(sql`SELECT * FROM messages WHERE provider_message_id = ${sid}`)) as any[];
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ direction: 'inbound', status: 'received', from: '+14155552222', to: FROM });
     expect(JSON.parse(rows[0].content)).toEqual({
@@ -450,9 +462,9 @@ describe('Twilio inbound SMS', () => {
         { type: 'video', url: mms('x').MediaUrl2, mime_type: 'video/mp4' },
       ],
     });
-    const announced = s.ctx.db.sqlite
-      .prepare(`SELECT count(*) AS n FROM events WHERE type = 'message.received' AND payload LIKE ?`)
-      .get(`%${rows[0].id}%`) as any;
+    const announced = (await s.ctx.store.get(
+      sql`SELECT count(*) AS n FROM events WHERE type = 'message.received' AND payload LIKE ${`%${rows[0].id}%`}`,
+    )) as any;
     expect(announced.n).toBe(1);
 
     // A status-callback-shaped post about an inbound SID, with no content: nothing to store,
@@ -477,9 +489,9 @@ describe('Twilio inbound SMS', () => {
       expect(r.error ?? '', state).not.toContain('no message');
     }
     expect(
-      s.ctx.db.sqlite
-        .prepare('SELECT count(*) AS n FROM messages WHERE provider_message_id = ?')
-        .get('SM0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e'),
+      await s.ctx.store.get(
+        sql`SELECT count(*) AS n FROM messages WHERE provider_message_id = ${'SM0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e'}`,
+      ),
     ).toEqual({ n: 0 });
     // None of them is among what `msgctl webhooks log --failed` lists.
     const failed = (await listWebhookLog(s.ctx, { failed: true, limit: 10_000 })).map((r) => r.id);
@@ -522,10 +534,14 @@ describe('Twilio inbound SMS', () => {
       'sms',
       '+15550008888',
     );
-    reopenWebhookLog(s.ctx, id);
-    enqueueWebhookProcessing(s.rt.queue, [id]);
+    // Due now by the real clock: on PostgreSQL a job is due on the database's clock, which
+    // msgd's moved clock is ahead of.
+    await s.ctx.store.transaction(async (tx) => {
+      await reopenWebhookLogIn(tx, id);
+      await s.rt.queue.enqueue(tx, processingJob([id], { runAt: Date.now() }));
+    });
     expect((await processed(s.ctx, id)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite.prepare(`SELECT * FROM messages WHERE provider_message_id = 'SMlate'`).get() as any;
+    const msg = (await s.ctx.store.get(sql`SELECT * FROM messages WHERE provider_message_id = 'SMlate'`)) as any;
     expect(msg.partner_id).toBe(q.partnerId);
     expect(msg.sent_at).toBe(first.received_at);
     expect(msg.created_at).toBeGreaterThanOrEqual(first.received_at + 60_000);

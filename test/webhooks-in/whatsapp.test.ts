@@ -1,6 +1,7 @@
 import { verifyLedger } from '../../src/core/ledger.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getMessageRow, messageHistory } from '../../src/core/messages.js';
+import { sql } from '../../src/db/sql.js';
+import { getMessageRowIn, messageHistoryIn } from '../../src/core/messages.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { asciiJson, metaHeaders, postWebhook, waInbound, waStatuses, type WaStatus } from '../fakes/webhook-senders.js';
 import { waitForMessageMs } from '../../src/webhooks-in/process.js';
@@ -57,8 +58,8 @@ async function sendSent(text: string) {
   expect(res.status).toBe(200);
   const id = res.body.id as string;
   return waitFor(
-    () => {
-      const m = getMessageRow(s.ctx, id);
+    async () => {
+      const m = await getMessageRowIn(s.ctx.store, id);
       return m?.status === 'sent' && m.provider_message_id ? m : undefined;
     },
     `message ${id} to be sent`,
@@ -66,13 +67,13 @@ async function sendSent(text: string) {
   );
 }
 
-const balance = (partnerId: string) =>
-  (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number }).balance;
-const events = (partnerId: string, type: string) =>
+const balance = async (partnerId: string) =>
+  ((await s.ctx.store.get(sql`SELECT balance FROM partners WHERE id = ${partnerId}`)) as { balance: number }).balance;
+const events = async (partnerId: string, type: string) =>
   (
-    s.ctx.db.sqlite
-      .prepare('SELECT payload FROM events WHERE partner_id = ? AND type = ? ORDER BY id')
-      .all(partnerId, type) as { payload: string }[]
+    (await s.ctx.store.all(
+      sql`SELECT payload FROM events WHERE partner_id = ${partnerId} AND type = ${type} ORDER BY id`,
+    )) as { payload: string }[]
   ).map((e) => JSON.parse(e.payload));
 
 describe('WhatsApp statuses, end to end', () => {
@@ -84,26 +85,26 @@ describe('WhatsApp statuses, end to end', () => {
       const r = await statusHook([{ id: wamid, status: st }]);
       expect(r.processing).toBe('processed');
     }
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('read');
-    expect(messageHistory(s.ctx, m.id).map((h) => [h.status, h.provider_status, h.ignored])).toEqual([
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('read');
+    expect((await messageHistoryIn(s.ctx.store, m.id)).map((h) => [h.status, h.provider_status, h.ignored])).toEqual([
       ['queued', null, 0],
       ['sent', null, 0],
       ['read', 'read', 0],
       ['delivered', 'delivered', 1],
       ['sent', 'sent', 1],
     ]);
-    expect(events(a.partnerId, 'message.read').map((e) => e.message_id)).toContain(m.id);
+    expect((await events(a.partnerId, 'message.read')).map((e) => e.message_id)).toContain(m.id);
 
     // Meta delivers at least once: the same event again is acknowledged and ignored.
     const again = await statusHook([{ id: wamid, status: 'delivered' }]);
     expect(again.processing).toBe('duplicate');
-    expect(messageHistory(s.ctx, m.id)).toHaveLength(5);
+    expect(await messageHistoryIn(s.ctx.store, m.id)).toHaveLength(5);
   });
 
   it('a failure after acceptance records the error and refunds once, even when the event comes twice in one batch', async () => {
-    const before = balance(a.partnerId);
+    const before = await balance(a.partnerId);
     const m = await sendSent('Are you there?');
-    expect(balance(a.partnerId)).toBe(before - 50_000);
+    expect(await balance(a.partnerId)).toBe(before - 50_000);
     const failed: WaStatus = {
       id: m.provider_message_id!,
       status: 'failed',
@@ -121,18 +122,18 @@ describe('WhatsApp statuses, end to end', () => {
     };
     const r = await statusHook([failed, failed]);
     expect(r.processing).toBe('processed');
-    const after = getMessageRow(s.ctx, m.id)!;
+    const after = (await getMessageRowIn(s.ctx.store, m.id))!;
     expect(after).toMatchObject({ status: 'failed', error_code: '131047', refunded: 1 });
     expect(after.error_message).toMatch(/^Re-engagement message: Message failed to send because more than 24 hours/);
-    expect(balance(a.partnerId)).toBe(before);
-    const refunds = s.ctx.db.sqlite
-      .prepare(`SELECT COUNT(*) AS n FROM ledger_entries WHERE message_id = ? AND kind = 'refund'`)
-      .get(m.id) as { n: number };
+    expect(await balance(a.partnerId)).toBe(before);
+    const refunds = (await s.ctx.store.get(
+      sql`SELECT COUNT(*) AS n FROM ledger_entries WHERE message_id = ${m.id} AND kind = 'refund'`,
+    )) as { n: number };
     expect(refunds.n).toBe(1);
   });
 
   it('a failed message that Meta then reports read is charged again once; a late delivered changes nothing', async () => {
-    const before = balance(a.partnerId);
+    const before = await balance(a.partnerId);
     const m = await sendSent('failed, then read');
     const wamid = m.provider_message_id!;
     await statusHook([
@@ -142,25 +143,31 @@ describe('WhatsApp statuses, end to end', () => {
         errors: [{ code: 131026, title: 'Message undeliverable', message: 'Message undeliverable' }],
       },
     ]);
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'failed', refunded: 1, error_code: '131026' });
-    expect(balance(a.partnerId)).toBe(before);
+    expect(await getMessageRowIn(s.ctx.store, m.id)).toMatchObject({
+      status: 'failed',
+      refunded: 1,
+      error_code: '131026',
+    });
+    expect(await balance(a.partnerId)).toBe(before);
     // Out of order: the recipient read it after all. Proof it arrived moves it out of the failure,
     // and the failure's error goes with it (the history keeps it).
     expect((await statusHook([{ id: wamid, status: 'read' }])).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({
+    expect(await getMessageRowIn(s.ctx.store, m.id)).toMatchObject({
       status: 'read',
       refunded: 0,
       error_code: null,
       error_message: null,
     });
-    expect(messageHistory(s.ctx, m.id).find((h) => h.status === 'failed')).toMatchObject({ error_code: '131026' });
-    expect(balance(a.partnerId)).toBe(before - 50_000);
+    expect((await messageHistoryIn(s.ctx.store, m.id)).find((h) => h.status === 'failed')).toMatchObject({
+      error_code: '131026',
+    });
+    expect(await balance(a.partnerId)).toBe(before - 50_000);
     await statusHook([{ id: wamid, status: 'delivered' }]);
-    expect(getMessageRow(s.ctx, m.id)).toMatchObject({ status: 'read', refunded: 0 });
-    expect(balance(a.partnerId)).toBe(before - 50_000);
-    const kinds = s.ctx.db.sqlite
-      .prepare('SELECT kind, note FROM ledger_entries WHERE message_id = ? ORDER BY id')
-      .all(m.id);
+    expect(await getMessageRowIn(s.ctx.store, m.id)).toMatchObject({ status: 'read', refunded: 0 });
+    expect(await balance(a.partnerId)).toBe(before - 50_000);
+    const kinds = await s.ctx.store.all(
+      sql`SELECT kind, note FROM ledger_entries WHERE message_id = ${m.id} ORDER BY id`,
+    );
     expect(kinds).toEqual([
       { kind: 'debit', note: null },
       { kind: 'refund', note: 'refund: failed (131026)' },
@@ -173,15 +180,16 @@ describe('WhatsApp statuses, end to end', () => {
     const m = await sendSent('racing');
     const res = await postWebhook(`${s.url}/api/webhook.php`, ...signed([{ id: 'wamid.EARLY', status: 'delivered' }]));
     await waitFor(
-      () => row(s.ctx, res.json.id).error?.includes('waiting for no message with provider id wamid.EARLY'),
+      async () =>
+        (await row(s.ctx, res.json.id)).error?.includes('waiting for no message with provider id wamid.EARLY'),
       'the webhook to wait',
       10_000,
     );
-    expect(row(s.ctx, res.json.id).processing).toBe('pending');
+    expect((await row(s.ctx, res.json.id)).processing).toBe('pending');
     // What the late dispatch commit would do: record the provider id.
-    s.ctx.db.sqlite.prepare('UPDATE messages SET provider_message_id = ? WHERE id = ?').run('wamid.EARLY', m.id);
+    await s.ctx.store.run(sql`UPDATE messages SET provider_message_id = ${'wamid.EARLY'} WHERE id = ${m.id}`);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('delivered');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('delivered');
   });
 
   it('the wait for a late message id covers the dispatch timeout: 25 s at the default 15 s', () => {
@@ -202,7 +210,7 @@ describe('WhatsApp statuses, end to end', () => {
     const r = await statusHook([{ id: m.provider_message_id!, status: 'read' }], 'secret-b', PHONE_B);
     expect(r.processing).toBe('unroutable');
     expect(r.error).toContain('is not one this webhook');
-    expect(getMessageRow(s.ctx, m.id)!.status).toBe('sent');
+    expect((await getMessageRowIn(s.ctx.store, m.id))!.status).toBe('sent');
     // Addressed to A's number but signed with B's secret: refused outright.
     const body = asciiJson(waStatuses(PHONE_A, [{ id: m.provider_message_id!, status: 'read' }]));
     expect((await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-b', body))).status).toBe(401);
@@ -222,13 +230,11 @@ describe('WhatsApp inbound', () => {
     const res = await postWebhook(`${s.url}/api/webhook-messenger.php`, body, metaHeaders('secret-a', body));
     expect(res.status).toBe(200);
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-
-    const db = s.ctx.db.sqlite;
-    const contact = db.prepare('SELECT * FROM contacts WHERE phone = ?').all('+14155550199') as any[];
+    const contact = (await s.ctx.store.all(sql`SELECT * FROM contacts WHERE phone = ${'+14155550199'}`)) as any[];
     expect(contact).toHaveLength(1);
     expect(contact[0]).toMatchObject({ partner_id: a.partnerId, name: 'Zoë' });
     expect(contact[0].last_inbound_at).toBeGreaterThan(0);
-    const conv = db.prepare('SELECT * FROM conversations WHERE contact_id = ?').all(contact[0].id) as any[];
+    const conv = (await s.ctx.store.all(sql`SELECT * FROM conversations WHERE contact_id = ${contact[0].id}`)) as any[];
     expect(conv).toHaveLength(1);
     expect(conv[0]).toMatchObject({
       partner_id: a.partnerId,
@@ -236,7 +242,7 @@ describe('WhatsApp inbound', () => {
       status: 'open',
       last_inbound_at: contact[0].last_inbound_at,
     });
-    const msg = db.prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.IN1'`).get() as any;
+    const msg = (await s.ctx.store.get(sql`SELECT * FROM messages WHERE provider_message_id = 'wamid.IN1'`)) as any;
     expect(msg).toMatchObject({
       partner_id: a.partnerId,
       conversation_id: conv[0].id,
@@ -244,7 +250,7 @@ describe('WhatsApp inbound', () => {
       from: '+14155550199',
     });
 
-    const received = events(a.partnerId, 'message.received').filter((e) => e.message_id === msg.id);
+    const received = (await events(a.partnerId, 'message.received')).filter((e) => e.message_id === msg.id);
     expect(received).toHaveLength(1);
     expect(received[0]).toMatchObject({
       event: 'message.received',
@@ -253,8 +259,10 @@ describe('WhatsApp inbound', () => {
       body: 'Hallo, schön!',
       conversation_id: conv[0].id,
     });
-    expect(events(b.partnerId, 'message.received')).toEqual([]);
-    expect(db.prepare('SELECT COUNT(*) AS n FROM contacts WHERE partner_id = ?').get(b.partnerId)).toEqual({ n: 0 });
+    expect(await events(b.partnerId, 'message.received')).toEqual([]);
+    expect(await s.ctx.store.get(sql`SELECT COUNT(*) AS n FROM contacts WHERE partner_id = ${b.partnerId}`)).toEqual({
+      n: 0,
+    });
   });
 
   it("the /v1 message shows when the customer sent it (Meta's timestamp) as sent_at, beside created_at (when it arrived)", async () => {
@@ -269,9 +277,9 @@ describe('WhatsApp inbound', () => {
     );
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite
-      .prepare(`SELECT id, conversation_id FROM messages WHERE provider_message_id = 'wamid.LATE1'`)
-      .get() as any;
+    const msg = (await s.ctx.store.get(
+      sql`SELECT id, conversation_id FROM messages WHERE provider_message_id = 'wamid.LATE1'`,
+    )) as any;
     const auth = { authorization: `Bearer ${a.token}` };
     const one = (await (await fetch(`${s.url}/v1/messages/${msg.id}`, { headers: auth })).json()) as any;
     expect(one.sent_at).toBe('2025-02-12T00:43:44.000Z');
@@ -305,11 +313,9 @@ describe('WhatsApp inbound', () => {
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
     const r = await processed(s.ctx, res.json.id);
     expect([r.processing, r.error]).toEqual(['processed', null]);
-    const rows = s.ctx.db.sqlite
-      .prepare(
-        `SELECT provider_message_id, sent_at FROM messages WHERE provider_message_id LIKE 'wamid.ODD%' ORDER BY 1`,
-      )
-      .all();
+    const rows = await s.ctx.store.all(
+      sql`SELECT provider_message_id, sent_at FROM messages WHERE provider_message_id LIKE 'wamid.ODD%' ORDER BY 1`,
+    );
     expect(rows).toEqual([
       { provider_message_id: 'wamid.ODD1', sent_at: r.received_at },
       { provider_message_id: 'wamid.ODD2', sent_at: 1739321024000 },
@@ -323,7 +329,7 @@ describe('WhatsApp inbound', () => {
     );
     const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-b', body));
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    const msg = s.ctx.db.sqlite.prepare(`SELECT * FROM messages WHERE provider_message_id = 'wamid.IMG1'`).get() as any;
+    const msg = (await s.ctx.store.get(sql`SELECT * FROM messages WHERE provider_message_id = 'wamid.IMG1'`)) as any;
     expect(msg.partner_id).toBe(b.partnerId);
     expect(JSON.parse(msg.content)).toEqual({
       kind: 'media',
@@ -416,11 +422,11 @@ describe('WhatsApp inbound', () => {
       const body = asciiJson(waInbound(PHONE_A, { from: '16505551234', id, ...msg }));
       const res = await postWebhook(`${s.url}/api/webhook.php`, body, metaHeaders('secret-a', body));
       expect((await processed(s.ctx, res.json.id)).processing, id).toBe('processed');
-      const row = s.ctx.db.sqlite
-        .prepare('SELECT id, content FROM messages WHERE provider_message_id = ?')
-        .get(id) as any;
+      const row = (await s.ctx.store.get(
+        sql`SELECT id, content FROM messages WHERE provider_message_id = ${id}`,
+      )) as any;
       expect(JSON.parse(row.content), id).toEqual(content);
-      const ev = events(a.partnerId, 'message.received').find((e) => e.message_id === row.id);
+      const ev = (await events(a.partnerId, 'message.received')).find((e) => e.message_id === row.id);
       expect(ev, id).toMatchObject({ body: content.text, content, media: [] });
       const v1 = (await (
         await fetch(`${s.url}/v1/messages/${row.id}`, { headers: { authorization: `Bearer ${a.token}` } })
@@ -531,7 +537,6 @@ describe('WhatsApp inbound', () => {
         '',
       ],
     ];
-    const db = s.ctx.db.sqlite;
     for (const [i, [id, msg, content, body]] of cases.entries()) {
       // Each a little later by Meta's clock: the window's last inbound time must follow.
       const ts = 1_790_000_000 + i * 60;
@@ -539,7 +544,7 @@ describe('WhatsApp inbound', () => {
       const res = await postWebhook(`${s.url}/api/webhook.php`, raw, metaHeaders('secret-a', raw));
       const r = await processed(s.ctx, res.json.id);
       expect([r.processing, r.error], id).toEqual(['processed', null]);
-      const row = db.prepare('SELECT * FROM messages WHERE provider_message_id = ?').get(id) as any;
+      const row = (await s.ctx.store.get(sql`SELECT * FROM messages WHERE provider_message_id = ${id}`)) as any;
       expect(row, id).toMatchObject({
         partner_id: a.partnerId,
         direction: 'inbound',
@@ -548,15 +553,19 @@ describe('WhatsApp inbound', () => {
         sent_at: ts * 1000,
       });
       expect(JSON.parse(row.content), id).toEqual(content);
-      const ev = events(a.partnerId, 'message.received').filter((e) => e.message_id === row.id);
+      const ev = (await events(a.partnerId, 'message.received')).filter((e) => e.message_id === row.id);
       expect(ev, id).toHaveLength(1);
       expect(ev[0], id).toMatchObject({ from: `+${customer}`, body, content, conversation_id: row.conversation_id });
-      const contact = db.prepare('SELECT last_inbound_at FROM contacts WHERE id = ?').get(row.contact_id) as any;
-      const conv = db.prepare('SELECT last_inbound_at FROM conversations WHERE id = ?').get(row.conversation_id) as any;
+      const contact = (await s.ctx.store.get(
+        sql`SELECT last_inbound_at FROM contacts WHERE id = ${row.contact_id}`,
+      )) as any;
+      const conv = (await s.ctx.store.get(
+        sql`SELECT last_inbound_at FROM conversations WHERE id = ${row.conversation_id}`,
+      )) as any;
       expect([contact.last_inbound_at, conv.last_inbound_at], id).toEqual([ts * 1000, ts * 1000]);
     }
     // The reacted-to message itself is untouched.
-    expect(getMessageRow(s.ctx, out.id)!.status).toBe('sent');
+    expect((await getMessageRowIn(s.ctx.store, out.id))!.status).toBe('sent');
   });
 
   it('only events that are not messages stay ignored: an out-of-band value.errors', async () => {
@@ -621,13 +630,13 @@ describe('WhatsApp inbound', () => {
     const r = await processed(s.ctx, res.json.id);
     expect(r.processing).toBe('processed');
     expect(r.error).toContain('WhatsApp message wamid.NOTANUMBER from "abc", which is not a phone number');
-    const media = (id: string) =>
+    const media = async (id: string) =>
       JSON.parse(
-        (s.ctx.db.sqlite.prepare('SELECT content FROM messages WHERE provider_message_id = ?').get(id) as any).content,
+        ((await s.ctx.store.get(sql`SELECT content FROM messages WHERE provider_message_id = ${id}`)) as any).content,
       ).media[0];
-    expect(media('wamid.LOC1')).toEqual({ type: 'location', url: 'geo:52.52,13.405', caption: 'Office' });
-    expect(media('wamid.LOC2')).toEqual({ type: 'location', url: null, caption: 'Somewhere' });
-    expect(media('wamid.LOC3').url).toBeNull();
-    expect(s.ctx.db.sqlite.prepare(`SELECT count(*) AS n FROM contacts WHERE phone = '+abc'`).get()).toEqual({ n: 0 });
+    expect(await media('wamid.LOC1')).toEqual({ type: 'location', url: 'geo:52.52,13.405', caption: 'Office' });
+    expect(await media('wamid.LOC2')).toEqual({ type: 'location', url: null, caption: 'Somewhere' });
+    expect((await media('wamid.LOC3')).url).toBeNull();
+    expect(await s.ctx.store.get(sql`SELECT count(*) AS n FROM contacts WHERE phone = '+abc'`)).toEqual({ n: 0 });
   });
 });
