@@ -24,7 +24,7 @@ export interface EnqueueRow {
 // A completion with a lease must find the job still running under that same claim: after a
 // lifeline reclaim, the stale holder's result is dropped, exactly as if it had crashed. Without
 // a lease (by = null), the job is settled whatever holds it (the operator, a test).
-type Owner = { by: string | null; attempts: number | null };
+export type Owner = { by: string | null; attempts: number | null };
 
 export function owner(lease?: Lease): Owner {
   return lease ? { by: lease.workerId, attempts: lease.attempts } : { by: null, attempts: null };

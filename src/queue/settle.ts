@@ -3,7 +3,7 @@ import type { Tx } from '../db/query.js';
 import { type Sql, sql } from '../db/sql.js';
 import { backoffMs, type BackoffOptions } from './backoff.js';
 import type { Job, JobQueue, Lease } from './queue.js';
-import { clip, owner, q } from './queue-sql.js';
+import { clip, owner, q, type Owner } from './queue-sql.js';
 
 // How one finished job's result lands in the database, inside the worker's batch transaction,
 // on either store. User code (apply, onDead) runs in a savepoint of its own, so a throw rolls
@@ -68,10 +68,6 @@ export type Steps<T> = Generator<Step, T, unknown>;
 export interface StepTarget {
   tx: Tx;
   conn: SyncQueryable | undefined;
-}
-
-function* get<R>(query: Sql): Steps<R | undefined> {
-  return (yield { op: 'get', q: query }) as R | undefined;
 }
 
 function* run(query: Sql): Steps<{ changes: number }> {
@@ -148,6 +144,9 @@ export class BatchRolledBack extends Error {
 const SAVEPOINT = sql`SAVEPOINT job_settle`;
 const ROLLBACK_TO = sql`ROLLBACK TO SAVEPOINT job_settle`;
 const RELEASE = sql`RELEASE SAVEPOINT job_settle`;
+const SAVEPOINT_STEP: Step = { op: 'run', q: SAVEPOINT };
+const ROLLBACK_TO_STEP: Step = { op: 'run', q: ROLLBACK_TO };
+const RELEASE_STEP: Step = { op: 'run', q: RELEASE };
 
 /** body in a savepoint: a throw rolls back what it wrote and is passed on. */
 export function* savepoint<T>(body: () => Steps<T>): Steps<T> {
@@ -197,33 +196,107 @@ function safeJson(v: unknown): string {
   }
 }
 
-/** The steps that settle one job: drive(target, settle(…)) runs them. */
+/**
+ * The steps that settle one job: drive(target, settle(…)) runs them. One generator, yielding
+ * its statements and user code itself: a settle runs for every finished job, and delegating
+ * through a generator per statement and per savepoint cost more than SQLite's statements did.
+ */
 export function* settle(ctx: SettleContext, job: Job, lease: Lease, result: JobResult, now: number): Steps<Outcome> {
   const hooks = ctx.hooks(job.kind);
-  const withUserCode = ('apply' in result && result.apply !== undefined) || hooks?.onDead !== undefined;
   // A bare completion is one statement, atomic on its own: skip the savepoint round trip.
-  const once = (r: JobResult) =>
-    withUserCode
-      ? savepoint(() => settleOnce(ctx, job, lease, r, now, hooks))
-      : settleOnce(ctx, job, lease, r, now, hooks);
-  try {
-    return yield* once(result);
-  } catch (err) {
-    if (err instanceof BatchRolledBack) throw err;
-    const error = `${result.type === 'ok' || result.type === 'snooze' ? 'apply' : 'apply/onDead'} failed: ${errorMessage(err)}`;
-    ctx.log('warn', { jobId: job.id, kind: job.kind, err }, 'job settlement threw; rolled back and retrying the job');
+  const withUserCode = ('apply' in result && result.apply !== undefined) || hooks?.onDead !== undefined;
+  const by = owner(lease);
+  let r = result;
+  let error = '';
+  // Tries: the result; a retry when its user code threw; a retry without hooks when onDead threw.
+  for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      return yield* once({ type: 'retry', error });
-    } catch (err2) {
-      if (err2 instanceof BatchRolledBack) throw err2;
-      // onDead itself throws: dead-letter without hooks rather than loop forever.
-      ctx.log('error', { jobId: job.id, kind: job.kind, err: err2 }, 'onDead threw; job dead-lettered without it');
-      const afterMs = retryDelay(ctx, job, {});
-      const st = yield* retryStep(job, lease, afterMs, error, now);
-      if (st === null) return { kind: 'lost' };
-      return st === 'dead' ? { kind: 'dead' } : { kind: 'retried', runAt: now + afterMs };
+      if (withUserCode) yield SAVEPOINT_STEP;
+      let outcome: Outcome;
+      try {
+        switch (r.type) {
+          case 'ok': {
+            if (((yield { op: 'run', q: q.complete(job.id, by) }) as Changes).changes !== 1) {
+              outcome = lost(ctx, job);
+              break;
+            }
+            if (r.apply) yield { op: 'call', fn: r.apply };
+            outcome = { kind: 'completed' };
+            break;
+          }
+          case 'snooze': {
+            const afterMs = Math.max(0, Math.round(r.afterMs));
+            if (((yield { op: 'run', q: q.snooze(job.id, by, now + afterMs, now) }) as Changes).changes !== 1) {
+              outcome = lost(ctx, job);
+              break;
+            }
+            if (r.apply) yield { op: 'call', fn: r.apply };
+            outcome = { kind: 'snoozed', runAt: now + afterMs };
+            break;
+          }
+          case 'retry': {
+            const afterMs = Math.max(0, Math.round(retryDelay(ctx, job, r)));
+            const row = (yield retryStep(job, by, afterMs, r.error, now)) as RetryRow | undefined;
+            if (!row) {
+              outcome = lost(ctx, job);
+              break;
+            }
+            if (r.apply) yield { op: 'call', fn: r.apply };
+            if (row.state === 'retry') {
+              outcome = { kind: 'retried', runAt: now + afterMs };
+              break;
+            }
+            const why = r.error;
+            if (hooks?.onDead) yield { op: 'call', fn: (tx) => hooks.onDead!(job, why, tx) };
+            outcome = dead(ctx, job, why);
+            break;
+          }
+          case 'fail': {
+            if (((yield { op: 'run', q: q.fail(job.id, by, clip(r.error), now) }) as Changes).changes !== 1) {
+              outcome = lost(ctx, job);
+              break;
+            }
+            if (r.apply) yield { op: 'call', fn: r.apply };
+            const why = r.error;
+            if (hooks?.onDead) yield { op: 'call', fn: (tx) => hooks.onDead!(job, why, tx) };
+            outcome = dead(ctx, job, why);
+            break;
+          }
+        }
+      } catch (err) {
+        // What the user code wrote is rolled back, and the error passed on.
+        if (withUserCode && !(err instanceof BatchRolledBack)) {
+          try {
+            yield ROLLBACK_TO_STEP;
+            yield RELEASE_STEP;
+          } catch {
+            throw new BatchRolledBack(err);
+          }
+        }
+        throw err;
+      }
+      if (withUserCode) yield RELEASE_STEP;
+      return outcome;
+    } catch (err) {
+      if (err instanceof BatchRolledBack) throw err;
+      if (attempt === 0) {
+        error = `${result.type === 'ok' || result.type === 'snooze' ? 'apply' : 'apply/onDead'} failed: ${errorMessage(err)}`;
+        ctx.log(
+          'warn',
+          { jobId: job.id, kind: job.kind, err },
+          'job settlement threw; rolled back and retrying the job',
+        );
+        r = { type: 'retry', error };
+      } else {
+        ctx.log('error', { jobId: job.id, kind: job.kind, err }, 'onDead threw; job dead-lettered without it');
+      }
     }
   }
+  // onDead itself throws: dead-letter without hooks rather than loop forever.
+  const afterMs = retryDelay(ctx, job, {});
+  const row = (yield retryStep(job, by, Math.max(0, Math.round(afterMs)), error, now)) as RetryRow | undefined;
+  if (!row) return { kind: 'lost' };
+  return row.state === 'dead' ? { kind: 'dead' } : { kind: 'retried', runAt: now + afterMs };
 }
 
 /** The longest a provider's hint (minAfterMs) is honoured: a bogus Retry-After of a day must not hold a message a day. */
@@ -233,57 +306,12 @@ function retryDelay(ctx: SettleContext, job: Job, r: { afterMs?: number; minAfte
   return r.afterMs ?? Math.max(Math.min(r.minAfterMs ?? 0, MAX_HINT_MS), backoffMs(job.attempts, ctx.backoff));
 }
 
-function* retryStep(
-  job: Job,
-  lease: Lease,
-  afterMs: number,
-  error: string,
-  now: number,
-): Steps<'retry' | 'dead' | null> {
-  const runAt = now + Math.max(0, Math.round(afterMs));
-  const row = yield* get<{ state: 'retry' | 'dead' }>(q.retry(job.id, owner(lease), runAt, clip(error), now));
-  return row ? row.state : null;
-}
+type Changes = { changes: number };
+type RetryRow = { state: 'retry' | 'dead' };
 
-function* applyStep(apply: Apply | undefined): Steps<void> {
-  if (apply) yield* userCode(apply);
-}
-
-function* settleOnce(
-  ctx: SettleContext,
-  job: Job,
-  lease: Lease,
-  r: JobResult,
-  now: number,
-  hooks: KindHooks | undefined,
-): Steps<Outcome> {
-  const by = owner(lease);
-  switch (r.type) {
-    case 'ok':
-      if ((yield* run(q.complete(job.id, by))).changes !== 1) return lost(ctx, job);
-      yield* applyStep(r.apply);
-      return { kind: 'completed' };
-    case 'snooze': {
-      const afterMs = Math.max(0, Math.round(r.afterMs));
-      if ((yield* run(q.snooze(job.id, by, now + afterMs, now))).changes !== 1) return lost(ctx, job);
-      yield* applyStep(r.apply);
-      return { kind: 'snoozed', runAt: now + afterMs };
-    }
-    case 'retry': {
-      const afterMs = Math.max(0, Math.round(retryDelay(ctx, job, r)));
-      const state = yield* retryStep(job, lease, afterMs, r.error, now);
-      if (state === null) return lost(ctx, job);
-      yield* applyStep(r.apply);
-      if (state === 'retry') return { kind: 'retried', runAt: now + afterMs };
-      if (hooks?.onDead) yield* userCode((tx) => hooks.onDead!(job, r.error, tx));
-      return dead(ctx, job, r.error);
-    }
-    case 'fail':
-      if ((yield* run(q.fail(job.id, by, clip(r.error), now))).changes !== 1) return lost(ctx, job);
-      yield* applyStep(r.apply);
-      if (hooks?.onDead) yield* userCode((tx) => hooks.onDead!(job, r.error, tx));
-      return dead(ctx, job, r.error);
-  }
+/** The retry's statement (`afterMs` whole and not negative): the row's new state, or none when the lease no longer stands. */
+function retryStep(job: Job, by: Owner, afterMs: number, error: string, now: number): Step {
+  return { op: 'get', q: q.retry(job.id, by, now + afterMs, clip(error), now) };
 }
 
 /** A job out of attempts: the operator's log says so (msgctl jobs dead lists them). */
