@@ -9,7 +9,9 @@ import { configDefaults, defineConfig } from 'vitest/config';
 /** `npm test`'s suites that run here too, msgd on PostgreSQL. */
 const onBothStores: string[] = [
   // test/e2e: msgd children get the database through MSGD_DATABASE_URL and MSGD_MASTER_KEY (test/e2e/child.ts).
-  'test/e2e/**/*.test.ts',
+  'test/e2e/dispatch-*.test.ts',
+  'test/e2e/failover-crash.test.ts',
+  'test/e2e/shutdown*.test.ts',
   // test/webhooks-in, test/webhooks-out: provider webhooks in, partner webhooks out.
   'test/webhooks-in/**/*.test.ts',
   'test/webhooks-out/**/*.test.ts',

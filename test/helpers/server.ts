@@ -23,8 +23,6 @@ export function tmpDir(prefix = 'msgd-test-'): string {
 
 export interface TestServer extends Server {
   dataDir: string;
-  /** msgd's PostgreSQL database (MSGD_DATABASE_URL); undefined on SQLite. */
-  databaseUrl?: string;
   logs: string[];
   ctx: CoreCtx;
   /** msgd's clock: advance() it instead of sleeping until something expires. */
@@ -88,7 +86,6 @@ export async function startTestServer(
   return {
     ...server,
     dataDir,
-    databaseUrl: env.MSGD_DATABASE_URL,
     logs,
     ctx: server.rt.ctx,
     clock,

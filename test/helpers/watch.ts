@@ -53,14 +53,18 @@ export interface Watch {
 
 /**
  * Watch one value (the first column of the first row of `q`) in msgd's store: the data dir's
- * database, or the PostgreSQL database at `databaseUrl` when it is given.
+ * database, or the PostgreSQL database of storeEnv's MSGD_DATABASE_URL (startTestServer's).
  */
-export async function watchValue(where: { dataDir: string; databaseUrl?: string }, q: Sql): Promise<Watch> {
+export async function watchValue(
+  where: { dataDir: string; storeEnv?: Record<string, string> },
+  q: Sql,
+): Promise<Watch> {
   const stop = new SharedArrayBuffer(4);
-  const workerData = where.databaseUrl
-    ? { driver: require.resolve('pg'), url: where.databaseUrl, ...render(q, 'postgres'), stop }
+  const url = where.storeEnv?.MSGD_DATABASE_URL;
+  const workerData = url
+    ? { driver: require.resolve('pg'), url, ...render(q, 'postgres'), stop }
     : { driver: require.resolve('better-sqlite3'), file: join(where.dataDir, 'msgd.db'), ...render(q, 'sqlite'), stop };
-  const w = new Worker(where.databaseUrl ? PG_POLLER : SQLITE_POLLER, { eval: true, workerData });
+  const w = new Worker(url ? PG_POLLER : SQLITE_POLLER, { eval: true, workerData });
   const next = () =>
     new Promise<unknown>((resolve, reject) => {
       w.once('message', resolve);
