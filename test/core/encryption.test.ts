@@ -12,6 +12,7 @@ import { openTestCtx } from '../helpers/ctx.js';
 
 // Secrets at rest: no byte sequence of a secret value may appear in the database, its WAL
 // or its shared-memory file, in any encoding a careless write might have used.
+// SQLite only: it reads the bytes of the data directory's files (the database, WAL, -shm).
 
 const SECRETS = {
   wa: 'WA-ACCESS-TOKEN-4c1f8e2a9b7d',

@@ -11,6 +11,8 @@ import { openTestCtx } from '../helpers/ctx.js';
 // Two OS processes, each with its own SQLite connection to the same file, race to debit
 // one partner. The conditional UPDATE in debit() must let exactly as many debits through
 // as balance + credit covers, whatever the interleaving.
+// SQLite only: the processes share the data directory's file and its write lock; concurrent
+// money moves on both stores are in test/both/ledger.test.ts.
 
 const WORKER = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'debit-worker.mjs');
 const UNIT = 10_000; // 0.01
