@@ -80,10 +80,30 @@ export function parseStoredWebhook(
       method: row.method,
     });
     if (payload === null) return { fault: 'no_parse' };
-    return { handler, events: handler.events(payload, row.received_at) };
+    return { handler, events: replaceNul(handler.events(payload, row.received_at)) };
   } catch (error) {
     return { fault: 'threw', error };
   }
+}
+
+/** U+FFFD REPLACEMENT CHARACTER: what a NUL in a provider's text becomes. */
+export const NUL_REPLACEMENT = '\uFFFD';
+
+/**
+ * Every NUL (U+0000) in the strings of a webhook's events, keys included, as U+FFFD. A provider
+ * may send one (JSON "\u0000", a form's %00) in any text it relays (a message, a profile name, a
+ * bounce reason), and PostgreSQL's text cannot hold it: left in, the webhook's events would fail
+ * to apply there and the message would be lost. Done here, where both stores and the console's
+ * tail read stored webhooks, so a message reads the same on either store. The stored request
+ * body (bytes) keeps what the provider sent.
+ */
+export function replaceNul<T>(value: T): T {
+  if (typeof value === 'string') return (value.includes('\0') ? value.replaceAll('\0', NUL_REPLACEMENT) : value) as T;
+  if (Array.isArray(value)) return value.map((v) => replaceNul(v)) as T;
+  if (value === null || typeof value !== 'object' || Buffer.isBuffer(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[replaceNul(k)] = replaceNul(v);
+  return out as T;
 }
 
 /** Headers that prove or grant something: never stored. Signatures are per-request, but a log is not the place for them. */
