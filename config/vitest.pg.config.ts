@@ -15,6 +15,8 @@ const onBothStores: string[] = [
   // test/webhooks-in, test/webhooks-out: provider webhooks in, partner webhooks out.
   'test/webhooks-in/**/*.test.ts',
   'test/webhooks-out/**/*.test.ts',
+  // test/ops: metrics, alerting rules, the dashboard, logs.
+  'test/ops/**/*.test.ts',
 ];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */

@@ -3,6 +3,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { SMS, send, sandboxPartner } from '../helpers/gateways.js';
 import { waitFor } from '../helpers/wait.js';
 import { hasPromtool, promtool } from './helpers.js';
+import { sql } from '../../src/db/sql.js';
 
 // A scrape is valid Prometheus text that Prometheus' own linter accepts: `promtool check
 // metrics` where promtool is installed (CI installs it and fails without it), and everywhere
@@ -14,7 +15,7 @@ let text: string;
 beforeAll(async () => {
   s = await startTestServer({ 'metrics.port': 0 });
   const p = await sandboxPartner(s.ctx, { balance: '10', channels: ['sms'] });
-  s.ctx.db.sqlite.prepare(`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ?`).run(p.gateways.sms);
+  await s.ctx.store.run(sql`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ${p.gateways.sms}`);
   // Every kind of series with samples: a send accepted, dispatched and reported, one refused,
   // a method no route takes, a request the router does not know.
   expect((await send(s.url, SMS, { to: '+14155550123', text: 'hi' }, p.token)).status).toBe(200);

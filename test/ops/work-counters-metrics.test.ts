@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { SMS, send, sandboxPartner } from '../helpers/gateways.js';
 import { waitFor } from '../helpers/wait.js';
+import { sql } from '../../src/db/sql.js';
 
 // /metrics exports msgd's work counters, the same ones msgctl tui's overview shows.
 
@@ -17,9 +18,7 @@ describe('/metrics and the work counters', () => {
   it('counts a sandbox send and its verified status webhook', async () => {
     s = await startTestServer({ 'metrics.token': TOKEN });
     const p = await sandboxPartner(s.ctx, { balance: '10', channels: ['sms'] });
-    s.ctx.db.sqlite
-      .prepare(`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ?`)
-      .run(p.gateways.sms);
+    await s.ctx.store.run(sql`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ${p.gateways.sms}`);
     expect((await send(s.url, SMS, { to: '+14155550123', text: 'hi' }, p.token)).status).toBe(200);
     const text = await waitFor(
       async () => {
