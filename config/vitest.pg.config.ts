@@ -15,7 +15,8 @@ const onBothStores: string[] = [
   // test/webhooks-in, test/webhooks-out: provider webhooks in, partner webhooks out.
   'test/webhooks-in/**/*.test.ts',
   'test/webhooks-out/**/*.test.ts',
-  // test/ops: metrics, alerting rules, the dashboard, logs.
+  // test/http, test/ops: the send API and HTTP envelope, metrics and logs.
+  'test/http/**/*.test.ts',
   'test/ops/**/*.test.ts',
 ];
 

@@ -7,6 +7,8 @@ import { asciiJson, metaHeaders, pageEvent, postWebhook, waInbound } from '../fa
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { processed } from '../helpers/webhook-log.js';
+import { balanceOf } from '../helpers/rows.js';
+import { sql } from '../../src/db/sql.js';
 
 // Meta's 24-hour customer-service window, enforced by msgd before any cost: a free-form
 // WhatsApp, Messenger or Instagram message to a customer who has not written to that number
@@ -27,12 +29,9 @@ let p: Awaited<ReturnType<typeof setupPartner>>;
 let waGateway: string;
 let fbGateway: string;
 
-const balance = () =>
-  (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as { balance: number })
-    .balance;
-const messageCount = () =>
-  (s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM messages WHERE partner_id = ?').get(p.partnerId) as { n: number })
-    .n;
+const balance = () => balanceOf(s.ctx, p.partnerId);
+const messageCount = async () =>
+  (await s.ctx.store.get<{ n: number }>(sql`SELECT COUNT(*) AS n FROM messages WHERE partner_id = ${p.partnerId}`))!.n;
 
 beforeAll(async () => {
   graph = await startGraphFake({
@@ -104,10 +103,10 @@ function expectOutside(r: { status: number; body: any }, hint: RegExp) {
 
 describe('WhatsApp', () => {
   it('refuses a free-form message to a customer who never wrote, on both APIs, before any cost', async () => {
-    const before = [balance(), messageCount()];
+    const before = [await balance(), await messageCount()];
     expectOutside(await sendWa({ to: '+16505550001', text: 'hello' }), /template/);
     expectOutside(await sendV1({ channel: 'whatsapp', to: '+16505550001', body: 'hello' }), /template/);
-    expect([balance(), messageCount()]).toEqual(before);
+    expect([await balance(), await messageCount()]).toEqual(before);
     expect(graph.requests).toHaveLength(0);
   });
 
@@ -119,7 +118,7 @@ describe('WhatsApp', () => {
       { channel: 'whatsapp', address: who, reason: 'unsubscribe' },
       'operator:test',
     );
-    const before = [balance(), messageCount()];
+    const before = [await balance(), await messageCount()];
     for (const r of [
       await sendWa({ to: who, text: 'hello' }),
       await sendV1({ channel: 'whatsapp', to: who, body: 'hello' }),
@@ -128,15 +127,15 @@ describe('WhatsApp', () => {
       expect(r.body.error.code).toBe('recipient_suppressed');
       expect(r.body.error.details).toMatchObject([{ field: 'to', code: 'unsubscribe' }]);
     }
-    expect([balance(), messageCount()]).toEqual(before);
+    expect([await balance(), await messageCount()]).toEqual(before);
     expect(graph.requests).toHaveLength(0);
   });
 
   it('lets a template through outside the window', async () => {
-    const before = balance();
+    const before = await balance();
     const r = await sendWa({ to: '+16505550002', type: 'template', template: 'order_shipped', language: 'en_US' });
     expect(r.status, r.text).toBe(200);
-    expect(before - balance()).toBe(50_000);
+    expect(before - (await balance())).toBe(50_000);
     await waitFor(() => graph.requests.length === 1, 'the template to reach Graph', 5000);
   });
 
@@ -161,10 +160,10 @@ describe('WhatsApp', () => {
     const who = '+16505550004';
     const wrote = Date.now() - 25 * HOUR;
     await customerWrites(who, wrote);
-    const before = balance();
+    const before = await balance();
     expectOutside(await sendWa({ to: who, text: 'too late' }), /template/);
-    expect(balance()).toBe(before);
-    const list = await postJsonGet(`/v1/conversations?contact=${contactId(who)}`);
+    expect(await balance()).toBe(before);
+    const list = await postJsonGet(`/v1/conversations?contact=${await contactId(who)}`);
     expect(Date.parse(list.data[0].window_expires_at)).toBeLessThan(Date.now());
     // A message they send now opens it again.
     await customerWrites(who);
@@ -178,16 +177,16 @@ describe('WhatsApp', () => {
     const first = await postJson(`${s.url}/api/send-whatsapp.php`, body, p.token, { 'idempotency-key': 'cw-1' });
     expect(first.status).toBe(200);
     // The customer's last message is now 25 hours old.
-    s.ctx.db.sqlite
-      .prepare('UPDATE messages SET sent_at = sent_at - ? WHERE partner_id = ? AND "from" = ?')
-      .run(25 * HOUR, p.partnerId, who);
-    s.ctx.db.sqlite
-      .prepare('UPDATE conversations SET last_inbound_at = last_inbound_at - ? WHERE contact_id = ?')
-      .run(25 * HOUR, contactId(who));
-    const before = balance();
+    await s.ctx.store.run(
+      sql`UPDATE messages SET sent_at = sent_at - ${25 * HOUR} WHERE partner_id = ${p.partnerId} AND "from" = ${who}`,
+    );
+    await s.ctx.store.run(
+      sql`UPDATE conversations SET last_inbound_at = last_inbound_at - ${25 * HOUR} WHERE contact_id = ${await contactId(who)}`,
+    );
+    const before = await balance();
     const again = await postJson(`${s.url}/api/send-whatsapp.php`, body, p.token, { 'idempotency-key': 'cw-1' });
     expect([again.status, again.body, again.headers.get('idempotent-replayed')]).toEqual([200, first.body, 'true']);
-    expect(balance()).toBe(before);
+    expect(await balance()).toBe(before);
     expectOutside(await sendWa({ to: who, text: 'a new one' }), /template/);
   });
 
@@ -247,10 +246,10 @@ describe('Messenger', () => {
   const PSID = '6543210987654321';
 
   it('refuses outside the window and says a message tag would pass', async () => {
-    const before = balance();
+    const before = await balance();
     expectOutside(await sendWa({ channel: 'messenger', to: PSID, text: 'hello' }), /message tag/);
     expectOutside(await sendV1({ channel: 'messenger', to: PSID, body: 'hello' }), /MESSAGE_TAG/);
-    expect(balance()).toBe(before);
+    expect(await balance()).toBe(before);
     expect(graph.requests.filter((r) => r.path.includes(PAGE))).toHaveLength(0);
   });
 
@@ -283,12 +282,10 @@ describe('Messenger', () => {
   });
 });
 
-function contactId(phone: string): string {
-  return (
-    s.ctx.db.sqlite.prepare('SELECT id FROM contacts WHERE partner_id = ? AND phone = ?').get(p.partnerId, phone) as {
-      id: string;
-    }
-  ).id;
+async function contactId(phone: string): Promise<string> {
+  return (await s.ctx.store.get<{ id: string }>(
+    sql`SELECT id FROM contacts WHERE partner_id = ${p.partnerId} AND phone = ${phone}`,
+  ))!.id;
 }
 
 async function postJsonGet(path: string): Promise<any> {

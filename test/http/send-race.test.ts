@@ -2,6 +2,7 @@ import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acceptStats } from '../../src/core/send.js';
 import { parseMoney } from '../../src/lib/money.js';
+import { sql } from '../../src/db/sql.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
@@ -89,9 +90,9 @@ describe('race for the last funds', () => {
       const bodies = twilio.requests.map((r) => r.body.Body).sort();
       expect(new Set(bodies).size).toBe(100);
       expect(bodies).toEqual(msgs.map((m) => JSON.parse(m.content).text).sort());
-      const left = s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`).get() as {
-        n: number;
-      };
+      const left = (await s.ctx.store.get<{ n: number }>(
+        sql`SELECT COUNT(*) AS n FROM jobs WHERE kind = 'message.dispatch'`,
+      ))!;
       expect(left.n).toBe(0);
     } finally {
       await pool.close();

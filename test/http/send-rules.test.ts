@@ -10,7 +10,7 @@ import { updateGateway } from '../../src/core/gateways.js';
 import { unassignChannel } from '../../src/core/channels.js';
 import { setPrice } from '../../src/core/prices.js';
 import { parseMoney } from '../../src/lib/money.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { serverStore, startTestServer, type TestServer } from '../helpers/server.js';
 import { EMAIL, SMS, WHATSAPP, sandboxPartner, send } from '../helpers/gateways.js';
 import { balanceOf, messagesOf } from '../helpers/rows.js';
 import { coreCtx } from '../helpers/ctx.js';
@@ -754,8 +754,21 @@ describe('HTTP envelope', () => {
 });
 
 describe('operator changes from another connection (msgctl) apply on the next request', () => {
-  /** Run fn with a core context on a second SQLite connection to the server's file, as msgctl has. */
+  /** Run fn with a core context on a connection of its own to the server's store, as msgctl has. */
   async function asMsgctl(fn: (ctl: CoreCtx) => Promise<void>) {
+    if (serverStore === 'postgres') {
+      const { openStore } = await import('../../src/db/open-store.js');
+      const opened = await openStore(s.rt.config, {
+        env: { MSGD_MASTER_KEY: s.ctx.masterKey.toString('hex') },
+        migrate: false,
+      });
+      try {
+        await fn({ ...s.ctx, db: opened.db, store: opened.store });
+      } finally {
+        await opened.close();
+      }
+      return;
+    }
     const db2 = openDb(s.rt.dataDir!.db.path);
     try {
       await fn(coreCtx({ db: db2, masterKey: s.ctx.masterKey }, { config: s.ctx.config }));
@@ -764,7 +777,7 @@ describe('operator changes from another connection (msgctl) apply on the next re
     }
   }
 
-  it('suspend, activate, top up and revoke through a second SQLite connection', async () => {
+  it('suspend, activate, top up and revoke through a second connection', async () => {
     const p = await sandboxPartner(s.ctx, { balance: '0.01', prices: { sms: '0.01' } });
     await asMsgctl(async (ctl) => {
       expect((await send(s.url, SMS, VALID[SMS], p.token)).status).toBe(200);

@@ -2,15 +2,24 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { quote, setPrice } from '../../src/core/prices.js';
 import { accept, preflight } from '../../src/core/send.js';
 import { templatePreflight } from '../../src/core/whatsapp-template-send.js';
-import { addSuppression } from '../../src/core/suppressions.js';
-import { releaseScheduled } from '../../src/core/scheduled.js';
+import { addSuppressionIn } from '../../src/core/suppressions.js';
+import { releaseScheduledIn } from '../../src/core/scheduled.js';
+import { sql } from '../../src/db/sql.js';
 import { pageOf, templateOut } from '../../src/http/schemas/v1.js';
 import { syncGatewayTemplates } from '../../src/jobs/template-sync.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { startGraphFake, type GraphFake, type MetaTemplate } from '../fakes/graph.js';
 import { asciiJson, metaHeaders, postWebhook, waInbound } from '../fakes/webhook-senders.js';
-import { rmSync } from 'node:fs';
-import { connect, postJson, setupPartner, startTestServer, tmpDir, type TestServer } from '../helpers/server.js';
+import {
+  connect,
+  keptStore,
+  type KeptStore,
+  postJson,
+  setupPartner,
+  startTestServer,
+  type TestServer,
+} from '../helpers/server.js';
+import { balanceOf } from '../helpers/rows.js';
 import { waitFor } from '../helpers/wait.js';
 import { processed } from '../helpers/webhook-log.js';
 
@@ -157,14 +166,11 @@ let graph: GraphFake;
 let s: TestServer;
 let p: Awaited<ReturnType<typeof setupPartner>>;
 let gatewayId: string;
-const dataDir = tmpDir();
+let kept: KeptStore;
 
-const balance = () =>
-  (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(p.partnerId) as { balance: number })
-    .balance;
-const messageCount = () =>
-  (s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM messages WHERE partner_id = ?').get(p.partnerId) as { n: number })
-    .n;
+const balance = () => balanceOf(s.ctx, p.partnerId);
+const messageCount = async () =>
+  (await s.ctx.store.get<{ n: number }>(sql`SELECT COUNT(*) AS n FROM messages WHERE partner_id = ${p.partnerId}`))!.n;
 const posts = () => graph.requests.filter((r) => r.method === 'POST');
 const sync = () =>
   syncGatewayTemplates({ ctx: s.ctx, dispatcher: s.rt.dispatcher, timeoutMs: 5000 }, gatewayId) as Promise<any>;
@@ -216,14 +222,13 @@ const ORDER_UPDATE = {
 beforeAll(async () => {
   graph = await startGraphFake({ accounts: [{ id: PHONE_ID, kind: 'whatsapp', token: TOKEN }] });
   graph.setCatalogue(WABA, TOKEN, [...CATALOGUE, ...FILLERS]);
-  s = await startTestServer({ 'log.level': 'warn' }, { dataDir });
+  kept = await keptStore();
+  s = await startTestServer({ 'log.level': 'warn' }, { dataDir: kept.dataDir, env: kept.env });
   // The sync msgd runs on start (of no gateway yet) done, so the ones below are the test's own.
   await waitFor(
-    () =>
-      s.ctx.db.sqlite.prepare("SELECT 1 FROM cron_runs WHERE key LIKE 'whatsapp-templates-sync:%'").get() !==
-        undefined &&
-      s.ctx.db.sqlite.prepare("SELECT 1 FROM jobs WHERE kind = 'maintenance.whatsapp-templates-sync'").get() ===
-        undefined,
+    async () =>
+      (await s.ctx.store.get(sql`SELECT 1 FROM cron_runs WHERE key LIKE 'whatsapp-templates-sync:%'`)) !== undefined &&
+      (await s.ctx.store.get(sql`SELECT 1 FROM jobs WHERE kind = 'maintenance.whatsapp-templates-sync'`)) === undefined,
     'the sync on start',
     10_000,
   );
@@ -245,7 +250,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await s.stop();
   await graph.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await kept.drop();
 });
 beforeEach(() => graph.reset());
 
@@ -269,11 +274,9 @@ describe('sync', () => {
       expect(g.query.access_token).toBeUndefined();
       expect(g.query.fields).toContain('components');
     }
-    const rows = s.ctx.db.sqlite
-      .prepare(
-        'SELECT name, language, status, category, parameter_format FROM whatsapp_templates WHERE gateway_id = ? ORDER BY name, language',
-      )
-      .all(gatewayId) as any[];
+    const rows = await s.ctx.store.all<any>(
+      sql`SELECT name, language, status, category, parameter_format FROM whatsapp_templates WHERE gateway_id = ${gatewayId} ORDER BY name, language`,
+    );
     expect(rows).toHaveLength(CATALOGUE.length + FILLERS.length);
     expect(rows.find((r) => r.name === 'promo_named')).toEqual({
       name: 'promo_named',
@@ -288,11 +291,9 @@ describe('sync', () => {
     graph.setCatalogue(WABA, TOKEN, [...CATALOGUE, ...FILLERS.slice(1)]);
     try {
       await sync();
-      const n = s.ctx.db.sqlite
-        .prepare("SELECT COUNT(*) AS n FROM whatsapp_templates WHERE name = 'filler_000'")
-        .get() as {
-        n: number;
-      };
+      const n = (await s.ctx.store.get<{ n: number }>(
+        sql`SELECT COUNT(*) AS n FROM whatsapp_templates WHERE name = 'filler_000'`,
+      ))!;
       expect(n.n).toBe(0);
       expect((await sendWa({ name: 'filler_000', language: 'en_US' })).body.error.code).toBe('template_invalid');
     } finally {
@@ -307,9 +308,9 @@ describe('sync', () => {
       const out = await sync();
       expect(out.error).toMatch(/HTTP 401, Graph error 190/);
       expect(out.error).not.toContain(TOKEN);
-      const row = s.ctx.db.sqlite
-        .prepare('SELECT * FROM whatsapp_template_syncs WHERE gateway_id = ?')
-        .get(gatewayId) as any;
+      const row = await s.ctx.store.get<any>(
+        sql`SELECT * FROM whatsapp_template_syncs WHERE gateway_id = ${gatewayId}`,
+      );
       expect(row.error).toMatch(/190/);
       expect(row.synced_at).not.toBeNull();
       expect((await sendWa(ORDER_UPDATE)).status).toBe(200);
@@ -326,10 +327,10 @@ describe('a template send checked against the catalogue', () => {
   });
 
   it('passes a template that fits, and sends it to Meta as given', async () => {
-    const before = balance();
+    const before = await balance();
     const r = await sendWa(ORDER_UPDATE);
     expect(r.status, r.text).toBe(200);
-    expect(before - balance()).toBe(50_000);
+    expect(before - (await balance())).toBe(50_000);
     await waitFor(() => posts().length === 1, 'the template to reach Graph', 5000);
     expect(posts()[0].body.template.components).toEqual(ORDER_UPDATE.components);
   });
@@ -461,7 +462,7 @@ describe('a template send checked against the catalogue', () => {
   ];
 
   it.each(cases)('refuses %s with template_invalid, before any cost', async (_what, template, message, detail) => {
-    const before = [balance(), messageCount()];
+    const before = [await balance(), await messageCount()];
     const r = await sendWa(template);
     expect(r.status, r.text).toBe(400);
     expect(r.body.error.code).toBe('template_invalid');
@@ -470,7 +471,7 @@ describe('a template send checked against the catalogue', () => {
       field: detail.field,
       message: expect.stringMatching(detail.message),
     });
-    expect([balance(), messageCount()]).toEqual(before);
+    expect([await balance(), await messageCount()]).toEqual(before);
     await new Promise((res) => setTimeout(res, 50));
     expect(posts()).toHaveLength(0);
   });
@@ -596,15 +597,15 @@ describe('a template send checked against the catalogue', () => {
 
   it("a recipient's marketing opt-out stops a marketing template, not an authentication one, by the catalogue's category", async () => {
     const to = '+16505550177';
-    s.ctx.db.sqlite.transaction(() =>
-      addSuppression(s.ctx, {
+    await s.ctx.store.transaction((tx) =>
+      addSuppressionIn(tx, s.ctx, {
         partnerId: p.partnerId,
         channel: 'whatsapp',
         address: to,
         reason: 'provider_refused',
         source: 'test',
       }),
-    )();
+    );
     const otp = {
       name: 'otp_code',
       language: 'en_US',
@@ -655,23 +656,22 @@ describe('a template send checked against the catalogue', () => {
     );
     expect([sale.status, otp.status], JSON.stringify([sale.body, otp.body])).toEqual([200, 200]);
     // Then the customer stops marketing messages (Meta 131050), and their time comes.
-    s.ctx.db.sqlite.transaction(() =>
-      addSuppression(s.ctx, {
+    await s.ctx.store.transaction((tx) =>
+      addSuppressionIn(tx, s.ctx, {
         partnerId: p.partnerId,
         channel: 'whatsapp',
         address: to,
         reason: 'provider_refused',
         source: 'test',
       }),
-    )();
+    );
     const statusOf = (id: string) =>
-      s.ctx.db.sqlite.prepare('SELECT status, error_code FROM messages WHERE id = ?').get(id) as {
-        status: string;
-        error_code: string | null;
-      };
-    for (const r of [sale, otp]) s.ctx.db.sqlite.transaction(() => releaseScheduled(s.ctx, r.body.id))();
-    expect(statusOf(sale.body.id)).toEqual({ status: 'failed', error_code: 'recipient_suppressed' });
-    expect(statusOf(otp.body.id)).toEqual({ status: 'queued', error_code: null });
+      s.ctx.store.get<{ status: string; error_code: string | null }>(
+        sql`SELECT status, error_code FROM messages WHERE id = ${id}`,
+      );
+    for (const r of [sale, otp]) await s.ctx.store.transaction((tx) => releaseScheduledIn(tx, s.ctx, r.body.id));
+    expect(await statusOf(sale.body.id)).toEqual({ status: 'failed', error_code: 'recipient_suppressed' });
+    expect(await statusOf(otp.body.id)).toEqual({ status: 'queued', error_code: null });
   });
 });
 
@@ -780,7 +780,7 @@ describe('status and category webhooks', () => {
     );
     expect(pre.template).toBeDefined();
     await statusUpdate(t, 'PAUSED', Math.floor(Date.now() / 1000) + 500);
-    const before = [balance(), messageCount()];
+    const before = [await balance(), await messageCount()];
     await expect(
       accept(
         s.rt.acceptDeps,
@@ -788,14 +788,14 @@ describe('status and category webhooks', () => {
         { render: (m) => ({ id: m.id }) },
       ),
     ).rejects.toMatchObject({ code: 'template_invalid', message: expect.stringMatching(/is PAUSED/) });
-    expect([balance(), messageCount()]).toEqual(before);
+    expect([await balance(), await messageCount()]).toEqual(before);
     await statusUpdate(t, 'APPROVED', Math.floor(Date.now() / 1000) + 600);
   });
 
   it('a send racing a PAUSED webhook either passed before it or is refused: never debited and then failed', async () => {
     const t = CATALOGUE.find((c) => c.name === 'order_update' && c.language === 'en_US')!;
-    const before = balance();
-    const startedCount = messageCount();
+    const before = await balance();
+    const startedCount = await messageCount();
     const sends = Array.from({ length: 40 }, (_, i) => sendWa(ORDER_UPDATE, `+1650555${String(2000 + i)}`));
     const hook = statusUpdate(t, 'PAUSED', Math.floor(Date.now() / 1000) + 1000);
     const results = await Promise.all(sends);
@@ -806,18 +806,16 @@ describe('status and category webhooks', () => {
     expect(accepted.length + refused.length).toBe(40);
     for (const r of refused) expect(r.body.error.code, r.text).toBe('template_invalid');
     // Every accepted send was debited once, nothing else was.
-    expect(before - balance()).toBe(accepted.length * 50_000);
-    expect(messageCount() - startedCount).toBe(accepted.length);
+    expect(before - (await balance())).toBe(accepted.length * 50_000);
+    expect((await messageCount()) - startedCount).toBe(accepted.length);
     // Every accepted message was committed before the webhook's change; after it, all are refused.
-    const pausedAt = (
-      s.ctx.db.sqlite.prepare("SELECT updated_at FROM whatsapp_templates WHERE meta_id = '1001'").get() as {
-        updated_at: number;
-      }
-    ).updated_at;
+    const pausedAt = (await s.ctx.store.get<{ updated_at: number }>(
+      sql`SELECT updated_at FROM whatsapp_templates WHERE meta_id = '1001'`,
+    ))!.updated_at;
     for (const r of accepted) {
-      const m = s.ctx.db.sqlite.prepare('SELECT created_at FROM messages WHERE id = ?').get(r.body.id) as {
-        created_at: number;
-      };
+      const m = (await s.ctx.store.get<{ created_at: number }>(
+        sql`SELECT created_at FROM messages WHERE id = ${r.body.id}`,
+      ))!;
       expect(m.created_at).toBeLessThanOrEqual(pausedAt);
     }
     expect((await sendWa(ORDER_UPDATE)).body.error.code).toBe('template_invalid');
@@ -837,16 +835,14 @@ describe('price per template category', () => {
     );
   });
 
-  const lastDebit = () =>
-    s.ctx.db.sqlite
-      .prepare(
-        "SELECT amount, note FROM ledger_entries WHERE partner_id = ? AND kind = 'debit' ORDER BY id DESC LIMIT 1",
-      )
-      .get(p.partnerId) as { amount: number; note: string };
+  const lastDebit = async () =>
+    (await s.ctx.store.get<{ amount: number; note: string }>(
+      sql`SELECT amount, note FROM ledger_entries WHERE partner_id = ${p.partnerId} AND kind = 'debit' ORDER BY id DESC LIMIT 1`,
+    ))!;
 
   it('charges the category price, partner+category first, and says so in the ledger', async () => {
     expect((await sendWa({ name: 'spring_sale', language: 'en_US' })).status).toBe(200);
-    expect(lastDebit()).toEqual({ amount: -80_000, note: 'whatsapp template spring_sale (en_US), marketing' });
+    expect(await lastDebit()).toEqual({ amount: -80_000, note: 'whatsapp template spring_sale (en_US), marketing' });
     const otp = {
       name: 'otp_code',
       language: 'en_US',
@@ -856,9 +852,9 @@ describe('price per template category', () => {
       ],
     };
     expect((await sendWa(otp)).status).toBe(200);
-    expect(lastDebit().amount).toBe(-30_000);
+    expect((await lastDebit()).amount).toBe(-30_000);
     expect((await sendWa(ORDER_UPDATE, '+16505553001')).status).toBe(200);
-    expect(lastDebit()).toEqual({ amount: -20_000, note: 'whatsapp template order_update (en_US), utility' });
+    expect(await lastDebit()).toEqual({ amount: -20_000, note: 'whatsapp template order_update (en_US), utility' });
   });
 
   it('uses the category of the last template_category_update', async () => {
@@ -874,7 +870,7 @@ describe('price per template category', () => {
       Math.floor(Date.now() / 1000) + 3000,
     );
     expect((await sendWa({ name: 'spring_sale', language: 'en_US' }, '+16505553002')).status).toBe(200);
-    expect(lastDebit()).toEqual({ amount: -20_000, note: 'whatsapp template spring_sale (en_US), utility' });
+    expect(await lastDebit()).toEqual({ amount: -20_000, note: 'whatsapp template spring_sale (en_US), utility' });
   });
 
   it('a utility template inside an open customer-service window is free', async () => {
@@ -890,10 +886,10 @@ describe('price per template category', () => {
     );
     const res = await postWebhook(`${s.url}/api/webhook.php`, raw, metaHeaders(SECRET, raw));
     expect((await processed(s.ctx, res.json.id)).processing).toBe('processed');
-    const before = balance();
+    const before = await balance();
     expect((await sendWa(ORDER_UPDATE, who)).status).toBe(200);
-    expect(balance()).toBe(before);
-    expect(lastDebit()).toEqual({
+    expect(await balance()).toBe(before);
+    expect(await lastDebit()).toEqual({
       amount: 0,
       note: 'whatsapp template order_update (en_US), utility, free inside the customer-service window',
     });
@@ -918,7 +914,7 @@ describe('price per template category', () => {
         )
       ).status,
     ).toBe(200);
-    expect(before - balance()).toBe(80_000);
+    expect(before - (await balance())).toBe(80_000);
   });
 });
 
@@ -966,9 +962,9 @@ describe('GET /v1/templates', () => {
     }
     expect(cursor).toBeNull();
     expect(new Set(seen).size).toBe(seen.length);
-    const all = s.ctx.db.sqlite
-      .prepare("SELECT COUNT(*) AS n FROM whatsapp_templates WHERE gateway_id = ? AND category = 'marketing'")
-      .get(gatewayId) as { n: number };
+    const all = (await s.ctx.store.get<{ n: number }>(
+      sql`SELECT COUNT(*) AS n FROM whatsapp_templates WHERE gateway_id = ${gatewayId} AND category = 'marketing'`,
+    ))!;
     expect(seen).toHaveLength(all.n);
   });
 
@@ -989,13 +985,13 @@ describe('on start', () => {
     await s.stop();
     s.clock.advance(2000);
     graph.reset();
-    s = await startTestServer({ 'log.level': 'warn' }, { dataDir, clock: s.clock });
+    s = await startTestServer({ 'log.level': 'warn' }, { dataDir: kept.dataDir, env: kept.env, clock: s.clock });
     await waitFor(
-      () =>
+      async () =>
         (
-          s.ctx.db.sqlite
-            .prepare('SELECT templates FROM whatsapp_template_syncs WHERE gateway_id = ?')
-            .get(gatewayId) as any
+          await s.ctx.store.get<{ templates: number }>(
+            sql`SELECT templates FROM whatsapp_template_syncs WHERE gateway_id = ${gatewayId}`,
+          )
         )?.templates ===
         CATALOGUE.length + 10,
       'the catalogue read on start',
