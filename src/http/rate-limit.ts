@@ -110,13 +110,17 @@ const PRUNE_EVERY_MS = 60_000;
  * statement in flight per process: the requests that arrive meanwhile wait for the next, which
  * takes all of them at once (their keys in one UPDATE), so a busy instance makes far fewer
  * statements than requests, and a quiet one answers after one round trip. Exact across the
- * instances: a key's row is locked while a batch takes from it.
+ * instances: a key's row is locked while a batch takes from it. While the database does not
+ * answer or refuses the write, the instance limits by its own memory (as RateLimiter), so every
+ * answer keeps its RateLimit headers; a request that needs the database fails there (503).
  */
 export class SharedRateLimiter implements Limiter {
   private queue: Waiting[] = [];
   private running = false;
   private readonly known = new Set<string>();
   private prunedAt: number;
+  /** The limits while the database cannot take a batch. */
+  private readonly local: RateLimiter;
   /** Statements taken and requests decided, for tests and the docs' figures. */
   readonly stats = { batches: 0, requests: 0 };
 
@@ -125,6 +129,7 @@ export class SharedRateLimiter implements Limiter {
     private readonly now: () => number = Date.now,
   ) {
     this.prunedAt = now();
+    this.local = new RateLimiter(now);
   }
 
   take(key: string, perMinute: number): Promise<Verdict> {
@@ -173,9 +178,10 @@ export class SharedRateLimiter implements Limiter {
           seen.set(w.key, i + 1);
           w.resolve(verdictOf(now, asks.get(w.key)!.perMinute, took.get(w.key)!, i));
         }
-      } catch (e) {
-        // The database did not answer: the requests fail as any that needs it does (503).
-        for (const w of batch) w.reject(e);
+      } catch {
+        // The database did not answer or refused the write: this instance's memory decides
+        // meanwhile, and a request that needs the database fails there (503) with its headers.
+        for (const w of batch) w.resolve(this.local.take(w.key, w.perMinute));
       }
       this.pruneNowAndThen(now);
     }
