@@ -15,8 +15,9 @@ const onBothStores: string[] = [
   // test/webhooks-in, test/webhooks-out: provider webhooks in, partner webhooks out.
   'test/webhooks-in/**/*.test.ts',
   'test/webhooks-out/**/*.test.ts',
-  // test/http, test/ops: the send API and HTTP envelope, metrics and logs.
+  // test/http, test/v1, test/ops: the send API and HTTP envelope, the partner API, metrics and logs.
   'test/http/**/*.test.ts',
+  'test/v1/**/*.test.ts',
   'test/ops/**/*.test.ts',
 ];
 

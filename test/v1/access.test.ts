@@ -3,6 +3,7 @@ import { activatePartner, suspendPartner } from '../../src/core/partners.js';
 import { SCOPES, issueToken } from '../../src/core/tokens.js';
 import type { PartnerSetup, TestServer } from '../helpers/server.js';
 import { call, richPartner, startV1 } from './helpers.js';
+import { sql } from '../../src/db/sql.js';
 
 // Every /v1 route: its scope (403 insufficient_scope without it), a suspended partner (403),
 // no token (401), and another partner's ids answering exactly like ids that do not exist.
@@ -175,7 +176,9 @@ describe('isolation of lists and writes', () => {
   });
 
   it("B cannot delete, rotate or test A's endpoint; it stays as it was", async () => {
-    const before = server.ctx.db.sqlite.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').get(ids.whe);
+    const endpoint = () => server.ctx.store.get(sql`SELECT * FROM webhook_endpoints WHERE id = ${ids.whe}`);
+    const before = await endpoint();
+    expect(before).toBeDefined();
     for (const path of [
       `/v1/webhooks/${ids.whe}`,
       `/v1/webhooks/${ids.whe}/rotate-secret`,
@@ -184,6 +187,6 @@ describe('isolation of lists and writes', () => {
       const r = await call(server, path.endsWith(ids.whe) ? 'DELETE' : 'POST', path, { token: b.token });
       expect(r.status).toBe(404);
     }
-    expect(server.ctx.db.sqlite.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').get(ids.whe)).toEqual(before);
+    expect(await endpoint()).toEqual(before);
   });
 });

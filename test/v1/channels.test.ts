@@ -3,6 +3,7 @@ import { channelOut } from '../../src/http/schemas/v1.js';
 import { connect, setupPartner, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { call, startV1 } from './helpers.js';
+import { sql } from '../../src/db/sql.js';
 
 let server: TestServer;
 
@@ -59,33 +60,35 @@ describe('GET /v1/channels', () => {
     }
     // Let dispatch finish first: it must not overwrite the outcomes set below.
     await waitFor(
-      () =>
-        ids.every(
-          (id) =>
-            (server.ctx.db.sqlite.prepare('SELECT status FROM messages WHERE id = ?').get(id) as any).status === 'sent',
-        ),
+      async () =>
+        (
+          await server.ctx.store.all<{ status: string }>(
+            sql`SELECT status FROM messages WHERE id IN (${sql.join(ids.map((id) => sql`${id}`))})`,
+          )
+        ).every((m) => m.status === 'sent'),
       'sent',
       5000,
     );
     const health = async () => (await call(server, 'GET', '/v1/channels', { token: p.token })).body.data[0];
-    const db = server.ctx.db.sqlite;
-    const set = (status: string, which: string[], error: string | null = null) =>
-      which.forEach((id) =>
-        db.prepare('UPDATE messages SET status = ?, error_code = ? WHERE id = ?').run(status, error, id),
-      );
+    const set = async (status: string, which: string[], error: string | null = null) => {
+      for (const id of which)
+        await server.ctx.store.run(sql`UPDATE messages SET status = ${status}, error_code = ${error} WHERE id = ${id}`);
+    };
 
-    set('sent', ids);
+    await set('sent', ids);
     expect(await health()).toMatchObject({ health: 'ok', recent: { accepted: 4, failed: 0 } });
-    set('failed', ids.slice(0, 1), 'provider_error');
+    await set('failed', ids.slice(0, 1), 'provider_error');
     expect(await health()).toMatchObject({ health: 'degraded', recent: { accepted: 3, failed: 1 } });
-    set('failed', ids.slice(1, 3), 'provider_error');
-    set('sending', ids.slice(3), 'timeout');
+    await set('failed', ids.slice(1, 3), 'provider_error');
+    await set('sending', ids.slice(3), 'timeout');
     expect(await health()).toMatchObject({ health: 'down', recent: { accepted: 0, failed: 3, retrying: 1 } });
-    db.prepare(`UPDATE gateways SET status = 'disabled' WHERE id = ?`).run(gateway.id);
+    await server.ctx.store.run(sql`UPDATE gateways SET status = 'disabled' WHERE id = ${gateway.id}`);
     expect(await health()).toMatchObject({ health: 'disabled', status: 'disabled' });
     // Outside the window the history no longer counts.
-    db.prepare(`UPDATE gateways SET status = 'active' WHERE id = ?`).run(gateway.id);
-    db.prepare('UPDATE messages SET created_at = created_at - 3600000 WHERE partner_id = ?').run(p.partnerId);
+    await server.ctx.store.run(sql`UPDATE gateways SET status = 'active' WHERE id = ${gateway.id}`);
+    await server.ctx.store.run(
+      sql`UPDATE messages SET created_at = created_at - 3600000 WHERE partner_id = ${p.partnerId}`,
+    );
     expect(await health()).toMatchObject({ health: 'unknown' });
   });
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contactOut, pageOf } from '../../src/http/schemas/v1.js';
-import { setupPartner, type TestServer } from '../helpers/server.js';
+import { serverStore, setupPartner, type TestServer } from '../helpers/server.js';
 import { call, richPartner, startV1 } from './helpers.js';
 
 let server: TestServer;
@@ -113,25 +113,29 @@ describe('email addresses are one contact whatever their case', () => {
     expect(m.body).toMatchObject({ contact_id: a.body.id, to: 'CASE.test@EXAMPLE.com' });
   });
 
-  it('the 0003 migration lowercases stored addresses, except where two contacts would collide', async () => {
-    const { readFileSync } = await import('node:fs');
-    const db = server.ctx.db.sqlite;
-    const partner = (await setupPartner(server.ctx)).partnerId;
-    const ins = db.prepare(
-      `INSERT INTO contacts (id, partner_id, email, attributes, created_at, updated_at) VALUES (?, ?, ?, '{}', 1, 1)`,
-    );
-    ins.run('ct_mig1', partner, 'Old.Mixed@Example.com');
-    ins.run('ct_mig2', partner, 'DUP@example.com');
-    ins.run('ct_mig3', partner, 'dup@example.com');
-    db.exec(readFileSync(new URL('../../migrations/0003_contact_emails_lowercase.sql', import.meta.url), 'utf8'));
-    const email = (id: string) =>
-      (db.prepare('SELECT email FROM contacts WHERE id = ?').get(id) as { email: string }).email;
-    expect([email('ct_mig1'), email('ct_mig2'), email('ct_mig3')]).toEqual([
-      'old.mixed@example.com',
-      'DUP@example.com',
-      'dup@example.com',
-    ]);
-  });
+  // SQLite's migration, replayed on its database: PostgreSQL's schema (migrations/pg/) starts with lowercased addresses.
+  it.skipIf(serverStore === 'postgres')(
+    'the 0003 migration lowercases stored addresses, except where two contacts would collide',
+    async () => {
+      const { readFileSync } = await import('node:fs');
+      const db = server.ctx.db.sqlite;
+      const partner = (await setupPartner(server.ctx)).partnerId;
+      const ins = db.prepare(
+        `INSERT INTO contacts (id, partner_id, email, attributes, created_at, updated_at) VALUES (?, ?, ?, '{}', 1, 1)`,
+      );
+      ins.run('ct_mig1', partner, 'Old.Mixed@Example.com');
+      ins.run('ct_mig2', partner, 'DUP@example.com');
+      ins.run('ct_mig3', partner, 'dup@example.com');
+      db.exec(readFileSync(new URL('../../migrations/0003_contact_emails_lowercase.sql', import.meta.url), 'utf8'));
+      const email = (id: string) =>
+        (db.prepare('SELECT email FROM contacts WHERE id = ?').get(id) as { email: string }).email;
+      expect([email('ct_mig1'), email('ct_mig2'), email('ct_mig3')]).toEqual([
+        'old.mixed@example.com',
+        'DUP@example.com',
+        'dup@example.com',
+      ]);
+    },
+  );
 });
 
 describe('GET /v1/contacts', () => {

@@ -1,6 +1,10 @@
-import type { CoreCtx } from '../../src/core/context.js';
-import { findOrCreateContact } from '../../src/core/contacts.js';
-import { touchConversation } from '../../src/core/conversations.js';
+import type { ChannelType, CoreCtx } from '../../src/core/context.js';
+import { findOrCreateContactIn } from '../../src/core/contacts.js';
+import { touchConversationIn } from '../../src/core/conversations.js';
+import type { MessageContent } from '../../src/core/message-content.js';
+import type { Queryable } from '../../src/db/query.js';
+import { type Sql, sql } from '../../src/db/sql.js';
+import { newId } from '../../src/lib/ids.js';
 import { connect, setupPartner, startTestServer, type PartnerSetup, type TestServer } from '../helpers/server.js';
 
 export interface Res {
@@ -61,25 +65,71 @@ export async function richPartner(
 }
 
 /** Bulk conversations straight through core, as inbound/outbound traffic would make them. */
-export function seedConversations(
+export async function seedConversations(
   ctx: CoreCtx,
   partnerId: string,
   count: number,
   opts: { channel?: 'sms' | 'email'; prefix?: string } = {},
-) {
+): Promise<string[]> {
   const ids: string[] = [];
-  ctx.db.sqlite.transaction(() => {
+  await ctx.store.transaction(async (tx) => {
     for (let i = 0; i < count; i++) {
       const channel = opts.channel ?? (i % 3 === 0 ? 'email' : 'sms');
       const addr =
         channel === 'email'
           ? `${opts.prefix ?? 'c'}${i}@example.org`
           : `+1415${(opts.prefix ? 7 : 6).toString()}${String(i).padStart(6, '0')}`;
-      const { contact } = findOrCreateContact(ctx, partnerId, channel, addr);
-      ids.push(touchConversation(ctx, partnerId, contact.id, channel, null).id);
+      const { contact } = await findOrCreateContactIn(tx, ctx, partnerId, channel, addr);
+      ids.push((await touchConversationIn(tx, ctx, partnerId, contact.id, channel, null)).id);
     }
-  })();
+  });
   return ids;
+}
+
+export interface FreeOutbound {
+  partnerId: string;
+  channel: { id: string; type: ChannelType; gatewayId: string; sender: string };
+  to: string;
+  content: MessageContent;
+  status?: string;
+}
+
+/**
+ * Free outbound messages (price 0: no debit, no dispatch job) stored in `tx` as the send path
+ * stores them, in order: each recipient's contact and conversation found or made once, the
+ * messages in `status` (default queued), written a few hundred to a statement. Their ids.
+ */
+export async function storeOutboundsIn(tx: Queryable, ctx: CoreCtx, inputs: FreeOutbound[]): Promise<string[]> {
+  const now = ctx.now();
+  const threads = new Map<string, { contact: string; conversation: string }>();
+  const rows: Sql[] = [];
+  for (const m of inputs) {
+    const key = `${m.partnerId} ${m.channel.id} ${m.to}`;
+    let t = threads.get(key);
+    if (!t) {
+      const { contact } = await findOrCreateContactIn(tx, ctx, m.partnerId, m.channel.type, m.to);
+      const conv = await touchConversationIn(tx, ctx, m.partnerId, contact.id, m.channel.type, m.channel.id);
+      threads.set(key, (t = { contact: contact.id, conversation: conv.id }));
+    }
+    rows.push(
+      sql`(${newId('msg')}, ${m.partnerId}, 'outbound', ${m.channel.type}, ${m.channel.id}, ${m.channel.gatewayId},
+        ${t.conversation}, ${t.contact}, ${m.to}, ${m.channel.sender}, ${JSON.stringify(m.content)},
+        ${m.status ?? 'queued'}, ${now}, ${now})`,
+    );
+  }
+  for (let i = 0; i < rows.length; i += 500) {
+    await tx.run(
+      sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
+            contact_id, "to", "from", content, status, created_at, updated_at)
+          VALUES ${sql.join(rows.slice(i, i + 500))}`,
+    );
+  }
+  return rows.map((r) => r.values[0] as string);
+}
+
+/** One of storeOutboundsIn's messages: its id. */
+export async function storeOutboundIn(tx: Queryable, ctx: CoreCtx, input: FreeOutbound): Promise<string> {
+  return (await storeOutboundsIn(tx, ctx, [input]))[0];
 }
 
 export async function startV1(overrides: Record<string, unknown> = {}): Promise<TestServer> {

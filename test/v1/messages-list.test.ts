@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChannelType, CoreCtx } from '../../src/core/context.js';
-import { createInbound, createOutbound } from '../../src/core/messages.js';
+import { createInboundIn } from '../../src/core/messages.js';
+import { type Sql, sql } from '../../src/db/sql.js';
 import { SCAN_LIMIT } from '../../src/core/message-list.js';
 import { messageOut, pageOf } from '../../src/http/schemas/v1.js';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
-import { SENDERS, call, richPartner, startV1 } from './helpers.js';
+import { SENDERS, call, richPartner, startV1, storeOutboundIn, storeOutboundsIn } from './helpers.js';
 
 // GET /v1/messages: every filter, alone and combined, against the same messages read back by
 // brute force from the database; cursors that never skip or repeat; bounded pages.
@@ -18,10 +19,10 @@ let channels: Record<ChannelType, { id: string; gatewayId: string; sender: strin
 
 const get = (path: string, t = token) => call(server, 'GET', path, { token: t });
 
-function channelsOf(ctx: CoreCtx, pid: string) {
-  const rows = ctx.db.sqlite
-    .prepare("SELECT id, type, gateway_id, sender FROM channels WHERE partner_id = ? AND status = 'active'")
-    .all(pid) as { id: string; type: ChannelType; gateway_id: string; sender: string }[];
+async function channelsOf(ctx: CoreCtx, pid: string) {
+  const rows = await ctx.store.all<{ id: string; type: ChannelType; gateway_id: string; sender: string }>(
+    sql`SELECT id, type, gateway_id, sender FROM channels WHERE partner_id = ${pid} AND status = 'active'`,
+  );
   return Object.fromEntries(rows.map((r) => [r.type, { id: r.id, gatewayId: r.gateway_id, sender: r.sender }])) as any;
 }
 
@@ -35,15 +36,15 @@ const CUSTOMERS: Record<ChannelType, string[]> = {
 const STATUSES = ['queued', 'sent', 'delivered', 'failed', 'read'];
 
 /** Messages as the send path and inbound processing write them, with a spread of statuses. */
-function seed(ctx: CoreCtx, pid: string, n: number) {
+async function seed(ctx: CoreCtx, pid: string, n: number) {
   const types = Object.keys(CUSTOMERS) as ChannelType[];
-  ctx.db.sqlite.transaction(() => {
+  await ctx.store.transaction(async (tx) => {
     for (let i = 0; i < n; i++) {
       const type = types[i % types.length];
       const list = CUSTOMERS[type];
       const who = list[Math.floor(i / types.length) % list.length];
       if (i % 4 === 3) {
-        createInbound(ctx, {
+        await createInboundIn(tx, ctx, {
           partnerId: pid,
           channel: { ...channels[type], type },
           from: type === 'email' ? who.toLowerCase() : who,
@@ -52,21 +53,17 @@ function seed(ctx: CoreCtx, pid: string, n: number) {
           occurredAt: Date.now(),
         });
       } else {
-        const m = createOutbound(ctx, {
+        await storeOutboundIn(tx, ctx, {
           partnerId: pid,
           channel: { ...channels[type], type },
           to: who,
           content:
             type === 'email' ? { kind: 'email', subject: 's', text: `out ${i}` } : { kind: 'text', text: `out ${i}` },
-          price: 0,
-          segments: 1,
-          actor: 'test',
-          lowBalanceThreshold: null,
+          status: STATUSES[i % STATUSES.length],
         });
-        ctx.db.sqlite.prepare('UPDATE messages SET status = ? WHERE id = ?').run(STATUSES[i % STATUSES.length], m.id);
       }
     }
-  })();
+  });
 }
 
 beforeAll(async () => {
@@ -74,14 +71,14 @@ beforeAll(async () => {
   const p = await richPartner(server.ctx, 1);
   token = p.token;
   partnerId = p.partnerId;
-  channels = channelsOf(server.ctx, partnerId);
-  seed(server.ctx, partnerId, 300);
+  channels = await channelsOf(server.ctx, partnerId);
+  await seed(server.ctx, partnerId, 300);
   // Another partner's messages, to the same customers, must never show.
   const other = await richPartner(server.ctx, 2);
   otherToken = other.token;
   const saved = channels;
-  channels = channelsOf(server.ctx, other.partnerId);
-  seed(server.ctx, other.partnerId, 40);
+  channels = await channelsOf(server.ctx, other.partnerId);
+  await seed(server.ctx, other.partnerId, 40);
   channels = saved;
 });
 afterAll(() => server.stop());
@@ -102,11 +99,12 @@ async function walk(query: string, limit = 17): Promise<string[]> {
 }
 
 /** The same list straight from the table, newest first. */
-function expected(where: string, ...args: unknown[]): string[] {
+async function expected(where: string | Sql): Promise<string[]> {
+  const cond = typeof where === 'string' ? sql.raw(where ? `AND ${where}` : '') : sql`AND ${where}`;
   return (
-    server.ctx.db.sqlite
-      .prepare(`SELECT m.id FROM messages m WHERE m.partner_id = ? ${where ? `AND ${where}` : ''} ORDER BY m.id DESC`)
-      .all(partnerId, ...args) as { id: string }[]
+    await server.ctx.store.all<{ id: string }>(
+      sql`SELECT m.id FROM messages m WHERE m.partner_id = ${partnerId} ${cond} ORDER BY m.id DESC`,
+    )
   ).map((r) => r.id);
 }
 
@@ -118,7 +116,7 @@ describe('GET /v1/messages', () => {
     expect(r.body.data).toHaveLength(50);
     expect(r.body.data[0]).not.toHaveProperty('history');
     expect(r.body.data[0].content).toEqual({ kind: 'text', text: expect.any(String) });
-    const all = expected('');
+    const all = await expected('');
     expect(all).toHaveLength(300);
     expect(await walk('')).toEqual(all);
   });
@@ -130,13 +128,14 @@ describe('GET /v1/messages', () => {
     ['status=received&channel=whatsapp', "status = 'received' AND channel_type = 'whatsapp'"],
     ['direction=outbound&status=delivered', "direction = 'outbound' AND status = 'delivered'"],
   ])('filters %s', async (query, where) => {
-    const want = expected(where);
+    const want = await expected(where);
     expect(want.length).toBeGreaterThan(0);
     expect(await walk(query)).toEqual(want);
   });
 
   it('recipient: the messages to and from that customer on every channel, the address in any form', async () => {
-    const both = expected(
+    const waInbound = await expected("channel_type = 'whatsapp' AND direction = 'inbound'");
+    const both = await expected(
       `contact_id = (SELECT id FROM contacts WHERE partner_id = m.partner_id AND phone = '+14155550101')`,
     );
     const r = await walk('recipient=%2B14155550101');
@@ -153,12 +152,14 @@ describe('GET /v1/messages', () => {
     expect([...chans].sort()).toEqual(['sms', 'whatsapp']);
     // Email in any case; the channel filter narrows to one of the customer's conversations.
     expect(await walk(`recipient=${encodeURIComponent('ANN@example.COM')}`)).toEqual(
-      expected(`contact_id = (SELECT id FROM contacts WHERE partner_id = m.partner_id AND email = 'ann@example.com')`),
+      await expected(
+        `contact_id = (SELECT id FROM contacts WHERE partner_id = m.partner_id AND email = 'ann@example.com')`,
+      ),
     );
     expect(await walk('recipient=%2B14155550101&channel=whatsapp&direction=inbound')).toEqual(
-      both.filter((id) => expected("channel_type = 'whatsapp' AND direction = 'inbound'").includes(id)),
+      both.filter((id) => waInbound.includes(id)),
     );
-    expect(await walk('recipient=24681357')).toEqual(expected("channel_type = 'messenger'"));
+    expect(await walk('recipient=24681357')).toEqual(await expected("channel_type = 'messenger'"));
     // Nobody by that address: an empty list, not an error.
     expect((await get('/v1/messages?recipient=%2B19999999999')).body).toEqual({ data: [], next_cursor: null });
     expect((await get('/v1/messages?recipient=nobody')).body).toEqual({ data: [], next_cursor: null });
@@ -166,9 +167,9 @@ describe('GET /v1/messages', () => {
 
   it('conversation: its messages only, and only the partner’s own', async () => {
     const conv = (await get('/v1/messages?channel=sms&limit=1')).body.data[0].conversation_id;
-    expect(await walk(`conversation=${conv}`, 5)).toEqual(expected('conversation_id = ?', conv));
+    expect(await walk(`conversation=${conv}`, 5)).toEqual(await expected(sql`conversation_id = ${conv}`));
     expect(await walk(`conversation=${conv}&status=queued`, 5)).toEqual(
-      expected("conversation_id = ? AND status = 'queued'", conv),
+      await expected(sql`conversation_id = ${conv} AND status = 'queued'`),
     );
     expect((await get(`/v1/messages?conversation=${conv}&channel=email`)).body.data).toEqual([]);
     // Another partner asking for this conversation sees nothing.
@@ -176,7 +177,7 @@ describe('GET /v1/messages', () => {
   });
 
   it('created_since and created_before bound the list by creation time', async () => {
-    const all = expected('');
+    const all = await expected('');
     // The creation time an id carries (its first ten base32 characters): what the bounds compare.
     const times = all.map((id) =>
       [...id.slice(4, 14)].reduce((t, c) => t * 32 + '0123456789abcdefghjkmnpqrstvwxyz'.indexOf(c), 0),
@@ -185,9 +186,10 @@ describe('GET /v1/messages', () => {
     const to = times[40];
     const iso = (t: number) => encodeURIComponent(new Date(t).toISOString());
     const want = all.filter((_, i) => times[i] >= from && times[i] < to);
+    const sms = await expected("channel_type = 'sms'");
     expect(await walk(`created_since=${iso(from)}&created_before=${iso(to)}`)).toEqual(want);
     expect(await walk(`created_since=${iso(from)}&created_before=${iso(to)}&channel=sms`)).toEqual(
-      want.filter((id) => expected("channel_type = 'sms'").includes(id)),
+      want.filter((id) => sms.includes(id)),
     );
     expect((await get(`/v1/messages?created_since=${iso(to)}&created_before=${iso(from)}`)).body.data).toEqual([]);
   });
@@ -236,23 +238,19 @@ describe('a rare status among many messages', () => {
     const s = await startV1();
     try {
       const p = await richPartner(s.ctx, 1);
-      const ch = channelsOf(s.ctx, p.partnerId).sms;
-      const ids: string[] = [];
-      s.ctx.db.sqlite.transaction(() => {
-        for (let i = 0; i < SCAN_LIMIT * 2 + 500; i++) {
-          const m = createOutbound(s.ctx, {
+      const ch = (await channelsOf(s.ctx, p.partnerId)).sms;
+      const ids = await s.ctx.store.transaction((tx) =>
+        storeOutboundsIn(
+          tx,
+          s.ctx,
+          Array.from({ length: SCAN_LIMIT * 2 + 500 }, (_, i) => ({
             partnerId: p.partnerId,
-            channel: { ...ch, type: 'sms' },
+            channel: { ...ch, type: 'sms' as const },
             to: `+1415556${String(i % 1000).padStart(4, '0')}`,
-            content: { kind: 'text', text: 'x' },
-            price: 0,
-            segments: 1,
-            actor: 'test',
-            lowBalanceThreshold: null,
-          });
-          ids.push(m.id);
-        }
-      })();
+            content: { kind: 'text' as const, text: 'x' },
+          })),
+        ),
+      );
       // Three read messages: the newest, one in the middle, the oldest.
       const rare = [ids[ids.length - 1], ids[SCAN_LIMIT + 100], ids[0]];
       const walk = async (status: string) => {
@@ -270,13 +268,13 @@ describe('a rare status among many messages', () => {
         } while (cursor);
         return { pages, found };
       };
-      for (const id of rare) s.ctx.db.sqlite.prepare("UPDATE messages SET status = 'read' WHERE id = ?").run(id);
+      for (const id of rare) await s.ctx.store.run(sql`UPDATE messages SET status = 'read' WHERE id = ${id}`);
       const read = await walk('read');
       expect(read.found).toEqual(rare);
       // Each page stopped after SCAN_LIMIT messages: three pages for 2.25 × SCAN_LIMIT.
       expect(read.pages).toEqual([1, 1, 1]);
       // A failure status is read from its own partial index: one page, however far apart.
-      for (const id of rare) s.ctx.db.sqlite.prepare("UPDATE messages SET status = 'failed' WHERE id = ?").run(id);
+      for (const id of rare) await s.ctx.store.run(sql`UPDATE messages SET status = 'failed' WHERE id = ${id}`);
       const failed = await walk('failed');
       expect(failed.found).toEqual(rare);
       expect(failed.pages).toEqual([3]);

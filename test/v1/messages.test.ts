@@ -3,7 +3,8 @@ import { messageAccepted, messageOut } from '../../src/http/schemas/v1.js';
 import { suspendPartner } from '../../src/core/partners.js';
 import { setupPartner, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
-import { ledgerOf } from '../helpers/rows.js';
+import { balanceOf, ledgerOf } from '../helpers/rows.js';
+import { sql } from '../../src/db/sql.js';
 import { call, richPartner, startV1 } from './helpers.js';
 
 // POST /v1/messages shares the send API's money path: the same rules in the same order, the
@@ -21,9 +22,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.stop());
 
-const balance = () =>
-  (server.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number })
-    .balance;
+const balance = () => balanceOf(server.ctx, partnerId);
 
 describe('sending on every channel', () => {
   it.each([
@@ -33,7 +32,7 @@ describe('sending on every channel', () => {
     ['messenger', { to: '24681357', body: 'hello fb' }, '24681357', 5_000],
     ['instagram', { to: '13572468', body: 'hello ig' }, '13572468', 5_000],
   ])('%s: 200 queued, debited, then visible with its history', async (channel, payload, to, price) => {
-    const before = balance();
+    const before = await balance();
     const r = await call(server, 'POST', '/v1/messages', { token, body: { channel, ...payload } });
     expect(r.status).toBe(200);
     expect(messageAccepted.parse(r.body)).toEqual({
@@ -46,7 +45,7 @@ describe('sending on every channel', () => {
     });
     expect(r.body.id).toMatch(/^msg_[0-9a-z]{26}$/);
     expect(r.body.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-    expect(before - balance()).toBe(price);
+    expect(before - (await balance())).toBe(price);
 
     const m = await waitFor(
       async () => {
@@ -194,12 +193,12 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
     [{ channel: 'sms', to: '+14155550123', body: '  ' }, 'body'],
     [{ channel: 'whatsapp', to: '+14155550123', body: '\n' }, 'body'],
   ])('400 invalid_request naming the field: %j', async (body, field) => {
-    const before = balance();
+    const before = await balance();
     const r = await call(server, 'POST', '/v1/messages', { token, body });
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('invalid_request');
     expect(r.body.error.details.map((d: any) => d.field)).toContain(field);
-    expect(balance()).toBe(before);
+    expect(await balance()).toBe(before);
   });
 
   it("field problems are worded in the house style, never in zod's own words", async () => {
@@ -270,11 +269,11 @@ describe('the rules, in order: 401, 403, 402 exhausted, 400, 402 price', () => {
       ],
     ];
     for (const [body, details] of cases) {
-      const before = balance();
+      const before = await balance();
       const r = await call(server, 'POST', '/v1/messages', { token, body });
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.body.error.details, JSON.stringify(body)).toEqual(details);
-      expect(balance()).toBe(before);
+      expect(await balance()).toBe(before);
     }
   });
 
@@ -304,14 +303,14 @@ describe('Idempotency-Key', () => {
   it('a retry gets the first answer and is charged once; another body with the key is refused', async () => {
     const body = { channel: 'sms', to: '+14155550777', body: 'once' };
     const headers = { 'idempotency-key': `k-${Date.now()}` };
-    const before = balance();
+    const before = await balance();
     const a = await call(server, 'POST', '/v1/messages', { token, body, headers });
     const b = await call(server, 'POST', '/v1/messages', { token, body, headers });
     expect(a.status).toBe(200);
     expect(b.status).toBe(200);
     expect(b.body).toEqual(a.body);
     expect(b.headers.get('idempotent-replayed')).toBe('true');
-    expect(before - balance()).toBe(10_000);
+    expect(before - (await balance())).toBe(10_000);
     const c = await call(server, 'POST', '/v1/messages', { token, body: { ...body, body: 'other' }, headers });
     expect(c.status).toBe(422);
     expect(c.body.error.code).toBe('idempotency_key_reused');
@@ -320,7 +319,7 @@ describe('Idempotency-Key', () => {
   it('20 retries at once with one key wait for the first: the same 200 each, one message, one debit', async () => {
     const body = { channel: 'sms', to: '+14155550778', body: 'at once' };
     const headers = { 'idempotency-key': `burst-${Date.now()}` };
-    const before = balance();
+    const before = await balance();
     const answers = await Promise.all(
       Array.from({ length: 20 }, () => call(server, 'POST', '/v1/messages', { token, body, headers })),
     );
@@ -329,15 +328,15 @@ describe('Idempotency-Key', () => {
     const first = answers.find((r) => r.headers.get('idempotent-replayed') === null)!;
     for (const r of answers) expect(r.body).toEqual(first.body);
     expect(answers.filter((r) => r.headers.get('idempotent-replayed') === 'true')).toHaveLength(19);
-    const rows = server.ctx.db.sqlite
-      .prepare(`SELECT id FROM messages WHERE partner_id = ? AND "to" = ?`)
-      .all(partnerId, body.to) as { id: string }[];
+    const rows = await server.ctx.store.all<{ id: string }>(
+      sql`SELECT id FROM messages WHERE partner_id = ${partnerId} AND "to" = ${body.to}`,
+    );
     expect(rows.map((m) => m.id)).toEqual([first.body.id]);
     const debits = (await ledgerOf(server.ctx, partnerId)).filter(
       (e) => e.kind === 'debit' && e.message_id === first.body.id,
     );
     expect(debits).toHaveLength(1);
-    expect(before - balance()).toBe(10_000);
+    expect(before - (await balance())).toBe(10_000);
   });
 });
 

@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorOut } from '../../src/http/schemas/v1.js';
+import { sql } from '../../src/db/sql.js';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, startV1 } from './helpers.js';
 
@@ -32,7 +33,8 @@ const CASES: [method: string, path: string, allow: string][] = [
 
 describe('a wrong method on a /v1 path', () => {
   it.each(CASES)('%s %s is 405 with Allow: %s, token or not, and changes nothing', async (method, path, allow) => {
-    const before = server.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM messages').get();
+    const count = () => server.ctx.store.get(sql`SELECT COUNT(*) AS n FROM messages`);
+    const before = await count();
     for (const t of [token, null]) {
       const r = await call(server, method, path, {
         token: t,
@@ -44,7 +46,7 @@ describe('a wrong method on a /v1 path', () => {
       expect(r.body.error.message).toContain(method);
       expect(r.headers.get('x-request-id')).toBeTruthy();
     }
-    expect(server.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM messages').get()).toEqual(before);
+    expect(await count()).toEqual(before);
   });
 
   it('methods the router has no route for at all (TRACE, PROPFIND) are 405 too', async () => {

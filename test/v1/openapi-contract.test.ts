@@ -1,10 +1,12 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disableEndpointIn, MAX_ENDPOINTS_PER_PARTNER } from '../../src/core/endpoints.js';
-import { createInbound } from '../../src/core/messages.js';
-import { markDeleted } from '../../src/core/message-status.js';
+import { createInboundIn } from '../../src/core/messages.js';
+import { markDeletedIn } from '../../src/core/message-status.js';
+import { sql } from '../../src/db/sql.js';
 import { suspendPartner } from '../../src/core/partners.js';
-import type { TestServer } from '../helpers/server.js';
+import { serverStore, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { call, richPartner, startV1, type Res } from './helpers.js';
 
@@ -13,6 +15,41 @@ import { call, richPartner, startV1, type Res } from './helpers.js';
 // requests), every real response below is one the document lists for its operation, with its
 // body valid against the documented schema and the documented headers present, and every
 // event msgd stored for delivery is valid against the webhooks section.
+
+/**
+ * A storage that refuses writes until the returned function runs. SQLite: query_only, which
+ * answers every write SQLITE_READONLY. PostgreSQL: a trigger on every table of msgd's that
+ * answers each write 25006 read_only_sql_transaction, as a server turned read-only does, at
+ * once on the sessions msgd has open.
+ */
+async function refuseWrites(): Promise<() => Promise<void>> {
+  if (serverStore === 'sqlite') {
+    server.ctx.db.sqlite.pragma('query_only = ON');
+    return async () => {
+      server.ctx.db.sqlite.pragma('query_only = OFF');
+    };
+  }
+  const { databaseUrl, pgAdminUrl, withClient } = await import('../pg/helpers.js');
+  const name = decodeURIComponent(new URL(server.rt.config.database.url!).pathname.slice(1));
+  // One table a statement: a trigger made locks its table until its statement commits, and
+  // several at once in one transaction could deadlock with msgd's own transactions.
+  const eachTable = (statement: (table: string) => string) =>
+    withClient(databaseUrl(pgAdminUrl(), name), async (c) => {
+      const tables = await c.query<{ t: string }>(`SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public'`);
+      for (const { t } of tables.rows) await c.query(statement(pg.escapeIdentifier(t)));
+    });
+  await withClient(databaseUrl(pgAdminUrl(), name), (c) =>
+    c.query(`CREATE OR REPLACE FUNCTION test_refuse_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'cannot execute % in a read-only transaction', TG_OP USING ERRCODE = '25006'; END $$`),
+  );
+  await eachTable(
+    (t) =>
+      `CREATE TRIGGER test_refuse_write BEFORE INSERT OR UPDATE OR DELETE ON ${t} FOR EACH STATEMENT EXECUTE FUNCTION test_refuse_write()`,
+  );
+  return async () => {
+    await eachTable((t) => `DROP TRIGGER IF EXISTS test_refuse_write ON ${t}`);
+  };
+}
 
 let server: TestServer;
 let doc: any;
@@ -251,7 +288,7 @@ describe('real responses are the documented ones', () => {
     await suspendPartner(server.ctx, poor.partnerId, 'test');
     expectDocumented('GET', '/v1/channels', await call(server, 'GET', '/v1/channels', { token: poor.token }));
     const limited = await richPartner(server.ctx, 5);
-    server.ctx.db.sqlite.prepare('UPDATE partners SET rate_limit_per_minute = 1 WHERE id = ?').run(limited.partnerId);
+    await server.ctx.store.run(sql`UPDATE partners SET rate_limit_per_minute = 1 WHERE id = ${limited.partnerId}`);
     let last: Res | undefined;
     for (let i = 0; i < 5 && last?.status !== 429; i++)
       last = await call(server, 'GET', '/v1/channels', { token: limited.token });
@@ -259,6 +296,7 @@ describe('real responses are the documented ones', () => {
     expectDocumented('GET', '/v1/channels', last!);
   });
 
+  // Every operation, each answer: a few hundred requests, longer than a test's default on a busy machine.
   it('every answer the document lists happens, on every operation', async () => {
     const ops: [string, string, any][] = Object.entries(doc.paths).flatMap(([path, item]: [string, any]) =>
       Object.entries(item).map(([m, op]) => [m.toUpperCase(), path, op] as [string, string, any]),
@@ -292,7 +330,7 @@ describe('real responses are the documented ones', () => {
     const channelsOnly = (await richPartner(server.ctx, 7, { scopes: 'channels:read' })).token;
     const poor = (await richPartner(server.ctx, 8, { balance: '0' })).token;
     const limited = await richPartner(server.ctx, 9);
-    server.ctx.db.sqlite.prepare('UPDATE partners SET rate_limit_per_minute = 1 WHERE id = ?').run(limited.partnerId);
+    await server.ctx.store.run(sql`UPDATE partners SET rate_limit_per_minute = 1 WHERE id = ${limited.partnerId}`);
     await call(server, 'GET', '/v1/channels', { token: limited.token });
     const huge = JSON.stringify({ to: PHONE, text: long(70 * 1024) });
     for (const [m, path, op] of ops) {
@@ -329,15 +367,14 @@ describe('real responses are the documented ones', () => {
       }
       if (op.responses['405']) expectDocumented(m, path, await call(server, 'GET', path, { token }));
       if (op.responses['503']) {
-        // A disk that refuses writes: SQLite answers every write SQLITE_READONLY while query_only is on.
-        server.ctx.db.sqlite.pragma('query_only = ON');
+        const allowWrites = await refuseWrites();
         try {
           const r = await call(server, m, concrete(path), { token, body });
           expect(r.body?.error?.code, `${m} ${path}: ${r.text}`).toBe('storage_unavailable');
           expect(r.headers.get('retry-after'), `${m} ${path}`).toBe('30');
           expectDocumented(m, path, r);
         } finally {
-          server.ctx.db.sqlite.pragma('query_only = OFF');
+          await allowWrites();
         }
       }
       if (path === '/v1/contacts' && m === 'POST') {
@@ -386,15 +423,15 @@ describe('real responses are the documented ones', () => {
       for (const code of Object.keys(op.responses))
         if (!seen.has(`${m.toLowerCase()} ${path} ${code}`)) missing.push(`${m} ${path} ${code}`);
     expect(missing).toEqual([]);
-  });
+  }, 120_000);
 
   it('every event stored for delivery is valid against the webhooks section', async () => {
     // An inbound message, as inbound processing stores it.
-    const sms = server.ctx.db.sqlite
-      .prepare("SELECT id, gateway_id, sender FROM channels WHERE partner_id = ? AND type = 'sms'")
-      .get(partnerId) as { id: string; gateway_id: string; sender: string };
-    server.ctx.db.sqlite.transaction(() =>
-      createInbound(server.ctx, {
+    const sms = (await server.ctx.store.get<{ id: string; gateway_id: string; sender: string }>(
+      sql`SELECT id, gateway_id, sender FROM channels WHERE partner_id = ${partnerId} AND type = 'sms'`,
+    ))!;
+    await server.ctx.store.transaction((tx) =>
+      createInboundIn(tx, server.ctx, {
         partnerId,
         channel: { id: sms.id, type: 'sms', gatewayId: sms.gateway_id, sender: sms.sender },
         from: PHONE,
@@ -402,10 +439,10 @@ describe('real responses are the documented ones', () => {
         content: { kind: 'text', text: 'a reply' },
         occurredAt: Date.now(),
       }),
-    )();
+    );
     // An Instagram-style story reply, then unsent by the customer: message.deleted.
-    server.ctx.db.sqlite.transaction(() => {
-      const { message } = createInbound(server.ctx, {
+    await server.ctx.store.transaction(async (tx) => {
+      const { message } = await createInboundIn(tx, server.ctx, {
         partnerId,
         channel: { id: sms.id, type: 'sms', gatewayId: sms.gateway_id, sender: sms.sender },
         from: PHONE,
@@ -413,11 +450,11 @@ describe('real responses are the documented ones', () => {
         content: { kind: 'text', text: 'nice', reply_to_story: { id: '17999', url: 'https://cdn.example/s.jpg' } },
         occurredAt: Date.now(),
       });
-      expect(markDeleted(server.ctx, message, Date.now())).toBe(true);
-    })();
-    const events = server.ctx.db.sqlite
-      .prepare('SELECT type, payload FROM events WHERE partner_id = ?')
-      .all(partnerId) as { type: string; payload: string }[];
+      expect(await markDeletedIn(tx, server.ctx, message, Date.now())).toBe(true);
+    });
+    const events = await server.ctx.store.all<{ type: string; payload: string }>(
+      sql`SELECT type, payload FROM events WHERE partner_id = ${partnerId}`,
+    );
     const types = new Set(events.map((e) => e.type));
     expect([...types]).toEqual(expect.arrayContaining(['suppression.created', 'suppression.deleted']));
     // The sends above were delivered by the sandbox; the test endpoint got its test event.

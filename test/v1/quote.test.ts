@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { messageQuote } from '../../src/http/schemas/v1.js';
 import { connect, setupPartner, type PartnerSetup, type TestServer } from '../helpers/server.js';
 import { balanceOf } from '../helpers/rows.js';
+import { type Sql, sql } from '../../src/db/sql.js';
 import { call, startV1 } from './helpers.js';
 
 // POST /v1/messages/quote: the price and the verdict of the send the body describes, from the
@@ -11,16 +12,16 @@ let server: TestServer;
 let a: PartnerSetup;
 let b: PartnerSetup;
 
-const count = (sql: string, ...args: unknown[]) => (server.ctx.db.sqlite.prepare(sql).get(...args) as { n: number }).n;
+const count = async (q: Sql) => (await server.ctx.store.get<{ n: number }>(q))!.n;
 /**
  * Every row a send could write for a partner: messages, ledger entries, idempotency keys,
  * events, and its balance (a message's dispatch job comes with its message).
  */
 const writes = async (p: PartnerSetup) => ({
-  messages: count('SELECT count(*) AS n FROM messages WHERE partner_id = ?', p.partnerId),
-  ledger: count('SELECT count(*) AS n FROM ledger_entries WHERE partner_id = ?', p.partnerId),
-  idempotency: count('SELECT count(*) AS n FROM idempotency_keys WHERE partner_id = ?', p.partnerId),
-  events: count('SELECT count(*) AS n FROM events WHERE partner_id = ?', p.partnerId),
+  messages: await count(sql`SELECT count(*) AS n FROM messages WHERE partner_id = ${p.partnerId}`),
+  ledger: await count(sql`SELECT count(*) AS n FROM ledger_entries WHERE partner_id = ${p.partnerId}`),
+  idempotency: await count(sql`SELECT count(*) AS n FROM idempotency_keys WHERE partner_id = ${p.partnerId}`),
+  events: await count(sql`SELECT count(*) AS n FROM events WHERE partner_id = ${p.partnerId}`),
   balance: await balanceOf(server.ctx, p.partnerId),
 });
 const quote = (token: string, body: unknown, headers?: Record<string, string>) =>

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { suspendPartner, activatePartner } from '../../src/core/partners.js';
 import { messageOut } from '../../src/http/schemas/v1.js';
-import { addSuppression } from '../../src/core/suppressions.js';
+import { addSuppressionIn } from '../../src/core/suppressions.js';
+import { jsonText } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
 import type { TestServer } from '../helpers/server.js';
 import { expectMoneyConsistent } from '../helpers/expectations.js';
 import { balanceOf, historyOf, ledgerOf, message } from '../helpers/rows.js';
@@ -32,11 +34,11 @@ const dayAfterMonthEnd = () => {
   const last = new Date(Date.UTC(soon.getUTCFullYear(), soon.getUTCMonth() + 1, 0));
   return `${last.toISOString().slice(0, 8)}${last.getUTCDate() + 1}T12:00:00Z`;
 };
-const eventsOf = (messageId: string) =>
+const eventsOf = async (messageId: string) =>
   (
-    server.ctx.db.sqlite
-      .prepare("SELECT type FROM events WHERE partner_id = ? AND json_extract(payload, '$.message_id') = ?")
-      .all(partnerId, messageId) as { type: string }[]
+    await server.ctx.store.all<{ type: string }>(
+      sql`SELECT type FROM events WHERE partner_id = ${partnerId} AND ${jsonText(server.ctx.store.dialect, 'payload', 'message_id')} = ${messageId}`,
+    )
   ).map((e) => e.type);
 
 describe('a scheduled send', () => {
@@ -96,7 +98,7 @@ describe('a scheduled send', () => {
     const m = await message(server.ctx, r.body.id);
     expect(m.status).toBe('canceled');
     expect(m.provider_message_id).toBeNull();
-    expect(eventsOf(r.body.id)).toEqual(['message.canceled']);
+    expect(await eventsOf(r.body.id)).toEqual(['message.canceled']);
     await expectMoneyConsistent(server.ctx, partnerId);
   });
 
@@ -188,15 +190,15 @@ describe('a scheduled send', () => {
       body: sms({ to: '+14155550199', send_at: inMs(1_500) }),
     });
     expect(r.status).toBe(200);
-    server.ctx.db.sqlite.transaction(() =>
-      addSuppression(server.ctx, {
+    await server.ctx.store.transaction((tx) =>
+      addSuppressionIn(tx, server.ctx, {
         partnerId: p.partnerId,
         channel: 'sms',
         address: '+14155550199',
         reason: 'opt_out_keyword',
         source: 'test',
       }),
-    )();
+    );
     const m = await waitFor(
       async () => {
         const m = await message(server.ctx, r.body.id);

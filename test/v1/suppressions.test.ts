@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accept, checkSend } from '../../src/core/send.js';
-import { addSuppression } from '../../src/core/suppressions.js';
+import { addSuppressionIn } from '../../src/core/suppressions.js';
+import { inList } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
+import { balanceOf as partnerBalance } from '../helpers/rows.js';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, SENDERS, startV1 } from './helpers.js';
 
@@ -17,20 +20,15 @@ beforeAll(async () => {
 });
 afterAll(() => server.stop());
 
-const balanceOf = (partnerId: string) =>
-  (server.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(partnerId) as { balance: number })
-    .balance;
-const messagesOf = (partnerId: string) =>
+const balanceOf = (partnerId: string) => partnerBalance(server.ctx, partnerId);
+const messagesOf = async (partnerId: string) =>
+  (await server.ctx.store.get<{ n: number }>(sql`SELECT count(*) AS n FROM messages WHERE partner_id = ${partnerId}`))!
+    .n;
+const eventsOf = async (partnerId: string, type: string) =>
   (
-    server.ctx.db.sqlite.prepare('SELECT count(*) AS n FROM messages WHERE partner_id = ?').get(partnerId) as {
-      n: number;
-    }
-  ).n;
-const eventsOf = (partnerId: string, type: string) =>
-  (
-    server.ctx.db.sqlite
-      .prepare('SELECT payload FROM events WHERE partner_id = ? AND type = ? ORDER BY id')
-      .all(partnerId, type) as { payload: string }[]
+    await server.ctx.store.all<{ payload: string }>(
+      sql`SELECT payload FROM events WHERE partner_id = ${partnerId} AND type = ${type} ORDER BY id`,
+    )
   ).map((e) => JSON.parse(e.payload));
 
 describe('/v1/suppressions', () => {
@@ -77,7 +75,7 @@ describe('/v1/suppressions', () => {
     expect((await call(server, 'GET', `/v1/suppressions/${r.body.id}`, { token: a.token })).body.address).toBe(
       'ann@example.com',
     );
-    expect(eventsOf(a.partnerId, 'suppression.created').map((e) => e.suppression.id)).toContain(r.body.id);
+    expect((await eventsOf(a.partnerId, 'suppression.created')).map((e) => e.suppression.id)).toContain(r.body.id);
   });
 
   it('another partner’s ids are not found, not listed and not removable', async () => {
@@ -188,7 +186,9 @@ describe('/v1/suppressions', () => {
     });
     expect((await call(server, 'DELETE', `/v1/suppressions/${manual.body.id}`, { token: a.token })).status).toBe(204);
     expect((await call(server, 'GET', `/v1/suppressions/${manual.body.id}`, { token: a.token })).status).toBe(404);
-    const deleted = eventsOf(a.partnerId, 'suppression.deleted').find((e) => e.suppression.id === manual.body.id);
+    const deleted = (await eventsOf(a.partnerId, 'suppression.deleted')).find(
+      (e) => e.suppression.id === manual.body.id,
+    );
     expect(deleted.deleted_by).toMatch(/^token:tok_/);
     expect(deleted.consent_confirmed_by).toBeUndefined();
 
@@ -205,11 +205,11 @@ describe('/v1/suppressions', () => {
       token: a.token,
     });
     expect(ok.status).toBe(204);
-    const ev = eventsOf(a.partnerId, 'suppression.deleted').find((e) => e.suppression.id === stop.body.id);
+    const ev = (await eventsOf(a.partnerId, 'suppression.deleted')).find((e) => e.suppression.id === stop.body.id);
     expect(ev.consent_confirmed_by).toMatch(/^token:tok_/);
-    const audit = server.ctx.db.sqlite
-      .prepare("SELECT actor, details FROM audit_log WHERE action = 'suppression.remove' AND target_id = ?")
-      .get(stop.body.id) as { actor: string; details: string };
+    const audit = (await server.ctx.store.get<{ actor: string; details: string }>(
+      sql`SELECT actor, details FROM audit_log WHERE action = 'suppression.remove' AND target_id = ${stop.body.id}`,
+    ))!;
     expect(audit.actor).toMatch(/^token:tok_/);
     expect(JSON.parse(audit.details)).toMatchObject({ consent_confirmed: true, reason: 'opt_out_keyword' });
   });
@@ -223,7 +223,7 @@ describe('a send to a suppressed recipient', () => {
       token: p.token,
       body: { channel: 'sms', address: to, reason: 'opt_out_keyword' },
     });
-    const balance = balanceOf(p.partnerId);
+    const balance = await balanceOf(p.partnerId);
     const v1 = await call(server, 'POST', '/v1/messages', {
       token: p.token,
       body: { channel: 'sms', to, body: 'hello' },
@@ -240,8 +240,8 @@ describe('a send to a suppressed recipient', () => {
     const legacy = await call(server, 'POST', '/api/send-sms.php', { token: p.token, body: { to, text: 'hello' } });
     expect(legacy.status).toBe(400);
     expect(legacy.body.error.code).toBe('recipient_suppressed');
-    expect(balanceOf(p.partnerId)).toBe(balance);
-    expect(messagesOf(p.partnerId)).toBe(0);
+    expect(await balanceOf(p.partnerId)).toBe(balance);
+    expect(await messagesOf(p.partnerId)).toBe(0);
     // Another recipient, and the same one on another channel, are sent.
     expect(
       (
@@ -268,7 +268,7 @@ describe('a send to a suppressed recipient', () => {
     expect(q.status).toBe(200);
     expect(q.body.sendable).toBe(false);
     expect(q.body.refusal).toMatchObject({ code: 'recipient_suppressed' });
-    expect(messagesOf(p.partnerId)).toBe(0);
+    expect(await messagesOf(p.partnerId)).toBe(0);
   });
 
   it('committed between the send’s check and its accept transaction refuses it there, before the debit', async () => {
@@ -288,8 +288,8 @@ describe('a send to a suppressed recipient', () => {
       build: () => ({ to, content: { kind: 'text', text: 'hello' }, priceText: 'hello' }),
     });
     // The customer's STOP arrives (its webhook commits) before the accept transaction runs.
-    server.ctx.db.sqlite.transaction(() =>
-      addSuppression(server.ctx, {
+    await server.ctx.store.transaction((tx) =>
+      addSuppressionIn(tx, server.ctx, {
         partnerId: p.partnerId,
         channel: 'sms',
         address: to,
@@ -297,13 +297,13 @@ describe('a send to a suppressed recipient', () => {
         scope: SENDERS(41).sms,
         source: 'msg_stop',
       }),
-    )();
-    const balance = balanceOf(p.partnerId);
+    );
+    const balance = await balanceOf(p.partnerId);
     await expect(accept(server.rt.acceptDeps, checked, { render: (m) => ({ id: m.id }) })).rejects.toMatchObject({
       code: 'recipient_suppressed',
     });
-    expect(balanceOf(p.partnerId)).toBe(balance);
-    expect(messagesOf(p.partnerId)).toBe(0);
+    expect(await balanceOf(p.partnerId)).toBe(balance);
+    expect(await messagesOf(p.partnerId)).toBe(0);
   });
 
   it('comes after an invalid payload (400 invalid_request) and exhausted funds (402)', async () => {
@@ -325,8 +325,8 @@ describe('a send to a suppressed recipient', () => {
   it('is scoped: an entry for one sender does not stop the partner’s other senders; email matches in any case', async () => {
     const p = await richPartner(server.ctx, 10, { balance: '1' });
     const to = '+14155550304';
-    server.ctx.db.sqlite.transaction(() =>
-      addSuppression(server.ctx, {
+    await server.ctx.store.transaction((tx) =>
+      addSuppressionIn(tx, server.ctx, {
         partnerId: p.partnerId,
         channel: 'sms',
         address: to,
@@ -334,7 +334,7 @@ describe('a send to a suppressed recipient', () => {
         scope: '+15550009999',
         source: 'test',
       }),
-    )();
+    );
     expect(
       (await call(server, 'POST', '/v1/messages', { token: p.token, body: { channel: 'sms', to, body: 'x' } })).status,
     ).toBe(200);
@@ -367,8 +367,8 @@ describe('a send to a suppressed recipient', () => {
     });
     const send = (body: unknown) => call(server, 'POST', '/api/send-whatsapp.php', { token: p.token, body });
     const add = (reason: 'provider_refused' | 'unsubscribe' | 'manual') =>
-      server.ctx.db.sqlite.transaction(() =>
-        addSuppression(server.ctx, {
+      server.ctx.store.transaction((tx) =>
+        addSuppressionIn(tx, server.ctx, {
           partnerId: p.partnerId,
           channel: 'whatsapp',
           address: to,
@@ -376,18 +376,18 @@ describe('a send to a suppressed recipient', () => {
           scope: reason === 'provider_refused' ? SENDERS(11).whatsapp : '',
           source: 'test',
         }),
-      )();
-    add('provider_refused');
+      );
+    await add('provider_refused');
     expect((await send(template())).status).toBe(400);
     expect((await send(template('marketing'))).status).toBe(400);
     expect((await send(template('UTILITY'))).status).toBe(200);
     expect((await send(template('AUTHENTICATION'))).status).toBe(200);
     expect((await send({ to, text: 'a reply' })).status).toBe(200);
-    add('unsubscribe');
+    await add('unsubscribe');
     expect((await send({ to, text: 'a reply' })).status).toBe(400);
     expect((await send(template('UTILITY'))).status).toBe(400);
     expect((await send(template('authentication'))).status).toBe(200);
-    add('manual');
+    await add('manual');
     const refused = await send(template('AUTHENTICATION'));
     expect(refused.status).toBe(400);
     expect(refused.body.error.details.map((d: any) => d.code)).toEqual(['manual']);
@@ -419,10 +419,10 @@ describe('a send to a suppressed recipient', () => {
     expect(forSuppressed).toContain('recipient_suppressed');
     expect(byStatus(200)).toBe(10);
     expect(results.filter((r, i) => i % 4 !== 0 && r.status === 402).length).toBe(20);
-    expect(balanceOf(p.partnerId)).toBe(0);
-    const toSuppressed = server.ctx.db.sqlite
-      .prepare(`SELECT count(*) AS n FROM messages WHERE partner_id = ? AND "to" IN (SELECT value FROM json_each(?))`)
-      .get(p.partnerId, JSON.stringify(suppressed)) as { n: number };
+    expect(await balanceOf(p.partnerId)).toBe(0);
+    const toSuppressed = (await server.ctx.store.get<{ n: number }>(
+      sql`SELECT count(*) AS n FROM messages WHERE partner_id = ${p.partnerId} AND ${inList(server.ctx.store.dialect, sql`"to"`, suppressed)}`,
+    ))!;
     expect(toSuppressed.n).toBe(0);
   });
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pageOf, webhookOut, webhookWithSecret } from '../../src/http/schemas/v1.js';
 import type { TestServer } from '../helpers/server.js';
 import { call, richPartner, startV1 } from './helpers.js';
+import { sql } from '../../src/db/sql.js';
 
 // Endpoint management. Deliveries themselves are tested in test/webhooks-out.
 
@@ -47,9 +48,9 @@ describe('/v1/webhooks', () => {
     }
     expect(one.body).not.toHaveProperty('secret');
     // At rest the secret is sealed, not stored in the clear.
-    const row = server.ctx.db.sqlite.prepare('SELECT secret FROM webhook_endpoints WHERE id = ?').get(c.body.id) as {
-      secret: string;
-    };
+    const row = (await server.ctx.store.get<{ secret: string }>(
+      sql`SELECT secret FROM webhook_endpoints WHERE id = ${c.body.id}`,
+    ))!;
     expect(row.secret).not.toContain(secret.slice(6));
     expect(row.secret.startsWith('v1:')).toBe(true);
   });
@@ -68,9 +69,9 @@ describe('/v1/webhooks', () => {
     const r = await api('POST', `/v1/webhooks/${c.body.id}/test`);
     expect(r.status).toBe(202);
     expect(r.body).toEqual({ event_id: expect.stringMatching(/^evt_/), delivery_id: expect.stringMatching(/^dlv_/) });
-    const d = server.ctx.db.sqlite
-      .prepare('SELECT endpoint_id, event_id FROM webhook_deliveries WHERE id = ?')
-      .get(r.body.delivery_id);
+    const d = await server.ctx.store.get(
+      sql`SELECT endpoint_id, event_id FROM webhook_deliveries WHERE id = ${r.body.delivery_id}`,
+    );
     expect(d).toEqual({ endpoint_id: c.body.id, event_id: r.body.event_id });
   });
 
