@@ -19,6 +19,8 @@ const onBothStores: string[] = [
   'test/http/**/*.test.ts',
   'test/v1/**/*.test.ts',
   'test/ops/**/*.test.ts',
+  // The operator's surfaces: the web console, the TUI, msgctl.
+  'test/tui/**/*.test.{ts,tsx}',
 ];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */
@@ -42,6 +44,9 @@ const sqliteOnly: string[] = [
   'test/e2e/tui-terminal.test.ts',
   // A clone without dist/: no store is opened at all.
   'test/e2e/unbuilt.test.ts',
+  // The operator's surfaces: the web console, the TUI, msgctl.
+  // SQLite's query plans (EXPLAIN QUERY PLAN) of the console's reads.
+  'test/tui/cost.test.tsx',
 ];
 
 export default defineConfig({

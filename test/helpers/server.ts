@@ -7,6 +7,11 @@ import { loadConfig } from '../../src/config/load.js';
 import { startServer, type Server } from '../../src/server.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { createOutbound, type MessageRow } from '../../src/core/messages.js';
+import { findOrCreateContactIn } from '../../src/core/contacts.js';
+import { touchConversationIn } from '../../src/core/conversations.js';
+import { debitIn } from '../../src/core/ledger.js';
+import { sql } from '../../src/db/sql.js';
+import { newId } from '../../src/lib/ids.js';
 import { createPartner, setPartnerLimits } from '../../src/core/partners.js';
 import { issueToken } from '../../src/core/tokens.js';
 import { addGateway } from '../../src/core/gateways.js';
@@ -218,5 +223,65 @@ export function storeOutboundSms(
     segments: 1,
     actor: 'test',
     lowBalanceThreshold: null,
+  });
+}
+
+/**
+ * storeOutboundSms on either store (through ctx.store): the message queued (scheduled with
+ * `sendAt`), debited, its contact and conversation, in one transaction; no job.
+ */
+export async function outboundSms(
+  ctx: CoreCtx,
+  partnerId: string,
+  channel: { id: string; gateway_id: string; sender: string | null },
+  opts: { to?: string; text?: string; price?: number; sendAt?: number } = {},
+): Promise<MessageRow> {
+  const to = opts.to ?? '+14155550123';
+  const price = opts.price ?? 1000;
+  return ctx.store.transaction(async (tx) => {
+    const id = newId('msg');
+    await debitIn(tx, ctx, partnerId, price, id, 'test');
+    const { contact } = await findOrCreateContactIn(tx, ctx, partnerId, 'sms', to);
+    const conv = await touchConversationIn(tx, ctx, partnerId, contact.id, 'sms', channel.id);
+    const now = ctx.now();
+    const row: MessageRow = {
+      id,
+      partner_id: partnerId,
+      direction: 'outbound',
+      channel_type: 'sms',
+      channel_id: channel.id,
+      gateway_id: channel.gateway_id,
+      conversation_id: conv.id,
+      contact_id: contact.id,
+      to,
+      from: channel.sender ?? '',
+      content: JSON.stringify({ kind: 'text', text: opts.text ?? 'hi' }),
+      status: opts.sendAt === undefined ? 'queued' : 'scheduled',
+      provider_message_id: null,
+      provider_id_indexed: 1,
+      price,
+      segments: 1,
+      error_code: null,
+      error_message: null,
+      dispatch_uncertain: 0,
+      dispatch_in_flight: 0,
+      refunded: 0,
+      sent_at: null,
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+      send_at: opts.sendAt ?? null,
+    };
+    await tx.run(
+      sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
+            contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments,
+            error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
+          VALUES (${row.id}, ${row.partner_id}, ${row.direction}, ${row.channel_type}, ${row.channel_id}, ${row.gateway_id},
+            ${row.conversation_id}, ${row.contact_id}, ${row.to}, ${row.from}, ${row.content}, ${row.status},
+            ${row.provider_message_id}, ${row.provider_id_indexed}, ${row.price}, ${row.segments}, ${row.error_code},
+            ${row.error_message}, ${row.dispatch_uncertain}, ${row.refunded}, ${row.sent_at}, ${row.created_at},
+            ${row.updated_at}, ${row.deleted_at}, ${row.send_at})`,
+    );
+    return row;
   });
 }

@@ -31,7 +31,7 @@ const BIG = ['messages', 'provider_webhooks', 'ledger_entries', 'jobs', 'message
 
 describe("the console's reads", () => {
   it('seek through indexes; none walks or sorts a big table', async () => {
-    const dir = newDataDir();
+    const dir = await newDataDir();
     const setupCli = await openCli({ dataDir: dir });
     const c0 = setupCli.ctx;
     const gw = await addGateway(c0, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');

@@ -2,18 +2,17 @@ import { spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { assignChannel } from '../../src/core/channels.js';
-import { writeHeartbeat } from '../../src/core/counter-store.js';
 import { addGateway } from '../../src/core/gateways.js';
 import { topup } from '../../src/core/ledger.js';
 import { createPartner, createPartnerIn, setPartnerLimits } from '../../src/core/partners.js';
 import { setPrice } from '../../src/core/prices.js';
-import { insertWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
+import { insertWebhookLogIn, type WebhookLogRow } from '../../src/core/webhook-log.js';
 import { newId } from '../../src/lib/ids.js';
 import { parseMoney } from '../../src/lib/money.js';
 import { osc52 } from '../../src/tui/components.js';
-import { storeOutboundSms } from '../helpers/server.js';
+import { outboundSms } from '../helpers/server.js';
 import { sleep } from '../helpers/wait.js';
-import { FIXED_NOW, KEY, cleanupDirs, flat, newDataDir, openConsole, type Console } from './helpers.js';
+import { FIXED_NOW, KEY, cleanupDirs, writeBeat, flat, newDataDir, openConsole, type Console } from './helpers.js';
 
 // Finding things among many, and the read-only views: 300 partners at 80×24, a picker found by
 // typing, a live tail whose notes say what each webhook was, the whole ledger by pages.
@@ -37,7 +36,7 @@ async function manyPartners(con: Console, n = 300) {
   });
 }
 
-function webhook(con: Console, over: Partial<WebhookLogRow>): WebhookLogRow {
+async function webhook(con: Console, over: Partial<WebhookLogRow>): Promise<WebhookLogRow> {
   const row: WebhookLogRow = {
     id: newId('pwh'),
     provider: 'sandbox',
@@ -54,13 +53,13 @@ function webhook(con: Console, over: Partial<WebhookLogRow>): WebhookLogRow {
     processed_at: FIXED_NOW,
     ...over,
   };
-  insertWebhookLog(con.cli.ctx, row);
+  await insertWebhookLogIn(con.cli.ctx.store, row);
   return row;
 }
 
 describe('msgctl tui: finding things', () => {
   it('partners: / narrows as you type, n/N says where the selection is, g and G go to the ends', async () => {
-    c = await openConsole(newDataDir(), 'partners', { now });
+    c = await openConsole(await newDataDir(), 'partners', { now });
     await manyPartners(c);
     await c.see('p-000');
     let f = await c.see(' 1/300');
@@ -87,7 +86,7 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('pickers: typing finds an option (p250 of 300) instead of 250 presses', async () => {
-    c = await openConsole(newDataDir(), 'gateways', { now });
+    c = await openConsole(await newDataDir(), 'gateways', { now });
     await manyPartners(c);
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await c.see('sandbox-1');
@@ -102,7 +101,7 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('gateways: / filters, and the overview lists the failing and busy gateways first', async () => {
-    c = await openConsole(newDataDir(), 'gateways', { now });
+    c = await openConsole(await newDataDir(), 'gateways', { now });
     const ctx = c.cli.ctx;
     for (const name of ['alpha', 'beta', 'gamma'])
       await addGateway(ctx, { kind: 'sandbox', name, settings: {} }, 'test');
@@ -114,14 +113,14 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('webhooks: each verified row says what it was (event and message), and free text finds it', async () => {
-    c = await openConsole(newDataDir(), 'webhooks', { now });
+    c = await openConsole(await newDataDir(), 'webhooks', { now });
     const ctx = c.cli.ctx;
     const gw = await addGateway(ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
     const p = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');
     const ch = await assignChannel(ctx, { partner: p.id, gateway: gw.id, type: 'sms', sender: '+15550001111' }, 'test');
     await topup(ctx, p.id, parseMoney('1.00'), null, 'test');
-    const m1 = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
-    const m2 = storeOutboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
+    const m1 = await outboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
+    const m2 = await outboundSms(ctx, p.id, { id: ch.id, gateway_id: gw.id, sender: ch.sender });
     const status = (id: string, s: string, at: number) =>
       webhook(c!, {
         gateway_id: gw.id,
@@ -133,9 +132,9 @@ describe('msgctl tui: finding things', () => {
           }),
         ),
       });
-    status(m1.id, 'delivered', FIXED_NOW - 3000);
-    status(m1.id, 'read', FIXED_NOW - 2000);
-    webhook(c, {
+    await status(m1.id, 'delivered', FIXED_NOW - 3000);
+    await status(m1.id, 'read', FIXED_NOW - 2000);
+    await webhook(c, {
       gateway_id: gw.id,
       received_at: FIXED_NOW - 1000,
       body: Buffer.from(
@@ -147,7 +146,7 @@ describe('msgctl tui: finding things', () => {
         }),
       ),
     });
-    status(m2.id, 'delivered', FIXED_NOW - 500);
+    await status(m2.id, 'delivered', FIXED_NOW - 500);
     const short = (id: string) => `msg…${id.slice(-8)}`;
     let f = await c.see(`read ${short(m1.id)}`);
     expect(f).toMatch(new RegExp(`processed\\s+delivered ${short(m1.id)}`));
@@ -162,10 +161,10 @@ describe('msgctl tui: finding things', () => {
   });
 
   it('webhooks: the detail pane scrolls down to the last line of the body at 80×24, and back at once', async () => {
-    c = await openConsole(newDataDir(), 'webhooks', { now });
+    c = await openConsole(await newDataDir(), 'webhooks', { now });
     const body: Record<string, string> = {};
     for (let i = 1; i <= 30; i++) body[`field${String(i).padStart(2, '0')}`] = `value ${i}`;
-    webhook(c, { body: Buffer.from(JSON.stringify(body)) });
+    await webhook(c, { body: Buffer.from(JSON.stringify(body)) });
     await c.see('processed');
     await c.press(KEY.up, KEY.enter);
     await c.see('HEADERS');
@@ -182,13 +181,13 @@ describe('msgctl tui: finding things', () => {
 
 describe('msgctl tui: header and liveness', () => {
   it('at 60 columns the pid and uptime stay whole; the data directory gives way, with an ellipsis', async () => {
-    const dir = newDataDir();
+    const dir = await newDataDir();
     c = await openConsole(dir, 'overview', {
       now,
       size: { columns: 60, rows: 24 },
       showDir: '/var/lib/a/very/long/path/to/the/msgd/data/directory',
     });
-    await writeHeartbeat(c.cli.ctx, {
+    await writeBeat(c.cli.ctx, {
       id: 'ins_test',
       version: '0.1.0',
       pid: 18801,
@@ -204,16 +203,16 @@ describe('msgctl tui: header and liveness', () => {
   });
 
   it('with several instances on the store, the header counts the running and the dead; the leader speaks', async () => {
-    c = await openConsole(newDataDir(), 'overview', { now: () => Date.now(), size: { columns: 100, rows: 24 } });
+    c = await openConsole(await newDataDir(), 'overview', { now: () => Date.now(), size: { columns: 100, rows: 24 } });
     const row = { version: '0.2.0', gauges: {}, running: true, host: 'another-host' };
-    await writeHeartbeat(c.cli.ctx, {
+    await writeBeat(c.cli.ctx, {
       ...row,
       id: 'ins_a',
       pid: 501,
       startedAt: Date.now() - 60_000,
       beatAt: Date.now(),
     });
-    await writeHeartbeat(c.cli.ctx, {
+    await writeBeat(c.cli.ctx, {
       ...row,
       id: 'ins_b',
       pid: 502,
@@ -221,16 +220,16 @@ describe('msgctl tui: header and liveness', () => {
       beatAt: Date.now(),
       leader: true,
     });
-    await writeHeartbeat(c.cli.ctx, { ...row, id: 'ins_c', pid: 503, startedAt: 0, beatAt: Date.now() - 60_000 });
+    await writeBeat(c.cli.ctx, { ...row, id: 'ins_c', pid: 503, startedAt: 0, beatAt: Date.now() - 60_000 });
     const f = await c.see('2 instances, 1 dead');
     expect(f.split('\n')[0]).toMatch(/^● msgd running 0\.2\.0 · up 2m \d+s · pid 502 · 2 instances, 1 dead/);
   });
 
   it('on msgd’s own host, a killed msgd reads "not running" at once (its pid is gone)', async () => {
-    c = await openConsole(newDataDir(), 'overview', { now: () => Date.now() });
+    c = await openConsole(await newDataDir(), 'overview', { now: () => Date.now() });
     // A pid that was just used and is gone now.
     const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
-    await writeHeartbeat(c.cli.ctx, {
+    await writeBeat(c.cli.ctx, {
       id: 'ins_test',
       version: '0.1.0',
       pid: gone,
@@ -242,7 +241,7 @@ describe('msgctl tui: header and liveness', () => {
     });
     await c.see(`○ msgd not running (pid ${gone} is gone)`);
     // Another host's msgd: only its heartbeat tells.
-    await writeHeartbeat(c.cli.ctx, {
+    await writeBeat(c.cli.ctx, {
       id: 'ins_test',
       version: '0.1.0',
       pid: gone,
@@ -254,7 +253,7 @@ describe('msgctl tui: header and liveness', () => {
     });
     await c.see(`● msgd running 0.1.0 · up 1m 0s · pid ${gone}`);
     // This very process: alive.
-    await writeHeartbeat(c.cli.ctx, {
+    await writeBeat(c.cli.ctx, {
       id: 'ins_test',
       version: '0.1.0',
       pid: process.pid,
@@ -270,7 +269,7 @@ describe('msgctl tui: header and liveness', () => {
 
 describe('msgctl tui: read-only views and keys at 80 columns', () => {
   it('the footer keeps the keys each screen needs; assign channel is A, g goes to the top', async () => {
-    c = await openConsole(newDataDir(), 'partners', { now });
+    c = await openConsole(await newDataDir(), 'partners', { now });
     await createPartner(c.cli.ctx, { slug: 'acme', name: 'Acme' }, 'test');
     let f = await c.see('acme');
     const footer = f.split('\n').at(-1)!;
@@ -295,7 +294,7 @@ describe('msgctl tui: read-only views and keys at 80 columns', () => {
   });
 
   it('prices, a partner’s limits, the whole ledger by pages, and the token secret copied by OSC 52', async () => {
-    c = await openConsole(newDataDir(), 'gateways', { now });
+    c = await openConsole(await newDataDir(), 'gateways', { now });
     const ctx = c.cli.ctx;
     await addGateway(ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     const acme = await createPartner(ctx, { slug: 'acme', name: 'Acme' }, 'test');

@@ -1,18 +1,27 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { render } from 'ink-testing-library';
 import { expect } from 'vitest';
 import { ROOT } from '../helpers/cli.js';
 import { openCli, type Cli } from '../../src/cli/context.js';
+import { processIO } from '../../src/cli/io.js';
 import { tuiDeps } from '../../src/cli/tui.js';
+import type { CoreCtx } from '../../src/core/context.js';
+import { type HeartbeatRow, writeHeartbeat } from '../../src/core/counter-store.js';
+import { clockMs } from '../../src/db/dialect.js';
+import { sql } from '../../src/db/sql.js';
 import { openDataDir } from '../../src/db/datadir.js';
 import { App } from '../../src/tui/app.js';
 import type { ScreenId } from '../../src/tui/keymap.js';
+import { serverStore } from '../helpers/server.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 // The console drawn at 80×24 by ink-testing-library over a real data directory, opened the way
-// msgctl tui opens it (openCli, the same deps), and driven by keystrokes.
+// msgctl tui opens it (openCli, the same deps), and driven by keystrokes. On the PostgreSQL run
+// (serverStore) the console's store is a database of its own at msgd's schema with a random
+// master key, given as msgctl takes them (--database-url, MSGD_MASTER_KEY).
 
 export const KEY = {
   enter: '\r',
@@ -48,16 +57,64 @@ export interface Console {
 
 const dirs: string[] = [];
 
-export function newDataDir(): string {
+/** The PostgreSQL database behind a data directory newDataDir() made on the PostgreSQL run. */
+const databases = new Map<string, { url: string; masterKey: string; drop: () => Promise<void> }>();
+
+/** A new, migrated store for a console: a data directory, or on PostgreSQL a database too. */
+export async function newDataDir(): Promise<string> {
   const root = mkdtempSync(join(tmpdir(), 'msgd-tui-'));
   dirs.push(root);
   const dir = join(root, 'data');
+  if (serverStore === 'postgres') {
+    // Imported here: test/pg/helpers.ts reads the run's cluster, which only the PostgreSQL run has.
+    const { createDatabase, migratedTemplate } = await import('../pg/helpers.js');
+    const db = await createDatabase('tui', { template: migratedTemplate() });
+    databases.set(dir, { url: db.url, masterKey: randomBytes(32).toString('hex'), drop: db.drop });
+    mkdirSync(dir);
+    return dir;
+  }
   openDataDir(dir, { create: true }).close();
   return dir;
 }
 
-export function cleanupDirs() {
+export async function cleanupDirs() {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  for (const [dir, db] of databases) {
+    databases.delete(dir);
+    await db.drop();
+  }
+}
+
+/** runCli's options for msgctl on the store behind `dataDir` (on PostgreSQL its URL and key in the environment). */
+export function cliOptions(dataDir: string): { dataDir: string; env?: Record<string, string> } {
+  const db = databases.get(dataDir);
+  return db ? { dataDir, env: { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: db.masterKey } } : { dataDir };
+}
+
+/** What msgctl is given to open the store behind `dataDir`: --data-dir, and on PostgreSQL --database-url and the key. */
+export function storeGlobals(dataDir: string) {
+  const db = databases.get(dataDir);
+  if (!db) return { dataDir };
+  return {
+    dataDir,
+    databaseUrl: db.url,
+    io: { ...processIO(), env: { ...process.env, MSGD_MASTER_KEY: db.masterKey } },
+  };
+}
+
+/**
+ * An instance's heartbeat, its beat and start given on the console's clock (ctx.now()), written
+ * as msgd writes them: on the store's clock (the database server's on PostgreSQL, which the
+ * console reads back shifted to its own).
+ */
+export async function writeBeat(ctx: CoreCtx, hb: HeartbeatRow): Promise<void> {
+  await writeHeartbeat(ctx, hb);
+  const now = ctx.now();
+  const clock = clockMs(ctx.store.dialect, now);
+  await ctx.store.run(
+    sql`UPDATE heartbeat SET beat_at = ${clock} + ${hb.beatAt - now}, started_at = ${clock} + ${hb.startedAt - now}
+        WHERE id = ${hb.id}`,
+  );
 }
 
 /** The clock of captured screens: 2026-11-26 10:00:00 UTC. */
@@ -68,7 +125,7 @@ export async function openConsole(
   screen?: ScreenId,
   opts: { now?: () => number; showDir?: string; size?: { columns: number; rows: number } } = {},
 ): Promise<Console> {
-  const cli = await openCli({ dataDir });
+  const cli = await openCli(storeGlobals(dataDir));
   if (opts.now) cli.ctx.now = opts.now;
   const deps = { ...tuiDeps(cli), ...(opts.showDir ? { dataDir: opts.showDir } : {}) };
   const r = render(<App deps={deps} size={opts.size ?? { columns: 80, rows: 24 }} initialScreen={screen} />);

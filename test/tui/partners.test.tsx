@@ -3,6 +3,7 @@ import { getPartner } from '../../src/core/partners.js';
 import { listAudit } from '../../src/core/audit.js';
 import { hashSecret } from '../../src/core/tokens.js';
 import { addGateway } from '../../src/core/gateways.js';
+import { sql } from '../../src/db/sql.js';
 import { KEY, cleanupDirs, flat, newDataDir, openConsole, type Console } from './helpers.js';
 
 // The Partners screen against a real data directory: every action goes through msgctl's core
@@ -22,11 +23,13 @@ async function createAcme(con: Console) {
   await con.see('New partner');
   await con.press('acme', KEY.tab, 'Acme Ltd', KEY.enter);
   await con.see('Created partner acme');
+  // The list reloads after the form closes: a key for the selected partner needs it selected.
+  await con.see(/>acme\s+Acme Ltd/);
 }
 
 describe('msgctl tui: partners', () => {
   it('creates a partner, audited as tui:<user>', async () => {
-    c = await openConsole(newDataDir());
+    c = await openConsole(await newDataDir());
     await createAcme(c);
     const f = await c.see(/acme\s+Acme Ltd\s+active\s+0\.00 USD/);
     expect(f).toContain('n new');
@@ -37,7 +40,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('shows the same error msgctl shows, in place, and creates nothing', async () => {
-    c = await openConsole(newDataDir());
+    c = await openConsole(await newDataDir());
     await c.press('2');
     await c.see('No partners yet');
     await c.press('n');
@@ -51,7 +54,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('tops up after a confirmation that names the amount and the new balance; cancel changes nothing', async () => {
-    c = await openConsole(newDataDir());
+    c = await openConsole(await newDataDir());
     await createAcme(c);
     await c.press('t');
     await c.see('Top up acme');
@@ -75,7 +78,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('issues a token: the secret is shown once in a box that says so, then gone; revoke asks first', async () => {
-    c = await openConsole(newDataDir());
+    c = await openConsole(await newDataDir());
     await createAcme(c);
     await c.press('i');
     await c.see('Issue a token for acme');
@@ -85,10 +88,9 @@ describe('msgctl tui: partners', () => {
     expect(f).toContain('It is not stored and cannot be shown again.');
     const secret = f.match(/msgd_live_[A-Za-z0-9_-]{20,}/)?.[0];
     expect(secret).toBeTruthy();
-    const row = c.cli.ctx.db.sqlite.prepare('SELECT scopes, hash FROM tokens WHERE name = ?').get('prod') as {
-      scopes: string;
-      hash: string;
-    };
+    const row = (await c.cli.ctx.store.get<{ scopes: string; hash: string }>(
+      sql`SELECT scopes, hash FROM tokens WHERE name = ${'prod'}`,
+    ))!;
     expect(row.scopes).toBe('messages:read messages:send');
     expect(row.hash).toBe(hashSecret(secret!));
     await c.press(KEY.enter);
@@ -111,7 +113,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('assigns and unassigns a channel with a gateway picker', async () => {
-    c = await openConsole(newDataDir());
+    c = await openConsole(await newDataDir());
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await createAcme(c);
     await c.press('A');
@@ -133,7 +135,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('adds a fallback gateway to an SMS channel and shows the order', async () => {
-    c = await openConsole(newDataDir());
+    c = await openConsole(await newDataDir());
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sandbox-2', settings: {} }, 'test');
     await createAcme(c);
@@ -153,7 +155,7 @@ describe('msgctl tui: partners', () => {
   });
 
   it('suspends after confirmation and activates again', async () => {
-    c = await openConsole(newDataDir());
+    c = await openConsole(await newDataDir());
     await createAcme(c);
     await c.press('s');
     const f = flat(await c.see('Suspend acme?'));

@@ -1,20 +1,30 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { assignChannel } from '../../src/core/channels.js';
 import { Counters } from '../../src/core/counters.js';
-import { CounterWriter, writeHeartbeat } from '../../src/core/counter-store.js';
+import { CounterWriter } from '../../src/core/counter-store.js';
 import { addGateway, getGateway } from '../../src/core/gateways.js';
 import { topup } from '../../src/core/ledger.js';
 import { createPartner, setPartnerLimits } from '../../src/core/partners.js';
 import { listPrices } from '../../src/core/prices.js';
 import { issueToken } from '../../src/core/tokens.js';
-import { getWebhookLog, insertWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
+import { insertWebhookLogIn, readWebhookLog, type WebhookLogRow } from '../../src/core/webhook-log.js';
 import { newId } from '../../src/lib/ids.js';
 import { parseMoney } from '../../src/lib/money.js';
-import { JobQueue } from '../../src/queue/queue.js';
-import { storeOutboundSms } from '../helpers/server.js';
-import { createOutbound } from '../../src/core/messages.js';
+import { queueOf } from '../../src/queue/of-ctx.js';
+import { sql } from '../../src/db/sql.js';
+import { outboundSms } from '../helpers/server.js';
 import { cancelScheduled } from '../../src/core/scheduled.js';
-import { FIXED_NOW, KEY, capture, cleanupDirs, flat, newDataDir, openConsole, type Console } from './helpers.js';
+import {
+  FIXED_NOW,
+  KEY,
+  capture,
+  cleanupDirs,
+  writeBeat,
+  flat,
+  newDataDir,
+  openConsole,
+  type Console,
+} from './helpers.js';
 
 // Each screen against a real data directory set up through the core functions (and msgd's own
 // counter and heartbeat writers), drawn at 80×24 and compared with its capture in docs/tui.md.
@@ -28,7 +38,7 @@ afterAll(cleanupDirs);
 
 const now = () => FIXED_NOW;
 const open = async (screen: Parameters<typeof openConsole>[1]) => {
-  c = await openConsole(newDataDir(), screen, { now, showDir: '/var/lib/msgd' });
+  c = await openConsole(await newDataDir(), screen, { now, showDir: '/var/lib/msgd' });
   return c;
 };
 
@@ -72,7 +82,7 @@ async function counters(con: Console, gw: { twilio: string; sandbox: string }) {
   times(4, () => k.delivery('ok'));
   k.delivery('failed');
   await w.write(ctx.store, k.snapshot(), FIXED_NOW - 5_000);
-  await writeHeartbeat(ctx, {
+  await writeBeat(ctx, {
     id: 'ins_test',
     version: '0.1.0',
     pid: 4242,
@@ -83,7 +93,7 @@ async function counters(con: Console, gw: { twilio: string; sandbox: string }) {
   });
 }
 
-function webhook(ctx: Console['cli']['ctx'], over: Partial<WebhookLogRow>): WebhookLogRow {
+async function webhook(ctx: Console['cli']['ctx'], over: Partial<WebhookLogRow>): Promise<WebhookLogRow> {
   const row: WebhookLogRow = {
     id: newId('pwh'),
     provider: 'sandbox',
@@ -105,7 +115,7 @@ function webhook(ctx: Console['cli']['ctx'], over: Partial<WebhookLogRow>): Webh
     processed_at: FIXED_NOW,
     ...over,
   };
-  insertWebhookLog(ctx, row);
+  await insertWebhookLogIn(ctx.store, row);
   return row;
 }
 
@@ -131,25 +141,32 @@ describe('msgctl tui: screens', () => {
   });
 
   it('says when msgd is not running, or stopped answering', async () => {
-    const con = await open('overview');
+    // A clock that runs: on PostgreSQL the beat's age is read on the database's clock, which runs.
+    const con = (c = await openConsole(await newDataDir(), 'overview', {
+      now: () => Date.now(),
+      showDir: '/var/lib/msgd',
+    }));
     await con.see('○ msgd not running');
-    await writeHeartbeat(con.cli.ctx, {
+    // Half a second into a second, so the few ms the clocks differ by do not change the one shown.
+    const beatAt = Math.floor(Date.now() / 1000) * 1000 - 60_000 + 500;
+    await writeBeat(con.cli.ctx, {
       id: 'ins_test',
       version: '0.1.0',
       pid: 1,
       startedAt: 0,
-      beatAt: FIXED_NOW - 60_000,
+      beatAt,
       running: true,
       gauges: {},
     });
-    await con.see('▲ msgd not responding: last beat 2026-11-26 09:59:00 UTC', 3000);
+    const shown = new Date(beatAt).toISOString().slice(0, 19).replace('T', ' ');
+    await con.see(`▲ msgd not responding: last beat ${shown} UTC`, 3000);
   });
 
   it("partners: the list with today's spend, and the detail", async () => {
     const con = await open('partners');
     const s = await scene(con);
     await issueToken(con.cli.ctx, { partner: s.acme.id, name: 'prod', scopes: ['messages:send'] }, 'test');
-    storeOutboundSms(
+    await outboundSms(
       con.cli.ctx,
       s.acme.id,
       { id: s.ch.id, gateway_id: s.sandbox.id, sender: '+15550001111' },
@@ -198,9 +215,10 @@ describe('msgctl tui: screens', () => {
     expect(f).not.toContain('super-secret-token');
     const gw = await getGateway(con.cli.ctx, 'tw2');
     expect(gw.secret_names).toEqual(['auth_token']);
-    expect(
-      con.cli.ctx.db.sqlite.prepare('SELECT secrets FROM gateways WHERE name = ?').pluck().get('tw2'),
-    ).not.toContain('super-secret-token');
+    const stored = await con.cli.ctx.store.get<{ secrets: string }>(
+      sql`SELECT secrets FROM gateways WHERE name = 'tw2'`,
+    );
+    expect(stored!.secrets).not.toContain('super-secret-token');
     // The pane under the list is the new gateway's own: it is selected.
     f = await con.see('tw2 · Twilio');
     expect(f).toMatch(/>tw2\s+twilio/);
@@ -246,8 +264,8 @@ describe('msgctl tui: screens', () => {
     const con = await open('webhooks');
     const s = await scene(con);
     const ctx = con.cli.ctx;
-    webhook(ctx, { gateway_id: s.sandbox.id, received_at: FIXED_NOW - 4000 });
-    webhook(ctx, {
+    await webhook(ctx, { gateway_id: s.sandbox.id, received_at: FIXED_NOW - 4000 });
+    await webhook(ctx, {
       provider: 'twilio',
       gateway_id: s.twilio.id,
       verification: 'failed',
@@ -261,7 +279,7 @@ describe('msgctl tui: screens', () => {
       }),
       body: Buffer.from('MessageSid=SM1&MessageStatus=delivered&To=%2B14155550123'),
     });
-    const lost = webhook(ctx, {
+    const lost = await webhook(ctx, {
       provider: 'whatsapp',
       processing: 'unroutable',
       error: 'no channel for phone number id 5551',
@@ -276,7 +294,7 @@ describe('msgctl tui: screens', () => {
 
     await con.press(' ');
     await con.see('PAUSED (Space resumes)');
-    webhook(ctx, { provider: 'sendgrid', received_at: FIXED_NOW - 1000 });
+    await webhook(ctx, { provider: 'sendgrid', received_at: FIXED_NOW - 1000 });
     await new Promise((r) => setTimeout(r, 700));
     expect(con.frame()).not.toContain('sendgrid');
     await con.press(' ');
@@ -303,35 +321,33 @@ describe('msgctl tui: screens', () => {
     expect(f).toContain('now unroutable: no channel for phone number id 5551');
     await con.press('y');
     await con.see('1 webhook(s) queued to be processed again');
-    expect(getWebhookLog(ctx, lost.id)!.processing).toBe('pending');
+    expect((await readWebhookLog(ctx, lost.id))!.processing).toBe('pending');
   });
 
   it('webhooks: o adds the deliveries to partners, new attempts as they are made', async () => {
     const con = await open('webhooks');
     const s = await scene(con);
-    const db = con.cli.ctx.db.sqlite;
-    webhook(con.cli.ctx, { gateway_id: s.sandbox.id, received_at: FIXED_NOW - 4000 });
-    db.exec(`INSERT INTO webhook_endpoints (id, partner_id, url, secret, status, created_at, updated_at)
-               VALUES ('whe_1', '${s.acme.id}', 'https://acme.example/hooks', 'sealed', 'enabled', 1, 1);
-             INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at)
-               VALUES ('evt_1', '${s.acme.id}', 'message.delivered', '{}', 1, ${FIXED_NOW - 3000});
-             INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at)
-               VALUES ('dlv_1', 'evt_1', 'whe_1', '${s.acme.id}', 'pending', 1, ${FIXED_NOW - 3000}, ${FIXED_NOW - 3000})`);
+    const store = con.cli.ctx.store;
+    await webhook(con.cli.ctx, { gateway_id: s.sandbox.id, received_at: FIXED_NOW - 4000 });
+    await store.run(sql`INSERT INTO webhook_endpoints (id, partner_id, url, secret, status, created_at, updated_at)
+               VALUES ('whe_1', ${s.acme.id}, 'https://acme.example/hooks', 'sealed', 'enabled', 1, 1)`);
+    await store.run(sql`INSERT INTO events (id, partner_id, type, payload, fanned_out, created_at)
+               VALUES ('evt_1', ${s.acme.id}, 'message.delivered', '{}', 1, ${FIXED_NOW - 3000})`);
+    await store.run(sql`INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at)
+               VALUES ('dlv_1', 'evt_1', 'whe_1', ${s.acme.id}, 'pending', 1, ${FIXED_NOW - 3000}, ${FIXED_NOW - 3000})`);
     const attempt = (no: number, code: number | null, error: string | null, at: number) =>
-      db
-        .prepare(
-          `INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, error, created_at)
-           VALUES ('dlv_1', ?, ?, 40, ?, ?)`,
-        )
-        .run(no, code, error, at);
-    attempt(1, 503, 'HTTP 503', FIXED_NOW - 2500);
+      store.run(
+        sql`INSERT INTO webhook_attempts (delivery_id, attempt_no, status_code, duration_ms, error, created_at)
+            VALUES ('dlv_1', ${no}, ${code}, 40, ${error}, ${at})`,
+      );
+    await attempt(1, 503, 'HTTP 503', FIXED_NOW - 2500);
     let f = await con.see(/\d\d sandbox/);
     expect(f).not.toMatch(/\d\d out /);
 
     await con.press('o');
     f = await con.see(/\d\d out\s+message\.…\s+#1 40 ms\s+failed 503\s+https:\/\/acme\.exam/);
     expect(f).toContain('in + out');
-    attempt(2, 200, null, FIXED_NOW - 1000);
+    await attempt(2, 200, null, FIXED_NOW - 1000);
     f = await con.see(/\d\d out\s+message\.…\s+#2 40 ms\s+ok 200/);
     expect(f).toMatch(/#1 40 ms\s+failed 503/);
 
@@ -343,7 +359,7 @@ describe('msgctl tui: screens', () => {
   it('messages: find by partner, then a message with its history', async () => {
     const con = await open('messages');
     const s = await scene(con);
-    const m = storeOutboundSms(con.cli.ctx, s.acme.id, {
+    const m = await outboundSms(con.cli.ctx, s.acme.id, {
       id: s.ch.id,
       gateway_id: s.sandbox.id,
       sender: '+15550001111',
@@ -380,21 +396,11 @@ describe('msgctl tui: screens', () => {
     const con = await open('messages');
     const s = await scene(con);
     const ctx = con.cli.ctx;
-    const channel = { id: s.ch.id, type: 'sms' as const, gatewayId: s.sandbox.id, sender: '+15550001111' };
+    const channel = { id: s.ch.id, gateway_id: s.sandbox.id, sender: '+15550001111' };
     const later = (text: string) =>
-      createOutbound(ctx, {
-        partnerId: s.acme.id,
-        channel,
-        to: '+14155550123',
-        content: { kind: 'text', text },
-        price: 1000,
-        segments: 1,
-        actor: 'test',
-        lowBalanceThreshold: null,
-        sendAt: FIXED_NOW + 3 * 3_600_000,
-      });
-    const waiting = later('at noon');
-    const dropped = later('never mind');
+      outboundSms(ctx, s.acme.id, channel, { text, price: 1000, sendAt: FIXED_NOW + 3 * 3_600_000 });
+    const waiting = await later('at noon');
+    const dropped = await later('never mind');
     await cancelScheduled(ctx, s.acme.id, dropped.id, 'test');
     await con.see('No messages match.');
     await con.press('/');
@@ -414,13 +420,15 @@ describe('msgctl tui: screens', () => {
 
   it('jobs: retry a dead job after confirming', async () => {
     const con = await open('jobs');
-    const q = new JobQueue(con.cli.ctx.db, { now });
-    const { id } = q.enqueue({ kind: 'webhook.process', payload: { webhook_ids: [] } });
-    con.cli.ctx.db.sqlite
-      .prepare(
-        `UPDATE jobs SET state = 'dead', attempts = 8, last_error = 'database is locked', updated_at = ? WHERE id = ?`,
-      )
-      .run(FIXED_NOW, id);
+    const store = con.cli.ctx.store;
+    const q = queueOf(con.cli.ctx, { now });
+    const { id } = await store.transaction((tx) =>
+      q.enqueue(tx, { kind: 'webhook.process', payload: { webhook_ids: [] } }),
+    );
+    await store.run(
+      sql`UPDATE jobs SET state = 'dead', attempts = 8, last_error = 'database is locked', updated_at = ${FIXED_NOW}
+          WHERE id = ${id}`,
+    );
     let f = await con.see('database is locked', 8000);
     capture('jobs', f);
     await con.press('R');
@@ -441,11 +449,10 @@ describe('msgctl tui: screens', () => {
     await con.see('Queue');
     // A gateway of a kind this msgd does not know (written by a newer one, or by hand).
     await addGateway(con.cli.ctx, { kind: 'sandbox', name: 'sandbox-1', settings: {} }, 'test');
-    con.cli.ctx.db.sqlite
-      .prepare(
-        `INSERT INTO gateways (id, kind, name, status, settings, secrets, created_at, updated_at) VALUES ('gw_x', 'pigeon', 'coop', 'active', '{}', ?, 0, 0)`,
-      )
-      .run(con.cli.ctx.db.sqlite.prepare('SELECT secrets FROM gateways LIMIT 1').pluck().get());
+    await con.cli.ctx.store.run(
+      sql`INSERT INTO gateways (id, kind, name, status, settings, secrets, created_at, updated_at)
+          SELECT 'gw_x', 'pigeon', 'coop', 'active', '{}', secrets, 0, 0 FROM gateways LIMIT 1`,
+    );
     await con.press('3');
     const f = await con.see('This screen failed');
     expect(f).toContain('1 Overview');

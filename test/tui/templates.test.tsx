@@ -32,12 +32,12 @@ afterEach(() => {
 });
 afterAll(async () => {
   await graph.close();
-  cleanupDirs();
+  await cleanupDirs();
 });
 
 describe('gateways screen: t reads the templates', () => {
   it('reads them from Meta and shows how many and when; a failed read says why', async () => {
-    c = await openConsole(newDataDir(), 'gateways');
+    c = await openConsole(await newDataDir(), 'gateways');
     await addGateway(
       c.cli.ctx,
       {
@@ -63,7 +63,7 @@ describe('gateways screen: t reads the templates', () => {
   });
 
   it('says a gateway of another kind has none', async () => {
-    c = await openConsole(newDataDir(), 'gateways');
+    c = await openConsole(await newDataDir(), 'gateways');
     await addGateway(c.cli.ctx, { kind: 'sandbox', name: 'sbx', settings: {} }, 'test');
     await c.see('sbx · Sandbox');
     await c.press('t');
