@@ -236,29 +236,33 @@ export async function inviteUser(
   return ctx.store.transaction(async (tx) => {
     const partner = await readPartner(tx, input.partner);
     const now = ctx.now();
+    // The same address invited at once by several requests (PostgreSQL runs them side by side):
+    // an insert another transaction made first is waited for and then read, never a 500.
     let user = await findUserByEmail(ctx, email, tx);
     if (!user) {
-      const id = newId('usr');
       await tx.run(
         sql`INSERT INTO users (id, email, password_hash, status, sessions_valid_after, created_at, updated_at)
-            VALUES (${id}, ${email}, NULL, 'active', 0, ${now}, ${now})`,
+            VALUES (${newId('usr')}, ${email}, NULL, 'active', 0, ${now}, ${now}) ON CONFLICT (email) DO NOTHING`,
       );
-      user = (await getUser(ctx, id, tx))!;
+      user = (await findUserByEmail(ctx, email, tx))!;
     }
-    const existing = await tx.get<MembershipRow>(
-      sql`SELECT * FROM memberships WHERE user_id = ${user.id} AND partner_id = ${partner.id}`,
-    );
+    const membership = () =>
+      tx.get<MembershipRow>(sql`SELECT * FROM memberships WHERE user_id = ${user.id} AND partner_id = ${partner.id}`);
+    let existing = await membership();
+    if (!existing) {
+      const inserted = await tx.run(
+        sql`INSERT INTO memberships (id, user_id, partner_id, role, status, accept_by_link, invited_by, created_at, accepted_at, updated_at)
+            VALUES (${newId('mem')}, ${user.id}, ${partner.id}, ${role}, 'pending', ${user.password_hash === null ? 1 : 0},
+                    ${actor}, ${now}, NULL, ${now})
+            ON CONFLICT (user_id, partner_id) DO NOTHING`,
+      );
+      if (inserted.changes === 0) existing = await membership();
+    }
     if (existing && existing.status !== 'pending')
       throw new AppError('conflict', `${email} is already a user of ${partner.name}`);
     if (existing)
       await tx.run(
         sql`UPDATE memberships SET role = ${role}, invited_by = ${actor}, updated_at = ${now} WHERE id = ${existing.id}`,
-      );
-    else
-      await tx.run(
-        sql`INSERT INTO memberships (id, user_id, partner_id, role, status, accept_by_link, invited_by, created_at, accepted_at, updated_at)
-            VALUES (${newId('mem')}, ${user.id}, ${partner.id}, ${role}, 'pending', ${user.password_hash === null ? 1 : 0},
-                    ${actor}, ${now}, NULL, ${now})`,
       );
     const member = await getMember(ctx, partner.id, user.id, tx);
     await auditIn(ctx, tx, actor, 'user.invite', 'user', user.id, { partner: partner.slug, email, role });
@@ -365,7 +369,9 @@ export async function removeUser(ctx: CoreCtx, partnerId: string, ref: string, a
     const member = await getMember(ctx, partnerId, ref, tx);
     await endPartnerSessions(tx, member.user_id, partnerId);
     await tx.run(sql`DELETE FROM user_invites WHERE membership_id = ${member.membership_id}`);
-    await tx.run(sql`DELETE FROM memberships WHERE id = ${member.membership_id}`);
+    // A removal running beside this one (PostgreSQL) may have deleted it first: then it is not found.
+    const removed = await tx.run(sql`DELETE FROM memberships WHERE id = ${member.membership_id}`);
+    if (removed.changes === 0) throw notFound('user', ref);
     const deleted = await deleteIfAlone(tx, member.user_id);
     await auditIn(ctx, tx, actor, 'user.remove', 'user', member.user_id, {
       email: member.email,
