@@ -1,7 +1,7 @@
 import type { CoreCtx } from '../../src/core/context.js';
 import { messageHistoryIn, type MessageRow } from '../../src/core/messages.js';
 import { jsonText } from '../../src/db/dialect.js';
-import { sql } from '../../src/db/sql.js';
+import { type Sql, sql } from '../../src/db/sql.js';
 import { waitFor } from './wait.js';
 
 // Plain SQL views of the rows tests assert on (messages, ledger, jobs), read the way an
@@ -76,4 +76,30 @@ export async function waitStatus(
     `message ${id} to be ${want.join('|')}`,
     timeoutMs,
   );
+}
+
+/**
+ * A query written with `?` placeholders, as sql`` would take it: its values kept apart from its
+ * text, for either store. The text must have no literal `?` of its own.
+ */
+export function sqlOf(text: string, ...values: unknown[]): Sql {
+  const parts = text.split('?');
+  if (parts.length !== values.length + 1)
+    throw new Error(`${values.length} value(s) for ${parts.length - 1} placeholder(s): ${text}`);
+  return sql(Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray, ...values);
+}
+
+/** The first row of a `?` query through ctx.store, or undefined. */
+export function sqlRow<R = any>(ctx: CoreCtx, text: string, ...values: unknown[]): Promise<R | undefined> {
+  return ctx.store.get<R>(sqlOf(text, ...values));
+}
+
+/** Every row of a `?` query through ctx.store. */
+export function sqlRows<R = any>(ctx: CoreCtx, text: string, ...values: unknown[]): Promise<R[]> {
+  return ctx.store.all<R>(sqlOf(text, ...values));
+}
+
+/** A `?` statement through ctx.store. */
+export function sqlRun(ctx: CoreCtx, text: string, ...values: unknown[]): Promise<{ changes: number }> {
+  return ctx.store.run(sqlOf(text, ...values));
 }

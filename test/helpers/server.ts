@@ -6,10 +6,11 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load.js';
 import { startServer, type Server } from '../../src/server.js';
 import type { CoreCtx } from '../../src/core/context.js';
-import { createOutbound, type MessageRow } from '../../src/core/messages.js';
+import { createOutbound, type CreateOutboundInput, type MessageRow } from '../../src/core/messages.js';
 import { findOrCreateContactIn } from '../../src/core/contacts.js';
 import { touchConversationIn } from '../../src/core/conversations.js';
 import { debitIn } from '../../src/core/ledger.js';
+import type { Queryable } from '../../src/db/query.js';
 import { sql } from '../../src/db/sql.js';
 import { newId } from '../../src/lib/ids.js';
 import { createPartner, setPartnerLimits } from '../../src/core/partners.js';
@@ -230,58 +231,76 @@ export function storeOutboundSms(
  * storeOutboundSms on either store (through ctx.store): the message queued (scheduled with
  * `sendAt`), debited, its contact and conversation, in one transaction; no job.
  */
-export async function outboundSms(
+export function outboundSms(
   ctx: CoreCtx,
   partnerId: string,
   channel: { id: string; gateway_id: string; sender: string | null },
   opts: { to?: string; text?: string; price?: number; sendAt?: number } = {},
 ): Promise<MessageRow> {
-  const to = opts.to ?? '+14155550123';
-  const price = opts.price ?? 1000;
-  return ctx.store.transaction(async (tx) => {
-    const id = newId('msg');
-    await debitIn(tx, ctx, partnerId, price, id, 'test');
-    const { contact } = await findOrCreateContactIn(tx, ctx, partnerId, 'sms', to);
-    const conv = await touchConversationIn(tx, ctx, partnerId, contact.id, 'sms', channel.id);
-    const now = ctx.now();
-    const row: MessageRow = {
-      id,
-      partner_id: partnerId,
-      direction: 'outbound',
-      channel_type: 'sms',
-      channel_id: channel.id,
-      gateway_id: channel.gateway_id,
-      conversation_id: conv.id,
-      contact_id: contact.id,
-      to,
-      from: channel.sender ?? '',
-      content: JSON.stringify({ kind: 'text', text: opts.text ?? 'hi' }),
-      status: opts.sendAt === undefined ? 'queued' : 'scheduled',
-      provider_message_id: null,
-      provider_id_indexed: 1,
-      price,
-      segments: 1,
-      error_code: null,
-      error_message: null,
-      dispatch_uncertain: 0,
-      dispatch_in_flight: 0,
-      refunded: 0,
-      sent_at: null,
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-      send_at: opts.sendAt ?? null,
-    };
-    await tx.run(
-      sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
-            contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments,
-            error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
-          VALUES (${row.id}, ${row.partner_id}, ${row.direction}, ${row.channel_type}, ${row.channel_id}, ${row.gateway_id},
-            ${row.conversation_id}, ${row.contact_id}, ${row.to}, ${row.from}, ${row.content}, ${row.status},
-            ${row.provider_message_id}, ${row.provider_id_indexed}, ${row.price}, ${row.segments}, ${row.error_code},
-            ${row.error_message}, ${row.dispatch_uncertain}, ${row.refunded}, ${row.sent_at}, ${row.created_at},
-            ${row.updated_at}, ${row.deleted_at}, ${row.send_at})`,
-    );
-    return row;
-  });
+  return ctx.store.transaction((tx) =>
+    storeOutboundIn(tx, ctx, {
+      partnerId,
+      channel: { id: channel.id, type: 'sms', gatewayId: channel.gateway_id, sender: channel.sender ?? '' },
+      to: opts.to ?? '+14155550123',
+      content: { kind: 'text', text: opts.text ?? 'hi' },
+      price: opts.price ?? 1000,
+      sendAt: opts.sendAt,
+    }),
+  );
+}
+
+/**
+ * An outbound message as the send path stores it, in the caller's store transaction `tx`, on
+ * either store: debited (a price of 0 writes no ledger entry), its contact and conversation,
+ * queued (scheduled with `sendAt`); no job.
+ */
+export async function storeOutboundIn(
+  tx: Queryable,
+  ctx: CoreCtx,
+  input: Pick<CreateOutboundInput, 'partnerId' | 'channel' | 'to' | 'content' | 'price' | 'sendAt'>,
+): Promise<MessageRow> {
+  const id = newId('msg');
+  if (input.price > 0) await debitIn(tx, ctx, input.partnerId, input.price, id, 'test');
+  const { contact } = await findOrCreateContactIn(tx, ctx, input.partnerId, input.channel.type, input.to);
+  const conv = await touchConversationIn(tx, ctx, input.partnerId, contact.id, input.channel.type, input.channel.id);
+  const now = ctx.now();
+  const row: MessageRow = {
+    id,
+    partner_id: input.partnerId,
+    direction: 'outbound',
+    channel_type: input.channel.type,
+    channel_id: input.channel.id,
+    gateway_id: input.channel.gatewayId,
+    conversation_id: conv.id,
+    contact_id: contact.id,
+    to: input.to,
+    from: input.channel.sender,
+    content: JSON.stringify(input.content),
+    status: input.sendAt === undefined ? 'queued' : 'scheduled',
+    provider_message_id: null,
+    provider_id_indexed: 1,
+    price: input.price,
+    segments: 1,
+    error_code: null,
+    error_message: null,
+    dispatch_uncertain: 0,
+    dispatch_in_flight: 0,
+    refunded: 0,
+    sent_at: null,
+    created_at: now,
+    updated_at: now,
+    deleted_at: null,
+    send_at: input.sendAt ?? null,
+  };
+  await tx.run(
+    sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
+          contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments,
+          error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
+        VALUES (${row.id}, ${row.partner_id}, ${row.direction}, ${row.channel_type}, ${row.channel_id}, ${row.gateway_id},
+          ${row.conversation_id}, ${row.contact_id}, ${row.to}, ${row.from}, ${row.content}, ${row.status},
+          ${row.provider_message_id}, ${row.provider_id_indexed}, ${row.price}, ${row.segments}, ${row.error_code},
+          ${row.error_message}, ${row.dispatch_uncertain}, ${row.refunded}, ${row.sent_at}, ${row.created_at},
+          ${row.updated_at}, ${row.deleted_at}, ${row.send_at})`,
+  );
+  return row;
 }

@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FLASH_TTL_MS, PER_BROWSER } from '../../src/ui/flash.js';
-import { getMessageState } from '../../src/core/messages.js';
-import { applyStatus } from '../../src/core/message-status.js';
+import { getMessageStateIn } from '../../src/core/messages.js';
+import { applyStatusIn } from '../../src/core/message-status.js';
 import { newId } from '../../src/lib/ids.js';
-import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { connect, setupPartner, startTestServer, outboundSms, type TestServer } from '../helpers/server.js';
+import { sql } from '../../src/db/sql.js';
+import { sqlRow, sqlRun } from '../helpers/rows.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import { axeViolations, freshPage, launchBrowser, loggedIn, userSession, type TestBrowser } from './helpers.js';
@@ -19,7 +21,7 @@ let channel: { id: string; gateway_id: string; sender: string | null };
 let tls: TlsFiles;
 let receiver: Receiver;
 
-const count = (sql: string, ...args: unknown[]) => (s.ctx.db.sqlite.prepare(sql).get(...args) as { n: number }).n;
+const count = async (sql: string, ...args: unknown[]) => ((await sqlRow(s.ctx, sql, ...args)) as { n: number }).n;
 
 beforeAll(async () => {
   tls = makeCert();
@@ -41,7 +43,7 @@ describe('one-time secrets (Post/Redirect/Get)', () => {
   it('reloading after issuing a token issues no second token, and the secret shows exactly once', async () => {
     const page = await freshPage(b);
     await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
-    const before = count('SELECT COUNT(*) AS n FROM tokens WHERE partner_id = ?', acme.partnerId);
+    const before = await count('SELECT COUNT(*) AS n FROM tokens WHERE partner_id = ?', acme.partnerId);
     await page.goto(`${s.url}/ui/tokens`);
     await page.type('#t-name', 'reload-me');
     await page.click('input[value="messages:send"]');
@@ -53,7 +55,7 @@ describe('one-time secrets (Post/Redirect/Get)', () => {
     expect(page.url()).toMatch(/\/ui\/tokens\?flash=[\w-]+$/);
 
     await page.reload();
-    expect(count('SELECT COUNT(*) AS n FROM tokens WHERE partner_id = ?', acme.partnerId)).toBe(before + 1);
+    expect(await count('SELECT COUNT(*) AS n FROM tokens WHERE partner_id = ?', acme.partnerId)).toBe(before + 1);
     expect(await page.content()).not.toContain(secret);
     expect(await page.$('#new-secret')).toBeNull();
     const names = await page.$$eval('form.rename input[name=name]', (els) =>
@@ -73,17 +75,17 @@ describe('one-time secrets (Post/Redirect/Get)', () => {
     expect(secret).toMatch(/^whsec_/);
     expect(page.url()).not.toContain(secret);
     await page.reload();
-    expect(count(`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE url = 'https://127.0.0.1:9/prg'`)).toBe(1);
+    expect(await count(`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE url = 'https://127.0.0.1:9/prg'`)).toBe(1);
     expect(await page.content()).not.toContain(secret);
 
     const audits = () => count(`SELECT COUNT(*) AS n FROM audit_log WHERE action = 'webhook.rotate_secret'`);
-    const rotations = audits();
+    const rotations = await audits();
     page.on('dialog', (d) => void d.accept());
     await Promise.all([page.waitForNavigation(), page.click('form[action$="/rotate"] button')]);
     const rotated = await page.$eval('#new-secret', (e) => e.textContent!);
     expect(rotated).not.toBe(secret);
     await page.reload();
-    expect(audits()).toBe(rotations + 1);
+    expect(await audits()).toBe(rotations + 1);
     expect(await page.content()).not.toContain(rotated);
     await page.browserContext().close();
   });
@@ -140,21 +142,21 @@ describe('tokens', () => {
     const { client } = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
     await client.get('/ui/tokens');
     await client.post('/ui/tokens', { name: 'old name', scopes: 'messages:read' });
-    const before = s.ctx.db.sqlite.prepare(`SELECT * FROM tokens WHERE name = 'old name'`).get() as any;
+    const before = (await sqlRow(s.ctx, `SELECT * FROM tokens WHERE name = 'old name'`)) as any;
     await client.get('/ui/tokens');
     const r = await client.post(`/ui/tokens/${before.id}/rename`, { name: 'billing export' });
     expect(r.status).toBe(303);
     const shown = await client.get(r.headers.get('location')!);
     expect(shown.text).toContain('Token “old name” is now named “billing export”.');
     expect(shown.text).toContain('value="billing export"');
-    const after = s.ctx.db.sqlite.prepare('SELECT * FROM tokens WHERE id = ?').get(before.id) as any;
+    const after = (await sqlRow(s.ctx, 'SELECT * FROM tokens WHERE id = ?', before.id)) as any;
     expect(after).toEqual({ ...before, name: 'billing export' });
     const blank = await client.post(`/ui/tokens/${before.id}/rename`, { name: '   ' });
     expect(blank.status).toBe(400);
     expect(blank.text).toContain('a token name of 1-100 characters is required');
     // Another partner's token is not found.
     const other = await setupPartner(s.ctx, { slug: 'globex' });
-    const theirs = s.ctx.db.sqlite.prepare('SELECT id FROM tokens WHERE partner_id = ?').get(other.partnerId) as any;
+    const theirs = (await sqlRow(s.ctx, 'SELECT id FROM tokens WHERE partner_id = ?', other.partnerId)) as any;
     expect((await client.post(`/ui/tokens/${theirs.id}/rename`, { name: 'mine' })).status).toBe(404);
   });
 });
@@ -191,7 +193,7 @@ describe('overview', () => {
 
 describe('looks', () => {
   it("a message's status refreshes by itself while it is on its way, and stops when final; without script it still shows", async () => {
-    const m = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'live status' });
+    const m = await outboundSms(s.ctx, acme.partnerId, channel, { text: 'live status' });
     const page = await freshPage(b);
     await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
     await page.goto(`${s.url}/ui/messages/${m.id}`);
@@ -199,13 +201,15 @@ describe('looks', () => {
     expect(await status()).toBe('queued');
     expect(await page.$eval('#message-live', (e) => e.getAttribute('data-refresh'))).toBe('5000');
     const move = (to: 'sent' | 'delivered') =>
-      s.ctx.db.sqlite.transaction(() => applyStatus(s.ctx, getMessageState(s.ctx, m.id)!, { status: to }))();
-    move('sent');
+      s.ctx.store.transaction(async (tx) =>
+        applyStatusIn(tx, s.ctx, (await getMessageStateIn(tx, m.id))!, { status: to }),
+      );
+    await move('sent');
     await page.waitForFunction(
       () => document.querySelector('#message-live dd[aria-live] .status')?.textContent === 'sent',
       { timeout: 12_000 },
     );
-    move('delivered');
+    await move('delivered');
     await page.waitForFunction(
       () => document.querySelector('#message-live dd[aria-live] .status')?.textContent === 'delivered',
       { timeout: 12_000 },
@@ -246,7 +250,7 @@ describe('looks', () => {
 
   it('on a 390 px wide phone the page never scrolls sideways; a wide table scrolls inside its box', async () => {
     for (let i = 0; i < 3; i++)
-      storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550177', text: 'a rather long text '.repeat(8) });
+      await outboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550177', text: 'a rather long text '.repeat(8) });
     const page = await freshPage(b);
     await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 1 });
     await userSession(page, s.ctx, s.url, acme.partnerId, 'admin');
@@ -278,7 +282,7 @@ describe('looks', () => {
   });
 
   it("times show in UTC, and beside it in the browser's zone", async () => {
-    const m = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'when' });
+    const m = await outboundSms(s.ctx, acme.partnerId, channel, { text: 'when' });
     const page = await freshPage(b);
     await page.emulateTimezone('Asia/Kolkata');
     await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
@@ -336,14 +340,19 @@ describe('messages', () => {
 
   it("finds a message by its id or by the provider's id, and never another partner's", async () => {
     const { client } = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
-    const a = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'by id' });
-    const b2 = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'by provider id' });
-    const c = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'by unindexed provider id' });
-    const setProvider = s.ctx.db.sqlite.prepare(
-      'UPDATE messages SET provider_message_id = ?, provider_id_indexed = ? WHERE id = ?',
-    );
-    setProvider.run('wamid.HBgLMTQxNTU1NTAxMjM', 1, b2.id);
-    setProvider.run('SM0123456789abcdef0123456789abcdef', 0, c.id);
+    const a = await outboundSms(s.ctx, acme.partnerId, channel, { text: 'by id' });
+    const b2 = await outboundSms(s.ctx, acme.partnerId, channel, { text: 'by provider id' });
+    const c = await outboundSms(s.ctx, acme.partnerId, channel, { text: 'by unindexed provider id' });
+    const setProvider = (providerId: string, indexed: number, id: string) =>
+      sqlRun(
+        s.ctx,
+        'UPDATE messages SET provider_message_id = ?, provider_id_indexed = ? WHERE id = ?',
+        providerId,
+        indexed,
+        id,
+      );
+    await setProvider('wamid.HBgLMTQxNTU1NTAxMjM', 1, b2.id);
+    await setProvider('SM0123456789abcdef0123456789abcdef', 0, c.id);
     expect(rowsOf((await client.get(`/ui/messages?id=${a.id}`)).text)).toEqual([a.id]);
     expect(rowsOf((await client.get(`/ui/messages?id=%20${a.id}%20`)).text)).toEqual([a.id]);
     expect(rowsOf((await client.get('/ui/messages?id=wamid.HBgLMTQxNTU1NTAxMjM')).text)).toEqual([b2.id]);
@@ -353,8 +362,8 @@ describe('messages', () => {
     expect(missing.text).toContain('No message of yours has the id msg_00000000000000000000000000.');
     const globex = await setupPartner(s.ctx, { slug: 'globex-m', balance: '1.00' });
     const gch = (await connect(s.ctx, globex.partnerId, { kind: 'sandbox' }, 'sms', '+15550000009')).channel;
-    const theirs = storeOutboundSms(s.ctx, globex.partnerId, gch, { text: 'not yours' });
-    setProvider.run('wamid.THEIRS', 1, theirs.id);
+    const theirs = await outboundSms(s.ctx, globex.partnerId, gch, { text: 'not yours' });
+    await setProvider('wamid.THEIRS', 1, theirs.id);
     expect(rowsOf((await client.get(`/ui/messages?id=${theirs.id}`)).text)).toEqual([]);
     expect(rowsOf((await client.get('/ui/messages?id=wamid.THEIRS')).text)).toEqual([]);
   });
@@ -368,7 +377,7 @@ describe('messages', () => {
     });
     const { id } = (await sent.json()) as { id: string };
     const balance = () => count('SELECT balance AS n FROM partners WHERE id = ?', acme.partnerId);
-    const debited = balance();
+    const debited = await balance();
     const page = await freshPage(b);
     await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
     await page.goto(`${s.url}/ui/messages/${id}`);
@@ -382,14 +391,14 @@ describe('messages', () => {
     expect(main).toContain('Canceled; 0.0075 USD refunded.');
     expect(await page.$eval('#message-live dd[aria-live] .status', (e) => e.textContent)).toBe('canceled');
     expect(await page.$('form[action$="/cancel"]')).toBeNull();
-    expect(balance() - debited).toBe(7_500);
+    expect((await balance()) - debited).toBe(7_500);
 
     // The page opened before the cancel still shows the button: a second cancel is refused.
     await Promise.all([stale.waitForNavigation(), stale.click('form[action$="/cancel"] button[type=submit]')]);
     expect(await stale.$eval('main', (e) => (e as HTMLElement).innerText)).toContain(
       'Not canceled: only a scheduled message can be canceled; this one is canceled.',
     );
-    expect(balance() - debited).toBe(7_500);
+    expect((await balance()) - debited).toBe(7_500);
     await page.browserContext().close();
   });
 
@@ -397,10 +406,8 @@ describe('messages', () => {
     const p = await setupPartner(s.ctx, { slug: 'pager', balance: '10.00' });
     const ch = (await connect(s.ctx, p.partnerId, { kind: 'sandbox' }, 'sms', '+15550000010')).channel;
     const made: string[] = [];
-    s.ctx.db.sqlite.transaction(() => {
-      for (let i = 0; i < 130; i++)
-        made.push(storeOutboundSms(s.ctx, p.partnerId, ch, { to: '+14155550150', text: `p${i}` }).id);
-    })();
+    for (let i = 0; i < 130; i++)
+      made.push((await outboundSms(s.ctx, p.partnerId, ch, { to: '+14155550150', text: `p${i}` })).id);
     const newest = made.slice().reverse();
     const { client } = await loggedIn(s.ctx, s.url, p.partnerId, 'developer');
     const link = (html: string, rel: string) => {
@@ -452,8 +459,8 @@ describe('webhooks', () => {
     const reg = await client.post('/ui/webhooks', { url: `${receiver.url}?v=1` });
     const id = /\/ui\/webhooks\/(whe_\w+)/.exec(reg.headers.get('location')!)![1];
     await client.get(reg.headers.get('location')!);
-    const row = () => s.ctx.db.sqlite.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').get(id) as any;
-    const before = row();
+    const row = async () => (await sqlRow(s.ctx, 'SELECT * FROM webhook_endpoints WHERE id = ?', id)) as any;
+    const before = await row();
     const r = await client.post(`/ui/webhooks/${id}/edit`, {
       url: `${receiver.url}?v=2`,
       description: 'orders',
@@ -463,7 +470,7 @@ describe('webhooks', () => {
     expect((await client.get(r.headers.get('location')!)).text).toContain(
       'Endpoint saved; its signing secret is unchanged.',
     );
-    const after = row();
+    const after = await row();
     expect(after.url).toBe(`${receiver.url}?v=2`);
     expect(after.description).toBe('orders');
     expect(JSON.parse(after.events)).toEqual(['message.delivered']);
@@ -474,7 +481,7 @@ describe('webhooks', () => {
     expect(bad.text).toContain('webhook endpoints must use https://');
     const unknown = await client.post(`/ui/webhooks/${id}/edit`, { url: receiver.url, events: 'money.printed' });
     expect(unknown.status).toBe(400);
-    expect(row()).toEqual(after);
+    expect(await row()).toEqual(after);
   });
 
   it("a delivery shows its request with signatures redacted and the receiver's answers; filters by outcome", async () => {
@@ -492,19 +499,19 @@ describe('webhooks', () => {
     await client.get(`/ui/webhooks/${id}`);
     await client.post(`/ui/webhooks/${id}/test`, {});
     await waitFor(() => receiver.received.length > n, 'the second test event', 10_000);
-    const attempts = () =>
-      s.ctx.db.sqlite
-        .prepare(
-          'SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ?',
-        )
-        .get(id) as { n: number };
-    await waitFor(() => attempts().n >= 2, 'both attempts recorded', 10_000);
+    const attempts = async () =>
+      (await sqlRow(
+        s.ctx,
+        'SELECT COUNT(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ?',
+        id,
+      )) as { n: number };
+    await waitFor(async () => (await attempts()).n >= 2, 'both attempts recorded', 10_000);
     const sent = receiver.received.at(-1)!;
-    const dlv = s.ctx.db.sqlite
-      .prepare(
-        "SELECT id, event_id FROM webhook_deliveries WHERE endpoint_id = ? AND attempts > 0 AND status = 'pending'",
-      )
-      .get(id) as { id: string; event_id: string };
+    const dlv = (await sqlRow(
+      s.ctx,
+      "SELECT id, event_id FROM webhook_deliveries WHERE endpoint_id = ? AND attempts > 0 AND status = 'pending'",
+      id,
+    )) as { id: string; event_id: string };
     const page = await client.get(`/ui/webhooks/${id}/deliveries/${dlv.id}`);
     expect(page.status).toBe(200);
     const text = decode(page.text);
@@ -538,17 +545,17 @@ describe('webhooks', () => {
     const reg = await client.post('/ui/webhooks', { url: `${receiver.url}?many=1` });
     const id = /\/ui\/webhooks\/(whe_\w+)/.exec(reg.headers.get('location')!)![1];
     const made: string[] = [];
-    const ins = s.ctx.db.sqlite.prepare(
-      `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
-    );
-    s.ctx.db.sqlite.transaction(() => {
+    await s.ctx.store.transaction(async (tx) => {
       for (let i = 0; i < 2_100; i++) {
         const d = newId('dlv');
-        ins.run(d, newId('evt'), id, acme.partnerId, i === 0 ? 'dead' : 'succeeded', Date.now(), Date.now());
+        const status = i === 0 ? 'dead' : 'succeeded';
+        await tx.run(
+          sql`INSERT INTO webhook_deliveries (id, event_id, endpoint_id, partner_id, status, attempts, created_at, updated_at)
+              VALUES (${d}, ${newId('evt')}, ${id}, ${acme.partnerId}, ${status}, 1, ${Date.now()}, ${Date.now()})`,
+        );
         made.push(d);
       }
-    })();
+    });
     const newest = made.slice().reverse();
     const ids = (html: string) => [...html.matchAll(/\/deliveries\/(dlv_\w+)"/g)].map((m) => m[1]);
     const older = (html: string) => /<a href="([^"]+)">Older deliveries →<\/a>/.exec(html)?.[1].replace(/&amp;/g, '&');

@@ -2,9 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getMessageRow } from '../../src/core/messages.js';
 import { asciiJson, metaHeaders, postWebhook, sandboxHeaders, waInbound } from '../fakes/webhook-senders.js';
 import { sandboxBody } from '../../src/providers/sandbox/webhook.js';
-import { openGatewaysOfKind } from '../../src/core/gateway-secrets.js';
+import { openGatewaysOfKindIn } from '../../src/core/gateway-secrets.js';
 import { runCli } from '../helpers/cli.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRow, sqlRows } from '../helpers/rows.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import {
@@ -37,7 +38,7 @@ beforeAll(async () => {
   s = await startTestServer({ 'webhooksOut.caFile': tls.cert, 'webhooksOut.allowPrivateTargets': true });
   acme = await setupPartner(s.ctx, { slug: 'acme', balance: '10.00', prices: { sms: '0.0075' } });
   await connect(s.ctx, acme.partnerId, { kind: 'sandbox', name: 'sbx' }, 'sms', '+15550000001');
-  sandboxSecret = openGatewaysOfKind(s.ctx, ['sandbox'])[0].secrets.signing_secret;
+  sandboxSecret = (await openGatewaysOfKindIn(s.ctx, ['sandbox']))[0].secrets.signing_secret;
   b = await launchBrowser();
 }, 60_000);
 
@@ -50,7 +51,10 @@ afterAll(async () => {
 
 describe('the console in a browser', () => {
   it('an admin invited with msgctl sets a password, logs in and logs out; the link then is spent', async () => {
-    const r = await runCli(['user', 'invite', 'acme', 'Ann@Acme.example', '--role', 'admin'], { dataDir: s.dataDir });
+    const r = await runCli(['user', 'invite', 'acme', 'Ann@Acme.example', '--role', 'admin'], {
+      dataDir: s.dataDir,
+      env: s.storeEnv,
+    });
     expect(r.code).toBe(0);
     const link = /link\s+(\S+)/.exec(r.stdout)![1];
     expect(link).toMatch(/^http:\/\/127\.0\.0\.1:8080\/ui\/invite\/[A-Za-z0-9_-]{43}$/);
@@ -80,10 +84,9 @@ describe('the console in a browser', () => {
     await login(page, s.url, 'ann@acme.example', PASSWORD);
     // Back where the login page was asked for.
     expect(page.url()).toBe(`${s.url}/ui/tokens`);
-    const audit = s.ctx.db.sqlite
-      .prepare(`SELECT action FROM audit_log WHERE action LIKE 'ui.login%' ORDER BY id`)
-      .all()
-      .map((a: any) => a.action);
+    const audit = (await sqlRows(s.ctx, `SELECT action FROM audit_log WHERE action LIKE 'ui.login%' ORDER BY id`)).map(
+      (a: any) => a.action,
+    );
     expect(audit).toEqual(['ui.login', 'ui.login_failed', 'ui.login']);
     await page.browserContext().close();
   });
@@ -189,14 +192,16 @@ describe('the console in a browser', () => {
         timestamp: Math.floor(Date.now() / 1000),
       },
     ]);
-    const gw = openGatewaysOfKind(s.ctx, ['sandbox'])[0].id;
+    const gw = (await openGatewaysOfKindIn(s.ctx, ['sandbox']))[0].id;
     const res = await postWebhook(`${s.url}/api/webhook.php?gateway=${gw}`, body, sandboxHeaders(sandboxSecret, body));
     expect(res.status).toBe(200);
     const msg = await waitFor(
-      () =>
-        s.ctx.db.sqlite
-          .prepare(`SELECT id, conversation_id FROM messages WHERE direction = 'inbound' AND "from" = ?`)
-          .get('+14155550177') as any,
+      async () =>
+        (await sqlRow(
+          s.ctx,
+          `SELECT id, conversation_id FROM messages WHERE direction = 'inbound' AND "from" = ?`,
+          '+14155550177',
+        )) as any,
       'the inbound message',
       10_000,
     );
@@ -224,8 +229,8 @@ describe('the console in a browser', () => {
       200,
     );
     const waMsg = await waitFor(
-      () =>
-        s.ctx.db.sqlite.prepare(`SELECT id, conversation_id FROM messages WHERE "from" = ?`).get('+14155550188') as any,
+      async () =>
+        (await sqlRow(s.ctx, `SELECT id, conversation_id FROM messages WHERE "from" = ?`, '+14155550188')) as any,
       'the WhatsApp message',
       10_000,
     );
@@ -257,13 +262,17 @@ describe('the console in a browser', () => {
 
   it("a user of another partner gets 404 for every one of acme's ids", async () => {
     const other = await setupPartner(s.ctx, { slug: 'globex' });
-    const ids = s.ctx.db.sqlite
-      .prepare('SELECT id, conversation_id FROM messages WHERE partner_id = ? LIMIT 1')
-      .get(acme.partnerId) as any;
-    const endpoint = s.ctx.db.sqlite
-      .prepare('SELECT id FROM webhook_endpoints WHERE partner_id = ?')
-      .get(acme.partnerId) as any;
-    const token = s.ctx.db.sqlite.prepare('SELECT id FROM tokens WHERE partner_id = ?').get(acme.partnerId) as any;
+    const ids = (await sqlRow(
+      s.ctx,
+      'SELECT id, conversation_id FROM messages WHERE partner_id = ? LIMIT 1',
+      acme.partnerId,
+    )) as any;
+    const endpoint = (await sqlRow(
+      s.ctx,
+      'SELECT id FROM webhook_endpoints WHERE partner_id = ?',
+      acme.partnerId,
+    )) as any;
+    const token = (await sqlRow(s.ctx, 'SELECT id FROM tokens WHERE partner_id = ?', acme.partnerId)) as any;
     const page = await freshPage(b);
     await userSession(page, s.ctx, s.url, other.partnerId, 'admin');
     for (const path of [
@@ -288,19 +297,23 @@ describe('the console in a browser', () => {
     }, token.id);
     expect(r).toBe(404);
     expect(
-      (s.ctx.db.sqlite.prepare('SELECT revoked_at FROM tokens WHERE id = ?').get(token.id) as any).revoked_at,
+      ((await sqlRow(s.ctx, 'SELECT revoked_at FROM tokens WHERE id = ?', token.id)) as any).revoked_at,
     ).toBeNull();
     await page.browserContext().close();
   });
 
   it('every page has no serious or critical accessibility violations', async () => {
     const page = await freshPage(b);
-    const m = s.ctx.db.sqlite
-      .prepare(`SELECT id, conversation_id FROM messages WHERE partner_id = ? AND direction = 'outbound' LIMIT 1`)
-      .get(acme.partnerId) as any;
-    const endpoint = s.ctx.db.sqlite
-      .prepare('SELECT id FROM webhook_endpoints WHERE partner_id = ?')
-      .get(acme.partnerId) as any;
+    const m = (await sqlRow(
+      s.ctx,
+      `SELECT id, conversation_id FROM messages WHERE partner_id = ? AND direction = 'outbound' LIMIT 1`,
+      acme.partnerId,
+    )) as any;
+    const endpoint = (await sqlRow(
+      s.ctx,
+      'SELECT id FROM webhook_endpoints WHERE partner_id = ?',
+      acme.partnerId,
+    )) as any;
     await page.goto(`${s.url}/ui/login`);
     expect(await axeViolations(page)).toEqual([]);
     await userSession(page, s.ctx, s.url, acme.partnerId, 'admin');

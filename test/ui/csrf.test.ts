@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRow } from '../helpers/rows.js';
 import { freshPage, h1, launchBrowser, mainText, userSession, type TestBrowser } from './helpers.js';
 
 // The 419 in a real browser: a form posted with a tampered or missing CSRF token, and a form
@@ -13,9 +14,9 @@ let acme: Awaited<ReturnType<typeof setupPartner>>;
 let evil: Server;
 let evilPage = '';
 
-const tokenCount = () =>
+const tokenCount = async () =>
   (
-    s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM tokens WHERE partner_id = ?').get(acme.partnerId) as {
+    (await sqlRow(s.ctx, 'SELECT COUNT(*) AS n FROM tokens WHERE partner_id = ?', acme.partnerId)) as {
       n: number;
     }
   ).n;
@@ -40,7 +41,7 @@ describe('CSRF in the browser', () => {
     const page = await freshPage(b);
     await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
     await page.goto(`${s.url}/ui/tokens`);
-    const before = tokenCount();
+    const before = await tokenCount();
     await page.type('#t-name', 'tampered');
     await page.click('input[value="messages:send"]');
     await page.$eval('form[action="/ui/tokens"] input[name=_csrf]', (e) => {
@@ -53,7 +54,7 @@ describe('CSRF in the browser', () => {
     expect(await mainText(page)).toContain(
       'This page has expired, so nothing was changed. Reload the page and try again.',
     );
-    expect(tokenCount()).toBe(before);
+    expect(await tokenCount()).toBe(before);
     // Still logged in: the reload link leads back into the console.
     await Promise.all([page.waitForNavigation(), page.click('main a')]);
     expect(await h1(page)).toBe('Overview');
@@ -64,13 +65,13 @@ describe('CSRF in the browser', () => {
     const page = await freshPage(b);
     await userSession(page, s.ctx, s.url, acme.partnerId, 'developer');
     await page.goto(`${s.url}/ui/tokens`);
-    const before = tokenCount();
+    const before = await tokenCount();
     await page.type('#t-name', 'no token');
     await page.click('input[value="messages:send"]');
     await page.$eval('form[action="/ui/tokens"] input[name=_csrf]', (e) => e.remove());
     const [res] = await Promise.all([page.waitForNavigation(), page.click('form[action="/ui/tokens"] button')]);
     expect(res!.status()).toBe(419);
-    expect(tokenCount()).toBe(before);
+    expect(await tokenCount()).toBe(before);
 
     await page.goto(`${s.url}/ui/overview`);
     await page.$eval('header form input[name=_csrf]', (e) => e.remove());
@@ -96,10 +97,10 @@ describe('CSRF in the browser', () => {
       (e, v) => ((e as HTMLInputElement).value = v),
       foreign,
     );
-    const before = tokenCount();
+    const before = await tokenCount();
     const [res] = await Promise.all([two.waitForNavigation(), two.click('form[action="/ui/tokens"] button')]);
     expect(res!.status()).toBe(419);
-    expect(tokenCount()).toBe(before);
+    expect(await tokenCount()).toBe(before);
     await one.browserContext().close();
     await two.browserContext().close();
   });
@@ -116,7 +117,7 @@ describe('CSRF in the browser', () => {
         <input type="hidden" name="scopes" value="messages:send">
         <button type="submit">Claim</button>
       </form>`;
-    const before = tokenCount();
+    const before = await tokenCount();
     const requests: Record<string, string>[] = [];
     page.on('request', (r) => {
       if (r.method() === 'POST') requests.push(r.headers());
@@ -127,7 +128,7 @@ describe('CSRF in the browser', () => {
     expect(await mainText(page)).toContain(
       'This request came from another site, so it was refused. Nothing was changed.',
     );
-    expect(tokenCount()).toBe(before);
+    expect(await tokenCount()).toBe(before);
     // The browser said where the request came from, as real browsers do.
     expect(requests[0].origin).toMatch(/^http:\/\/localhost:\d+$/);
     const refused = s.logs.map((l) => JSON.parse(l)).find((l) => l.why === 'cross-site');

@@ -81,6 +81,7 @@ describe('inviting from the console', () => {
     expect((await c.get('/ui/overview')).text).toContain('(admin, globex)');
     const again = await runCli(['--json', 'user', 'invite', 'globex', pendingElsewhere, '--role', 'billing'], {
       dataDir: s.dataDir,
+      env: s.storeEnv,
     });
     expect(again.code).toBe(0);
   });
@@ -189,7 +190,7 @@ describe('memberships', () => {
     await second.post('/ui/partners', { partner: globex.partnerId });
 
     // Disabled in acme: the acme session ends on its next click; the globex one goes on.
-    await runCli(['user', 'disable', 'acme', p.email], { dataDir: s.dataDir });
+    await runCli(['user', 'disable', 'acme', p.email], { dataDir: s.dataDir, env: s.storeEnv });
     expect((await c.get('/ui/tokens')).status).toBe(303);
     expect((await second.get('/ui/ledger')).status).toBe(200);
     const again = new Client(s.url);
@@ -217,7 +218,7 @@ describe('reset links', () => {
     expect(ok.status).toBe(200);
     expect(linkIn(ok.text)).toBeTruthy();
 
-    const cli = await runCli(['user', 'reset', 'acme', shared.email], { dataDir: s.dataDir });
+    const cli = await runCli(['user', 'reset', 'acme', shared.email], { dataDir: s.dataDir, env: s.storeEnv });
     expect(cli.code).toBe(0);
     expect(cli.stderr).toContain('also belongs to 1 other partner(s)');
   });

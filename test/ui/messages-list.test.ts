@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChannelType, CoreCtx } from '../../src/core/context.js';
-import { createInbound, createOutbound } from '../../src/core/messages.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { createInboundIn } from '../../src/core/messages.js';
+import type { Queryable } from '../../src/db/query.js';
+import { sql } from '../../src/db/sql.js';
+import { startTestServer, storeOutboundIn, type TestServer } from '../helpers/server.js';
+import { sqlRow, sqlRows } from '../helpers/rows.js';
 import { richPartner } from '../v1/helpers.js';
 import { Client, loggedIn } from './helpers.js';
 
@@ -24,39 +27,46 @@ const CUSTOMERS: Record<ChannelType, string[]> = {
 };
 const STATUSES = ['queued', 'sent', 'delivered', 'failed', 'read'];
 
-function channelsOf(ctx: CoreCtx, pid: string) {
-  const rows = ctx.db.sqlite
-    .prepare("SELECT id, type, gateway_id, sender FROM channels WHERE partner_id = ? AND status = 'active'")
-    .all(pid) as { id: string; type: ChannelType; gateway_id: string; sender: string }[];
+async function channelsOf(ctx: CoreCtx, pid: string) {
+  const rows = (await sqlRows(
+    ctx,
+    "SELECT id, type, gateway_id, sender FROM channels WHERE partner_id = ? AND status = 'active'",
+    pid,
+  )) as { id: string; type: ChannelType; gateway_id: string; sender: string }[];
   return Object.fromEntries(rows.map((r) => [r.type, { id: r.id, gatewayId: r.gateway_id, sender: r.sender }])) as any;
 }
 
-function outbound(ctx: CoreCtx, pid: string, type: ChannelType, to: string, status: string, text: string) {
-  const m = createOutbound(ctx, {
+async function outbound(
+  tx: Queryable,
+  ctx: CoreCtx,
+  pid: string,
+  type: ChannelType,
+  to: string,
+  status: string,
+  text: string,
+) {
+  const m = await storeOutboundIn(tx, ctx, {
     partnerId: pid,
     channel: { ...channels[type], type },
     to,
     content: type === 'email' ? { kind: 'email', subject: text, text } : { kind: 'text', text },
     price: 0,
-    segments: 1,
-    actor: 'test',
-    lowBalanceThreshold: null,
   });
-  ctx.db.sqlite.prepare('UPDATE messages SET status = ? WHERE id = ?').run(status, m.id);
+  await tx.run(sql`UPDATE messages SET status = ${status} WHERE id = ${m.id}`);
   return m.id;
 }
 
 /** Mixed traffic, then a run of plain SMS long enough that a rare status is past the scan bound. */
 function seed(ctx: CoreCtx, pid: string) {
   const types = Object.keys(CUSTOMERS) as ChannelType[];
-  ctx.db.sqlite.transaction(() => {
-    stamp.oldUndelivered = outbound(ctx, pid, 'sms', '+14155550102', 'undelivered', 'old undelivered');
+  return ctx.store.transaction(async (tx) => {
+    stamp.oldUndelivered = await outbound(tx, ctx, pid, 'sms', '+14155550102', 'undelivered', 'old undelivered');
     for (let i = 0; i < 240; i++) {
       const type = types[i % types.length];
       const list = CUSTOMERS[type];
       const who = list[Math.floor(i / types.length) % list.length];
       if (i % 4 === 3) {
-        createInbound(ctx, {
+        await createInboundIn(tx, ctx, {
           partnerId: pid,
           channel: { ...channels[type], type },
           from: type === 'email' ? who.toLowerCase() : who,
@@ -64,24 +74,26 @@ function seed(ctx: CoreCtx, pid: string) {
           content: { kind: 'text', text: `in ${i}` },
           occurredAt: Date.now(),
         });
-      } else outbound(ctx, pid, type, who, STATUSES[i % STATUSES.length], `out ${i}`);
+      } else await outbound(tx, ctx, pid, type, who, STATUSES[i % STATUSES.length], `out ${i}`);
     }
-    for (let i = 0; i < 2_100; i++) outbound(ctx, pid, 'sms', '+14155550109', 'queued', `bulk ${i}`);
-    stamp.newUndelivered = outbound(ctx, pid, 'whatsapp', '+14155550101', 'undelivered', 'new undelivered');
-  })();
+    for (let i = 0; i < 2_100; i++) await outbound(tx, ctx, pid, 'sms', '+14155550109', 'queued', `bulk ${i}`);
+    stamp.newUndelivered = await outbound(tx, ctx, pid, 'whatsapp', '+14155550101', 'undelivered', 'new undelivered');
+  });
 }
 
 beforeAll(async () => {
   s = await startTestServer();
   const p = await richPartner(s.ctx, 1);
   token = p.token;
-  channels = channelsOf(s.ctx, p.partnerId);
-  seed(s.ctx, p.partnerId);
+  channels = await channelsOf(s.ctx, p.partnerId);
+  await seed(s.ctx, p.partnerId);
   // Another partner's traffic to the same customers never shows on either surface.
   const other = await richPartner(s.ctx, 2);
   const mine = channels;
-  channels = channelsOf(s.ctx, other.partnerId);
-  outbound(s.ctx, other.partnerId, 'sms', '+14155550101', 'undelivered', 'not yours');
+  channels = await channelsOf(s.ctx, other.partnerId);
+  await s.ctx.store.transaction((tx) =>
+    outbound(tx, s.ctx, other.partnerId, 'sms', '+14155550101', 'undelivered', 'not yours'),
+  );
   channels = mine;
   admin = (await loggedIn(s.ctx, s.url, p.partnerId, 'developer')).client;
 }, 60_000);
@@ -184,9 +196,9 @@ describe('Messages page and GET /v1/messages', () => {
     const found = all(pages);
     expect(found.length).toBeGreaterThan(0);
     // Every match is older than where the first page stopped.
-    const idsTime = (id: string) =>
-      (s.ctx.db.sqlite.prepare('SELECT created_at FROM messages WHERE id = ?').get(id) as any).created_at;
-    for (const id of found) expect(idsTime(id)).toBeLessThanOrEqual(Date.parse(searched![1]));
+    const idsTime = async (id: string) =>
+      ((await sqlRow(s.ctx, 'SELECT created_at FROM messages WHERE id = ?', id)) as any).created_at;
+    for (const id of found) expect(await idsTime(id)).toBeLessThanOrEqual(Date.parse(searched![1]));
     expect(pages.at(-1)!.text).not.toContain('Searched messages back to');
   });
 

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint, deleteEndpoint } from '../../src/core/endpoints.js';
-import { getMessageState } from '../../src/core/messages.js';
-import { applyStatus } from '../../src/core/message-status.js';
-import { connect, setupPartner, startTestServer, storeOutboundSms, type TestServer } from '../helpers/server.js';
+import { getMessageStateIn } from '../../src/core/messages.js';
+import { applyStatusIn } from '../../src/core/message-status.js';
+import { connect, setupPartner, startTestServer, outboundSms, type TestServer } from '../helpers/server.js';
+import { sqlRow, sqlRun } from '../helpers/rows.js';
 import { Client, PASSWORD, loggedIn } from './helpers.js';
 
 // The pages' content over real HTTP: filters and paging, a failed message's provider error,
@@ -27,7 +28,7 @@ const rowsOf = (html: string) => [...html.matchAll(/<tr><td><a href="\/ui\/messa
 
 describe('console pages', () => {
   it('every moment a page prints is a <time> element, which the script shows in the browser zone too', async () => {
-    storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550777', text: 'a moment' });
+    await outboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550777', text: 'a moment' });
     await admin.get('/ui/users');
     const invited = await admin.post('/ui/users', { email: 'later@acme.example', role: 'developer' });
     const moment = /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/;
@@ -51,8 +52,8 @@ describe('console pages', () => {
   it('Messages filters by status and recipient, pages by cursor, and refuses a bad date with 400', async () => {
     const made = [];
     for (let i = 0; i < 55; i++)
-      made.push(storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550123', text: `n${i}` }).id);
-    const other = storeOutboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550999', text: 'elsewhere' });
+      made.push((await outboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550123', text: `n${i}` })).id);
+    const other = await outboundSms(s.ctx, acme.partnerId, channel, { to: '+14155550999', text: 'elsewhere' });
     const first = await admin.get('/ui/messages?recipient=%2B14155550123');
     expect(first.status).toBe(200);
     const page1 = rowsOf(first.text);
@@ -72,16 +73,16 @@ describe('console pages', () => {
   });
 
   it("a failed message's page shows the provider's error and the refund", async () => {
-    const m = storeOutboundSms(s.ctx, acme.partnerId, channel, { text: 'will fail', price: 7500 });
-    s.ctx.db.sqlite.transaction(() => {
-      applyStatus(s.ctx, getMessageState(s.ctx, m.id)!, {
+    const m = await outboundSms(s.ctx, acme.partnerId, channel, { text: 'will fail', price: 7500 });
+    await s.ctx.store.transaction(async (tx) => {
+      await applyStatusIn(tx, s.ctx, (await getMessageStateIn(tx, m.id))!, {
         status: 'failed',
         providerStatus: 'undeliverable',
         errorCode: '30007',
         errorMessage: 'Carrier <filtered> the message',
         refundOnFailure: true,
       });
-    })();
+    });
     const page = await admin.get(`/ui/messages/${m.id}`);
     expect(page.text).toContain('Provider error 30007: Carrier &lt;filtered&gt; the message');
     expect(page.text).toContain('0.0075 USD (refunded)');
@@ -89,11 +90,12 @@ describe('console pages', () => {
   });
 
   it('the ledger shows the running balance, and its CSV defuses formulas', async () => {
-    s.ctx.db.sqlite
-      .prepare(`UPDATE ledger_entries SET note = '=HYPERLINK("http://x")' WHERE partner_id = ? AND kind = 'topup'`)
-      .run(acme.partnerId);
-    const balance = (s.ctx.db.sqlite.prepare('SELECT balance FROM partners WHERE id = ?').get(acme.partnerId) as any)
-      .balance;
+    await sqlRun(
+      s.ctx,
+      `UPDATE ledger_entries SET note = '=HYPERLINK("http://x")' WHERE partner_id = ? AND kind = 'topup'`,
+      acme.partnerId,
+    );
+    const balance = ((await sqlRow(s.ctx, 'SELECT balance FROM partners WHERE id = ?', acme.partnerId)) as any).balance;
     const page = await admin.get('/ui/ledger');
     const first =
       /<tbody><tr><td><time[^>]*>[^<]+<\/time><\/td><td>(\w+)<\/td><td class="num">([-\d.]+)<\/td><td class="num">([-\d.]+)<\/td>/.exec(
@@ -119,11 +121,7 @@ describe('console pages', () => {
       expect(Number(r[4])).toBe(running);
     }
     expect(lines.length - 1).toBe(
-      (
-        s.ctx.db.sqlite
-          .prepare('SELECT COUNT(*) AS n FROM ledger_entries WHERE partner_id = ?')
-          .get(acme.partnerId) as any
-      ).n,
+      ((await sqlRow(s.ctx, 'SELECT COUNT(*) AS n FROM ledger_entries WHERE partner_id = ?', acme.partnerId)) as any).n,
     );
   });
 
@@ -141,11 +139,14 @@ describe('console pages', () => {
       '\t=1',
       'plain; text, here',
     ];
-    const ins = s.ctx.db.sqlite.prepare(
-      `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, note, actor, created_at)
-       SELECT partner_id, 'adjustment', 0, balance_after, ?, 'test', created_at FROM ledger_entries WHERE partner_id = ? ORDER BY id DESC LIMIT 1`,
-    );
-    for (const note of hostile) ins.run(note, acme.partnerId);
+    for (const note of hostile)
+      await sqlRun(
+        s.ctx,
+        `INSERT INTO ledger_entries (partner_id, kind, amount, balance_after, note, actor, created_at)
+         SELECT partner_id, 'adjustment', 0, balance_after, ?, 'test', created_at FROM ledger_entries WHERE partner_id = ? ORDER BY id DESC LIMIT 1`,
+        note,
+        acme.partnerId,
+      );
     const csv = (await admin.get('/ui/ledger.csv')).text;
     for (const sep of [',', ';', '\t']) {
       const cells = parseCsv(csv, sep).flat();
@@ -178,7 +179,7 @@ describe('console pages', () => {
     });
     expect(res.status).toBe(303);
     expect(res.headers.get('location')).toMatch(/^\/ui\/tokens\?flash=[\w-]+$/);
-    const row = s.ctx.db.sqlite.prepare(`SELECT * FROM tokens WHERE name = 'ci'`).get() as any;
+    const row = (await sqlRow(s.ctx, `SELECT * FROM tokens WHERE name = 'ci'`)) as any;
     expect(row.scopes).toBe('channels:read messages:read');
     expect(row.expires_at - Date.now()).toBeGreaterThan(29.9 * 86_400_000);
     expect(row.expires_at - Date.now()).toBeLessThan(30 * 86_400_000);
@@ -191,7 +192,7 @@ describe('console pages', () => {
     expect(badScope.text).toContain('unknown scope &quot;admin:all&quot;');
     const none = await admin.post('/ui/tokens', { name: 'x' });
     expect(none.text).toContain('at least one scope is required');
-    expect(s.ctx.db.sqlite.prepare(`SELECT COUNT(*) AS n FROM tokens WHERE name = 'x'`).get()).toEqual({ n: 0 });
+    expect(await sqlRow(s.ctx, `SELECT COUNT(*) AS n FROM tokens WHERE name = 'x'`)).toEqual({ n: 0 });
   });
 
   it('refuses an endpoint on a private address, as /v1 does, on registering and on editing', async () => {
@@ -199,14 +200,14 @@ describe('console pages', () => {
     const r = await admin.post('/ui/webhooks', { url: 'https://127.0.0.1:8443/hook' });
     expect(r.status).toBe(400);
     expect(r.text).toContain('refused: 127.0.0.1 is a loopback address');
-    expect(s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM webhook_endpoints').get()).toEqual({ n: 0 });
+    expect(await sqlRow(s.ctx, 'SELECT COUNT(*) AS n FROM webhook_endpoints')).toEqual({ n: 0 });
     // Editing an endpoint meets the same guard, and leaves it as it was.
     const { endpoint } = await createEndpoint(s.ctx, acme.partnerId, { url: 'https://hooks.example.com/msgd' });
     await admin.get(`/ui/webhooks/${endpoint.id}`);
     const edit = await admin.post(`/ui/webhooks/${endpoint.id}/edit`, { url: 'https://169.254.169.254/latest' });
     expect(edit.status).toBe(400);
     expect(edit.text).toMatch(/refused: 169\.254\.169\.254 is a cloud metadata address/);
-    expect(s.ctx.db.sqlite.prepare('SELECT url FROM webhook_endpoints WHERE id = ?').get(endpoint.id)).toEqual({
+    expect(await sqlRow(s.ctx, 'SELECT url FROM webhook_endpoints WHERE id = ?', endpoint.id)).toEqual({
       url: 'https://hooks.example.com/msgd',
     });
     await deleteEndpoint(s.ctx, acme.partnerId, endpoint.id);

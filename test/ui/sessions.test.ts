@@ -3,6 +3,7 @@ import { activatePartner, suspendPartner } from '../../src/core/partners.js';
 import { setUserStatus } from '../../src/core/users.js';
 import { createHash } from 'node:crypto';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRow, sqlRows } from '../helpers/rows.js';
 import { Client, PASSWORD, loggedIn } from './helpers.js';
 
 // Sessions and logins over real HTTP: what ends a session, throttling, cookies and headers.
@@ -18,11 +19,13 @@ afterAll(async () => {
   await s?.stop();
 });
 
-const sessionCount = (email: string) =>
+const sessionCount = async (email: string) =>
   (
-    s.ctx.db.sqlite
-      .prepare('SELECT COUNT(*) AS n FROM ui_sessions s JOIN users u ON u.id = s.user_id WHERE u.email = ?')
-      .get(email) as { n: number }
+    (await sqlRow(
+      s.ctx,
+      'SELECT COUNT(*) AS n FROM ui_sessions s JOIN users u ON u.id = s.user_id WHERE u.email = ?',
+      email,
+    )) as { n: number }
   ).n;
 
 describe('console sessions', () => {
@@ -30,7 +33,7 @@ describe('console sessions', () => {
     const { client } = await loggedIn(s.ctx, s.url, acme.partnerId);
     const secret = client.cookies.get('msgd_session')!;
     expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    const rows = s.ctx.db.sqlite.prepare('SELECT * FROM ui_sessions').all() as any[];
+    const rows = (await sqlRows(s.ctx, 'SELECT * FROM ui_sessions')) as any[];
     expect(JSON.stringify(rows)).not.toContain(secret);
     expect(rows.map((r) => r.hash)).toContain(createHash('sha256').update(secret).digest('hex'));
     const c = new Client(s.url);
@@ -43,7 +46,7 @@ describe('console sessions', () => {
     const a = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
     expect((await a.client.get('/ui/messages')).status).toBe(200);
     await setUserStatus(s.ctx, acme.partnerId, a.email, 'disabled', 'test');
-    expect(sessionCount(a.email)).toBe(0);
+    expect(await sessionCount(a.email)).toBe(0);
     const r = await a.client.get('/ui/messages');
     expect(r.status).toBe(303);
     expect(r.headers.get('location')).toBe('/ui/login?next=%2Fui%2Fmessages');
@@ -59,14 +62,14 @@ describe('console sessions', () => {
     // Idle for longer than ui.sessionIdleMinutes (30 by default).
     s.clock.advance(31 * 60_000);
     expect((await b.client.get('/ui/ledger')).status).toBe(303);
-    expect(sessionCount(b.email)).toBe(0);
+    expect(await sessionCount(b.email)).toBe(0);
   });
 
   it('end everywhere on "log out everywhere" and on a password change', async () => {
     const a = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
     const second = new Client(s.url);
     expect((await second.login(a.email)).status).toBe(303);
-    expect(sessionCount(a.email)).toBe(2);
+    expect(await sessionCount(a.email)).toBe(2);
 
     await a.client.get('/ui/account');
     const changed = await a.client.post('/ui/account/password', {
@@ -77,13 +80,13 @@ describe('console sessions', () => {
     // The browser that changed it stays in, on a fresh session; the other one is out.
     expect((await a.client.get('/ui/account')).status).toBe(200);
     expect((await second.get('/ui/account')).status).toBe(303);
-    expect(sessionCount(a.email)).toBe(1);
+    expect(await sessionCount(a.email)).toBe(1);
 
     expect((await second.login(a.email, 'a brand new passphrase')).status).toBe(303);
     await a.client.get('/ui/account');
     const out = await a.client.post('/ui/logout-everywhere', {});
     expect(out.headers.get('location')).toBe('/ui/login?done=logout');
-    expect(sessionCount(a.email)).toBe(0);
+    expect(await sessionCount(a.email)).toBe(0);
     expect((await second.get('/ui/overview')).status).toBe(303);
   });
 
@@ -114,9 +117,11 @@ describe('login throttling', () => {
     expect(locked.status).toBe(429);
     expect(locked.text).toContain('Too many attempts');
     expect(Number(locked.headers.get('retry-after'))).toBeGreaterThan(800);
-    const actions = s.ctx.db.sqlite
-      .prepare(`SELECT action, details FROM audit_log WHERE action LIKE 'ui.login%' AND details LIKE ?`)
-      .all(`%${email}%`) as { action: string; details: string }[];
+    const actions = (await sqlRows(
+      s.ctx,
+      `SELECT action, details FROM audit_log WHERE action LIKE 'ui.login%' AND details LIKE ?`,
+      `%${email}%`,
+    )) as { action: string; details: string }[];
     expect(actions.map((a) => a.action)).toEqual([...Array(5).fill('ui.login_failed'), 'ui.login_throttled']);
     expect(actions.every((a) => !a.details.includes('wrong password'))).toBe(true);
   });

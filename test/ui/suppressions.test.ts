@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addSuppression } from '../../src/core/suppressions.js';
+import { addSuppressionIn } from '../../src/core/suppressions.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRow } from '../helpers/rows.js';
 import {
   axeViolations,
   freshPage,
@@ -26,26 +27,28 @@ const add = (
   reason: 'opt_out_keyword' | 'hard_bounce' | 'manual',
   detail?: string,
 ) =>
-  s.ctx.db.sqlite.transaction(
-    () =>
-      addSuppression(s.ctx, {
-        partnerId,
-        channel: reason === 'hard_bounce' ? 'email' : 'sms',
-        address,
-        reason,
-        source: 'msg_01kzzzzzzzzzzzzzzzzzzzzzzz',
-        detail: detail ?? null,
-      }).row,
-  )();
+  s.ctx.store.transaction(
+    async (tx) =>
+      (
+        await addSuppressionIn(tx, s.ctx, {
+          partnerId,
+          channel: reason === 'hard_bounce' ? 'email' : 'sms',
+          address,
+          reason,
+          source: 'msg_01kzzzzzzzzzzzzzzzzzzzzzzz',
+          detail: detail ?? null,
+        })
+      ).row,
+  );
 
 beforeAll(async () => {
   s = await startTestServer();
   acme = await setupPartner(s.ctx, { slug: 'acme' });
   globex = await setupPartner(s.ctx, { slug: 'globex' });
   await connect(s.ctx, acme.partnerId, { kind: 'sandbox' }, 'sms', '+15550001111');
-  add(acme.partnerId, '+14155550123', 'opt_out_keyword', 'replied "STOP" to +15550001111');
-  add(acme.partnerId, 'bounced@example.com', 'hard_bounce', '=HYPERLINK("http://x");<script>alert(1)</script>');
-  add(globex.partnerId, '+14155550999', 'manual');
+  await add(acme.partnerId, '+14155550123', 'opt_out_keyword', 'replied "STOP" to +15550001111');
+  await add(acme.partnerId, 'bounced@example.com', 'hard_bounce', '=HYPERLINK("http://x");<script>alert(1)</script>');
+  await add(globex.partnerId, '+14155550999', 'manual');
   b = await launchBrowser();
 }, 60_000);
 
@@ -102,9 +105,10 @@ describe('the Suppressions page', () => {
     await Promise.all([page.waitForNavigation(), (await row.$('button'))!.click()]);
     text = await mainText(page);
     expect(text).toContain('+14155550123 is no longer suppressed on sms');
-    const audit = s.ctx.db.sqlite
-      .prepare("SELECT actor, details FROM audit_log WHERE action = 'suppression.remove' ORDER BY id DESC")
-      .get() as { actor: string; details: string };
+    const audit = (await sqlRow(
+      s.ctx,
+      "SELECT actor, details FROM audit_log WHERE action = 'suppression.remove' ORDER BY id DESC",
+    )) as { actor: string; details: string };
     expect(audit.actor).toMatch(/^user:usr_/);
     expect(JSON.parse(audit.details)).toMatchObject({ consent_confirmed: true, address: '+14155550123' });
     await page.close();
@@ -120,14 +124,12 @@ describe('the Suppressions page', () => {
     const denied = await billing.client.post('/ui/suppressions', { channel: 'sms', address: '+14155550777' });
     expect(denied.status).toBe(403);
     const id = (
-      s.ctx.db.sqlite.prepare("SELECT id FROM suppressions WHERE address = 'bounced@example.com'").get() as {
+      (await sqlRow(s.ctx, "SELECT id FROM suppressions WHERE address = 'bounced@example.com'")) as {
         id: string;
       }
     ).id;
     expect((await billing.client.post(`/ui/suppressions/${id}/remove`, {})).status).toBe(403);
-    expect(
-      s.ctx.db.sqlite.prepare("SELECT count(*) AS n FROM suppressions WHERE address = '+14155550777'").get(),
-    ).toEqual({
+    expect(await sqlRow(s.ctx, "SELECT count(*) AS n FROM suppressions WHERE address = '+14155550777'")).toEqual({
       n: 0,
     });
 
@@ -148,12 +150,12 @@ describe('the Suppressions page', () => {
     const admin = await loggedIn(s.ctx, s.url, acme.partnerId, 'admin');
     await admin.client.get('/ui/suppressions');
     const theirs = (
-      s.ctx.db.sqlite.prepare("SELECT id FROM suppressions WHERE address = '+14155550999'").get() as {
+      (await sqlRow(s.ctx, "SELECT id FROM suppressions WHERE address = '+14155550999'")) as {
         id: string;
       }
     ).id;
     expect((await admin.client.post(`/ui/suppressions/${theirs}/remove`, {})).status).toBe(404);
-    expect(s.ctx.db.sqlite.prepare('SELECT count(*) AS n FROM suppressions WHERE id = ?').get(theirs)).toEqual({
+    expect(await sqlRow(s.ctx, 'SELECT count(*) AS n FROM suppressions WHERE id = ?', theirs)).toEqual({
       n: 1,
     });
   });

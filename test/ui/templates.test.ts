@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyTemplateChange } from '../../src/core/whatsapp-templates.js';
+import { applyTemplateChangeIn } from '../../src/core/whatsapp-templates.js';
 import { syncGatewayTemplates } from '../../src/jobs/template-sync.js';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
 import { connect, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRow } from '../helpers/rows.js';
 import { waitFor } from '../helpers/wait.js';
 import {
   axeViolations,
@@ -63,11 +64,9 @@ beforeAll(async () => {
   s = await startTestServer({ 'log.level': 'warn' });
   // The sync msgd runs on start done first, so it does not drop the template added below.
   await waitFor(
-    () =>
-      s.ctx.db.sqlite.prepare("SELECT 1 FROM cron_runs WHERE key LIKE 'whatsapp-templates-sync:%'").get() !==
-        undefined &&
-      s.ctx.db.sqlite.prepare("SELECT 1 FROM jobs WHERE kind = 'maintenance.whatsapp-templates-sync'").get() ===
-        undefined,
+    async () =>
+      (await sqlRow(s.ctx, "SELECT 1 FROM cron_runs WHERE key LIKE 'whatsapp-templates-sync:%'")) !== undefined &&
+      (await sqlRow(s.ctx, "SELECT 1 FROM jobs WHERE kind = 'maintenance.whatsapp-templates-sync'")) === undefined,
     'the sync on start',
     10_000,
   );
@@ -87,18 +86,21 @@ beforeAll(async () => {
   ).gateway.id;
   await syncGatewayTemplates({ ctx: s.ctx, dispatcher: s.rt.dispatcher, timeoutMs: 5000 }, gatewayId);
   // A name Meta would never allow, as a webhook could still carry it: shown as text, never markup.
-  applyTemplateChange(
-    s.ctx,
-    {
-      account: { kind: 'whatsapp_cloud', setting: 'waba_id', value: WABA },
-      metaId: '999',
-      name: '<img src=x onerror="window.pwned=1">',
-      language: 'en_US',
-      status: 'APPROVED',
-      category: 'utility',
-      at: Date.now(),
-    },
-    () => true,
+  await s.ctx.store.transaction((tx) =>
+    applyTemplateChangeIn(
+      tx,
+      s.ctx,
+      {
+        account: { kind: 'whatsapp_cloud', setting: 'waba_id', value: WABA },
+        metaId: '999',
+        name: '<img src=x onerror="window.pwned=1">',
+        language: 'en_US',
+        status: 'APPROVED',
+        category: 'utility',
+        at: Date.now(),
+      },
+      () => true,
+    ),
   );
   b = await launchBrowser();
 }, 60_000);

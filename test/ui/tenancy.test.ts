@@ -3,6 +3,7 @@ import { createPartner } from '../../src/core/partners.js';
 import { acceptLink, inviteUser } from '../../src/core/users.js';
 import { runCli } from '../helpers/cli.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRow } from '../helpers/rows.js';
 import { Client, PASSWORD, loggedIn } from './helpers.js';
 
 // One partner's people against another's, over real HTTP: every id of the other tenant in
@@ -25,7 +26,7 @@ afterAll(async () => {
 let n = 0;
 const fresh = (tag: string) => `${tag}-${++n}-${Math.random().toString(36).slice(2, 6)}@example.com`;
 const linkIn = (html: string) => /\/ui\/invite\/([\w-]{43})/.exec(html)![1];
-const count = (sql: string, ...args: unknown[]) => (s.ctx.db.sqlite.prepare(sql).get(...args) as { n: number }).n;
+const count = async (sql: string, ...args: unknown[]) => ((await sqlRow(s.ctx, sql, ...args)) as { n: number }).n;
 
 /** A person with PASSWORD who accepted an invitation of `partnerId`. */
 async function person(partnerId: string, role = 'developer', email = fresh(role)) {
@@ -65,7 +66,7 @@ describe("another partner's people", () => {
     const taken = await squat.post(`/ui/invitations/${globex.partnerId}/accept`, {});
     expect(taken.status).toBe(403);
     expect(
-      count(
+      await count(
         `SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND status = 'active' AND user_id = (SELECT id FROM users WHERE email = ?)`,
         globex.partnerId,
         victim,
@@ -155,13 +156,19 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
     expect((await c.post(`/ui/invitations/${initech.partnerId}/decline`, {})).status).toBe(404);
     expect((await c.post(`/ui/invitations/${initech.partnerId}/accept`, {})).status).toBe(403);
     expect(
-      count(`SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND status = 'pending'`, initech.partnerId),
+      await count(
+        `SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND status = 'pending'`,
+        initech.partnerId,
+      ),
     ).toBe(1);
     // another person's join link, opened while logged in as me
     await c.get(`/ui/invite/${theirInvite.secret}`);
     expect((await c.post(`/ui/invite/${theirInvite.secret}/accept`, {})).status).toBe(403);
     expect(
-      count(`SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND status = 'pending'`, initech.partnerId),
+      await count(
+        `SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND status = 'pending'`,
+        initech.partnerId,
+      ),
     ).toBe(1);
   });
 
@@ -170,14 +177,18 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
     const j1 = await inviteUser(s.ctx, { partner: globex.partnerId, email: me.email, role: 'billing' }, 'test');
     const c = await clientOf(me.email);
     await c.get(`/ui/invite/${j1.secret}`);
-    await runCli(['user', 'disable', 'globex', me.email], { dataDir: s.dataDir });
+    await runCli(['user', 'disable', 'globex', me.email], { dataDir: s.dataDir, env: s.storeEnv });
     expect((await c.post(`/ui/invite/${j1.secret}/accept`, {})).status).toBe(410);
     expect((await c.post(`/ui/invitations/${globex.partnerId}/decline`, {})).status).toBe(404);
     expect((await c.post('/ui/partners', { partner: globex.partnerId })).status).toBe(404);
-    await runCli(['user', 'remove', 'globex', me.email, '--yes'], { dataDir: s.dataDir });
+    await runCli(['user', 'remove', 'globex', me.email, '--yes'], { dataDir: s.dataDir, env: s.storeEnv });
     expect((await c.post(`/ui/invite/${j1.secret}/accept`, {})).status).toBe(410);
     expect(
-      count(`SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND user_id = ?`, globex.partnerId, me.userId),
+      await count(
+        `SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND user_id = ?`,
+        globex.partnerId,
+        me.userId,
+      ),
     ).toBe(0);
   });
 
@@ -201,7 +212,11 @@ describe('ids of another tenant in the switcher and invitation answers', () => {
     c.csrf = good;
     expect((await c.get('/ui/tokens')).text).toContain('(developer, acme)');
     expect(
-      count(`SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND user_id = ?`, initech.partnerId, me.userId),
+      await count(
+        `SELECT COUNT(*) AS n FROM memberships WHERE partner_id = ? AND user_id = ?`,
+        initech.partnerId,
+        me.userId,
+      ),
     ).toBe(1);
     // GET never switches
     expect((await c.get(`/ui/partners?partner=${globex.partnerId}`)).status).toBe(200);
@@ -218,7 +233,9 @@ describe('sessions', () => {
     await g.post(`/ui/invite/${j.secret}/accept`, {});
     const a = await clientOf(p.email, acme.partnerId);
     expect((await a.get('/ui/tokens')).text).toContain('(developer, acme)');
-    expect((await runCli(['user', 'remove', 'acme', p.email, '--yes'], { dataDir: s.dataDir })).code).toBe(0);
+    expect(
+      (await runCli(['user', 'remove', 'acme', p.email, '--yes'], { dataDir: s.dataDir, env: s.storeEnv })).code,
+    ).toBe(0);
     for (const path of ['/ui/tokens', '/ui/overview', '/ui/messages', '/ui/webhooks'])
       expect((await a.get(path)).status).toBe(303);
     expect((await g.get('/ui/tokens')).text).toContain('(developer, globex)');
@@ -229,7 +246,7 @@ describe('sessions', () => {
     await g.post(`/ui/invite/${k.secret}/accept`, {});
     expect((await g.get('/ui/tokens')).text).toContain(`(developer, ${other.slug})`);
     const g2 = await clientOf(p.email, globex.partnerId);
-    expect((await runCli(['partner', 'suspend', other.slug], { dataDir: s.dataDir })).code).toBe(0);
+    expect((await runCli(['partner', 'suspend', other.slug], { dataDir: s.dataDir, env: s.storeEnv })).code).toBe(0);
     expect((await g.get('/ui/tokens')).status).toBe(303);
     expect((await g2.get('/ui/tokens')).text).toContain('(developer, globex)');
   });
@@ -244,12 +261,12 @@ describe('the same request many times at once', () => {
       Array.from({ length: 50 }, () => admin.client.post('/ui/users', { email, role: 'developer' })),
     );
     expect(invites.map((r) => r.status).every((st) => st === 201)).toBe(true);
-    expect(count('SELECT COUNT(*) AS n FROM users WHERE email = ?', email)).toBe(1);
+    expect(await count('SELECT COUNT(*) AS n FROM users WHERE email = ?', email)).toBe(1);
     expect(
-      count('SELECT COUNT(*) AS n FROM memberships m JOIN users u ON u.id = m.user_id WHERE u.email = ?', email),
+      await count('SELECT COUNT(*) AS n FROM memberships m JOIN users u ON u.id = m.user_id WHERE u.email = ?', email),
     ).toBe(1);
     expect(
-      count(
+      await count(
         'SELECT COUNT(*) AS n FROM user_invites i JOIN users u ON u.id = i.user_id WHERE u.email = ? AND used_at IS NULL',
         email,
       ),
@@ -263,7 +280,7 @@ describe('the same request many times at once', () => {
     const codes = accepts.map((r) => r.status);
     expect(codes.filter((x) => x === 303)).toHaveLength(1);
     expect(codes.every((x) => x === 303 || x === 410)).toBe(true);
-    expect(count(`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ?`, p.userId)).toBe(2);
+    expect(await count(`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ?`, p.userId)).toBe(2);
 
     await admin.client.get('/ui/users');
     const removes = await Promise.all(
@@ -272,7 +289,7 @@ describe('the same request many times at once', () => {
     const rc = removes.map((r) => r.status);
     expect(rc.filter((x) => x === 200)).toHaveLength(1);
     expect(rc.every((x) => x === 200 || x === 404)).toBe(true);
-    expect(count(`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ?`, p.userId)).toBe(1);
+    expect(await count(`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ?`, p.userId)).toBe(1);
   });
 });
 
@@ -290,13 +307,14 @@ describe('addresses and names', () => {
     expect(r.text).toContain(stored);
     const again = await admin.client.post('/ui/users', { email: `${local}@bücher.example`, role: 'developer' });
     expect(again.status).toBe(201);
-    expect(count('SELECT COUNT(*) AS n FROM users WHERE email = ?', stored)).toBe(1);
+    expect(await count('SELECT COUNT(*) AS n FROM users WHERE email = ?', stored)).toBe(1);
     const c = new Client(s.url);
     await c.get(`/ui/invite/${linkIn(again.text)}`);
     await c.post(`/ui/invite/${linkIn(again.text)}`, { password: PASSWORD, confirm: PASSWORD });
     expect((await c.login(`${local}@Bücher.example`)).status).toBe(303);
     const cli = await runCli(['user', 'disable', 'acme', `${local.toUpperCase()}@bücher.EXAMPLE`], {
       dataDir: s.dataDir,
+      env: s.storeEnv,
     });
     expect(cli.code).toBe(0);
 
@@ -375,8 +393,8 @@ describe('roles', () => {
     await b.client.get('/ui/account');
     expect((await b.client.post('/ui/tokens', { name: 'x', scopes: 'messages:send' })).status).toBe(403);
     expect((await b.client.post('/ui/webhooks', { url: 'https://example.com/h' })).status).toBe(403);
-    expect(count(`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ? AND status = 'active'`, target.userId)).toBe(
-      1,
-    );
+    expect(
+      await count(`SELECT COUNT(*) AS n FROM memberships WHERE user_id = ? AND status = 'active'`, target.userId),
+    ).toBe(1);
   });
 });

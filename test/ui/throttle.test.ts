@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoginThrottle, PER_ACCOUNT, PER_ADDRESS } from '../../src/core/login-throttle.js';
-import { openDataDir } from '../../src/db/datadir.js';
+import { coreCtxOf } from '../../src/cli/context.js';
+import { loadConfig } from '../../src/config/load.js';
+import { openStore } from '../../src/db/open-store.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRows } from '../helpers/rows.js';
 import { Client, PASSWORD, loggedIn, type Answer } from './helpers.js';
-import { coreCtx } from '../helpers/ctx.js';
 
 // The login throttle under real concurrency: many parallel HTTP requests with a valid CSRF
 // token, against a real msgd. An attempt counts from when it starts, so attempts still being
@@ -23,11 +25,14 @@ afterAll(async () => {
   await s?.stop();
 });
 
-const audited = (email: string, action: string) =>
+const audited = async (email: string, action: string) =>
   (
-    s.ctx.db.sqlite
-      .prepare('SELECT details FROM audit_log WHERE action = ? AND details LIKE ?')
-      .all(action, `%"${email}"%`) as { details: string }[]
+    (await sqlRows(
+      s.ctx,
+      'SELECT details FROM audit_log WHERE action = ? AND details LIKE ?',
+      action,
+      `%"${email}"%`,
+    )) as { details: string }[]
   ).map((r) => JSON.parse(r.details));
 
 /** A client that has read the login page: it holds the anonymous cookie and its CSRF token. */
@@ -57,8 +62,8 @@ describe('login throttle under concurrency', () => {
       expect(Number(a.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(a.text).toContain('Too many attempts');
     }
-    expect(audited(email, 'ui.login_failed')).toHaveLength(PER_ACCOUNT);
-    expect(audited(email, 'ui.login_throttled')).toHaveLength(100 - PER_ACCOUNT);
+    expect(await audited(email, 'ui.login_failed')).toHaveLength(PER_ACCOUNT);
+    expect(await audited(email, 'ui.login_throttled')).toHaveLength(100 - PER_ACCOUNT);
 
     // The limit is reached: the right password, even from another address, is not checked.
     const other = newAddress();
@@ -140,13 +145,15 @@ describe('login throttle under concurrency', () => {
     const c = await loginClient(address);
     for (let i = 0; i < PER_ACCOUNT - 1; i++)
       await c.post('/ui/login', { email, password: 'wrong guess' }, { 'x-forwarded-for': address });
-    const dd = openDataDir(s.dataDir, { env: {} });
+    // msgd's store opened again, as another msgd on it would (its data directory or database).
+    const config = loadConfig({ env: s.storeEnv, dataDir: s.dataDir });
+    const opened = await openStore(config, { env: s.storeEnv, create: false, migrate: false, poolSize: 2 });
     try {
-      const other = new LoginThrottle(coreCtx(dd, { dataDir: s.dataDir, now: s.clock.now }));
+      const other = new LoginThrottle({ ...coreCtxOf(opened, config), now: s.clock.now });
       expect(await other.begin(email, '203.0.113.50')).toMatchObject({ ok: true });
       expect(await other.begin(email, '203.0.113.51')).toMatchObject({ ok: false });
     } finally {
-      dd.close();
+      await opened.close();
     }
     const refused = await c.post('/ui/login', { email, password: PASSWORD }, { 'x-forwarded-for': address });
     expect(refused.status).toBe(429);
@@ -167,11 +174,11 @@ describe('"Your account": the current password', () => {
     const refused = answers.find((a) => a.status === 429)!;
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(refused.text).toContain('Too many attempts');
-    const failed = audited(email, 'ui.login_failed');
+    const failed = await audited(email, 'ui.login_failed');
     expect(failed).toHaveLength(PER_ACCOUNT);
     expect(failed.every((d) => d.step === 'account_password')).toBe(true);
     expect(JSON.stringify(failed)).not.toContain('guess number');
-    expect(audited(email, 'ui.login_throttled')).toHaveLength(25 - PER_ACCOUNT);
+    expect(await audited(email, 'ui.login_throttled')).toHaveLength(25 - PER_ACCOUNT);
     // Locked: the right current password is not checked either, and the password is unchanged.
     const right = await client.post('/ui/account/password', { current: PASSWORD, password: 'a brand new passphrase' });
     expect(right.status).toBe(429);

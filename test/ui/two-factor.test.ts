@@ -8,6 +8,7 @@ import { setTwoFactorRequired } from '../../src/core/two-factor.js';
 import { acceptJoinLink, acceptLink, inviteUser, setUserStatus } from '../../src/core/users.js';
 import { runCli } from '../helpers/cli.js';
 import { setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
+import { sqlRow, sqlRows } from '../helpers/rows.js';
 import {
   Client,
   PASSWORD,
@@ -56,11 +57,14 @@ const wrongCode = (secret: string, n = 0) => {
   }
 };
 
-const audited = (email: string, action: string) =>
+const audited = async (email: string, action: string) =>
   (
-    s.ctx.db.sqlite
-      .prepare('SELECT details FROM audit_log WHERE action = ? AND details LIKE ?')
-      .all(action, `%"${email}"%`) as { details: string }[]
+    (await sqlRows(
+      s.ctx,
+      'SELECT details FROM audit_log WHERE action = ? AND details LIKE ?',
+      action,
+      `%"${email}"%`,
+    )) as { details: string }[]
   ).map((r) => JSON.parse(r.details));
 
 const submit = (page: Page, selector = 'main button[type=submit]') =>
@@ -110,9 +114,10 @@ describe('two-factor authentication in a browser', () => {
     expect(qr.shown).toBe(true);
     expect(Buffer.from(qr.src.replace('data:image/svg+xml;base64,', ''), 'base64').toString()).toBe(renderSVG(uri));
     // Stored sealed, and not on until a first code confirms it.
-    const row = s.ctx.db.sqlite
-      .prepare('SELECT totp_secret, totp_enabled_at FROM users WHERE email = ?')
-      .get(email) as { totp_secret: string; totp_enabled_at: number | null };
+    const row = (await sqlRow(s.ctx, 'SELECT totp_secret, totp_enabled_at FROM users WHERE email = ?', email)) as {
+      totp_secret: string;
+      totp_enabled_at: number | null;
+    };
     expect(row.totp_secret).toMatch(/^v1:/);
     expect(row.totp_secret).not.toContain(secret);
     expect(row.totp_enabled_at).toBeNull();
@@ -168,7 +173,7 @@ describe('two-factor authentication in a browser', () => {
     expect(await mainText(page)).toContain('Recovery codes left: 8 of 10');
 
     // Neither the key nor a recovery code reaches the log or the audit log.
-    const audit = JSON.stringify(s.ctx.db.sqlite.prepare('SELECT * FROM audit_log').all());
+    const audit = JSON.stringify(await sqlRows(s.ctx, 'SELECT * FROM audit_log'));
     for (const text of [s.logs.join(''), audit]) {
       expect(text).not.toContain(secret);
       expect(text).not.toContain(codes[0]);
@@ -194,7 +199,7 @@ describe('the code step over HTTP', () => {
     expect(count(429)).toBe(100 - (PER_ACCOUNT - 1));
     for (const a of answers.filter((x) => x.status === 429))
       expect(Number(a.headers.get('retry-after'))).toBeGreaterThan(0);
-    const failed = audited(email, 'ui.login_failed').filter((d) => d.step === 'code');
+    const failed = (await audited(email, 'ui.login_failed')).filter((d) => d.step === 'code');
     expect(failed).toHaveLength(PER_ACCOUNT - 1);
     // The limit is reached: the right code is not checked.
     const right = await c.post('/ui/login/code', { code: codeFor(secret) }, { 'x-forwarded-for': address });
@@ -260,7 +265,7 @@ describe('the code step over HTTP', () => {
       code: wrongCode(secret),
     });
     expect(wrongCodeAnswer.text).toContain('That code is not right.');
-    expect(audited(email, 'ui.login_failed').map((d) => d.step)).toEqual(['account_2fa', 'account_2fa']);
+    expect((await audited(email, 'ui.login_failed')).map((d) => d.step)).toEqual(['account_2fa', 'account_2fa']);
     const off = await client.post('/ui/account/2fa/disable', { current: PASSWORD, code: codeFor(secret) });
     expect([off.status, off.headers.get('location')]).toEqual([303, '/ui/account?done=2fa-off']);
     expect((await client.get('/ui/account?done=2fa-off')).text).toContain('Two-factor authentication is off.');
@@ -279,9 +284,11 @@ describe("a partner's requirement and the operator's reset", () => {
     const on = await admin.client.post('/ui/users/2fa-requirement', { required: 'yes' });
     expect(on.text).toContain('Two-factor authentication is required');
     expect(
-      s.ctx.db.sqlite
-        .prepare(`SELECT COUNT(*) AS n FROM audit_log WHERE action = 'partner.require_2fa' AND target_id = ?`)
-        .get(globex.partnerId),
+      await sqlRow(
+        s.ctx,
+        `SELECT COUNT(*) AS n FROM audit_log WHERE action = 'partner.require_2fa' AND target_id = ?`,
+        globex.partnerId,
+      ),
     ).toEqual({ n: 1 });
 
     // The developer's next click, and a fresh login, land on the set-up page.
@@ -290,10 +297,10 @@ describe("a partner's requirement and the operator's reset", () => {
     const fresh = await new Client(s.url).login(dev.email);
     expect(fresh.headers.get('location')).toBe('/ui/account/2fa');
     // A form post elsewhere changes nothing.
-    const tokensBefore = s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM tokens').get();
+    const tokensBefore = await sqlRow(s.ctx, 'SELECT COUNT(*) AS n FROM tokens');
     const post = await dev.client.post('/ui/tokens', { name: 'sneaky', scopes: 'messages:send', expires: 'never' });
     expect([post.status, post.headers.get('location')]).toEqual([303, '/ui/account/2fa']);
-    expect(s.ctx.db.sqlite.prepare('SELECT COUNT(*) AS n FROM tokens').get()).toEqual(tokensBefore);
+    expect(await sqlRow(s.ctx, 'SELECT COUNT(*) AS n FROM tokens')).toEqual(tokensBefore);
     const page = await dev.client.get('/ui/account/2fa');
     expect(page.status).toBe(200);
     expect(page.text).toContain('globex requires two-factor authentication');
@@ -303,28 +310,38 @@ describe("a partner's requirement and the operator's reset", () => {
     const devKey = await enrol(dev.client);
     expect((await dev.client.get('/ui/messages')).status).toBe(200);
 
-    const listed = await runCli(['--json', 'user', 'list', 'globex'], { dataDir: s.dataDir });
+    const listed = await runCli(['--json', 'user', 'list', 'globex'], { dataDir: s.dataDir, env: s.storeEnv });
     expect(JSON.parse(listed.stdout).data.find((u: any) => u.email === dev.email).two_factor).toBe(true);
     // The operator resets the developer's: it asks at a terminal, a script must say --yes.
-    const noYes = await runCli(['user', 'reset-2fa', 'globex', dev.email], { dataDir: s.dataDir });
+    const noYes = await runCli(['user', 'reset-2fa', 'globex', dev.email], { dataDir: s.dataDir, env: s.storeEnv });
     expect(noYes.code).toBe(2);
     expect(noYes.stderr).toContain('add --yes');
     expect((await dev.client.get('/ui/messages')).status).toBe(200);
-    const reset = await runCli(['user', 'reset-2fa', 'globex', dev.email, '--yes'], { dataDir: s.dataDir });
+    const reset = await runCli(['user', 'reset-2fa', 'globex', dev.email, '--yes'], {
+      dataDir: s.dataDir,
+      env: s.storeEnv,
+    });
     expect([reset.code, reset.stderr]).toEqual([0, '']);
     expect(reset.stdout).toContain(`Reset two-factor authentication of ${dev.email}`);
     expect(reset.stdout + reset.stderr).not.toContain(devKey.secret);
     // Their sessions ended; the password alone logs in, straight to set it up again.
     expect((await dev.client.get('/ui/messages')).status).toBe(303);
     expect((await new Client(s.url).login(dev.email)).headers.get('location')).toBe('/ui/account/2fa');
-    const row = s.ctx.db.sqlite
-      .prepare(`SELECT actor, details FROM audit_log WHERE action = 'user.reset_2fa' ORDER BY id DESC LIMIT 1`)
-      .get() as { actor: string; details: string };
+    const row = (await sqlRow(
+      s.ctx,
+      `SELECT actor, details FROM audit_log WHERE action = 'user.reset_2fa' ORDER BY id DESC LIMIT 1`,
+    )) as { actor: string; details: string };
     expect(JSON.parse(row.details)).toEqual({ email: dev.email, partner: globex.partnerId });
 
-    const noneLeft = await runCli(['user', 'reset-2fa', 'globex', dev.email, '--yes'], { dataDir: s.dataDir });
+    const noneLeft = await runCli(['user', 'reset-2fa', 'globex', dev.email, '--yes'], {
+      dataDir: s.dataDir,
+      env: s.storeEnv,
+    });
     expect([noneLeft.code, noneLeft.stderr]).toEqual([1, expect.stringContaining('has no two-factor authentication')]);
-    const otherPartner = await runCli(['user', 'reset-2fa', 'acme', admin.email, '--yes'], { dataDir: s.dataDir });
+    const otherPartner = await runCli(['user', 'reset-2fa', 'acme', admin.email, '--yes'], {
+      dataDir: s.dataDir,
+      env: s.storeEnv,
+    });
     expect(otherPartner.code).toBe(1);
     expect(otherPartner.stderr).toContain('not found');
     expect(adminKey.codes).toHaveLength(10);
