@@ -21,9 +21,12 @@ export interface EnqueueRow {
   now: number;
 }
 
-// A completion with a lease must find the job still running under that same claim: after a
-// lifeline reclaim, the stale holder's result is dropped, exactly as if it had crashed. Without
-// a lease (by = null), the job is settled whatever holds it (the operator, a test).
+// A completion with a lease must find the job still under that same claim: running under it, or
+// taken back by a lifeline (its lease ran out while the database did not answer, or the holder
+// stalled) and not claimed again since, as every claim moves `attempts` on. Once another claim
+// has taken it, the stale holder's result is dropped, exactly as if it had crashed. Without a
+// lease (by = null), the job is settled whatever holds it (the operator, a test). The condition
+// is written out in each statement, not a nested fragment, so its text stays one per call site.
 export type Owner = { by: string | null; attempts: number | null };
 
 export function owner(lease?: Lease): Owner {
@@ -39,24 +42,28 @@ export const q = {
   get: (id: number) => sql`SELECT * FROM jobs WHERE id = ${id}`,
   complete: (id: number, o: Owner) =>
     sql`DELETE FROM jobs WHERE id = ${id}
-          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (attempts = ${o.attempts}
+            AND (state = 'running' AND locked_by = ${o.by} OR state = 'retry' AND locked_by IS NULL)))`,
   retry: (id: number, o: Owner, runAt: number, error: string, now: number) =>
     sql`UPDATE jobs SET
           state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retry' END,
           run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE ${runAt} END,
           last_error = ${error}, locked_until = NULL, locked_by = NULL, updated_at = ${now}
         WHERE id = ${id}
-          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (attempts = ${o.attempts}
+            AND (state = 'running' AND locked_by = ${o.by} OR state = 'retry' AND locked_by IS NULL)))
         RETURNING state`,
   snooze: (id: number, o: Owner, runAt: number, now: number) =>
     sql`UPDATE jobs SET state = 'available', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
           run_at = ${runAt}, locked_until = NULL, locked_by = NULL, updated_at = ${now}
         WHERE id = ${id}
-          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (attempts = ${o.attempts}
+            AND (state = 'running' AND locked_by = ${o.by} OR state = 'retry' AND locked_by IS NULL)))`,
   fail: (id: number, o: Owner, error: string, now: number) =>
     sql`UPDATE jobs SET state = 'dead', last_error = ${error}, locked_until = NULL, locked_by = NULL, updated_at = ${now}
         WHERE id = ${id}
-          AND (CAST(${o.by} AS TEXT) IS NULL OR (state = 'running' AND locked_by = ${o.by} AND attempts = ${o.attempts}))`,
+          AND (CAST(${o.by} AS TEXT) IS NULL OR (attempts = ${o.attempts}
+            AND (state = 'running' AND locked_by = ${o.by} OR state = 'retry' AND locked_by IS NULL)))`,
   release: (id: number, o: Owner, now: number) =>
     sql`UPDATE jobs SET state = 'available', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
           reclaims = reclaims + 1, locked_until = NULL, locked_by = NULL, updated_at = ${now}

@@ -114,6 +114,29 @@ describe('JobQueue', () => {
     expect(await queue.complete(id, { lease: { workerId: 'dying', attempts: job.attempts } })).toBe(false);
   });
 
+  it("a holder's result still lands after the lifeline took its job back, until another claim takes it", async () => {
+    const { id } = await enqueue({ kind: 'k', runAt: Date.now() - 1 });
+    const [job] = await queue.claim('slow', 1, undefined, { leaseMs: 1 });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await queue.lifeline()).toBe(1);
+    // Nobody has claimed it since: the result of the one run there was is kept, not run again.
+    expect(await queue.complete(id, { lease: { workerId: 'slow', attempts: job.attempts } })).toBe(true);
+    expect(await queue.get(id)).toBeNull();
+
+    const other = await enqueue({ kind: 'k', runAt: Date.now() - 1 });
+    const [first] = await queue.claim('slow', 1, undefined, { leaseMs: 1 });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await queue.lifeline()).toBe(1);
+    expect(
+      await queue.retry(
+        other.id,
+        { afterMs: 0, error: 'late' },
+        { lease: { workerId: 'slow', attempts: first.attempts } },
+      ),
+    ).toBe('retry');
+    expect(await queue.get(other.id)).toMatchObject({ state: 'retry', lastError: 'late', lockedBy: null });
+  });
+
   it('two concurrent claimers get disjoint sets, and together every job once', async () => {
     const now = Date.now();
     await store.transaction(async (tx) => {
