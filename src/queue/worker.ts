@@ -246,9 +246,7 @@ export class Worker {
     // After the caller's code (never inside a transaction of its own); the store begins the
     // turn's transaction in an event-loop turn of its own, and everything finished until then
     // joins it.
-    queueMicrotask(() => {
-      this.runTicks().catch((err: unknown) => this.logger.error({ workerId: this.id, err }, 'worker turn failed'));
-    });
+    queueMicrotask(() => void this.runTicks());
   }
 
   /** everyKind: the next claim looks at every kind, not only those that filled the last one. */
@@ -262,6 +260,12 @@ export class Worker {
   private async runTicks(): Promise<void> {
     try {
       while (this.tickScheduled) await this.turn();
+    } catch (err) {
+      this.logger.error({ workerId: this.id, err }, 'worker turn failed');
+      // A turn asked for while this one ran (a job finished) is taken up after a pause: left
+      // asked for, it would never run, as scheduleTick starts no turn while one is pending.
+      this.tickScheduled = false;
+      if (this.life !== 'stopped') this.armWake(this.now() + BATCH_RETRY_MS);
     } finally {
       this.ticking = false;
       // Once not ticking: a drain woken by the turn's end sees the worker quiet.
@@ -413,7 +417,16 @@ export class Worker {
     // snoozes only pull it earlier. One armed only for a job just put back may be later than
     // others already waiting (it was armed after the alarm for those had fired): ask the queue.
     if (this.alarm?.fromQueue) return;
-    const next = await this.queue.nextRunAt(this.kinds);
+    let next: number | null;
+    try {
+      next = await this.queue.nextRunAt(this.kinds);
+    } catch (err) {
+      // The database did not answer (down, or past its query timeout): look again after the
+      // longest sleep, as if nothing were known. Without an alarm only a wake-up ends the sleep.
+      this.logger.warn({ workerId: this.id, err }, 'reading the next run_at failed; looking again shortly');
+      if (this.life !== 'stopped') this.armWake(now + this.maxSleepMs);
+      return;
+    }
     if (this.alarm?.fromQueue || this.life === 'stopped') return;
     let at = now + this.maxSleepMs;
     // next <= now: another connection committed a job after our claim; look again shortly.
@@ -466,6 +479,7 @@ export class Worker {
       // the lease, a heartbeat that failed): they are renewed first, in the same transaction, so
       // only jobs that no handler here runs are taken back. One of ours taken back would run
       // twice at once, and a provider call waiting for a free connection could go out twice.
+      // Finished ones whose results wait for a turn to commit them are renewed too.
       const now = this.now();
       const [renewed, n] = await this.queue.store.transaction(async (tx) => {
         const r = await this.renewLeases(tx, now);
@@ -484,7 +498,7 @@ export class Worker {
   // Leases: renew what has run past half its lease, so a slow but live handler is never
   // reclaimed. A stalled process stops renewing, which is the point.
   private readonly heartbeat = () => {
-    if (this.inflight.size === 0) return;
+    if (this.inflight.size === 0 && this.finished.length === 0) return;
     this.queue.store
       .transaction((tx) => this.renewLeases(tx, this.now()))
       .then(
@@ -498,7 +512,9 @@ export class Worker {
    * once that transaction has committed.
    */
   private async renewLeases(tx: Queryable, now: number): Promise<() => void> {
-    const due = [...this.inflight.values()].filter((r) => r.lockedUntil - now < this.leaseMs / 2);
+    const held = [...this.inflight.values(), ...this.finished.map((f) => f.run)];
+    // In id order: the heartbeat and the lifeline renew at once without waiting on each other crosswise.
+    const due = held.filter((r) => r.lockedUntil - now < this.leaseMs / 2).sort((a, b) => a.job.id - b.job.id);
     const until = now + this.leaseMs;
     const renewed: Running[] = [];
     for (const r of due) if (await this.queue.extendLease(r.job.id, r.lease, until, tx)) renewed.push(r);

@@ -1,6 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { openStore } from '../../src/db/open-store.js';
+import { JobQueue } from '../../src/queue/queue.js';
+import { Worker } from '../../src/queue/worker.js';
 import { startTwilioFake, type TwilioFake } from '../fakes/twilio.js';
-import { waitFor } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 import { freshDatabase, ownCluster } from './helpers.js';
 import {
   cleanupAfterEach,
@@ -17,7 +22,7 @@ import {
 // behind a dropped network or on a paused VM: the connections stay open, nothing comes back).
 // msgd bounds its wait (database.queryTimeoutMs): a send answers 503 storage_unavailable with
 // Retry-After instead of hanging, /readyz says 503, and once the server answers again msgd
-// serves again, with every answer true to what was kept.
+// serves again, with every answer true to what was kept, and dispatch goes on by itself.
 
 const QUERY_TIMEOUT_MS = 2_000;
 const CONFIG = {
@@ -94,9 +99,107 @@ describe('PostgreSQL frozen under msgd', () => {
     expect(rows.map((r) => r.id).sort()).toEqual([...outcomes.values()].map((o) => o.body.id).sort());
     expect(await strandedMessages(prep.ctx, partnerId)).toEqual([]);
     expect(await moneyProblems(prep.ctx, partnerId)).toEqual([]);
-    // Not asserted: that dispatch goes on after the thaw. After some freezes the claimed messages
-    // stay 'sending' and the queued ones wait until msgd restarts: an open defect (the crash and
-    // restart tests show dispatch recovering after a kill or a server restart).
+    await waitFor(
+      async () => {
+        const left = (await messagesOf(prep.ctx, partnerId)).filter((r) => r.status !== 'sent');
+        // On a timeout the error names the messages still waiting and where they stand.
+        if (left.length) throw new Error(left.map((r) => `${r.text}: ${r.status}`).join(', '));
+        return true;
+      },
+      'every message to be sent',
+      60_000,
+      100,
+    );
+    // Each message went to the provider once.
+    const calls = new Map<string, number>();
+    for (const r of twilio.requests) calls.set(r.body.Body, (calls.get(r.body.Body) ?? 0) + 1);
+    expect([...calls].filter(([, n]) => n > 1)).toEqual([]);
+    expect(calls.size).toBe(outcomes.size);
     expect(m.child.exitCode).toBeNull();
   }, 120_000);
+
+  it('the job loop goes on after a read the frozen server never answered, with a job finished meanwhile', async () => {
+    const { queue, store } = await openQueue(1_000);
+    const worker = cleanup.add(new Worker({ queue, concurrency: 4, leaseMs: 30_000, maxSleepMs: 200 }), (w) =>
+      w.stop({ timeoutMs: 1_000 }),
+    );
+    const ran: number[] = [];
+    worker.register('frozen.probe', (job) => {
+      ran.push(job.id);
+      // The first job freezes the server as soon as its claim has committed: the worker's read of
+      // when to look next goes unanswered, and this job finishes while it waits for that answer.
+      if (ran.length === 1) cluster.freeze();
+      return { type: 'ok' };
+    });
+    const enqueue = () => store.transaction((tx) => queue.enqueue(tx, { kind: 'frozen.probe' }));
+    const first = await enqueue();
+    try {
+      worker.start();
+      await waitFor(() => ran.length > 0, 'the first job to run', 10_000, 10);
+      await sleep(2_500); // past the query timeout
+    } finally {
+      cluster.thaw();
+    }
+    const second = await enqueue();
+    await waitFor(
+      async () => (await queue.get(first.id)) === null && (await queue.get(second.id)) === null,
+      'both jobs to be done',
+      15_000,
+      50,
+    );
+    expect(ran).toEqual([first.id, second.id]);
+  }, 60_000);
+
+  it("a finished job whose result waits past its lease to commit is not taken back by the worker's own lifeline", async () => {
+    const { queue, store } = await openQueue(15_000);
+    const worker = cleanup.add(
+      new Worker({ queue, concurrency: 4, leaseMs: 600, lifelineIntervalMs: 100, maxSleepMs: 200 }),
+      (w) => w.stop({ timeoutMs: 1_000 }),
+    );
+    // The turn that would commit b's result stays open (a's write waits, as a statement on a
+    // server that stopped answering would) for longer than b's lease.
+    let holding = false;
+    let letGo!: () => void;
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    const runs: string[] = [];
+    worker.register('frozen.lease', async (job) => {
+      const name = (job.payload as { name: string }).name;
+      runs.push(name);
+      if (name === 'a') {
+        await worker.durably(async () => {
+          holding = true;
+          await held;
+        });
+      } else {
+        await waitFor(() => holding, "a's write to hold the turn open", 10_000, 5);
+      }
+      return { type: 'ok' };
+    });
+    const ids = await store.transaction(async (tx) => [
+      (await queue.enqueue(tx, { kind: 'frozen.lease', payload: { name: 'a' } })).id,
+      (await queue.enqueue(tx, { kind: 'frozen.lease', payload: { name: 'b' } })).id,
+    ]);
+    worker.start();
+    await waitFor(() => holding, "a's write to hold the turn open", 10_000, 5);
+    await sleep(2_000); // b finished, its lease (600 ms) run out several lifelines ago
+    letGo();
+    await waitFor(
+      async () => (await queue.get(ids[0]!)) === null && (await queue.get(ids[1]!)) === null,
+      'both jobs to be done',
+      15_000,
+      50,
+    );
+    expect(runs.sort()).toEqual(['a', 'b']);
+    expect(worker.counters).toMatchObject({ completed: 2, reclaimed: 0, lost: 0 });
+  }, 60_000);
 });
+
+/** A job queue on the file's database, migrated, its statements given up on after `queryTimeoutMs`. */
+async function openQueue(queryTimeoutMs: number) {
+  const env = { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: randomBytes(32).toString('hex') };
+  const cfg = loadConfig({ env });
+  const opened = cleanup.add(await openStore({ ...cfg, database: { ...cfg.database, queryTimeoutMs } }, { env }), (o) =>
+    o.close(),
+  );
+  return { queue: new JobQueue(opened.store), store: opened.store };
+}
