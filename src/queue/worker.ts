@@ -294,9 +294,11 @@ export class Worker {
       // busy database waits in busy_timeout instead of failing a read-then-write upgrade).
       out = await this.queue.store.transaction(async (tx) => {
         // Taken once the transaction has begun: what finished meanwhile joins this batch, and
-        // the times onClaim hands out (a gateway line's places) count from now.
+        // the times onClaim hands out (a gateway line's places) count from now. PostgreSQL runs
+        // this function again after a deadlock or a serialization failure (everything of the
+        // first run rolled back): what that run took is taken again, with what finished since.
         this.tickScheduled = false;
-        taken = { finished: this.finished, riders: this.riders };
+        taken = { finished: taken.finished.concat(this.finished), riders: taken.riders.concat(this.riders) };
         this.finished = [];
         this.riders = [];
         const now = this.now();

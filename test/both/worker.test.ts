@@ -3,7 +3,8 @@ import type { Tx } from '../../src/db/query.js';
 import { sql } from '../../src/db/sql.js';
 import { JobQueue } from '../../src/queue/queue.js';
 import { Worker } from '../../src/queue/worker.js';
-import { openStoreCtx, type StoreCtx } from './helpers.js';
+import type { Store } from '../../src/db/query.js';
+import { openStoreCtx, type StoreCtx, testStore } from './helpers.js';
 
 // The worker's batch on both stores: what a job's result writes (apply, onDead, onClaim, a
 // running job's own durable write) commits with its settle, and a throw rolls back that job's
@@ -104,4 +105,61 @@ describe('Worker on the store', () => {
     expect(await queue.get(held)).toMatchObject({ state: 'available', attempts: 0 });
     expect(await queue.get(go)).toBeNull();
   });
+
+  // PostgreSQL rolls a transaction back on a deadlock or a serialization failure and its store
+  // runs the function again (src/db/pg/store.ts): a turn run twice must settle what its first
+  // run had taken. SQLite's store never runs a transaction twice.
+  it.skipIf(testStore === 'sqlite')(
+    'a turn its store runs again after a rollback still settles the results and durable writes it took',
+    async () => {
+      const real = t.ctx.store;
+      const again = new Error('serialization failure, as PostgreSQL would roll back');
+      let replays = 0;
+      let armed = false;
+      // The store as PostgreSQL's behaves on a 40001: the whole transaction undone, fn run again.
+      const replaying: Store = {
+        ...real,
+        dialect: real.dialect,
+        get: real.get.bind(real),
+        all: real.all.bind(real),
+        run: real.run.bind(real),
+        batcher: real.batcher.bind(real),
+        async transaction(fn) {
+          if (armed) {
+            armed = false;
+            replays++;
+            await real
+              .transaction(async (tx) => {
+                await fn(tx);
+                throw again;
+              })
+              .catch((e: unknown) => {
+                if (e !== again) throw e;
+              });
+          }
+          return real.transaction(fn);
+        },
+      };
+      await worker.stop();
+      queue = new JobQueue(replaying, { maxAttempts: 2 });
+      worker = new Worker({
+        queue,
+        concurrency: 8,
+        leaseMs: 30_000,
+        backoff: { baseMs: 10, capMs: 10, jitter: 'none' },
+      });
+      const id = (await enqueue({ n: 1 })).id;
+      worker.register('k', async (job) => {
+        armed = true;
+        await worker.durably((tx) => note(tx, job.id, 'durable'));
+        armed = true;
+        return { type: 'ok', apply: (tx) => note(tx, job.id, 'applied') };
+      });
+      await worker.drain({ untilEmpty: true, maxWaitMs: 10_000 });
+      expect(replays).toBe(2);
+      expect(await effects()).toEqual([`${id}: applied`, `${id}: durable`]);
+      expect(await queue.get(id)).toBeNull();
+      expect(worker.counters).toMatchObject({ completed: 1, retried: 0 });
+    },
+  );
 });
