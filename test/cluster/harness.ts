@@ -172,9 +172,11 @@ export async function startMsgdCluster(opts: ClusterOptions): Promise<MsgdCluste
   try {
     const cfg = loadConfig({ env });
     opened.store = await openStore(cfg, { env, migrate: false });
-    // One after the other: the first migrates an empty database, and on two loaded cores
-    // three Node starts at once only take longer each.
-    for (const inst of instances) await launch(inst, true);
+    // All at once: most of a start is waiting (PostgreSQL, the first /readyz), and on an empty
+    // database one migrates under the migration lock while the others wait on it.
+    const started = await Promise.allSettled(instances.map((inst) => launch(inst, true)));
+    const failed = started.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
     opened.proxy = await startProxy(instances);
   } catch (e) {
     await stopAll();
