@@ -6,6 +6,7 @@ import {
   lockLines,
   type PlaceRow,
   pruneOrphanPlaces,
+  respacedTails,
   saveLines,
   syncLine,
   takePlaces,
@@ -19,7 +20,8 @@ import { type LineGateway, MAX_INLINE_WAIT_MS, type Turn } from './gateway-lines
 // instance gives out slots of the one rate, and a place taken on one instance is honoured by
 // whichever instance claims the job at its time. A claim locks the lines of the gateways its
 // jobs go to (gateway_lines, in its transaction), gives out its slots in claim order, and writes
-// the lines and the new places back: four statements per claim, whatever its size. Two
+// the lines and the new places back: four statements per claim, whatever its size (five when
+// it claims a first place: the places pushed back before it, which it queues behind). Two
 // instances claiming at once take turns on a gateway's row: the places each gives out are
 // consecutive, in each claim's order.
 //
@@ -70,8 +72,21 @@ export class SharedGatewayLines {
       ids.map((id) => intervalUs(rateOf.get(id)!)),
     );
     const lines = new Map(
-      rows.map((r) => [r.gateway_id, { line: Number(r.line), tat: Number(r.tat), nextGo: Number(r.next_go) }]),
+      rows.map((r) => [
+        r.gateway_id,
+        { line: Number(r.line), tat: Number(r.tat), nextGo: Number(r.next_go), tail: Number.NEGATIVE_INFINITY },
+      ]),
     );
+    // The last of the places pushed back (respaced) in each line, this claim's among them, when a
+    // first place is claimed: it queues behind them.
+    if ([...places.values()].some((p) => Number(p.respaced) === 0)) {
+      const tails = await respacedTails(tx, ids);
+      for (const p of places.values()) if (Number(p.respaced) === 1) tails.push({ ...p, at: Number(p.at) });
+      for (const t of tails) {
+        const l = lines.get(t.gateway_id);
+        if (l && Number(t.line) === l.line) l.tail = Math.max(l.tail, Number(t.at));
+      }
+    }
     const now = Number(rows[0]!.now);
     const kept: PlaceRow[] = [];
     const turns = asks.map((a): Turn => {
@@ -83,16 +98,19 @@ export class SharedGatewayLines {
         // snooze rolled back with its batch, or a claim that began before the slot): back to it.
         // Late, with others: one slot after the last, so a line that fell behind catches up at
         // the rate. Pushed back beyond the inline wait, it keeps a place there, and newcomers
-        // queue behind it.
+        // queue behind it. A first place found late queues behind the places pushed back before
+        // it too (the line's tail), so a line that fell behind keeps its order.
         const placeAt = Number(p.at);
-        const at = Math.max(placeAt, l.nextGo, now);
+        const respaced = Number(p.respaced) === 1;
+        const at = Math.max(placeAt, l.nextGo, respaced ? 0 : l.tail + interval, now);
         const wait = Math.ceil(at - now);
         if (wait <= this.maxInlineWaitMs) {
           l.nextGo = Math.max(l.nextGo, at + interval);
           return { go: true, wait };
         }
         l.tat = Math.max(l.tat, at + interval);
-        kept.push({ ...p, job_id: a.jobId, at, respaced: at > placeAt || Number(p.respaced) === 1 ? 1 : 0 });
+        if (at > placeAt) l.tail = Math.max(l.tail, at);
+        kept.push({ ...p, job_id: a.jobId, at, respaced: at > placeAt || respaced ? 1 : 0 });
         return { go: false, wait };
       }
       // A newcomer: the next free slot (GCRA, one slot apart, burst 1), and never before a place

@@ -64,6 +64,17 @@ export async function lockLines(q: Queryable, gatewayIds: string[], intervalsUs:
   );
 }
 
+/** The last place pushed back (respaced) in each of these gateways' lines, as found now. */
+export async function respacedTails(
+  q: Queryable,
+  gatewayIds: string[],
+): Promise<{ gateway_id: string; line: number; at: number }[]> {
+  return q.all(
+    sql`SELECT gateway_id, line, max(at) AS at FROM gateway_places
+         WHERE gateway_id = ANY(${gatewayIds}::text[]) AND respaced = 1 GROUP BY gateway_id, line`,
+  );
+}
+
 /** Writes the lines' new next free slot and next go, in the transaction that locked them. */
 export async function saveLines(q: Queryable, gatewayIds: string[], tats: number[], nextGos: number[]): Promise<void> {
   await q.run(
