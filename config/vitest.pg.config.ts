@@ -16,7 +16,6 @@ const onBothStores: string[] = [
   // test/e2e: msgd children get the database through MSGD_DATABASE_URL and MSGD_MASTER_KEY (test/e2e/child.ts).
   'test/e2e/dispatch-*.test.ts',
   'test/e2e/failover-crash.test.ts',
-  'test/e2e/rate-and-outage.test.ts',
   'test/e2e/shutdown*.test.ts',
   // test/webhooks-in, test/webhooks-out: provider webhooks in, partner webhooks out.
   'test/webhooks-in/**/*.test.ts',
