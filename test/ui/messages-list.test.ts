@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChannelType, CoreCtx } from '../../src/core/context.js';
 import { createInboundIn } from '../../src/core/messages.js';
-import type { Queryable } from '../../src/db/query.js';
-import { sql } from '../../src/db/sql.js';
-import { startTestServer, storeOutboundIn, type TestServer } from '../helpers/server.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
 import { sqlRow, sqlRows } from '../helpers/rows.js';
-import { richPartner } from '../v1/helpers.js';
+import { type FreeOutbound, richPartner, storeOutboundsIn } from '../v1/helpers.js';
 import { Client, loggedIn } from './helpers.js';
 
 // The console's Messages page and GET /v1/messages are one query: for the same filter they
@@ -36,36 +34,35 @@ async function channelsOf(ctx: CoreCtx, pid: string) {
   return Object.fromEntries(rows.map((r) => [r.type, { id: r.id, gatewayId: r.gateway_id, sender: r.sender }])) as any;
 }
 
-async function outbound(
-  tx: Queryable,
-  ctx: CoreCtx,
-  pid: string,
-  type: ChannelType,
-  to: string,
-  status: string,
-  text: string,
-) {
-  const m = await storeOutboundIn(tx, ctx, {
+/** A free outbound message (no debit, no job) of `type` to `to`, in `status`. */
+function outbound(pid: string, type: ChannelType, to: string, status: string, text: string): FreeOutbound {
+  return {
     partnerId: pid,
     channel: { ...channels[type], type },
     to,
     content: type === 'email' ? { kind: 'email', subject: text, text } : { kind: 'text', text },
-    price: 0,
-  });
-  await tx.run(sql`UPDATE messages SET status = ${status} WHERE id = ${m.id}`);
-  return m.id;
+    status,
+  };
 }
 
-/** Mixed traffic, then a run of plain SMS long enough that a rare status is past the scan bound. */
+/**
+ * Mixed traffic, then a run of plain SMS long enough that a rare status is past the scan bound;
+ * outbound messages written a few hundred to a statement, in the order made.
+ */
 function seed(ctx: CoreCtx, pid: string) {
   const types = Object.keys(CUSTOMERS) as ChannelType[];
   return ctx.store.transaction(async (tx) => {
-    stamp.oldUndelivered = await outbound(tx, ctx, pid, 'sms', '+14155550102', 'undelivered', 'old undelivered');
+    [stamp.oldUndelivered] = await storeOutboundsIn(tx, ctx, [
+      outbound(pid, 'sms', '+14155550102', 'undelivered', 'old undelivered'),
+    ]);
+    let run: FreeOutbound[] = [];
     for (let i = 0; i < 240; i++) {
       const type = types[i % types.length];
       const list = CUSTOMERS[type];
       const who = list[Math.floor(i / types.length) % list.length];
       if (i % 4 === 3) {
+        await storeOutboundsIn(tx, ctx, run);
+        run = [];
         await createInboundIn(tx, ctx, {
           partnerId: pid,
           channel: { ...channels[type], type },
@@ -74,10 +71,13 @@ function seed(ctx: CoreCtx, pid: string) {
           content: { kind: 'text', text: `in ${i}` },
           occurredAt: Date.now(),
         });
-      } else await outbound(tx, ctx, pid, type, who, STATUSES[i % STATUSES.length], `out ${i}`);
+      } else run.push(outbound(pid, type, who, STATUSES[i % STATUSES.length], `out ${i}`));
     }
-    for (let i = 0; i < 2_100; i++) await outbound(tx, ctx, pid, 'sms', '+14155550109', 'queued', `bulk ${i}`);
-    stamp.newUndelivered = await outbound(tx, ctx, pid, 'whatsapp', '+14155550101', 'undelivered', 'new undelivered');
+    for (let i = 0; i < 2_100; i++) run.push(outbound(pid, 'sms', '+14155550109', 'queued', `bulk ${i}`));
+    await storeOutboundsIn(tx, ctx, run);
+    [stamp.newUndelivered] = await storeOutboundsIn(tx, ctx, [
+      outbound(pid, 'whatsapp', '+14155550101', 'undelivered', 'new undelivered'),
+    ]);
   });
 }
 
@@ -92,7 +92,7 @@ beforeAll(async () => {
   const mine = channels;
   channels = await channelsOf(s.ctx, other.partnerId);
   await s.ctx.store.transaction((tx) =>
-    outbound(tx, s.ctx, other.partnerId, 'sms', '+14155550101', 'undelivered', 'not yours'),
+    storeOutboundsIn(tx, s.ctx, [outbound(other.partnerId, 'sms', '+14155550101', 'undelivered', 'not yours')]),
   );
   channels = mine;
   admin = (await loggedIn(s.ctx, s.url, p.partnerId, 'developer')).client;
