@@ -90,7 +90,7 @@ describe('one-time secrets (Post/Redirect/Get)', () => {
     await page.browserContext().close();
   });
 
-  it('a note is bound to its session and expires unread', async () => {
+  it('a note is bound to its session', async () => {
     const { client: dev } = await loggedIn(s.ctx, s.url, acme.partnerId, 'developer');
     await dev.get('/ui/tokens');
     const r = await dev.post('/ui/tokens', { name: 'bound', scopes: 'messages:read' });
@@ -102,10 +102,24 @@ describe('one-time secrets (Post/Redirect/Get)', () => {
     // The owner still can, once.
     expect((await dev.get(location)).text).toMatch(/id="new-secret">msgd_live_/);
     expect((await dev.get(location)).text).not.toContain('id="new-secret"');
-    // A note not read in time is gone.
-    const late = await dev.post('/ui/tokens', { name: 'late', scopes: 'messages:read' });
-    s.clock.advance(FLASH_TTL_MS + 1);
-    expect((await dev.get(late.headers.get('location')!)).text).not.toContain('id="new-secret"');
+  });
+
+  it('a note not read in time is gone', async () => {
+    // On a msgd of its own: moving the clock past the note's life would leave this msgd's clock
+    // ahead of PostgreSQL's, whose clock says when a job is due, so the webhook tests' jobs
+    // would wait that long.
+    const own = await startTestServer();
+    try {
+      const p = await setupPartner(own.ctx, { slug: 'late' });
+      const { client: dev } = await loggedIn(own.ctx, own.url, p.partnerId, 'developer');
+      await dev.get('/ui/tokens');
+      const late = await dev.post('/ui/tokens', { name: 'late', scopes: 'messages:read' });
+      expect(late.status).toBe(303);
+      own.clock.advance(FLASH_TTL_MS + 1);
+      expect((await dev.get(late.headers.get('location')!)).text).not.toContain('id="new-secret"');
+    } finally {
+      await own.stop();
+    }
   });
 
   it("several tabs' notes each show on their own page; a browser holds a few at most; a forged one shows nothing", async () => {
