@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getMessageRow } from '../../src/core/messages.js';
 import { asciiJson, metaHeaders, postWebhook, sandboxHeaders, waInbound } from '../fakes/webhook-senders.js';
 import { sandboxBody } from '../../src/providers/sandbox/webhook.js';
 import { openGatewaysOfKindIn } from '../../src/core/gateway-secrets.js';
 import { runCli } from '../helpers/cli.js';
 import { connect, postJson, setupPartner, startTestServer, type TestServer } from '../helpers/server.js';
-import { sqlRow, sqlRows } from '../helpers/rows.js';
+import { sqlRow, sqlRows, waitStatus } from '../helpers/rows.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeCert, startReceiver, type Receiver, type TlsFiles } from '../helpers/webhook-receiver.js';
 import {
@@ -115,7 +114,7 @@ describe('the console in a browser', () => {
     );
     expect(res.status).toBe(200);
     const id = res.body.id as string;
-    await waitFor(() => getMessageRow(s.ctx, id)?.status === 'delivered', 'delivered', 10_000);
+    await waitStatus(s.ctx, id, 'delivered');
 
     await page.goto(`${s.url}/ui/messages?channel=sms`);
     expect(await mainText(page)).toContain('Hello from the console');
