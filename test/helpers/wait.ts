@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { SqliteOnlyError } from '../../src/db/open-store.js';
 
 // Waiting on real things (a socket, a row, a child process) without fixed sleeps: poll a
 // predicate until it holds, and say what was awaited when it never does.
@@ -11,7 +12,8 @@ export const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 /**
  * Poll `predicate` (sync or async) every `intervalMs` until it returns a truthy value, and
  * return that value. Throws after `timeoutMs`, naming `what` and the last value or error seen:
- * `await waitFor(() => receiver.delivered.includes(id), 'the event to be delivered')`.
+ * `await waitFor(() => receiver.delivered.includes(id), 'the event to be delivered')`. A read
+ * through the SQLite connection on PostgreSQL (SqliteOnlyError) never comes right: it throws at once.
  */
 export async function waitFor<T>(
   predicate: () => T | Promise<T>,
@@ -30,6 +32,7 @@ export async function waitFor<T>(
       if (v) return v as NonNullable<T>;
       last = v;
     } catch (e) {
+      if (e instanceof SqliteOnlyError) throw e;
       last = e;
     }
     if (Date.now() >= deadline) {
