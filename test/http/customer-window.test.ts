@@ -188,6 +188,9 @@ describe('WhatsApp', () => {
     expect([again.status, again.body, again.headers.get('idempotent-replayed')]).toEqual([200, first.body, 'true']);
     expect(await balance()).toBe(before);
     expectOutside(await sendWa({ to: who, text: 'a new one' }), /template/);
+    // Sent once, before the next test looks at what reached Graph.
+    await waitFor(() => graph.requests.some((r) => r.body.to === '16505550009'), 'the message to reach Graph', 5000);
+    expect(graph.requests.filter((r) => r.body.to === '16505550009')).toHaveLength(1);
   });
 
   it('keeps the order of checks: 402 for exhausted funds and 400 for a bad payload come first', async () => {
