@@ -211,8 +211,18 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     tx: Queryable,
     job: Job<DispatchPayload>,
     marked: DispatchRow | undefined,
+    markedAt: number,
   ): Promise<Admitted | JobResult> {
-    const d = decideRow(marked ?? (await getMessageRowIn(tx, job.payload.message_id)));
+    let m = marked;
+    let readAt = markedAt;
+    if (!m) {
+      m = await getMessageRowIn(tx, job.payload.message_id);
+      readAt = performance.now();
+    }
+    // The gateways were read before the claim (beforeClaim): a message accepted since on a
+    // gateway made since names one the book may not hold yet, and is not to fail as removed.
+    if (m?.gateway_id) await deps.gateways.getFor(m.gateway_id, readAt);
+    const d = decideRow(m);
     return 'held' in d ? failover.heldIn(tx, d.m, d.gw, d.held, d.mayHaveLeft) : d;
   }
 
@@ -220,7 +230,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
   function decideAlone(job: Job<DispatchPayload>): Promise<Go | JobResult> {
     return ctx.store.transaction(async (tx) => {
       const places = await shared!.leave(tx, [job.id]);
-      const d = await decideIn(tx, job, undefined);
+      const d = await decideIn(tx, job, undefined, 0);
       if ('type' in d) return d;
       const [turn] = await shared!.turns(
         tx,
@@ -620,14 +630,19 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       jobs.map((j) => j.payload.message_id),
       now,
     );
+    const claimedAt = performance.now();
     const inFlight: string[] = [];
     for (const j of jobs) {
       const id = j.payload.message_id;
       // A row is the claim's for the first job naming it; another job for it reads it as a retry does.
       let marked = claimed.get(id);
+      let markedAt = claimedAt;
       claimed.delete(id);
-      if (!marked && (await releaseScheduledIn(tx, ctx, id))) marked = await claimForDispatchIn(tx, id, now);
-      const d = await decideIn(tx, j, marked);
+      if (!marked && (await releaseScheduledIn(tx, ctx, id))) {
+        marked = await claimForDispatchIn(tx, id, now);
+        markedAt = performance.now();
+      }
+      const d = await decideIn(tx, j, marked, markedAt);
       if ('type' in d) settled.set(j, d);
       else admitted.push([j, d]);
     }

@@ -14,7 +14,8 @@ import type { GatewayHint, WebhookHandler } from '../providers/webhooks.js';
 // On SQLite the book reads the version (and the gateways) synchronously on the connection, on
 // first use in a turn. On PostgreSQL it is read through the store by load(), which its users
 // await before they read the book (dispatch: before each claim); between loads the book answers
-// with what the last one read, and before the first one it refuses to answer.
+// with what the last one read, and before the first one it refuses to answer. What a later
+// statement read may name a gateway made after that load: getFor() looks for it again.
 
 export class GatewayBook {
   private version = '';
@@ -47,15 +48,41 @@ export class GatewayBook {
 
   private loading: Promise<void> | null = null;
 
-  private async read(): Promise<void> {
+  /**
+   * When the list of gateways the book holds was asked for (performance.now()), on PostgreSQL: a
+   * row committed before then is in it.
+   */
+  private listedAt = Number.NEGATIVE_INFINITY;
+
+  /** Reads the gateways if the settings version moved, or whatever it says when `always`. */
+  private async read(always = false): Promise<void> {
     const version = await storeSettingsVersion(this.ctx.store);
-    if (version === this.version) return;
+    if (!always && version === this.version) return;
     const next = new Map<string, GatewayWithSecrets>();
+    const listedAt = performance.now();
     const ids = await this.ctx.store.all<{ id: string }>(sql`SELECT id FROM gateways ORDER BY id`);
     for (const { id } of ids) next.set(id, await openGatewayIn(this.ctx, id));
+    // Two reads under way at once (a load and a recheck): the one that listed later stays.
+    if (listedAt < this.listedAt) return;
     this.byId = next;
     this.version = version;
+    this.listedAt = listedAt;
     this.reloads++;
+  }
+
+  /**
+   * The gateway `id` as get() gives it, for a row read from the store at `readAt`
+   * (performance.now() once its read had answered: a message naming the gateway, say). On
+   * PostgreSQL the book may have been read before that row's gateway was made (a load, then a
+   * claim whose statements see what was committed since): a gateway the book does not hold is
+   * then looked for again, so only one missing from the store as well is answered null. One
+   * read again serves every row read before it.
+   */
+  async getFor(id: string, readAt: number): Promise<GatewayWithSecrets | null> {
+    const known = this.get(id);
+    if (known || this.onConnection || this.listedAt >= readAt) return known;
+    await this.read(true);
+    return this.get(id);
   }
 
   private fresh(): Map<string, GatewayWithSecrets> {
