@@ -27,7 +27,7 @@ export interface WorkerOptions {
   lifelineIntervalMs?: number;
   /** Longest idle sleep; bounds how late jobs enqueued by other processes (msgctl) are seen. Default 1 s. */
   maxSleepMs?: number;
-  /** How often a spell of failing batch transactions is summed up in the log. Default 15 s. */
+  /** How often a spell of failing batch transactions, or of failing turns, is summed up in the log. Default 15 s. */
   failureLogIntervalMs?: number;
 }
 

@@ -77,6 +77,12 @@ export class Worker {
    * with the count, and one when a batch commits again.
    */
   private readonly batchFailures: FailureLog;
+  /**
+   * A turn that throws outside its batch transaction (a fault of the worker's own) is tried
+   * again every BATCH_RETRY_MS: logged as batchFailures are, its first failure with the stack,
+   * then a count per interval, and one line when a turn runs through again.
+   */
+  private readonly turnFailures: FailureLog;
 
   constructor(opts: WorkerOptions) {
     if (!(opts.concurrency >= 1)) throw new Error('concurrency must be at least 1');
@@ -92,6 +98,11 @@ export class Worker {
     this.maxSleepMs = opts.maxSleepMs ?? 1000;
     this.batchFailures = new FailureLog(this.logger, {
       what: 'job batch transactions',
+      level: 'error',
+      intervalMs: opts.failureLogIntervalMs,
+    });
+    this.turnFailures = new FailureLog(this.logger, {
+      what: 'worker turns',
       level: 'error',
       intervalMs: opts.failureLogIntervalMs,
     });
@@ -260,8 +271,9 @@ export class Worker {
   private async runTicks(): Promise<void> {
     try {
       while (this.tickScheduled) await this.turn();
+      this.turnFailures.success('turn', { workerId: this.id });
     } catch (err) {
-      this.logger.error({ workerId: this.id, err }, 'worker turn failed');
+      this.turnFailures.failure('turn', errorCode(err), { workerId: this.id, err }, 'worker turn failed; retrying');
       // A turn asked for while this one ran (a job finished) is taken up after a pause: left
       // asked for, it would never run, as scheduleTick starts no turn while one is pending.
       this.tickScheduled = false;
