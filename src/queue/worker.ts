@@ -83,6 +83,11 @@ export class Worker {
    * then a count per interval, and one line when a turn runs through again.
    */
   private readonly turnFailures: FailureLog;
+  /**
+   * A beforeClaim hook that keeps failing (one reading through a store that is down) fails on
+   * every turn: logged the same way, and the claim goes on.
+   */
+  private readonly hookFailures: FailureLog;
 
   constructor(opts: WorkerOptions) {
     if (!(opts.concurrency >= 1)) throw new Error('concurrency must be at least 1');
@@ -103,6 +108,11 @@ export class Worker {
     });
     this.turnFailures = new FailureLog(this.logger, {
       what: 'worker turns',
+      level: 'error',
+      intervalMs: opts.failureLogIntervalMs,
+    });
+    this.hookFailures = new FailureLog(this.logger, {
+      what: 'beforeClaim hooks',
       level: 'error',
       intervalMs: opts.failureLogIntervalMs,
     });
@@ -138,7 +148,8 @@ export class Worker {
    * fn runs before each claim, outside its transaction (at least every maxSleepMs while the
    * worker runs, also when idle): for work that decides what the claim will find, in its own
    * transaction. It may return a promise (a hook reading through the store): the claim waits
-   * for it. A throw or rejection is logged and does not stop the claim.
+   * for it. A throw or rejection is logged (as a spell while it goes on: hookFailures) and does
+   * not stop the claim.
    */
   beforeClaim(fn: () => void | Promise<void>): this {
     this.beforeClaimHooks.push(fn);
@@ -147,30 +158,41 @@ export class Worker {
 
   /** The hooks, one after another; a promise only when one of them returned one (awaited in turn). */
   private runBeforeClaim(): Promise<void> | undefined {
+    let failed = false;
     for (let i = 0; i < this.beforeClaimHooks.length; i++) {
       try {
         const r: unknown = this.beforeClaimHooks[i]!();
-        if (r instanceof Promise) return this.finishBeforeClaim(r, i + 1);
+        if (r instanceof Promise) return this.finishBeforeClaim(r, i + 1, failed);
       } catch (err) {
-        this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
+        failed = true;
+        this.hookFailed(err);
       }
     }
+    if (!failed) this.hookFailures.success('hooks', { workerId: this.id });
     return undefined;
   }
 
-  private async finishBeforeClaim(pending: Promise<void>, from: number): Promise<void> {
+  private async finishBeforeClaim(pending: Promise<void>, from: number, failedBefore: boolean): Promise<void> {
+    let failed = failedBefore;
     try {
       await pending;
     } catch (err) {
-      this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
+      failed = true;
+      this.hookFailed(err);
     }
     for (let i = from; i < this.beforeClaimHooks.length; i++) {
       try {
         await this.beforeClaimHooks[i]!();
       } catch (err) {
-        this.logger.error({ workerId: this.id, err }, 'beforeClaim hook threw');
+        failed = true;
+        this.hookFailed(err);
       }
     }
+    if (!failed) this.hookFailures.success('hooks', { workerId: this.id });
+  }
+
+  private hookFailed(err: unknown): void {
+    this.hookFailures.failure('hooks', errorCode(err), { workerId: this.id, err }, 'beforeClaim hook threw');
   }
 
   /**

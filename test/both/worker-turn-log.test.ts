@@ -4,9 +4,10 @@ import { Worker } from '../../src/queue/worker.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
 
-// A turn of the job loop that throws outside its batch transaction is tried again every 250 ms.
-// While it keeps failing, the log reads as a spell (src/lib/failure-log.ts): its first failure
-// with the error, then a count per interval, then one line when a turn runs through again.
+// A turn of the job loop that throws outside its batch transaction is tried again every 250 ms,
+// and a beforeClaim hook that throws (one reading through a store that is down) does so on every
+// turn. While either keeps failing, the log reads as a spell (src/lib/failure-log.ts): its first
+// failure with the error, then a count per interval, then one line when it runs through again.
 //
 // Nothing in a turn outside its transaction fails on its own (the storage's faults are the
 // transaction's, logged as job batch failures): the fault is put in the worker by hand, by
@@ -89,5 +90,38 @@ describe('a failing worker turn in the log', () => {
     await worker.drain({ untilEmpty: true, maxWaitMs: 10_000 });
     expect(await queue.get(job.id)).toBeNull();
     expect(turnLines().at(-1)).toBe(back);
+  });
+
+  it('a beforeClaim hook that keeps throwing: its first failure, a count per interval, its recovery; the claims go on', async () => {
+    let broken = true;
+    worker.beforeClaim(async () => {
+      if (broken) throw new Error('the hook broke');
+    });
+    worker.start();
+    const job = await t.ctx.store.transaction((tx) => queue.enqueue(tx, { kind: 'k', payload: {} }));
+    // An idle worker claims every maxSleepMs (50 ms): some twenty failures in a second.
+    await sleep(1_200);
+    // The claims went on: the job ran while the hook failed.
+    expect(await queue.get(job.id)).toBeNull();
+    broken = false;
+    const hookLines = () => lines.filter((l) => /beforeClaim hook/.test(l.msg));
+    const back = await waitFor(
+      () => hookLines().find((l) => l.msg.startsWith('beforeClaim hooks succeed again')),
+      'the line saying the hooks succeed again',
+      5_000,
+    );
+
+    const failed = hookLines().filter((l) => l.msg === 'beforeClaim hook threw');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]!.level).toBe('error');
+    expect(failed[0]!.obj).toMatchObject({ err: expect.objectContaining({ message: 'the hook broke' }) });
+    const counts = hookLines().filter((l) => /^\d+ more beforeClaim hooks failed in the last \d+ s$/.test(l.msg));
+    expect(counts.length).toBeGreaterThanOrEqual(1);
+    expect(counts.length).toBeLessThanOrEqual(4);
+    expect(back.obj.failures as number).toBeGreaterThanOrEqual(5);
+    expect(back.level).toBe('info');
+    expect(hookLines().at(-1)).toBe(back);
+    await sleep(200);
+    expect(hookLines().at(-1)).toBe(back);
   });
 });
