@@ -48,6 +48,11 @@ export interface StoreCtx {
   clock: { now: number };
   dialect: Dialect;
   /**
+   * Where another process reaches the same store: the data directory on SQLite, the database's
+   * URL on PostgreSQL (for a child that opens it itself, as msgctl beside msgd does).
+   */
+  target: string;
+  /**
    * Runs raw SQL as it is (several statements allowed, no values): table setup and fixtures,
    * written in the SQL both stores accept. A test on PostgreSQL may create tables (they are
    * dropped before the database is used again), not other objects.
@@ -64,6 +69,7 @@ export async function openStoreCtx(opts: { clock?: boolean } = {}): Promise<Stor
       ctx: t.ctx,
       clock: t.clock,
       dialect: 'sqlite',
+      target: t.dir,
       async exec(text) {
         t.ctx.db.sqlite.exec(text);
       },
@@ -87,6 +93,7 @@ export async function openStoreCtx(opts: { clock?: boolean } = {}): Promise<Stor
     ctx,
     clock,
     dialect: 'postgres',
+    target: db.db.url,
     async exec(text) {
       // No values: pg sends it as a simple query, which may hold several statements.
       await db.store.run(sql.raw(text));
