@@ -1,12 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InsufficientBalanceError, adjust, debit, refund, topup, verifyLedger } from '../../src/core/ledger.js';
+import {
+  InsufficientBalanceError,
+  adjust,
+  debit,
+  debitIn,
+  refund,
+  refundIn,
+  topup,
+  verifyLedger,
+} from '../../src/core/ledger.js';
 import { createPartner, getPartner, setCreditLimit } from '../../src/core/partners.js';
+import { sql } from '../../src/db/sql.js';
 import { AppError } from '../../src/lib/errors.js';
-import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
+import { openStoreCtx, type StoreCtx } from './helpers.js';
 
-// 2,000 random money moves against a model. After every one: the stored balance equals
-// the model, equals the sum of the entries, never sits below -credit_limit after a debit,
-// and verifyLedger agrees.
+// 2,000 random money moves against a model, on either store. After every one: the stored
+// balance equals the model, equals the sum of the entries, never sits below -credit_limit
+// after a debit, and verifyLedger agrees.
 
 /** mulberry32: a seeded PRNG so a failure can be replayed with the printed seed. */
 function prng(seed: number) {
@@ -23,13 +33,43 @@ function prng(seed: number) {
 const SEED = Number(process.env.LEDGER_SEED ?? Date.now() % 1_000_000);
 const OPS = 2_000;
 
-let t: TestCtx;
-beforeAll(() => {
-  t = openTestCtx();
-  // The invariant is about logic, not durability: skip the fsync per commit to keep this fast.
-  t.ctx.db.sqlite.pragma('synchronous = OFF');
+let t: StoreCtx;
+beforeAll(async () => {
+  t = await openStoreCtx();
+  // The invariant is about logic, not durability: skip the fsync per commit to keep this fast
+  // (the PostgreSQL test cluster runs without fsync already).
+  if (t.dialect === 'sqlite') t.ctx.db.sqlite.pragma('synchronous = OFF');
 });
 afterAll(() => t.close());
+
+/**
+ * A message's debit or refund, in a transaction of its own. Both forms move money in
+ * production: on SQLite the synchronous one (inside the synchronous send and status
+ * transactions) and the store one (debitIn / refundIn), picked by `rand`; on PostgreSQL the
+ * store one.
+ */
+async function debitOnce(pick: number, partnerId: string, amount: number, messageId: string | null): Promise<void> {
+  if (t.dialect === 'sqlite' && pick < 0.5) {
+    t.ctx.db.sqlite.transaction(() => debit(t.ctx, partnerId, amount, messageId, 'test'))();
+    return;
+  }
+  await t.ctx.store.transaction((tx) => debitIn(tx, t.ctx, partnerId, amount, messageId, 'test'));
+}
+
+async function refundOnce(pick: number, partnerId: string, amount: number, messageId: string): Promise<void> {
+  if (t.dialect === 'sqlite' && pick < 0.5) {
+    t.ctx.db.sqlite.transaction(() => refund(t.ctx, partnerId, amount, messageId, 'failed', 'test'))();
+    return;
+  }
+  await t.ctx.store.transaction((tx) => refundIn(tx, t.ctx, partnerId, amount, messageId, 'failed', 'test'));
+}
+
+const sumOfEntries = async (partnerId: string) =>
+  (await t.ctx.store.get<{ sum: number }>(
+    sql`SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS sum FROM ledger_entries WHERE partner_id = ${partnerId}`,
+  ))!.sum;
+const entryCount = async () =>
+  (await t.ctx.store.get<{ n: number }>(sql`SELECT CAST(count(*) AS BIGINT) AS n FROM ledger_entries`))!.n;
 
 describe(`ledger property (seed ${SEED})`, () => {
   it(`keeps balance == sum(entries) and >= -credit_limit over ${OPS} random operations`, async () => {
@@ -41,9 +81,6 @@ describe(`ledger property (seed ${SEED})`, () => {
       const p = await createPartner(t.ctx, { slug, name: slug }, 'test');
       model.set(slug, { id: p.id, balance: 0, credit: 0 });
     }
-    const sumStmt = t.ctx.db.sqlite
-      .prepare('SELECT COALESCE(SUM(amount), 0) FROM ledger_entries WHERE partner_id = ?')
-      .pluck();
     const counts = { topup: 0, debit: 0, refused: 0, refund: 0, adjust: 0, credit: 0 };
 
     for (let i = 0; i < OPS; i++) {
@@ -60,7 +97,7 @@ describe(`ledger property (seed ${SEED})`, () => {
         const expectOk = m.balance - amount >= -m.credit;
         let ok = true;
         try {
-          t.ctx.db.sqlite.transaction(() => debit(t.ctx, m.id, amount, `msg_${i}`, 'test'))();
+          await debitOnce(rand(), m.id, amount, `msg_${i}`);
         } catch (e) {
           expect(e, where).toBeInstanceOf(InsufficientBalanceError);
           ok = false;
@@ -72,7 +109,7 @@ describe(`ledger property (seed ${SEED})`, () => {
           expect((await getPartner(t.ctx, slug)).balance, where).toBeGreaterThanOrEqual(-m.credit);
         } else counts.refused++;
       } else if (op < 0.75) {
-        t.ctx.db.sqlite.transaction(() => refund(t.ctx, m.id, amount, `msg_${i}`, 'failed', 'test'))();
+        await refundOnce(rand(), m.id, amount, `msg_${i}`);
         m.balance += amount;
         counts.refund++;
       } else if (op < 0.9) {
@@ -85,9 +122,10 @@ describe(`ledger property (seed ${SEED})`, () => {
         await setCreditLimit(t.ctx, slug, m.credit, 'test');
         counts.credit++;
       }
-      const p = await getPartner(t.ctx, slug);
+      // Both read at once: on PostgreSQL each is a round trip.
+      const [p, sum] = await Promise.all([getPartner(t.ctx, slug), sumOfEntries(m.id)]);
       expect(p.balance, where).toBe(m.balance);
-      expect(sumStmt.get(m.id), where).toBe(m.balance);
+      expect(sum, where).toBe(m.balance);
       expect(p.credit_limit, where).toBe(m.credit);
       if (i % 50 === 0 || i === OPS - 1)
         expect(await verifyLedger(t.ctx), where).toMatchObject({ ok: true, mismatches: [] });
@@ -98,7 +136,7 @@ describe(`ledger property (seed ${SEED})`, () => {
       let drained = 0;
       for (;;) {
         try {
-          t.ctx.db.sqlite.transaction(() => debit(t.ctx, m.id, unit, null, 'test'))();
+          await debitOnce(rand(), m.id, unit, null);
           m.balance -= unit;
           counts.debit++;
           drained++;
@@ -120,19 +158,19 @@ describe(`ledger property (seed ${SEED})`, () => {
       expect(n, `${k} (seed ${SEED})`).toBeGreaterThan(k === 'refused' ? 2 : 20);
     // Each entry's balance_after is the running sum of the entries before it.
     for (const { id } of model.values()) {
-      const rows = t.ctx.db.sqlite
-        .prepare('SELECT kind, amount, balance_after FROM ledger_entries WHERE partner_id = ? ORDER BY id')
-        .all(id) as any[];
+      const rows = await t.ctx.store.all<{ kind: string; amount: number; balance_after: number }>(
+        sql`SELECT kind, amount, balance_after FROM ledger_entries WHERE partner_id = ${id} ORDER BY id`,
+      );
       let running = 0;
       for (const r of rows) {
         running += r.amount;
         expect(r.balance_after).toBe(running);
       }
     }
-  }, 30_000);
+  }, 60_000);
 
   it('refuses bad amounts without writing anything', async () => {
-    const before = t.ctx.db.sqlite.prepare('SELECT COUNT(*) FROM ledger_entries').pluck().get();
+    const before = await entryCount();
     await expect(topup(t.ctx, 'p-a', 0, null, 'test')).rejects.toThrow(AppError);
     await expect(topup(t.ctx, 'p-a', -1, null, 'test')).rejects.toThrow(/positive/);
     await expect(topup(t.ctx, 'p-a', 1.5, null, 'test')).rejects.toThrow(/positive/);
@@ -140,17 +178,18 @@ describe(`ledger property (seed ${SEED})`, () => {
     await expect(adjust(t.ctx, 'p-a', 5, '', 'test')).rejects.toThrow(/note/);
     await expect(topup(t.ctx, 'nobody', 5, null, 'test')).rejects.toThrow(/not found/);
     const pa = (await getPartner(t.ctx, 'p-a')).id;
-    expect(() => debit(t.ctx, pa, -5, null, 'test')).toThrow(/non-negative/);
-    expect(t.ctx.db.sqlite.prepare('SELECT COUNT(*) FROM ledger_entries').pluck().get()).toBe(before);
+    await expect(debitOnce(0, pa, -5, null)).rejects.toThrow(/non-negative/);
+    await expect(debitOnce(1, pa, -5, null)).rejects.toThrow(/non-negative/);
+    expect(await entryCount()).toBe(before);
     expect((await verifyLedger(t.ctx)).ok).toBe(true);
   });
 
   it('verifyLedger catches a balance edited behind the ledger', async () => {
-    t.ctx.db.sqlite.prepare("UPDATE partners SET balance = balance + 1 WHERE slug = 'p-b'").run();
+    await t.exec("UPDATE partners SET balance = balance + 1 WHERE slug = 'p-b'");
     const v = await verifyLedger(t.ctx);
     expect(v.ok).toBe(false);
     expect(v.mismatches.map((m) => m.slug)).toEqual(['p-b']);
-    t.ctx.db.sqlite.prepare("UPDATE partners SET balance = balance - 1 WHERE slug = 'p-b'").run();
+    await t.exec("UPDATE partners SET balance = balance - 1 WHERE slug = 'p-b'");
     expect((await verifyLedger(t.ctx)).ok).toBe(true);
   });
 });
