@@ -1,36 +1,59 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { adjust, debit, InsufficientBalanceError, topup, verifyLedger } from '../../src/core/ledger.js';
+import { adjust, debit, debitIn, InsufficientBalanceError, topup, verifyLedger } from '../../src/core/ledger.js';
 import { createPartner, getPartner, setCreditLimit, setPartnerLimits } from '../../src/core/partners.js';
 import { setPrice } from '../../src/core/prices.js';
+import { sql } from '../../src/db/sql.js';
 import { AppError } from '../../src/lib/errors.js';
 import { MAX_MONEY } from '../../src/lib/money.js';
-import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
+import { openStoreCtx, type StoreCtx } from './helpers.js';
 
 // Money is exact at every size: balances, credit limits, prices and amounts stay within
 // ±10^15 micro-units, so no sum leaves the range where JS numbers are exact; a move that
 // would leave it is refused with nothing written; and the ledger check is exact whatever is stored.
+// On both stores.
 
-let t: TestCtx;
+let t: StoreCtx;
 let pid: string;
 beforeEach(async () => {
-  t = openTestCtx();
+  t = await openStoreCtx();
   pid = (await createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test')).id;
 });
 afterEach(() => t.close());
 
 const counts = () =>
-  t.ctx.db.sqlite
-    .prepare(
-      `SELECT (SELECT COUNT(*) FROM ledger_entries) AS entries, (SELECT COUNT(*) FROM audit_log) AS audits,
-              (SELECT balance FROM partners WHERE id = ?) AS balance`,
-    )
-    .get(pid);
+  t.ctx.store.get(
+    sql`SELECT (SELECT CAST(count(*) AS BIGINT) FROM ledger_entries) AS entries,
+               (SELECT CAST(count(*) AS BIGINT) FROM audit_log) AS audits,
+               (SELECT balance FROM partners WHERE id = ${pid}) AS balance`,
+  );
 
 async function refusedAsync(fn: () => Promise<unknown>, message: RegExp) {
-  const before = counts();
+  const before = await counts();
   await expect(fn()).rejects.toThrow(message);
-  expect(counts()).toEqual(before);
+  expect(await counts()).toEqual(before);
 }
+
+type DebitForm = (partnerId: string, amount: number) => Promise<unknown>;
+/**
+ * A message's debit in a transaction of its own, in each form that moves money on the store:
+ * on SQLite the synchronous one its send transaction calls, and the store one (debitIn) both
+ * stores' status changes call.
+ */
+const debitForms = (): [string, DebitForm][] => [
+  ...(t.dialect === 'sqlite'
+    ? [
+        [
+          'debit',
+          async (partnerId: string, amount: number) =>
+            t.ctx.db.sqlite.transaction(() => debit(t.ctx, partnerId, amount, null, 'send'))(),
+        ] as [string, DebitForm],
+      ]
+    : []),
+  [
+    'debitIn',
+    (partnerId, amount) => t.ctx.store.transaction((tx) => debitIn(tx, t.ctx, partnerId, amount, null, 'send')),
+  ],
+];
 
 describe('balances stay within ±10^15 micro-units', () => {
   it('a top-up may fill the balance to the bound exactly, and not one micro-unit past it', async () => {
@@ -80,16 +103,17 @@ describe('balances stay within ±10^15 micro-units', () => {
   it('a message costing more than the bound (a maximal SMS price times its segments) is a 402, with nothing written', async () => {
     await topup(t.ctx, pid, MAX_MONEY, null, 'test');
     await setCreditLimit(t.ctx, pid, MAX_MONEY, 'test');
-    const before = counts();
+    const before = await counts();
     const price = 3 * MAX_MONEY;
-    expect(() => t.ctx.db.sqlite.transaction(() => debit(t.ctx, pid, price, null, 'send'))()).toThrow(
-      InsufficientBalanceError,
-    );
-    expect(() => debit(t.ctx, pid, price, null, 'send')).toThrow(/more than the largest amount msgd handles/);
-    expect(counts()).toEqual(before);
+    const forms = debitForms();
+    for (const [name, debitOnce] of forms) {
+      await expect(debitOnce(pid, price), name).rejects.toThrow(InsufficientBalanceError);
+      await expect(debitOnce(pid, price), name).rejects.toThrow(/more than the largest amount msgd handles/);
+    }
+    expect(await counts()).toEqual(before);
     // The whole of balance and credit can be spent, exactly.
-    debit(t.ctx, pid, MAX_MONEY, null, 'send');
-    debit(t.ctx, pid, MAX_MONEY, null, 'send');
+    await forms[0][1](pid, MAX_MONEY);
+    await forms[forms.length - 1][1](pid, MAX_MONEY);
     expect((await getPartner(t.ctx, pid)).balance).toBe(-MAX_MONEY);
     expect((await verifyLedger(t.ctx)).ok).toBe(true);
   });
@@ -99,13 +123,10 @@ describe('the ledger check is exact', () => {
   it('sees a one micro-unit difference past 2^53, where JS numbers cannot', async () => {
     await topup(t.ctx, pid, 1, null, 'test');
     // As a damaged or hand-edited database might hold: balance 2^53 + 1, entries summing to 2^53.
-    const db = t.ctx.db.sqlite;
-    db.prepare('UPDATE ledger_entries SET amount = ?, balance_after = ? WHERE partner_id = ?').run(
-      2n ** 53n,
-      2n ** 53n + 1n,
-      pid,
+    await t.ctx.store.run(
+      sql`UPDATE ledger_entries SET amount = ${2n ** 53n}, balance_after = ${2n ** 53n + 1n} WHERE partner_id = ${pid}`,
     );
-    db.prepare('UPDATE partners SET balance = ? WHERE id = ?').run(2n ** 53n + 1n, pid);
+    await t.ctx.store.run(sql`UPDATE partners SET balance = ${2n ** 53n + 1n} WHERE id = ${pid}`);
     const v = await verifyLedger(t.ctx);
     expect(v.ok).toBe(false);
     expect(v.mismatches).toEqual([
