@@ -1,9 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { topup } from '../../src/core/ledger.js';
+import { assignChannel, unassignChannel } from '../../src/core/channels.js';
+import { addGateway } from '../../src/core/gateways.js';
+import { debitIn, topup } from '../../src/core/ledger.js';
 import { createPartner, suspendPartner } from '../../src/core/partners.js';
 import { setPrice } from '../../src/core/prices.js';
 import { settingsChangedIn, storeSettingsVersion, StoreSettingsCache } from '../../src/core/settings-version.js';
-import { issueToken } from '../../src/core/tokens.js';
+import { issueToken, revokeToken, TokenAuthenticator } from '../../src/core/tokens.js';
 import { sql } from '../../src/db/sql.js';
 import { nextTurn } from '../helpers/wait.js';
 import { openStoreCtx, type StoreCtx } from './helpers.js';
@@ -38,6 +40,42 @@ describe('settings version', () => {
     const before = await stored();
     await topup(t.ctx, 'acme', 1_000_000, null, 'op');
     expect(await stored(), 'top-up').toBe(before);
+  });
+
+  it('moves with every change to what a request checks, and not with money or statistics', async () => {
+    await createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    const moved = async (what: string, change: () => Promise<unknown>) => {
+      const before = await stored();
+      await change();
+      expect(await stored(), what).not.toBe(before);
+    };
+    const still = async (what: string, change: () => Promise<unknown>) => {
+      const before = await stored();
+      await change();
+      expect(await stored(), what).toBe(before);
+    };
+    let secret = '';
+    await moved(
+      'token issued',
+      async () => (secret = (await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test')).secret),
+    );
+    let gateway = '';
+    await moved(
+      'gateway added',
+      async () =>
+        (gateway = (await addGateway(t.ctx, { kind: 'sandbox', name: 'sbx', settings: {}, secrets: {} }, 'test')).id),
+    );
+    await moved('channel assigned', () =>
+      assignChannel(t.ctx, { partner: 'acme', gateway, type: 'sms', sender: '+15017250604' }, 'test'),
+    );
+    await moved('price set', () => setPrice(t.ctx, { channel: 'sms', amount: 7500 }, 'test'));
+    const partnerId = (await t.ctx.store.get<{ id: string }>(sql`SELECT id FROM partners`))!.id;
+    await still('top-up', () => topup(t.ctx, partnerId, 1_000_000, null, 'test'));
+    await still('debit', () => t.ctx.store.transaction((tx) => debitIn(tx, t.ctx, partnerId, 7500, null, 'test')));
+    await still('last_used_at', () => new TokenAuthenticator(t.ctx).authenticate(secret));
+    await moved('partner suspended', () => suspendPartner(t.ctx, 'acme', 'test'));
+    await moved('channel unassigned', () => unassignChannel(t.ctx, { partner: 'acme', type: 'sms' }, 'test'));
+    await moved('token revoked', () => revokeToken(t.ctx, secret.slice(0, 16), 'test'));
   });
 
   it('sees a change by another process from the next event-loop turn, reading once per turn', async () => {
@@ -75,5 +113,18 @@ describe('settings version', () => {
     });
     const got = await slow.get('b');
     expect(await slow.get('b')).not.toBe(got);
+  });
+});
+
+describe('TokenAuthenticator', () => {
+  it('keeps misses too: an unknown token hash costs no query until a token is issued', async () => {
+    await createPartner(t.ctx, { slug: 'acme', name: 'Acme' }, 'test');
+    const auth = new TokenAuthenticator(t.ctx);
+    const forged = 'msgd_live_' + 'x'.repeat(43);
+    expect(await auth.authenticate(forged)).toEqual({ ok: false, reason: 'unknown' });
+    const { secret } = await issueToken(t.ctx, { partner: 'acme', name: 'p', scopes: '*' }, 'test');
+    expect((await auth.authenticate(secret)).ok).toBe(true);
+    await revokeToken(t.ctx, secret.slice(0, 16), 'test');
+    expect(await auth.authenticate(secret)).toEqual({ ok: false, reason: 'revoked' });
   });
 });
