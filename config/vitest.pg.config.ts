@@ -27,6 +27,8 @@ const onBothStores: string[] = [
   // The operator's surfaces: the web console, the TUI, msgctl.
   'test/ui/**/*.test.ts',
   'test/tui/**/*.test.{ts,tsx}',
+  // test/core: msgd's work counters and heartbeat, read back through the store.
+  'test/core/counters.test.ts',
 ];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */

@@ -1,15 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COUNTER_NAMES, Counters } from '../../src/core/counters.js';
-import { store } from '../../src/db/query.js';
+import { openStore } from '../../src/db/open-store.js';
+import { sql } from '../../src/db/sql.js';
 import { readCounterWindows, readHeartbeat, serverState, STALE_AFTER_MS } from '../../src/core/counter-store.js';
 import { postWebhook, sandboxHeaders } from '../fakes/webhook-senders.js';
 import { SMS, sandboxPartner } from '../helpers/gateways.js';
-import { postJson, startTestServer, type TestServer } from '../helpers/server.js';
+import { keptStore, postJson, startTestServer, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
 // msgd's work counters and heartbeat against a real server: a sandbox send is counted as sent
 // per gateway, its status webhook as verified, a forged one as a bad signature, and the
-// heartbeat writes them where another process (msgctl tui) reads them.
+// heartbeat writes them where another process (msgctl tui) reads them. On both stores.
 
 describe('Counters', () => {
   it('keeps cumulative values per label set, error codes bounded', () => {
@@ -60,9 +61,7 @@ describe('msgd heartbeat and counters in the database', () => {
   it('counts a sandbox send and its status webhook, and a forged webhook', async () => {
     const p = await sandboxPartner(s.ctx, { channels: ['sms'], balance: '10.00' });
     // A fast report: the sandbox delivers at once.
-    s.ctx.db.sqlite
-      .prepare(`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ?`)
-      .run(p.gateways.sms);
+    await s.ctx.store.run(sql`UPDATE gateways SET settings = '{"delivery_delay_ms":0}' WHERE id = ${p.gateways.sms}`);
     const r = await postJson(`${s.url}${SMS}`, { to: '+14155550123', text: 'hi' }, p.token);
     expect(r.status).toBe(200);
     const body = JSON.stringify({ object: 'msgd_sandbox', events: [] });
@@ -88,18 +87,22 @@ describe('msgd heartbeat and counters in the database', () => {
   });
 
   it('marks itself stopped on a clean shutdown', async () => {
-    const other = await startTestServer();
-    const ctx = other.ctx;
-    const dir = other.dataDir;
-    await other.close();
-    const { openDataDir } = await import('../../src/db/datadir.js');
-    const dd = openDataDir(dir, {});
+    const kept = await keptStore();
     try {
-      const hb = (await readHeartbeat({ ...ctx, db: dd.db, store: store(dd.db) }))!;
-      expect(hb.running).toBe(false);
-      expect(serverState(hb, Date.now()).state).toBe('stopped');
+      const other = await startTestServer({}, { dataDir: kept.dataDir, env: kept.env });
+      const { ctx } = other;
+      await other.stop();
+      // Read as msgctl would, through a store of its own.
+      const opened = await openStore(ctx.config, { env: kept.env, create: false, migrate: false, poolSize: 1 });
+      try {
+        const hb = (await readHeartbeat({ ...ctx, db: opened.db, store: opened.store }))!;
+        expect(hb.running).toBe(false);
+        expect(serverState(hb, Date.now()).state).toBe('stopped');
+      } finally {
+        await opened.close();
+      }
     } finally {
-      dd.close();
+      await kept.drop();
     }
   });
 });
