@@ -9,6 +9,7 @@ import { nextTurn, sleep, waitFor } from '../helpers/wait.js';
 // Under steady writes the WAL must start over from its beginning now and then: a checkpoint
 // running beside a busy writer never finds the WAL fully copied, and without the writer
 // copying the tail itself the WAL file grows by every byte ever committed.
+// SQLite's own: the WAL and its checkpoints are SQLite's; PostgreSQL manages its own log.
 
 let dir: string;
 let db: Db;

@@ -18,6 +18,8 @@ import { openTestCtx } from '../helpers/ctx.js';
 // The store's group commit on SQLite (src/db/query.ts, src/db/batch.ts): work submitted in one
 // event-loop turn shares one transaction; a piece that fails takes back only its own writes;
 // every promise settles after the shared COMMIT, and says the truth about it.
+// SQLite's own: savepoints and total_changes() on its one connection, and the accept batch on
+// it; group commit on both stores is in test/both/batcher.test.ts.
 
 let dir: string;
 let db: Db;

@@ -13,6 +13,8 @@ import { coreCtx } from '../helpers/ctx.js';
 // Console users become persons with memberships: a database made at the schema before it,
 // with users, sessions and links in it, upgraded by msgd's own migrate (one transaction, foreign
 // keys on), keeps every person, role, state, session and link.
+// SQLite's own: a data directory from before memberships; PostgreSQL's schema starts with them
+// (migrations/pg/0000_init.sql), so it has no such upgrade.
 
 const tmp = mkdtempSync(join(tmpdir(), 'msgd-memberships-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

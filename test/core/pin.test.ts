@@ -13,6 +13,7 @@ import { rawStmt, stmt } from '../../src/db/stmt.js';
 // On Node >= 24.19, better-sqlite3 12 aborts the process when the garbage collector frees one of
 // its statements or connections outside JS (src/db/pin.ts). CI's Node 20 cannot show the abort,
 // so these check what prevents it: msgd's connections make no garbage statements.
+// SQLite's own: better-sqlite3's statements and connections; PostgreSQL is reached through pg.
 
 let db: Db | undefined;
 afterEach(() => db?.close());

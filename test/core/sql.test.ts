@@ -3,6 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { pinConnection } from '../../src/db/pin.js';
 import { render, sql } from '../../src/db/sql.js';
 
+// The sql`` tag's rendering for both dialects, checked without a server; bound values run on
+// SQLite here, and on PostgreSQL in test/both/ (every query there goes through it).
+
 describe('sql``', () => {
   it('renders placeholders per dialect and keeps the values apart', () => {
     const id = "p1'; DROP TABLE partners; --";

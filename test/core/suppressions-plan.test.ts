@@ -5,6 +5,7 @@ import { setupPartner } from '../helpers/server.js';
 
 // The check before the price is one seek on suppressions_address, however long the list:
 // SQLite's plan says so, and 20,000 checks against 200,000 entries take no longer than against none.
+// SQLite's own: SQLite's plan, and the synchronous check its send transaction runs on its connection.
 
 let t: TestCtx;
 let partnerId: string;
