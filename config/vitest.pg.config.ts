@@ -29,6 +29,8 @@ const onBothStores: string[] = [
   'test/tui/**/*.test.{ts,tsx}',
   // test/core: msgd's work counters and heartbeat, read back through the store.
   'test/core/counters.test.ts',
+  // test/queue: the durable queue, its worker and cron on the run's store (test/queue/helpers.ts), PostgreSQL's claim included.
+  'test/queue/**/*.test.ts',
 ];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */

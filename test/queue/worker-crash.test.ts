@@ -5,12 +5,16 @@ import { describe, expect, it } from 'vitest';
 import { JobQueue, LEASE_EXPIRED } from '../../src/queue/queue.js';
 import { Worker } from '../../src/queue/worker.js';
 import { jobRow, onCleanup, tempDb } from './helpers.js';
-import { waitFor } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+
+// Workers that die and workers that compete, on the run's store (test/queue/helpers.ts): on
+// PostgreSQL, leases run on the database's clock and claims skip each other's locked rows.
 
 const CHILD = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'child-worker.mjs');
 
-function child(file: string, mode: 'drain' | 'hang', leaseMs: number) {
-  const p = spawn(process.execPath, [CHILD, file, mode, String(leaseMs)], { stdio: ['pipe', 'pipe', 'inherit'] });
+/** A worker process on `target`: the SQLite file, or PostgreSQL's URL. */
+function child(target: string, mode: 'drain' | 'hang', leaseMs: number) {
+  const p = spawn(process.execPath, [CHILD, target, mode, String(leaseMs)], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   p.stdout!.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((r) => p.on('exit', (code) => r(code)));
@@ -20,27 +24,27 @@ function child(file: string, mode: 'drain' | 'hang', leaseMs: number) {
   return { p, out: () => out, exited };
 }
 
-function enqueueMany(queue: JobQueue, n: number) {
-  const ids: number[] = [];
-  queue.db!.sqlite.transaction(() => {
-    for (let i = 0; i < n; i++) ids.push(queue.enqueue({ kind: 'work', payload: { i } }).id);
-  })();
-  return ids;
+function enqueueMany(queue: JobQueue, n: number): Promise<number[]> {
+  return queue.store.transaction(async (tx) => {
+    const ids: number[] = [];
+    for (let i = 0; i < n; i++) ids.push((await queue.enqueue(tx, { kind: 'work', payload: { i } })).id);
+    return ids;
+  });
 }
 
 describe('crash recovery', () => {
   it('reclaims jobs from an abandoned connection once the lease passes, and counts the reclaim', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const dying = t.open();
-    const ids = enqueueMany(new JobQueue(t.db), 20);
+    const ids = await enqueueMany(new JobQueue(t.db), 20);
     // the dying process claims everything, then vanishes without settling
-    expect(await new JobQueue(dying).claim('dead-worker', 50, Date.now(), { leaseMs: 1000 })).toHaveLength(20);
-    dying.close();
+    const claimedAt = Date.now();
+    expect(await new JobQueue(dying).claim('dead-worker', 50, claimedAt, { leaseMs: 1000 })).toHaveLength(20);
+    await dying.close();
 
     const seen = new Map<number, { attempts: number; reclaims: number; lastError: string | null }>();
     const make = (offsetMs: number) => {
       const w = new Worker({
-        db: t.db,
         queue: new JobQueue(t.db),
         concurrency: 8,
         leaseMs: 1000,
@@ -56,32 +60,29 @@ describe('crash recovery', () => {
     expect(seen.size).toBe(0);
     expect(early.counters.reclaimed).toBe(0);
 
-    const late = make(2000); // the clock has moved past the lease
+    // The clock has moved past the lease: the process's (SQLite's lifeline reads it) and the
+    // database's (PostgreSQL's lifeline reads its own).
+    await sleep(claimedAt + 1100 - Date.now());
+    const late = make(2000);
     await late.drain({ untilEmpty: true, maxWaitMs: 5000 });
     expect(late.counters.reclaimed).toBe(20);
     expect(late.counters.completed).toBe(20);
     expect([...seen.keys()].sort((a, b) => a - b)).toEqual(ids);
     for (const j of seen.values()) expect(j).toMatchObject({ attempts: 2, reclaims: 1, lastError: LEASE_EXPIRED });
-    for (const id of ids) expect(jobRow(t.db, id)).toBeUndefined();
+    for (const id of ids) expect(await jobRow(t, id)).toBeUndefined();
   });
 
   it('survives a worker process killed mid-job (SIGKILL): its jobs run again elsewhere', async () => {
-    const t = tempDb();
-    const ids = enqueueMany(new JobQueue(t.db), 10);
-    const c = child(t.file, 'hang', 1000);
+    const t = await tempDb();
+    const ids = await enqueueMany(new JobQueue(t.db), 10);
+    const c = child(t.target, 'hang', 1000);
     await waitFor(() => (c.out().match(/claimed/g) ?? []).length === 10, 'child claims', 10_000);
     c.p.kill('SIGKILL');
     await c.exited;
-    for (const id of ids) expect(jobRow(t.db, id)).toMatchObject({ state: 'running' });
+    for (const id of ids) expect(await jobRow(t, id)).toMatchObject({ state: 'running' });
 
     const done: number[] = [];
-    const w = new Worker({
-      db: t.db,
-      queue: new JobQueue(t.db),
-      concurrency: 8,
-      leaseMs: 1000,
-      lifelineIntervalMs: 50,
-    });
+    const w = new Worker({ queue: new JobQueue(t.db), concurrency: 8, leaseMs: 1000, lifelineIntervalMs: 50 });
     w.register('work', async (job) => (done.push(job.id), { type: 'ok' }));
     onCleanup(() => w.stop({ timeoutMs: 100 }));
     w.start();
@@ -93,11 +94,11 @@ describe('crash recovery', () => {
 
 describe('concurrent workers', () => {
   it('two workers on two connections never run the same job', async () => {
-    const t = tempDb();
-    const ids = enqueueMany(new JobQueue(t.db), 2000);
+    const t = await tempDb();
+    const ids = await enqueueMany(new JobQueue(t.db), 2000);
     const calls = new Map<number, number>();
     const workers = [t.db, t.open()].map((db, n) => {
-      const w = new Worker({ db, queue: new JobQueue(db), concurrency: 32, leaseMs: 30_000, workerId: `w${n}` });
+      const w = new Worker({ queue: new JobQueue(db), concurrency: 32, leaseMs: 30_000, workerId: `w${n}` });
       w.register('work', async (job) => {
         calls.set(job.id, (calls.get(job.id) ?? 0) + 1);
         await new Promise((r) => setTimeout(r, Math.random() < 0.5 ? 0 : 1));
@@ -116,12 +117,12 @@ describe('concurrent workers', () => {
   });
 
   it('a worker in another process and one here share 3000 jobs, each run exactly once', async () => {
-    const t = tempDb();
-    const ids = enqueueMany(new JobQueue(t.db), 3000);
-    const c = child(t.file, 'drain', 30_000);
+    const t = await tempDb();
+    const ids = await enqueueMany(new JobQueue(t.db), 3000);
+    const c = child(t.target, 'drain', 30_000);
     await waitFor(() => c.out().includes('ready'), 'child ready', 10_000);
     const here: number[] = [];
-    const w = new Worker({ db: t.db, queue: new JobQueue(t.db), concurrency: 32, leaseMs: 30_000 });
+    const w = new Worker({ queue: new JobQueue(t.db), concurrency: 32, leaseMs: 30_000 });
     w.register('work', async (job) => {
       here.push(job.id);
       await new Promise((r) => setTimeout(r, Math.random() < 0.5 ? 0 : 1));

@@ -1,17 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import type { Db } from '../../src/db/open.js';
 import type { Tx } from '../../src/db/query.js';
 import { sql } from '../../src/db/sql.js';
-import { JobQueue, LEASE_EXPIRED, type Job } from '../../src/queue/queue.js';
+import { type EnqueueSpec, JobQueue, LEASE_EXPIRED, type Job } from '../../src/queue/queue.js';
 import { Worker, type WorkerOptions } from '../../src/queue/worker.js';
 import { MAX_HINT_MS } from '../../src/queue/settle.js';
-import { effects, jobRow, onCleanup, tempDb, type TempDb } from './helpers.js';
+import { effects, jobRow, onCleanup, type QueueDb, storeOf, tempDb, type TempDb } from './helpers.js';
 import { nextTurn, sleep, waitFor } from '../helpers/wait.js';
 
-function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: Db = t.db, maxAttempts = 5) {
+// The worker on the run's store (test/queue/helpers.ts): SQLite's file, or PostgreSQL's
+// database, where its claims and lifeline read the database's clock.
+
+function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: QueueDb = t.db, maxAttempts = 5) {
   const queue = new JobQueue(db, { maxAttempts });
   const worker = new Worker({
-    db,
     queue,
     concurrency: 16,
     leaseMs: 30_000,
@@ -23,41 +24,50 @@ function makeWorker(t: TempDb, opts: Partial<WorkerOptions> = {}, db: Db = t.db,
 }
 
 /** A job written by another connection, as msgctl does: no in-process notification. */
-function insertElsewhere(t: TempDb, kind: string, runAt: number) {
+async function insertElsewhere(t: TempDb, kind: string, runAt: number) {
   const now = Date.now();
-  t.open()
-    .sqlite.prepare(
-      `INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES (?, 'null', ?, 3, ?, ?)`,
-    )
-    .run(kind, runAt, now, now);
+  await storeOf(t.open()).run(
+    sql`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES (${kind}, 'null', ${runAt}, 3, ${now}, ${now})`,
+  );
 }
 
-/** A job's effect: through the connection (synchronous), or through the batch's Tx (awaited). */
-function note(q: Db, jobId: number, text: string): void;
-function note(q: Tx, jobId: number, text: string): Promise<void>;
-function note(q: Tx | Db, jobId: number, text: string): void | Promise<void> {
-  if ('sqlite' in q) {
-    q.sqlite.prepare('INSERT INTO effects (job_id, note) VALUES (?, ?)').run(jobId, text);
-    return;
-  }
-  return q.run(sql`INSERT INTO effects (job_id, note) VALUES (${jobId}, ${text})`).then(() => {});
+/** A job's effect, written through the batch's Tx. */
+async function note(q: Tx, jobId: number, text: string): Promise<void> {
+  await q.run(sql`INSERT INTO effects (job_id, note) VALUES (${jobId}, ${text})`);
 }
+
+/** Enqueues in a transaction of its own. */
+const enqueue = (queue: JobQueue, spec: EnqueueSpec) => queue.store.transaction((tx) => queue.enqueue(tx, spec));
+
+/** Enqueues `n` jobs of a kind in one transaction; their ids. */
+const enqueueMany = (queue: JobQueue, n: number, spec: (i: number) => EnqueueSpec) =>
+  queue.store.transaction(async (tx) => {
+    const ids: number[] = [];
+    for (let i = 0; i < n; i++) ids.push((await queue.enqueue(tx, spec(i))).id);
+    return ids;
+  });
+
+/** How many effects a job has, as another connection sees them. */
+const effectsSeenBy = async (other: QueueDb, jobId: number) =>
+  Number(
+    (await storeOf(other).get<{ n: number }>(
+      sql`SELECT CAST(count(*) AS BIGINT) AS n FROM effects WHERE job_id = ${jobId}`,
+    ))!.n,
+  );
 
 describe('Worker.durably', () => {
   it("commits a running job's own writes in the next batch, one commit for many, before the job goes on", async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     const other = t.open();
     const seenByOther: number[] = [];
     worker.register('mark', async (job) => {
-      await worker.durably(() => note(t.db, job.id, 'marked'));
+      await worker.durably((tx) => note(tx, job.id, 'marked'));
       // Committed: another connection sees it before the job does anything else.
-      seenByOther.push(
-        (other.sqlite.prepare('SELECT COUNT(*) AS n FROM effects WHERE job_id = ?').get(job.id) as { n: number }).n,
-      );
+      seenByOther.push(await effectsSeenBy(other, job.id));
       return { type: 'ok' };
     });
-    for (let i = 0; i < 10; i++) queue.enqueue({ kind: 'mark' });
+    await enqueueMany(queue, 10, () => ({ kind: 'mark' }));
     worker.start();
     await waitFor(() => worker.counters.completed === 10, '10 jobs done');
     expect(seenByOther).toEqual(Array(10).fill(1));
@@ -66,13 +76,13 @@ describe('Worker.durably', () => {
   });
 
   it('rejects with what the write threw, keeping the rest of the batch, and once the worker has stopped', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     const outcomes: string[] = [];
     worker.register('mark', async (job) => {
       try {
-        await worker.durably(() => {
-          note(t.db, job.id, 'partly');
+        await worker.durably(async (tx) => {
+          await note(tx, job.id, 'partly');
           if ((job.payload as { bad: boolean }).bad) throw new Error('no room');
         });
         outcomes.push(`ok ${job.id}`);
@@ -81,12 +91,12 @@ describe('Worker.durably', () => {
       }
       return { type: 'ok' };
     });
-    const good = queue.enqueue({ kind: 'mark', payload: { bad: false } });
-    const bad = queue.enqueue({ kind: 'mark', payload: { bad: true } });
+    const good = await enqueue(queue, { kind: 'mark', payload: { bad: false } });
+    const bad = await enqueue(queue, { kind: 'mark', payload: { bad: true } });
     await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
     expect(outcomes.sort()).toEqual([`ok ${good.id}`, `threw ${bad.id}: no room`].sort());
     // The throwing write rolled back to its savepoint: nothing of it is kept.
-    expect(effects(t.db)).toEqual([{ job_id: good.id, note: 'partly' }]);
+    expect(await effects(t)).toEqual([{ job_id: good.id, note: 'partly' }]);
     await worker.stop();
     await expect(worker.durably(() => {})).rejects.toThrow('the worker has stopped');
   });
@@ -94,7 +104,7 @@ describe('Worker.durably', () => {
 
 describe('Worker results', () => {
   it('retries a throwing handler with backoff, then succeeds', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     // no jitter, so the schedule is exact: 30 ms after the first failure, 60 ms after the second
     const { queue, worker } = makeWorker(t, { backoff: { baseMs: 30, capMs: 1000, jitter: 'none' } });
     const seen: { attempts: number; runAt: number; lastError: string | null; at: number }[] = [];
@@ -103,7 +113,7 @@ describe('Worker results', () => {
       if (job.attempts < 3) throw new Error('provider 503');
       return { type: 'ok' };
     });
-    const { id } = queue.enqueue({ kind: 'flaky' });
+    const { id } = await enqueue(queue, { kind: 'flaky' });
     await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
     expect(seen.map((s) => s.attempts)).toEqual([1, 2, 3]);
     for (const [i, delay] of [
@@ -115,19 +125,19 @@ describe('Worker results', () => {
       expect(seen[i].runAt - seen[i - 1].at).toBeLessThan(delay + 100); // + settle slack
       expect(seen[i].at).toBeGreaterThanOrEqual(seen[i].runAt);
     }
-    expect(jobRow(t.db, id)).toBeUndefined();
+    expect(await jobRow(t, id)).toBeUndefined();
     expect(worker.counters).toMatchObject({ retried: 2, completed: 1, dead: 0 });
   });
 
   it('uses the handler afterMs over backoff', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { backoff: { baseMs: 1, capMs: 1 } });
     const at: number[] = [];
     worker.register('k', async (job) => {
       at.push(Date.now());
       return job.attempts === 1 ? { type: 'retry', afterMs: 150, error: 'rate limited' } : { type: 'ok' };
     });
-    queue.enqueue({ kind: 'k' });
+    await enqueue(queue, { kind: 'k' });
     await worker.drain({ untilEmpty: true, maxWaitMs: 3000 });
     expect(at).toHaveLength(2);
     expect(at[1] - at[0]).toBeGreaterThanOrEqual(148);
@@ -135,7 +145,7 @@ describe('Worker results', () => {
   });
 
   it('minAfterMs is a floor under the backoff: the hint when it is longer, the backoff when that has grown past it', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     // no jitter: backoff 40, 80, 160 ms after the 1st, 2nd, 3rd failure
     const { queue, worker } = makeWorker(t, { backoff: { baseMs: 40, capMs: 1000, jitter: 'none' } });
     const seen: { runAt: number; at: number }[] = [];
@@ -143,7 +153,7 @@ describe('Worker results', () => {
       seen.push({ runAt: job.runAt, at: Date.now() });
       return job.attempts <= 3 ? { type: 'retry', minAfterMs: 100, error: 'rate limited' } : { type: 'ok' };
     });
-    queue.enqueue({ kind: 'k' });
+    await enqueue(queue, { kind: 'k' });
     await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
     expect(seen).toHaveLength(4);
     for (const [i, delay] of [
@@ -157,23 +167,23 @@ describe('Worker results', () => {
   });
 
   it('minAfterMs is honoured up to an hour: a bogus hint of a day does not hold a job a day', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { backoff: { baseMs: 10, capMs: 200, jitter: 'none' } });
     let at = 0;
     worker.register('k', async () => {
       at = Date.now();
       return { type: 'retry', minAfterMs: 86_400_000, error: 'Retry-After: 86400' };
     });
-    const { id } = queue.enqueue({ kind: 'k' });
+    const { id } = await enqueue(queue, { kind: 'k' });
     await worker.drain({ maxWaitMs: 3000 }); // returns once nothing is due: the job waits its hint
-    expect(jobRow(t.db, id)!.state).toBe('retry');
-    const wait = jobRow(t.db, id)!.run_at - at;
+    expect((await jobRow(t, id))!.state).toBe('retry');
+    const wait = (await jobRow(t, id))!.run_at - at;
     expect(wait).toBeGreaterThanOrEqual(MAX_HINT_MS - 50);
     expect(wait).toBeLessThan(MAX_HINT_MS + 1000);
   });
 
   it('dead-letters after max attempts and runs onDead in that transaction', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, {}, t.db, 3);
     let calls = 0;
     worker.register(
@@ -184,16 +194,16 @@ describe('Worker results', () => {
       },
       { onDead: (job, error, db) => note(db, job.id, `dead after ${job.attempts}: ${error}`) },
     );
-    const { id } = queue.enqueue({ kind: 'doomed' });
+    const { id } = await enqueue(queue, { kind: 'doomed' });
     await worker.drain({ untilEmpty: true, maxWaitMs: 5000 });
     expect(calls).toBe(3);
-    expect(jobRow(t.db, id)).toMatchObject({ state: 'dead', attempts: 3, last_error: 'nope' });
-    expect(effects(t.db)).toEqual([{ job_id: id, note: 'dead after 3: nope' }]);
+    expect(await jobRow(t, id)).toMatchObject({ state: 'dead', attempts: 3, last_error: 'nope' });
+    expect(await effects(t)).toEqual([{ job_id: id, note: 'dead after 3: nope' }]);
     expect(worker.counters).toMatchObject({ retried: 2, dead: 1 });
   });
 
   it('rolls back a throwing onDead with its writes, and still dead-letters the job', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     worker.register('k', async () => ({ type: 'fail', error: 'refused' }), {
       onDead: async (job, _e, db) => {
@@ -201,30 +211,30 @@ describe('Worker results', () => {
         throw new Error('refund broke');
       },
     });
-    const { id } = queue.enqueue({ kind: 'k', maxAttempts: 1 });
+    const { id } = await enqueue(queue, { kind: 'k', maxAttempts: 1 });
     await worker.drain({ maxWaitMs: 3000 });
-    expect(effects(t.db)).toEqual([]);
-    expect(jobRow(t.db, id)).toMatchObject({ state: 'dead' });
-    expect(jobRow(t.db, id)!.last_error).toMatch(/refund broke/);
+    expect(await effects(t)).toEqual([]);
+    expect(await jobRow(t, id)).toMatchObject({ state: 'dead' });
+    expect((await jobRow(t, id))!.last_error).toMatch(/refund broke/);
   });
 
   it('snooze does not consume attempts', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, {}, t.db, 2);
     const attempts: number[] = [];
     worker.register('shaped', async (job) => {
       attempts.push(job.attempts);
       return attempts.length <= 4 ? { type: 'snooze', afterMs: 5 } : { type: 'ok' };
     });
-    const { id } = queue.enqueue({ kind: 'shaped' });
+    const { id } = await enqueue(queue, { kind: 'shaped' });
     await worker.drain({ untilEmpty: true, maxWaitMs: 3000 });
     expect(attempts).toEqual([1, 1, 1, 1, 1]);
-    expect(jobRow(t.db, id)).toBeUndefined();
+    expect(await jobRow(t, id)).toBeUndefined();
     expect(worker.counters).toMatchObject({ snoozed: 4, completed: 1, dead: 0 });
   });
 
   it('commits apply together with the completion', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     worker.register('send', async (job: Job<{ to: string }>) => ({
       type: 'ok',
@@ -235,25 +245,25 @@ describe('Worker results', () => {
       error: 'invalid number',
       apply: (db) => note(db, job.id, 'marked failed'),
     }));
-    const a = queue.enqueue({ kind: 'send', payload: { to: '+15550001' } }).id;
-    const b = queue.enqueue({ kind: 'refuse' }).id;
+    const a = (await enqueue(queue, { kind: 'send', payload: { to: '+15550001' } })).id;
+    const b = (await enqueue(queue, { kind: 'refuse' })).id;
     await worker.drain({ maxWaitMs: 3000 });
-    expect(effects(t.db)).toEqual(
+    expect(await effects(t)).toEqual(
       expect.arrayContaining([
         { job_id: a, note: 'sent to +15550001' },
         { job_id: b, note: 'marked failed' },
       ]),
     );
-    expect(jobRow(t.db, a)).toBeUndefined();
-    expect(jobRow(t.db, b)).toMatchObject({ state: 'dead', last_error: 'invalid number' });
+    expect(await jobRow(t, a)).toBeUndefined();
+    expect(await jobRow(t, b)).toMatchObject({ state: 'dead', last_error: 'invalid number' });
   });
 
   it('a throwing apply rolls back only its own job in the batch', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     // A fixed 300 ms retry delay: the retried job cannot complete (making 5) before the
     // checks of the first batch below.
     const { queue, worker } = makeWorker(t, { concurrency: 10, backoff: { baseMs: 300, capMs: 300, jitter: 'none' } });
-    const ids = [1, 2, 3, 4, 5].map((n) => queue.enqueue({ kind: 'k', payload: { n } }).id);
+    const ids = await enqueueMany(queue, 5, (i) => ({ kind: 'k', payload: { n: i + 1 } }));
     const bad = ids[2];
     worker.register('k', (job) => ({
       type: 'ok',
@@ -266,51 +276,44 @@ describe('Worker results', () => {
     await waitFor(() => worker.counters.completed === 4, '4 completions');
     // the first batch: four committed, the bad one's write undone and the job retried
     expect(worker.counters.batches).toBe(2); // one claim, one settle
-    expect(
-      effects(t.db)
-        .map((e) => e.job_id)
-        .sort(),
-    ).toEqual(ids.filter((i) => i !== bad).sort());
-    expect(jobRow(t.db, bad)!.last_error).toBe('apply failed: bad apply');
+    expect((await effects(t)).map((e) => e.job_id).sort()).toEqual(ids.filter((i) => i !== bad).sort());
+    expect((await jobRow(t, bad))!.last_error).toBe('apply failed: bad apply');
     await worker.drain({ untilEmpty: true, maxWaitMs: 3000 });
-    expect(effects(t.db).filter((e) => e.job_id === bad)).toEqual([{ job_id: bad, note: 'attempt 2' }]);
+    expect((await effects(t)).filter((e) => e.job_id === bad)).toEqual([{ job_id: bad, note: 'attempt 2' }]);
   });
 
   it('group-commits: many fast jobs settle in far fewer transactions than jobs', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { concurrency: 64 });
     worker.register('fast', () => ({ type: 'ok' }));
-    t.db.sqlite.transaction(() => {
-      for (let i = 0; i < 1000; i++) queue.enqueue({ kind: 'fast' });
-    })();
+    await enqueueMany(queue, 1000, () => ({ kind: 'fast' }));
     await worker.drain({ maxWaitMs: 10_000 });
     expect(worker.counters.completed).toBe(1000);
     expect(worker.counters.batches).toBeLessThan(1000 / 20);
   });
 
   it('treats a malformed result as a failed try', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     worker.register('k', async () => ({ type: 'maybe' }) as never);
-    const { id } = queue.enqueue({ kind: 'k', maxAttempts: 1 });
+    const { id } = await enqueue(queue, { kind: 'k', maxAttempts: 1 });
     await worker.drain({ maxWaitMs: 3000 });
-    expect(jobRow(t.db, id)).toMatchObject({ state: 'dead' });
-    expect(jobRow(t.db, id)!.last_error).toMatch(/invalid result/);
+    expect(await jobRow(t, id)).toMatchObject({ state: 'dead' });
+    expect((await jobRow(t, id))!.last_error).toMatch(/invalid result/);
   });
 });
 
 describe('Worker hooks', () => {
   it('runs onClaim in the claim transaction, before any handler starts', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
+    const other = t.open();
     const visible: number[] = [];
     worker.register(
       'k',
       async (job) => {
         // committed before the handler runs: another connection can see it
-        const other = t.open();
-        visible.push((other.sqlite.prepare('SELECT COUNT(*) AS n FROM effects WHERE job_id = ?').get(job.id) as any).n);
-        other.close();
+        visible.push(await effectsSeenBy(other, job.id));
         return { type: 'ok' };
       },
       {
@@ -319,14 +322,15 @@ describe('Worker hooks', () => {
         },
       },
     );
-    for (let i = 0; i < 3; i++) queue.enqueue({ kind: 'k' });
+    for (let i = 0; i < 3; i++) await enqueue(queue, { kind: 'k' });
     await worker.drain({ maxWaitMs: 3000 });
     expect(visible).toEqual([1, 1, 1]);
   });
 
   it('onClaim may settle jobs in the claim itself: never seen running, not run, no attempt spent', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
+    const other = t.open();
     const handled: number[] = [];
     const seen: { id: number; state: string }[] = [];
     const held = new Set<number>();
@@ -335,9 +339,7 @@ describe('Worker hooks', () => {
       async (job) => {
         handled.push(job.id);
         // What another connection sees of every job while one runs: the held ones never run.
-        const other = t.open();
-        seen.push(...(other.sqlite.prepare(`SELECT id, state FROM jobs`).all() as { id: number; state: string }[]));
-        other.close();
+        seen.push(...(await storeOf(other).all<{ id: number; state: string }>(sql`SELECT id, state FROM jobs`)));
         return { type: 'ok' };
       },
       {
@@ -351,7 +353,7 @@ describe('Worker hooks', () => {
         },
       },
     );
-    const ids = [0, 1, 2, 3].map(() => queue.enqueue({ kind: 'k' }).id);
+    const ids = await enqueueMany(queue, 4, () => ({ kind: 'k' }));
     held.add(ids[1]).add(ids[3]);
     const before = Date.now();
     await worker.drain({ maxWaitMs: 3000 });
@@ -359,12 +361,12 @@ describe('Worker hooks', () => {
     expect(seen.filter((r) => held.has(r.id)).map((r) => r.state)).toEqual(expect.arrayContaining(['available']));
     expect(seen.filter((r) => held.has(r.id) && r.state !== 'available')).toEqual([]);
     for (const id of [ids[1], ids[3]]) {
-      const row = jobRow(t.db, id)!;
+      const row = (await jobRow(t, id))!;
       expect(row).toMatchObject({ state: 'available', attempts: 0, locked_by: null });
       expect(row.run_at).toBeGreaterThanOrEqual(before + 60_000);
     }
     expect(
-      effects(t.db)
+      (await effects(t))
         .filter((e) => e.note === 'held')
         .map((e) => e.job_id)
         .sort(),
@@ -373,7 +375,7 @@ describe('Worker hooks', () => {
   });
 
   it('a job put back far ahead does not hide one that falls due sooner', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { concurrency: 1 });
     const ran: string[] = [];
     worker.register('k', async (job: Job<{ name: string }>) => {
@@ -381,26 +383,28 @@ describe('Worker hooks', () => {
       // 'far' waits a minute; the worker's timer is then armed for it.
       return job.payload.name === 'far' ? { type: 'snooze', afterMs: 60_000 } : { type: 'ok' };
     });
-    queue.enqueue({ kind: 'k', payload: { name: 'far' } });
-    queue.enqueue({ kind: 'k', payload: { name: 'now' } });
-    queue.enqueue({ kind: 'k', payload: { name: 'soon' }, runAt: Date.now() + 300 });
+    await enqueue(queue, { kind: 'k', payload: { name: 'far' } });
+    await enqueue(queue, { kind: 'k', payload: { name: 'now' } });
+    await enqueue(queue, { kind: 'k', payload: { name: 'soon' }, runAt: Date.now() + 300 });
     worker.start();
     await waitFor(() => ran.includes('soon'), "'soon' to run", 3000);
     expect(ran).toEqual(['far', 'now', 'soon']);
   });
 
   it('beforeClaim runs before claims, outside their transaction, also when idle; a throw does not stop the claim', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { maxSleepMs: 50 });
     const inTx: boolean[] = [];
     let calls = 0;
     worker.beforeClaim(() => {
-      inTx.push(t.db.sqlite.inTransaction);
+      // SQLite's one connection says whether a transaction is open on it; on PostgreSQL each
+      // transaction has a pooled connection of its own, so the hook could not be inside one.
+      inTx.push('sqlite' in t.db ? t.db.sqlite.inTransaction : false);
       if (++calls === 1) throw new Error('first look fails');
     });
     let handled = 0;
     worker.register('k', async () => (handled++, { type: 'ok' }));
-    queue.enqueue({ kind: 'k' });
+    await enqueue(queue, { kind: 'k' });
     worker.start();
     await waitFor(() => handled === 1, 'the job to run despite the throw');
     const before = calls;
@@ -410,7 +414,7 @@ describe('Worker hooks', () => {
   });
 
   it('a throwing onClaim fails that try without running the handler or spinning', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     let handled = 0;
     let claims = 0;
@@ -420,33 +424,35 @@ describe('Worker hooks', () => {
         throw new Error('db says no');
       },
     });
-    const { id } = queue.enqueue({ kind: 'k', maxAttempts: 2 });
+    const { id } = await enqueue(queue, { kind: 'k', maxAttempts: 2 });
     await worker.drain({ untilEmpty: true, maxWaitMs: 3000 });
     expect(handled).toBe(0);
     expect(claims).toBe(2);
-    expect(jobRow(t.db, id)).toMatchObject({ state: 'dead', attempts: 2, last_error: 'onClaim failed: db says no' });
+    expect(await jobRow(t, id)).toMatchObject({ state: 'dead', attempts: 2, last_error: 'onClaim failed: db says no' });
   });
 
   it('dead-letters a reclaimed job with no attempts left, with onDead, without running it', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
-    // Claimed a second ago with a 1 ms lease: long expired now.
-    const { id } = queue.enqueue({ kind: 'k', maxAttempts: 1, runAt: Date.now() - 1000 });
+    // Claimed a second ago with a 1 ms lease: long expired now (on PostgreSQL the claim's lease
+    // starts at the database's clock: it runs out over the sleep).
+    const { id } = await enqueue(queue, { kind: 'k', maxAttempts: 1, runAt: Date.now() - 1000 });
     expect(await queue.claim('crashed-worker', 1, Date.now() - 1000, { leaseMs: 1 })).toHaveLength(1);
+    await sleep(20);
     let handled = 0;
     worker.register('k', async () => (handled++, { type: 'ok' }), {
       onDead: (job, error, db) => note(db, job.id, error),
     });
     await worker.drain({ maxWaitMs: 3000 });
     expect(handled).toBe(0);
-    expect(jobRow(t.db, id)).toMatchObject({ state: 'dead', reclaims: 1 });
-    expect(effects(t.db)).toEqual([{ job_id: id, note: `${LEASE_EXPIRED} (no attempts left)` }]);
+    expect(await jobRow(t, id)).toMatchObject({ state: 'dead', reclaims: 1 });
+    expect(await effects(t)).toEqual([{ job_id: id, note: `${LEASE_EXPIRED} (no attempts left)` }]);
   });
 });
 
 describe('Worker loop timing', () => {
   it('wakes on enqueue: an idle worker runs a new job within milliseconds, not at its next poll', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { maxSleepMs: 1000 });
     let ranAt = 0;
     worker.register('k', async () => ((ranAt = performance.now()), { type: 'ok' }));
@@ -457,7 +463,7 @@ describe('Worker loop timing', () => {
       await waitFor(() => worker.counters.batches > i && worker.counters.completed === i, 'the worker to be idle');
       ranAt = 0;
       const t0 = performance.now();
-      queue.enqueue({ kind: 'k' });
+      await enqueue(queue, { kind: 'k' });
       await waitFor(() => ranAt > 0, 'job run', 2000);
       latencies.push(ranAt - t0);
     }
@@ -466,28 +472,28 @@ describe('Worker loop timing', () => {
   });
 
   it('sleeps exactly until a future run_at it was told about', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { maxSleepMs: 5000 });
     let ranAt = 0;
     worker.register('k', async () => ((ranAt = Date.now()), { type: 'ok' }));
     worker.start();
     await waitFor(() => worker.counters.batches > 0, 'the worker to look and find nothing');
     const runAt = Date.now() + 150;
-    queue.enqueue({ kind: 'k', runAt });
+    await enqueue(queue, { kind: 'k', runAt });
     await waitFor(() => ranAt > 0, 'job run', 3000);
     expect(ranAt).toBeGreaterThanOrEqual(runAt);
     expect(ranAt - runAt).toBeLessThan(250);
   });
 
   it('sees jobs written by another process within maxSleepMs', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { worker } = makeWorker(t, { maxSleepMs: 150 });
     let ranAt = 0;
     worker.register('k', async () => ((ranAt = Date.now()), { type: 'ok' }));
     worker.start();
     await waitFor(() => worker.counters.batches > 0, 'the worker to look and find nothing');
     const t0 = Date.now();
-    insertElsewhere(t, 'k', t0);
+    await insertElsewhere(t, 'k', t0);
     await waitFor(() => ranAt > 0, 'job run', 2000);
     expect(ranAt - t0).toBeLessThan(800);
   });
@@ -495,23 +501,23 @@ describe('Worker loop timing', () => {
   // A worker kept busy by one kind claims from that kind only between looks at every kind
   // (src/queue/worker.ts, claimJobs): these two check that the looks happen. Without them, the
   // b below would wait for all 300 a's.
-  function busyWithA(t: TempDb) {
+  async function busyWithA(t: TempDb) {
     const { queue, worker } = makeWorker(t, { concurrency: 2, maxSleepMs: 5000 });
     const log: string[] = [];
     worker.register('a', async () => (log.push('a'), await sleep(10), { type: 'ok' }));
     worker.register('b', async () => (log.push('b'), { type: 'ok' }));
-    for (let i = 0; i < 300; i++) queue.enqueue({ kind: 'a' }); // ~1.5 s of work at 2 in flight
+    await enqueueMany(queue, 300, () => ({ kind: 'a' })); // ~1.5 s of work at 2 in flight
     return { queue, worker, log };
   }
 
   it('busy with one kind, still runs a job of another kind written by another process', async () => {
-    const t = tempDb();
-    const { worker, log } = busyWithA(t);
+    const t = await tempDb();
+    const { worker, log } = await busyWithA(t);
     worker.start();
     await waitFor(() => log.length >= 10, 'the worker to be busy with a');
     const t0 = Date.now();
     // Due before every waiting a, so first in line (claims are first-due, first-claimed).
-    insertElsewhere(t, 'b', t0 - 60_000);
+    await insertElsewhere(t, 'b', t0 - 60_000);
     await waitFor(() => log.includes('b'), 'job b run', 3000);
     const ranAfter = Date.now() - t0;
     // Within the 100 ms between looks at every kind, not after the 300 a's.
@@ -520,12 +526,12 @@ describe('Worker loop timing', () => {
   });
 
   it('busy with one kind, runs a job of another kind enqueued in this process at its next turn', async () => {
-    const t = tempDb();
-    const { queue, worker, log } = busyWithA(t);
+    const t = await tempDb();
+    const { queue, worker, log } = await busyWithA(t);
     worker.start();
     await waitFor(() => log.length >= 10, 'the worker to be busy with a');
     const before = log.length;
-    queue.enqueue({ kind: 'b', runAt: Date.now() - 60_000 }); // first in line, as above
+    await enqueue(queue, { kind: 'b', runAt: Date.now() - 60_000 }); // first in line, as above
     await waitFor(() => log.includes('b'), 'job b run', 3000);
     // A slot frees every ~5 ms; waiting for the next look at every kind (100 ms) would let ~20
     // more a's start first.
@@ -533,25 +539,25 @@ describe('Worker loop timing', () => {
   });
 
   it('renews the lease of a slow handler so no lifeline takes it', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const a = makeWorker(t, { leaseMs: 400, workerId: 'slow' });
     const other = t.open();
     const b = makeWorker(t, { leaseMs: 400, lifelineIntervalMs: 20, workerId: 'watcher' }, other);
     const runs: string[] = [];
     a.worker.register('k', async () => (runs.push('slow'), await sleep(1200), { type: 'ok' }));
     b.worker.register('k', async () => (runs.push('watcher'), { type: 'ok' }));
-    const { id } = a.queue.enqueue({ kind: 'k' });
+    const { id } = await enqueue(a.queue, { kind: 'k' });
     a.worker.start();
     await waitFor(() => runs.length === 1, 'slow start');
     b.worker.start();
     await waitFor(() => a.worker.counters.completed === 1, 'slow completion', 5000);
     expect(runs).toEqual(['slow']);
     expect(b.worker.counters.reclaimed).toBe(0);
-    expect(jobRow(t.db, id)).toBeUndefined();
+    expect(await jobRow(t, id)).toBeUndefined();
   });
 
   it('never takes back a job its own handler still runs, after a pause longer than the lease', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     let pausedMs = 0;
     const { queue, worker } = makeWorker(t, {
       leaseMs: 60_000,
@@ -566,47 +572,49 @@ describe('Worker loop timing', () => {
       await gate;
       return { type: 'ok' };
     });
-    const { id } = queue.enqueue({ kind: 'slow' });
+    const { id } = await enqueue(queue, { kind: 'slow' });
     worker.start();
     await waitFor(() => runs === 1, 'the job to start');
     // The process was paused past the lease (a VM suspended, the event loop stalled): the
-    // lifeline's timer fires before the heartbeat's (every 15 s with this lease).
+    // lifeline's timer fires before the heartbeat's (every 15 s with this lease). The lease has
+    // run out as the database sees it too (PostgreSQL's lifeline reads its own clock).
     pausedMs = 120_000;
+    await t.store.run(sql`UPDATE jobs SET locked_until = ${Date.now() - 1} WHERE id = ${id}`);
     await sleep(200);
     expect(worker.counters.reclaimed).toBe(0);
     expect(runs).toBe(1);
     finish();
     await waitFor(() => worker.counters.completed === 1, 'the job to finish');
     expect(runs).toBe(1);
-    expect(jobRow(t.db, id)).toBeUndefined();
+    expect(await jobRow(t, id)).toBeUndefined();
   });
 });
 
 describe('Worker stop and drain', () => {
   it('graceful stop lets in-flight jobs finish and commit, and claims nothing more', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t, { concurrency: 5 });
     worker.register('k', async (job) => (await sleep(150), { type: 'ok', apply: (db) => note(db, job.id, 'done') }));
-    const ids = Array.from({ length: 8 }, () => queue.enqueue({ kind: 'k' }).id);
+    const ids = await enqueueMany(queue, 8, () => ({ kind: 'k' }));
     worker.start();
     await waitFor(() => worker.inFlight === 5, '5 in flight');
     await worker.stop({ timeoutMs: 5000 });
     expect(worker.counters).toMatchObject({ completed: 5, released: 0 });
-    expect(effects(t.db)).toHaveLength(5);
-    const left = ids.map((id) => jobRow(t.db, id)).filter(Boolean);
+    expect(await effects(t)).toHaveLength(5);
+    const left = (await Promise.all(ids.map((id) => jobRow(t, id)))).filter(Boolean);
     expect(left).toHaveLength(3);
     for (const r of left) expect(r).toMatchObject({ state: 'available', attempts: 0 });
   });
 
   it('stop with a timeout hands stuck jobs back and drops their late results', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     const release: (() => void)[] = [];
     worker.register(
       'k',
       (job) => new Promise((r) => release.push(() => r({ type: 'ok', apply: (db) => note(db, job.id, 'late') }))),
     );
-    const ids = [1, 2, 3].map(() => queue.enqueue({ kind: 'k' }).id);
+    const ids = await enqueueMany(queue, 3, () => ({ kind: 'k' }));
     worker.start();
     await waitFor(() => worker.inFlight === 3, '3 in flight');
     const t0 = Date.now();
@@ -614,22 +622,27 @@ describe('Worker stop and drain', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(95);
     expect(worker.counters.released).toBe(3);
     for (const id of ids)
-      expect(jobRow(t.db, id)).toMatchObject({ state: 'available', attempts: 0, locked_by: null, locked_until: null });
+      expect(await jobRow(t, id)).toMatchObject({
+        state: 'available',
+        attempts: 0,
+        locked_by: null,
+        locked_until: null,
+      });
     release.forEach((r) => r());
     // The handlers' results are in hand once every promise continuation has run.
     await nextTurn();
-    expect(effects(t.db)).toEqual([]);
-    for (const id of ids) expect(jobRow(t.db, id)).toMatchObject({ state: 'available' });
+    expect(await effects(t)).toEqual([]);
+    for (const id of ids) expect(await jobRow(t, id)).toMatchObject({ state: 'available' });
   });
 
   it('drain waits for runnable jobs only; untilEmpty also for future ones, bounded by maxWaitMs', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     const ran: string[] = [];
     worker.register('k', async (job: Job<string>) => (ran.push(job.payload), { type: 'ok' }));
-    queue.enqueue({ kind: 'k', payload: 'now' });
-    queue.enqueue({ kind: 'k', payload: 'soon', runAt: Date.now() + 100 });
-    queue.enqueue({ kind: 'k', payload: 'later', runAt: Date.now() + 60_000 });
+    await enqueue(queue, { kind: 'k', payload: 'now' });
+    await enqueue(queue, { kind: 'k', payload: 'soon', runAt: Date.now() + 100 });
+    await enqueue(queue, { kind: 'k', payload: 'later', runAt: Date.now() + 60_000 });
     await worker.drain();
     expect(ran).toEqual(['now']);
     await expect(worker.drain({ untilEmpty: true, maxWaitMs: 800 })).rejects.toThrow(/still pending/);
@@ -639,22 +652,21 @@ describe('Worker stop and drain', () => {
 
 describe('Worker poison jobs', () => {
   it('dead-letters a hand-written row whose payload is not JSON instead of stalling the queue', async () => {
-    const t = tempDb();
+    const t = await tempDb();
     const { queue, worker } = makeWorker(t);
     const ran: number[] = [];
     worker.register('k', async (job) => (ran.push(job.id), { type: 'ok' }));
     const now = Date.now();
     const bad = Number(
-      t.db.sqlite
-        .prepare(
-          `INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at) VALUES ('k', '{oops', ?, 3, ?, ?)`,
-        )
-        .run(now, now, now).lastInsertRowid,
+      (await t.store.get<{ id: number }>(
+        sql`INSERT INTO jobs (kind, payload, run_at, max_attempts, created_at, updated_at)
+            VALUES ('k', '{oops', ${now}, 3, ${now}, ${now}) RETURNING id`,
+      ))!.id,
     );
-    const good = queue.enqueue({ kind: 'k' }).id;
+    const good = (await enqueue(queue, { kind: 'k' })).id;
     await worker.drain({ maxWaitMs: 3000 });
     expect(ran).toEqual([good]);
-    expect(jobRow(t.db, bad)).toMatchObject({ state: 'dead' });
-    expect(jobRow(t.db, bad)!.last_error).toMatch(/payload is not valid JSON/);
+    expect(await jobRow(t, bad)).toMatchObject({ state: 'dead' });
+    expect((await jobRow(t, bad))!.last_error).toMatch(/payload is not valid JSON/);
   });
 });
