@@ -49,6 +49,36 @@ export interface Queryable {
 /** A transaction's own queries: valid until its function's promise settles, refused after. */
 export type Tx = Queryable;
 
+// After COMMIT: what must happen only once a transaction's writes are visible to others (the
+// queue waking its workers for the jobs it enqueued). A transaction that spans turns
+// (PostgreSQL's: each statement is a round trip) keeps such functions and runs them after its
+// COMMIT, or drops them when it rolls back; SQLite's transaction runs within one turn, so what a
+// function defers to a later turn already comes after its COMMIT.
+const commitHooks = new WeakMap<Queryable, (() => void)[]>();
+
+/** A store's transaction that spans turns: from now on, `whenCommitted(tx, …)` keeps its functions. */
+export function holdCommitHooks(tx: Queryable): void {
+  commitHooks.set(tx, []);
+}
+
+/** The end of such a transaction: its kept functions run when it committed, and are dropped when not. */
+export function endCommitHooks(tx: Queryable, committed: boolean): void {
+  const fns = commitHooks.get(tx);
+  commitHooks.delete(tx);
+  if (committed && fns) for (const fn of fns) fn();
+}
+
+/**
+ * fn runs once the transaction `q` runs in has committed (never if it rolls back), on a store
+ * whose transactions span turns; anywhere else (a SQLite transaction, a statement outside any
+ * transaction) it runs now, and what it defers to the next turn comes after the commit.
+ */
+export function whenCommitted(q: Queryable, fn: () => void): void {
+  const fns = commitHooks.get(q);
+  if (fns) fns.push(fn);
+  else fn();
+}
+
 /** What fn in a savepoint came to: its value, or the error it alone failed with (its writes rolled back). */
 export type SavepointResult<T> = { ok: true; value: T } | { ok: false; error: unknown };
 

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import type { Db } from '../db/open.js';
-import { type Queryable, type Store, store as sqliteStore } from '../db/query.js';
+import { type Queryable, type Store, store as sqliteStore, whenCommitted } from '../db/query.js';
 import {
   JOBS_CHANNEL,
   queueStatements,
@@ -202,7 +202,12 @@ export class JobQueue {
       const inserted = await tx.get<Pick<JobRow, 'id'>>(
         this.stmts.notifying(q.insert(row), () => this.wakePayload(row)),
       );
-      if (inserted) return this.created(row, inserted.id);
+      if (inserted) {
+        // The workers of this queue claim it once it is committed, not before (a PostgreSQL
+        // transaction spans turns): woken earlier, they would find nothing and sleep a poll.
+        whenCommitted(tx, () => this.scheduleNotify(row.kind, row.runAt));
+        return { id: Number(inserted.id), created: true };
+      }
       const existing = await tx.get<Pick<JobRow, 'id'>>(q.byUniqueKey(row.uniqueKey));
       if (existing) return { id: Number(existing.id), created: false };
     }
@@ -229,10 +234,10 @@ export class JobQueue {
     };
   }
 
-  // setImmediate runs after the current transaction has committed (a synchronous one cannot
-  // span a turn, and a SQLite store transaction runs within its own turn), so a woken worker
-  // never claims inside the caller's transaction and always sees the row. Many enqueues in one
-  // turn make one wake-up.
+  // Called once the enqueuing transaction has committed (whenCommitted), or inside one that
+  // commits within its turn (a synchronous SQLite one, a SQLite store transaction): setImmediate
+  // then runs after its COMMIT, so a woken worker never claims inside the caller's transaction
+  // and always sees the row. Many enqueues in one turn make one wake-up.
   scheduleNotify(kind: string, runAt: number) {
     const prev = this.notifyEarliest.get(kind);
     if (prev === undefined || runAt < prev) this.notifyEarliest.set(kind, runAt);
@@ -412,7 +417,9 @@ export class JobQueue {
   /** Give dead jobs a fresh set of attempts, to run now. Returns how many. */
   async retryDead(target: DeadTarget, now: number = this.now(), tx: Queryable = this.store): Promise<number> {
     const rows = await tx.all<Pick<JobRow, 'kind'>>(q.retryDead(target, now));
-    for (const kind of new Set(rows.map((r) => r.kind))) this.scheduleNotify(kind, now);
+    whenCommitted(tx, () => {
+      for (const kind of new Set(rows.map((r) => r.kind))) this.scheduleNotify(kind, now);
+    });
     return rows.length;
   }
 
@@ -429,7 +436,7 @@ export class JobQueue {
   /** Held jobs of a kind go back to the queue, to run now. Returns their payloads. */
   async releaseHeld(kind: string, now: number = this.now(), tx: Queryable = this.store): Promise<unknown[]> {
     const rows = await tx.all<Pick<JobRow, 'payload'>>(q.releaseHeld(kind, now));
-    if (rows.length > 0) this.scheduleNotify(kind, now);
+    if (rows.length > 0) whenCommitted(tx, () => this.scheduleNotify(kind, now));
     return rows.map((r) => JSON.parse(r.payload) as unknown);
   }
 

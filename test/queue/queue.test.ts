@@ -104,6 +104,25 @@ describe('JobQueue.enqueue', () => {
     },
   );
 
+  it('notifies listeners once the store transaction has committed, never before, once per turn', async () => {
+    const { queue, store, enqueue } = await setup();
+    const calls: number[] = [];
+    const off = queue.onEnqueue((byKind) => calls.push(byKind.get('k')!));
+    await store.transaction(async (tx) => {
+      await queue.enqueue(tx, { kind: 'k', runAt: T0 + 500 });
+      await queue.enqueue(tx, { kind: 'k', runAt: T0 + 100 });
+      // More of the transaction after the enqueues: on PostgreSQL each statement is a turn or more.
+      for (let i = 0; i < 3; i++) await tx.run(sql`INSERT INTO effects (job_id, note) VALUES (${i}, 'change')`);
+      expect(calls).toHaveLength(0);
+    });
+    await nextTurn();
+    expect(calls).toEqual([T0 + 100]);
+    off();
+    await enqueue({ kind: 'k' });
+    await nextTurn();
+    expect(calls).toHaveLength(1);
+  });
+
   it('wakes listeners of another queue object on another connection to the same database', async () => {
     const { t } = await setup();
     const q1 = new JobQueue(t.db);

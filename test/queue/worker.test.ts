@@ -463,7 +463,12 @@ describe('Worker loop timing', () => {
       await waitFor(() => worker.counters.batches > i && worker.counters.completed === i, 'the worker to be idle');
       ranAt = 0;
       const t0 = performance.now();
-      await enqueue(queue, { kind: 'k' });
+      // The outbox shape: the job, then the change that causes it, in one transaction (on
+      // PostgreSQL it spans turns: the wake must not come before its COMMIT).
+      await queue.store.transaction(async (tx) => {
+        const { id } = await queue.enqueue(tx, { kind: 'k' });
+        for (let n = 0; n < 3; n++) await note(tx, id, `change ${n}`);
+      });
       await waitFor(() => ranAt > 0, 'job run', 2000);
       latencies.push(ranAt - t0);
     }

@@ -7,6 +7,7 @@ import {
   type BatchResult,
   type PendingItem,
 } from '../batch.js';
+import { endCommitHooks, holdCommitHooks } from '../query.js';
 import { render, sql, type Sql } from '../sql.js';
 import {
   classify,
@@ -201,11 +202,15 @@ export function openPg(url: string, opts: PgOptions): PgStore {
     client.on('error', onError);
     let open = true;
     let committing = false;
+    const tx = executor(client, true, () => open);
+    holdCommitHooks(tx);
+    let committed = false;
     try {
       await client.query(isolation ? ISOLATION_SQL[isolation] : 'BEGIN');
-      const result = await fn(executor(client, true, () => open));
+      const result = await fn(tx);
       committing = true;
       await client.query('COMMIT');
+      committed = true;
       return result;
     } catch (err) {
       const r = unavailableReason(err);
@@ -222,6 +227,7 @@ export function openPg(url: string, opts: PgOptions): PgStore {
       open = false;
       client.removeListener('error', onError);
       client.release(broken);
+      endCommitHooks(tx, committed);
     }
   }
 
