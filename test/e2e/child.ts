@@ -19,7 +19,7 @@ import { coreCtx } from '../helpers/ctx.js';
 // by test/global-setup.ts), configured by MSGD_* and a config file, over a store prepared
 // beforehand with the core functions, as msgctl would: a data directory, or on PostgreSQL
 // (serverStore) a database of its own at msgd's current schema, given to msgd through
-// MSGD_DATABASE_URL and MSGD_MASTER_KEY, dropped when the test's cleanup removes the preparation.
+// MSGD_DATABASE_URL and MSGD_MASTER_KEY, given back emptied when the test's cleanup removes the preparation.
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'msgd');
 
@@ -31,7 +31,7 @@ export interface Prepared {
   partner: PartnerSetup;
   /** On PostgreSQL: MSGD_DATABASE_URL and MSGD_MASTER_KEY, which every msgd child gets. */
   storeEnv: Record<string, string>;
-  /** Removes the data directory, and on PostgreSQL drops the database. */
+  /** Removes the data directory, and on PostgreSQL gives the database back, emptied. */
   remove(): Promise<void>;
 }
 
@@ -45,10 +45,12 @@ export async function prepare(
   let storeEnv: Record<string, string> = {};
   let drop: (() => Promise<void>) | undefined;
   if (serverStore === 'postgres') {
-    // Imported here: test/pg/helpers.ts reads the run's cluster, which only the PostgreSQL run has.
-    const { createDatabase, migratedTemplate } = await import('../pg/helpers.js');
-    const db = await createDatabase('e2e', { template: migratedTemplate() });
-    drop = db.drop;
+    // Imported here: test/pg/ reads the run's cluster, which only the PostgreSQL run has. An
+    // emptied database of an earlier test, when one is free: copying the template costs a
+    // second or more on a loaded machine, emptying one a few milliseconds (test/pg/reuse.ts).
+    const { takeEmptyDatabase } = await import('../pg/reuse.js');
+    const db = await takeEmptyDatabase('e2e');
+    drop = db.release;
     storeEnv = { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: randomBytes(32).toString('hex') };
   }
   const prep: Prepared = {
