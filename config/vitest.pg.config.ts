@@ -31,6 +31,9 @@ const onBothStores: string[] = [
   'test/core/counters.test.ts',
   // test/queue: the durable queue, its worker and cron on the run's store (test/queue/helpers.ts), PostgreSQL's claim included.
   'test/queue/**/*.test.ts',
+  // test/e2e: failover between gateways and a log output that cannot be written, over msgd on either store.
+  'test/e2e/failover.test.ts',
+  'test/e2e/log-output.test.ts',
 ];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */

@@ -114,12 +114,24 @@ describe('failover to the fallback gateway', () => {
     const p = await partnerWithFallback({ balance: '10', price: '0.01', backupPrice: '0.015' });
     await primary.down();
     const ids: string[] = [];
-    for (let i = 0; i < 8; i++) ids.push(await sendSms(p.token, `outage ${i}`));
+    const rerouted = async (id: string) =>
+      (await messageHistoryIn(s.ctx.store, id)).some((h) => h.status === 'rerouted');
+    for (let i = 0; i < 8; i++) {
+      ids.push(await sendSms(p.token, `outage ${i}`));
+      // The first three fail on the primary one after another (each moved on before the next is
+      // sent, whatever the store's pace): the third opens its circuit.
+      if (i < 3) await waitFor(() => rerouted(ids[i]), `outage ${i} moved to the fallback`, 10_000);
+    }
     await waitFor(
       async () => (await Promise.all(ids.map((id) => message(s.ctx, id)))).every((m) => m.status === 'sent'),
       'every message of the outage sent',
       15_000,
     );
+    // The first failures opened the primary's circuit; the messages after it never tried the
+    // primary. Read while it is still open (for OPEN_MS from the third failure).
+    const circuit = (await readCircuit(s.ctx, p.primaryId))!;
+    expect(circuit.state).toBe('open');
+    const during = await scrape();
     // Sent once each, all through the fallback, from its own sender.
     expect(bodies(backup).sort()).toEqual(ids.map((_, i) => `outage ${i}`).sort());
     expect(backup.requests.every((r) => r.body.From === p.backupFrom)).toBe(true);
@@ -134,10 +146,6 @@ describe('failover to the fallback gateway', () => {
       expect(moved.error_message).toContain('→ tw-backup-');
       expect(hist.map((h) => h.status)).toEqual(['queued', 'rerouted', 'sent']);
     }
-    // The first failures opened the primary's circuit; the messages after it never tried the primary.
-    const circuit = (await readCircuit(s.ctx, p.primaryId))!;
-    expect(circuit.state).toBe('open');
-    const during = await scrape();
     expect(during).toContain(`msgd_gateway_circuit_state{gateway="${p.primaryId}"} 2`);
     expect(during).toContain(`msgd_gateway_circuit_opened_total{gateway="${p.primaryId}"} 1`);
     expect(during).toContain(
