@@ -142,6 +142,9 @@ describe('JobQueue', () => {
     await store.transaction(async (tx) => {
       for (let i = 0; i < 300; i++) await queue.enqueue(tx, { kind: i % 2 ? 'a' : 'b', runAt: now - 1000 + i });
     });
+    // Three connections open before the race: one made while another claimer runs (slow on a
+    // loaded machine) would let that one take every job before it was up.
+    await Promise.all([1, 2, 3].map(() => store.transaction((tx) => tx.get(sql`SELECT 1 AS one`))));
     const taken = new Map<number, string>();
     const claimer = async (w: string) => {
       for (;;) {
