@@ -34,6 +34,12 @@ const onBothStores: string[] = [
   // test/e2e: failover between gateways and a log output that cannot be written, over msgd on either store.
   'test/e2e/failover.test.ts',
   'test/e2e/log-output.test.ts',
+  // test/cli: msgctl reaches the run's store through cliStore() (test/helpers/cli.ts) or a server's storeEnv.
+  'test/cli/completion.test.ts',
+  'test/cli/help.test.ts',
+  'test/cli/retention.test.ts',
+  'test/cli/tui.test.ts',
+  'test/cli/user.test.ts',
 ];
 
 /** Files of those suites that measure what only SQLite has (the data directory, its file), each with why. */

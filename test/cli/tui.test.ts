@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { cleanupTmp, runCli, tmpDataDir } from '../helpers/cli.js';
+import { cleanupTmp, cliStore, runCli } from '../helpers/cli.js';
 
 // msgctl tui without a terminal: a clear refusal that names the commands doing the same work.
 
@@ -7,9 +7,9 @@ afterAll(cleanupTmp);
 
 describe('msgctl tui without a terminal', () => {
   it('exits 2 and names the msgctl commands that do the same work', async () => {
-    const dataDir = tmpDataDir();
-    expect((await runCli(['init'], { dataDir })).code).toBe(0);
-    const r = await runCli(['tui'], { dataDir });
+    const s = await cliStore();
+    const r = await runCli(['tui'], s.opts());
+    await s.drop();
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toContain('msgctl tui needs an interactive terminal (stdin and stdout a TTY).');

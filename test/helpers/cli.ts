@@ -1,11 +1,16 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PassThrough } from 'node:stream';
 import Database from 'better-sqlite3';
+import { coreCtxOf } from '../../src/cli/context.js';
 import { run } from '../../src/cli/program.js';
+import { loadConfig } from '../../src/config/load.js';
+import type { CoreCtx } from '../../src/core/context.js';
+import { openStore } from '../../src/db/open-store.js';
 import { pinConnection } from '../../src/db/pin.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -250,4 +255,66 @@ export function rewindNewestMigration(dataDir: string): void {
     })();
   });
   ref.close();
+}
+
+/**
+ * The store msgctl's tests run on: SQLite unless MSGD_TEST_STORE=postgres (set by
+ * config/vitest.pg.config.ts), as startTestServer's (test/helpers/server.ts).
+ */
+export const cliStoreKind: 'sqlite' | 'postgres' = process.env.MSGD_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
+
+export interface CliStore {
+  /** --data-dir: the data directory on SQLite; on PostgreSQL one msgctl finds no reason to write. */
+  dataDir: string;
+  /** What msgctl needs besides --data-dir: on PostgreSQL MSGD_DATABASE_URL and MSGD_MASTER_KEY, on SQLite nothing. */
+  env: Record<string, string>;
+  /** RunOptions reaching this store (--data-dir and env), `extra`'s env added over the store's. */
+  opts(extra?: RunOptions): RunOptions;
+  /**
+   * Runs `fn` with a core context over the store, opened as msgctl opens it and closed after
+   * (closed before msgctl runs again, as another process would be).
+   */
+  withCtx<T>(fn: (ctx: CoreCtx) => Promise<T> | T): Promise<T>;
+  /** Removes the data directory, and on PostgreSQL gives the database back. */
+  drop(): Promise<void>;
+}
+
+/**
+ * A store ready for msgctl's ordinary commands: on SQLite a data directory `msgctl init` made;
+ * on PostgreSQL (cliStoreKind), where init refuses and `msgctl migrate` makes the schema, an
+ * empty database at msgd's current schema (test/pg/reuse.ts) and a random master key.
+ */
+export async function cliStore(): Promise<CliStore> {
+  const dataDir = tmpDataDir();
+  let env: Record<string, string> = {};
+  let release = async () => {};
+  if (cliStoreKind === 'postgres') {
+    // Imported here: test/pg/ reads the run's cluster, which only the PostgreSQL run has.
+    const { takeEmptyDatabase } = await import('../pg/reuse.js');
+    const db = await takeEmptyDatabase('cli');
+    release = db.release;
+    env = { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: randomBytes(32).toString('hex') };
+  } else {
+    const r = await runCli(['init'], { dataDir });
+    if (r.code !== 0) throw new Error(`msgctl init exited ${r.code}: ${r.stderr}`);
+  }
+  const opts = (extra: RunOptions = {}): RunOptions => ({ ...extra, dataDir, env: { ...env, ...extra.env } });
+  return {
+    dataDir,
+    env,
+    opts,
+    async withCtx(fn) {
+      const config = loadConfig({ dataDir, env });
+      const opened = await openStore(config, { env, create: false, migrate: false, poolSize: 1 });
+      try {
+        return await fn(coreCtxOf(opened, config));
+      } finally {
+        await opened.close();
+      }
+    },
+    async drop() {
+      await release();
+      rmSync(dirname(dataDir), { recursive: true, force: true });
+    },
+  };
 }
