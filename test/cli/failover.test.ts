@@ -1,21 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveCircuit } from '../../src/core/circuits.js';
-import { store } from '../../src/db/query.js';
-import { cleanupTmp, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
+import { type CliStore, cliStore, runCli, runJson, type RunOptions } from '../helpers/cli.js';
 
 // The operator's side of failover: a partner's SMS order (primary, fallbacks with their own
 // senders), prices per gateway with their precedence, and a gateway's circuit in gateway show.
 
-const dataDir = tmpDataDir();
-const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir, ...opts });
-const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir, ...opts });
+let s: CliStore;
+const run = (args: string[], opts: RunOptions = {}) => runCli(args, s.opts(opts));
+const json = (args: string[], opts: RunOptions = {}) => runJson(args, s.opts(opts));
 
 beforeAll(async () => {
-  await json(['init']);
+  s = await cliStore();
   await json(['partner', 'create', 'acme', '--name', 'Acme Ltd']);
   for (const name of ['sbx-a', 'sbx-b', 'sbx-c']) await json(['gateway', 'add', 'sandbox', '--name', name]);
 });
-afterAll(cleanupTmp);
+afterAll(() => s.drop());
 
 describe('msgctl channel fallbacks', () => {
   it('assign --fallback builds the order; fallback add/list/remove edit it', async () => {
@@ -95,8 +94,8 @@ describe('msgctl gateway show', () => {
     const closed = await json(['gateway', 'show', 'sbx-a']);
     expect(closed.circuit).toMatchObject({ state: 'closed', failures: 0, opened: 0 });
     const id = closed.id as string;
-    await withDb(dataDir, (db) =>
-      saveCircuit({ store: store({ sqlite: db } as any) } as any, {
+    await s.withCtx((ctx) =>
+      saveCircuit(ctx, {
         gateway_id: id,
         state: 'open',
         failures: 5,

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGraphFake, type GraphFake } from '../fakes/graph.js';
-import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
+import { sql } from '../../src/db/sql.js';
+import { type CliStore, cliStore, oneErrorLine, runCli, runJson, type RunOptions } from '../helpers/cli.js';
 
 // msgctl and the WhatsApp template catalogue: reading it from a fake Graph API that pages as
 // Meta's does, listing it, pricing templates per category, and doctor's warning while a
@@ -8,9 +9,9 @@ import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type Run
 
 const WABA = '102290129340398';
 const TOKEN = 'EAA-cli-token';
-const dataDir = tmpDataDir();
-const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir, ...opts });
-const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir, ...opts });
+let s: CliStore;
+const run = (args: string[], opts: RunOptions = {}) => runCli(args, s.opts(opts));
+const json = (args: string[], opts: RunOptions = {}) => runJson(args, s.opts(opts));
 const doctorCheck = async () => {
   const r = await run(['--json', 'doctor']);
   return JSON.parse(r.stdout).checks.find((c: any) => c.name === 'whatsapp templates');
@@ -35,7 +36,7 @@ beforeAll(async () => {
       ],
     })),
   );
-  await json(['init']);
+  s = await cliStore();
   await json(['partner', 'create', 'acme', '--name', 'Acme']);
   await json(
     [
@@ -58,7 +59,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await graph.close();
-  cleanupTmp();
+  await s.drop();
 });
 
 describe('msgctl gateway templates', () => {
@@ -121,8 +122,8 @@ describe('msgctl price set --category', () => {
         ['whatsapp', 'utility', 'acme'],
       ]),
     );
-    const rows = withDb(dataDir, (db) =>
-      db.prepare("SELECT category, amount FROM prices WHERE channel_type = 'whatsapp' ORDER BY category").all(),
+    const rows = await s.withCtx((ctx) =>
+      ctx.store.all(sql`SELECT category, amount FROM prices WHERE channel_type = 'whatsapp' ORDER BY category`),
     );
     expect(rows).toEqual([
       { category: '', amount: 50_000 },
