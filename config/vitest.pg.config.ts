@@ -36,8 +36,10 @@ const onBothStores: string[] = [
   'test/e2e/log-output.test.ts',
   // test/cli: msgctl reaches the run's store through cliStore() (test/helpers/cli.ts) or a server's storeEnv.
   'test/cli/completion.test.ts',
+  'test/cli/confirm.test.ts',
   'test/cli/failover.test.ts',
   'test/cli/help.test.ts',
+  'test/cli/instances.test.ts',
   'test/cli/retention.test.ts',
   'test/cli/suppressions.test.ts',
   'test/cli/templates.test.ts',

@@ -1,42 +1,42 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn as spawnPty } from '@lydell/node-pty';
-import { openTestCtx, type TestCtx } from '../helpers/ctx.js';
 import { issueToken } from '../../src/core/tokens.js';
-import { JobQueue } from '../../src/queue/queue.js';
+import { queueOf } from '../../src/queue/of-ctx.js';
 import { connect, setupPartner } from '../helpers/server.js';
-import { cleanEnv, MSGCTL, oneErrorLine, runCli, runJson } from '../helpers/cli.js';
+import { type CliStore, cleanEnv, cliStore, MSGCTL, oneErrorLine, runCli, runJson } from '../helpers/cli.js';
 
 // Commands that lose data or cannot be undone ask at a terminal and need --yes in a script.
 // The terminal is a real pseudo-terminal: msgctl sees a TTY on stdin and stderr, as at a shell.
 
-let t: TestCtx;
+let s: CliStore;
 let tokenId: string;
 let deadIds: number[];
 
 beforeAll(async () => {
-  t = openTestCtx();
-  const p = await setupPartner(t.ctx, { slug: 'acme' });
-  await connect(t.ctx, p.partnerId, { kind: 'sandbox', name: 'in-use' }, 'sms', '+15550001111');
-  tokenId = (await issueToken(t.ctx, { partner: 'acme', name: 'ci', scopes: ['messages:send'] }, 'test')).token.id;
-  const q = new JobQueue(t.ctx.db);
-  deadIds = [];
-  for (const d of ['wd_1', 'wd_2', 'wd_3']) {
-    const id = q.enqueue({ kind: 'webhook.deliver', payload: { delivery_id: d } }).id;
-    await q.fail(id, 'endpoint down');
-    deadIds.push(id);
-  }
-  t.dd.close();
+  s = await cliStore();
+  await s.withCtx(async (ctx) => {
+    const p = await setupPartner(ctx, { slug: 'acme' });
+    await connect(ctx, p.partnerId, { kind: 'sandbox', name: 'in-use' }, 'sms', '+15550001111');
+    tokenId = (await issueToken(ctx, { partner: 'acme', name: 'ci', scopes: ['messages:send'] }, 'test')).token.id;
+    const q = queueOf(ctx);
+    deadIds = [];
+    for (const d of ['wd_1', 'wd_2', 'wd_3']) {
+      const id = (await q.enqueue(ctx.store, { kind: 'webhook.deliver', payload: { delivery_id: d } })).id;
+      await q.fail(id, 'endpoint down');
+      deadIds.push(id);
+    }
+  });
 });
-afterAll(() => t.close());
+afterAll(() => s.drop());
 
-const run = (args: string[]) => runCli(args, { dataDir: t.dir });
-const deadCount = async () => (await runJson(['jobs', 'dead'], { dataDir: t.dir })).data.length;
+const run = (args: string[]) => runCli(args, s.opts());
+const deadCount = async () => (await runJson(['jobs', 'dead'], s.opts())).data.length;
 
 /** Run msgctl on a pseudo-terminal, typing `answer` when it asks; the screen and exit code. */
 function onTerminal(args: string[], answer: string): Promise<{ code: number; screen: string }> {
   return new Promise((resolve) => {
-    const env = { ...cleanEnv(), CI: '' } as Record<string, string>;
-    const pty = spawnPty(process.execPath, [MSGCTL, '--data-dir', t.dir, ...args], { cols: 200, rows: 30, env });
+    const env = { ...cleanEnv(), ...s.env, CI: '' } as Record<string, string>;
+    const pty = spawnPty(process.execPath, [MSGCTL, '--data-dir', s.dataDir, ...args], { cols: 200, rows: 30, env });
     let screen = '';
     let answered = false;
     pty.onData((d) => {
@@ -69,12 +69,12 @@ describe('without a terminal (a script)', () => {
     const r = await run(['token', 'revoke', tokenId]);
     expect(r.code).toBe(2);
     expect(oneErrorLine(r.stderr)).toMatch(new RegExp(`Revoke token "ci" of acme \\(${tokenId}, msgd_live_`));
-    expect((await runJson(['token', 'list', 'acme'], { dataDir: t.dir })).data[0].state).toBe('active');
-    expect((await runJson(['token', 'revoke', tokenId, '--yes'], { dataDir: t.dir })).state).toBe('revoked');
+    expect((await runJson(['token', 'list', 'acme'], s.opts())).data[0].state).toBe('active');
+    expect((await runJson(['token', 'revoke', tokenId, '--yes'], s.opts())).state).toBe('revoked');
   });
 
   it('jobs delete one job with --yes', async () => {
-    expect(await runJson(['jobs', 'delete', String(deadIds[0]), '--yes'], { dataDir: t.dir })).toEqual({ deleted: 1 });
+    expect(await runJson(['jobs', 'delete', String(deadIds[0]), '--yes'], s.opts())).toEqual({ deleted: 1 });
     expect(await deadCount()).toBe(2);
   });
 
