@@ -42,6 +42,7 @@ const onBothStores: string[] = [
   'test/cli/instances.test.ts',
   'test/cli/messages-jobs.test.ts',
   'test/cli/retention.test.ts',
+  'test/cli/sandbox.test.ts',
   'test/cli/suppressions.test.ts',
   'test/cli/templates.test.ts',
   'test/cli/tui.test.ts',

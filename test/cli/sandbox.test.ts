@@ -1,22 +1,26 @@
 import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openGatewaysOfKind } from '../../src/core/gateway-secrets.js';
+import { openGatewaysOfKindIn } from '../../src/core/gateway-secrets.js';
 import { addGateway } from '../../src/core/gateways.js';
-import { getMessageRow, messageHistory } from '../../src/core/messages.js';
-import { getWebhookLog } from '../../src/core/webhook-log.js';
+import { readWebhookLog } from '../../src/core/webhook-log.js';
+import { sql } from '../../src/db/sql.js';
+import { historyOf, message, waitStatus } from '../helpers/rows.js';
 import { postJson, startTestServer, type TestServer } from '../helpers/server.js';
 import { oneErrorLine, runCli, type RunOptions } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 
 // msgctl drives the sandbox like a provider: a signed webhook over real HTTP to the running
-// msgd of the same data directory, through the same intake and processing as any provider's.
+// msgd of the same store, through the same intake and processing as any provider's.
 
 let s: TestServer;
 let secret: string;
+let sandboxId: string;
 
 beforeAll(async () => {
   s = await startTestServer({ 'demo.enabled': true });
-  secret = openGatewaysOfKind(s.ctx, ['sandbox'])[0].secrets.signing_secret;
+  const [sandbox] = await openGatewaysOfKindIn(s.ctx, ['sandbox']);
+  secret = sandbox.secrets.signing_secret;
+  sandboxId = sandbox.id;
   await addGateway(
     s.ctx,
     { kind: 'twilio', name: 'tw', settings: { account_sid: 'AC1' }, secrets: { auth_token: 'x' } },
@@ -37,13 +41,14 @@ function freePort(): Promise<number> {
   });
 }
 
-const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir: s.dataDir, ...opts });
+const run = (args: string[], opts: RunOptions = {}) =>
+  runCli(args, { ...opts, dataDir: s.dataDir, env: { ...s.storeEnv, ...opts.env } });
 const port = () => new URL(s.url).port;
 
 function processed(id: string) {
   return waitFor(
-    () => {
-      const r = getWebhookLog(s.ctx, id);
+    async () => {
+      const r = await readWebhookLog(s.ctx, id);
       return r && r.processing !== 'pending' ? r : undefined;
     },
     `webhook ${id} processed`,
@@ -61,14 +66,14 @@ describe('msgctl sandbox inbound', () => {
     const out = JSON.parse(r.stdout);
     expect(out).toMatchObject({
       webhook_id: expect.stringMatching(/^pwh_/),
-      url: `http://127.0.0.1:${port()}/api/webhook.php?gateway=${openGatewaysOfKind(s.ctx, ['sandbox'])[0].id}`,
+      url: `http://127.0.0.1:${port()}/api/webhook.php?gateway=${sandboxId}`,
       event: { type: 'message', channel: 'sms', from: '+14155550123', to: '+15550000001', text: 'Hello back' },
     });
     const row = await processed(out.webhook_id);
     expect(row).toMatchObject({ provider: 'sandbox', verification: 'ok', processing: 'processed' });
-    const ev = s.ctx.db.sqlite
-      .prepare(`SELECT payload FROM events WHERE type = 'message.received' ORDER BY id DESC LIMIT 1`)
-      .get() as { payload: string };
+    const ev = (await s.ctx.store.get<{ payload: string }>(
+      sql`SELECT payload FROM events WHERE type = 'message.received' ORDER BY id DESC LIMIT 1`,
+    ))!;
     expect(JSON.parse(ev.payload)).toMatchObject({ channel: 'sms', from: '+14155550123', body: 'Hello back' });
     expect(r.stdout + r.stderr).not.toContain(secret);
   });
@@ -142,12 +147,12 @@ describe('msgctl sandbox status', () => {
     const res = await postJson(`${s.url}/api/send-sms.php`, { to: '+14155550123', text: 'ping' }, s.demo!.token);
     expect(res.status).toBe(200);
     const id = res.body.id as string;
-    await waitFor(() => getMessageRow(s.ctx, id)?.status === 'delivered', 'delivered', 10_000);
+    await waitStatus(s.ctx, id, 'delivered');
     const r = await run(['--json', 'sandbox', 'status', 'sandbox', id, '--status', 'read', '--url', s.url]);
     expect(r.code, r.stderr).toBe(0);
     await processed(JSON.parse(r.stdout).webhook_id);
-    expect(getMessageRow(s.ctx, id)!.status).toBe('read');
-    expect(messageHistory(s.ctx, id).map((h) => h.status)).toEqual(['queued', 'sent', 'delivered', 'read']);
+    expect((await message(s.ctx, id)).status).toBe('read');
+    expect(await historyOf(s.ctx, id)).toEqual(['queued', 'sent', 'delivered', 'read']);
     expect(r.stdout).not.toContain(secret);
   });
 
