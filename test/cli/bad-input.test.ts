@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanupTmp, dumpDb, oneErrorLine, runCli, tmpDataDir, type RunOptions } from '../helpers/cli.js';
+import { type CliStore, cliStore, dumpStore, oneErrorLine, runCli, type RunOptions } from '../helpers/cli.js';
 
 // Every bad input fails with one "msgctl: ..." line on stderr, nothing on stdout (also with
 // --json), and leaves every operator table exactly as it was.
 
-const dataDir = tmpDataDir();
+let s: CliStore;
 
 beforeAll(async () => {
+  s = await cliStore();
   const steps: [string[], RunOptions?][] = [
-    [['init']],
     [['partner', 'create', 'acme', '--name', 'Acme Ltd']],
     [
       [
@@ -29,11 +29,11 @@ beforeAll(async () => {
     [['balance', 'topup', 'acme', '100.00']],
   ];
   for (const [args, opts] of steps) {
-    const r = await runCli(args, { dataDir, ...opts });
+    const r = await runCli(args, s.opts(opts));
     if (r.code !== 0) throw new Error(`setup ${args.join(' ')}: ${r.stderr}`);
   }
 });
-afterAll(cleanupTmp);
+afterAll(() => s.drop());
 
 interface Case {
   name: string;
@@ -433,20 +433,20 @@ describe('bad input changes nothing', () => {
   for (const c of cases) {
     for (const json of c.json ? [false, true] : [false]) {
       it(`${c.name}${json ? ' (--json)' : ''}`, async () => {
-        const before = dumpDb(dataDir);
-        const r = await runCli(json ? [...c.args, '--json'] : c.args, { dataDir, ...c.opts });
+        const before = await dumpStore(s);
+        const r = await runCli(json ? [...c.args, '--json'] : c.args, s.opts(c.opts));
         expect(r.code, r.stderr).toBe(c.code ?? 1);
         expect(r.stdout).toBe('');
         expect(oneErrorLine(r.stderr)).toMatch(c.error);
         expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
-        expect(dumpDb(dataDir)).toEqual(before);
+        expect(await dumpStore(s)).toEqual(before);
       });
     }
   }
 });
 
 it('a stack trace is printed only with MSGD_DEBUG=1', async () => {
-  const r = await runCli(['partner', 'show', 'nope'], { dataDir, env: { MSGD_DEBUG: '1' } });
+  const r = await runCli(['partner', 'show', 'nope'], s.opts({ env: { MSGD_DEBUG: '1' } }));
   expect(r.code).toBe(1);
   expect(r.stderr.split('\n')[0]).toBe('msgctl: partner "nope" not found');
   expect(r.stderr).toMatch(/\n\s+at /);

@@ -11,6 +11,7 @@ import { run } from '../../src/cli/program.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { openStore } from '../../src/db/open-store.js';
+import { sql } from '../../src/db/sql.js';
 import { pinConnection } from '../../src/db/pin.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -317,4 +318,13 @@ export async function cliStore(): Promise<CliStore> {
       rmSync(dirname(dataDir), { recursive: true, force: true });
     },
   };
+}
+
+/** Every row of the operator-managed tables (each ordered by its id) on a cliStore, for before/after comparisons. */
+export function dumpStore(s: CliStore, tables: readonly string[] = DUMP_TABLES): Promise<Record<string, unknown[]>> {
+  return s.withCtx(async (ctx) => {
+    const out: Record<string, unknown[]> = {};
+    for (const t of tables) out[t] = await ctx.store.all(sql`SELECT * FROM ${sql.raw(t)} ORDER BY id`);
+    return out;
+  });
 }
