@@ -1,36 +1,30 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenAuthenticator } from '../../src/core/tokens.js';
-import { openDataDir } from '../../src/db/datadir.js';
-import { cleanupTmp, runCli, runJson, tmpDataDir, withDb, type RunOptions } from '../helpers/cli.js';
-import { coreCtx } from '../helpers/ctx.js';
+import { sql } from '../../src/db/sql.js';
+import { type CliStore, cliStore, runCli, runJson, type RunOptions } from '../helpers/cli.js';
 
 // Changes an operator makes after the first session, checked in the database and, where
 // it matters, through core the way the server would see them on its next request.
 
-const dataDir = tmpDataDir();
-const run = (args: string[], opts: RunOptions = {}) => runCli(args, { dataDir, ...opts });
-const json = (args: string[], opts: RunOptions = {}) => runJson(args, { dataDir, ...opts });
+let store: CliStore;
+const run = (args: string[], opts: RunOptions = {}) => runCli(args, store.opts(opts));
+const json = (args: string[], opts: RunOptions = {}) => runJson(args, store.opts(opts));
 
-async function authenticate(secret: string) {
-  const dd = openDataDir(dataDir, { migrate: false });
-  try {
-    return await new TokenAuthenticator(coreCtx(dd)).authenticate(secret);
-  } finally {
-    dd.close();
-  }
+function authenticate(secret: string) {
+  return store.withCtx((ctx) => new TokenAuthenticator(ctx).authenticate(secret));
 }
 
 let secret = '';
 let tokenId = '';
 
 beforeAll(async () => {
-  await json(['init']);
+  store = await cliStore();
   await json(['partner', 'create', 'acme', '--name', 'Acme Ltd']);
   const t = await json(['token', 'issue', 'acme', '--name', 'prod', '--scopes', 'messages:send']);
   secret = t.secret;
   tokenId = t.id;
 });
-afterAll(cleanupTmp);
+afterAll(() => store.drop());
 
 describe('partners', () => {
   it('suspend refuses the partner on the next request; activate lets it back', async () => {
@@ -41,10 +35,10 @@ describe('partners', () => {
     expect(await authenticate(secret)).toMatchObject({ ok: false, reason: 'partner_suspended' });
     expect((await json(['partner', 'activate', 'acme'])).status).toBe('active');
     expect((await authenticate(secret)).ok).toBe(true);
-    const actions = withDb(
-      dataDir,
-      (db) =>
-        db.prepare("SELECT action, actor FROM audit_log WHERE action LIKE 'partner.%' ORDER BY id").all() as any[],
+    const actions = await store.withCtx((ctx) =>
+      ctx.store.all<{ action: string; actor: string }>(
+        sql`SELECT action, actor FROM audit_log WHERE action LIKE 'partner.%' ORDER BY id`,
+      ),
     );
     expect(actions.map((a) => a.action)).toEqual(['partner.create', 'partner.suspend', 'partner.activate']);
     expect(actions.every((a) => /^cli:\S+$/.test(a.actor))).toBe(true);
@@ -322,17 +316,17 @@ describe('gateways, channels and prices', () => {
     await json(['gateway', 'update', 'mx-auth', '--unset-secret', 'password', '--yes']);
     // A gateway stored before the rule (a password, no user) can still be disabled and changed
     // elsewhere; touching the pair asks for the fix.
-    withDb(dataDir, (db) => {
-      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(
-        JSON.stringify({ host: 'mx.example.com', port: 587 }),
-      );
-    });
+    await store.withCtx((ctx) =>
+      ctx.store.run(
+        sql`UPDATE gateways SET settings = ${JSON.stringify({ host: 'mx.example.com', port: 587 })} WHERE name = 'mx-auth'`,
+      ),
+    );
     await json(['gateway', 'update', 'mx-auth', '--secret-env', 'password=SMTP_PASS', '--set', 'user=relay'], { env });
-    withDb(dataDir, (db) => {
-      db.prepare(`UPDATE gateways SET settings = ? WHERE name = 'mx-auth'`).run(
-        JSON.stringify({ host: 'mx.example.com', port: 587 }),
-      );
-    });
+    await store.withCtx((ctx) =>
+      ctx.store.run(
+        sql`UPDATE gateways SET settings = ${JSON.stringify({ host: 'mx.example.com', port: 587 })} WHERE name = 'mx-auth'`,
+      ),
+    );
     expect((await json(['gateway', 'update', 'mx-auth', '--disable'])).status).toBe('disabled');
     expect((await json(['gateway', 'update', 'mx-auth', '--set', 'rate_per_second=5'])).settings).toMatchObject({
       rate_per_second: 5,
