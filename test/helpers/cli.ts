@@ -281,11 +281,12 @@ export interface CliStore {
 }
 
 /**
- * A store ready for msgctl's ordinary commands: on SQLite a data directory `msgctl init` made;
- * on PostgreSQL (cliStoreKind), where init refuses and `msgctl migrate` makes the schema, an
- * empty database at msgd's current schema (test/pg/reuse.ts) and a random master key.
+ * A store ready for msgctl's ordinary commands: on SQLite a data directory `msgctl init` made
+ * (with `init: false`, a path where none exists yet, for a test that runs init itself); on
+ * PostgreSQL (cliStoreKind), where init refuses and `msgctl migrate` makes the schema, an empty
+ * database at msgd's current schema (test/pg/reuse.ts) and a random master key.
  */
-export async function cliStore(): Promise<CliStore> {
+export async function cliStore(options: { init?: boolean } = {}): Promise<CliStore> {
   const dataDir = tmpDataDir();
   let env: Record<string, string> = {};
   let release = async () => {};
@@ -295,7 +296,7 @@ export async function cliStore(): Promise<CliStore> {
     const db = await takeEmptyDatabase('cli');
     release = db.release;
     env = { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: randomBytes(32).toString('hex') };
-  } else {
+  } else if (options.init ?? true) {
     const r = await runCli(['init'], { dataDir });
     if (r.code !== 0) throw new Error(`msgctl init exited ${r.code}: ${r.stderr}`);
   }
