@@ -37,6 +37,7 @@ const onBothStores: string[] = [
   // test/cli: msgctl reaches the run's store through cliStore() (test/helpers/cli.ts) or a server's storeEnv.
   'test/cli/bad-input.test.ts',
   'test/cli/completion.test.ts',
+  'test/cli/config.test.ts',
   'test/cli/confirm.test.ts',
   'test/cli/doctor.test.ts',
   'test/cli/failover.test.ts',

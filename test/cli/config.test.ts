@@ -1,9 +1,15 @@
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir } from '../helpers/cli.js';
+import { cleanupTmp, cliStore, cliStoreKind, oneErrorLine, runCli, runJson, tmpDataDir } from '../helpers/cli.js';
 
 afterAll(cleanupTmp);
+
+/**
+ * How msgctl finds a data directory, and what init writes there: SQLite's. On PostgreSQL
+ * test/pg/msgctl-store.test.ts checks how it finds the database (--database-url, MSGD_DATABASE_URL, the file).
+ */
+const onSqlite = it.skipIf(cliStoreKind === 'postgres');
 
 function writeConfig(dir: string, name: string, config: object): string {
   const file = join(dir, name);
@@ -12,7 +18,7 @@ function writeConfig(dir: string, name: string, config: object): string {
 }
 
 describe('where msgctl finds the data directory', () => {
-  it('--data-dir beats MSGD_DATA_DIR, which is used without it', async () => {
+  onSqlite('--data-dir beats MSGD_DATA_DIR, which is used without it', async () => {
     const a = tmpDataDir();
     const b = tmpDataDir();
     expect((await runJson(['init'], { env: { MSGD_DATA_DIR: a } })).data_dir).toBe(a);
@@ -22,7 +28,7 @@ describe('where msgctl finds the data directory', () => {
     expect((await runJson(['partner', 'list'], { dataDir: b })).data).toHaveLength(1);
   });
 
-  it('--config beats MSGD_CONFIG; the file sets the data dir and the webhook base URL', async () => {
+  onSqlite('--config beats MSGD_CONFIG; the file sets the data dir and the webhook base URL', async () => {
     const dataDir = tmpDataDir();
     const root = dirname(dataDir);
     const good = writeConfig(root, 'good.json', { dataDir, server: { publicUrl: 'https://msgd.example.com/' } });
@@ -101,22 +107,22 @@ describe('where msgctl finds the data directory', () => {
 
 describe('the master key', () => {
   it('a wrong MSGD_MASTER_KEY gives a clear one-line error, not a crash', async () => {
-    const dataDir = tmpDataDir();
-    await runJson(['init'], { dataDir });
+    const s = await cliStore();
     await runJson(
       ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
-      { dataDir, stdin: 'x' },
+      s.opts({ stdin: 'x' }),
     );
-    const r = await runCli(['gateway', 'show', 'tw'], { dataDir, env: { MSGD_MASTER_KEY: '00'.repeat(32) } });
+    const r = await runCli(['gateway', 'show', 'tw'], s.opts({ env: { MSGD_MASTER_KEY: '00'.repeat(32) } }));
     expect(r.code).toBe(1);
     expect(oneErrorLine(r.stderr)).toBe(
       'msgctl: cannot decrypt a stored secret: the master key does not match the one it was sealed with',
     );
-    const malformed = await runCli(['partner', 'list'], { dataDir, env: { MSGD_MASTER_KEY: 'short' } });
+    const malformed = await runCli(['partner', 'list'], s.opts({ env: { MSGD_MASTER_KEY: 'short' } }));
     expect(oneErrorLine(malformed.stderr)).toMatch(/MSGD_MASTER_KEY must be 32 bytes/);
+    await s.drop();
   });
 
-  it('with MSGD_MASTER_KEY, init writes no key file', async () => {
+  onSqlite('with MSGD_MASTER_KEY, init writes no key file', async () => {
     const dataDir = tmpDataDir();
     const j = await runJson(['init'], { dataDir, env: { MSGD_MASTER_KEY: '11'.repeat(32) } });
     expect(j.master_key).toEqual({ source: 'env', path: null, mode: null });
@@ -125,12 +131,12 @@ describe('the master key', () => {
 
 describe('stdin', () => {
   it('is never read unless --secret-stdin is given', async () => {
-    const dataDir = tmpDataDir();
-    await runJson(['init'], { dataDir });
+    const s = await cliStore();
     // stdin stays open and silent: a command that read it would never finish.
     const started = Date.now();
-    const r = await runCli(['gateway', 'add', 'sandbox', '--name', 'demo'], { dataDir, holdStdin: true });
+    const r = await runCli(['gateway', 'add', 'sandbox', '--name', 'demo'], s.opts({ holdStdin: true }));
     expect(r.code, r.stderr).toBe(0);
     expect(Date.now() - started).toBeLessThan(10_000);
+    await s.drop();
   });
 });
