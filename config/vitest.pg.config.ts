@@ -36,6 +36,7 @@ const onBothStores: string[] = [
   'test/e2e/log-output.test.ts',
   // test/cli: msgctl reaches the run's store through cliStore() (test/helpers/cli.ts) or a server's storeEnv.
   'test/cli/bad-input.test.ts',
+  'test/cli/binary.test.ts',
   'test/cli/completion.test.ts',
   'test/cli/config.test.ts',
   'test/cli/confirm.test.ts',

@@ -4,41 +4,37 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPartnerIn } from '../../src/core/partners.js';
-import { openDataDir } from '../../src/db/datadir.js';
-import { MSGCTL, cleanEnv, cleanupTmp, oneErrorLine, runJson, spawnCli, tmpDataDir } from '../helpers/cli.js';
+import { MSGCTL, type CliStore, cleanEnv, cliStore, cliStoreKind, oneErrorLine, spawnCli } from '../helpers/cli.js';
 import { waitForExit } from '../helpers/wait.js';
-import { coreCtx } from '../helpers/ctx.js';
 
 // The real bin/msgctl, for what only a process shows: exit codes, a reader that hangs up,
 // secrets piped on stdin, the working directory. Everything else runs in-process (runCli).
 
-const dataDir = tmpDataDir();
+let s: CliStore;
 
 beforeAll(async () => {
-  await runJson(['init'], { dataDir });
+  s = await cliStore();
 });
-afterAll(cleanupTmp);
+afterAll(() => s.drop());
 
 describe('bin/msgctl', () => {
   it('exits 0 on success, 1 on a failed command, 2 on bad usage', async () => {
     const v = await spawnCli(['--version']);
     expect(v.code).toBe(0);
     expect(v.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
-    const missing = await spawnCli(['partner', 'show', 'nope'], { dataDir });
+    const missing = await spawnCli(['partner', 'show', 'nope'], s.opts());
     expect(missing.code).toBe(1);
     expect(missing.stdout).toBe('');
     expect(oneErrorLine(missing.stderr)).toMatch(/^msgctl: .*nope/);
-    const usage = await spawnCli(['partner', 'create', 'acme', '--name', 'Acme', '--bogus'], { dataDir });
+    const usage = await spawnCli(['partner', 'create', 'acme', '--name', 'Acme', '--bogus'], s.opts());
     expect(usage.code).toBe(2);
     expect(oneErrorLine(usage.stderr)).toMatch(/unknown option '--bogus'.*msgctl partner create --help/);
   });
 
   it('a reader that stops early (| head) ends msgctl quietly with exit 0', async () => {
     // Several times what a pipe holds (64 KiB), so msgctl is still writing when the reader hangs up.
-    const dd = openDataDir(dataDir, { migrate: false });
-    try {
-      const ctx = coreCtx(dd);
-      await ctx.store.transaction(async (tx) => {
+    await s.withCtx((ctx) =>
+      ctx.store.transaction(async (tx) => {
         for (let i = 0; i < 800; i++)
           await createPartnerIn(
             ctx,
@@ -46,12 +42,10 @@ describe('bin/msgctl', () => {
             { slug: `bulk-${i}`, name: `Bulk partner number ${i} `.repeat(4).trim() },
             'test',
           );
-      });
-    } finally {
-      dd.close();
-    }
-    const child = spawn(process.execPath, [MSGCTL, '--data-dir', dataDir, '--json', 'partner', 'list'], {
-      env: cleanEnv(),
+      }),
+    );
+    const child = spawn(process.execPath, [MSGCTL, '--data-dir', s.dataDir, '--json', 'partner', 'list'], {
+      env: { ...cleanEnv(), ...s.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
@@ -70,25 +64,29 @@ describe('bin/msgctl', () => {
     const secret = 'piped-auth-token-5f3a9c';
     const add = await spawnCli(
       ['gateway', 'add', 'twilio', '--name', 'tw-piped', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
-      { dataDir, stdin: `${secret}\n` },
+      s.opts({ stdin: `${secret}\n` }),
     );
     expect(add.code, add.stderr).toBe(0);
     // Not a terminal: no prompt for the secret.
     expect(add.stderr).toBe('');
-    const show = await spawnCli(['--json', 'gateway', 'show', 'tw-piped'], { dataDir });
+    const show = await spawnCli(['--json', 'gateway', 'show', 'tw-piped'], s.opts());
     expect(JSON.parse(show.stdout).secret_names).toEqual(['auth_token']);
     for (const out of [add.stdout, add.stderr, show.stdout, show.stderr]) expect(out).not.toContain(secret);
   });
 
-  it('without --data-dir, MSGD_DATA_DIR or a config, uses ./data in the working directory', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'msgctl-cwd-'));
-    try {
-      const r = await spawnCli(['--json', 'init'], { cwd });
-      expect(r.code, r.stderr).toBe(0);
-      expect(JSON.parse(r.stdout).data_dir).toBe(join(cwd, 'data'));
-      expect(existsSync(join(cwd, 'data', 'msgd.db'))).toBe(true);
-    } finally {
-      rmSync(cwd, { recursive: true, force: true });
-    }
-  });
+  // Where the data directory is by default, and init: SQLite's.
+  it.skipIf(cliStoreKind === 'postgres')(
+    'without --data-dir, MSGD_DATA_DIR or a config, uses ./data in the working directory',
+    async () => {
+      const cwd = mkdtempSync(join(tmpdir(), 'msgctl-cwd-'));
+      try {
+        const r = await spawnCli(['--json', 'init'], { cwd });
+        expect(r.code, r.stderr).toBe(0);
+        expect(JSON.parse(r.stdout).data_dir).toBe(join(cwd, 'data'));
+        expect(existsSync(join(cwd, 'data', 'msgd.db'))).toBe(true);
+      } finally {
+        rmSync(cwd, { recursive: true, force: true });
+      }
+    },
+  );
 });
