@@ -48,6 +48,7 @@ const onBothStores: string[] = [
   'test/cli/messages-jobs.test.ts',
   'test/cli/retention.test.ts',
   'test/cli/sandbox.test.ts',
+  'test/cli/schema.test.ts',
   'test/cli/session.test.ts',
   'test/cli/suppressions.test.ts',
   'test/cli/templates.test.ts',

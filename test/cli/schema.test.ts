@@ -1,27 +1,41 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { pinConnection } from '../../src/db/pin.js';
+import { type Sql, sql } from '../../src/db/sql.js';
 import {
+  type CliStore,
   cleanupTmp,
-  dumpDb,
+  cliStore,
+  cliStoreKind,
+  dumpStore,
   migrationTags,
   oneErrorLine,
   runCli,
   runJson,
   tmpDataDir,
-  withDb,
 } from '../helpers/cli.js';
 
-const TAGS = migrationTags();
+// msgctl and the schema's version on the run's store; the SQLite data directory and SQLite's
+// migration files themselves (0006, 0007) are SQLite's (test/pg/migrate.test.ts has PostgreSQL's).
 
-afterAll(cleanupTmp);
+const TAGS = migrationTags(cliStoreKind);
+const onSqlite = it.skipIf(cliStoreKind === 'postgres');
 
-async function freshDir() {
-  const dataDir = tmpDataDir();
-  await runJson(['init'], { dataDir });
-  await runJson(['partner', 'create', 'acme', '--name', 'Acme'], { dataDir });
-  return dataDir;
+const stores: CliStore[] = [];
+afterAll(async () => {
+  for (const s of stores.splice(0)) await s.drop();
+  cleanupTmp();
+});
+
+async function freshStore() {
+  const s = await cliStore();
+  stores.push(s);
+  await runJson(['partner', 'create', 'acme', '--name', 'Acme'], s.opts());
+  return s;
 }
+
+/** SQL on a store, as something other than msgctl would run it. */
+const exec = (s: CliStore, q: Sql) => s.withCtx((ctx) => ctx.store.run(q));
 
 /**
  * A database built by the migration files before `tag` (e.g. '0006'), opened on its own
@@ -45,14 +59,14 @@ async function databaseBefore(tag: string) {
 
 describe('msgctl migrate', () => {
   it('says the database is up to date', async () => {
-    const dataDir = await freshDir();
-    const r = await runCli(['migrate'], { dataDir });
+    const s = await freshStore();
+    const r = await runCli(['migrate'], s.opts());
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`up to date (${TAGS.length} migration(s) applied)`);
-    expect(await runJson(['migrate'], { dataDir })).toMatchObject({ applied: [], up_to_date: true });
+    expect(await runJson(['migrate'], s.opts())).toMatchObject({ applied: [], up_to_date: true });
   });
 
-  it('refuses a directory that was never initialised', async () => {
+  onSqlite('refuses a directory that was never initialised', async () => {
     const dataDir = tmpDataDir();
     const r = await runCli(['migrate'], { dataDir });
     expect(r.code).toBe(1);
@@ -62,38 +76,39 @@ describe('msgctl migrate', () => {
 
 describe('a database migrated by a newer msgd', () => {
   it('is refused by migrate, init, ordinary commands and doctor, and left untouched', async () => {
-    const dataDir = await freshDir();
+    const s = await freshStore();
     const future = Date.now() + 365 * 86_400_000;
-    withDb(dataDir, (db) =>
-      db.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('future-schema', future),
-    );
-    const before = dumpDb(dataDir, ['__drizzle_migrations', 'partners', 'audit_log']);
-    for (const args of [['migrate'], ['init'], ['partner', 'list'], ['balance', 'topup', 'acme', '5']]) {
-      const r = await runCli(args, { dataDir });
+    await exec(s, sql`INSERT INTO __drizzle_migrations (hash, created_at) VALUES ('future-schema', ${future})`);
+    const tables = ['__drizzle_migrations', 'partners', 'audit_log'];
+    const before = await dumpStore(s, tables);
+    // init is the data directory's (it refuses on PostgreSQL whatever the schema: test/pg/msgctl-store.test.ts).
+    const init = cliStoreKind === 'sqlite' ? [['init']] : [];
+    for (const args of [['migrate'], ...init, ['partner', 'list'], ['balance', 'topup', 'acme', '5']]) {
+      const r = await runCli(args, s.opts());
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stdout).toBe('');
       expect(oneErrorLine(r.stderr)).toMatch(
         /the database was migrated by a newer msgd .*run the newer msgd or restore a backup/,
       );
     }
-    const d = await runCli(['doctor'], { dataDir });
+    const d = await runCli(['doctor'], s.opts());
     expect(d.code).toBe(1);
     expect(d.stdout).toMatch(/fail\s+migrations\s+the database was migrated by a newer msgd/);
-    expect(dumpDb(dataDir, ['__drizzle_migrations', 'partners', 'audit_log'])).toEqual(before);
+    expect(await dumpStore(s, tables)).toEqual(before);
   });
 });
 
 describe('a database with pending migrations', () => {
   it('is refused by ordinary commands with the fix named', async () => {
-    const dataDir = await freshDir();
+    const s = await freshStore();
     // Forget the applied migrations: to this build, all of them are now pending.
-    withDb(dataDir, (db) => db.prepare('DELETE FROM __drizzle_migrations').run());
-    const r = await runCli(['partner', 'list'], { dataDir });
+    await exec(s, sql`DELETE FROM __drizzle_migrations`);
+    const r = await runCli(['partner', 'list'], s.opts());
     expect(r.code).toBe(1);
     expect(oneErrorLine(r.stderr)).toBe(
       `msgctl: the database has ${TAGS.length} pending migration(s) (${TAGS.join(', ')}); run "msgctl migrate"`,
     );
-    const d = await runCli(['--json', 'doctor'], { dataDir });
+    const d = await runCli(['--json', 'doctor'], s.opts());
     expect(d.code).toBe(1);
     expect(JSON.parse(d.stdout).checks.find((c: any) => c.name === 'migrations')).toMatchObject({
       message: expect.stringContaining(`${TAGS.length} pending: ${TAGS.join(', ')}`),
@@ -102,7 +117,7 @@ describe('a database with pending migrations', () => {
 });
 
 describe('a data directory that is not there', () => {
-  it('gives one line naming the directory and msgctl init', async () => {
+  onSqlite('gives one line naming the directory and msgctl init', async () => {
     const dataDir = join(tmpDataDir(), 'missing');
     const r = await runCli(['partner', 'list'], { dataDir });
     expect(r.code).toBe(1);
@@ -113,7 +128,7 @@ describe('a data directory that is not there', () => {
 });
 
 describe('the 0006 migration (provider_id_indexed)', () => {
-  it('keeps every message stored before it findable by its provider id, and rewrites no row', async () => {
+  onSqlite('keeps every message stored before it findable by its provider id, and rewrites no row', async () => {
     const { db, upgrade } = await databaseBefore('0006');
     try {
       db.pragma('foreign_keys = OFF'); // messages with no partner row: only the index is under test
@@ -147,7 +162,7 @@ describe('the 0006 migration (provider_id_indexed)', () => {
 });
 
 describe('the 0007 migration (no ledger_message index)', () => {
-  it('drops the index and keeps every ledger entry, still listed by partner', async () => {
+  onSqlite('drops the index and keeps every ledger entry, still listed by partner', async () => {
     const { db, upgrade } = await databaseBefore('0007');
     try {
       db.pragma('foreign_keys = OFF'); // entries with no partner row: only the ledger's indexes are under test

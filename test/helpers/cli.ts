@@ -11,6 +11,7 @@ import { run } from '../../src/cli/program.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { CoreCtx } from '../../src/core/context.js';
 import { openStore } from '../../src/db/open-store.js';
+import { PG_MIGRATIONS_DIR } from '../../src/db/pg/migrate.js';
 import { sql } from '../../src/db/sql.js';
 import { pinConnection } from '../../src/db/pin.js';
 
@@ -191,9 +192,13 @@ export function oneErrorLine(stderr: string): string {
   return lines[0];
 }
 
-/** The migration tags this build ships, in order (migrations/meta/_journal.json). */
-export function migrationTags(): string[] {
-  const journal = JSON.parse(readFileSync(join(ROOT, 'migrations', 'meta', '_journal.json'), 'utf8'));
+/**
+ * The migration tags this build ships for a store, in order: SQLite's (migrations/meta/_journal.json)
+ * unless `store` is 'postgres' (migrations/pg/meta/_journal.json).
+ */
+export function migrationTags(store: 'sqlite' | 'postgres' = 'sqlite'): string[] {
+  const dir = store === 'postgres' ? PG_MIGRATIONS_DIR : join(ROOT, 'migrations');
+  const journal = JSON.parse(readFileSync(join(dir, 'meta', '_journal.json'), 'utf8'));
   return journal.entries.map((e: { tag: string }) => e.tag);
 }
 
