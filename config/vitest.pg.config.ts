@@ -45,6 +45,7 @@ const onBothStores: string[] = [
   'test/cli/help.test.ts',
   'test/cli/instances.test.ts',
   'test/cli/lifecycle.test.ts',
+  'test/cli/master-key-file.test.ts',
   'test/cli/messages-jobs.test.ts',
   'test/cli/retention.test.ts',
   'test/cli/sandbox.test.ts',

@@ -5,13 +5,32 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEndpoint } from '../../src/core/endpoints.js';
 import { sealJson } from '../../src/core/secrets.js';
 import { startEnrolment } from '../../src/core/two-factor.js';
-import { openDataDir } from '../../src/db/datadir.js';
-import { cleanupTmp, oneErrorLine, runCli, runJson, tmpDataDir, withDb, type CliResult } from '../helpers/cli.js';
-import { coreCtx } from '../helpers/ctx.js';
+import { sql } from '../../src/db/sql.js';
+import {
+  type CliStore,
+  cleanupTmp,
+  cliStore,
+  cliStoreKind,
+  oneErrorLine,
+  runCli,
+  runJson,
+  tmpDataDir,
+  type CliResult,
+} from '../helpers/cli.js';
 
-// The masterKeyFile setting, with real key files and a real data directory: which files are
-// refused and how they are named, what wins when two keys are given, doctor opening every
-// stored secret, backups and restores with it. No run may print the key.
+// The masterKeyFile setting, with real key files and a real store: which files are refused and
+// how they are named, what wins when two keys are given, doctor opening every stored secret,
+// backups and restores with it. No run may print the key.
+
+/** init and the data directory's key file, backups and restores: SQLite's. */
+const onSqlite = it.skipIf(cliStoreKind === 'postgres');
+const stores: CliStore[] = [];
+/** A store whose every run is given the key in `good` (MSGD_MASTER_KEY_FILE), dropped at the end. */
+async function keyFileStore(): Promise<CliStore> {
+  const s = await cliStore({ key: { MSGD_MASTER_KEY_FILE: good } });
+  stores.push(s);
+  return s;
+}
 
 const root = dirname(tmpDataDir());
 const key = randomBytes(32);
@@ -34,7 +53,8 @@ async function run(args: string[], opts: Parameters<typeof runCli>[1] = {}): Pro
 
 const good = keyFile('good.key', `${key.toString('hex')}\n`);
 
-afterAll(() => {
+afterAll(async () => {
+  for (const s of stores.splice(0)) await s.drop();
   // Whatever each run printed, in any of the forms a key is written in.
   for (const k of [key, other]) {
     for (const text of [k.toString('hex'), k.toString('base64')]) {
@@ -48,9 +68,9 @@ afterAll(() => {
 });
 
 describe('a key file msgctl refuses', () => {
-  const dataDir = tmpDataDir();
+  let s: CliStore;
   beforeAll(async () => {
-    expect((await run(['--master-key-file', good, 'init'], { dataDir })).code).toBe(0);
+    s = await keyFileStore();
   });
 
   it.each([
@@ -59,19 +79,19 @@ describe('a key file msgctl refuses', () => {
     ['writable by others', 0o602],
   ])('%s: one line naming the file and the fix', async (_what, mode) => {
     const file = keyFile(`mode-${mode.toString(8)}.key`, `${key.toString('hex')}\n`, mode);
-    const r = await run(['--master-key-file', file, 'partner', 'list'], { dataDir });
+    const r = await run(['--master-key-file', file, 'partner', 'list'], s.opts());
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(oneErrorLine(r.stderr)).toBe(
       `msgctl: the master key file ${file} has mode 0${mode.toString(8)}: other accounts may read or change it; it must be readable by its owner alone (chmod 600 ${file})`,
     );
     chmodSync(file, 0o600);
-    expect((await run(['--master-key-file', file, 'partner', 'list'], { dataDir })).code).toBe(0);
+    expect((await run(['--master-key-file', file, 'partner', 'list'], s.opts())).code).toBe(0);
   });
 
   it('missing, a directory, or holding no key: says so, and never what the file holds', async () => {
     const missing = join(root, 'nope.key');
-    const m = await run(['--master-key-file', missing, 'partner', 'list'], { dataDir });
+    const m = await run(['--master-key-file', missing, 'partner', 'list'], s.opts());
     expect(oneErrorLine(m.stderr)).toMatch(
       new RegExp(
         `^msgctl: the master key file ${missing} does not exist \\(set by masterKeyFile, MSGD_MASTER_KEY_FILE or --master-key-file\\): .*openssl rand -hex 32`,
@@ -80,7 +100,7 @@ describe('a key file msgctl refuses', () => {
 
     const dir = join(root, 'a-dir');
     mkdirSync(dir, { mode: 0o700 });
-    const d = await run(['--master-key-file', dir, 'partner', 'list'], { dataDir });
+    const d = await run(['--master-key-file', dir, 'partner', 'list'], s.opts());
     expect(oneErrorLine(d.stderr)).toBe(`msgctl: the master key file ${dir} is not a regular file`);
 
     // 31 bytes, two keys, and text that is no key: the file's content is never echoed.
@@ -90,7 +110,7 @@ describe('a key file msgctl refuses', () => {
       'password=hunter2-do-not-print',
     ]) {
       const file = keyFile('bad.key', text);
-      const r = await run(['--master-key-file', file, 'partner', 'list'], { dataDir });
+      const r = await run(['--master-key-file', file, 'partner', 'list'], s.opts());
       expect(r.code).toBe(1);
       expect(oneErrorLine(r.stderr)).toBe(
         `msgctl: the master key file ${file} does not hold a master key: it must hold 32 bytes written as 64 hex characters or base64 on one line (openssl rand -hex 32)`,
@@ -102,68 +122,74 @@ describe('a key file msgctl refuses', () => {
   it('MSGD_MASTER_KEY and a key file both given: refused as ambiguous, whichever way the file is named', async () => {
     const env = { MSGD_MASTER_KEY: key.toString('hex') };
     const expected = `msgctl: two master keys are given, MSGD_MASTER_KEY and the key file ${good} (masterKeyFile): keep one (unset MSGD_MASTER_KEY, or masterKeyFile, MSGD_MASTER_KEY_FILE and --master-key-file)`;
-    const byFlag = await run(['--master-key-file', good, 'partner', 'list'], { dataDir, env });
+    const byFlag = await run(['--master-key-file', good, 'partner', 'list'], s.opts({ env }));
     expect(byFlag.code).toBe(1);
     expect(oneErrorLine(byFlag.stderr)).toBe(expected);
-    const byEnv = await run(['partner', 'list'], { dataDir, env: { ...env, MSGD_MASTER_KEY_FILE: good } });
+    const byEnv = await run(['partner', 'list'], s.opts({ env: { ...env, MSGD_MASTER_KEY_FILE: good } }));
     expect(oneErrorLine(byEnv.stderr)).toBe(expected);
     const config = join(root, 'both.json');
     writeFileSync(config, JSON.stringify({ masterKeyFile: good }));
-    const byConfig = await run(['--config', config, 'partner', 'list'], { dataDir, env });
+    const byConfig = await run(['--config', config, 'partner', 'list'], s.opts({ env }));
     expect(oneErrorLine(byConfig.stderr)).toBe(expected);
   });
 });
 
 describe('a key file msgctl takes', () => {
-  it('init with a 0600 key file writes no master.key; the flag, MSGD_MASTER_KEY_FILE and the config file all name it', async () => {
-    const dataDir = tmpDataDir();
-    const r = await run(['--json', '--master-key-file', good, 'init'], { dataDir });
-    expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout).master_key).toEqual({ source: 'master_key_file', path: good, mode: '0600' });
-    expect(existsSync(join(dataDir, 'master.key'))).toBe(false);
+  onSqlite(
+    'init with a 0600 key file writes no master.key; the flag, MSGD_MASTER_KEY_FILE and the config file all name it',
+    async () => {
+      const dataDir = tmpDataDir();
+      const r = await run(['--json', '--master-key-file', good, 'init'], { dataDir });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout).master_key).toEqual({ source: 'master_key_file', path: good, mode: '0600' });
+      expect(existsSync(join(dataDir, 'master.key'))).toBe(false);
 
-    const add = await run(
-      ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
-      { dataDir, stdin: 'token-1', env: { MSGD_MASTER_KEY_FILE: good } },
-    );
-    expect(add.code, add.stderr).toBe(0);
+      const add = await run(
+        ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
+        { dataDir, stdin: 'token-1', env: { MSGD_MASTER_KEY_FILE: good } },
+      );
+      expect(add.code, add.stderr).toBe(0);
 
-    const config = join(root, 'key-file.json');
-    writeFileSync(config, JSON.stringify({ masterKeyFile: good }));
-    const doctor = await run(['--config', config, 'doctor'], { dataDir });
-    expect(doctor.code, doctor.stdout).toBe(0);
-    expect(doctor.stdout).toMatch(new RegExp(`ok +master key +${good} \\(masterKeyFile, mode 0600\\)`));
-    expect(doctor.stdout).toMatch(/ok +gateway secrets +1 gateway, secrets readable with this master key/);
+      const config = join(root, 'key-file.json');
+      writeFileSync(config, JSON.stringify({ masterKeyFile: good }));
+      const doctor = await run(['--config', config, 'doctor'], { dataDir });
+      expect(doctor.code, doctor.stdout).toBe(0);
+      expect(doctor.stdout).toMatch(new RegExp(`ok +master key +${good} \\(masterKeyFile, mode 0600\\)`));
+      expect(doctor.stdout).toMatch(/ok +gateway secrets +1 gateway, secrets readable with this master key/);
 
-    // --master-key-file beats MSGD_MASTER_KEY_FILE (which here names no file).
-    const flag = await run(['--master-key-file', good, 'gateway', 'show', 'tw'], {
-      dataDir,
-      env: { MSGD_MASTER_KEY_FILE: join(root, 'nope.key') },
-    });
-    expect(flag.code, flag.stderr).toBe(0);
-    expect(flag.stdout).not.toContain('token-1');
-  });
+      // --master-key-file beats MSGD_MASTER_KEY_FILE (which here names no file).
+      const flag = await run(['--master-key-file', good, 'gateway', 'show', 'tw'], {
+        dataDir,
+        env: { MSGD_MASTER_KEY_FILE: join(root, 'nope.key') },
+      });
+      expect(flag.code, flag.stderr).toBe(0);
+      expect(flag.stdout).not.toContain('token-1');
+    },
+  );
 
   it('the same key as MSGD_MASTER_KEY, or as base64 among comment lines, opens the same secrets', async () => {
-    const dataDir = tmpDataDir();
-    await runJson(['init'], { dataDir, env: { MSGD_MASTER_KEY: key.toString('hex') } });
+    const s = await cliStore({ key: { MSGD_MASTER_KEY: key.toString('hex') } });
+    stores.push(s);
     await runJson(
       ['gateway', 'add', 'twilio', '--name', 'tw', '--set', 'account_sid=AC1', '--secret-stdin', 'auth_token'],
-      { dataDir, stdin: 'token-2', env: { MSGD_MASTER_KEY: key.toString('hex') } },
+      s.opts({ stdin: 'token-2' }),
     );
     const b64 = keyFile('b64.key', `# msgd master key\n\n${key.toString('base64')}\n`);
-    const r = await run(['--master-key-file', b64, 'doctor'], { dataDir });
+    const r = await run(['--master-key-file', b64, 'doctor'], {
+      dataDir: s.dataDir,
+      env: { MSGD_DATABASE_URL: s.env.MSGD_DATABASE_URL },
+    });
     expect(r.code, r.stdout).toBe(0);
   });
 });
 
 describe('msgctl doctor with the wrong key', () => {
-  const dataDir = tmpDataDir();
+  let s: CliStore;
   const ids: { gateways: string[]; endpoint: string; user: string } = { gateways: [], endpoint: '', user: '' };
 
   beforeAll(async () => {
-    const opts = { dataDir, env: { MSGD_MASTER_KEY_FILE: good } };
-    await runJson(['init'], opts);
+    s = await keyFileStore();
+    const opts = s.opts();
     const partner = await runJson(['partner', 'create', 'acme', '--name', 'Acme'], opts);
     for (const name of ['tw-a', 'tw-b']) {
       const g = await runJson(
@@ -172,24 +198,19 @@ describe('msgctl doctor with the wrong key', () => {
       );
       ids.gateways.push(g.id);
     }
-    const dd = openDataDir(dataDir, { env: {}, masterKeyFile: good, migrate: false });
-    try {
-      const ctx = coreCtx(dd);
+    await s.withCtx(async (ctx) => {
       ids.endpoint = (await createEndpoint(ctx, partner.id, { url: 'https://hooks.example.com/msgd' })).endpoint.id;
       ids.user = 'usr_totp1';
-      withDb(dataDir, (db) =>
-        db
-          .prepare('INSERT INTO users (id, email, created_at, updated_at) VALUES (?, ?, ?, ?)')
-          .run(ids.user, 'ops@example.com', Date.now(), Date.now()),
+      const now = Date.now();
+      await ctx.store.run(
+        sql`INSERT INTO users (id, email, created_at, updated_at) VALUES (${ids.user}, 'ops@example.com', ${now}, ${now})`,
       );
       await startEnrolment(ctx, ids.user);
-    } finally {
-      dd.close();
-    }
+    });
   });
 
   it('passes with the right key and says how many secrets of each kind it opened', async () => {
-    const r = await run(['--master-key-file', good, 'doctor'], { dataDir });
+    const r = await run(['--master-key-file', good, 'doctor'], s.opts());
     expect(r.code, r.stdout).toBe(0);
     expect(r.stdout).toMatch(/ok +gateway secrets +2 gateways, secrets readable with this master key/);
     expect(r.stdout).toMatch(/ok +webhook secrets +1 webhook endpoint, signing secrets readable with this master key/);
@@ -200,7 +221,7 @@ describe('msgctl doctor with the wrong key', () => {
 
   it('names each kind and the rows that do not open, never their values', async () => {
     const wrong = keyFile('wrong.key', `${other.toString('hex')}\n`);
-    const r = await run(['--master-key-file', wrong, 'doctor'], { dataDir });
+    const r = await run(['--master-key-file', wrong, 'doctor'], s.opts());
     expect(r.code).toBe(1);
     expect(oneErrorLine(r.stderr)).toBe('msgctl: doctor: 3 checks failed');
     const [a, b] = ids.gateways.sort();
@@ -215,7 +236,7 @@ describe('msgctl doctor with the wrong key', () => {
     );
     expect(r.stdout).not.toContain('secret-of-');
 
-    const j = await run(['--json', '--master-key-file', wrong, 'doctor'], { dataDir });
+    const j = await run(['--json', '--master-key-file', wrong, 'doctor'], s.opts());
     const report = JSON.parse(j.stdout);
     expect(report.ok).toBe(false);
     expect(
@@ -225,25 +246,27 @@ describe('msgctl doctor with the wrong key', () => {
 
   it('a row sealed with another key is named alone: the others open', async () => {
     const [a, b] = ids.gateways.sort();
-    const sealed = withDb(dataDir, (db) => db.prepare('SELECT secrets FROM gateways WHERE id = ?').pluck().get(b));
-    withDb(dataDir, (db) =>
-      db.prepare('UPDATE gateways SET secrets = ? WHERE id = ?').run(sealJson(other, { auth_token: 'x' }), b),
-    );
+    const setSecrets = (secrets: string) =>
+      s.withCtx((ctx) => ctx.store.run(sql`UPDATE gateways SET secrets = ${secrets} WHERE id = ${b}`));
+    const { secrets: sealed } = (await s.withCtx((ctx) =>
+      ctx.store.get<{ secrets: string }>(sql`SELECT secrets FROM gateways WHERE id = ${b}`),
+    ))!;
+    await setSecrets(sealJson(other, { auth_token: 'x' }));
     try {
-      const r = await run(['--master-key-file', good, 'doctor'], { dataDir });
+      const r = await run(['--master-key-file', good, 'doctor'], s.opts());
       expect(r.code).toBe(1);
       expect(r.stdout).toContain(
         `the secrets of 1 of 2 gateways do not open with this master key (${b}): they were probably written with another key`,
       );
       expect(r.stdout).not.toContain(a);
     } finally {
-      withDb(dataDir, (db) => db.prepare('UPDATE gateways SET secrets = ? WHERE id = ?').run(sealed, b));
+      await setSecrets(sealed);
     }
   });
 });
 
 describe('backup and restore with a key file', () => {
-  it('writes no key beside the backup, and restores with the same key file, without --key', async () => {
+  onSqlite('writes no key beside the backup, and restores with the same key file, without --key', async () => {
     const dataDir = tmpDataDir();
     const opts = { dataDir, env: { MSGD_MASTER_KEY_FILE: good } };
     await runJson(['init'], opts);

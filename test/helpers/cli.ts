@@ -289,20 +289,22 @@ export interface CliStore {
  * A store ready for msgctl's ordinary commands: on SQLite a data directory `msgctl init` made
  * (with `init: false`, a path where none exists yet, for a test that runs init itself); on
  * PostgreSQL (cliStoreKind), where init refuses and `msgctl migrate` makes the schema, an empty
- * database at msgd's current schema (test/pg/reuse.ts) and a random master key.
+ * database at msgd's current schema (test/pg/reuse.ts) and a random master key. `key` (e.g.
+ * `{ MSGD_MASTER_KEY_FILE: file }`) is the master key every run is given instead: of the random
+ * one, and of the key file init writes into a data directory.
  */
-export async function cliStore(options: { init?: boolean } = {}): Promise<CliStore> {
+export async function cliStore(options: { init?: boolean; key?: Record<string, string> } = {}): Promise<CliStore> {
   const dataDir = tmpDataDir();
-  let env: Record<string, string> = {};
+  let env: Record<string, string> = { ...options.key };
   let release = async () => {};
   if (cliStoreKind === 'postgres') {
     // Imported here: test/pg/ reads the run's cluster, which only the PostgreSQL run has.
     const { takeEmptyDatabase } = await import('../pg/reuse.js');
     const db = await takeEmptyDatabase('cli');
     release = db.release;
-    env = { MSGD_DATABASE_URL: db.url, MSGD_MASTER_KEY: randomBytes(32).toString('hex') };
+    env = { MSGD_DATABASE_URL: db.url, ...(options.key ?? { MSGD_MASTER_KEY: randomBytes(32).toString('hex') }) };
   } else if (options.init ?? true) {
-    const r = await runCli(['init'], { dataDir });
+    const r = await runCli(['init'], { dataDir, env });
     if (r.code !== 0) throw new Error(`msgctl init exited ${r.code}: ${r.stderr}`);
   }
   const opts = (extra: RunOptions = {}): RunOptions => ({ ...extra, dataDir, env: { ...env, ...extra.env } });
