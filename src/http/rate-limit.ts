@@ -69,9 +69,18 @@ export class RateLimiter implements Limiter {
   }
 }
 
-/** The verdict on the `i`-th (from 0) of a key's requests in a batch taken at `now`. */
-function verdictOf(now: number, perMinute: number, took: { tat: number; taken: number }, i: number): Verdict {
+/**
+ * The verdict on the `i`-th (from 0) of a key's requests in a batch taken at `asked` (this
+ * instance's clock when the batch began).
+ */
+function verdictOf(asked: number, perMinute: number, took: { tat: number; taken: number }, i: number): Verdict {
   const interval = WINDOW_MS / perMinute;
+  // A key's TAT is never more than the window ahead of the time of the batch that set it. A
+  // batch of another instance that began later but reached the key's row first (this one was
+  // still making its rows, or waiting for the row) has moved it past `asked` + the window: its
+  // time is the key's time, else Retry-After and RateLimit-Reset would count this batch's delay
+  // too (11 s where one request is 10 s apart).
+  const now = Math.max(asked, took.tat - WINDOW_MS);
   if (i < took.taken) {
     // As RateLimiter: the TAT this request moved the key to.
     const next = took.tat - (took.taken - 1 - i) * interval;

@@ -72,6 +72,20 @@ describe('the shared limiter', () => {
     expect((await together(two, key, 10, 2)).map((v) => v.allowed)).toEqual([true, false]);
   });
 
+  it("counts Retry-After from the key's time when another instance's later batch took the last request first", async () => {
+    // Instance one's batch began 5 ms after instance two's, but reached the key's row first (two
+    // was still making its rows, or waiting for the row) and took all 6 of 6 a minute.
+    const t = Date.now();
+    const one = new SharedRateLimiter(stores[0], () => t + 5);
+    const two = new SharedRateLimiter(stores[1], () => t);
+    const key = newKey();
+    expect(allowed(await together(one, key, 6, 6))).toBe(6);
+    const [v] = await together(two, key, 6, 1);
+    // One request every 10 s: the next conforms 10 s after the key's last one, not 10 s and the
+    // 5 ms two's batch began earlier.
+    expect(v).toMatchObject({ allowed: false, remaining: 0, retryAfterS: 10, resetS: 60 });
+  });
+
   it('takes the requests of a busy turn in one statement', async () => {
     const shared = new SharedRateLimiter(stores[0]);
     const keys = Array.from({ length: 20 }, newKey);
