@@ -28,7 +28,11 @@ export type JobResult =
    * curve when the same answer keeps coming back).
    */
   | { type: 'retry'; afterMs?: number; minAfterMs?: number; error: string; apply?: Apply }
-  | { type: 'snooze'; afterMs: number; apply?: Apply }
+  /**
+   * afterMs: this worker looks again then. runAt: the job's run_at instead of now + afterMs, a
+   * time on the clock the claim compares it with (PostgreSQL's: a place in a gateway's line).
+   */
+  | { type: 'snooze'; afterMs: number; runAt?: number; apply?: Apply }
   | { type: 'fail'; error: string; apply?: Apply };
 
 type Maybe<T> = T | Promise<T>;
@@ -183,7 +187,7 @@ export function checkResult(r: unknown): JobResult {
     case 'fail':
       return typeof x.error === 'string' ? x : { ...x, error: String(x.error ?? 'no error given') };
     case 'snooze':
-      if (Number.isFinite(x.afterMs) && x.afterMs >= 0) return x;
+      if (Number.isFinite(x.afterMs) && x.afterMs >= 0 && (x.runAt === undefined || Number.isFinite(x.runAt))) return x;
   }
   return { type: 'retry', error: `handler returned an invalid result: ${safeJson(r)}` };
 }
@@ -226,7 +230,8 @@ export function* settle(ctx: SettleContext, job: Job, lease: Lease, result: JobR
           }
           case 'snooze': {
             const afterMs = Math.max(0, Math.round(r.afterMs));
-            if (((yield { op: 'run', q: q.snooze(job.id, by, now + afterMs, now) }) as Changes).changes !== 1) {
+            const runAt = r.runAt === undefined ? now + afterMs : Math.round(r.runAt);
+            if (((yield { op: 'run', q: q.snooze(job.id, by, runAt, now) }) as Changes).changes !== 1) {
               outcome = lost(ctx, job);
               break;
             }
