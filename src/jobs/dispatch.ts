@@ -50,6 +50,7 @@ import type { RateShaper } from '../queue/rate.js';
 import { CallSlots } from './call-slots.js';
 import type { GatewayBook } from './gateway-book.js';
 import { GatewayLines, type Turn } from './gateway-lines.js';
+import { LinePace } from './line-pace.js';
 import { SharedGatewayLines } from './shared-lines.js';
 import type { CircuitBreakers } from './circuit-breaker.js';
 import { Failover } from './failover.js';
@@ -170,7 +171,7 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     msg: OutboundMessage;
     gw: GatewayWithSecrets;
     wait: number;
-    /** PostgreSQL: when the wait ends (ctx.now()), counted from the line's lock, not from the claim's commit. */
+    /** PostgreSQL: its slot on msgd's clock (ctx.now()), when the call goes at the soonest (LinePace). */
     goAt?: number;
     /** An earlier attempt's request may have left msgd without its outcome being recorded. */
     uncertain: boolean;
@@ -182,7 +183,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
 
   // SQLite: one msgd, its lines in memory. PostgreSQL: the lines every instance shares, in the database.
   const lines = new GatewayLines({ shaper: deps.shaper, now: ctx.now });
-  const shared = onConnection ? null : new SharedGatewayLines();
+  const shared = onConnection ? null : new SharedGatewayLines({ now: ctx.now });
+  const pace = new LinePace(ctx.now);
   const slots = new CallSlots(deps.config.dispatch.connectionsPerOrigin);
   /** The connections a gateway's calls share with other gateways' (one origin), or its own. */
   const poolOf = (gw: GatewayWithSecrets): CallPool =>
@@ -247,8 +249,8 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (!turn.go) failover.release(gw.id);
     // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
     return turn.go
-      ? { m, msg, gw, wait: turn.wait, uncertain: m.dispatch_in_flight === 1, marked: false }
-      : inLine(m, turn.wait);
+      ? { m, msg, gw, wait: turn.wait, goAt: turn.localAt, uncertain: m.dispatch_in_flight === 1, marked: false }
+      : inLine(m, turn);
   }
 
   /** Admitted to its gateway: only the gateway's rate stands between it and its call. */
@@ -302,11 +304,15 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     return { m, msg, gw };
   }
 
-  /** Waiting for the gateway's rate: nothing is in flight, so the partner sees 'queued'. */
-  function inLine(m: DispatchRow, afterMs: number): JobResult {
+  /**
+   * Waiting for the gateway's rate: nothing is in flight, so the partner sees 'queued'. A line
+   * kept on the database's clock (PostgreSQL) says when the job falls due on it (runAt).
+   */
+  function inLine(m: DispatchRow, turn: Turn): JobResult {
     return {
       type: 'snooze',
-      afterMs,
+      afterMs: turn.localAt === undefined ? turn.wait : Math.max(0, Math.ceil(turn.localAt - ctx.now())),
+      runAt: turn.runAt,
       apply: both(
         () => requeueForRate(ctx, m.id),
         (tx) => requeueForRateIn(tx, ctx, m.id),
@@ -383,11 +389,12 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     ready.delete(job);
     if ('type' in go) return go;
     const { m, msg, gw, uncertain } = go;
-    const wait = go.goAt === undefined ? go.wait : go.goAt - ctx.now();
     const key = poolOf(gw);
     // The slot the claim counted on is taken now, in the turn of its commit, before any wait.
     const counted = go.marked && slots.tryTake(key);
-    if (wait > 0) await sleep(wait);
+    // PostgreSQL: at its slot on the shared line, in the line's order (src/jobs/line-pace.ts).
+    if (go.goAt !== undefined) await pace.turn(gw.id, go.goAt, 1000 / ratePerSecond(gw));
+    else if (go.wait > 0) await sleep(go.wait);
     if (!counted) {
       await slots.take(key);
       if (!go.marked) {
@@ -651,9 +658,6 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
       admitted.map(([j, d]) => ({ jobId: j.id, gatewayId: d.gw.id, rate: ratePerSecond(d.gw) })),
       places,
     );
-    // The waits count from the line's clock as it was given out: a commit that takes a while
-    // shortens them, so the call still leaves at its slot.
-    const givenAt = ctx.now();
     for (let i = 0; i < admitted.length; i++) {
       const [j, a] = admitted[i]!;
       const d = turnOf(a, turns[i]!);
@@ -661,7 +665,6 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         settled.set(j, d);
         continue;
       }
-      d.goAt = givenAt + d.wait;
       if (takeSlot(j, d, taking)) inFlight.push(d.m.id);
     }
     await markManyInFlightIn(tx, dialect, inFlight);

@@ -35,6 +35,13 @@ export type WakeLine = (gatewayId: string | null, why: string, then?: string) =>
 export interface Turn {
   go: boolean;
   wait: number;
+  /**
+   * Lines kept on another clock than msgd's (the database's: src/jobs/shared-lines.ts): when
+   * the wait ends on msgd's clock (a call goes, a place's job falls due), and a place's job's
+   * run_at on the database's clock, which the claim compares it with.
+   */
+  localAt?: number;
+  runAt?: number;
 }
 
 export interface GatewayLinesOptions {

@@ -5,8 +5,8 @@ import {
   type LineChange,
   lockLines,
   type PlaceRow,
+  pendingPlaces,
   pruneOrphanPlaces,
-  respacedTails,
   saveLines,
   syncLine,
   takePlaces,
@@ -19,13 +19,24 @@ import { type LineGateway, MAX_INLINE_WAIT_MS, type Turn } from './gateway-lines
 // that come due together go one slot apart), kept in the database instead of memory, so every
 // instance gives out slots of the one rate, and a place taken on one instance is honoured by
 // whichever instance claims the job at its time. A claim locks the lines of the gateways its
-// jobs go to (gateway_lines, in its transaction), gives out its slots in claim order, and writes
-// the lines and the new places back: four statements per claim, whatever its size (five when
-// it claims a first place: the places pushed back before it, which it queues behind). Two
-// instances claiming at once take turns on a gateway's row: the places each gives out are
-// consecutive, in each claim's order.
+// jobs go to (gateway_lines, in its transaction), reads the places still waiting in them, gives
+// out its turns in line order, and writes the lines and the new places back: five statements per
+// claim, whatever its size. Two instances claiming at once take turns on a gateway's row: the
+// places each gives out are consecutive, in each claim's order.
 //
-// The lines' clock is the database's: a wait is counted from the lock statement's time.
+// A line goes in its order however late its claims are (a busy machine, a stall, a claim that
+// waited for another's lock): a job goes only when no place ahead of it in its line is still
+// waiting outside its claim; otherwise it takes a place behind them. Line order: the places
+// pushed back behind others (respaced) are ahead of every first place still waiting, each in the
+// order of its slots, and newcomers are behind every place.
+//
+// The lines' clock is the database's: a wait is counted from the time the line's row was locked.
+// A place's job falls due on that clock too: its run_at is its slot less the lead (CLAIM_LEAD_MS),
+// the same for every place, so places fall due in the order of their slots whichever claim gave
+// them (a claim's start, on msgd's clock, is no measure: what runs before the lock differs from
+// claim to claim). A call's time on msgd's clock is its slot less the database's clock at the
+// start of the lock statement, plus msgd's just before it was sent: neither a wait for the row
+// nor a stall of msgd after the lock moves it.
 
 /** A claimed job going to a gateway at `rate` messages per second. */
 export interface LineAsk {
@@ -34,22 +45,38 @@ export interface LineAsk {
   rate: number;
 }
 
+/** Where a job stands in its gateway's line: [0: a place pushed back, 1: a first place, 2: a newcomer; its slot]. */
+type Rank = [number, number];
+const byRank = (a: Rank, b: Rank) => a[0] - b[0] || a[1] - b[1];
+
 /** Messages a second as the slot spacing in µs, the line's stored rate. */
 const intervalUs = (rate: number) => Math.round(1_000_000 / rate);
 /** As RateShaper: up to this much of a caller's lateness is kept, so a line runs at its rate. */
 const LATE_SLACK_MS = 5;
+/**
+ * A place's job falls due this long before its slot: the claim that finds it, and the commit
+ * that must precede its call (several round trips), take place before the slot, and the call
+ * waits out the rest in-process, at its slot.
+ */
+export const CLAIM_LEAD_MS = 100;
 const PRUNE_EVERY_MS = 10 * 60_000;
 
 export class SharedGatewayLines {
   private readonly maxInlineWaitMs: number;
+  private readonly leadMs: number;
+  private readonly now: () => number;
   private seen = new Map<string, LineGateway>();
   private seenGeneration = -1;
   private prunedAt = 0;
   /** Lines started over whose messages are still to be woken: [gateway, why, then]. */
   private wakes: [string, string, string?][] = [];
 
-  constructor(opts: { maxInlineWaitMs?: number } = {}) {
+  /** `now`: msgd's clock, on which a turn's localAt is given. */
+  constructor(opts: { maxInlineWaitMs?: number; now?: () => number } = {}) {
     this.maxInlineWaitMs = opts.maxInlineWaitMs ?? MAX_INLINE_WAIT_MS;
+    // Claimed that early, a place still goes within the inline wait.
+    this.leadMs = Math.min(CLAIM_LEAD_MS, this.maxInlineWaitMs / 2);
+    this.now = opts.now ?? Date.now;
   }
 
   /** The places the claimed jobs held, taken out of line (every claimed job leaves its place). */
@@ -66,6 +93,8 @@ export class SharedGatewayLines {
     const rateOf = new Map<string, number>();
     for (const a of asks) if (!rateOf.has(a.gatewayId)) rateOf.set(a.gatewayId, a.rate);
     const ids = [...rateOf.keys()].sort();
+    // msgd's clock just before the lock statement is sent, and the database's as it began.
+    const sentAt = this.now();
     const rows = await lockLines(
       tx,
       ids,
@@ -74,26 +103,62 @@ export class SharedGatewayLines {
     const lines = new Map(
       rows.map((r) => [
         r.gateway_id,
-        { line: Number(r.line), tat: Number(r.tat), nextGo: Number(r.next_go), tail: Number.NEGATIVE_INFINITY },
+        {
+          line: Number(r.line),
+          tat: Number(r.tat),
+          nextGo: Number(r.next_go),
+          /** The last place pushed back (respaced) in the line: a first place queues behind it. */
+          tail: Number.NEGATIVE_INFINITY,
+          /** The first place still waiting outside this claim, ranked as `rank` ranks asks. */
+          pending: undefined as Rank | undefined,
+        },
       ]),
     );
-    // The last of the places pushed back (respaced) in each line, this claim's among them, when a
-    // first place is claimed: it queues behind them.
-    if ([...places.values()].some((p) => Number(p.respaced) === 0)) {
-      const tails = await respacedTails(tx, ids);
-      for (const p of places.values()) if (Number(p.respaced) === 1) tails.push({ ...p, at: Number(p.at) });
-      for (const t of tails) {
-        const l = lines.get(t.gateway_id);
-        if (l && Number(t.line) === l.line) l.tail = Math.max(l.tail, Number(t.at));
-      }
+    const pending = await pendingPlaces(
+      tx,
+      ids,
+      ids.map((id) => lines.get(id)!.line),
+    );
+    for (const r of pending) {
+      const l = lines.get(r.gateway_id)!;
+      if (r.respaced_last !== null) l.tail = Number(r.respaced_last);
+      if (r.first_at !== null) l.pending = [Number(r.first_respaced) === 1 ? 0 : 1, Number(r.first_at)];
+    }
+    // This claim's places pushed back before are the line's tail too.
+    for (const p of places.values()) {
+      const l = lines.get(p.gateway_id);
+      if (l && Number(p.line) === l.line && Number(p.respaced) === 1) l.tail = Math.max(l.tail, Number(p.at));
     }
     const now = Number(rows[0]!.now);
+    const local = (at: number) => sentAt + (at - Number(rows[0]!.began));
     const kept: PlaceRow[] = [];
-    const turns = asks.map((a): Turn => {
+    /** A job that waits at its place (`at`, whole ms, as kept): due the lead before it. */
+    const place = (row: PlaceRow): Turn => {
+      kept.push(row);
+      const runAt = row.at - this.leadMs;
+      return { go: false, wait: Math.ceil(row.at - now), localAt: local(runAt), runAt };
+    };
+    /** The place a job holds in its gateway's current line, if any. */
+    const placeOf = (a: LineAsk) => {
+      const p = places.get(a.jobId);
+      return p && p.gateway_id === a.gatewayId && Number(p.line) === lines.get(a.gatewayId)!.line ? p : undefined;
+    };
+    /** Where a job stands in its line (compared as [kind, slot]): respaced places, first places, newcomers. */
+    const rank = (a: LineAsk): Rank => {
+      const p = placeOf(a);
+      return p ? [Number(p.respaced) === 1 ? 0 : 1, Number(p.at)] : [2, 0];
+    };
+    // The claim's turns in line order, not in the claim's (the jobs' due times, which pushing
+    // places back changes). Lines are apart: the order of different gateways' asks does not matter.
+    const ranks = asks.map(rank);
+    const order = asks.map((_, i) => i).sort((i, j) => byRank(ranks[i]!, ranks[j]!) || i - j);
+    const turnOf = (a: LineAsk, p: PlaceRow | undefined, r: Rank): Turn => {
       const l = lines.get(a.gatewayId)!;
       const interval = 1000 / a.rate;
-      const p = places.get(a.jobId);
-      if (p && p.gateway_id === a.gatewayId && Number(p.line) === l.line) {
+      // A place ahead of it is still waiting (not yet claimed, or claimed by another instance
+      // that has not committed): it does not go before that one, it takes a place behind it.
+      const behind = l.pending !== undefined && byRank(l.pending, r) < 0;
+      if (p) {
         // At its place: it goes, one slot after the line's last call at the soonest. Early (a
         // snooze rolled back with its batch, or a claim that began before the slot): back to it.
         // Late, with others: one slot after the last, so a line that fell behind catches up at
@@ -104,27 +169,27 @@ export class SharedGatewayLines {
         const respaced = Number(p.respaced) === 1;
         const at = Math.max(placeAt, l.nextGo, respaced ? 0 : l.tail + interval, now);
         const wait = Math.ceil(at - now);
-        if (wait <= this.maxInlineWaitMs) {
+        if (wait <= this.maxInlineWaitMs && !behind) {
           l.nextGo = Math.max(l.nextGo, at + interval);
-          return { go: true, wait };
+          return { go: true, wait, localAt: local(now + wait) };
         }
         l.tat = Math.max(l.tat, at + interval);
         if (at > placeAt) l.tail = Math.max(l.tail, at);
-        kept.push({ ...p, job_id: a.jobId, at, respaced: at > placeAt || respaced ? 1 : 0 });
-        return { go: false, wait };
+        return place({ ...p, job_id: a.jobId, at: Math.ceil(at), respaced: at > placeAt || respaced ? 1 : 0 });
       }
       // A newcomer: the next free slot (GCRA, one slot apart, burst 1), and never before a place
       // that went late (the line's one chain of calls).
       const slot = Math.max(l.tat, l.nextGo, now - Math.min(interval, LATE_SLACK_MS));
       l.tat = slot + interval;
       const wait = slot <= now ? 0 : Math.ceil(slot - now);
-      if (wait <= this.maxInlineWaitMs) {
+      if (wait <= this.maxInlineWaitMs && !behind) {
         l.nextGo = Math.max(l.nextGo, slot + interval);
-        return { go: true, wait };
+        return { go: true, wait, localAt: local(now + wait) };
       }
-      kept.push({ job_id: a.jobId, gateway_id: a.gatewayId, line: l.line, at: now + wait, respaced: 0 });
-      return { go: false, wait };
-    });
+      return place({ job_id: a.jobId, gateway_id: a.gatewayId, line: l.line, at: now + wait, respaced: 0 });
+    };
+    const turns: Turn[] = new Array(asks.length);
+    for (const i of order) turns[i] = turnOf(asks[i]!, placeOf(asks[i]!), ranks[i]!);
     // Whole ms in the table: a slot rounded down is at most 1 ms early, which the next take's
     // slack (and the rate's spacing) absorbs.
     await saveLines(

@@ -25,11 +25,11 @@ const dbNow = async () =>
   );
 
 /** One claim of `jobIds` (in claim order) on `gatewayId`: each job's turn. */
-function claim(lines: SharedGatewayLines, gatewayId: string, jobIds: number[]) {
+function claim(lines: SharedGatewayLines, gatewayId: string, jobIds: number[], rate = RATE) {
   return store.transaction(async (tx) =>
     lines.turns(
       tx,
-      jobIds.map((jobId) => ({ jobId, gatewayId, rate: RATE })),
+      jobIds.map((jobId) => ({ jobId, gatewayId, rate })),
       await lines.leave(tx, jobIds),
     ),
   );
@@ -75,5 +75,29 @@ describe('shared gateway lines', () => {
     const again = await placeOf(900_003).catch(() => null);
     // It goes now (within the inline wait), or waits at its own slot.
     expect([null, third]).toContain(again);
+  });
+
+  it('pushes places back to whole ms at a rate whose slot is not (3 a second)', async () => {
+    const lines = new SharedGatewayLines();
+    const gatewayId = 'gw_thirds';
+    // Four places 334 ms apart, all past: the line fell behind.
+    const start = (await dbNow()) - 2_000;
+    await store.transaction((tx) =>
+      keepPlaces(
+        tx,
+        [1, 2, 3, 4].map((n) => ({
+          job_id: 910_000 + n,
+          gateway_id: gatewayId,
+          line: 0,
+          at: start + (n - 1) * 334,
+          respaced: 0,
+        })),
+      ),
+    );
+    // The first goes; the others take places a third of a second apart, kept in whole ms.
+    const turns = await claim(lines, gatewayId, [910_001, 910_002, 910_003, 910_004], 3);
+    expect(turns.map((t) => t.go)).toEqual([true, false, false, false]);
+    const at = [await placeOf(910_002), await placeOf(910_003), await placeOf(910_004)];
+    for (let i = 1; i < at.length; i++) expect([333, 334]).toContain(at[i]! - at[i - 1]!);
   });
 });

@@ -26,7 +26,10 @@ export interface LineRow {
   line: number;
   tat: number;
   next_go: number;
+  /** When the row was locked (after any wait for another claim's lock). */
   now: number;
+  /** When the lock statement began, before any wait: msgd's clock is read just before it is sent. */
+  began: number;
 }
 
 /**
@@ -60,18 +63,38 @@ export async function lockLines(q: Queryable, gatewayIds: string[], intervalsUs:
           SELECT v.id, 0, v.iv, 1, 0, 0, ${PG_NOW}
             FROM unnest(${gatewayIds}::text[], ${intervalsUs}::bigint[]) WITH ORDINALITY AS v(id, iv, n) ORDER BY v.n
         ON CONFLICT (gateway_id) DO UPDATE SET gateway_id = excluded.gateway_id
-        RETURNING gateway_id, line, tat, next_go, ${LOCKED_NOW} AS now`,
+        RETURNING gateway_id, line, tat, next_go, ${LOCKED_NOW} AS now, ${PG_NOW} AS began`,
   );
 }
 
-/** The last place pushed back (respaced) in each of these gateways' lines, as found now. */
-export async function respacedTails(
-  q: Queryable,
-  gatewayIds: string[],
-): Promise<{ gateway_id: string; line: number; at: number }[]> {
-  return q.all(
-    sql`SELECT gateway_id, line, max(at) AS at FROM gateway_places
-         WHERE gateway_id = ANY(${gatewayIds}::text[]) AND respaced = 1 GROUP BY gateway_id, line`,
+/** The places still waiting in a gateway's line. */
+export interface PendingRow {
+  gateway_id: string;
+  /** The last place pushed back (respaced): a first place queues behind it. */
+  respaced_last: number | null;
+  /** The place waiting ahead of all others (places pushed back first, then by slot), if any. */
+  first_respaced: number | null;
+  first_at: number | null;
+}
+
+/**
+ * The places still waiting in these gateways' current lines (`lines`: each one's number), as
+ * found now: read after the lines are locked, so a claim that waited for another's lock sees
+ * what that one left, and without the claim's own (takePlaces took them out in its transaction).
+ * The first is a place whose job is waiting for it: a place left behind by a job gone another way
+ * (completed, dead, deleted) holds no one back.
+ */
+export async function pendingPlaces(q: Queryable, gatewayIds: string[], lines: number[]): Promise<PendingRow[]> {
+  return q.all<PendingRow>(
+    sql`SELECT g.id AS gateway_id,
+               (SELECT max(p.at) FROM gateway_places p WHERE p.gateway_id = g.id AND p.line = g.line AND p.respaced = 1)
+                 AS respaced_last,
+               f.respaced AS first_respaced, f.at AS first_at
+          FROM unnest(${gatewayIds}::text[], ${lines}::bigint[]) AS g(id, line)
+          LEFT JOIN LATERAL (
+            SELECT p.respaced, p.at FROM gateway_places p JOIN jobs j ON j.id = p.job_id
+             WHERE p.gateway_id = g.id AND p.line = g.line AND j.state IN ('available', 'retry')
+             ORDER BY p.respaced DESC, p.at LIMIT 1) f ON true`,
   );
 }
 
