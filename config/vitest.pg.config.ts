@@ -36,6 +36,8 @@ const onBothStores: string[] = [
   'test/e2e/log-output.test.ts',
   // test/cli: msgctl reaches the run's store through cliStore() (test/helpers/cli.ts) or a server's storeEnv.
   'test/cli/**/*.test.ts',
+  // test/e2e, gateway lines: rate shaping, lines kept across a restart, provider outages.
+  'test/e2e/rate-and-outage.test.ts',
 ];
 
 /**
