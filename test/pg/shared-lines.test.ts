@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keepPlaces } from '../../src/db/pg/gateway-lines.js';
+import { dropLines, keepPlaces } from '../../src/db/pg/gateway-lines.js';
 import { openPg, type PgStore } from '../../src/db/pg/store.js';
 import { sql } from '../../src/db/sql.js';
 import { SharedGatewayLines } from '../../src/jobs/shared-lines.js';
@@ -99,5 +99,23 @@ describe('shared gateway lines', () => {
     expect(turns.map((t) => t.go)).toEqual([true, false, false, false]);
     const at = [await placeOf(910_002), await placeOf(910_003), await placeOf(910_004)];
     for (let i = 1; i < at.length; i++) expect([333, 334]).toContain(at[i]! - at[i - 1]!);
+  });
+
+  it('drops the line of a removed gateway, not of one made after the list it was given', async () => {
+    const now = await dbNow();
+    await store.run(sql`DELETE FROM gateway_lines`); // the other tests' lines
+    await store.run(
+      sql`INSERT INTO gateways (id, kind, name, secrets, created_at, updated_at)
+          VALUES ('gw_made_since', 'sandbox', 'made since', '{}', ${now}, ${now})`,
+    );
+    for (const id of ['gw_made_since', 'gw_removed', 'gw_known'])
+      await store.run(
+        sql`INSERT INTO gateway_lines (gateway_id, interval_us, active, updated_at) VALUES (${id}, 200000, 1, ${now})`,
+      );
+    // This instance's book was read before gw_made_since was made (by another instance, which
+    // made its line): only gw_removed, in neither the book nor the store, is gone.
+    expect(await store.transaction((tx) => dropLines(tx, ['gw_known']))).toEqual(['gw_removed']);
+    const left = await store.all<{ gateway_id: string }>(sql`SELECT gateway_id FROM gateway_lines ORDER BY gateway_id`);
+    expect(left.map((r) => r.gateway_id)).toEqual(['gw_known', 'gw_made_since']);
   });
 });

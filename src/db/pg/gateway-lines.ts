@@ -173,10 +173,16 @@ export async function syncLine(q: Queryable, gw: LineSetting, maxAheadMs: number
   return change;
 }
 
-/** Drops the lines of gateways not among `gatewayIds` (removed): returns theirs. */
+/**
+ * Drops the lines of gateways not among `gatewayIds` (what this instance read) and gone from
+ * the store (removed): returns theirs. A gateway made since that read (on another instance,
+ * which made its line) keeps its line.
+ */
 export async function dropLines(q: Queryable, gatewayIds: string[]): Promise<string[]> {
   const gone = await q.all<{ gateway_id: string }>(
-    sql`DELETE FROM gateway_lines WHERE gateway_id <> ALL(${gatewayIds}::text[]) RETURNING gateway_id`,
+    sql`DELETE FROM gateway_lines l WHERE l.gateway_id <> ALL(${gatewayIds}::text[])
+          AND NOT EXISTS (SELECT 1 FROM gateways g WHERE g.id = l.gateway_id)
+        RETURNING l.gateway_id`,
   );
   return gone.map((r) => r.gateway_id);
 }
