@@ -171,6 +171,11 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     msg: OutboundMessage;
     gw: GatewayWithSecrets;
     wait: number;
+    /**
+     * When that wait ends on msgd's clock (ctx.now()): counted from the turn, not from the
+     * handler's start, which a slow commit of the claim delays by more for some than for others.
+     */
+    until: number;
     /** PostgreSQL: its slot on msgd's clock (ctx.now()), when the call goes at the soonest (LinePace). */
     goAt?: number;
     /** An earlier attempt's request may have left msgd without its outcome being recorded. */
@@ -249,7 +254,16 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     if (!turn.go) failover.release(gw.id);
     // A longer wait (a backlog on a 1/s Twilio number can wait hours) holds a place in line.
     return turn.go
-      ? { m, msg, gw, wait: turn.wait, goAt: turn.localAt, uncertain: m.dispatch_in_flight === 1, marked: false }
+      ? {
+          m,
+          msg,
+          gw,
+          wait: turn.wait,
+          until: ctx.now() + turn.wait,
+          goAt: turn.localAt,
+          uncertain: m.dispatch_in_flight === 1,
+          marked: false,
+        }
       : inLine(m, turn);
   }
 
@@ -383,6 +397,26 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
         },
   );
 
+  /** A call slot for a message the claim did not count one for, and its mark in flight; a retry when that fails. */
+  async function holdSlot(go: Go): Promise<JobResult | null> {
+    const key = poolOf(go.gw);
+    await slots.take(key);
+    if (go.marked) return null;
+    try {
+      await worker.durably(
+        both(
+          () => markDispatchInFlight(ctx, go.m.id),
+          (tx) => markDispatchInFlightIn(tx, go.m.id),
+        ),
+      );
+      return null;
+    } catch (e) {
+      slots.give(key);
+      failover.release(go.gw.id);
+      return { type: 'retry', error: `not sent: ${e instanceof Error ? e.message : String(e)}` };
+    }
+  }
+
   const handler = async (job: Job<DispatchPayload>): Promise<JobResult> => {
     // Every claimed job has been decided in the claim (onClaim); this covers one that was not.
     const go = ready.get(job) ?? (onConnection ? decide(job, undefined) : await decideAlone(job));
@@ -392,25 +426,19 @@ export function registerDispatch(worker: Worker, deps: DispatchDeps) {
     const key = poolOf(gw);
     // The slot the claim counted on is taken now, in the turn of its commit, before any wait.
     const counted = go.marked && slots.tryTake(key);
+    // One it could not count on is waited for from now, beside its wait in the gateway's line,
+    // and marked in flight once held, as the claim marks the others: in line for a slot before
+    // any message claimed after it, and with no write between its line's time and its call.
+    const held = counted ? null : holdSlot(go);
     // PostgreSQL: at its slot on the shared line, in the line's order (src/jobs/line-pace.ts).
     if (go.goAt !== undefined) await pace.turn(gw.id, go.goAt, 1000 / ratePerSecond(gw));
-    else if (go.wait > 0) await sleep(go.wait);
-    if (!counted) {
-      await slots.take(key);
-      if (!go.marked) {
-        try {
-          await worker.durably(
-            both(
-              () => markDispatchInFlight(ctx, m.id),
-              (tx) => markDispatchInFlightIn(tx, m.id),
-            ),
-          );
-        } catch (e) {
-          slots.give(key);
-          failover.release(gw.id);
-          return { type: 'retry', error: `not sent: ${e instanceof Error ? e.message : String(e)}` };
-        }
-      }
+    else if (go.wait > 0) {
+      const left = go.until - ctx.now();
+      if (left > 0) await sleep(left);
+    }
+    if (held) {
+      const notSent = await held;
+      if (notSent) return notSent;
     }
 
     // When the message was handed over: its sent_at. The provider stamps it later than this,
