@@ -515,10 +515,12 @@ export class Worker {
       // the lease, a heartbeat that failed): they are renewed first, in the same transaction, so
       // only jobs that no handler here runs are taken back. One of ours taken back would run
       // twice at once, and a provider call waiting for a free connection could go out twice.
-      // Finished ones whose results wait for a turn to commit them are renewed too.
+      // Finished ones whose results wait for a turn to commit them are renewed too. Every one
+      // is, not only those past half the lease by this process's count: the store's may differ
+      // (PostgreSQL's clock ahead of this one's).
       const now = this.now();
       const [renewed, n] = await this.queue.store.transaction(async (tx) => {
-        const r = await this.renewLeases(tx, now);
+        const r = await this.renewLeases(tx, now, true);
         return [r, await this.queue.lifeline(now, tx)] as const;
       });
       renewed();
@@ -544,13 +546,15 @@ export class Worker {
   };
 
   /**
-   * In the caller's transaction: renews what has run past half its lease. Returns what to note
-   * once that transaction has committed.
+   * In the caller's transaction: renews what has run past half its lease (`every`: all it
+   * holds). Returns what to note once that transaction has committed.
    */
-  private async renewLeases(tx: Queryable, now: number): Promise<() => void> {
+  private async renewLeases(tx: Queryable, now: number, every = false): Promise<() => void> {
     const held = [...this.inflight.values(), ...this.finished.map((f) => f.run)];
     // In id order: the heartbeat and the lifeline renew at once without waiting on each other crosswise.
-    const due = held.filter((r) => r.lockedUntil - now < this.leaseMs / 2).sort((a, b) => a.job.id - b.job.id);
+    const due = (every ? held : held.filter((r) => r.lockedUntil - now < this.leaseMs / 2)).sort(
+      (a, b) => a.job.id - b.job.id,
+    );
     const until = now + this.leaseMs;
     const renewed: Running[] = [];
     for (const r of due) if (await this.queue.extendLease(r.job.id, r.lease, until, tx)) renewed.push(r);

@@ -581,9 +581,11 @@ describe('Worker loop timing', () => {
     worker.start();
     await waitFor(() => runs === 1, 'the job to start');
     // The process was paused past the lease (a VM suspended, the event loop stalled): the
-    // lifeline's timer fires before the heartbeat's (every 15 s with this lease). The lease has
-    // run out as the database sees it too (PostgreSQL's lifeline reads its own clock).
+    // lifeline's timer fires before the heartbeat's (every 15 s with this lease).
     pausedMs = 120_000;
+    await sleep(100);
+    // The lease has run out as the store sees it though this process renewed it a moment ago
+    // (PostgreSQL's lifeline reads its own clock, which may run ahead of this one's).
     await t.store.run(sql`UPDATE jobs SET locked_until = ${Date.now() - 1} WHERE id = ${id}`);
     await sleep(200);
     expect(worker.counters.reclaimed).toBe(0);
