@@ -9,8 +9,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * `npm test`'s suites that run on PostgreSQL too: `npm run test:pg:all` (MSGD_TEST_PG_ALL=1) adds
- * them to the run (about 160 files, some 20 minutes on two cores); `npm run test:pg`, which CI
- * runs, is the store's own tests above.
+ * them to the run (about 200 files, some 11 minutes on two cores); `npm run test:pg`, which CI
+ * runs, is the store's own tests above and `inCi` below.
  */
 const onBothStores: string[] = [
   // test/e2e: msgd children get the database through MSGD_DATABASE_URL and MSGD_MASTER_KEY (test/e2e/child.ts).
