@@ -26,6 +26,19 @@ const INSERT_MESSAGE = `INSERT INTO messages (id, partner_id, direction, channel
   dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
+/** insertMessage in the caller's store transaction `q`, on either store. */
+export async function insertMessageIn(q: Queryable, r: MessageRow): Promise<void> {
+  await q.run(
+    sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
+          contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments, error_code,
+          error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
+        VALUES (${r.id}, ${r.partner_id}, ${r.direction}, ${r.channel_type}, ${r.channel_id}, ${r.gateway_id},
+          ${r.conversation_id}, ${r.contact_id}, ${r.to}, ${r.from}, ${r.content}, ${r.status}, ${r.provider_message_id},
+          ${r.provider_id_indexed}, ${r.price}, ${r.segments}, ${r.error_code}, ${r.error_message}, ${r.dispatch_uncertain},
+          ${r.refunded}, ${r.sent_at}, ${r.created_at}, ${r.updated_at}, ${r.deleted_at}, ${r.send_at})`,
+  );
+}
+
 function insertMessage(ctx: CoreCtx, r: MessageRow) {
   stmt(ctx.db.sqlite, INSERT_MESSAGE).run(
     r.id,
@@ -293,15 +306,7 @@ export async function storeInboundIn(
   for (const ref of contentRefs(content))
     ref.message_id = await messageIdForIn(q, ctx, input.partnerId, input.channel.type, ref.provider_message_id);
   const r = inboundRow(ctx, input, contact, conv, content, deletedAt);
-  await q.run(
-    sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
-          contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments, error_code,
-          error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
-        VALUES (${r.id}, ${r.partner_id}, ${r.direction}, ${r.channel_type}, ${r.channel_id}, ${r.gateway_id},
-          ${r.conversation_id}, ${r.contact_id}, ${r.to}, ${r.from}, ${r.content}, ${r.status}, ${r.provider_message_id},
-          ${r.provider_id_indexed}, ${r.price}, ${r.segments}, ${r.error_code}, ${r.error_message}, ${r.dispatch_uncertain},
-          ${r.refunded}, ${r.sent_at}, ${r.created_at}, ${r.updated_at}, ${r.deleted_at}, ${r.send_at})`,
-  );
+  await insertMessageIn(q, r);
   await recordHistoryIn(q, ctx, r.id, 'received', { at: input.occurredAt });
   return { message: r, contact, content };
 }

@@ -6,12 +6,11 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load.js';
 import { startServer, type Server } from '../../src/server.js';
 import type { CoreCtx } from '../../src/core/context.js';
-import { createOutbound, type CreateOutboundInput, type MessageRow } from '../../src/core/messages.js';
+import { createOutbound, type CreateOutboundInput, insertMessageIn, type MessageRow } from '../../src/core/messages.js';
 import { findOrCreateContactIn } from '../../src/core/contacts.js';
 import { touchConversationIn } from '../../src/core/conversations.js';
 import { debitIn } from '../../src/core/ledger.js';
 import type { Queryable } from '../../src/db/query.js';
-import { sql } from '../../src/db/sql.js';
 import { newId } from '../../src/lib/ids.js';
 import { createPartner, setPartnerLimits } from '../../src/core/partners.js';
 import { issueToken } from '../../src/core/tokens.js';
@@ -292,15 +291,6 @@ export async function storeOutboundIn(
     deleted_at: null,
     send_at: input.sendAt ?? null,
   };
-  await tx.run(
-    sql`INSERT INTO messages (id, partner_id, direction, channel_type, channel_id, gateway_id, conversation_id,
-          contact_id, "to", "from", content, status, provider_message_id, provider_id_indexed, price, segments,
-          error_code, error_message, dispatch_uncertain, refunded, sent_at, created_at, updated_at, deleted_at, send_at)
-        VALUES (${row.id}, ${row.partner_id}, ${row.direction}, ${row.channel_type}, ${row.channel_id}, ${row.gateway_id},
-          ${row.conversation_id}, ${row.contact_id}, ${row.to}, ${row.from}, ${row.content}, ${row.status},
-          ${row.provider_message_id}, ${row.provider_id_indexed}, ${row.price}, ${row.segments}, ${row.error_code},
-          ${row.error_message}, ${row.dispatch_uncertain}, ${row.refunded}, ${row.sent_at}, ${row.created_at},
-          ${row.updated_at}, ${row.deleted_at}, ${row.send_at})`,
-  );
+  await insertMessageIn(tx, row);
   return row;
 }
