@@ -318,14 +318,18 @@ describe('three msgd under load, five kill -9s and a provider outage', { timeout
       expect(calls.get(tagOf(m)) ?? 0, `provider calls for ${m.id}`).toBeGreaterThanOrEqual(1);
 
     // Events at the endpoint: all verified; one (message, event) has one event id, however often it came.
+    // Every event fanned out first: one not yet fanned out has no delivery to wait for.
     await waitFor(
       async () => {
         const open = await c.ctx.store.get<{ n: number }>(
           sql`SELECT CAST(count(*) AS BIGINT) AS n FROM webhook_deliveries WHERE status IN ('pending', 'failed')`,
         );
-        return Number(open!.n) === 0;
+        const unfanned = await c.ctx.store.get<{ n: number }>(
+          sql`SELECT CAST(count(*) AS BIGINT) AS n FROM events WHERE fanned_out = 0`,
+        );
+        return Number(open!.n) === 0 && Number(unfanned!.n) === 0;
       },
-      'every delivery to settle',
+      'every event fanned out and every delivery settled',
       30_000,
       250,
     );
